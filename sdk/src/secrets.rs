@@ -1,0 +1,22 @@
+//! Secrets the user granted this plugin. Values never enter the plugin: put
+//! [`placeholder`] in a header (or the query) of a request and the host fills in the value when,
+//! and only when, the request goes to the host the secret was granted for.
+//!
+//! ```ignore
+//! if !talaria_sdk::secrets::exists("WEATHER_API_KEY") {
+//!     return Err(ToolError::failed("WEATHER_API_KEY is not set: add it to ~/.talaria/.env"));
+//! }
+//! let resp = http::Request::get(url).header("key", &secrets::placeholder("WEATHER_API_KEY")).send()?;
+//! ```
+
+use crate::__bindings::talaria::plugin::secrets as host;
+
+/// Whether the secret is granted to this plugin and has a value.
+pub fn exists(name: &str) -> bool {
+    host::exists(name)
+}
+
+/// The text the host replaces with the secret's value at the HTTP boundary.
+pub fn placeholder(name: &str) -> String {
+    format!("{{{{secret:{name}}}}}")
+}
