@@ -1,1 +1,112 @@
-fn main(){}
+//! The `talaria` command: parses arguments and hands each subcommand to its module.
+
+mod config;
+mod plugins;
+mod tools;
+mod ui;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{ArgAction, Parser, Subcommand};
+use talaria_runtime::{Embedded, Runtime, RuntimeConfig, Unattended};
+
+/// An LLM agent platform whose every extension is a sandboxed WebAssembly component.
+#[derive(Parser)]
+#[command(name = "talaria", version, propagate_version = true, arg_required_else_help = true)]
+struct Cli {
+    /// Working directory: `$WORKSPACE` for tools, and where project plugins are found
+    /// [default: the current directory]
+    #[arg(short = 'C', long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+
+    /// Log more to stderr (-v info, -vv debug); TALARIA_LOG takes a tracing filter
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// See plugins and what they may touch; grant and revoke capabilities
+    #[command(subcommand)]
+    Plugins(plugins::PluginsCmd),
+    /// List tools and call them directly, with no model involved
+    #[command(subcommand)]
+    Tools(tools::ToolsCmd),
+    /// Trust a project so the plugins in its .talaria/plugins load (or --revoke that trust)
+    Trust {
+        /// The project directory [default: the workspace]
+        dir: Option<PathBuf>,
+        /// Stop trusting it
+        #[arg(long)]
+        revoke: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    ui::init_logging(cli.verbose);
+    let tokio = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            ui::error(&format!("cannot start the async runtime: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    match tokio.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            ui::error(&format!("{e:#}"));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let ctx = Ctx::new(cli.workspace)?;
+    match cli.command {
+        Command::Plugins(cmd) => plugins::run(&ctx, cmd).await,
+        Command::Tools(cmd) => tools::run(&ctx, cmd).await,
+        Command::Trust { dir, revoke } => plugins::trust(&ctx, dir, revoke),
+    }
+}
+
+/// What every command needs: where home and the workspace are, and the parsed config.
+pub struct Ctx {
+    pub home: PathBuf,
+    pub workspace: PathBuf,
+    pub config: config::ConfigToml,
+}
+
+impl Ctx {
+    fn new(workspace: Option<PathBuf>) -> anyhow::Result<Self> {
+        let home = config::home()?;
+        let config = config::ConfigToml::load(&home)?;
+        let workspace = match workspace {
+            Some(dir) => dir,
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        let workspace =
+            workspace.canonicalize().with_context(|| format!("workspace {} does not exist", workspace.display()))?;
+        Ok(Self { home, workspace, config })
+    }
+
+    /// Discover plugins (compiles nothing).
+    pub fn runtime(&self, yolo: bool) -> anyhow::Result<Runtime> {
+        let mut config = RuntimeConfig::new(self.home.clone(), self.workspace.clone());
+        config.limits = self.config.limits();
+        config.plugins = self.config.plugin_settings();
+        config.command_policy = self.config.command_policy(&self.home);
+        config.approver = Arc::new(Unattended { yolo });
+        let bundled: Vec<Embedded> = talaria_bundled::PLUGINS
+            .iter()
+            .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 })
+            .collect();
+        Ok(Runtime::new(config, &bundled)?)
+    }
+}

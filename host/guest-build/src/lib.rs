@@ -46,10 +46,10 @@ pub fn build(root: &Path, packages: &[&str]) -> Vec<Guest> {
             let dir = root.join(rel);
             println!("cargo:rerun-if-changed={}", dir.display());
             let package = package_name(&dir);
-            let wasm = target_dir(&root)
-                .join(TARGET)
-                .join("plugin")
-                .join(format!("{}.wasm", package.replace('-', "_")));
+            // A library (cdylib) guest's file uses underscores; a binary keeps its package name.
+            let out = target_dir(&root).join(TARGET).join("plugin");
+            let lib = out.join(format!("{}.wasm", package.replace('-', "_")));
+            let wasm = if dir.join("src/main.rs").exists() { out.join(format!("{package}.wasm")) } else { lib };
             Guest { package, dir, wasm }
         })
         .collect();

@@ -1,1 +1,73 @@
-//! placeholder
+//! Serde types every talaria front door shares. No runtime, no I/O: only data.
+//!
+//! Now: tool specs and tool errors as the model and the CLI see them. The agent's messages and
+//! events join this crate when the loop arrives.
+//!
+//! ```
+//! use talaria_protocol::{ToolError, ToolSpec};
+//! let spec = ToolSpec {
+//!     name: "read_file".into(),
+//!     description: "Read a file".into(),
+//!     parameters: serde_json::json!({"type": "object", "properties": {}}),
+//!     plugin: "files".into(),
+//! };
+//! assert_eq!(ToolError::InvalidArgs("path is required".into()).to_json()["error"],
+//!            "invalid arguments: path is required");
+//! # let _ = spec;
+//! ```
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// One tool the model may call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema).
+    pub parameters: serde_json::Value,
+    /// The plugin that provides it.
+    pub plugin: String,
+}
+
+/// Why a tool call did not produce a result. Every variant renders as a sentence the model can
+/// act on; [`ToolError::to_json`] gives the JSON string the model receives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "message", rename_all = "snake_case")]
+pub enum ToolError {
+    /// The arguments were wrong; the model should fix them and retry.
+    InvalidArgs(String),
+    /// No tool of that name.
+    UnknownTool(String),
+    /// The tool ran and reported a failure.
+    Failed(String),
+    /// A policy refused it (grant missing, dangerous command, hook).
+    Denied(String),
+    /// The plugin broke: trap, panic, deadline, memory cap, output cap.
+    Crashed(String),
+    /// The plugin could not be loaded.
+    Unavailable(String),
+}
+
+impl ToolError {
+    /// `{"error": "<sentence>"}`: what the model is given.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ "error": self.to_string() })
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InvalidArgs(m) => write!(f, "invalid arguments: {m}"),
+            Self::UnknownTool(name) => write!(f, "unknown tool `{name}`"),
+            Self::Failed(m) => f.write_str(m),
+            Self::Denied(m) => write!(f, "denied: {m}"),
+            Self::Crashed(m) => write!(f, "plugin crashed: {m}"),
+            Self::Unavailable(m) => write!(f, "tool unavailable: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ToolError {}

@@ -1,1 +1,459 @@
-//! placeholder
+//! talaria's plugin runtime: the only crate that knows wasmtime.
+//!
+//! [`Runtime::new`] discovers plugins (bundled, user, trusted project), reads their manifests
+//! and the user's grants — without compiling anything. A plugin is compiled (or loaded from the
+//! compile cache) the first time it is needed; every tool call then runs in a fresh instance
+//! with the plugin's memory cap, deadline and output cap, seeing only what it was granted.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use talaria_runtime::{CallContext, Runtime, RuntimeConfig};
+//! let config = RuntimeConfig::new("/home/me/.talaria".into(), std::env::current_dir()?);
+//! let runtime = Runtime::new(config, &[])?;
+//! let (tools, problems) = runtime.tools().await;
+//! let out = runtime.call("read_file", r#"{"path": "README.md"}"#, CallContext::default()).await?;
+//! println!("{}", out.output);
+//! # Ok(()) }
+//! ```
+//!
+//! Main types: [`Runtime`], [`Plugin`], [`Manifest`], [`Capability`] and [`Grants`],
+//! [`CompileCache`], [`ProcessRunner`] with its [`Approver`].
+
+pub mod cache;
+pub mod danger;
+pub mod discovery;
+mod engine;
+mod fsutil;
+pub mod grant;
+mod host;
+pub mod manifest;
+mod net;
+mod plugin;
+pub mod process;
+mod secrets;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use talaria_protocol::{ToolError, ToolSpec};
+use wasmtime::component::Linker;
+
+pub use cache::{CacheOutcome, CompileCache};
+pub use danger::CommandPolicy;
+pub use discovery::{Embedded, Problem, Shadowed, project_plugin_dir};
+pub use engine::EngineHandle;
+pub use grant::{Access, Capability, GrantFile, Grants, HostPattern, Scope};
+pub use manifest::{Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS};
+pub use plugin::{CallContext, CallLimits, CallOutput, Plugin};
+pub use process::{Approval, ApprovalRequest, Approver, ProcessRunner, Unattended};
+pub use secrets::Secrets;
+
+use crate::host::bindings::ToolPlugin;
+use crate::host::{HostState, PluginEnv, Services};
+
+/// Failures of the runtime itself (not of a plugin: those are [`Problem`]s and [`ToolError`]s).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Grants(String),
+    #[error("cannot start the WebAssembly engine: {0}")]
+    Engine(String),
+}
+
+/// Host-wide caps and defaults for plugin calls.
+#[derive(Debug, Clone, Copy)]
+pub struct HostLimits {
+    pub default_memory_mb: u32,
+    pub max_memory_mb: u32,
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+    pub default_output_kb: u32,
+    pub max_output_kb: u32,
+}
+
+impl Default for HostLimits {
+    fn default() -> Self {
+        Self {
+            default_memory_mb: 64,
+            max_memory_mb: 1024,
+            default_timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(900),
+            default_output_kb: 1024,
+            max_output_kb: 16 * 1024,
+        }
+    }
+}
+
+/// Operator settings for one plugin (`[plugins.NAME]` in config.toml).
+#[derive(Debug, Clone, Default)]
+pub struct PluginSettings {
+    /// `[plugins.NAME.config]`, readable by the plugin.
+    pub config: toml::Table,
+    /// Let its tools replace same-named tools of other plugins.
+    pub allow_override: bool,
+}
+
+/// Everything the runtime needs from its embedder.
+pub struct RuntimeConfig {
+    /// `$TALARIA_HOME`.
+    pub home: PathBuf,
+    /// The working directory: where project plugins are looked for, and `$WORKSPACE` by default.
+    pub workspace: PathBuf,
+    pub limits: HostLimits,
+    pub plugins: BTreeMap<String, PluginSettings>,
+    pub command_policy: CommandPolicy,
+    pub approver: Arc<dyn Approver>,
+    /// Secret values; by default the environment, then `$TALARIA_HOME/.env`.
+    pub secrets: Option<Secrets>,
+    /// Where compiled components go; by default `$TALARIA_HOME/cache/plugins`.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl RuntimeConfig {
+    /// Defaults: unattended approvals without yolo, default limits, no plugin settings.
+    pub fn new(home: PathBuf, workspace: PathBuf) -> Self {
+        Self {
+            home,
+            workspace,
+            limits: HostLimits::default(),
+            plugins: BTreeMap::new(),
+            command_policy: CommandPolicy::default(),
+            approver: Arc::new(Unattended { yolo: false }),
+            secrets: None,
+            cache_dir: None,
+        }
+    }
+}
+
+/// Which plugin provides each tool.
+struct ToolIndex {
+    tools: Vec<ToolSpec>,
+    by_name: HashMap<String, usize>,
+    problems: Vec<Problem>,
+}
+
+/// The plugin runtime.
+pub struct Runtime {
+    plugins: Vec<Arc<Plugin>>,
+    shadowed: Vec<Shadowed>,
+    problems: Vec<Problem>,
+    untrusted_project: Option<PathBuf>,
+    workspace: PathBuf,
+    cache: CompileCache,
+    engine: OnceLock<Result<(EngineHandle, Linker<HostState>), String>>,
+    index: tokio::sync::OnceCell<ToolIndex>,
+}
+
+impl Runtime {
+    /// Discover plugins and resolve their grants. Compiles nothing.
+    ///
+    /// # Errors
+    /// `grants.toml` exists but cannot be read.
+    pub fn new(config: RuntimeConfig, bundled: &[Embedded]) -> Result<Self, Error> {
+        let grant_file = GrantFile::load(&config.home.join("grants.toml")).map_err(Error::Grants)?;
+        let found = discovery::discover(bundled, &config.home, &config.workspace, &grant_file);
+        let secrets = Arc::new(config.secrets.unwrap_or_else(|| Secrets::load(&config.home.join(".env"))));
+        let mut hidden_env: Vec<String> = secrets.dotenv_names().map(str::to_string).collect();
+        for f in &found.found {
+            for cap in &f.manifest.requests {
+                if let Capability::Secret { name, .. } = cap {
+                    hidden_env.push(name.clone());
+                }
+            }
+        }
+        let services = Arc::new(Services {
+            state_db: config.home.join("state.db"),
+            store: OnceLock::new(),
+            secrets,
+            process: ProcessRunner::new(config.command_policy, config.approver, hidden_env),
+        });
+        let plugins = found
+            .found
+            .into_iter()
+            .map(|f| {
+                let granted = grant_file.recorded(&f.scope, &f.manifest.name).unwrap_or_else(|| match f.scope {
+                    Scope::Bundled => f.manifest.requests.clone(),
+                    Scope::User | Scope::Project(_) => Vec::new(),
+                });
+                let settings = config.plugins.get(&f.manifest.name).cloned().unwrap_or_default();
+                let env = Arc::new(PluginEnv {
+                    name: f.manifest.name.clone(),
+                    grants: Arc::new(Grants::effective(&f.manifest.requests, granted)),
+                    config: settings.config,
+                    services: services.clone(),
+                });
+                let limits = call_limits(&config.limits, &f.manifest.limits);
+                Arc::new(Plugin::new(f.manifest, f.scope, f.location, f.source, env, limits, settings.allow_override))
+            })
+            .collect();
+        Ok(Self {
+            plugins,
+            shadowed: found.shadowed,
+            problems: found.problems,
+            untrusted_project: found.untrusted_project,
+            workspace: config.workspace,
+            cache: CompileCache::new(config.cache_dir.unwrap_or_else(|| config.home.join("cache").join("plugins"))),
+            engine: OnceLock::new(),
+            index: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// Active plugins, in scope order (bundled, user, project).
+    pub fn plugins(&self) -> &[Arc<Plugin>] {
+        &self.plugins
+    }
+
+    pub fn plugin(&self, name: &str) -> Option<&Arc<Plugin>> {
+        self.plugins.iter().find(|p| p.name() == name)
+    }
+
+    /// Plugins hidden by a later scope.
+    pub fn shadowed(&self) -> &[Shadowed] {
+        &self.shadowed
+    }
+
+    /// Plugins that could not be loaded at discovery (bad manifest, missing wasm, ...).
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    /// A project plugin directory ignored because the project is not trusted.
+    pub fn untrusted_project(&self) -> Option<&Path> {
+        self.untrusted_project.as_deref()
+    }
+
+    pub fn cache(&self) -> &CompileCache {
+        &self.cache
+    }
+
+    fn engine(&self) -> Result<&(EngineHandle, Linker<HostState>), ToolError> {
+        self.engine
+            .get_or_init(|| {
+                let engine = EngineHandle::new().map_err(|e| format!("{e:#}"))?;
+                let mut linker = Linker::new(&engine.engine);
+                let linked = wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+                    .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
+                    .and_then(|()| {
+                        ToolPlugin::add_to_linker::<_, wasmtime::component::HasSelf<HostState>>(&mut linker, |s| s)
+                    });
+                linked.map_err(|e| format!("{e:#}"))?;
+                Ok((engine, linker))
+            })
+            .as_ref()
+            .map_err(|e| ToolError::Unavailable(format!("cannot start the WebAssembly engine: {e}")))
+    }
+
+    /// Compile (or load from cache) and link a plugin. Returns how it was obtained and how long
+    /// it took, the first time; later calls are free.
+    ///
+    /// # Errors
+    /// [`ToolError::Unavailable`] naming the plugin and what is wrong with its component.
+    pub fn prepare(&self, plugin: &Plugin) -> Result<Option<(CacheOutcome, Duration)>, ToolError> {
+        let mut fresh = None;
+        let pre = plugin.pre.get_or_init(|| {
+            let (engine, linker) = self.engine().map_err(|e| e.to_string())?;
+            let started = Instant::now();
+            let sha = plugin.sha256()?;
+            let (component, outcome) = self
+                .cache
+                .load_or_compile(&engine.engine, &engine.fingerprint, sha, || plugin.wasm_bytes())
+                .map_err(|e| format!("not a valid WebAssembly component: {e}"))?;
+            let pre = plugin::pre_instance(&engine.engine, linker.instantiate_pre(&component), &component);
+            fresh = Some((outcome, started.elapsed()));
+            pre
+        });
+        match pre {
+            Ok(_) => Ok(fresh),
+            Err(e) => Err(ToolError::Unavailable(format!("plugin '{}' ({}): {e}", plugin.name(), plugin.location))),
+        }
+    }
+
+    /// The tools a plugin offers (from the spec cache when possible).
+    ///
+    /// # Errors
+    /// The plugin cannot be compiled or its `list` fails or returns bad specs.
+    pub async fn plugin_tools(&self, plugin: &Plugin) -> Result<Vec<ToolSpec>, ToolError> {
+        let specs = plugin
+            .specs
+            .get_or_init(|| async {
+                let sha = plugin.sha256().map_err(ToolError::Unavailable)?.to_string();
+                let cache_file = self.cache.specs_file(&sha);
+                if let Some(specs) = std::fs::read(&cache_file).ok().and_then(|b| serde_json::from_slice::<Vec<ToolSpec>>(&b).ok()) {
+                    return Ok(specs.into_iter().map(|s| ToolSpec { plugin: plugin.name().to_string(), ..s }).collect());
+                }
+                let specs = self.list_specs(plugin).await?;
+                if let Ok(bytes) = serde_json::to_vec(&specs)
+                    && let Err(e) = fsutil::private_dir(self.cache.dir()).and_then(|()| fsutil::write_private(&cache_file, &bytes))
+                {
+                    tracing::warn!("could not cache tool specs: {e}");
+                }
+                Ok(specs)
+            })
+            .await;
+        specs.clone()
+    }
+
+    async fn list_specs(&self, plugin: &Plugin) -> Result<Vec<ToolSpec>, ToolError> {
+        self.prepare(plugin)?;
+        let (engine, _) = self.engine()?;
+        let Some(Ok(pre)) = plugin.pre.get() else {
+            return Err(ToolError::Unavailable(format!("plugin '{}' is not prepared", plugin.name())));
+        };
+        let (raw, _) = plugin::with_instance(engine, plugin, pre, self.workspace.clone(), plugin.limits, async |store, inst| {
+            inst.talaria_plugin_tools().call_list(store).await.map(Ok)
+        })
+        .await
+        .map_err(|e| ToolError::Unavailable(format!("plugin '{}' could not list its tools: {e}", plugin.name())))?;
+        let mut specs = Vec::new();
+        for spec in raw {
+            let bad = |why: String| ToolError::Unavailable(format!("plugin '{}' tool `{}`: {why}", plugin.name(), spec.name));
+            if !valid_tool_name(&spec.name) {
+                return Err(bad("tool names are 1-64 characters of a-z, A-Z, 0-9, `_` or `-`".into()));
+            }
+            let parameters: serde_json::Value =
+                serde_json::from_str(&spec.parameters).map_err(|e| bad(format!("parameters are not JSON: {e}")))?;
+            if parameters.get("type").and_then(|t| t.as_str()) != Some("object") {
+                return Err(bad("parameters must be a JSON Schema of type object".into()));
+            }
+            if specs.iter().any(|s: &ToolSpec| s.name == spec.name) {
+                return Err(bad("listed twice".into()));
+            }
+            specs.push(ToolSpec { name: spec.name, description: spec.description, parameters, plugin: plugin.name().to_string() });
+        }
+        Ok(specs)
+    }
+
+    /// Every tool of every usable plugin, and the problems met while finding them.
+    pub async fn tools(&self) -> (Vec<ToolSpec>, Vec<Problem>) {
+        let index = self.index().await;
+        (index.tools.clone(), index.problems.clone())
+    }
+
+    async fn index(&self) -> &ToolIndex {
+        self.index
+            .get_or_init(|| async {
+                let mut index = ToolIndex { tools: Vec::new(), by_name: HashMap::new(), problems: Vec::new() };
+                for (i, plugin) in self.plugins.iter().enumerate() {
+                    let specs = match self.plugin_tools(plugin).await {
+                        Ok(s) => s,
+                        Err(e) => {
+                            index.problems.push(Problem {
+                                plugin: Some(plugin.name().to_string()),
+                                location: plugin.location.clone(),
+                                message: e.to_string(),
+                            });
+                            continue;
+                        }
+                    };
+                    for spec in specs {
+                        match index.by_name.get(&spec.name).copied() {
+                            Some(owner) if !plugin.allow_override => index.problems.push(Problem {
+                                plugin: Some(plugin.name().to_string()),
+                                location: plugin.location.clone(),
+                                message: format!(
+                                    "tool `{}` is already provided by plugin '{}'; it was not registered (set `allow_override = true` under [plugins.{}] in config.toml to let it replace it)",
+                                    spec.name,
+                                    self.plugins[owner].name(),
+                                    plugin.name()
+                                ),
+                            }),
+                            Some(_) => {
+                                index.tools.retain(|t| t.name != spec.name);
+                                index.by_name.insert(spec.name.clone(), i);
+                                index.tools.push(spec);
+                            }
+                            None => {
+                                index.by_name.insert(spec.name.clone(), i);
+                                index.tools.push(spec);
+                            }
+                        }
+                    }
+                }
+                index
+            })
+            .await
+    }
+
+    /// Call tool `name` with JSON arguments in a fresh instance of the plugin that provides it.
+    ///
+    /// # Errors
+    /// Unknown tool, arguments that are not a JSON object, or whatever the plugin call returns.
+    pub async fn call(&self, name: &str, args_json: &str, ctx: CallContext) -> Result<CallOutput, ToolError> {
+        let index = self.index().await;
+        let Some(&owner) = index.by_name.get(name) else {
+            let mut names: Vec<&str> = index.tools.iter().map(|t| t.name.as_str()).collect();
+            names.sort_unstable();
+            return Err(ToolError::UnknownTool(format!("{name} (available: {})", names.join(", "))));
+        };
+        let plugin = self.plugins[owner].clone();
+        self.call_plugin(&plugin, name, args_json, ctx).await
+    }
+
+    /// Call a tool of a given plugin.
+    ///
+    /// # Errors
+    /// As for [`Runtime::call`].
+    pub async fn call_plugin(&self, plugin: &Plugin, tool: &str, args_json: &str, ctx: CallContext) -> Result<CallOutput, ToolError> {
+        match serde_json::from_str::<serde_json::Value>(args_json) {
+            Ok(serde_json::Value::Object(_)) => {}
+            Ok(other) => {
+                return Err(ToolError::InvalidArgs(format!("arguments must be a JSON object, not {}", json_kind(&other))));
+            }
+            Err(e) => return Err(ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}"))),
+        }
+        self.prepare(plugin)?;
+        let (engine, _) = self.engine()?;
+        let Some(Ok(pre)) = plugin.pre.get() else {
+            return Err(ToolError::Unavailable(format!("plugin '{}' is not prepared", plugin.name())));
+        };
+        let workspace = if ctx.workspace.as_os_str().is_empty() { self.workspace.clone() } else { ctx.workspace.clone() };
+        let wit_ctx = host::bindings::talaria::plugin::types::CallContext {
+            session_id: ctx.session_id,
+            call_id: ctx.call_id,
+            workspace: workspace.to_string_lossy().into_owned(),
+        };
+        let started = Instant::now();
+        let limits = plugin.limits;
+        let (output, denials) = plugin::with_instance(engine, plugin, pre, workspace, limits, async |store, inst| {
+            inst.talaria_plugin_tools().call_call(store, tool, args_json, &wit_ctx).await
+        })
+        .await?;
+        if output.len() > limits.output_bytes {
+            return Err(ToolError::Crashed(format!(
+                "plugin '{}' returned {} bytes, over its output cap of {} KiB",
+                plugin.name(),
+                output.len(),
+                limits.output_bytes / 1024
+            )));
+        }
+        Ok(CallOutput { output, denials, elapsed: started.elapsed() })
+    }
+}
+
+fn call_limits(host: &HostLimits, wanted: &Limits) -> CallLimits {
+    let mb = wanted.memory_mb.unwrap_or(host.default_memory_mb).min(host.max_memory_mb);
+    let secs = wanted.timeout_secs.map_or(host.default_timeout, |s| Duration::from_secs(u64::from(s)));
+    let kb = wanted.output_kb.unwrap_or(host.default_output_kb).min(host.max_output_kb);
+    CallLimits {
+        memory_bytes: usize::try_from(mb).unwrap_or(usize::MAX).saturating_mul(1024 * 1024),
+        timeout: secs.min(host.max_timeout),
+        output_bytes: usize::try_from(kb).unwrap_or(usize::MAX).saturating_mul(1024),
+    }
+}
+
+fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}

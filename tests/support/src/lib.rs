@@ -1,1 +1,130 @@
+//! Test helpers shared by the runtime and end-to-end tests.
+//!
+//! - [`EVIL_WASM`] and [`NOT_A_TOOL_WASM`]: misbehaving guest components, built by `build.rs`
+//!   from `tests/plugins/*` exactly like the bundled plugins.
+//! - [`install`]: put a plugin into a `TALARIA_HOME`'s user plugin directory.
+//! - [`FakeServer`]: a tiny HTTP/1.1 server on loopback that records what it was sent, standing in
+//!   for the outside services plugins talk to (a weather API, a web page).
+//!
+//! ```no_run
+//! let server = talaria_test_support::FakeServer::start(|req| (200, vec![], format!("you asked for {}", req.path)));
+//! println!("http://{}/", server.addr);
+//! ```
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// The evil plugin's component.
+pub const EVIL_WASM: &str = env!("TALARIA_TEST_EVIL_WASM");
+/// A WASI command component (wrong world).
+pub const NOT_A_TOOL_WASM: &str = env!("TALARIA_TEST_NOT_A_TOOL_WASM");
+
+/// A manifest for a test plugin named `name` with a `[capabilities]` body.
+pub fn manifest(name: &str, capabilities: &str) -> String {
+    format!("name = \"{name}\"\nversion = \"0.1.0\"\napi = \"0.1.0\"\ndescription = \"test plugin\"\n\n[capabilities]\n{capabilities}\n")
+}
+
+/// Install `wasm` with `manifest` as user plugin `name` under `home`.
+pub fn install(home: &Path, name: &str, wasm: &Path, manifest: &str) {
+    let dir = home.join("plugins").join(name);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    std::fs::copy(wasm, dir.join("plugin.wasm")).unwrap_or_else(|e| panic!("copy {}: {e}", wasm.display()));
+    std::fs::write(dir.join("plugin.toml"), manifest).unwrap_or_else(|e| panic!("manifest: {e}"));
+}
+
+/// Write `grants.toml` granting `caps` to user plugin `name`.
+pub fn grant(home: &Path, name: &str, caps: &[&str]) {
+    let path = home.join("grants.toml");
+    let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+    let list: Vec<String> = caps.iter().map(|c| format!("{c:?}")).collect();
+    text.push_str(&format!("\n[grants.user.{name}]\ngranted = [{}]\n", list.join(", ")));
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+/// One request the fake server received.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    /// Lower-case names.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+type Handler = dyn Fn(&Request) -> (u16, Vec<(String, String)>, String) + Send + Sync;
+
+/// A loopback HTTP server answering with `handler` and recording every request.
+pub struct FakeServer {
+    pub addr: SocketAddr,
+    pub requests: Arc<Mutex<Vec<Request>>>,
+}
+
+impl FakeServer {
+    /// Start serving on an ephemeral loopback port (in a background thread, for the test's life).
+    pub fn start(handler: impl Fn(&Request) -> (u16, Vec<(String, String)>, String) + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}"));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (log, handler): (_, Arc<Handler>) = (requests.clone(), Arc::new(handler));
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (log, handler) = (log.clone(), handler.clone());
+                std::thread::spawn(move || serve(stream, &log, &*handler));
+            }
+        });
+        Self { addr, requests }
+    }
+
+    /// Requests received so far.
+    pub fn received(&self) -> Vec<Request> {
+        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+fn serve(stream: TcpStream, log: &Mutex<Vec<Request>>, handler: &Handler) {
+    let Ok(mut writer) = stream.try_clone() else { return };
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or("").to_string(), parts.next().unwrap_or("").to_string());
+    let mut headers = Vec::new();
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    let len = headers.iter().find(|(k, _)| k == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0usize);
+    let mut body = vec![0; len];
+    let _ = reader.read_exact(&mut body);
+    let request = Request { method, path, headers, body };
+    let (status, extra, text) = handler(&request);
+    if let Ok(mut l) = log.lock() {
+        l.push(request);
+    }
+    let mut response = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n", text.len());
+    for (k, v) in extra {
+        response.push_str(&format!("{k}: {v}\r\n"));
+    }
+    response.push_str("\r\n");
+    response.push_str(&text);
+    let _ = writer.write_all(response.as_bytes());
+}

@@ -1,0 +1,234 @@
+//! `talaria plugins list|info|grant|revoke` and `talaria trust`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::Subcommand;
+use talaria_runtime::{Capability, GrantFile, Plugin, Runtime, Scope};
+
+use crate::{Ctx, ui};
+
+#[derive(Subcommand)]
+pub enum PluginsCmd {
+    /// List plugins: scope, version, capabilities granted, and who shadows whom
+    List {
+        /// Print as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one plugin: manifest, what it requests and was granted, limits and tools
+    Info {
+        name: String,
+    },
+    /// Grant capabilities a plugin's manifest requests (`all` = everything it requests)
+    #[command(after_help = CAPABILITY_HELP)]
+    Grant {
+        name: String,
+        /// fs:ro:PATH, fs:rw:PATH, net:HOST[:PORT], secret:NAME@HOST, process, kv, or all
+        #[arg(required = true)]
+        capabilities: Vec<String>,
+    },
+    /// Take capabilities back (`all` = every grant)
+    #[command(after_help = CAPABILITY_HELP)]
+    Revoke {
+        name: String,
+        #[arg(required = true)]
+        capabilities: Vec<String>,
+    },
+}
+
+const CAPABILITY_HELP: &str = "Capabilities:
+  fs:ro:PATH | fs:rw:PATH   read (or read-write) a directory; $WORKSPACE is the working directory
+  net:HOST[:PORT]           outgoing HTTP; `*` and `*.example.com` are wildcards (never loopback/private)
+  secret:NAME@HOST          the host injects secret NAME into requests to HOST
+  process                   run shell commands (dangerous ones need approval)
+  kv                        private persistent key-value storage";
+
+pub async fn run(ctx: &Ctx, cmd: PluginsCmd) -> anyhow::Result<ExitCode> {
+    match cmd {
+        PluginsCmd::List { json } => list(ctx, json),
+        PluginsCmd::Info { name } => info(ctx, &name).await,
+        PluginsCmd::Grant { name, capabilities } => change(ctx, &name, &capabilities, true),
+        PluginsCmd::Revoke { name, capabilities } => change(ctx, &name, &capabilities, false),
+    }
+}
+
+fn caps_text(caps: &[Capability]) -> String {
+    if caps.is_empty() { "-".to_string() } else { caps.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ") }
+}
+
+fn list(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
+    let runtime = ctx.runtime(false)?;
+    let shadows = |p: &Plugin| -> Vec<String> {
+        runtime.shadowed().iter().filter(|s| s.name == p.name() && s.by == p.scope).map(|s| s.hidden_location.clone()).collect()
+    };
+    if json {
+        let items: Vec<serde_json::Value> = runtime
+            .plugins()
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "name": p.name(),
+                    "scope": p.scope.label(),
+                    "version": p.manifest.version.to_string(),
+                    "api": p.manifest.api.to_string(),
+                    "kinds": p.manifest.kinds,
+                    "location": p.location,
+                    "requested": p.manifest.requests.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    "granted": p.grants.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    "shadows": shadows(p),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&items)?);
+    } else {
+        let rows: Vec<Vec<String>> = runtime
+            .plugins()
+            .iter()
+            .map(|p| {
+                let pending = p.manifest.requests.len().saturating_sub(p.grants.caps.len());
+                let mut granted = caps_text(&p.grants.caps);
+                if pending > 0 {
+                    granted.push_str(&format!("  ({pending} requested, not granted)"));
+                }
+                let mut name = p.name().to_string();
+                if !shadows(p).is_empty() {
+                    name.push_str(" *");
+                }
+                vec![name, p.scope.label().to_string(), p.manifest.version.to_string(), p.manifest.api.to_string(), granted]
+            })
+            .collect();
+        ui::table(&["NAME", "SCOPE", "VERSION", "API", "GRANTED"], &rows);
+        for s in runtime.shadowed() {
+            println!("* {} ({}) shadows {} ({})", s.name, s.by.label(), s.hidden_location, s.hidden.label());
+        }
+    }
+    report_problems(&runtime);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_problems(runtime: &Runtime) {
+    for p in runtime.problems() {
+        ui::warn(&p.to_string());
+    }
+    if let Some(dir) = runtime.untrusted_project() {
+        ui::note(&format!(
+            "plugins in {} are ignored because this project is not trusted; run `talaria trust` to load them",
+            dir.display()
+        ));
+    }
+}
+
+fn find<'r>(runtime: &'r Runtime, name: &str) -> anyhow::Result<&'r std::sync::Arc<Plugin>> {
+    runtime.plugin(name).with_context(|| {
+        let names: Vec<&str> = runtime.plugins().iter().map(|p| p.name()).collect();
+        format!("no plugin named '{name}' (loaded: {})", names.join(", "))
+    })
+}
+
+async fn info(ctx: &Ctx, name: &str) -> anyhow::Result<ExitCode> {
+    let runtime = ctx.runtime(false)?;
+    let p = find(&runtime, name)?;
+    let m = &p.manifest;
+    println!("{} {} ({})", m.name, m.version, p.scope.label());
+    if !m.description.is_empty() {
+        println!("  {}", m.description);
+    }
+    println!("location:   {}", p.location);
+    if let Some(path) = p.wasm_path() {
+        println!("component:  {}", path.display());
+    }
+    println!("sha256:     {}", p.sha256().unwrap_or("(unreadable)"));
+    println!("api:        {}", m.api);
+    println!("kinds:      {}", m.kinds.join(", "));
+    if let Some(author) = &m.author {
+        println!("author:     {author}");
+    }
+    if let Some(license) = &m.license {
+        println!("license:    {license}");
+    }
+    println!("requested:  {}", caps_text(&m.requests));
+    println!("granted:    {}", caps_text(&p.grants.caps));
+    if !p.grants.ignored.is_empty() {
+        println!("ignored:    {} (granted but no longer requested)", caps_text(&p.grants.ignored));
+    }
+    println!(
+        "limits:     {} MiB memory, {}s per call, {} KiB output",
+        p.limits.memory_bytes / (1024 * 1024),
+        p.limits.timeout.as_secs(),
+        p.limits.output_bytes / 1024
+    );
+    for s in runtime.shadowed().iter().filter(|s| s.name == name) {
+        println!("shadows:    {} ({})", s.hidden_location, s.hidden.label());
+    }
+    match runtime.plugin_tools(p).await {
+        Ok(tools) => {
+            println!("tools:");
+            for t in tools {
+                println!("  {:<16} {}", t.name, ui::first_line(&t.description, 70));
+            }
+        }
+        Err(e) => ui::error(&e.to_string()),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Grant (or revoke) capabilities of the active plugin `name`.
+fn change(ctx: &Ctx, name: &str, requested: &[String], grant: bool) -> anyhow::Result<ExitCode> {
+    let runtime = ctx.runtime(false)?;
+    let p = find(&runtime, name)?;
+    let path = ctx.home.join("grants.toml");
+    let mut file = GrantFile::load(&path).map_err(anyhow::Error::msg)?;
+    let mut current = file.recorded(&p.scope, name).unwrap_or_else(|| match p.scope {
+        Scope::Bundled => p.manifest.requests.clone(),
+        Scope::User | Scope::Project(_) => Vec::new(),
+    });
+    let all = requested.iter().any(|c| c == "all");
+    let caps: Vec<Capability> = if all {
+        if grant { p.manifest.requests.clone() } else { current.clone() }
+    } else {
+        requested.iter().map(|c| c.parse::<Capability>().map_err(anyhow::Error::msg)).collect::<anyhow::Result<_>>()?
+    };
+    for cap in &caps {
+        if grant {
+            if !p.manifest.requests.iter().any(|r| r.covers(cap)) {
+                bail!(
+                    "plugin '{name}' does not request {cap} (it requests: {}); a grant can only allow what the manifest asks for",
+                    caps_text(&p.manifest.requests)
+                );
+            }
+            if !current.contains(cap) {
+                current.push(cap.clone());
+            }
+        } else if current.contains(cap) {
+            current.retain(|c| c != cap);
+        } else {
+            ui::warn(&format!("{cap} was not granted to '{name}'"));
+        }
+    }
+    file.record(&p.scope, name, &current);
+    file.save(&path).map_err(anyhow::Error::msg)?;
+    let verb = if grant { "granted" } else { "revoked" };
+    println!("{verb} {} {} '{name}' ({}); it now has: {}", caps_text(&caps), if grant { "to" } else { "from" }, p.scope.label(), caps_text(&current));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn trust(ctx: &Ctx, dir: Option<PathBuf>, revoke: bool) -> anyhow::Result<ExitCode> {
+    let dir = match dir {
+        Some(d) => d.canonicalize().with_context(|| format!("{} does not exist", d.display()))?,
+        None => ctx.workspace.clone(),
+    };
+    let path = ctx.home.join("grants.toml");
+    let mut file = GrantFile::load(&path).map_err(anyhow::Error::msg)?;
+    file.trusted_projects.retain(|p| p != &dir);
+    if revoke {
+        println!("no longer trusting {}; its project plugins will not load", dir.display());
+    } else {
+        file.trusted_projects.push(dir.clone());
+        let plugins = talaria_runtime::project_plugin_dir(&dir);
+        println!("trusting {}; plugins in {} will load (they still get only what you grant)", dir.display(), plugins.display());
+    }
+    file.save(&path).map_err(anyhow::Error::msg)?;
+    Ok(ExitCode::SUCCESS)
+}

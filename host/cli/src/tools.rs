@@ -1,0 +1,90 @@
+//! `talaria tools list|call`: the tools of every usable plugin, called with no model involved.
+
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use talaria_runtime::CallContext;
+
+use crate::{Ctx, ui};
+
+#[derive(Subcommand)]
+pub enum ToolsCmd {
+    /// List every tool the loaded plugins offer
+    List {
+        /// Print the tool specs as JSON (name, description, parameters, plugin)
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call a tool with JSON arguments and print its result (exit 1 if the tool fails)
+    Call {
+        /// The tool's name, as `tools list` shows it
+        name: String,
+        /// Arguments as a JSON object
+        #[arg(default_value = "{}")]
+        args: String,
+        /// Allow dangerous shell commands without asking (forbidden ones stay refused)
+        #[arg(long)]
+        yolo: bool,
+    },
+}
+
+pub async fn run(ctx: &Ctx, cmd: ToolsCmd) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ToolsCmd::List { json } => list(ctx, json).await,
+        ToolsCmd::Call { name, args, yolo } => call(ctx, &name, &args, yolo).await,
+    }
+}
+
+async fn list(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
+    let runtime = ctx.runtime(false)?;
+    for p in runtime.problems() {
+        ui::warn(&p.to_string());
+    }
+    let (tools, problems) = runtime.tools().await;
+    for p in &problems {
+        ui::warn(&p.to_string());
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&tools)?);
+    } else {
+        let rows: Vec<Vec<String>> =
+            tools.iter().map(|t| vec![t.name.clone(), t.plugin.clone(), ui::first_line(&t.description, 80)]).collect();
+        ui::table(&["TOOL", "PLUGIN", "DESCRIPTION"], &rows);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn call(ctx: &Ctx, name: &str, args: &str, yolo: bool) -> anyhow::Result<ExitCode> {
+    let runtime = ctx.runtime(yolo)?;
+    let (tools, problems) = runtime.tools().await;
+    if !tools.iter().any(|t| t.name == name) {
+        for p in runtime.problems().iter().chain(&problems) {
+            ui::warn(&p.to_string());
+        }
+    } else if let Some(plugin) = tools.iter().find(|t| t.name == name).and_then(|t| runtime.plugin(&t.plugin))
+        && std::io::stderr().is_terminal()
+        && let Some((outcome, took)) = runtime.prepare(plugin).ok().flatten()
+        && outcome != talaria_runtime::CacheOutcome::Hit
+    {
+        ui::note(&format!("compiled plugin '{}' in {:.1}s (cached for next time)", plugin.name(), took.as_secs_f32()));
+    }
+    let context = CallContext { workspace: ctx.workspace.clone(), ..CallContext::default() };
+    match runtime.call(name, args, context).await {
+        Ok(out) => {
+            for d in &out.denials {
+                ui::warn(&format!("the host refused a request: {d}"));
+            }
+            if out.output.ends_with('\n') {
+                print!("{}", out.output);
+            } else {
+                println!("{}", out.output);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            ui::error(&e.to_string());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! Capabilities, grants and the file that records them.
+//!
+//! A plugin may use a capability only when its manifest requests it AND the user granted it.
+//! Grants are written as short strings, the same in `talaria plugins grant` and in
+//! `$TALARIA_HOME/grants.toml`:
+//!
+//! | capability | meaning |
+//! |---|---|
+//! | `fs:ro:PATH`, `fs:rw:PATH` | read (or read and write) a directory; `$WORKSPACE` is the session's working directory |
+//! | `net:HOST[:PORT]` | outgoing HTTP to a host; `*` and `*.example.com` are wildcards |
+//! | `secret:NAME@HOST` | the host fills in secret NAME on requests to HOST |
+//! | `process` | run shell commands (after the dangerous-command check) |
+//! | `kv` | private persistent key-value storage |
+//!
+//! ```
+//! use talaria_runtime::Capability;
+//! let c: Capability = "net:*.example.com:443".parse().unwrap();
+//! assert!(c.covers(&"net:api.example.com:443".parse().unwrap()));
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Read, or read and write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+/// A host name (or IP) pattern with an optional port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPattern {
+    /// Lower case; `*` alone, `*.suffix`, or an exact name or IP literal.
+    host: String,
+    port: Option<u16>,
+}
+
+/// One capability, requested or granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Capability {
+    Fs { path: String, access: Access },
+    Net(HostPattern),
+    Secret { name: String, host: HostPattern },
+    Process,
+    Kv,
+}
+
+impl HostPattern {
+    /// Parse `host`, `host:port`, `*`, `*:port`, `*.suffix[:port]` or `[v6]:port`.
+    ///
+    /// # Errors
+    /// A scheme, path, empty host or bad port, with the reason.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.contains("://") || s.contains('/') {
+            return Err(format!("`{s}` must be a host with an optional port, without scheme or path"));
+        }
+        let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+            let (h, after) = rest.split_once(']').ok_or_else(|| format!("`{s}`: unclosed `[`"))?;
+            (h.to_string(), after.strip_prefix(':'))
+        } else if s.matches(':').count() > 1 {
+            (s.to_string(), None) // a bare IPv6 address
+        } else {
+            match s.split_once(':') {
+                Some((h, p)) => (h.to_string(), Some(p)),
+                None => (s.to_string(), None),
+            }
+        };
+        let port = match port {
+            None | Some("*") => None,
+            Some(p) => Some(p.parse::<u16>().map_err(|_| format!("`{s}`: `{p}` is not a port number"))?),
+        };
+        let host = host.to_ascii_lowercase();
+        let valid_name = |h: &str| !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+        let ok = host == "*"
+            || host.strip_prefix("*.").is_some_and(valid_name)
+            || valid_name(&host)
+            || host.parse::<IpAddr>().is_ok();
+        if !ok {
+            return Err(format!("`{s}` is not a host name, IP address or wildcard"));
+        }
+        Ok(Self { host, port })
+    }
+
+    /// Whether the host part has a wildcard.
+    pub fn is_wildcard(&self) -> bool {
+        self.host.starts_with('*')
+    }
+
+    /// Whether a request to `host:port` matches.
+    pub fn matches(&self, host: &str, port: u16) -> bool {
+        if self.port.is_some_and(|p| p != port) {
+            return false;
+        }
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        match self.host.strip_prefix('*') {
+            Some("") => true,
+            Some(suffix) => host.ends_with(suffix) && host.len() > suffix.len(),
+            None => self.host == host,
+        }
+    }
+
+    /// Whether every destination `other` matches is also matched by `self`.
+    pub fn covers(&self, other: &HostPattern) -> bool {
+        if self.port.is_some() && self.port != other.port {
+            return false;
+        }
+        match (self.host.strip_prefix('*'), other.host.strip_prefix('*')) {
+            (Some(""), _) => true,
+            (Some(_), Some("")) => false,
+            (Some(mine), Some(theirs)) => theirs.ends_with(mine),
+            (Some(mine), None) => other.host.ends_with(mine) && other.host.len() > mine.len(),
+            (None, _) => self.host == other.host,
+        }
+    }
+}
+
+impl fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        match self.port {
+            Some(p) => write!(f, "{host}:{p}"),
+            None => f.write_str(&host),
+        }
+    }
+}
+
+impl Capability {
+    /// Whether granting `other` stays within this request: same kind, no wider path, access, host
+    /// or port.
+    pub fn covers(&self, other: &Capability) -> bool {
+        match (self, other) {
+            (Capability::Fs { path, access }, Capability::Fs { path: p, access: a }) => {
+                a <= access && (p == path || p.starts_with(&format!("{}/", path.trim_end_matches('/'))))
+            }
+            (Capability::Net(mine), Capability::Net(theirs)) => mine.covers(theirs),
+            (Capability::Secret { name, host }, Capability::Secret { name: n, host: h }) => name == n && host.covers(h),
+            (Capability::Process, Capability::Process) | (Capability::Kv, Capability::Kv) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Capability::Fs { path, access: Access::Read } => write!(f, "fs:ro:{path}"),
+            Capability::Fs { path, access: Access::ReadWrite } => write!(f, "fs:rw:{path}"),
+            Capability::Net(p) => write!(f, "net:{p}"),
+            Capability::Secret { name, host } => write!(f, "secret:{name}@{host}"),
+            Capability::Process => f.write_str("process"),
+            Capability::Kv => f.write_str("kv"),
+        }
+    }
+}
+
+impl FromStr for Capability {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let usage = "capabilities are fs:ro:PATH, fs:rw:PATH, net:HOST[:PORT], secret:NAME@HOST, process, kv";
+        if s == "process" {
+            return Ok(Capability::Process);
+        }
+        if s == "kv" {
+            return Ok(Capability::Kv);
+        }
+        if let Some(rest) = s.strip_prefix("fs:") {
+            let (access, path) = match rest.split_once(':') {
+                Some(("ro", p)) => (Access::Read, p),
+                Some(("rw", p)) => (Access::ReadWrite, p),
+                _ => return Err(format!("`{s}`: write fs:ro:PATH or fs:rw:PATH")),
+            };
+            let path = path.trim_end_matches('/');
+            let path = if path.is_empty() { "/" } else { path };
+            if !(path == "$WORKSPACE" || path.starts_with("$WORKSPACE/") || Path::new(path).is_absolute()) {
+                return Err(format!("`{s}`: the path must be absolute or start with $WORKSPACE"));
+            }
+            return Ok(Capability::Fs { path: path.to_string(), access });
+        }
+        if let Some(rest) = s.strip_prefix("net:") {
+            return HostPattern::parse(rest).map(Capability::Net);
+        }
+        if let Some(rest) = s.strip_prefix("secret:") {
+            let (name, host) = rest.split_once('@').ok_or_else(|| format!("`{s}`: write secret:NAME@HOST"))?;
+            let host = HostPattern::parse(host)?;
+            if host.is_wildcard() {
+                return Err(format!("`{s}`: a secret must name the one host it is sent to"));
+            }
+            return Ok(Capability::Secret { name: name.to_string(), host });
+        }
+        Err(format!("`{s}` is not a capability; {usage}"))
+    }
+}
+
+/// Where a plugin was found. Later scopes override earlier ones by plugin name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// Compiled into the binary.
+    Bundled,
+    /// `$TALARIA_HOME/plugins`.
+    User,
+    /// `<project>/.talaria/plugins`, only for projects the user trusted.
+    Project(PathBuf),
+}
+
+impl Scope {
+    /// The key this scope's grants are filed under.
+    pub fn key(&self) -> String {
+        match self {
+            Scope::Bundled => "bundled".to_string(),
+            Scope::User => "user".to_string(),
+            Scope::Project(p) => format!("project:{}", p.display()),
+        }
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            Scope::Bundled => "bundled",
+            Scope::User => "user",
+            Scope::Project(_) => "project",
+        }
+    }
+}
+
+/// `$TALARIA_HOME/grants.toml`: what the user granted, per scope and plugin, and which
+/// projects they trust to bring plugins.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantFile {
+    #[serde(default)]
+    pub trusted_projects: Vec<PathBuf>,
+    /// scope key -> plugin name -> granted capabilities.
+    #[serde(default)]
+    pub grants: BTreeMap<String, BTreeMap<String, PluginGrants>>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PluginGrants {
+    pub granted: Vec<String>,
+}
+
+const GRANT_FILE_HEADER: &str = "# Capabilities granted to talaria plugins, and projects trusted to bring plugins.\n\
+# Managed by `talaria plugins grant|revoke` and `talaria trust`; edits by hand are kept.\n\n";
+
+impl GrantFile {
+    /// Read the file; a missing file is an empty one.
+    ///
+    /// # Errors
+    /// Unreadable or malformed, with the path.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    /// Write atomically (temp file and rename), readable only by the user.
+    ///
+    /// # Errors
+    /// The directory or file cannot be written.
+    pub fn save(&self, path: &Path) -> Result<(), String> {
+        let text = toml::to_string_pretty(self).map_err(|e| e.to_string())?;
+        crate::fsutil::write_private(path, format!("{GRANT_FILE_HEADER}{text}").as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The grants recorded for a plugin, or `None` when the user never changed them.
+    pub fn recorded(&self, scope: &Scope, plugin: &str) -> Option<Vec<Capability>> {
+        let entry = self.grants.get(&scope.key())?.get(plugin)?;
+        Some(entry.granted.iter().filter_map(|s| s.parse().ok()).collect())
+    }
+
+    /// Replace a plugin's grants.
+    pub fn record(&mut self, scope: &Scope, plugin: &str, caps: &[Capability]) {
+        let granted = caps.iter().map(ToString::to_string).collect();
+        self.grants.entry(scope.key()).or_default().insert(plugin.to_string(), PluginGrants { granted });
+    }
+
+    pub fn is_trusted(&self, project: &Path) -> bool {
+        self.trusted_projects.iter().any(|p| p == project)
+    }
+}
+
+/// What a plugin may actually use: the granted capabilities that its manifest requests.
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    pub caps: Vec<Capability>,
+    /// Recorded grants the manifest no longer requests (ignored; shown by `plugins info`).
+    pub ignored: Vec<Capability>,
+}
+
+impl Grants {
+    /// Intersect what the user granted with what the manifest requests.
+    pub fn effective(requested: &[Capability], granted: Vec<Capability>) -> Self {
+        let (caps, ignored) = granted.into_iter().partition(|g| requested.iter().any(|r| r.covers(g)));
+        Self { caps, ignored }
+    }
+
+    pub fn has_process(&self) -> bool {
+        self.caps.contains(&Capability::Process)
+    }
+
+    pub fn has_kv(&self) -> bool {
+        self.caps.contains(&Capability::Kv)
+    }
+
+    /// Network patterns granted.
+    pub fn network(&self) -> impl Iterator<Item = &HostPattern> {
+        self.caps.iter().filter_map(|c| match c {
+            Capability::Net(p) => Some(p),
+            _ => None,
+        })
+    }
+
+    /// The host a granted secret may be sent to.
+    pub fn secret_host(&self, name: &str) -> Option<&HostPattern> {
+        self.caps.iter().find_map(|c| match c {
+            Capability::Secret { name: n, host } if n == name => Some(host),
+            _ => None,
+        })
+    }
+
+    /// Directories to preopen, with `$WORKSPACE` replaced by `workspace`.
+    pub fn dirs(&self, workspace: &Path) -> Vec<(PathBuf, Access)> {
+        self.caps
+            .iter()
+            .filter_map(|c| match c {
+                Capability::Fs { path, access } => {
+                    let dir = match path.strip_prefix("$WORKSPACE") {
+                        Some(rest) if rest.trim_start_matches('/').is_empty() => workspace.to_path_buf(),
+                        Some(rest) => workspace.join(rest.trim_start_matches('/')),
+                        None => PathBuf::from(path),
+                    };
+                    Some((dir, *access))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cap(s: &str) -> Capability {
+        s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn capabilities_round_trip_through_text() {
+        for s in ["fs:ro:/data", "fs:rw:$WORKSPACE", "net:*", "net:*.example.com:443", "net:[::1]:8080", "secret:KEY@api.x.com", "process", "kv"] {
+            assert_eq!(cap(s).to_string(), s);
+        }
+    }
+
+    #[test]
+    fn bad_capabilities_say_why() {
+        assert!("fs:/data".parse::<Capability>().expect_err("no access").contains("fs:ro:PATH"));
+        assert!("fs:ro:data".parse::<Capability>().expect_err("relative").contains("absolute"));
+        assert!("net:http://x".parse::<Capability>().expect_err("scheme").contains("without scheme"));
+        assert!("net:x:99999".parse::<Capability>().expect_err("port").contains("not a port"));
+        assert!("secret:KEY@*".parse::<Capability>().expect_err("wildcard").contains("one host"));
+        assert!("root".parse::<Capability>().expect_err("unknown").contains("is not a capability"));
+    }
+
+    #[test]
+    fn host_patterns_match_destinations() {
+        let p = HostPattern::parse("*.example.com").expect("parse");
+        assert!(p.matches("api.example.com", 443));
+        assert!(!p.matches("example.com", 443));
+        assert!(!p.matches("evilexample.com", 443));
+        let p = HostPattern::parse("127.0.0.1:8080").expect("parse");
+        assert!(p.matches("127.0.0.1", 8080));
+        assert!(!p.matches("127.0.0.1", 8081));
+        assert!(HostPattern::parse("*").expect("parse").matches("anything", 1));
+    }
+
+    #[test]
+    fn coverage_never_widens() {
+        assert!(cap("net:*").covers(&cap("net:127.0.0.1:80")));
+        assert!(cap("net:*.x.com").covers(&cap("net:a.x.com:443")));
+        assert!(!cap("net:a.x.com").covers(&cap("net:*.x.com")));
+        assert!(!cap("net:a.x.com:443").covers(&cap("net:a.x.com")));
+        assert!(cap("fs:rw:$WORKSPACE").covers(&cap("fs:ro:$WORKSPACE/src")));
+        assert!(!cap("fs:ro:$WORKSPACE").covers(&cap("fs:rw:$WORKSPACE")));
+        assert!(!cap("fs:rw:/data").covers(&cap("fs:rw:/database")));
+        assert!(!cap("process").covers(&cap("kv")));
+    }
+
+    #[test]
+    fn effective_grants_are_the_intersection() {
+        let requested = vec![cap("net:api.x.com"), cap("kv")];
+        let g = Grants::effective(&requested, vec![cap("net:api.x.com"), cap("process")]);
+        assert_eq!(g.caps, vec![cap("net:api.x.com")]);
+        assert_eq!(g.ignored, vec![cap("process")]);
+        assert!(!g.has_kv() && !g.has_process());
+    }
+
+    #[test]
+    fn workspace_dirs_expand() {
+        let g = Grants::effective(&[cap("fs:rw:$WORKSPACE")], vec![cap("fs:rw:$WORKSPACE"), cap("fs:ro:$WORKSPACE/docs")]);
+        let dirs = g.dirs(Path::new("/w"));
+        assert_eq!(dirs, vec![(PathBuf::from("/w"), Access::ReadWrite), (PathBuf::from("/w/docs"), Access::Read)]);
+    }
+}

@@ -1,0 +1,327 @@
+//! `plugin.toml`: what a plugin is, which API it was built against, and what it asks to touch.
+//!
+//! ```
+//! let m = talaria_runtime::Manifest::parse(r#"
+//!     name = "weather"
+//!     version = "0.1.0"
+//!     api = "0.1.0"
+//!     [capabilities]
+//!     network = ["api.weatherapi.com"]
+//! "#, "plugin.toml".as_ref()).unwrap();
+//! assert_eq!(m.name, "weather");
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::grant::{Access, Capability, HostPattern};
+
+/// Plugin API versions this host has bindings for.
+pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0"];
+
+/// The kinds a plugin can be; this host runs tool plugins.
+pub const SUPPORTED_KINDS: &[&str] = &["tool"];
+const KNOWN_KINDS: &[&str] = &["tool", "memory", "context-engine", "hook", "platform"];
+
+/// A manifest that failed to load: always names the file, and the field where one is at fault.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {message}", path.display())]
+pub struct ManifestError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+/// A parsed and checked manifest.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub name: String,
+    pub version: semver::Version,
+    /// The plugin API version it was built against.
+    pub api: semver::Version,
+    pub kinds: Vec<String>,
+    pub description: String,
+    pub author: Option<String>,
+    pub license: Option<String>,
+    /// The component file, relative to the plugin directory.
+    pub wasm: String,
+    /// Capabilities requested, in manifest order.
+    pub requests: Vec<Capability>,
+    pub limits: Limits,
+}
+
+/// Per-call limits a plugin asks for; the host caps them at its own maximums.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    pub memory_mb: Option<u32>,
+    pub timeout_secs: Option<u32>,
+    pub output_kb: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestToml {
+    name: String,
+    version: String,
+    api: String,
+    #[serde(default = "default_kind")]
+    kind: Vec<String>,
+    #[serde(default)]
+    description: String,
+    author: Option<String>,
+    license: Option<String>,
+    #[serde(default = "default_wasm")]
+    wasm: String,
+    #[serde(default)]
+    capabilities: CapabilitiesToml,
+    #[serde(default)]
+    limits: Limits,
+    /// Documentation of the plugin's `[plugins.NAME.config]` settings; not interpreted here.
+    #[serde(default, rename = "config")]
+    _config: Option<toml::Table>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CapabilitiesToml {
+    #[serde(default)]
+    filesystem: Vec<FsToml>,
+    #[serde(default)]
+    network: Vec<String>,
+    #[serde(default)]
+    secrets: Vec<SecretToml>,
+    #[serde(default)]
+    process: bool,
+    #[serde(default)]
+    kv: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FsToml {
+    path: String,
+    #[serde(default = "default_access")]
+    access: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretToml {
+    name: String,
+    host: String,
+}
+
+fn default_kind() -> Vec<String> {
+    vec!["tool".to_string()]
+}
+
+fn default_wasm() -> String {
+    "plugin.wasm".to_string()
+}
+
+fn default_access() -> String {
+    "read".to_string()
+}
+
+impl Manifest {
+    /// Read and check `path`.
+    ///
+    /// # Errors
+    /// The file is unreadable, not TOML, has an unknown field or capability, or a bad value; the
+    /// error names the file and the field.
+    pub fn load(path: &Path) -> Result<Self, ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|e| err(path, format!("cannot read: {e}")))?;
+        Self::parse(&text, path)
+    }
+
+    /// Check manifest `text`; `path` is only used in error messages.
+    ///
+    /// # Errors
+    /// As for [`Manifest::load`].
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ManifestError> {
+        let raw: ManifestToml = toml::from_str(text).map_err(|e| err(path, e.to_string().trim_end().to_string()))?;
+        check_name(&raw.name).map_err(|m| err(path, format!("field `name`: {m}")))?;
+        let version = semver::Version::parse(&raw.version)
+            .map_err(|e| err(path, format!("field `version`: `{}` is not a semantic version ({e})", raw.version)))?;
+        let api = semver::Version::parse(&raw.api)
+            .map_err(|e| err(path, format!("field `api`: `{}` is not a semantic version ({e})", raw.api)))?;
+        check_api(&api).map_err(|m| err(path, format!("field `api`: {m}")))?;
+        for kind in &raw.kind {
+            if !KNOWN_KINDS.contains(&kind.as_str()) {
+                return Err(err(path, format!("field `kind`: unknown kind `{kind}` (known: {})", KNOWN_KINDS.join(", "))));
+            }
+            if !SUPPORTED_KINDS.contains(&kind.as_str()) {
+                return Err(err(
+                    path,
+                    format!("field `kind`: this talaria cannot run `{kind}` plugins yet (it runs: {})", SUPPORTED_KINDS.join(", ")),
+                ));
+            }
+        }
+        if raw.wasm.contains("..") || Path::new(&raw.wasm).is_absolute() {
+            return Err(err(path, format!("field `wasm`: `{}` must be a file inside the plugin directory", raw.wasm)));
+        }
+        let requests = requests(&raw.capabilities).map_err(|m| err(path, m))?;
+        Ok(Self {
+            name: raw.name,
+            version,
+            api,
+            kinds: raw.kind,
+            description: raw.description,
+            author: raw.author,
+            license: raw.license,
+            wasm: raw.wasm,
+            requests,
+            limits: raw.limits,
+        })
+    }
+}
+
+fn err(path: &Path, message: String) -> ManifestError {
+    ManifestError { path: path.to_path_buf(), message }
+}
+
+fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("`{name}` must be 1-64 characters of a-z, 0-9, `-` or `_`, starting with a letter"))
+    }
+}
+
+/// Whether this host can run a plugin built against `api`: same major (and, before 1.0, the
+/// same minor) and not newer than what the host knows.
+pub fn check_api(api: &semver::Version) -> Result<(), String> {
+    let supported = SUPPORTED_API_VERSIONS.iter().filter_map(|v| semver::Version::parse(v).ok());
+    let compatible = supported.into_iter().any(|host| {
+        let same_line = if host.major == 0 { api.major == 0 && api.minor == host.minor } else { api.major == host.major };
+        same_line && api <= &host
+    });
+    if compatible {
+        Ok(())
+    } else {
+        Err(format!(
+            "plugin API {api} is not supported: this talaria supports {} (rebuild the plugin against a matching talaria-sdk)",
+            SUPPORTED_API_VERSIONS.join(", ")
+        ))
+    }
+}
+
+fn requests(caps: &CapabilitiesToml) -> Result<Vec<Capability>, String> {
+    let mut out = Vec::new();
+    for (i, fs) in caps.filesystem.iter().enumerate() {
+        let access = match fs.access.as_str() {
+            "read" => Access::Read,
+            "read-write" => Access::ReadWrite,
+            other => {
+                return Err(format!(
+                    "field `capabilities.filesystem[{i}].access`: `{other}` is not `read` or `read-write`"
+                ));
+            }
+        };
+        if !(fs.path == "$WORKSPACE" || fs.path.starts_with("$WORKSPACE/") || Path::new(&fs.path).is_absolute()) {
+            return Err(format!(
+                "field `capabilities.filesystem[{i}].path`: `{}` must be absolute or start with $WORKSPACE",
+                fs.path
+            ));
+        }
+        out.push(Capability::Fs { path: fs.path.clone(), access });
+    }
+    for (i, net) in caps.network.iter().enumerate() {
+        let pattern = HostPattern::parse(net).map_err(|m| format!("field `capabilities.network[{i}]`: {m}"))?;
+        out.push(Capability::Net(pattern));
+    }
+    for (i, s) in caps.secrets.iter().enumerate() {
+        if s.name.is_empty() || !s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("field `capabilities.secrets[{i}].name`: `{}` must be letters, digits and `_`", s.name));
+        }
+        let host = HostPattern::parse(&s.host).map_err(|m| format!("field `capabilities.secrets[{i}].host`: {m}"))?;
+        if host.is_wildcard() {
+            return Err(format!(
+                "field `capabilities.secrets[{i}].host`: a secret must name the one host it is sent to, not `{}`",
+                s.host
+            ));
+        }
+        out.push(Capability::Secret { name: s.name.clone(), host });
+    }
+    if caps.process {
+        out.push(Capability::Process);
+    }
+    if caps.kv {
+        out.push(Capability::Kv);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+        name = "demo"
+        version = "1.2.3"
+        api = "0.1.0"
+        [capabilities]
+        filesystem = [{ path = "$WORKSPACE", access = "read-write" }]
+        network = ["api.example.com", "*.example.org:443"]
+        secrets = [{ name = "API_KEY", host = "api.example.com" }]
+        process = true
+        kv = true
+    "#;
+
+    fn parse(text: &str) -> Result<Manifest, String> {
+        Manifest::parse(text, Path::new("/p/demo/plugin.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_full_manifest_parses() {
+        let m = parse(GOOD).expect("parses");
+        assert_eq!(m.name, "demo");
+        assert_eq!(m.wasm, "plugin.wasm");
+        assert_eq!(m.kinds, vec!["tool"]);
+        let caps: Vec<String> = m.requests.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            caps,
+            ["fs:rw:$WORKSPACE", "net:api.example.com", "net:*.example.org:443", "secret:API_KEY@api.example.com", "process", "kv"]
+        );
+    }
+
+    #[test]
+    fn an_unknown_capability_names_the_file_and_field() {
+        let e = parse(&GOOD.replace("kv = true", "keyvalue = true")).expect_err("refused");
+        assert!(e.starts_with("/p/demo/plugin.toml: "), "{e}");
+        assert!(e.contains("unknown field `keyvalue`"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_field_is_named() {
+        let e = parse("name = \"x\"\nversion = \"1.0.0\"\n").expect_err("refused");
+        assert!(e.contains("missing field `api`"), "{e}");
+    }
+
+    #[test]
+    fn an_incompatible_api_says_what_is_supported() {
+        let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.2.0\"")).expect_err("refused");
+        assert!(e.contains("field `api`: plugin API 0.2.0 is not supported: this talaria supports 0.1.0"), "{e}");
+        let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"1.0.0\"")).expect_err("refused");
+        assert!(e.contains("plugin API 1.0.0 is not supported"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_named_by_field() {
+        let e = parse(&GOOD.replace("read-write", "write")).expect_err("refused");
+        assert!(e.contains("field `capabilities.filesystem[0].access`: `write` is not"), "{e}");
+        let e = parse(&GOOD.replace("\"api.example.com\", ", "\"http://x\", ")).expect_err("refused");
+        assert!(e.contains("field `capabilities.network[0]`"), "{e}");
+        let e = parse(&GOOD.replace("host = \"api.example.com\"", "host = \"*\"")).expect_err("refused");
+        assert!(e.contains("field `capabilities.secrets[0].host`: a secret must name the one host"), "{e}");
+        let e = parse(&GOOD.replace("name = \"demo\"", "name = \"Demo!\"")).expect_err("refused");
+        assert!(e.contains("field `name`"), "{e}");
+        let e = parse(&format!("kind = [\"memory\"]\n{GOOD}")).expect_err("refused");
+        assert!(e.contains("field `kind`: this talaria cannot run `memory` plugins yet"), "{e}");
+    }
+}

@@ -1,0 +1,306 @@
+//! Outgoing HTTP for plugins: the grant check, address pinning and secret injection.
+//!
+//! Every `wasi:http` request a plugin makes comes through [`NetHooks::send_request`]:
+//! 1. the destination `host:port` must match a granted network pattern;
+//! 2. the host name is resolved here and every address checked: loopback, private, link-local and
+//!    other internal addresses are reached only through an explicit (non-wildcard) grant of that
+//!    very host, so `net:*` cannot reach `127.0.0.1` or the cloud metadata endpoint;
+//! 3. the connection goes to the address that was checked (no second lookup to rebind);
+//! 4. `{{secret:NAME}}` placeholders in headers are replaced with the secret's value only when
+//!    the destination is the host that secret was granted for; on any other host the header is
+//!    dropped, so a redirect to another host never carries the secret.
+//!
+//! A refusal reaches the plugin as `HttpRequestDenied`; the reason is kept for the operator.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::grant::Grants;
+use crate::secrets::Secrets;
+
+const PLACEHOLDER_OPEN: &str = "{{secret:";
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Per-call network state of one plugin instance.
+pub(crate) struct NetHooks {
+    pub plugin: String,
+    pub grants: Arc<Grants>,
+    pub secrets: Arc<Secrets>,
+    /// Requests refused during this call, with the reason.
+    pub denials: Arc<Mutex<Vec<String>>>,
+}
+
+type ResponseFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
+type SendFuture = Box<dyn Future<Output = Result<(http::Response<WasiBody>, ResponseFuture), HttpError>> + Send>;
+
+impl WasiHttpHooks for NetHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: ResponseFuture,
+    ) -> SendFuture {
+        let plugin = self.plugin.clone();
+        let grants = self.grants.clone();
+        let secrets = self.secrets.clone();
+        let denials = self.denials.clone();
+        Box::new(async move {
+            let dest = Destination::of(&request)?;
+            let addr = match authorize(&plugin, &grants, &dest).await {
+                Ok(addr) => addr,
+                Err(Refusal::Denied(reason)) => {
+                    tracing::warn!(plugin = %plugin, "{reason}");
+                    lock(&denials).push(reason);
+                    return Err(HttpError::HttpRequestDenied);
+                }
+                Err(Refusal::Dns(message)) => {
+                    return Err(HttpError::DnsError { rcode: Some(message), info_code: None });
+                }
+            };
+            let request = inject_secrets(request, &plugin, &grants, &secrets, &dest);
+            send_pinned(request, addr, &dest, options).await
+        })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Where a request goes.
+#[derive(Debug, Clone)]
+pub(crate) struct Destination {
+    pub host: String,
+    pub port: u16,
+    pub tls: bool,
+}
+
+impl Destination {
+    fn of(request: &http::Request<WasiBody>) -> Result<Self, HttpError> {
+        let uri = request.uri();
+        let tls = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+        let authority = uri.authority().ok_or(HttpError::HttpRequestUriInvalid)?;
+        let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        Ok(Self { host, port, tls })
+    }
+}
+
+enum Refusal {
+    Denied(String),
+    Dns(String),
+}
+
+/// Check the grant and resolve to an address that is allowed.
+async fn authorize(plugin: &str, grants: &Grants, dest: &Destination) -> Result<SocketAddr, Refusal> {
+    let matching: Vec<_> = grants.network().filter(|p| p.matches(&dest.host, dest.port)).collect();
+    if matching.is_empty() {
+        return Err(Refusal::Denied(format!(
+            "plugin '{plugin}' has no network grant for {}:{} (grant it with `talaria plugins grant {plugin} net:{}:{}` if its manifest requests it)",
+            dest.host, dest.port, dest.host, dest.port
+        )));
+    }
+    let explicit = matching.iter().any(|p| !p.is_wildcard());
+    let addrs: Vec<SocketAddr> = match dest.host.parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, dest.port)],
+        Err(_) => tokio::net::lookup_host((dest.host.as_str(), dest.port))
+            .await
+            .map_err(|e| Refusal::Dns(format!("{}: {e}", dest.host)))?
+            .collect(),
+    };
+    if addrs.is_empty() {
+        return Err(Refusal::Dns(format!("{}: no addresses", dest.host)));
+    }
+    if explicit {
+        return Ok(addrs[0]);
+    }
+    match addrs.iter().find(|a| internal_kind(a.ip()).is_none()) {
+        Some(addr) => Ok(*addr),
+        None => {
+            let ip = addrs[0].ip();
+            let kind = internal_kind(ip).unwrap_or("internal");
+            Err(Refusal::Denied(format!(
+                "plugin '{plugin}': {}:{} resolves to {ip}, a {kind} address; wildcard grants never reach loopback, private or link-local addresses (grant `net:{}:{}` explicitly to allow it)",
+                dest.host, dest.port, dest.host, dest.port
+            )))
+        }
+    }
+}
+
+/// Why an address counts as internal, if it does.
+pub(crate) fn internal_kind(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            if v4.is_loopback() {
+                Some("loopback")
+            } else if v4.is_private() || (o[0] == 100 && (64..128).contains(&o[1])) {
+                Some("private")
+            } else if v4.is_link_local() {
+                Some("link-local")
+            } else if v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast() || o[0] == 0 {
+                Some("non-routable")
+            } else {
+                None
+            }
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return internal_kind(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            if v6.is_loopback() {
+                Some("loopback")
+            } else if (first & 0xfe00) == 0xfc00 {
+                Some("private")
+            } else if (first & 0xffc0) == 0xfe80 {
+                Some("link-local")
+            } else if v6.is_unspecified() || v6.is_multicast() {
+                Some("non-routable")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Fill in secret placeholders for their own host; drop headers carrying them anywhere else.
+fn inject_secrets(
+    mut request: http::Request<WasiBody>,
+    plugin: &str,
+    grants: &Grants,
+    secrets: &Secrets,
+    dest: &Destination,
+) -> http::Request<WasiBody> {
+    let names: Vec<http::HeaderName> = request.headers().keys().cloned().collect();
+    for name in names {
+        let values: Vec<http::HeaderValue> = request.headers().get_all(&name).iter().cloned().collect();
+        if !values.iter().any(|v| v.as_bytes().windows(PLACEHOLDER_OPEN.len()).any(|w| w == PLACEHOLDER_OPEN.as_bytes())) {
+            continue;
+        }
+        request.headers_mut().remove(&name);
+        for value in values {
+            let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            match fill(&text, plugin, grants, secrets, dest) {
+                Ok(filled) => match http::HeaderValue::from_str(&filled) {
+                    Ok(v) => {
+                        request.headers_mut().append(name.clone(), v);
+                    }
+                    Err(_) => tracing::warn!(plugin, header = %name, "secret value is not a valid header value; header dropped"),
+                },
+                Err(reason) => tracing::warn!(plugin, header = %name, "header dropped: {reason}"),
+            }
+        }
+    }
+    request
+}
+
+/// Replace every placeholder in `text`, or say why not.
+fn fill(text: &str, plugin: &str, grants: &Grants, secrets: &Secrets, dest: &Destination) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(PLACEHOLDER_OPEN) {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + PLACEHOLDER_OPEN.len()..];
+        let end = after.find("}}").ok_or("unterminated secret placeholder")?;
+        let name = &after[..end];
+        let host = grants
+            .secret_host(name)
+            .ok_or_else(|| format!("secret {name} is not granted to plugin '{plugin}'"))?;
+        if !host.matches(&dest.host, dest.port) {
+            return Err(format!("secret {name} may only be sent to {host}, not {}:{}", dest.host, dest.port));
+        }
+        let value = secrets.value(name).ok_or_else(|| format!("secret {name} has no value"))?;
+        out.push_str(&value);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.into() };
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+                .unwrap_or_else(|e| panic!("rustls rejected its own default protocol versions: {e}"));
+            Arc::new(config)
+        })
+        .clone()
+}
+
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Sync + Unpin + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Sync + Unpin + 'static> Stream for T {}
+
+/// Send to the checked address (TLS names the original host).
+async fn send_pinned(
+    mut request: http::Request<WasiBody>,
+    addr: SocketAddr,
+    dest: &Destination,
+    options: Option<RequestOptions>,
+) -> Result<(http::Response<WasiBody>, ResponseFuture), HttpError> {
+    let connect_timeout = options.and_then(|o| o.connect_timeout).unwrap_or(CONNECT_TIMEOUT);
+    let first_byte_timeout = options.and_then(|o| o.first_byte_timeout).unwrap_or(FIRST_BYTE_TIMEOUT);
+    let tcp = tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(addr))
+        .await
+        .map_err(|_| HttpError::ConnectionTimeout)?
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => HttpError::ConnectionRefused,
+            _ => HttpError::Connect(e),
+        })?;
+    let stream: Box<dyn Stream> = if dest.tls {
+        let name = match dest.host.parse::<IpAddr>() {
+            Ok(ip) => rustls::pki_types::ServerName::from(ip),
+            Err(_) => rustls::pki_types::ServerName::try_from(dest.host.clone()).map_err(HttpError::InvalidDnsNameError)?,
+        };
+        let tls = tokio_rustls::TlsConnector::from(tls_config()).connect(name, tcp).await.map_err(HttpError::Tls)?;
+        Box::new(tls)
+    } else {
+        Box::new(tcp)
+    };
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!("plugin HTTP connection ended: {e}");
+        }
+    });
+    let path = request.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
+    *request.uri_mut() = http::Uri::builder().path_and_query(path).build().map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
+        .await
+        .map_err(|_| HttpError::ConnectionReadTimeout)??;
+    let response = response.map(|body| body.map_err(HttpError::from).boxed_unsync());
+    Ok((response, Box::new(async { Ok(()) })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_addresses_are_classified() {
+        let kind = |s: &str| internal_kind(s.parse().expect("ip"));
+        assert_eq!(kind("127.0.0.1"), Some("loopback"));
+        assert_eq!(kind("10.1.2.3"), Some("private"));
+        assert_eq!(kind("192.168.0.1"), Some("private"));
+        assert_eq!(kind("100.64.0.1"), Some("private"));
+        assert_eq!(kind("169.254.169.254"), Some("link-local"));
+        assert_eq!(kind("0.0.0.0"), Some("non-routable"));
+        assert_eq!(kind("::1"), Some("loopback"));
+        assert_eq!(kind("::ffff:127.0.0.1"), Some("loopback"));
+        assert_eq!(kind("fd00::1"), Some("private"));
+        assert_eq!(kind("fe80::1"), Some("link-local"));
+        assert_eq!(kind("93.184.216.34"), None);
+        assert_eq!(kind("2606:4700::1111"), None);
+    }
+}

@@ -1,0 +1,377 @@
+//! The `process` capability: shell commands on the host, after the dangerous-command check.
+//!
+//! A command runs with `sh -c` in the workspace (or a directory inside it), in its own process
+//! group, with stdin closed, secrets removed from its environment, a deadline and an output cap.
+//! Before it runs, [`crate::danger::check`] classifies it: forbidden commands are always refused,
+//! dangerous ones go to the [`Approver`], and nothing else is asked.
+//!
+//! ```
+//! use talaria_runtime::{Approval, Approver, Unattended};
+//! let approver = Unattended { yolo: false };
+//! # let _ = &approver as &dyn Approver;
+//! ```
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::path::{Component, Path, PathBuf};
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+
+use crate::danger::{self, CommandPolicy, Verdict};
+
+/// A dangerous command waiting for a human.
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest {
+    pub plugin: String,
+    pub command: String,
+    /// Stable id of the pattern that matched (for session and always approvals).
+    pub key: String,
+    /// Why it is dangerous, in words.
+    pub reason: String,
+}
+
+/// A human's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// Run this command once.
+    Once,
+    /// Allow this pattern for the rest of the session.
+    Session,
+    /// Allow this pattern from now on (the approver saves it).
+    Always,
+    Deny,
+}
+
+/// Who decides on dangerous commands. The CLI asks on the terminal; unattended runs use
+/// [`Unattended`].
+pub trait Approver: Send + Sync {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>>;
+
+    /// Whether anyone can answer; when not, refusals say how to allow the command instead.
+    fn interactive(&self) -> bool {
+        false
+    }
+}
+
+/// No one to ask: dangerous commands are refused unless `yolo`.
+#[derive(Debug, Clone, Copy)]
+pub struct Unattended {
+    pub yolo: bool,
+}
+
+impl Approver for Unattended {
+    fn approve<'a>(&'a self, _request: &'a ApprovalRequest) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
+        let answer = if self.yolo { Approval::Once } else { Approval::Deny };
+        Box::pin(async move { answer })
+    }
+}
+
+/// What a plugin asked to run.
+#[derive(Debug, Clone)]
+pub struct CommandRequest {
+    pub command: String,
+    pub cwd: Option<String>,
+    pub timeout: Option<Duration>,
+}
+
+/// What came out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutput {
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: bool,
+    pub timed_out: bool,
+}
+
+/// Why it did not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    #[error("{0}")]
+    Denied(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Runs commands for every plugin granted `process`; keeps the session's approvals.
+pub struct ProcessRunner {
+    policy: CommandPolicy,
+    approver: Arc<dyn Approver>,
+    session_keys: Mutex<HashSet<String>>,
+    /// Deadline when the plugin names none, and the most it may ask for.
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+    /// Bytes kept per stream (head and tail halves).
+    pub output_cap: usize,
+    /// Environment variables never passed to commands.
+    hidden_env: Vec<String>,
+}
+
+impl ProcessRunner {
+    pub fn new(policy: CommandPolicy, approver: Arc<dyn Approver>, hidden_env: Vec<String>) -> Self {
+        Self {
+            policy,
+            approver,
+            session_keys: Mutex::new(HashSet::new()),
+            default_timeout: Duration::from_secs(180),
+            max_timeout: Duration::from_secs(600),
+            output_cap: 256 * 1024,
+            hidden_env,
+        }
+    }
+
+    /// Check, maybe ask, then run `request` for `plugin` inside `workspace`.
+    ///
+    /// # Errors
+    /// [`CommandError::Denied`] with the reason when refused; [`CommandError::Failed`] when the
+    /// directory is outside the workspace or the shell cannot start.
+    pub async fn run(&self, plugin: &str, workspace: &Path, request: CommandRequest) -> Result<CommandOutput, CommandError> {
+        self.authorize(plugin, &request.command).await?;
+        let cwd = working_dir(workspace, request.cwd.as_deref())?;
+        let timeout = request.timeout.unwrap_or(self.default_timeout).min(self.max_timeout);
+
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(&request.command)
+            .current_dir(&cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        for name in &self.hidden_env {
+            cmd.env_remove(name);
+        }
+        let mut child = cmd.spawn().map_err(|e| CommandError::Failed(format!("cannot start sh: {e}")))?;
+        let pid = child.id();
+        let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
+        let cap = self.output_cap;
+        let work = async {
+            let (o, e, status) = tokio::join!(read_capped(out.as_mut(), cap), read_capped(err.as_mut(), cap), child.wait());
+            (o, e, status)
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok((stdout, stderr, status)) => {
+                let status = status.map_err(|e| CommandError::Failed(format!("waiting for the command: {e}")))?;
+                Ok(CommandOutput {
+                    exit_code: status.code(),
+                    truncated: stdout.1 || stderr.1,
+                    stdout: stdout.0,
+                    stderr: stderr.0,
+                    timed_out: false,
+                })
+            }
+            Err(_) => {
+                kill_group(pid);
+                Ok(CommandOutput {
+                    exit_code: None,
+                    stdout: String::new(),
+                    stderr: format!("command timed out after {}s and was killed", timeout.as_secs()),
+                    truncated: false,
+                    timed_out: true,
+                })
+            }
+        }
+    }
+
+    async fn authorize(&self, plugin: &str, command: &str) -> Result<(), CommandError> {
+        match danger::check(command, &self.policy) {
+            Verdict::Safe => Ok(()),
+            Verdict::Forbidden { reason } => Err(CommandError::Denied(format!("`{command}` is always refused: {reason}"))),
+            Verdict::Dangerous { key, reason } => {
+                if lock(&self.session_keys).contains(key) {
+                    return Ok(());
+                }
+                let request = ApprovalRequest {
+                    plugin: plugin.to_string(),
+                    command: command.to_string(),
+                    key: key.to_string(),
+                    reason: reason.to_string(),
+                };
+                match self.approver.approve(&request).await {
+                    Approval::Once | Approval::Always => Ok(()),
+                    Approval::Session => {
+                        lock(&self.session_keys).insert(key.to_string());
+                        Ok(())
+                    }
+                    Approval::Deny if self.approver.interactive() => {
+                        Err(CommandError::Denied(format!("the user denied `{command}` ({reason})")))
+                    }
+                    Approval::Deny => Err(CommandError::Denied(format!(
+                        "`{command}` needs approval ({reason}) and no one is here to approve it; rerun with --yolo to allow dangerous commands"
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The directory to run in: the workspace or a directory inside it.
+fn working_dir(workspace: &Path, cwd: Option<&str>) -> Result<PathBuf, CommandError> {
+    let Some(cwd) = cwd.filter(|c| !c.is_empty()) else {
+        return Ok(workspace.to_path_buf());
+    };
+    let joined = normalize(&workspace.join(cwd));
+    let real = joined
+        .canonicalize()
+        .map_err(|e| CommandError::Failed(format!("working directory {}: {e}", joined.display())))?;
+    let root = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
+    if !real.starts_with(&root) {
+        return Err(CommandError::Failed(format!(
+            "working directory {} is outside the workspace {}",
+            joined.display(),
+            workspace.display()
+        )));
+    }
+    Ok(real)
+}
+
+/// Remove `.` and `..` lexically.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Read a stream keeping the first and last `cap / 2` bytes; says whether anything was cut.
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(reader: Option<&mut R>, cap: usize) -> (String, bool) {
+    let Some(reader) = reader else {
+        return (String::new(), false);
+    };
+    let half = cap / 2;
+    let (mut head, mut tail) = (Vec::new(), std::collections::VecDeque::new());
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        total += n;
+        let mut chunk = &buf[..n];
+        if head.len() < half {
+            let take = chunk.len().min(half - head.len());
+            head.extend_from_slice(&chunk[..take]);
+            chunk = &chunk[take..];
+        }
+        tail.extend(chunk.iter().copied());
+        while tail.len() > half {
+            tail.pop_front();
+        }
+    }
+    let cut = total > head.len() + tail.len();
+    let mut text = String::from_utf8_lossy(&head).into_owned();
+    if cut {
+        text.push_str(&format!("\n[... {} bytes omitted ...]\n", total - head.len() - tail.len()));
+    }
+    text.push_str(&String::from_utf8_lossy(tail.make_contiguous()));
+    (text, cut)
+}
+
+#[allow(unsafe_code)]
+fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        // SAFETY: killpg only sends a signal; the group id is our child's, which leads its group.
+        unsafe {
+            libc::killpg(pid, libc::SIGKILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runner(yolo: bool) -> ProcessRunner {
+        ProcessRunner::new(CommandPolicy::default(), Arc::new(Unattended { yolo }), vec!["HOME".into()])
+    }
+
+    fn req(command: &str) -> CommandRequest {
+        CommandRequest { command: command.into(), cwd: None, timeout: None }
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_workspace() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = runner(false).run("t", dir.path(), req("pwd; echo err >&2; exit 3")).await.expect("runs");
+        assert_eq!(out.stdout.trim(), dir.path().canonicalize().expect("canon").to_str().expect("utf8"));
+        assert_eq!(out.stderr.trim(), "err");
+        assert_eq!(out.exit_code, Some(3));
+    }
+
+    #[tokio::test]
+    async fn dangerous_commands_need_yolo_when_unattended() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("build")).expect("mkdir");
+        let e = runner(false).run("t", dir.path(), req("rm -rf build")).await.expect_err("refused");
+        assert!(matches!(&e, CommandError::Denied(m) if m.contains("needs approval") && m.contains("--yolo")), "{e}");
+        assert!(dir.path().join("build").exists());
+        runner(true).run("t", dir.path(), req("rm -rf build")).await.expect("yolo runs it");
+        assert!(!dir.path().join("build").exists());
+    }
+
+    #[tokio::test]
+    async fn forbidden_commands_are_refused_even_with_yolo() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = runner(true).run("t", dir.path(), req("rm -rf /")).await.expect_err("refused");
+        assert!(matches!(&e, CommandError::Denied(m) if m.contains("is always refused")), "{e}");
+    }
+
+    #[tokio::test]
+    async fn deadline_kills_the_group_and_output_is_capped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = runner(false);
+        let started = std::time::Instant::now();
+        let out = r
+            .run("t", dir.path(), CommandRequest { command: "sleep 30 & sleep 30".into(), cwd: None, timeout: Some(Duration::from_millis(300)) })
+            .await
+            .expect("runs");
+        assert!(out.timed_out && out.exit_code.is_none());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let mut small = runner(false);
+        small.output_cap = 1000;
+        let out = small.run("t", dir.path(), req("seq 1 100000")).await.expect("runs");
+        assert!(out.truncated);
+        assert!(out.stdout.starts_with("1\n2\n") && out.stdout.trim_end().ends_with("100000"), "{}", &out.stdout[..50]);
+        assert!(out.stdout.contains("bytes omitted"));
+    }
+
+    #[tokio::test]
+    async fn cwd_must_stay_inside_the_workspace() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = runner(false);
+        let e = r
+            .run("t", dir.path(), CommandRequest { command: "ls".into(), cwd: Some("../..".into()), timeout: None })
+            .await
+            .expect_err("refused");
+        assert!(matches!(&e, CommandError::Failed(m) if m.contains("outside the workspace")), "{e}");
+    }
+
+    #[tokio::test]
+    async fn secrets_are_removed_from_the_environment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // HOME is always set in the test's own environment; the runner hides it.
+        assert!(std::env::var_os("HOME").is_some());
+        let out = runner(false)
+            .run("t", dir.path(), req("echo ${HOME:-unset}"))
+            .await
+            .expect("runs");
+        assert_eq!(out.stdout.trim(), "unset");
+    }
+}

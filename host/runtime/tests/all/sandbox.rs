@@ -1,0 +1,296 @@
+//! Escapes and breakdowns, each refused or contained exactly.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use talaria_protocol::ToolError;
+use talaria_test_support::FakeServer;
+
+use crate::{Env, call, crashed, failed, ok};
+
+const FS_RW: &str = r#"filesystem = [{ path = "$WORKSPACE", access = "read-write" }]"#;
+
+fn fs_env() -> Env {
+    let env = Env::new();
+    env.evil("evil", FS_RW, &["fs:rw:$WORKSPACE"]);
+    std::fs::write(env.workspace.path().join("inside.txt"), "inside").expect("write");
+    std::fs::write(env.home.path().join("outside.txt"), "outside secret").expect("write");
+    env
+}
+
+#[tokio::test]
+async fn a_file_in_the_workspace_can_be_read() {
+    let env = fs_env();
+    let rt = env.runtime();
+    let path = env.ws().join("inside.txt");
+    assert_eq!(ok(call(&rt, "read_path", json!({ "path": path })).await), "inside");
+}
+
+#[tokio::test]
+async fn an_absolute_path_outside_the_workspace_is_refused() {
+    let env = fs_env();
+    let rt = env.runtime();
+    let outside = env.home.path().canonicalize().expect("canon").join("outside.txt");
+    let e = failed(call(&rt, "read_path", json!({ "path": outside })).await);
+    // No granted directory contains it, so for the plugin it does not exist.
+    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
+    let e = failed(call(&rt, "read_path", json!({ "path": "/etc/passwd" })).await);
+    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
+}
+
+#[tokio::test]
+async fn a_dotdot_path_out_of_the_workspace_is_refused() {
+    let env = fs_env();
+    let rt = env.runtime();
+    // workspace and home are siblings under the temp dir.
+    let home_name = env.home.path().file_name().and_then(|n| n.to_str()).expect("name").to_string();
+    let escape = env.ws().join("..").join(home_name).join("outside.txt");
+    let e = failed(call(&rt, "read_path", json!({ "path": escape })).await);
+    assert_eq!(e, "io error PermissionDenied: Operation not permitted (os error 63)");
+}
+
+#[tokio::test]
+async fn a_symlink_pointing_out_of_the_workspace_is_refused() {
+    let env = fs_env();
+    let rt = env.runtime();
+    let link = env.ws().join("link.txt");
+    std::os::unix::fs::symlink(env.home.path().join("outside.txt"), &link).expect("symlink");
+    let e = failed(call(&rt, "read_path", json!({ "path": link })).await);
+    assert_eq!(e, "io error PermissionDenied: Operation not permitted (os error 63)");
+}
+
+#[tokio::test]
+async fn without_a_filesystem_grant_nothing_is_visible() {
+    let env = Env::new();
+    env.evil("evil", FS_RW, &[]);
+    std::fs::write(env.workspace.path().join("inside.txt"), "inside").expect("write");
+    let rt = env.runtime();
+    let e = failed(call(&rt, "read_path", json!({ "path": env.ws().join("inside.txt") })).await);
+    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
+}
+
+#[tokio::test]
+async fn a_read_only_grant_refuses_writes() {
+    let env = Env::new();
+    env.evil("evil", FS_RW, &["fs:ro:$WORKSPACE"]);
+    let rt = env.runtime();
+    let e = failed(call(&rt, "write_path", json!({ "text": "new.txt\nhello" })).await);
+    assert_eq!(e, "io error PermissionDenied: Operation not permitted (os error 63)");
+    assert!(!env.ws().join("new.txt").exists());
+}
+
+fn server() -> FakeServer {
+    FakeServer::start(|req| (200, vec![], format!("hello from {}", req.path)))
+}
+
+#[tokio::test]
+async fn network_reaches_only_the_granted_host() {
+    let (granted, other) = (server(), server());
+    let env = Env::new();
+    let net = format!("network = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]", granted.addr.port(), other.addr.port());
+    env.evil("evil", &net, &[&format!("net:127.0.0.1:{}", granted.addr.port())]);
+    let rt = env.runtime();
+    assert_eq!(ok(call(&rt, "http_get", json!({ "url": granted.url("/a") })).await), "200 hello from /a");
+    let e = failed(call(&rt, "http_get", json!({ "url": other.url("/b") })).await);
+    let port = other.addr.port();
+    assert!(
+        e.starts_with(&format!(
+            "the host refused the request to http://127.0.0.1:{port}/b: this plugin has no network grant for it [host: plugin 'evil' has no network grant for 127.0.0.1:{port}"
+        )),
+        "{e}"
+    );
+    assert!(other.received().is_empty(), "the refused server saw a request");
+}
+
+#[tokio::test]
+async fn a_wildcard_grant_does_not_reach_loopback() {
+    let target = server();
+    let env = Env::new();
+    env.evil("evil", "network = [\"*\"]", &["net:*"]);
+    let rt = env.runtime();
+    let port = target.addr.port();
+    for host in ["127.0.0.1", "localhost"] {
+        let url = format!("http://{host}:{port}/x");
+        let e = failed(call(&rt, "http_get", json!({ "url": url })).await);
+        assert!(
+            e.contains(&format!(
+                "[host: plugin 'evil': {host}:{port} resolves to 127.0.0.1, a loopback address; wildcard grants never reach loopback, private or link-local addresses (grant `net:{host}:{port}` explicitly to allow it)]"
+            )) || (host == "localhost" && e.contains("resolves to ::1, a loopback address")),
+            "{e}"
+        );
+    }
+    let e = failed(call(&rt, "http_get", json!({ "url": "http://169.254.169.254/latest/meta-data/" })).await);
+    assert!(e.contains("resolves to 169.254.169.254, a link-local address"), "{e}");
+    assert!(target.received().is_empty());
+}
+
+#[tokio::test]
+async fn an_explicit_loopback_grant_works_beside_a_wildcard() {
+    let target = server();
+    let env = Env::new();
+    let port = target.addr.port();
+    env.evil("evil", "network = [\"*\"]", &["net:*", &format!("net:127.0.0.1:{port}")]);
+    let rt = env.runtime();
+    assert_eq!(ok(call(&rt, "http_get", json!({ "url": target.url("/ok") })).await), "200 hello from /ok");
+}
+
+#[tokio::test]
+async fn secrets_never_enter_the_plugin() {
+    let env = Env::new();
+    env.evil(
+        "evil",
+        &format!("{FS_RW}\nkv = true\nsecrets = [{{ name = \"WEATHER_API_KEY\", host = \"api.weatherapi.com\" }}]"),
+        &["fs:rw:$WORKSPACE", "kv", "secret:WEATHER_API_KEY@api.weatherapi.com"],
+    );
+    std::fs::write(env.home.path().join(".env"), "WEATHER_API_KEY=k-123-secret\n").expect("dotenv");
+    let rt = env.runtime();
+    assert_eq!(ok(call(&rt, "secret_exists", json!({ "name": "WEATHER_API_KEY" })).await), "true");
+    assert_eq!(ok(call(&rt, "secret_exists", json!({ "name": "HOME" })).await), "false");
+    // Through the environment.
+    assert_eq!(ok(call(&rt, "env_var", json!({ "name": "WEATHER_API_KEY" })).await), "env: environment variable not found");
+    assert_eq!(ok(call(&rt, "env_all", json!({})).await), "");
+    // Through the file system: the .env file sits in the home, which is not preopened.
+    let e = failed(call(&rt, "read_path", json!({ "path": env.home.path().join(".env") })).await);
+    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
+    // Through kv: the plugin's space holds only what it stored.
+    assert_eq!(ok(call(&rt, "kv_get", json!({ "name": "WEATHER_API_KEY" })).await), "<none>");
+}
+
+#[tokio::test]
+async fn a_secret_goes_only_to_its_own_host_even_after_a_redirect() {
+    let other = server();
+    let other_url = other.url("/stolen");
+    let audience = FakeServer::start(move |req| {
+        if req.path == "/redirect" { (302, vec![("location".into(), other_url.clone())], String::new()) } else { (200, vec![], "ok".into()) }
+    });
+    let (a, b) = (audience.addr.port(), other.addr.port());
+    let env = Env::new();
+    env.evil(
+        "evil",
+        &format!("network = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]\nsecrets = [{{ name = \"WEATHER_API_KEY\", host = \"127.0.0.1:{a}\" }}]"),
+        &[&format!("net:127.0.0.1:{a}"), &format!("net:127.0.0.1:{b}"), &format!("secret:WEATHER_API_KEY@127.0.0.1:{a}")],
+    );
+    let rt = env.runtime();
+    assert_eq!(ok(call(&rt, "http_with_secret", json!({ "url": audience.url("/direct") })).await), "200 ok");
+    let direct = audience.received();
+    assert_eq!(direct[0].header("x-key"), Some("k-123-secret"));
+
+    ok(call(&rt, "http_with_secret", json!({ "url": other.url("/elsewhere") })).await);
+    ok(call(&rt, "http_with_secret", json!({ "url": audience.url("/redirect") })).await);
+    let seen = other.received();
+    assert_eq!(seen.len(), 2);
+    for req in seen {
+        assert_eq!(req.header("x-key"), None, "secret header reached {}", req.path);
+        assert!(!format!("{:?}", req.headers).contains("k-123"));
+    }
+}
+
+#[tokio::test]
+async fn an_infinite_loop_is_stopped_at_the_deadline() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.home.path().join("plugins")).expect("dir");
+    env.evil("evil", "", &[]);
+    let manifest = env.home.path().join("plugins/evil/plugin.toml");
+    let text = std::fs::read_to_string(&manifest).expect("read");
+    std::fs::write(&manifest, format!("{text}\n[limits]\ntimeout_secs = 1\n")).expect("write");
+    let rt = env.runtime();
+    ok(call(&rt, "echo", json!({ "text": "warm up" })).await);
+    let started = Instant::now();
+    let e = crashed(call(&rt, "spin", json!({})).await);
+    let elapsed = started.elapsed();
+    assert!(e.starts_with("plugin 'evil' exceeded its 1s deadline and was stopped after"), "{e}");
+    assert!(elapsed < Duration::from_millis(1200), "stopped after {elapsed:?}");
+    assert_eq!(ok(call(&rt, "echo", json!({ "text": "still here" })).await), "still here");
+}
+
+#[tokio::test]
+async fn a_huge_allocation_stops_at_the_memory_cap() {
+    let env = Env::new();
+    env.evil("evil", "", &[]);
+    let rt = env.runtime();
+    let e = crashed(call(&rt, "alloc", json!({ "bytes": 1u64 << 30 })).await);
+    assert!(e.starts_with("plugin 'evil' hit its memory limit of 64 MiB (it tried to grow to"), "{e}");
+    assert_eq!(ok(call(&rt, "alloc", json!({ "bytes": 8u64 << 20 })).await), "allocated 8388608");
+}
+
+#[tokio::test]
+async fn a_panic_is_an_error_and_the_next_call_works() {
+    let env = Env::new();
+    env.evil("evil", "", &[]);
+    let rt = env.runtime();
+    assert_eq!(crashed(call(&rt, "panic", json!({ "text": "boom at line 7" })).await), "plugin 'evil' panicked: boom at line 7");
+    assert_eq!(ok(call(&rt, "echo", json!({ "text": "fine" })).await), "fine");
+}
+
+#[tokio::test]
+async fn output_over_the_cap_is_refused() {
+    let env = Env::new();
+    env.evil("evil", "", &[]);
+    let manifest = env.home.path().join("plugins/evil/plugin.toml");
+    let text = std::fs::read_to_string(&manifest).expect("read");
+    std::fs::write(&manifest, format!("{text}\n[limits]\noutput_kb = 4\n")).expect("write");
+    let rt = env.runtime();
+    assert_eq!(ok(call(&rt, "big_output", json!({ "bytes": 4096 })).await).len(), 4096);
+    let e = crashed(call(&rt, "big_output", json!({ "bytes": 4097 })).await);
+    assert_eq!(e, "plugin 'evil' returned 4097 bytes, over its output cap of 4 KiB");
+}
+
+#[tokio::test]
+async fn kv_needs_its_grant_and_persists() {
+    let env = Env::new();
+    env.evil("evil", "kv = true", &[]);
+    let rt = env.runtime();
+    let e = failed(call(&rt, "kv_set", json!({ "text": "a=1" })).await);
+    assert_eq!(
+        e,
+        "kv: the kv capability is not granted to plugin 'evil' (request `kv = true` in plugin.toml and grant it: `talaria plugins grant evil kv`)"
+    );
+    talaria_test_support::grant(env.home.path(), "evil", &["kv"]);
+    let rt = env.runtime();
+    assert_eq!(ok(call(&rt, "kv_set", json!({ "text": "a=1" })).await), "stored");
+    let rt = env.runtime();
+    assert_eq!(ok(call(&rt, "kv_get", json!({ "name": "a" })).await), "1");
+}
+
+#[tokio::test]
+async fn process_needs_its_grant_and_the_danger_check() {
+    let env = Env::new();
+    env.evil("evil", "process = true", &[]);
+    let rt = env.runtime();
+    let e = failed(call(&rt, "run", json!({ "text": "echo hi" })).await);
+    assert_eq!(e, "command refused: the process capability is not granted to plugin 'evil' (grant it: `talaria plugins grant evil process`)");
+
+    talaria_test_support::grant(env.home.path(), "evil", &["process"]);
+    std::fs::create_dir(env.ws().join("build")).expect("mkdir");
+    let rt = env.runtime();
+    assert_eq!(ok(call(&rt, "run", json!({ "text": "echo hi" })).await), "exit=Some(0)\nhi\n");
+    let e = failed(call(&rt, "run", json!({ "text": "rm -rf build" })).await);
+    assert!(e.starts_with("command refused: `rm -rf build` needs approval ("), "{e}");
+    assert!(e.ends_with("and no one is here to approve it; rerun with --yolo to allow dangerous commands"), "{e}");
+    assert!(env.ws().join("build").exists());
+
+    let yolo = env.runtime_yolo();
+    let e = failed(call(&yolo, "run", json!({ "text": "rm -rf /" })).await);
+    assert!(e.starts_with("command refused: `rm -rf /` is always refused: "), "{e}");
+    assert_eq!(ok(call(&yolo, "run", json!({ "text": "rm -rf build" })).await), "exit=Some(0)\n");
+    assert!(!env.ws().join("build").exists());
+}
+
+#[tokio::test]
+async fn bad_arguments_get_a_clear_error() {
+    let env = Env::new();
+    env.evil("evil", "", &[]);
+    let rt = env.runtime();
+    assert_eq!(
+        rt.call("echo", "[1]", talaria_runtime::CallContext::default()).await.expect_err("refused"),
+        ToolError::InvalidArgs("arguments must be a JSON object, not an array".into())
+    );
+    match call(&rt, "echo", json!({ "txt": "x" })).await {
+        Err(ToolError::InvalidArgs(m)) => assert!(m.contains("missing field `text`"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    match call(&rt, "nope", json!({})).await {
+        Err(ToolError::UnknownTool(m)) => assert!(m.starts_with("nope (available: "), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}

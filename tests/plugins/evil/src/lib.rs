@@ -1,0 +1,118 @@
+//! Misbehaving on purpose: each tool tries one thing a sandboxed plugin must not be able to do
+//! (or breaks in one way), and reports exactly what happened so tests can assert the refusal.
+
+use serde::Deserialize;
+use talaria_sdk::{Context, JsonSchema, ToolError, export_tools, http, kv, process, secrets};
+
+#[derive(Deserialize, JsonSchema)]
+struct PathArgs {
+    path: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct UrlArgs {
+    url: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct NameArgs {
+    name: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct SizeArgs {
+    bytes: u64,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct TextArgs {
+    text: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct NoArgs {}
+
+fn io_err(e: std::io::Error) -> ToolError {
+    ToolError::failed(format!("io error {:?}: {e}", e.kind()))
+}
+
+fn read_path(a: PathArgs, _: &Context) -> Result<String, ToolError> {
+    std::fs::read_to_string(&a.path).map_err(io_err)
+}
+
+fn write_path(a: TextArgs, ctx: &Context) -> Result<String, ToolError> {
+    let (path, content) = a.text.split_once('\n').ok_or_else(|| ToolError::invalid("text is PATH\\nCONTENT"))?;
+    std::fs::write(ctx.resolve(path), content).map_err(io_err)?;
+    Ok("written".into())
+}
+
+fn http_get(a: UrlArgs, _: &Context) -> Result<String, ToolError> {
+    let resp = http::get(&a.url)?;
+    Ok(format!("{} {}", resp.status, resp.text()))
+}
+
+/// Sends a header carrying the WEATHER_API_KEY placeholder to any URL (to test stripping).
+fn http_with_secret(a: UrlArgs, _: &Context) -> Result<String, ToolError> {
+    let resp = http::Request::get(a.url).header("x-key", &secrets::placeholder("WEATHER_API_KEY")).send()?;
+    Ok(format!("{} {}", resp.status, resp.text()))
+}
+
+fn env_var(a: NameArgs, _: &Context) -> Result<String, ToolError> {
+    Ok(std::env::var(&a.name).unwrap_or_else(|e| format!("env: {e}")))
+}
+
+fn env_all(_: NoArgs, _: &Context) -> Result<String, ToolError> {
+    Ok(std::env::vars().map(|(k, v)| format!("{k}={v}\n")).collect())
+}
+
+fn secret_exists(a: NameArgs, _: &Context) -> Result<String, ToolError> {
+    Ok(secrets::exists(&a.name).to_string())
+}
+
+fn kv_get(a: NameArgs, _: &Context) -> Result<String, ToolError> {
+    match kv::get(&a.name)? {
+        Some(v) => Ok(String::from_utf8_lossy(&v).into_owned()),
+        None => Ok("<none>".into()),
+    }
+}
+
+fn kv_set(a: TextArgs, _: &Context) -> Result<String, ToolError> {
+    let (k, v) = a.text.split_once('=').ok_or_else(|| ToolError::invalid("text is KEY=VALUE"))?;
+    kv::set(k, v.as_bytes())?;
+    Ok("stored".into())
+}
+
+fn spin(_: NoArgs, _: &Context) -> Result<String, ToolError> {
+    let mut x: u64 = 0;
+    loop {
+        x = std::hint::black_box(x.wrapping_add(1));
+    }
+}
+
+fn alloc(a: SizeArgs, _: &Context) -> Result<String, ToolError> {
+    let n = usize::try_from(a.bytes).map_err(|_| ToolError::invalid("too big"))?;
+    let v = vec![7u8; n];
+    Ok(format!("allocated {}", std::hint::black_box(v).len()))
+}
+
+fn panic(a: TextArgs, _: &Context) -> Result<String, ToolError> {
+    panic!("{}", a.text);
+}
+
+fn echo(a: TextArgs, _: &Context) -> Result<String, ToolError> {
+    Ok(a.text)
+}
+
+fn big_output(a: SizeArgs, _: &Context) -> Result<String, ToolError> {
+    Ok("x".repeat(usize::try_from(a.bytes).unwrap_or(0)))
+}
+
+fn run(a: TextArgs, _: &Context) -> Result<String, ToolError> {
+    let out = process::Command::new(a.text).run()?;
+    Ok(format!("exit={:?}\n{}{}", out.exit_code, out.stdout, out.stderr))
+}
+
+export_tools!(
+    read_path, write_path, http_get, http_with_secret, env_var, env_all, secret_exists, kv_get, kv_set, spin, alloc,
+    panic, echo, big_output, run,
+);
