@@ -41,10 +41,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Url(m) => write!(f, "bad URL: {m}"),
-            Self::Denied(url) => write!(
-                f,
-                "the host refused the request to {url}: this plugin has no network grant for it"
-            ),
+            Self::Denied(url) => write!(f, "the host refused the request to {url}: its network grants do not allow it"),
             Self::Transport(m) => write!(f, "request failed: {m}"),
             Self::TooLarge(n) => write!(f, "response body is larger than {n} bytes"),
             Self::TooManyRedirects => write!(f, "more than {MAX_REDIRECTS} redirects"),

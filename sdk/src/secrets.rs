@@ -1,5 +1,5 @@
 //! Secrets the user granted this plugin. Values never enter the plugin: put
-//! [`placeholder`] in a header (or the query) of a request and the host fills in the value when,
+//! [`placeholder`] in a header of a request and the host fills in the value when,
 //! and only when, the request goes to the host the secret was granted for.
 //!
 //! ```ignore

@@ -1,7 +1,7 @@
 //! The glue between plain tool functions and the `tools` export.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -20,14 +20,31 @@ pub struct Context {
 }
 
 impl Context {
-    /// Resolve a path the model gave: relative paths are taken from the workspace.
+    /// A context for `workspace` (for tests; the host builds the real one).
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        Self { session_id: String::new(), call_id: String::new(), workspace: workspace.into() }
+    }
+
+    /// Resolve a path the model gave: relative paths are taken from the workspace, and `.` and
+    /// `..` are folded lexically (`/w/a/../b` is `/w/b`). The sandbox still decides access.
     pub fn resolve(&self, path: impl AsRef<Path>) -> PathBuf {
-        let path = path.as_ref();
-        if path.is_absolute() {
-            path.to_path_buf()
-        } else {
-            self.workspace.join(path)
+        let joined = self.workspace.join(path.as_ref());
+        let mut out = PathBuf::new();
+        for part in joined.components() {
+            match part {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::CurDir => {}
+                other => out.push(other),
+            }
         }
+        out
+    }
+
+    /// Whether `path` (after [`Context::resolve`]) lies inside the workspace.
+    pub fn in_workspace(&self, path: impl AsRef<Path>) -> bool {
+        self.resolve(path).starts_with(&self.workspace)
     }
 }
 
@@ -141,4 +158,25 @@ fn schema_of<A: JsonSchema>() -> String {
         map.entry("properties").or_insert_with(|| serde_json::json!({}));
     }
     schema.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_resolve_against_the_workspace() {
+        let ctx = Context::new("/w");
+        assert_eq!(ctx.resolve("a/b.txt"), PathBuf::from("/w/a/b.txt"));
+        assert_eq!(ctx.resolve("a/../b.txt"), PathBuf::from("/w/b.txt"));
+        assert_eq!(ctx.resolve("/etc/passwd"), PathBuf::from("/etc/passwd"));
+        assert_eq!(ctx.resolve("../../etc"), PathBuf::from("/etc"));
+        assert!(ctx.in_workspace("./x/./y"));
+        assert!(!ctx.in_workspace("../w2/x"));
+    }
+
+    #[test]
+    fn doc_lines_become_a_description() {
+        assert_eq!(description(&[" Read a file.", " Returns lines.", "", " Limits apply."]), "Read a file. Returns lines.\n\nLimits apply.");
+    }
 }

@@ -66,21 +66,19 @@ impl CompileCache {
         wasm: impl FnOnce() -> std::io::Result<Vec<u8>>,
     ) -> Result<(Component, CacheOutcome), String> {
         let entry = self.entry(wasm_sha256, fingerprint);
-        let outcome = match (std::fs::read(&entry), std::fs::read_to_string(Self::hash_file(&entry))) {
-            (Ok(bytes), Ok(recorded)) if blake3::hash(&bytes).to_hex().as_str() == recorded.trim() => {
-                match deserialize(engine, &bytes) {
-                    Ok(component) => return Ok((component, CacheOutcome::Hit)),
-                    Err(e) => {
-                        tracing::warn!("compile cache entry {} would not load ({e}); compiling again", entry.display());
-                        CacheOutcome::Replaced
-                    }
+        let outcome = match verified(&entry) {
+            Verified::Match => match deserialize_file(engine, &entry) {
+                Ok(component) => return Ok((component, CacheOutcome::Hit)),
+                Err(e) => {
+                    tracing::warn!("compile cache entry {} would not load ({e}); compiling again", entry.display());
+                    CacheOutcome::Replaced
                 }
-            }
-            (Ok(_), _) => {
+            },
+            Verified::Mismatch => {
                 tracing::warn!("compile cache entry {} does not match its recorded hash; compiling again", entry.display());
                 CacheOutcome::Replaced
             }
-            (Err(_), _) => CacheOutcome::Compiled,
+            Verified::Missing => CacheOutcome::Compiled,
         };
         let wasm = wasm().map_err(|e| format!("cannot read the component: {e}"))?;
         let started = Instant::now();
@@ -95,6 +93,32 @@ impl CompileCache {
         }
         Ok((component, outcome))
     }
+}
+
+enum Verified {
+    Match,
+    Mismatch,
+    Missing,
+}
+
+/// Whether the entry's bytes hash to what was recorded when it was written.
+#[allow(unsafe_code)]
+fn verified(entry: &Path) -> Verified {
+    let Ok(file) = std::fs::File::open(entry) else { return Verified::Missing };
+    let Ok(recorded) = std::fs::read_to_string(CompileCache::hash_file(entry)) else { return Verified::Mismatch };
+    // SAFETY: a read-only private mapping of our own cache file, dropped before this returns;
+    // if the file changes underneath, the hash simply will not match.
+    let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else { return Verified::Mismatch };
+    if blake3::hash(&map).to_hex().as_str() == recorded.trim() { Verified::Match } else { Verified::Mismatch }
+}
+
+/// Load a compiled file this host produced, by mapping it rather than copying it.
+#[allow(unsafe_code)]
+fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
+    // SAFETY: as for `deserialize`: the file was written by `precompile_component` of an engine
+    // with this fingerprint, into our 0700 cache directory, and was just verified against the
+    // hash recorded when it was written.
+    unsafe { Component::deserialize_file(engine, path) }
 }
 
 /// Load compiled code this host produced.

@@ -19,7 +19,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
+use tokio::io::AsyncReadExt as _;
 
 use crate::danger::{self, CommandPolicy, Verdict};
 
@@ -148,34 +148,35 @@ impl ProcessRunner {
         }
         let mut child = cmd.spawn().map_err(|e| CommandError::Failed(format!("cannot start sh: {e}")))?;
         let pid = child.id();
-        let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
-        let cap = self.output_cap;
-        let work = async {
-            let (o, e, status) = tokio::join!(read_capped(out.as_mut(), cap), read_capped(err.as_mut(), cap), child.wait());
-            (o, e, status)
-        };
-        match tokio::time::timeout(timeout, work).await {
-            Ok((stdout, stderr, status)) => {
-                let status = status.map_err(|e| CommandError::Failed(format!("waiting for the command: {e}")))?;
-                Ok(CommandOutput {
-                    exit_code: status.code(),
-                    truncated: stdout.1 || stderr.1,
-                    stdout: stdout.0,
-                    stderr: stderr.0,
-                    timed_out: false,
-                })
-            }
-            Err(_) => {
-                kill_group(pid);
-                Ok(CommandOutput {
-                    exit_code: None,
-                    stdout: String::new(),
-                    stderr: format!("command timed out after {}s and was killed", timeout.as_secs()),
-                    truncated: false,
-                    timed_out: true,
-                })
-            }
+        let (stdout, stderr) = (Capture::new(self.output_cap), Capture::new(self.output_cap));
+        let readers = [
+            tokio::spawn(stdout.clone().fill(child.stdout.take())),
+            tokio::spawn(stderr.clone().fill(child.stderr.take())),
+        ];
+        let status = tokio::time::timeout(timeout, child.wait()).await;
+        let timed_out = status.is_err();
+        if timed_out {
+            kill_group(pid);
+            let _ = child.wait().await;
         }
+        // Background children may keep the pipes open: take what arrived within a short grace.
+        let _ = tokio::time::timeout(PIPE_GRACE, async {
+            for r in readers {
+                let _ = r.await;
+            }
+        })
+        .await;
+        let (out, out_cut) = stdout.text();
+        let (mut err, err_cut) = stderr.text();
+        if timed_out {
+            err.push_str(&format!("\n[command timed out after {}s and was killed]", timeout.as_secs()));
+        }
+        let exit_code = match status {
+            Ok(Ok(status)) => status.code(),
+            Ok(Err(e)) => return Err(CommandError::Failed(format!("waiting for the command: {e}"))),
+            Err(_) => None,
+        };
+        Ok(CommandOutput { exit_code, stdout: out, stderr: err, truncated: out_cut || err_cut, timed_out })
     }
 
     async fn authorize(&self, plugin: &str, command: &str) -> Result<(), CommandError> {
@@ -249,39 +250,60 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-/// Read a stream keeping the first and last `cap / 2` bytes; says whether anything was cut.
-async fn read_capped<R: tokio::io::AsyncRead + Unpin>(reader: Option<&mut R>, cap: usize) -> (String, bool) {
-    let Some(reader) = reader else {
-        return (String::new(), false);
-    };
-    let half = cap / 2;
-    let (mut head, mut tail) = (Vec::new(), std::collections::VecDeque::new());
-    let mut total = 0usize;
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        total += n;
-        let mut chunk = &buf[..n];
-        if head.len() < half {
-            let take = chunk.len().min(half - head.len());
-            head.extend_from_slice(&chunk[..take]);
-            chunk = &chunk[take..];
-        }
-        tail.extend(chunk.iter().copied());
-        while tail.len() > half {
-            tail.pop_front();
+/// How long to wait for output after the command itself has ended.
+const PIPE_GRACE: Duration = Duration::from_millis(500);
+
+/// A stream's output, keeping the first and last `cap / 2` bytes.
+#[derive(Clone)]
+struct Capture(Arc<Mutex<CaptureBuf>>);
+
+struct CaptureBuf {
+    half: usize,
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    total: usize,
+}
+
+impl Capture {
+    fn new(cap: usize) -> Self {
+        let buf = CaptureBuf { half: cap / 2, head: Vec::new(), tail: std::collections::VecDeque::new(), total: 0 };
+        Self(Arc::new(Mutex::new(buf)))
+    }
+
+    /// Read `reader` to its end.
+    async fn fill<R: tokio::io::AsyncRead + Unpin>(self, reader: Option<R>) {
+        let Some(mut reader) = reader else { return };
+        let mut chunk = vec![0u8; 16 * 1024];
+        while let Ok(n) = reader.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            let mut b = lock(&self.0);
+            b.total += n;
+            let mut rest = &chunk[..n];
+            if b.head.len() < b.half {
+                let take = rest.len().min(b.half - b.head.len());
+                b.head.extend_from_slice(&rest[..take]);
+                rest = &rest[take..];
+            }
+            b.tail.extend(rest.iter().copied());
+            let excess = b.tail.len().saturating_sub(b.half);
+            b.tail.drain(..excess);
         }
     }
-    let cut = total > head.len() + tail.len();
-    let mut text = String::from_utf8_lossy(&head).into_owned();
-    if cut {
-        text.push_str(&format!("\n[... {} bytes omitted ...]\n", total - head.len() - tail.len()));
+
+    /// The text so far, and whether anything was cut.
+    fn text(&self) -> (String, bool) {
+        let mut b = lock(&self.0);
+        let kept = b.head.len() + b.tail.len();
+        let cut = b.total > kept;
+        let mut text = String::from_utf8_lossy(&b.head).into_owned();
+        if cut {
+            text.push_str(&format!("\n[... {} bytes omitted ...]\n", b.total - kept));
+        }
+        text.push_str(&String::from_utf8_lossy(b.tail.make_contiguous()));
+        (text, cut)
     }
-    text.push_str(&String::from_utf8_lossy(tail.make_contiguous()));
-    (text, cut)
 }
 
 #[allow(unsafe_code)]
@@ -339,10 +361,17 @@ mod tests {
         let r = runner(false);
         let started = std::time::Instant::now();
         let out = r
-            .run("t", dir.path(), CommandRequest { command: "sleep 30 & sleep 30".into(), cwd: None, timeout: Some(Duration::from_millis(300)) })
+            .run("t", dir.path(), CommandRequest { command: "echo started; sleep 30 & sleep 30".into(), cwd: None, timeout: Some(Duration::from_millis(300)) })
             .await
             .expect("runs");
         assert!(out.timed_out && out.exit_code.is_none());
+        assert_eq!(out.stdout, "started\n", "output before the deadline is kept");
+        assert!(out.stderr.ends_with("[command timed out after 0s and was killed]"), "{}", out.stderr);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // A background child holding the pipes open does not hold up a finished command.
+        let started = std::time::Instant::now();
+        let out = r.run("t", dir.path(), req("sleep 20 & echo done")).await.expect("runs");
+        assert_eq!((out.exit_code, out.stdout.as_str(), out.timed_out), (Some(0), "done\n", false));
         assert!(started.elapsed() < Duration::from_secs(5));
         let mut small = runner(false);
         small.output_cap = 1000;

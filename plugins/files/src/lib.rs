@@ -62,14 +62,12 @@ fn read_file(args: ReadFileArgs, ctx: &Context) -> Result<String, ToolError> {
     if file.metadata().is_ok_and(|m| m.is_dir()) {
         return Err(target.io_error("read", &io::Error::from(io::ErrorKind::IsADirectory)));
     }
-    let reader = read::sniff(file)
-        .map_err(|e| target.io_error("read", &e))?
-        .ok_or_else(|| {
-            ToolError::failed(format!(
-                "{} looks like a binary file (it has NUL bytes near the start); read_file shows text files only",
-                target.shown()
-            ))
-        })?;
+    let reader = read::sniff(file).map_err(|e| target.io_error("read", &e))?.ok_or_else(|| {
+        ToolError::failed(format!(
+            "{} looks like a binary file (it has NUL bytes near the start); read_file shows text files only",
+            target.shown()
+        ))
+    })?;
     match read::render(reader, offset, limit) {
         Ok(text) => Ok(text),
         Err(read::ReadError::PastEnd { offset, total }) => Err(ToolError::invalid(format!(
@@ -101,7 +99,7 @@ fn write_file(args: WriteFileArgs, ctx: &Context) -> Result<String, ToolError> {
         Err(_) => false,
     };
     if let Some(parent) = target.path.parent() {
-        fs::create_dir_all(parent).map_err(|e| target.io_error("create the directories for", &e))?;
+        fs::create_dir_all(parent).map_err(|e| target.io_error("write", &e))?;
     }
     fs::write(&target.path, &args.content).map_err(|e| target.io_error("write", &e))?;
     let lines = args.content.lines().count();
@@ -135,17 +133,21 @@ fn patch(args: PatchArgs, ctx: &Context) -> Result<String, ToolError> {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound && args.old_string.is_empty() => {
             if let Some(parent) = target.path.parent() {
-                fs::create_dir_all(parent).map_err(|e| target.io_error("create the directories for", &e))?;
+                fs::create_dir_all(parent).map_err(|e| target.io_error("write", &e))?;
             }
             fs::write(&target.path, &args.new_string).map_err(|e| target.io_error("create", &e))?;
             let diff = patch::unified_diff(&shown, "", &args.new_string, MAX_DIFF_CHARS);
             return Ok(format!("created {shown}\n{diff}"));
         }
+        Err(e) if e.kind() == io::ErrorKind::NotFound && target.inside() => {
+            return Err(ToolError::failed(format!(
+                "cannot patch {shown}: no such file; to create a file use write_file, or patch with an empty old_string"
+            )));
+        }
         Err(e) => return Err(target.io_error("read", &e)),
     };
-    let before = String::from_utf8(before).map_err(|_| {
-        ToolError::failed(format!("{shown} is not UTF-8 text; patch edits text files only"))
-    })?;
+    let before = String::from_utf8(before)
+        .map_err(|_| ToolError::failed(format!("{shown} is not UTF-8 text; patch edits text files only")))?;
     let done = patch::apply(&before, &args.old_string, &args.new_string, args.replace_all).map_err(|e| match e {
         patch::PatchError::Identical | patch::PatchError::EmptyOld => ToolError::invalid(e.to_string()),
         patch::PatchError::NotFound { .. } | patch::PatchError::Ambiguous { .. } => {
@@ -154,7 +156,11 @@ fn patch(args: PatchArgs, ctx: &Context) -> Result<String, ToolError> {
     })?;
     fs::write(&target.path, &done.content).map_err(|e| target.io_error("write", &e))?;
     let diff = patch::unified_diff(&shown, &before, &done.content, MAX_DIFF_CHARS);
-    let times = if done.replacements == 1 { "1 replacement".to_string() } else { format!("{} replacements", done.replacements) };
+    let times = if done.replacements == 1 {
+        "1 replacement".to_string()
+    } else {
+        format!("{} replacements", done.replacements)
+    };
     Ok(format!("patched {shown} ({times}, {})\n{diff}", done.fuzz))
 }
 
@@ -290,7 +296,12 @@ mod tests {
         assert_eq!(read.as_deref(), Ok("     2\ttwo\n... (file has 3 lines; continue with offset=3)"));
 
         let patched = patch(
-            PatchArgs { path: "a/b.txt".into(), old_string: "two\n".into(), new_string: "2\n".into(), replace_all: false },
+            PatchArgs {
+                path: "a/b.txt".into(),
+                old_string: "two\n".into(),
+                new_string: "2\n".into(),
+                replace_all: false,
+            },
             &ctx,
         )
         .expect("patch");
@@ -303,7 +314,12 @@ mod tests {
     fn patch_with_empty_old_creates_a_missing_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let ctx = ctx(dir.path());
-        let args = PatchArgs { path: "new/x.md".into(), old_string: String::new(), new_string: "hi\n".into(), replace_all: false };
+        let args = PatchArgs {
+            path: "new/x.md".into(),
+            old_string: String::new(),
+            new_string: "hi\n".into(),
+            replace_all: false,
+        };
         let out = patch(args, &ctx).expect("create");
         assert!(out.starts_with("created new/x.md\n"), "{out}");
         assert_eq!(fs::read_to_string(dir.path().join("new/x.md")).ok().as_deref(), Some("hi\n"));
@@ -317,7 +333,8 @@ mod tests {
         let e = read_file(ReadFileArgs { path: "bin".into(), offset: None, limit: None }, &ctx).map_err(err_text);
         assert!(e.as_ref().is_err_and(|m| m.contains("binary file")), "{e:?}");
 
-        let e = read_file(ReadFileArgs { path: "missing.txt".into(), offset: None, limit: None }, &ctx).map_err(err_text);
+        let e =
+            read_file(ReadFileArgs { path: "missing.txt".into(), offset: None, limit: None }, &ctx).map_err(err_text);
         assert!(e.as_ref().is_err_and(|m| m.starts_with("cannot read missing.txt: no such file")), "{e:?}");
 
         let e = read_file(ReadFileArgs { path: "x".into(), offset: Some(0), limit: None }, &ctx);
@@ -334,7 +351,8 @@ mod tests {
         let ws = dir.path().join("ws");
         fs::create_dir(&ws).expect("mkdir");
         let ctx = ctx(&ws);
-        let e = read_file(ReadFileArgs { path: "../nothing-here".into(), offset: None, limit: None }, &ctx).map_err(err_text);
+        let e = read_file(ReadFileArgs { path: "../nothing-here".into(), offset: None, limit: None }, &ctx)
+            .map_err(err_text);
         let expected = format!("cannot read {}: outside the directories", dir.path().join("nothing-here").display());
         assert!(e.as_ref().is_err_and(|m| m.starts_with(&expected)), "{e:?}");
     }
@@ -367,7 +385,10 @@ mod tests {
             case_insensitive: ci,
             limit: None,
         };
-        assert_eq!(search_files(args("alpha", SearchTarget::Content, false), &ctx).as_deref(), Ok("src/a.rs:1:fn alpha() {}"));
+        assert_eq!(
+            search_files(args("alpha", SearchTarget::Content, false), &ctx).as_deref(),
+            Ok("src/a.rs:1:fn alpha() {}")
+        );
         assert_eq!(
             search_files(args("alpha", SearchTarget::Content, true), &ctx).as_deref(),
             Ok("notes.txt:1:Alpha notes\nsrc/a.rs:1:fn alpha() {}")

@@ -123,7 +123,9 @@ pub fn apply(content: &str, old: &str, new: &str, replace_all: bool) -> Result<P
             let end = if keep_newline { last.end } else { last.end_with_newline };
             let replacement = match fuzz {
                 Fuzz::Exact | Fuzz::TrailingWhitespace => new.clone(),
-                Fuzz::Indentation | Fuzz::InnerWhitespace => reindent(&new, indent_of_first(&pattern), indent(first.text)),
+                Fuzz::Indentation | Fuzz::InnerWhitespace => {
+                    reindent(&new, indent_of_first(&pattern), indent(first.text))
+                }
             };
             out.replace_range(first.start..end, &replacement);
         }
@@ -132,7 +134,12 @@ pub fn apply(content: &str, old: &str, new: &str, replace_all: bool) -> Result<P
     Err(PatchError::NotFound { hint: not_found_hint(&file, &pattern) })
 }
 
-fn check_count(count: usize, replace_all: bool, fuzz: Fuzz, lines: impl FnOnce() -> Vec<usize>) -> Result<(), PatchError> {
+fn check_count(
+    count: usize,
+    replace_all: bool,
+    fuzz: Fuzz,
+    lines: impl FnOnce() -> Vec<usize>,
+) -> Result<(), PatchError> {
     if count > 1 && !replace_all {
         let mut lines = lines();
         lines.truncate(20);
@@ -144,11 +151,7 @@ fn check_count(count: usize, replace_all: bool, fuzz: Fuzz, lines: impl FnOnce()
 /// A unified diff between two versions of `path`, cut at `max_chars`.
 pub fn unified_diff(path: &str, before: &str, after: &str, max_chars: usize) -> String {
     let diff = TextDiff::from_lines(before, after);
-    let text = diff
-        .unified_diff()
-        .context_radius(3)
-        .header(&format!("a/{path}"), &format!("b/{path}"))
-        .to_string();
+    let text = diff.unified_diff().context_radius(3).header(&format!("a/{path}"), &format!("b/{path}")).to_string();
     match text.char_indices().nth(max_chars) {
         None => text,
         Some((cut, _)) => format!("{}\n... (diff truncated; read the file to see the rest)", &text[..cut]),
@@ -233,10 +236,16 @@ fn line_of(content: &str, byte: usize) -> usize {
 
 fn not_found_hint(file: &[Line<'_>], pattern: &[&str]) -> String {
     let first = pattern.iter().map(|l| l.trim()).find(|l| !l.is_empty()).unwrap_or("");
-    let seen: Vec<String> =
-        file.iter().enumerate().filter(|(_, l)| l.text.contains(first)).map(|(i, _)| (i + 1).to_string()).take(5).collect();
+    let seen: Vec<String> = file
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.text.contains(first))
+        .map(|(i, _)| (i + 1).to_string())
+        .take(5)
+        .collect();
     if seen.is_empty() {
-        "even its first line appears nowhere in the file: read the file again with read_file and copy the text exactly".to_string()
+        "even its first line appears nowhere in the file: read the file again with read_file and copy the text exactly"
+            .to_string()
     } else {
         format!(
             "its first line appears at line {} but the lines after it differ: read the file again around there \

@@ -53,7 +53,7 @@ fn describe(verb: &str, target: &Target, err: &io::Error) -> String {
     if !target.inside() {
         return format!(
             "cannot {verb} {}: outside the directories this plugin was granted (the workspace is {workspace}); \
-             use a path inside the workspace ({err})",
+             use a path inside the workspace (the sandbox said: {err})",
             target.path.display()
         );
     }

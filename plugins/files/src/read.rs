@@ -22,7 +22,10 @@ pub const SNIFF_BYTES: usize = 8192;
 #[derive(Debug)]
 pub enum ReadError {
     /// `offset` lies past the last line.
-    PastEnd { offset: usize, total: usize },
+    PastEnd {
+        offset: usize,
+        total: usize,
+    },
     Io(io::Error),
 }
 

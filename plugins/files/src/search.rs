@@ -99,7 +99,12 @@ impl Found {
 
 /// Every file under `root` (or `root` itself when it is a file) that ignore rules and `filter`
 /// let through, with its path relative to `root`.
-fn walk(root: &Path, filter: Option<&NameFilter>, found: &mut Found, mut visit: impl FnMut(&Path, &Path, &mut Found) -> bool) {
+fn walk(
+    root: &Path,
+    filter: Option<&NameFilter>,
+    found: &mut Found,
+    mut visit: impl FnMut(&Path, &Path, &mut Found) -> bool,
+) {
     let walker = WalkBuilder::new(root)
         .hidden(true)
         .ignore(true)
@@ -243,7 +248,11 @@ mod tests {
         let found = content(dir.path(), &re("helper"), None, 100);
         assert_eq!(
             found.lines,
-            vec!["README.md:1:call helper() here", "src/lib/helper.rs:1:pub fn helper() {}", "src/main.rs:2:    helper();"]
+            vec![
+                "README.md:1:call helper() here",
+                "src/lib/helper.rs:1:pub fn helper() {}",
+                "src/main.rs:2:    helper();"
+            ]
         );
         assert!(!found.more);
     }

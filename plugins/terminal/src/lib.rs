@@ -52,7 +52,9 @@ fn terminal(args: TerminalArgs, ctx: &Context) -> Result<String, ToolError> {
             "BLOCKED by the safety policy, the command did not run: {reason}. Do not retry this command \
              verbatim; find a safer way to do it, or ask the user to run it themselves"
         ))),
-        Err(ProcessError::Failed(reason)) => Err(ToolError::failed(format!("the command could not be started: {reason}"))),
+        Err(ProcessError::Failed(reason)) => {
+            Err(ToolError::failed(format!("the command could not be started: {reason}")))
+        }
     }
 }
 
@@ -120,7 +122,10 @@ mod tests {
         let ws = Path::new("/home/u/proj");
         for dir in ["..", "../other", "/etc", "/home/u/project2"] {
             let e = workdir(ws, dir);
-            assert!(matches!(&e, Err(ToolError::InvalidArgs(m)) if m.contains("outside the workspace /home/u/proj")), "{dir}: {e:?}");
+            assert!(
+                matches!(&e, Err(ToolError::InvalidArgs(m)) if m.contains("outside the workspace /home/u/proj")),
+                "{dir}: {e:?}"
+            );
         }
     }
 }

@@ -84,7 +84,9 @@ fn check_url(url: &str) -> Result<&str, ToolError> {
         )));
     };
     if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
-        return Err(ToolError::invalid(format!("url scheme {scheme:?} is not supported: use an http:// or https:// URL")));
+        return Err(ToolError::invalid(format!(
+            "url scheme {scheme:?} is not supported: use an http:// or https:// URL"
+        )));
     }
     if rest.is_empty() || rest.starts_with('/') {
         return Err(ToolError::invalid(format!("url {url:?} has no host name")));
@@ -124,7 +126,9 @@ mod tests {
     fn urls_must_be_absolute_http() {
         assert_eq!(check_url("  https://example.com/a ").ok(), Some("https://example.com/a"));
         assert_eq!(check_url("HTTP://example.com").ok(), Some("HTTP://example.com"));
-        assert!(matches!(check_url("example.com"), Err(ToolError::InvalidArgs(m)) if m.contains("https://example.com")));
+        assert!(
+            matches!(check_url("example.com"), Err(ToolError::InvalidArgs(m)) if m.contains("https://example.com"))
+        );
         assert!(matches!(check_url("ftp://example.com"), Err(ToolError::InvalidArgs(m)) if m.contains("\"ftp\"")));
         assert!(matches!(check_url("https:///path"), Err(ToolError::InvalidArgs(m)) if m.contains("no host")));
     }
@@ -132,7 +136,10 @@ mod tests {
     #[test]
     fn denied_requests_explain_the_public_only_rule() {
         let e = fetch_error("http://127.0.0.1/", &http::Error::Denied("http://127.0.0.1/".into()));
-        assert!(matches!(&e, ToolError::Failed(m) if m.contains("public hosts only") && m.contains("127.0.0.1")), "{e:?}");
+        assert!(
+            matches!(&e, ToolError::Failed(m) if m.contains("public hosts only") && m.contains("127.0.0.1")),
+            "{e:?}"
+        );
         let e = fetch_error("https://x.example/", &http::Error::Transport("DNS lookup failed".into()));
         assert_eq!(e, ToolError::failed("cannot fetch https://x.example/: request failed: DNS lookup failed"));
     }

@@ -40,7 +40,10 @@ pub fn classify(content_type: Option<&str>, body: &[u8]) -> Result<Kind, String>
     let media = content_type.map(media_type).unwrap_or_default();
     match media.as_str() {
         "text/html" | "application/xhtml+xml" => Ok(Kind::Html),
-        "application/json" | "application/xml" | "application/javascript" | "application/x-javascript"
+        "application/json"
+        | "application/xml"
+        | "application/javascript"
+        | "application/x-javascript"
         | "application/ecmascript" => Ok(Kind::Text),
         m if m.starts_with("text/") || m.ends_with("+json") || m.ends_with("+xml") => Ok(Kind::Text),
         "" | "application/octet-stream" | "binary/octet-stream" => sniff(body).ok_or_else(|| {
@@ -123,8 +126,8 @@ pub struct Markdown {
 /// without navigation, scripts and forms. `url` makes relative links absolute.
 pub fn to_markdown(html: &str, url: &str) -> Markdown {
     let config = Config { text_mode: TextMode::Markdown, ..Config::default() };
-    let readability = Readability::new(html, Some(url), Some(config.clone()))
-        .or_else(|_| Readability::new(html, None, Some(config)));
+    let readability =
+        Readability::new(html, Some(url), Some(config.clone())).or_else(|_| Readability::new(html, None, Some(config)));
     if let Ok(mut readability) = readability
         && let Ok(article) = readability.parse()
     {
@@ -292,7 +295,8 @@ mod tests {
 
     #[test]
     fn excerpts_are_flat_and_short() {
-        let html = "<html><head><title>404</title></head><body><h1>Not   Found</h1>\n<p>No such page.</p></body></html>";
+        let html =
+            "<html><head><title>404</title></head><body><h1>Not   Found</h1>\n<p>No such page.</p></body></html>";
         assert_eq!(excerpt(Some(Kind::Html), html, "https://x/", 100), "# Not Found No such page.");
         assert_eq!(excerpt(Some(Kind::Text), "a\n\nb c d", "https://x/", 3), "a b…");
     }

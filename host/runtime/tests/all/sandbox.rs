@@ -95,7 +95,7 @@ async fn network_reaches_only_the_granted_host() {
     let port = other.addr.port();
     assert!(
         e.starts_with(&format!(
-            "the host refused the request to http://127.0.0.1:{port}/b: this plugin has no network grant for it [host: plugin 'evil' has no network grant for 127.0.0.1:{port}"
+            "the host refused the request to http://127.0.0.1:{port}/b: its network grants do not allow it [host: plugin 'evil' has no network grant for 127.0.0.1:{port}"
         )),
         "{e}"
     );
