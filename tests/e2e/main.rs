@@ -44,10 +44,13 @@ impl Talaria {
         String::from_utf8(out.stderr).expect("utf8")
     }
 
-    /// The bundled weather component, written out so tests can install it as a user plugin.
-    fn weather_wasm(&self) -> PathBuf {
-        let b = talaria_bundled::PLUGINS.iter().find(|p| p.manifest.contains("name = \"weather\"")).expect("weather");
-        let path = self.home.path().join("weather.wasm");
+    /// A bundled component, written out so tests can install it as a user plugin.
+    fn bundled_wasm(&self, name: &str) -> PathBuf {
+        let b = talaria_bundled::PLUGINS
+            .iter()
+            .find(|p| p.manifest.contains(&format!("name = \"{name}\"")))
+            .unwrap_or_else(|| panic!("no bundled {name}"));
+        let path = self.home.path().join(format!("{name}.wasm"));
         std::fs::write(&path, b.wasm).expect("write");
         path
     }
@@ -131,7 +134,7 @@ fn weather_gets_its_key_at_the_http_boundary_only() {
     let manifest = format!(
         "name = \"weather\"\nversion = \"0.1.1\"\napi = \"0.1.0\"\n[capabilities]\nnetwork = [\"{host}\"]\nsecrets = [{{ name = \"WEATHER_API_KEY\", host = \"{host}\" }}]\n"
     );
-    support::install(t.home.path(), "weather", &t.weather_wasm(), &manifest);
+    support::install(t.home.path(), "weather", &t.bundled_wasm("weather"), &manifest);
     std::fs::write(t.home.path().join("config.toml"), format!("[plugins.weather.config]\nbase_url = \"{}\"\n", api.url("/v1")))
         .expect("config");
     std::fs::write(t.home.path().join(".env"), "WEATHER_API_KEY=wk-42\n").expect("env");
@@ -222,4 +225,37 @@ fn bad_arguments_fail_with_a_clear_message() {
     assert!(err.contains("unknown tool `nope (available: "), "{err}");
     let out = t.run(&["tools", "frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn web_fetch_reads_pages_but_never_loopback_through_its_wildcard() {
+    let t = Talaria::new();
+    let site = FakeServer::start(|req| match req.path.as_str() {
+        "/moved" => (301, vec![("location".into(), "/article".into())], String::new()),
+        _ => (
+            200,
+            vec![("content-type".into(), "text/html; charset=utf-8".into())],
+            "<html><head><title>Crab Facts</title></head><body><nav>menu</nav><article><h1>Crabs</h1>\
+             <p>Crabs walk sideways because their legs bend outward at the joints, which makes a sideways \
+             gait the most efficient way to move quickly across sand and rock.</p>\
+             <p>They are <a href=\"/more\">decapods</a>: ten legs in all.</p></article></body></html>"
+                .into(),
+        ),
+    });
+    // The bundled web plugin asks for `net:*`, which never reaches loopback.
+    let err = t.fails(&["tools", "call", "web_fetch", &format!(r#"{{"url": "{}"}}"#, site.url("/article"))]);
+    assert!(err.contains("resolves to 127.0.0.1, a loopback address"), "{err}");
+    assert!(site.received().is_empty());
+
+    // A user copy granted this very host explicitly may fetch it.
+    let host = format!("127.0.0.1:{}", site.addr.port());
+    let manifest = format!("name = \"web\"\nversion = \"0.1.0\"\napi = \"0.1.0\"\n[capabilities]\nnetwork = [\"{host}\"]\n");
+    support::install(t.home.path(), "web", &t.bundled_wasm("web"), &manifest);
+    t.ok(&["plugins", "grant", "web", &format!("net:{host}")]);
+    let page = t.ok(&["tools", "call", "web_fetch", &format!(r#"{{"url": "{}"}}"#, site.url("/moved"))]);
+    assert!(page.contains("Crab Facts"), "{page}");
+    assert!(page.contains(&site.url("/article")), "final URL missing: {page}");
+    assert!(page.contains("Crabs walk sideways"), "{page}");
+    assert!(page.contains(&format!("[decapods]({})", site.url("/more"))), "{page}");
+    assert!(!page.contains("<p>"), "{page}");
 }

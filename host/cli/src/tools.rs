@@ -41,6 +41,7 @@ async fn list(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
     for p in runtime.problems() {
         ui::warn(&p.to_string());
     }
+    announce_compiles(&runtime);
     let (tools, problems) = runtime.tools().await;
     for p in &problems {
         ui::warn(&p.to_string());
@@ -57,6 +58,7 @@ async fn list(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
 
 async fn call(ctx: &Ctx, name: &str, args: &str, yolo: bool) -> anyhow::Result<ExitCode> {
     let runtime = ctx.runtime(yolo)?;
+    announce_compiles(&runtime);
     let (tools, problems) = runtime.tools().await;
     if !tools.iter().any(|t| t.name == name) {
         for p in runtime.problems().iter().chain(&problems) {
@@ -86,5 +88,16 @@ async fn call(ctx: &Ctx, name: &str, args: &str, yolo: bool) -> anyhow::Result<E
             ui::error(&e.to_string());
             Ok(ExitCode::FAILURE)
         }
+    }
+}
+
+/// On a terminal, say that a first use compiles plugins (it takes a second or so each).
+fn announce_compiles(runtime: &talaria_runtime::Runtime) {
+    if !std::io::stderr().is_terminal() {
+        return;
+    }
+    let pending: Vec<&str> = runtime.plugins().iter().filter(|p| runtime.needs_compile(p)).map(|p| p.name()).collect();
+    if !pending.is_empty() {
+        ui::note(&format!("compiling {} on first use (cached afterwards)...", pending.join(", ")));
     }
 }

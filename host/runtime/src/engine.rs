@@ -43,6 +43,9 @@ impl EngineHandle {
         config
             .wasm_component_model(true)
             .epoch_interruption(true)
+            // Address maps only serve wasm-offset backtraces; without them compiled files are
+            // smaller and faster to verify and load.
+            .generate_address_map(false)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
 

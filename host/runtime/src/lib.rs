@@ -270,6 +270,13 @@ impl Runtime {
         }
     }
 
+    /// Whether listing this plugin's tools needs a compile (nothing cached for it yet).
+    pub fn needs_compile(&self, plugin: &Plugin) -> bool {
+        plugin.pre.get().is_none()
+            && plugin.specs.get().is_none()
+            && plugin.sha256().is_ok_and(|sha| !self.cache.specs_file(sha).exists())
+    }
+
     /// The tools a plugin offers (from the spec cache when possible).
     ///
     /// # Errors
