@@ -129,7 +129,8 @@ impl Request {
             let location = resp.header("location").map(str::to_string);
             match (self.follow_redirects, resp.status, location) {
                 (true, 301 | 302 | 303 | 307 | 308, Some(location)) => {
-                    if resp.status == 303 || (resp.status != 307 && resp.status != 308 && method == http::Method::POST) {
+                    if resp.status == 303 || (resp.status != 307 && resp.status != 308 && method == http::Method::POST)
+                    {
                         method = http::Method::GET;
                         body.clear();
                     }

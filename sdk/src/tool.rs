@@ -108,11 +108,7 @@ where
     A: JsonSchema,
     F: Fn(A, &Context) -> Result<String, ToolError>,
 {
-    wit::ToolSpec {
-        name: name.to_string(),
-        description: description(doc),
-        parameters: schema_of::<A>(),
-    }
+    wit::ToolSpec { name: name.to_string(), description: description(doc), parameters: schema_of::<A>() }
 }
 
 /// Decode the arguments and run the tool.
@@ -148,9 +144,8 @@ fn description(doc: &[&str]) -> String {
 
 /// The JSON Schema of `A` as the model wants it: subschemas inlined, no `$schema` or `title`.
 fn schema_of<A: JsonSchema>() -> String {
-    let generator = schemars::generate::SchemaSettings::draft2020_12()
-        .with(|s| s.inline_subschemas = true)
-        .into_generator();
+    let generator =
+        schemars::generate::SchemaSettings::draft2020_12().with(|s| s.inline_subschemas = true).into_generator();
     let mut schema = serde_json::Value::from(generator.into_root_schema_for::<A>());
     if let Some(map) = schema.as_object_mut() {
         map.remove("$schema");
@@ -177,6 +172,9 @@ mod tests {
 
     #[test]
     fn doc_lines_become_a_description() {
-        assert_eq!(description(&[" Read a file.", " Returns lines.", "", " Limits apply."]), "Read a file. Returns lines.\n\nLimits apply.");
+        assert_eq!(
+            description(&[" Read a file.", " Returns lines.", "", " Limits apply."]),
+            "Read a file. Returns lines.\n\nLimits apply."
+        );
     }
 }

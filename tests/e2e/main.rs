@@ -86,7 +86,8 @@ fn file_tools_work_in_the_workspace() {
     assert!(out.contains("1\talpha") && out.contains("3\tgamma"), "{out}");
     t.ok(&["tools", "call", "write_file", r#"{"path": "sub/new.txt", "content": "hello\n"}"#]);
     assert_eq!(std::fs::read_to_string(t.ws().join("sub/new.txt")).expect("read"), "hello\n");
-    let diff = t.ok(&["tools", "call", "patch", r#"{"path": "notes.txt", "old_string": "beta", "new_string": "BETA"}"#]);
+    let diff =
+        t.ok(&["tools", "call", "patch", r#"{"path": "notes.txt", "old_string": "beta", "new_string": "BETA"}"#]);
     assert!(diff.contains("-beta") && diff.contains("+BETA"), "{diff}");
     assert_eq!(std::fs::read_to_string(t.ws().join("notes.txt")).expect("read"), "alpha\nBETA\ngamma\n");
 }
@@ -135,8 +136,11 @@ fn weather_gets_its_key_at_the_http_boundary_only() {
         "name = \"weather\"\nversion = \"0.1.1\"\napi = \"0.1.0\"\n[capabilities]\nnetwork = [\"{host}\"]\nsecrets = [{{ name = \"WEATHER_API_KEY\", host = \"{host}\" }}]\n"
     );
     support::install(t.home.path(), "weather", &t.bundled_wasm("weather"), &manifest);
-    std::fs::write(t.home.path().join("config.toml"), format!("[plugins.weather.config]\nbase_url = \"{}\"\n", api.url("/v1")))
-        .expect("config");
+    std::fs::write(
+        t.home.path().join("config.toml"),
+        format!("[plugins.weather.config]\nbase_url = \"{}\"\n", api.url("/v1")),
+    )
+    .expect("config");
     std::fs::write(t.home.path().join(".env"), "WEATHER_API_KEY=wk-42\n").expect("env");
 
     // A user plugin starts with nothing granted.
@@ -189,14 +193,22 @@ fn revoking_a_bundled_grant_takes_effect() {
 #[test]
 fn broken_plugins_are_reported_and_the_rest_load() {
     let t = Talaria::new();
-    support::install(t.home.path(), "typo", Path::new(support::EVIL_WASM), &support::manifest("typo", "netwrk = [\"x\"]"));
+    support::install(
+        t.home.path(),
+        "typo",
+        Path::new(support::EVIL_WASM),
+        &support::manifest("typo", "netwrk = [\"x\"]"),
+    );
     support::install(t.home.path(), "command", Path::new(support::NOT_A_TOOL_WASM), &support::manifest("command", ""));
     let out = t.run(&["tools", "list"]);
     assert!(out.status.success());
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("read_file"), "{stdout}");
     let manifest = t.home.path().join("plugins/typo/plugin.toml");
-    assert!(stderr.contains(&format!("warning: {}:", manifest.display())) && stderr.contains("unknown field `netwrk`"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("warning: {}:", manifest.display())) && stderr.contains("unknown field `netwrk`"),
+        "{stderr}"
+    );
     assert!(stderr.contains("does not export talaria:plugin/tools@0.1.0"), "{stderr}");
 }
 
@@ -249,7 +261,8 @@ fn web_fetch_reads_pages_but_never_loopback_through_its_wildcard() {
 
     // A user copy granted this very host explicitly may fetch it.
     let host = format!("127.0.0.1:{}", site.addr.port());
-    let manifest = format!("name = \"web\"\nversion = \"0.1.0\"\napi = \"0.1.0\"\n[capabilities]\nnetwork = [\"{host}\"]\n");
+    let manifest =
+        format!("name = \"web\"\nversion = \"0.1.0\"\napi = \"0.1.0\"\n[capabilities]\nnetwork = [\"{host}\"]\n");
     support::install(t.home.path(), "web", &t.bundled_wasm("web"), &manifest);
     t.ok(&["plugins", "grant", "web", &format!("net:{host}")]);
     let page = t.ok(&["tools", "call", "web_fetch", &format!(r#"{{"url": "{}"}}"#, site.url("/moved"))]);

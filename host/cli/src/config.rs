@@ -96,13 +96,19 @@ impl ConfigToml {
     }
 
     pub fn command_policy(&self, home: &Path) -> CommandPolicy {
-        CommandPolicy { deny: self.approvals.deny.clone(), allow_keys: self.approvals.allow.clone(), home: Some(home.to_path_buf()) }
+        CommandPolicy {
+            deny: self.approvals.deny.clone(),
+            allow_keys: self.approvals.allow.clone(),
+            home: Some(home.to_path_buf()),
+        }
     }
 
     pub fn plugin_settings(&self) -> BTreeMap<String, PluginSettings> {
         self.plugins
             .iter()
-            .map(|(name, p)| (name.clone(), PluginSettings { config: p.config.clone(), allow_override: p.allow_override }))
+            .map(|(name, p)| {
+                (name.clone(), PluginSettings { config: p.config.clone(), allow_override: p.allow_override })
+            })
             .collect()
     }
 }

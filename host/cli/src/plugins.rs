@@ -18,9 +18,7 @@ pub enum PluginsCmd {
         json: bool,
     },
     /// Show one plugin: manifest, what it requests and was granted, limits and tools
-    Info {
-        name: String,
-    },
+    Info { name: String },
     /// Grant capabilities a plugin's manifest requests (`all` = everything it requests)
     #[command(after_help = CAPABILITY_HELP)]
     Grant {
@@ -61,7 +59,12 @@ fn caps_text(caps: &[Capability]) -> String {
 fn list(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
     let runtime = ctx.runtime(false)?;
     let shadows = |p: &Plugin| -> Vec<String> {
-        runtime.shadowed().iter().filter(|s| s.name == p.name() && s.by == p.scope).map(|s| s.hidden_location.clone()).collect()
+        runtime
+            .shadowed()
+            .iter()
+            .filter(|s| s.name == p.name() && s.by == p.scope)
+            .map(|s| s.hidden_location.clone())
+            .collect()
     };
     if json {
         let items: Vec<serde_json::Value> = runtime
@@ -96,7 +99,13 @@ fn list(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
                 if !shadows(p).is_empty() {
                     name.push_str(" *");
                 }
-                vec![name, p.scope.label().to_string(), p.manifest.version.to_string(), p.manifest.api.to_string(), granted]
+                vec![
+                    name,
+                    p.scope.label().to_string(),
+                    p.manifest.version.to_string(),
+                    p.manifest.api.to_string(),
+                    granted,
+                ]
             })
             .collect();
         ui::table(&["NAME", "SCOPE", "VERSION", "API", "GRANTED"], &rows);
@@ -210,7 +219,13 @@ fn change(ctx: &Ctx, name: &str, requested: &[String], grant: bool) -> anyhow::R
     file.record(&p.scope, name, &current);
     file.save(&path).map_err(anyhow::Error::msg)?;
     let verb = if grant { "granted" } else { "revoked" };
-    println!("{verb} {} {} '{name}' ({}); it now has: {}", caps_text(&caps), if grant { "to" } else { "from" }, p.scope.label(), caps_text(&current));
+    println!(
+        "{verb} {} {} '{name}' ({}); it now has: {}",
+        caps_text(&caps),
+        if grant { "to" } else { "from" },
+        p.scope.label(),
+        caps_text(&current)
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -227,7 +242,11 @@ pub fn trust(ctx: &Ctx, dir: Option<PathBuf>, revoke: bool) -> anyhow::Result<Ex
     } else {
         file.trusted_projects.push(dir.clone());
         let plugins = talaria_runtime::project_plugin_dir(&dir);
-        println!("trusting {}; plugins in {} will load (they still get only what you grant)", dir.display(), plugins.display());
+        println!(
+            "trusting {}; plugins in {} will load (they still get only what you grant)",
+            dir.display(),
+            plugins.display()
+        );
     }
     file.save(&path).map_err(anyhow::Error::msg)?;
     Ok(ExitCode::SUCCESS)

@@ -64,7 +64,9 @@ pub fn build(root: &Path, packages: &[&str]) -> Vec<Guest> {
         cmd.args(["-p", &g.package]);
     }
     // The outer build's flags and target are for the host, not for guests.
-    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTC_WORKSPACE_WRAPPER"] {
+    for var in
+        ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTC_WORKSPACE_WRAPPER"]
+    {
         cmd.env_remove(var);
     }
     let out = cmd.output().unwrap_or_else(|e| panic!("could not run cargo for the guest plugins: {e}"));

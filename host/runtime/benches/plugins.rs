@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 use talaria_runtime::{CacheOutcome, CallContext, Embedded, Runtime, RuntimeConfig};
 
 fn main() {
+    if let Some(home) = std::env::var_os("BENCH_RSS_CHILD") {
+        return rss_child(home.into());
+    }
     let calls: usize = std::env::var("BENCH_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
     let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
     let home = tempfile::tempdir().expect("home");
@@ -65,10 +68,33 @@ fn main() {
     for (name, p99) in p99_large {
         println!("{name:<10} 100KB p99 µs: {:.1}", us(p99));
     }
-    let (rss, hwm) = rss_kb();
-    println!("\nRSS with all {} bundled plugins loaded: {} KB (peak {} KB)", cold.plugins().len(), rss, hwm);
+    // Measured in a fresh process: this one's allocator still holds what the runs above used.
+    let child = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .env("BENCH_RSS_CHILD", home.path())
+        .output()
+        .expect("rss child");
+    print!("\n{}", String::from_utf8_lossy(&child.stdout));
     println!("\nA call = fresh Store + instantiate from the pooled InstancePre + `tools.call` with the args + drop.");
     println!("The benchmark calls a tool name the plugin does not have, so the figures are the sandbox's own cost.");
+}
+
+/// In a fresh process: load every bundled plugin from the warm cache, call each once, report RSS.
+fn rss_child(home: std::path::PathBuf) {
+    let (before, _) = rss_kb();
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+    let bundled: Vec<Embedded> = talaria_bundled::PLUGINS
+        .iter()
+        .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 })
+        .collect();
+    let rt = Runtime::new(RuntimeConfig::new(home.clone(), home), &bundled).expect("runtime");
+    for p in rt.plugins() {
+        let _ = tokio.block_on(rt.call_plugin(p, "__bench_no_such_tool__", "{}", CallContext::default()));
+    }
+    let (after, peak) = rss_kb();
+    println!(
+        "RSS in a fresh process: {before} KB at start, {after} KB with all {} bundled plugins loaded from the cache and called once (peak {peak} KB)",
+        rt.plugins().len()
+    );
 }
 
 fn args_of(bytes: usize) -> String {

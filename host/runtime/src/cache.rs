@@ -75,7 +75,10 @@ impl CompileCache {
                 }
             },
             Verified::Mismatch => {
-                tracing::warn!("compile cache entry {} does not match its recorded hash; compiling again", entry.display());
+                tracing::warn!(
+                    "compile cache entry {} does not match its recorded hash; compiling again",
+                    entry.display()
+                );
                 CacheOutcome::Replaced
             }
             Verified::Missing => CacheOutcome::Compiled,
@@ -85,9 +88,10 @@ impl CompileCache {
         let compiled = engine.precompile_component(&wasm).map_err(|e| format!("{e:#}"))?;
         tracing::debug!("compiled {wasm_sha256} in {:?}", started.elapsed());
         let component = deserialize(engine, &compiled).map_err(|e| format!("{e:#}"))?;
-        let stored = fsutil::private_dir(&self.dir)
-            .and_then(|()| fsutil::write_private(&entry, &compiled))
-            .and_then(|()| fsutil::write_private(&Self::hash_file(&entry), blake3::hash(&compiled).to_hex().as_bytes()));
+        let stored =
+            fsutil::private_dir(&self.dir).and_then(|()| fsutil::write_private(&entry, &compiled)).and_then(|()| {
+                fsutil::write_private(&Self::hash_file(&entry), blake3::hash(&compiled).to_hex().as_bytes())
+            });
         if let Err(e) = stored {
             tracing::warn!("could not write the compile cache at {}: {e}", self.dir.display());
         }
@@ -108,7 +112,7 @@ fn verified(entry: &Path) -> Verified {
     let Ok(recorded) = std::fs::read_to_string(CompileCache::hash_file(entry)) else { return Verified::Mismatch };
     // SAFETY: a read-only private mapping of our own cache file, dropped before this returns;
     // if the file changes underneath, the hash simply will not match.
-    let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else { return Verified::Mismatch };
+    let Ok(map) = (unsafe { memmap2::MmapOptions::new().populate().map(&file) }) else { return Verified::Mismatch };
     if blake3::hash(&map).to_hex().as_str() == recorded.trim() { Verified::Match } else { Verified::Mismatch }
 }
 

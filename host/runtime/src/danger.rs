@@ -150,8 +150,11 @@ const ROWS: &[Row] = &[
         .all(&[r"^xargs ", r" (\S*/)?(rm|shred|unlink)( |$)"]),
     danger("chmod-open", "makes files writable by everyone", On::Command)
         .all(&[r"^chmod ", r" ([0-7]?[0-7][0-7][2367]|[ugoa]*[ao][ugoa]*[+=][rwxXst]*w[rwxXst]*)( |$)"]),
-    danger("chown-root", "recursively hands files to root", On::Command)
-        .all(&[r"^chown ", r" (-[a-zA-Z]*R[a-zA-Z]*|--recursive)( |$)", r" root([:.]\S*)?( |$)"]),
+    danger("chown-root", "recursively hands files to root", On::Command).all(&[
+        r"^chown ",
+        r" (-[a-zA-Z]*R[a-zA-Z]*|--recursive)( |$)",
+        r" root([:.]\S*)?( |$)",
+    ]),
     danger("mkfs", "creates a filesystem, erasing what was there", On::Command)
         .all(&[r"^(mkfs(\.\w+)?|mke2fs|mkswap)( |$)"]),
     danger("dd", "dd writes raw bytes over a file or device", On::Command).all(&[r"^dd ", r" of="]),

@@ -109,7 +109,12 @@ pub(crate) fn discover(embedded: &[Embedded], home: &Path, workspace: &Path, gra
         if let Some(&i) = by_name.get(&name)
             && let Some(old) = active[i].take()
         {
-            shadowed.push(Shadowed { name: name.clone(), hidden: old.scope, hidden_location: old.location, by: found.scope.clone() });
+            shadowed.push(Shadowed {
+                name: name.clone(),
+                hidden: old.scope,
+                hidden_location: old.location,
+                by: found.scope.clone(),
+            });
         }
         by_name.insert(name, active.len());
         active.push(Some(found));
@@ -126,13 +131,21 @@ fn scan_dir(dir: &Path, scope: Scope, out: &mut Vec<Found>, problems: &mut Vec<P
         let manifest_path = plugin_dir.join("plugin.toml");
         let location = plugin_dir.display().to_string();
         if !manifest_path.is_file() {
-            problems.push(Problem { plugin: None, location, message: "no plugin.toml in this plugin directory".into() });
+            problems.push(Problem {
+                plugin: None,
+                location,
+                message: "no plugin.toml in this plugin directory".into(),
+            });
             continue;
         }
         let manifest = match Manifest::load(&manifest_path) {
             Ok(m) => m,
             Err(e) => {
-                problems.push(Problem { plugin: None, location: manifest_path.display().to_string(), message: e.message });
+                problems.push(Problem {
+                    plugin: None,
+                    location: manifest_path.display().to_string(),
+                    message: e.message,
+                });
                 continue;
             }
         };

@@ -77,7 +77,8 @@ impl HostPattern {
             Some(p) => Some(p.parse::<u16>().map_err(|_| format!("`{s}`: `{p}` is not a port number"))?),
         };
         let host = host.to_ascii_lowercase();
-        let valid_name = |h: &str| !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+        let valid_name =
+            |h: &str| !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
         let ok = host == "*"
             || host.strip_prefix("*.").is_some_and(valid_name)
             || valid_name(&host)
@@ -359,7 +360,16 @@ mod tests {
 
     #[test]
     fn capabilities_round_trip_through_text() {
-        for s in ["fs:ro:/data", "fs:rw:$WORKSPACE", "net:*", "net:*.example.com:443", "net:[::1]:8080", "secret:KEY@api.x.com", "process", "kv"] {
+        for s in [
+            "fs:ro:/data",
+            "fs:rw:$WORKSPACE",
+            "net:*",
+            "net:*.example.com:443",
+            "net:[::1]:8080",
+            "secret:KEY@api.x.com",
+            "process",
+            "kv",
+        ] {
             assert_eq!(cap(s).to_string(), s);
         }
     }
@@ -409,7 +419,8 @@ mod tests {
 
     #[test]
     fn workspace_dirs_expand() {
-        let g = Grants::effective(&[cap("fs:rw:$WORKSPACE")], vec![cap("fs:rw:$WORKSPACE"), cap("fs:ro:$WORKSPACE/docs")]);
+        let g =
+            Grants::effective(&[cap("fs:rw:$WORKSPACE")], vec![cap("fs:rw:$WORKSPACE"), cap("fs:ro:$WORKSPACE/docs")]);
         let dirs = g.dirs(Path::new("/w"));
         assert_eq!(dirs, vec![(PathBuf::from("/w"), Access::ReadWrite), (PathBuf::from("/w/docs"), Access::Read)]);
     }

@@ -287,12 +287,18 @@ impl Runtime {
             .get_or_init(|| async {
                 let sha = plugin.sha256().map_err(ToolError::Unavailable)?.to_string();
                 let cache_file = self.cache.specs_file(&sha);
-                if let Some(specs) = std::fs::read(&cache_file).ok().and_then(|b| serde_json::from_slice::<Vec<ToolSpec>>(&b).ok()) {
-                    return Ok(specs.into_iter().map(|s| ToolSpec { plugin: plugin.name().to_string(), ..s }).collect());
+                if let Some(specs) =
+                    std::fs::read(&cache_file).ok().and_then(|b| serde_json::from_slice::<Vec<ToolSpec>>(&b).ok())
+                {
+                    return Ok(specs
+                        .into_iter()
+                        .map(|s| ToolSpec { plugin: plugin.name().to_string(), ..s })
+                        .collect());
                 }
                 let specs = self.list_specs(plugin).await?;
                 if let Ok(bytes) = serde_json::to_vec(&specs)
-                    && let Err(e) = fsutil::private_dir(self.cache.dir()).and_then(|()| fsutil::write_private(&cache_file, &bytes))
+                    && let Err(e) =
+                        fsutil::private_dir(self.cache.dir()).and_then(|()| fsutil::write_private(&cache_file, &bytes))
                 {
                     tracing::warn!("could not cache tool specs: {e}");
                 }
@@ -308,14 +314,16 @@ impl Runtime {
         let Some(Ok(pre)) = plugin.pre.get() else {
             return Err(ToolError::Unavailable(format!("plugin '{}' is not prepared", plugin.name())));
         };
-        let (raw, _) = plugin::with_instance(engine, plugin, pre, self.workspace.clone(), plugin.limits, async |store, inst| {
-            inst.talaria_plugin_tools().call_list(store).await.map(Ok)
-        })
-        .await
-        .map_err(|e| ToolError::Unavailable(format!("plugin '{}' could not list its tools: {e}", plugin.name())))?;
+        let (raw, _) =
+            plugin::with_instance(engine, plugin, pre, self.workspace.clone(), plugin.limits, async |store, inst| {
+                inst.talaria_plugin_tools().call_list(store).await.map(Ok)
+            })
+            .await
+            .map_err(|e| ToolError::Unavailable(format!("plugin '{}' could not list its tools: {e}", plugin.name())))?;
         let mut specs = Vec::new();
         for spec in raw {
-            let bad = |why: String| ToolError::Unavailable(format!("plugin '{}' tool `{}`: {why}", plugin.name(), spec.name));
+            let bad =
+                |why: String| ToolError::Unavailable(format!("plugin '{}' tool `{}`: {why}", plugin.name(), spec.name));
             if !valid_tool_name(&spec.name) {
                 return Err(bad("tool names are 1-64 characters of a-z, A-Z, 0-9, `_` or `-`".into()));
             }
@@ -327,7 +335,12 @@ impl Runtime {
             if specs.iter().any(|s: &ToolSpec| s.name == spec.name) {
                 return Err(bad("listed twice".into()));
             }
-            specs.push(ToolSpec { name: spec.name, description: spec.description, parameters, plugin: plugin.name().to_string() });
+            specs.push(ToolSpec {
+                name: spec.name,
+                description: spec.description,
+                parameters,
+                plugin: plugin.name().to_string(),
+            });
         }
         Ok(specs)
     }
@@ -402,11 +415,20 @@ impl Runtime {
     ///
     /// # Errors
     /// As for [`Runtime::call`].
-    pub async fn call_plugin(&self, plugin: &Plugin, tool: &str, args_json: &str, ctx: CallContext) -> Result<CallOutput, ToolError> {
+    pub async fn call_plugin(
+        &self,
+        plugin: &Plugin,
+        tool: &str,
+        args_json: &str,
+        ctx: CallContext,
+    ) -> Result<CallOutput, ToolError> {
         match serde_json::from_str::<serde_json::Value>(args_json) {
             Ok(serde_json::Value::Object(_)) => {}
             Ok(other) => {
-                return Err(ToolError::InvalidArgs(format!("arguments must be a JSON object, not {}", json_kind(&other))));
+                return Err(ToolError::InvalidArgs(format!(
+                    "arguments must be a JSON object, not {}",
+                    json_kind(&other)
+                )));
             }
             Err(e) => return Err(ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}"))),
         }
@@ -415,7 +437,8 @@ impl Runtime {
         let Some(Ok(pre)) = plugin.pre.get() else {
             return Err(ToolError::Unavailable(format!("plugin '{}' is not prepared", plugin.name())));
         };
-        let workspace = if ctx.workspace.as_os_str().is_empty() { self.workspace.clone() } else { ctx.workspace.clone() };
+        let workspace =
+            if ctx.workspace.as_os_str().is_empty() { self.workspace.clone() } else { ctx.workspace.clone() };
         let wit_ctx = host::bindings::talaria::plugin::types::CallContext {
             session_id: ctx.session_id,
             call_id: ctx.call_id,

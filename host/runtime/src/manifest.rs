@@ -149,12 +149,18 @@ impl Manifest {
         check_api(&api).map_err(|m| err(path, format!("field `api`: {m}")))?;
         for kind in &raw.kind {
             if !KNOWN_KINDS.contains(&kind.as_str()) {
-                return Err(err(path, format!("field `kind`: unknown kind `{kind}` (known: {})", KNOWN_KINDS.join(", "))));
+                return Err(err(
+                    path,
+                    format!("field `kind`: unknown kind `{kind}` (known: {})", KNOWN_KINDS.join(", ")),
+                ));
             }
             if !SUPPORTED_KINDS.contains(&kind.as_str()) {
                 return Err(err(
                     path,
-                    format!("field `kind`: this talaria cannot run `{kind}` plugins yet (it runs: {})", SUPPORTED_KINDS.join(", ")),
+                    format!(
+                        "field `kind`: this talaria cannot run `{kind}` plugins yet (it runs: {})",
+                        SUPPORTED_KINDS.join(", ")
+                    ),
                 ));
             }
         }
@@ -198,7 +204,8 @@ fn check_name(name: &str) -> Result<(), String> {
 pub fn check_api(api: &semver::Version) -> Result<(), String> {
     let supported = SUPPORTED_API_VERSIONS.iter().filter_map(|v| semver::Version::parse(v).ok());
     let compatible = supported.into_iter().any(|host| {
-        let same_line = if host.major == 0 { api.major == 0 && api.minor == host.minor } else { api.major == host.major };
+        let same_line =
+            if host.major == 0 { api.major == 0 && api.minor == host.minor } else { api.major == host.major };
         same_line && api <= &host
     });
     if compatible {
@@ -237,7 +244,10 @@ fn requests(caps: &CapabilitiesToml) -> Result<Vec<Capability>, String> {
     }
     for (i, s) in caps.secrets.iter().enumerate() {
         if s.name.is_empty() || !s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(format!("field `capabilities.secrets[{i}].name`: `{}` must be letters, digits and `_`", s.name));
+            return Err(format!(
+                "field `capabilities.secrets[{i}].name`: `{}` must be letters, digits and `_`",
+                s.name
+            ));
         }
         let host = HostPattern::parse(&s.host).map_err(|m| format!("field `capabilities.secrets[{i}].host`: {m}"))?;
         if host.is_wildcard() {
@@ -286,7 +296,14 @@ mod tests {
         let caps: Vec<String> = m.requests.iter().map(ToString::to_string).collect();
         assert_eq!(
             caps,
-            ["fs:rw:$WORKSPACE", "net:api.example.com", "net:*.example.org:443", "secret:API_KEY@api.example.com", "process", "kv"]
+            [
+                "fs:rw:$WORKSPACE",
+                "net:api.example.com",
+                "net:*.example.org:443",
+                "secret:API_KEY@api.example.com",
+                "process",
+                "kv"
+            ]
         );
     }
 

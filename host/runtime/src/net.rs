@@ -181,7 +181,10 @@ fn inject_secrets(
     let names: Vec<http::HeaderName> = request.headers().keys().cloned().collect();
     for name in names {
         let values: Vec<http::HeaderValue> = request.headers().get_all(&name).iter().cloned().collect();
-        if !values.iter().any(|v| v.as_bytes().windows(PLACEHOLDER_OPEN.len()).any(|w| w == PLACEHOLDER_OPEN.as_bytes())) {
+        if !values
+            .iter()
+            .any(|v| v.as_bytes().windows(PLACEHOLDER_OPEN.len()).any(|w| w == PLACEHOLDER_OPEN.as_bytes()))
+        {
             continue;
         }
         request.headers_mut().remove(&name);
@@ -192,7 +195,9 @@ fn inject_secrets(
                     Ok(v) => {
                         request.headers_mut().append(name.clone(), v);
                     }
-                    Err(_) => tracing::warn!(plugin, header = %name, "secret value is not a valid header value; header dropped"),
+                    Err(_) => {
+                        tracing::warn!(plugin, header = %name, "secret value is not a valid header value; header dropped")
+                    }
                 },
                 Err(reason) => tracing::warn!(plugin, header = %name, "header dropped: {reason}"),
             }
@@ -210,9 +215,8 @@ fn fill(text: &str, plugin: &str, grants: &Grants, secrets: &Secrets, dest: &Des
         let after = &rest[start + PLACEHOLDER_OPEN.len()..];
         let end = after.find("}}").ok_or("unterminated secret placeholder")?;
         let name = &after[..end];
-        let host = grants
-            .secret_host(name)
-            .ok_or_else(|| format!("secret {name} is not granted to plugin '{plugin}'"))?;
+        let host =
+            grants.secret_host(name).ok_or_else(|| format!("secret {name} is not granted to plugin '{plugin}'"))?;
         if !host.matches(&dest.host, dest.port) {
             return Err(format!("secret {name} may only be sent to {host}, not {}:{}", dest.host, dest.port));
         }
@@ -261,7 +265,9 @@ async fn send_pinned(
     let stream: Box<dyn Stream> = if dest.tls {
         let name = match dest.host.parse::<IpAddr>() {
             Ok(ip) => rustls::pki_types::ServerName::from(ip),
-            Err(_) => rustls::pki_types::ServerName::try_from(dest.host.clone()).map_err(HttpError::InvalidDnsNameError)?,
+            Err(_) => {
+                rustls::pki_types::ServerName::try_from(dest.host.clone()).map_err(HttpError::InvalidDnsNameError)?
+            }
         };
         let tls = tokio_rustls::TlsConnector::from(tls_config()).connect(name, tcp).await.map_err(HttpError::Tls)?;
         Box::new(tls)
@@ -275,7 +281,8 @@ async fn send_pinned(
         }
     });
     let path = request.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
-    *request.uri_mut() = http::Uri::builder().path_and_query(path).build().map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    *request.uri_mut() =
+        http::Uri::builder().path_and_query(path).build().map_err(|_| HttpError::HttpRequestUriInvalid)?;
     let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
         .await
         .map_err(|_| HttpError::ConnectionReadTimeout)??;

@@ -140,14 +140,16 @@ pub(crate) fn pre_instance(
         ));
     }
     if let Some(other) = exports.iter().find(|e| {
-        e.starts_with("talaria:plugin/tools@") && !crate::manifest::SUPPORTED_API_VERSIONS.iter().any(|v| e.ends_with(&format!("@{v}")))
+        e.starts_with("talaria:plugin/tools@")
+            && !crate::manifest::SUPPORTED_API_VERSIONS.iter().any(|v| e.ends_with(&format!("@{v}")))
     }) {
         return Err(format!(
             "the component exports {other}, an API version this talaria does not support (it supports {})",
             crate::manifest::SUPPORTED_API_VERSIONS.join(", ")
         ));
     }
-    let instance_pre = instance_pre.map_err(|e| format!("the component needs imports this host does not provide: {e:#}"))?;
+    let instance_pre =
+        instance_pre.map_err(|e| format!("the component needs imports this host does not provide: {e:#}"))?;
     ToolPluginPre::new(instance_pre).map_err(|e| format!("{e:#}"))
 }
 
@@ -159,7 +161,10 @@ pub(crate) async fn with_instance<T>(
     pre: &ToolPluginPre<HostState>,
     workspace: std::path::PathBuf,
     limits: CallLimits,
-    f: impl AsyncFnOnce(&mut Store<HostState>, &crate::host::bindings::ToolPlugin) -> wasmtime::Result<Result<T, wit::ToolError>>,
+    f: impl AsyncFnOnce(
+        &mut Store<HostState>,
+        &crate::host::bindings::ToolPlugin,
+    ) -> wasmtime::Result<Result<T, wit::ToolError>>,
 ) -> Result<(T, Vec<String>), ToolError> {
     let name = plugin.name();
     let mut store = Store::new(&engine.engine, HostState::new(plugin.env.clone(), workspace, limits.memory_bytes));
@@ -188,7 +193,14 @@ pub(crate) async fn with_instance<T>(
         Ok(Err(e)) => Err(map_plugin_error(e, &denials)),
         Err(trap) => {
             let stderr = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
-            Err(ToolError::Crashed(describe_trap(name, &trap, state.limiter.refused, limits, &stderr, started.elapsed())))
+            Err(ToolError::Crashed(describe_trap(
+                name,
+                &trap,
+                state.limiter.refused,
+                limits,
+                &stderr,
+                started.elapsed(),
+            )))
         }
     }
 }
@@ -249,7 +261,8 @@ mod tests {
 
     #[test]
     fn panic_messages_are_extracted() {
-        let stderr = "\nthread '<unnamed>' panicked at src/lib.rs:10:5:\nboom: it broke\nnote: run with `RUST_BACKTRACE=1`\n";
+        let stderr =
+            "\nthread '<unnamed>' panicked at src/lib.rs:10:5:\nboom: it broke\nnote: run with `RUST_BACKTRACE=1`\n";
         assert_eq!(panic_message(stderr).as_deref(), Some("boom: it broke"));
         assert_eq!(panic_message("nothing here"), None);
     }

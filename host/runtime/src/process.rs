@@ -129,7 +129,12 @@ impl ProcessRunner {
     /// # Errors
     /// [`CommandError::Denied`] with the reason when refused; [`CommandError::Failed`] when the
     /// directory is outside the workspace or the shell cannot start.
-    pub async fn run(&self, plugin: &str, workspace: &Path, request: CommandRequest) -> Result<CommandOutput, CommandError> {
+    pub async fn run(
+        &self,
+        plugin: &str,
+        workspace: &Path,
+        request: CommandRequest,
+    ) -> Result<CommandOutput, CommandError> {
         self.authorize(plugin, &request.command).await?;
         let cwd = working_dir(workspace, request.cwd.as_deref())?;
         let timeout = request.timeout.unwrap_or(self.default_timeout).min(self.max_timeout);
@@ -182,7 +187,9 @@ impl ProcessRunner {
     async fn authorize(&self, plugin: &str, command: &str) -> Result<(), CommandError> {
         match danger::check(command, &self.policy) {
             Verdict::Safe => Ok(()),
-            Verdict::Forbidden { reason } => Err(CommandError::Denied(format!("`{command}` is always refused: {reason}"))),
+            Verdict::Forbidden { reason } => {
+                Err(CommandError::Denied(format!("`{command}` is always refused: {reason}")))
+            }
             Verdict::Dangerous { key, reason } => {
                 if lock(&self.session_keys).contains(key) {
                     return Ok(());
@@ -361,7 +368,15 @@ mod tests {
         let r = runner(false);
         let started = std::time::Instant::now();
         let out = r
-            .run("t", dir.path(), CommandRequest { command: "echo started; sleep 30 & sleep 30".into(), cwd: None, timeout: Some(Duration::from_millis(300)) })
+            .run(
+                "t",
+                dir.path(),
+                CommandRequest {
+                    command: "echo started; sleep 30 & sleep 30".into(),
+                    cwd: None,
+                    timeout: Some(Duration::from_millis(300)),
+                },
+            )
             .await
             .expect("runs");
         assert!(out.timed_out && out.exit_code.is_none());
@@ -397,10 +412,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         // HOME is always set in the test's own environment; the runner hides it.
         assert!(std::env::var_os("HOME").is_some());
-        let out = runner(false)
-            .run("t", dir.path(), req("echo ${HOME:-unset}"))
-            .await
-            .expect("runs");
+        let out = runner(false).run("t", dir.path(), req("echo ${HOME:-unset}")).await.expect("runs");
         assert_eq!(out.stdout.trim(), "unset");
     }
 }

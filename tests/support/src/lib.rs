@@ -23,7 +23,9 @@ pub const NOT_A_TOOL_WASM: &str = env!("TALARIA_TEST_NOT_A_TOOL_WASM");
 
 /// A manifest for a test plugin named `name` with a `[capabilities]` body.
 pub fn manifest(name: &str, capabilities: &str) -> String {
-    format!("name = \"{name}\"\nversion = \"0.1.0\"\napi = \"0.1.0\"\ndescription = \"test plugin\"\n\n[capabilities]\n{capabilities}\n")
+    format!(
+        "name = \"{name}\"\nversion = \"0.1.0\"\napi = \"0.1.0\"\ndescription = \"test plugin\"\n\n[capabilities]\n{capabilities}\n"
+    )
 }
 
 /// Install `wasm` with `manifest` as user plugin `name` under `home`.

@@ -51,7 +51,10 @@ async fn a_component_of_the_wrong_world_is_reported_and_others_load() {
     assert!(tools.iter().any(|t| t.plugin == "good"));
     assert_eq!(problems.len(), 1, "{problems:?}");
     let m = &problems[0].message;
-    assert!(m.contains("the component does not export talaria:plugin/tools@0.1.0: it exports wasi:cli/run@0.2."), "{m}");
+    assert!(
+        m.contains("the component does not export talaria:plugin/tools@0.1.0: it exports wasi:cli/run@0.2."),
+        "{m}"
+    );
     assert!(m.contains("a tool plugin targets world `tool-plugin`"), "{m}");
 }
 
@@ -86,8 +89,16 @@ async fn a_malformed_manifest_names_the_file_and_field() {
     let rt = env.runtime();
     let problems: Vec<String> = rt.problems().iter().map(ToString::to_string).collect();
     assert_eq!(problems.len(), 2, "{problems:?}");
-    assert!(problems[0].starts_with(&format!("{}: field `wasm`: ", missing.join("plugin.toml").display())), "{}", problems[0]);
-    assert!(problems[1].starts_with(&env.home.path().join("plugins/typo/plugin.toml").display().to_string()), "{}", problems[1]);
+    assert!(
+        problems[0].starts_with(&format!("{}: field `wasm`: ", missing.join("plugin.toml").display())),
+        "{}",
+        problems[0]
+    );
+    assert!(
+        problems[1].starts_with(&env.home.path().join("plugins/typo/plugin.toml").display().to_string()),
+        "{}",
+        problems[1]
+    );
     assert!(problems[1].contains("unknown field `procss`"), "{}", problems[1]);
     assert_eq!(rt.plugins().len(), 1);
 }

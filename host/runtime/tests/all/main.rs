@@ -17,9 +17,15 @@ pub struct Env {
     pub workspace: tempfile::TempDir,
 }
 
+impl Default for Env {
+    fn default() -> Self {
+        Self { home: tempfile::tempdir().expect("home"), workspace: tempfile::tempdir().expect("workspace") }
+    }
+}
+
 impl Env {
     pub fn new() -> Self {
-        Self { home: tempfile::tempdir().expect("home"), workspace: tempfile::tempdir().expect("workspace") }
+        Self::default()
     }
 
     pub fn ws(&self) -> PathBuf {

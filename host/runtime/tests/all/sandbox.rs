@@ -147,7 +147,10 @@ async fn secrets_never_enter_the_plugin() {
     assert_eq!(ok(call(&rt, "secret_exists", json!({ "name": "WEATHER_API_KEY" })).await), "true");
     assert_eq!(ok(call(&rt, "secret_exists", json!({ "name": "HOME" })).await), "false");
     // Through the environment.
-    assert_eq!(ok(call(&rt, "env_var", json!({ "name": "WEATHER_API_KEY" })).await), "env: environment variable not found");
+    assert_eq!(
+        ok(call(&rt, "env_var", json!({ "name": "WEATHER_API_KEY" })).await),
+        "env: environment variable not found"
+    );
     assert_eq!(ok(call(&rt, "env_all", json!({})).await), "");
     // Through the file system: the .env file sits in the home, which is not preopened.
     let e = failed(call(&rt, "read_path", json!({ "path": env.home.path().join(".env") })).await);
@@ -161,7 +164,11 @@ async fn a_secret_goes_only_to_its_own_host_even_after_a_redirect() {
     let other = server();
     let other_url = other.url("/stolen");
     let audience = FakeServer::start(move |req| {
-        if req.path == "/redirect" { (302, vec![("location".into(), other_url.clone())], String::new()) } else { (200, vec![], "ok".into()) }
+        if req.path == "/redirect" {
+            (302, vec![("location".into(), other_url.clone())], String::new())
+        } else {
+            (200, vec![], "ok".into())
+        }
     });
     let (a, b) = (audience.addr.port(), other.addr.port());
     let env = Env::new();
@@ -218,7 +225,10 @@ async fn a_panic_is_an_error_and_the_next_call_works() {
     let env = Env::new();
     env.evil("evil", "", &[]);
     let rt = env.runtime();
-    assert_eq!(crashed(call(&rt, "panic", json!({ "text": "boom at line 7" })).await), "plugin 'evil' panicked: boom at line 7");
+    assert_eq!(
+        crashed(call(&rt, "panic", json!({ "text": "boom at line 7" })).await),
+        "plugin 'evil' panicked: boom at line 7"
+    );
     assert_eq!(ok(call(&rt, "echo", json!({ "text": "fine" })).await), "fine");
 }
 
@@ -258,7 +268,10 @@ async fn process_needs_its_grant_and_the_danger_check() {
     env.evil("evil", "process = true", &[]);
     let rt = env.runtime();
     let e = failed(call(&rt, "run", json!({ "text": "echo hi" })).await);
-    assert_eq!(e, "command refused: the process capability is not granted to plugin 'evil' (grant it: `talaria plugins grant evil process`)");
+    assert_eq!(
+        e,
+        "command refused: the process capability is not granted to plugin 'evil' (grant it: `talaria plugins grant evil process`)"
+    );
 
     talaria_test_support::grant(env.home.path(), "evil", &["process"]);
     std::fs::create_dir(env.ws().join("build")).expect("mkdir");

@@ -113,6 +113,19 @@ fn run(a: TextArgs, _: &Context) -> Result<String, ToolError> {
 }
 
 export_tools!(
-    read_path, write_path, http_get, http_with_secret, env_var, env_all, secret_exists, kv_get, kv_set, spin, alloc,
-    panic, echo, big_output, run,
+    read_path,
+    write_path,
+    http_get,
+    http_with_secret,
+    env_var,
+    env_all,
+    secret_exists,
+    kv_get,
+    kv_set,
+    spin,
+    alloc,
+    panic,
+    echo,
+    big_output,
+    run,
 );
