@@ -19,6 +19,7 @@
 //! Main types: [`Runtime`], [`Plugin`], [`Manifest`], [`Capability`] and [`Grants`],
 //! [`CompileCache`], [`ProcessRunner`] with its [`Approver`].
 
+mod args;
 pub mod cache;
 pub mod danger;
 pub mod discovery;
@@ -144,6 +145,7 @@ pub struct Runtime {
     cache: CompileCache,
     engine: OnceLock<Result<(EngineHandle, Linker<HostState>), String>>,
     index: tokio::sync::OnceCell<ToolIndex>,
+    args: args::ArgChecker,
 }
 
 impl Runtime {
@@ -197,6 +199,7 @@ impl Runtime {
             cache: CompileCache::new(config.cache_dir.unwrap_or_else(|| config.home.join("cache").join("plugins"))),
             engine: OnceLock::new(),
             index: tokio::sync::OnceCell::new(),
+            args: args::ArgChecker::default(),
         })
     }
 
@@ -422,8 +425,8 @@ impl Runtime {
         args_json: &str,
         ctx: CallContext,
     ) -> Result<CallOutput, ToolError> {
-        match serde_json::from_str::<serde_json::Value>(args_json) {
-            Ok(serde_json::Value::Object(_)) => {}
+        let args = match serde_json::from_str::<serde_json::Value>(args_json) {
+            Ok(args @ serde_json::Value::Object(_)) => args,
             Ok(other) => {
                 return Err(ToolError::InvalidArgs(format!(
                     "arguments must be a JSON object, not {}",
@@ -431,6 +434,12 @@ impl Runtime {
                 )));
             }
             Err(e) => return Err(ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}"))),
+        };
+        // A tool the plugin does not list still reaches it: the plugin answers for unknown names.
+        if let Ok(specs) = self.plugin_tools(plugin).await
+            && let Some(spec) = specs.iter().find(|s| s.name == tool)
+        {
+            self.args.check(spec, &args)?;
         }
         self.prepare(plugin)?;
         let (engine, _) = self.engine()?;

@@ -299,9 +299,14 @@ async fn bad_arguments_get_a_clear_error() {
         ToolError::InvalidArgs("arguments must be a JSON object, not an array".into())
     );
     match call(&rt, "echo", json!({ "txt": "x" })).await {
-        Err(ToolError::InvalidArgs(m)) => assert!(m.contains("missing field `text`"), "{m}"),
+        Err(ToolError::InvalidArgs(m)) => assert_eq!(m, "\"text\" is a required property"),
         other => panic!("{other:?}"),
     }
+    // Checked by the host against the tool's schema before the plugin runs.
+    assert_eq!(
+        call(&rt, "echo", json!({ "text": 5 })).await.expect_err("refused"),
+        ToolError::InvalidArgs("`/text`: 5 is not of type \"string\"".into())
+    );
     match call(&rt, "nope", json!({})).await {
         Err(ToolError::UnknownTool(m)) => assert!(m.starts_with("nope (available: "), "{m}"),
         other => panic!("{other:?}"),
