@@ -94,6 +94,12 @@ impl HostPattern {
         self.host.starts_with('*')
     }
 
+    /// Whether this names an IP address or localhost (the only grants that reach internal
+    /// addresses).
+    pub fn names_internal_host(&self) -> bool {
+        self.host.parse::<IpAddr>().is_ok() || self.host == "localhost"
+    }
+
     /// Whether a request to `host:port` matches.
     pub fn matches(&self, host: &str, port: u16) -> bool {
         if self.port.is_some_and(|p| p != port) {
@@ -183,6 +189,9 @@ impl FromStr for Capability {
             let path = if path.is_empty() { "/" } else { path };
             if !(path == "$WORKSPACE" || path.starts_with("$WORKSPACE/") || Path::new(path).is_absolute()) {
                 return Err(format!("`{s}`: the path must be absolute or start with $WORKSPACE"));
+            }
+            if Path::new(path).components().any(|c| c == std::path::Component::ParentDir) {
+                return Err(format!("`{s}`: the path must not contain `..`"));
             }
             return Ok(Capability::Fs { path: path.to_string(), access });
         }

@@ -32,6 +32,8 @@ const STDERR_CAP: usize = 64 * 1024;
 
 /// Host services shared by every plugin and call.
 pub(crate) struct Services {
+    /// `$TALARIA_HOME`, canonical: never visible to a plugin, whatever it was granted.
+    pub home: PathBuf,
     pub state_db: PathBuf,
     pub store: OnceLock<Result<talaria_store::Store, String>>,
     pub secrets: Arc<Secrets>,
@@ -50,23 +52,30 @@ impl Services {
 /// One plugin's identity and powers, shared by all its calls.
 pub(crate) struct PluginEnv {
     pub name: String,
+    /// The plugin's key-value space: its name, or scope and name for project plugins, so a
+    /// project plugin never reads a user plugin's data by taking its name.
+    pub kv_space: String,
     pub grants: Arc<Grants>,
     pub config: toml::Table,
     pub services: Arc<Services>,
 }
 
-/// Caps linear memory; remembers a refused growth so the failure can be named.
+/// Caps the linear memory of the whole instance (all its memories together); remembers a
+/// refused growth so the failure can be named.
 pub(crate) struct Limiter {
     pub memory_cap: usize,
+    pub used: usize,
     pub refused: Option<usize>,
 }
 
 impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        if desired > self.memory_cap {
-            self.refused = Some(desired);
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let total = self.used.saturating_add(desired.saturating_sub(current));
+        if total > self.memory_cap {
+            self.refused = Some(total);
             return Ok(false);
         }
+        self.used = total;
         Ok(true)
     }
 
@@ -95,6 +104,13 @@ impl HostState {
         let mut wasi = WasiCtxBuilder::new();
         wasi.stderr(stderr.clone()).allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
         for (dir, access) in env.grants.dirs(&workspace) {
+            let dir = match checked_dir(&dir, &workspace, &env.services.home) {
+                Ok(dir) => dir,
+                Err(why) => {
+                    tracing::warn!(plugin = %env.name, "granted directory {} not opened: {why}", dir.display());
+                    continue;
+                }
+            };
             let perms = match access {
                 Access::Read => FsPerms::ReadOnly,
                 Access::ReadWrite => FsPerms::ReadWrite,
@@ -110,19 +126,35 @@ impl HostState {
             grants: env.grants.clone(),
             secrets: env.services.secrets.clone(),
             denials: denials.clone(),
+            requests: 0,
         };
         Self {
             wasi: wasi.build(),
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
             hooks,
-            limiter: Limiter { memory_cap, refused: None },
+            limiter: Limiter { memory_cap, used: 0, refused: None },
             stderr,
             denials,
             env,
             workspace,
         }
     }
+}
+
+/// A granted directory as it may be opened: it must exist, a `$WORKSPACE` subdirectory must
+/// stay inside the workspace once symlinks are resolved, and it may neither contain nor lie
+/// inside talaria's home (grants, secrets and compiled code live there).
+fn checked_dir(dir: &std::path::Path, workspace: &std::path::Path, home: &std::path::Path) -> Result<PathBuf, String> {
+    let real = dir.canonicalize().map_err(|e| e.to_string())?;
+    let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
+    if dir.starts_with(workspace) && !real.starts_with(&ws) {
+        return Err(format!("it resolves to {}, outside the workspace", real.display()));
+    }
+    if home.starts_with(&real) || real.starts_with(home) {
+        return Err(format!("it overlaps talaria's home {}; run talaria from a project directory", home.display()));
+    }
+    Ok(real)
 }
 
 impl WasiView for HostState {
@@ -174,19 +206,19 @@ impl HostState {
 
 impl kv::Host for HostState {
     async fn get(&mut self, key: String) -> Result<Option<Vec<u8>>, String> {
-        self.kv_store()?.kv_get(&self.env.name, &key).map_err(|e| e.to_string())
+        self.kv_store()?.kv_get(&self.env.kv_space, &key).map_err(|e| e.to_string())
     }
 
     async fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), String> {
-        self.kv_store()?.kv_set(&self.env.name, &key, &value).map_err(|e| e.to_string())
+        self.kv_store()?.kv_set(&self.env.kv_space, &key, &value).map_err(|e| e.to_string())
     }
 
     async fn delete(&mut self, key: String) -> Result<(), String> {
-        self.kv_store()?.kv_delete(&self.env.name, &key).map_err(|e| e.to_string())
+        self.kv_store()?.kv_delete(&self.env.kv_space, &key).map_err(|e| e.to_string())
     }
 
     async fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, String> {
-        self.kv_store()?.kv_keys(&self.env.name, &prefix).map_err(|e| e.to_string())
+        self.kv_store()?.kv_keys(&self.env.kv_space, &prefix).map_err(|e| e.to_string())
     }
 }
 

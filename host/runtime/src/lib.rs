@@ -128,6 +128,11 @@ impl RuntimeConfig {
     }
 }
 
+/// Deadline for a plugin's `list` export.
+const LIST_DEADLINE: Duration = Duration::from_secs(5);
+/// Longest tool description kept.
+const MAX_DESCRIPTION_CHARS: usize = 4096;
+
 /// Which plugin provides each tool.
 struct ToolIndex {
     tools: Vec<ToolSpec>,
@@ -166,6 +171,7 @@ impl Runtime {
             }
         }
         let services = Arc::new(Services {
+            home: config.home.canonicalize().unwrap_or_else(|_| config.home.clone()),
             state_db: config.home.join("state.db"),
             store: OnceLock::new(),
             secrets,
@@ -179,9 +185,19 @@ impl Runtime {
                     Scope::Bundled => f.manifest.requests.clone(),
                     Scope::User | Scope::Project(_) => Vec::new(),
                 });
-                let settings = config.plugins.get(&f.manifest.name).cloned().unwrap_or_default();
+                // Operator settings are written for the user's and bundled plugins; a project
+                // plugin taking one of their names gets none of them.
+                let settings = match f.scope {
+                    Scope::Bundled | Scope::User => config.plugins.get(&f.manifest.name).cloned().unwrap_or_default(),
+                    Scope::Project(_) => PluginSettings::default(),
+                };
+                let kv_space = match &f.scope {
+                    Scope::Bundled | Scope::User => f.manifest.name.clone(),
+                    Scope::Project(_) => format!("{}/{}", f.scope.key(), f.manifest.name),
+                };
                 let env = Arc::new(PluginEnv {
                     name: f.manifest.name.clone(),
+                    kv_space,
                     grants: Arc::new(Grants::effective(&f.manifest.requests, granted)),
                     config: settings.config,
                     services: services.clone(),
@@ -317,8 +333,10 @@ impl Runtime {
         let Some(Ok(pre)) = plugin.pre.get() else {
             return Err(ToolError::Unavailable(format!("plugin '{}' is not prepared", plugin.name())));
         };
+        // Listing is quick for any honest plugin; a hanging one must not hold up every tool.
+        let limits = CallLimits { timeout: plugin.limits.timeout.min(LIST_DEADLINE), ..plugin.limits };
         let (raw, _) =
-            plugin::with_instance(engine, plugin, pre, self.workspace.clone(), plugin.limits, async |store, inst| {
+            plugin::with_instance(engine, plugin, pre, self.workspace.clone(), limits, async |store, inst| {
                 inst.talaria_plugin_tools().call_list(store).await.map(Ok)
             })
             .await
@@ -340,7 +358,7 @@ impl Runtime {
             }
             specs.push(ToolSpec {
                 name: spec.name,
-                description: spec.description,
+                description: plugin::clip(spec.description, MAX_DESCRIPTION_CHARS),
                 parameters,
                 plugin: plugin.name().to_string(),
             });

@@ -236,6 +236,9 @@ fn requests(caps: &CapabilitiesToml) -> Result<Vec<Capability>, String> {
                 fs.path
             ));
         }
+        if Path::new(&fs.path).components().any(|c| c == std::path::Component::ParentDir) {
+            return Err(format!("field `capabilities.filesystem[{i}].path`: `{}` must not contain `..`", fs.path));
+        }
         out.push(Capability::Fs { path: fs.path.clone(), access });
     }
     for (i, net) in caps.network.iter().enumerate() {

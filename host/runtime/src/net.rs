@@ -25,6 +25,25 @@ use crate::secrets::Secrets;
 
 const PLACEHOLDER_OPEN: &str = "{{secret:";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+const DNS_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most requests one call may make.
+const MAX_REQUESTS_PER_CALL: usize = 256;
+/// Most refusals kept per call (the rest are counted), and the longest one kept.
+const MAX_DENIALS: usize = 8;
+const MAX_DENIAL_CHARS: usize = 300;
+/// Headers that servers commonly echo back or log; a secret is never put into them.
+const REFLECTED_HEADERS: &[&str] = &[
+    "origin",
+    "referer",
+    "host",
+    "user-agent",
+    "accept",
+    "accept-language",
+    "content-type",
+    "forwarded",
+    "via",
+    "x-forwarded-for",
+];
 const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Per-call network state of one plugin instance.
@@ -34,6 +53,23 @@ pub(crate) struct NetHooks {
     pub secrets: Arc<Secrets>,
     /// Requests refused during this call, with the reason.
     pub denials: Arc<Mutex<Vec<String>>>,
+    /// Requests made during this call.
+    pub requests: usize,
+}
+
+/// Keep a refusal for the operator, within bounds: a plugin looping on refused requests must
+/// not grow the host's memory or flood the log.
+fn record_denial(plugin: &str, denials: &Mutex<Vec<String>>, reason: String) {
+    let mut d = lock(denials);
+    if d.len() < MAX_DENIALS && !d.contains(&reason) {
+        tracing::warn!(plugin = %plugin, "{reason}");
+        let reason = if reason.chars().count() > MAX_DENIAL_CHARS {
+            format!("{}...", reason.chars().take(MAX_DENIAL_CHARS).collect::<String>())
+        } else {
+            reason
+        };
+        d.push(reason);
+    }
 }
 
 type ResponseFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
@@ -46,6 +82,15 @@ impl WasiHttpHooks for NetHooks {
         options: Option<RequestOptions>,
         _fut: ResponseFuture,
     ) -> SendFuture {
+        self.requests += 1;
+        if self.requests > MAX_REQUESTS_PER_CALL {
+            record_denial(
+                &self.plugin,
+                &self.denials,
+                format!("more than {MAX_REQUESTS_PER_CALL} requests in one call"),
+            );
+            return Box::new(async { Err(HttpError::HttpRequestDenied) });
+        }
         let plugin = self.plugin.clone();
         let grants = self.grants.clone();
         let secrets = self.secrets.clone();
@@ -55,8 +100,7 @@ impl WasiHttpHooks for NetHooks {
             let addr = match authorize(&plugin, &grants, &dest).await {
                 Ok(addr) => addr,
                 Err(Refusal::Denied(reason)) => {
-                    tracing::warn!(plugin = %plugin, "{reason}");
-                    lock(&denials).push(reason);
+                    record_denial(&plugin, &denials, reason);
                     return Err(HttpError::HttpRequestDenied);
                 }
                 Err(Refusal::Dns(message)) => {
@@ -106,11 +150,14 @@ async fn authorize(plugin: &str, grants: &Grants, dest: &Destination) -> Result<
             dest.host, dest.port, dest.host, dest.port
         )));
     }
-    let explicit = matching.iter().any(|p| !p.is_wildcard());
+    // Only a grant naming the address itself (or localhost) reaches internal addresses; a grant
+    // of an ordinary name must not, or the name's DNS could point it at 127.0.0.1 or metadata.
+    let explicit = matching.iter().any(|p| p.names_internal_host());
     let addrs: Vec<SocketAddr> = match dest.host.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, dest.port)],
-        Err(_) => tokio::net::lookup_host((dest.host.as_str(), dest.port))
+        Err(_) => tokio::time::timeout(DNS_TIMEOUT, tokio::net::lookup_host((dest.host.as_str(), dest.port)))
             .await
+            .map_err(|_| Refusal::Dns(format!("{}: lookup timed out", dest.host)))?
             .map_err(|e| Refusal::Dns(format!("{}: {e}", dest.host)))?
             .collect(),
     };
@@ -126,8 +173,8 @@ async fn authorize(plugin: &str, grants: &Grants, dest: &Destination) -> Result<
             let ip = addrs[0].ip();
             let kind = internal_kind(ip).unwrap_or("internal");
             Err(Refusal::Denied(format!(
-                "plugin '{plugin}': {}:{} resolves to {ip}, a {kind} address; wildcard grants never reach loopback, private or link-local addresses (grant `net:{}:{}` explicitly to allow it)",
-                dest.host, dest.port, dest.host, dest.port
+                "plugin '{plugin}': {}:{} resolves to {ip}, a {kind} address; only a grant of the address itself reaches loopback, private or link-local addresses (grant `net:{ip}:{}` to allow it)",
+                dest.host, dest.port, dest.port
             )))
         }
     }
@@ -188,6 +235,10 @@ fn inject_secrets(
             continue;
         }
         request.headers_mut().remove(&name);
+        if REFLECTED_HEADERS.contains(&name.as_str()) {
+            tracing::warn!(plugin, header = %name, "secrets are never put into this header; header dropped");
+            continue;
+        }
         for value in values {
             let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
             match fill(&text, plugin, grants, secrets, dest) {
@@ -219,6 +270,10 @@ fn fill(text: &str, plugin: &str, grants: &Grants, secrets: &Secrets, dest: &Des
             grants.secret_host(name).ok_or_else(|| format!("secret {name} is not granted to plugin '{plugin}'"))?;
         if !host.matches(&dest.host, dest.port) {
             return Err(format!("secret {name} may only be sent to {host}, not {}:{}", dest.host, dest.port));
+        }
+        let loopback = dest.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        if !dest.tls && !loopback {
+            return Err(format!("secret {name} is only sent over https (this request is plain http)"));
         }
         let value = secrets.value(name).ok_or_else(|| format!("secret {name} has no value"))?;
         out.push_str(&value);
@@ -293,6 +348,43 @@ async fn send_pinned(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grant::Capability;
+
+    fn request(url: &str, headers: &[(&str, &str)]) -> http::Request<WasiBody> {
+        let body = http_body_util::Empty::<bytes::Bytes>::new().map_err(|never| match never {}).boxed_unsync();
+        let mut b = http::Request::builder().uri(url);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(body).expect("request")
+    }
+
+    fn injected(url: &str, headers: &[(&str, &str)]) -> Vec<(String, String)> {
+        let grants = Grants::effective(
+            &["secret:KEY@api.example.com".parse::<Capability>().expect("cap")],
+            vec!["secret:KEY@api.example.com".parse().expect("cap")],
+        );
+        let secrets = Secrets::from_pairs([("KEY", "s3cret")]);
+        let req = request(url, headers);
+        let dest = Destination::of(&req).expect("dest");
+        let req = inject_secrets(req, "p", &grants, &secrets, &dest);
+        req.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("?").to_string())).collect()
+    }
+
+    #[test]
+    fn secrets_fill_only_safe_headers_over_https_to_their_host() {
+        let ph = "Bearer {{secret:KEY}}";
+        assert_eq!(
+            injected("https://api.example.com/x", &[("authorization", ph)]),
+            [("authorization".into(), "Bearer s3cret".into())]
+        );
+        // Plain http, another host, or a header servers echo back: the header is dropped.
+        assert!(injected("http://api.example.com/x", &[("authorization", ph)]).is_empty());
+        assert!(injected("https://other.example.com/x", &[("authorization", ph)]).is_empty());
+        assert!(injected("https://api.example.com/x", &[("origin", ph), ("referer", ph)]).is_empty());
+        // Headers without placeholders pass untouched.
+        assert_eq!(injected("https://other.example.com/", &[("x-a", "b")]), [("x-a".into(), "b".into())]);
+    }
 
     #[test]
     fn internal_addresses_are_classified() {

@@ -205,12 +205,25 @@ pub(crate) async fn with_instance<T>(
     }
 }
 
+/// Longest error message a plugin may hand the model.
+const MAX_ERROR_CHARS: usize = 16 * 1024;
+
 fn map_plugin_error(e: wit::ToolError, denials: &[String]) -> ToolError {
     match e {
-        wit::ToolError::InvalidArgs(m) => ToolError::InvalidArgs(m),
-        wit::ToolError::UnknownTool(m) => ToolError::UnknownTool(m),
-        wit::ToolError::Failed(m) if denials.is_empty() => ToolError::Failed(m),
-        wit::ToolError::Failed(m) => ToolError::Failed(format!("{m} [host: {}]", denials.join("; "))),
+        wit::ToolError::InvalidArgs(m) => ToolError::InvalidArgs(clip(m, MAX_ERROR_CHARS)),
+        wit::ToolError::UnknownTool(m) => ToolError::UnknownTool(clip(m, 256)),
+        wit::ToolError::Failed(m) if denials.is_empty() => ToolError::Failed(clip(m, MAX_ERROR_CHARS)),
+        wit::ToolError::Failed(m) => {
+            ToolError::Failed(format!("{} [host: {}]", clip(m, MAX_ERROR_CHARS), denials.join("; ")))
+        }
+    }
+}
+
+/// `text` cut to `max` characters, with a marker when cut.
+pub(crate) fn clip(text: String, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}... [cut at {max} characters]", &text[..at]),
+        None => text,
     }
 }
 

@@ -153,6 +153,8 @@ impl ProcessRunner {
         }
         let mut child = cmd.spawn().map_err(|e| CommandError::Failed(format!("cannot start sh: {e}")))?;
         let pid = child.id();
+        // If the call is abandoned (its deadline passed), the whole group goes with it.
+        let _group = GroupGuard(pid);
         let (stdout, stderr) = (Capture::new(self.output_cap), Capture::new(self.output_cap));
         let readers = [
             tokio::spawn(stdout.clone().fill(child.stdout.take())),
@@ -310,6 +312,15 @@ impl Capture {
         }
         text.push_str(&String::from_utf8_lossy(b.tail.make_contiguous()));
         (text, cut)
+    }
+}
+
+/// Kills the command's process group when dropped (normal end or cancellation).
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.0);
     }
 }
 

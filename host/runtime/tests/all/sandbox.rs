@@ -79,6 +79,34 @@ async fn a_read_only_grant_refuses_writes() {
     assert!(!env.ws().join("new.txt").exists());
 }
 
+#[tokio::test]
+async fn a_granted_subdirectory_that_is_a_symlink_out_is_not_opened() {
+    let env = Env::new();
+    env.evil("evil", r#"filesystem = [{ path = "$WORKSPACE/docs", access = "read" }]"#, &["fs:ro:$WORKSPACE/docs"]);
+    std::fs::write(env.home.path().join("outside.txt"), "outside secret").expect("write");
+    std::os::unix::fs::symlink(env.home.path(), env.ws().join("docs")).expect("symlink");
+    let rt = env.runtime();
+    let e = failed(call(&rt, "read_path", json!({ "path": env.ws().join("docs/outside.txt") })).await);
+    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
+}
+
+#[tokio::test]
+async fn a_grant_overlapping_talarias_home_is_not_opened() {
+    let env = Env::new();
+    let parent = env.home.path().parent().expect("parent").canonicalize().expect("canon");
+    let home = env.home.path().canonicalize().expect("canon");
+    std::fs::write(home.join(".env"), "WEATHER_API_KEY=k-123-secret\n").expect("dotenv");
+    for dir in [parent.clone(), home.clone(), home.join("plugins")] {
+        let grant = format!("fs:ro:{}", dir.display());
+        let manifest = format!("filesystem = [{{ path = \"{}\", access = \"read\" }}]", dir.display());
+        let _ = std::fs::remove_file(home.join("grants.toml"));
+        env.evil("evil", &manifest, &[&grant]);
+        let rt = env.runtime();
+        let e = failed(call(&rt, "read_path", json!({ "path": home.join(".env") })).await);
+        assert_eq!(e, "io error NotFound: No such file or directory (os error 44)", "granted {}", dir.display());
+    }
+}
+
 fn server() -> FakeServer {
     FakeServer::start(|req| (200, vec![], format!("hello from {}", req.path)))
 }
@@ -112,10 +140,11 @@ async fn a_wildcard_grant_does_not_reach_loopback() {
     for host in ["127.0.0.1", "localhost"] {
         let url = format!("http://{host}:{port}/x");
         let e = failed(call(&rt, "http_get", json!({ "url": url })).await);
+        let ip = if e.contains("resolves to ::1") { "::1" } else { "127.0.0.1" };
         assert!(
             e.contains(&format!(
-                "[host: plugin 'evil': {host}:{port} resolves to 127.0.0.1, a loopback address; wildcard grants never reach loopback, private or link-local addresses (grant `net:{host}:{port}` explicitly to allow it)]"
-            )) || (host == "localhost" && e.contains("resolves to ::1, a loopback address")),
+                "[host: plugin 'evil': {host}:{port} resolves to {ip}, a loopback address; only a grant of the address itself reaches loopback, private or link-local addresses"
+            )),
             "{e}"
         );
     }
