@@ -12,9 +12,12 @@ use talaria_protocol::{ToolError, ToolSpec};
 /// At most this many problems are listed in one error.
 const MAX_REPORTED: usize = 3;
 
+/// (plugin, tool) -> its compiled validator, or `None` when the schema does not compile.
+type Validators = HashMap<(String, String), Option<Arc<jsonschema::Validator>>>;
+
 #[derive(Default)]
 pub(crate) struct ArgChecker {
-    validators: Mutex<HashMap<(String, String), Option<Arc<jsonschema::Validator>>>>,
+    validators: Mutex<Validators>,
 }
 
 impl ArgChecker {

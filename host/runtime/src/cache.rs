@@ -2,9 +2,9 @@
 //!
 //! An entry is keyed by the sha256 of the wasm and the engine's fingerprint, and lives in
 //! `$TALARIA_HOME/cache/plugins` (mode 0700). Beside each compiled file is the blake3 hash it had
-//! when written; loading native code is only safe for code this host compiled, so an entry is read
-//! once and its bytes are checked against that hash before they are loaded; an entry that does not
-//! match is compiled again and replaced, never loaded. Tool specs are
+//! when written; loading native code is only safe for code this host compiled, so an entry is checked
+//! against that hash before it is loaded (and must not be replaced or written while loading); an
+//! entry that does not match is compiled again and replaced, never loaded. Tool specs are
 //! cached beside, by wasm hash, so listing tools needs no compile at all.
 
 use std::path::{Path, PathBuf};
@@ -67,10 +67,17 @@ impl CompileCache {
         wasm: impl FnOnce() -> std::io::Result<Vec<u8>>,
     ) -> Result<(Component, CacheOutcome), String> {
         let entry = self.entry(wasm_sha256, fingerprint);
-        // Read once: the bytes that are checked are the bytes that are loaded.
-        let outcome = match read_verified(&entry) {
-            Verified::Match(bytes) => match deserialize(engine, &bytes) {
-                Ok(component) => return Ok((component, CacheOutcome::Hit)),
+        let outcome = match verified(&entry) {
+            Verified::Match(before) => match deserialize_file(engine, &entry) {
+                // A file replaced or rewritten between the check and the load changes its
+                // inode or its ctime (which no one can set back): then it is not used.
+                Ok(component) if identity(&entry).as_ref() == Some(&before) => {
+                    return Ok((component, CacheOutcome::Hit));
+                }
+                Ok(_) => {
+                    tracing::warn!("compile cache entry {} changed while loading; compiling again", entry.display());
+                    CacheOutcome::Replaced
+                }
                 Err(e) => {
                     tracing::warn!("compile cache entry {} would not load ({e}); compiling again", entry.display());
                     CacheOutcome::Replaced
@@ -102,16 +109,48 @@ impl CompileCache {
 }
 
 enum Verified {
-    Match(Vec<u8>),
+    /// The hash matched; the file's identity when it was hashed.
+    Match(Identity),
     Mismatch,
     Missing,
 }
 
-/// The entry's bytes, if they hash to what was recorded when it was written.
-fn read_verified(entry: &Path) -> Verified {
-    let Ok(bytes) = std::fs::read(entry) else { return Verified::Missing };
+/// What changes whenever a file is replaced or written: device, inode, size, ctime.
+type Identity = (u64, u64, u64, i64, i64);
+
+fn identity_of(meta: &std::fs::Metadata) -> Identity {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino(), meta.size(), meta.ctime(), meta.ctime_nsec())
+}
+
+fn identity(path: &Path) -> Option<Identity> {
+    std::fs::metadata(path).ok().map(|m| identity_of(&m))
+}
+
+/// Whether the entry's bytes hash to what was recorded when it was written.
+#[allow(unsafe_code)]
+fn verified(entry: &Path) -> Verified {
+    let Ok(file) = std::fs::File::open(entry) else { return Verified::Missing };
     let Ok(recorded) = std::fs::read_to_string(CompileCache::hash_file(entry)) else { return Verified::Mismatch };
-    if blake3::hash(&bytes).to_hex().as_str() == recorded.trim() { Verified::Match(bytes) } else { Verified::Mismatch }
+    let Ok(meta) = file.metadata() else { return Verified::Mismatch };
+    // SAFETY: a read-only private mapping of our own cache file, dropped before this returns;
+    // if the file changes underneath, the hash or the identity check after loading catches it.
+    let Ok(map) = (unsafe { memmap2::MmapOptions::new().populate().map(&file) }) else { return Verified::Mismatch };
+    if blake3::hash(&map).to_hex().as_str() == recorded.trim() {
+        Verified::Match(identity_of(&meta))
+    } else {
+        Verified::Mismatch
+    }
+}
+
+/// Load a compiled file this host produced, by mapping it rather than copying it.
+#[allow(unsafe_code)]
+fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
+    // SAFETY: as for `deserialize`: the file was written by `precompile_component` of an engine
+    // with this fingerprint into our 0700 cache directory (which no plugin can see), and was just
+    // verified against the hash recorded when it was written; the caller checks it was not
+    // replaced or written while loading.
+    unsafe { Component::deserialize_file(engine, path) }
 }
 
 /// Load compiled code this host produced.

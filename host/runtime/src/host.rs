@@ -34,6 +34,8 @@ const STDERR_CAP: usize = 64 * 1024;
 pub(crate) struct Services {
     /// `$TALARIA_HOME`, canonical: never visible to a plugin, whatever it was granted.
     pub home: PathBuf,
+    /// Canonical forms of workspaces seen (chosen by the user, never by a plugin).
+    pub workspaces: Mutex<std::collections::HashMap<PathBuf, PathBuf>>,
     pub state_db: PathBuf,
     pub store: OnceLock<Result<talaria_store::Store, String>>,
     pub secrets: Arc<Secrets>,
@@ -41,6 +43,13 @@ pub(crate) struct Services {
 }
 
 impl Services {
+    fn canonical_workspace(&self, workspace: &std::path::Path) -> PathBuf {
+        let mut seen = self.workspaces.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.entry(workspace.to_path_buf())
+            .or_insert_with(|| workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf()))
+            .clone()
+    }
+
     fn store(&self) -> Result<&talaria_store::Store, String> {
         self.store
             .get_or_init(|| talaria_store::Store::open(&self.state_db).map_err(|e| e.to_string()))
@@ -103,8 +112,9 @@ impl HostState {
         let stderr = MemoryOutputPipe::new(STDERR_CAP);
         let mut wasi = WasiCtxBuilder::new();
         wasi.stderr(stderr.clone()).allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+        let workspace_real = env.services.canonical_workspace(&workspace);
         for (dir, access) in env.grants.dirs(&workspace) {
-            let dir = match checked_dir(&dir, &workspace, &env.services.home) {
+            let dir = match checked_dir(&dir, &workspace, &workspace_real, &env.services.home) {
                 Ok(dir) => dir,
                 Err(why) => {
                     tracing::warn!(plugin = %env.name, "granted directory {} not opened: {why}", dir.display());
@@ -145,10 +155,16 @@ impl HostState {
 /// A granted directory as it may be opened: it must exist, a `$WORKSPACE` subdirectory must
 /// stay inside the workspace once symlinks are resolved, and it may neither contain nor lie
 /// inside talaria's home (grants, secrets and compiled code live there).
-fn checked_dir(dir: &std::path::Path, workspace: &std::path::Path, home: &std::path::Path) -> Result<PathBuf, String> {
-    let real = dir.canonicalize().map_err(|e| e.to_string())?;
-    let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
-    if dir.starts_with(workspace) && !real.starts_with(&ws) {
+fn checked_dir(
+    dir: &std::path::Path,
+    workspace: &std::path::Path,
+    workspace_real: &std::path::Path,
+    home: &std::path::Path,
+) -> Result<PathBuf, String> {
+    // Subdirectories are resolved every time: a plugin may have made one a symlink since.
+    let real =
+        if dir == workspace { workspace_real.to_path_buf() } else { dir.canonicalize().map_err(|e| e.to_string())? };
+    if dir.starts_with(workspace) && !real.starts_with(workspace_real) {
         return Err(format!("it resolves to {}, outside the workspace", real.display()));
     }
     if home.starts_with(&real) || real.starts_with(home) {

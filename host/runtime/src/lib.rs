@@ -172,6 +172,7 @@ impl Runtime {
         }
         let services = Arc::new(Services {
             home: config.home.canonicalize().unwrap_or_else(|_| config.home.clone()),
+            workspaces: std::sync::Mutex::new(HashMap::new()),
             state_db: config.home.join("state.db"),
             store: OnceLock::new(),
             secrets,
