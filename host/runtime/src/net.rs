@@ -62,7 +62,7 @@ pub(crate) struct NetHooks {
 fn record_denial(plugin: &str, denials: &Mutex<Vec<String>>, reason: String) {
     let mut d = lock(denials);
     if d.len() < MAX_DENIALS && !d.contains(&reason) {
-        tracing::warn!(plugin = %plugin, "{reason}");
+        tracing::info!(plugin = %plugin, "{reason}");
         let reason = if reason.chars().count() > MAX_DENIAL_CHARS {
             format!("{}...", reason.chars().take(MAX_DENIAL_CHARS).collect::<String>())
         } else {
