@@ -1,7 +1,8 @@
 //! Serde types every talaria front door shares. No runtime, no I/O: only data.
 //!
-//! Now: tool specs and tool errors as the model and the CLI see them. The agent's messages and
-//! events join this crate when the loop arrives.
+//! - [`Message`], [`ToolCall`], [`Usage`]: the conversation in the agent's OpenAI-style format.
+//! - [`Event`]: what the loop reports while it works; every front door renders these.
+//! - [`ToolSpec`], [`ToolError`]: tools as the model and the CLI see them.
 //!
 //! ```
 //! use talaria_protocol::{ToolError, ToolSpec};
@@ -17,6 +18,14 @@
 //! ```
 
 use std::fmt;
+
+mod event;
+mod message;
+
+pub use event::{
+    ApprovalNeeded, ClarifyNeeded, Event, NoticeLevel, Outcome, ToolFinished, ToolStarted, TurnEnd,
+};
+pub use message::{Message, Role, ToolCall, Usage};
 
 use serde::{Deserialize, Serialize};
 

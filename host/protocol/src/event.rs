@@ -1,0 +1,105 @@
+//! What the agent loop reports while it works. Every front door (the terminal, ACP, the gateway)
+//! renders the same stream of [`Event`]s; none of them looks inside the loop.
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::Usage;
+
+/// One thing that happened during a turn, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A piece of the assistant's visible answer.
+    TextDelta { text: String },
+    /// A piece of the model's reasoning.
+    ReasoningDelta { text: String },
+    /// The streamed assistant message is complete (the next text starts a new one).
+    MessageEnd,
+    ToolStarted(ToolStarted),
+    ToolFinished(ToolFinished),
+    /// A dangerous command waits for a human; answer with the agent's approval handle.
+    ApprovalNeeded(ApprovalNeeded),
+    /// The model asked the user a question (the `clarify` tool); answer with the clarify handle.
+    ClarifyNeeded(ClarifyNeeded),
+    /// Tokens used by one model call.
+    Usage { usage: Usage, model: String },
+    /// Something the user should know that is not part of the answer: a retry, a fallback, a
+    /// result saved to a file.
+    Notice { level: NoticeLevel, text: String },
+    /// The turn is over.
+    TurnEnd(TurnEnd),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolStarted {
+    pub call_id: String,
+    pub name: String,
+    /// The raw arguments the model sent.
+    pub arguments: String,
+    /// A one-line summary for a progress line (`read_file src/main.rs`).
+    pub preview: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolFinished {
+    pub call_id: String,
+    pub name: String,
+    /// False when the result is an error.
+    pub ok: bool,
+    /// The start of the result (or the error), one line.
+    pub preview: String,
+    pub duration_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalNeeded {
+    /// Pass back with the answer.
+    pub id: u64,
+    pub plugin: String,
+    pub command: String,
+    /// Why the command is dangerous.
+    pub reason: String,
+    /// Seconds before no answer counts as "deny".
+    pub timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClarifyNeeded {
+    pub id: u64,
+    pub question: String,
+    /// Suggested answers; the user may also type their own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticeLevel {
+    Info,
+    Warn,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnEnd {
+    pub outcome: Outcome,
+    /// The final answer shown to the user (empty when interrupted or failed).
+    pub text: String,
+    /// Usage of the whole turn.
+    pub usage: Usage,
+    /// Model calls made in this turn.
+    pub api_calls: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
+pub enum Outcome {
+    /// The model answered.
+    Completed,
+    /// The user stopped it; nothing of the call in flight was kept.
+    Interrupted,
+    /// The iteration budget ran out; `text` is a summary of the work done.
+    BudgetExhausted,
+    /// Every provider failed; the detail says why.
+    Failed(String),
+}
