@@ -1,0 +1,106 @@
+//! OpenAI Chat Completions: `chat.completion` bodies and `chat.completion.chunk` events.
+//!
+//! Streamed: a first chunk with the role, reasoning (`reasoning_content`, as DeepSeek, vLLM and
+//! llama.cpp send it) and text one word per chunk, then the tool calls: one chunk per call with
+//! its `index`, `id`, `type` and `name` (arguments `""`), then the argument pieces of all calls
+//! interleaved round-robin, each keyed by `index` only. A last chunk with an empty delta carries
+//! `finish_reason`; with `stream_options.include_usage` every chunk has `"usage": null` and a
+//! final chunk with no choices carries the usage. Then `data: [DONE]`.
+
+use serde_json::{Value, json};
+
+use super::{Answer, Sse, pieces, words};
+
+fn finish_reason(answer: &Answer<'_>) -> &'static str {
+    if answer.calls.is_empty() { "stop" } else { "tool_calls" }
+}
+
+fn usage(answer: &Answer<'_>) -> Value {
+    let u = answer.usage;
+    json!({"prompt_tokens": u.input, "completion_tokens": u.output, "total_tokens": u.input + u.output})
+}
+
+fn call_id(n: u64) -> String {
+    format!("call_{n}")
+}
+
+pub(super) fn json(answer: &Answer<'_>) -> Value {
+    let content = if answer.text.is_empty() && !answer.calls.is_empty() { Value::Null } else { json!(answer.text) };
+    let mut message = json!({"role": "assistant", "content": content, "refusal": null});
+    if let Some(reasoning) = answer.reasoning {
+        message["reasoning_content"] = json!(reasoning);
+    }
+    if !answer.calls.is_empty() {
+        let calls: Vec<Value> = answer
+            .calls
+            .iter()
+            .map(|c| {
+                json!({"id": call_id(c.n), "type": "function", "function": {"name": c.name, "arguments": c.arguments}})
+            })
+            .collect();
+        message["tool_calls"] = Value::Array(calls);
+    }
+    json!({
+        "id": format!("chatcmpl-mock{}", answer.id),
+        "object": "chat.completion",
+        "created": answer.created,
+        "model": answer.model,
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish_reason(answer)}],
+        "usage": usage(answer),
+    })
+}
+
+pub(super) fn sse(answer: &Answer<'_>, include_usage: bool) -> Sse {
+    let chunk = |delta: Value, finish: Value| {
+        let mut chunk = json!({
+            "id": format!("chatcmpl-mock{}", answer.id),
+            "object": "chat.completion.chunk",
+            "created": answer.created,
+            "model": answer.model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+        });
+        if include_usage {
+            chunk["usage"] = Value::Null;
+        }
+        chunk
+    };
+    let mut sse = Sse::default();
+    let content = if answer.text.is_empty() && !answer.calls.is_empty() { Value::Null } else { json!("") };
+    sse.data(&chunk(json!({"role": "assistant", "content": content}), Value::Null));
+    sse.mark();
+    for word in answer.reasoning.map(words).unwrap_or_default() {
+        sse.data(&chunk(json!({"reasoning_content": word}), Value::Null));
+    }
+    for word in words(answer.text) {
+        sse.data(&chunk(json!({"content": word}), Value::Null));
+        sse.mark();
+    }
+    for (index, call) in answer.calls.iter().enumerate() {
+        let head = json!({"index": index, "id": call_id(call.n), "type": "function",
+            "function": {"name": call.name, "arguments": ""}});
+        sse.data(&chunk(json!({"tool_calls": [head]}), Value::Null));
+    }
+    let split: Vec<Vec<&str>> = answer.calls.iter().map(|c| pieces(&c.arguments)).collect();
+    let rounds = split.iter().map(Vec::len).max().unwrap_or(0);
+    for round in 0..rounds {
+        for (index, parts) in split.iter().enumerate() {
+            if let Some(part) = parts.get(round) {
+                let delta = json!({"index": index, "function": {"arguments": part}});
+                sse.data(&chunk(json!({"tool_calls": [delta]}), Value::Null));
+            }
+        }
+    }
+    sse.data(&chunk(json!({}), json!(finish_reason(answer))));
+    if include_usage {
+        sse.data(&json!({
+            "id": format!("chatcmpl-mock{}", answer.id),
+            "object": "chat.completion.chunk",
+            "created": answer.created,
+            "model": answer.model,
+            "choices": [],
+            "usage": usage(answer),
+        }));
+    }
+    sse.events.push("data: [DONE]\n\n".to_owned());
+    sse
+}
