@@ -6,6 +6,8 @@ use std::process::{Command, Output};
 
 use talaria_test_support::{self as support, FakeServer};
 
+mod chat;
+
 struct Talaria {
     home: tempfile::TempDir,
     workspace: tempfile::TempDir,

@@ -1,5 +1,79 @@
 //! The agent: the loop that talks to a model and runs tools, and everything it needs.
 //!
+//! - [`Agent`]: one session's loop; [`Agent::run_turn`] emits [`Event`]s through an [`Emitter`].
 //! - [`model`]: provider adapters (chat completions, Anthropic Messages, Responses), retries, fallback.
+//! - [`tools`]: plugins seen through [`ToolHost`]; [`builtin`]: todo, memory, session_search,
+//!   delegate_task, clarify; [`toolsets`]: choosing tools.
+//! - [`approval`]: asking the human; [`prompt`]: the system prompt; [`history`]: valid role order.
+//!
+//! The agent never sees wasmtime: the CLI gives it a [`ToolHost`] over the plugin runtime.
 
+mod agent;
+pub mod approval;
+pub mod builtin;
+pub mod history;
+mod injection;
 pub mod model;
+pub mod prompt;
+pub mod tools;
+pub mod toolsets;
+
+pub use agent::{Agent, AgentConfig, Shared, Start};
+pub use tools::{BoxFuture, ToolContext, ToolHost};
+
+use talaria_protocol::{Event, NoticeLevel};
+use tokio::sync::mpsc;
+
+/// What can stop an agent from starting or saving.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] talaria_store::Error),
+    #[error("{0}")]
+    Toolsets(String),
+}
+
+/// Where the loop's events go. Cloning shares the stream; a muted emitter drops everything.
+#[derive(Debug, Clone)]
+pub struct Emitter {
+    tx: Option<mpsc::UnboundedSender<Event>>,
+    /// A child agent's label: its tool progress is reported as notices, the rest is dropped.
+    child: Option<String>,
+}
+
+impl Emitter {
+    /// A new stream and its receiving end.
+    pub fn channel() -> (Self, mpsc::UnboundedReceiver<Event>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self { tx: Some(tx), child: None }, rx)
+    }
+
+    pub fn muted() -> Self {
+        Self { tx: None, child: None }
+    }
+
+    /// An emitter for a child agent: only its tool calls show, as notices labelled `label`.
+    pub fn child(&self, label: String) -> Self {
+        Self { tx: self.tx.clone(), child: Some(label) }
+    }
+
+    pub fn emit(&self, event: Event) {
+        let Some(tx) = &self.tx else { return };
+        let event = match (&self.child, event) {
+            (None, event) => event,
+            (Some(label), Event::ToolStarted(t)) => {
+                Event::Notice { level: NoticeLevel::Info, text: format!("[{label}] {}", t.preview) }
+            }
+            (Some(label), Event::Notice { level: NoticeLevel::Warn, text }) => {
+                Event::Notice { level: NoticeLevel::Warn, text: format!("[{label}] {text}") }
+            }
+            (Some(_), _) => return,
+        };
+        // A front door that went away just stops listening.
+        let _ = tx.send(event);
+    }
+
+    pub fn warn(&self, text: String) {
+        self.emit(Event::Notice { level: NoticeLevel::Warn, text });
+    }
+}

@@ -1,6 +1,23 @@
 //! `$TALARIA_HOME/config.toml`: raw TOML (`*Toml`) resolved into the runtime's config.
 //!
 //! ```toml
+//! [model]              # the main model (flags --provider/--model/--base-url override)
+//! provider = "openai"  # openai | openrouter | anthropic | ollama | custom
+//! name = "gpt-4.1-mini"
+//! # base_url = "http://localhost:11434/v1"   key_env = "OPENAI_API_KEY"   api_mode = "responses"
+//!
+//! [[fallback_providers]]   # tried in order when the main model keeps failing
+//! provider = "anthropic"
+//! model = "claude-sonnet-4-5"
+//!
+//! [agent]
+//! max_turns = 90       # model calls per turn
+//! toolsets = ["all"]   # or e.g. ["coding", "memory"]; disabled_toolsets = ["web"]
+//!
+//! [custom_toolsets.review]
+//! tools = ["read_file", "search_files"]
+//! includes = ["web"]
+//!
 //! [sandbox]            # host-wide plugin limits
 //! memory_mb = 64
 //! timeout_secs = 30
@@ -20,18 +37,84 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use talaria_runtime::{CommandPolicy, HostLimits, PluginSettings};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigToml {
     #[serde(default)]
+    pub model: Option<ModelToml>,
+    #[serde(default)]
+    pub fallback_providers: Vec<FallbackToml>,
+    #[serde(default)]
+    pub agent: AgentToml,
+    #[serde(default)]
+    pub custom_toolsets: BTreeMap<String, ToolsetToml>,
+    #[serde(default)]
     pub sandbox: SandboxToml,
     #[serde(default)]
     pub approvals: ApprovalsToml,
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginToml>,
+}
+
+/// `[model]`: the main provider.
+#[derive(Debug, Default, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelToml {
+    pub provider: Option<String>,
+    /// The model's name as the provider knows it.
+    pub name: Option<String>,
+    pub base_url: Option<String>,
+    pub api_mode: Option<String>,
+    pub key_env: Option<String>,
+    pub max_tokens: Option<u32>,
+}
+
+/// One entry of `fallback_providers`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackToml {
+    pub provider: Option<String>,
+    pub model: String,
+    pub base_url: Option<String>,
+    pub api_mode: Option<String>,
+    pub key_env: Option<String>,
+    pub max_tokens: Option<u32>,
+}
+
+/// `[agent]`: how the loop behaves.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentToml {
+    pub max_turns: Option<u32>,
+    pub stream: Option<bool>,
+    /// Retries of a failing model call before falling back.
+    pub retries: Option<u32>,
+    /// First retry delay; later ones double (with jitter).
+    pub retry_delay_ms: Option<u64>,
+    /// Extra text for the system prompt.
+    pub system_message: Option<String>,
+    pub toolsets: Option<Vec<String>>,
+    #[serde(default)]
+    pub disabled_toolsets: Vec<String>,
+    /// Characters of one tool result kept in the conversation before it is saved to a file.
+    pub max_result_chars: Option<usize>,
+    /// Child agents running at once for delegate_task.
+    pub max_children: Option<usize>,
+}
+
+/// `[custom_toolsets.NAME]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsetToml {
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default)]
+    pub includes: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -110,5 +193,65 @@ impl ConfigToml {
                 (name.clone(), PluginSettings { config: p.config.clone(), allow_override: p.allow_override })
             })
             .collect()
+    }
+}
+
+/// Add `key` to `[approvals] allow` in `home/config.toml`, keeping the file's comments and layout.
+///
+/// # Errors
+/// The file cannot be read, parsed or written.
+pub fn allow_always(home: &Path, key: &str) -> Result<(), String> {
+    edit(home, |doc| {
+        let approvals = doc.entry("approvals").or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()));
+        let Some(table) = approvals.as_table_like_mut() else {
+            return Err("[approvals] is not a table".to_string());
+        };
+        let allow = table.entry("allow").or_insert(toml_edit::value(toml_edit::Array::new()));
+        let Some(list) = allow.as_array_mut() else {
+            return Err("approvals.allow is not a list".to_string());
+        };
+        if !list.iter().any(|v| v.as_str() == Some(key)) {
+            list.push(key);
+        }
+        Ok(())
+    })
+}
+
+/// Change `home/config.toml` with `f`, preserving comments; written atomically.
+///
+/// # Errors
+/// The file cannot be read, parsed or written, or `f` refuses.
+pub fn edit(home: &Path, f: impl FnOnce(&mut toml_edit::DocumentMut) -> Result<(), String>) -> Result<(), String> {
+    let path = home.join("config.toml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{} is not valid TOML: {e}", path.display()))?;
+    f(&mut doc)?;
+    std::fs::create_dir_all(home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, doc.to_string()).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).map_err(|e| format!("cannot replace {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn always_approvals_are_saved_keeping_comments() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("config.toml"), "# mine\n[approvals]\ndeny = [\"*x*\"] # keep\n").expect("write");
+        allow_always(dir.path(), "rm-recursive").expect("save");
+        allow_always(dir.path(), "rm-recursive").expect("again");
+        let text = std::fs::read_to_string(dir.path().join("config.toml")).expect("read");
+        assert!(text.starts_with("# mine\n") && text.contains("# keep"), "{text}");
+        let parsed = ConfigToml::load(dir.path()).expect("valid");
+        assert_eq!(parsed.approvals.allow, vec!["rm-recursive".to_string()]);
+        let fresh = tempfile::tempdir().expect("tempdir");
+        allow_always(fresh.path(), "k").expect("new file");
+        assert_eq!(ConfigToml::load(fresh.path()).expect("valid").approvals.allow, vec!["k".to_string()]);
     }
 }

@@ -1,7 +1,15 @@
 //! The `talaria` command: parses arguments and hands each subcommand to its module.
 
+mod busy;
+mod chat;
 mod config;
+mod doctor;
+mod plugin_host;
 mod plugins;
+mod render;
+mod repl;
+mod sessions;
+mod setup;
 mod tools;
 mod ui;
 
@@ -11,7 +19,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{ArgAction, Parser, Subcommand};
-use talaria_runtime::{Embedded, Runtime, RuntimeConfig, Unattended};
+use talaria_runtime::{Approver, Embedded, Runtime, RuntimeConfig, Unattended};
 
 /// An LLM agent platform whose every extension is a sandboxed WebAssembly component.
 #[derive(Parser)]
@@ -32,6 +40,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Talk to the agent (a REPL), or run one prompt with -q
+    Chat(chat::ChatArgs),
+    /// List, show, search, export, rename and delete past conversations
+    #[command(subcommand)]
+    Sessions(sessions::SessionsCmd),
+    /// Choose a provider and model and write them to config.toml
+    Setup(setup::SetupArgs),
+    /// Check config, provider reachability, plugins and grants
+    Doctor(doctor::DoctorArgs),
     /// See plugins and what they may touch; grant and revoke capabilities
     #[command(subcommand)]
     Plugins(plugins::PluginsCmd),
@@ -70,6 +87,10 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let ctx = Ctx::new(cli.workspace)?;
     match cli.command {
+        Command::Chat(args) => chat::run(&ctx, args).await,
+        Command::Sessions(cmd) => sessions::run(&ctx, cmd),
+        Command::Setup(args) => setup::run(&ctx, args).await,
+        Command::Doctor(args) => doctor::run(&ctx, args).await,
         Command::Plugins(cmd) => plugins::run(&ctx, cmd).await,
         Command::Tools(cmd) => tools::run(&ctx, cmd).await,
         Command::Trust { dir, revoke } => plugins::trust(&ctx, dir, revoke),
@@ -98,11 +119,16 @@ impl Ctx {
 
     /// Discover plugins (compiles nothing).
     pub fn runtime(&self, yolo: bool) -> anyhow::Result<Runtime> {
+        self.runtime_with(Arc::new(Unattended { yolo }))
+    }
+
+    /// Discover plugins, sending dangerous commands to `approver`.
+    pub fn runtime_with(&self, approver: Arc<dyn Approver>) -> anyhow::Result<Runtime> {
         let mut config = RuntimeConfig::new(self.home.clone(), self.workspace.clone());
         config.limits = self.config.limits();
         config.plugins = self.config.plugin_settings();
         config.command_policy = self.config.command_policy(&self.home);
-        config.approver = Arc::new(Unattended { yolo });
+        config.approver = approver;
         let bundled: Vec<Embedded> = talaria_bundled::PLUGINS
             .iter()
             .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 })

@@ -92,7 +92,7 @@ async fn call(ctx: &Ctx, name: &str, args: &str, yolo: bool) -> anyhow::Result<E
 }
 
 /// On a terminal, say that a first use compiles plugins (it takes a second or so each).
-fn announce_compiles(runtime: &talaria_runtime::Runtime) {
+pub fn announce_compiles(runtime: &talaria_runtime::Runtime) {
     if !std::io::stderr().is_terminal() {
         return;
     }

@@ -203,8 +203,8 @@ impl ProcessRunner {
                     reason: reason.to_string(),
                 };
                 match self.approver.approve(&request).await {
-                    Approval::Once | Approval::Always => Ok(()),
-                    Approval::Session => {
+                    Approval::Once => Ok(()),
+                    Approval::Session | Approval::Always => {
                         lock(&self.session_keys).insert(key.to_string());
                         Ok(())
                     }

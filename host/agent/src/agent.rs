@@ -1,0 +1,584 @@
+//! The loop (reference §1): one [`Agent`] per session. [`Agent::run_turn`] takes the user's
+//! message and calls the model until it answers without tools, the budget runs out, the user
+//! interrupts, or every provider fails — emitting [`Event`]s all the way.
+//!
+//! Invariants:
+//! - every model call sees a valid history ([`crate::history::repair`]);
+//! - the user's message is committed before the first model call, and each assistant message is
+//!   committed together with its tool results before the next call, so a crash loses at most the
+//!   call in flight;
+//! - an interrupted model call leaves nothing in history; interrupted tools leave an error result
+//!   for each call that did not finish, so the model knows;
+//! - the model always receives a JSON string (errors are `{"error": "..."}`).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures_util::StreamExt as _;
+use serde_json::Value;
+use talaria_protocol::{
+    Event, Message, NoticeLevel, Outcome, ToolCall, ToolError, ToolFinished, ToolSpec, ToolStarted, TurnEnd, Usage,
+};
+use talaria_store::{NewSession, SessionInfo, Store};
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::Gate;
+use crate::builtin::{self, memory::Memory, todo::Todos};
+use crate::model::{Chain, ChainState, Client, Delta, ModelRequest};
+use crate::prompt::{self, Platform, PromptInputs};
+use crate::tools::{self, ToolContext, ToolHost};
+use crate::toolsets::{Selection, Toolset, Toolsets};
+use crate::{Emitter, Error};
+
+/// How the loop behaves; the CLI fills it from flags and config.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub home: PathBuf,
+    pub workspace: PathBuf,
+    /// Where the session came from: `cli`, `acp`, `gateway`, `cron`.
+    pub source: String,
+    pub platform: Platform,
+    /// Model calls per turn before the loop stops and summarizes (reference §1: 90).
+    pub max_turns: u32,
+    pub child_max_turns: u32,
+    /// Child agents running at once.
+    pub max_children: usize,
+    pub stream: bool,
+    /// A result longer than this (chars) is saved to a file and replaced by a preview.
+    pub result_cap: usize,
+    /// All results of one batch together.
+    pub batch_result_cap: usize,
+    pub preview_chars: usize,
+    pub selection: Selection,
+    pub toolsets: Toolsets,
+    /// Extra system text from config.
+    pub system_message: Option<String>,
+}
+
+impl AgentConfig {
+    pub fn new(home: PathBuf, workspace: PathBuf) -> Self {
+        Self {
+            home,
+            workspace,
+            source: "cli".into(),
+            platform: Platform::Cli,
+            max_turns: 90,
+            child_max_turns: 50,
+            max_children: 3,
+            stream: true,
+            result_cap: 100_000,
+            batch_result_cap: 200_000,
+            preview_chars: 1_500,
+            selection: Selection::default(),
+            toolsets: Toolsets::builtin(),
+            system_message: None,
+        }
+    }
+}
+
+/// What every agent of a process shares, children included.
+pub struct Shared {
+    pub config: AgentConfig,
+    pub client: Client,
+    pub chain: Chain,
+    pub store: Arc<Store>,
+    pub host: Arc<dyn ToolHost>,
+    pub gate: Arc<Gate>,
+    pub memory: Memory,
+}
+
+impl Shared {
+    pub fn new(config: AgentConfig, chain: Chain, store: Arc<Store>, host: Arc<dyn ToolHost>, gate: Arc<Gate>) -> Self {
+        let memory = Memory::new(config.home.join("memories"));
+        Self { config, client: Client::new(), chain, store, host, gate, memory }
+    }
+}
+
+/// How a new agent starts.
+#[derive(Debug, Clone, Default)]
+pub struct Start {
+    /// Continue this stored session instead of starting a new one.
+    pub resume: Option<SessionInfo>,
+    /// A child agent: its parent session and the toolsets it asked for.
+    pub parent: Option<String>,
+    pub selection: Option<Selection>,
+}
+
+/// Tools no child agent gets (reference §2: children cannot delegate, ask the user or write memory).
+const CHILD_EXCLUDED: [&str; 3] = ["delegate_task", "clarify", "memory"];
+
+/// One conversation with the model.
+pub struct Agent {
+    shared: Arc<Shared>,
+    emitter: Emitter,
+    session_id: String,
+    /// Created in the store on the first turn (an empty chat leaves nothing behind).
+    stored: bool,
+    parent: Option<String>,
+    platform: Platform,
+    system_prompt: String,
+    history: Vec<Message>,
+    tools: Vec<ToolSpec>,
+    chain: Chain,
+    chain_state: ChainState,
+    todos: Todos,
+    max_turns: u32,
+    usage: Usage,
+    api_calls: u32,
+    warnings: Vec<String>,
+}
+
+/// What a turn has done so far.
+#[derive(Default)]
+struct Turn {
+    usage: Usage,
+    api_calls: u32,
+}
+
+impl Agent {
+    /// Start a session (new, resumed, or a child's).
+    ///
+    /// # Errors
+    /// The toolset selection names an unknown toolset, or the store cannot be read.
+    pub async fn start(shared: Arc<Shared>, emitter: Emitter, start: Start) -> Result<Self, Error> {
+        let cfg = &shared.config;
+        let platform = if start.parent.is_some() { Platform::Subagent } else { cfg.platform };
+        let plugin_specs = shared.host.specs().await;
+        let mut warnings = Vec::new();
+        let mut toolsets = cfg.toolsets.clone();
+        let mut all: Vec<ToolSpec> = builtin::specs();
+        for spec in plugin_specs {
+            if all.iter().any(|s| s.name == spec.name) {
+                warnings.push(format!(
+                    "plugin `{}` offers tool `{}`, which is already taken; it is left out",
+                    spec.plugin, spec.name
+                ));
+                continue;
+            }
+            let entry = toolsets.get(&spec.plugin).cloned().unwrap_or_else(|| Toolset {
+                description: format!("tools of plugin {}", spec.plugin),
+                tools: Vec::new(),
+                includes: Vec::new(),
+            });
+            let mut entry = entry;
+            entry.tools.push(spec.name.clone());
+            toolsets.insert(spec.plugin.clone(), entry);
+            all.push(spec);
+        }
+        let names: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
+        let selection = start.selection.as_ref().unwrap_or(&cfg.selection);
+        let chosen = toolsets.resolve(selection, &names).map_err(Error::Toolsets)?;
+        let tools: Vec<ToolSpec> = all
+            .into_iter()
+            .filter(|s| chosen.contains(&s.name))
+            .filter(|s| start.parent.is_none() || !CHILD_EXCLUDED.contains(&s.name.as_str()))
+            .collect();
+
+        let todos = Todos::default();
+        let (session_id, stored, system_prompt, history, parent) = match start.resume {
+            Some(info) => {
+                let history: Vec<Message> =
+                    shared.store.messages(&info.id)?.into_iter().map(|m| m.message).collect();
+                todos.restore(&history);
+                let prompt = shared.store.system_prompt(&info.id)?;
+                (info.id, true, prompt, history, info.parent_id)
+            }
+            None => {
+                let snapshot = shared.memory.snapshot();
+                let tool_names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+                let model = shared.chain.providers.first().map(|p| p.model.clone()).unwrap_or_default();
+                let built = prompt::build(&PromptInputs {
+                    home: &cfg.home,
+                    workspace: &cfg.workspace,
+                    memory: if start.parent.is_some() { None } else { Some(&snapshot) },
+                    tool_names: &tool_names,
+                    system_message: cfg.system_message.as_deref(),
+                    platform,
+                    now: jiff::Zoned::now(),
+                    model: &model,
+                });
+                warnings.extend(built.warnings);
+                (Store::new_session_id(), false, built.text, Vec::new(), start.parent)
+            }
+        };
+        let max_turns = if parent.is_some() && platform == Platform::Subagent { cfg.child_max_turns } else { cfg.max_turns };
+        Ok(Self {
+            chain: shared.chain.clone(),
+            shared,
+            emitter,
+            session_id,
+            stored,
+            parent,
+            platform,
+            system_prompt,
+            history,
+            tools,
+            chain_state: ChainState::default(),
+            todos,
+            max_turns,
+            usage: Usage::default(),
+            api_calls: 0,
+            warnings,
+        })
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    pub fn tools(&self) -> &[ToolSpec] {
+        &self.tools
+    }
+
+    pub fn system_prompt(&self) -> &str {
+        &self.system_prompt
+    }
+
+    /// Problems found while starting (a context file refused, a tool name taken).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Tokens and model calls of this process's turns in the session.
+    pub fn usage(&self) -> (Usage, u32) {
+        (self.usage, self.api_calls)
+    }
+
+    pub fn chain(&self) -> &Chain {
+        &self.chain
+    }
+
+    /// Use another model chain from the next call on (`/model`).
+    pub fn set_chain(&mut self, chain: Chain) {
+        self.chain = chain;
+        self.chain_state = ChainState::default();
+    }
+
+    pub fn set_max_turns(&mut self, max: u32) {
+        self.max_turns = max.max(1);
+    }
+
+    /// Forget the last user message and everything after it, here and in the store. Returns the
+    /// removed user text.
+    ///
+    /// # Errors
+    /// The store cannot be written.
+    pub fn undo(&mut self) -> Result<Option<String>, Error> {
+        let Some(at) = self.history.iter().rposition(|m| matches!(m, Message::User { .. })) else {
+            return Ok(None);
+        };
+        if self.stored {
+            self.shared.store.undo_last_turn(&self.session_id)?;
+        }
+        let text = self.history[at].content().to_string();
+        self.history.truncate(at);
+        Ok(Some(text))
+    }
+
+    /// Run one user message to the end of the turn.
+    pub async fn run_turn(&mut self, text: &str, cancel: &CancellationToken) -> TurnEnd {
+        let mut turn = Turn::default();
+        self.chain_state.new_turn();
+        let user = Message::user(text);
+        if let Err(e) = self.ensure_session().and_then(|()| self.commit(std::slice::from_ref(&user))) {
+            return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
+        }
+        self.history.push(user);
+        loop {
+            if turn.api_calls >= self.max_turns {
+                return self.budget_summary(&mut turn, cancel).await;
+            }
+            let call = self.call_model(&mut turn, true);
+            let reply = tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    return self.finish(Outcome::Interrupted, String::new(), &turn);
+                }
+                reply = call => reply,
+            };
+            let message = match reply {
+                Ok(message) => message,
+                Err(e) => return self.finish(Outcome::Failed(e), String::new(), &turn),
+            };
+            if message.tool_calls().is_empty() {
+                let answer = message.content().to_string();
+                if let Err(e) = self.commit(std::slice::from_ref(&message)) {
+                    return self.finish(Outcome::Failed(e.to_string()), answer, &turn);
+                }
+                self.history.push(message);
+                return self.finish(Outcome::Completed, answer, &turn);
+            }
+            let (results, interrupted) = self.run_tools(message.tool_calls(), cancel).await;
+            let mut batch = Vec::with_capacity(results.len() + 1);
+            batch.push(message);
+            batch.extend(results);
+            if let Err(e) = self.commit(&batch) {
+                return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
+            }
+            self.history.extend(batch);
+            if interrupted {
+                return self.finish(Outcome::Interrupted, String::new(), &turn);
+            }
+        }
+    }
+
+    fn ensure_session(&mut self) -> Result<(), Error> {
+        if self.stored {
+            return Ok(());
+        }
+        let provider = self.chain.providers.first();
+        self.shared.store.create_session(&NewSession {
+            id: self.session_id.clone(),
+            source: if self.platform == Platform::Subagent { "subagent".into() } else { self.shared.config.source.clone() },
+            model: provider.map(|p| p.model.clone()).unwrap_or_default(),
+            provider: provider.map(|p| p.name.clone()).unwrap_or_default(),
+            system_prompt: self.system_prompt.clone(),
+            parent_id: self.parent.clone(),
+            cwd: self.shared.config.workspace.display().to_string(),
+        })?;
+        self.stored = true;
+        Ok(())
+    }
+
+    fn commit(&self, messages: &[Message]) -> Result<(), Error> {
+        self.shared.store.append_messages(&self.session_id, messages)?;
+        Ok(())
+    }
+
+    /// One model call (retries and fallback inside). Streams deltas as events.
+    async fn call_model(&mut self, turn: &mut Turn, with_tools: bool) -> Result<Message, String> {
+        let messages = crate::history::repair(&self.history);
+        let request = ModelRequest {
+            system: &self.system_prompt,
+            messages: &messages,
+            tools: if with_tools { &self.tools } else { &[] },
+            stream: self.shared.config.stream,
+        };
+        let emitter = self.emitter.clone();
+        let on_delta = move |d: Delta| match d {
+            Delta::Text(text) => emitter.emit(Event::TextDelta { text }),
+            Delta::Reasoning(text) => emitter.emit(Event::ReasoningDelta { text }),
+        };
+        let notices = self.emitter.clone();
+        let on_notice = move |text: String| notices.emit(Event::Notice { level: NoticeLevel::Warn, text });
+        let result =
+            self.chain.complete(&self.shared.client, &mut self.chain_state, &request, &on_delta, &on_notice).await;
+        turn.api_calls += 1;
+        self.api_calls += 1;
+        let reply = result.map_err(|e| e.to_string())?;
+        self.emitter.emit(Event::MessageEnd);
+        turn.usage.add(&reply.usage);
+        self.usage.add(&reply.usage);
+        self.emitter.emit(Event::Usage { usage: reply.usage, model: reply.model.clone() });
+        if self.stored
+            && let Err(e) = self.shared.store.add_usage(&self.session_id, &reply.usage, 1)
+        {
+            self.emitter.warn(format!("could not record usage: {e}"));
+        }
+        Ok(reply.message)
+    }
+
+    /// The budget is spent: one last call without tools asks for a summary of the work.
+    async fn budget_summary(&mut self, turn: &mut Turn, cancel: &CancellationToken) -> TurnEnd {
+        let spent = turn.api_calls;
+        self.emitter.warn(format!("stopping: this turn used its budget of {spent} model calls (--max-turns)"));
+        self.history.push(Message::user(format!(
+            "[talaria] You have used this turn's budget of {spent} model calls, so tools are no longer available. \
+             Reply now with a summary for the user: what you did, what is left unfinished, and what they should do next."
+        )));
+        let call = self.call_model(turn, false);
+        let reply = tokio::select! {
+            biased;
+            () = cancel.cancelled() => None,
+            reply = call => reply.ok(),
+        };
+        self.history.pop();
+        let text = match reply {
+            Some(m) if !m.content().trim().is_empty() => m.content().to_string(),
+            _ => format!("I stopped after {spent} model calls (the turn's budget) before finishing."),
+        };
+        let message = Message::assistant(text.clone());
+        if let Err(e) = self.commit(std::slice::from_ref(&message)) {
+            self.emitter.warn(format!("could not save the summary: {e}"));
+        }
+        self.history.push(message);
+        self.finish(Outcome::BudgetExhausted, text, turn)
+    }
+
+    fn finish(&self, outcome: Outcome, text: String, turn: &Turn) -> TurnEnd {
+        let end = TurnEnd { outcome, text, usage: turn.usage, api_calls: turn.api_calls };
+        self.emitter.emit(Event::TurnEnd(end.clone()));
+        end
+    }
+
+    /// Run a batch of tool calls; results come back in call order. Returns whether the user
+    /// interrupted (unfinished calls then carry an error result).
+    async fn run_tools(&self, calls: &[ToolCall], cancel: &CancellationToken) -> (Vec<Message>, bool) {
+        let parsed: Vec<Result<Value, ToolError>> = calls.iter().map(tools::parse_arguments).collect();
+        let pairs: Vec<(&ToolCall, Option<&Value>)> = calls.iter().zip(&parsed).map(|(c, a)| (c, a.as_ref().ok())).collect();
+        let parallel = tools::parallel_safe(&pairs, &self.shared.config.workspace);
+        let slots: Mutex<Vec<Option<(String, bool)>>> = Mutex::new(vec![None; calls.len()]);
+        let this = &*self;
+        let run_one = |i: usize| {
+            let slots = &slots;
+            let call = &calls[i];
+            let args = &parsed[i];
+            async move {
+                let started = Instant::now();
+                this.emitter.emit(Event::ToolStarted(ToolStarted {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    preview: tools::preview(&call.name, args.as_ref().ok()),
+                }));
+                let result = match args {
+                    Ok(args) => this.dispatch(call, args, cancel).await,
+                    Err(e) => Err(e.clone()),
+                };
+                let (text, ok) = match result {
+                    Ok(text) => (text, true),
+                    Err(e) => (e.to_json().to_string(), false),
+                };
+                this.emitter.emit(Event::ToolFinished(ToolFinished {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    ok,
+                    preview: tools::one_line(&text, 100),
+                    duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                }));
+                lock(slots)[i] = Some((text, ok));
+            }
+        };
+        let work = async {
+            if parallel {
+                futures_util::stream::iter(0..calls.len()).map(run_one).buffer_unordered(8).collect::<Vec<()>>().await;
+            } else {
+                for i in 0..calls.len() {
+                    run_one(i).await;
+                }
+            }
+        };
+        let interrupted = tokio::select! {
+            biased;
+            () = cancel.cancelled() => true,
+            () = work => false,
+        };
+        let slots = slots.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut budget = self.shared.config.batch_result_cap;
+        let mut out = Vec::with_capacity(calls.len());
+        for (call, slot) in calls.iter().zip(slots) {
+            let text = match slot {
+                Some((text, _)) => self.cap_result(call, text, &mut budget),
+                None => {
+                    self.emitter.emit(Event::ToolFinished(ToolFinished {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        ok: false,
+                        preview: "interrupted".into(),
+                        duration_ms: 0,
+                    }));
+                    serde_json::json!({"error": "interrupted: the user stopped this call before it finished"}).to_string()
+                }
+            };
+            out.push(Message::tool(call.id.clone(), call.name.clone(), text));
+        }
+        (out, interrupted)
+    }
+
+    /// Agent-level tools first, then the plugins.
+    async fn dispatch(&self, call: &ToolCall, args: &Value, cancel: &CancellationToken) -> Result<String, ToolError> {
+        if !self.tools.iter().any(|t| t.name == call.name) {
+            let known: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
+            return Err(ToolError::UnknownTool(format!("{}; the tools available are: {}", call.name, known.join(", "))));
+        }
+        let shared = &self.shared;
+        match call.name.as_str() {
+            "todo" => self.todos.call(args).map(|v| v.to_string()),
+            "memory" => shared.memory.call(args).map(|v| v.to_string()),
+            "session_search" => builtin::search::call(&shared.store, &self.session_id, args).map(|v| v.to_string()),
+            "clarify" => builtin::clarify(&shared.gate, args).await.map(|v| v.to_string()),
+            "delegate_task" => self.delegate(args, cancel).await.map(|v| v.to_string()),
+            _ => {
+                let ctx = ToolContext {
+                    session_id: self.session_id.clone(),
+                    call_id: call.id.clone(),
+                    workspace: shared.config.workspace.clone(),
+                };
+                shared.host.call(&call.name, &call.arguments, ctx).await
+            }
+        }
+    }
+
+    /// `delegate_task`: child agents with their own budget and a restricted toolset, run
+    /// concurrently; only each child's final answer comes back.
+    async fn delegate(&self, args: &Value, cancel: &CancellationToken) -> Result<Value, ToolError> {
+        let tasks = builtin::delegate::tasks(args)?;
+        let limit = self.shared.config.max_children.max(1);
+        let runs = futures_util::stream::iter(tasks.into_iter().enumerate())
+            .map(|(i, task)| {
+                let shared = self.shared.clone();
+                let emitter = self.emitter.child(format!("child {}", i + 1));
+                let parent = self.session_id.clone();
+                let cancel = cancel.child_token();
+                async move {
+                    let selection = task.toolsets.clone().map(|t| Selection { enabled: Some(t), disabled: Vec::new() });
+                    let start = Start { resume: None, parent: Some(parent), selection };
+                    let started = Instant::now();
+                    let child = Agent::start(shared, emitter, start).await;
+                    let mut child = match child {
+                        Ok(c) => c,
+                        Err(e) => return builtin::delegate::failed(i, &task, &e.to_string()),
+                    };
+                    let end = Box::pin(child.run_turn(&task.prompt(), &cancel)).await;
+                    builtin::delegate::report(i, &task, child.session_id(), &end, started.elapsed())
+                }
+            })
+            .buffered(limit)
+            .collect::<Vec<Value>>()
+            .await;
+        Ok(serde_json::json!({ "results": runs }))
+    }
+
+    /// Results over the cap go to a file; the model gets a preview and the path.
+    fn cap_result(&self, call: &ToolCall, text: String, budget: &mut usize) -> String {
+        let cfg = &self.shared.config;
+        let len = text.chars().count();
+        let cap = cfg.result_cap.min(*budget);
+        if len <= cap {
+            *budget = budget.saturating_sub(len);
+            return text;
+        }
+        let dir = cfg.home.join("results").join(&self.session_id);
+        let path = dir.join(format!("{}.txt", sanitize_id(&call.id)));
+        let saved = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &text));
+        let head: String = text.chars().take(cfg.preview_chars).collect();
+        *budget = budget.saturating_sub(head.len());
+        let note = match saved {
+            Ok(()) => {
+                self.emitter.emit(Event::Notice {
+                    level: NoticeLevel::Info,
+                    text: format!("{} returned {len} chars; saved to {}", call.name, path.display()),
+                });
+                format!("the full result ({len} chars) was saved to {}", path.display())
+            }
+            Err(e) => format!("the full result ({len} chars) could not be saved ({e})"),
+        };
+        format!(
+            "{head}\n\n[output cut after {} of {len} chars: {note}. Ask for less at a time — a narrower query, a line range, or a filter.]",
+            head.chars().count()
+        )
+    }
+}
+
+fn sanitize_id(id: &str) -> String {
+    id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).take(80).collect()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,219 @@
+//! Asking the human: dangerous-command approvals and the `clarify` tool's questions.
+//!
+//! Both work the same way: the loop emits an event with an id ([`Event::ApprovalNeeded`],
+//! [`Event::ClarifyNeeded`]), the front door shows it and answers through [`Gate::approve`] /
+//! [`Gate::clarify`] with that id. No answer within the timeout counts as "deny" (or, for a
+//! question, "no answer"). When no one is there to ask ([`Gate::interactive`] is false), nothing is
+//! emitted: approvals are denied unless yolo is on, and questions return at once.
+//!
+//! ```
+//! # tokio_test_block_on(async {
+//! use talaria_agent::approval::{Decision, Gate};
+//! let gate = Gate::new(false);
+//! assert_eq!(gate.ask_approval("terminal", "rm -rf build", "rm-recursive", "recursive delete").await, Decision::Deny);
+//! gate.set_yolo(true);
+//! assert_eq!(gate.ask_approval("terminal", "rm -rf build", "rm-recursive", "recursive delete").await, Decision::Once);
+//! # });
+//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt").block_on(f)
+//! # }
+//! ```
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use talaria_protocol::{ApprovalNeeded, ClarifyNeeded, Event};
+use tokio::sync::oneshot;
+
+use crate::Emitter;
+
+/// How long a human has to answer before the default applies (reference §3: 300 s).
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A human's answer to a dangerous command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it this time.
+    Once,
+    /// Allow this kind of command for the rest of the session.
+    Session,
+    /// Allow this kind of command from now on (saved to the config's allowlist).
+    Always,
+    Deny,
+}
+
+/// Saves an "always" answer: receives the dangerous pattern's key.
+pub type AlwaysSaver = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+/// The one place the loop asks a human anything.
+pub struct Gate {
+    interactive: bool,
+    yolo: AtomicBool,
+    timeout: Duration,
+    next_id: AtomicU64,
+    approvals: Mutex<HashMap<u64, oneshot::Sender<Decision>>>,
+    questions: Mutex<HashMap<u64, oneshot::Sender<String>>>,
+    emitter: Mutex<Emitter>,
+    save_always: Option<AlwaysSaver>,
+}
+
+impl Gate {
+    /// `interactive`: whether a human can answer at all.
+    pub fn new(interactive: bool) -> Self {
+        Self {
+            interactive,
+            yolo: AtomicBool::new(false),
+            timeout: ANSWER_TIMEOUT,
+            next_id: AtomicU64::new(1),
+            approvals: Mutex::new(HashMap::new()),
+            questions: Mutex::new(HashMap::new()),
+            emitter: Mutex::new(Emitter::muted()),
+            save_always: None,
+        }
+    }
+
+    /// Where "always" answers are saved.
+    pub fn with_saver(mut self, saver: AlwaysSaver) -> Self {
+        self.save_always = Some(saver);
+        self
+    }
+
+    /// Change how long answers are waited for (tests).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Send questions to this event stream.
+    pub fn attach(&self, emitter: Emitter) {
+        *lock(&self.emitter) = emitter;
+    }
+
+    pub fn interactive(&self) -> bool {
+        self.interactive
+    }
+
+    pub fn yolo(&self) -> bool {
+        self.yolo.load(Ordering::Relaxed)
+    }
+
+    /// Approve every dangerous command without asking (forbidden ones stay refused).
+    pub fn set_yolo(&self, on: bool) {
+        self.yolo.store(on, Ordering::Relaxed);
+    }
+
+    /// Ask whether `command` may run. Yolo answers "once" at once; with no one to ask, or no
+    /// answer within the timeout, the answer is "deny".
+    pub async fn ask_approval(&self, plugin: &str, command: &str, key: &str, reason: &str) -> Decision {
+        if self.yolo() {
+            return Decision::Once;
+        }
+        if !self.interactive {
+            return Decision::Deny;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.approvals).insert(id, tx);
+        lock(&self.emitter).emit(Event::ApprovalNeeded(ApprovalNeeded {
+            id,
+            plugin: plugin.to_string(),
+            command: command.to_string(),
+            reason: reason.to_string(),
+            timeout_secs: self.timeout.as_secs(),
+        }));
+        let decision = match tokio::time::timeout(self.timeout, rx).await {
+            Ok(Ok(decision)) => decision,
+            Ok(Err(_)) | Err(_) => Decision::Deny,
+        };
+        lock(&self.approvals).remove(&id);
+        if decision == Decision::Always
+            && let Some(save) = &self.save_always
+            && let Err(e) = save(key)
+        {
+            lock(&self.emitter).warn(format!("could not save the approval of `{key}`: {e}"));
+        }
+        decision
+    }
+
+    /// Answer approval `id`. False when it is no longer waiting (answered, timed out).
+    pub fn approve(&self, id: u64, decision: Decision) -> bool {
+        lock(&self.approvals).remove(&id).is_some_and(|tx| tx.send(decision).is_ok())
+    }
+
+    /// Ask the user a question; `None` when no one can answer or no answer came in time.
+    pub async fn ask_question(&self, question: &str, choices: &[String]) -> Option<String> {
+        if !self.interactive {
+            return None;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.questions).insert(id, tx);
+        lock(&self.emitter).emit(Event::ClarifyNeeded(ClarifyNeeded {
+            id,
+            question: question.to_string(),
+            choices: choices.to_vec(),
+        }));
+        let answer = tokio::time::timeout(self.timeout, rx).await.ok().and_then(Result::ok);
+        lock(&self.questions).remove(&id);
+        answer
+    }
+
+    /// Answer question `id`.
+    pub fn clarify(&self, id: u64, answer: String) -> bool {
+        lock(&self.questions).remove(&id).is_some_and(|tx| tx.send(answer).is_ok())
+    }
+
+    /// Ids of approvals and questions still waiting (a front door that lost track can deny them).
+    pub fn waiting(&self) -> (Vec<u64>, Vec<u64>) {
+        (lock(&self.approvals).keys().copied().collect(), lock(&self.questions).keys().copied().collect())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+    }
+
+    #[test]
+    fn an_answer_reaches_the_asker_and_always_is_saved() {
+        rt().block_on(async {
+            let saved = std::sync::Arc::new(Mutex::new(Vec::new()));
+            let s = saved.clone();
+            let gate = std::sync::Arc::new(Gate::new(true).with_saver(Box::new(move |key| {
+                lock(&s).push(key.to_string());
+                Ok(())
+            })));
+            let (emitter, mut events) = Emitter::channel();
+            gate.attach(emitter);
+            let g = gate.clone();
+            let asker = tokio::spawn(async move { g.ask_approval("terminal", "rm -rf x", "rm-recursive", "r").await });
+            let Some(Event::ApprovalNeeded(req)) = events.recv().await else { panic!("no approval event") };
+            assert_eq!(req.command, "rm -rf x");
+            assert!(gate.approve(req.id, Decision::Always));
+            assert_eq!(asker.await.expect("join"), Decision::Always);
+            assert_eq!(*lock(&saved), vec!["rm-recursive".to_string()]);
+            assert!(!gate.approve(req.id, Decision::Once), "a second answer finds no one waiting");
+        });
+    }
+
+    #[test]
+    fn no_answer_in_time_denies() {
+        rt().block_on(async {
+            let gate = Gate::new(true).with_timeout(Duration::from_millis(30));
+            let (emitter, _events) = Emitter::channel();
+            gate.attach(emitter);
+            assert_eq!(gate.ask_approval("t", "rm -rf x", "k", "r").await, Decision::Deny);
+            assert_eq!(gate.ask_question("which?", &[]).await, None);
+            assert_eq!(gate.waiting(), (vec![], vec![]));
+        });
+    }
+}

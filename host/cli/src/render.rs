@@ -1,0 +1,270 @@
+//! Rendering the loop's events in a terminal.
+//!
+//! The answer streams as it arrives; on a terminal each finished line is redrawn with light
+//! markdown styling (headings, bold, inline code, code blocks, bullets). Tool calls get one
+//! progress line each. With `answer_to_stdout` off (`chat -q`) the answer is not streamed: the
+//! caller prints the final text on stdout, and only progress goes to stderr.
+
+use std::io::Write as _;
+
+use owo_colors::OwoColorize as _;
+use talaria_protocol::{Event, NoticeLevel, Outcome};
+
+/// Turns events into terminal output.
+pub struct Renderer {
+    /// Stream the answer on stdout (the REPL) or keep stdout for the final answer (`-q`).
+    answer_to_stdout: bool,
+    /// Styles and line redraws (stdout is a terminal and NO_COLOR is unset).
+    fancy: bool,
+    progress_fancy: bool,
+    line: String,
+    in_code: bool,
+    in_reasoning: bool,
+    text_started: bool,
+    show_reasoning: bool,
+}
+
+impl Renderer {
+    pub fn new(answer_to_stdout: bool) -> Self {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let tty = |t: bool| t && !no_color;
+        Self {
+            answer_to_stdout,
+            fancy: tty(std::io::IsTerminal::is_terminal(&std::io::stdout())),
+            progress_fancy: tty(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+            line: String::new(),
+            in_code: false,
+            in_reasoning: false,
+            text_started: false,
+            show_reasoning: true,
+        }
+    }
+
+    /// Whether progress output is styled.
+    pub fn fancy_progress(&self) -> bool {
+        if self.answer_to_stdout { self.fancy } else { self.progress_fancy }
+    }
+
+    /// Print a progress line (stdout in the REPL, stderr for `-q`).
+    pub fn progress(&mut self, text: &str) {
+        self.end_text();
+        if self.answer_to_stdout {
+            println!("{text}");
+        } else {
+            eprintln!("{text}");
+        }
+    }
+
+    pub fn handle(&mut self, event: &Event) {
+        match event {
+            Event::TextDelta { text } => self.text(text),
+            Event::ReasoningDelta { text } => self.reasoning(text),
+            Event::MessageEnd => self.end_text(),
+            Event::ToolStarted(t) => {
+                let line = if self.fancy_progress() {
+                    format!("{} {}", "┊ ⚙".dimmed(), t.preview.dimmed())
+                } else {
+                    format!("tool: {}", t.preview)
+                };
+                self.progress(&line);
+            }
+            Event::ToolFinished(t) => {
+                let took = format!("{}ms", t.duration_ms);
+                let line = match (self.fancy_progress(), t.ok) {
+                    (true, true) => format!("{} {} {}", "┊ ✓".green(), t.name, took.dimmed()),
+                    (true, false) => format!("{} {} {} {}", "┊ ✗".red(), t.name, took.dimmed(), t.preview.red()),
+                    (false, true) => format!("done: {} ({took})", t.name),
+                    (false, false) => format!("failed: {} ({took}): {}", t.name, t.preview),
+                };
+                self.progress(&line);
+            }
+            Event::Notice { level, text } => {
+                self.end_text();
+                let fancy = self.progress_fancy;
+                match (level, fancy) {
+                    (NoticeLevel::Warn, true) => eprintln!("{} {text}", "warning:".yellow().bold()),
+                    (NoticeLevel::Warn, false) => eprintln!("warning: {text}"),
+                    (NoticeLevel::Info, true) => eprintln!("{}", format!("┊ {text}").dimmed()),
+                    (NoticeLevel::Info, false) => eprintln!("note: {text}"),
+                }
+            }
+            Event::Usage { .. } | Event::ApprovalNeeded(_) | Event::ClarifyNeeded(_) => {}
+            Event::TurnEnd(end) => {
+                self.end_text();
+                match &end.outcome {
+                    Outcome::Completed | Outcome::BudgetExhausted => {}
+                    Outcome::Interrupted => self.progress_warn("interrupted; nothing of the unfinished reply was kept"),
+                    Outcome::Failed(e) => self.progress_error(e),
+                }
+            }
+        }
+    }
+
+    fn progress_warn(&self, text: &str) {
+        if self.progress_fancy {
+            eprintln!("{} {text}", "warning:".yellow().bold());
+        } else {
+            eprintln!("warning: {text}");
+        }
+    }
+
+    fn progress_error(&self, text: &str) {
+        if self.progress_fancy {
+            eprintln!("{} {text}", "error:".red().bold());
+        } else {
+            eprintln!("error: {text}");
+        }
+    }
+
+    fn reasoning(&mut self, text: &str) {
+        if !self.answer_to_stdout || !self.show_reasoning {
+            return;
+        }
+        if !self.in_reasoning {
+            self.end_text();
+            self.in_reasoning = true;
+            if self.fancy {
+                print!("{}", "thinking: ".dimmed().italic());
+            } else {
+                print!("thinking: ");
+            }
+        }
+        if self.fancy {
+            print!("{}", text.dimmed().italic());
+        } else {
+            print!("{text}");
+        }
+        let _ = std::io::stdout().flush();
+    }
+
+    fn text(&mut self, text: &str) {
+        if !self.answer_to_stdout {
+            return;
+        }
+        if self.in_reasoning {
+            println!();
+            self.in_reasoning = false;
+        }
+        self.text_started = true;
+        let mut rest = text;
+        while let Some(nl) = rest.find('\n') {
+            let (piece, after) = rest.split_at(nl);
+            self.line.push_str(piece);
+            if self.fancy {
+                print!("{piece}");
+                self.redraw_line();
+            } else {
+                println!("{piece}");
+            }
+            self.line.clear();
+            rest = &after[1..];
+        }
+        if !rest.is_empty() {
+            self.line.push_str(rest);
+            print!("{rest}");
+        }
+        let _ = std::io::stdout().flush();
+    }
+
+    /// The current line is complete: redraw it styled, if it fit on one terminal row.
+    fn redraw_line(&mut self) {
+        let width = terminal_width();
+        let line = std::mem::take(&mut self.line);
+        if line.chars().count() < width {
+            print!("\r\x1b[2K{}", self.style(&line));
+        }
+        println!();
+        self.line = line;
+    }
+
+    fn style(&mut self, line: &str) -> String {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") {
+            self.in_code = !self.in_code;
+            return line.dimmed().to_string();
+        }
+        if self.in_code {
+            return line.cyan().to_string();
+        }
+        if let Some(h) = trimmed.strip_prefix('#') {
+            let h = h.trim_start_matches('#').trim_start();
+            return h.bold().underline().to_string();
+        }
+        let (bullet, body) = match trimmed.strip_prefix("- ").or_else(|| trimmed.strip_prefix("* ")) {
+            Some(body) => (format!("{}• ", &line[..line.len() - trimmed.len()]), body),
+            None => (String::new(), line),
+        };
+        format!("{bullet}{}", inline(body))
+    }
+
+    /// Finish a streamed message: close the open line.
+    pub fn end_text(&mut self) {
+        if self.in_reasoning {
+            println!();
+            self.in_reasoning = false;
+        }
+        if self.answer_to_stdout && !self.line.is_empty() {
+            if self.fancy {
+                self.redraw_line();
+            } else {
+                println!();
+            }
+            self.line.clear();
+        }
+        self.in_code = false;
+        if self.text_started {
+            let _ = std::io::stdout().flush();
+            self.text_started = false;
+        }
+    }
+}
+
+/// `**bold**` and `` `code` `` spans.
+fn inline(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    loop {
+        let next_code = rest.find('`');
+        let next_bold = rest.find("**");
+        match (next_code, next_bold) {
+            (Some(c), b) if b.is_none_or(|b| c < b) => {
+                let Some(end) = rest[c + 1..].find('`') else { break };
+                out.push_str(&rest[..c]);
+                out.push_str(&(&rest[c + 1..c + 1 + end]).yellow().to_string());
+                rest = &rest[c + 2 + end..];
+            }
+            (_, Some(b)) => {
+                let Some(end) = rest[b + 2..].find("**") else { break };
+                out.push_str(&rest[..b]);
+                out.push_str(&(&rest[b + 2..b + 2 + end]).bold().to_string());
+                rest = &rest[b + 4 + end..];
+            }
+            _ => break,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn terminal_width() -> usize {
+    #[allow(unsafe_code)]
+    // SAFETY: TIOCGWINSZ fills a winsize struct we own; failure leaves it zeroed.
+    let cols = unsafe {
+        let mut ws: libc::winsize = std::mem::zeroed();
+        if libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) == 0 { ws.ws_col } else { 0 }
+    };
+    if cols == 0 { 80 } else { usize::from(cols) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_spans_lose_their_markers() {
+        let styled = inline("run `cargo test` and **then** push");
+        assert!(!styled.contains('`') && !styled.contains("**"), "{styled}");
+        assert!(styled.contains("cargo test") && styled.contains("then"));
+        assert_eq!(inline("a ` lone tick"), "a ` lone tick");
+    }
+}

@@ -1,0 +1,579 @@
+//! The interactive chat: a line editor with history and tab completion, slash commands from one
+//! registry, streamed answers, and approvals answered in place.
+//!
+//! While a turn runs, the editor is idle and [`BusyInput`] reads whole lines: `/stop` interrupts,
+//! an answer goes to a waiting approval or question, anything else is queued for after the turn.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io::{BufRead as _, IsTerminal as _};
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use owo_colors::OwoColorize as _;
+use reedline::{
+    ColumnarMenu, Completer, DefaultHinter, Emacs, FileBackedHistory, KeyCode, KeyModifiers, MenuBuilder, Prompt,
+    PromptEditMode, PromptHistorySearch, Reedline, ReedlineEvent, ReedlineMenu, Signal, Span, Suggestion,
+    default_emacs_keybindings,
+};
+use talaria_agent::approval::{Decision, Gate};
+use talaria_agent::model::{PRESETS, Provider};
+use talaria_agent::{Agent, Emitter, Start};
+use talaria_protocol::{Event, Message, Outcome};
+use tokio_util::sync::CancellationToken;
+
+use crate::busy::BusyInput;
+use crate::chat::{ChatArgs, Session, Step, drive};
+use crate::render::Renderer;
+use crate::{Ctx, ui};
+
+/// One slash command, defined once: the help, the completion and the dispatch all come from here.
+pub struct Slash {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub args: &'static str,
+    pub help: &'static str,
+    /// Usable while a turn runs.
+    pub while_busy: bool,
+}
+
+pub const COMMANDS: &[Slash] = &[
+    Slash { name: "help", aliases: &["?"], args: "", help: "list these commands", while_busy: true },
+    Slash { name: "new", aliases: &["clear"], args: "", help: "start a new session", while_busy: false },
+    Slash {
+        name: "resume",
+        aliases: &[],
+        args: "[ID|TITLE|latest]",
+        help: "continue a past session (no argument: list recent ones)",
+        while_busy: false,
+    },
+    Slash { name: "sessions", aliases: &[], args: "", help: "list recent sessions", while_busy: false },
+    Slash {
+        name: "model",
+        aliases: &[],
+        args: "[PROVIDER:]NAME",
+        help: "show or change the model (e.g. /model gpt-4.1, /model anthropic:claude-sonnet-4-5)",
+        while_busy: false,
+    },
+    Slash { name: "tools", aliases: &[], args: "", help: "list the tools the model can call", while_busy: false },
+    Slash {
+        name: "undo",
+        aliases: &[],
+        args: "",
+        help: "forget your last message and everything after it",
+        while_busy: false,
+    },
+    Slash { name: "retry", aliases: &[], args: "", help: "send your last message again", while_busy: false },
+    Slash { name: "stop", aliases: &[], args: "", help: "interrupt the running turn (or press Ctrl-C)", while_busy: true },
+    Slash { name: "usage", aliases: &[], args: "", help: "tokens and model calls of this session", while_busy: true },
+    Slash { name: "title", aliases: &[], args: "TITLE", help: "name this session", while_busy: false },
+    Slash {
+        name: "yolo",
+        aliases: &[],
+        args: "",
+        help: "toggle approving dangerous commands without asking",
+        while_busy: true,
+    },
+    Slash { name: "exit", aliases: &["quit", "q"], args: "", help: "leave (or press Ctrl-D)", while_busy: false },
+];
+
+/// Find a command by name or alias (`/re` is not a prefix match: completion handles that).
+pub fn lookup(name: &str) -> Option<&'static Slash> {
+    COMMANDS.iter().find(|c| c.name == name || c.aliases.contains(&name))
+}
+
+/// Split `/name rest` into the command and its argument.
+fn parse_slash(line: &str) -> Option<(&str, &str)> {
+    let body = line.strip_prefix('/')?;
+    let (name, rest) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
+    Some((name, rest.trim()))
+}
+
+struct SlashCompleter;
+
+impl Completer for SlashCompleter {
+    fn complete(&mut self, line: &str, pos: usize) -> reedline::CompletionResult {
+        let line = &line[..pos.min(line.len())];
+        let mut out = Vec::new();
+        if let Some(typed) = line.strip_prefix('/')
+            && !typed.contains(char::is_whitespace)
+        {
+            for c in COMMANDS {
+                if c.name.starts_with(typed) {
+                    out.push(Suggestion {
+                        value: format!("/{}", c.name),
+                        description: Some(c.help.to_string()),
+                        span: Span::new(0, pos),
+                        append_whitespace: !c.args.is_empty(),
+                        ..Suggestion::default()
+                    });
+                }
+            }
+        }
+        reedline::CompletionResult::fresh(out)
+    }
+}
+
+struct ChatPrompt;
+
+impl Prompt for ChatPrompt {
+    fn render_prompt_left(&self) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn render_prompt_right(&self) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn render_prompt_indicator(&self, _: PromptEditMode) -> std::borrow::Cow<'_, str> {
+        "› ".into()
+    }
+    fn render_prompt_multiline_indicator(&self) -> std::borrow::Cow<'_, str> {
+        "· ".into()
+    }
+    fn render_prompt_history_search_indicator(&self, search: PromptHistorySearch) -> std::borrow::Cow<'_, str> {
+        format!("(search: {}) ", search.term).into()
+    }
+}
+
+/// Where lines come from: the line editor on a terminal, plain stdin otherwise.
+enum Lines {
+    Editor(Option<Box<Reedline>>),
+    Plain,
+}
+
+enum Input {
+    Line(String),
+    /// Ctrl-C at the prompt: clear and ask again.
+    Cancelled,
+    Eof,
+}
+
+impl Lines {
+    fn new(ctx: &Ctx) -> Self {
+        if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+            return Self::Plain;
+        }
+        let mut keys = default_emacs_keybindings();
+        keys.add_binding(
+            KeyModifiers::NONE,
+            KeyCode::Tab,
+            ReedlineEvent::UntilFound(vec![ReedlineEvent::Menu("completion_menu".into()), ReedlineEvent::MenuNext]),
+        );
+        let mut editor = Reedline::create()
+            .with_completer(Box::new(SlashCompleter))
+            .with_menu(ReedlineMenu::EngineCompleter(Box::new(ColumnarMenu::default().with_name("completion_menu"))))
+            .with_hinter(Box::new(DefaultHinter::default()))
+            .with_edit_mode(Box::new(Emacs::new(keys)));
+        match FileBackedHistory::with_file(1_000, ctx.home.join("chat_history")) {
+            Ok(h) => editor = editor.with_history(Box::new(h)),
+            Err(e) => ui::warn(&format!("line history is off: {e}")),
+        }
+        Self::Editor(Some(Box::new(editor)))
+    }
+
+    async fn next(&mut self) -> Input {
+        match self {
+            Self::Plain => {
+                let read = tokio::task::spawn_blocking(|| {
+                    let mut line = String::new();
+                    std::io::stdin().lock().read_line(&mut line).map(|n| (n, line))
+                })
+                .await;
+                match read {
+                    Ok(Ok((0, _))) | Ok(Err(_)) | Err(_) => Input::Eof,
+                    Ok(Ok((_, line))) => Input::Line(line.trim_end_matches(['\n', '\r']).to_string()),
+                }
+            }
+            Self::Editor(slot) => {
+                let Some(mut editor) = slot.take() else { return Input::Eof };
+                let joined = tokio::task::spawn_blocking(move || {
+                    let signal = editor.read_line(&ChatPrompt);
+                    (editor, signal)
+                })
+                .await;
+                let Ok((editor, signal)) = joined else { return Input::Eof };
+                *slot = Some(editor);
+                match signal {
+                    Ok(Signal::Success(line)) => Input::Line(line),
+                    Ok(Signal::CtrlC) => Input::Cancelled,
+                    Ok(Signal::CtrlD) | Err(_) => Input::Eof,
+                    Ok(_) => Input::Cancelled,
+                }
+            }
+        }
+    }
+
+    fn interactive(&self) -> bool {
+        matches!(self, Self::Editor(_))
+    }
+}
+
+/// What the REPL keeps between turns.
+struct Repl<'a> {
+    ctx: &'a Ctx,
+    session: Session,
+    renderer: Renderer,
+    queue: VecDeque<String>,
+    last_prompt: Option<String>,
+}
+
+/// Run the REPL until Ctrl-D or /exit.
+pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Result<ExitCode> {
+    let mut lines = Lines::new(ctx);
+    let mut repl = Repl { ctx, session, renderer: Renderer::new(true), queue: VecDeque::new(), last_prompt: None };
+    repl.banner(lines.interactive());
+    loop {
+        let line = match repl.queue.pop_front() {
+            Some(l) => l,
+            None => match lines.next().await {
+                Input::Line(l) => l,
+                Input::Cancelled => continue,
+                Input::Eof => break,
+            },
+        };
+        let line = line.trim().to_string();
+        if line.is_empty() {
+            continue;
+        }
+        if line.starts_with('/') {
+            match repl.slash(&line).await {
+                Ok(true) => continue,
+                Ok(false) => break,
+                Err(e) => {
+                    ui::error(&format!("{e:#}"));
+                    continue;
+                }
+            }
+        }
+        repl.turn(&line, lines.interactive()).await;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+impl Repl<'_> {
+    fn banner(&self, interactive: bool) {
+        let agent = &self.session.agent;
+        let p = agent.chain().providers.first();
+        let model = p.map_or_else(String::new, Provider::label);
+        let state = if agent.history().is_empty() { "new session".to_string() } else { format!("resumed {}", agent.session_id()) };
+        let line = format!("talaria · {model} · {} tools · {state}", agent.tools().len());
+        if interactive {
+            anstream::println!("{}", line.bold());
+            anstream::println!("{}", "/help for commands · Ctrl-C stops a reply · Ctrl-D leaves".dimmed());
+        } else {
+            println!("{line}");
+        }
+        if !agent.history().is_empty() {
+            show_tail(agent.history(), 6);
+        }
+    }
+
+    async fn turn(&mut self, text: &str, interactive: bool) {
+        self.last_prompt = Some(text.to_string());
+        let cancel = CancellationToken::new();
+        let mut busy = interactive.then(BusyInput::start);
+        let gate = self.session.gate.clone();
+        let waiting: Rc<RefCell<Waiting>> = Rc::new(RefCell::new(Waiting::None));
+        let queue = Rc::new(RefCell::new(Vec::new()));
+        let mut handler = {
+            let cancel = cancel.clone();
+            let waiting = waiting.clone();
+            let queue = queue.clone();
+            move |step: Step<'_>, r: &mut Renderer| match step {
+                Step::Event(Event::ApprovalNeeded(a)) => {
+                    r.progress(&format!(
+                        "{} {} wants to run `{}` — {}.\n  Allow? [o]nce  [s]ession  [a]lways  [D]eny  ({}s, then deny)",
+                        "⚠".yellow(),
+                        a.plugin,
+                        a.command,
+                        a.reason,
+                        a.timeout_secs
+                    ));
+                    *waiting.borrow_mut() = Waiting::Approval(a.id);
+                }
+                Step::Event(Event::ClarifyNeeded(q)) => {
+                    let mut text = format!("{} {}", "?".cyan().bold(), q.question);
+                    for (i, c) in q.choices.iter().enumerate() {
+                        text.push_str(&format!("\n  {}. {c}", i + 1));
+                    }
+                    text.push_str("\n  (type your answer)");
+                    r.progress(&text);
+                    *waiting.borrow_mut() = Waiting::Question(q.id, q.choices.clone());
+                }
+                Step::Event(_) => {}
+                Step::Line(line) => {
+                    let current = std::mem::replace(&mut *waiting.borrow_mut(), Waiting::None);
+                    match current {
+                        Waiting::Approval(id) => {
+                            let d = decision(&line);
+                            gate.approve(id, d);
+                            r.progress(&format!("  → {}", describe(d)));
+                        }
+                        Waiting::Question(id, choices) => {
+                            let answer = line
+                                .trim()
+                                .parse::<usize>()
+                                .ok()
+                                .and_then(|n| choices.get(n.wrapping_sub(1)).cloned())
+                                .unwrap_or_else(|| line.trim().to_string());
+                            gate.clarify(id, answer);
+                        }
+                        Waiting::None => match parse_slash(&line) {
+                            Some(("stop", _)) => {
+                                cancel.cancel();
+                                r.progress("stopping…");
+                            }
+                            Some(("yolo", _)) => {
+                                gate.set_yolo(!gate.yolo());
+                                r.progress(&yolo_state(&gate));
+                            }
+                            Some((name, _)) if lookup(name).is_some_and(|c| !c.while_busy) => {
+                                r.progress(&format!("/{name} waits until the reply is done (or /stop it)"));
+                                queue.borrow_mut().push(line);
+                            }
+                            _ if !line.trim().is_empty() => {
+                                r.progress(&format!("queued for after this reply: {}", line.trim()));
+                                queue.borrow_mut().push(line);
+                            }
+                            _ => {}
+                        },
+                    }
+                }
+            }
+        };
+        let s = &mut self.session;
+        let end = drive(
+            &mut s.agent,
+            &mut s.events,
+            &mut self.renderer,
+            text,
+            &cancel,
+            busy.as_mut().map(|b| &mut b.lines),
+            &mut handler,
+        )
+        .await;
+        if let Some(b) = busy.as_mut() {
+            b.stop();
+            while let Ok(line) = b.lines.try_recv() {
+                queue.borrow_mut().push(line);
+            }
+        }
+        // Approvals left waiting (the turn ended first) are denied by the gate's timeout.
+        self.queue.extend(queue.borrow_mut().drain(..));
+        if matches!(end.outcome, Outcome::BudgetExhausted) {
+            ui::note("the turn's model-call budget ran out (raise it with --max-turns or [agent] max_turns)");
+        }
+    }
+
+    /// Run a slash command; false means leave.
+    async fn slash(&mut self, line: &str) -> anyhow::Result<bool> {
+        let Some((name, arg)) = parse_slash(line) else { return Ok(true) };
+        let Some(cmd) = lookup(name) else {
+            let close: Vec<String> =
+                COMMANDS.iter().filter(|c| c.name.starts_with(&name[..name.len().min(2)])).map(|c| format!("/{}", c.name)).collect();
+            let hint = if close.is_empty() { String::new() } else { format!(" (did you mean {}?)", close.join(", ")) };
+            anyhow::bail!("unknown command /{name}{hint}; /help lists them");
+        };
+        match cmd.name {
+            "help" => {
+                for c in COMMANDS {
+                    let head = format!("/{} {}", c.name, c.args);
+                    let aliases = if c.aliases.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (also /{})", c.aliases.join(", /"))
+                    };
+                    anstream::println!("  {:<28} {}{}", head.trim_end().bold(), c.help, aliases.dimmed());
+                }
+            }
+            "exit" => return Ok(false),
+            "new" => {
+                self.replace_agent(Start::default()).await?;
+                ui::note(&format!("new session {}", self.session.agent.session_id()));
+            }
+            "sessions" => self.list_sessions()?,
+            "resume" if arg.is_empty() => self.list_sessions()?,
+            "resume" => {
+                let info = self.session.shared.store.resolve_session(arg)?;
+                self.replace_agent(Start { resume: Some(info), ..Start::default() }).await?;
+                ui::note(&format!("resumed {}", self.session.agent.session_id()));
+                show_tail(self.session.agent.history(), 6);
+            }
+            "model" => self.model(arg)?,
+            "tools" => {
+                let rows: Vec<Vec<String>> = self
+                    .session
+                    .agent
+                    .tools()
+                    .iter()
+                    .map(|t| vec![t.name.clone(), t.plugin.clone(), ui::first_line(&t.description, 70)])
+                    .collect();
+                ui::table(&["TOOL", "FROM", "DESCRIPTION"], &rows);
+            }
+            "undo" => match self.session.agent.undo()? {
+                Some(text) => ui::note(&format!("forgot: {}", ui::first_line(&text, 70))),
+                None => ui::note("nothing to undo"),
+            },
+            "retry" => match self.session.agent.undo()?.or_else(|| self.last_prompt.clone()) {
+                Some(text) => self.queue.push_front(text),
+                None => ui::note("nothing to retry"),
+            },
+            "stop" => ui::note("nothing is running"),
+            "usage" => {
+                let (usage, calls) = self.session.agent.usage();
+                let stored = self.session.shared.store.session(self.session.agent.session_id())?;
+                let line = match stored {
+                    Some(s) => format!(
+                        "session {}: {} model calls, {} input tokens ({} cached), {} output tokens; this run: {} calls, {} in / {} out",
+                        s.id, s.api_call_count, s.usage.input_tokens, s.usage.cache_read_tokens, s.usage.output_tokens,
+                        calls, usage.input_tokens, usage.output_tokens
+                    ),
+                    None => "nothing sent yet".to_string(),
+                };
+                println!("{line}");
+            }
+            "title" if arg.is_empty() => anyhow::bail!("usage: /title NAME"),
+            "title" => {
+                let id = self.session.agent.session_id().to_string();
+                if self.session.shared.store.session(&id)?.is_none() {
+                    anyhow::bail!("this session is not saved yet: send a message first");
+                }
+                self.session.shared.store.set_title(&id, arg)?;
+                ui::note(&format!("titled \"{arg}\""));
+            }
+            "yolo" => println!("{}", yolo_state(&self.session.gate)),
+            other => anyhow::bail!("/{other} is not available here"),
+        }
+        Ok(true)
+    }
+
+    fn list_sessions(&self) -> anyhow::Result<()> {
+        let list = self.session.shared.store.list_sessions(10, 0)?;
+        if list.is_empty() {
+            ui::note("no sessions yet");
+        }
+        let rows: Vec<Vec<String>> = list
+            .iter()
+            .map(|s| {
+                let name = s.title.clone().or_else(|| s.preview.clone()).unwrap_or_default();
+                vec![s.id.clone(), ui::first_line(&name, 50), s.message_count.to_string()]
+            })
+            .collect();
+        ui::table(&["ID", "TITLE", "MESSAGES"], &rows);
+        Ok(())
+    }
+
+    fn model(&mut self, arg: &str) -> anyhow::Result<()> {
+        let current = self.session.agent.chain().providers.first().cloned();
+        if arg.is_empty() {
+            if let Some(p) = current {
+                println!("{} ({}, {})", p.label(), p.api_mode.as_str(), p.base_url);
+            }
+            return Ok(());
+        }
+        let (provider, name) = match arg.split_once(':') {
+            Some((p, n)) if PRESETS.iter().any(|x| x.name == p) => (Some(p.to_string()), n.to_string()),
+            _ => (None, arg.to_string()),
+        };
+        let mut args = ChatArgs { model: Some(name), ..ChatArgs::default() };
+        match (provider, current) {
+            (Some(p), _) => args.provider = Some(p),
+            (None, Some(cur)) => {
+                args.provider = Some(cur.name.clone());
+                args.base_url = Some(cur.base_url.clone());
+                args.api_mode = Some(cur.api_mode.as_str().to_string());
+            }
+            (None, None) => {}
+        }
+        let chain = crate::chat::chain(self.ctx, &args)?;
+        let label = chain.providers.first().map(Provider::label).unwrap_or_default();
+        self.session.agent.set_chain(chain);
+        ui::note(&format!("now using {label}"));
+        Ok(())
+    }
+
+    async fn replace_agent(&mut self, start: Start) -> anyhow::Result<()> {
+        let (emitter, events) = Emitter::channel();
+        self.session.gate.attach(emitter.clone());
+        let chain = self.session.agent.chain().clone();
+        let mut agent = Agent::start(self.session.shared.clone(), emitter, start).await?;
+        agent.set_chain(chain);
+        for w in agent.warnings() {
+            ui::warn(w);
+        }
+        self.session.agent = agent;
+        self.session.events = events;
+        Ok(())
+    }
+}
+
+enum Waiting {
+    None,
+    Approval(u64),
+    Question(u64, Vec<String>),
+}
+
+fn decision(answer: &str) -> Decision {
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "o" | "once" | "y" | "yes" => Decision::Once,
+        "s" | "session" => Decision::Session,
+        "a" | "always" => Decision::Always,
+        _ => Decision::Deny,
+    }
+}
+
+fn describe(d: Decision) -> &'static str {
+    match d {
+        Decision::Once => "allowed once",
+        Decision::Session => "allowed for this session",
+        Decision::Always => "allowed from now on (saved in config.toml)",
+        Decision::Deny => "denied",
+    }
+}
+
+fn yolo_state(gate: &Arc<Gate>) -> String {
+    if gate.yolo() {
+        "yolo is on: dangerous commands run without asking (forbidden ones stay refused)".into()
+    } else {
+        "yolo is off: dangerous commands ask first".into()
+    }
+}
+
+/// The last few user and assistant messages, to show where a resumed session stands.
+fn show_tail(history: &[Message], n: usize) {
+    let shown: Vec<&Message> =
+        history.iter().filter(|m| matches!(m, Message::User { .. }) || !m.content().is_empty()).collect();
+    for m in shown.iter().skip(shown.len().saturating_sub(n)) {
+        match m {
+            Message::User { content } => anstream::println!("{} {}", "›".bold(), ui::first_line(content, 100)),
+            Message::Assistant { content, .. } if !content.is_empty() => {
+                anstream::println!("{}", ui::first_line(content, 100).dimmed());
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_resolves_and_completes() {
+        for c in COMMANDS {
+            assert_eq!(lookup(c.name).map(|s| s.name), Some(c.name));
+            for a in c.aliases {
+                assert_eq!(lookup(a).map(|s| s.name), Some(c.name));
+            }
+        }
+        let got = SlashCompleter.complete("/re", 3);
+        let names: Vec<String> = match got {
+            reedline::CompletionResult::Fresh { suggestions, .. } => suggestions.iter().map(|s| s.value.clone()).collect(),
+            _ => Vec::new(),
+        };
+        assert_eq!(names, ["/resume", "/retry"]);
+        assert_eq!(parse_slash("/title  my work "), Some(("title", "my work")));
+        assert_eq!(decision("A"), Decision::Always);
+        assert_eq!(decision(""), Decision::Deny);
+    }
+}
