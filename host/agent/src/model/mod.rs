@@ -26,12 +26,16 @@ use talaria_protocol::{Message, ToolSpec, Usage};
 mod anthropic;
 mod chain;
 mod chat;
+mod client;
 mod provider;
+mod reply;
 mod responses;
 mod sse;
+#[cfg(test)]
+mod tests;
 
 pub use chain::{Chain, ChainState};
-pub use provider::{ApiMode, PRESETS, Preset, Provider, ProviderError};
+pub use provider::{ApiMode, PRESETS, Preset, Provider, ProviderError, ProviderSpec};
 
 /// What one model call sends. `system` goes wherever the wire format puts it.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +64,14 @@ pub struct ModelReply {
     pub finish_reason: Option<String>,
     /// The model that answered, as the provider named it.
     pub model: String,
+}
+
+impl ModelReply {
+    /// Whether the answer was cut by the output-token limit (`length` in chat completions,
+    /// `max_tokens` in Anthropic Messages, `max_output_tokens` in Responses).
+    pub fn truncated(&self) -> bool {
+        matches!(self.finish_reason.as_deref(), Some("length" | "max_tokens" | "max_output_tokens"))
+    }
 }
 
 /// Why a model call failed.

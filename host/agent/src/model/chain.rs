@@ -1,0 +1,278 @@
+//! Retries and fallback: a [`Chain`] is the primary provider followed by the fallback providers,
+//! and a [`ChainState`] remembers, within one turn, which of them is answering.
+//!
+//! One [`Chain::complete`] call:
+//! - starts at the active provider (the primary at the start of a turn);
+//! - retries transient failures (429, 5xx, 408/409/425, network, timeouts, empty answers) up to
+//!   [`Chain::retries`] times, waiting `base_delay * 2^(n-1)` with jitter (between half and all
+//!   of it), or the provider's `Retry-After`, never more than `max_delay`. When `Retry-After`
+//!   asks for more than `max_delay` and a fallback remains, it moves on at once instead;
+//! - moves to the next provider at once on 401/403/404 and configuration errors, and after the
+//!   retries on anything else. Every retry and every switch is announced through `on_notice`.
+//!
+//! How "at most one switch per turn" (hermes §1) is read here: switching is one-way and sticky
+//! for the turn. Once a fallback answers, the rest of the turn's calls go straight to it instead
+//! of trying the failing primary again on every call; the primary comes back with
+//! [`ChainState::new_turn`]. If the fallback fails completely too, the chain continues down the
+//! list rather than giving up while providers remain. A call that exhausts the list returns the
+//! last provider's error and leaves the state at the last provider until the next turn.
+//!
+//! Deltas already streamed by an attempt that then failed are not withdrawn: a renderer should
+//! treat a notice as "the answer starts over".
+//!
+//! ```no_run
+//! # async fn demo(primary: talaria_agent::model::Provider, fallback: talaria_agent::model::Provider) {
+//! use talaria_agent::model::{Chain, ChainState, Client, ModelRequest};
+//! let chain = Chain::new(primary).with_fallbacks([fallback]);
+//! let mut state = ChainState::new();
+//! let messages = [talaria_protocol::Message::user("hi")];
+//! let request = ModelRequest { system: "", messages: &messages, tools: &[], stream: true };
+//! let reply = chain.complete(&Client::new(), &mut state, &request, &|_| {}, &|notice| eprintln!("{notice}")).await;
+//! # let _ = reply;
+//! # }
+//! ```
+
+use std::time::Duration;
+
+use super::{Client, Delta, ModelError, ModelReply, ModelRequest, Provider};
+
+/// Default retries of a transient failure on one provider.
+pub const DEFAULT_RETRIES: u32 = 3;
+/// Default first backoff delay.
+pub const DEFAULT_BASE_DELAY: Duration = Duration::from_secs(1);
+/// Default longest wait between two attempts.
+pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(30);
+
+/// The providers of one task in order of preference, with the retry policy.
+#[derive(Debug, Clone)]
+pub struct Chain {
+    /// `[0]` is the primary, the rest are the fallback providers in order. Must not be empty.
+    pub providers: Vec<Provider>,
+    /// Retries of a transient failure on each provider (so `retries + 1` attempts).
+    pub retries: u32,
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+}
+
+/// Which provider of a [`Chain`] answers for the rest of the turn.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChainState {
+    active: usize,
+}
+
+impl ChainState {
+    /// At the primary.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Back to the primary: call at the start of every turn.
+    pub fn new_turn(&mut self) {
+        self.active = 0;
+    }
+
+    /// The index in [`Chain::providers`] of the active provider.
+    pub fn active_index(&self) -> usize {
+        self.active
+    }
+
+    /// Whether a fallback is answering instead of the primary.
+    pub fn on_fallback(&self) -> bool {
+        self.active > 0
+    }
+}
+
+/// What to do after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Next {
+    Retry(Duration),
+    NextProvider,
+}
+
+impl Chain {
+    /// A chain of one provider with the default retry policy.
+    pub fn new(primary: Provider) -> Self {
+        Self {
+            providers: vec![primary],
+            retries: DEFAULT_RETRIES,
+            base_delay: DEFAULT_BASE_DELAY,
+            max_delay: DEFAULT_MAX_DELAY,
+        }
+    }
+
+    /// Appends fallback providers, tried in order after the primary.
+    pub fn with_fallbacks(mut self, fallbacks: impl IntoIterator<Item = Provider>) -> Self {
+        self.providers.extend(fallbacks);
+        self
+    }
+
+    /// The provider answering for the rest of this turn.
+    ///
+    /// # Panics
+    /// When `providers` is empty.
+    pub fn active(&self, state: &ChainState) -> &Provider {
+        &self.providers[state.active.min(self.providers.len().saturating_sub(1))]
+    }
+
+    /// One model call with retries and fallback; see the module documentation.
+    ///
+    /// # Errors
+    /// The last provider's error when every provider failed; [`ModelError::Config`] for a chain
+    /// without providers.
+    pub async fn complete(
+        &self,
+        client: &Client,
+        state: &mut ChainState,
+        request: &ModelRequest<'_>,
+        on_delta: &(dyn Fn(Delta) + Send + Sync),
+        on_notice: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<ModelReply, ModelError> {
+        let mut last_error = ModelError::Config("no model provider is configured".into());
+        let start = state.active.min(self.providers.len());
+        for (index, provider) in self.providers.iter().enumerate().skip(start) {
+            state.active = index;
+            let has_next = index + 1 < self.providers.len();
+            let mut retry = 0;
+            let error = loop {
+                let error = match client.complete(provider, request, on_delta).await {
+                    Ok(reply) => return Ok(reply),
+                    Err(error) => error,
+                };
+                match self.next_step(&error, retry, has_next) {
+                    Next::Retry(delay) => {
+                        retry += 1;
+                        on_notice(format!(
+                            "{} from {}, retrying in {:.1}s ({retry}/{})",
+                            what_failed(&error),
+                            provider.label(),
+                            delay.as_secs_f64(),
+                            self.retries
+                        ));
+                        tokio::time::sleep(delay).await;
+                    }
+                    Next::NextProvider => break error,
+                }
+            };
+            if let Some(next) = self.providers.get(index + 1) {
+                on_notice(format!(
+                    "{} failed ({}); falling back to {}",
+                    provider.label(),
+                    reason(&error),
+                    next.label()
+                ));
+            }
+            last_error = error;
+        }
+        Err(last_error)
+    }
+
+    /// Retry (after how long) or move on, after the `retry`-th retry failed with `error`.
+    fn next_step(&self, error: &ModelError, retry: u32, has_next: bool) -> Next {
+        if error.is_fatal_for_provider() || !error.is_transient() || retry >= self.retries {
+            return Next::NextProvider;
+        }
+        let asked = match error {
+            ModelError::Http { retry_after, .. } => *retry_after,
+            ModelError::Network { .. }
+            | ModelError::Timeout { .. }
+            | ModelError::Protocol { .. }
+            | ModelError::Empty { .. }
+            | ModelError::Config(_) => None,
+        };
+        match asked {
+            Some(wait) if wait > self.max_delay && has_next => Next::NextProvider,
+            Some(wait) => Next::Retry(wait.min(self.max_delay)),
+            None => Next::Retry(self.backoff(retry + 1)),
+        }
+    }
+
+    /// The jittered wait before retry number `n` (1-based).
+    fn backoff(&self, n: u32) -> Duration {
+        let full = self.base_delay.saturating_mul(2u32.saturating_pow(n.saturating_sub(1))).min(self.max_delay);
+        full.mul_f64(0.5 + fastrand::f64() * 0.5)
+    }
+}
+
+/// The failure in a few words, for retry notices: `HTTP 429`, `network error`, ...
+fn what_failed(error: &ModelError) -> String {
+    match error {
+        ModelError::Http { status, .. } => format!("HTTP {status}"),
+        ModelError::Network { .. } => "network error".into(),
+        ModelError::Timeout { secs, .. } => format!("no answer within {secs}s"),
+        ModelError::Protocol { .. } => "unreadable reply".into(),
+        ModelError::Empty { .. } => "empty reply".into(),
+        ModelError::Config(_) => "configuration error".into(),
+    }
+}
+
+/// The failure with its details, for fallback notices: `HTTP 500: upstream overloaded`.
+fn reason(error: &ModelError) -> String {
+    let detail = match error {
+        ModelError::Http { message, .. }
+        | ModelError::Network { message, .. }
+        | ModelError::Protocol { message, .. }
+        | ModelError::Config(message) => super::sse::truncate(message, 160),
+        ModelError::Timeout { .. } | ModelError::Empty { .. } => return what_failed(error),
+    };
+    match error {
+        ModelError::Config(_) => detail,
+        _ => format!("{}: {detail}", what_failed(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(retries: u32) -> Chain {
+        let provider = Provider::preset("ollama", "m", None).expect("preset");
+        Chain {
+            providers: vec![provider.clone(), provider],
+            retries,
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(10),
+        }
+    }
+
+    fn http(status: u16, retry_after: Option<Duration>) -> ModelError {
+        ModelError::Http { provider: "p".into(), status, message: "m".into(), retry_after }
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_stays_under_the_cap() {
+        let c = chain(5);
+        for n in 1..=6 {
+            let full = Duration::from_secs(1 << (n - 1)).min(Duration::from_secs(10));
+            let d = c.backoff(n);
+            assert!(d >= full / 2 && d <= full, "retry {n}: {d:?}");
+        }
+    }
+
+    #[test]
+    fn next_step_follows_the_policy() {
+        let c = chain(3);
+        assert_eq!(c.next_step(&http(401, None), 0, true), Next::NextProvider);
+        assert_eq!(c.next_step(&ModelError::Config("x".into()), 0, true), Next::NextProvider);
+        assert_eq!(c.next_step(&http(400, None), 0, true), Next::NextProvider, "not transient: no retry");
+        assert!(matches!(c.next_step(&http(500, None), 0, true), Next::Retry(_)));
+        assert_eq!(c.next_step(&http(500, None), 3, true), Next::NextProvider, "retries spent");
+        assert_eq!(c.next_step(&http(429, Some(Duration::from_secs(4))), 0, true), Next::Retry(Duration::from_secs(4)));
+        assert_eq!(c.next_step(&http(429, Some(Duration::from_secs(3600))), 0, true), Next::NextProvider);
+        assert_eq!(
+            c.next_step(&http(429, Some(Duration::from_secs(3600))), 0, false),
+            Next::Retry(Duration::from_secs(10)),
+            "the last provider waits the longest it may"
+        );
+    }
+
+    #[test]
+    fn state_is_sticky_until_a_new_turn() {
+        let c = chain(0);
+        let mut s = ChainState::new();
+        s.active = 1;
+        assert!(s.on_fallback());
+        assert_eq!(c.active(&s).name, "ollama");
+        s.new_turn();
+        assert_eq!(s.active_index(), 0);
+    }
+}

@@ -1,0 +1,410 @@
+//! OpenAI Chat Completions (`POST {base_url}/chat/completions`), the format nearly every
+//! endpoint speaks: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp, DeepSeek, ...
+//!
+//! The history maps almost one to one: the system prompt is the first message, assistant tool
+//! calls are `{id, type: function, function: {name, arguments}}`, tool results are
+//! `{role: tool, tool_call_id, content}`. Streamed answers arrive as `chat.completion.chunk`
+//! events: text deltas, tool-call deltas keyed by `index` (id and name first, arguments in
+//! pieces), reasoning deltas (`reasoning_content` or `reasoning`), a final usage chunk, `[DONE]`.
+//!
+//! Reasoning that must go back to the provider is kept in the assistant's `extra` as
+//! `{"chat_fields": {...}}`, whose fields are copied verbatim into the replayed message:
+//! OpenRouter's `reasoning_details`, and `reasoning_content` on messages with tool calls
+//! (DeepSeek and Kimi require it back within a tool-calling turn; only there, because older
+//! DeepSeek reasoners reject it elsewhere).
+
+use reqwest::header::ACCEPT;
+use serde_json::{Map, Value, json};
+use talaria_protocol::{Message, ToolCall, Usage};
+
+use super::reply::{Collected, as_text, count};
+use super::sse::{self, Events};
+use super::{Delta, ModelError, ModelReply, ModelRequest, Provider};
+
+/// One call: send, then read the stream or the whole body.
+pub(crate) async fn complete(
+    http: &reqwest::Client,
+    provider: &Provider,
+    request: &ModelRequest<'_>,
+    on_delta: &(dyn Fn(Delta) + Send + Sync),
+) -> Result<ModelReply, ModelError> {
+    let mut builder = http.post(provider.url("chat/completions")).json(&request_body(provider, request));
+    if let Some(key) = &provider.api_key {
+        builder = builder.bearer_auth(key);
+    }
+    if request.stream {
+        builder = builder.header(ACCEPT, "text/event-stream");
+    }
+    let response = sse::send(provider, builder, request.stream).await?;
+    if request.stream && sse::is_event_stream(&response) {
+        return read_stream(provider, Events::new(response, provider), on_delta).await?.finish(provider);
+    }
+    let body = sse::read_json(provider, response).await?;
+    let collected = parse_completion(provider, &body)?;
+    if request.stream {
+        // Asked to stream, answered whole: still show the answer.
+        emit_whole(&collected, on_delta);
+    }
+    collected.finish(provider)
+}
+
+/// Reports a whole answer through the delta callback.
+pub(crate) fn emit_whole(collected: &Collected, on_delta: &(dyn Fn(Delta) + Send + Sync)) {
+    if !collected.reasoning.is_empty() {
+        on_delta(Delta::Reasoning(collected.reasoning.clone()));
+    }
+    if !collected.text.is_empty() {
+        on_delta(Delta::Text(collected.text.clone()));
+    }
+}
+
+/// The JSON body for a request.
+pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> Value {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system.is_empty() {
+        messages.push(json!({"role": "system", "content": request.system}));
+    }
+    messages.extend(request.messages.iter().map(message_json));
+    let mut body = json!({"model": provider.model, "messages": messages, "stream": request.stream});
+    if request.stream {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({"type": "function", "function": {
+                    "name": tool.name, "description": tool.description, "parameters": tool.parameters,
+                }})
+            })
+            .collect();
+    }
+    if let Some(max) = provider.max_tokens {
+        // OpenAI itself rejects `max_tokens` for reasoning models; everyone else knows only it.
+        let key = if provider.base_url.contains("://api.openai.com") { "max_completion_tokens" } else { "max_tokens" };
+        body[key] = json!(max);
+    }
+    body
+}
+
+fn message_json(message: &Message) -> Value {
+    match message {
+        Message::System { content } => json!({"role": "system", "content": content}),
+        Message::User { content } => json!({"role": "user", "content": content}),
+        Message::Assistant { content, tool_calls, reasoning: _, extra } => {
+            let mut out = Map::new();
+            out.insert("role".into(), json!("assistant"));
+            let content = if content.is_empty() && !tool_calls.is_empty() { Value::Null } else { json!(content) };
+            out.insert("content".into(), content);
+            if !tool_calls.is_empty() {
+                let calls = tool_calls.iter().map(|call| {
+                    // Replayed verbatim, malformed or not: the tool result already told the model.
+                    let arguments = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
+                    json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}})
+                });
+                out.insert("tool_calls".into(), calls.collect());
+            }
+            if let Some(fields) = extra.as_ref().and_then(|e| e.get("chat_fields")).and_then(Value::as_object) {
+                for (key, value) in fields {
+                    out.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+            }
+            Value::Object(out)
+        }
+        Message::Tool { tool_call_id, name: _, content } => {
+            json!({"role": "tool", "tool_call_id": tool_call_id, "content": content})
+        }
+    }
+}
+
+/// A tool call being assembled from deltas.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Everything a stream has said so far.
+#[derive(Debug, Default)]
+struct StreamState {
+    collected: Collected,
+    calls: Vec<PartialCall>,
+    /// Delta `index` -> position in `calls` (the latest call with that index).
+    by_index: Vec<(u64, usize)>,
+    reasoning_details: Vec<Value>,
+    /// The reasoning came as `reasoning_content` (DeepSeek style), which is replayed.
+    reasoning_content: bool,
+}
+
+async fn read_stream(
+    provider: &Provider,
+    mut events: Events,
+    on_delta: &(dyn Fn(Delta) + Send + Sync),
+) -> Result<Collected, ModelError> {
+    let mut state = StreamState::default();
+    let mut done = false;
+    while let Some(event) = events.next().await {
+        let event = event?;
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            done = true;
+            break;
+        }
+        if data.is_empty() {
+            continue;
+        }
+        let chunk = sse::parse_data(provider, &event)?;
+        if let Some(error) = chunk.get("error") {
+            return Err(sse::stream_error(provider, error));
+        }
+        if event.event == "error" {
+            return Err(sse::stream_error(provider, &chunk));
+        }
+        state.apply(&chunk, on_delta);
+    }
+    if state.collected.finish_reason.as_deref() == Some("error") {
+        return Err(sse::stream_error(provider, &json!({"message": "the answer stopped with finish_reason `error`"})));
+    }
+    if !done && state.collected.finish_reason.is_none() {
+        return Err(sse::cut_short(provider, "[DONE]"));
+    }
+    Ok(state.into_collected())
+}
+
+impl StreamState {
+    fn apply(&mut self, chunk: &Value, on_delta: &(dyn Fn(Delta) + Send + Sync)) {
+        if let Some(model) = chunk.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()) {
+            self.collected.model = Some(model.to_string());
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.collected.usage = usage_of(usage);
+        }
+        let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+            return;
+        };
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.collected.finish_reason = Some(reason.to_string());
+        }
+        let Some(delta) = choice.get("delta") else { return };
+        if let Some(text) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+            self.collected.text.push_str(text);
+            on_delta(Delta::Text(text.to_string()));
+        }
+        if let Some((text, from_content)) = reasoning_of(delta) {
+            self.reasoning_content |= from_content;
+            self.collected.reasoning.push_str(text);
+            on_delta(Delta::Reasoning(text.to_string()));
+        }
+        if let Some(details) = delta.get("reasoning_details").and_then(Value::as_array) {
+            merge_reasoning_details(&mut self.reasoning_details, details);
+        }
+        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+            for (position, call) in calls.iter().enumerate() {
+                self.apply_call(position, call);
+            }
+        }
+    }
+
+    fn apply_call(&mut self, position: usize, call: &Value) {
+        let index = call.get("index").and_then(Value::as_u64).unwrap_or(position as u64);
+        let id = call.get("id").and_then(Value::as_str).filter(|id| !id.is_empty());
+        let known = self.by_index.iter().rev().find(|(i, _)| *i == index).map(|(_, slot)| *slot);
+        // A new id at a known index is a new call (servers that number every call 0).
+        let slot = match known {
+            Some(slot) if id.is_none_or(|id| self.calls[slot].id.is_empty() || self.calls[slot].id == id) => slot,
+            _ => {
+                self.calls.push(PartialCall::default());
+                self.by_index.push((index, self.calls.len() - 1));
+                self.calls.len() - 1
+            }
+        };
+        let partial = &mut self.calls[slot];
+        if let Some(id) = id {
+            partial.id = id.to_string();
+        }
+        let function = call.get("function").unwrap_or(&Value::Null);
+        if let Some(name) = function.get("name").and_then(Value::as_str).filter(|n| !n.is_empty())
+            && partial.name.is_empty()
+        {
+            partial.name = name.to_string();
+        }
+        match function.get("arguments") {
+            Some(Value::String(piece)) => partial.arguments.push_str(piece),
+            Some(Value::Null) | None => {}
+            Some(whole) => partial.arguments = whole.to_string(),
+        }
+    }
+
+    fn into_collected(self) -> Collected {
+        let mut collected = self.collected;
+        collected.tool_calls = self
+            .calls
+            .into_iter()
+            .map(|call| ToolCall {
+                id: call.id,
+                name: call.name,
+                arguments: if call.arguments.trim().is_empty() { "{}".into() } else { call.arguments },
+            })
+            .collect();
+        collected.extra = chat_fields(&collected, self.reasoning_content, self.reasoning_details);
+        collected
+    }
+}
+
+/// Reasoning text of a delta or message: `reasoning_content` (DeepSeek, vLLM), else `reasoning`
+/// (OpenRouter, Ollama); `true` when it was `reasoning_content`.
+fn reasoning_of(value: &Value) -> Option<(&str, bool)> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).filter(|t| !t.is_empty());
+    text("reasoning_content").map(|t| (t, true)).or_else(|| text("reasoning").map(|t| (t, false)))
+}
+
+/// Folds streamed `reasoning_details` pieces into whole entries: entries with the same `index`
+/// are one entry whose `text`, `summary` and `data` pieces are concatenated.
+fn merge_reasoning_details(merged: &mut Vec<Value>, pieces: &[Value]) {
+    for piece in pieces {
+        let Some(fields) = piece.as_object() else { continue };
+        let index = piece.get("index").and_then(Value::as_u64);
+        let existing =
+            index.and_then(|i| merged.iter_mut().find(|m| m.get("index").and_then(Value::as_u64) == Some(i)));
+        let Some(Value::Object(target)) = existing else {
+            merged.push(piece.clone());
+            continue;
+        };
+        for (key, value) in fields {
+            match (key.as_str(), target.get_mut(key), value) {
+                ("text" | "summary" | "data", Some(Value::String(have)), Value::String(more)) => have.push_str(more),
+                (_, _, Value::Null) => {}
+                _ => {
+                    target.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
+}
+
+/// The `extra` of a chat-completions answer, if anything must be replayed.
+fn chat_fields(collected: &Collected, reasoning_content: bool, reasoning_details: Vec<Value>) -> Option<Value> {
+    let mut fields = Map::new();
+    if reasoning_content && !collected.tool_calls.is_empty() && !collected.reasoning.is_empty() {
+        fields.insert("reasoning_content".into(), json!(collected.reasoning));
+    }
+    if !reasoning_details.is_empty() {
+        fields.insert("reasoning_details".into(), Value::Array(reasoning_details));
+    }
+    (!fields.is_empty()).then(|| json!({"chat_fields": fields}))
+}
+
+/// A whole (non-streamed) `chat.completion`.
+pub(crate) fn parse_completion(provider: &Provider, body: &Value) -> Result<Collected, ModelError> {
+    if let Some(error) = body.get("error").filter(|_| body.get("choices").is_none()) {
+        return Err(sse::stream_error(provider, error));
+    }
+    let choice =
+        body.get("choices").and_then(Value::as_array).and_then(|c| c.first()).ok_or_else(|| ModelError::Protocol {
+            provider: provider.name.clone(),
+            message: format!("the answer has no choices: {}", sse::truncate(&body.to_string(), 200)),
+        })?;
+    let message = choice.get("message").unwrap_or(&Value::Null);
+    let mut collected = Collected {
+        text: content_text(message.get("content")),
+        finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
+        model: body.get("model").and_then(Value::as_str).map(str::to_string),
+        usage: body.get("usage").map(usage_of).unwrap_or_default(),
+        ..Collected::default()
+    };
+    let reasoning_content = match reasoning_of(message) {
+        Some((text, from_content)) => {
+            collected.reasoning = text.to_string();
+            from_content
+        }
+        None => false,
+    };
+    collected.tool_calls = message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|call| {
+                    let function = call.get("function").unwrap_or(&Value::Null);
+                    let arguments = as_text(function.get("arguments"));
+                    ToolCall {
+                        id: as_text(call.get("id")),
+                        name: as_text(function.get("name")),
+                        arguments: if arguments.trim().is_empty() { "{}".into() } else { arguments },
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let details = message.get("reasoning_details").and_then(Value::as_array).cloned().unwrap_or_default();
+    collected.extra = chat_fields(&collected, reasoning_content, details);
+    Ok(collected)
+}
+
+/// Message content: a string, or (some servers) a list of `{type: text, text}` parts.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::Array(parts)) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
+        other => as_text(other),
+    }
+}
+
+/// `usage` of a chat completion. `prompt_tokens` already includes cached tokens.
+fn usage_of(usage: &Value) -> Usage {
+    let cache_read = match count(usage, &["prompt_tokens_details", "cached_tokens"]) {
+        0 => count(usage, &["prompt_cache_hit_tokens"]), // DeepSeek
+        n => n,
+    };
+    Usage {
+        input_tokens: count(usage, &["prompt_tokens"]),
+        output_tokens: count(usage, &["completion_tokens"]),
+        cache_read_tokens: cache_read,
+        cache_write_tokens: count(usage, &["prompt_tokens_details", "cache_write_tokens"]),
+        reasoning_tokens: count(usage, &["completion_tokens_details", "reasoning_tokens"]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasoning_details_pieces_merge_by_index() {
+        let mut merged = Vec::new();
+        merge_reasoning_details(
+            &mut merged,
+            &[json!({"type": "reasoning.text", "index": 0, "text": "Let me ", "format": "x"})],
+        );
+        merge_reasoning_details(
+            &mut merged,
+            &[json!({"type": "reasoning.text", "index": 0, "text": "think", "signature": null})],
+        );
+        merge_reasoning_details(&mut merged, &[json!({"type": "reasoning.text", "index": 0, "signature": "sig"})]);
+        merge_reasoning_details(&mut merged, &[json!({"type": "reasoning.encrypted", "index": 1, "data": "abc"})]);
+        assert_eq!(
+            merged,
+            vec![
+                json!({"type": "reasoning.text", "index": 0, "text": "Let me think", "format": "x",
+                    "signature": "sig"}),
+                json!({"type": "reasoning.encrypted", "index": 1, "data": "abc"}),
+            ]
+        );
+    }
+
+    #[test]
+    fn servers_that_number_every_call_zero_still_give_separate_calls() {
+        let mut state = StreamState::default();
+        let chunk = |id: &str, name: &str| {
+            let call = json!({"index": 0, "id": id, "function": {"name": name, "arguments": "{}"}});
+            json!({"choices": [{"delta": {"tool_calls": [call]}}]})
+        };
+        state.apply(&chunk("a", "one"), &|_| {});
+        state.apply(&chunk("b", "two"), &|_| {});
+        let collected = state.into_collected();
+        let names: Vec<_> = collected.tool_calls.iter().map(|c| (c.id.as_str(), c.name.as_str())).collect();
+        assert_eq!(names, [("a", "one"), ("b", "two")]);
+    }
+}

@@ -1,0 +1,170 @@
+//! The shared HTTP client and the dispatch of one call to its wire format.
+//!
+//! Building the client is cheap on purpose (it sits on the start-up path of `talaria chat -q`):
+//! rustls runs on the *ring* provider, passed explicitly rather than installed process-wide, and
+//! the system's root certificates are loaded only when the first TLS handshake needs them (the
+//! platform verifier reads and parses the whole system store, which costs milliseconds). A call
+//! to a loopback `http://` server never loads them at all.
+//!
+//! Nothing here spawns a task: dropping the future of [`Client::complete`] drops the response
+//! and with it the connection (HTTP/1) or the stream (HTTP/2).
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use talaria_agent::model::{Client, ModelRequest, Provider};
+//! let client = Client::new();
+//! let provider = Provider::preset("ollama", "llama3.2", None).expect("preset");
+//! let messages = [talaria_protocol::Message::user("hi")];
+//! let request = ModelRequest { system: "", messages: &messages, tools: &[], stream: false };
+//! let reply = client.complete(&provider, &request, &|_| {}).await;
+//! # let _ = reply;
+//! # }
+//! ```
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+use super::{ApiMode, Client, Delta, ModelError, ModelReply, ModelRequest, Provider, anthropic, chat, responses};
+
+/// Longest wait for a TCP (and TLS) connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Client {
+    /// A client with its own connection pool.
+    ///
+    /// # Panics
+    /// Only if the TLS stack cannot be set up at all ([`Client::try_new`] reports that instead),
+    /// which the fixed configuration used here rules out.
+    pub fn new() -> Self {
+        Self::try_new().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A client with its own connection pool.
+    ///
+    /// # Errors
+    /// [`ModelError::Config`] if the TLS or HTTP stack cannot be set up.
+    pub fn try_new() -> Result<Self, ModelError> {
+        let setup = |e: &dyn std::fmt::Display| ModelError::Config(format!("cannot set up the HTTP client: {e}"));
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls_config().map_err(|e| setup(&e))?)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_keepalive(Duration::from_secs(30))
+            .user_agent(concat!("talaria/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| setup(&e))?;
+        Ok(Self { http })
+    }
+
+    /// One attempt at one provider: no retries, no fallback (see [`super::Chain`]). With
+    /// `request.stream`, text and reasoning arrive through `on_delta` as they come.
+    ///
+    /// # Errors
+    /// Whatever went wrong, classified as [`ModelError`] (see [`ModelError::is_transient`]).
+    pub async fn complete(
+        &self,
+        provider: &Provider,
+        request: &ModelRequest<'_>,
+        on_delta: &(dyn Fn(Delta) + Send + Sync),
+    ) -> Result<ModelReply, ModelError> {
+        if provider.base_url.trim().is_empty() {
+            return Err(ModelError::Config(format!("provider `{}` has no base_url", provider.name)));
+        }
+        let label = provider.label();
+        tracing::debug!(provider = %label, api_mode = %provider.api_mode, stream = request.stream, "model call");
+        match provider.api_mode {
+            ApiMode::ChatCompletions => chat::complete(&self.http, provider, request, on_delta).await,
+            ApiMode::AnthropicMessages => anthropic::complete(&self.http, provider, request, on_delta).await,
+            ApiMode::Responses => responses::complete(&self.http, provider, request, on_delta).await,
+        }
+    }
+}
+
+/// rustls on *ring*, verifying servers against the platform's roots (loaded on first use),
+/// offering HTTP/2 and HTTP/1.1.
+fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(LazyPlatformVerifier { provider }))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The platform verifier, created at the first handshake of the process.
+static PLATFORM: OnceLock<Result<Arc<rustls_platform_verifier::Verifier>, String>> = OnceLock::new();
+
+/// The platform's certificate verification, with the root store loaded on first use.
+#[derive(Debug)]
+struct LazyPlatformVerifier {
+    provider: Arc<CryptoProvider>,
+}
+
+impl LazyPlatformVerifier {
+    fn platform(&self) -> Result<&rustls_platform_verifier::Verifier, rustls::Error> {
+        PLATFORM
+            .get_or_init(|| {
+                rustls_platform_verifier::Verifier::new(self.provider.clone()).map(Arc::new).map_err(|e| e.to_string())
+            })
+            .as_deref()
+            .map_err(|e| rustls::Error::General(format!("cannot load the system's root certificates: {e}")))
+    }
+}
+
+impl ServerCertVerifier for LazyPlatformVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.platform()?.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.platform()?.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.platform()?.verify_tls13_signature(message, cert, dss)
+    }
+
+    /// Asked for the ClientHello, before any certificate: answered without loading the roots
+    /// (the platform verifier answers the same from the same provider).
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_builds_without_loading_root_certificates() {
+        let _client = Client::new();
+        // Other tests may have made TLS connections; none do in this crate, so the store stays cold.
+        assert!(PLATFORM.get().is_none(), "root certificates were loaded eagerly");
+        let verifier = LazyPlatformVerifier { provider: Arc::new(rustls::crypto::ring::default_provider()) };
+        assert!(verifier.supported_verify_schemes().contains(&SignatureScheme::ECDSA_NISTP256_SHA256));
+        assert!(PLATFORM.get().is_none());
+    }
+}

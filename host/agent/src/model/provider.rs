@@ -1,0 +1,458 @@
+//! Providers: which endpoint, which wire format, which model, which key.
+//!
+//! A [`Provider`] is fully resolved: nothing is looked up when a call is made. Build one from a
+//! [`Preset`] name with [`Provider::preset`], or from configuration with [`Provider::resolve`],
+//! which applies the selection rules (explicit `api_mode` > the preset's format > the base URL >
+//! chat completions) and explains exactly how to fix a missing key or URL.
+//!
+//! ```
+//! use talaria_agent::model::{ApiMode, Provider, ProviderSpec};
+//! let spec = ProviderSpec {
+//!     provider: Some("anthropic".into()),
+//!     model: "claude-sonnet-4-5".into(),
+//!     ..ProviderSpec::default()
+//! };
+//! let env = |name: &str| (name == "ANTHROPIC_API_KEY").then(|| "sk-ant-test".to_string());
+//! let provider = Provider::resolve(spec, env).expect("resolves");
+//! assert_eq!(provider.api_mode, ApiMode::AnthropicMessages);
+//! assert_eq!(provider.base_url, "https://api.anthropic.com/v1");
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The wire format a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiMode {
+    /// OpenAI Chat Completions (`/chat/completions`), spoken by almost every endpoint.
+    ChatCompletions,
+    /// Anthropic Messages (`/messages`).
+    AnthropicMessages,
+    /// OpenAI Responses (`/responses`); `codex_responses` is accepted as another name.
+    #[serde(alias = "codex_responses")]
+    Responses,
+}
+
+impl ApiMode {
+    /// The configuration name (`chat_completions`, `anthropic_messages`, `responses`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ChatCompletions => "chat_completions",
+            Self::AnthropicMessages => "anthropic_messages",
+            Self::Responses => "responses",
+        }
+    }
+
+    /// The inverse of [`ApiMode::as_str`], also accepting `codex_responses`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim() {
+            "chat_completions" => Some(Self::ChatCompletions),
+            "anthropic_messages" => Some(Self::AnthropicMessages),
+            "responses" | "codex_responses" => Some(Self::Responses),
+            _ => None,
+        }
+    }
+
+    /// The format a base URL suggests: hosts or paths naming Anthropic speak Anthropic Messages
+    /// (`api.anthropic.com`, `https://api.deepseek.com/anthropic`); anything else chat completions.
+    pub fn guess_from_url(base_url: &str) -> Self {
+        let rest = base_url.split_once("://").map_or(base_url, |(_, rest)| rest).to_ascii_lowercase();
+        let (host, path) = rest.split_once('/').unwrap_or((rest.as_str(), ""));
+        if host.contains("anthropic") || path.split('/').any(|segment| segment == "anthropic") {
+            Self::AnthropicMessages
+        } else {
+            Self::ChatCompletions
+        }
+    }
+}
+
+impl fmt::Display for ApiMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ApiMode {
+    type Err = ProviderError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s).ok_or_else(|| ProviderError::UnknownApiMode(s.to_string()))
+    }
+}
+
+/// A provider talaria knows by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preset {
+    pub name: &'static str,
+    /// `None` for `custom`: the user must give one.
+    pub base_url: Option<&'static str>,
+    /// The environment variable holding the key, if the provider has a conventional one.
+    pub key_env: Option<&'static str>,
+    /// Whether a call without a key is pointless (hosted APIs) or normal (local servers).
+    pub key_required: bool,
+    /// `None` for `custom`: the format then follows from the base URL.
+    pub api_mode: Option<ApiMode>,
+}
+
+/// Every known provider, in the order error messages list them.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "openai",
+        base_url: Some("https://api.openai.com/v1"),
+        key_env: Some("OPENAI_API_KEY"),
+        key_required: true,
+        api_mode: Some(ApiMode::ChatCompletions),
+    },
+    Preset {
+        name: "openrouter",
+        base_url: Some("https://openrouter.ai/api/v1"),
+        key_env: Some("OPENROUTER_API_KEY"),
+        key_required: true,
+        api_mode: Some(ApiMode::ChatCompletions),
+    },
+    Preset {
+        name: "anthropic",
+        base_url: Some("https://api.anthropic.com/v1"),
+        key_env: Some("ANTHROPIC_API_KEY"),
+        key_required: true,
+        api_mode: Some(ApiMode::AnthropicMessages),
+    },
+    Preset {
+        name: "ollama",
+        base_url: Some("http://localhost:11434/v1"),
+        key_env: None,
+        key_required: false,
+        api_mode: Some(ApiMode::ChatCompletions),
+    },
+    Preset { name: "custom", base_url: None, key_env: None, key_required: false, api_mode: None },
+];
+
+impl Preset {
+    /// The preset called `name` (case-insensitive).
+    pub fn find(name: &str) -> Option<&'static Preset> {
+        PRESETS.iter().find(|p| p.name.eq_ignore_ascii_case(name.trim()))
+    }
+}
+
+/// The names of all presets, comma-separated, for messages.
+fn preset_names() -> String {
+    PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+}
+
+/// Why a provider could not be set up. Every message says what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    #[error("unknown provider `{name}`: known providers are {known} (use `custom` with a base_url for any other OpenAI-compatible endpoint)", known = preset_names())]
+    UnknownPreset { name: String },
+    #[error("no provider chosen: pass --provider (one of {known}) or set `provider` under [model] in config.toml", known = preset_names())]
+    MissingProvider,
+    #[error("provider `{provider}` needs a model: pass --model NAME or set `model` under [model] in config.toml")]
+    MissingModel { provider: String },
+    #[error(
+        "provider `{provider}` needs a base_url: pass --base-url http://localhost:11434/v1 or set `base_url` under [model] in config.toml"
+    )]
+    MissingBaseUrl { provider: String },
+    #[error(
+        "base_url `{url}` of provider `{provider}` is not an http:// or https:// URL: fix --base-url or `base_url` under [model] in config.toml"
+    )]
+    InvalidBaseUrl { provider: String, url: String },
+    #[error(
+        "provider `{provider}` needs an API key: set {key_env} in your environment or in $TALARIA_HOME/.env, or set `key_env` under [model] in config.toml"
+    )]
+    MissingKey { provider: String, key_env: String },
+    #[error("unknown api_mode `{0}`: use chat_completions, anthropic_messages or responses")]
+    UnknownApiMode(String),
+}
+
+/// What configuration says about a provider, before resolution (`[model]` or one entry of
+/// `fallback_providers`). Only `model` is required; see [`Provider::resolve`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProviderSpec {
+    /// A preset name; `None` with a `base_url` means `custom`.
+    pub provider: Option<String>,
+    pub model: String,
+    pub base_url: Option<String>,
+    pub api_mode: Option<ApiMode>,
+    /// The environment variable holding the key, overriding the preset's.
+    pub key_env: Option<String>,
+    pub max_tokens: Option<u32>,
+}
+
+/// Default total time for one call, streaming included.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default longest silence on a streamed answer (before the headers or between chunks).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A resolved endpoint: everything one call needs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Provider {
+    /// The preset name (`openai`, `custom`, ...), used in messages.
+    pub name: String,
+    pub api_mode: ApiMode,
+    /// Without a trailing slash: `https://api.openai.com/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// `None`: no authentication header is sent.
+    pub api_key: Option<String>,
+    /// Where the key came from, for messages.
+    pub key_env: Option<String>,
+    /// Maximum output tokens; Anthropic needs a value and gets 8192 when this is `None`.
+    pub max_tokens: Option<u32>,
+    /// Total time for one call, the streamed body included.
+    pub timeout: Duration,
+    /// Longest silence while streaming: waiting for the headers or between two chunks.
+    pub idle_timeout: Duration,
+    /// Sent with every request, after the authentication headers.
+    pub extra_headers: Vec<(String, String)>,
+}
+
+impl fmt::Debug for Provider {
+    /// Never prints the key.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Provider")
+            .field("name", &self.name)
+            .field("api_mode", &self.api_mode)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("key_env", &self.key_env)
+            .field("max_tokens", &self.max_tokens)
+            .field("timeout", &self.timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("extra_headers", &self.extra_headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Provider {
+    /// A preset with its default key variable read from the process environment.
+    ///
+    /// # Errors
+    /// An unknown preset, no base URL for `custom`, or a hosted provider whose key variable is unset.
+    pub fn preset(name: &str, model: &str, base_url_override: Option<&str>) -> Result<Provider, ProviderError> {
+        let spec = ProviderSpec {
+            provider: Some(name.to_string()),
+            model: model.to_string(),
+            base_url: base_url_override.map(str::to_string),
+            ..ProviderSpec::default()
+        };
+        Self::resolve(spec, |var| std::env::var(var).ok())
+    }
+
+    /// Resolves configuration into a provider; `env` looks up environment variables (the process
+    /// environment merged with `$TALARIA_HOME/.env`, as the caller sees fit).
+    ///
+    /// - provider: `spec.provider`; none given with a `base_url` means `custom`.
+    /// - base URL: `spec.base_url`, else the preset's; trailing slashes are dropped.
+    /// - wire format: `spec.api_mode` > the preset's > [`ApiMode::guess_from_url`] (`custom` only).
+    /// - key: the variable named by `spec.key_env`, else the preset's; an empty value counts as
+    ///   unset. A missing key is an error for hosted presets and whenever `key_env` was given
+    ///   explicitly; `ollama` and `custom` otherwise go without authentication.
+    ///
+    /// # Errors
+    /// A [`ProviderError`] whose message says what to set.
+    pub fn resolve(spec: ProviderSpec, env: impl Fn(&str) -> Option<String>) -> Result<Provider, ProviderError> {
+        let preset = match (&spec.provider, &spec.base_url) {
+            (Some(name), _) => {
+                Preset::find(name).ok_or_else(|| ProviderError::UnknownPreset { name: name.trim().to_string() })?
+            }
+            (None, Some(_)) => Preset::find("custom").ok_or(ProviderError::MissingProvider)?,
+            (None, None) => return Err(ProviderError::MissingProvider),
+        };
+        let name = preset.name.to_string();
+        let model = spec.model.trim().to_string();
+        if model.is_empty() {
+            return Err(ProviderError::MissingModel { provider: name });
+        }
+        let base_url = spec
+            .base_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+            .or(preset.base_url)
+            .ok_or_else(|| ProviderError::MissingBaseUrl { provider: name.clone() })?
+            .trim_end_matches('/')
+            .to_string();
+        let lower = base_url.to_ascii_lowercase();
+        let has_host = lower
+            .strip_prefix("https://")
+            .or_else(|| lower.strip_prefix("http://"))
+            .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'));
+        if !has_host {
+            return Err(ProviderError::InvalidBaseUrl { provider: name, url: base_url });
+        }
+        let api_mode = spec.api_mode.or(preset.api_mode).unwrap_or_else(|| ApiMode::guess_from_url(&base_url));
+        let explicit_key_env = spec.key_env.as_deref().map(str::trim).filter(|v| !v.is_empty());
+        let key_env = explicit_key_env.or(preset.key_env).map(str::to_string);
+        let api_key = key_env.as_deref().and_then(&env).map(|k| k.trim().to_string()).filter(|k| !k.is_empty());
+        if api_key.is_none() && (preset.key_required || explicit_key_env.is_some()) {
+            let key_env = key_env.unwrap_or_else(|| format!("{}_API_KEY", name.to_ascii_uppercase()));
+            return Err(ProviderError::MissingKey { provider: name, key_env });
+        }
+        Ok(Provider {
+            name,
+            api_mode,
+            base_url,
+            model,
+            api_key,
+            key_env,
+            max_tokens: spec.max_tokens,
+            timeout: DEFAULT_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            extra_headers: Vec::new(),
+        })
+    }
+
+    /// `name/model`, as notices show it: `openai/gpt-4o`.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.name, self.model)
+    }
+
+    /// `base_url` joined with an endpoint path (`chat/completions`).
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}/{}", self.base_url.trim_end_matches('/'), path.trim_start_matches('/'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_with(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+    }
+
+    fn spec(provider: Option<&str>, model: &str) -> ProviderSpec {
+        ProviderSpec { provider: provider.map(str::to_string), model: model.into(), ..ProviderSpec::default() }
+    }
+
+    #[test]
+    fn api_mode_parses_config_names_and_the_codex_alias() {
+        assert_eq!(ApiMode::parse("chat_completions"), Some(ApiMode::ChatCompletions));
+        assert_eq!(ApiMode::parse("anthropic_messages"), Some(ApiMode::AnthropicMessages));
+        assert_eq!(ApiMode::parse("responses"), Some(ApiMode::Responses));
+        assert_eq!(ApiMode::parse("codex_responses"), Some(ApiMode::Responses));
+        assert_eq!("codex_responses".parse::<ApiMode>(), Ok(ApiMode::Responses));
+        let err = "grpc".parse::<ApiMode>().expect_err("unknown");
+        assert!(err.to_string().contains("use chat_completions, anthropic_messages or responses"), "{err}");
+        let from_json: ApiMode = serde_json::from_str("\"codex_responses\"").expect("serde alias");
+        assert_eq!(from_json, ApiMode::Responses);
+        assert_eq!(serde_json::to_string(&ApiMode::AnthropicMessages).expect("json"), "\"anthropic_messages\"");
+    }
+
+    #[test]
+    fn presets_fill_url_format_and_key() {
+        let p =
+            Provider::resolve(spec(Some("openai"), "gpt-4o"), env_with(&[("OPENAI_API_KEY", "sk-1")])).expect("openai");
+        assert_eq!(p.base_url, "https://api.openai.com/v1");
+        assert_eq!(p.api_mode, ApiMode::ChatCompletions);
+        assert_eq!(p.api_key.as_deref(), Some("sk-1"));
+        assert_eq!(p.key_env.as_deref(), Some("OPENAI_API_KEY"));
+        assert_eq!(p.timeout, Duration::from_secs(600));
+        assert_eq!(p.label(), "openai/gpt-4o");
+        assert_eq!(p.url("/chat/completions"), "https://api.openai.com/v1/chat/completions");
+
+        let a = Provider::resolve(spec(Some("Anthropic"), "claude"), env_with(&[("ANTHROPIC_API_KEY", "k")]))
+            .expect("anthropic");
+        assert_eq!(a.api_mode, ApiMode::AnthropicMessages);
+        assert_eq!(a.name, "anthropic");
+
+        let o = Provider::resolve(spec(Some("ollama"), "llama3.2"), env_with(&[])).expect("ollama needs no key");
+        assert_eq!(o.api_key, None);
+        assert_eq!(o.base_url, "http://localhost:11434/v1");
+        assert!(!format!("{a:?}").contains("\"k\""), "Debug never shows the key");
+    }
+
+    #[test]
+    fn selection_order_is_explicit_then_preset_then_url_then_default() {
+        let mut s = spec(Some("openai"), "m");
+        s.api_mode = Some(ApiMode::Responses);
+        let p = Provider::resolve(s, env_with(&[("OPENAI_API_KEY", "k")])).expect("explicit");
+        assert_eq!(p.api_mode, ApiMode::Responses);
+
+        // The preset wins over the URL.
+        let mut s = spec(Some("openai"), "m");
+        s.base_url = Some("https://proxy.anthropic.example/v1/".into());
+        let p = Provider::resolve(s, env_with(&[("OPENAI_API_KEY", "k")])).expect("preset");
+        assert_eq!(p.api_mode, ApiMode::ChatCompletions);
+        assert_eq!(p.base_url, "https://proxy.anthropic.example/v1");
+
+        // custom: the URL decides.
+        let mut s = spec(None, "m");
+        s.base_url = Some("https://api.deepseek.com/anthropic".into());
+        let p = Provider::resolve(s, env_with(&[])).expect("custom by url");
+        assert_eq!((p.name.as_str(), p.api_mode), ("custom", ApiMode::AnthropicMessages));
+
+        let mut s = spec(Some("custom"), "m");
+        s.base_url = Some("http://127.0.0.1:8080/v1".into());
+        let p = Provider::resolve(s, env_with(&[])).expect("custom default");
+        assert_eq!(p.api_mode, ApiMode::ChatCompletions);
+        assert_eq!(p.api_key, None);
+    }
+
+    #[test]
+    fn errors_say_how_to_fix_things() {
+        let err = Provider::resolve(spec(Some("openai"), "gpt-4o"), env_with(&[])).expect_err("no key");
+        assert_eq!(
+            err.to_string(),
+            "provider `openai` needs an API key: set OPENAI_API_KEY in your environment or in $TALARIA_HOME/.env, \
+             or set `key_env` under [model] in config.toml"
+        );
+        let err = Provider::resolve(spec(Some("openai"), "gpt-4o"), env_with(&[("OPENAI_API_KEY", "  ")]))
+            .expect_err("blank key is no key");
+        assert!(matches!(err, ProviderError::MissingKey { .. }));
+
+        let err = Provider::resolve(spec(Some("custom"), "m"), env_with(&[])).expect_err("no url");
+        assert_eq!(
+            err.to_string(),
+            "provider `custom` needs a base_url: pass --base-url http://localhost:11434/v1 or set `base_url` under \
+             [model] in config.toml"
+        );
+
+        let err = Provider::resolve(spec(Some("gemini"), "m"), env_with(&[])).expect_err("unknown");
+        assert_eq!(
+            err.to_string(),
+            "unknown provider `gemini`: known providers are openai, openrouter, anthropic, ollama, custom (use \
+             `custom` with a base_url for any other OpenAI-compatible endpoint)"
+        );
+
+        let err = Provider::resolve(spec(None, "m"), env_with(&[])).expect_err("nothing");
+        assert_eq!(err, ProviderError::MissingProvider);
+        let err = Provider::resolve(spec(Some("openai"), " "), env_with(&[])).expect_err("no model");
+        assert!(err.to_string().contains("pass --model NAME"), "{err}");
+
+        let mut s = spec(Some("custom"), "m");
+        s.base_url = Some("localhost:11434".into());
+        let err = Provider::resolve(s, env_with(&[])).expect_err("no scheme");
+        assert!(matches!(err, ProviderError::InvalidBaseUrl { .. }), "{err}");
+
+        // A key variable named explicitly must be set, even for a local server.
+        let mut s = spec(Some("ollama"), "m");
+        s.key_env = Some("MY_OLLAMA_KEY".into());
+        let err = Provider::resolve(s, env_with(&[])).expect_err("explicit key_env");
+        assert!(err.to_string().contains("set MY_OLLAMA_KEY"), "{err}");
+    }
+
+    #[test]
+    fn key_env_override_reads_another_variable() {
+        let mut s = spec(Some("openrouter"), "x/y");
+        s.key_env = Some("WORK_OR_KEY".into());
+        s.max_tokens = Some(100);
+        let p = Provider::resolve(s, env_with(&[("WORK_OR_KEY", "k2"), ("OPENROUTER_API_KEY", "k1")])).expect("ok");
+        assert_eq!(p.api_key.as_deref(), Some("k2"));
+        assert_eq!(p.max_tokens, Some(100));
+    }
+
+    #[test]
+    fn url_heuristic() {
+        assert_eq!(ApiMode::guess_from_url("https://api.anthropic.com/v1"), ApiMode::AnthropicMessages);
+        assert_eq!(ApiMode::guess_from_url("https://api.minimax.io/anthropic"), ApiMode::AnthropicMessages);
+        assert_eq!(ApiMode::guess_from_url("https://openrouter.ai/api/v1"), ApiMode::ChatCompletions);
+        assert_eq!(ApiMode::guess_from_url("http://localhost:11434/v1"), ApiMode::ChatCompletions);
+    }
+}

@@ -1,0 +1,118 @@
+//! Tests of the model adapters against a loopback HTTP server ([`server`]) that answers with
+//! canned bytes: one file per wire format (streamed text with usage, streamed tool calls, whole
+//! answers, the exact request body, HTTP errors, cut streams), one for the chain (retries,
+//! fallback, notices), one for the transport (cancellation, timeouts, start-up cost).
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use talaria_protocol::{Message, ToolCall, ToolSpec, Usage};
+
+use super::*;
+use server::{Canned, Delivery, Server};
+
+mod anthropic;
+mod chain;
+mod chat;
+mod responses;
+mod server;
+mod transport;
+
+fn provider(api_mode: ApiMode, url: &str, model: &str) -> Provider {
+    let spec = ProviderSpec {
+        provider: Some("custom".into()),
+        model: model.into(),
+        base_url: Some(url.into()),
+        api_mode: Some(api_mode),
+        key_env: Some("TEST_KEY".into()),
+        max_tokens: None,
+    };
+    Provider::resolve(spec, |_| Some("sk-test".into())).expect("provider")
+}
+
+/// Collects deltas.
+#[derive(Default, Clone)]
+struct Deltas(Arc<Mutex<Vec<Delta>>>);
+
+impl Deltas {
+    fn push(&self, d: Delta) {
+        self.0.lock().expect("lock").push(d);
+    }
+    fn all(&self) -> Vec<Delta> {
+        self.0.lock().expect("lock").clone()
+    }
+}
+
+fn text(s: &str) -> Delta {
+    Delta::Text(s.into())
+}
+
+fn tools() -> Vec<ToolSpec> {
+    vec![ToolSpec {
+        name: "read_file".into(),
+        description: "Read a file".into(),
+        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        plugin: "files".into(),
+    }]
+}
+
+/// system prompt + user, assistant with two tool calls, two tool results, assistant, user.
+fn history() -> Vec<Message> {
+    vec![
+        Message::user("Read a and b"),
+        Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![
+                ToolCall { id: "call_a".into(), name: "read_file".into(), arguments: r#"{"path":"a"}"#.into() },
+                ToolCall { id: "call_b".into(), name: "read_file".into(), arguments: r#"{"path":"b"#.into() },
+            ],
+            reasoning: None,
+            extra: None,
+        },
+        Message::tool("call_a", "read_file", "contents of a"),
+        Message::tool("call_b", "read_file", r#"{"error":"invalid arguments: not JSON"}"#),
+        Message::assistant("a says hi; b failed"),
+        Message::user("thanks"),
+    ]
+}
+
+async fn call(provider: &Provider, messages: &[Message], stream: bool) -> (Result<ModelReply, ModelError>, Vec<Delta>) {
+    let deltas = Deltas::default();
+    let sink = deltas.clone();
+    let tools = tools();
+    let request = ModelRequest { system: "Be brief.", messages, tools: &tools, stream };
+    let result = Client::new().complete(provider, &request, &move |d| sink.push(d)).await;
+    (result, deltas.all())
+}
+
+fn assistant(reply: &ModelReply) -> (&str, &[ToolCall], Option<&str>, Option<&Value>) {
+    match &reply.message {
+        Message::Assistant { content, tool_calls, reasoning, extra } => {
+            (content.as_str(), tool_calls.as_slice(), reasoning.as_deref(), extra.as_ref())
+        }
+        other => panic!("not an assistant message: {other:?}"),
+    }
+}
+
+fn calls(pairs: &[(&str, &str, &str)]) -> Vec<ToolCall> {
+    pairs
+        .iter()
+        .map(|(id, name, args)| ToolCall { id: (*id).into(), name: (*name).into(), arguments: (*args).into() })
+        .collect()
+}
+
+/// One chat-completions chunk with `delta`.
+fn chunk(delta: Value) -> Value {
+    json!({"id": "c1", "object": "chat.completion.chunk", "model": "gpt-test-2025", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+}
+
+fn finish(reason: &str) -> Value {
+    json!({"id": "c1", "object": "chat.completion.chunk", "model": "gpt-test-2025", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+}
+
+/// A streamed chat-completions answer saying `text`.
+fn ok_chat(text: &str) -> Canned {
+    Canned::sse(&[chunk(json!({"content": text})), finish("stop"), json!("[DONE]")])
+}
