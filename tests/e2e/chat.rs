@@ -221,7 +221,10 @@ fn an_exhausted_budget_ends_with_a_summary() {
     assert_eq!(stdout(&out).trim(), "Summary: I read a.txt twice and did not finish.");
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 3);
-    assert!(reqs[2].body.get("tools").is_none_or(|t| t.as_array().is_none_or(Vec::is_empty)), "no tools for the summary");
+    assert!(
+        reqs[2].body.get("tools").is_none_or(|t| t.as_array().is_none_or(Vec::is_empty)),
+        "no tools for the summary"
+    );
     assert!(flat(&reqs[2].body).contains("budget"), "the summary request says why");
     assert!(stderr(&out).contains("budget"), "{}", stderr(&out));
 }
@@ -230,9 +233,8 @@ fn an_exhausted_budget_ends_with_a_summary() {
 fn dangerous_commands_need_yolo_when_unattended() {
     let t = Talaria::new();
     std::fs::create_dir(t.ws().join("build")).expect("mkdir");
-    let script = || {
-        Script::new([Step::tool_call("terminal", json!({"command": "rm -rf build"})), Step::text("finished")])
-    };
+    let script =
+        || Script::new([Step::tool_call("terminal", json!({"command": "rm -rf build"})), Step::text("finished")]);
     let mock = MockLlm::start(script());
     t.use_mock(&mock, "chat_completions", "");
     let out = t.chat(&["-q", "clean the build"]);
@@ -272,7 +274,9 @@ fn kill_9_mid_turn_loses_no_committed_message() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "resumed fine");
     let sent = flat(&mock.requests()[2].body);
-    assert!(sent.contains("read data.txt please") && sent.contains("committed-result-marker") && sent.contains("go on"));
+    assert!(
+        sent.contains("read data.txt please") && sent.contains("committed-result-marker") && sent.contains("go on")
+    );
     assert!(!sent.contains("never finished"));
 }
 
@@ -330,4 +334,178 @@ fn chat_without_a_model_says_how_to_configure_one() {
     let err = stderr(&out);
     assert!(err.contains("no model is configured") && err.contains("talaria setup"), "{err}");
     assert!(err.contains("--provider ollama --model"), "{err}");
+}
+
+#[test]
+fn oversized_results_are_saved_to_a_file_and_previewed() {
+    let t = Talaria::new();
+    let big: String = (0..400).map(|i| format!("line {i:04} of a long file\n")).collect();
+    std::fs::write(t.ws().join("big.txt"), &big).expect("write");
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("read_file", json!({"path": "big.txt", "limit": 2000})),
+        Step::text("it is long"),
+    ]));
+    t.use_mock(&mock, "chat_completions", "max_result_chars = 1000\n");
+    let out = t.chat(&["-q", "read big.txt"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let msgs = mock.requests()[1].body["messages"].as_array().expect("messages").clone();
+    let result =
+        msgs.iter().find(|m| m["role"] == "tool").expect("tool")["content"].as_str().expect("text").to_string();
+    assert!(result.contains("line 0000") && !result.contains("line 0399"), "a preview of the start only");
+    assert!(result.contains("[output cut after"), "{result}");
+    let path = result.split("saved to ").nth(1).and_then(|r| r.split(". Ask").next()).expect("path").trim();
+    let saved = std::fs::read_to_string(path).expect("the full result is on disk");
+    assert!(saved.contains("line 0399"), "the file holds everything");
+    assert!(path.starts_with(t.home.path().to_str().expect("utf8")), "saved under TALARIA_HOME: {path}");
+}
+
+#[test]
+fn delegated_tasks_run_in_children_with_restricted_tools() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("delegate_task", json!({"tasks": [{"goal": "count apples"}, {"goal": "count pears"}]})),
+        Step::text("child report one"),
+        Step::text("child report two"),
+        Step::text("both children reported"),
+    ]));
+    t.use_mock(&mock, "chat_completions", "");
+    let out = t.chat(&["-q", "count the fruit, in parallel"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "both children reported");
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 4);
+    for child in &reqs[1..3] {
+        let tools: Vec<&str> = child.body["tools"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|t| t["function"]["name"].as_str()).collect())
+            .unwrap_or_default();
+        assert!(tools.contains(&"read_file"), "children keep ordinary tools: {tools:?}");
+        for banned in ["delegate_task", "clarify", "memory"] {
+            assert!(!tools.contains(&banned), "a child must not get {banned}");
+        }
+        let first_user = flat(&child.body);
+        assert!(first_user.contains("count apples") || first_user.contains("count pears"));
+        assert!(!first_user.contains("count the fruit"), "children start without the parent's history");
+    }
+    let parent = flat(&reqs[3].body);
+    assert!(parent.contains("child report one") && parent.contains("child report two"), "{parent}");
+    let listed = t.ok(&["sessions", "list", "--json"]);
+    let sessions: Value = serde_json::from_str(&listed).expect("json");
+    assert_eq!(sessions.as_array().map(Vec::len), Some(1), "child sessions are not listed as top-level sessions");
+}
+
+#[test]
+fn memory_written_now_appears_in_the_next_sessions_prompt() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("memory", json!({"action": "add", "target": "user", "content": "Prefers tabs over spaces"})),
+        Step::text("noted"),
+        Step::text("hello again"),
+    ]));
+    t.use_mock(&mock, "chat_completions", "");
+    assert!(t.chat(&["-q", "remember I like tabs"]).status.success());
+    let profile = std::fs::read_to_string(t.home.path().join("memories/USER.md")).expect("USER.md");
+    assert!(profile.contains("Prefers tabs over spaces"));
+    let reqs = mock.requests();
+    let system = |i: usize| reqs_system(&mock.requests()[i].body);
+    assert!(!system(1).contains("Prefers tabs"), "the prompt stays stable within a session");
+    assert!(t.chat(&["-q", "hi"]).status.success());
+    assert!(system(2).contains("Prefers tabs over spaces"), "the next session's prompt has it: {}", system(2));
+    drop(reqs);
+}
+
+fn reqs_system(body: &Value) -> String {
+    body["messages"][0]["content"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn toolsets_choose_what_the_model_is_offered() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([Step::text("a"), Step::text("b")]));
+    t.use_mock(&mock, "chat_completions", "toolsets = [\"coding\"]\ndisabled_toolsets = [\"web\"]\n");
+    let names = |i: usize| -> Vec<String> {
+        let mut v: Vec<String> = mock.requests()[i].body["tools"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|t| t["function"]["name"].as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    assert!(t.chat(&["-q", "x"]).status.success());
+    assert_eq!(names(0), ["patch", "read_file", "search_files", "terminal", "todo", "write_file"]);
+    assert!(t.chat(&["-q", "x", "--toolsets", "files,memory"]).status.success());
+    assert_eq!(names(1), ["memory", "patch", "read_file", "search_files", "write_file"]);
+    let out = t.chat(&["-q", "x", "--toolsets", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("unknown toolset `nope`"), "{}", stderr(&out));
+}
+
+/// The REPL on a real pseudo-terminal (util-linux `script`), answering an approval prompt.
+#[test]
+fn the_repl_asks_before_a_dangerous_command_and_remembers_always() {
+    use std::io::Write as _;
+    use std::sync::{Arc, Mutex};
+    let t = Talaria::new();
+    std::fs::create_dir(t.ws().join("build")).expect("mkdir");
+    std::fs::create_dir(t.ws().join("dist")).expect("mkdir");
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": "rm -rf build"})),
+        Step::text("removed build"),
+        Step::tool_call("terminal", json!({"command": "rm -rf dist"})),
+        Step::text("removed dist"),
+    ]));
+    t.use_mock(&mock, "chat_completions", "");
+    let talaria = env!("CARGO_BIN_EXE_talaria");
+    let mut child = Command::new("script")
+        .args(["-qfec", &format!("{talaria} chat"), "/dev/null"])
+        .current_dir(t.workspace.path())
+        .env("TALARIA_HOME", t.home.path())
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("script(1) from util-linux");
+    let seen = Arc::new(Mutex::new(String::new()));
+    let mut out = child.stdout.take().expect("stdout");
+    let sink = seen.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().expect("lock").push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let wait_for = |needle: &str, count: usize| {
+        let start = Instant::now();
+        loop {
+            let text = seen.lock().expect("lock").clone();
+            if text.matches(needle).count() >= count {
+                return;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "never saw {needle:?} x{count} in:\n{text}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let mut input = child.stdin.take().expect("stdin");
+    wait_for("new session", 1);
+    input.write_all(b"clean the build\r").expect("write");
+    wait_for("Allow?", 1);
+    assert!(t.ws().join("build").exists(), "nothing runs before the answer");
+    input.write_all(b"a\r").expect("write");
+    wait_for("removed build", 1);
+    assert!(!t.ws().join("build").exists(), "allowed");
+    let config = std::fs::read_to_string(t.home.path().join("config.toml")).expect("config");
+    assert!(config.contains("allow = ["), "always is saved: {config}");
+    // The same kind of command now runs without asking.
+    input.write_all(b"and dist\r").expect("write");
+    wait_for("removed dist", 1);
+    assert!(!t.ws().join("dist").exists());
+    assert_eq!(seen.lock().expect("lock").matches("Allow?").count(), 1, "asked only once");
+    input.write_all(b"\x04").expect("ctrl-d");
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "the REPL exits cleanly on Ctrl-D");
 }

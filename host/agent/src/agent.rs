@@ -178,8 +178,7 @@ impl Agent {
         let todos = Todos::default();
         let (session_id, stored, system_prompt, history, parent) = match start.resume {
             Some(info) => {
-                let history: Vec<Message> =
-                    shared.store.messages(&info.id)?.into_iter().map(|m| m.message).collect();
+                let history: Vec<Message> = shared.store.messages(&info.id)?.into_iter().map(|m| m.message).collect();
                 todos.restore(&history);
                 let prompt = shared.store.system_prompt(&info.id)?;
                 (info.id, true, prompt, history, info.parent_id)
@@ -202,7 +201,8 @@ impl Agent {
                 (Store::new_session_id(), false, built.text, Vec::new(), start.parent)
             }
         };
-        let max_turns = if parent.is_some() && platform == Platform::Subagent { cfg.child_max_turns } else { cfg.max_turns };
+        let max_turns =
+            if parent.is_some() && platform == Platform::Subagent { cfg.child_max_turns } else { cfg.max_turns };
         Ok(Self {
             chain: shared.chain.clone(),
             shared,
@@ -280,6 +280,17 @@ impl Agent {
         Ok(Some(text))
     }
 
+    /// Mark the session ended in the store (when it was saved at all).
+    ///
+    /// # Errors
+    /// The store cannot be written.
+    pub fn end(&self, reason: &str) -> Result<(), Error> {
+        if self.stored {
+            self.shared.store.end_session(&self.session_id, reason)?;
+        }
+        Ok(())
+    }
+
     /// Run one user message to the end of the turn.
     pub async fn run_turn(&mut self, text: &str, cancel: &CancellationToken) -> TurnEnd {
         let mut turn = Turn::default();
@@ -334,7 +345,11 @@ impl Agent {
         let provider = self.chain.providers.first();
         self.shared.store.create_session(&NewSession {
             id: self.session_id.clone(),
-            source: if self.platform == Platform::Subagent { "subagent".into() } else { self.shared.config.source.clone() },
+            source: if self.platform == Platform::Subagent {
+                "subagent".into()
+            } else {
+                self.shared.config.source.clone()
+            },
             model: provider.map(|p| p.model.clone()).unwrap_or_default(),
             provider: provider.map(|p| p.name.clone()).unwrap_or_default(),
             system_prompt: self.system_prompt.clone(),
@@ -420,10 +435,11 @@ impl Agent {
     /// interrupted (unfinished calls then carry an error result).
     async fn run_tools(&self, calls: &[ToolCall], cancel: &CancellationToken) -> (Vec<Message>, bool) {
         let parsed: Vec<Result<Value, ToolError>> = calls.iter().map(tools::parse_arguments).collect();
-        let pairs: Vec<(&ToolCall, Option<&Value>)> = calls.iter().zip(&parsed).map(|(c, a)| (c, a.as_ref().ok())).collect();
+        let pairs: Vec<(&ToolCall, Option<&Value>)> =
+            calls.iter().zip(&parsed).map(|(c, a)| (c, a.as_ref().ok())).collect();
         let parallel = tools::parallel_safe(&pairs, &self.shared.config.workspace);
         let slots: Mutex<Vec<Option<(String, bool)>>> = Mutex::new(vec![None; calls.len()]);
-        let this = &*self;
+        let this = self;
         let run_one = |i: usize| {
             let slots = &slots;
             let call = &calls[i];
@@ -482,7 +498,8 @@ impl Agent {
                         preview: "interrupted".into(),
                         duration_ms: 0,
                     }));
-                    serde_json::json!({"error": "interrupted: the user stopped this call before it finished"}).to_string()
+                    serde_json::json!({"error": "interrupted: the user stopped this call before it finished"})
+                        .to_string()
                 }
             };
             out.push(Message::tool(call.id.clone(), call.name.clone(), text));
@@ -494,7 +511,11 @@ impl Agent {
     async fn dispatch(&self, call: &ToolCall, args: &Value, cancel: &CancellationToken) -> Result<String, ToolError> {
         if !self.tools.iter().any(|t| t.name == call.name) {
             let known: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
-            return Err(ToolError::UnknownTool(format!("{}; the tools available are: {}", call.name, known.join(", "))));
+            return Err(ToolError::UnknownTool(format!(
+                "{}; the tools available are: {}",
+                call.name,
+                known.join(", ")
+            )));
         }
         let shared = &self.shared;
         match call.name.as_str() {

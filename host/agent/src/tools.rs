@@ -28,7 +28,12 @@ pub trait ToolHost: Send + Sync {
     fn specs(&self) -> BoxFuture<'_, Vec<ToolSpec>>;
 
     /// Run `name` with the model's raw JSON arguments. The result is text for the model.
-    fn call<'a>(&'a self, name: &'a str, arguments: &'a str, ctx: ToolContext) -> BoxFuture<'a, Result<String, ToolError>>;
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: &'a str,
+        ctx: ToolContext,
+    ) -> BoxFuture<'a, Result<String, ToolError>>;
 }
 
 /// No plugins at all (tests, or a host that failed to start).

@@ -54,7 +54,14 @@ impl Toolsets {
     pub fn builtin() -> Self {
         let mut sets = BTreeMap::new();
         for (name, ts) in [
-            ("files", set("read, write, patch and search files in the workspace", &["read_file", "write_file", "patch", "search_files"], &[])),
+            (
+                "files",
+                set(
+                    "read, write, patch and search files in the workspace",
+                    &["read_file", "write_file", "patch", "search_files"],
+                    &[],
+                ),
+            ),
             ("web", set("fetch web pages", &["web_fetch", "web_search"], &[])),
             ("terminal", set("run shell commands in the workspace", &["terminal"], &[])),
             ("todo", set("a task list for multi-step work", &["todo"], &[])),

@@ -87,5 +87,9 @@ fn main() {
     let base = report("chat -q, no tool", &oneshot);
     let tools: Vec<Sample> = (0..RUNS).map(|_| run(h, w, &["chat", "-q", "use read_file 20 times"])).collect();
     let twenty = report("chat -q, 20 sequential read_file turns", &tools);
-    println!("{:<44} {:>8.3} ms  ((20-turn run - no-tool run) / 20; includes the model round trip)", "per tool turn", (twenty - base) / 20.0);
+    println!(
+        "{:<44} {:>8.3} ms  ((20-turn run - no-tool run) / 20; includes the model round trip)",
+        "per tool turn",
+        (twenty - base) / 20.0
+    );
 }

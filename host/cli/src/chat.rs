@@ -107,7 +107,10 @@ pub fn chain(ctx: &Ctx, args: &ChatArgs) -> anyhow::Result<Chain> {
         );
     }
     let Some(model) = model else {
-        anyhow::bail!("no model name: pass --model NAME, or set `name` under [model] in {}", ctx.home.join("config.toml").display());
+        anyhow::bail!(
+            "no model name: pass --model NAME, or set `name` under [model] in {}",
+            ctx.home.join("config.toml").display()
+        );
     };
     let api_mode = match args.api_mode.as_deref().or(m.api_mode.as_deref()) {
         None => None,
@@ -206,13 +209,8 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         (None, true) => Some(store.resolve_session("latest")?),
         (None, false) => None,
     };
-    let shared = Arc::new(Shared::new(
-        agent_config(ctx, args),
-        chain,
-        store,
-        Arc::new(PluginTools { runtime }),
-        gate.clone(),
-    ));
+    let shared =
+        Arc::new(Shared::new(agent_config(ctx, args), chain, store, Arc::new(PluginTools { runtime }), gate.clone()));
     let (emitter, events) = Emitter::channel();
     gate.attach(emitter.clone());
     let agent = Agent::start(shared.clone(), emitter, Start { resume, ..Start::default() }).await?;
@@ -279,9 +277,13 @@ pub async fn drive(
 async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode> {
     let mut renderer = Renderer::new(false);
     let cancel = CancellationToken::new();
-    let end = drive(&mut session.agent, &mut session.events, &mut renderer, prompt, &cancel, None, &mut |_, _| {}).await;
+    let end =
+        drive(&mut session.agent, &mut session.events, &mut renderer, prompt, &cancel, None, &mut |_, _| {}).await;
     if !end.text.is_empty() {
         println!("{}", end.text.trim_end());
+    }
+    if let Err(e) = session.agent.end(outcome_reason(&end.outcome)) {
+        ui::warn(&e.to_string());
     }
     let code = match end.outcome {
         Outcome::Completed => exit::OK,
@@ -293,4 +295,14 @@ async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode
         ui::note(&format!("session {} (resume with `talaria chat --resume {0}`)", session.agent.session_id()));
     }
     Ok(ExitCode::from(code))
+}
+
+/// How a session ended, for the store.
+pub fn outcome_reason(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Completed => "completed",
+        Outcome::Interrupted => "interrupted",
+        Outcome::BudgetExhausted => "budget_exhausted",
+        Outcome::Failed(_) => "failed",
+    }
 }

@@ -228,7 +228,8 @@ pub fn edit(home: &Path, f: impl FnOnce(&mut toml_edit::DocumentMut) -> Result<(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
-    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{} is not valid TOML: {e}", path.display()))?;
+    let mut doc: toml_edit::DocumentMut =
+        text.parse().map_err(|e| format!("{} is not valid TOML: {e}", path.display()))?;
     f(&mut doc)?;
     std::fs::create_dir_all(home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
     let tmp = path.with_extension("toml.tmp");
@@ -243,7 +244,8 @@ mod tests {
     #[test]
     fn always_approvals_are_saved_keeping_comments() {
         let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("config.toml"), "# mine\n[approvals]\ndeny = [\"*x*\"] # keep\n").expect("write");
+        std::fs::write(dir.path().join("config.toml"), "# mine\n[approvals]\ndeny = [\"*x*\"] # keep\n")
+            .expect("write");
         allow_always(dir.path(), "rm-recursive").expect("save");
         allow_always(dir.path(), "rm-recursive").expect("again");
         let text = std::fs::read_to_string(dir.path().join("config.toml")).expect("read");

@@ -24,7 +24,12 @@ impl ToolHost for PluginTools {
         })
     }
 
-    fn call<'a>(&'a self, name: &'a str, arguments: &'a str, ctx: ToolContext) -> BoxFuture<'a, Result<String, ToolError>> {
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: &'a str,
+        ctx: ToolContext,
+    ) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
             let ctx = CallContext { session_id: ctx.session_id, call_id: ctx.call_id, workspace: ctx.workspace };
             let out = self.runtime.call(name, arguments, ctx).await?;
@@ -40,7 +45,10 @@ impl ToolHost for PluginTools {
 pub struct GateApprover(pub Arc<Gate>);
 
 impl Approver for GateApprover {
-    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> std::pin::Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
+    fn approve<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
         Box::pin(async move {
             match self.0.ask_approval(&request.plugin, &request.command, &request.key, &request.reason).await {
                 Decision::Once => Approval::Once,

@@ -65,7 +65,13 @@ pub const COMMANDS: &[Slash] = &[
         while_busy: false,
     },
     Slash { name: "retry", aliases: &[], args: "", help: "send your last message again", while_busy: false },
-    Slash { name: "stop", aliases: &[], args: "", help: "interrupt the running turn (or press Ctrl-C)", while_busy: true },
+    Slash {
+        name: "stop",
+        aliases: &[],
+        args: "",
+        help: "interrupt the running turn (or press Ctrl-C)",
+        while_busy: true,
+    },
     Slash { name: "usage", aliases: &[], args: "", help: "tokens and model calls of this session", while_busy: true },
     Slash { name: "title", aliases: &[], args: "TITLE", help: "name this session", while_busy: false },
     Slash {
@@ -247,6 +253,9 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
         }
         repl.turn(&line, lines.interactive()).await;
     }
+    if let Err(e) = repl.session.agent.end("exit") {
+        ui::warn(&e.to_string());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -255,7 +264,11 @@ impl Repl<'_> {
         let agent = &self.session.agent;
         let p = agent.chain().providers.first();
         let model = p.map_or_else(String::new, Provider::label);
-        let state = if agent.history().is_empty() { "new session".to_string() } else { format!("resumed {}", agent.session_id()) };
+        let state = if agent.history().is_empty() {
+            "new session".to_string()
+        } else {
+            format!("resumed {}", agent.session_id())
+        };
         let line = format!("talaria · {model} · {} tools · {state}", agent.tools().len());
         if interactive {
             anstream::println!("{}", line.bold());
@@ -369,8 +382,11 @@ impl Repl<'_> {
     async fn slash(&mut self, line: &str) -> anyhow::Result<bool> {
         let Some((name, arg)) = parse_slash(line) else { return Ok(true) };
         let Some(cmd) = lookup(name) else {
-            let close: Vec<String> =
-                COMMANDS.iter().filter(|c| c.name.starts_with(&name[..name.len().min(2)])).map(|c| format!("/{}", c.name)).collect();
+            let close: Vec<String> = COMMANDS
+                .iter()
+                .filter(|c| c.name.starts_with(&name[..name.len().min(2)]))
+                .map(|c| format!("/{}", c.name))
+                .collect();
             let hint = if close.is_empty() { String::new() } else { format!(" (did you mean {}?)", close.join(", ")) };
             anyhow::bail!("unknown command /{name}{hint}; /help lists them");
         };
@@ -425,8 +441,14 @@ impl Repl<'_> {
                 let line = match stored {
                     Some(s) => format!(
                         "session {}: {} model calls, {} input tokens ({} cached), {} output tokens; this run: {} calls, {} in / {} out",
-                        s.id, s.api_call_count, s.usage.input_tokens, s.usage.cache_read_tokens, s.usage.output_tokens,
-                        calls, usage.input_tokens, usage.output_tokens
+                        s.id,
+                        s.api_call_count,
+                        s.usage.input_tokens,
+                        s.usage.cache_read_tokens,
+                        s.usage.output_tokens,
+                        calls,
+                        usage.input_tokens,
+                        usage.output_tokens
                     ),
                     None => "nothing sent yet".to_string(),
                 };
@@ -498,6 +520,9 @@ impl Repl<'_> {
         let chain = self.session.agent.chain().clone();
         let mut agent = Agent::start(self.session.shared.clone(), emitter, start).await?;
         agent.set_chain(chain);
+        if let Err(e) = self.session.agent.end("switched") {
+            ui::warn(&e.to_string());
+        }
         for w in agent.warnings() {
             ui::warn(w);
         }
@@ -568,7 +593,9 @@ mod tests {
         }
         let got = SlashCompleter.complete("/re", 3);
         let names: Vec<String> = match got {
-            reedline::CompletionResult::Fresh { suggestions, .. } => suggestions.iter().map(|s| s.value.clone()).collect(),
+            reedline::CompletionResult::Fresh { suggestions, .. } => {
+                suggestions.iter().map(|s| s.value.clone()).collect()
+            }
             _ => Vec::new(),
         };
         assert_eq!(names, ["/resume", "/retry"]);

@@ -67,9 +67,10 @@ fn task_of(v: &Value) -> Result<Task, ToolError> {
         .and_then(Value::as_str)
         .filter(|g| !g.trim().is_empty())
         .ok_or_else(|| ToolError::InvalidArgs("each task needs a non-empty `goal`".into()))?;
-    let toolsets = v.get("toolsets").and_then(Value::as_array).map(|a| {
-        a.iter().filter_map(Value::as_str).map(str::to_string).collect::<Vec<_>>()
-    });
+    let toolsets = v
+        .get("toolsets")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect::<Vec<_>>());
     Ok(Task {
         goal: goal.to_string(),
         context: v.get("context").and_then(Value::as_str).map(str::to_string),

@@ -49,7 +49,8 @@ fn brief(m: &StoredMessage, chars: usize) -> Value {
         "role": m.message.role().as_str(),
         "content": one_line(m.message.content(), chars),
     });
-    let calls: Vec<String> = m.message.tool_calls().iter().map(|c| format!("{}({})", c.name, one_line(&c.arguments, 80))).collect();
+    let calls: Vec<String> =
+        m.message.tool_calls().iter().map(|c| format!("{}({})", c.name, one_line(&c.arguments, 80))).collect();
     if !calls.is_empty() {
         v["tool_calls"] = json!(calls);
     }
@@ -110,14 +111,13 @@ pub fn call(store: &Store, current: &str, args: &Value) -> Result<Value, ToolErr
             .collect();
         return Ok(json!({ "sessions": list }));
     };
-    let role = match args.get("role_filter").and_then(Value::as_str) {
-        None => None,
-        Some(r) => Some(
-            Role::parse(r)
-                .filter(|r| *r != Role::System)
-                .ok_or_else(|| ToolError::InvalidArgs(format!("role_filter must be user, assistant or tool, not {r}")))?,
-        ),
-    };
+    let role =
+        match args.get("role_filter").and_then(Value::as_str) {
+            None => None,
+            Some(r) => Some(Role::parse(r).filter(|r| *r != Role::System).ok_or_else(|| {
+                ToolError::InvalidArgs(format!("role_filter must be user, assistant or tool, not {r}"))
+            })?),
+        };
     let hits = store
         .search(&SearchQuery {
             text: query,
@@ -141,7 +141,8 @@ pub fn call(store: &Store, current: &str, args: &Value) -> Result<Value, ToolErr
     }
     let mut out = json!({ "query": query, "count": results.len(), "results": results });
     if hits.is_empty() {
-        out["hint"] = json!("nothing matched; try fewer or different words, a prefix like deploy*, or OR between alternatives");
+        out["hint"] =
+            json!("nothing matched; try fewer or different words, a prefix like deploy*, or OR between alternatives");
     }
     Ok(out)
 }
