@@ -1,0 +1,251 @@
+//! `talaria sessions`, `setup` and `doctor` end to end. Sessions are written through
+//! talaria-store directly, so no model is needed.
+
+use serde_json::Value;
+use talaria_protocol::{Message, ToolCall, Usage};
+use talaria_store::{NewSession, Store};
+use talaria_test_support::FakeServer;
+
+use super::Talaria;
+
+const FIRST: &str = "20261120_100000_aaaaaa";
+const SECOND: &str = "20261121_110000_bbbbbb";
+
+impl Talaria {
+    fn store(&self) -> Store {
+        Store::open(&self.home.path().join("state.db")).expect("open store")
+    }
+
+    /// Two sessions: a titled trip to Lisbon with a tool call, then an untitled one (the latest).
+    fn with_sessions(&self) {
+        let store = self.store();
+        let new = |id: &str| NewSession {
+            id: id.into(),
+            source: "cli".into(),
+            model: "gpt-4.1-mini".into(),
+            provider: "openai".into(),
+            system_prompt: "You are talaria.".into(),
+            parent_id: None,
+            cwd: "/tmp/project".into(),
+        };
+        store.create_session(&new(FIRST)).expect("create");
+        let call =
+            ToolCall { id: "call_1".into(), name: "read_file".into(), arguments: r#"{"path": "notes.txt"}"#.into() };
+        let result = (1..=12).map(|i| format!("result line {i}")).collect::<Vec<_>>().join("\n");
+        store
+            .append_messages(
+                FIRST,
+                &[
+                    Message::user("Plan a trip to Lisbon"),
+                    Message::Assistant { content: String::new(), tool_calls: vec![call], reasoning: None, extra: None },
+                    Message::tool("call_1", "read_file", result),
+                    Message::assistant("Lisbon in spring: visit Alfama and Belém."),
+                ],
+            )
+            .expect("append");
+        store.add_usage(FIRST, &Usage { input_tokens: 1200, output_tokens: 80, ..Usage::default() }, 2).expect("usage");
+        store.set_title(FIRST, "Trip to Lisbon").expect("title");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        store.create_session(&new(SECOND)).expect("create");
+        store
+            .append_messages(
+                SECOND,
+                &[Message::user("How do I rebase a branch?"), Message::assistant("Use git rebase.")],
+            )
+            .expect("append");
+    }
+}
+
+#[test]
+fn sessions_are_listed_shown_and_searched() {
+    let t = Talaria::new();
+    t.with_sessions();
+
+    let list = t.ok(&["sessions", "list"]);
+    assert!(list.starts_with("ID ") && list.contains("UPDATED"), "{list}");
+    assert!(list.contains(FIRST) && list.contains("Trip to Lisbon"), "{list}");
+    assert!(list.contains(SECOND) && list.contains("How do I rebase a branch?"), "{list}");
+    assert!(list.find(SECOND) < list.find(FIRST), "newest first:\n{list}");
+    assert!(!list.contains('\u{1b}'), "escape codes in piped output");
+    let json: Value = serde_json::from_str(&t.ok(&["sessions", "list", "--json", "--limit", "1"])).expect("json");
+    assert_eq!(json.as_array().map(Vec::len), Some(1));
+    assert_eq!(json[0]["id"], SECOND);
+
+    let show = t.ok(&["sessions", "show", "trip to lisbon"]);
+    assert!(show.starts_with(&format!("{FIRST} \"Trip to Lisbon\"")), "{show}");
+    assert!(show.contains("openai/gpt-4.1-mini") && show.contains("1200 in, 80 out"), "{show}");
+    assert!(show.contains("Plan a trip to Lisbon") && show.contains("visit Alfama"), "{show}");
+    assert!(show.contains(r#"→ read_file({"path":"notes.txt"})"#), "{show}");
+    assert!(show.contains("result line 4") && !show.contains("result line 5"), "{show}");
+    assert!(show.contains("… (8 more lines)"), "{show}");
+    let latest: Value = serde_json::from_str(&t.ok(&["sessions", "show", "latest", "--json"])).expect("json");
+    assert_eq!(latest["session"]["id"], SECOND);
+    assert_eq!(latest["messages"][1]["content"], "Use git rebase.");
+
+    let hits = t.ok(&["sessions", "search", "lisbon"]);
+    assert!(hits.contains(FIRST) && hits.contains("\"Trip to Lisbon\""), "{hits}");
+    assert!(hits.contains(">>>Lisbon<<<"), "markers stay when piped:\n{hits}");
+    assert!(!hits.contains(SECOND), "{hits}");
+    let assistant = t.ok(&["sessions", "search", "lisbon", "--role", "assistant"]);
+    assert!(assistant.contains("assistant") && !assistant.contains("Plan a trip"), "{assistant}");
+    let json: Value = serde_json::from_str(&t.ok(&["sessions", "search", "rebase", "--json"])).expect("json");
+    assert_eq!(json[0]["session_id"], SECOND);
+    assert!(json[0]["snippet"].as_str().is_some_and(|s| s.contains(">>>rebase<<<")), "{json}");
+
+    let err = t.fails(&["sessions", "show", "nosuch"]);
+    assert!(err.contains("no session matches \"nosuch\""), "{err}");
+    let err = t.fails(&["sessions", "show", "2026112"]);
+    assert!(err.contains("several sessions match") && err.contains(FIRST), "{err}");
+}
+
+#[test]
+fn sessions_export_as_jsonl_json_and_markdown() {
+    let t = Talaria::new();
+    t.with_sessions();
+
+    let jsonl = t.ok(&["sessions", "export", FIRST]);
+    let lines: Vec<Value> = jsonl.lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect();
+    assert_eq!(lines.len(), 5, "{jsonl}");
+    assert_eq!(lines[0]["type"], "session");
+    assert_eq!(lines[0]["id"], FIRST);
+    assert_eq!(lines[0]["title"], "Trip to Lisbon");
+    assert_eq!(lines[1]["role"], "user");
+    assert_eq!(lines[1]["content"], "Plan a trip to Lisbon");
+    assert!(lines[1]["created_at"].as_i64().is_some_and(|t| t > 0));
+    assert_eq!(lines[2]["tool_calls"][0]["name"], "read_file");
+    assert_eq!(lines[3]["role"], "tool");
+    assert_eq!(lines[3]["tool_call_id"], "call_1");
+    assert_eq!(lines[3]["name"], "read_file");
+    assert!(lines[3]["content"].as_str().is_some_and(|c| c.contains("result line 12")), "nothing cut");
+
+    let doc: Value = serde_json::from_str(&t.ok(&["sessions", "export", "latest", "--format", "json"])).expect("json");
+    assert_eq!(doc["session"]["id"], SECOND);
+    assert_eq!(doc["messages"].as_array().map(Vec::len), Some(2));
+
+    let path = t.ws().join("trip.md");
+    let out = t.run(&["sessions", "export", "Trip to Lisbon", "--format", "markdown", "-o", "trip.md"]);
+    assert!(out.status.success() && out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let md = std::fs::read_to_string(&path).expect("markdown written");
+    assert!(md.starts_with("# Trip to Lisbon\n"), "{md}");
+    for part in ["## User", "Plan a trip to Lisbon", "Tool call `read_file`", "result line 12", "visit Alfama"] {
+        assert!(md.contains(part), "{part} missing from:\n{md}");
+    }
+}
+
+#[test]
+fn sessions_are_renamed_and_deleted() {
+    let t = Talaria::new();
+    t.with_sessions();
+
+    let err = t.fails(&["sessions", "rename", SECOND, "trip to lisbon"]);
+    assert!(err.contains("is already used by session") && err.contains(FIRST), "{err}");
+    let out = t.ok(&["sessions", "rename", "latest", "Rebasing"]);
+    assert!(out.contains(&format!("renamed {SECOND} to \"Rebasing\"")), "{out}");
+    assert!(t.ok(&["sessions", "show", "rebasing"]).contains("Use git rebase."));
+
+    // Standard input is not a terminal here: no question can be asked.
+    let err = t.fails(&["sessions", "delete", "Rebasing"]);
+    assert!(err.contains("pass --yes"), "{err}");
+    assert!(t.ok(&["sessions", "list"]).contains(SECOND));
+    let out = t.ok(&["sessions", "delete", "Rebasing", FIRST, "--yes"]);
+    assert!(out.contains(&format!("deleted {SECOND}")) && out.contains(&format!("deleted {FIRST}")), "{out}");
+    assert!(t.store().list_sessions(10, 0).expect("list").is_empty());
+    assert!(t.ok(&["sessions", "search", "lisbon"]).is_empty());
+}
+
+#[test]
+fn setup_writes_a_config_doctor_accepts_and_keeps_comments() {
+    let t = Talaria::new();
+    let config = t.home.path().join("config.toml");
+    std::fs::write(&config, "# my own notes\n[agent]\nmax_turns = 7 # keep me\n").expect("config");
+    let out = t.ok(&["setup", "--provider", "ollama", "--model", "llama3.2", "--yes"]);
+    assert!(out.contains("provider = \"ollama\"") && out.contains("name = \"llama3.2\""), "{out}");
+    assert!(out.contains("talaria chat") && out.contains("talaria doctor"), "{out}");
+    let text = std::fs::read_to_string(&config).expect("read");
+    assert!(text.starts_with("# my own notes\n") && text.contains("max_turns = 7 # keep me"), "{text}");
+    assert!(text.contains("[model]\nprovider = \"ollama\"\nname = \"llama3.2\"\n"), "{text}");
+    assert!(!t.home.path().join(".env").exists());
+
+    let doctor = t.ok(&["doctor", "--offline"]);
+    assert!(doctor.contains("ok: model: ollama/llama3.2 at http://localhost:11434/v1"), "{doctor}");
+    assert!(doctor.contains("ok: state: ") && doctor.contains("0 sessions"), "{doctor}");
+    assert!(doctor.contains("ok: provider: not contacted (--offline)"), "{doctor}");
+    assert!(doctor.contains("ok: tools: "), "{doctor}");
+    assert!(!doctor.contains("fail:") && !doctor.contains('\u{1b}'), "{doctor}");
+
+    // Running it again changes only what it sets.
+    t.ok(&["setup", "--provider", "custom", "--model", "local", "--base-url", "http://localhost:8080/v1", "--yes"]);
+    let text = std::fs::read_to_string(&config).expect("read");
+    assert!(text.contains("provider = \"custom\"") && text.contains("base_url = \"http://localhost:8080/v1\""));
+    assert!(text.contains("# keep me") && !text.contains("llama3.2"), "{text}");
+}
+
+#[test]
+fn setup_without_a_terminal_names_the_missing_flags() {
+    let t = Talaria::new();
+    let out = t.run(&["setup", "--provider", "ollama"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("missing --model") && !err.contains("--provider,"), "{err}");
+    let out = t.run(&["setup"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("missing --provider, --model"), "{err}");
+    let out = t.run(&["setup", "--provider", "custom", "--model", "m", "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing --base-url"));
+    assert!(!t.home.path().join("config.toml").exists());
+}
+
+#[test]
+fn doctor_without_a_model_fails_with_the_guidance() {
+    let t = Talaria::new();
+    let out = t.run(&["doctor", "--offline"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("fail: model: no model is configured."), "{stdout}");
+    assert!(stdout.contains("Run `talaria setup` to choose one"), "{stdout}");
+    assert!(stdout.contains("warn: config: ") && stdout.contains("ok: home: "), "{stdout}");
+}
+
+#[test]
+fn doctor_reports_an_unreachable_provider_and_a_rejected_key() {
+    let t = Talaria::new();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
+    let base = format!("http://{closed}/v1");
+    std::fs::write(
+        t.home.path().join("config.toml"),
+        format!("[model]\nprovider = \"custom\"\nname = \"m\"\nbase_url = \"{base}\"\n"),
+    )
+    .expect("config");
+    let out = t.run(&["doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("fail: provider: cannot reach {base}/models")), "{stdout}");
+
+    let api = FakeServer::start(|req| {
+        if req.header("authorization") == Some("Bearer good") {
+            (200, vec![], r#"{"data":[]}"#.into())
+        } else {
+            (401, vec![], r#"{"error":"bad key"}"#.into())
+        }
+    });
+    let config = |key_env: &str| {
+        format!(
+            "[model]\nprovider = \"custom\"\nname = \"m\"\nbase_url = \"{}\"\nkey_env = \"{key_env}\"\n",
+            api.url("/v1")
+        )
+    };
+    std::fs::write(t.home.path().join(".env"), "DOCTOR_BAD_KEY=nope\nDOCTOR_GOOD_KEY=good\n").expect("env");
+    std::fs::write(t.home.path().join("config.toml"), config("DOCTOR_BAD_KEY")).expect("config");
+    let out = t.run(&["doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("fail: provider: ") && stdout.contains("HTTP 401: key rejected"), "{stdout}");
+    assert!(stdout.contains("ok: key: DOCTOR_BAD_KEY is set in "), "{stdout}");
+    assert_eq!(api.received().last().map(|r| r.path.as_str()), Some("/v1/models"));
+
+    std::fs::write(t.home.path().join("config.toml"), config("DOCTOR_GOOD_KEY")).expect("config");
+    let stdout = t.ok(&["doctor"]);
+    assert!(stdout.contains(&format!("ok: provider: {} answered HTTP 200", api.url("/v1/models"))), "{stdout}");
+}
