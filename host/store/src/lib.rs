@@ -1,29 +1,58 @@
 //! talaria's state database: one SQLite file (`$TALARIA_HOME/state.db`) in WAL mode.
 //!
-//! It holds each plugin's private key-value data now; sessions and messages join it later.
-//! Schema changes are numbered migrations applied on open. One connection is shared behind a
-//! mutex: every operation here is a short statement.
+//! It holds the sessions (with their lineage: a subagent's session names its parent), every
+//! message of every session, two full-text indexes over those messages (words, and substrings for
+//! CJK text and code fragments), and each plugin's private key-value data. Schema changes are
+//! numbered migrations applied on open ([`schema`]).
+//!
+//! The main type is [`Store`]; its methods live beside the concept they serve: sessions and
+//! messages in [`sessions`], search in [`search`], plugin data in [`kv`]. One connection per
+//! `Store`, shared behind a mutex: every operation is a short statement or transaction. Several
+//! processes may open the same file at once (the CLI, a gateway, cron): writes take the write
+//! lock up front (`BEGIN IMMEDIATE`) and are retried with jitter while another writer holds it.
 //!
 //! ```no_run
-//! let store = talaria_store::Store::open(std::path::Path::new("/tmp/state.db"))?;
+//! use talaria_protocol::Message;
+//! use talaria_store::{NewSession, SearchQuery, Store};
+//!
+//! let store = Store::open(std::path::Path::new("/tmp/state.db"))?;
+//! let id = Store::new_session_id();
+//! store.create_session(&NewSession {
+//!     id: id.clone(),
+//!     source: "cli".into(),
+//!     model: "gpt-5".into(),
+//!     provider: "openai".into(),
+//!     system_prompt: "You are talaria.".into(),
+//!     parent_id: None,
+//!     cwd: "/home/me/project".into(),
+//! })?;
+//! store.append_messages(&id, &[Message::user("Where is Lisbon?"), Message::assistant("In Portugal.")])?;
+//! let hits = store.search(&SearchQuery::new("lisbon"))?;
+//! assert_eq!(hits[0].session_id, id);
 //! store.kv_set("weather", "last_city", b"Lisbon")?;
-//! assert_eq!(store.kv_get("weather", "last_city")?, Some(b"Lisbon".to_vec()));
 //! # Ok::<(), talaria_store::Error>(())
 //! ```
 
+pub mod kv;
+pub mod schema;
+pub mod search;
+pub mod sessions;
+
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::AtomicU32;
+use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OptionalExtension, params};
-use rusqlite_migration::{M, Migrations};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-/// Most bytes one value may hold.
-pub const MAX_VALUE_BYTES: usize = 1024 * 1024;
-/// Most bytes (keys plus values) one plugin may keep.
-pub const MAX_PLUGIN_BYTES: i64 = 10 * 1024 * 1024;
-/// Longest key.
-pub const MAX_KEY_BYTES: usize = 512;
+pub use kv::{MAX_KEY_BYTES, MAX_PLUGIN_BYTES, MAX_VALUE_BYTES};
+pub use search::{SearchHit, SearchQuery};
+pub use sessions::{ListQuery, MAX_TITLE_CHARS, NewSession, PREVIEW_CHARS, SOURCES, SessionInfo, StoredMessage};
+
+/// How long SQLite itself waits for a lock before handing `SQLITE_BUSY` back to us.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a write keeps retrying while other writers hold the lock.
+pub const BUSY_RETRY_FOR: Duration = Duration::from_secs(20);
 
 /// What can go wrong with the state database.
 #[derive(Debug, thiserror::Error)]
@@ -34,51 +63,93 @@ pub enum Error {
     Migrate(#[from] rusqlite_migration::Error),
     #[error("state database: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error(
+        "the state database stayed locked by another talaria process for {} s; try again when it is done",
+        BUSY_RETRY_FOR.as_secs()
+    )]
+    Busy,
+    #[error("state database holds something this version cannot read: {what}")]
+    Corrupt { what: String },
     #[error("key is empty or longer than {MAX_KEY_BYTES} bytes")]
     BadKey,
     #[error("value of {0} bytes is larger than the {MAX_VALUE_BYTES}-byte limit")]
     ValueTooLarge(usize),
     #[error("plugin storage quota of {MAX_PLUGIN_BYTES} bytes would be exceeded")]
     QuotaExceeded,
+    #[error("no session matches \"{key}\": run `talaria sessions list` to see them")]
+    SessionNotFound { key: String },
+    #[error(
+        "several sessions match: {}; give more of the id, or run `talaria sessions list` to see them",
+        candidates.join(", ")
+    )]
+    AmbiguousSession { candidates: Vec<String> },
+    #[error("session id \"{id}\" is not valid: it must be 1 to 200 bytes with no spaces or control characters")]
+    BadSessionId { id: String },
+    #[error("a session with id \"{id}\" already exists")]
+    SessionExists { id: String },
+    #[error("parent session \"{id}\" does not exist: run `talaria sessions list` to see them")]
+    UnknownParent { id: String },
+    #[error("unknown session source \"{name}\": expected one of {}", SOURCES.join(", "))]
+    UnknownSource { name: String },
+    #[error("the title \"{title}\" is already used by session {other_id}: choose another")]
+    TitleTaken { title: String, other_id: String },
+    #[error("invalid session title: {reason}")]
+    BadTitle { reason: String },
+    #[error("no message with id {id}")]
+    MessageNotFound { id: i64 },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(
-        "CREATE TABLE plugin_kv (
-            plugin TEXT NOT NULL,
-            key    TEXT NOT NULL,
-            value  BLOB NOT NULL,
-            updated_at INTEGER NOT NULL DEFAULT (unixepoch()),
-            PRIMARY KEY (plugin, key)
-        ) WITHOUT ROWID;",
-    )])
+impl Error {
+    /// Another connection holds the lock (or the database is being recovered).
+    fn is_busy(&self) -> bool {
+        match self {
+            Self::Sql(e) => sql_busy(e),
+            Self::Migrate(rusqlite_migration::Error::RusqliteError { err, .. }) => sql_busy(err),
+            _ => false,
+        }
+    }
+}
+
+fn sql_busy(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
 }
 
 /// The open state database.
 pub struct Store {
     conn: Mutex<Connection>,
+    /// Appends since this `Store` was opened, to checkpoint the WAL now and then.
+    appends: AtomicU32,
 }
 
 impl Store {
     /// Open (creating if needed) the database at `path` and bring its schema up to date.
     ///
     /// # Errors
-    /// The file cannot be opened, is not a database, or a migration fails.
+    /// The file cannot be opened, is not a database, a migration fails, or the file was written by
+    /// a newer talaria (its schema is ahead of this one).
     pub fn open(path: &Path) -> Result<Self> {
+        let open_err = |source| Error::Open { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::Open {
-                path: path.to_path_buf(),
-                source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
-            })?;
+            std::fs::create_dir_all(dir).map_err(|e| open_err(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
         }
-        let mut conn = Connection::open(path).map_err(|source| Error::Open { path: path.to_path_buf(), source })?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        let mut conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        retry_busy(|| {
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            Ok(())
+        })?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        migrations().to_latest(&mut conn)?;
-        Ok(Self { conn: Mutex::new(conn) })
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        // Up to 32 MiB of page cache (allocated only as pages are read): a search touches a few
+        // thousand message rows spread over the file.
+        conn.pragma_update(None, "cache_size", -32_768)?;
+        // Migrations take the write lock up front, so two processes opening a new file at once
+        // queue instead of both creating the same tables.
+        conn.set_transaction_behavior(TransactionBehavior::Immediate);
+        schema::migrate(&mut conn)?;
+        Ok(Self { conn: Mutex::new(conn), appends: AtomicU32::new(0) })
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -86,125 +157,38 @@ impl Store {
         self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The value under `key` in `plugin`'s space.
-    pub fn kv_get(&self, plugin: &str, key: &str) -> Result<Option<Vec<u8>>> {
-        check_key(key)?;
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2")?;
-        Ok(stmt.query_row(params![plugin, key], |r| r.get(0)).optional()?)
+    /// Run `f` in one `BEGIN IMMEDIATE` transaction, committed if `f` succeeds. While another
+    /// connection holds the write lock, wait (SQLite's busy timeout), then retry with jitter for
+    /// up to [`BUSY_RETRY_FOR`]; the mutex is released between attempts.
+    fn write<T>(&self, mut f: impl FnMut(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        retry_busy(|| {
+            let mut conn = self.conn();
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
     }
+}
 
-    /// Store `value` under `key`, within the value size limit and the plugin's quota.
-    pub fn kv_set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
-        check_key(key)?;
-        if value.len() > MAX_VALUE_BYTES {
-            return Err(Error::ValueTooLarge(value.len()));
-        }
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let used: i64 = tx.query_row(
-            "SELECT COALESCE(SUM(length(key) + length(value)), 0) FROM plugin_kv WHERE plugin = ?1 AND key <> ?2",
-            params![plugin, key],
-            |r| r.get(0),
-        )?;
-        let len = i64::try_from(key.len() + value.len()).unwrap_or(i64::MAX);
-        if used.saturating_add(len) > MAX_PLUGIN_BYTES {
-            return Err(Error::QuotaExceeded);
-        }
-        tx.execute(
-            "INSERT INTO plugin_kv (plugin, key, value) VALUES (?1, ?2, ?3)
-             ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value, updated_at = unixepoch()",
-            params![plugin, key, value],
-        )?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    /// Remove `key`; a missing key is not an error.
-    pub fn kv_delete(&self, plugin: &str, key: &str) -> Result<()> {
-        check_key(key)?;
-        self.conn().execute("DELETE FROM plugin_kv WHERE plugin = ?1 AND key = ?2", params![plugin, key])?;
-        Ok(())
-    }
-
-    /// Keys in `plugin`'s space starting with `prefix`, sorted.
-    pub fn kv_keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached("SELECT key FROM plugin_kv WHERE plugin = ?1 ORDER BY key")?;
-        let keys = stmt.query_map(params![plugin], |r| r.get::<_, String>(0))?;
-        let mut out = Vec::new();
-        for key in keys {
-            let key = key?;
-            if key.starts_with(prefix) {
-                out.push(key);
+/// Call `f` until it returns anything but a busy error, for at most [`BUSY_RETRY_FOR`].
+fn retry_busy<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
+    let deadline = Instant::now() + BUSY_RETRY_FOR;
+    loop {
+        match f() {
+            Err(e) if e.is_busy() => {
+                if Instant::now() >= deadline {
+                    return Err(Error::Busy);
+                }
+                std::thread::sleep(Duration::from_millis(fastrand::u64(5..=60)));
             }
+            other => return other,
         }
-        Ok(out)
     }
 }
 
-fn check_key(key: &str) -> Result<()> {
-    if key.is_empty() || key.len() > MAX_KEY_BYTES {
-        return Err(Error::BadKey);
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&dir.path().join("state.db")).expect("open");
-        (dir, store)
-    }
-
-    #[test]
-    fn values_are_scoped_to_their_plugin() {
-        let (_dir, s) = store();
-        s.kv_set("a", "k", b"one").expect("set");
-        s.kv_set("b", "k", b"two").expect("set");
-        assert_eq!(s.kv_get("a", "k").expect("get"), Some(b"one".to_vec()));
-        assert_eq!(s.kv_get("b", "k").expect("get"), Some(b"two".to_vec()));
-        assert_eq!(s.kv_get("c", "k").expect("get"), None);
-        s.kv_delete("a", "k").expect("delete");
-        assert_eq!(s.kv_get("a", "k").expect("get"), None);
-        assert_eq!(s.kv_get("b", "k").expect("get"), Some(b"two".to_vec()));
-    }
-
-    #[test]
-    fn values_survive_reopening() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("state.db");
-        Store::open(&path).expect("open").kv_set("p", "k", b"v").expect("set");
-        assert_eq!(Store::open(&path).expect("reopen").kv_get("p", "k").expect("get"), Some(b"v".to_vec()));
-    }
-
-    #[test]
-    fn keys_are_listed_by_prefix_in_order() {
-        let (_dir, s) = store();
-        for k in ["b/2", "a/1", "b/1", "c"] {
-            s.kv_set("p", k, b"x").expect("set");
-        }
-        assert_eq!(s.kv_keys("p", "b/").expect("keys"), vec!["b/1", "b/2"]);
-        assert_eq!(s.kv_keys("p", "").expect("keys").len(), 4);
-    }
-
-    #[test]
-    fn limits_are_enforced() {
-        let (_dir, s) = store();
-        assert!(matches!(s.kv_set("p", "", b"x"), Err(Error::BadKey)));
-        let big = vec![0u8; MAX_VALUE_BYTES + 1];
-        assert!(matches!(s.kv_set("p", "k", &big), Err(Error::ValueTooLarge(n)) if n == MAX_VALUE_BYTES + 1));
-        let chunk = vec![0u8; MAX_VALUE_BYTES];
-        for i in 0..9 {
-            s.kv_set("p", &format!("k{i}"), &chunk).expect("within quota");
-        }
-        assert!(matches!(s.kv_set("p", "k9", &chunk), Err(Error::QuotaExceeded)));
-        // Replacing an existing value counts only the new size.
-        s.kv_set("p", "k0", &chunk).expect("replace within quota");
-        // Another plugin has its own quota.
-        s.kv_set("q", "k", &chunk).expect("other plugin");
-    }
+/// Now, in milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }

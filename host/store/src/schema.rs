@@ -1,0 +1,141 @@
+//! The schema as numbered migrations, applied in order on open and never edited once released:
+//! a change is a new migration at the end of [`MIGRATIONS`].
+//!
+//! 1. `plugin_kv`: each plugin's key-value data.
+//! 2. `sessions` and `messages`, plus two FTS5 indexes over the messages' text kept in sync by
+//!    triggers: `messages_fts` (words; porter stemming, diacritics folded) and `messages_trigram`
+//!    (any substring of three characters or more: CJK text, identifiers, paths). Only active
+//!    messages are indexed: turning a message inactive (undo) takes it out of both indexes.
+//!
+//! ```
+//! assert_eq!(talaria_store::schema::VERSION, 2);
+//! ```
+
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use rusqlite_migration::{M, Migrations};
+
+use crate::{Error, Result};
+
+/// The schema version this code writes (the number of migrations).
+pub const VERSION: usize = MIGRATIONS.len();
+
+/// Every migration, oldest first.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: plugin key-value data.
+    "CREATE TABLE plugin_kv (
+        plugin TEXT NOT NULL,
+        key    TEXT NOT NULL,
+        value  BLOB NOT NULL,
+        updated_at INTEGER NOT NULL DEFAULT (unixepoch()),
+        PRIMARY KEY (plugin, key)
+    ) WITHOUT ROWID;",
+    // 2: sessions, messages and their full-text indexes. Times are Unix milliseconds.
+    "CREATE TABLE sessions (
+        id            TEXT PRIMARY KEY NOT NULL,
+        source        TEXT NOT NULL,
+        model         TEXT NOT NULL,
+        provider      TEXT NOT NULL,
+        system_prompt TEXT NOT NULL,
+        parent_id     TEXT REFERENCES sessions (id) ON DELETE SET NULL,
+        title         TEXT UNIQUE COLLATE NOCASE,
+        cwd           TEXT NOT NULL,
+        started_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL,
+        ended_at      INTEGER,
+        end_reason    TEXT,
+        message_count      INTEGER NOT NULL DEFAULT 0,
+        tool_call_count    INTEGER NOT NULL DEFAULT 0,
+        api_call_count     INTEGER NOT NULL DEFAULT 0,
+        input_tokens       INTEGER NOT NULL DEFAULT 0,
+        output_tokens      INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        reasoning_tokens   INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX sessions_by_update ON sessions (updated_at);
+    CREATE INDEX sessions_by_parent ON sessions (parent_id);
+
+    -- Small columns first: search filters on them for thousands of rows, and a column stored
+    -- after a long content would be read through the content's overflow pages.
+    CREATE TABLE messages (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id   TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        role         TEXT NOT NULL,
+        active       INTEGER NOT NULL DEFAULT 1,
+        created_at   INTEGER NOT NULL,
+        tool_call_id TEXT,
+        tool_name    TEXT,
+        content      TEXT NOT NULL,
+        tool_calls   TEXT,
+        reasoning    TEXT,
+        extra        TEXT
+    );
+    CREATE INDEX messages_by_session ON messages (session_id, id);
+
+    CREATE VIRTUAL TABLE messages_fts USING fts5 (
+        content, tool_name, tool_calls,
+        content = 'messages', content_rowid = 'id',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    CREATE VIRTUAL TABLE messages_trigram USING fts5 (
+        content, tool_name, tool_calls,
+        content = 'messages', content_rowid = 'id',
+        tokenize = 'trigram'
+    );
+
+    CREATE TRIGGER messages_indexed AFTER INSERT ON messages WHEN new.active BEGIN
+        INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
+            VALUES (new.id, new.content, new.tool_name, new.tool_calls);
+        INSERT INTO messages_trigram (rowid, content, tool_name, tool_calls)
+            VALUES (new.id, new.content, new.tool_name, new.tool_calls);
+    END;
+    CREATE TRIGGER messages_unindexed AFTER DELETE ON messages WHEN old.active BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content, tool_name, tool_calls)
+            VALUES ('delete', old.id, old.content, old.tool_name, old.tool_calls);
+        INSERT INTO messages_trigram (messages_trigram, rowid, content, tool_name, tool_calls)
+            VALUES ('delete', old.id, old.content, old.tool_name, old.tool_calls);
+    END;
+    -- Old entry out first (if it was indexed), new one in (if it is active).
+    CREATE TRIGGER messages_reindexed AFTER UPDATE OF content, tool_name, tool_calls, active ON messages BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content, tool_name, tool_calls)
+            SELECT 'delete', old.id, old.content, old.tool_name, old.tool_calls WHERE old.active;
+        INSERT INTO messages_trigram (messages_trigram, rowid, content, tool_name, tool_calls)
+            SELECT 'delete', old.id, old.content, old.tool_name, old.tool_calls WHERE old.active;
+        INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
+            SELECT new.id, new.content, new.tool_name, new.tool_calls WHERE new.active;
+        INSERT INTO messages_trigram (rowid, content, tool_name, tool_calls)
+            SELECT new.id, new.content, new.tool_name, new.tool_calls WHERE new.active;
+    END;",
+];
+
+fn migrations() -> Migrations<'static> {
+    Migrations::new(MIGRATIONS.iter().copied().map(M::up).collect())
+}
+
+/// Bring `conn` to [`VERSION`]. The connection's default transaction behaviour must be
+/// `IMMEDIATE`. Another process may be migrating the same file at the same moment: then our
+/// attempt fails on the tables it already created, and we try again from the version it reached.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
+    let deadline = Instant::now() + crate::BUSY_RETRY_FOR;
+    loop {
+        let before = user_version(conn)?;
+        match migrations().to_latest(conn) {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                let e = Error::from(e);
+                let raced = user_version(conn).is_ok_and(|after| after != before);
+                if (raced || e.is_busy()) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(fastrand::u64(5..=60)));
+                    continue;
+                }
+                return Err(e);
+            }
+        }
+    }
+}
+
+fn user_version(conn: &Connection) -> Result<i64> {
+    Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+}

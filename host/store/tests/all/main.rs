@@ -1,0 +1,47 @@
+//! talaria-store's integration tests: sessions and messages, search, two writers at once,
+//! migrations from older files.
+
+mod concurrency;
+mod migrations;
+mod search;
+mod sessions;
+
+use talaria_protocol::{Message, ToolCall};
+use talaria_store::{NewSession, Store};
+
+/// A store in a fresh temporary directory (kept alive by the returned guard).
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("state.db")).expect("open");
+    (dir, store)
+}
+
+fn new_session(id: &str) -> NewSession {
+    NewSession {
+        id: id.to_owned(),
+        source: "cli".to_owned(),
+        model: "test-model".to_owned(),
+        provider: "test".to_owned(),
+        system_prompt: format!("You are the assistant of session {id}."),
+        parent_id: None,
+        cwd: "/tmp/project".to_owned(),
+    }
+}
+
+fn create(store: &Store, id: &str) {
+    store.create_session(&new_session(id)).expect("create session");
+}
+
+fn tool_call(id: &str, name: &str, arguments: &str) -> ToolCall {
+    ToolCall { id: id.to_owned(), name: name.to_owned(), arguments: arguments.to_owned() }
+}
+
+/// An assistant message that calls tools.
+fn calls(content: &str, tool_calls: Vec<ToolCall>) -> Message {
+    Message::Assistant { content: content.to_owned(), tool_calls, reasoning: None, extra: None }
+}
+
+/// Append one turn: the user's message and the assistant's answer.
+fn turn(store: &Store, session: &str, user: &str, answer: &str) -> Vec<i64> {
+    store.append_messages(session, &[Message::user(user), Message::assistant(answer)]).expect("append")
+}

@@ -1,0 +1,341 @@
+//! Sessions and messages: round trips, counts, resolving, titles, delete, end, undo, reopening.
+
+use serde_json::json;
+use talaria_protocol::{Message, Usage};
+use talaria_store::{Error, ListQuery, NewSession, PREVIEW_CHARS, SearchQuery, Store};
+
+use crate::{calls, create, new_session, store, tool_call, turn};
+
+fn every_kind() -> Vec<Message> {
+    vec![
+        Message::system("Be brief."),
+        Message::user("List the files, please.\nAll of them."),
+        Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![
+                tool_call("call_1", "list_dir", r#"{"path":"."}"#),
+                tool_call("call_2", "read_file", "{not json"),
+            ],
+            reasoning: Some("The user wants a listing.".to_owned()),
+            extra: Some(json!({"thinking": [{"signature": "abc=", "text": "hm"}], "n": 1.5})),
+        },
+        Message::tool("call_1", "list_dir", r#"["a.rs","b.rs"]"#),
+        Message::tool("call_2", "read_file", r#"{"error": "arguments are not JSON"}"#),
+        Message::Assistant {
+            content: "Two files.".to_owned(),
+            tool_calls: vec![],
+            reasoning: None,
+            extra: Some(json!(null)),
+        },
+        Message::assistant("Anything else?"),
+        Message::user("ünïcödé 数据库 🚀 \"quotes\" and 'apostrophes'"),
+    ]
+}
+
+#[test]
+fn every_message_kind_round_trips() {
+    let (_dir, s) = store();
+    create(&s, "s1");
+    let sent = every_kind();
+    let ids = s.append_messages("s1", &sent).expect("append");
+    assert_eq!(ids.len(), sent.len());
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase: {ids:?}");
+    let got = s.messages("s1").expect("messages");
+    assert_eq!(got.iter().map(|m| m.message.clone()).collect::<Vec<_>>(), sent);
+    assert_eq!(got.iter().map(|m| m.id).collect::<Vec<_>>(), ids);
+    assert!(got.iter().all(|m| m.session_id == "s1" && m.created_at > 1_600_000_000_000));
+}
+
+#[test]
+fn counts_usage_and_preview_follow_appends() {
+    let (_dir, s) = store();
+    create(&s, "s1");
+    let fresh = s.session("s1").expect("session").expect("exists");
+    assert_eq!((fresh.message_count, fresh.tool_call_count, fresh.api_call_count), (0, 0, 0));
+    assert_eq!(fresh.preview, None);
+    assert_eq!(fresh.started_at, fresh.updated_at);
+
+    s.append_messages("s1", &every_kind()).expect("append");
+    s.append_messages("s1", &[calls("", vec![tool_call("c3", "x", "{}")]), Message::tool("c3", "x", "ok")])
+        .expect("append");
+    s.add_usage(
+        "s1",
+        &Usage {
+            input_tokens: 100,
+            output_tokens: 20,
+            cache_read_tokens: 50,
+            cache_write_tokens: 7,
+            reasoning_tokens: 3,
+        },
+        1,
+    )
+    .expect("usage");
+    s.add_usage("s1", &Usage { input_tokens: 1, output_tokens: 2, ..Usage::default() }, 2).expect("usage");
+    let info = s.session("s1").expect("session").expect("exists");
+    assert_eq!(info.message_count, 10);
+    assert_eq!(info.tool_call_count, 3);
+    assert_eq!(info.api_call_count, 3);
+    assert_eq!(
+        info.usage,
+        Usage {
+            input_tokens: 101,
+            output_tokens: 22,
+            cache_read_tokens: 50,
+            cache_write_tokens: 7,
+            reasoning_tokens: 3
+        }
+    );
+    assert_eq!(info.preview.as_deref(), Some("List the files, please. All of them."));
+    assert!(info.updated_at >= info.started_at);
+    assert_eq!(info.cwd, "/tmp/project");
+    assert_eq!((info.model.as_str(), info.provider.as_str(), info.source.as_str()), ("test-model", "test", "cli"));
+    assert_eq!(s.system_prompt("s1").expect("prompt"), "You are the assistant of session s1.");
+
+    create(&s, "long");
+    turn(&s, "long", &"x".repeat(500), "ok");
+    let preview = s.session("long").expect("session").expect("exists").preview.expect("preview");
+    assert_eq!(preview.chars().count(), PREVIEW_CHARS);
+}
+
+#[test]
+fn bad_creates_and_appends_are_refused_and_change_nothing() {
+    let (_dir, s) = store();
+    create(&s, "s1");
+    assert!(matches!(s.create_session(&new_session("s1")), Err(Error::SessionExists { id }) if id == "s1"));
+    let bad_source = NewSession { source: "telegraph".into(), ..new_session("s2") };
+    let err = s.create_session(&bad_source).expect_err("unknown source");
+    assert!(err.to_string().contains("telegraph") && err.to_string().contains("gateway"), "{err}");
+    let orphan = NewSession { parent_id: Some("nope".into()), ..new_session("s3") };
+    assert!(matches!(s.create_session(&orphan), Err(Error::UnknownParent { id }) if id == "nope"));
+    for id in ["", "has space", "tab\there"] {
+        assert!(matches!(s.create_session(&new_session(id)), Err(Error::BadSessionId { .. })), "{id:?}");
+    }
+    let err = s.append_messages("ghost", &[Message::user("hi")]).expect_err("unknown session");
+    assert!(matches!(&err, Error::SessionNotFound { key } if key == "ghost"));
+    assert!(matches!(s.messages("ghost"), Err(Error::SessionNotFound { .. })));
+    assert!(matches!(s.add_usage("ghost", &Usage::default(), 1), Err(Error::SessionNotFound { .. })));
+    assert!(matches!(s.end_session("ghost", "x"), Err(Error::SessionNotFound { .. })));
+    assert!(matches!(s.undo_last_turn("ghost"), Err(Error::SessionNotFound { .. })));
+    assert!(matches!(s.delete_session("ghost"), Err(Error::SessionNotFound { .. })));
+    assert!(matches!(s.system_prompt("ghost"), Err(Error::SessionNotFound { .. })));
+    assert_eq!(s.list_sessions(10, 0).expect("list").len(), 1);
+    assert_eq!(s.append_messages("s1", &[]).expect("empty append"), Vec::<i64>::new());
+}
+
+#[test]
+fn sessions_resolve_by_latest_id_title_and_prefix() {
+    let (_dir, s) = store();
+    for id in ["20250101_100000_aaaaaa", "20250101_100000_aabbbb", "20250202_120000_cccccc"] {
+        create(&s, id);
+        turn(&s, id, "hello", "hi");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert_eq!(s.resolve_session("latest").expect("latest").id, "20250202_120000_cccccc");
+    turn(&s, "20250101_100000_aaaaaa", "again", "yes");
+    assert_eq!(s.resolve_session(" LATEST ").expect("latest").id, "20250101_100000_aaaaaa");
+    assert_eq!(s.resolve_session("20250101_100000_aabbbb").expect("id").id, "20250101_100000_aabbbb");
+    assert_eq!(s.resolve_session("202502").expect("prefix").id, "20250202_120000_cccccc");
+    s.set_title("20250101_100000_aabbbb", "Lisbon trip").expect("title");
+    assert_eq!(s.resolve_session("lisbon TRIP").expect("title").id, "20250101_100000_aabbbb");
+
+    let err = s.resolve_session("20250101_100000_aa").expect_err("ambiguous");
+    match &err {
+        Error::AmbiguousSession { candidates } => {
+            let mut c = candidates.clone();
+            c.sort();
+            assert_eq!(c, ["20250101_100000_aaaaaa", "20250101_100000_aabbbb"]);
+        }
+        other => panic!("expected ambiguous, got {other:?}"),
+    }
+    assert!(err.to_string().contains("talaria sessions list"), "{err}");
+
+    let err = s.resolve_session("foo").expect_err("missing");
+    assert_eq!(err.to_string(), "no session matches \"foo\": run `talaria sessions list` to see them");
+    assert!(matches!(s.resolve_session("  "), Err(Error::SessionNotFound { .. })));
+}
+
+#[test]
+fn latest_and_lists_leave_out_subagents_unless_asked() {
+    let (_dir, s) = store();
+    create(&s, "parent");
+    turn(&s, "parent", "spawn a helper", "ok");
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    s.create_session(&NewSession {
+        source: "subagent".into(),
+        parent_id: Some("parent".into()),
+        ..new_session("child")
+    })
+    .expect("child");
+    turn(&s, "child", "sub task", "done");
+    assert_eq!(s.resolve_session("latest").expect("latest").id, "parent");
+    let ids = |v: Vec<talaria_store::SessionInfo>| v.into_iter().map(|i| i.id).collect::<Vec<_>>();
+    assert_eq!(ids(s.list_sessions(10, 0).expect("list")), ["parent"]);
+    let all = s.list_sessions_with(&ListQuery { include_children: true, ..ListQuery::default() }).expect("list");
+    assert_eq!(ids(all), ["child", "parent"]);
+    let children =
+        s.list_sessions_with(&ListQuery { parent_id: Some("parent"), ..ListQuery::default() }).expect("list");
+    assert_eq!(ids(children), ["child"]);
+    assert_eq!(s.session("child").expect("get").expect("exists").parent_id.as_deref(), Some("parent"));
+}
+
+#[test]
+fn lists_are_newest_first_and_paged() {
+    let (_dir, s) = store();
+    for i in 0..5 {
+        create(&s, &format!("s{i}"));
+        turn(&s, &format!("s{i}"), "q", "a");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    turn(&s, "s1", "bump", "ok");
+    let page = |limit, offset| -> Vec<String> {
+        s.list_sessions(limit, offset).expect("list").into_iter().map(|i| i.id).collect()
+    };
+    assert_eq!(page(10, 0), ["s1", "s4", "s3", "s2", "s0"]);
+    assert_eq!(page(2, 1), ["s4", "s3"]);
+    assert_eq!(page(10, 5), Vec::<String>::new());
+    let cron = s.list_sessions_with(&ListQuery { source: Some("cron"), ..ListQuery::default() }).expect("list");
+    assert!(cron.is_empty());
+}
+
+#[test]
+fn titles_are_unique_and_checked() {
+    let (_dir, s) = store();
+    create(&s, "a");
+    create(&s, "b");
+    s.set_title("a", "  Refactor the parser  ").expect("title");
+    assert_eq!(s.session("a").expect("get").expect("exists").title.as_deref(), Some("Refactor the parser"));
+    s.set_title("a", "Refactor the parser").expect("same title again on the same session");
+    let err = s.set_title("b", "refactor THE parser").expect_err("taken");
+    assert!(
+        matches!(&err, Error::TitleTaken { title, other_id } if title == "refactor THE parser" && other_id == "a"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("already used by session a"), "{err}");
+    for bad in ["", "   ", "two\nlines", "latest", &"t".repeat(101)] {
+        assert!(matches!(s.set_title("b", bad), Err(Error::BadTitle { .. })), "{bad:?}");
+    }
+    s.set_title("b", &"ü".repeat(100)).expect("100 characters is fine");
+    assert!(matches!(s.set_title("ghost", "x"), Err(Error::SessionNotFound { .. })));
+    s.set_title("a", "New name").expect("retitle");
+    s.set_title("b", "Refactor the parser").expect("the old title is free again");
+}
+
+#[test]
+fn deleting_a_session_takes_its_messages_and_keeps_its_children() {
+    let (_dir, s) = store();
+    create(&s, "parent");
+    create(&s, "other");
+    let ids = turn(&s, "parent", "the zanzibar plan", "noted");
+    turn(&s, "other", "zanzibar elsewhere", "fine");
+    s.create_session(&NewSession { source: "subagent".into(), parent_id: Some("parent".into()), ..new_session("kid") })
+        .expect("child");
+    turn(&s, "kid", "child work on zanzibar", "done");
+
+    s.delete_session("parent").expect("delete");
+    assert_eq!(s.session("parent").expect("get"), None);
+    assert!(matches!(s.messages("parent"), Err(Error::SessionNotFound { .. })));
+    assert!(matches!(s.messages_around(ids[0], 2), Err(Error::MessageNotFound { .. })));
+    let kid = s.session("kid").expect("get").expect("child kept");
+    assert_eq!(kid.parent_id, None);
+    assert_eq!(s.messages("kid").expect("messages").len(), 2);
+    let mut found: Vec<String> =
+        s.search(&SearchQuery::new("zanzibar")).expect("search").into_iter().map(|h| h.session_id).collect();
+    found.sort();
+    assert_eq!(found, ["kid", "other"]);
+    assert!(s.search(&SearchQuery::new("zanzib")).expect("substring search").iter().all(|h| h.session_id != "parent"));
+}
+
+#[test]
+fn ending_records_time_and_reason() {
+    let (_dir, s) = store();
+    create(&s, "s");
+    assert_eq!(s.session("s").expect("get").expect("exists").ended_at, None);
+    s.end_session("s", "user_exit").expect("end");
+    let info = s.session("s").expect("get").expect("exists");
+    assert!(info.ended_at.is_some_and(|t| t >= info.started_at));
+    assert_eq!(info.end_reason.as_deref(), Some("user_exit"));
+}
+
+#[test]
+fn undo_hides_the_last_turn_everywhere() {
+    let (_dir, s) = store();
+    create(&s, "s");
+    s.append_messages("s", &[Message::system("sys")]).expect("append");
+    turn(&s, "s", "first question about walruses", "first answer");
+    s.append_messages(
+        "s",
+        &[
+            Message::user("second question about narwhals"),
+            calls("", vec![tool_call("c1", "lookup", r#"{"q":"narwhals"}"#), tool_call("c2", "lookup", "{}")]),
+            Message::tool("c1", "lookup", "narwhal facts"),
+            Message::tool("c2", "lookup", "more"),
+            Message::assistant("narwhals have tusks"),
+        ],
+    )
+    .expect("append");
+    assert_eq!(s.session("s").expect("get").expect("exists").tool_call_count, 2);
+
+    assert_eq!(s.undo_last_turn("s").expect("undo"), 5);
+    let left: Vec<Message> = s.messages("s").expect("messages").into_iter().map(|m| m.message).collect();
+    assert_eq!(
+        left,
+        [Message::system("sys"), Message::user("first question about walruses"), Message::assistant("first answer")]
+    );
+    let info = s.session("s").expect("get").expect("exists");
+    assert_eq!((info.message_count, info.tool_call_count), (3, 0));
+    assert!(s.search(&SearchQuery::new("narwhals")).expect("search").is_empty());
+    assert!(s.search(&SearchQuery::new("arwha")).expect("substring").is_empty());
+    assert_eq!(s.search(&SearchQuery::new("walruses")).expect("search").len(), 1);
+
+    // A new turn after an undo continues from what is left.
+    turn(&s, "s", "third", "answer three");
+    assert_eq!(s.messages("s").expect("messages").len(), 5);
+    assert_eq!(s.undo_last_turn("s").expect("undo"), 2);
+    assert_eq!(s.undo_last_turn("s").expect("undo"), 2);
+    assert_eq!(s.undo_last_turn("s").expect("nothing left but the system prompt"), 0);
+    assert_eq!(s.messages("s").expect("messages").len(), 1);
+    assert_eq!(s.session("s").expect("get").expect("exists").message_count, 1);
+}
+
+#[test]
+fn messages_around_a_hit_skip_inactive_ones() {
+    let (_dir, s) = store();
+    create(&s, "s");
+    create(&s, "noise");
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.extend(turn(&s, "s", &format!("q{i}"), &format!("a{i}")));
+        turn(&s, "noise", "other", "other");
+    }
+    let around = |id, w| -> Vec<String> {
+        s.messages_around(id, w).expect("around").into_iter().map(|m| m.message.content().to_owned()).collect()
+    };
+    assert_eq!(around(ids[4], 2), ["q1", "a1", "q2", "a2", "q3"]);
+    assert_eq!(around(ids[0], 1), ["q0", "a0"]);
+    assert_eq!(around(ids[9], 3), ["q3", "a3", "q4", "a4"]);
+    assert_eq!(around(ids[4], 0), ["q2"]);
+    s.undo_last_turn("s").expect("undo");
+    assert_eq!(around(ids[7], 2), ["a2", "q3", "a3"]);
+    assert!(matches!(s.messages_around(999_999, 1), Err(Error::MessageNotFound { id: 999_999 })));
+}
+
+#[test]
+fn everything_survives_reopening() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("nested").join("state.db");
+    {
+        let s = Store::open(&path).expect("open");
+        create(&s, "s");
+        s.append_messages("s", &every_kind()).expect("append");
+        s.set_title("s", "Kept").expect("title");
+        s.add_usage("s", &Usage { input_tokens: 5, ..Usage::default() }, 1).expect("usage");
+        s.kv_set("p", "k", b"v").expect("kv");
+    }
+    let s = Store::open(&path).expect("reopen");
+    let info = s.resolve_session("kept").expect("resolve");
+    assert_eq!((info.id.as_str(), info.message_count, info.usage.input_tokens), ("s", 8, 5));
+    let msgs: Vec<Message> = s.messages("s").expect("messages").into_iter().map(|m| m.message).collect();
+    assert_eq!(msgs, every_kind());
+    assert_eq!(s.search(&SearchQuery::new("apostrophes")).expect("search").len(), 1);
+    assert_eq!(s.kv_get("p", "k").expect("kv"), Some(b"v".to_vec()));
+}
