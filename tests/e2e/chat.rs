@@ -61,7 +61,7 @@ fn flat(body: &Value) -> String {
 fn wait_requests(mock: &MockLlm, n: usize) {
     let start = Instant::now();
     while mock.requests().len() < n {
-        assert!(start.elapsed() < Duration::from_secs(30), "the mock got {} of {n} requests", mock.requests().len());
+        assert!(start.elapsed() < Duration::from_secs(120), "the mock got {} of {n} requests", mock.requests().len());
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -467,12 +467,14 @@ fn the_repl_asks_before_a_dangerous_command_and_remembers_always() {
         .stderr(Stdio::null())
         .spawn()
         .expect("script(1) from util-linux");
+    let mut stdout_pipe = child.stdout.take().expect("stdout");
+    let mut input = child.stdin.take().expect("stdin");
+    let child = KillOnDrop(child);
     let seen = Arc::new(Mutex::new(String::new()));
-    let mut out = child.stdout.take().expect("stdout");
     let sink = seen.clone();
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
-        while let Ok(n) = out.read(&mut buf) {
+        while let Ok(n) = stdout_pipe.read(&mut buf) {
             if n == 0 {
                 break;
             }
@@ -486,11 +488,10 @@ fn the_repl_asks_before_a_dangerous_command_and_remembers_always() {
             if text.matches(needle).count() >= count {
                 return;
             }
-            assert!(start.elapsed() < Duration::from_secs(60), "never saw {needle:?} x{count} in:\n{text}");
+            assert!(start.elapsed() < Duration::from_secs(180), "never saw {needle:?} x{count} in:\n{text}");
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    let mut input = child.stdin.take().expect("stdin");
     wait_for("new session", 1);
     input.write_all(b"clean the build\r").expect("write");
     wait_for("Allow?", 1);
@@ -506,6 +507,24 @@ fn the_repl_asks_before_a_dangerous_command_and_remembers_always() {
     assert!(!t.ws().join("dist").exists());
     assert_eq!(seen.lock().expect("lock").matches("Allow?").count(), 1, "asked only once");
     input.write_all(b"\x04").expect("ctrl-d");
-    let status = child.wait().expect("wait");
+    let mut child = child;
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the REPL did not exit on Ctrl-D");
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert!(status.success(), "the REPL exits cleanly on Ctrl-D");
+}
+
+/// A child process killed if the test fails before it exits.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

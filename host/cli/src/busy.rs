@@ -33,7 +33,12 @@ impl BusyInput {
                 }
                 let mut line = String::new();
                 match std::io::stdin().lock().read_line(&mut line) {
-                    Ok(0) | Err(_) => break,
+                    Ok(0) | Err(_) => {
+                        // Ctrl-D (end of input) while busy: leave once the turn is done, as
+                        // the line editor would have.
+                        let _ = tx.send("/exit".to_string());
+                        break;
+                    }
                     Ok(_) => {
                         if tx.send(line.trim_end_matches(['\n', '\r']).to_string()).is_err() {
                             break;
