@@ -133,15 +133,7 @@ pub fn chain(ctx: &Ctx, args: &ChatArgs) -> anyhow::Result<Chain> {
     let mut fallbacks = Vec::new();
     for (i, f) in ctx.config.fallback_providers.iter().enumerate() {
         let api_mode = f.api_mode.as_deref().and_then(ApiMode::parse);
-        let spec = ProviderSpec {
-            provider: f.provider.clone(),
-            model: f.model.clone(),
-            base_url: f.base_url.clone(),
-            api_mode,
-            key_env: f.key_env.clone(),
-            max_tokens: f.max_tokens,
-        };
-        match Provider::resolve(spec, &env) {
+        match Provider::resolve(f.spec(api_mode), &env) {
             Ok(p) => fallbacks.push(p),
             Err(e) => ui::warn(&format!("fallback provider {} is left out: {e}", i + 1)),
         }

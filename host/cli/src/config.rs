@@ -84,6 +84,20 @@ pub struct FallbackToml {
     pub max_tokens: Option<u32>,
 }
 
+impl FallbackToml {
+    /// This entry as a provider to resolve, with its `api_mode` already parsed.
+    pub fn spec(&self, api_mode: Option<talaria_agent::model::ApiMode>) -> talaria_agent::model::ProviderSpec {
+        talaria_agent::model::ProviderSpec {
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            api_mode,
+            key_env: self.key_env.clone(),
+            max_tokens: self.max_tokens,
+        }
+    }
+}
+
 /// `[agent]`: how the loop behaves.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use clap::Args;
 use owo_colors::OwoColorize as _;
-use talaria_agent::model::{ApiMode, Preset, Provider, ProviderSpec};
+use talaria_agent::model::{ApiMode, Preset, Provider};
 use talaria_runtime::{Capability, GrantFile, Runtime, Secrets};
 use talaria_store::{ListQuery, Store};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -228,15 +228,7 @@ fn check_fallbacks(ctx: &Ctx, secrets: &Secrets, r: &mut Report) {
                 }
             },
         };
-        let spec = ProviderSpec {
-            provider: f.provider.clone(),
-            model: f.model.clone(),
-            base_url: f.base_url.clone(),
-            api_mode,
-            key_env: f.key_env.clone(),
-            max_tokens: f.max_tokens,
-        };
-        match Provider::resolve(spec, |name| secrets.value(name)) {
+        match Provider::resolve(f.spec(api_mode), |name| secrets.value(name)) {
             Ok(p) => r.ok(&label, &format!("{} at {}", p.label(), p.base_url)),
             Err(e) => r.warn(&label, &format!("left out of the chain: {e}")),
         }

@@ -21,7 +21,6 @@
 //! `Usage::input_tokens` is Anthropic's `input_tokens` plus cache reads and cache writes, which
 //! Anthropic counts apart.
 
-use reqwest::header::ACCEPT;
 use serde_json::{Value, json};
 use talaria_protocol::{Message, ToolCall, Usage};
 
@@ -46,14 +45,10 @@ pub(crate) async fn complete(
     if let Some(key) = &provider.api_key {
         builder = builder.header("x-api-key", key);
     }
-    if request.stream {
-        builder = builder.header(ACCEPT, "text/event-stream");
-    }
-    let response = sse::send(provider, builder, request.stream).await?;
-    if request.stream && sse::is_event_stream(&response) {
-        return read_stream(provider, Events::new(response, provider), on_delta).await?.finish(provider);
-    }
-    let body = sse::read_json(provider, response).await?;
+    let body = match sse::exchange(provider, builder, request.stream).await? {
+        sse::Answer::Stream(events) => return read_stream(provider, events, on_delta).await?.finish(provider),
+        sse::Answer::Whole(body) => body,
+    };
     let collected = parse_message(provider, &body)?;
     if request.stream {
         emit_whole(&collected, on_delta);

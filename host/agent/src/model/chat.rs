@@ -13,7 +13,6 @@
 //! (DeepSeek and Kimi require it back within a tool-calling turn; only there, because older
 //! DeepSeek reasoners reject it elsewhere).
 
-use reqwest::header::ACCEPT;
 use serde_json::{Map, Value, json};
 use talaria_protocol::{Message, ToolCall, Usage};
 
@@ -32,14 +31,10 @@ pub(crate) async fn complete(
     if let Some(key) = &provider.api_key {
         builder = builder.bearer_auth(key);
     }
-    if request.stream {
-        builder = builder.header(ACCEPT, "text/event-stream");
-    }
-    let response = sse::send(provider, builder, request.stream).await?;
-    if request.stream && sse::is_event_stream(&response) {
-        return read_stream(provider, Events::new(response, provider), on_delta).await?.finish(provider);
-    }
-    let body = sse::read_json(provider, response).await?;
+    let body = match sse::exchange(provider, builder, request.stream).await? {
+        sse::Answer::Stream(events) => return read_stream(provider, events, on_delta).await?.finish(provider),
+        sse::Answer::Whole(body) => body,
+    };
     let collected = parse_completion(provider, &body)?;
     if request.stream {
         // Asked to stream, answered whole: still show the answer.

@@ -15,7 +15,6 @@
 //! No reasoning summary is requested (`reasoning.summary` fails for unverified organisations),
 //! but summary and reasoning-text deltas are shown when a server sends them.
 
-use reqwest::header::ACCEPT;
 use serde_json::{Value, json};
 use talaria_protocol::{Message, ToolCall, Usage};
 
@@ -34,14 +33,10 @@ pub(crate) async fn complete(
     if let Some(key) = &provider.api_key {
         builder = builder.bearer_auth(key);
     }
-    if request.stream {
-        builder = builder.header(ACCEPT, "text/event-stream");
-    }
-    let response = sse::send(provider, builder, request.stream).await?;
-    if request.stream && sse::is_event_stream(&response) {
-        return read_stream(provider, Events::new(response, provider), on_delta).await?.finish(provider);
-    }
-    let body = sse::read_json(provider, response).await?;
+    let body = match sse::exchange(provider, builder, request.stream).await? {
+        sse::Answer::Stream(events) => return read_stream(provider, events, on_delta).await?.finish(provider),
+        sse::Answer::Whole(body) => body,
+    };
     if let Some(error) = body.get("error").filter(|e| !e.is_null()).filter(|_| body.get("output").is_none()) {
         return Err(sse::stream_error(provider, error));
     }

@@ -60,6 +60,27 @@ pub(crate) async fn send(
     Err(http_error(provider, status.as_u16(), &body, retry_after))
 }
 
+/// What a provider answered: an event stream, or one JSON body.
+pub(crate) enum Answer {
+    Stream(Events),
+    Whole(Value),
+}
+
+/// Sends `request` (asking for an event stream when `stream`, see [`send`]) and takes the answer
+/// in whichever form the provider chose.
+pub(crate) async fn exchange(
+    provider: &Provider,
+    request: reqwest::RequestBuilder,
+    stream: bool,
+) -> Result<Answer, ModelError> {
+    let request = if stream { request.header(reqwest::header::ACCEPT, "text/event-stream") } else { request };
+    let response = send(provider, request, stream).await?;
+    if stream && is_event_stream(&response) {
+        return Ok(Answer::Stream(Events::new(response, provider)));
+    }
+    Ok(Answer::Whole(read_json(provider, response).await?))
+}
+
 /// Whether the response is an SSE stream (some servers answer a streamed request with plain JSON,
 /// typically for errors or when they do not stream at all).
 pub(crate) fn is_event_stream(response: &reqwest::Response) -> bool {
