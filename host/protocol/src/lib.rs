@@ -3,6 +3,8 @@
 //! - [`Message`], [`ToolCall`], [`Usage`]: the conversation in the agent's OpenAI-style format.
 //! - [`Event`]: what the loop reports while it works; every front door renders these.
 //! - [`ToolSpec`], [`ToolError`]: tools as the model and the CLI see them.
+//! - [`HookEvent`], [`HookDecision`], [`CompressRequest`], [`PluginSession`]: what the loop
+//!   exchanges with hook, memory and context-engine plugins.
 //!
 //! ```
 //! use talaria_protocol::{ToolError, ToolSpec};
@@ -20,10 +22,15 @@
 use std::fmt;
 
 mod event;
+mod extension;
 mod message;
 
 pub use event::{
     ApprovalNeeded, ClarifyNeeded, Event, NoticeLevel, Outcome, ToolFinished, ToolStarted, TurnEnd,
+};
+pub use extension::{
+    CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, PluginSession, ToolCallEvent,
+    ToolResultEvent,
 };
 pub use message::{Message, Role, ToolCall, Usage};
 
