@@ -137,6 +137,30 @@ impl Gate {
         decision
     }
 
+    /// Ask a human to approve a call a hook flagged. Unlike [`Gate::ask_approval`], yolo does not
+    /// answer for the human (an operator's hook asked for one), and nothing is saved.
+    pub async fn ask_human(&self, plugin: &str, command: &str, reason: &str) -> Decision {
+        if !self.interactive {
+            return Decision::Deny;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.approvals).insert(id, tx);
+        lock(&self.emitter).emit(Event::ApprovalNeeded(ApprovalNeeded {
+            id,
+            plugin: plugin.to_string(),
+            command: command.to_string(),
+            reason: reason.to_string(),
+            timeout_secs: self.timeout.as_secs(),
+        }));
+        let decision = match tokio::time::timeout(self.timeout, rx).await {
+            Ok(Ok(decision)) => decision,
+            Ok(Err(_)) | Err(_) => Decision::Deny,
+        };
+        lock(&self.approvals).remove(&id);
+        decision
+    }
+
     /// Answer approval `id`. False when it is no longer waiting (answered, timed out).
     pub fn approve(&self, id: u64, decision: Decision) -> bool {
         lock(&self.approvals).remove(&id).is_some_and(|tx| tx.send(decision).is_ok())

@@ -6,11 +6,15 @@
 //!   delegate_task, clarify; [`toolsets`]: choosing tools.
 //! - [`approval`]: asking the human; [`prompt`]: the system prompt; [`history`]: valid role order.
 //!
-//! The agent never sees wasmtime: the CLI gives it a [`ToolHost`] over the plugin runtime.
+//! - [`extensions`]: hooks, the memory provider and the context engine, seen through traits.
+//!
+//! The agent never sees wasmtime: the CLI gives it a [`ToolHost`] (and [`Hooks`],
+//! [`MemoryProvider`], [`ContextEngine`]) over the plugin runtime.
 
 mod agent;
 pub mod approval;
 pub mod builtin;
+pub mod extensions;
 pub mod history;
 mod injection;
 pub mod model;
@@ -18,7 +22,8 @@ pub mod prompt;
 pub mod tools;
 pub mod toolsets;
 
-pub use agent::{Agent, AgentConfig, Shared, Start};
+pub use agent::{Agent, AgentConfig, Compression, DEFAULT_CONTEXT_LENGTH, Shared, Start};
+pub use extensions::{ContextEngine, HookReply, Hooks, MemoryProvider, NoHooks};
 pub use tools::{BoxFuture, ToolContext, ToolHost};
 
 use talaria_protocol::{Event, NoticeLevel};

@@ -24,6 +24,7 @@
 //!     platform: Platform::Cli,
 //!     now: "2026-05-04T14:03:00+02:00[Europe/Paris]".parse()?,
 //!     model: "gpt-5",
+//!     provider_block: None,
 //! });
 //! assert!(prompt.text.contains("Run `make check` before committing."));
 //! assert_eq!(prompt.context_file, Some(dir.path().join("AGENTS.md")));
@@ -57,6 +58,8 @@ pub struct PromptInputs<'a> {
     /// The session's start, taken once: the prompt shows it and must not change within a session.
     pub now: jiff::Zoned,
     pub model: &'a str,
+    /// The external memory provider's block, if one is active.
+    pub provider_block: Option<&'a str>,
 }
 
 /// Where the agent's output goes; decides the closing hint.
@@ -93,6 +96,9 @@ pub fn build(inputs: &PromptInputs) -> Prompt {
     let mut layers = vec![identity(inputs.home, &mut warnings)];
     if let Some(guidance) = guidance(inputs.tool_names) {
         layers.push(guidance);
+    }
+    if let Some(block) = inputs.provider_block.map(str::trim).filter(|b| !b.is_empty()) {
+        layers.push(block.to_owned());
     }
     if let Some(message) = inputs.system_message.map(str::trim).filter(|m| !m.is_empty()) {
         layers.push(message.to_owned());
@@ -345,6 +351,7 @@ mod tests {
             platform: Platform::Cli,
             now: now(),
             model: "test-model",
+            provider_block: None,
         })
     }
 
@@ -403,6 +410,7 @@ mod tests {
             platform: Platform::Subagent,
             now: now(),
             model: "test-model",
+            provider_block: None,
         });
         assert!(p.text.chars().count() < 2_000, "{} chars:\n{}", p.text.chars().count(), p.text);
     }

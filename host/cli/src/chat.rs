@@ -274,7 +274,7 @@ async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode
     if !end.text.is_empty() {
         println!("{}", end.text.trim_end());
     }
-    if let Err(e) = session.agent.end(outcome_reason(&end.outcome)) {
+    if let Err(e) = session.agent.close(outcome_reason(&end.outcome)).await {
         ui::warn(&e.to_string());
     }
     let code = match end.outcome {

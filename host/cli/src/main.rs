@@ -3,6 +3,7 @@
 mod busy;
 mod chat;
 mod config;
+mod context;
 mod doctor;
 mod plugin_host;
 mod plugins;

@@ -66,6 +66,20 @@ pub const COMMANDS: &[Slash] = &[
     },
     Slash { name: "retry", aliases: &[], args: "", help: "send your last message again", while_busy: false },
     Slash {
+        name: "compress",
+        aliases: &[],
+        args: "[FOCUS]",
+        help: "summarize older messages now to free context (optionally focused on a topic)",
+        while_busy: false,
+    },
+    Slash {
+        name: "context",
+        aliases: &[],
+        args: "",
+        help: "how full the context window is, and the context engine's state",
+        while_busy: false,
+    },
+    Slash {
         name: "stop",
         aliases: &[],
         args: "",
@@ -253,7 +267,7 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
         }
         repl.turn(&line, lines.interactive()).await;
     }
-    if let Err(e) = repl.session.agent.end("exit") {
+    if let Err(e) = repl.session.agent.close("exit").await {
         ui::warn(&e.to_string());
     }
     Ok(ExitCode::SUCCESS)
@@ -404,14 +418,14 @@ impl Repl<'_> {
             }
             "exit" => return Ok(false),
             "new" => {
-                self.replace_agent(Start::default()).await?;
+                self.replace_agent(Start::default(), "new").await?;
                 ui::note(&format!("new session {}", self.session.agent.session_id()));
             }
             "sessions" => self.list_sessions()?,
             "resume" if arg.is_empty() => self.list_sessions()?,
             "resume" => {
                 let info = self.session.shared.store.resolve_session(arg)?;
-                self.replace_agent(Start { resume: Some(info), ..Start::default() }).await?;
+                self.replace_agent(Start { resume: Some(info), ..Start::default() }, "resume").await?;
                 ui::note(&format!("resumed {}", self.session.agent.session_id()));
                 show_tail(self.session.agent.history(), 6);
             }
@@ -462,6 +476,21 @@ impl Repl<'_> {
                 }
                 self.session.shared.store.set_title(&id, arg)?;
                 ui::note(&format!("titled \"{arg}\""));
+            }
+            "compress" => {
+                let focus = (!arg.is_empty()).then_some(arg);
+                let result = self.session.agent.compress(focus, true).await;
+                self.drain_events();
+                let done = result.map_err(|e| anyhow::anyhow!(e))?;
+                ui::note(&format!(
+                    "{} ({} → {} messages); continuing in session {}",
+                    done.note, done.before, done.after, done.session_id
+                ));
+            }
+            "context" => {
+                let (engine, status, lines) = self.session.agent.context_report().await.map_err(|e| anyhow::anyhow!(e))?;
+                self.drain_events();
+                println!("{}", crate::context::status_lines(&engine, &status, &lines));
             }
             "yolo" => println!("{}", yolo_state(&self.session.gate)),
             other => anyhow::bail!("/{other} is not available here"),
@@ -514,13 +543,21 @@ impl Repl<'_> {
         Ok(())
     }
 
-    async fn replace_agent(&mut self, start: Start) -> anyhow::Result<()> {
+    /// Show events the agent emitted outside a turn (notices of /compress, ...).
+    fn drain_events(&mut self) {
+        while let Ok(event) = self.session.events.try_recv() {
+            self.renderer.handle(&event);
+        }
+    }
+
+    /// Start another session; the current one is closed for `reason` (`new`, `resume`).
+    async fn replace_agent(&mut self, start: Start, reason: &str) -> anyhow::Result<()> {
         let (emitter, events) = Emitter::channel();
         self.session.gate.attach(emitter.clone());
         let chain = self.session.agent.chain().clone();
         let mut agent = Agent::start(self.session.shared.clone(), emitter, start).await?;
         agent.set_chain(chain);
-        if let Err(e) = self.session.agent.end("switched") {
+        if let Err(e) = self.session.agent.close(reason).await {
             ui::warn(&e.to_string());
         }
         for w in agent.warnings() {

@@ -11,9 +11,12 @@
 //!   for each call that did not finish, so the model knows;
 //! - the model always receives a JSON string (errors are `{"error": "..."}`).
 
+mod extend;
+
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use serde_json::Value;
@@ -29,7 +32,11 @@ use crate::model::{Chain, ChainState, Client, Delta, ModelRequest};
 use crate::prompt::{self, Platform, PromptInputs};
 use crate::tools::{self, ToolContext, ToolHost};
 use crate::toolsets::{Selection, Toolset, Toolsets};
+use crate::extensions::{ContextEngine, Hooks, MemoryProvider, NoHooks};
 use crate::{Emitter, Error};
+
+pub use extend::Compression;
+use extend::TurnContext;
 
 /// How the loop behaves; the CLI fills it from flags and config.
 #[derive(Debug, Clone)]
@@ -54,6 +61,8 @@ pub struct AgentConfig {
     pub toolsets: Toolsets,
     /// Extra system text from config.
     pub system_message: Option<String>,
+    /// The main model's context window in tokens (what the context engine measures against).
+    pub context_length: u64,
 }
 
 impl AgentConfig {
@@ -73,9 +82,13 @@ impl AgentConfig {
             selection: Selection::default(),
             toolsets: Toolsets::builtin(),
             system_message: None,
+            context_length: DEFAULT_CONTEXT_LENGTH,
         }
     }
 }
+
+/// The context window assumed when the configuration names none.
+pub const DEFAULT_CONTEXT_LENGTH: u64 = 128_000;
 
 /// What every agent of a process shares, children included.
 pub struct Shared {
@@ -86,12 +99,66 @@ pub struct Shared {
     pub host: Arc<dyn ToolHost>,
     pub gate: Arc<Gate>,
     pub memory: Memory,
+    pub hooks: Arc<dyn Hooks>,
+    /// The external memory provider, if one is active.
+    pub memory_provider: Option<Arc<dyn MemoryProvider>>,
+    /// The context engine, if one is active.
+    pub context_engine: Option<Arc<dyn ContextEngine>>,
+    /// Work left running after a turn (memory syncs); [`Agent::close`] waits for it.
+    background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Shared {
     pub fn new(config: AgentConfig, chain: Chain, store: Arc<Store>, host: Arc<dyn ToolHost>, gate: Arc<Gate>) -> Self {
         let memory = Memory::new(config.home.join("memories"));
-        Self { config, client: Client::new(), chain, store, host, gate, memory }
+        Self {
+            config,
+            client: Client::new(),
+            chain,
+            store,
+            host,
+            gate,
+            memory,
+            hooks: Arc::new(NoHooks),
+            memory_provider: None,
+            context_engine: None,
+            background: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn with_hooks(mut self, hooks: Arc<dyn Hooks>) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    pub fn with_memory_provider(mut self, provider: Option<Arc<dyn MemoryProvider>>) -> Self {
+        self.memory_provider = provider;
+        self
+    }
+
+    pub fn with_context_engine(mut self, engine: Option<Arc<dyn ContextEngine>>) -> Self {
+        self.context_engine = engine;
+        self
+    }
+
+    /// Run `work` in the background; [`Shared::flush`] waits for it.
+    pub fn spawn(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut tasks = lock(&self.background);
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(tokio::spawn(work));
+    }
+
+    /// Wait up to `limit` for background work; what is still running then is left to finish
+    /// on its own (or with the process).
+    pub async fn flush(&self, limit: Duration) {
+        let tasks: Vec<_> = lock(&self.background).drain(..).collect();
+        if tasks.is_empty() {
+            return;
+        }
+        let all = futures_util::future::join_all(tasks);
+        if tokio::time::timeout(limit, all).await.is_err() {
+            tracing::warn!("background memory work still running after {limit:?}; not waiting longer");
+        }
     }
 }
 
@@ -127,6 +194,16 @@ pub struct Agent {
     usage: Usage,
     api_calls: u32,
     warnings: Vec<String>,
+    /// Characters of the tool schemas sent with every call (for token estimates).
+    tools_chars: usize,
+    /// Prompt tokens the provider reported for the last call, and our estimate at that time.
+    last_prompt: Option<(u64, u64)>,
+    /// Compressions of this conversation (lineage included).
+    compressions: u32,
+    /// Prompt tokens at which automatic compression last failed.
+    compress_failed_at: Option<u64>,
+    /// Tools a human approved for the session after a hook asked.
+    hook_approvals: Mutex<HashSet<String>>,
 }
 
 /// What a turn has done so far.
@@ -176,14 +253,35 @@ impl Agent {
             .collect();
 
         let todos = Todos::default();
+        let mut compressions = 0;
         let (session_id, stored, system_prompt, history, parent) = match start.resume {
             Some(info) => {
                 let history: Vec<Message> = shared.store.messages(&info.id)?.into_iter().map(|m| m.message).collect();
                 todos.restore(&history);
                 let prompt = shared.store.system_prompt(&info.id)?;
+                compressions = Agent::compressions_before(&shared.store, &info);
                 (info.id, true, prompt, history, info.parent_id)
             }
             None => {
+                let session_id = Store::new_session_id();
+                let provider_block = match (&shared.memory_provider, start.parent.is_some()) {
+                    (Some(provider), false) => {
+                        let session = talaria_protocol::PluginSession {
+                            session_id: session_id.clone(),
+                            platform: cfg.source.clone(),
+                            workspace: cfg.workspace.display().to_string(),
+                            model: shared.chain.providers.first().map(|p| p.model.clone()).unwrap_or_default(),
+                        };
+                        match provider.system_prompt_block(&session).await {
+                            Ok(block) => Some(block),
+                            Err(e) => {
+                                warnings.push(format!("memory provider '{}' gave no prompt block: {e}", provider.name()));
+                                None
+                            }
+                        }
+                    }
+                    _ => None,
+                };
                 let snapshot = shared.memory.snapshot();
                 let tool_names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
                 let model = shared.chain.providers.first().map(|p| p.model.clone()).unwrap_or_default();
@@ -196,13 +294,15 @@ impl Agent {
                     platform,
                     now: jiff::Zoned::now(),
                     model: &model,
+                    provider_block: provider_block.as_deref(),
                 });
                 warnings.extend(built.warnings);
-                (Store::new_session_id(), false, built.text, Vec::new(), start.parent)
+                (session_id, false, built.text, Vec::new(), start.parent)
             }
         };
         let max_turns =
             if parent.is_some() && platform == Platform::Subagent { cfg.child_max_turns } else { cfg.max_turns };
+        let tools_chars = serde_json::to_string(&tools).map_or(0, |t| t.len());
         Ok(Self {
             chain: shared.chain.clone(),
             shared,
@@ -220,6 +320,11 @@ impl Agent {
             usage: Usage::default(),
             api_calls: 0,
             warnings,
+            tools_chars,
+            last_prompt: None,
+            compressions,
+            compress_failed_at: None,
+            hook_approvals: Mutex::new(HashSet::new()),
         })
     }
 
@@ -293,18 +398,31 @@ impl Agent {
 
     /// Run one user message to the end of the turn.
     pub async fn run_turn(&mut self, text: &str, cancel: &CancellationToken) -> TurnEnd {
+        let end = self.turn(text, cancel).await;
+        self.after_turn(text, &end.outcome, &end.text).await;
+        end
+    }
+
+    async fn turn(&mut self, text: &str, cancel: &CancellationToken) -> TurnEnd {
         let mut turn = Turn::default();
         self.chain_state.new_turn();
+        let first_turn = !self.history.iter().any(|m| matches!(m, Message::User { .. }));
         let user = Message::user(text);
         if let Err(e) = self.ensure_session().and_then(|()| self.commit(std::slice::from_ref(&user))) {
             return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
         }
         self.history.push(user);
+        if first_turn {
+            self.observe(talaria_protocol::HookEvent::SessionStart).await;
+        }
+        let ctx = TurnContext { user_text: text.to_string(), first_turn, recall: self.prefetch(text).await };
         loop {
             if turn.api_calls >= self.max_turns {
                 return self.budget_summary(&mut turn, cancel).await;
             }
-            let call = self.call_model(&mut turn, true);
+            self.maybe_compress().await;
+            let extra = self.call_context(&ctx).await;
+            let call = self.call_model(&mut turn, true, &extra);
             let reply = tokio::select! {
                 biased;
                 () = cancel.cancelled() => {
@@ -316,6 +434,15 @@ impl Agent {
                 Ok(message) => message,
                 Err(e) => return self.finish(Outcome::Failed(e), String::new(), &turn),
             };
+            if self.shared.hooks.wants(talaria_protocol::HookKind::PostLlmCall) {
+                let model = self.chain.providers.first().map(|p| p.model.clone()).unwrap_or_default();
+                self.observe(talaria_protocol::HookEvent::PostLlmCall {
+                    user_message: text.to_string(),
+                    assistant_response: message.content().to_string(),
+                    model,
+                })
+                .await;
+            }
             if message.tool_calls().is_empty() {
                 let answer = message.content().to_string();
                 if let Err(e) = self.commit(std::slice::from_ref(&message)) {
@@ -365,9 +492,17 @@ impl Agent {
         Ok(())
     }
 
-    /// One model call (retries and fallback inside). Streams deltas as events.
-    async fn call_model(&mut self, turn: &mut Turn, with_tools: bool) -> Result<Message, String> {
-        let messages = crate::history::repair(&self.history);
+    /// One model call (retries and fallback inside). Streams deltas as events. `extra` (recall,
+    /// hook context) is added to the user's message for this call only.
+    async fn call_model(&mut self, turn: &mut Turn, with_tools: bool, extra: &str) -> Result<Message, String> {
+        let mut messages = crate::history::repair(&self.history);
+        if !extra.is_empty()
+            && let Some(Message::User { content }) = messages.iter_mut().rev().find(|m| matches!(m, Message::User { .. }))
+        {
+            content.push_str("\n\n");
+            content.push_str(extra);
+        }
+        let estimate = self.estimate_tokens();
         let request = ModelRequest {
             system: &self.system_prompt,
             messages: &messages,
@@ -387,6 +522,10 @@ impl Agent {
         self.api_calls += 1;
         let reply = result.map_err(|e| e.to_string())?;
         self.emitter.emit(Event::MessageEnd);
+        let reported = reply.usage.input_tokens;
+        if reported > 0 {
+            self.last_prompt = Some((reported, estimate));
+        }
         turn.usage.add(&reply.usage);
         self.usage.add(&reply.usage);
         self.emitter.emit(Event::Usage { usage: reply.usage, model: reply.model.clone() });
@@ -406,7 +545,7 @@ impl Agent {
             "[talaria] You have used this turn's budget of {spent} model calls, so tools are no longer available. \
              Reply now with a summary for the user: what you did, what is left unfinished, and what they should do next."
         )));
-        let call = self.call_model(turn, false);
+        let call = self.call_model(turn, false, "");
         let reply = tokio::select! {
             biased;
             () = cancel.cancelled() => None,
@@ -453,13 +592,18 @@ impl Agent {
                     preview: tools::preview(&call.name, args.as_ref().ok()),
                 }));
                 let result = match args {
-                    Ok(args) => this.dispatch(call, args, cancel).await,
+                    Ok(args) => match this.tool_allowed(call, args).await {
+                        Ok(()) => this.dispatch(call, args, cancel).await,
+                        Err(e) => Err(e),
+                    },
                     Err(e) => Err(e.clone()),
                 };
                 let (text, ok) = match result {
                     Ok(text) => (text, true),
                     Err(e) => (e.to_json().to_string(), false),
                 };
+                let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let text = this.tool_finished(call, text, ok, millis).await;
                 this.emitter.emit(Event::ToolFinished(ToolFinished {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
@@ -520,7 +664,13 @@ impl Agent {
         let shared = &self.shared;
         match call.name.as_str() {
             "todo" => self.todos.call(args).map(|v| v.to_string()),
-            "memory" => shared.memory.call(args).map(|v| v.to_string()),
+            "memory" => {
+                let result = shared.memory.call(args).map(|v| v.to_string());
+                if result.is_ok() {
+                    self.memory_written(args);
+                }
+                result
+            }
             "session_search" => builtin::search::call(&shared.store, &self.session_id, args).map(|v| v.to_string()),
             "clarify" => builtin::clarify(&shared.gate, args).await.map(|v| v.to_string()),
             "delegate_task" => self.delegate(args, cancel).await.map(|v| v.to_string()),
@@ -543,6 +693,7 @@ impl Agent {
         let runs = futures_util::stream::iter(tasks.into_iter().enumerate())
             .map(|(i, task)| {
                 let shared = self.shared.clone();
+                let shared_hooks = self.shared.hooks.clone();
                 let emitter = self.emitter.child(format!("child {}", i + 1));
                 let parent = self.session_id.clone();
                 let cancel = cancel.child_token();
@@ -556,6 +707,17 @@ impl Agent {
                         Err(e) => return builtin::delegate::failed(i, &task, &e.to_string()),
                     };
                     let end = Box::pin(child.run_turn(&task.prompt(), &cancel)).await;
+                    if shared_hooks.wants(talaria_protocol::HookKind::SubagentStop) {
+                        self.observe(talaria_protocol::HookEvent::SubagentStop {
+                            parent_session_id: self.session_id.clone(),
+                            child_session_id: child.session_id().to_string(),
+                            goal: task.goal.clone(),
+                            summary: end.text.clone(),
+                            status: extend::outcome_name(&end.outcome).to_string(),
+                            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                        })
+                        .await;
+                    }
                     builtin::delegate::report(i, &task, child.session_id(), &end, started.elapsed())
                 }
             })

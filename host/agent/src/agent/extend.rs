@@ -1,0 +1,483 @@
+//! The loop's side of hooks, the memory provider and the context engine: what is called when,
+//! and what each answer may change.
+//!
+//! - Hooks observe everything; `pre_tool_call` may block a call or demand a human's approval (a
+//!   hook that fails or does not answer in time blocks), `transform_tool_result` may replace a
+//!   result, `pre_llm_call` may add context to the user's message for that call only. Nothing a
+//!   hook answers can approve a command: approvals stay with the [`Gate`](crate::approval::Gate).
+//! - The memory provider's recall is fetched once per turn and added to the user's message for
+//!   that turn's calls only; finished turns are synced in the background.
+//! - The context engine is asked before every model call; a compression ends the session and
+//!   continues in a child session holding the compressed history (the parent stays searchable).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use talaria_protocol::{
+    CompressRequest, ContextStatus, HookDecision, HookEvent, HookKind, Message, NoticeLevel, Outcome, PluginSession,
+    ToolCall, ToolCallEvent, ToolError, ToolResultEvent, Event,
+};
+use talaria_store::{NewSession, Store};
+
+use super::{Agent, lock};
+use crate::approval::Decision;
+use crate::prompt::Platform;
+use crate::{Error, history, tools};
+
+/// Longest text hooks and recall may add to one model call (reference §4: 10,000).
+const CALL_CONTEXT_CAP: usize = 10_000;
+/// How long closing a session waits for background memory syncs.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What the current turn carries into each of its model calls.
+#[derive(Debug, Default)]
+pub(super) struct TurnContext {
+    pub user_text: String,
+    pub first_turn: bool,
+    /// The memory provider's recall for this turn's message.
+    pub recall: Option<String>,
+}
+
+/// How a compression went, for the front door.
+#[derive(Debug, Clone)]
+pub struct Compression {
+    /// The engine's one-line note.
+    pub note: String,
+    pub before: usize,
+    pub after: usize,
+    /// The session that holds the compressed history (the old one was ended).
+    pub session_id: String,
+}
+
+pub(super) fn outcome_name(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Completed => "completed",
+        Outcome::Interrupted => "interrupted",
+        Outcome::BudgetExhausted => "budget_exhausted",
+        Outcome::Failed(_) => "failed",
+    }
+}
+
+fn platform_name(platform: Platform, source: &str) -> String {
+    match platform {
+        Platform::Subagent => "subagent".into(),
+        Platform::Cli | Platform::Acp | Platform::Gateway | Platform::Cron => source.to_string(),
+    }
+}
+
+fn decision_name(d: &HookDecision) -> &'static str {
+    match d {
+        HookDecision::Proceed => "proceed",
+        HookDecision::Block(_) => "block",
+        HookDecision::RequireApproval(_) => "require_approval",
+        HookDecision::AddContext(_) => "add_context",
+        HookDecision::ReplaceResult(_) => "replace_result",
+    }
+}
+
+/// Characters of `messages` as the model sees them, for token estimates (≈ 4 chars a token).
+pub(super) fn message_chars(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .map(|m| match m {
+            Message::Assistant { content, tool_calls, .. } => {
+                content.len() + tool_calls.iter().map(|c| c.name.len() + c.arguments.len() + 16).sum::<usize>()
+            }
+            other => other.content().len() + 8,
+        })
+        .sum()
+}
+
+impl Agent {
+    /// Who a plugin is told it is serving.
+    pub fn plugin_session(&self) -> PluginSession {
+        PluginSession {
+            session_id: self.session_id.clone(),
+            platform: platform_name(self.platform, &self.shared.config.source),
+            workspace: self.shared.config.workspace.display().to_string(),
+            model: self.chain.providers.first().map(|p| p.model.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// A main-conversation agent (not a child) uses the memory provider.
+    fn memory_provider(&self) -> Option<&std::sync::Arc<dyn crate::MemoryProvider>> {
+        if self.platform == Platform::Subagent { None } else { self.shared.memory_provider.as_ref() }
+    }
+
+    /// Send an event every interested hook only observes; answers other than proceed are noted.
+    pub(super) async fn observe(&self, event: HookEvent) {
+        let hooks = &self.shared.hooks;
+        if !hooks.wants(event.kind()) {
+            return;
+        }
+        let session = self.plugin_session();
+        for reply in hooks.dispatch(&event, &session).await {
+            match reply.decision {
+                Ok(HookDecision::Proceed) => {}
+                Ok(other) => self.hook_misanswer(&reply.plugin, event.kind(), &other),
+                Err(e) => self.emitter.warn(format!("hook '{}' ({}): {e}", reply.plugin, event.kind().name())),
+            }
+        }
+    }
+
+    fn hook_misanswer(&self, plugin: &str, kind: HookKind, decision: &HookDecision) {
+        self.emitter.warn(format!(
+            "hook '{plugin}' answered {} to {}, where it does not count; ignored",
+            decision_name(decision),
+            kind.name()
+        ));
+    }
+
+    /// What to add to the user's message for one model call: the turn's recall and the
+    /// `pre_llm_call` hooks' context, capped.
+    pub(super) async fn call_context(&self, ctx: &TurnContext) -> String {
+        let mut parts: Vec<String> = ctx.recall.iter().cloned().collect();
+        let hooks = &self.shared.hooks;
+        if hooks.wants(HookKind::PreLlmCall) {
+            let event = HookEvent::PreLlmCall {
+                user_message: ctx.user_text.clone(),
+                is_first_turn: ctx.first_turn,
+                model: self.chain.providers.first().map(|p| p.model.clone()).unwrap_or_default(),
+                message_count: u32::try_from(self.history.len()).unwrap_or(u32::MAX),
+            };
+            let session = self.plugin_session();
+            for reply in hooks.dispatch(&event, &session).await {
+                match reply.decision {
+                    Ok(HookDecision::AddContext(text)) if !text.trim().is_empty() => {
+                        parts.push(format!("[context from hook {}]\n{}", reply.plugin, text.trim()));
+                    }
+                    Ok(HookDecision::Proceed | HookDecision::AddContext(_)) => {}
+                    Ok(other) => self.hook_misanswer(&reply.plugin, HookKind::PreLlmCall, &other),
+                    Err(e) => self.emitter.warn(format!("hook '{}' (pre_llm_call): {e}", reply.plugin)),
+                }
+            }
+        }
+        let text = parts.join("\n\n");
+        match text.char_indices().nth(CALL_CONTEXT_CAP) {
+            Some((at, _)) => format!("{}\n[added context cut at {CALL_CONTEXT_CAP} characters]", &text[..at]),
+            None => text,
+        }
+    }
+
+    /// The memory provider's recall for a new user message (`None` when there is none).
+    pub(super) async fn prefetch(&self, text: &str) -> Option<String> {
+        let provider = self.memory_provider()?;
+        let session = self.plugin_session();
+        match provider.prefetch(text, &session).await {
+            Ok(recall) if !recall.trim().is_empty() => Some(recall.trim().to_string()),
+            Ok(_) => None,
+            Err(e) => {
+                self.emitter.warn(format!("memory provider '{}' could not recall: {e}", provider.name()));
+                None
+            }
+        }
+    }
+
+    /// After a turn: remember it (in the background) and tell the hooks.
+    pub(super) async fn after_turn(&self, user: &str, outcome: &Outcome, answer: &str) {
+        if *outcome == Outcome::Completed
+            && let Some(provider) = self.memory_provider()
+        {
+            let provider = provider.clone();
+            let session = self.plugin_session();
+            let (user, answer) = (user.to_string(), answer.to_string());
+            self.shared.spawn(async move {
+                if let Err(e) = provider.sync_turn(&user, &answer, &session).await {
+                    tracing::warn!(provider = provider.name(), "memory sync failed: {e}");
+                }
+            });
+        }
+        self.observe(HookEvent::SessionEnd { reason: outcome_name(outcome).into() }).await;
+    }
+
+    /// Tell the memory provider about a change the built-in memory tool made.
+    pub(super) fn memory_written(&self, args: &serde_json::Value) {
+        let Some(provider) = self.memory_provider() else { return };
+        let field = |k: &str| args.get(k).and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
+        let (action, target, content) = (field("action"), field("target"), field("content"));
+        let provider = provider.clone();
+        let session = self.plugin_session();
+        self.shared.spawn(async move {
+            if let Err(e) = provider.on_memory_write(&action, &target, &content, &session).await {
+                tracing::warn!(provider = provider.name(), "on_memory_write failed: {e}");
+            }
+        });
+    }
+
+    /// The `pre_tool_call` hooks' verdict: `Err` when the call must not run.
+    pub(super) async fn tool_allowed(&self, call: &ToolCall, args: &serde_json::Value) -> Result<(), ToolError> {
+        let hooks = &self.shared.hooks;
+        if !hooks.wants(HookKind::PreToolCall) {
+            return Ok(());
+        }
+        let event = HookEvent::PreToolCall(self.call_event(call));
+        let session = self.plugin_session();
+        let mut reasons: Vec<(String, String)> = Vec::new();
+        for reply in hooks.dispatch(&event, &session).await {
+            match reply.decision {
+                Ok(HookDecision::Proceed) => {}
+                Ok(HookDecision::Block(message)) => {
+                    return Err(ToolError::Failed(format!("blocked by hook '{}': {message}", reply.plugin)));
+                }
+                Ok(HookDecision::RequireApproval(reason)) => reasons.push((reply.plugin, reason)),
+                Ok(other) => self.hook_misanswer(&reply.plugin, HookKind::PreToolCall, &other),
+                Err(e) => {
+                    return Err(ToolError::Failed(format!(
+                        "blocked: hook '{}' failed ({e}); a pre_tool_call hook that fails blocks the call",
+                        reply.plugin
+                    )));
+                }
+            }
+        }
+        if reasons.is_empty() {
+            return Ok(());
+        }
+        let key = format!("hook:{}", call.name);
+        if lock(&self.hook_approvals).contains(&key) {
+            return Ok(());
+        }
+        let who: Vec<&str> = reasons.iter().map(|(p, _)| p.as_str()).collect();
+        let why: Vec<&str> = reasons.iter().map(|(_, r)| r.as_str()).collect();
+        let command = format!("{} {}", call.name, tools::one_line(&args.to_string(), 300));
+        let decision = self.shared.gate.ask_human(&who.join(", "), &command, &why.join("; ")).await;
+        match decision {
+            Decision::Once => Ok(()),
+            Decision::Session | Decision::Always => {
+                lock(&self.hook_approvals).insert(key);
+                Ok(())
+            }
+            Decision::Deny => Err(ToolError::Failed(format!(
+                "not run: hook '{}' requires a human's approval for this call ({}), and it was not given",
+                who.join(", "),
+                why.join("; ")
+            ))),
+        }
+    }
+
+    /// After a tool ran: `post_tool_call` observes, `transform_tool_result` may replace the text.
+    pub(super) async fn tool_finished(&self, call: &ToolCall, text: String, ok: bool, duration_ms: u64) -> String {
+        let hooks = &self.shared.hooks;
+        let post = hooks.wants(HookKind::PostToolCall);
+        let transform = hooks.wants(HookKind::TransformToolResult);
+        if !post && !transform {
+            return text;
+        }
+        let result = ToolResultEvent { call: self.call_event(call), result: text, ok, duration_ms };
+        if post {
+            self.observe(HookEvent::PostToolCall(result.clone())).await;
+        }
+        if !transform {
+            return result.result;
+        }
+        let session = self.plugin_session();
+        let event = HookEvent::TransformToolResult(result);
+        let mut replaced = None;
+        for reply in hooks.dispatch(&event, &session).await {
+            match reply.decision {
+                Ok(HookDecision::ReplaceResult(text)) if replaced.is_none() && !text.is_empty() => replaced = Some(text),
+                Ok(HookDecision::Proceed | HookDecision::ReplaceResult(_)) => {}
+                Ok(other) => self.hook_misanswer(&reply.plugin, HookKind::TransformToolResult, &other),
+                Err(e) => self.emitter.warn(format!("hook '{}' (transform_tool_result): {e}", reply.plugin)),
+            }
+        }
+        let HookEvent::TransformToolResult(result) = event else { unreachable!("built above") };
+        replaced.unwrap_or(result.result)
+    }
+
+    fn call_event(&self, call: &ToolCall) -> ToolCallEvent {
+        let plugin = self.tools.iter().find(|t| t.name == call.name).map(|t| t.plugin.clone()).unwrap_or_default();
+        ToolCallEvent { tool: call.name.clone(), plugin, arguments: call.arguments.clone(), call_id: call.id.clone() }
+    }
+
+    /// Where the conversation stands: the last reported prompt tokens plus an estimate of what
+    /// was added since, or an estimate of the whole when nothing was reported yet.
+    pub fn context_status(&self) -> ContextStatus {
+        let estimate = self.estimate_tokens();
+        let prompt_tokens = match self.last_prompt {
+            Some((reported, estimated_then)) => reported.saturating_add(estimate.saturating_sub(estimated_then)),
+            None => estimate,
+        };
+        ContextStatus {
+            prompt_tokens,
+            context_length: self.shared.config.context_length,
+            message_count: u32::try_from(self.history.len()).unwrap_or(u32::MAX),
+            compressions: self.compressions,
+        }
+    }
+
+    /// ≈ tokens of the next request: system prompt, tool schemas and history, at 4 chars a token.
+    pub(super) fn estimate_tokens(&self) -> u64 {
+        let chars = self.system_prompt.len() + self.tools_chars + message_chars(&self.history);
+        u64::try_from(chars / 4).unwrap_or(u64::MAX)
+    }
+
+    /// Before a model call: compress when the engine says so. A failure is reported and not
+    /// retried until the conversation has grown by a tenth.
+    pub(super) async fn maybe_compress(&mut self) {
+        let Some(engine) = self.shared.context_engine.clone() else { return };
+        let status = self.context_status();
+        if let Some(at) = self.compress_failed_at
+            && status.prompt_tokens < at.saturating_add(at / 10)
+        {
+            return;
+        }
+        let session = self.plugin_session();
+        match engine.should_compress(status, &session).await {
+            Ok(true) => {
+                if let Err(e) = self.compress(None, false).await {
+                    self.emitter.warn(format!("could not compress the conversation: {e}"));
+                    self.compress_failed_at = Some(status.prompt_tokens);
+                }
+            }
+            Ok(false) => {}
+            Err(e) => {
+                self.emitter.warn(format!("context engine '{}' failed: {e}", engine.name()));
+                self.compress_failed_at = Some(status.prompt_tokens);
+            }
+        }
+    }
+
+    /// Compress the history now (`/compress [focus]` forces it). The session is ended and the
+    /// conversation continues in a child session holding the compressed history.
+    ///
+    /// # Errors
+    /// No engine, nothing to compress, the engine failed or returned an invalid history, or the
+    /// store could not be written; the history is then left as it was.
+    pub async fn compress(&mut self, focus: Option<&str>, force: bool) -> Result<Compression, String> {
+        let engine = self.shared.context_engine.clone().ok_or_else(|| {
+            "no context engine is active (set `engine = \"compressor\"` under [context] in config.toml)".to_string()
+        })?;
+        if self.history.is_empty() {
+            return Err("there is nothing to compress yet".into());
+        }
+        let session = self.plugin_session();
+        let memory_context = match self.memory_provider() {
+            Some(p) => p.on_pre_compress(&self.history, &session).await.unwrap_or_else(|e| {
+                self.emitter.warn(format!("memory provider '{}' (on_pre_compress): {e}", p.name()));
+                String::new()
+            }),
+            None => String::new(),
+        };
+        let status = self.context_status();
+        let before = self.history.len();
+        self.emitter.emit(Event::Notice {
+            level: NoticeLevel::Info,
+            text: format!("compressing the conversation ({before} messages, ≈{} tokens)…", status.prompt_tokens),
+        });
+        let request = CompressRequest {
+            messages: self.history.clone(),
+            focus: focus.map(str::trim).filter(|f| !f.is_empty()).map(str::to_string),
+            status,
+            force,
+            memory_context,
+            carry: self.todos.render_unfinished().unwrap_or_default(),
+        };
+        let out = engine.compress(request, &session).await.map_err(|e| format!("context engine '{}': {e}", engine.name()))?;
+        if out.messages.is_empty() || !history::is_valid(&out.messages) {
+            return Err(format!(
+                "context engine '{}' returned an invalid history (roles out of order or a tool call without its result); the conversation was left as it was",
+                engine.name()
+            ));
+        }
+        let old = self.session_id.clone();
+        let child = Store::new_session_id();
+        if self.stored {
+            self.continue_in(&old, &child, &out.messages).map_err(|e| e.to_string())?;
+        }
+        if let Some(provider) = self.memory_provider() {
+            let (provider, history, session) = (provider.clone(), self.history.clone(), session.clone());
+            self.shared.spawn(async move {
+                if let Err(e) = provider.on_session_end(&history, &session).await {
+                    tracing::warn!(provider = provider.name(), "on_session_end failed: {e}");
+                }
+            });
+        }
+        self.observe(HookEvent::SessionFinalize { reason: "compressed".into() }).await;
+        self.session_id = child.clone();
+        self.history = out.messages;
+        self.compressions += 1;
+        self.last_prompt = None;
+        self.compress_failed_at = None;
+        Ok(Compression { note: out.note, before, after: self.history.len(), session_id: child })
+    }
+
+    /// End `old` as compressed and store `messages` as its child `child`, title carried over.
+    fn continue_in(&self, old: &str, child: &str, messages: &[Message]) -> Result<(), Error> {
+        let store = &self.shared.store;
+        let info = store.session(old)?;
+        let provider = self.chain.providers.first();
+        store.create_session(&NewSession {
+            id: child.to_string(),
+            source: info.as_ref().map_or_else(|| self.shared.config.source.clone(), |i| i.source.clone()),
+            model: provider.map(|p| p.model.clone()).unwrap_or_default(),
+            provider: provider.map(|p| p.name.clone()).unwrap_or_default(),
+            system_prompt: self.system_prompt.clone(),
+            parent_id: Some(old.to_string()),
+            cwd: self.shared.config.workspace.display().to_string(),
+        })?;
+        store.append_messages(child, messages)?;
+        store.end_session(old, "compressed")?;
+        if let Some(title) = info.and_then(|i| i.title) {
+            let base = title.rsplit_once(" #").filter(|(_, n)| n.parse::<u32>().is_ok()).map_or(title.as_str(), |(b, _)| b);
+            for n in (self.compressions + 2)..(self.compressions + 50) {
+                if store.set_title(child, &format!("{base} #{n}")).is_ok() {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// How many compressions led to `session` (its ancestors that ended compressed).
+    pub(super) fn compressions_before(store: &Store, session: &talaria_store::SessionInfo) -> u32 {
+        let mut count = 0;
+        let mut seen = HashSet::new();
+        let mut parent = session.parent_id.clone();
+        while let Some(id) = parent {
+            if !seen.insert(id.clone()) {
+                break;
+            }
+            match store.session(&id) {
+                Ok(Some(p)) if p.end_reason.as_deref() == Some("compressed") => {
+                    count += 1;
+                    parent = p.parent_id;
+                }
+                _ => break,
+            }
+        }
+        count
+    }
+
+    /// The context engine's report on this conversation.
+    ///
+    /// # Errors
+    /// No engine, or it failed.
+    pub async fn context_report(&self) -> Result<(String, ContextStatus, Vec<(String, String)>), String> {
+        let engine = self.shared.context_engine.clone().ok_or("no context engine is active")?;
+        let status = self.context_status();
+        let lines = engine.report(status, &self.plugin_session()).await?;
+        Ok((engine.name().to_string(), status, lines))
+    }
+
+    /// Close the session for good in this process: wait for background memory syncs, tell the
+    /// memory provider and the hooks (`/new` also counts as a reset), and mark it ended.
+    ///
+    /// # Errors
+    /// The store cannot be written.
+    pub async fn close(&mut self, reason: &str) -> Result<(), Error> {
+        self.shared.flush(FLUSH_TIMEOUT).await;
+        if self.stored {
+            if let Some(provider) = self.memory_provider() {
+                let session = self.plugin_session();
+                if let Err(e) = provider.on_session_end(&self.history, &session).await {
+                    tracing::warn!(provider = provider.name(), "on_session_end failed: {e}");
+                }
+            }
+            if reason == "new" {
+                self.observe(HookEvent::SessionReset).await;
+            }
+            self.observe(HookEvent::SessionFinalize { reason: reason.to_string() }).await;
+        }
+        self.end(reason)
+    }
+}
