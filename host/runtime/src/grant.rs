@@ -6,11 +6,12 @@
 //!
 //! | capability | meaning |
 //! |---|---|
-//! | `fs:ro:PATH`, `fs:rw:PATH` | read (or read and write) a directory; `$WORKSPACE` is the session's working directory |
+//! | `fs:ro:PATH`, `fs:rw:PATH` | read (or read and write) a directory; `$WORKSPACE` is the session's working directory, `$PLUGIN_DATA` a directory private to the plugin |
 //! | `net:HOST[:PORT]` | outgoing HTTP to a host; `*` and `*.example.com` are wildcards |
 //! | `secret:NAME@HOST` | the host fills in secret NAME on requests to HOST |
 //! | `process` | run shell commands (after the dangerous-command check) |
 //! | `kv` | private persistent key-value storage |
+//! | `llm` | auxiliary model completions (API 0.2.0) |
 //!
 //! ```
 //! use talaria_runtime::Capability;
@@ -49,6 +50,35 @@ pub enum Capability {
     Secret { name: String, host: HostPattern },
     Process,
     Kv,
+    /// Auxiliary model completions through the host (`talaria:plugin/llm`, API 0.2.0).
+    Llm,
+}
+
+/// The two path variables a filesystem capability may start with.
+pub const WORKSPACE_VAR: &str = "$WORKSPACE";
+pub const PLUGIN_DATA_VAR: &str = "$PLUGIN_DATA";
+
+/// Whether `path` is a directory a filesystem capability may name: absolute, or starting with
+/// `$WORKSPACE` or `$PLUGIN_DATA`, and without `..`. The error ends a sentence about the path.
+pub(crate) fn check_fs_path(path: &str) -> Result<(), &'static str> {
+    let under = |var: &str| path == var || path.starts_with(&format!("{var}/"));
+    if !(under(WORKSPACE_VAR) || under(PLUGIN_DATA_VAR) || Path::new(path).is_absolute()) {
+        return Err("must be absolute or start with $WORKSPACE or $PLUGIN_DATA");
+    }
+    if Path::new(path).components().any(|c| c == std::path::Component::ParentDir) {
+        return Err("must not contain `..`");
+    }
+    Ok(())
+}
+
+/// A directory to preopen for a call, after its variable is replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantedDir {
+    pub path: PathBuf,
+    pub access: Access,
+    /// It is the plugin's data directory or inside it (`$PLUGIN_DATA...`): the one place inside
+    /// talaria's home a plugin may see.
+    pub plugin_data: bool,
 }
 
 impl HostPattern {
@@ -148,7 +178,9 @@ impl Capability {
             }
             (Capability::Net(mine), Capability::Net(theirs)) => mine.covers(theirs),
             (Capability::Secret { name, host }, Capability::Secret { name: n, host: h }) => name == n && host.covers(h),
-            (Capability::Process, Capability::Process) | (Capability::Kv, Capability::Kv) => true,
+            (Capability::Process, Capability::Process)
+            | (Capability::Kv, Capability::Kv)
+            | (Capability::Llm, Capability::Llm) => true,
             _ => false,
         }
     }
@@ -163,6 +195,7 @@ impl fmt::Display for Capability {
             Capability::Secret { name, host } => write!(f, "secret:{name}@{host}"),
             Capability::Process => f.write_str("process"),
             Capability::Kv => f.write_str("kv"),
+            Capability::Llm => f.write_str("llm"),
         }
     }
 }
@@ -172,12 +205,12 @@ impl FromStr for Capability {
 
     fn from_str(s: &str) -> Result<Self, String> {
         let s = s.trim();
-        let usage = "capabilities are fs:ro:PATH, fs:rw:PATH, net:HOST[:PORT], secret:NAME@HOST, process, kv";
-        if s == "process" {
-            return Ok(Capability::Process);
-        }
-        if s == "kv" {
-            return Ok(Capability::Kv);
+        let usage = "capabilities are fs:ro:PATH, fs:rw:PATH, net:HOST[:PORT], secret:NAME@HOST, process, kv, llm";
+        match s {
+            "process" => return Ok(Capability::Process),
+            "kv" => return Ok(Capability::Kv),
+            "llm" => return Ok(Capability::Llm),
+            _ => {}
         }
         if let Some(rest) = s.strip_prefix("fs:") {
             let (access, path) = match rest.split_once(':') {
@@ -187,12 +220,7 @@ impl FromStr for Capability {
             };
             let path = path.trim_end_matches('/');
             let path = if path.is_empty() { "/" } else { path };
-            if !(path == "$WORKSPACE" || path.starts_with("$WORKSPACE/") || Path::new(path).is_absolute()) {
-                return Err(format!("`{s}`: the path must be absolute or start with $WORKSPACE"));
-            }
-            if Path::new(path).components().any(|c| c == std::path::Component::ParentDir) {
-                return Err(format!("`{s}`: the path must not contain `..`"));
-            }
+            check_fs_path(path).map_err(|why| format!("`{s}`: the path {why}"))?;
             return Ok(Capability::Fs { path: path.to_string(), access });
         }
         if let Some(rest) = s.strip_prefix("net:") {
@@ -324,6 +352,10 @@ impl Grants {
         self.caps.contains(&Capability::Kv)
     }
 
+    pub fn has_llm(&self) -> bool {
+        self.caps.contains(&Capability::Llm)
+    }
+
     /// Network patterns granted.
     pub fn network(&self) -> impl Iterator<Item = &HostPattern> {
         self.caps.iter().filter_map(|c| match c {
@@ -340,20 +372,29 @@ impl Grants {
         })
     }
 
-    /// Directories to preopen, with `$WORKSPACE` replaced by `workspace`.
-    pub fn dirs(&self, workspace: &Path) -> Vec<(PathBuf, Access)> {
+    /// Directories to preopen, with `$WORKSPACE` replaced by `workspace` and `$PLUGIN_DATA` by
+    /// `plugin_data`.
+    pub fn dirs(&self, workspace: &Path, plugin_data: &Path) -> Vec<GrantedDir> {
+        let expand = |root: &Path, rest: &str| match rest.trim_start_matches('/') {
+            "" => root.to_path_buf(),
+            rest => root.join(rest),
+        };
         self.caps
             .iter()
             .filter_map(|c| match c {
                 Capability::Fs { path, access } => {
-                    let dir = match path.strip_prefix("$WORKSPACE") {
-                        Some(rest) if rest.trim_start_matches('/').is_empty() => workspace.to_path_buf(),
-                        Some(rest) => workspace.join(rest.trim_start_matches('/')),
-                        None => PathBuf::from(path),
+                    let (path, plugin_data) = if let Some(rest) = path.strip_prefix(WORKSPACE_VAR) {
+                        (expand(workspace, rest), false)
+                    } else if let Some(rest) = path.strip_prefix(PLUGIN_DATA_VAR) {
+                        (expand(plugin_data, rest), true)
+                    } else {
+                        (PathBuf::from(path), false)
                     };
-                    Some((dir, *access))
+                    Some(GrantedDir { path, access: *access, plugin_data })
                 }
-                _ => None,
+                Capability::Net(_) | Capability::Secret { .. } | Capability::Process | Capability::Kv | Capability::Llm => {
+                    None
+                }
             })
             .collect()
     }
@@ -378,6 +419,9 @@ mod tests {
             "secret:KEY@api.x.com",
             "process",
             "kv",
+            "llm",
+            "fs:rw:$PLUGIN_DATA",
+            "fs:ro:$PLUGIN_DATA/index",
         ] {
             assert_eq!(cap(s).to_string(), s);
         }
@@ -391,6 +435,8 @@ mod tests {
         assert!("net:x:99999".parse::<Capability>().expect_err("port").contains("not a port"));
         assert!("secret:KEY@*".parse::<Capability>().expect_err("wildcard").contains("one host"));
         assert!("root".parse::<Capability>().expect_err("unknown").contains("is not a capability"));
+        assert!("fs:ro:$PLUGIN_DATAX".parse::<Capability>().expect_err("var").contains("$PLUGIN_DATA"));
+        assert!("fs:ro:$PLUGIN_DATA/../x".parse::<Capability>().expect_err("dotdot").contains("`..`"));
     }
 
     #[test]
@@ -415,6 +461,9 @@ mod tests {
         assert!(!cap("fs:ro:$WORKSPACE").covers(&cap("fs:rw:$WORKSPACE")));
         assert!(!cap("fs:rw:/data").covers(&cap("fs:rw:/database")));
         assert!(!cap("process").covers(&cap("kv")));
+        assert!(cap("llm").covers(&cap("llm")) && !cap("llm").covers(&cap("kv")));
+        assert!(cap("fs:rw:$PLUGIN_DATA").covers(&cap("fs:ro:$PLUGIN_DATA/index")));
+        assert!(!cap("fs:rw:$PLUGIN_DATA").covers(&cap("fs:rw:$WORKSPACE")));
     }
 
     #[test]
@@ -428,9 +477,20 @@ mod tests {
 
     #[test]
     fn workspace_dirs_expand() {
-        let g =
-            Grants::effective(&[cap("fs:rw:$WORKSPACE")], vec![cap("fs:rw:$WORKSPACE"), cap("fs:ro:$WORKSPACE/docs")]);
-        let dirs = g.dirs(Path::new("/w"));
-        assert_eq!(dirs, vec![(PathBuf::from("/w"), Access::ReadWrite), (PathBuf::from("/w/docs"), Access::Read)]);
+        let g = Grants::effective(
+            &[cap("fs:rw:$WORKSPACE"), cap("fs:rw:$PLUGIN_DATA"), cap("fs:ro:/data")],
+            vec![cap("fs:rw:$WORKSPACE"), cap("fs:ro:$WORKSPACE/docs"), cap("fs:rw:$PLUGIN_DATA"), cap("fs:ro:/data")],
+        );
+        let dirs: Vec<(PathBuf, Access, bool)> =
+            g.dirs(Path::new("/w"), Path::new("/h/plugin-data/p")).into_iter().map(|d| (d.path, d.access, d.plugin_data)).collect();
+        assert_eq!(
+            dirs,
+            vec![
+                (PathBuf::from("/w"), Access::ReadWrite, false),
+                (PathBuf::from("/w/docs"), Access::Read, false),
+                (PathBuf::from("/h/plugin-data/p"), Access::ReadWrite, true),
+                (PathBuf::from("/data"), Access::Read, false),
+            ]
+        );
     }
 }

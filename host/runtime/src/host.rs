@@ -1,38 +1,60 @@
-//! What a plugin instance sees of the host: the state kept in each call's `Store`, and the
+//! What a plugin instance sees of the host: the state kept in each instance's `Store`, and the
 //! implementations of the `talaria:plugin` imports, each checked against the plugin's grants.
+//!
+//! Both API versions are linked into one linker: [`imports`] implements the 0.2.0 interfaces,
+//! and [`legacy`] implements 0.1.0 by converting to them, so every check exists once.
 
-use std::path::PathBuf;
+mod imports;
+mod legacy;
+mod stderr;
+
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::grant::{Access, Grants};
+use crate::grant::{Access, GrantedDir, Grants};
+use crate::llm::LlmBackend;
 use crate::net::NetHooks;
-use crate::process::{CommandError, CommandRequest, ProcessRunner};
+use crate::process::ProcessRunner;
 use crate::secrets::Secrets;
 
-pub(crate) mod bindings {
-    wasmtime::component::bindgen!({
-        path: "../../wit/v0.1.0",
-        world: "tool-plugin",
-        imports: { default: async },
-        exports: { default: async },
-    });
-}
+pub(crate) use stderr::StderrSink;
 
-use bindings::talaria::plugin::{config, kv, log, process, secrets, types};
+/// Bindings for each supported API version.
+pub(crate) mod bindings {
+    /// API 0.1.0: tool plugins only.
+    pub mod v1 {
+        wasmtime::component::bindgen!({
+            path: "../../wit/v0.1.0",
+            world: "tool-plugin",
+            imports: { default: async },
+            exports: { default: async },
+        });
+    }
+
+    /// API 0.2.0, from the world that exports every interface; a component exports only some,
+    /// so exports are looked up one interface at a time.
+    pub mod v2 {
+        wasmtime::component::bindgen!({
+            path: "../../wit/v0.2.0",
+            world: "host-bindings",
+            imports: { default: async },
+            exports: { default: async },
+        });
+    }
+}
 
 /// Bytes of a plugin's stderr kept per call (panic messages land there).
 const STDERR_CAP: usize = 64 * 1024;
 
 /// Host services shared by every plugin and call.
 pub(crate) struct Services {
-    /// `$TALARIA_HOME`, canonical: never visible to a plugin, whatever it was granted.
+    /// `$TALARIA_HOME`, canonical: never visible to a plugin, whatever it was granted, except
+    /// for each plugin's own data directory under `plugin-data/`.
     pub home: PathBuf,
     /// Canonical forms of workspaces seen (chosen by the user, never by a plugin).
     pub workspaces: Mutex<std::collections::HashMap<PathBuf, PathBuf>>,
@@ -40,10 +62,12 @@ pub(crate) struct Services {
     pub store: OnceLock<Result<talaria_store::Store, String>>,
     pub secrets: Arc<Secrets>,
     pub process: ProcessRunner,
+    /// Completions for the `llm` import; `None` when no model is configured.
+    pub llm: Option<Arc<dyn LlmBackend>>,
 }
 
 impl Services {
-    fn canonical_workspace(&self, workspace: &std::path::Path) -> PathBuf {
+    fn canonical_workspace(&self, workspace: &Path) -> PathBuf {
         let mut seen = self.workspaces.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         seen.entry(workspace.to_path_buf())
             .or_insert_with(|| workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf()))
@@ -56,6 +80,11 @@ impl Services {
             .as_ref()
             .map_err(Clone::clone)
     }
+
+    /// The data directory (`$PLUGIN_DATA`) of the plugin with key-value space `kv_space`.
+    pub fn data_dir(&self, kv_space: &str) -> PathBuf {
+        self.home.join("plugin-data").join(kv_space.replace('/', "_"))
+    }
 }
 
 /// One plugin's identity and powers, shared by all its calls.
@@ -64,6 +93,8 @@ pub(crate) struct PluginEnv {
     /// The plugin's key-value space: its name, or scope and name for project plugins, so a
     /// project plugin never reads a user plugin's data by taking its name.
     pub kv_space: String,
+    /// `$PLUGIN_DATA`: `$TALARIA_HOME/plugin-data/<kv_space, `/` replaced by `_`>`.
+    pub data_dir: PathBuf,
     pub grants: Arc<Grants>,
     pub config: toml::Table,
     pub services: Arc<Services>,
@@ -93,31 +124,41 @@ impl ResourceLimiter for Limiter {
     }
 }
 
-/// The data in one call's `Store`.
+/// The data in one instance's `Store`. A fresh instance lives for one call; a memory
+/// provider's resident instance lives across calls, and [`HostState::begin_call`] resets what
+/// is counted per call.
 pub(crate) struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
     http: WasiHttpCtx,
     hooks: NetHooks,
     pub limiter: Limiter,
-    pub stderr: MemoryOutputPipe,
+    pub stderr: StderrSink,
     pub denials: Arc<Mutex<Vec<String>>>,
     env: Arc<PluginEnv>,
     workspace: PathBuf,
+    /// `llm.complete` calls made during this call.
+    llm_calls: u32,
 }
 
 impl HostState {
-    /// State for one call in `workspace`, with exactly the granted directories preopened.
+    /// State for an instance in `workspace`, with exactly the granted directories preopened.
     pub fn new(env: Arc<PluginEnv>, workspace: PathBuf, memory_cap: usize) -> Self {
-        let stderr = MemoryOutputPipe::new(STDERR_CAP);
+        let stderr = StderrSink::new(STDERR_CAP);
         let mut wasi = WasiCtxBuilder::new();
         wasi.stderr(stderr.clone()).allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
         let workspace_real = env.services.canonical_workspace(&workspace);
-        for (dir, access) in env.grants.dirs(&workspace) {
-            let dir = match checked_dir(&dir, &workspace, &workspace_real, &env.services.home) {
+        let mut data_dir_opened = false;
+        for GrantedDir { path, access, plugin_data } in env.grants.dirs(&workspace, &env.data_dir) {
+            let checked = if plugin_data {
+                checked_data_dir(&path, &env.data_dir)
+            } else {
+                checked_dir(&path, &workspace, &workspace_real, &env.services.home)
+            };
+            let dir = match checked {
                 Ok(dir) => dir,
                 Err(why) => {
-                    tracing::warn!(plugin = %env.name, "granted directory {} not opened: {why}", dir.display());
+                    tracing::warn!(plugin = %env.name, "granted directory {} not opened: {why}", path.display());
                     continue;
                 }
             };
@@ -126,9 +167,14 @@ impl HostState {
                 Access::ReadWrite => FsPerms::ReadWrite,
             };
             let Some(guest) = dir.to_str() else { continue };
-            if let Err(e) = wasi.preopened_dir(&dir, guest, perms) {
-                tracing::warn!(plugin = %env.name, "granted directory {} is unavailable: {e}", dir.display());
+            match wasi.preopened_dir(&dir, guest, perms) {
+                Ok(_) => data_dir_opened |= plugin_data,
+                Err(e) => tracing::warn!(plugin = %env.name, "granted directory {} is unavailable: {e}", dir.display()),
             }
+        }
+        // The plugin learns where its data directory is from `PLUGIN_DATA`.
+        if data_dir_opened && let Some(dir) = env.data_dir.to_str() {
+            wasi.env("PLUGIN_DATA", dir);
         }
         let denials = Arc::new(Mutex::new(Vec::new()));
         let hooks = NetHooks {
@@ -148,19 +194,29 @@ impl HostState {
             denials,
             env,
             workspace,
+            llm_calls: 0,
         }
+    }
+
+    /// Start a new call: stderr, refusals and the per-call counts start empty.
+    pub fn begin_call(&mut self) {
+        self.stderr.clear();
+        self.denials.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        self.hooks.requests = 0;
+        self.limiter.refused = None;
+        self.llm_calls = 0;
+    }
+
+    /// The workspace this instance was made for.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
     }
 }
 
 /// A granted directory as it may be opened: it must exist, a `$WORKSPACE` subdirectory must
 /// stay inside the workspace once symlinks are resolved, and it may neither contain nor lie
 /// inside talaria's home (grants, secrets and compiled code live there).
-fn checked_dir(
-    dir: &std::path::Path,
-    workspace: &std::path::Path,
-    workspace_real: &std::path::Path,
-    home: &std::path::Path,
-) -> Result<PathBuf, String> {
+fn checked_dir(dir: &Path, workspace: &Path, workspace_real: &Path, home: &Path) -> Result<PathBuf, String> {
     // Subdirectories are resolved every time: a plugin may have made one a symlink since.
     let real =
         if dir == workspace { workspace_real.to_path_buf() } else { dir.canonicalize().map_err(|e| e.to_string())? };
@@ -169,6 +225,22 @@ fn checked_dir(
     }
     if home.starts_with(&real) || real.starts_with(home) {
         return Err(format!("it overlaps talaria's home {}; run talaria from a project directory", home.display()));
+    }
+    Ok(real)
+}
+
+/// The plugin's data directory (or a directory inside it), the one place in talaria's home a
+/// plugin may see: created (mode 0700) on first use, and opened only if it is a real directory
+/// at exactly that path: neither it nor anything on the way may be a symlink.
+fn checked_data_dir(dir: &Path, data_dir: &Path) -> Result<PathBuf, String> {
+    crate::fsutil::private_dir(dir).map_err(|e| format!("cannot create it: {e}"))?;
+    let meta = std::fs::symlink_metadata(data_dir).map_err(|e| e.to_string())?;
+    if meta.file_type().is_symlink() {
+        return Err("the plugin's data directory is a symlink".to_string());
+    }
+    let real = dir.canonicalize().map_err(|e| e.to_string())?;
+    if real != dir {
+        return Err(format!("it resolves to {}, not inside the plugin's own data directory", real.display()));
     }
     Ok(real)
 }
@@ -185,88 +257,12 @@ impl WasiHttpView for HostState {
     }
 }
 
-impl types::Host for HostState {}
-
-impl log::Host for HostState {
-    async fn log(&mut self, level: log::Level, message: String) {
-        let plugin = self.env.name.as_str();
-        let message: String = message.chars().take(4096).collect();
-        match level {
-            log::Level::Trace => tracing::trace!(plugin, "{message}"),
-            log::Level::Debug => tracing::debug!(plugin, "{message}"),
-            log::Level::Info => tracing::info!(plugin, "{message}"),
-            log::Level::Warn => tracing::warn!(plugin, "{message}"),
-            log::Level::Error => tracing::error!(plugin, "{message}"),
-        }
-    }
-}
-
-impl config::Host for HostState {
-    async fn get(&mut self, key: String) -> Option<String> {
-        let value = self.env.config.get(&key)?;
-        serde_json::to_string(value).ok()
-    }
-}
-
-impl HostState {
-    fn kv_store(&self) -> Result<&talaria_store::Store, String> {
-        if !self.env.grants.has_kv() {
-            let name = &self.env.name;
-            return Err(format!(
-                "the kv capability is not granted to plugin '{name}' (request `kv = true` in plugin.toml and grant it: `talaria plugins grant {name} kv`)"
-            ));
-        }
-        self.env.services.store()
-    }
-}
-
-impl kv::Host for HostState {
-    async fn get(&mut self, key: String) -> Result<Option<Vec<u8>>, String> {
-        self.kv_store()?.kv_get(&self.env.kv_space, &key).map_err(|e| e.to_string())
-    }
-
-    async fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), String> {
-        self.kv_store()?.kv_set(&self.env.kv_space, &key, &value).map_err(|e| e.to_string())
-    }
-
-    async fn delete(&mut self, key: String) -> Result<(), String> {
-        self.kv_store()?.kv_delete(&self.env.kv_space, &key).map_err(|e| e.to_string())
-    }
-
-    async fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, String> {
-        self.kv_store()?.kv_keys(&self.env.kv_space, &prefix).map_err(|e| e.to_string())
-    }
-}
-
-impl secrets::Host for HostState {
-    async fn exists(&mut self, name: String) -> bool {
-        self.env.grants.secret_host(&name).is_some() && self.env.services.secrets.value(&name).is_some()
-    }
-}
-
-impl process::Host for HostState {
-    async fn run(&mut self, cmd: process::Command) -> Result<process::Output, process::ProcessError> {
-        let name = &self.env.name;
-        if !self.env.grants.has_process() {
-            return Err(process::ProcessError::Denied(format!(
-                "the process capability is not granted to plugin '{name}' (grant it: `talaria plugins grant {name} process`)"
-            )));
-        }
-        let request = CommandRequest {
-            command: cmd.command,
-            cwd: cmd.cwd,
-            timeout: cmd.timeout_ms.map(|ms| Duration::from_millis(u64::from(ms))),
-        };
-        match self.env.services.process.run(name, &self.workspace, request).await {
-            Ok(o) => Ok(process::Output {
-                exit_code: o.exit_code,
-                stdout: o.stdout,
-                stderr: o.stderr,
-                truncated: o.truncated,
-                timed_out: o.timed_out,
-            }),
-            Err(CommandError::Denied(m)) => Err(process::ProcessError::Denied(m)),
-            Err(CommandError::Failed(m)) => Err(process::ProcessError::Failed(m)),
-        }
-    }
+/// Link every import of every supported API version (and WASI) into `linker`.
+pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()> {
+    use wasmtime::component::HasSelf;
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
+    bindings::v1::ToolPlugin::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)?;
+    bindings::v2::HostBindings::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)?;
+    Ok(())
 }

@@ -21,12 +21,17 @@
 
 mod args;
 pub mod cache;
+mod convert;
 pub mod danger;
 pub mod discovery;
 mod engine;
+mod exports;
+mod extension;
 mod fsutil;
 pub mod grant;
 mod host;
+mod instance;
+pub mod llm;
 pub mod manifest;
 mod net;
 mod plugin;
@@ -45,14 +50,17 @@ pub use cache::{CacheOutcome, CompileCache};
 pub use danger::CommandPolicy;
 pub use discovery::{Embedded, Problem, Shadowed, project_plugin_dir};
 pub use engine::EngineHandle;
-pub use grant::{Access, Capability, GrantFile, Grants, HostPattern, Scope};
-pub use manifest::{Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS};
+pub use grant::{Access, Capability, GrantFile, GrantedDir, Grants, HostPattern, Scope};
+pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS};
+pub use manifest::{Kind, Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS};
 pub use plugin::{CallContext, CallLimits, CallOutput, Plugin};
 pub use process::{Approval, ApprovalRequest, Approver, ProcessRunner, Unattended};
 pub use secrets::Secrets;
 
-use crate::host::bindings::ToolPlugin;
+use crate::exports::{Prepared, ToolsExport};
+use crate::host::bindings::{v1, v2};
 use crate::host::{HostState, PluginEnv, Services};
+use crate::instance::GuestError;
 
 /// Failures of the runtime itself (not of a plugin: those are [`Problem`]s and [`ToolError`]s).
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +95,29 @@ impl Default for HostLimits {
     }
 }
 
+/// Deadlines of the plugin kinds beside tools, when the manifest's `[limits] timeout_secs` names
+/// none (tools use [`HostLimits::default_timeout`]). All are capped at
+/// [`HostLimits::max_timeout`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindTimeouts {
+    /// A hook runs on the loop's path: 10 s.
+    pub hook: Duration,
+    /// A memory provider call: 30 s.
+    pub memory: Duration,
+    /// A context engine calls the model to summarise: 120 s.
+    pub context_engine: Duration,
+}
+
+impl Default for KindTimeouts {
+    fn default() -> Self {
+        Self {
+            hook: Duration::from_secs(10),
+            memory: Duration::from_secs(30),
+            context_engine: Duration::from_secs(120),
+        }
+    }
+}
+
 /// Operator settings for one plugin (`[plugins.NAME]` in config.toml).
 #[derive(Debug, Clone, Default)]
 pub struct PluginSettings {
@@ -94,6 +125,9 @@ pub struct PluginSettings {
     pub config: toml::Table,
     /// Let its tools replace same-named tools of other plugins.
     pub allow_override: bool,
+    /// `enabled`: turn the plugin on or off whatever its manifest's `enabled` says (`None`:
+    /// as the manifest says).
+    pub enabled: Option<bool>,
 }
 
 /// Everything the runtime needs from its embedder.
@@ -110,6 +144,11 @@ pub struct RuntimeConfig {
     pub secrets: Option<Secrets>,
     /// Where compiled components go; by default `$TALARIA_HOME/cache/plugins`.
     pub cache_dir: Option<PathBuf>,
+    /// Completions for plugins granted `llm`; `None` when no model is configured (their
+    /// `llm.complete` then fails saying so).
+    pub llm: Option<Arc<dyn LlmBackend>>,
+    /// Deadlines of hooks, memory providers and context engines.
+    pub kind_timeouts: KindTimeouts,
 }
 
 impl RuntimeConfig {
@@ -124,6 +163,8 @@ impl RuntimeConfig {
             approver: Arc::new(Unattended { yolo: false }),
             secrets: None,
             cache_dir: None,
+            llm: None,
+            kind_timeouts: KindTimeouts::default(),
         }
     }
 }
@@ -177,6 +218,7 @@ impl Runtime {
             store: OnceLock::new(),
             secrets,
             process: ProcessRunner::new(config.command_policy, config.approver, hidden_env),
+            llm: config.llm,
         });
         let plugins = found
             .found
@@ -192,19 +234,38 @@ impl Runtime {
                     Scope::Bundled | Scope::User => config.plugins.get(&f.manifest.name).cloned().unwrap_or_default(),
                     Scope::Project(_) => PluginSettings::default(),
                 };
+                let enabled = settings.enabled.unwrap_or(f.manifest.enabled);
                 let kv_space = match &f.scope {
                     Scope::Bundled | Scope::User => f.manifest.name.clone(),
                     Scope::Project(_) => format!("{}/{}", f.scope.key(), f.manifest.name),
                 };
                 let env = Arc::new(PluginEnv {
                     name: f.manifest.name.clone(),
+                    data_dir: services.data_dir(&kv_space),
                     kv_space,
                     grants: Arc::new(Grants::effective(&f.manifest.requests, granted)),
                     config: settings.config,
                     services: services.clone(),
                 });
-                let limits = call_limits(&config.limits, &f.manifest.limits);
-                Arc::new(Plugin::new(f.manifest, f.scope, f.location, f.source, env, limits, settings.allow_override))
+                let limits = Kind::ALL.map(|kind| {
+                    let default = match kind {
+                        Kind::Tool => config.limits.default_timeout,
+                        Kind::Memory => config.kind_timeouts.memory,
+                        Kind::ContextEngine => config.kind_timeouts.context_engine,
+                        Kind::Hook => config.kind_timeouts.hook,
+                    };
+                    call_limits(&config.limits, &f.manifest.limits, default)
+                });
+                Arc::new(Plugin::new(
+                    f.manifest,
+                    f.scope,
+                    f.location,
+                    f.source,
+                    env,
+                    limits,
+                    settings.allow_override,
+                    enabled,
+                ))
             })
             .collect();
         Ok(Self {
@@ -220,7 +281,8 @@ impl Runtime {
         })
     }
 
-    /// Active plugins, in scope order (bundled, user, project).
+    /// Plugins in scope order (bundled, user, project), the disabled ones too (see
+    /// [`Plugin::enabled`]; they are never called).
     pub fn plugins(&self) -> &[Arc<Plugin>] {
         &self.plugins
     }
@@ -253,12 +315,7 @@ impl Runtime {
             .get_or_init(|| {
                 let engine = EngineHandle::new().map_err(|e| format!("{e:#}"))?;
                 let mut linker = Linker::new(&engine.engine);
-                let linked = wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-                    .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
-                    .and_then(|()| {
-                        ToolPlugin::add_to_linker::<_, wasmtime::component::HasSelf<HostState>>(&mut linker, |s| s)
-                    });
-                linked.map_err(|e| format!("{e:#}"))?;
+                host::add_to_linker(&mut linker).map_err(|e| format!("{e:#}"))?;
                 Ok((engine, linker))
             })
             .as_ref()
@@ -270,7 +327,16 @@ impl Runtime {
     ///
     /// # Errors
     /// [`ToolError::Unavailable`] naming the plugin and what is wrong with its component.
+    /// Its exports are checked against its manifest (API version and kinds) here.
+    ///
+    /// # Errors
+    /// [`ToolError::Unavailable`] naming the plugin and what is wrong with its component.
     pub fn prepare(&self, plugin: &Plugin) -> Result<Option<(CacheOutcome, Duration)>, ToolError> {
+        self.prepared(plugin).map(|(_, fresh)| fresh).map_err(ToolError::Unavailable)
+    }
+
+    /// The compiled and checked component, and how it was obtained if that happened now.
+    fn prepared<'p>(&self, plugin: &'p Plugin) -> Result<(&'p Prepared, Option<(CacheOutcome, Duration)>), String> {
         let mut fresh = None;
         let pre = plugin.pre.get_or_init(|| {
             let (engine, linker) = self.engine().map_err(|e| e.to_string())?;
@@ -280,28 +346,47 @@ impl Runtime {
                 .cache
                 .load_or_compile(&engine.engine, &engine.fingerprint, sha, || plugin.wasm_bytes())
                 .map_err(|e| format!("not a valid WebAssembly component: {e}"))?;
-            let pre = plugin::pre_instance(&engine.engine, linker.instantiate_pre(&component), &component);
+            let pre =
+                exports::prepare(&engine.engine, linker.instantiate_pre(&component), &component, &plugin.manifest);
             fresh = Some((outcome, started.elapsed()));
             pre
         });
         match pre {
-            Ok(_) => Ok(fresh),
-            Err(e) => Err(ToolError::Unavailable(format!("plugin '{}' ({}): {e}", plugin.name(), plugin.location))),
+            Ok(prepared) => Ok((prepared, fresh)),
+            Err(e) => Err(format!("plugin '{}' ({}): {e}", plugin.name(), plugin.location)),
         }
     }
 
     /// Whether listing this plugin's tools needs a compile (nothing cached for it yet).
     pub fn needs_compile(&self, plugin: &Plugin) -> bool {
-        plugin.pre.get().is_none()
+        plugin.enabled
+            && plugin.may_offer_tools()
+            && plugin.pre.get().is_none()
             && plugin.specs.get().is_none()
             && plugin.sha256().is_ok_and(|sha| !self.cache.specs_file(sha).exists())
     }
 
-    /// The tools a plugin offers (from the spec cache when possible).
+    /// Refuse a disabled plugin.
+    fn check_enabled(plugin: &Plugin) -> Result<(), String> {
+        if plugin.enabled {
+            return Ok(());
+        }
+        let name = plugin.name();
+        Err(format!(
+            "plugin '{name}' is disabled; enable it with `enabled = true` under [plugins.{name}] in config.toml"
+        ))
+    }
+
+    /// The tools a plugin offers (from the spec cache when possible); none for kinds that
+    /// offer no tools.
     ///
     /// # Errors
-    /// The plugin cannot be compiled or its `list` fails or returns bad specs.
+    /// The plugin is disabled, cannot be compiled, or its `list` fails or returns bad specs.
     pub async fn plugin_tools(&self, plugin: &Plugin) -> Result<Vec<ToolSpec>, ToolError> {
+        Self::check_enabled(plugin).map_err(ToolError::Unavailable)?;
+        if !plugin.may_offer_tools() {
+            return Ok(Vec::new());
+        }
         let specs = plugin
             .specs
             .get_or_init(|| async {
@@ -329,21 +414,45 @@ impl Runtime {
     }
 
     async fn list_specs(&self, plugin: &Plugin) -> Result<Vec<ToolSpec>, ToolError> {
-        self.prepare(plugin)?;
+        let (prepared, _) = self.prepared(plugin).map_err(ToolError::Unavailable)?;
         let (engine, _) = self.engine()?;
-        let Some(Ok(pre)) = plugin.pre.get() else {
-            return Err(ToolError::Unavailable(format!("plugin '{}' is not prepared", plugin.name())));
-        };
+        let Some(tools) = &prepared.tools else { return Ok(Vec::new()) };
         // Listing is quick for any honest plugin; a hanging one must not hold up every tool.
         let limits = CallLimits { timeout: plugin.limits.timeout.min(LIST_DEADLINE), ..plugin.limits };
-        let (raw, _) =
-            plugin::with_instance(engine, plugin, pre, self.workspace.clone(), limits, async |store, inst| {
-                inst.talaria_plugin_tools().call_list(store).await.map(Ok)
-            })
-            .await
-            .map_err(|e| ToolError::Unavailable(format!("plugin '{}' could not list its tools: {e}", plugin.name())))?;
+        let (raw, _) = instance::run_fresh(
+            engine,
+            plugin,
+            &prepared.pre,
+            self.workspace.clone(),
+            limits,
+            async |store, instance| {
+                let specs: Vec<(String, String, String)> = match tools {
+                    ToolsExport::V0_1(ix) => ix
+                        .load(&mut *store, instance)?
+                        .call_list(&mut *store)
+                        .await?
+                        .into_iter()
+                        .map(|s| (s.name, s.description, s.parameters))
+                        .collect(),
+                    ToolsExport::V0_2(ix) => ix
+                        .load(&mut *store, instance)?
+                        .call_list(&mut *store)
+                        .await?
+                        .into_iter()
+                        .map(|s| (s.name, s.description, s.parameters))
+                        .collect(),
+                };
+                Ok(Ok(specs))
+            },
+        )
+        .await
+        .map_err(|e| {
+            let e = e.into_tool_error(plugin.name(), limits);
+            ToolError::Unavailable(format!("plugin '{}' could not list its tools: {e}", plugin.name()))
+        })?;
         let mut specs = Vec::new();
-        for spec in raw {
+        for (name, description, parameters) in raw {
+            let spec = Raw { name, description, parameters };
             let bad =
                 |why: String| ToolError::Unavailable(format!("plugin '{}' tool `{}`: {why}", plugin.name(), spec.name));
             if !valid_tool_name(&spec.name) {
@@ -359,7 +468,7 @@ impl Runtime {
             }
             specs.push(ToolSpec {
                 name: spec.name,
-                description: plugin::clip(spec.description, MAX_DESCRIPTION_CHARS),
+                description: instance::clip(spec.description, MAX_DESCRIPTION_CHARS),
                 parameters,
                 plugin: plugin.name().to_string(),
             });
@@ -378,6 +487,9 @@ impl Runtime {
             .get_or_init(|| async {
                 let mut index = ToolIndex { tools: Vec::new(), by_name: HashMap::new(), problems: Vec::new() };
                 for (i, plugin) in self.plugins.iter().enumerate() {
+                    if !plugin.enabled || !plugin.may_offer_tools() {
+                        continue;
+                    }
                     let specs = match self.plugin_tools(plugin).await {
                         Ok(s) => s,
                         Err(e) => {
@@ -444,6 +556,7 @@ impl Runtime {
         args_json: &str,
         ctx: CallContext,
     ) -> Result<CallOutput, ToolError> {
+        Self::check_enabled(plugin).map_err(ToolError::Unavailable)?;
         let args = match serde_json::from_str::<serde_json::Value>(args_json) {
             Ok(args @ serde_json::Value::Object(_)) => args,
             Ok(other) => {
@@ -460,39 +573,58 @@ impl Runtime {
         {
             self.args.check(spec, &args)?;
         }
-        self.prepare(plugin)?;
+        let (prepared, _) = self.prepared(plugin).map_err(ToolError::Unavailable)?;
         let (engine, _) = self.engine()?;
-        let Some(Ok(pre)) = plugin.pre.get() else {
-            return Err(ToolError::Unavailable(format!("plugin '{}' is not prepared", plugin.name())));
+        let Some(tools) = &prepared.tools else {
+            return Err(ToolError::UnknownTool(format!("{tool} (plugin '{}' offers no tools)", plugin.name())));
         };
         let workspace =
             if ctx.workspace.as_os_str().is_empty() { self.workspace.clone() } else { ctx.workspace.clone() };
-        let wit_ctx = host::bindings::talaria::plugin::types::CallContext {
-            session_id: ctx.session_id,
-            call_id: ctx.call_id,
-            workspace: workspace.to_string_lossy().into_owned(),
-        };
+        let (session_id, call_id, ws) = (ctx.session_id, ctx.call_id, workspace.to_string_lossy().into_owned());
         let started = Instant::now();
         let limits = plugin.limits;
-        let (output, denials) = plugin::with_instance(engine, plugin, pre, workspace, limits, async |store, inst| {
-            inst.talaria_plugin_tools().call_call(store, tool, args_json, &wit_ctx).await
-        })
-        .await?;
-        if output.len() > limits.output_bytes {
-            return Err(ToolError::Crashed(format!(
-                "plugin '{}' returned {} bytes, over its output cap of {} KiB",
-                plugin.name(),
-                output.len(),
-                limits.output_bytes / 1024
-            )));
+        let (output, denials) =
+            instance::run_fresh(engine, plugin, &prepared.pre, workspace, limits, async |store, instance| {
+                Ok(match tools {
+                    ToolsExport::V0_1(ix) => {
+                        let ctx = v1::talaria::plugin::types::CallContext { session_id, call_id, workspace: ws };
+                        let out = ix.load(&mut *store, instance)?.call_call(&mut *store, tool, args_json, &ctx).await?;
+                        out.map_err(|e| match e {
+                            v1::talaria::plugin::types::ToolError::InvalidArgs(m) => GuestError::InvalidArgs(m),
+                            v1::talaria::plugin::types::ToolError::UnknownTool(m) => GuestError::UnknownTool(m),
+                            v1::talaria::plugin::types::ToolError::Failed(m) => GuestError::Failed(m),
+                        })
+                    }
+                    ToolsExport::V0_2(ix) => {
+                        let ctx = v2::talaria::plugin::types::CallContext { session_id, call_id, workspace: ws };
+                        let out = ix.load(&mut *store, instance)?.call_call(&mut *store, tool, args_json, &ctx).await?;
+                        out.map_err(|e| match e {
+                            v2::talaria::plugin::types::ToolError::InvalidArgs(m) => GuestError::InvalidArgs(m),
+                            v2::talaria::plugin::types::ToolError::UnknownTool(m) => GuestError::UnknownTool(m),
+                            v2::talaria::plugin::types::ToolError::Failed(m) => GuestError::Failed(m),
+                        })
+                    }
+                })
+            })
+            .await
+            .map_err(|e| e.into_tool_error(plugin.name(), limits))?;
+        if let Some(refusal) = instance::over_cap(&format!("plugin '{}'", plugin.name()), output.len(), limits) {
+            return Err(ToolError::Crashed(refusal));
         }
         Ok(CallOutput { output, denials, elapsed: started.elapsed() })
     }
 }
 
-fn call_limits(host: &HostLimits, wanted: &Limits) -> CallLimits {
+/// A tool spec as a plugin listed it, before it is checked.
+struct Raw {
+    name: String,
+    description: String,
+    parameters: String,
+}
+
+fn call_limits(host: &HostLimits, wanted: &Limits, default_timeout: Duration) -> CallLimits {
     let mb = wanted.memory_mb.unwrap_or(host.default_memory_mb).min(host.max_memory_mb);
-    let secs = wanted.timeout_secs.map_or(host.default_timeout, |s| Duration::from_secs(u64::from(s)));
+    let secs = wanted.timeout_secs.map_or(default_timeout, |s| Duration::from_secs(u64::from(s)));
     let kb = wanted.output_kb.unwrap_or(host.default_output_kb).min(host.max_output_kb);
     CallLimits {
         memory_bytes: usize::try_from(mb).unwrap_or(usize::MAX).saturating_mul(1024 * 1024),

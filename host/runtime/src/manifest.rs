@@ -1,5 +1,10 @@
 //! `plugin.toml`: what a plugin is, which API it was built against, and what it asks to touch.
 //!
+//! A plugin is one or more [`Kind`]s: `tool` (API 0.1.0 and later), `memory`, `context-engine`
+//! and `hook` (API 0.2.0 and later). A hook plugin lists the events it wants under
+//! `[hook] events`; `enabled = false` keeps a plugin off until the operator sets
+//! `[plugins.NAME] enabled = true` in config.toml.
+//!
 //! ```
 //! let m = talaria_runtime::Manifest::parse(r#"
 //!     name = "weather"
@@ -14,15 +19,57 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use talaria_protocol::HookKind;
 
 use crate::grant::{Access, Capability, HostPattern};
 
 /// Plugin API versions this host has bindings for.
-pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0"];
+pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
 
-/// The kinds a plugin can be; this host runs tool plugins.
-pub const SUPPORTED_KINDS: &[&str] = &["tool"];
+/// The kinds a plugin can be that this host runs.
+pub const SUPPORTED_KINDS: &[&str] = &["tool", "memory", "context-engine", "hook"];
 const KNOWN_KINDS: &[&str] = &["tool", "memory", "context-engine", "hook", "platform"];
+
+/// The first API version with kinds beside `tool` and the `llm` import.
+const KINDS_API: semver::Version = semver::Version::new(0, 2, 0);
+
+/// What a plugin does for the host; a plugin may be several kinds at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// Offers tools to the model (export `tools`).
+    Tool,
+    /// A memory provider (export `memory`, and `tools` optionally).
+    Memory,
+    /// Decides when to compress the history, and does it (export `context`).
+    ContextEngine,
+    /// Observes the loop and may block, ask for approval or add context (export `hooks`).
+    Hook,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::Tool, Kind::Memory, Kind::ContextEngine, Kind::Hook];
+
+    /// The name used in plugin.toml's `kind`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Tool => "tool",
+            Kind::Memory => "memory",
+            Kind::ContextEngine => "context-engine",
+            Kind::Hook => "hook",
+        }
+    }
+
+    /// The kind named `name` in a manifest.
+    pub fn parse(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// A manifest that failed to load: always names the file, and the field where one is at fault.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +95,17 @@ pub struct Manifest {
     /// Capabilities requested, in manifest order.
     pub requests: Vec<Capability>,
     pub limits: Limits,
+    /// Hook plugins: the events they want (`[hook] events`), in manifest order; empty otherwise.
+    pub hook_events: Vec<HookKind>,
+    /// `enabled = false`: off until the operator enables it in config.toml. Default true.
+    pub enabled: bool,
+}
+
+impl Manifest {
+    /// The kinds, typed (the manifest was checked, so every name is a supported kind).
+    pub fn kind_list(&self) -> Vec<Kind> {
+        self.kinds.iter().filter_map(|k| Kind::parse(k)).collect()
+    }
 }
 
 /// Per-call limits a plugin asks for; the host caps them at its own maximums.
@@ -77,6 +135,9 @@ struct ManifestToml {
     capabilities: CapabilitiesToml,
     #[serde(default)]
     limits: Limits,
+    hook: Option<HookToml>,
+    #[serde(default = "default_enabled")]
+    enabled: bool,
     /// Documentation of the plugin's `[plugins.NAME.config]` settings; not interpreted here.
     #[serde(default, rename = "config")]
     _config: Option<toml::Table>,
@@ -95,6 +156,15 @@ struct CapabilitiesToml {
     process: bool,
     #[serde(default)]
     kv: bool,
+    #[serde(default)]
+    llm: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HookToml {
+    #[serde(default)]
+    events: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -114,6 +184,10 @@ struct SecretToml {
 
 fn default_kind() -> Vec<String> {
     vec!["tool".to_string()]
+}
+
+fn default_enabled() -> bool {
+    true
 }
 
 fn default_wasm() -> String {
@@ -147,6 +221,9 @@ impl Manifest {
         let api = semver::Version::parse(&raw.api)
             .map_err(|e| err(path, format!("field `api`: `{}` is not a semantic version ({e})", raw.api)))?;
         check_api(&api).map_err(|m| err(path, format!("field `api`: {m}")))?;
+        if raw.kind.is_empty() {
+            return Err(err(path, format!("field `kind`: name at least one kind (known: {})", KNOWN_KINDS.join(", "))));
+        }
         for kind in &raw.kind {
             if !KNOWN_KINDS.contains(&kind.as_str()) {
                 return Err(err(
@@ -164,6 +241,26 @@ impl Manifest {
                 ));
             }
         }
+        if api < KINDS_API
+            && let Some(kind) = raw.kind.iter().find(|k| k.as_str() != "tool")
+        {
+            return Err(err(
+                path,
+                format!(
+                    "field `kind`: `{kind}` plugins need api {KINDS_API} or later (this manifest says api = \"{api}\")"
+                ),
+            ));
+        }
+        if api < KINDS_API && raw.capabilities.llm {
+            return Err(err(
+                path,
+                format!(
+                    "field `capabilities.llm`: the llm capability needs api {KINDS_API} or later (this manifest says api = \"{api}\")"
+                ),
+            ));
+        }
+        let hook_events =
+            hook_events(raw.kind.iter().any(|k| k == "hook"), raw.hook.as_ref()).map_err(|m| err(path, m))?;
         if raw.wasm.contains("..") || Path::new(&raw.wasm).is_absolute() {
             return Err(err(path, format!("field `wasm`: `{}` must be a file inside the plugin directory", raw.wasm)));
         }
@@ -179,6 +276,8 @@ impl Manifest {
             wasm: raw.wasm,
             requests,
             limits: raw.limits,
+            hook_events,
+            enabled: raw.enabled,
         })
     }
 }
@@ -218,6 +317,37 @@ pub fn check_api(api: &semver::Version) -> Result<(), String> {
     }
 }
 
+/// `[hook] events`: required and non-empty for a hook plugin, absent for every other.
+fn hook_events(is_hook: bool, table: Option<&HookToml>) -> Result<Vec<HookKind>, String> {
+    let known = || HookKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ");
+    let Some(table) = table else {
+        return if is_hook {
+            Err(format!("a hook plugin needs `[hook] events`, the events it wants (known: {})", known()))
+        } else {
+            Ok(Vec::new())
+        };
+    };
+    if !is_hook {
+        return Err("field `hook`: only hook plugins (kind = [\"hook\"]) take a [hook] table".to_string());
+    }
+    if table.events.is_empty() {
+        return Err(format!("field `hook.events`: name at least one event (known: {})", known()));
+    }
+    let unknown: Vec<String> =
+        table.events.iter().filter(|e| HookKind::parse(e).is_none()).map(|e| format!("`{e}`")).collect();
+    if !unknown.is_empty() {
+        let noun = if unknown.len() == 1 { "event" } else { "events" };
+        return Err(format!("field `hook.events`: unknown {noun} {} (known: {})", unknown.join(", "), known()));
+    }
+    let mut events: Vec<HookKind> = Vec::new();
+    for kind in table.events.iter().filter_map(|e| HookKind::parse(e)) {
+        if !events.contains(&kind) {
+            events.push(kind);
+        }
+    }
+    Ok(events)
+}
+
 fn requests(caps: &CapabilitiesToml) -> Result<Vec<Capability>, String> {
     let mut out = Vec::new();
     for (i, fs) in caps.filesystem.iter().enumerate() {
@@ -230,15 +360,8 @@ fn requests(caps: &CapabilitiesToml) -> Result<Vec<Capability>, String> {
                 ));
             }
         };
-        if !(fs.path == "$WORKSPACE" || fs.path.starts_with("$WORKSPACE/") || Path::new(&fs.path).is_absolute()) {
-            return Err(format!(
-                "field `capabilities.filesystem[{i}].path`: `{}` must be absolute or start with $WORKSPACE",
-                fs.path
-            ));
-        }
-        if Path::new(&fs.path).components().any(|c| c == std::path::Component::ParentDir) {
-            return Err(format!("field `capabilities.filesystem[{i}].path`: `{}` must not contain `..`", fs.path));
-        }
+        crate::grant::check_fs_path(&fs.path)
+            .map_err(|why| format!("field `capabilities.filesystem[{i}].path`: `{}` {why}", fs.path))?;
         out.push(Capability::Fs { path: fs.path.clone(), access });
     }
     for (i, net) in caps.network.iter().enumerate() {
@@ -266,6 +389,9 @@ fn requests(caps: &CapabilitiesToml) -> Result<Vec<Capability>, String> {
     }
     if caps.kv {
         out.push(Capability::Kv);
+    }
+    if caps.llm {
+        out.push(Capability::Llm);
     }
     Ok(out)
 }
@@ -325,8 +451,9 @@ mod tests {
 
     #[test]
     fn an_incompatible_api_says_what_is_supported() {
-        let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.2.0\"")).expect_err("refused");
-        assert!(e.contains("field `api`: plugin API 0.2.0 is not supported: this talaria supports 0.1.0"), "{e}");
+        parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.2.0\"")).expect("0.2.0 is supported");
+        let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.3.0\"")).expect_err("refused");
+        assert!(e.contains("field `api`: plugin API 0.3.0 is not supported: this talaria supports 0.1.0, 0.2.0"), "{e}");
         let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"1.0.0\"")).expect_err("refused");
         assert!(e.contains("plugin API 1.0.0 is not supported"), "{e}");
     }
@@ -341,7 +468,79 @@ mod tests {
         assert!(e.contains("field `capabilities.secrets[0].host`: a secret must name the one host"), "{e}");
         let e = parse(&GOOD.replace("name = \"demo\"", "name = \"Demo!\"")).expect_err("refused");
         assert!(e.contains("field `name`"), "{e}");
-        let e = parse(&format!("kind = [\"memory\"]\n{GOOD}")).expect_err("refused");
-        assert!(e.contains("field `kind`: this talaria cannot run `memory` plugins yet"), "{e}");
+        let e = parse(&format!("kind = [\"platform\"]\n{GOOD}")).expect_err("refused");
+        assert!(e.contains("field `kind`: this talaria cannot run `platform` plugins yet"), "{e}");
+        let e = parse(&format!("kind = [\"gadget\"]\n{GOOD}")).expect_err("refused");
+        assert!(e.contains("field `kind`: unknown kind `gadget` (known: tool, memory"), "{e}");
+        let e = parse(&GOOD.replace("path = \"$WORKSPACE\"", "path = \"$HOME\"")).expect_err("refused");
+        assert!(
+            e.contains("field `capabilities.filesystem[0].path`: `$HOME` must be absolute or start with $WORKSPACE or $PLUGIN_DATA"),
+            "{e}"
+        );
+    }
+
+    fn v2(body: &str) -> String {
+        format!("{}\n{body}", GOOD.replace("api = \"0.1.0\"", "api = \"0.2.0\"").replace("[capabilities]", "[capabilities]\nllm = true"))
+    }
+
+    #[test]
+    fn every_kind_but_platform_is_supported_from_api_0_2_0() {
+        for kind in ["tool", "memory", "context-engine"] {
+            let m = parse(&format!("kind = [\"{kind}\"]\n{}", v2(""))).expect(kind);
+            assert_eq!(m.kinds, vec![kind.to_string()]);
+            assert_eq!(m.kind_list(), vec![Kind::parse(kind).expect("kind")]);
+        }
+        let m = parse(&format!("kind = [\"memory\", \"tool\"]\n{}", v2(""))).expect("two kinds");
+        assert_eq!(m.kind_list(), vec![Kind::Memory, Kind::Tool]);
+        assert!(m.requests.contains(&Capability::Llm), "{:?}", m.requests);
+        assert_eq!(m.requests.last().map(ToString::to_string).as_deref(), Some("llm"));
+    }
+
+    #[test]
+    fn a_non_tool_kind_needs_api_0_2_0() {
+        let e = parse(&format!("kind = [\"hook\"]\n{GOOD}\n[hook]\nevents = [\"pre_tool_call\"]")).expect_err("refused");
+        assert!(
+            e.ends_with("field `kind`: `hook` plugins need api 0.2.0 or later (this manifest says api = \"0.1.0\")"),
+            "{e}"
+        );
+        let e = parse(&GOOD.replace("kv = true", "kv = true\nllm = true")).expect_err("refused");
+        assert!(e.ends_with("field `capabilities.llm`: the llm capability needs api 0.2.0 or later (this manifest says api = \"0.1.0\")"), "{e}");
+    }
+
+    #[test]
+    fn hook_events_are_required_for_hooks_and_checked() {
+        let hook = |events: &str| parse(&format!("kind = [\"hook\"]\n{}{events}", v2("")));
+        let m = hook("[hook]\nevents = [\"pre_tool_call\", \"on_session_end\", \"pre_tool_call\"]").expect("parses");
+        assert_eq!(m.hook_events, vec![HookKind::PreToolCall, HookKind::OnSessionEnd]);
+        let e = hook("").expect_err("missing");
+        assert!(e.contains("a hook plugin needs `[hook] events`, the events it wants (known: pre_tool_call, "), "{e}");
+        let e = hook("[hook]\nevents = []").expect_err("empty");
+        assert!(e.contains("field `hook.events`: name at least one event (known: pre_tool_call, "), "{e}");
+        let e = hook("[hook]\nevents = [\"pre_tool\", \"post_tool_call\", \"later\"]").expect_err("unknown");
+        assert!(
+            e.contains("field `hook.events`: unknown events `pre_tool`, `later` (known: pre_tool_call, post_tool_call, transform_tool_result, pre_llm_call, post_llm_call, on_session_start, on_session_end, on_session_finalize, on_session_reset, subagent_stop)"),
+            "{e}"
+        );
+        let e = parse(&v2("[hook]\nevents = [\"pre_tool_call\"]")).expect_err("not a hook");
+        assert!(e.contains("field `hook`: only hook plugins (kind = [\"hook\"]) take a [hook] table"), "{e}");
+        assert!(parse(GOOD).expect("tool").hook_events.is_empty());
+    }
+
+    #[test]
+    fn enabled_defaults_to_true() {
+        assert!(parse(GOOD).expect("parses").enabled);
+        assert!(!parse(&format!("enabled = false\n{GOOD}")).expect("parses").enabled);
+        let e = parse(&format!("enabled = \"no\"\n{GOOD}")).expect_err("refused");
+        assert!(e.contains("enabled"), "{e}");
+    }
+
+    #[test]
+    fn plugin_data_paths_are_accepted() {
+        let m = parse(&GOOD.replace("path = \"$WORKSPACE\"", "path = \"$PLUGIN_DATA\"")).expect("parses");
+        assert_eq!(m.requests[0].to_string(), "fs:rw:$PLUGIN_DATA");
+        let m = parse(&GOOD.replace("path = \"$WORKSPACE\"", "path = \"$PLUGIN_DATA/index\"")).expect("parses");
+        assert_eq!(m.requests[0].to_string(), "fs:rw:$PLUGIN_DATA/index");
+        let e = parse(&GOOD.replace("path = \"$WORKSPACE\"", "path = \"$PLUGIN_DATA/../x\"")).expect_err("dotdot");
+        assert!(e.contains("must not contain `..`"), "{e}");
     }
 }

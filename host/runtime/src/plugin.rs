@@ -1,24 +1,18 @@
-//! One loaded plugin, and running its exports in a fresh sandboxed instance.
+//! One discovered plugin: its manifest, grants, limits per kind, and (once needed) its compiled
+//! component and, for a memory provider, its resident instance.
 
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sha2::Digest;
-use talaria_protocol::{ToolError, ToolSpec};
-use wasmtime::component::InstancePre;
-use wasmtime::{Engine, Store, Trap};
+use talaria_protocol::{HookKind, ToolError, ToolSpec};
 
 use crate::discovery::WasmSource;
-use crate::engine::EngineHandle;
+use crate::exports::Prepared;
 use crate::grant::{Grants, Scope};
-use crate::host::bindings::ToolPluginPre;
-use crate::host::bindings::talaria::plugin::types as wit;
-use crate::host::{HostState, PluginEnv};
-use crate::manifest::Manifest;
-
-/// Extra time the host gives a call beyond its deadline before abandoning it from outside
-/// (the epoch trap normally fires first; this catches a call stuck in a host import).
-const OUTSIDE_GRACE: Duration = Duration::from_millis(150);
+use crate::host::PluginEnv;
+use crate::instance::Resident;
+use crate::manifest::{Kind, Manifest};
 
 /// Limits for one call, after the host's caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,14 +29,24 @@ pub struct Plugin {
     /// Directory it was loaded from, or `bundled:NAME`.
     pub location: String,
     pub grants: Arc<Grants>,
+    /// Limits of a tool call (see [`Plugin::limits_for`] for the other kinds).
     pub limits: CallLimits,
     /// May its tools replace other plugins' tools of the same name.
     pub allow_override: bool,
+    /// False when the manifest says `enabled = false` and the operator did not enable it, or
+    /// the operator disabled it: such a plugin is listed but never called.
+    pub enabled: bool,
+    kinds: Vec<Kind>,
+    /// Limits per kind, indexed by `Kind as usize`.
+    kind_limits: [CallLimits; 4],
     pub(crate) source: WasmSource,
     pub(crate) env: Arc<PluginEnv>,
     sha256: OnceLock<Result<String, String>>,
-    pub(crate) pre: OnceLock<Result<ToolPluginPre<HostState>, String>>,
+    pub(crate) pre: OnceLock<Result<Prepared, String>>,
     pub(crate) specs: tokio::sync::OnceCell<Result<Vec<ToolSpec>, ToolError>>,
+    /// A memory provider's instance, kept across calls; `None` until the first call and after
+    /// a call that trapped or ran out of time.
+    pub(crate) resident: tokio::sync::Mutex<Option<Resident>>,
 }
 
 /// A successful call.
@@ -64,32 +68,69 @@ pub struct CallContext {
 }
 
 impl Plugin {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         manifest: Manifest,
         scope: Scope,
         location: String,
         source: WasmSource,
         env: Arc<PluginEnv>,
-        limits: CallLimits,
+        kind_limits: [CallLimits; 4],
         allow_override: bool,
+        enabled: bool,
     ) -> Self {
         Self {
+            kinds: manifest.kind_list(),
             manifest,
             scope,
             location,
             grants: env.grants.clone(),
-            limits,
+            limits: kind_limits[Kind::Tool as usize],
             allow_override,
+            enabled,
+            kind_limits,
             source,
             env,
             sha256: OnceLock::new(),
             pre: OnceLock::new(),
             specs: tokio::sync::OnceCell::new(),
+            resident: tokio::sync::Mutex::new(None),
         }
     }
 
     pub fn name(&self) -> &str {
         &self.manifest.name
+    }
+
+    /// What the plugin is, from its manifest.
+    pub fn kinds(&self) -> &[Kind] {
+        &self.kinds
+    }
+
+    pub fn is(&self, kind: Kind) -> bool {
+        self.kinds.contains(&kind)
+    }
+
+    /// Whether it may offer tools: tool plugins, and memory providers (whose `list` may be empty).
+    pub(crate) fn may_offer_tools(&self) -> bool {
+        self.is(Kind::Tool) || self.is(Kind::Memory)
+    }
+
+    /// A hook plugin's events (`[hook] events`); empty for other kinds.
+    pub fn hook_events(&self) -> &[HookKind] {
+        &self.manifest.hook_events
+    }
+
+    /// Whether it is an enabled hook plugin that wants events of `kind`.
+    pub fn wants(&self, kind: HookKind) -> bool {
+        self.enabled && self.is(Kind::Hook) && self.manifest.hook_events.contains(&kind)
+    }
+
+    /// The limits of a call of `kind`: the manifest's `[limits]`, else the host's default for
+    /// that kind (a tool 30 s, a hook 10 s, a memory call 30 s, a context engine 120 s by
+    /// default), within the host's caps.
+    pub fn limits_for(&self, kind: Kind) -> CallLimits {
+        self.kind_limits[kind as usize]
     }
 
     /// sha256 of the component, hex.
@@ -122,161 +163,5 @@ impl Plugin {
             WasmSource::File(p) => Some(p),
             WasmSource::Embedded { .. } => None,
         }
-    }
-}
-
-/// Check the component is a tool plugin of a supported API and build its pre-instance.
-pub(crate) fn pre_instance(
-    engine: &Engine,
-    instance_pre: Result<InstancePre<HostState>, wasmtime::Error>,
-    component: &wasmtime::component::Component,
-) -> Result<ToolPluginPre<HostState>, String> {
-    let exports: Vec<String> = component.component_type().exports(engine).map(|(name, _)| name.to_string()).collect();
-    let wanted = format!("talaria:plugin/tools@{}", crate::manifest::SUPPORTED_API_VERSIONS.join("|"));
-    if !exports.iter().any(|e| e.starts_with("talaria:plugin/tools@")) {
-        let got = if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") };
-        return Err(format!(
-            "the component does not export {wanted}: it exports {got}. It was built for another world; a tool plugin targets world `tool-plugin` (talaria-sdk's export_tools! does this)"
-        ));
-    }
-    if let Some(other) = exports.iter().find(|e| {
-        e.starts_with("talaria:plugin/tools@")
-            && !crate::manifest::SUPPORTED_API_VERSIONS.iter().any(|v| e.ends_with(&format!("@{v}")))
-    }) {
-        return Err(format!(
-            "the component exports {other}, an API version this talaria does not support (it supports {})",
-            crate::manifest::SUPPORTED_API_VERSIONS.join(", ")
-        ));
-    }
-    let instance_pre =
-        instance_pre.map_err(|e| format!("the component needs imports this host does not provide: {e:#}"))?;
-    ToolPluginPre::new(instance_pre).map_err(|e| format!("{e:#}"))
-}
-
-/// Run `f` on a fresh instance of `plugin` within its limits, turning every failure into a
-/// [`ToolError`] that names what happened.
-pub(crate) async fn with_instance<T>(
-    engine: &EngineHandle,
-    plugin: &Plugin,
-    pre: &ToolPluginPre<HostState>,
-    workspace: std::path::PathBuf,
-    limits: CallLimits,
-    f: impl AsyncFnOnce(
-        &mut Store<HostState>,
-        &crate::host::bindings::ToolPlugin,
-    ) -> wasmtime::Result<Result<T, wit::ToolError>>,
-) -> Result<(T, Vec<String>), ToolError> {
-    let name = plugin.name();
-    let mut store = Store::new(&engine.engine, HostState::new(plugin.env.clone(), workspace, limits.memory_bytes));
-    store.limiter(|s| &mut s.limiter);
-    store.set_epoch_deadline(EngineHandle::ticks(limits.timeout));
-    store.epoch_deadline_trap();
-    let started = Instant::now();
-    let result = tokio::time::timeout(limits.timeout + OUTSIDE_GRACE, async {
-        let instance = pre.instantiate_async(&mut store).await?;
-        f(&mut store, &instance).await
-    })
-    .await;
-    let state = store.data();
-    let denials = state.denials.lock().map(|d| d.clone()).unwrap_or_default();
-    let result = match result {
-        Err(_elapsed) => {
-            return Err(ToolError::Crashed(format!(
-                "plugin '{name}' did not finish within its {}s deadline and was stopped",
-                limits.timeout.as_secs_f32()
-            )));
-        }
-        Ok(r) => r,
-    };
-    match result {
-        Ok(Ok(value)) => Ok((value, denials)),
-        Ok(Err(e)) => Err(map_plugin_error(e, &denials)),
-        Err(trap) => {
-            let stderr = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
-            Err(ToolError::Crashed(describe_trap(
-                name,
-                &trap,
-                state.limiter.refused,
-                limits,
-                &stderr,
-                started.elapsed(),
-            )))
-        }
-    }
-}
-
-/// Longest error message a plugin may hand the model.
-const MAX_ERROR_CHARS: usize = 16 * 1024;
-
-fn map_plugin_error(e: wit::ToolError, denials: &[String]) -> ToolError {
-    match e {
-        wit::ToolError::InvalidArgs(m) => ToolError::InvalidArgs(clip(m, MAX_ERROR_CHARS)),
-        wit::ToolError::UnknownTool(m) => ToolError::UnknownTool(clip(m, 256)),
-        wit::ToolError::Failed(m) if denials.is_empty() => ToolError::Failed(clip(m, MAX_ERROR_CHARS)),
-        wit::ToolError::Failed(m) => {
-            ToolError::Failed(format!("{} [host: {}]", clip(m, MAX_ERROR_CHARS), denials.join("; ")))
-        }
-    }
-}
-
-/// `text` cut to `max` characters, with a marker when cut.
-pub(crate) fn clip(text: String, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}... [cut at {max} characters]", &text[..at]),
-        None => text,
-    }
-}
-
-fn describe_trap(
-    name: &str,
-    trap: &wasmtime::Error,
-    refused_memory: Option<usize>,
-    limits: CallLimits,
-    stderr: &str,
-    elapsed: Duration,
-) -> String {
-    const MIB: usize = 1024 * 1024;
-    if trap.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
-        return format!(
-            "plugin '{name}' exceeded its {}s deadline and was stopped after {:.2}s",
-            limits.timeout.as_secs_f32(),
-            elapsed.as_secs_f32()
-        );
-    }
-    if let Some(desired) = refused_memory {
-        return format!(
-            "plugin '{name}' hit its memory limit of {} MiB (it tried to grow to {} MiB) and was stopped",
-            limits.memory_bytes / MIB,
-            desired.div_ceil(MIB)
-        );
-    }
-    if let Some(panic) = panic_message(stderr) {
-        return format!("plugin '{name}' panicked: {panic}");
-    }
-    let kind = trap.downcast_ref::<Trap>().map_or_else(|| format!("{trap:#}"), ToString::to_string);
-    format!("plugin '{name}' trapped: {kind}")
-}
-
-/// The message of a Rust panic printed to stderr, if there is one.
-fn panic_message(stderr: &str) -> Option<String> {
-    let start = stderr.find("panicked at")?;
-    let rest = &stderr[start..];
-    // "panicked at src/lib.rs:10:5:\nmessage\nnote: ..."
-    let body = rest.split_once('\n').map_or(rest, |(_, b)| b);
-    let message: Vec<&str> = body.lines().take_while(|l| !l.starts_with("note:")).collect();
-    let message = message.join("\n").trim().to_string();
-    Some(if message.is_empty() { rest.lines().next().unwrap_or_default().to_string() } else { message })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn panic_messages_are_extracted() {
-        let stderr =
-            "\nthread '<unnamed>' panicked at src/lib.rs:10:5:\nboom: it broke\nnote: run with `RUST_BACKTRACE=1`\n";
-        assert_eq!(panic_message(stderr).as_deref(), Some("boom: it broke"));
-        assert_eq!(panic_message("nothing here"), None);
     }
 }

@@ -2,6 +2,9 @@
 //!
 //! - [`EVIL_WASM`] and [`NOT_A_TOOL_WASM`]: misbehaving guest components, built by `build.rs`
 //!   from `tests/plugins/*` exactly like the bundled plugins.
+//! - [`LEGACY_V1_WASM`] (API 0.1.0) and the 0.2.0 probes [`PROBE_HOOK_WASM`],
+//!   [`PROBE_MEMORY_WASM`] and [`PROBE_CONTEXT_WASM`], written with plain wit-bindgen; install
+//!   them with [`manifest_v2`].
 //! - [`install`]: put a plugin into a `TALARIA_HOME`'s user plugin directory.
 //! - [`FakeServer`]: a tiny HTTP/1.1 server on loopback that records what it was sent, standing in
 //!   for the outside services plugins talk to (a weather API, a web page).
@@ -20,11 +23,29 @@ use std::sync::{Arc, Mutex};
 pub const EVIL_WASM: &str = env!("TALARIA_TEST_EVIL_WASM");
 /// A WASI command component (wrong world).
 pub const NOT_A_TOOL_WASM: &str = env!("TALARIA_TEST_NOT_A_TOOL_WASM");
+/// A tool plugin built against API 0.1.0 (tool `legacy_echo`).
+pub const LEGACY_V1_WASM: &str = env!("TALARIA_TEST_LEGACY_V1_WASM");
+/// A 0.2.0 hook plugin; its `pre-tool-call` answer depends on the tool name.
+pub const PROBE_HOOK_WASM: &str = env!("TALARIA_TEST_PROBE_HOOK_WASM");
+/// A 0.2.0 memory provider (exports `memory` and `tools`).
+pub const PROBE_MEMORY_WASM: &str = env!("TALARIA_TEST_PROBE_MEMORY_WASM");
+/// A 0.2.0 context engine that summarises through the llm import.
+pub const PROBE_CONTEXT_WASM: &str = env!("TALARIA_TEST_PROBE_CONTEXT_WASM");
 
 /// A manifest for a test plugin named `name` with a `[capabilities]` body.
 pub fn manifest(name: &str, capabilities: &str) -> String {
     format!(
         "name = \"{name}\"\nversion = \"0.1.0\"\napi = \"0.1.0\"\ndescription = \"test plugin\"\n\n[capabilities]\n{capabilities}\n"
+    )
+}
+
+/// A 0.2.0 manifest for `name` of `kinds` (e.g. `["hook"]`), with more TOML after (a `[hook]`
+/// table, `[capabilities]`, `[limits]`).
+pub fn manifest_v2(name: &str, kinds: &[&str], rest: &str) -> String {
+    let kinds: Vec<String> = kinds.iter().map(|k| format!("{k:?}")).collect();
+    format!(
+        "name = \"{name}\"\nversion = \"0.1.0\"\napi = \"0.2.0\"\nkind = [{}]\ndescription = \"test plugin\"\n{rest}\n",
+        kinds.join(", ")
     )
 }
 

@@ -1,0 +1,190 @@
+//! What a compiled component exports, checked against its manifest before it is ever run.
+//!
+//! A component is built against one API version: every `talaria:plugin/*` interface it exports
+//! or imports carries that version, and it must be the manifest's `api`. Each kind the manifest
+//! names needs its interface exported (`tool`: `tools`, `memory`: `memory`, `context-engine`:
+//! `context`, `hook`: `hooks`), and nothing is exported that the manifest does not declare (a
+//! memory provider may export `tools` too). The export indices of each interface are looked up
+//! once here, so a component exporting only `hooks` needs nothing else.
+
+use wasmtime::Engine;
+use wasmtime::component::{Component, InstancePre};
+
+use crate::host::HostState;
+use crate::host::bindings::{v1, v2};
+use crate::manifest::{Kind, Manifest, SUPPORTED_API_VERSIONS};
+
+const PREFIX: &str = "talaria:plugin/";
+
+/// The API version a component was built against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    V0_1,
+    V0_2,
+}
+
+impl Api {
+    fn parse(version: &str) -> Option<Api> {
+        match version {
+            "0.1.0" => Some(Api::V0_1),
+            "0.2.0" => Some(Api::V0_2),
+            _ => None,
+        }
+    }
+
+    pub fn version(self) -> &'static str {
+        match self {
+            Api::V0_1 => "0.1.0",
+            Api::V0_2 => "0.2.0",
+        }
+    }
+}
+
+/// The `tools` export, in the version the component has.
+pub(crate) enum ToolsExport {
+    V0_1(v1::exports::talaria::plugin::tools::GuestIndices),
+    V0_2(v2::exports::talaria::plugin::tools::GuestIndices),
+}
+
+/// A component ready to instantiate, with the exports it has.
+pub(crate) struct Prepared {
+    pub pre: InstancePre<HostState>,
+    pub tools: Option<ToolsExport>,
+    pub memory: Option<v2::exports::talaria::plugin::memory::GuestIndices>,
+    pub context: Option<v2::exports::talaria::plugin::context::GuestIndices>,
+    pub hooks: Option<v2::exports::talaria::plugin::hooks::GuestIndices>,
+}
+
+/// The interface a kind exports, and the world a component of that kind targets.
+fn interface_of(kind: Kind) -> (&'static str, &'static str) {
+    match kind {
+        Kind::Tool => ("tools", "tool-plugin"),
+        Kind::Memory => ("memory", "memory-plugin"),
+        Kind::ContextEngine => ("context", "context-engine-plugin"),
+        Kind::Hook => ("hooks", "hook-plugin"),
+    }
+}
+
+/// `talaria:plugin/IFACE@VERSION` names among `names`: (full name, interface, version).
+fn ours(names: &[String]) -> Vec<(&str, &str, &str)> {
+    names
+        .iter()
+        .filter_map(|n| {
+            let (iface, version) = n.strip_prefix(PREFIX)?.split_once('@')?;
+            Some((n.as_str(), iface, version))
+        })
+        .collect()
+}
+
+/// The release line of a version: (major, minor) before 1.0, (major, 0) after.
+fn line(v: &semver::Version) -> (u64, u64) {
+    if v.major == 0 { (0, v.minor) } else { (v.major, 0) }
+}
+
+/// Check `component` against `manifest` and look up its exports.
+///
+/// # Errors
+/// A sentence saying what the component exports or imports that does not fit, naming both
+/// sides (the manifest's `api` and `kind`, the component's interfaces).
+pub(crate) fn prepare(
+    engine: &Engine,
+    instance_pre: Result<InstancePre<HostState>, wasmtime::Error>,
+    component: &Component,
+    manifest: &Manifest,
+) -> Result<Prepared, String> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+    let imports: Vec<String> = ty.imports(engine).map(|(name, _)| name.to_string()).collect();
+    let (our_exports, our_imports) = (ours(&exports), ours(&imports));
+    let supported = SUPPORTED_API_VERSIONS.join(", ");
+    for (verb, list) in [("exports", &our_exports), ("imports", &our_imports)] {
+        if let Some((name, _, _)) = list.iter().find(|(_, _, v)| Api::parse(v).is_none()) {
+            return Err(format!(
+                "the component {verb} {name}, an API version this talaria does not support (it supports {supported})"
+            ));
+        }
+    }
+    let mut versions: Vec<&str> = our_exports.iter().chain(&our_imports).map(|(_, _, v)| *v).collect();
+    versions.sort_unstable();
+    versions.dedup();
+    if versions.len() > 1 {
+        let names: Vec<&str> = our_exports.iter().chain(&our_imports).map(|(n, _, _)| *n).collect();
+        return Err(format!(
+            "the component mixes plugin API versions {} ({}); build it against one",
+            versions.join(" and "),
+            names.join(", ")
+        ));
+    }
+    let wanted_api = manifest.api.to_string();
+    let kinds = manifest.kind_list();
+    let Some((_, _, version)) = our_exports.first() else {
+        let kind = kinds.first().copied().unwrap_or(Kind::Tool);
+        return Err(missing_export(kind, &wanted_api, &exports));
+    };
+    let api = Api::parse(version).ok_or_else(|| format!("unsupported API version {version}"))?;
+    let built = semver::Version::parse(api.version()).map_err(|e| e.to_string())?;
+    if line(&built) != line(&manifest.api) {
+        return Err(format!(
+            "plugin.toml says api = \"{wanted_api}\" but the component was built against API {} (it exports {}); set api = \"{}\" in plugin.toml or rebuild the component against API {wanted_api}",
+            api.version(),
+            our_exports.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", "),
+            api.version(),
+        ));
+    }
+    let has = |iface: &str| our_exports.iter().any(|(_, i, _)| *i == iface);
+    for &kind in &kinds {
+        let (iface, _) = interface_of(kind);
+        if !has(iface) {
+            return Err(missing_export(kind, api.version(), &exports));
+        }
+    }
+    for (name, iface, _) in &our_exports {
+        let declared = Kind::ALL.into_iter().find(|k| interface_of(*k).0 == *iface);
+        let covered = match declared {
+            Some(Kind::Tool) => kinds.contains(&Kind::Tool) || kinds.contains(&Kind::Memory),
+            Some(kind) => kinds.contains(&kind),
+            None => true, // not an interface of this version: nothing uses it
+        };
+        if !covered && let Some(kind) = declared {
+            let (_, world) = interface_of(kinds.first().copied().unwrap_or(Kind::Tool));
+            return Err(format!(
+                "the component exports {name} but plugin.toml does not declare kind `{kind}` (it says kind = [{}]); add \"{kind}\" to `kind`, or build the component for world `{world}`",
+                manifest.kinds.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    let pre = instance_pre.map_err(|e| format!("the component needs imports this host does not provide: {e:#}"))?;
+    let bad = |iface: &str, e: wasmtime::Error| format!("its export {PREFIX}{iface}@{}: {e:#}", api.version());
+    let tools = match (has("tools"), api) {
+        (false, _) => None,
+        (true, Api::V0_1) => Some(ToolsExport::V0_1(
+            v1::exports::talaria::plugin::tools::GuestIndices::new(&pre).map_err(|e| bad("tools", e))?,
+        )),
+        (true, Api::V0_2) => Some(ToolsExport::V0_2(
+            v2::exports::talaria::plugin::tools::GuestIndices::new(&pre).map_err(|e| bad("tools", e))?,
+        )),
+    };
+    let v2_only = api == Api::V0_2;
+    let memory = (v2_only && has("memory"))
+        .then(|| v2::exports::talaria::plugin::memory::GuestIndices::new(&pre).map_err(|e| bad("memory", e)))
+        .transpose()?;
+    let context = (v2_only && has("context"))
+        .then(|| v2::exports::talaria::plugin::context::GuestIndices::new(&pre).map_err(|e| bad("context", e)))
+        .transpose()?;
+    let hooks = (v2_only && has("hooks"))
+        .then(|| v2::exports::talaria::plugin::hooks::GuestIndices::new(&pre).map_err(|e| bad("hooks", e)))
+        .transpose()?;
+    Ok(Prepared { pre, tools, memory, context, hooks })
+}
+
+fn missing_export(kind: Kind, version: &str, exports: &[String]) -> String {
+    let (iface, world) = interface_of(kind);
+    let got = if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") };
+    let hint = match kind {
+        Kind::Tool => " (talaria-sdk's export_tools! does this)",
+        Kind::Memory | Kind::ContextEngine | Kind::Hook => "",
+    };
+    format!(
+        "the component does not export {PREFIX}{iface}@{version}: it exports {got}. It was built for another world; a {kind} plugin targets world `{world}`{hint}"
+    )
+}

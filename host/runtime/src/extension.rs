@@ -1,0 +1,309 @@
+//! The plugin kinds beside tools, as the agent calls them: memory providers (one resident
+//! instance each), context engines and hooks (a fresh instance per call). Every method speaks
+//! the protocol types, refuses a disabled plugin or one of another kind, runs under the kind's
+//! deadline, caps what the plugin returns at its output cap, and reports any failure as a
+//! sentence naming the plugin.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use talaria_protocol::{CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, Message, PluginSession};
+use wasmtime::Store;
+
+use crate::engine::EngineHandle;
+use crate::exports::Prepared;
+use crate::host::HostState;
+use crate::host::bindings::v2::exports::talaria::plugin::{context, memory};
+use crate::instance::{self, GuestError, over_cap};
+use crate::manifest::Kind;
+use crate::plugin::Plugin;
+use crate::{Runtime, convert};
+
+/// Longest `note` a context engine may give.
+const MAX_NOTE_CHARS: usize = 1000;
+
+/// How a plugin of `kind` is named in messages.
+fn who(plugin: &Plugin, kind: Kind) -> String {
+    let label = match kind {
+        Kind::Tool => "tool plugin",
+        Kind::Memory => "memory plugin",
+        Kind::ContextEngine => "context engine",
+        Kind::Hook => "hook plugin",
+    };
+    format!("{label} '{}'", plugin.name())
+}
+
+impl Runtime {
+    /// Enabled plugins of `kind` (a manifest kind name: `tool`, `memory`, `context-engine`,
+    /// `hook`), in scope order; none for a name that is not a kind.
+    pub fn plugins_of_kind(&self, kind: &str) -> Vec<Arc<Plugin>> {
+        let Some(kind) = Kind::parse(kind) else { return Vec::new() };
+        self.plugins.iter().filter(|p| p.enabled && p.is(kind)).cloned().collect()
+    }
+
+    /// Plugins that are installed but off (`enabled = false`); they are never called.
+    pub fn disabled(&self) -> Vec<Arc<Plugin>> {
+        self.plugins.iter().filter(|p| !p.enabled).cloned().collect()
+    }
+
+    /// The engine and the checked component, for a call of `kind`.
+    fn ready<'p>(&self, plugin: &'p Plugin, kind: Kind) -> Result<(&EngineHandle, &'p Prepared), String> {
+        Self::check_enabled(plugin)?;
+        if !plugin.is(kind) {
+            let kinds: Vec<&str> = plugin.kinds().iter().map(|k| k.name()).collect();
+            return Err(format!(
+                "plugin '{}' is not a {kind} plugin (its kinds: {})",
+                plugin.name(),
+                kinds.join(", ")
+            ));
+        }
+        let (prepared, _) = self.prepared(plugin)?;
+        let (engine, _) = self.engine().map_err(|e| e.to_string())?;
+        Ok((engine, prepared))
+    }
+
+    fn session_workspace(&self, session: &PluginSession) -> PathBuf {
+        if session.workspace.is_empty() { self.workspace.clone() } else { PathBuf::from(&session.workspace) }
+    }
+
+    /// A call on the memory provider's resident instance.
+    async fn memory_call<T>(
+        &self,
+        plugin: &Plugin,
+        session: &PluginSession,
+        f: impl AsyncFnOnce(&mut Store<HostState>, &memory::Guest) -> wasmtime::Result<Result<T, String>>,
+    ) -> Result<T, String> {
+        let (engine, prepared) = self.ready(plugin, Kind::Memory)?;
+        let indices = prepared.memory.as_ref().ok_or_else(|| format!("plugin '{}' exports no memory", plugin.name()))?;
+        let limits = plugin.limits_for(Kind::Memory);
+        let workspace = self.session_workspace(session);
+        instance::run_resident(engine, plugin, &prepared.pre, indices, workspace, limits, async |store, guest| {
+            Ok(f(store, guest).await?.map_err(GuestError::Failed))
+        })
+        .await
+        .map(|(value, _)| value)
+        .map_err(|e| e.describe(&who(plugin, Kind::Memory), limits))
+    }
+
+    /// A call on a fresh instance of a context engine.
+    async fn context_call<T>(
+        &self,
+        plugin: &Plugin,
+        session: &PluginSession,
+        f: impl AsyncFnOnce(&mut Store<HostState>, &context::Guest) -> wasmtime::Result<Result<T, String>>,
+    ) -> Result<T, String> {
+        let (engine, prepared) = self.ready(plugin, Kind::ContextEngine)?;
+        let indices =
+            prepared.context.as_ref().ok_or_else(|| format!("plugin '{}' exports no context", plugin.name()))?;
+        let limits = plugin.limits_for(Kind::ContextEngine);
+        let workspace = self.session_workspace(session);
+        instance::run_fresh(engine, plugin, &prepared.pre, workspace, limits, async |store, instance| {
+            let guest = indices.load(&mut *store, instance)?;
+            Ok(f(store, &guest).await?.map_err(GuestError::Failed))
+        })
+        .await
+        .map(|(value, _)| value)
+        .map_err(|e| e.describe(&who(plugin, Kind::ContextEngine), limits))
+    }
+
+    /// `Err` when `bytes` is over the plugin's output cap for `kind`.
+    fn capped(plugin: &Plugin, kind: Kind, bytes: usize) -> Result<(), String> {
+        over_cap(&who(plugin, kind), bytes, plugin.limits_for(kind)).map_or(Ok(()), Err)
+    }
+
+    /// Text for the system prompt of a new session ("" for none).
+    ///
+    /// # Errors
+    /// The plugin is disabled, not a memory provider, failed, trapped, ran out of time or
+    /// returned more than its output cap; the text says which.
+    pub async fn memory_prompt_block(&self, plugin: &Plugin, session: &PluginSession) -> Result<String, String> {
+        let info = convert::session(session);
+        let text =
+            self.memory_call(plugin, session, async |s, m| m.call_system_prompt_block(s, &info).await).await?;
+        Self::capped(plugin, Kind::Memory, text.len())?;
+        Ok(text)
+    }
+
+    /// Recall for the user's new message `query` ("" for none).
+    ///
+    /// # Errors
+    /// As for [`Runtime::memory_prompt_block`].
+    pub async fn memory_prefetch(
+        &self,
+        plugin: &Plugin,
+        query: &str,
+        session: &PluginSession,
+    ) -> Result<String, String> {
+        let info = convert::session(session);
+        let text = self.memory_call(plugin, session, async |s, m| m.call_prefetch(s, query, &info).await).await?;
+        Self::capped(plugin, Kind::Memory, text.len())?;
+        Ok(text)
+    }
+
+    /// A finished turn: the user's message and the final answer.
+    ///
+    /// # Errors
+    /// As for [`Runtime::memory_prompt_block`].
+    pub async fn memory_sync_turn(
+        &self,
+        plugin: &Plugin,
+        user: &str,
+        assistant: &str,
+        session: &PluginSession,
+    ) -> Result<(), String> {
+        let info = convert::session(session);
+        self.memory_call(plugin, session, async |s, m| m.call_sync_turn(s, user, assistant, &info).await).await
+    }
+
+    /// Notes on `messages`, which are about to be compressed away ("" for none).
+    ///
+    /// # Errors
+    /// As for [`Runtime::memory_prompt_block`].
+    pub async fn memory_pre_compress(
+        &self,
+        plugin: &Plugin,
+        messages: &[Message],
+        session: &PluginSession,
+    ) -> Result<String, String> {
+        let (info, wit) = (convert::session(session), convert::messages(messages));
+        let text =
+            self.memory_call(plugin, session, async |s, m| m.call_on_pre_compress(s, &wit, &info).await).await?;
+        Self::capped(plugin, Kind::Memory, text.len())?;
+        Ok(text)
+    }
+
+    /// The session ended with `messages`.
+    ///
+    /// # Errors
+    /// As for [`Runtime::memory_prompt_block`].
+    pub async fn memory_session_end(
+        &self,
+        plugin: &Plugin,
+        messages: &[Message],
+        session: &PluginSession,
+    ) -> Result<(), String> {
+        let (info, wit) = (convert::session(session), convert::messages(messages));
+        self.memory_call(plugin, session, async |s, m| m.call_on_session_end(s, &wit, &info).await).await
+    }
+
+    /// The built-in memory tool changed MEMORY.md or USER.md (`action`: add | replace |
+    /// remove; `target`: memory | user).
+    ///
+    /// # Errors
+    /// As for [`Runtime::memory_prompt_block`].
+    pub async fn memory_on_write(
+        &self,
+        plugin: &Plugin,
+        action: &str,
+        target: &str,
+        content: &str,
+        session: &PluginSession,
+    ) -> Result<(), String> {
+        let info = convert::session(session);
+        self.memory_call(plugin, session, async |s, m| m.call_on_memory_write(s, action, target, content, &info).await)
+            .await
+    }
+
+    /// Whether the history should be compressed before the next model call.
+    ///
+    /// # Errors
+    /// The plugin is disabled, not a context engine, trapped or ran out of time.
+    pub async fn context_should_compress(
+        &self,
+        plugin: &Plugin,
+        status: ContextStatus,
+        session: &PluginSession,
+    ) -> Result<bool, String> {
+        let info = convert::session(session);
+        let status = convert::status(status);
+        self.context_call(plugin, session, async |s, c| c.call_should_compress(s, status, &info).await.map(Ok)).await
+    }
+
+    /// Rewrite the history. The messages that come back are checked one by one (roles and
+    /// fields); whether they make a valid conversation is the agent's check.
+    ///
+    /// # Errors
+    /// As for [`Runtime::context_should_compress`], and: the plugin returned an error, more than
+    /// its output cap, or a malformed message.
+    pub async fn context_compress(
+        &self,
+        plugin: &Plugin,
+        request: CompressRequest,
+        session: &PluginSession,
+    ) -> Result<Compressed, String> {
+        let sent = convert::messages(&request.messages);
+        let known = convert::extras(&sent);
+        let wit = context::CompressRequest {
+            messages: sent,
+            focus: request.focus,
+            status: convert::status(request.status),
+            force: request.force,
+            memory_context: request.memory_context,
+            carry: request.carry,
+            session: convert::session(session),
+        };
+        let out = self.context_call(plugin, session, async |s, c| c.call_compress(s, &wit).await).await?;
+        let who = who(plugin, Kind::ContextEngine);
+        Self::capped(plugin, Kind::ContextEngine, out.note.len() + out.messages.iter().map(convert::message_bytes).sum::<usize>())?;
+        let messages = out
+            .messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| {
+                convert::message_back(m, &known, plugin.name())
+                    .map_err(|e| format!("{who} returned an invalid history: message {i}: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Compressed { messages, note: instance::clip(out.note, MAX_NOTE_CHARS) })
+    }
+
+    /// Labelled lines for `talaria context status`.
+    ///
+    /// # Errors
+    /// As for [`Runtime::context_should_compress`], and more than its output cap.
+    pub async fn context_report(
+        &self,
+        plugin: &Plugin,
+        status: ContextStatus,
+        session: &PluginSession,
+    ) -> Result<Vec<(String, String)>, String> {
+        let info = convert::session(session);
+        let status = convert::status(status);
+        let lines =
+            self.context_call(plugin, session, async |s, c| c.call_report(s, status, &info).await.map(Ok)).await?;
+        Self::capped(plugin, Kind::ContextEngine, lines.iter().map(|(k, v)| k.len() + v.len()).sum())?;
+        Ok(lines)
+    }
+
+    /// Send `event` to a hook plugin, in a fresh instance under its deadline, and return its
+    /// answer. Which answers count for which event is the agent's business.
+    ///
+    /// # Errors
+    /// The plugin is disabled, not a hook plugin, did not ask for this event, trapped, did not
+    /// answer in time ("hook plugin 'x' did not answer within 10s ...") or answered with more
+    /// than its output cap.
+    pub async fn hook(
+        &self,
+        plugin: &Plugin,
+        event: &HookEvent,
+        session: &PluginSession,
+    ) -> Result<HookDecision, String> {
+        let (engine, prepared) = self.ready(plugin, Kind::Hook)?;
+        let who = who(plugin, Kind::Hook);
+        if !plugin.hook_events().contains(&event.kind()) {
+            return Err(format!("{who} did not ask for {} events", event.kind().name()));
+        }
+        let indices = prepared.hooks.as_ref().ok_or_else(|| format!("{who} exports no hooks"))?;
+        let limits = plugin.limits_for(Kind::Hook);
+        let wit = convert::event(event, session);
+        let workspace = self.session_workspace(session);
+        let (decision, _) = instance::run_fresh(engine, plugin, &prepared.pre, workspace, limits, async |s, i| {
+            indices.load(&mut *s, i)?.call_on_event(&mut *s, &wit).await.map(Ok)
+        })
+        .await
+        .map_err(|e| e.describe(&who, limits))?;
+        let (decision, bytes) = convert::decision(decision);
+        Self::capped(plugin, Kind::Hook, bytes)?;
+        Ok(decision)
+    }
+}

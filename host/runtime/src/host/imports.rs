@@ -1,0 +1,160 @@
+//! The `talaria:plugin@0.2.0` imports. The 0.1.0 ones (`super::legacy`) call these.
+
+use std::time::{Duration, Instant};
+
+use talaria_protocol::Role;
+
+use super::HostState;
+use super::bindings::v2::talaria::plugin::{config, kv, llm, log, process, secrets, types};
+use crate::llm::{LlmRequest, MAX_LLM_CALLS};
+use crate::process::{CommandError, CommandRequest};
+
+impl types::Host for HostState {}
+
+impl log::Host for HostState {
+    async fn log(&mut self, level: log::Level, message: String) {
+        let plugin = self.env.name.as_str();
+        let message: String = message.chars().take(4096).collect();
+        match level {
+            log::Level::Trace => tracing::trace!(plugin, "{message}"),
+            log::Level::Debug => tracing::debug!(plugin, "{message}"),
+            log::Level::Info => tracing::info!(plugin, "{message}"),
+            log::Level::Warn => tracing::warn!(plugin, "{message}"),
+            log::Level::Error => tracing::error!(plugin, "{message}"),
+        }
+    }
+}
+
+impl config::Host for HostState {
+    async fn get(&mut self, key: String) -> Option<String> {
+        let value = self.env.config.get(&key)?;
+        serde_json::to_string(value).ok()
+    }
+}
+
+impl HostState {
+    fn kv_store(&self) -> Result<&talaria_store::Store, String> {
+        if !self.env.grants.has_kv() {
+            let name = &self.env.name;
+            return Err(format!(
+                "the kv capability is not granted to plugin '{name}' (request `kv = true` in plugin.toml and grant it: `talaria plugins grant {name} kv`)"
+            ));
+        }
+        self.env.services.store()
+    }
+}
+
+impl kv::Host for HostState {
+    async fn get(&mut self, key: String) -> Result<Option<Vec<u8>>, String> {
+        self.kv_store()?.kv_get(&self.env.kv_space, &key).map_err(|e| e.to_string())
+    }
+
+    async fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), String> {
+        self.kv_store()?.kv_set(&self.env.kv_space, &key, &value).map_err(|e| e.to_string())
+    }
+
+    async fn delete(&mut self, key: String) -> Result<(), String> {
+        self.kv_store()?.kv_delete(&self.env.kv_space, &key).map_err(|e| e.to_string())
+    }
+
+    async fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, String> {
+        self.kv_store()?.kv_keys(&self.env.kv_space, &prefix).map_err(|e| e.to_string())
+    }
+}
+
+impl secrets::Host for HostState {
+    async fn exists(&mut self, name: String) -> bool {
+        self.env.grants.secret_host(&name).is_some() && self.env.services.secrets.value(&name).is_some()
+    }
+}
+
+impl process::Host for HostState {
+    async fn run(&mut self, cmd: process::Command) -> Result<process::Output, process::ProcessError> {
+        let name = &self.env.name;
+        if !self.env.grants.has_process() {
+            return Err(process::ProcessError::Denied(format!(
+                "the process capability is not granted to plugin '{name}' (grant it: `talaria plugins grant {name} process`)"
+            )));
+        }
+        let request = CommandRequest {
+            command: cmd.command,
+            cwd: cmd.cwd,
+            timeout: cmd.timeout_ms.map(|ms| Duration::from_millis(u64::from(ms))),
+        };
+        match self.env.services.process.run(name, &self.workspace, request).await {
+            Ok(o) => Ok(process::Output {
+                exit_code: o.exit_code,
+                stdout: o.stdout,
+                stderr: o.stderr,
+                truncated: o.truncated,
+                timed_out: o.timed_out,
+            }),
+            Err(CommandError::Denied(m)) => Err(process::ProcessError::Denied(m)),
+            Err(CommandError::Failed(m)) => Err(process::ProcessError::Failed(m)),
+        }
+    }
+}
+
+pub(crate) fn role_from_wit(role: types::Role) -> Role {
+    match role {
+        types::Role::System => Role::System,
+        types::Role::User => Role::User,
+        types::Role::Assistant => Role::Assistant,
+        types::Role::Tool => Role::Tool,
+    }
+}
+
+impl llm::Host for HostState {
+    async fn complete(&mut self, req: llm::Request) -> Result<llm::Completion, llm::LlmError> {
+        let name = self.env.name.clone();
+        if !self.env.grants.has_llm() {
+            return Err(llm::LlmError::Denied(format!(
+                "the llm capability is not granted to plugin '{name}' (request `llm = true` in plugin.toml and grant it: `talaria plugins grant {name} llm`)"
+            )));
+        }
+        let request = LlmRequest {
+            purpose: req.purpose,
+            messages: req.messages.into_iter().map(|m| (role_from_wit(m.role), m.content)).collect(),
+            max_tokens: req.max_tokens,
+            temperature: req.temperature,
+        }
+        .checked()
+        .map_err(llm::LlmError::Invalid)?;
+        let Some(backend) = self.env.services.llm.clone() else {
+            return Err(llm::LlmError::Failed(
+                "no model is configured, so plugins cannot use llm (configure one with `talaria setup`)".to_string(),
+            ));
+        };
+        if self.llm_calls >= MAX_LLM_CALLS {
+            return Err(llm::LlmError::Denied(format!(
+                "plugin '{name}' used up its {MAX_LLM_CALLS} llm calls for this call"
+            )));
+        }
+        self.llm_calls += 1;
+        let purpose = request.purpose.clone();
+        let started = Instant::now();
+        match backend.complete(&name, request).await {
+            Ok(c) => {
+                tracing::info!(
+                    plugin = %name,
+                    purpose = %purpose,
+                    model = %c.model,
+                    input_tokens = c.input_tokens,
+                    output_tokens = c.output_tokens,
+                    elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    "plugin llm completion"
+                );
+                Ok(llm::Completion {
+                    text: c.text,
+                    model: c.model,
+                    input_tokens: c.input_tokens,
+                    output_tokens: c.output_tokens,
+                })
+            }
+            Err(e) => {
+                tracing::warn!(plugin = %name, purpose = %purpose, "plugin llm completion failed: {e}");
+                Err(llm::LlmError::Failed(e))
+            }
+        }
+    }
+}

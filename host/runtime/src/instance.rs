@@ -1,0 +1,260 @@
+//! Running a plugin's exports within its limits: a fresh instance per call, or a memory
+//! provider's resident instance. Every call gets its own epoch deadline (the guest is stopped
+//! at it), an outer deadline (for a call stuck in a host import), and fresh per-call counts;
+//! every way it can go wrong becomes a [`Failure`] that names what happened.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use talaria_protocol::ToolError;
+use wasmtime::component::{Instance, InstancePre};
+use wasmtime::{Store, Trap};
+
+use crate::engine::EngineHandle;
+use crate::host::HostState;
+use crate::host::bindings::v2::exports::talaria::plugin::memory;
+use crate::plugin::{CallLimits, Plugin};
+
+/// Extra time the host gives a call beyond its deadline before abandoning it from outside
+/// (the epoch trap normally fires first; this catches a call stuck in a host import).
+const OUTSIDE_GRACE: Duration = Duration::from_millis(150);
+
+/// Longest error message a plugin may hand on.
+pub(crate) const MAX_ERROR_CHARS: usize = 16 * 1024;
+
+/// An error the plugin returned (not a trap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GuestError {
+    InvalidArgs(String),
+    UnknownTool(String),
+    Failed(String),
+}
+
+/// Why a call produced nothing.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The plugin returned an error; `denials` are the requests refused during the call.
+    Guest { error: GuestError, denials: Vec<String> },
+    /// Stopped at its deadline, by the epoch trap (`trapped`) or from outside.
+    Deadline { elapsed: Duration, trapped: bool },
+    /// Trapped, panicked or hit its memory cap: what happened, to follow "plugin 'NAME' ".
+    Crashed(String),
+}
+
+/// A successful call's value and the requests refused during it.
+pub(crate) type Done<T> = (T, Vec<String>);
+
+impl Failure {
+    /// As a tool call's error.
+    pub fn into_tool_error(self, name: &str, limits: CallLimits) -> ToolError {
+        let secs = limits.timeout.as_secs_f32();
+        match self {
+            Failure::Guest { error, denials } => map_guest_error(error, &denials),
+            Failure::Deadline { elapsed, trapped: true } => ToolError::Crashed(format!(
+                "plugin '{name}' exceeded its {secs}s deadline and was stopped after {:.2}s",
+                elapsed.as_secs_f32()
+            )),
+            Failure::Deadline { trapped: false, .. } => {
+                ToolError::Crashed(format!("plugin '{name}' did not finish within its {secs}s deadline and was stopped"))
+            }
+            Failure::Crashed(what) => ToolError::Crashed(format!("plugin '{name}' {what}")),
+        }
+    }
+
+    /// As a sentence for the other kinds: `who` is e.g. "hook plugin 'guard'".
+    pub fn describe(self, who: &str, limits: CallLimits) -> String {
+        match self {
+            Failure::Guest { error, denials } => {
+                let (GuestError::InvalidArgs(m) | GuestError::UnknownTool(m) | GuestError::Failed(m)) = error;
+                let host = if denials.is_empty() { String::new() } else { format!(" [host: {}]", denials.join("; ")) };
+                format!("{who} failed: {}{host}", clip(m, MAX_ERROR_CHARS))
+            }
+            Failure::Deadline { elapsed, .. } => format!(
+                "{who} did not answer within {}s and was stopped after {:.2}s",
+                limits.timeout.as_secs_f32(),
+                elapsed.as_secs_f32()
+            ),
+            Failure::Crashed(what) => format!("{who} {what}"),
+        }
+    }
+}
+
+fn map_guest_error(e: GuestError, denials: &[String]) -> ToolError {
+    match e {
+        GuestError::InvalidArgs(m) => ToolError::InvalidArgs(clip(m, MAX_ERROR_CHARS)),
+        GuestError::UnknownTool(m) => ToolError::UnknownTool(clip(m, 256)),
+        GuestError::Failed(m) if denials.is_empty() => ToolError::Failed(clip(m, MAX_ERROR_CHARS)),
+        GuestError::Failed(m) => {
+            ToolError::Failed(format!("{} [host: {}]", clip(m, MAX_ERROR_CHARS), denials.join("; ")))
+        }
+    }
+}
+
+/// A store for `plugin` in `workspace`, with its memory cap and epoch traps on.
+fn new_store(engine: &EngineHandle, plugin: &Plugin, workspace: PathBuf, limits: CallLimits) -> Store<HostState> {
+    let mut store = Store::new(&engine.engine, HostState::new(plugin.env.clone(), workspace, limits.memory_bytes));
+    store.limiter(|s| &mut s.limiter);
+    store.epoch_deadline_trap();
+    store
+}
+
+/// One call on `store` within `limits`.
+async fn guarded<T>(
+    store: &mut Store<HostState>,
+    limits: CallLimits,
+    f: impl AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<Result<T, GuestError>>,
+) -> Result<Done<T>, Failure> {
+    store.data_mut().begin_call();
+    store.set_epoch_deadline(EngineHandle::ticks(limits.timeout));
+    let started = Instant::now();
+    let result = tokio::time::timeout(limits.timeout + OUTSIDE_GRACE, f(&mut *store)).await;
+    let elapsed = started.elapsed();
+    let state = store.data();
+    let denials = state.denials.lock().map(|d| d.clone()).unwrap_or_default();
+    match result {
+        Err(_) => Err(Failure::Deadline { elapsed, trapped: false }),
+        Ok(Ok(Ok(value))) => Ok((value, denials)),
+        Ok(Ok(Err(error))) => Err(Failure::Guest { error, denials }),
+        Ok(Err(trap)) if trap.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
+            Err(Failure::Deadline { elapsed, trapped: true })
+        }
+        Ok(Err(trap)) => Err(Failure::Crashed(describe_trap(&trap, state.limiter.refused, limits, &state.stderr.contents()))),
+    }
+}
+
+/// Run `f` on a fresh instance of `plugin`, dropped after the call.
+pub(crate) async fn run_fresh<T>(
+    engine: &EngineHandle,
+    plugin: &Plugin,
+    pre: &InstancePre<HostState>,
+    workspace: PathBuf,
+    limits: CallLimits,
+    f: impl AsyncFnOnce(&mut Store<HostState>, &Instance) -> wasmtime::Result<Result<T, GuestError>>,
+) -> Result<Done<T>, Failure> {
+    let mut store = new_store(engine, plugin, workspace, limits);
+    guarded(&mut store, limits, async |store| {
+        let instance = pre.instantiate_async(&mut *store).await?;
+        f(store, &instance).await
+    })
+    .await
+}
+
+/// A memory provider's instance, kept across calls.
+pub(crate) struct Resident {
+    store: Store<HostState>,
+    memory: memory::Guest,
+}
+
+/// Run `f` on `plugin`'s resident memory instance, creating it first if there is none (or it
+/// was made for another workspace). A call that traps or runs out of time drops it, and so
+/// does a panic (the instance is out of its slot while it runs); the next call makes a new one.
+pub(crate) async fn run_resident<T>(
+    engine: &EngineHandle,
+    plugin: &Plugin,
+    pre: &InstancePre<HostState>,
+    indices: &memory::GuestIndices,
+    workspace: PathBuf,
+    limits: CallLimits,
+    f: impl AsyncFnOnce(&mut Store<HostState>, &memory::Guest) -> wasmtime::Result<Result<T, GuestError>>,
+) -> Result<Done<T>, Failure> {
+    let mut slot = plugin.resident.lock().await;
+    let mut resident = match slot.take() {
+        Some(r) if r.store.data().workspace() == workspace => r,
+        _ => {
+            let mut store = new_store(engine, plugin, workspace, limits);
+            let (memory, _) = guarded(&mut store, limits, async |store| {
+                let instance = pre.instantiate_async(&mut *store).await?;
+                indices.load(&mut *store, &instance).map(Ok)
+            })
+            .await?;
+            tracing::debug!(plugin = %plugin.name(), "memory provider instance created");
+            Resident { store, memory }
+        }
+    };
+    let memory = resident.memory.clone();
+    let result = guarded(&mut resident.store, limits, async |store| f(store, &memory).await).await;
+    match &result {
+        Ok(_) | Err(Failure::Guest { .. }) => *slot = Some(resident),
+        Err(Failure::Deadline { .. } | Failure::Crashed(_)) => {
+            tracing::info!(plugin = %plugin.name(), "memory provider instance dropped; the next call makes a new one");
+        }
+    }
+    result
+}
+
+/// `text` cut to `max` characters, with a marker when cut.
+pub(crate) fn clip(text: String, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}... [cut at {max} characters]", &text[..at]),
+        None => text,
+    }
+}
+
+/// The refusal when a plugin returned `bytes` bytes, over its output cap.
+pub(crate) fn over_cap(who: &str, bytes: usize, limits: CallLimits) -> Option<String> {
+    (bytes > limits.output_bytes).then(|| {
+        format!("{who} returned {bytes} bytes, over its output cap of {} KiB", limits.output_bytes / 1024)
+    })
+}
+
+/// What a trap means, to follow "plugin 'NAME' ".
+fn describe_trap(trap: &wasmtime::Error, refused_memory: Option<usize>, limits: CallLimits, stderr: &str) -> String {
+    const MIB: usize = 1024 * 1024;
+    if let Some(desired) = refused_memory {
+        return format!(
+            "hit its memory limit of {} MiB (it tried to grow to {} MiB) and was stopped",
+            limits.memory_bytes / MIB,
+            desired.div_ceil(MIB)
+        );
+    }
+    if let Some(panic) = panic_message(stderr) {
+        return format!("panicked: {panic}");
+    }
+    let kind = trap.downcast_ref::<Trap>().map_or_else(|| format!("{trap:#}"), ToString::to_string);
+    format!("trapped: {kind}")
+}
+
+/// The message of a Rust panic printed to stderr, if there is one.
+fn panic_message(stderr: &str) -> Option<String> {
+    let start = stderr.find("panicked at")?;
+    let rest = &stderr[start..];
+    // "panicked at src/lib.rs:10:5:\nmessage\nnote: ..."
+    let body = rest.split_once('\n').map_or(rest, |(_, b)| b);
+    let message: Vec<&str> = body.lines().take_while(|l| !l.starts_with("note:")).collect();
+    let message = message.join("\n").trim().to_string();
+    Some(if message.is_empty() { rest.lines().next().unwrap_or_default().to_string() } else { message })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_messages_are_extracted() {
+        let stderr =
+            "\nthread '<unnamed>' panicked at src/lib.rs:10:5:\nboom: it broke\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(panic_message(stderr).as_deref(), Some("boom: it broke"));
+        assert_eq!(panic_message("nothing here"), None);
+    }
+
+    #[test]
+    fn failures_name_the_plugin_and_what_happened() {
+        let limits = CallLimits { memory_bytes: 1 << 20, timeout: Duration::from_secs(1), output_bytes: 1024 };
+        let late = || Failure::Deadline { elapsed: Duration::from_millis(1004), trapped: true };
+        assert_eq!(
+            late().describe("hook plugin 'guard'", limits),
+            "hook plugin 'guard' did not answer within 1s and was stopped after 1.00s"
+        );
+        assert_eq!(
+            late().into_tool_error("t", limits),
+            ToolError::Crashed("plugin 't' exceeded its 1s deadline and was stopped after 1.00s".into())
+        );
+        let refused = Failure::Guest { error: GuestError::Failed("no".into()), denials: vec!["net x".into()] };
+        assert_eq!(refused.describe("memory plugin 'm'", limits), "memory plugin 'm' failed: no [host: net x]");
+        assert_eq!(
+            over_cap("plugin 'p'", 1025, limits).as_deref(),
+            Some("plugin 'p' returned 1025 bytes, over its output cap of 1 KiB")
+        );
+        assert_eq!(over_cap("plugin 'p'", 1024, limits), None);
+    }
+}
