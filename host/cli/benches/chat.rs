@@ -2,7 +2,10 @@
 //! bundled plugin available (DESIGN.md "Speed we hold ourselves to"):
 //! - `talaria --version`;
 //! - `talaria chat -q` with no tool (start-up, prompt, one model call, commit, exit);
-//! - 20 sequential tool turns in one run, and the agent's overhead per tool turn.
+//! - 20 sequential tool turns in one run, and the agent's overhead per tool turn;
+//! - the same with the bundled `guard` (one rule) and `audit` hooks on: hook overhead per tool call.
+//!
+//! The default memory provider (journal) and context engine (compressor) are on in every run.
 //!
 //! Each figure is the median (and p90) over several runs of the real release binary, wall time
 //! and peak RSS from the kernel's accounting of the finished child (`wait4`).
@@ -74,7 +77,7 @@ fn main() {
         "[model]\nprovider = \"custom\"\nname = \"bench\"\nbase_url = \"{}\"\napi_mode = \"chat_completions\"\n",
         mock.base_url()
     );
-    std::fs::write(home.path().join("config.toml"), config).expect("config");
+    std::fs::write(home.path().join("config.toml"), &config).expect("config");
     let (h, w) = (home.path(), workspace.path());
     // Compile every bundled plugin into the cache once, as a first run would.
     run(h, w, &["tools", "list"]);
@@ -91,5 +94,20 @@ fn main() {
         "{:<44} {:>8.3} ms  ((20-turn run - no-tool run) / 20; includes the model round trip)",
         "per tool turn",
         (twenty - base) / 20.0
+    );
+
+    let hooked = tempfile::tempdir().expect("home");
+    let config = format!(
+        "{config}\n[plugins.guard]\nenabled = true\n[plugins.guard.config]\nrules = [{{ tool = \"write_file\", path_globs = [\"secrets/**\"] }}]\n\n[plugins.audit]\nenabled = true\n"
+    );
+    std::fs::write(hooked.path().join("config.toml"), config).expect("config");
+    let h = hooked.path();
+    run(h, w, &["chat", "-q", "use read_file 20 times"]);
+    let tools: Vec<Sample> = (0..RUNS).map(|_| run(h, w, &["chat", "-q", "use read_file 20 times"])).collect();
+    let with_hooks = report("same, guard + audit hooks on", &tools);
+    println!(
+        "{:<44} {:>8.3} ms  ((hooked run - plain run) / 20: pre_tool_call + post_tool_call)",
+        "hook overhead per tool call",
+        (with_hooks - twenty) / 20.0
     );
 }

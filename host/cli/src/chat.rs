@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use talaria_agent::approval::Gate;
-use talaria_agent::model::{ApiMode, Chain, Provider, ProviderSpec};
+use talaria_agent::model::{ApiMode, Chain, Client, Provider, ProviderSpec};
 use talaria_agent::toolsets::{Selection, Toolset, Toolsets};
 use talaria_agent::{Agent, AgentConfig, Emitter, Shared, Start};
 use talaria_protocol::{Event, Outcome, TurnEnd};
@@ -20,7 +20,7 @@ use talaria_store::Store;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
-use crate::plugin_host::{GateApprover, PluginTools};
+use crate::plugin_host::{AuxLlm, GateApprover, PluginHooks, PluginTools, extensions};
 use crate::render::Renderer;
 use crate::{Ctx, config, repl, ui};
 
@@ -178,7 +178,23 @@ fn agent_config(ctx: &Ctx, args: &ChatArgs) -> AgentConfig {
         );
     }
     cfg.toolsets = sets;
+    if let Some(n) = ctx.config.model.as_ref().and_then(|m| m.context_length) {
+        cfg.context_length = n.max(1_000);
+    }
     cfg
+}
+
+/// The model for side tasks: `[auxiliary]`, else the main chain.
+fn auxiliary(ctx: &Ctx, main: &Chain) -> Chain {
+    let Some(aux) = &ctx.config.auxiliary else { return main.clone() };
+    let api_mode = aux.api_mode.as_deref().and_then(ApiMode::parse);
+    match Provider::resolve(aux.spec(api_mode), &env_lookup(&ctx.home)) {
+        Ok(p) => Chain::new(p),
+        Err(e) => {
+            ui::warn(&format!("[auxiliary] model is left out, using the main model: {e}"));
+            main.clone()
+        }
+    }
 }
 
 /// Build the agent: model chain, store, plugins, gate.
@@ -190,9 +206,16 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
     let home = ctx.home.clone();
     let gate = Arc::new(Gate::new(interactive).with_saver(Box::new(move |key| config::allow_always(&home, key))));
     gate.set_yolo(args.yolo);
-    let runtime = ctx.runtime_with(Arc::new(GateApprover(gate.clone())))?;
+    let llm = Arc::new(AuxLlm { chain: auxiliary(ctx, &chain), client: Client::new() });
+    let runtime = Arc::new(ctx.runtime_full(Arc::new(GateApprover(gate.clone())), Some(llm))?);
     for p in runtime.problems() {
         ui::warn(&p.to_string());
+    }
+    let mut warnings = Vec::new();
+    let (memory, engine) =
+        extensions(&runtime, ctx.config.memory.provider(), ctx.config.context.engine(), &mut warnings);
+    for w in &warnings {
+        ui::warn(w);
     }
     crate::tools::announce_compiles(&runtime);
     let store = Arc::new(Store::open(&ctx.home.join("state.db"))?);
@@ -201,8 +224,13 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         (None, true) => Some(store.resolve_session("latest")?),
         (None, false) => None,
     };
-    let shared =
-        Arc::new(Shared::new(agent_config(ctx, args), chain, store, Arc::new(PluginTools { runtime }), gate.clone()));
+    let hooks = Arc::new(PluginHooks::new(runtime.clone()));
+    let shared = Arc::new(
+        Shared::new(agent_config(ctx, args), chain, store, Arc::new(PluginTools { runtime }), gate.clone())
+            .with_hooks(hooks)
+            .with_memory_provider(memory)
+            .with_context_engine(engine),
+    );
     let (emitter, events) = Emitter::channel();
     gate.attach(emitter.clone());
     let agent = Agent::start(shared.clone(), emitter, Start { resume, ..Start::default() }).await?;

@@ -26,6 +26,19 @@
 //! deny = ["*curl*|*sh*"]      # always refused, even with --yolo
 //! allow = ["git-force-push"]  # dangerous-pattern keys approved "always"
 //!
+//! [memory]
+//! provider = "journal"  # the external memory provider (a memory plugin), or "none"
+//!
+//! [context]
+//! engine = "compressor" # the context engine (a context-engine plugin), or "none"
+//!
+//! [auxiliary]          # the model for summaries and plugins' llm calls (default: [model])
+//! provider = "openai"
+//! model = "gpt-4.1-nano"
+//!
+//! [plugins.guard]
+//! enabled = true       # the guard and audit hooks are off until enabled
+//!
 //! [plugins.weather]
 //! allow_override = false
 //! [plugins.weather.config]
@@ -57,6 +70,41 @@ pub struct ConfigToml {
     pub approvals: ApprovalsToml,
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginToml>,
+    #[serde(default)]
+    pub memory: MemoryToml,
+    #[serde(default)]
+    pub context: ContextToml,
+    /// The model for side tasks (compression summaries, plugins' `llm` calls); the main model
+    /// when absent.
+    pub auxiliary: Option<FallbackToml>,
+}
+
+/// `[memory]`: the external memory provider (MEMORY.md and USER.md stay on beside it).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryToml {
+    /// A memory plugin's name, or "none"; default "journal".
+    pub provider: Option<String>,
+}
+
+impl MemoryToml {
+    pub fn provider(&self) -> &str {
+        self.provider.as_deref().unwrap_or("journal")
+    }
+}
+
+/// `[context]`: the context engine that compresses long conversations.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextToml {
+    /// A context-engine plugin's name, or "none"; default "compressor".
+    pub engine: Option<String>,
+}
+
+impl ContextToml {
+    pub fn engine(&self) -> &str {
+        self.engine.as_deref().unwrap_or("compressor")
+    }
 }
 
 /// `[model]`: the main provider.
@@ -70,6 +118,8 @@ pub struct ModelToml {
     pub api_mode: Option<String>,
     pub key_env: Option<String>,
     pub max_tokens: Option<u32>,
+    /// The model's context window in tokens (default 128000); compression measures against it.
+    pub context_length: Option<u64>,
 }
 
 /// One entry of `fallback_providers`.
@@ -155,6 +205,9 @@ pub struct ApprovalsToml {
 pub struct PluginToml {
     #[serde(default)]
     pub allow_override: bool,
+    /// Turn the plugin on or off (some bundled plugins, like the guard and audit hooks, are off
+    /// until enabled).
+    pub enabled: Option<bool>,
     #[serde(default)]
     pub config: toml::Table,
 }
@@ -204,7 +257,10 @@ impl ConfigToml {
         self.plugins
             .iter()
             .map(|(name, p)| {
-                (name.clone(), PluginSettings { config: p.config.clone(), allow_override: p.allow_override })
+                (
+                    name.clone(),
+                    PluginSettings { config: p.config.clone(), allow_override: p.allow_override, enabled: p.enabled },
+                )
             })
             .collect()
     }

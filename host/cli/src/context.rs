@@ -1,8 +1,14 @@
 //! `talaria context status`, and the context lines `/context` prints.
 
 use std::fmt::Write as _;
+use std::process::ExitCode;
 
-use talaria_protocol::ContextStatus;
+use talaria_agent::Agent;
+use talaria_protocol::{ContextStatus, Message, PluginSession};
+use talaria_store::Store;
+
+use crate::plugin_host::single;
+use crate::{Ctx, ui};
 
 /// The context window's fill and the engine's own lines, for people.
 pub fn status_lines(engine: &str, status: &ContextStatus, lines: &[(String, String)]) -> String {
@@ -20,4 +26,74 @@ pub fn status_lines(engine: &str, status: &ContextStatus, lines: &[(String, Stri
         let _ = write!(out, "\n  {key:<width$}  {value}");
     }
     out
+}
+
+/// `talaria context ...`
+#[derive(clap::Subcommand)]
+pub enum ContextCmd {
+    /// The context engine, its threshold, and how full a session's context is
+    Status {
+        /// The session to measure: an id, a title or `latest`
+        #[arg(long, default_value = "latest")]
+        session: String,
+    },
+}
+
+pub async fn run(ctx: &Ctx, cmd: ContextCmd) -> anyhow::Result<ExitCode> {
+    let ContextCmd::Status { session } = cmd;
+    let name = ctx.config.context.engine();
+    let context_length =
+        ctx.config.model.as_ref().and_then(|m| m.context_length).unwrap_or(talaria_agent::DEFAULT_CONTEXT_LENGTH);
+    if name == "none" || name.is_empty() {
+        println!("context engine: none ([context] engine = \"none\"): long conversations are not compressed");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let runtime = ctx.runtime(false)?;
+    let plugin = match single(&runtime, "context-engine", name) {
+        Ok(p) => p,
+        Err(e) => {
+            println!("context engine: {name} — not loaded");
+            ui::warn(&format!("{e} (set `engine` under [context] in config.toml, or \"none\")"));
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let store = Store::open(&ctx.home.join("state.db"))?;
+    let found = match store.resolve_session(&session) {
+        Ok(info) => Some(info),
+        Err(e) if session == "latest" => {
+            tracing::debug!("no session to measure: {e}");
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let (status, plugin_session) = match &found {
+        Some(info) => {
+            let messages: Vec<Message> = store.messages(&info.id)?.into_iter().map(|m| m.message).collect();
+            let system = store.system_prompt(&info.id)?;
+            let (mut tools, _) = runtime.tools().await;
+            tools.extend(talaria_agent::builtin::specs());
+            let status = ContextStatus {
+                prompt_tokens: talaria_agent::estimate_tokens(&system, &tools, &messages),
+                context_length,
+                message_count: u32::try_from(messages.len()).unwrap_or(u32::MAX),
+                compressions: Agent::compressions_before(&store, info),
+            };
+            let session = PluginSession {
+                session_id: info.id.clone(),
+                platform: info.source.clone(),
+                workspace: info.cwd.clone(),
+                model: info.model.clone(),
+            };
+            (status, session)
+        }
+        None => (ContextStatus { context_length, ..ContextStatus::default() }, PluginSession::default()),
+    };
+    let lines = runtime.context_report(&plugin, status, &plugin_session).await.map_err(|e| anyhow::anyhow!(e))?;
+    let label = format!("{} ({}, version {})", plugin.name(), plugin.scope.label(), plugin.manifest.version);
+    println!("{}", status_lines(&label, &status, &lines));
+    match &found {
+        Some(info) => println!("session: {}{}", info.id, info.title.as_ref().map(|t| format!(" \"{t}\"")).unwrap_or_default()),
+        None => println!("session: none yet"),
+    }
+    Ok(ExitCode::SUCCESS)
 }

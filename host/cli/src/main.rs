@@ -5,6 +5,7 @@ mod chat;
 mod config;
 mod context;
 mod doctor;
+mod memory;
 mod plugin_host;
 mod plugins;
 mod render;
@@ -20,7 +21,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{ArgAction, Parser, Subcommand};
-use talaria_runtime::{Approver, Embedded, Runtime, RuntimeConfig, Unattended};
+use talaria_runtime::{Approver, Embedded, LlmBackend, Runtime, RuntimeConfig, Unattended};
 
 /// An LLM agent platform whose every extension is a sandboxed WebAssembly component.
 #[derive(Parser)]
@@ -56,6 +57,12 @@ enum Command {
     /// List tools and call them directly, with no model involved
     #[command(subcommand)]
     Tools(tools::ToolsCmd),
+    /// The built-in memory files and the external memory provider
+    #[command(subcommand)]
+    Memory(memory::MemoryCmd),
+    /// The context engine that compresses long conversations
+    #[command(subcommand)]
+    Context(context::ContextCmd),
     /// Trust a project so the plugins in its .talaria/plugins load (or --revoke that trust)
     Trust {
         /// The project directory [default: the workspace]
@@ -94,6 +101,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(args) => doctor::run(&ctx, args).await,
         Command::Plugins(cmd) => plugins::run(&ctx, cmd).await,
         Command::Tools(cmd) => tools::run(&ctx, cmd).await,
+        Command::Memory(cmd) => memory::run(&ctx, cmd),
+        Command::Context(cmd) => context::run(&ctx, cmd).await,
         Command::Trust { dir, revoke } => plugins::trust(&ctx, dir, revoke),
     }
 }
@@ -125,11 +134,21 @@ impl Ctx {
 
     /// Discover plugins, sending dangerous commands to `approver`.
     pub fn runtime_with(&self, approver: Arc<dyn Approver>) -> anyhow::Result<Runtime> {
+        self.runtime_full(approver, None)
+    }
+
+    /// Discover plugins, sending dangerous commands to `approver` and `llm` calls to `llm`.
+    pub fn runtime_full(
+        &self,
+        approver: Arc<dyn Approver>,
+        llm: Option<Arc<dyn LlmBackend>>,
+    ) -> anyhow::Result<Runtime> {
         let mut config = RuntimeConfig::new(self.home.clone(), self.workspace.clone());
         config.limits = self.config.limits();
         config.plugins = self.config.plugin_settings();
         config.command_policy = self.config.command_policy(&self.home);
         config.approver = approver;
+        config.llm = llm;
         let bundled: Vec<Embedded> = talaria_bundled::PLUGINS
             .iter()
             .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 })

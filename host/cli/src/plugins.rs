@@ -77,6 +77,7 @@ fn list(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
                     "version": p.manifest.version.to_string(),
                     "api": p.manifest.api.to_string(),
                     "kinds": p.manifest.kinds,
+                    "enabled": p.enabled,
                     "location": p.location,
                     "requested": p.manifest.requests.iter().map(ToString::to_string).collect::<Vec<_>>(),
                     "granted": p.grants.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
@@ -99,8 +100,12 @@ fn list(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
                 if !shadows(p).is_empty() {
                     name.push_str(" *");
                 }
+                if !p.enabled {
+                    granted = format!("off (enable: [plugins.{}] enabled = true)  {granted}", p.name());
+                }
                 vec![
                     name,
+                    p.manifest.kinds.join(","),
                     p.scope.label().to_string(),
                     p.manifest.version.to_string(),
                     p.manifest.api.to_string(),
@@ -108,7 +113,7 @@ fn list(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
                 ]
             })
             .collect();
-        ui::table(&["NAME", "SCOPE", "VERSION", "API", "GRANTED"], &rows);
+        ui::table(&["NAME", "KIND", "SCOPE", "VERSION", "API", "GRANTED"], &rows);
         for s in runtime.shadowed() {
             println!("* {} ({}) shadows {} ({})", s.name, s.by.label(), s.hidden_location, s.hidden.label());
         }

@@ -116,6 +116,11 @@ impl Plugin {
         self.is(Kind::Tool) || self.is(Kind::Memory)
     }
 
+    /// The space its `kv` data lives in (in the store's plugin key-value table).
+    pub fn kv_space(&self) -> &str {
+        &self.env.kv_space
+    }
+
     /// A hook plugin's events (`[hook] events`); empty for other kinds.
     pub fn hook_events(&self) -> &[HookKind] {
         &self.manifest.hook_events

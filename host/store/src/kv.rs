@@ -75,6 +75,15 @@ impl Store {
         }
         Ok(out)
     }
+
+    /// How many keys `plugin` stores, and their values' total size in bytes.
+    pub fn kv_usage(&self, plugin: &str) -> Result<(u64, u64)> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare_cached("SELECT COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM plugin_kv WHERE plugin = ?1")?;
+        let (keys, bytes): (i64, i64) = stmt.query_row(params![plugin], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok((keys.unsigned_abs(), bytes.unsigned_abs()))
+    }
 }
 
 fn check_key(key: &str) -> Result<()> {
@@ -105,6 +114,8 @@ mod tests {
         s.kv_delete("a", "k").expect("delete");
         assert_eq!(s.kv_get("a", "k").expect("get"), None);
         assert_eq!(s.kv_get("b", "k").expect("get"), Some(b"two".to_vec()));
+        assert_eq!(s.kv_usage("b").expect("usage"), (1, 3));
+        assert_eq!(s.kv_usage("a").expect("usage"), (0, 0));
     }
 
     #[test]

@@ -75,7 +75,17 @@ fn decision_name(d: &HookDecision) -> &'static str {
     }
 }
 
-/// Characters of `messages` as the model sees them, for token estimates (≈ 4 chars a token).
+/// ≈ tokens of a request with this system prompt, tools and history (4 characters a token).
+pub fn estimate_tokens(system_prompt: &str, tools: &[talaria_protocol::ToolSpec], messages: &[Message]) -> u64 {
+    let tools_chars = serde_json::to_string(tools).map_or(0, |t| t.len());
+    chars_to_tokens(system_prompt.len() + tools_chars + message_chars(messages))
+}
+
+fn chars_to_tokens(chars: usize) -> u64 {
+    u64::try_from(chars / 4).unwrap_or(u64::MAX)
+}
+
+/// Characters of `messages` as the model sees them, for token estimates.
 pub(super) fn message_chars(messages: &[Message]) -> usize {
     messages
         .iter()
@@ -307,8 +317,7 @@ impl Agent {
 
     /// ≈ tokens of the next request: system prompt, tool schemas and history, at 4 chars a token.
     pub(super) fn estimate_tokens(&self) -> u64 {
-        let chars = self.system_prompt.len() + self.tools_chars + message_chars(&self.history);
-        u64::try_from(chars / 4).unwrap_or(u64::MAX)
+        chars_to_tokens(self.system_prompt.len() + self.tools_chars + message_chars(&self.history))
     }
 
     /// Before a model call: compress when the engine says so. A failure is reported and not
@@ -429,7 +438,7 @@ impl Agent {
     }
 
     /// How many compressions led to `session` (its ancestors that ended compressed).
-    pub(super) fn compressions_before(store: &Store, session: &talaria_store::SessionInfo) -> u32 {
+    pub fn compressions_before(store: &Store, session: &talaria_store::SessionInfo) -> u32 {
         let mut count = 0;
         let mut seen = HashSet::new();
         let mut parent = session.parent_id.clone();

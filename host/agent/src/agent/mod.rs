@@ -35,7 +35,7 @@ use crate::toolsets::{Selection, Toolset, Toolsets};
 use crate::extensions::{ContextEngine, Hooks, MemoryProvider, NoHooks};
 use crate::{Emitter, Error};
 
-pub use extend::Compression;
+pub use extend::{Compression, estimate_tokens};
 use extend::TurnContext;
 
 /// How the loop behaves; the CLI fills it from flags and config.
