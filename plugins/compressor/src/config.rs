@@ -11,7 +11,7 @@
 //! A value of the wrong type or out of range falls back to the default, with a warning.
 //!
 //! ```ignore
-//! let config = Config::resolve(|key| talaria_sdk::config::get::<f64>(key));
+//! let (config, warnings) = Config::resolve(|key| talaria_sdk::config::get(key));
 //! assert_eq!(Config::default().threshold_tokens(200_000), 100_000);
 //! ```
 
@@ -40,18 +40,22 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Read each key through `lookup` (the setting as a number, or `None` when unset or not a
-    /// number). Returns the settings and a warning for each value that was ignored.
-    pub fn resolve(lookup: impl Fn(&str) -> Option<f64>) -> (Self, Vec<String>) {
+    /// Read each key through `lookup` (the setting as JSON, `None` when unset). Returns the
+    /// settings and a warning for each value that was ignored.
+    pub fn resolve(lookup: impl Fn(&str) -> Option<serde_json::Value>) -> (Self, Vec<String>) {
         let mut config = Self::default();
         let mut warnings = Vec::new();
-        let mut check = |key: &str, ok: fn(f64) -> bool| match lookup(key) {
-            Some(v) if ok(v) => Some(v),
-            Some(v) => {
-                warnings.push(format!("ignoring [plugins.compressor.config] {key} = {v}: out of range"));
-                None
+        let mut check = |key: &str, ok: fn(f64) -> bool| {
+            let value = lookup(key)?;
+            match value.as_f64() {
+                Some(v) if ok(v) => Some(v),
+                _ => {
+                    warnings.push(format!(
+                        "ignoring [plugins.compressor.config] {key} = {value}: out of range or not a number"
+                    ));
+                    None
+                }
             }
-            None => None,
         };
         let ratio = |v: f64| v > 0.0 && v <= 1.0;
         let count = |v: f64| v >= 0.0 && v.fract() == 0.0 && v <= 1e9;
@@ -108,28 +112,33 @@ mod tests {
     #[test]
     fn threshold_math_with_configured_values() {
         let (c, warnings) = Config::resolve(|key| match key {
-            "threshold" => Some(0.7),
-            "min_tokens" => Some(10_000.0),
+            "threshold" => Some(0.7.into()),
+            "min_tokens" => Some(10_000.into()),
             _ => None,
         });
         assert!(warnings.is_empty());
         assert_eq!(c.threshold_tokens(200_000), 140_000);
         assert_eq!(c.threshold_tokens(12_000), 10_000);
         assert_eq!(c.threshold_tokens(10_000), 8_500);
-        let (c, _) = Config::resolve(|key| (key == "min_tokens").then_some(0.0));
+        let (c, _) = Config::resolve(|key| (key == "min_tokens").then(|| 0.into()));
         assert_eq!(c.threshold_tokens(8_000), 4_000);
     }
 
     #[test]
     fn bad_values_fall_back_with_a_warning() {
         let (c, warnings) = Config::resolve(|key| match key {
-            "threshold" => Some(1.5),
-            "protect_first_n" => Some(2.5),
-            "protect_last_n" => Some(-1.0),
-            "tail_ratio" => Some(0.3),
+            "threshold" => Some(1.5.into()),
+            "min_tokens" => Some("lots".into()),
+            "protect_first_n" => Some(2.5.into()),
+            "protect_last_n" => Some((-1).into()),
+            "tail_ratio" => Some(0.3.into()),
             _ => None,
         });
         assert_eq!(c, Config { tail_ratio: 0.3, ..Config::default() });
-        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert_eq!(warnings.len(), 4, "{warnings:?}");
+        assert_eq!(
+            warnings[1],
+            "ignoring [plugins.compressor.config] min_tokens = \"lots\": out of range or not a number"
+        );
     }
 }

@@ -14,10 +14,10 @@ use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::plan::{Plan, clear_tool_results, estimate_all};
 use crate::sanitize::{check, sanitize};
-use crate::shim::context::{CompressRequest, Compressed, Status};
-use crate::shim::llm::{Completion, LlmError, Request};
-use crate::shim::message::{Message, Role};
 use crate::summary::{self, MARKER, Previous};
+use talaria_sdk::context::{CompressRequest, Compressed, Status};
+use talaria_sdk::llm::{Completion, LlmError, Request};
+use talaria_sdk::message::{Message, Role};
 
 /// The `purpose` of the summary request.
 pub const PURPOSE: &str = "compression";

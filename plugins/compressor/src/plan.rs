@@ -11,8 +11,8 @@
 use std::ops::Range;
 
 use crate::config::Config;
-use crate::shim::message::{Message, Role};
 use crate::summary::is_summary;
+use talaria_sdk::message::{Message, Role};
 
 /// Tool results at most this long (in characters) are never cleared.
 pub const CLEAR_OVER_CHARS: usize = 200;
@@ -120,7 +120,7 @@ pub fn clear_tool_results(messages: &mut [Message]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shim::message::ToolCall;
+    use talaria_sdk::message::ToolCall;
 
     fn call(id: &str) -> Message {
         let mut m = Message::assistant("");

@@ -10,7 +10,7 @@
 //! assert!(check(&fixed).is_ok());
 //! ```
 
-use crate::shim::message::{Message, Role};
+use talaria_sdk::message::{Message, Role};
 
 /// The content of a result made up for a call whose result was lost.
 pub const LOST_RESULT: &str = r#"{"error":"result lost in compression"}"#;
@@ -119,7 +119,7 @@ fn merge(into: &mut Message, m: Message) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shim::message::ToolCall;
+    use talaria_sdk::message::ToolCall;
 
     fn call(ids: &[&str]) -> Message {
         let mut m = Message::assistant("");

@@ -15,7 +15,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
-use crate::shim::message::{Message, Role};
+use talaria_sdk::message::{Message, Role};
 
 /// How every summary message starts.
 pub const MARKER: &str = "[talaria context summary";
@@ -278,7 +278,7 @@ pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shim::message::ToolCall;
+    use talaria_sdk::message::ToolCall;
 
     #[test]
     fn content_round_trips_through_parse() {

@@ -6,8 +6,8 @@ use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::engine::{PURPOSE, compress, report};
 use crate::sanitize::check;
-use crate::shim::message::{Message, Role};
 use crate::summary::{HEADINGS, is_summary};
+use talaria_sdk::message::{Message, Role};
 
 const WINDOW: u64 = 200_000;
 
@@ -250,7 +250,7 @@ fn old_large_tool_results_are_cleared_but_not_recent_ones() {
 #[test]
 fn report_lists_threshold_window_tokens_settings_and_backoff() {
     let mut host = FakeHost::answering(GOOD_SUMMARY);
-    let status = crate::shim::context::Status {
+    let status = talaria_sdk::context::Status {
         prompt_tokens: 50_000,
         context_length: 200_000,
         message_count: 40,

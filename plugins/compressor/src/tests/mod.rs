@@ -7,9 +7,9 @@ mod props;
 use std::collections::BTreeMap;
 
 use crate::engine::Host;
-use crate::shim::context::{CompressRequest, Status};
-use crate::shim::llm::{Completion, LlmError, Request};
-use crate::shim::message::{Message, Session, ToolCall};
+use talaria_sdk::context::{CompressRequest, Status};
+use talaria_sdk::llm::{Completion, LlmError, Request};
+use talaria_sdk::message::{Message, Session, ToolCall};
 
 /// What the fake auxiliary model answers.
 #[derive(Debug, Clone)]

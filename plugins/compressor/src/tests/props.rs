@@ -13,9 +13,9 @@ use crate::config::Config;
 use crate::engine::compress;
 use crate::plan::{CLEAR_OVER_CHARS, Plan};
 use crate::sanitize::{LOST_RESULT, check};
-use crate::shim::context::Compressed;
-use crate::shim::message::{Message, Role};
 use crate::summary::{CARRY_HEADING, END_LINE, MARKER, is_summary};
+use talaria_sdk::context::Compressed;
+use talaria_sdk::message::{Message, Role};
 
 const MAX_MESSAGES: usize = 200;
 
