@@ -1,9 +1,17 @@
 //! Write talaria plugins in plain Rust.
 //!
+//! Four kinds of plugin, each one trait (or a list of functions) and one export macro; the
+//! component-model bindings stay inside this crate:
+//!
+//! | kind | you write | export with | module |
+//! |---|---|---|---|
+//! | tool | `fn(Args, &Context) -> Result<String, ToolError>` per tool | [`export_tools!`] | this root |
+//! | memory provider | `impl` [`memory::MemoryProvider`] (and optional tools) | [`export_memory!`] | [`memory`] |
+//! | context engine | `impl` [`context::ContextEngine`] | [`export_context_engine!`] | [`context`] |
+//! | hook | `impl` [`hooks::Hooks`] | [`export_hooks!`] | [`hooks`] |
+//!
 //! A tool is an ordinary function that takes a serde type (its JSON Schema is derived for the
-//! model) and a [`Context`], and returns `Result<String, ToolError>`. One macro,
-//! [`export_tools!`], turns a list of such functions into a sandboxed WebAssembly component.
-//! The component-model bindings stay inside this crate.
+//! model) and a [`Context`]:
 //!
 //! ```ignore
 //! use talaria_sdk::{Context, JsonSchema, ToolError, export_tools};
@@ -15,29 +23,37 @@
 //!     name: String,
 //! }
 //!
-//! /// Greet someone by name.
 //! fn greet(args: GreetArgs, _ctx: &Context) -> Result<String, ToolError> {
 //!     Ok(format!("Hello, {}!", args.name))
 //! }
 //!
-//! export_tools!(greet);
+//! export_tools! {
+//!     /// Greet someone by name.
+//!     greet,
+//! }
 //! ```
 //!
 //! Build it with `cargo build --release --target wasm32-wasip2` and put the `.wasm` beside a
-//! `plugin.toml` (see `sdk/README.md`).
+//! `plugin.toml` (see `sdk/README.md`, and `docs/plugin-kinds.md` for when each kind is called).
 //!
 //! Host services, each only as far as the user granted it: [`kv`] (plugin-private storage),
 //! [`http`] (outgoing requests to granted hosts), [`secrets`] (existence checks and placeholders;
 //! values never enter the plugin), [`process`] (shell commands through the host's safety check),
-//! [`config`] (operator settings) and [`log`]. Files are plain `std::fs` on the directories the
-//! plugin was granted.
+//! [`llm`] (auxiliary model completions), [`config`] (operator settings) and [`log`]. Files are
+//! plain `std::fs` on the directories the plugin was granted. The conversation types shared by
+//! the kinds are in [`message`].
 
 extern crate self as talaria_sdk;
 
 pub mod config;
+pub mod context;
+pub mod hooks;
 pub mod http;
 pub mod kv;
+pub mod llm;
 pub mod log;
+pub mod memory;
+pub mod message;
 pub mod process;
 pub mod secrets;
 mod tool;
@@ -48,27 +64,118 @@ pub use tool::{Context, ToolError};
 pub use {serde_json, wit_bindgen as __wit_bindgen};
 
 /// The plugin API version this SDK builds against. Write it as `api` in plugin.toml.
-pub const API_VERSION: &str = "0.1.0";
+pub const API_VERSION: &str = "0.2.0";
 
+/// What the export macros expand to; not part of the API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::tool::{invoke, spec, unknown_tool};
+    pub use crate::__bindings::talaria::plugin::types::{ToolError as WitToolError, ToolSpec};
+    pub use crate::context::Engine;
+    pub use crate::hooks::HookSet;
+    pub use crate::memory::Provider;
+    pub use crate::tool::{ToolSet, Tools, invoke, spec, unknown_tool};
 }
 
+/// The component-model bindings, one `generate!` per plugin world of `wit/v0.2.0`.
+///
+/// The imports (`types`, `log`, `config`, `kv`, `secrets`, `process`, `llm`) are generated once,
+/// in [`tool`](self::__bindings::tool), and every other world maps them onto those with `with`,
+/// so each import is declared once and the SDK's service modules serve every kind.
+///
+/// The `memory-plugin` world is the one exception to "one `generate!` per world": it exports
+/// `tools` as well, and wit-bindgen 0.62 cannot generate two worlds that export the same
+/// interface in one crate with public export macros (both define the `#[macro_export]` macro
+/// `__export_talaria_plugin_tools_0_2_0_cabi`; bytecodealliance/wit-bindgen#1502). So `memory`
+/// generates a world holding only the `memory` export, and `export_memory!` exports `tools`
+/// through the `tool-plugin` bindings. The component's type information is the union of the two
+/// worlds, which is exactly `memory-plugin`.
 #[doc(hidden)]
 #[allow(unsafe_code, clippy::all)]
 pub mod __bindings {
-    wit_bindgen::generate!({
-        path: "../wit/v0.1.0",
-        world: "tool-plugin",
-        pub_export_macro: true,
-        export_macro_name: "__export_tool_plugin",
-        default_bindings_module: "talaria_sdk::__bindings",
-        runtime_path: "talaria_sdk::__wit_bindgen::rt",
-    });
+    pub use self::tool::talaria;
+
+    pub mod tool {
+        wit_bindgen::generate!({
+            path: "../wit/v0.2.0",
+            world: "tool-plugin",
+            pub_export_macro: true,
+            export_macro_name: "__export_tool_plugin",
+            default_bindings_module: "talaria_sdk::__bindings::tool",
+            runtime_path: "talaria_sdk::__wit_bindgen::rt",
+        });
+    }
+
+    pub mod memory {
+        wit_bindgen::generate!({
+            path: "../wit/v0.2.0",
+            inline: "
+                package talaria:sdk;
+
+                /// `memory-plugin` without its `tools` export (see the module docs).
+                world memory-exports {
+                    include talaria:plugin/host-imports@0.2.0;
+                    export talaria:plugin/memory@0.2.0;
+                }
+            ",
+            world: "talaria:sdk/memory-exports",
+            with: {
+                "talaria:plugin/types@0.2.0": super::tool::talaria::plugin::types,
+                "talaria:plugin/log@0.2.0": super::tool::talaria::plugin::log,
+                "talaria:plugin/config@0.2.0": super::tool::talaria::plugin::config,
+                "talaria:plugin/kv@0.2.0": super::tool::talaria::plugin::kv,
+                "talaria:plugin/secrets@0.2.0": super::tool::talaria::plugin::secrets,
+                "talaria:plugin/process@0.2.0": super::tool::talaria::plugin::process,
+                "talaria:plugin/llm@0.2.0": super::tool::talaria::plugin::llm,
+            },
+            pub_export_macro: true,
+            export_macro_name: "__export_memory_plugin",
+            default_bindings_module: "talaria_sdk::__bindings::memory",
+            runtime_path: "talaria_sdk::__wit_bindgen::rt",
+        });
+    }
+
+    pub mod context {
+        wit_bindgen::generate!({
+            path: "../wit/v0.2.0",
+            world: "context-engine-plugin",
+            with: {
+                "talaria:plugin/types@0.2.0": super::tool::talaria::plugin::types,
+                "talaria:plugin/log@0.2.0": super::tool::talaria::plugin::log,
+                "talaria:plugin/config@0.2.0": super::tool::talaria::plugin::config,
+                "talaria:plugin/kv@0.2.0": super::tool::talaria::plugin::kv,
+                "talaria:plugin/secrets@0.2.0": super::tool::talaria::plugin::secrets,
+                "talaria:plugin/process@0.2.0": super::tool::talaria::plugin::process,
+                "talaria:plugin/llm@0.2.0": super::tool::talaria::plugin::llm,
+            },
+            pub_export_macro: true,
+            export_macro_name: "__export_context_engine_plugin",
+            default_bindings_module: "talaria_sdk::__bindings::context",
+            runtime_path: "talaria_sdk::__wit_bindgen::rt",
+        });
+    }
+
+    pub mod hook {
+        wit_bindgen::generate!({
+            path: "../wit/v0.2.0",
+            world: "hook-plugin",
+            with: {
+                "talaria:plugin/types@0.2.0": super::tool::talaria::plugin::types,
+                "talaria:plugin/log@0.2.0": super::tool::talaria::plugin::log,
+                "talaria:plugin/config@0.2.0": super::tool::talaria::plugin::config,
+                "talaria:plugin/kv@0.2.0": super::tool::talaria::plugin::kv,
+                "talaria:plugin/secrets@0.2.0": super::tool::talaria::plugin::secrets,
+                "talaria:plugin/process@0.2.0": super::tool::talaria::plugin::process,
+                "talaria:plugin/llm@0.2.0": super::tool::talaria::plugin::llm,
+            },
+            pub_export_macro: true,
+            export_macro_name: "__export_hook_plugin",
+            default_bindings_module: "talaria_sdk::__bindings::hook",
+            runtime_path: "talaria_sdk::__wit_bindgen::rt",
+        });
+    }
 }
 
-/// Export tool functions as the plugin's tools.
+/// Export tool functions as the plugin's tools (world `tool-plugin`).
 ///
 /// Each function has the shape `fn(Args, &Context) -> Result<String, ToolError>` where `Args`
 /// implements `serde::Deserialize` and [`JsonSchema`]. The tool's name is the function's name and
@@ -87,30 +194,9 @@ pub mod __bindings {
 #[macro_export]
 macro_rules! export_tools {
     ($( $(#[doc = $doc:literal])* $tool:ident ),+ $(,)?) => {
+        $crate::__tool_set!(__TalariaTools { $( $(#[doc = $doc])* $tool ),+ });
         #[doc(hidden)]
-        struct __TalariaTools;
-
-        impl $crate::__bindings::exports::talaria::plugin::tools::Guest for __TalariaTools {
-            fn list() -> ::std::vec::Vec<$crate::__bindings::talaria::plugin::types::ToolSpec> {
-                ::std::vec![ $( $crate::__private::spec(stringify!($tool), &[$($doc),*], $tool) ),+ ]
-            }
-
-            fn call(
-                name: ::std::string::String,
-                args: ::std::string::String,
-                context: $crate::__bindings::talaria::plugin::types::CallContext,
-            ) -> ::std::result::Result<
-                ::std::string::String,
-                $crate::__bindings::talaria::plugin::types::ToolError,
-            > {
-                let context = $crate::Context::from(context);
-                match name.as_str() {
-                    $( stringify!($tool) => $crate::__private::invoke($tool, &args, &context), )+
-                    other => ::std::result::Result::Err($crate::__private::unknown_tool(other)),
-                }
-            }
-        }
-
-        $crate::__bindings::__export_tool_plugin!(__TalariaTools with_types_in $crate::__bindings);
+        type __TalariaToolsExport = $crate::__private::Tools<__TalariaTools>;
+        $crate::__bindings::tool::__export_tool_plugin!(__TalariaToolsExport with_types_in $crate::__bindings::tool);
     };
 }

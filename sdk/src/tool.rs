@@ -1,12 +1,18 @@
 //! The glue between plain tool functions and the `tools` export.
+//!
+//! `export_tools!` and `export_memory!` both turn a list of functions into a [`ToolSet`] (with
+//! the hidden `__tool_set!` macro) and export it through [`Tools`], so a tool behaves the same
+//! whichever kind of plugin offers it.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::path::{Component, Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use crate::__bindings::talaria::plugin::types as wit;
+use crate::__bindings::tool::exports::talaria::plugin::tools as export;
 
 /// What the host tells a tool about the call.
 #[derive(Debug, Clone)]
@@ -126,6 +132,28 @@ pub fn unknown_tool(name: &str) -> wit::ToolError {
     wit::ToolError::UnknownTool(name.to_string())
 }
 
+/// The tools of one plugin: what `__tool_set!` implements for the functions it is given.
+pub trait ToolSet {
+    /// The specs of every tool, in the order they were listed.
+    fn list() -> Vec<wit::ToolSpec>;
+
+    /// Run the tool called `name`.
+    fn call(name: &str, args: &str, context: &Context) -> Result<String, wit::ToolError>;
+}
+
+/// The `tools` export for any [`ToolSet`].
+pub struct Tools<S>(PhantomData<S>);
+
+impl<S: ToolSet> export::Guest for Tools<S> {
+    fn list() -> Vec<wit::ToolSpec> {
+        S::list()
+    }
+
+    fn call(name: String, args: String, context: wit::CallContext) -> Result<String, wit::ToolError> {
+        S::call(&name, &args, &Context::from(context))
+    }
+}
+
 /// Doc-comment lines to one description: lines joined, paragraphs kept.
 fn description(doc: &[&str]) -> String {
     let mut out = String::new();
@@ -155,9 +183,96 @@ fn schema_of<A: JsonSchema>() -> String {
     schema.to_string()
 }
 
+/// Implement [`ToolSet`] on a new unit struct `$set` for a list of tool functions. Shared by
+/// `export_tools!` and `export_memory!`; the list may be empty (a memory provider without tools).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __tool_set {
+    ($set:ident { $( $(#[doc = $doc:literal])* $tool:ident ),* $(,)? }) => {
+        #[doc(hidden)]
+        struct $set;
+
+        impl $crate::__private::ToolSet for $set {
+            fn list() -> ::std::vec::Vec<$crate::__private::ToolSpec> {
+                ::std::vec![ $( $crate::__private::spec(stringify!($tool), &[$($doc),*], $tool) ),* ]
+            }
+
+            #[allow(unused_variables)]
+            fn call(
+                name: &str,
+                args: &str,
+                context: &$crate::Context,
+            ) -> ::std::result::Result<::std::string::String, $crate::__private::WitToolError> {
+                match name {
+                    $( stringify!($tool) => $crate::__private::invoke($tool, args, context), )*
+                    other => ::std::result::Result::Err($crate::__private::unknown_tool(other)),
+                }
+            }
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::__bindings::tool::exports::talaria::plugin::tools::Guest;
+    use serde::Deserialize;
+
+    #[derive(Deserialize, JsonSchema)]
+    struct EchoArgs {
+        /// What to say.
+        text: String,
+    }
+
+    fn echo(args: EchoArgs, ctx: &Context) -> Result<String, ToolError> {
+        if args.text.is_empty() {
+            return Err(ToolError::invalid("text is empty"));
+        }
+        Ok(format!("{}@{}", args.text, ctx.session_id))
+    }
+
+    crate::__tool_set!(EchoSet {
+        /// Say it back.
+        echo,
+    });
+    crate::__tool_set!(NoTools {});
+
+    fn context() -> wit::CallContext {
+        wit::CallContext { session_id: "s1".into(), call_id: "c1".into(), workspace: "/w".into() }
+    }
+
+    #[test]
+    fn a_tool_set_lists_and_dispatches() {
+        let specs = Tools::<EchoSet>::list();
+        assert_eq!(specs.len(), 1);
+        assert_eq!((specs[0].name.as_str(), specs[0].description.as_str()), ("echo", "Say it back."));
+        let schema: serde_json::Value = serde_json::from_str(&specs[0].parameters).expect("json schema");
+        assert_eq!(schema["properties"]["text"]["description"], "What to say.");
+        assert_eq!(schema["required"], serde_json::json!(["text"]));
+
+        assert!(matches!(
+            Tools::<EchoSet>::call("echo".into(), r#"{"text":"hi"}"#.into(), context()),
+            Ok(s) if s == "hi@s1"
+        ));
+        assert!(matches!(
+            Tools::<EchoSet>::call("echo".into(), r#"{"text":""}"#.into(), context()),
+            Err(wit::ToolError::InvalidArgs(m)) if m == "text is empty"
+        ));
+        assert!(matches!(
+            Tools::<EchoSet>::call("echo".into(), r#"{"txt":"x"}"#.into(), context()),
+            Err(wit::ToolError::InvalidArgs(m)) if m.contains("missing field `text`")
+        ));
+        assert!(matches!(
+            Tools::<EchoSet>::call("nope".into(), "{}".into(), context()),
+            Err(wit::ToolError::UnknownTool(m)) if m == "nope"
+        ));
+    }
+
+    #[test]
+    fn an_empty_tool_set_has_no_tools() {
+        assert!(Tools::<NoTools>::list().is_empty());
+        assert!(matches!(Tools::<NoTools>::call("x".into(), "{}".into(), context()), Err(wit::ToolError::UnknownTool(_))));
+    }
 
     #[test]
     fn paths_resolve_against_the_workspace() {
