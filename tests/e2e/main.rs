@@ -137,7 +137,7 @@ fn weather_gets_its_key_at_the_http_boundary_only() {
     });
     let host = format!("127.0.0.1:{}", api.addr.port());
     let manifest = format!(
-        "name = \"weather\"\nversion = \"0.1.1\"\napi = \"0.1.0\"\n[capabilities]\nnetwork = [\"{host}\"]\nsecrets = [{{ name = \"WEATHER_API_KEY\", host = \"{host}\" }}]\n"
+        "name = \"weather\"\nversion = \"0.1.1\"\napi = \"0.2.0\"\n[capabilities]\nnetwork = [\"{host}\"]\nsecrets = [{{ name = \"WEATHER_API_KEY\", host = \"{host}\" }}]\n"
     );
     support::install(t.home.path(), "weather", &t.bundled_wasm("weather"), &manifest);
     std::fs::write(
@@ -266,7 +266,7 @@ fn web_fetch_reads_pages_but_never_loopback_through_its_wildcard() {
     // A user copy granted this very host explicitly may fetch it.
     let host = format!("127.0.0.1:{}", site.addr.port());
     let manifest =
-        format!("name = \"web\"\nversion = \"0.1.0\"\napi = \"0.1.0\"\n[capabilities]\nnetwork = [\"{host}\"]\n");
+        format!("name = \"web\"\nversion = \"0.1.0\"\napi = \"0.2.0\"\n[capabilities]\nnetwork = [\"{host}\"]\n");
     support::install(t.home.path(), "web", &t.bundled_wasm("web"), &manifest);
     t.ok(&["plugins", "grant", "web", &format!("net:{host}")]);
     let page = t.ok(&["tools", "call", "web_fetch", &format!(r#"{{"url": "{}"}}"#, site.url("/moved"))]);

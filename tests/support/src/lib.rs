@@ -32,11 +32,17 @@ pub const PROBE_MEMORY_WASM: &str = env!("TALARIA_TEST_PROBE_MEMORY_WASM");
 /// A 0.2.0 context engine that summarises through the llm import.
 pub const PROBE_CONTEXT_WASM: &str = env!("TALARIA_TEST_PROBE_CONTEXT_WASM");
 
-/// A manifest for a test plugin named `name` with a `[capabilities]` body.
+/// A manifest for a test tool plugin built with talaria-sdk (API 0.2.0) named `name`, with a
+/// `[capabilities]` body.
 pub fn manifest(name: &str, capabilities: &str) -> String {
     format!(
-        "name = \"{name}\"\nversion = \"0.1.0\"\napi = \"0.1.0\"\ndescription = \"test plugin\"\n\n[capabilities]\n{capabilities}\n"
+        "name = \"{name}\"\nversion = \"0.1.0\"\napi = \"0.2.0\"\ndescription = \"test plugin\"\n\n[capabilities]\n{capabilities}\n"
     )
+}
+
+/// A manifest for a tool plugin built against API 0.1.0 (the legacy test plugin).
+pub fn manifest_v1(name: &str, capabilities: &str) -> String {
+    manifest(name, capabilities).replace("api = \"0.2.0\"", "api = \"0.1.0\"")
 }
 
 /// A 0.2.0 manifest for `name` of `kinds` (e.g. `["hook"]`), with more TOML after (a `[hook]`
