@@ -5,7 +5,13 @@ use std::path::Path;
 
 use sha2::Digest;
 
-const BUNDLED: &[&str] = &["plugins/files", "plugins/web", "plugins/terminal", "plugins/weather"];
+const BUNDLED: &[&str] = &[
+    "plugins/files",
+    "plugins/web",
+    "plugins/terminal",
+    "plugins/weather",
+    "plugins/compressor",
+];
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
