@@ -294,7 +294,9 @@ mod tests {
             let name = event.name();
             match event {
                 Event::PreToolCall(c) if c.tool == "rm" => Decision::Block(format!("{name}: {}", c.arguments)),
-                Event::TransformToolResult(r) => Decision::ReplaceResult(format!("{}|{}|{}", r.result, r.ok, r.duration_ms)),
+                Event::TransformToolResult(r) => {
+                    Decision::ReplaceResult(format!("{}|{}|{}", r.result, r.ok, r.duration_ms))
+                }
                 Event::SubagentStop(s) => Decision::AddContext(s.child_session_id),
                 other => Decision::AddContext(other.session().map(|s| s.session_id.clone()).unwrap_or_default()),
             }

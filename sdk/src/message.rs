@@ -167,7 +167,10 @@ mod tests {
     #[test]
     fn constructors_set_role_and_tool_fields() {
         let t = Message::tool("call_1", "read_file", "ok");
-        assert_eq!((t.role, t.tool_call_id.as_str(), t.name.as_str(), t.content.as_str()), (Role::Tool, "call_1", "read_file", "ok"));
+        assert_eq!(
+            (t.role, t.tool_call_id.as_str(), t.name.as_str(), t.content.as_str()),
+            (Role::Tool, "call_1", "read_file", "ok")
+        );
         assert_eq!(Message::system("s").role, Role::System);
         let mut a = Message::assistant("");
         assert!(!a.is_tool_call());

@@ -271,7 +271,10 @@ mod tests {
     #[test]
     fn an_empty_tool_set_has_no_tools() {
         assert!(Tools::<NoTools>::list().is_empty());
-        assert!(matches!(Tools::<NoTools>::call("x".into(), "{}".into(), context()), Err(wit::ToolError::UnknownTool(_))));
+        assert!(matches!(
+            Tools::<NoTools>::call("x".into(), "{}".into(), context()),
+            Err(wit::ToolError::UnknownTool(_))
+        ));
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use crate::backoff::Backoff;
 use crate::config::Config;
-use crate::plan::{Plan, clear_tool_results, estimate_all};
+use crate::plan::{Plan, clear_tool_results, estimate_all, summary_role};
 use crate::sanitize::{check, sanitize};
 use crate::summary::{self, MARKER, Previous};
 use talaria_sdk::context::{CompressRequest, Compressed, Status};
@@ -67,11 +67,13 @@ pub fn compress(request: CompressRequest, config: &Config, host: &mut impl Host)
     let removed = middle.len() - usize::from(previous.is_some());
     let earlier = previous.map_or(0, |i| Previous::parse(&middle[i].content).compressed);
 
-    let request = Request::new(PURPOSE)
-        .system(format!("{}\n{}", summary::SYSTEM, summary::HEADINGS.join("\n")))
-        .user(summary::prompt(&middle, previous, focus.as_deref(), &memory_context, status.context_length))
-        .max_tokens(summary::budget(estimate_all(&middle), status.context_length));
-    let (text, source) = summarize(host, &session.session_id, force, &request);
+    let request = || {
+        Request::new(PURPOSE)
+            .system(format!("{}\n{}", summary::SYSTEM, summary::HEADINGS.join("\n")))
+            .user(summary::prompt(&middle, previous, focus.as_deref(), &memory_context, status.context_length))
+            .max_tokens(summary::budget(estimate_all(&middle), status.context_length))
+    };
+    let (text, source) = summarize(host, &session.session_id, force, request);
     let text = text.unwrap_or_else(|| summary::fallback(&middle, previous, removed));
 
     let number = status.compressions.saturating_add(1);
@@ -102,7 +104,12 @@ pub fn compress(request: CompressRequest, config: &Config, host: &mut impl Host)
 
 /// Ask the model unless backing off (and not forced); keep the backoff record. `None` means: use
 /// the fallback.
-fn summarize(host: &mut impl Host, session_id: &str, force: bool, request: &Request) -> (Option<String>, Source) {
+fn summarize(
+    host: &mut impl Host,
+    session_id: &str,
+    force: bool,
+    request: impl FnOnce() -> Request,
+) -> (Option<String>, Source) {
     let key = Backoff::key(session_id);
     let state = host.kv_get(&key).and_then(|bytes| Backoff::decode(&bytes));
     let now = host.now();
@@ -112,7 +119,7 @@ fn summarize(host: &mut impl Host, session_id: &str, force: bool, request: &Requ
     {
         return (None, Source::BackingOff(b.remaining(now)));
     }
-    let why = match host.complete(request) {
+    let why = match host.complete(&request()) {
         Ok(c) => match clean(&c.text) {
             Some(text) => {
                 if state.is_some() {
@@ -133,7 +140,7 @@ fn summarize(host: &mut impl Host, session_id: &str, force: bool, request: &Requ
         next.failures,
         next.remaining(now)
     ));
-    (None, Source::Failed(one_line(&why)))
+    (None, Source::Failed(summary::clip(&one_line(&why), 300).into_owned()))
 }
 
 /// The model's summary without an echoed marker line; `None` when nothing is left.
@@ -145,17 +152,10 @@ fn clean(text: &str) -> Option<String> {
     (!text.is_empty()).then(|| text.to_string())
 }
 
-/// Head + summary + tail. The summary is a user message after an assistant (or at the start),
-/// an assistant message after a user; after tool results it takes the role the tail does not
-/// start with. When the tail starts with the same role anyway, the summary goes in front of that
-/// message's text instead of standing alone.
+/// Head + summary + tail, the summary in the role [`summary_role`] picks; in front of the tail's
+/// first message when that has the same role.
 fn assemble(head: Vec<Message>, summary: String, mut tail: Vec<Message>) -> Vec<Message> {
-    let next = tail.first().map(|m| m.role);
-    let role = match head.last().map(|m| m.role) {
-        Some(Role::User) => Role::Assistant,
-        Some(Role::Tool) if next == Some(Role::User) => Role::Assistant,
-        Some(Role::Tool | Role::Assistant | Role::System) | None => Role::User,
-    };
+    let role = summary_role(head.last(), tail.first());
     let mut out = head;
     match tail.first_mut() {
         Some(first) if first.role == role => first.content = summary::merged(&summary, &first.content),

@@ -88,6 +88,23 @@ impl Plan {
             }
         }
 
+        // If the summary could not stand alone between head and tail (see `summary_role`), the
+        // tail takes one more step back when that helps and leaves something to summarize, so the
+        // summary is not merged into a kept message (above all, not into the user's request).
+        if tail_start < n && tail_start > head_end {
+            let role = summary_role(head_end.checked_sub(1).map(|i| &messages[i]), Some(&messages[tail_start]));
+            if role == messages[tail_start].role {
+                let mut t = tail_start - 1;
+                while t > head_end && messages[t].role == Role::Tool {
+                    t -= 1;
+                }
+                let fits = messages[t].role != role && messages[t].role != Role::Tool && !is_summary(&messages[t]);
+                if t > head_end && fits && (head_end..t).any(|i| !is_summary(&messages[i])) {
+                    tail_start = t;
+                }
+            }
+        }
+
         let previous = (head_end..tail_start).rev().find(|&i| is_summary(&messages[i]));
         let clear_before = tail_start.min(n.saturating_sub(config.protect_last_n.saturating_mul(3)));
         Self { head_end, tail_start, previous, clear_before }
@@ -101,6 +118,19 @@ impl Plan {
     /// Whether the middle holds anything besides an earlier summary.
     pub fn has_work(&self) -> bool {
         self.middle().any(|i| Some(i) != self.previous)
+    }
+}
+
+/// The role of the summary message between `before` (the head's last message) and `after` (the
+/// tail's first): a user message after an assistant message or at the start, an assistant message
+/// after a user one; after tool results, whichever the tail does not start with. When `after` has
+/// that role anyway, the summary goes in front of its text.
+pub fn summary_role(before: Option<&Message>, after: Option<&Message>) -> Role {
+    let next = after.map(|m| m.role);
+    match before.map(|m| m.role) {
+        Some(Role::User) => Role::Assistant,
+        Some(Role::Tool) if next == Some(Role::User) => Role::Assistant,
+        Some(Role::Tool | Role::Assistant | Role::System) | None => Role::User,
     }
 }
 
