@@ -11,6 +11,8 @@ const BUNDLED: &[&str] = &[
     "plugins/terminal",
     "plugins/weather",
     "plugins/compressor",
+    "plugins/guard",
+    "plugins/audit",
 ];
 
 fn main() {
