@@ -261,8 +261,7 @@ mod tests {
         assert_eq!(sent[3].extra, "");
         assert_eq!((sent[2].tool_call_id.as_str(), sent[2].name.as_str()), ("c1", "read_file"));
         let known = extras(&sent);
-        let back: Vec<Message> =
-            sent.into_iter().map(|m| message_back(m, &known, "p").expect("valid")).collect();
+        let back: Vec<Message> = sent.into_iter().map(|m| message_back(m, &known, "p").expect("valid")).collect();
         assert_eq!(back, history);
     }
 

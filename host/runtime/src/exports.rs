@@ -46,9 +46,28 @@ pub(crate) enum ToolsExport {
     V0_2(v2::exports::talaria::plugin::tools::GuestIndices),
 }
 
+/// The names a component exports, and the `talaria:plugin` interfaces it imports: all the
+/// checks against the manifest need (cached beside the tool specs, so a cache hit is checked
+/// too).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Surface {
+    pub exports: Vec<String>,
+    pub imports: Vec<String>,
+}
+
+impl Surface {
+    fn of(engine: &Engine, component: &Component) -> Self {
+        let ty = component.component_type();
+        let exports = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+        let imports = ty.imports(engine).map(|(name, _)| name.to_string()).filter(|n| n.starts_with(PREFIX)).collect();
+        Self { exports, imports }
+    }
+}
+
 /// A component ready to instantiate, with the exports it has.
 pub(crate) struct Prepared {
     pub pre: InstancePre<HostState>,
+    pub surface: Surface,
     pub tools: Option<ToolsExport>,
     pub memory: Option<v2::exports::talaria::plugin::memory::GuestIndices>,
     pub context: Option<v2::exports::talaria::plugin::context::GuestIndices>,
@@ -84,18 +103,49 @@ fn line(v: &semver::Version) -> (u64, u64) {
 /// Check `component` against `manifest` and look up its exports.
 ///
 /// # Errors
-/// A sentence saying what the component exports or imports that does not fit, naming both
-/// sides (the manifest's `api` and `kind`, the component's interfaces).
+/// As for [`check`]; and imports this host does not provide.
 pub(crate) fn prepare(
     engine: &Engine,
     instance_pre: Result<InstancePre<HostState>, wasmtime::Error>,
     component: &Component,
     manifest: &Manifest,
 ) -> Result<Prepared, String> {
-    let ty = component.component_type();
-    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
-    let imports: Vec<String> = ty.imports(engine).map(|(name, _)| name.to_string()).collect();
-    let (our_exports, our_imports) = (ours(&exports), ours(&imports));
+    let surface = Surface::of(engine, component);
+    let api = check(&surface, manifest)?;
+    let has = |iface: &str| ours(&surface.exports).iter().any(|(_, i, _)| *i == iface);
+    let pre = instance_pre.map_err(|e| format!("the component needs imports this host does not provide: {e:#}"))?;
+    let bad = |iface: &str, e: wasmtime::Error| format!("its export {PREFIX}{iface}@{}: {e:#}", api.version());
+    let tools = match (has("tools"), api) {
+        (false, _) => None,
+        (true, Api::V0_1) => Some(ToolsExport::V0_1(
+            v1::exports::talaria::plugin::tools::GuestIndices::new(&pre).map_err(|e| bad("tools", e))?,
+        )),
+        (true, Api::V0_2) => Some(ToolsExport::V0_2(
+            v2::exports::talaria::plugin::tools::GuestIndices::new(&pre).map_err(|e| bad("tools", e))?,
+        )),
+    };
+    let v2_only = api == Api::V0_2;
+    let memory = (v2_only && has("memory"))
+        .then(|| v2::exports::talaria::plugin::memory::GuestIndices::new(&pre).map_err(|e| bad("memory", e)))
+        .transpose()?;
+    let context = (v2_only && has("context"))
+        .then(|| v2::exports::talaria::plugin::context::GuestIndices::new(&pre).map_err(|e| bad("context", e)))
+        .transpose()?;
+    let hooks = (v2_only && has("hooks"))
+        .then(|| v2::exports::talaria::plugin::hooks::GuestIndices::new(&pre).map_err(|e| bad("hooks", e)))
+        .transpose()?;
+    Ok(Prepared { pre, surface, tools, memory, context, hooks })
+}
+
+/// Check what a component exports and imports against its manifest; the API version it was
+/// built against.
+///
+/// # Errors
+/// A sentence saying what does not fit, naming both sides (the manifest's `api` and `kind`,
+/// the component's interfaces).
+pub(crate) fn check(surface: &Surface, manifest: &Manifest) -> Result<Api, String> {
+    let exports = &surface.exports;
+    let (our_exports, our_imports) = (ours(exports), ours(&surface.imports));
     let supported = SUPPORTED_API_VERSIONS.join(", ");
     for (verb, list) in [("exports", &our_exports), ("imports", &our_imports)] {
         if let Some((name, _, _)) = list.iter().find(|(_, _, v)| Api::parse(v).is_none()) {
@@ -119,7 +169,7 @@ pub(crate) fn prepare(
     let kinds = manifest.kind_list();
     let Some((_, _, version)) = our_exports.first() else {
         let kind = kinds.first().copied().unwrap_or(Kind::Tool);
-        return Err(missing_export(kind, &wanted_api, &exports));
+        return Err(missing_export(kind, &wanted_api, exports));
     };
     let api = Api::parse(version).ok_or_else(|| format!("unsupported API version {version}"))?;
     let built = semver::Version::parse(api.version()).map_err(|e| e.to_string())?;
@@ -135,7 +185,7 @@ pub(crate) fn prepare(
     for &kind in &kinds {
         let (iface, _) = interface_of(kind);
         if !has(iface) {
-            return Err(missing_export(kind, api.version(), &exports));
+            return Err(missing_export(kind, api.version(), exports));
         }
     }
     for (name, iface, _) in &our_exports {
@@ -153,28 +203,7 @@ pub(crate) fn prepare(
             ));
         }
     }
-    let pre = instance_pre.map_err(|e| format!("the component needs imports this host does not provide: {e:#}"))?;
-    let bad = |iface: &str, e: wasmtime::Error| format!("its export {PREFIX}{iface}@{}: {e:#}", api.version());
-    let tools = match (has("tools"), api) {
-        (false, _) => None,
-        (true, Api::V0_1) => Some(ToolsExport::V0_1(
-            v1::exports::talaria::plugin::tools::GuestIndices::new(&pre).map_err(|e| bad("tools", e))?,
-        )),
-        (true, Api::V0_2) => Some(ToolsExport::V0_2(
-            v2::exports::talaria::plugin::tools::GuestIndices::new(&pre).map_err(|e| bad("tools", e))?,
-        )),
-    };
-    let v2_only = api == Api::V0_2;
-    let memory = (v2_only && has("memory"))
-        .then(|| v2::exports::talaria::plugin::memory::GuestIndices::new(&pre).map_err(|e| bad("memory", e)))
-        .transpose()?;
-    let context = (v2_only && has("context"))
-        .then(|| v2::exports::talaria::plugin::context::GuestIndices::new(&pre).map_err(|e| bad("context", e)))
-        .transpose()?;
-    let hooks = (v2_only && has("hooks"))
-        .then(|| v2::exports::talaria::plugin::hooks::GuestIndices::new(&pre).map_err(|e| bad("hooks", e)))
-        .transpose()?;
-    Ok(Prepared { pre, tools, memory, context, hooks })
+    Ok(api)
 }
 
 fn missing_export(kind: Kind, version: &str, exports: &[String]) -> String {

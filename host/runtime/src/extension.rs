@@ -51,11 +51,7 @@ impl Runtime {
         Self::check_enabled(plugin)?;
         if !plugin.is(kind) {
             let kinds: Vec<&str> = plugin.kinds().iter().map(|k| k.name()).collect();
-            return Err(format!(
-                "plugin '{}' is not a {kind} plugin (its kinds: {})",
-                plugin.name(),
-                kinds.join(", ")
-            ));
+            return Err(format!("plugin '{}' is not a {kind} plugin (its kinds: {})", plugin.name(), kinds.join(", ")));
         }
         let (prepared, _) = self.prepared(plugin)?;
         let (engine, _) = self.engine().map_err(|e| e.to_string())?;
@@ -74,7 +70,8 @@ impl Runtime {
         f: impl AsyncFnOnce(&mut Store<HostState>, &memory::Guest) -> wasmtime::Result<Result<T, String>>,
     ) -> Result<T, String> {
         let (engine, prepared) = self.ready(plugin, Kind::Memory)?;
-        let indices = prepared.memory.as_ref().ok_or_else(|| format!("plugin '{}' exports no memory", plugin.name()))?;
+        let indices =
+            prepared.memory.as_ref().ok_or_else(|| format!("plugin '{}' exports no memory", plugin.name()))?;
         let limits = plugin.limits_for(Kind::Memory);
         let workspace = self.session_workspace(session);
         instance::run_resident(engine, plugin, &prepared.pre, indices, workspace, limits, async |store, guest| {
@@ -118,8 +115,7 @@ impl Runtime {
     /// returned more than its output cap; the text says which.
     pub async fn memory_prompt_block(&self, plugin: &Plugin, session: &PluginSession) -> Result<String, String> {
         let info = convert::session(session);
-        let text =
-            self.memory_call(plugin, session, async |s, m| m.call_system_prompt_block(s, &info).await).await?;
+        let text = self.memory_call(plugin, session, async |s, m| m.call_system_prompt_block(s, &info).await).await?;
         Self::capped(plugin, Kind::Memory, text.len())?;
         Ok(text)
     }
@@ -166,8 +162,7 @@ impl Runtime {
         session: &PluginSession,
     ) -> Result<String, String> {
         let (info, wit) = (convert::session(session), convert::messages(messages));
-        let text =
-            self.memory_call(plugin, session, async |s, m| m.call_on_pre_compress(s, &wit, &info).await).await?;
+        let text = self.memory_call(plugin, session, async |s, m| m.call_on_pre_compress(s, &wit, &info).await).await?;
         Self::capped(plugin, Kind::Memory, text.len())?;
         Ok(text)
     }
@@ -244,7 +239,11 @@ impl Runtime {
         };
         let out = self.context_call(plugin, session, async |s, c| c.call_compress(s, &wit).await).await?;
         let who = who(plugin, Kind::ContextEngine);
-        Self::capped(plugin, Kind::ContextEngine, out.note.len() + out.messages.iter().map(convert::message_bytes).sum::<usize>())?;
+        Self::capped(
+            plugin,
+            Kind::ContextEngine,
+            out.note.len() + out.messages.iter().map(convert::message_bytes).sum::<usize>(),
+        )?;
         let messages = out
             .messages
             .into_iter()

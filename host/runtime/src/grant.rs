@@ -45,9 +45,15 @@ pub struct HostPattern {
 /// One capability, requested or granted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Capability {
-    Fs { path: String, access: Access },
+    Fs {
+        path: String,
+        access: Access,
+    },
     Net(HostPattern),
-    Secret { name: String, host: HostPattern },
+    Secret {
+        name: String,
+        host: HostPattern,
+    },
     Process,
     Kv,
     /// Auxiliary model completions through the host (`talaria:plugin/llm`, API 0.2.0).
@@ -392,9 +398,11 @@ impl Grants {
                     };
                     Some(GrantedDir { path, access: *access, plugin_data })
                 }
-                Capability::Net(_) | Capability::Secret { .. } | Capability::Process | Capability::Kv | Capability::Llm => {
-                    None
-                }
+                Capability::Net(_)
+                | Capability::Secret { .. }
+                | Capability::Process
+                | Capability::Kv
+                | Capability::Llm => None,
             })
             .collect()
     }
@@ -481,8 +489,11 @@ mod tests {
             &[cap("fs:rw:$WORKSPACE"), cap("fs:rw:$PLUGIN_DATA"), cap("fs:ro:/data")],
             vec![cap("fs:rw:$WORKSPACE"), cap("fs:ro:$WORKSPACE/docs"), cap("fs:rw:$PLUGIN_DATA"), cap("fs:ro:/data")],
         );
-        let dirs: Vec<(PathBuf, Access, bool)> =
-            g.dirs(Path::new("/w"), Path::new("/h/plugin-data/p")).into_iter().map(|d| (d.path, d.access, d.plugin_data)).collect();
+        let dirs: Vec<(PathBuf, Access, bool)> = g
+            .dirs(Path::new("/w"), Path::new("/h/plugin-data/p"))
+            .into_iter()
+            .map(|d| (d.path, d.access, d.plugin_data))
+            .collect();
         assert_eq!(
             dirs,
             vec![

@@ -54,9 +54,9 @@ impl Failure {
                 "plugin '{name}' exceeded its {secs}s deadline and was stopped after {:.2}s",
                 elapsed.as_secs_f32()
             )),
-            Failure::Deadline { trapped: false, .. } => {
-                ToolError::Crashed(format!("plugin '{name}' did not finish within its {secs}s deadline and was stopped"))
-            }
+            Failure::Deadline { trapped: false, .. } => ToolError::Crashed(format!(
+                "plugin '{name}' did not finish within its {secs}s deadline and was stopped"
+            )),
             Failure::Crashed(what) => ToolError::Crashed(format!("plugin '{name}' {what}")),
         }
     }
@@ -118,7 +118,9 @@ async fn guarded<T>(
         Ok(Err(trap)) if trap.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
             Err(Failure::Deadline { elapsed, trapped: true })
         }
-        Ok(Err(trap)) => Err(Failure::Crashed(describe_trap(&trap, state.limiter.refused, limits, &state.stderr.contents()))),
+        Ok(Err(trap)) => {
+            Err(Failure::Crashed(describe_trap(&trap, state.limiter.refused, limits, &state.stderr.contents())))
+        }
     }
 }
 
@@ -192,9 +194,8 @@ pub(crate) fn clip(text: String, max: usize) -> String {
 
 /// The refusal when a plugin returned `bytes` bytes, over its output cap.
 pub(crate) fn over_cap(who: &str, bytes: usize, limits: CallLimits) -> Option<String> {
-    (bytes > limits.output_bytes).then(|| {
-        format!("{who} returned {bytes} bytes, over its output cap of {} KiB", limits.output_bytes / 1024)
-    })
+    (bytes > limits.output_bytes)
+        .then(|| format!("{who} returned {bytes} bytes, over its output cap of {} KiB", limits.output_bytes / 1024))
 }
 
 /// What a trap means, to follow "plugin 'NAME' ".

@@ -2,22 +2,44 @@
 //!
 //! [`Runtime::new`] discovers plugins (bundled, user, trusted project), reads their manifests
 //! and the user's grants — without compiling anything. A plugin is compiled (or loaded from the
-//! compile cache) the first time it is needed; every tool call then runs in a fresh instance
-//! with the plugin's memory cap, deadline and output cap, seeing only what it was granted.
+//! compile cache) the first time it is needed, and its exports are checked against its manifest
+//! then: the API version (components built against 0.1.0 and 0.2.0 both load, each through
+//! its own bindings) and its [`Kind`]s. Every call runs with the plugin's memory cap, deadline
+//! and output cap, seeing only what it was granted.
+//!
+//! - tools: [`Runtime::tools`] and [`Runtime::call`]; every call in a fresh instance;
+//! - hooks: [`Runtime::hook`] sends a [`HookEvent`](talaria_protocol::HookEvent) to a hook
+//!   plugin that asked for it, in a fresh instance (10 s deadline by default);
+//! - memory providers: `Runtime::memory_*`, on one resident instance per provider, kept across
+//!   calls and made again after a trap or a missed deadline;
+//! - context engines: `Runtime::context_*`, a fresh instance per call (120 s by default);
+//! - the `llm` import: completions through the embedder's [`LlmBackend`]
+//!   ([`RuntimeConfig::llm`]), for plugins granted `llm`.
+//!
+//! Plugins switched off (`enabled = false` in plugin.toml, or by the operator) are listed but
+//! never called; [`Runtime::plugins_of_kind`] gives the enabled plugins of a kind.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use talaria_protocol::{HookEvent, PluginSession, ToolCallEvent};
 //! use talaria_runtime::{CallContext, Runtime, RuntimeConfig};
 //! let config = RuntimeConfig::new("/home/me/.talaria".into(), std::env::current_dir()?);
 //! let runtime = Runtime::new(config, &[])?;
 //! let (tools, problems) = runtime.tools().await;
 //! let out = runtime.call("read_file", r#"{"path": "README.md"}"#, CallContext::default()).await?;
 //! println!("{}", out.output);
+//! let event = HookEvent::PreToolCall(ToolCallEvent { tool: "read_file".into(), ..Default::default() });
+//! for hook in runtime.plugins_of_kind("hook") {
+//!     if hook.wants(event.kind()) {
+//!         let decision = runtime.hook(&hook, &event, &PluginSession::default()).await;
+//!         println!("{}: {decision:?}", hook.name());
+//!     }
+//! }
 //! # Ok(()) }
 //! ```
 //!
-//! Main types: [`Runtime`], [`Plugin`], [`Manifest`], [`Capability`] and [`Grants`],
-//! [`CompileCache`], [`ProcessRunner`] with its [`Approver`].
+//! Main types: [`Runtime`], [`Plugin`], [`Manifest`] and [`Kind`], [`Capability`] and
+//! [`Grants`], [`CompileCache`], [`ProcessRunner`] with its [`Approver`], [`LlmBackend`].
 
 mod args;
 pub mod cache;
@@ -57,7 +79,7 @@ pub use plugin::{CallContext, CallLimits, CallOutput, Plugin};
 pub use process::{Approval, ApprovalRequest, Approver, ProcessRunner, Unattended};
 pub use secrets::Secrets;
 
-use crate::exports::{Prepared, ToolsExport};
+use crate::exports::{Prepared, Surface, ToolsExport};
 use crate::host::bindings::{v1, v2};
 use crate::host::{HostState, PluginEnv, Services};
 use crate::instance::GuestError;
@@ -168,6 +190,9 @@ impl RuntimeConfig {
         }
     }
 }
+
+/// How a component was obtained and how long it took, when that happened just now.
+type Fresh = Option<(CacheOutcome, Duration)>;
 
 /// Deadline for a plugin's `list` export.
 const LIST_DEADLINE: Duration = Duration::from_secs(5);
@@ -336,7 +361,7 @@ impl Runtime {
     }
 
     /// The compiled and checked component, and how it was obtained if that happened now.
-    fn prepared<'p>(&self, plugin: &'p Plugin) -> Result<(&'p Prepared, Option<(CacheOutcome, Duration)>), String> {
+    fn prepared<'p>(&self, plugin: &'p Plugin) -> Result<(&'p Prepared, Fresh), String> {
         let mut fresh = None;
         let pre = plugin.pre.get_or_init(|| {
             let (engine, linker) = self.engine().map_err(|e| e.to_string())?;
@@ -392,31 +417,39 @@ impl Runtime {
             .get_or_init(|| async {
                 let sha = plugin.sha256().map_err(ToolError::Unavailable)?.to_string();
                 let cache_file = self.cache.specs_file(&sha);
-                if let Some(specs) =
-                    std::fs::read(&cache_file).ok().and_then(|b| serde_json::from_slice::<Vec<ToolSpec>>(&b).ok())
+                if let Some(cached) =
+                    std::fs::read(&cache_file).ok().and_then(|b| serde_json::from_slice::<SpecCache>(&b).ok())
                 {
-                    return Ok(specs
+                    // The same component may sit behind another manifest: check it against this one.
+                    exports::check(&cached.surface, &plugin.manifest).map_err(|e| {
+                        ToolError::Unavailable(format!("plugin '{}' ({}): {e}", plugin.name(), plugin.location))
+                    })?;
+                    return Ok(cached
+                        .tools
                         .into_iter()
                         .map(|s| ToolSpec { plugin: plugin.name().to_string(), ..s })
                         .collect());
                 }
-                let specs = self.list_specs(plugin).await?;
-                if let Ok(bytes) = serde_json::to_vec(&specs)
+                let (specs, surface) = self.list_specs(plugin).await?;
+                let cached = SpecCache { surface, tools: specs };
+                if let Ok(bytes) = serde_json::to_vec(&cached)
                     && let Err(e) =
                         fsutil::private_dir(self.cache.dir()).and_then(|()| fsutil::write_private(&cache_file, &bytes))
                 {
                     tracing::warn!("could not cache tool specs: {e}");
                 }
-                Ok(specs)
+                Ok(cached.tools)
             })
             .await;
         specs.clone()
     }
 
-    async fn list_specs(&self, plugin: &Plugin) -> Result<Vec<ToolSpec>, ToolError> {
+    /// The checked tool specs of a plugin, from its `list` export, and its surface.
+    async fn list_specs(&self, plugin: &Plugin) -> Result<(Vec<ToolSpec>, Surface), ToolError> {
         let (prepared, _) = self.prepared(plugin).map_err(ToolError::Unavailable)?;
         let (engine, _) = self.engine()?;
-        let Some(tools) = &prepared.tools else { return Ok(Vec::new()) };
+        let surface = prepared.surface.clone();
+        let Some(tools) = &prepared.tools else { return Ok((Vec::new(), surface)) };
         // Listing is quick for any honest plugin; a hanging one must not hold up every tool.
         let limits = CallLimits { timeout: plugin.limits.timeout.min(LIST_DEADLINE), ..plugin.limits };
         let (raw, _) = instance::run_fresh(
@@ -473,7 +506,7 @@ impl Runtime {
                 plugin: plugin.name().to_string(),
             });
         }
-        Ok(specs)
+        Ok((specs, surface))
     }
 
     /// Every tool of every usable plugin, and the problems met while finding them.
@@ -613,6 +646,14 @@ impl Runtime {
         }
         Ok(CallOutput { output, denials, elapsed: started.elapsed() })
     }
+}
+
+/// What the spec cache keeps per component: its surface (to check it against the manifest
+/// that names it) and its tools.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SpecCache {
+    surface: Surface,
+    tools: Vec<ToolSpec>,
 }
 
 /// A tool spec as a plugin listed it, before it is checked.

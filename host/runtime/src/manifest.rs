@@ -453,7 +453,10 @@ mod tests {
     fn an_incompatible_api_says_what_is_supported() {
         parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.2.0\"")).expect("0.2.0 is supported");
         let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.3.0\"")).expect_err("refused");
-        assert!(e.contains("field `api`: plugin API 0.3.0 is not supported: this talaria supports 0.1.0, 0.2.0"), "{e}");
+        assert!(
+            e.contains("field `api`: plugin API 0.3.0 is not supported: this talaria supports 0.1.0, 0.2.0"),
+            "{e}"
+        );
         let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"1.0.0\"")).expect_err("refused");
         assert!(e.contains("plugin API 1.0.0 is not supported"), "{e}");
     }
@@ -480,7 +483,10 @@ mod tests {
     }
 
     fn v2(body: &str) -> String {
-        format!("{}\n{body}", GOOD.replace("api = \"0.1.0\"", "api = \"0.2.0\"").replace("[capabilities]", "[capabilities]\nllm = true"))
+        format!(
+            "{}\n{body}",
+            GOOD.replace("api = \"0.1.0\"", "api = \"0.2.0\"").replace("[capabilities]", "[capabilities]\nllm = true")
+        )
     }
 
     #[test]
@@ -498,7 +504,8 @@ mod tests {
 
     #[test]
     fn a_non_tool_kind_needs_api_0_2_0() {
-        let e = parse(&format!("kind = [\"hook\"]\n{GOOD}\n[hook]\nevents = [\"pre_tool_call\"]")).expect_err("refused");
+        let e =
+            parse(&format!("kind = [\"hook\"]\n{GOOD}\n[hook]\nevents = [\"pre_tool_call\"]")).expect_err("refused");
         assert!(
             e.ends_with("field `kind`: `hook` plugins need api 0.2.0 or later (this manifest says api = \"0.1.0\")"),
             "{e}"

@@ -6,7 +6,7 @@ use serde_json::json;
 use talaria_protocol::ToolError;
 use talaria_test_support::FakeServer;
 
-use crate::{Env, call, crashed, failed, ok};
+use crate::{Env, call, call_on, crashed, failed, ok};
 
 const FS_RW: &str = r#"filesystem = [{ path = "$WORKSPACE", access = "read-write" }]"#;
 
@@ -231,6 +231,7 @@ async fn an_infinite_loop_is_stopped_at_the_deadline() {
     std::fs::write(&manifest, format!("{text}\n[limits]\ntimeout_secs = 1\n")).expect("write");
     let rt = env.runtime();
     ok(call(&rt, "echo", json!({ "text": "warm up" })).await);
+    let _spinning = crate::SPINNING.lock().await;
     let started = Instant::now();
     let e = crashed(call(&rt, "spin", json!({})).await);
     let elapsed = started.elapsed();
@@ -340,4 +341,68 @@ async fn bad_arguments_get_a_clear_error() {
         Err(ToolError::UnknownTool(m)) => assert!(m.starts_with("nope (available: "), "{m}"),
         other => panic!("{other:?}"),
     }
+}
+
+const DATA_RW: &str = r#"filesystem = [{ path = "$PLUGIN_DATA", access = "read-write" }]"#;
+
+#[tokio::test]
+async fn plugin_data_is_writable_by_its_plugin_and_invisible_to_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let home = env.home.path().canonicalize().expect("canon");
+    let keeper_dir = home.join("plugin-data/keeper");
+    let note = keeper_dir.join("note.txt");
+    env.evil("keeper", DATA_RW, &["fs:rw:$PLUGIN_DATA"]);
+    // `snoop` has a data directory of its own, and asks for keeper's by its absolute path.
+    let snoop_fs = format!(
+        r#"filesystem = [{{ path = "$PLUGIN_DATA", access = "read-write" }}, {{ path = "{}", access = "read" }}]"#,
+        keeper_dir.display()
+    );
+    env.evil("snoop", &snoop_fs, &["fs:rw:$PLUGIN_DATA", &format!("fs:ro:{}", keeper_dir.display())]);
+    let rt = env.runtime();
+    let (keeper, snoop) = (rt.plugin("keeper").expect("keeper").clone(), rt.plugin("snoop").expect("snoop").clone());
+    assert_eq!(
+        ok(call_on(&rt, &keeper, "env_var", json!({ "name": "PLUGIN_DATA" })).await),
+        keeper_dir.display().to_string()
+    );
+    let text = format!("{}\nkept", note.display());
+    assert_eq!(ok(call_on(&rt, &keeper, "write_path", json!({ "text": text })).await), "written");
+    assert_eq!(ok(call_on(&rt, &keeper, "read_path", json!({ "path": note })).await), "kept");
+    assert_eq!(std::fs::read_to_string(&note).expect("on the host"), "kept");
+    let mode = std::fs::metadata(&keeper_dir).expect("dir").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "created private");
+
+    assert_eq!(
+        ok(call_on(&rt, &snoop, "env_var", json!({ "name": "PLUGIN_DATA" })).await),
+        home.join("plugin-data/snoop").display().to_string()
+    );
+    let e = failed(call_on(&rt, &snoop, "read_path", json!({ "path": note })).await);
+    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
+
+    // Requested but not granted: no directory, no variable.
+    std::fs::remove_file(env.home.path().join("grants.toml")).expect("reset grants");
+    let rt = env.runtime();
+    let keeper = rt.plugin("keeper").expect("keeper").clone();
+    assert_eq!(
+        ok(call_on(&rt, &keeper, "env_var", json!({ "name": "PLUGIN_DATA" })).await),
+        "env: environment variable not found"
+    );
+    let e = failed(call_on(&rt, &keeper, "read_path", json!({ "path": note })).await);
+    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
+}
+
+#[tokio::test]
+async fn a_plugin_data_directory_that_is_a_symlink_is_not_opened() {
+    let env = Env::new();
+    std::fs::write(env.ws().join("inside.txt"), "workspace file").expect("write");
+    let data = env.home.path().join("plugin-data");
+    std::fs::create_dir_all(&data).expect("dir");
+    std::os::unix::fs::symlink(env.ws(), data.join("keeper")).expect("symlink");
+    env.evil("keeper", DATA_RW, &["fs:rw:$PLUGIN_DATA"]);
+    let rt = env.runtime();
+    assert_eq!(ok(call(&rt, "env_var", json!({ "name": "PLUGIN_DATA" })).await), "env: environment variable not found");
+    let e = failed(call(&rt, "read_path", json!({ "path": data.join("keeper/inside.txt") })).await);
+    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
+    let e = failed(call(&rt, "read_path", json!({ "path": env.ws().join("inside.txt") })).await);
+    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
 }

@@ -14,7 +14,14 @@ use talaria::plugin::types::{Message, Role, SessionInfo};
 struct Probe;
 
 fn plain(role: Role, content: String) -> Message {
-    Message { role, content, tool_calls: Vec::new(), tool_call_id: String::new(), name: String::new(), extra: String::new() }
+    Message {
+        role,
+        content,
+        tool_calls: Vec::new(),
+        tool_call_id: String::new(),
+        name: String::new(),
+        extra: String::new(),
+    }
 }
 
 impl Guest for Probe {
@@ -56,7 +63,8 @@ impl Guest for Probe {
             summary.push_str(&format!("\n{}", request.carry));
         }
         let mut messages = vec![plain(Role::User, summary)];
-        if let Some(last) = request.messages.iter().rev().find(|m| m.role == Role::Assistant && m.tool_calls.is_empty()) {
+        if let Some(last) = request.messages.iter().rev().find(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
+        {
             messages.push(last.clone());
         }
         let note = format!(

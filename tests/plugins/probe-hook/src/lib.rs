@@ -27,7 +27,9 @@ fn ask(content: &str, role: Role) -> Result<llm::Completion, LlmError> {
 
 fn llm_answer(result: Result<llm::Completion, LlmError>) -> Decision {
     match result {
-        Ok(c) => Decision::AddContext(format!("{} ({}, {}+{} tokens)", c.text, c.model, c.input_tokens, c.output_tokens)),
+        Ok(c) => {
+            Decision::AddContext(format!("{} ({}, {}+{} tokens)", c.text, c.model, c.input_tokens, c.output_tokens))
+        }
         Err(LlmError::Denied(m)) => Decision::Block(format!("denied: {m}")),
         Err(LlmError::Invalid(m)) => Decision::Block(format!("invalid: {m}")),
         Err(LlmError::Failed(m)) => Decision::Block(format!("failed: {m}")),
@@ -66,9 +68,10 @@ impl Guest for Probe {
                 }
                 _ => Decision::Proceed,
             },
-            Event::PreLlmCall(e) => {
-                Decision::AddContext(format!("first={} model={} messages={}", e.is_first_turn, e.model, e.message_count))
-            }
+            Event::PreLlmCall(e) => Decision::AddContext(format!(
+                "first={} model={} messages={}",
+                e.is_first_turn, e.model, e.message_count
+            )),
             Event::TransformToolResult(r) => Decision::ReplaceResult(format!("[checked {}] {}", r.tool, r.result)),
             Event::PostToolCall(_)
             | Event::PostLlmCall(_)
