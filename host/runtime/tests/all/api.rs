@@ -45,7 +45,7 @@ async fn a_legacy_0_1_0_plugin_runs_beside_0_2_0_plugins() {
     assert_eq!(
         apis,
         [
-            ("evil", "0.1.0".to_string(), vec!["tool".to_string()]),
+            ("evil", "0.2.0".to_string(), vec!["tool".to_string()]),
             ("guard", "0.2.0".to_string(), vec!["hook".to_string()]),
             ("journal", "0.2.0".to_string(), vec!["memory".to_string()]),
             ("legacy", "0.1.0".to_string(), vec!["tool".to_string()]),
@@ -114,9 +114,9 @@ async fn a_component_must_export_what_its_kinds_need() {
 #[tokio::test]
 async fn a_component_of_one_api_is_never_taken_for_the_other() {
     let env = Env::new();
-    let legacy_as_v2 = support::manifest_v1("legacy", "").replace("api = \"0.1.0\"", "api = \"0.2.0\"");
+    let legacy_as_v2 = support::manifest("legacy", "");
     env.install("legacy", Path::new(support::LEGACY_V1_WASM), &legacy_as_v2);
-    env.install("sdk", Path::new(support::EVIL_WASM), &support::manifest_v2("sdk", &["tool"], ""));
+    env.install("sdk", Path::new(support::EVIL_WASM), &support::manifest_v1("sdk", ""));
     let v2_as_legacy =
         support::manifest_v2("journal", &["tool", "memory"], "").replace("api = \"0.2.0\"", "api = \"0.1.0\"");
     env.install("journal", Path::new(support::PROBE_MEMORY_WASM), &v2_as_legacy);
@@ -127,7 +127,7 @@ async fn a_component_of_one_api_is_never_taken_for_the_other() {
     );
     assert_eq!(
         prepare_error(&env, &rt, "sdk"),
-        "plugin.toml says api = \"0.2.0\" but the component was built against API 0.1.0 (it exports talaria:plugin/tools@0.1.0); set api = \"0.1.0\" in plugin.toml or rebuild the component against API 0.2.0"
+        "plugin.toml says api = \"0.1.0\" but the component was built against API 0.2.0 (it exports talaria:plugin/tools@0.2.0); set api = \"0.2.0\" in plugin.toml or rebuild the component against API 0.1.0"
     );
     // A 0.1.0 manifest cannot even name the 0.2.0 kinds.
     let problem = rt.problems().iter().find(|p| p.location.contains("journal")).expect("journal refused").to_string();

@@ -52,7 +52,7 @@ async fn a_component_of_the_wrong_world_is_reported_and_others_load() {
     assert_eq!(problems.len(), 1, "{problems:?}");
     let m = &problems[0].message;
     assert!(
-        m.contains("the component does not export talaria:plugin/tools@0.1.0: it exports wasi:cli/run@0.2."),
+        m.contains("the component does not export talaria:plugin/tools@0.2.0: it exports wasi:cli/run@0.2."),
         "{m}"
     );
     assert!(m.contains("a tool plugin targets world `tool-plugin`"), "{m}");
@@ -62,7 +62,7 @@ async fn a_component_of_the_wrong_world_is_reported_and_others_load() {
 async fn a_wrong_api_version_is_reported_and_others_load() {
     let env = Env::new();
     good_and(&env);
-    let manifest = support::manifest("future", "").replace("api = \"0.1.0\"", "api = \"0.3.0\"");
+    let manifest = support::manifest("future", "").replace("api = \"0.2.0\"", "api = \"0.3.0\"");
     env.install("future", Path::new(support::EVIL_WASM), &manifest);
     let rt = env.runtime();
     assert_eq!(rt.plugins().iter().map(|p| p.name()).collect::<Vec<_>>(), ["good"]);
