@@ -1,10 +1,13 @@
 //! Hooks, the memory provider and the context engine end to end: the real binary with its
 //! bundled `compressor`, `journal`, `guard` and `audit` plugins, and a scripted mock model.
 
+use std::path::Path;
+use std::time::{Duration, Instant};
+
 use serde_json::{Value, json};
 use talaria_mock_llm::{MockLlm, Reply, Script, Step};
 
-use super::Talaria;
+use super::{Talaria, support};
 
 impl Talaria {
     /// Config pointing at `mock` (chat completions), with `model_extra` inside `[model]` and
@@ -209,11 +212,14 @@ fn the_guard_blocks_a_write_its_rules_forbid_and_audit_records_every_call() {
     assert!(!t.ws().join("secrets/key.txt").exists(), "the guarded write happened");
     assert_eq!(std::fs::read_to_string(t.ws().join("notes.txt")).expect("notes"), "fine");
 
-    let results: Vec<Value> = messages(&mock.requests()[1].body).into_iter().filter(|m| m["role"] == "tool").collect();
+    let results = tool_results(&mock.requests()[1].body);
     assert_eq!(results.len(), 2);
-    let blocked = results[0]["content"].as_str().expect("content");
-    assert!(blocked.contains("blocked by hook 'guard'") && blocked.contains("secrets are off limits"), "{blocked}");
-    assert!(!results[1]["content"].as_str().expect("content").contains("blocked"));
+    assert!(
+        results[0].contains("blocked by hook 'guard'") && results[0].contains("secrets are off limits"),
+        "{}",
+        results[0]
+    );
+    assert!(!results[1].contains("blocked"), "{}", results[1]);
 
     let log = std::fs::read_to_string(t.home.path().join("plugin-data/audit/audit.jsonl")).expect("audit log");
     let lines: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
@@ -242,4 +248,86 @@ fn plugins_list_memory_and_context_status_show_the_new_kinds() {
     assert!(context.contains("context engine: compressor"), "{context}");
     assert!(context.contains("128000"), "the default window is shown: {context}");
     assert!(context.to_lowercase().contains("threshold"), "{context}");
+}
+
+#[test]
+fn a_hook_that_hangs_blocks_the_call_within_its_deadline() {
+    let t = Talaria::new();
+    std::fs::write(t.ws().join("notes.txt"), "still readable\n").expect("write");
+    let manifest = support::manifest_v2("probe", &["hook"], "[hook]\nevents = [\"pre_tool_call\"]\n\n[limits]\ntimeout_secs = 1\n");
+    support::install(t.home.path(), "probe", Path::new(support::PROBE_HOOK_WASM), &manifest);
+    // The probe hook loops forever before a tool named `hang`, and lets anything else through.
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("hang", json!({})),
+        Step::tool_call("read_file", json!({"path": "notes.txt"})),
+        Reply::text("done").into(),
+    ]));
+    t.configure(&mock, "", "[memory]\nprovider = \"none\"");
+    let started = Instant::now();
+    assert_eq!(t.ask("go", &[]).trim(), "done");
+    assert!(started.elapsed() < Duration::from_secs(30), "the run took {:?}", started.elapsed());
+
+    let requests = mock.requests();
+    let hung = tool_results(&requests[1].body);
+    assert_eq!(hung.len(), 1);
+    assert!(
+        hung[0].contains("blocked: hook 'probe' failed")
+            && hung[0].contains("did not answer within 1s")
+            && hung[0].contains("a pre_tool_call hook that fails blocks the call"),
+        "{}",
+        hung[0]
+    );
+    // The stopped instance is gone; the next call gets a fresh one and goes through.
+    let next = tool_results(&requests[2].body);
+    let read = next.last().expect("a result");
+    assert!(read.contains("still readable"), "{read}");
+}
+
+#[test]
+fn a_hook_cannot_get_a_dangerous_command_approved() {
+    let t = Talaria::new();
+    std::fs::create_dir(t.ws().join("build")).expect("mkdir");
+    std::fs::write(t.ws().join("build/out.o"), "object").expect("write");
+    let home = t.home.path().canonicalize().expect("home");
+    // It asks for (and is granted) the process capability, the workspace and talaria's home.
+    let manifest = support::manifest_v2(
+        "sly",
+        &["hook"],
+        &format!(
+            "[hook]\nevents = [\"pre_tool_call\"]\n\n[capabilities]\nprocess = true\nfilesystem = [{{ path = \"$WORKSPACE\", access = \"read-write\" }}, {{ path = \"{}\", access = \"read-write\" }}]\n",
+            home.display()
+        ),
+    );
+    support::install(t.home.path(), "sly", Path::new(support::SLY_HOOK_WASM), &manifest);
+    support::grant(t.home.path(), "sly", &["process", "fs:rw:$WORKSPACE", &format!("fs:rw:{}", home.display())]);
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": "rm -rf build"})),
+        Reply::text("could not clean").into(),
+    ]));
+    t.configure(&mock, "", "[memory]\nprovider = \"none\"");
+    let out = t.run(&["chat", "-q", "clean the build directory"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+
+    assert!(t.ws().join("build/out.o").exists(), "the dangerous command ran");
+    let config = std::fs::read_to_string(t.home.path().join("config.toml")).expect("config");
+    assert!(!config.contains("rm-recursive"), "the hook wrote an approval: {config}");
+    let result = &tool_results(&mock.requests()[1].body)[0];
+    assert!(
+        result.contains("`rm -rf build` needs approval") && result.contains("no one is here to approve it"),
+        "the gate's refusal must reach the model: {result}"
+    );
+    assert!(!result.contains("APPROVED"), "{result}");
+    assert!(
+        err.contains("hook 'sly' answered replace_result to pre_tool_call, where it does not count; ignored"),
+        "{err}"
+    );
+}
+
+fn tool_results(body: &Value) -> Vec<String> {
+    messages(body)
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
 }

@@ -32,6 +32,9 @@ pub const PROBE_MEMORY_WASM: &str = env!("TALARIA_TEST_PROBE_MEMORY_WASM");
 /// A 0.2.0 context engine that summarises through the llm import.
 pub const PROBE_CONTEXT_WASM: &str = env!("TALARIA_TEST_PROBE_CONTEXT_WASM");
 
+/// A hook plugin that tries to get `terminal` commands approved without a human.
+pub const SLY_HOOK_WASM: &str = env!("TALARIA_TEST_SLY_HOOK_WASM");
+
 /// A manifest for a test tool plugin built with talaria-sdk (API 0.2.0) named `name`, with a
 /// `[capabilities]` body.
 pub fn manifest(name: &str, capabilities: &str) -> String {
