@@ -1,13 +1,17 @@
 //! Plugin runtime figures for every bundled plugin: cold compile, load from the compile cache,
 //! a call into a fresh sandboxed instance with 200-byte and 100 KB arguments (p50/p99), and
-//! the process RSS with all plugins loaded.
+//! the process RSS with all plugins loaded. Then the 0.2.0 kinds: the overhead of a hook call
+//! (a hook plugin answering `proceed` to `pre_tool_call`, fresh instance per call) and of a
+//! memory provider's `prefetch` on its resident instance (p50/p99).
 //!
 //! Run: `cargo bench -p talaria-runtime --bench plugins` (release build). Prints a table; asserts
 //! nothing. `BENCH_CALLS=N` sets the calls per measurement (default 2000).
 
 use std::time::{Duration, Instant};
 
-use talaria_runtime::{CacheOutcome, CallContext, Embedded, Runtime, RuntimeConfig};
+use talaria_protocol::{HookDecision, HookEvent, PluginSession, ToolCallEvent};
+use talaria_runtime::{CacheOutcome, CallContext, Embedded, Kind, Plugin, Runtime, RuntimeConfig};
+use talaria_test_support as support;
 
 fn main() {
     if let Some(home) = std::env::var_os("BENCH_RSS_CHILD") {
@@ -35,7 +39,7 @@ fn main() {
     let small = args_of(200);
     let large = args_of(100 * 1024);
     let mut p99_large = Vec::new();
-    for plugin in cold.plugins() {
+    for plugin in cold.plugins().iter().filter(|p| is_tool(p)) {
         let compile = match cold.prepare(plugin) {
             Ok(Some((CacheOutcome::Compiled, took))) => took,
             other => panic!("{}: expected a cold compile, got {other:?}", plugin.name()),
@@ -76,6 +80,62 @@ fn main() {
     print!("\n{}", String::from_utf8_lossy(&child.stdout));
     println!("\nA call = fresh Store + instantiate from the pooled InstancePre + `tools.call` with the args + drop.");
     println!("The benchmark calls a tool name the plugin does not have, so the figures are the sandbox's own cost.");
+    tokio.block_on(kinds(calls));
+}
+
+/// Hook and resident memory-provider call overhead, with the test probes (tests/plugins).
+async fn kinds(calls: usize) {
+    let home = tempfile::tempdir().expect("home");
+    let workspace = tempfile::tempdir().expect("workspace");
+    let hook = support::manifest_v2("hook", &["hook"], "[hook]\nevents = [\"pre_tool_call\"]");
+    support::install(home.path(), "hook", std::path::Path::new(support::PROBE_HOOK_WASM), &hook);
+    let memory = support::manifest_v2("memory", &["memory"], "");
+    support::install(home.path(), "memory", std::path::Path::new(support::PROBE_MEMORY_WASM), &memory);
+    let rt = Runtime::new(RuntimeConfig::new(home.path().to_path_buf(), workspace.path().to_path_buf()), &[])
+        .expect("runtime");
+    let session = PluginSession {
+        session_id: "bench".into(),
+        platform: "cli".into(),
+        workspace: workspace.path().display().to_string(),
+        model: "m".into(),
+    };
+    let (hook, memory) = (rt.plugin("hook").expect("hook").clone(), rt.plugin("memory").expect("memory").clone());
+    let event = HookEvent::PreToolCall(ToolCallEvent {
+        tool: "read_file".into(),
+        plugin: "files".into(),
+        arguments: r#"{"path":"README.md"}"#.into(),
+        call_id: "c1".into(),
+    });
+    let mut hook_times = Vec::with_capacity(calls);
+    for _ in 0..calls.max(10) + 1 {
+        let started = Instant::now();
+        let decision = rt.hook(&hook, &event, &session).await;
+        hook_times.push(started.elapsed());
+        assert_eq!(decision, Ok(HookDecision::Proceed));
+    }
+    hook_times.remove(0); // the first call compiled the component
+    let first = Instant::now();
+    rt.memory_prefetch(&memory, "warm up", &session).await.expect("prefetch");
+    let first = first.elapsed();
+    let mut prefetch_times = Vec::with_capacity(calls);
+    for _ in 0..calls.max(10) {
+        let started = Instant::now();
+        let recall = rt.memory_prefetch(&memory, "what did we decide about the cache?", &session).await;
+        prefetch_times.push(started.elapsed());
+        assert!(recall.is_ok_and(|r| r.starts_with("call ")));
+    }
+    println!("\nplugin kinds (API 0.2.0), {calls} calls each:");
+    println!(
+        "hook pre_tool_call -> proceed, fresh instance:  p50 {:>8.1} µs   p99 {:>8.1} µs",
+        us(pct(&hook_times, 50)),
+        us(pct(&hook_times, 99))
+    );
+    println!(
+        "memory prefetch, resident instance:           p50 {:>8.1} µs   p99 {:>8.1} µs   (first call, compile + instantiate: {:.1} ms)",
+        us(pct(&prefetch_times, 50)),
+        us(pct(&prefetch_times, 99)),
+        ms(first)
+    );
 }
 
 /// In a fresh process: load every bundled plugin from the warm cache, call each once, report RSS.
@@ -87,14 +147,20 @@ fn rss_child(home: std::path::PathBuf) {
         .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 })
         .collect();
     let rt = Runtime::new(RuntimeConfig::new(home.clone(), home), &bundled).expect("runtime");
-    for p in rt.plugins() {
+    let tools: Vec<_> = rt.plugins().iter().filter(|p| is_tool(p)).collect();
+    for p in &tools {
         let _ = tokio.block_on(rt.call_plugin(p, "__bench_no_such_tool__", "{}", CallContext::default()));
     }
     let (after, peak) = rss_kb();
     println!(
-        "RSS in a fresh process: {before} KB at start, {after} KB with all {} bundled plugins loaded from the cache and called once (peak {peak} KB)",
-        rt.plugins().len()
+        "RSS in a fresh process: {before} KB at start, {after} KB with all {} bundled tool plugins loaded from the cache and called once (peak {peak} KB)",
+        tools.len()
     );
+}
+
+/// The bundled plugins the tool table measures: enabled tool plugins.
+fn is_tool(plugin: &Plugin) -> bool {
+    plugin.enabled && plugin.is(Kind::Tool)
 }
 
 fn args_of(bytes: usize) -> String {
@@ -102,7 +168,7 @@ fn args_of(bytes: usize) -> String {
     format!("{{\"pad\": \"{pad}\"}}")
 }
 
-async fn time_calls(rt: &Runtime, plugin: &talaria_runtime::Plugin, args: &str, n: usize) -> Vec<Duration> {
+async fn time_calls(rt: &Runtime, plugin: &Plugin, args: &str, n: usize) -> Vec<Duration> {
     let mut times = Vec::with_capacity(n);
     for _ in 0..n.max(10) {
         let started = Instant::now();
