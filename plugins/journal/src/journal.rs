@@ -266,8 +266,28 @@ mod tests {
         assert_eq!(j.recall("thanks, great", "s9", &Settings::default(), NOW), "");
         assert_eq!(j.recall("/compress staging database", "s9", &Settings::default(), NOW), "");
         assert_eq!(j.recall("kubernetes helm chart upgrade", "s9", &Settings::default(), NOW), "");
+        assert_eq!(
+            j.recall("how do I deploy the frontend to staging", "s9", &Settings::default(), NOW),
+            "",
+            "one shared word is not enough"
+        );
         let strict = Settings { min_score: 5.0, ..Settings::default() };
         assert_eq!(j.recall("which port is the staging database on", "s9", &strict, NOW), "");
+    }
+
+    #[test]
+    fn a_journal_of_one_entry_already_recalls() {
+        // As in the end-to-end test: one remembered turn, then a question in a new session.
+        let j = journal(&[(
+            "first",
+            "Remember this: the staging database runs postgres on port 5433 behind pgbouncer",
+            "Noted: staging uses postgres on port 5433.",
+        )]);
+        let block = j.recall("Which port does the staging database listen on?", "second", &Settings::default(), NOW);
+        assert!(block.starts_with(RECALL_HEADER) && block.contains("5433"), "{block:?}");
+        let more_new_words = "Which port does the staging database listen on these days, with the new proxy?";
+        assert!(j.recall(more_new_words, "second", &Settings::default(), NOW).contains("5433"));
+        assert_eq!(j.recall("How do I bake sourdough bread at home?", "second", &Settings::default(), NOW), "");
     }
 
     #[test]
