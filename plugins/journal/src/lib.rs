@@ -163,6 +163,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn journal_search_is_offered_with_its_schema() {
+        use talaria_sdk::__private::{ToolSet, WitToolError};
+        let specs = <__TalariaMemoryTools as ToolSet>::list();
+        assert_eq!(specs.len(), 1);
+        assert_eq!(specs[0].name, "journal_search");
+        assert!(specs[0].description.starts_with("Search the journal of earlier conversation turns"));
+        let schema: serde_json::Value = serde_json::from_str(&specs[0].parameters).expect("schema");
+        assert_eq!(schema["required"], serde_json::json!(["query"]));
+        assert!(schema["properties"]["limit"].is_object());
+        let ctx = Context::new("/w");
+        let refused = <__TalariaMemoryTools as ToolSet>::call("journal_search", r#"{"query":"x","limit":0}"#, &ctx);
+        assert!(matches!(refused, Err(WitToolError::InvalidArgs(m)) if m.contains("at least 1")));
+    }
+
+    #[test]
     fn the_latest_meaningful_user_message_is_used_for_compression() {
         let messages = vec![
             Message::user("why does the arm64 release build fail on CI"),
