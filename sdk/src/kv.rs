@@ -53,7 +53,7 @@ pub fn get_json<T: DeserializeOwned>(key: &str) -> Result<Option<T>, Error> {
 }
 
 /// Store `value` as JSON under `key`.
-pub fn set_json<T: Serialize>(key: &str, value: &T) -> Result<(), Error> {
+pub fn set_json<T: Serialize + ?Sized>(key: &str, value: &T) -> Result<(), Error> {
     let bytes = serde_json::to_vec(value).map_err(|e| Error(e.to_string()))?;
     set(key, &bytes)
 }
