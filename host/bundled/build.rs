@@ -13,6 +13,7 @@ const BUNDLED: &[&str] = &[
     "plugins/compressor",
     "plugins/guard",
     "plugins/audit",
+    "plugins/journal",
 ];
 
 fn main() {
