@@ -188,7 +188,7 @@ fn agent_config(ctx: &Ctx, args: &ChatArgs) -> AgentConfig {
 fn auxiliary(ctx: &Ctx, main: &Chain) -> Chain {
     let Some(aux) = &ctx.config.auxiliary else { return main.clone() };
     let api_mode = aux.api_mode.as_deref().and_then(ApiMode::parse);
-    match Provider::resolve(aux.spec(api_mode), &env_lookup(&ctx.home)) {
+    match Provider::resolve(aux.spec(api_mode), env_lookup(&ctx.home)) {
         Ok(p) => Chain::new(p),
         Err(e) => {
             ui::warn(&format!("[auxiliary] model is left out, using the main model: {e}"));

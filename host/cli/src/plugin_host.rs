@@ -216,6 +216,9 @@ pub fn single(runtime: &Runtime, kind: &str, name: &str) -> Result<Arc<Plugin>, 
     Err(if others.is_empty() { why } else { format!("{why}; {kind} plugins available: {}", others.join(", ")) })
 }
 
+/// The active memory provider and context engine, each optional.
+pub type Extensions = (Option<Arc<dyn MemoryProvider>>, Option<Arc<dyn ContextEngine>>);
+
 /// The memory provider and context engine chosen in config (`none` turns one off). A chosen
 /// plugin that is missing is reported in `warnings` and left out.
 pub fn extensions(
@@ -223,7 +226,7 @@ pub fn extensions(
     memory: &str,
     context: &str,
     warnings: &mut Vec<String>,
-) -> (Option<Arc<dyn MemoryProvider>>, Option<Arc<dyn ContextEngine>>) {
+) -> Extensions {
     let memory = match memory {
         "" | "none" => None,
         name => match single(runtime, "memory", name) {
