@@ -231,12 +231,29 @@ fn checked_dir(dir: &Path, workspace: &Path, workspace_real: &Path, home: &Path)
 
 /// The plugin's data directory (or a directory inside it), the one place in talaria's home a
 /// plugin may see: created (mode 0700) on first use, and opened only if it is a real directory
-/// at exactly that path: neither it nor anything on the way may be a symlink.
+/// at exactly that path. Each step below the data directory is checked before anything is
+/// created, so a symlink the plugin planted there is refused, never followed.
 fn checked_data_dir(dir: &Path, data_dir: &Path) -> Result<PathBuf, String> {
-    crate::fsutil::private_dir(dir).map_err(|e| format!("cannot create it: {e}"))?;
-    let meta = std::fs::symlink_metadata(data_dir).map_err(|e| e.to_string())?;
-    if meta.file_type().is_symlink() {
-        return Err("the plugin's data directory is a symlink".to_string());
+    use std::os::unix::fs::DirBuilderExt;
+    let rest = dir.strip_prefix(data_dir).map_err(|_| "it is not inside the plugin's data directory".to_string())?;
+    if let Some(parent) = data_dir.parent() {
+        crate::fsutil::private_dir(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    let mut at = data_dir.to_path_buf();
+    for step in std::iter::once(None).chain(rest.components().map(Some)) {
+        if let Some(part) = step {
+            at.push(part);
+        }
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => return Err(format!("{} is a symlink", at.display())),
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(format!("{} is not a directory", at.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&at)
+                .map_err(|e| format!("cannot create {}: {e}", at.display()))?,
+            Err(e) => return Err(format!("{}: {e}", at.display())),
+        }
     }
     let real = dir.canonicalize().map_err(|e| e.to_string())?;
     if real != dir {
@@ -265,4 +282,33 @@ pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>)
     bindings::v1::ToolPlugin::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)?;
     bindings::v2::HostBindings::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_directory_is_created_private_and_never_through_a_symlink() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().expect("home");
+        let home = home.path().canonicalize().expect("canon");
+        let data = home.join("plugin-data/notes");
+        assert_eq!(checked_data_dir(&data, &data), Ok(data.clone()));
+        assert_eq!(std::fs::metadata(&data).expect("made").permissions().mode() & 0o777, 0o700);
+        let index = data.join("index/v1");
+        assert_eq!(checked_data_dir(&index, &data), Ok(index.clone()));
+
+        // The plugin made `cache` a symlink out: refused, and nothing is created over there.
+        let outside = home.join("outside");
+        std::fs::create_dir(&outside).expect("dir");
+        std::os::unix::fs::symlink(&outside, data.join("cache")).expect("symlink");
+        let e = checked_data_dir(&data.join("cache/sub"), &data).expect_err("refused");
+        assert!(e.ends_with("cache is a symlink"), "{e}");
+        assert!(!outside.join("sub").exists());
+
+        let linked = home.join("plugin-data/linked");
+        std::os::unix::fs::symlink(&outside, &linked).expect("symlink");
+        assert!(checked_data_dir(&linked, &linked).expect_err("refused").ends_with("linked is a symlink"));
+    }
 }
