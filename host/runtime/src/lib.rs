@@ -348,11 +348,8 @@ impl Runtime {
     }
 
     /// Compile (or load from cache) and link a plugin. Returns how it was obtained and how long
-    /// it took, the first time; later calls are free.
-    ///
-    /// # Errors
-    /// [`ToolError::Unavailable`] naming the plugin and what is wrong with its component.
-    /// Its exports are checked against its manifest (API version and kinds) here.
+    /// it took, the first time; later calls are free. Its exports are checked against its
+    /// manifest (API version and kinds) here.
     ///
     /// # Errors
     /// [`ToolError::Unavailable`] naming the plugin and what is wrong with its component.
