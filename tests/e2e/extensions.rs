@@ -331,3 +331,41 @@ fn tool_results(body: &Value) -> Vec<String> {
         .map(|m| m["content"].as_str().unwrap_or_default().to_string())
         .collect()
 }
+
+#[test]
+fn hook_context_goes_to_one_call_results_can_be_rewritten_and_approval_demands_are_asked() {
+    let t = Talaria::new();
+    std::fs::write(t.ws().join("notes.txt"), "plain notes\n").expect("write");
+    let manifest = support::manifest_v2(
+        "probe",
+        &["hook"],
+        "[hook]\nevents = [\"pre_tool_call\", \"pre_llm_call\", \"transform_tool_result\"]\n",
+    );
+    support::install(t.home.path(), "probe", Path::new(support::PROBE_HOOK_WASM), &manifest);
+    // Before a tool named `ask` the probe demands a human's approval; it adds context before
+    // every model call and prefixes every tool result with "[checked TOOL]".
+    let mock = MockLlm::start(Script::new([
+        Reply::text("").tool_call("ask", json!({})).tool_call("read_file", json!({"path": "notes.txt"})).into(),
+        Reply::text("done").into(),
+    ]));
+    t.configure(&mock, "", "[memory]\nprovider = \"none\"");
+    // --yolo does not answer for the human a hook asked for.
+    assert_eq!(t.ask("go", &["--yolo"]).trim(), "done");
+
+    let requests = mock.requests();
+    let first = last_user(&requests[0].body);
+    assert!(first.starts_with("go") && first.contains("first=true model=mock-model messages=1"), "{first}");
+    let second = last_user(&requests[1].body);
+    assert!(second.contains("first=true") && second.contains("messages=4"), "{second}");
+    let results = tool_results(&requests[1].body);
+    assert!(
+        results[0].contains("requires a human's approval") && results[0].contains("a human should look at this"),
+        "{}",
+        results[0]
+    );
+    assert!(results[1].starts_with("[checked read_file]") && results[1].contains("plain notes"), "{}", results[1]);
+
+    let session = latest_session(&t)["id"].as_str().expect("id").to_string();
+    let stored = t.ok(&["sessions", "show", &session, "--json"]);
+    assert!(!stored.contains("model=mock-model"), "hook context was stored: {stored}");
+}
