@@ -415,7 +415,38 @@ async fn check_plugins(ctx: &Ctx, r: &mut Report) -> Option<Runtime> {
     for p in &problems {
         r.warn("tools", &p.to_string());
     }
+    check_extensions(ctx, &runtime, r);
     Some(runtime)
+}
+
+/// The configured memory provider and context engine exist and are of their kind; which hooks run.
+fn check_extensions(ctx: &Ctx, runtime: &Runtime, r: &mut Report) {
+    for (label, kind, name, key) in [
+        ("memory", "memory", ctx.config.memory.provider(), "provider = \"...\" under [memory]"),
+        ("context", "context-engine", ctx.config.context.engine(), "engine = \"...\" under [context]"),
+    ] {
+        if name == "none" || name.is_empty() {
+            r.ok(label, "off (\"none\")");
+            continue;
+        }
+        match crate::plugin_host::single(runtime, kind, name) {
+            Ok(p) => r.ok(label, &format!("{} ({}, version {})", p.name(), p.scope.label(), p.manifest.version)),
+            Err(e) => r.fail(label, &format!("{e}; set {key} in config.toml, or \"none\"")),
+        }
+    }
+    let hooks: Vec<String> = runtime
+        .plugins_of_kind("hook")
+        .iter()
+        .map(|p| {
+            let events: Vec<&str> = p.hook_events().iter().map(|e| e.name()).collect();
+            format!("{} ({})", p.name(), events.join(", "))
+        })
+        .collect();
+    r.ok("hooks", &if hooks.is_empty() { "none enabled".to_string() } else { hooks.join("; ") });
+    match &ctx.config.auxiliary {
+        None => r.ok("auxiliary", "none set: summaries and plugins' llm calls use the main model"),
+        Some(aux) => r.ok("auxiliary", &format!("{} {}", aux.provider.as_deref().unwrap_or("custom"), aux.model)),
+    }
 }
 
 fn check_grants(ctx: &Ctx, runtime: Option<&Runtime>, r: &mut Report) {
