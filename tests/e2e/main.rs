@@ -213,7 +213,7 @@ fn broken_plugins_are_reported_and_the_rest_load() {
         stderr.contains(&format!("warning: {}:", manifest.display())) && stderr.contains("unknown field `netwrk`"),
         "{stderr}"
     );
-    assert!(stderr.contains("does not export talaria:plugin/tools@0.1.0"), "{stderr}");
+    assert!(stderr.contains("does not export talaria:plugin/tools@0.2.0"), "{stderr}");
 }
 
 #[test]
