@@ -110,24 +110,7 @@ impl Gate {
         if self.yolo() {
             return Decision::Once;
         }
-        if !self.interactive {
-            return Decision::Deny;
-        }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        lock(&self.approvals).insert(id, tx);
-        lock(&self.emitter).emit(Event::ApprovalNeeded(ApprovalNeeded {
-            id,
-            plugin: plugin.to_string(),
-            command: command.to_string(),
-            reason: reason.to_string(),
-            timeout_secs: self.timeout.as_secs(),
-        }));
-        let decision = match tokio::time::timeout(self.timeout, rx).await {
-            Ok(Ok(decision)) => decision,
-            Ok(Err(_)) | Err(_) => Decision::Deny,
-        };
-        lock(&self.approvals).remove(&id);
+        let decision = self.ask_human(plugin, command, reason).await;
         if decision == Decision::Always
             && let Some(save) = &self.save_always
             && let Err(e) = save(key)
@@ -226,6 +209,16 @@ mod tests {
             assert_eq!(asker.await.expect("join"), Decision::Always);
             assert_eq!(*lock(&saved), vec!["rm-recursive".to_string()]);
             assert!(!gate.approve(req.id, Decision::Once), "a second answer finds no one waiting");
+        });
+    }
+
+    #[test]
+    fn yolo_never_answers_for_a_human_a_hook_asked_for() {
+        rt().block_on(async {
+            let gate = Gate::new(false);
+            gate.set_yolo(true);
+            assert_eq!(gate.ask_approval("terminal", "rm -rf x", "rm-recursive", "r").await, Decision::Once);
+            assert_eq!(gate.ask_human("guard", "write_file {}", "policy").await, Decision::Deny);
         });
     }
 
