@@ -26,7 +26,9 @@ struct Sample {
     rss_kib: i64,
 }
 
-/// Run `talaria args` to completion; its wall time and peak RSS.
+/// Run `talaria args` to completion; its wall time and peak RSS. The kernel's peak RSS of a
+/// child counts its parent's memory at the time of the spawn, so callers keep this process small
+/// (the mock forgets its recorded requests after every run).
 fn run(home: &Path, workspace: &Path, args: &[&str]) -> Sample {
     let start = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_talaria"))
@@ -79,16 +81,21 @@ fn main() {
     );
     std::fs::write(home.path().join("config.toml"), &config).expect("config");
     let (h, w) = (home.path(), workspace.path());
+    let go = |h: &Path, args: &[&str]| {
+        let sample = run(h, w, args);
+        mock.forget_requests();
+        sample
+    };
     // Compile every bundled plugin into the cache once, as a first run would.
-    run(h, w, &["tools", "list"]);
-    run(h, w, &["chat", "-q", "warm up"]);
+    go(h, &["tools", "list"]);
+    go(h, &["chat", "-q", "warm up"]);
 
-    println!("talaria chat benchmarks ({RUNS} runs each, instant mock model, 4 bundled plugins)");
-    let version: Vec<Sample> = (0..RUNS).map(|_| run(h, w, &["--version"])).collect();
+    println!("talaria chat benchmarks ({RUNS} runs each, instant mock model, every bundled plugin)");
+    let version: Vec<Sample> = (0..RUNS).map(|_| go(h, &["--version"])).collect();
     report("talaria --version", &version);
-    let oneshot: Vec<Sample> = (0..RUNS).map(|_| run(h, w, &["chat", "-q", "hello"])).collect();
+    let oneshot: Vec<Sample> = (0..RUNS).map(|_| go(h, &["chat", "-q", "hello"])).collect();
     let base = report("chat -q, no tool", &oneshot);
-    let tools: Vec<Sample> = (0..RUNS).map(|_| run(h, w, &["chat", "-q", "use read_file 20 times"])).collect();
+    let tools: Vec<Sample> = (0..RUNS).map(|_| go(h, &["chat", "-q", "use read_file 20 times"])).collect();
     let twenty = report("chat -q, 20 sequential read_file turns", &tools);
     println!(
         "{:<44} {:>8.3} ms  ((20-turn run - no-tool run) / 20; includes the model round trip)",
@@ -102,8 +109,8 @@ fn main() {
     );
     std::fs::write(hooked.path().join("config.toml"), config).expect("config");
     let h = hooked.path();
-    run(h, w, &["chat", "-q", "use read_file 20 times"]);
-    let tools: Vec<Sample> = (0..RUNS).map(|_| run(h, w, &["chat", "-q", "use read_file 20 times"])).collect();
+    go(h, &["chat", "-q", "use read_file 20 times"]);
+    let tools: Vec<Sample> = (0..RUNS).map(|_| go(h, &["chat", "-q", "use read_file 20 times"])).collect();
     let with_hooks = report("same, guard + audit hooks on", &tools);
     println!(
         "{:<44} {:>8.3} ms  ((hooked run - plain run) / 20: pre_tool_call + post_tool_call)",

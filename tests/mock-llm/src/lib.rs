@@ -123,6 +123,12 @@ impl MockLlm {
         self.shared.requests()
     }
 
+    /// Drop the recorded requests (a long benchmark keeps its own memory small this way: a
+    /// child's peak RSS as the kernel reports it includes its parent's at the time it was spawned).
+    pub fn forget_requests(&self) {
+        self.shared.forget_requests();
+    }
+
     /// Steps not yet used (the auto rule and a repeated last step do not count).
     pub fn remaining(&self) -> usize {
         self.shared.remaining()

@@ -69,6 +69,11 @@ impl Shared {
         self.lock().requests.clone()
     }
 
+    pub(crate) fn forget_requests(&self) {
+        let mut state = self.lock();
+        state.requests = Vec::new();
+    }
+
     pub(crate) fn remaining(&self) -> usize {
         self.lock().steps.len()
     }
