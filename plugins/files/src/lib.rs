@@ -359,7 +359,7 @@ mod tests {
 
     #[test]
     fn specs_have_descriptions_and_plain_schemas() {
-        use talaria_sdk::__bindings::exports::talaria::plugin::tools::Guest;
+        use talaria_sdk::__private::ToolSet as _;
         let specs = __TalariaTools::list();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["read_file", "write_file", "patch", "search_files"]);
