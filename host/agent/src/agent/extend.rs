@@ -116,12 +116,18 @@ impl Agent {
 
     /// Send an event every interested hook only observes; answers other than proceed are noted.
     pub(super) async fn observe(&self, event: HookEvent) {
+        if self.shared.hooks.wants(event.kind()) {
+            self.observe_as(event, &self.plugin_session()).await;
+        }
+    }
+
+    /// [`Agent::observe`] on behalf of `session` (an ended one, after a compression).
+    async fn observe_as(&self, event: HookEvent, session: &PluginSession) {
         let hooks = &self.shared.hooks;
         if !hooks.wants(event.kind()) {
             return;
         }
-        let session = self.plugin_session();
-        for reply in hooks.dispatch(&event, &session).await {
+        for reply in hooks.dispatch(&event, session).await {
             match reply.decision {
                 Ok(HookDecision::Proceed) => {}
                 Ok(other) => self.hook_misanswer(&reply.plugin, event.kind(), &other),
@@ -393,20 +399,22 @@ impl Agent {
         if self.stored {
             self.continue_in(&old, &child, &out.messages).map_err(|e| e.to_string())?;
         }
+        // The agent moves to the child before anything can be interrupted; then the old
+        // session's plugins hear that it ended.
+        let old_history = std::mem::replace(&mut self.history, out.messages);
+        self.session_id = child.clone();
+        self.compressions += 1;
+        self.last_prompt = None;
+        self.compress_failed_at = None;
         if let Some(provider) = self.memory_provider() {
-            let (provider, history, session) = (provider.clone(), self.history.clone(), session.clone());
+            let (provider, session) = (provider.clone(), session.clone());
             self.shared.spawn(async move {
-                if let Err(e) = provider.on_session_end(&history, &session).await {
+                if let Err(e) = provider.on_session_end(&old_history, &session).await {
                     tracing::warn!(provider = provider.name(), "on_session_end failed: {e}");
                 }
             });
         }
-        self.observe(HookEvent::SessionFinalize { reason: "compressed".into() }).await;
-        self.session_id = child.clone();
-        self.history = out.messages;
-        self.compressions += 1;
-        self.last_prompt = None;
-        self.compress_failed_at = None;
+        self.observe_as(HookEvent::SessionFinalize { reason: "compressed".into() }, &session).await;
         Ok(Compression { note: out.note, before, after: self.history.len(), session_id: child })
     }
 

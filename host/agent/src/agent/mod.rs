@@ -420,7 +420,11 @@ impl Agent {
             if turn.api_calls >= self.max_turns {
                 return self.budget_summary(&mut turn, cancel).await;
             }
-            self.maybe_compress().await;
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return self.finish(Outcome::Interrupted, String::new(), &turn),
+                () = self.maybe_compress() => {}
+            }
             let extra = self.call_context(&ctx).await;
             let call = self.call_model(&mut turn, true, &extra);
             let reply = tokio::select! {
