@@ -232,7 +232,8 @@ fn the_guard_blocks_a_write_its_rules_forbid_and_audit_records_every_call() {
 fn plugins_list_memory_and_context_status_show_the_new_kinds() {
     let t = Talaria::new();
     let list = t.ok(&["plugins", "list"]);
-    for (name, kind) in [("compressor", "context-engine"), ("journal", "memory"), ("guard", "hook"), ("audit", "hook")] {
+    for (name, kind) in [("compressor", "context-engine"), ("journal", "memory"), ("guard", "hook"), ("audit", "hook")]
+    {
         let line = list.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} missing:\n{list}"));
         assert!(line.contains(kind), "{line}");
     }
@@ -254,7 +255,11 @@ fn plugins_list_memory_and_context_status_show_the_new_kinds() {
 fn a_hook_that_hangs_blocks_the_call_within_its_deadline() {
     let t = Talaria::new();
     std::fs::write(t.ws().join("notes.txt"), "still readable\n").expect("write");
-    let manifest = support::manifest_v2("probe", &["hook"], "[hook]\nevents = [\"pre_tool_call\"]\n\n[limits]\ntimeout_secs = 1\n");
+    let manifest = support::manifest_v2(
+        "probe",
+        &["hook"],
+        "[hook]\nevents = [\"pre_tool_call\"]\n\n[limits]\ntimeout_secs = 1\n",
+    );
     support::install(t.home.path(), "probe", Path::new(support::PROBE_HOOK_WASM), &manifest);
     // The probe hook loops forever before a tool named `hang`, and lets anything else through.
     let mock = MockLlm::start(Script::new([

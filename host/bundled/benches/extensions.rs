@@ -30,17 +30,20 @@ fn report(name: &str, samples: Vec<Duration>) {
 }
 
 fn settings(toml_text: &str, enabled: bool) -> PluginSettings {
-    PluginSettings { config: toml::from_str(toml_text).expect("settings"), enabled: Some(enabled), ..PluginSettings::default() }
+    PluginSettings {
+        config: toml::from_str(toml_text).expect("settings"),
+        enabled: Some(enabled),
+        ..PluginSettings::default()
+    }
 }
 
 fn main() {
     let home = tempfile::tempdir().expect("home");
     let workspace = tempfile::tempdir().expect("workspace");
     let mut config = RuntimeConfig::new(home.path().to_path_buf(), workspace.path().to_path_buf());
-    config.plugins.insert(
-        "guard".into(),
-        settings("rules = [{ tool = \"write_file\", path_globs = [\"secrets/**\"] }]", true),
-    );
+    config
+        .plugins
+        .insert("guard".into(), settings("rules = [{ tool = \"write_file\", path_globs = [\"secrets/**\"] }]", true));
     config.plugins.insert("audit".into(), settings("", true));
     let bundled: Vec<Embedded> = talaria_bundled::PLUGINS
         .iter()
@@ -81,12 +84,8 @@ fn main() {
         }),
     );
     let audit = plugin("audit");
-    let post = HookEvent::PostToolCall(ToolResultEvent {
-        call,
-        result: "1\tfn main() {}\n".into(),
-        ok: true,
-        duration_ms: 1,
-    });
+    let post =
+        HookEvent::PostToolCall(ToolResultEvent { call, result: "1\tfn main() {}\n".into(), ok: true, duration_ms: 1 });
     report(
         "audit: post_tool_call (fresh instance, appends a line)",
         timed(&mut || {
@@ -114,7 +113,11 @@ fn main() {
         let other = PluginSession { session_id: format!("20261101_0000{:02}_{i:06x}", i % 60), ..session.clone() };
         let topic = topics[i % topics.len()];
         let user = format!("turn {i}: how do we configure the {topic} settings for service {} in staging?", i % 97);
-        let answer = format!("For service {} the {topic} settings live in config/{topic}.toml; change port {} and redeploy.", i % 97, 5000 + i % 300);
+        let answer = format!(
+            "For service {} the {topic} settings live in config/{topic}.toml; change port {} and redeploy.",
+            i % 97,
+            5000 + i % 300
+        );
         rt.block_on(runtime.memory_sync_turn(&journal, &user, &answer, &other)).expect("sync");
     }
     println!(

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use talaria_protocol::{CompressRequest, ContextStatus, Message, PluginSession, Role, ToolCall};
-use talaria_runtime::{BoxFuture, Embedded, LlmBackend, LlmCompletion, LlmRequest, PluginSettings, Runtime, RuntimeConfig};
+use talaria_runtime::{
+    BoxFuture, Embedded, LlmBackend, LlmCompletion, LlmRequest, PluginSettings, Runtime, RuntimeConfig,
+};
 
 /// Answers every summary request with a fixed summary, or fails when told to.
 struct Model {
@@ -35,8 +37,8 @@ impl LlmBackend for Model {
 
 fn runtime(home: &std::path::Path, model: Arc<Model>) -> Runtime {
     let mut config = RuntimeConfig::new(home.to_path_buf(), home.to_path_buf());
-    let settings: toml::Table = toml::from_str("min_tokens = 0\nprotect_first_n = 2\nprotect_last_n = 4\ntail_ratio = 0.02")
-        .expect("settings");
+    let settings: toml::Table =
+        toml::from_str("min_tokens = 0\nprotect_first_n = 2\nprotect_last_n = 4\ntail_ratio = 0.02").expect("settings");
     config.plugins.insert("compressor".into(), PluginSettings { config: settings, ..PluginSettings::default() });
     config.llm = Some(model);
     let bundled: Vec<Embedded> = talaria_bundled::PLUGINS
@@ -49,11 +51,7 @@ fn runtime(home: &std::path::Path, model: Arc<Model>) -> Runtime {
 
 /// One turn: the user's message, rounds of tool calls (each call answered), a final answer.
 fn turn() -> impl Strategy<Value = (String, Vec<Vec<usize>>, bool)> {
-    (
-        "[a-z ]{1,60}",
-        prop::collection::vec(prop::collection::vec(0usize..3_000, 1..4), 0..4),
-        any::<bool>(),
-    )
+    ("[a-z ]{1,60}", prop::collection::vec(prop::collection::vec(0usize..3_000, 1..4), 0..4), any::<bool>())
 }
 
 fn history(turns: &[(String, Vec<Vec<usize>>, bool)]) -> Vec<Message> {
@@ -66,7 +64,11 @@ fn history(turns: &[(String, Vec<Vec<usize>>, bool)]) -> Vec<Message> {
                 .iter()
                 .map(|_| {
                     id += 1;
-                    ToolCall { id: format!("call_{id}"), name: "read_file".into(), arguments: format!("{{\"path\":\"f{id}.txt\"}}") }
+                    ToolCall {
+                        id: format!("call_{id}"),
+                        name: "read_file".into(),
+                        arguments: format!("{{\"path\":\"f{id}.txt\"}}"),
+                    }
                 })
                 .collect();
             out.push(Message::Assistant {
@@ -106,8 +108,7 @@ fn check(rt: &tokio::runtime::Runtime, runtime: &Runtime, messages: Vec<Message>
         Ok(out) => {
             prop_assert!(talaria_agent::history::is_valid(&out.messages), "invalid history: {:#?}", out.messages);
             prop_assert!(out.messages.len() <= messages.len(), "{} > {}", out.messages.len(), messages.len());
-            let summaries =
-                out.messages.iter().filter(|m| m.content().contains("[talaria context summary")).count();
+            let summaries = out.messages.iter().filter(|m| m.content().contains("[talaria context summary")).count();
             prop_assert_eq!(summaries, 1);
             if let Some(user) = last_user {
                 prop_assert!(out.messages.iter().any(|m| m.content().contains(&user)), "lost: {user}");
@@ -133,7 +134,15 @@ fn run_cases(fail: bool) {
         let first = seen.first().expect("the model was asked for a summary");
         assert_eq!(first.purpose, "compression");
         let prompt: String = first.messages.iter().map(|(_, t)| t.as_str()).collect();
-        for heading in ["## Goal", "## Constraints & Preferences", "## Progress", "## Key Decisions", "## Relevant Files", "## Next Steps", "## Critical Context"] {
+        for heading in [
+            "## Goal",
+            "## Constraints & Preferences",
+            "## Progress",
+            "## Key Decisions",
+            "## Relevant Files",
+            "## Next Steps",
+            "## Critical Context",
+        ] {
             assert!(prompt.contains(heading), "{heading} missing");
         }
         assert!(prompt.contains("the files"), "the focus reaches the prompt");

@@ -92,7 +92,9 @@ pub async fn run(ctx: &Ctx, cmd: ContextCmd) -> anyhow::Result<ExitCode> {
     let label = format!("{} ({}, version {})", plugin.name(), plugin.scope.label(), plugin.manifest.version);
     println!("{}", status_lines(&label, &status, &lines));
     match &found {
-        Some(info) => println!("session: {}{}", info.id, info.title.as_ref().map(|t| format!(" \"{t}\"")).unwrap_or_default()),
+        Some(info) => {
+            println!("session: {}{}", info.id, info.title.as_ref().map(|t| format!(" \"{t}\"")).unwrap_or_default())
+        }
         None => println!("session: none yet"),
     }
     Ok(ExitCode::SUCCESS)

@@ -26,7 +26,8 @@ fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
     let snapshot = memory.snapshot();
     println!("built-in memory ({})", memory.dir().display());
     for (target, entries) in [(Target::Memory, &snapshot.memory), (Target::User, &snapshot.user)] {
-        let chars: usize = entries.iter().map(|e| e.chars().count()).sum::<usize>() + 3 * entries.len().saturating_sub(1);
+        let chars: usize =
+            entries.iter().map(|e| e.chars().count()).sum::<usize>() + 3 * entries.len().saturating_sub(1);
         println!(
             "  {:<10} {} {}, {chars} / {} chars ({}%)",
             target.file(),

@@ -221,18 +221,15 @@ pub type Extensions = (Option<Arc<dyn MemoryProvider>>, Option<Arc<dyn ContextEn
 
 /// The memory provider and context engine chosen in config (`none` turns one off). A chosen
 /// plugin that is missing is reported in `warnings` and left out.
-pub fn extensions(
-    runtime: &Arc<Runtime>,
-    memory: &str,
-    context: &str,
-    warnings: &mut Vec<String>,
-) -> Extensions {
+pub fn extensions(runtime: &Arc<Runtime>, memory: &str, context: &str, warnings: &mut Vec<String>) -> Extensions {
     let memory = match memory {
         "" | "none" => None,
         name => match single(runtime, "memory", name) {
             Ok(plugin) => Some(Arc::new(PluginMemory { runtime: runtime.clone(), plugin }) as Arc<dyn MemoryProvider>),
             Err(e) => {
-                warnings.push(format!("memory provider not loaded: {e} (set `provider` under [memory] in config.toml, or \"none\")"));
+                warnings.push(format!(
+                    "memory provider not loaded: {e} (set `provider` under [memory] in config.toml, or \"none\")"
+                ));
                 None
             }
         },
@@ -242,7 +239,9 @@ pub fn extensions(
         name => match single(runtime, "context-engine", name) {
             Ok(plugin) => Some(Arc::new(PluginContext { runtime: runtime.clone(), plugin }) as Arc<dyn ContextEngine>),
             Err(e) => {
-                warnings.push(format!("context engine not loaded: {e} (set `engine` under [context] in config.toml, or \"none\")"));
+                warnings.push(format!(
+                    "context engine not loaded: {e} (set `engine` under [context] in config.toml, or \"none\")"
+                ));
                 None
             }
         },
@@ -257,11 +256,7 @@ pub struct AuxLlm {
 }
 
 impl LlmBackend for AuxLlm {
-    fn complete<'a>(
-        &'a self,
-        plugin: &'a str,
-        request: LlmRequest,
-    ) -> BoxFuture<'a, Result<LlmCompletion, String>> {
+    fn complete<'a>(&'a self, plugin: &'a str, request: LlmRequest) -> BoxFuture<'a, Result<LlmCompletion, String>> {
         Box::pin(async move {
             let mut system = String::new();
             let mut messages = Vec::with_capacity(request.messages.len());

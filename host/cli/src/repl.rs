@@ -488,7 +488,8 @@ impl Repl<'_> {
                 ));
             }
             "context" => {
-                let (engine, status, lines) = self.session.agent.context_report().await.map_err(|e| anyhow::anyhow!(e))?;
+                let (engine, status, lines) =
+                    self.session.agent.context_report().await.map_err(|e| anyhow::anyhow!(e))?;
                 self.drain_events();
                 println!("{}", crate::context::status_lines(&engine, &status, &lines));
             }

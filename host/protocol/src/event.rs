@@ -10,9 +10,13 @@ use crate::message::Usage;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// A piece of the assistant's visible answer.
-    TextDelta { text: String },
+    TextDelta {
+        text: String,
+    },
     /// A piece of the model's reasoning.
-    ReasoningDelta { text: String },
+    ReasoningDelta {
+        text: String,
+    },
     /// The streamed assistant message is complete (the next text starts a new one).
     MessageEnd,
     ToolStarted(ToolStarted),
@@ -22,10 +26,16 @@ pub enum Event {
     /// The model asked the user a question (the `clarify` tool); answer with the clarify handle.
     ClarifyNeeded(ClarifyNeeded),
     /// Tokens used by one model call.
-    Usage { usage: Usage, model: String },
+    Usage {
+        usage: Usage,
+        model: String,
+    },
     /// Something the user should know that is not part of the answer: a retry, a fallback, a
     /// result saved to a file.
-    Notice { level: NoticeLevel, text: String },
+    Notice {
+        level: NoticeLevel,
+        text: String,
+    },
     /// The turn is over.
     TurnEnd(TurnEnd),
 }

@@ -97,13 +97,26 @@ pub enum HookEvent {
     PreToolCall(ToolCallEvent),
     PostToolCall(ToolResultEvent),
     TransformToolResult(ToolResultEvent),
-    PreLlmCall { user_message: String, is_first_turn: bool, model: String, message_count: u32 },
-    PostLlmCall { user_message: String, assistant_response: String, model: String },
+    PreLlmCall {
+        user_message: String,
+        is_first_turn: bool,
+        model: String,
+        message_count: u32,
+    },
+    PostLlmCall {
+        user_message: String,
+        assistant_response: String,
+        model: String,
+    },
     SessionStart,
     /// A turn ended; `reason` is the outcome (`completed`, `interrupted`, ...).
-    SessionEnd { reason: String },
+    SessionEnd {
+        reason: String,
+    },
     /// The session closes for good in this process (`exit`, `new`, `resume`, `compressed`).
-    SessionFinalize { reason: String },
+    SessionFinalize {
+        reason: String,
+    },
     SessionReset,
     SubagentStop {
         parent_session_id: String,

@@ -25,9 +25,7 @@ mod event;
 mod extension;
 mod message;
 
-pub use event::{
-    ApprovalNeeded, ClarifyNeeded, Event, NoticeLevel, Outcome, ToolFinished, ToolStarted, TurnEnd,
-};
+pub use event::{ApprovalNeeded, ClarifyNeeded, Event, NoticeLevel, Outcome, ToolFinished, ToolStarted, TurnEnd};
 pub use extension::{
     CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, PluginSession, ToolCallEvent,
     ToolResultEvent,

@@ -156,7 +156,11 @@ mod tests {
     fn messages_round_trip_as_openai_style_json() {
         let m = Message::Assistant {
             content: String::new(),
-            tool_calls: vec![ToolCall { id: "c1".into(), name: "read_file".into(), arguments: "{\"path\":\"a\"}".into() }],
+            tool_calls: vec![ToolCall {
+                id: "c1".into(),
+                name: "read_file".into(),
+                arguments: "{\"path\":\"a\"}".into(),
+            }],
             reasoning: None,
             extra: None,
         };
@@ -164,8 +168,8 @@ mod tests {
         assert_eq!(json["role"], "assistant");
         assert_eq!(json["tool_calls"][0]["name"], "read_file");
         assert_eq!(serde_json::from_value::<Message>(json).expect("back"), m);
-        let t: Message = serde_json::from_str(r#"{"role":"tool","tool_call_id":"c1","name":"x","content":"{}"}"#)
-            .expect("tool");
+        let t: Message =
+            serde_json::from_str(r#"{"role":"tool","tool_call_id":"c1","name":"x","content":"{}"}"#).expect("tool");
         assert_eq!(t.role(), Role::Tool);
     }
 }

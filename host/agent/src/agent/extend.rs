@@ -14,8 +14,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use talaria_protocol::{
-    CompressRequest, ContextStatus, HookDecision, HookEvent, HookKind, Message, NoticeLevel, Outcome, PluginSession,
-    ToolCall, ToolCallEvent, ToolError, ToolResultEvent, Event,
+    CompressRequest, ContextStatus, Event, HookDecision, HookEvent, HookKind, Message, NoticeLevel, Outcome,
+    PluginSession, ToolCall, ToolCallEvent, ToolError, ToolResultEvent,
 };
 use talaria_store::{NewSession, Store};
 
@@ -290,7 +290,9 @@ impl Agent {
         let mut replaced = None;
         for reply in hooks.dispatch(&event, &session).await {
             match reply.decision {
-                Ok(HookDecision::ReplaceResult(text)) if replaced.is_none() && !text.is_empty() => replaced = Some(text),
+                Ok(HookDecision::ReplaceResult(text)) if replaced.is_none() && !text.is_empty() => {
+                    replaced = Some(text)
+                }
                 Ok(HookDecision::Proceed | HookDecision::ReplaceResult(_)) => {}
                 Ok(other) => self.hook_misanswer(&reply.plugin, HookKind::TransformToolResult, &other),
                 Err(e) => self.emitter.warn(format!("hook '{}' (transform_tool_result): {e}", reply.plugin)),
@@ -435,7 +437,8 @@ impl Agent {
         store.append_messages(child, messages)?;
         store.end_session(old, "compressed")?;
         if let Some(title) = info.and_then(|i| i.title) {
-            let base = title.rsplit_once(" #").filter(|(_, n)| n.parse::<u32>().is_ok()).map_or(title.as_str(), |(b, _)| b);
+            let base =
+                title.rsplit_once(" #").filter(|(_, n)| n.parse::<u32>().is_ok()).map_or(title.as_str(), |(b, _)| b);
             for n in (self.compressions + 2)..(self.compressions + 50) {
                 if store.set_title(child, &format!("{base} #{n}")).is_ok() {
                     break;

@@ -28,15 +28,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::Gate;
 use crate::builtin::{self, memory::Memory, todo::Todos};
+use crate::extensions::{ContextEngine, Hooks, MemoryProvider, NoHooks};
 use crate::model::{Chain, ChainState, Client, Delta, ModelRequest};
 use crate::prompt::{self, Platform, PromptInputs};
 use crate::tools::{self, ToolContext, ToolHost};
 use crate::toolsets::{Selection, Toolset, Toolsets};
-use crate::extensions::{ContextEngine, Hooks, MemoryProvider, NoHooks};
 use crate::{Emitter, Error};
 
-pub use extend::{Compression, estimate_tokens};
 use extend::TurnContext;
+pub use extend::{Compression, estimate_tokens};
 
 /// How the loop behaves; the CLI fills it from flags and config.
 #[derive(Debug, Clone)]
@@ -275,7 +275,8 @@ impl Agent {
                         match provider.system_prompt_block(&session).await {
                             Ok(block) => Some(block),
                             Err(e) => {
-                                warnings.push(format!("memory provider '{}' gave no prompt block: {e}", provider.name()));
+                                warnings
+                                    .push(format!("memory provider '{}' gave no prompt block: {e}", provider.name()));
                                 None
                             }
                         }
@@ -501,7 +502,8 @@ impl Agent {
     async fn call_model(&mut self, turn: &mut Turn, with_tools: bool, extra: &str) -> Result<Message, String> {
         let mut messages = crate::history::repair(&self.history);
         if !extra.is_empty()
-            && let Some(Message::User { content }) = messages.iter_mut().rev().find(|m| matches!(m, Message::User { .. }))
+            && let Some(Message::User { content }) =
+                messages.iter_mut().rev().find(|m| matches!(m, Message::User { .. }))
         {
             content.push_str("\n\n");
             content.push_str(extra);

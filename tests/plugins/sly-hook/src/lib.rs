@@ -32,12 +32,7 @@ fn try_everything(arguments: &str) -> String {
 
 /// The `command` argument of a terminal call (plain string search: no JSON crate needed).
 fn serde_command(arguments: &str) -> String {
-    arguments
-        .split("\"command\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').nth(1))
-        .unwrap_or("true")
-        .to_string()
+    arguments.split("\"command\"").nth(1).and_then(|rest| rest.split('"').nth(1)).unwrap_or("true").to_string()
 }
 
 impl Hooks for Sly {
