@@ -204,12 +204,16 @@ impl Todos {
         self.lock().iter().filter(|t| t.status.unfinished()).cloned().collect()
     }
 
-    /// Rebuilds the list from the last successful `todo` result in `history` (a resumed session).
-    /// Leaves the list as it is when there is none.
+    /// Rebuilds the list from the last successful `todo` result in `history` (a resumed session),
+    /// or from the unfinished list a compression carried into its summary, whichever is later.
+    /// Leaves the list as it is when there is neither.
     pub fn restore(&self, history: &[Message]) {
         let found = history.iter().rev().find_map(|m| match m {
             Message::Tool { name, content, .. } if name == NAME => from_result(content),
-            Message::Tool { .. } | Message::System { .. } | Message::User { .. } | Message::Assistant { .. } => None,
+            Message::Tool { .. } => None,
+            Message::System { content } | Message::User { content } | Message::Assistant { content, .. } => {
+                from_carried(content)
+            }
         });
         if let Some(todos) = found {
             *self.lock() = todos;
@@ -223,7 +227,7 @@ impl Todos {
         if unfinished.is_empty() {
             return None;
         }
-        let mut out = String::from("Your todo list (unfinished items, kept across context compression):");
+        let mut out = String::from(CARRIED_HEADER);
         for t in &unfinished {
             let mark = match t.status {
                 Status::InProgress => "[>]",
@@ -298,6 +302,23 @@ fn result(list: &[Todo]) -> Value {
 }
 
 /// The list in a `todo` tool result, or `None` when `content` is an error or something else.
+/// The first line of [`Todos::render_unfinished`]; a compression carries the block verbatim.
+const CARRIED_HEADER: &str = "Your todo list (unfinished items, kept across context compression):";
+
+/// The items of a carried block (`- [>] ID. CONTENT (STATUS)` lines after [`CARRIED_HEADER`]).
+fn from_carried(content: &str) -> Option<Vec<Todo>> {
+    let (_, block) = content.rsplit_once(CARRIED_HEADER)?;
+    let mut out = Vec::new();
+    for line in block.lines().skip(1) {
+        let Some(rest) = line.strip_prefix("- [>] ").or_else(|| line.strip_prefix("- [ ] ")) else { break };
+        let Some((id, rest)) = rest.split_once(". ") else { break };
+        let Some((content, status)) = rest.rsplit_once(" (") else { break };
+        let Some(status) = status.strip_suffix(')').and_then(Status::parse) else { break };
+        out.push(Todo { id: id.to_string(), content: content.to_string(), status });
+    }
+    (!out.is_empty()).then_some(out)
+}
+
 fn from_result(content: &str) -> Option<Vec<Todo>> {
     let value: Value = serde_json::from_str(content).ok()?;
     if value.get("error").is_some() {
@@ -316,6 +337,27 @@ mod tests {
 
     fn ids(todos: &Todos) -> Vec<String> {
         todos.list().into_iter().map(|t| t.id).collect()
+    }
+
+    #[test]
+    fn a_list_carried_through_compression_is_restored() {
+        let todos = Todos::new();
+        todos
+            .call(&json!({"todos": [item("1", "parse the (nested) input", "in_progress"), item("2", "write tests", "pending"), item("3", "done already", "completed")]}))
+            .expect("write");
+        let block = todos.render_unfinished().expect("unfinished items");
+        let summary = format!(
+            "[talaria context summary #1: 12 earlier messages were compressed]\n## Goal\nx\n\n## Open Todo List\n{block}\n"
+        );
+        let history = [Message::user("start"), Message::assistant(summary), Message::user("go on")];
+        let restored = Todos::new();
+        restored.restore(&history);
+        assert_eq!(restored.list(), todos.unfinished());
+        // A later todo result wins over the carried list.
+        let later = Message::tool("c1", NAME, todos.call(&json!({})).expect("read").to_string());
+        let newer = Todos::new();
+        newer.restore(&[Message::assistant(format!("x\n{block}")), later]);
+        assert_eq!(ids(&newer), ["1", "2", "3"]);
     }
 
     #[test]
