@@ -374,3 +374,21 @@ fn hook_context_goes_to_one_call_results_can_be_rewritten_and_approval_demands_a
     let stored = t.ok(&["sessions", "show", &session, "--json"]);
     assert!(!stored.contains("model=mock-model"), "hook context was stored: {stored}");
 }
+
+#[test]
+fn hook_context_over_the_cap_goes_to_a_file_with_a_preview() {
+    let t = Talaria::new();
+    let manifest = support::manifest_v2("probe", &["hook"], "[hook]\nevents = [\"pre_llm_call\"]\n");
+    support::install(t.home.path(), "probe", Path::new(support::PROBE_HOOK_WASM), &manifest);
+    let mock = MockLlm::start(Script::new([Reply::text("seen").into()]));
+    t.configure(&mock, "", "[memory]\nprovider = \"none\"");
+    assert_eq!(t.ask("big: 12000", &[]).trim(), "seen");
+
+    let user = last_user(&mock.requests()[0].body);
+    assert!(user.len() < 3_000, "the model got {} chars", user.len());
+    assert!(user.contains("[added context cut: 12026 characters in all; the whole text is in "), "{user}");
+    let session = latest_session(&t)["id"].as_str().expect("id").to_string();
+    let saved = std::fs::read_to_string(t.home.path().join("results").join(&session).join("context-1.txt"))
+        .expect("saved context");
+    assert_eq!(saved.matches('y').count(), 12_000);
+}

@@ -24,7 +24,8 @@ use crate::approval::Decision;
 use crate::prompt::Platform;
 use crate::{Error, history, tools};
 
-/// Longest text hooks and recall may add to one model call (reference §4: 10,000).
+/// Longest text hooks and recall may add to one model call (reference §4: 10,000); more is saved
+/// to a file and replaced by a preview.
 const CALL_CONTEXT_CAP: usize = 10_000;
 /// How long closing a session waits for background memory syncs.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(15);
@@ -169,10 +170,19 @@ impl Agent {
             }
         }
         let text = parts.join("\n\n");
-        match text.char_indices().nth(CALL_CONTEXT_CAP) {
-            Some((at, _)) => format!("{}\n[added context cut at {CALL_CONTEXT_CAP} characters]", &text[..at]),
-            None => text,
+        if text.chars().count() <= CALL_CONTEXT_CAP {
+            return text;
         }
+        // Too long for the message: the whole text goes to a file, the model gets a preview.
+        let cfg = &self.shared.config;
+        let dir = cfg.home.join("results").join(&self.session_id);
+        let path = dir.join(format!("context-{}.txt", self.api_calls + 1));
+        let head: String = text.chars().take(cfg.preview_chars).collect();
+        let note = match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &text)) {
+            Ok(()) => format!("the whole text is in {}", path.display()),
+            Err(e) => format!("it could not be saved ({e})"),
+        };
+        format!("{head}\n[added context cut: {} characters in all; {note}]", text.chars().count())
     }
 
     /// The memory provider's recall for a new user message (`None` when there is none).

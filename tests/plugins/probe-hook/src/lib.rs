@@ -68,6 +68,9 @@ impl Guest for Probe {
                 }
                 _ => Decision::Proceed,
             },
+            Event::PreLlmCall(e) if e.user_message.starts_with("big:") => {
+                Decision::AddContext("y".repeat(e.user_message[4..].trim().parse().unwrap_or(0)))
+            }
             Event::PreLlmCall(e) => Decision::AddContext(format!(
                 "first={} model={} messages={}",
                 e.is_first_turn, e.model, e.message_count
