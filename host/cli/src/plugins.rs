@@ -23,7 +23,7 @@ pub enum PluginsCmd {
     #[command(after_help = CAPABILITY_HELP)]
     Grant {
         name: String,
-        /// fs:ro:PATH, fs:rw:PATH, net:HOST[:PORT], secret:NAME@HOST, process, kv, or all
+        /// fs:ro:PATH, fs:rw:PATH, net:HOST[:PORT], secret:NAME@HOST, process, kv, llm, or all
         #[arg(required = true)]
         capabilities: Vec<String>,
     },
@@ -37,11 +37,13 @@ pub enum PluginsCmd {
 }
 
 const CAPABILITY_HELP: &str = "Capabilities:
-  fs:ro:PATH | fs:rw:PATH   read (or read-write) a directory; $WORKSPACE is the working directory
+  fs:ro:PATH | fs:rw:PATH   read (or read-write) a directory; $WORKSPACE is the working directory,
+                            $PLUGIN_DATA the plugin's private directory
   net:HOST[:PORT]           outgoing HTTP; `*` and `*.example.com` are wildcards (never loopback/private)
   secret:NAME@HOST          the host injects secret NAME into requests to HOST
   process                   run shell commands (dangerous ones need approval)
-  kv                        private persistent key-value storage";
+  kv                        private persistent key-value storage
+  llm                       completions from the auxiliary model ([auxiliary], else [model])";
 
 pub async fn run(ctx: &Ctx, cmd: PluginsCmd) -> anyhow::Result<ExitCode> {
     match cmd {
