@@ -302,7 +302,7 @@ async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode
     if !end.text.is_empty() {
         println!("{}", end.text.trim_end());
     }
-    if let Err(e) = session.agent.close(outcome_reason(&end.outcome)).await {
+    if let Err(e) = session.agent.close(end.outcome.name()).await {
         ui::warn(&e.to_string());
     }
     let code = match end.outcome {
@@ -315,14 +315,4 @@ async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode
         ui::note(&format!("session {} (resume with `talaria chat --resume {0}`)", session.agent.session_id()));
     }
     Ok(ExitCode::from(code))
-}
-
-/// How a session ended, for the store.
-pub fn outcome_reason(outcome: &Outcome) -> &'static str {
-    match outcome {
-        Outcome::Completed => "completed",
-        Outcome::Interrupted => "interrupted",
-        Outcome::BudgetExhausted => "budget_exhausted",
-        Outcome::Failed(_) => "failed",
-    }
 }

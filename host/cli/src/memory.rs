@@ -25,14 +25,12 @@ fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
     let memory = Memory::new(ctx.home.join("memories"));
     let snapshot = memory.snapshot();
     println!("built-in memory ({})", memory.dir().display());
-    for (target, entries) in [(Target::Memory, &snapshot.memory), (Target::User, &snapshot.user)] {
-        let chars: usize =
-            entries.iter().map(|e| e.chars().count()).sum::<usize>() + 3 * entries.len().saturating_sub(1);
+    for target in [Target::Memory, Target::User] {
+        let (count, chars) = (snapshot.entries(target).len(), snapshot.used(target));
         println!(
-            "  {:<10} {} {}, {chars} / {} chars ({}%)",
+            "  {:<10} {count} {}, {chars} / {} chars ({}%)",
             target.file(),
-            entries.len(),
-            if entries.len() == 1 { "entry" } else { "entries" },
+            if count == 1 { "entry" } else { "entries" },
             target.limit(),
             chars * 100 / target.limit()
         );

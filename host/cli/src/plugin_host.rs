@@ -101,8 +101,10 @@ impl Hooks for PluginHooks {
             let mut replies = Vec::with_capacity(plugins.len());
             for plugin in plugins {
                 let decision = self.runtime.hook(plugin, event, session).await;
+                // The loop reports failures (it knows what each one meant: a block, a skipped
+                // context); here they are only logged for -vv.
                 if let Err(e) = &decision {
-                    tracing::warn!(plugin = plugin.name(), "hook {}: {e}", event.kind().name());
+                    tracing::debug!(plugin = plugin.name(), "hook {}: {e}", event.kind().name());
                 }
                 replies.push(HookReply { plugin: plugin.name().to_string(), decision });
             }

@@ -113,3 +113,15 @@ pub enum Outcome {
     /// Every provider failed; the detail says why.
     Failed(String),
 }
+
+impl Outcome {
+    /// Its serialized kind: `completed`, `interrupted`, `budget_exhausted` or `failed`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Interrupted => "interrupted",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::Failed(_) => "failed",
+        }
+    }
+}

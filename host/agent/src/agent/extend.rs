@@ -19,8 +19,9 @@ use talaria_protocol::{
 };
 use talaria_store::{NewSession, Store};
 
-use super::{Agent, lock};
+use super::{Agent, Shared, lock};
 use crate::approval::Decision;
+use crate::model::Chain;
 use crate::prompt::Platform;
 use crate::{Error, history, tools};
 
@@ -50,19 +51,16 @@ pub struct Compression {
     pub session_id: String,
 }
 
-pub(super) fn outcome_name(outcome: &Outcome) -> &'static str {
-    match outcome {
-        Outcome::Completed => "completed",
-        Outcome::Interrupted => "interrupted",
-        Outcome::BudgetExhausted => "budget_exhausted",
-        Outcome::Failed(_) => "failed",
-    }
-}
-
-fn platform_name(platform: Platform, source: &str) -> String {
-    match platform {
-        Platform::Subagent => "subagent".into(),
-        Platform::Cli | Platform::Acp | Platform::Gateway | Platform::Cron => source.to_string(),
+/// Who a plugin is told it is serving: `session_id` on `platform`, with the chain's main model.
+pub(super) fn plugin_session(shared: &Shared, chain: &Chain, session_id: &str, platform: Platform) -> PluginSession {
+    PluginSession {
+        session_id: session_id.to_string(),
+        platform: match platform {
+            Platform::Subagent => "subagent".into(),
+            Platform::Cli | Platform::Acp | Platform::Gateway | Platform::Cron => shared.config.source.clone(),
+        },
+        workspace: shared.config.workspace.display().to_string(),
+        model: chain.primary_model(),
     }
 }
 
@@ -102,12 +100,7 @@ pub(super) fn message_chars(messages: &[Message]) -> usize {
 impl Agent {
     /// Who a plugin is told it is serving.
     pub fn plugin_session(&self) -> PluginSession {
-        PluginSession {
-            session_id: self.session_id.clone(),
-            platform: platform_name(self.platform, &self.shared.config.source),
-            workspace: self.shared.config.workspace.display().to_string(),
-            model: self.chain.providers.first().map(|p| p.model.clone()).unwrap_or_default(),
-        }
+        plugin_session(&self.shared, &self.chain, &self.session_id, self.platform)
     }
 
     /// A main-conversation agent (not a child) uses the memory provider.
@@ -154,7 +147,7 @@ impl Agent {
             let event = HookEvent::PreLlmCall {
                 user_message: ctx.user_text.clone(),
                 is_first_turn: ctx.first_turn,
-                model: self.chain.providers.first().map(|p| p.model.clone()).unwrap_or_default(),
+                model: self.chain.primary_model(),
                 message_count: u32::try_from(self.history.len()).unwrap_or(u32::MAX),
             };
             let session = self.plugin_session();
@@ -213,7 +206,7 @@ impl Agent {
                 }
             });
         }
-        self.observe(HookEvent::SessionEnd { reason: outcome_name(outcome).into() }).await;
+        self.observe(HookEvent::SessionEnd { reason: outcome.name().into() }).await;
     }
 
     /// Tell the memory provider about a change the built-in memory tool made.

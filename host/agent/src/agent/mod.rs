@@ -264,14 +264,10 @@ impl Agent {
             }
             None => {
                 let session_id = Store::new_session_id();
+                let model = shared.chain.primary_model();
                 let provider_block = match (&shared.memory_provider, start.parent.is_some()) {
                     (Some(provider), false) => {
-                        let session = talaria_protocol::PluginSession {
-                            session_id: session_id.clone(),
-                            platform: cfg.source.clone(),
-                            workspace: cfg.workspace.display().to_string(),
-                            model: shared.chain.providers.first().map(|p| p.model.clone()).unwrap_or_default(),
-                        };
+                        let session = extend::plugin_session(&shared, &shared.chain, &session_id, platform);
                         match provider.system_prompt_block(&session).await {
                             Ok(block) => Some(block),
                             Err(e) => {
@@ -285,7 +281,6 @@ impl Agent {
                 };
                 let snapshot = shared.memory.snapshot();
                 let tool_names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-                let model = shared.chain.providers.first().map(|p| p.model.clone()).unwrap_or_default();
                 let built = prompt::build(&PromptInputs {
                     home: &cfg.home,
                     workspace: &cfg.workspace,
@@ -440,7 +435,7 @@ impl Agent {
                 Err(e) => return self.finish(Outcome::Failed(e), String::new(), &turn),
             };
             if self.shared.hooks.wants(talaria_protocol::HookKind::PostLlmCall) {
-                let model = self.chain.providers.first().map(|p| p.model.clone()).unwrap_or_default();
+                let model = self.chain.primary_model();
                 self.observe(talaria_protocol::HookEvent::PostLlmCall {
                     user_message: text.to_string(),
                     assistant_response: message.content().to_string(),
@@ -719,7 +714,7 @@ impl Agent {
                             child_session_id: child.session_id().to_string(),
                             goal: task.goal.clone(),
                             summary: end.text.clone(),
-                            status: extend::outcome_name(&end.outcome).to_string(),
+                            status: end.outcome.name().to_string(),
                             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                         })
                         .await;

@@ -97,10 +97,8 @@ pub fn tasks(args: &Value) -> Result<Vec<Task>, ToolError> {
 /// A child's report for the parent model.
 pub fn report(i: usize, task: &Task, session: &str, end: &TurnEnd, took: Duration) -> Value {
     let status = match &end.outcome {
-        Outcome::Completed => "completed".to_string(),
-        Outcome::Interrupted => "interrupted".to_string(),
-        Outcome::BudgetExhausted => "budget_exhausted".to_string(),
         Outcome::Failed(e) => format!("failed: {e}"),
+        other => other.name().to_string(),
     };
     json!({
         "task": i + 1,

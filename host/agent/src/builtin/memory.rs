@@ -228,6 +228,19 @@ impl Memory {
 }
 
 impl MemorySnapshot {
+    /// The entries of `target`.
+    pub fn entries(&self, target: Target) -> &[String] {
+        match target {
+            Target::Memory => &self.memory,
+            Target::User => &self.user,
+        }
+    }
+
+    /// Characters `target`'s file uses, as counted against its limit.
+    pub fn used(&self, target: Target) -> usize {
+        used(self.entries(target))
+    }
+
     /// The block for the system prompt, with how full each file is; `None` when both are empty.
     ///
     /// ```text

@@ -54,6 +54,13 @@ pub struct Chain {
     pub max_delay: Duration,
 }
 
+impl Chain {
+    /// The primary model's name ("" when the chain is empty).
+    pub fn primary_model(&self) -> String {
+        self.providers.first().map(|p| p.model.clone()).unwrap_or_default()
+    }
+}
+
 /// Which provider of a [`Chain`] answers for the rest of the turn.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChainState {
