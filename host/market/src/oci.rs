@@ -1,0 +1,1 @@
+//! Plugin bundles in an OCI registry (placeholder: being written).
