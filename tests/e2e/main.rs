@@ -238,7 +238,7 @@ fn bad_arguments_fail_with_a_clear_message() {
     let err = t.fails(&["tools", "call", "read_file", "not json"]);
     assert!(err.contains("invalid arguments: arguments are not valid JSON"), "{err}");
     let err = t.fails(&["tools", "call", "nope"]);
-    assert!(err.contains("unknown tool `nope (available: "), "{err}");
+    assert!(err.contains("unknown tool: nope (available: "), "{err}");
     let out = t.run(&["tools", "frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
 }

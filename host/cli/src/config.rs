@@ -77,6 +77,19 @@ pub struct ConfigToml {
     /// The model for side tasks (compression summaries, plugins' `llm` calls); the main model
     /// when absent.
     pub auxiliary: Option<FallbackToml>,
+    #[serde(default)]
+    pub marketplace: MarketplaceToml,
+}
+
+/// `[marketplace]`: where `talaria plugins install NAME` and `search` look, and size limits.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarketplaceToml {
+    /// Registry index URLs (https, or http to this machine), searched in order.
+    #[serde(default)]
+    pub registries: Vec<String>,
+    /// Largest bundle to download, and largest file in it, in MiB (default 64).
+    pub max_bundle_mb: Option<u64>,
 }
 
 /// `[memory]`: the external memory provider (MEMORY.md and USER.md stay on beside it).

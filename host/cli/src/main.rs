@@ -5,6 +5,7 @@ mod chat;
 mod config;
 mod context;
 mod doctor;
+mod market;
 mod memory;
 mod plugin_host;
 mod plugins;

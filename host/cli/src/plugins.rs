@@ -1,4 +1,4 @@
-//! `talaria plugins list|info|grant|revoke` and `talaria trust`.
+//! `talaria plugins list|info|grant|revoke` and `talaria trust`; installing is in [`crate::market`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use clap::Subcommand;
 use talaria_runtime::{Capability, GrantFile, Plugin, Runtime, Scope};
 
-use crate::{Ctx, ui};
+use crate::{Ctx, market, ui};
 
 #[derive(Subcommand)]
 pub enum PluginsCmd {
@@ -34,6 +34,64 @@ pub enum PluginsCmd {
         #[arg(required = true)]
         capabilities: Vec<String>,
     },
+    /// Install a plugin from a directory, bundle, URL, registry or OCI registry
+    #[command(after_help = market::SOURCE_HELP)]
+    Install {
+        /// ./dir, ./bundle.tar.gz, https://…, NAME[@VERSION], or oci://HOST/REPO:TAG
+        source: String,
+        #[command(flatten)]
+        flags: market::InstallFlags,
+    },
+    /// Update installed plugins from where they were installed from
+    Update {
+        /// The plugin to update
+        name: Option<String>,
+        /// Update every plugin installed in the scope
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        flags: market::InstallFlags,
+    },
+    /// Remove an installed plugin (its data is kept)
+    Remove {
+        name: String,
+        /// The project's scope instead of the user's
+        #[arg(long)]
+        project: bool,
+    },
+    /// Search the registry indexes
+    Search {
+        /// Words in the name or description (empty: list everything)
+        #[arg(default_value = "")]
+        query: String,
+        /// A registry index to search (before the configured ones)
+        #[arg(long, value_name = "URL")]
+        registry: Vec<String>,
+        /// Print as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check installed plugins against their lockfile digests and trusted signers
+    Verify {
+        /// Print as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Trust a publisher's public key to sign plugins
+    TrustKey {
+        /// `talaria-ed25519 …` as printed by `talaria plugin keygen`, or a file holding it
+        key: String,
+        /// Who the key belongs to
+        #[arg(long, required = true)]
+        name: String,
+    },
+    /// List trusted publisher keys
+    Keys,
+    /// Stop trusting a publisher key
+    UntrustKey {
+        /// The key's id (see `talaria plugins keys`)
+        id: String,
+    },
 }
 
 const CAPABILITY_HELP: &str = "Capabilities:
@@ -51,6 +109,14 @@ pub async fn run(ctx: &Ctx, cmd: PluginsCmd) -> anyhow::Result<ExitCode> {
         PluginsCmd::Info { name } => info(ctx, &name).await,
         PluginsCmd::Grant { name, capabilities } => change(ctx, &name, &capabilities, true),
         PluginsCmd::Revoke { name, capabilities } => change(ctx, &name, &capabilities, false),
+        PluginsCmd::Install { source, flags } => market::install_cmd(ctx, &source, &flags).await,
+        PluginsCmd::Update { name, all, flags } => market::update_cmd(ctx, name.as_deref(), all, &flags).await,
+        PluginsCmd::Remove { name, project } => market::remove_cmd(ctx, &name, project),
+        PluginsCmd::Search { query, registry, json } => market::search_cmd(ctx, &query, &registry, json).await,
+        PluginsCmd::Verify { json } => market::verify_cmd(ctx, json),
+        PluginsCmd::TrustKey { key, name } => market::trust_key_cmd(ctx, &key, &name),
+        PluginsCmd::Keys => market::keys_cmd(ctx),
+        PluginsCmd::UntrustKey { id } => market::untrust_key_cmd(ctx, &id),
     }
 }
 
@@ -83,6 +149,8 @@ fn list(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
                     "location": p.location,
                     "requested": p.manifest.requests.iter().map(ToString::to_string).collect::<Vec<_>>(),
                     "granted": p.grants.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    "source": p.installed().map(|i| i.source.clone()),
+                    "signer": p.installed().and_then(|i| i.signer.clone()),
                     "shadows": shadows(p),
                 })
             })
@@ -164,6 +232,10 @@ async fn info(ctx: &Ctx, name: &str) -> anyhow::Result<ExitCode> {
     if let Some(license) = &m.license {
         println!("license:    {license}");
     }
+    if let Some(installed) = p.installed() {
+        println!("installed:  from {}", installed.source);
+        println!("signed by:  {}", installed.signer.as_deref().unwrap_or("nobody (installed with --allow-unsigned)"));
+    }
     println!("requested:  {}", caps_text(&m.requests));
     println!("granted:    {}", caps_text(&p.grants.caps));
     if !p.grants.ignored.is_empty() {
@@ -196,10 +268,13 @@ fn change(ctx: &Ctx, name: &str, requested: &[String], grant: bool) -> anyhow::R
     let p = find(&runtime, name)?;
     let path = ctx.home.join("grants.toml");
     let mut file = GrantFile::load(&path).map_err(anyhow::Error::msg)?;
-    let mut current = file.recorded(&p.scope, name).unwrap_or_else(|| match p.scope {
-        Scope::Bundled => p.manifest.requests.clone(),
-        Scope::User | Scope::Project(_) => Vec::new(),
-    });
+    let mut current = match p.installed() {
+        Some(installed) => installed.granted.clone(),
+        None => file.recorded(&p.scope, name).unwrap_or_else(|| match p.scope {
+            Scope::Bundled => p.manifest.requests.clone(),
+            Scope::User | Scope::Project(_) => Vec::new(),
+        }),
+    };
     let all = requested.iter().any(|c| c == "all");
     let caps: Vec<Capability> = if all {
         if grant { p.manifest.requests.clone() } else { current.clone() }
@@ -223,8 +298,14 @@ fn change(ctx: &Ctx, name: &str, requested: &[String], grant: bool) -> anyhow::R
             ui::warn(&format!("{cap} was not granted to '{name}'"));
         }
     }
-    file.record(&p.scope, name, &current);
-    file.save(&path).map_err(anyhow::Error::msg)?;
+    if p.installed().is_some() {
+        // An installed plugin's grants live in its scope's lockfile.
+        let target = talaria_market::install::Target::new(&ctx.home, p.scope.clone());
+        talaria_market::install::set_grants(&target, name, &current)?;
+    } else {
+        file.record(&p.scope, name, &current);
+        file.save(&path).map_err(anyhow::Error::msg)?;
+    }
     let verb = if grant { "granted" } else { "revoked" };
     println!(
         "{verb} {} {} '{name}' ({}); it now has: {}",
@@ -254,6 +335,14 @@ pub fn trust(ctx: &Ctx, dir: Option<PathBuf>, revoke: bool) -> anyhow::Result<Ex
             dir.display(),
             plugins.display()
         );
+        // Grants recorded in the project's lockfile come with the project: say what they are.
+        let lock_path = talaria_runtime::scope_paths(&ctx.home, &Scope::Project(dir.clone())).map(|(_, l)| l);
+        if let Some(lock) = lock_path.and_then(|l| talaria_runtime::Lockfile::load(&l).ok()) {
+            for (name, entry) in &lock.plugins {
+                let granted = if entry.granted.is_empty() { "nothing".to_string() } else { entry.granted.join(", ") };
+                println!("  {name} {} is installed there and its lockfile grants: {granted}", entry.version);
+            }
+        }
     }
     file.save(&path).map_err(anyhow::Error::msg)?;
     Ok(ExitCode::SUCCESS)

@@ -1,8 +1,21 @@
 //! Installing plugins from a marketplace.
 //!
-//! A plugin travels as a *bundle*: a gzip'd tar holding `plugin.toml`, the component and a few
-//! documents. Its digest (`sha256:<hex>` of the bundle's bytes) is what a registry index pins and
-//! what a publisher's ed25519 signature covers. Sources: a local directory or bundle, an https
-//! URL, a registry index (a JSON document), or an OCI registry.
+//! A plugin travels as a *bundle* ([`bundle`]): a gzip'd tar holding `plugin.toml`, the
+//! component and a few documents. Its digest (`sha256:<hex>` of the bundle's bytes) is what a
+//! registry index pins and what a publisher's ed25519 signature covers ([`sign`]). Sources
+//! ([`source`]): a local directory or bundle, an https URL, a registry index ([`index`]), or an
+//! OCI registry ([`oci`]). [`install`] stages, verifies, precompiles and then switches versions by
+//! rewriting the scope's lockfile, so a failure or a crash leaves the previous version working.
 
+pub mod bundle;
+pub mod index;
+pub mod install;
 pub mod oci;
+pub mod sign;
+pub mod source;
+
+/// Make *ring* the process's rustls provider (reqwest and oci-client are built without one).
+/// Harmless when one is installed already.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

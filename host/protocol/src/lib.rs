@@ -75,7 +75,7 @@ impl fmt::Display for ToolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::InvalidArgs(m) => write!(f, "invalid arguments: {m}"),
-            Self::UnknownTool(name) => write!(f, "unknown tool `{name}`"),
+            Self::UnknownTool(name) => write!(f, "unknown tool: {name}"),
             Self::Failed(m) => f.write_str(m),
             Self::Denied(m) => write!(f, "denied: {m}"),
             Self::Crashed(m) => write!(f, "plugin crashed: {m}"),

@@ -2,11 +2,18 @@
 //! (`<workspace>/.talaria/plugins`, only when the user trusts the project). A later scope
 //! replaces an earlier plugin of the same name. Nothing here compiles anything: a broken plugin
 //! becomes a [`Problem`] and the others load.
+//!
+//! In the user and project scopes, plugins installed by `talaria plugins install` are found
+//! through the scope's lockfile (see [`crate::lock`]), which names each one's directory and pins
+//! its digests; every other subdirectory holding a plugin.toml is a plugin placed by hand.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::grant::{GrantFile, Scope};
+use sha2::Digest;
+
+use crate::grant::{Capability, GrantFile, Scope};
+use crate::lock::{Lockfile, scope_paths};
 use crate::manifest::Manifest;
 
 /// A plugin compiled into the binary.
@@ -57,6 +64,18 @@ pub(crate) struct Found {
     pub scope: Scope,
     pub location: String,
     pub source: WasmSource,
+    /// What its scope's lockfile says, for an installed plugin.
+    pub installed: Option<Installed>,
+}
+
+/// An installed plugin's lockfile entry, as far as loading it goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installed {
+    /// The component must still hash to this (hex sha256).
+    pub wasm_sha256: String,
+    pub granted: Vec<Capability>,
+    pub source: String,
+    pub signer: Option<String>,
 }
 
 /// Everything discovery saw.
@@ -83,18 +102,19 @@ pub(crate) fn discover(embedded: &[Embedded], home: &Path, workspace: &Path, gra
                 manifest,
                 scope: Scope::Bundled,
                 source: WasmSource::Embedded { wasm: e.wasm, sha256: e.sha256 },
+                installed: None,
             }),
             Err(err) => problems.push(Problem { plugin: None, location: "bundled".into(), message: err.message }),
         }
     }
-    scan_dir(&home.join("plugins"), Scope::User, &mut all, &mut problems);
+    scan_scope(home, Scope::User, &mut all, &mut problems);
 
     let mut untrusted_project = None;
     let project_dir = project_plugin_dir(workspace);
     if project_dir.is_dir() {
         let root = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
         if grants.is_trusted(&root) {
-            scan_dir(&project_dir, Scope::Project(root), &mut all, &mut problems);
+            scan_scope(home, Scope::Project(root), &mut all, &mut problems);
         } else {
             untrusted_project = Some(project_dir);
         }
@@ -122,10 +142,76 @@ pub(crate) fn discover(embedded: &[Embedded], home: &Path, workspace: &Path, gra
     Discovery { found: active.into_iter().flatten().collect(), shadowed, problems, untrusted_project }
 }
 
-/// Each subdirectory of `dir` holding a plugin.toml is a plugin.
-fn scan_dir(dir: &Path, scope: Scope, out: &mut Vec<Found>, problems: &mut Vec<Problem>) {
+/// A scope's installed plugins (from its lockfile), then the ones placed by hand.
+fn scan_scope(home: &Path, scope: Scope, out: &mut Vec<Found>, problems: &mut Vec<Problem>) {
+    let Some((dir, lock_path)) = scope_paths(home, &scope) else { return };
+    let lock = Lockfile::load(&lock_path).unwrap_or_else(|message| {
+        problems.push(Problem {
+            plugin: None,
+            location: lock_path.display().to_string(),
+            message: format!("{message}; its installed plugins are not loaded"),
+        });
+        Lockfile::default()
+    });
+    for (name, entry) in &lock.plugins {
+        match load_installed(&dir, name, entry) {
+            Ok(found) => out.push(Found { scope: scope.clone(), ..found }),
+            Err(message) => problems.push(Problem {
+                plugin: Some(name.clone()),
+                location: lock_path.display().to_string(),
+                message: format!("installed plugin '{name}': {message}"),
+            }),
+        }
+    }
+    scan_dir(&dir, &scope, &lock, out, problems);
+}
+
+/// An installed plugin, checked against its lockfile entry.
+fn load_installed(plugins_dir: &Path, name: &str, entry: &crate::lock::LockEntry) -> Result<Found, String> {
+    let plugin_dir = entry.resolve_dir(plugins_dir)?;
+    let manifest_path = plugin_dir.join("plugin.toml");
+    let text = std::fs::read(&manifest_path).map_err(|e| format!("{}: {e}", manifest_path.display()))?;
+    let reinstall = format!("reinstall it with `talaria plugins install {}`", entry.source);
+    if hex::encode(sha2::Sha256::digest(&text)) != entry.manifest_sha256 {
+        return Err(format!("{} changed since it was installed; {reinstall}", manifest_path.display()));
+    }
+    let text = String::from_utf8(text).map_err(|_| format!("{} is not UTF-8", manifest_path.display()))?;
+    let manifest = Manifest::parse(&text, &manifest_path).map_err(|e| e.message)?;
+    if manifest.name != name {
+        return Err(format!("its plugin.toml names `{}`", manifest.name));
+    }
+    let wasm = plugin_dir.join(&manifest.wasm);
+    if !wasm.is_file() {
+        return Err(format!("{} is missing; {reinstall}", wasm.display()));
+    }
+    Ok(Found {
+        manifest,
+        scope: Scope::User,
+        location: plugin_dir.display().to_string(),
+        source: WasmSource::File(wasm),
+        installed: Some(Installed {
+            wasm_sha256: entry.wasm_sha256.clone(),
+            granted: entry.granted_caps(),
+            source: entry.source.clone(),
+            signer: entry.signer.clone(),
+        }),
+    })
+}
+
+/// Each subdirectory of `dir` holding a plugin.toml is a plugin, except the directories of
+/// installed plugins and hidden ones (an install's staging area).
+fn scan_dir(dir: &Path, scope: &Scope, lock: &Lockfile, out: &mut Vec<Found>, problems: &mut Vec<Problem>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    let mut dirs: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            !name.starts_with('.') && lock.get(&name).is_none()
+        })
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
     dirs.sort();
     for plugin_dir in dirs {
         let manifest_path = plugin_dir.join("plugin.toml");
@@ -167,6 +253,6 @@ fn scan_dir(dir: &Path, scope: Scope, out: &mut Vec<Found>, problems: &mut Vec<P
             });
             continue;
         }
-        out.push(Found { manifest, scope: scope.clone(), location, source: WasmSource::File(wasm) });
+        out.push(Found { manifest, scope: scope.clone(), location, source: WasmSource::File(wasm), installed: None });
     }
 }

@@ -9,7 +9,8 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
-/// Write `bytes` to `path` atomically (a temp file in the same directory, then rename), mode 0600.
+/// Write `bytes` to `path` atomically and durably (a temp file in the same directory, synced,
+/// renamed over `path`, then the directory synced), mode 0600.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -23,5 +24,6 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);
-    std::fs::rename(&tmp, path)
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
 }

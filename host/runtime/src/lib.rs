@@ -49,11 +49,12 @@ pub mod discovery;
 mod engine;
 mod exports;
 mod extension;
-mod fsutil;
+pub mod fsutil;
 pub mod grant;
 mod host;
 mod instance;
 pub mod llm;
+pub mod lock;
 pub mod manifest;
 mod net;
 mod plugin;
@@ -70,11 +71,12 @@ use wasmtime::component::Linker;
 
 pub use cache::{CacheOutcome, CompileCache};
 pub use danger::CommandPolicy;
-pub use discovery::{Embedded, Problem, Shadowed, project_plugin_dir};
+pub use discovery::{Embedded, Installed, Problem, Shadowed, project_plugin_dir};
 pub use engine::EngineHandle;
 pub use grant::{Access, Capability, GrantFile, GrantedDir, Grants, HostPattern, Scope};
+pub use lock::{LOCK_FILE, LockEntry, Lockfile, scope_paths};
 pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS};
-pub use manifest::{Kind, Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS};
+pub use manifest::{Kind, Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS, check_api, check_name};
 pub use plugin::{CallContext, CallLimits, CallOutput, Plugin};
 pub use process::{Approval, ApprovalRequest, Approver, ProcessRunner, Unattended};
 pub use secrets::Secrets;
@@ -249,10 +251,15 @@ impl Runtime {
             .found
             .into_iter()
             .map(|f| {
-                let granted = grant_file.recorded(&f.scope, &f.manifest.name).unwrap_or_else(|| match f.scope {
-                    Scope::Bundled => f.manifest.requests.clone(),
-                    Scope::User | Scope::Project(_) => Vec::new(),
-                });
+                // An installed plugin's grants are in its scope's lockfile; a plugin placed by
+                // hand has them in grants.toml.
+                let granted = match &f.installed {
+                    Some(installed) => installed.granted.clone(),
+                    None => grant_file.recorded(&f.scope, &f.manifest.name).unwrap_or_else(|| match f.scope {
+                        Scope::Bundled => f.manifest.requests.clone(),
+                        Scope::User | Scope::Project(_) => Vec::new(),
+                    }),
+                };
                 // Operator settings are written for the user's and bundled plugins; a project
                 // plugin taking one of their names gets none of them.
                 let settings = match f.scope {
@@ -286,6 +293,7 @@ impl Runtime {
                     f.scope,
                     f.location,
                     f.source,
+                    f.installed,
                     env,
                     limits,
                     settings.allow_override,
@@ -377,6 +385,26 @@ impl Runtime {
             Ok(prepared) => Ok((prepared, fresh)),
             Err(e) => Err(format!("plugin '{}' ({}): {e}", plugin.name(), plugin.location)),
         }
+    }
+
+    /// Compile `wasm` into the compile cache (or find it there) and check it against `manifest`
+    /// as loading it would: API version, kinds, and the imports this host provides. An install
+    /// calls this before switching versions, so a plugin that would not load is never
+    /// switched to and its first call does not wait for a compile.
+    ///
+    /// # Errors
+    /// What is wrong with the component, in a sentence.
+    pub fn check_component(&self, manifest: &Manifest, wasm: &[u8]) -> Result<(CacheOutcome, Duration), String> {
+        use sha2::Digest as _;
+        let (engine, linker) = self.engine().map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        let sha = hex::encode(sha2::Sha256::digest(wasm));
+        let (component, outcome) = self
+            .cache
+            .load_or_compile(&engine.engine, &engine.fingerprint, &sha, || Ok(wasm.to_vec()))
+            .map_err(|e| format!("not a valid WebAssembly component: {e}"))?;
+        exports::prepare(&engine.engine, linker.instantiate_pre(&component), &component, manifest)?;
+        Ok((outcome, started.elapsed()))
     }
 
     /// Whether listing this plugin's tools needs a compile (nothing cached for it yet).

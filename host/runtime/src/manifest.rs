@@ -286,7 +286,12 @@ fn err(path: &Path, message: String) -> ManifestError {
     ManifestError { path: path.to_path_buf(), message }
 }
 
-fn check_name(name: &str) -> Result<(), String> {
+/// Whether `name` is a valid plugin name: 1-64 characters of a-z, 0-9, `-` or `_`, starting
+/// with a letter.
+///
+/// # Errors
+/// It is not, in a sentence.
+pub fn check_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_lowercase())

@@ -7,7 +7,7 @@ use std::time::Duration;
 use sha2::Digest;
 use talaria_protocol::{HookKind, ToolError, ToolSpec};
 
-use crate::discovery::WasmSource;
+use crate::discovery::{Installed, WasmSource};
 use crate::exports::Prepared;
 use crate::grant::{Grants, Scope};
 use crate::host::PluginEnv;
@@ -40,6 +40,8 @@ pub struct Plugin {
     /// Limits per kind, indexed by `Kind as usize`.
     kind_limits: [CallLimits; 4],
     pub(crate) source: WasmSource,
+    /// Its lockfile entry, when it was installed by `talaria plugins install`.
+    installed: Option<Installed>,
     pub(crate) env: Arc<PluginEnv>,
     sha256: OnceLock<Result<String, String>>,
     pub(crate) pre: OnceLock<Result<Prepared, String>>,
@@ -74,6 +76,7 @@ impl Plugin {
         scope: Scope,
         location: String,
         source: WasmSource,
+        installed: Option<Installed>,
         env: Arc<PluginEnv>,
         kind_limits: [CallLimits; 4],
         allow_override: bool,
@@ -90,6 +93,7 @@ impl Plugin {
             enabled,
             kind_limits,
             source,
+            installed,
             env,
             sha256: OnceLock::new(),
             pre: OnceLock::new(),
@@ -138,27 +142,54 @@ impl Plugin {
         self.kind_limits[kind as usize]
     }
 
+    /// Its lockfile entry (source, signer, pinned digest, grants), if it was installed.
+    pub fn installed(&self) -> Option<&Installed> {
+        self.installed.as_ref()
+    }
+
     /// sha256 of the component, hex.
     ///
     /// # Errors
-    /// The wasm file cannot be read.
+    /// The wasm file cannot be read, or (for an installed plugin) it no longer has the digest
+    /// recorded at install: such a component is never compiled or run.
     pub fn sha256(&self) -> Result<&str, String> {
         self.sha256
-            .get_or_init(|| match &self.source {
-                WasmSource::Embedded { sha256, .. } => Ok((*sha256).to_string()),
-                WasmSource::File(path) => std::fs::read(path)
-                    .map(|bytes| hex::encode(sha2::Sha256::digest(&bytes)))
-                    .map_err(|e| format!("{}: {e}", path.display())),
+            .get_or_init(|| {
+                let sha = match &self.source {
+                    WasmSource::Embedded { sha256, .. } => (*sha256).to_string(),
+                    WasmSource::File(path) => std::fs::read(path)
+                        .map(|bytes| hex::encode(sha2::Sha256::digest(&bytes)))
+                        .map_err(|e| format!("{}: {e}", path.display()))?,
+                };
+                match &self.installed {
+                    Some(installed) if installed.wasm_sha256 != sha => Err(format!(
+                        "its component changed since it was installed (sha256 {}, the lockfile pins {}); \
+                         reinstall it with `talaria plugins install {}`, or see `talaria plugins verify`",
+                        short(&sha),
+                        short(&installed.wasm_sha256),
+                        installed.source
+                    )),
+                    _ => Ok(sha),
+                }
             })
             .as_ref()
             .map(String::as_str)
             .map_err(Clone::clone)
     }
 
+    /// The component's bytes, checked against [`Plugin::sha256`] (the file may have been
+    /// replaced since it was hashed; compiled code is cached under that digest).
     pub(crate) fn wasm_bytes(&self) -> std::io::Result<Vec<u8>> {
         match &self.source {
             WasmSource::Embedded { wasm, .. } => Ok(wasm.to_vec()),
-            WasmSource::File(path) => std::fs::read(path),
+            WasmSource::File(path) => {
+                let bytes = std::fs::read(path)?;
+                let expected = self.sha256().map_err(std::io::Error::other)?;
+                if hex::encode(sha2::Sha256::digest(&bytes)) != expected {
+                    return Err(std::io::Error::other(format!("{} changed while it was being loaded", path.display())));
+                }
+                Ok(bytes)
+            }
         }
     }
 
@@ -169,4 +200,9 @@ impl Plugin {
             WasmSource::Embedded { .. } => None,
         }
     }
+}
+
+/// The first 12 hex digits of a digest, enough to tell two apart in a message.
+fn short(hex: &str) -> &str {
+    hex.get(..12).unwrap_or(hex)
 }

@@ -1,0 +1,467 @@
+//! `talaria plugins install|update|remove|search|verify|trust-key|keys|untrust-key`.
+//!
+//! The work is talaria-market's; this module parses flags, shows progress on stderr, and asks
+//! for consent: on a terminal it asks, otherwise `--grant CAP` (or `--yes`) says what to grant
+//! and nothing else is granted.
+
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use talaria_market::install::{self, Consent, Options, Report, Target};
+use talaria_market::sign::{PublicKey, TrustStore};
+use talaria_market::source::{FetchOptions, Source};
+use talaria_runtime::{Capability, Scope};
+
+use crate::{Ctx, ui};
+
+/// Flags shared by install and update.
+#[derive(Args, Debug, Clone, Default)]
+pub struct InstallFlags {
+    /// Grant a requested capability without asking (repeatable; `all` = everything requested)
+    #[arg(long = "grant", value_name = "CAP")]
+    pub grants: Vec<String>,
+    /// Grant everything requested without asking
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// Install a bundle that carries no signature
+    #[arg(long)]
+    pub allow_unsigned: bool,
+    /// Install an older version than the one installed
+    #[arg(long)]
+    pub allow_downgrade: bool,
+    /// The project's scope (<workspace>/.talaria) instead of the user's
+    #[arg(long)]
+    pub project: bool,
+    /// A registry index to look names up in (before the configured ones)
+    #[arg(long, value_name = "URL")]
+    pub registry: Vec<String>,
+}
+
+pub const SOURCE_HELP: &str = "Sources:
+  ./dir                      a plugin directory (plugin.toml + component); never signed
+  ./hello-1.0.0.tar.gz       a bundle; hello-1.0.0.tar.gz.sig beside it is its signature
+  https://host/x.tar.gz      a bundle on the web; <url>.sig is its signature
+  NAME, NAME@1.2             the newest matching version in the registry indexes
+                             ([marketplace] registries in config.toml, or --registry URL)
+  oci://host/repo:tag        an OCI artifact pushed by `talaria plugin publish --oci`
+
+Signed bundles must be signed by a key you trust (`talaria plugins trust-key`); unsigned ones
+need --allow-unsigned. On a terminal you are asked which requested capabilities to grant;
+otherwise only --grant CAP (or --yes) grants anything.";
+
+impl Ctx {
+    fn target(&self, project: bool) -> Target {
+        let scope = if project { Scope::Project(self.workspace.clone()) } else { Scope::User };
+        Target::new(&self.home, scope)
+    }
+
+    fn registries(&self, extra: &[String]) -> Vec<String> {
+        extra.iter().chain(&self.config.marketplace.registries).cloned().collect()
+    }
+
+    fn bundle_limits(&self) -> talaria_market::bundle::Limits {
+        let mut limits = talaria_market::bundle::Limits::default();
+        if let Some(mb) = self.config.marketplace.max_bundle_mb {
+            limits.max_bundle_bytes = mb * 1024 * 1024;
+            limits.max_file_bytes = mb * 1024 * 1024;
+            limits.max_unpacked_bytes = limits.max_unpacked_bytes.max(2 * mb * 1024 * 1024);
+        }
+        limits
+    }
+}
+
+/// Progress on stderr: one line per step; a download's size updates in place on a terminal.
+struct Progress {
+    tty: bool,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Self { tty: std::io::stderr().is_terminal() }
+    }
+
+    fn step(&self, what: &str) {
+        anstream::eprintln!("  {what}…");
+    }
+
+    fn bytes(&self, got: u64, total: Option<u64>) {
+        if !self.tty {
+            return;
+        }
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let text = match total {
+            Some(t) => format!("  downloading {:.1} / {:.1} MiB", mib(got), mib(t)),
+            None => format!("  downloading {:.1} MiB", mib(got)),
+        };
+        let mut err = std::io::stderr();
+        let _ = write!(err, "\r{text}");
+        if total == Some(got) {
+            let _ = writeln!(err);
+        }
+    }
+}
+
+/// What each capability lets a plugin do, for the consent prompt.
+pub fn describe(cap: &Capability) -> String {
+    use talaria_runtime::Access;
+    match cap {
+        Capability::Fs { path, access: Access::Read } => format!("read files under {path}"),
+        Capability::Fs { path, access: Access::ReadWrite } => format!("read and write files under {path}"),
+        Capability::Net(host) => format!("make HTTP requests to {host}"),
+        Capability::Secret { name, host } => {
+            format!("have your secret {name} sent to {host} (the plugin never sees its value)")
+        }
+        Capability::Process => "run shell commands (dangerous ones still need your approval)".into(),
+        Capability::Kv => "keep private data in talaria's key-value store".into(),
+        Capability::Llm => "ask the auxiliary model for completions (uses your tokens)".into(),
+    }
+}
+
+fn caps_list(caps: &[Capability]) -> String {
+    if caps.is_empty() { "nothing".into() } else { caps.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ") }
+}
+
+/// Decide which newly requested capabilities to grant: `--yes`, `--grant`, or ask on a terminal.
+fn decide(flags: &InstallFlags, consent: &Consent) -> Result<Vec<Capability>, String> {
+    let heading = match &consent.previous {
+        Some(prev) => format!(
+            "{} {prev} → {} requests capabilities the installed version did not:",
+            consent.name, consent.version
+        ),
+        None => format!("{} {} requests:", consent.name, consent.version),
+    };
+    anstream::eprintln!("{heading}");
+    for cap in &consent.new {
+        anstream::eprintln!("  {:<32} {}", cap.to_string(), describe(cap));
+    }
+    if !consent.kept.is_empty() {
+        anstream::eprintln!("  (still granted: {})", caps_list(&consent.kept));
+    }
+    if !consent.dropped.is_empty() {
+        anstream::eprintln!("  (no longer requested, so no longer granted: {})", caps_list(&consent.dropped));
+    }
+    if flags.yes || flags.grants.iter().any(|g| g == "all") {
+        return Ok(consent.new.clone());
+    }
+    if !flags.grants.is_empty() {
+        let mut out = Vec::new();
+        for g in &flags.grants {
+            let cap: Capability = g.parse()?;
+            if consent.new.iter().any(|r| r.covers(&cap)) {
+                out.push(cap);
+            } else if !consent.requested.iter().any(|r| r.covers(&cap)) {
+                return Err(format!(
+                    "{} does not request {cap} (it requests: {}); a grant can only allow what the manifest asks for",
+                    consent.name,
+                    caps_list(&consent.requested)
+                ));
+            }
+        }
+        return Ok(out);
+    }
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Ok(Vec::new());
+    }
+    let answer = ask("Grant them? [a]ll, [n]one, or [c]hoose one by one: ")?;
+    match answer.as_str() {
+        "a" | "all" | "y" | "yes" => Ok(consent.new.clone()),
+        "c" | "choose" => {
+            let mut out = Vec::new();
+            for cap in &consent.new {
+                if matches!(ask(&format!("  grant {cap}? [y/N] "))?.as_str(), "y" | "yes") {
+                    out.push(cap.clone());
+                }
+            }
+            Ok(out)
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+fn ask(prompt: &str) -> Result<String, String> {
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{prompt}");
+    let _ = err.flush();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).map_err(|e| e.to_string())?;
+    Ok(line.trim().to_lowercase())
+}
+
+fn print_report(report: &Report, target: &Target) {
+    if report.unchanged {
+        println!("{} {} is already installed (same digest); nothing to do", report.name, report.version);
+        return;
+    }
+    for note in &report.notes {
+        ui::note(note);
+    }
+    let signed = match &report.signer {
+        Some(s) => format!("signed by {s}"),
+        None => "unsigned".into(),
+    };
+    match &report.previous {
+        Some(prev) if *prev != report.version => {
+            println!("updated {} {prev} → {} ({}, {signed})", report.name, report.version, target.scope.label());
+        }
+        _ => println!("installed {} {} ({}, {signed})", report.name, report.version, target.scope.label()),
+    }
+    println!("  granted: {}", caps_list(&report.granted));
+    if !report.not_granted.is_empty() {
+        ui::warn(&format!(
+            "not granted: {} — the plugin runs without them; grant later with `talaria plugins grant {} CAP`",
+            caps_list(&report.not_granted),
+            report.name
+        ));
+    }
+}
+
+async fn fetch_and_install(
+    ctx: &Ctx,
+    source: &Source,
+    flags: &InstallFlags,
+    target: &Target,
+) -> anyhow::Result<Report> {
+    let progress = Progress::new();
+    let registries = ctx.registries(&flags.registry);
+    let limits = ctx.bundle_limits();
+    progress.step(&format!("fetching {}", source_label(source)));
+    let on_bytes = |got, total| progress.bytes(got, total);
+    let fetched = source
+        .fetch(&FetchOptions { registries: &registries, max_bundle_bytes: limits.max_bundle_bytes, progress: &on_bytes })
+        .await?;
+    let runtime = ctx.runtime(false)?;
+    let check = |manifest: &talaria_runtime::Manifest, wasm: &[u8]| {
+        runtime.check_component(manifest, wasm).map(|(outcome, took)| {
+            tracing::info!("{}: {outcome:?} in {took:?}", manifest.name);
+        })
+    };
+    let options = Options { allow_unsigned: flags.allow_unsigned, allow_downgrade: flags.allow_downgrade, limits };
+    let report = install::install(
+        &ctx.home,
+        target,
+        &fetched,
+        &options,
+        &check,
+        &mut |consent| decide(flags, consent),
+        &|step| progress.step(step),
+    )?;
+    Ok(report)
+}
+
+fn source_label(source: &Source) -> String {
+    match source {
+        Source::Dir(p) | Source::File(p) => p.display().to_string(),
+        Source::Url(u) => u.clone(),
+        Source::Registry { name, req, .. } => match req {
+            Some(r) => format!("{name}@{r} from the registry"),
+            None => format!("{name} from the registry"),
+        },
+        Source::Oci(r) => r.to_string(),
+    }
+}
+
+pub async fn install_cmd(ctx: &Ctx, spec: &str, flags: &InstallFlags) -> anyhow::Result<ExitCode> {
+    let source = Source::parse(spec, &ctx.registries(&flags.registry)).map_err(anyhow::Error::msg)?;
+    let target = ctx.target(flags.project);
+    let report = fetch_and_install(ctx, &source, flags, &target).await?;
+    print_report(&report, &target);
+    project_note(ctx, &target);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A project plugin loads only in a trusted project.
+fn project_note(ctx: &Ctx, target: &Target) {
+    if let Scope::Project(root) = &target.scope {
+        let trusted = talaria_runtime::GrantFile::load(&ctx.home.join("grants.toml")).is_ok_and(|f| f.is_trusted(root));
+        if !trusted {
+            ui::note(&format!("{} is not trusted yet; its plugins load after `talaria trust`", root.display()));
+        }
+    }
+}
+
+pub async fn update_cmd(ctx: &Ctx, name: Option<&str>, all: bool, flags: &InstallFlags) -> anyhow::Result<ExitCode> {
+    let target = ctx.target(flags.project);
+    let lock = target.lockfile()?;
+    let names: Vec<String> = match (name, all) {
+        (Some(n), false) => {
+            if lock.get(n).is_none() {
+                bail!("`{n}` is not installed in the {} scope; see `talaria plugins list`", target.scope.label());
+            }
+            vec![n.to_string()]
+        }
+        (None, true) => lock.plugins.keys().cloned().collect(),
+        (Some(_), true) => bail!("give a plugin name or --all, not both"),
+        (None, false) => bail!("which plugin? give its name, or --all"),
+    };
+    if names.is_empty() {
+        println!("no plugins installed in the {} scope", target.scope.label());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let registries = ctx.registries(&flags.registry);
+    let mut failed = 0;
+    for name in names {
+        let Some(entry) = lock.get(&name) else { continue };
+        let outcome = async {
+            let source = Source::parse(&entry.source, &registries).map_err(anyhow::Error::msg)?;
+            if let Source::Registry { index, name, .. } = &source {
+                let http = talaria_market::source::client().map_err(anyhow::Error::msg)?;
+                let (_, latest) =
+                    talaria_market::source::resolve(&http, index.as_deref(), &registries, name, None).await?;
+                if latest.version <= entry.version && !flags.allow_downgrade {
+                    return Ok(None);
+                }
+            }
+            // A plugin installed unsigned was accepted unsigned from this source; one installed
+            // signed must stay signed.
+            let flags = InstallFlags { allow_unsigned: flags.allow_unsigned || entry.signer.is_none(), ..flags.clone() };
+            fetch_and_install(ctx, &source, &flags, &target).await.map(Some)
+        }
+        .await;
+        match outcome {
+            Ok(Some(report)) if !report.unchanged => print_report(&report, &target),
+            Ok(_) => println!("{name} {} is up to date", entry.version),
+            Err(e) => {
+                failed += 1;
+                ui::error(&format!("{name}: {e:#}"));
+            }
+        }
+    }
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+pub fn remove_cmd(ctx: &Ctx, name: &str, project: bool) -> anyhow::Result<ExitCode> {
+    let target = ctx.target(project);
+    match install::remove(&target, name) {
+        Ok(entry) => {
+            println!("removed {name} {} ({})", entry.version, target.scope.label());
+            println!("  its data stays in {} and in its key-value store", ctx.home.join("plugin-data").join(name).display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(install::InstallError::NotInstalled { .. }) => {
+            let runtime = ctx.runtime(false)?;
+            match runtime.plugin(name) {
+                Some(p) if p.scope == Scope::Bundled => bail!(
+                    "`{name}` is built into talaria; turn it off with `enabled = false` under [plugins.{name}] in config.toml"
+                ),
+                Some(p) if p.installed().is_none() => {
+                    bail!("`{name}` was placed by hand in {}; delete that directory to remove it", p.location)
+                }
+                _ => bail!("`{name}` is not installed in the {} scope; see `talaria plugins list`", target.scope.label()),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn search_cmd(ctx: &Ctx, query: &str, registry: &[String], json: bool) -> anyhow::Result<ExitCode> {
+    let registries = ctx.registries(registry);
+    if registries.is_empty() {
+        bail!("no registry configured: add `registries = [\"https://…/index.json\"]` under [marketplace] in config.toml, or pass --registry URL");
+    }
+    let hits = talaria_market::source::search(&registries, query).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&hits)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if hits.is_empty() {
+        println!("no plugins match `{query}`");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> = hits
+        .iter()
+        .map(|h| {
+            let caps = if h.latest.capabilities.is_empty() { "-".to_string() } else { h.latest.capabilities.join(", ") };
+            let signed = if h.latest.signature.is_some() || h.latest.signature_url.is_some() { "yes" } else { "no" };
+            vec![
+                h.name.clone(),
+                h.latest.version.to_string(),
+                h.latest.api.to_string(),
+                signed.to_string(),
+                caps,
+                ui::first_line(&h.description, 50),
+            ]
+        })
+        .collect();
+    ui::table(&["NAME", "VERSION", "API", "SIGNED", "REQUESTS", "DESCRIPTION"], &rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn verify_cmd(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
+    let mut scopes = vec![ctx.target(false)];
+    let project = ctx.target(true);
+    if project.lock_path.exists() {
+        scopes.push(project);
+    }
+    let mut results = Vec::new();
+    for target in &scopes {
+        for v in install::verify(&ctx.home, target)? {
+            results.push((target.scope.label(), v));
+        }
+    }
+    let bad = results.iter().filter(|(_, v)| !v.problems.is_empty()).count();
+    if json {
+        let items: Vec<serde_json::Value> = results
+            .iter()
+            .map(|(scope, v)| {
+                serde_json::json!({
+                    "name": v.name, "scope": scope, "version": v.version.to_string(),
+                    "signer": v.signer, "ok": v.problems.is_empty(), "problems": v.problems,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&items)?);
+    } else if results.is_empty() {
+        println!("no installed plugins to verify (bundled plugins are part of the binary)");
+    } else {
+        for (scope, v) in &results {
+            let signer = v.signer.clone().unwrap_or_else(|| "unsigned".into());
+            if v.problems.is_empty() {
+                println!("ok      {} {} ({scope}, {signer})", v.name, v.version);
+            } else {
+                println!("FAILED  {} {} ({scope}, {signer})", v.name, v.version);
+                for p in &v.problems {
+                    println!("        {p}");
+                }
+            }
+        }
+    }
+    Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+pub fn trust_key_cmd(ctx: &Ctx, key: &str, name: &str) -> anyhow::Result<ExitCode> {
+    let text = if std::path::Path::new(key).is_file() {
+        std::fs::read_to_string(key).with_context(|| format!("reading {key}"))?
+    } else {
+        key.to_string()
+    };
+    let public = PublicKey::parse(text.trim()).map_err(anyhow::Error::msg)?;
+    let mut store = TrustStore::load(&ctx.home).map_err(anyhow::Error::msg)?;
+    let id = store.add(&public, name);
+    store.save(&ctx.home).map_err(anyhow::Error::msg)?;
+    println!("trusting key {id} as `{name}`: plugins it signs can be installed");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn keys_cmd(ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    let store = TrustStore::load(&ctx.home).map_err(anyhow::Error::msg)?;
+    if store.keys.is_empty() {
+        println!("no trusted keys; add a publisher's with `talaria plugins trust-key KEY --name NAME`");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> =
+        store.keys.iter().map(|(id, k)| vec![id.clone(), k.name.clone(), k.added.clone()]).collect();
+    ui::table(&["KEY", "NAME", "ADDED"], &rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn untrust_key_cmd(ctx: &Ctx, id: &str) -> anyhow::Result<ExitCode> {
+    let mut store = TrustStore::load(&ctx.home).map_err(anyhow::Error::msg)?;
+    let Some(key) = store.keys.remove(id) else {
+        bail!("no trusted key {id}; see `talaria plugins keys`");
+    };
+    store.save(&ctx.home).map_err(anyhow::Error::msg)?;
+    println!("no longer trusting key {id} ({}); plugins it signed stay installed (`talaria plugins verify` lists them)", key.name);
+    Ok(ExitCode::SUCCESS)
+}

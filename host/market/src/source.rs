@@ -1,0 +1,421 @@
+//! Where a plugin comes from, and fetching its bundle (and signature) from there.
+//!
+//! | written as | source |
+//! |---|---|
+//! | `./path/to/dir` (holding plugin.toml) | a local directory, packed on the fly (never signed) |
+//! | `./hello-1.0.0.tar.gz` | a local bundle; `hello-1.0.0.tar.gz.sig` beside it is its signature |
+//! | `https://host/hello-1.0.0.tar.gz` | a bundle on the web; `<url>.sig` is its signature |
+//! | `NAME` or `NAME@REQ` | the newest matching version in the configured registry indexes |
+//! | `registry+https://host/index.json#NAME` | the same, from one index (how the lockfile records it) |
+//! | `oci://host/repo:tag` or `oci://host/repo@sha256:…` | an OCI artifact (see [`crate::oci`]) |
+//!
+//! Plain `http://` is accepted for loopback hosts only (a registry on this machine).
+
+use std::path::{Path, PathBuf};
+
+use futures_util::StreamExt as _;
+use serde::{Deserialize, Serialize};
+
+use crate::bundle;
+use crate::index::{Index, IndexVersion};
+use crate::oci::{self, OciRef};
+
+/// A plugin source, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Dir(PathBuf),
+    File(PathBuf),
+    Url(String),
+    /// A name in a registry index; `index` is `None` until resolved against the configured ones.
+    Registry {
+        index: Option<String>,
+        name: String,
+        req: Option<semver::VersionReq>,
+    },
+    Oci(OciRef),
+}
+
+/// What fetching a source brought.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub bundle: Vec<u8>,
+    /// The signature document, if the source has one.
+    pub signature: Option<Vec<u8>>,
+    /// The digest the source pins (a registry index does), checked before anything else.
+    pub pinned_digest: Option<String>,
+    /// The source as the lockfile records it (enough to fetch it again).
+    pub source: String,
+    /// What a registry index says of this version.
+    pub listed: Option<(String, IndexVersion)>,
+    /// Whether it came from this machine (a directory or a file).
+    pub local: bool,
+}
+
+/// Why fetching failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("{0}")]
+    Message(String),
+    #[error("{url}: not found (HTTP 404)")]
+    NotFound { url: String },
+    #[error(transparent)]
+    Oci(#[from] oci::OciError),
+}
+
+impl From<String> for FetchError {
+    fn from(s: String) -> Self {
+        FetchError::Message(s)
+    }
+}
+
+impl Source {
+    /// Parse what the user wrote (or what a lockfile recorded).
+    ///
+    /// # Errors
+    /// A malformed URL, reference or version requirement, or a bare name that is not a path
+    /// when no registry is configured.
+    pub fn parse(spec: &str, registries: &[String]) -> Result<Self, String> {
+        let spec = spec.trim();
+        if spec.starts_with("oci://") {
+            return spec.parse::<OciRef>().map(Source::Oci).map_err(|e| e.to_string());
+        }
+        if let Some(rest) = spec.strip_prefix("registry+") {
+            let (index, name) =
+                rest.rsplit_once('#').ok_or_else(|| format!("`{spec}`: write registry+INDEX_URL#NAME"))?;
+            check_url(index)?;
+            let (name, req) = split_name(name)?;
+            return Ok(Source::Registry { index: Some(index.to_string()), name, req });
+        }
+        if spec.starts_with("https://") || spec.starts_with("http://") {
+            check_url(spec)?;
+            return Ok(Source::Url(spec.to_string()));
+        }
+        let path = Path::new(spec);
+        if path.is_dir() {
+            return Ok(Source::Dir(absolute(path)?));
+        }
+        if path.is_file() {
+            return Ok(Source::File(absolute(path)?));
+        }
+        let looks_like_path = spec.contains('/') || spec.ends_with(".gz") || spec.starts_with('.');
+        if looks_like_path {
+            return Err(format!("{spec}: no such file or directory"));
+        }
+        let (name, req) = split_name(spec)?;
+        if registries.is_empty() {
+            return Err(format!(
+                "`{spec}` is not a file or directory here, and no registry is configured to look it up in: \
+                 add `registries = [\"https://…/index.json\"]` under [marketplace] in config.toml, or pass --registry URL"
+            ));
+        }
+        Ok(Source::Registry { index: None, name, req })
+    }
+
+    /// The plugin name the source promises, if it names one.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Source::Registry { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, String> {
+    path.canonicalize().map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `NAME` or `NAME@REQ`.
+fn split_name(spec: &str) -> Result<(String, Option<semver::VersionReq>), String> {
+    let (name, req) = match spec.split_once('@') {
+        Some((n, r)) => {
+            let req = semver::VersionReq::parse(r)
+                .map_err(|e| format!("`{r}` is not a version requirement (like 1.2, ^1.2.0 or =1.2.3): {e}"))?;
+            (n, Some(req))
+        }
+        None => (spec, None),
+    };
+    talaria_runtime::check_name(name).map_err(|e| format!("plugin name {e}"))?;
+    Ok((name.to_string(), req))
+}
+
+/// Whether a host is this machine.
+pub fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// https, or http to loopback.
+fn check_url(url: &str) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    match parsed.scheme() {
+        "https" => Ok(()),
+        "http" if parsed.host_str().is_some_and(is_loopback) => Ok(()),
+        "http" => Err(format!("`{url}`: plain http is allowed only to this machine; use https")),
+        other => Err(format!("`{url}`: `{other}:` URLs are not supported; use https")),
+    }
+}
+
+/// The HTTP client for downloads.
+///
+/// # Errors
+/// The TLS stack cannot be set up.
+pub fn client() -> Result<reqwest::Client, String> {
+    crate::install_crypto();
+    reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(15))
+        .user_agent(concat!("talaria/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("cannot set up the HTTP client: {e}"))
+}
+
+/// GET `url` into memory, refusing more than `max` bytes; `progress` hears the bytes so far.
+///
+/// # Errors
+/// Not found, another HTTP status, a network error, or too large.
+pub async fn get(
+    http: &reqwest::Client,
+    url: &str,
+    max: u64,
+    progress: &(dyn Fn(u64, Option<u64>) + Send + Sync),
+) -> Result<Vec<u8>, FetchError> {
+    check_url(url)?;
+    let response = http.get(url).send().await.map_err(|e| format!("{url}: {e}"))?;
+    let status = response.status();
+    if status == reqwest::StatusCode::NOT_FOUND {
+        return Err(FetchError::NotFound { url: url.to_string() });
+    }
+    if !status.is_success() {
+        return Err(format!("{url}: HTTP {status}").into());
+    }
+    let total = response.content_length();
+    if let Some(len) = total
+        && len > max
+    {
+        return Err(too_large(url, len, max).into());
+    }
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| format!("{url}: {e}"))?;
+        body.extend_from_slice(&chunk);
+        if body.len() as u64 > max {
+            return Err(too_large(url, body.len() as u64, max).into());
+        }
+        progress(body.len() as u64, total);
+    }
+    Ok(body)
+}
+
+fn too_large(url: &str, size: u64, max: u64) -> String {
+    format!(
+        "{url}: more than {} MiB, over the {} MiB limit for a plugin bundle",
+        size / (1024 * 1024),
+        max / (1024 * 1024)
+    )
+}
+
+/// The signature beside a bundle at `url`, if there is one.
+async fn get_signature(http: &reqwest::Client, url: &str) -> Result<Option<Vec<u8>>, FetchError> {
+    match get(http, &format!("{url}.sig"), 64 * 1024, &|_, _| {}).await {
+        Ok(sig) => Ok(Some(sig)),
+        Err(FetchError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Options for fetching.
+pub struct FetchOptions<'a> {
+    pub registries: &'a [String],
+    pub max_bundle_bytes: u64,
+    pub progress: &'a (dyn Fn(u64, Option<u64>) + Send + Sync),
+}
+
+/// What the lockfile records for a registry source.
+pub fn registry_source(index: &str, name: &str) -> String {
+    format!("registry+{index}#{name}")
+}
+
+impl Source {
+    /// Fetch the bundle, its signature and what the source says about it.
+    ///
+    /// # Errors
+    /// Whatever stopped it, naming the source.
+    pub async fn fetch(&self, options: &FetchOptions<'_>) -> Result<Fetched, FetchError> {
+        let max = options.max_bundle_bytes;
+        match self {
+            Source::Dir(dir) => {
+                let (bytes, _) = bundle::pack(dir)?;
+                Ok(Fetched {
+                    bundle: bytes,
+                    signature: None,
+                    pinned_digest: None,
+                    source: dir.display().to_string(),
+                    listed: None,
+                    local: true,
+                })
+            }
+            Source::File(path) => {
+                let len = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?.len();
+                if len > max {
+                    return Err(too_large(&path.display().to_string(), len, max).into());
+                }
+                let bundle = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let sig_path = PathBuf::from(format!("{}.sig", path.display()));
+                let signature = match std::fs::read(&sig_path) {
+                    Ok(sig) => Some(sig),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(e) => return Err(format!("{}: {e}", sig_path.display()).into()),
+                };
+                Ok(Fetched {
+                    bundle,
+                    signature,
+                    pinned_digest: None,
+                    source: path.display().to_string(),
+                    listed: None,
+                    local: true,
+                })
+            }
+            Source::Url(url) => {
+                let http = client()?;
+                let bundle = get(&http, url, max, options.progress).await?;
+                let signature = get_signature(&http, url).await?;
+                Ok(Fetched { bundle, signature, pinned_digest: None, source: url.clone(), listed: None, local: false })
+            }
+            Source::Registry { index, name, req } => {
+                let http = client()?;
+                let (index_url, version) =
+                    resolve(&http, index.as_deref(), options.registries, name, req.as_ref()).await?;
+                let url = version.download_url(&index_url)?;
+                let bundle = get(&http, &url, max, options.progress).await?;
+                let signature = match (&version.signature, &version.signature_url) {
+                    (Some(inline), _) => Some(serde_json::to_vec(inline).map_err(|e| e.to_string())?),
+                    (None, Some(sig_url)) => {
+                        let sig_url = crate::index::join_url(&index_url, sig_url)?;
+                        Some(get(&http, &sig_url, 64 * 1024, &|_, _| {}).await?)
+                    }
+                    (None, None) => None,
+                };
+                Ok(Fetched {
+                    bundle,
+                    signature,
+                    pinned_digest: Some(version.digest.clone()),
+                    source: registry_source(&index_url, name),
+                    listed: Some((name.clone(), version)),
+                    local: false,
+                })
+            }
+            Source::Oci(reference) => {
+                let pulled = oci::pull(reference, max).await?;
+                Ok(Fetched {
+                    bundle: pulled.bundle,
+                    signature: pulled.signature,
+                    pinned_digest: None,
+                    source: reference.to_string(),
+                    listed: None,
+                    local: false,
+                })
+            }
+        }
+    }
+}
+
+/// Find `name` in the index (or the first configured index that lists it) and pick its newest
+/// version matching `req` that this host can run.
+///
+/// # Errors
+/// No index lists it, or no version fits.
+pub async fn resolve(
+    http: &reqwest::Client,
+    index: Option<&str>,
+    registries: &[String],
+    name: &str,
+    req: Option<&semver::VersionReq>,
+) -> Result<(String, IndexVersion), FetchError> {
+    let candidates: Vec<String> = match index {
+        Some(i) => vec![i.to_string()],
+        None => registries.to_vec(),
+    };
+    for index_url in &candidates {
+        let parsed = Index::fetch(http, index_url).await?;
+        if let Some(entry) = parsed.plugin(name) {
+            let version = entry.pick(req).map_err(|e| format!("{name} in {index_url}: {e}"))?;
+            return Ok((index_url.clone(), version.clone()));
+        }
+    }
+    Err(format!("no plugin named `{name}` in {}", candidates.join(", ")).into())
+}
+
+/// How `talaria plugins search` shows one match.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SearchHit {
+    pub index: String,
+    pub name: String,
+    pub description: String,
+    pub latest: IndexVersion,
+}
+
+/// Plugins in the configured indexes whose name or description contains `query` (all of them
+/// for an empty query), each with its newest version this host can run.
+///
+/// # Errors
+/// An index cannot be fetched or parsed.
+pub async fn search(registries: &[String], query: &str) -> Result<Vec<SearchHit>, FetchError> {
+    let http = client()?;
+    let query = query.to_lowercase();
+    let mut hits = Vec::new();
+    for index_url in registries {
+        let index = Index::fetch(&http, index_url).await?;
+        for plugin in &index.plugins {
+            let matches = query.is_empty()
+                || plugin.name.to_lowercase().contains(&query)
+                || plugin.description.to_lowercase().contains(&query);
+            if matches && let Ok(latest) = plugin.pick(None) {
+                hits.push(SearchHit {
+                    index: index_url.clone(),
+                    name: plugin.name.clone(),
+                    description: plugin.description.clone(),
+                    latest: latest.clone(),
+                });
+            }
+        }
+    }
+    Ok(hits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("x.tar.gz");
+        std::fs::write(&file, b"").unwrap();
+        assert_eq!(
+            Source::parse(dir.path().to_str().unwrap(), &[]).unwrap(),
+            Source::Dir(dir.path().canonicalize().unwrap())
+        );
+        assert_eq!(Source::parse(file.to_str().unwrap(), &[]).unwrap(), Source::File(file.canonicalize().unwrap()));
+        assert_eq!(
+            Source::parse("https://example.com/x.tar.gz", &[]).unwrap(),
+            Source::Url("https://example.com/x.tar.gz".into())
+        );
+        assert!(Source::parse("http://127.0.0.1:8080/x.tar.gz", &[]).is_ok());
+        assert!(Source::parse("http://example.com/x.tar.gz", &[]).unwrap_err().contains("only to this machine"));
+        assert!(Source::parse("ftp://example.com/x", &[]).is_err());
+        let regs = vec!["https://plugins.example.com/index.json".to_string()];
+        assert_eq!(
+            Source::parse("weather@^1.2", &regs).unwrap(),
+            Source::Registry { index: None, name: "weather".into(), req: Some("^1.2".parse().unwrap()) }
+        );
+        assert!(Source::parse("weather", &[]).unwrap_err().contains("no registry is configured"));
+        assert!(Source::parse("Weather!", &regs).unwrap_err().contains("plugin name"));
+        assert!(Source::parse("weather@latest", &regs).unwrap_err().contains("not a version requirement"));
+        assert!(Source::parse("./missing.tar.gz", &regs).unwrap_err().contains("no such file"));
+        assert_eq!(
+            Source::parse("registry+https://r.example/index.json#weather", &[]).unwrap(),
+            Source::Registry { index: Some("https://r.example/index.json".into()), name: "weather".into(), req: None }
+        );
+        assert!(matches!(Source::parse("oci://127.0.0.1:5000/plugins/weather:1.0.0", &[]), Ok(Source::Oci(_))));
+    }
+}
