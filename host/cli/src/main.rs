@@ -8,6 +8,7 @@ mod doctor;
 mod market;
 mod memory;
 mod plugin_host;
+mod plugin_test;
 mod plugins;
 mod render;
 mod repl;
