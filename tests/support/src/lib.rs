@@ -14,6 +14,8 @@
 //! println!("http://{}/", server.addr);
 //! ```
 
+pub mod registry;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
