@@ -57,11 +57,16 @@ pub(crate) struct Surface {
 
 impl Surface {
     fn of(engine: &Engine, component: &Component) -> Self {
-        let ty = component.component_type();
-        let exports = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
-        let imports = ty.imports(engine).map(|(name, _)| name.to_string()).filter(|n| n.starts_with(PREFIX)).collect();
+        let exports = component.component_type().exports(engine).map(|(name, _)| name.to_string()).collect();
+        let imports = imports(engine, component).into_iter().filter(|n| n.starts_with(PREFIX)).collect();
         Self { exports, imports }
     }
+}
+
+/// Every name a component imports, WASI's included (`talaria:plugin/kv@0.2.0`,
+/// `wasi:http/outgoing-handler@0.2.6`, ...).
+pub(crate) fn imports(engine: &Engine, component: &Component) -> Vec<String> {
+    component.component_type().imports(engine).map(|(name, _)| name.to_string()).collect()
 }
 
 /// A component ready to instantiate, with the exports it has.

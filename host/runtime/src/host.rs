@@ -20,6 +20,7 @@ use crate::grant::{Access, GrantedDir, Grants};
 use crate::llm::LlmBackend;
 use crate::net::NetHooks;
 use crate::process::ProcessRunner;
+use crate::record::Recorder;
 use crate::secrets::Secrets;
 
 pub(crate) use stderr::StderrSink;
@@ -98,6 +99,8 @@ pub(crate) struct PluginEnv {
     pub grants: Arc<Grants>,
     pub config: toml::Table,
     pub services: Arc<Services>,
+    /// Where its import calls are recorded (`talaria plugin test`); `None`: not recorded.
+    pub recorder: Option<Arc<Recorder>>,
 }
 
 /// Caps the linear memory of the whole instance (all its memories together); remembers a
@@ -183,6 +186,7 @@ impl HostState {
             secrets: env.services.secrets.clone(),
             denials: denials.clone(),
             requests: 0,
+            recorder: env.recorder.clone(),
         };
         Self {
             wasi: wasi.build(),
@@ -210,6 +214,15 @@ impl HostState {
     /// The workspace this instance was made for.
     pub fn workspace(&self) -> &Path {
         &self.workspace
+    }
+
+    /// Record a call of `interface.function` when recording is on; only then is `describe`
+    /// run, giving its summary and outcome.
+    fn record(&self, interface: &str, function: &str, describe: impl FnOnce() -> (String, Option<String>)) {
+        if let Some(recorder) = &self.env.recorder {
+            let (summary, outcome) = describe();
+            recorder.push(&self.env.name, interface, function, summary, outcome);
+        }
     }
 }
 

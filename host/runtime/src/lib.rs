@@ -59,6 +59,7 @@ pub mod manifest;
 mod net;
 mod plugin;
 pub mod process;
+mod record;
 mod secrets;
 
 use std::collections::{BTreeMap, HashMap};
@@ -74,11 +75,12 @@ pub use danger::CommandPolicy;
 pub use discovery::{Embedded, Installed, Problem, Shadowed, project_plugin_dir};
 pub use engine::EngineHandle;
 pub use grant::{Access, Capability, GrantFile, GrantedDir, Grants, HostPattern, Scope};
-pub use lock::{LOCK_FILE, LockEntry, Lockfile, scope_paths};
 pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS};
+pub use lock::{LOCK_FILE, LockEntry, Lockfile, scope_paths};
 pub use manifest::{Kind, Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS, check_api, check_name};
 pub use plugin::{CallContext, CallLimits, CallOutput, Plugin};
 pub use process::{Approval, ApprovalRequest, Approver, ProcessRunner, Unattended};
+pub use record::RecordedImport;
 pub use secrets::Secrets;
 
 use crate::exports::{Prepared, Surface, ToolsExport};
@@ -173,6 +175,9 @@ pub struct RuntimeConfig {
     pub llm: Option<Arc<dyn LlmBackend>>,
     /// Deadlines of hooks, memory providers and context engines.
     pub kind_timeouts: KindTimeouts,
+    /// Record every host import plugins call, for [`Runtime::take_recorded_imports`] (off by
+    /// default: then nothing is recorded).
+    pub record_imports: bool,
 }
 
 impl RuntimeConfig {
@@ -189,6 +194,7 @@ impl RuntimeConfig {
             cache_dir: None,
             llm: None,
             kind_timeouts: KindTimeouts::default(),
+            record_imports: false,
         }
     }
 }
@@ -219,6 +225,7 @@ pub struct Runtime {
     engine: OnceLock<Result<(EngineHandle, Linker<HostState>), String>>,
     index: tokio::sync::OnceCell<ToolIndex>,
     args: args::ArgChecker,
+    recorder: Option<Arc<record::Recorder>>,
 }
 
 impl Runtime {
@@ -247,6 +254,7 @@ impl Runtime {
             process: ProcessRunner::new(config.command_policy, config.approver, hidden_env),
             llm: config.llm,
         });
+        let recorder = config.record_imports.then(Arc::default);
         let plugins = found
             .found
             .into_iter()
@@ -278,6 +286,7 @@ impl Runtime {
                     grants: Arc::new(Grants::effective(&f.manifest.requests, granted)),
                     config: settings.config,
                     services: services.clone(),
+                    recorder: recorder.clone(),
                 });
                 let limits = Kind::ALL.map(|kind| {
                     let default = match kind {
@@ -311,6 +320,7 @@ impl Runtime {
             engine: OnceLock::new(),
             index: tokio::sync::OnceCell::new(),
             args: args::ArgChecker::default(),
+            recorder,
         })
     }
 
@@ -405,6 +415,38 @@ impl Runtime {
             .map_err(|e| format!("not a valid WebAssembly component: {e}"))?;
         exports::prepare(&engine.engine, linker.instantiate_pre(&component), &component, manifest)?;
         Ok((outcome, started.elapsed()))
+    }
+
+    /// Whether `wasm` is compiled in the compile cache already (then [`Runtime::check_component`]
+    /// and [`Runtime::component_imports`] only load it).
+    pub fn is_compiled(&self, wasm: &[u8]) -> bool {
+        use sha2::Digest as _;
+        self.engine().is_ok_and(|(engine, _)| {
+            let sha = hex::encode(sha2::Sha256::digest(wasm));
+            self.cache.entry(&sha, &engine.fingerprint).exists()
+        })
+    }
+
+    /// Every name `wasm` imports, WASI's included (`talaria:plugin/kv@0.2.0`,
+    /// `wasi:http/outgoing-handler@0.2.6`, ...), compiling it into the compile cache if needed.
+    ///
+    /// # Errors
+    /// The engine cannot start, or `wasm` is not a valid component.
+    pub fn component_imports(&self, wasm: &[u8]) -> Result<Vec<String>, String> {
+        use sha2::Digest as _;
+        let (engine, _) = self.engine().map_err(|e| e.to_string())?;
+        let sha = hex::encode(sha2::Sha256::digest(wasm));
+        let (component, _) = self
+            .cache
+            .load_or_compile(&engine.engine, &engine.fingerprint, &sha, || Ok(wasm.to_vec()))
+            .map_err(|e| format!("not a valid WebAssembly component: {e}"))?;
+        Ok(exports::imports(&engine.engine, &component))
+    }
+
+    /// The host imports plugins called since the last drain, oldest first (none unless
+    /// [`RuntimeConfig::record_imports`] is on). Calls running at the same time interleave.
+    pub fn take_recorded_imports(&self) -> Vec<RecordedImport> {
+        self.recorder.as_ref().map(|r| r.take()).unwrap_or_default()
     }
 
     /// Whether listing this plugin's tools needs a compile (nothing cached for it yet).

@@ -21,6 +21,7 @@ use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::grant::Grants;
+use crate::record::{Recorder, short};
 use crate::secrets::Secrets;
 
 const PLACEHOLDER_OPEN: &str = "{{secret:";
@@ -55,6 +56,8 @@ pub(crate) struct NetHooks {
     pub denials: Arc<Mutex<Vec<String>>>,
     /// Requests made during this call.
     pub requests: usize,
+    /// Where requests are recorded (`talaria plugin test`); `None`: not recorded.
+    pub recorder: Option<Arc<Recorder>>,
 }
 
 /// Keep a refusal for the operator, within bounds: a plugin looping on refused requests must
@@ -83,12 +86,15 @@ impl WasiHttpHooks for NetHooks {
         _fut: ResponseFuture,
     ) -> SendFuture {
         self.requests += 1;
+        // The method and URL as the plugin asked, before any secret is filled in.
+        let recorded =
+            self.recorder.clone().map(|r| (r, request.method().to_string(), short(&request.uri().to_string())));
         if self.requests > MAX_REQUESTS_PER_CALL {
-            record_denial(
-                &self.plugin,
-                &self.denials,
-                format!("more than {MAX_REQUESTS_PER_CALL} requests in one call"),
-            );
+            let reason = format!("more than {MAX_REQUESTS_PER_CALL} requests in one call");
+            if let Some((recorder, method, url)) = recorded {
+                recorder.push(&self.plugin, "http", &method, url, Some(format!("refused: {reason}")));
+            }
+            record_denial(&self.plugin, &self.denials, reason);
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
         let plugin = self.plugin.clone();
@@ -96,21 +102,46 @@ impl WasiHttpHooks for NetHooks {
         let secrets = self.secrets.clone();
         let denials = self.denials.clone();
         Box::new(async move {
-            let dest = Destination::of(&request)?;
-            let addr = match authorize(&plugin, &grants, &dest).await {
-                Ok(addr) => addr,
-                Err(Refusal::Denied(reason)) => {
-                    record_denial(&plugin, &denials, reason);
-                    return Err(HttpError::HttpRequestDenied);
-                }
-                Err(Refusal::Dns(message)) => {
-                    return Err(HttpError::DnsError { rcode: Some(message), info_code: None });
-                }
-            };
-            let request = inject_secrets(request, &plugin, &grants, &secrets, &dest);
-            send_pinned(request, addr, &dest, options).await
+            let mut refusal = None;
+            let result = send_checked(request, options, &plugin, &grants, &secrets, &mut refusal).await;
+            if let Some((recorder, method, url)) = recorded {
+                let outcome = match (&result, refusal.as_ref()) {
+                    (Ok((response, _)), _) => response.status().as_u16().to_string(),
+                    (Err(_), Some(reason)) => format!("refused: {reason}"),
+                    (Err(e), None) => format!("failed: {e}"),
+                };
+                recorder.push(&plugin, "http", &method, url, Some(outcome));
+            }
+            if let Some(reason) = refusal {
+                record_denial(&plugin, &denials, reason);
+            }
+            result
         })
     }
+}
+
+/// Check, pin and send one request; a refusal's reason is left in `refusal`.
+async fn send_checked(
+    request: http::Request<WasiBody>,
+    options: Option<RequestOptions>,
+    plugin: &str,
+    grants: &Grants,
+    secrets: &Secrets,
+    refusal: &mut Option<String>,
+) -> Result<(http::Response<WasiBody>, ResponseFuture), HttpError> {
+    let dest = Destination::of(&request)?;
+    let addr = match authorize(plugin, grants, &dest).await {
+        Ok(addr) => addr,
+        Err(Refusal::Denied(reason)) => {
+            *refusal = Some(reason);
+            return Err(HttpError::HttpRequestDenied);
+        }
+        Err(Refusal::Dns(message)) => {
+            return Err(HttpError::DnsError { rcode: Some(message), info_code: None });
+        }
+    };
+    let request = inject_secrets(request, plugin, grants, secrets, &dest);
+    send_pinned(request, addr, &dest, options).await
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

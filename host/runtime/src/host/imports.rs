@@ -8,13 +8,15 @@ use super::HostState;
 use super::bindings::v2::talaria::plugin::{config, kv, llm, log, process, secrets, types};
 use crate::llm::{LlmRequest, MAX_LLM_CALLS};
 use crate::process::{CommandError, CommandRequest};
+use crate::record::{quoted, short, word};
 
 impl types::Host for HostState {}
 
 impl log::Host for HostState {
     async fn log(&mut self, level: log::Level, message: String) {
-        let plugin = self.env.name.as_str();
         let message: String = message.chars().take(4096).collect();
+        self.record("log", level_name(level), || (quoted(&message), None));
+        let plugin = self.env.name.as_str();
         match level {
             log::Level::Trace => tracing::trace!(plugin, "{message}"),
             log::Level::Debug => tracing::debug!(plugin, "{message}"),
@@ -27,8 +29,19 @@ impl log::Host for HostState {
 
 impl config::Host for HostState {
     async fn get(&mut self, key: String) -> Option<String> {
-        let value = self.env.config.get(&key)?;
-        serde_json::to_string(value).ok()
+        let value = self.env.config.get(&key).and_then(|v| serde_json::to_string(v).ok());
+        self.record("config", "get", || (word(&key), Some(value.as_deref().map_or("none".into(), short))));
+        value
+    }
+}
+
+fn level_name(level: log::Level) -> &'static str {
+    match level {
+        log::Level::Trace => "trace",
+        log::Level::Debug => "debug",
+        log::Level::Info => "info",
+        log::Level::Warn => "warn",
+        log::Level::Error => "error",
     }
 }
 
@@ -42,34 +55,93 @@ impl HostState {
         }
         self.env.services.store()
     }
+
+    /// A kv call's outcome as recorded: `ok` (or what `done` says of the value), `denied: …`
+    /// without the grant, `failed: …` otherwise.
+    fn kv_outcome<T>(&self, result: &Result<T, String>, done: impl FnOnce(&T) -> String) -> Option<String> {
+        Some(match result {
+            Ok(value) => done(value),
+            Err(e) if !self.env.grants.has_kv() => format!("denied: {e}"),
+            Err(e) => format!("failed: {e}"),
+        })
+    }
 }
 
 impl kv::Host for HostState {
     async fn get(&mut self, key: String) -> Result<Option<Vec<u8>>, String> {
-        self.kv_store()?.kv_get(&self.env.kv_space, &key).map_err(|e| e.to_string())
+        let result = self.kv_store().and_then(|s| s.kv_get(&self.env.kv_space, &key).map_err(|e| e.to_string()));
+        self.record("kv", "get", || {
+            let outcome = self.kv_outcome(&result, |v| v.as_ref().map_or("none".into(), |v| bytes(v.len())));
+            (word(&key), outcome)
+        });
+        result
     }
 
     async fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), String> {
-        self.kv_store()?.kv_set(&self.env.kv_space, &key, &value).map_err(|e| e.to_string())
+        let result =
+            self.kv_store().and_then(|s| s.kv_set(&self.env.kv_space, &key, &value).map_err(|e| e.to_string()));
+        self.record("kv", "set", || {
+            (format!("{} ({})", word(&key), bytes(value.len())), self.kv_outcome(&result, |()| "ok".into()))
+        });
+        result
     }
 
     async fn delete(&mut self, key: String) -> Result<(), String> {
-        self.kv_store()?.kv_delete(&self.env.kv_space, &key).map_err(|e| e.to_string())
+        let result = self.kv_store().and_then(|s| s.kv_delete(&self.env.kv_space, &key).map_err(|e| e.to_string()));
+        self.record("kv", "delete", || (word(&key), self.kv_outcome(&result, |()| "ok".into())));
+        result
     }
 
     async fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, String> {
-        self.kv_store()?.kv_keys(&self.env.kv_space, &prefix).map_err(|e| e.to_string())
+        let result = self.kv_store().and_then(|s| s.kv_keys(&self.env.kv_space, &prefix).map_err(|e| e.to_string()));
+        self.record("kv", "list-keys", || {
+            let outcome = self.kv_outcome(&result, |keys| match keys.len() {
+                1 => "1 key".into(),
+                n => format!("{n} keys"),
+            });
+            (quoted(&prefix), outcome)
+        });
+        result
     }
+}
+
+/// A value's size as recorded: `1 byte`, `2 bytes`.
+fn bytes(n: usize) -> String {
+    if n == 1 { "1 byte".into() } else { format!("{n} bytes") }
 }
 
 impl secrets::Host for HostState {
     async fn exists(&mut self, name: String) -> bool {
-        self.env.grants.secret_host(&name).is_some() && self.env.services.secrets.value(&name).is_some()
+        let granted = self.env.grants.secret_host(&name).is_some();
+        let exists = granted && self.env.services.secrets.value(&name).is_some();
+        self.record("secrets", "exists", || {
+            let outcome = if granted { exists.to_string() } else { "false (not granted)".into() };
+            (word(&name), Some(outcome))
+        });
+        exists
     }
 }
 
 impl process::Host for HostState {
     async fn run(&mut self, cmd: process::Command) -> Result<process::Output, process::ProcessError> {
+        let command = self.env.recorder.is_some().then(|| quoted(&cmd.command));
+        let result = self.run_command(cmd).await;
+        self.record("process", "run", || {
+            let outcome = match &result {
+                Ok(o) if o.timed_out => "timed out".to_string(),
+                Ok(process::Output { exit_code: Some(code), .. }) => format!("exit {code}"),
+                Ok(_) => "killed by a signal".to_string(),
+                Err(process::ProcessError::Denied(m)) => format!("denied: {m}"),
+                Err(process::ProcessError::Failed(m)) => format!("failed: {m}"),
+            };
+            (command.unwrap_or_default(), Some(outcome))
+        });
+        result
+    }
+}
+
+impl HostState {
+    async fn run_command(&mut self, cmd: process::Command) -> Result<process::Output, process::ProcessError> {
         let name = &self.env.name;
         if !self.env.grants.has_process() {
             return Err(process::ProcessError::Denied(format!(
@@ -106,6 +178,26 @@ pub(crate) fn role_from_wit(role: types::Role) -> Role {
 
 impl llm::Host for HostState {
     async fn complete(&mut self, req: llm::Request) -> Result<llm::Completion, llm::LlmError> {
+        let summary = self.env.recorder.is_some().then(|| {
+            let n = req.messages.len();
+            format!("purpose={} ({n} message{})", word(&req.purpose), if n == 1 { "" } else { "s" })
+        });
+        let result = self.complete_checked(req).await;
+        self.record("llm", "complete", || {
+            let outcome = match &result {
+                Ok(c) => quoted(&c.text),
+                Err(llm::LlmError::Denied(m)) => format!("denied: {m}"),
+                Err(llm::LlmError::Invalid(m)) => format!("invalid: {m}"),
+                Err(llm::LlmError::Failed(m)) => format!("failed: {m}"),
+            };
+            (summary.unwrap_or_default(), Some(outcome))
+        });
+        result
+    }
+}
+
+impl HostState {
+    async fn complete_checked(&mut self, req: llm::Request) -> Result<llm::Completion, llm::LlmError> {
         let name = self.env.name.clone();
         if !self.env.grants.has_llm() {
             return Err(llm::LlmError::Denied(format!(

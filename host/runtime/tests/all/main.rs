@@ -8,6 +8,7 @@ mod context;
 mod hooks;
 mod loading;
 mod memory;
+mod record;
 mod sandbox;
 
 use std::path::{Path, PathBuf};
