@@ -8,6 +8,7 @@ use talaria_test_support::{self as support, FakeServer};
 
 mod chat;
 mod extensions;
+mod market;
 mod plugin_test;
 mod sessions;
 

@@ -1,5 +1,6 @@
 //! The `talaria` command: parses arguments and hands each subcommand to its module.
 
+mod author;
 mod busy;
 mod chat;
 mod config;
@@ -7,6 +8,7 @@ mod context;
 mod doctor;
 mod market;
 mod memory;
+mod plugin_cmd;
 mod plugin_host;
 mod plugin_test;
 mod plugins;
@@ -53,9 +55,12 @@ enum Command {
     Setup(setup::SetupArgs),
     /// Check config, provider reachability, plugins and grants
     Doctor(doctor::DoctorArgs),
-    /// See plugins and what they may touch; grant and revoke capabilities
+    /// See, install, update and remove plugins; grant and revoke capabilities
     #[command(subcommand)]
     Plugins(plugins::PluginsCmd),
+    /// Write plugins: new, build, test, pack, keygen, sign, publish
+    #[command(subcommand)]
+    Plugin(plugin_cmd::PluginCmd),
     /// List tools and call them directly, with no model involved
     #[command(subcommand)]
     Tools(tools::ToolsCmd),
@@ -102,6 +107,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Setup(args) => setup::run(&ctx, args).await,
         Command::Doctor(args) => doctor::run(&ctx, args).await,
         Command::Plugins(cmd) => plugins::run(&ctx, cmd).await,
+        Command::Plugin(cmd) => plugin_cmd::run(&ctx, cmd).await,
         Command::Tools(cmd) => tools::run(&ctx, cmd).await,
         Command::Memory(cmd) => memory::run(&ctx, cmd),
         Command::Context(cmd) => context::run(&ctx, cmd).await,

@@ -305,6 +305,7 @@ impl Source {
                 })
             }
             Source::Oci(reference) => {
+                crate::install_crypto();
                 let pulled = oci::pull(reference, max).await?;
                 Ok(Fetched {
                     bundle: pulled.bundle,

@@ -93,7 +93,7 @@ impl Request {
     }
 }
 
-type Handler = dyn Fn(&Request) -> (u16, Vec<(String, String)>, String) + Send + Sync;
+type Handler = dyn Fn(&Request) -> (u16, Vec<(String, String)>, Vec<u8>) + Send + Sync;
 
 /// A loopback HTTP server answering with `handler` and recording every request.
 pub struct FakeServer {
@@ -104,6 +104,32 @@ pub struct FakeServer {
 impl FakeServer {
     /// Start serving on an ephemeral loopback port (in a background thread, for the test's life).
     pub fn start(handler: impl Fn(&Request) -> (u16, Vec<(String, String)>, String) + Send + Sync + 'static) -> Self {
+        Self::start_bytes(move |req| {
+            let (status, headers, body) = handler(req);
+            (status, headers, body.into_bytes())
+        })
+    }
+
+    /// Serve the files under `dir` by path (404 for anything else); the files may change while
+    /// it runs.
+    pub fn files(dir: &Path) -> Self {
+        let dir = dir.to_path_buf();
+        Self::start_bytes(move |req| {
+            let rel = req.path.trim_start_matches('/');
+            if rel.split('/').any(|part| part == "..") {
+                return (403, vec![], Vec::new());
+            }
+            match std::fs::read(dir.join(rel)) {
+                Ok(bytes) => (200, vec![], bytes),
+                Err(_) => (404, vec![], b"not found".to_vec()),
+            }
+        })
+    }
+
+    /// Like [`FakeServer::start`], answering with bytes.
+    pub fn start_bytes(
+        handler: impl Fn(&Request) -> (u16, Vec<(String, String)>, Vec<u8>) + Send + Sync + 'static,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
         let addr = listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}"));
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -159,6 +185,7 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Request>>, handler: &Handler) {
         response.push_str(&format!("{k}: {v}\r\n"));
     }
     response.push_str("\r\n");
-    response.push_str(&text);
-    let _ = writer.write_all(response.as_bytes());
+    let mut bytes = response.into_bytes();
+    bytes.extend_from_slice(&text);
+    let _ = writer.write_all(&bytes);
 }

@@ -1,0 +1,272 @@
+//! `talaria plugin new|build|test|pack|keygen|sign|publish`: the author's side.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::Subcommand;
+use talaria_market::bundle;
+use talaria_market::index::{Index, IndexVersion};
+use talaria_market::oci::{self, OciRef};
+use talaria_market::sign::{SecretKey, Signature, TrustStore};
+
+use crate::{Ctx, author, ui};
+
+#[derive(Subcommand)]
+pub enum PluginCmd {
+    /// Start a tool plugin project in Rust, JavaScript or Python
+    New {
+        /// The plugin's name (a-z, 0-9, `-`, `_`)
+        name: String,
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: author::Lang,
+        /// Where to create it [default: ./NAME]
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Build the component with the language's toolchain
+    Build {
+        /// The plugin project [default: .]
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// The project's language [default: detected from its files]
+        #[arg(long, value_enum)]
+        lang: Option<author::Lang>,
+    },
+    /// Check the component against this talaria and run plugin-tests.toml in the sandbox
+    Test {
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Print as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pack plugin.toml, the component and its documents into a bundle (.tar.gz)
+    Pack {
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// The bundle to write [default: DIR/dist/NAME-VERSION.tar.gz]
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Make a signing key (kept in $TALARIA_HOME/keys) and print its public key
+    Keygen {
+        /// The key's name
+        #[arg(long, default_value = "default")]
+        name: String,
+        /// Replace an existing key of that name
+        #[arg(long)]
+        force: bool,
+    },
+    /// Sign a bundle: writes BUNDLE.sig
+    Sign {
+        bundle: PathBuf,
+        /// A key name from `plugin keygen`, or a secret key file
+        #[arg(long, default_value = "default")]
+        key: String,
+    },
+    /// Push a bundle to an OCI registry, or add it to a registry index file
+    #[command(after_help = "Examples:
+  talaria plugin publish dist/hello-1.0.0.tar.gz --oci oci://ghcr.io/me/hello
+      pushes tags 1.0.0 and latest (or only the tag you write: oci://…/hello:beta)
+  talaria plugin publish dist/hello-1.0.0.tar.gz --index site/index.json --url bundles/hello-1.0.0.tar.gz
+      adds the version to the index (creating it), with its digest, signature and capabilities;
+      upload the bundle to that URL (relative to the index) yourself")]
+    Publish {
+        bundle: PathBuf,
+        /// oci://HOST/REPO[:TAG]
+        #[arg(long, conflicts_with_all = ["index", "url"])]
+        oci: Option<String>,
+        /// The registry index file to add the version to
+        #[arg(long, requires = "url")]
+        index: Option<PathBuf>,
+        /// Where the bundle will be downloaded from (absolute, or relative to the index)
+        #[arg(long, requires = "index")]
+        url: Option<String>,
+    },
+}
+
+pub async fn run(ctx: &Ctx, cmd: PluginCmd) -> anyhow::Result<ExitCode> {
+    match cmd {
+        PluginCmd::New { name, lang, dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            author::new_plugin(&dir, &name, lang)?;
+            println!("created {} ({lang:?}) in {}", name, dir.display());
+            println!("next: cd {} && talaria plugin build && talaria plugin test", dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        PluginCmd::Build { dir, lang } => {
+            let lang = match lang {
+                Some(l) => l,
+                None => author::detect(&dir)?,
+            };
+            let wasm = author::build(&dir, lang, true)?;
+            let size = std::fs::metadata(&wasm).map(|m| m.len()).unwrap_or(0);
+            println!("built {} ({:.1} MiB)", wasm.display(), size as f64 / (1024.0 * 1024.0));
+            Ok(ExitCode::SUCCESS)
+        }
+        PluginCmd::Test { dir, json } => { let _ = (dir, json); bail!("TODO wiring") } // plugin_test::run(ctx, &dir, json).await,
+        PluginCmd::Pack { dir, output } => pack(&dir, output),
+        PluginCmd::Keygen { name, force } => keygen(ctx, &name, force),
+        PluginCmd::Sign { bundle, key } => sign(ctx, &bundle, &key),
+        PluginCmd::Publish { bundle, oci, index, url } => publish(&bundle, oci.as_deref(), index.zip(url)).await,
+    }
+}
+
+fn pack(dir: &Path, output: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let (bytes, manifest) = bundle::pack(dir).map_err(anyhow::Error::msg)?;
+    let output = output
+        .unwrap_or_else(|| dir.join("dist").join(format!("{}-{}.tar.gz", manifest.name, manifest.version)));
+    if let Some(parent) = output.parent() {
+        std::fs::create_dir_all(parent).with_context(|| parent.display().to_string())?;
+    }
+    std::fs::write(&output, &bytes).with_context(|| output.display().to_string())?;
+    let stale = PathBuf::from(format!("{}.sig", output.display()));
+    if stale.exists() {
+        std::fs::remove_file(&stale).with_context(|| stale.display().to_string())?;
+        ui::note(&format!("removed {}: it signed the previous bundle", stale.display()));
+    }
+    println!("packed {} {} into {}", manifest.name, manifest.version, output.display());
+    println!("  {} ({:.1} KiB)", bundle::digest(&bytes), bytes.len() as f64 / 1024.0);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn key_path(ctx: &Ctx, name: &str) -> PathBuf {
+    ctx.home.join("keys").join(format!("{name}.key"))
+}
+
+fn keygen(ctx: &Ctx, name: &str, force: bool) -> anyhow::Result<ExitCode> {
+    talaria_runtime::check_name(name).map_err(|e| anyhow::anyhow!("key name {e}"))?;
+    let path = key_path(ctx, name);
+    if path.exists() && !force {
+        bail!("{} exists; pass --force to replace it (plugins signed with it will no longer match a new key)", path.display());
+    }
+    let key = SecretKey::generate().map_err(anyhow::Error::msg)?;
+    talaria_runtime::fsutil::write_private(&path, key.to_file_text().as_bytes())
+        .with_context(|| path.display().to_string())?;
+    let public = key.public();
+    let pub_path = path.with_extension("pub");
+    std::fs::write(&pub_path, format!("{public}\n")).with_context(|| pub_path.display().to_string())?;
+    // You trust your own key, so you can install what you sign.
+    let mut store = TrustStore::load(&ctx.home).map_err(anyhow::Error::msg)?;
+    store.add(&public, &format!("{name} (your key)"));
+    store.save(&ctx.home).map_err(anyhow::Error::msg)?;
+    println!("secret key: {} (keep it private)", path.display());
+    println!("public key: {}", pub_path.display());
+    println!("{public}");
+    println!("key id {}; it is in your trust store. Users add it with:", public.id());
+    println!("  talaria plugins trust-key \"{public}\" --name YOUR_NAME");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load_key(ctx: &Ctx, key: &str) -> anyhow::Result<SecretKey> {
+    let path = if Path::new(key).is_file() { PathBuf::from(key) } else { key_path(ctx, key) };
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!("no signing key at {}; make one with `talaria plugin keygen --name {key}`", path.display())
+    })?;
+    SecretKey::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+fn sign(ctx: &Ctx, bundle_path: &Path, key: &str) -> anyhow::Result<ExitCode> {
+    let key = load_key(ctx, key)?;
+    let bytes = std::fs::read(bundle_path).with_context(|| bundle_path.display().to_string())?;
+    // Refuse to sign what would not install.
+    let staged = tempfile::tempdir()?;
+    bundle::unpack(&bytes, staged.path(), &bundle::Limits::default())
+        .with_context(|| format!("{} is not a plugin bundle", bundle_path.display()))?;
+    let digest = bundle::digest(&bytes);
+    let signature = key.sign(&digest);
+    let sig_path = PathBuf::from(format!("{}.sig", bundle_path.display()));
+    std::fs::write(&sig_path, signature.to_json()).with_context(|| sig_path.display().to_string())?;
+    println!("signed {digest} with key {}: {}", signature.key_id, sig_path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A bundle to publish: its bytes, manifest and signature.
+struct Publishable {
+    bytes: Vec<u8>,
+    manifest: talaria_runtime::Manifest,
+    signature: Option<Signature>,
+    digest: String,
+}
+
+fn publishable(bundle_path: &Path) -> anyhow::Result<Publishable> {
+    let bytes = std::fs::read(bundle_path).with_context(|| bundle_path.display().to_string())?;
+    let staged = tempfile::tempdir()?;
+    let root = bundle::unpack(&bytes, staged.path(), &bundle::Limits::default())
+        .with_context(|| format!("{} is not a plugin bundle", bundle_path.display()))?;
+    let manifest = talaria_runtime::Manifest::load(&root.join("plugin.toml"))
+        .map_err(|e| anyhow::anyhow!("the bundle's plugin.toml: {}", e.message))?;
+    let digest = bundle::digest(&bytes);
+    let sig_path = PathBuf::from(format!("{}.sig", bundle_path.display()));
+    let signature = match std::fs::read(&sig_path) {
+        Ok(sig) => {
+            let sig = Signature::parse(&sig).map_err(|e| anyhow::anyhow!("{}: {e}", sig_path.display()))?;
+            if sig.digest != digest {
+                bail!("{} signs another bundle ({}); sign this one again with `talaria plugin sign`", sig_path.display(), sig.digest);
+            }
+            Some(sig)
+        }
+        Err(_) => {
+            ui::warn(&format!(
+                "{} is not signed (no {}); users will need --allow-unsigned. Sign it with `talaria plugin sign`",
+                bundle_path.display(),
+                sig_path.display()
+            ));
+            None
+        }
+    };
+    Ok(Publishable { bytes, manifest, signature, digest })
+}
+
+async fn publish(bundle_path: &Path, oci_ref: Option<&str>, index: Option<(PathBuf, String)>) -> anyhow::Result<ExitCode> {
+    let p = publishable(bundle_path)?;
+    let m = &p.manifest;
+    let capabilities: Vec<String> = m.requests.iter().map(ToString::to_string).collect();
+    match (oci_ref, index) {
+        (Some(reference), None) => {
+            talaria_market::install_crypto();
+            let parsed: OciRef = reference.parse()?;
+            let explicit_tag = reference.rsplit('/').next().is_some_and(|last| last.contains(':'));
+            let tags: Vec<String> =
+                if explicit_tag { vec![parsed.tag().unwrap_or("latest").to_string()] } else { vec![m.version.to_string(), "latest".into()] };
+            let config = serde_json::json!({
+                "name": m.name, "version": m.version.to_string(), "api": m.api.to_string(), "kinds": m.kinds,
+                "capabilities": capabilities, "description": m.description, "digest": p.digest,
+            });
+            let config = serde_json::to_vec(&config)?;
+            let sig = p.signature.as_ref().map(|s| s.to_json().into_bytes());
+            for tag in &tags {
+                let target: OciRef = format!("oci://{}/{}:{tag}", parsed.host(), parsed.repository()).parse()?;
+                let digest = oci::push(&target, &p.bytes, sig.as_deref(), &config).await?;
+                println!("pushed {} {} to {target} ({digest})", m.name, m.version);
+            }
+            println!("install with: talaria plugins install oci://{}/{}:{}", parsed.host(), parsed.repository(), tags[0]);
+        }
+        (None, Some((index_path, url))) => {
+            let mut index = match std::fs::read(&index_path) {
+                Ok(bytes) => Index::parse(&bytes, &index_path.display().to_string()).map_err(anyhow::Error::msg)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Index { talaria_index: 1, plugins: Vec::new() },
+                Err(e) => return Err(anyhow::anyhow!("{}: {e}", index_path.display())),
+            };
+            let version = IndexVersion {
+                version: m.version.clone(),
+                api: m.api.clone(),
+                kinds: m.kinds.clone(),
+                capabilities,
+                digest: p.digest.clone(),
+                url,
+                signature: p.signature.clone(),
+                signature_url: None,
+                yanked: false,
+            };
+            index.upsert(&m.name, &m.description, version.clone());
+            let text = serde_json::to_string_pretty(&index)?;
+            std::fs::write(&index_path, format!("{text}\n")).with_context(|| index_path.display().to_string())?;
+            println!("added {} {} to {}:", m.name, m.version, index_path.display());
+            println!("{}", serde_json::to_string_pretty(&version)?);
+        }
+        _ => bail!("say where to publish: --oci oci://HOST/REPO[:TAG], or --index FILE --url URL"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
