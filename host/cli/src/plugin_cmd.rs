@@ -10,7 +10,7 @@ use talaria_market::index::{Index, IndexVersion};
 use talaria_market::oci::{self, OciRef};
 use talaria_market::sign::{SecretKey, Signature, TrustStore};
 
-use crate::{Ctx, author, ui};
+use crate::{Ctx, author, plugin_test, ui};
 
 #[derive(Subcommand)]
 pub enum PluginCmd {
@@ -105,7 +105,7 @@ pub async fn run(ctx: &Ctx, cmd: PluginCmd) -> anyhow::Result<ExitCode> {
             println!("built {} ({:.1} MiB)", wasm.display(), size as f64 / (1024.0 * 1024.0));
             Ok(ExitCode::SUCCESS)
         }
-        PluginCmd::Test { dir, json } => { let _ = (dir, json); bail!("TODO wiring") } // plugin_test::run(ctx, &dir, json).await,
+        PluginCmd::Test { dir, json } => plugin_test::run(ctx, &dir, json).await,
         PluginCmd::Pack { dir, output } => pack(&dir, output),
         PluginCmd::Keygen { name, force } => keygen(ctx, &name, force),
         PluginCmd::Sign { bundle, key } => sign(ctx, &bundle, &key),
