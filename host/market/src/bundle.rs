@@ -226,6 +226,7 @@ fn root_of(into: &Path) -> Result<PathBuf, BundleError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 mod tests {
     use super::*;
 

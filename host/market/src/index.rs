@@ -176,6 +176,7 @@ impl IndexPlugin {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 mod tests {
     use super::*;
 

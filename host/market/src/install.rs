@@ -16,6 +16,9 @@
 //! (even `kill -9`) leaves the previous version installed and working, and whatever was staged
 //! is cleared by the next install in that scope.
 
+// An error is made once per command, so its size does not matter; its fields make the messages.
+#![allow(clippy::result_large_err)]
+
 use std::path::{Path, PathBuf};
 
 use sha2::Digest;
@@ -177,6 +180,12 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(sha2::Sha256::digest(bytes))
 }
 
+/// Compiles a component into the compile cache and checks it against its manifest.
+pub type Check<'a> = dyn Fn(&Manifest, &[u8]) -> Result<(), String> + 'a;
+
+/// Asked which newly requested capabilities to grant.
+pub type Decide<'a> = dyn FnMut(&Consent) -> Result<Vec<Capability>, String> + 'a;
+
 /// Remove what earlier installs left: staged directories, and versions the lockfile no longer
 /// names.
 fn collect_garbage(target: &Target, lock: &Lockfile) {
@@ -209,8 +218,8 @@ pub fn install(
     target: &Target,
     fetched: &Fetched,
     options: &Options,
-    check: &dyn Fn(&Manifest, &[u8]) -> Result<(), String>,
-    decide: &mut dyn FnMut(&Consent) -> Result<Vec<Capability>, String>,
+    check: &Check<'_>,
+    decide: &mut Decide<'_>,
     progress: &dyn Fn(&str),
 ) -> Result<Report, InstallError> {
     let _lock = ScopeLock::take(target)?;

@@ -249,6 +249,7 @@ impl TrustStore {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 mod tests {
     use super::*;
 

@@ -384,6 +384,7 @@ pub async fn search(registries: &[String], query: &str) -> Result<Vec<SearchHit>
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is the test failing
 mod tests {
     use super::*;
 
