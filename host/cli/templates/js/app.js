@@ -1,0 +1,59 @@
+// A talaria tool plugin with one tool, `hello`.
+//
+// The host calls `tools.list` once to learn the tools, then `tools.call` each time the model uses
+// one, in a fresh instance. Host imports are ES modules named after their WIT interface
+// (`talaria:plugin/log@0.2.0`, `.../config@0.2.0`, `.../kv@0.2.0`, ...); `wit/plugin.wit` lists
+// them all. A function whose WIT result is an error throws instead of returning it.
+
+import { log } from 'talaria:plugin/log@0.2.0';
+
+// Each tool: what it does (for the model), the JSON Schema of its arguments, and the function.
+const TOOLS = {
+  hello: {
+    description: 'Greet someone by name. Returns the greeting.',
+    parameters: {
+      type: 'object',
+      properties: { name: { type: 'string', description: 'Who to greet.' } },
+      required: ['name'],
+    },
+    run(args, context) {
+      const name = String(args.name ?? '').trim();
+      if (name === '') {
+        // The caller's mistake: `invalid-args` tells the model to fix its arguments.
+        throw toolError('invalid-args', '`name` must not be empty: say who to greet');
+      }
+      // A host import: this line goes to talaria's log (`talaria -v` shows it).
+      log('info', `greeting ${name}`);
+      return `Hello, ${name}!`;
+    },
+  },
+};
+
+/** A `tool-error` from wit/plugin.wit: `invalid-args`, `unknown-tool` or `failed`. */
+function toolError(tag, message) {
+  return { tag, val: message };
+}
+
+export const tools = {
+  list() {
+    return Object.entries(TOOLS).map(([name, tool]) => ({
+      name,
+      description: tool.description,
+      parameters: JSON.stringify(tool.parameters),
+    }));
+  },
+
+  // `context` is { sessionId, callId, workspace }. `call` may also be `async` (to await fetch()).
+  call(name, argsJson, context) {
+    const tool = TOOLS[name];
+    if (tool === undefined) {
+      throw toolError('unknown-tool', name);
+    }
+    try {
+      return tool.run(JSON.parse(argsJson), context);
+    } catch (e) {
+      // Anything else thrown would crash the call with no message: report it as a failure.
+      throw e?.tag !== undefined ? e : toolError('failed', String(e?.message ?? e));
+    }
+  },
+};
