@@ -6,9 +6,11 @@ use std::process::{Command, Output};
 
 use talaria_test_support::{self as support, FakeServer};
 
+mod authoring;
 mod chat;
 mod extensions;
 mod market;
+
 mod plugin_test;
 mod sessions;
 
