@@ -98,7 +98,9 @@ fn a_directory_installs_only_with_allow_unsigned_and_is_recorded_in_the_lockfile
     assert!(out.contains("installed echo 1.0.0 (user, unsigned)"), "{out}");
     assert!(err.contains("not granted: kv"), "not a terminal and no --grant: nothing granted\n{err}");
     let lock = t.lock();
-    for needle in ["[plugins.echo]", "version = \"1.0.0\"", "digest = \"sha256:", "dir = \".store/echo/1.0.0-", "granted = []"] {
+    for needle in
+        ["[plugins.echo]", "version = \"1.0.0\"", "digest = \"sha256:", "dir = \".store/echo/1.0.0-", "granted = []"]
+    {
         assert!(lock.contains(needle), "{needle} missing from\n{lock}");
     }
     t.echo_works();
@@ -285,14 +287,20 @@ fn every_refusal_leaves_the_installed_version_working() {
         let verify = t.ok(&["plugins", "verify"]);
         assert!(verify.contains("ok      echo 1.1.0"), "{what}: {verify}");
         let staged = t.path().join("plugins/.staging");
-        assert!(!staged.exists() || std::fs::read_dir(&staged).expect("staging").next().is_none(), "{what}: staging left");
+        assert!(
+            !staged.exists() || std::fs::read_dir(&staged).expect("staging").next().is_none(),
+            "{what}: staging left"
+        );
     };
     let install = |source: &Path| t.fails(&["plugins", "install", source.to_str().expect("utf8"), "--allow-unsigned"]);
 
     // A downgrade.
     let older = project(&publisher.ws(), "1.0.0", "kv = true", "# echo");
     let err = install(&older);
-    assert!(err.contains("echo 1.0.0 is older than the installed 1.1.0; to go back to it, pass --allow-downgrade"), "{err}");
+    assert!(
+        err.contains("echo 1.0.0 is older than the installed 1.1.0; to go back to it, pass --allow-downgrade"),
+        "{err}"
+    );
     intact("downgrade");
 
     // A bundle changed after it was signed.
@@ -355,7 +363,10 @@ fn every_refusal_leaves_the_installed_version_working() {
     // Killed at the consent prompt, after staging, verifying and compiling.
     let asking = project(&publisher.ws().join("asking"), "1.5.0", "kv = true\nprocess = true", "# echo");
     kill_at_the_prompt(&t, &asking);
-    assert!(t.path().join("plugins/.staging").read_dir().expect("staging").next().is_some(), "the crash left its staging");
+    assert!(
+        t.path().join("plugins/.staging").read_dir().expect("staging").next().is_some(),
+        "the crash left its staging"
+    );
     assert_eq!(t.lock(), lock_before, "killed: the lockfile changed");
     t.echo_works();
     // The next install clears what the crash left.

@@ -229,7 +229,11 @@ async fn fetch_and_install(
     progress.step(&format!("fetching {}", source_label(source)));
     let on_bytes = |got, total| progress.bytes(got, total);
     let fetched = source
-        .fetch(&FetchOptions { registries: &registries, max_bundle_bytes: limits.max_bundle_bytes, progress: &on_bytes })
+        .fetch(&FetchOptions {
+            registries: &registries,
+            max_bundle_bytes: limits.max_bundle_bytes,
+            progress: &on_bytes,
+        })
         .await?;
     let runtime = ctx.runtime(false)?;
     let check = |manifest: &talaria_runtime::Manifest, wasm: &[u8]| {
@@ -315,7 +319,8 @@ pub async fn update_cmd(ctx: &Ctx, name: Option<&str>, all: bool, flags: &Instal
             }
             // A plugin installed unsigned was accepted unsigned from this source; one installed
             // signed must stay signed.
-            let flags = InstallFlags { allow_unsigned: flags.allow_unsigned || entry.signer.is_none(), ..flags.clone() };
+            let flags =
+                InstallFlags { allow_unsigned: flags.allow_unsigned || entry.signer.is_none(), ..flags.clone() };
             fetch_and_install(ctx, &source, &flags, &target).await.map(Some)
         }
         .await;
@@ -336,7 +341,10 @@ pub fn remove_cmd(ctx: &Ctx, name: &str, project: bool) -> anyhow::Result<ExitCo
     match install::remove(&target, name) {
         Ok(entry) => {
             println!("removed {name} {} ({})", entry.version, target.scope.label());
-            println!("  its data stays in {} and in its key-value store", ctx.home.join("plugin-data").join(name).display());
+            println!(
+                "  its data stays in {} and in its key-value store",
+                ctx.home.join("plugin-data").join(name).display()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(install::InstallError::NotInstalled { .. }) => {
@@ -348,7 +356,9 @@ pub fn remove_cmd(ctx: &Ctx, name: &str, project: bool) -> anyhow::Result<ExitCo
                 Some(p) if p.installed().is_none() => {
                     bail!("`{name}` was placed by hand in {}; delete that directory to remove it", p.location)
                 }
-                _ => bail!("`{name}` is not installed in the {} scope; see `talaria plugins list`", target.scope.label()),
+                _ => {
+                    bail!("`{name}` is not installed in the {} scope; see `talaria plugins list`", target.scope.label())
+                }
             }
         }
         Err(e) => Err(e.into()),
@@ -358,7 +368,9 @@ pub fn remove_cmd(ctx: &Ctx, name: &str, project: bool) -> anyhow::Result<ExitCo
 pub async fn search_cmd(ctx: &Ctx, query: &str, registry: &[String], json: bool) -> anyhow::Result<ExitCode> {
     let registries = ctx.registries(registry);
     if registries.is_empty() {
-        bail!("no registry configured: add `registries = [\"https://…/index.json\"]` under [marketplace] in config.toml, or pass --registry URL");
+        bail!(
+            "no registry configured: add `registries = [\"https://…/index.json\"]` under [marketplace] in config.toml, or pass --registry URL"
+        );
     }
     let hits = talaria_market::source::search(&registries, query).await?;
     if json {
@@ -372,7 +384,8 @@ pub async fn search_cmd(ctx: &Ctx, query: &str, registry: &[String], json: bool)
     let rows: Vec<Vec<String>> = hits
         .iter()
         .map(|h| {
-            let caps = if h.latest.capabilities.is_empty() { "-".to_string() } else { h.latest.capabilities.join(", ") };
+            let caps =
+                if h.latest.capabilities.is_empty() { "-".to_string() } else { h.latest.capabilities.join(", ") };
             let signed = if h.latest.signature.is_some() || h.latest.signature_url.is_some() { "yes" } else { "no" };
             vec![
                 h.name.clone(),
@@ -462,6 +475,9 @@ pub fn untrust_key_cmd(ctx: &Ctx, id: &str) -> anyhow::Result<ExitCode> {
         bail!("no trusted key {id}; see `talaria plugins keys`");
     };
     store.save(&ctx.home).map_err(anyhow::Error::msg)?;
-    println!("no longer trusting key {id} ({}); plugins it signed stay installed (`talaria plugins verify` lists them)", key.name);
+    println!(
+        "no longer trusting key {id} ({}); plugins it signed stay installed (`talaria plugins verify` lists them)",
+        key.name
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -115,8 +115,8 @@ pub async fn run(ctx: &Ctx, cmd: PluginCmd) -> anyhow::Result<ExitCode> {
 
 fn pack(dir: &Path, output: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let (bytes, manifest) = bundle::pack(dir).map_err(anyhow::Error::msg)?;
-    let output = output
-        .unwrap_or_else(|| dir.join("dist").join(format!("{}-{}.tar.gz", manifest.name, manifest.version)));
+    let output =
+        output.unwrap_or_else(|| dir.join("dist").join(format!("{}-{}.tar.gz", manifest.name, manifest.version)));
     if let Some(parent) = output.parent() {
         std::fs::create_dir_all(parent).with_context(|| parent.display().to_string())?;
     }
@@ -139,7 +139,10 @@ fn keygen(ctx: &Ctx, name: &str, force: bool) -> anyhow::Result<ExitCode> {
     talaria_runtime::check_name(name).map_err(|e| anyhow::anyhow!("key name {e}"))?;
     let path = key_path(ctx, name);
     if path.exists() && !force {
-        bail!("{} exists; pass --force to replace it (plugins signed with it will no longer match a new key)", path.display());
+        bail!(
+            "{} exists; pass --force to replace it (plugins signed with it will no longer match a new key)",
+            path.display()
+        );
     }
     let key = SecretKey::generate().map_err(anyhow::Error::msg)?;
     talaria_runtime::fsutil::write_private(&path, key.to_file_text().as_bytes())
@@ -203,7 +206,11 @@ fn publishable(bundle_path: &Path) -> anyhow::Result<Publishable> {
         Ok(sig) => {
             let sig = Signature::parse(&sig).map_err(|e| anyhow::anyhow!("{}: {e}", sig_path.display()))?;
             if sig.digest != digest {
-                bail!("{} signs another bundle ({}); sign this one again with `talaria plugin sign`", sig_path.display(), sig.digest);
+                bail!(
+                    "{} signs another bundle ({}); sign this one again with `talaria plugin sign`",
+                    sig_path.display(),
+                    sig.digest
+                );
             }
             Some(sig)
         }
@@ -219,7 +226,11 @@ fn publishable(bundle_path: &Path) -> anyhow::Result<Publishable> {
     Ok(Publishable { bytes, manifest, signature, digest })
 }
 
-async fn publish(bundle_path: &Path, oci_ref: Option<&str>, index: Option<(PathBuf, String)>) -> anyhow::Result<ExitCode> {
+async fn publish(
+    bundle_path: &Path,
+    oci_ref: Option<&str>,
+    index: Option<(PathBuf, String)>,
+) -> anyhow::Result<ExitCode> {
     let p = publishable(bundle_path)?;
     let m = &p.manifest;
     let capabilities: Vec<String> = m.requests.iter().map(ToString::to_string).collect();
@@ -228,8 +239,11 @@ async fn publish(bundle_path: &Path, oci_ref: Option<&str>, index: Option<(PathB
             talaria_market::install_crypto();
             let parsed: OciRef = reference.parse()?;
             let explicit_tag = reference.rsplit('/').next().is_some_and(|last| last.contains(':'));
-            let tags: Vec<String> =
-                if explicit_tag { vec![parsed.tag().unwrap_or("latest").to_string()] } else { vec![m.version.to_string(), "latest".into()] };
+            let tags: Vec<String> = if explicit_tag {
+                vec![parsed.tag().unwrap_or("latest").to_string()]
+            } else {
+                vec![m.version.to_string(), "latest".into()]
+            };
             let config = serde_json::json!({
                 "name": m.name, "version": m.version.to_string(), "api": m.api.to_string(), "kinds": m.kinds,
                 "capabilities": capabilities, "description": m.description, "digest": p.digest,
@@ -241,7 +255,12 @@ async fn publish(bundle_path: &Path, oci_ref: Option<&str>, index: Option<(PathB
                 let digest = oci::push(&target, &p.bytes, sig.as_deref(), &config).await?;
                 println!("pushed {} {} to {target} ({digest})", m.name, m.version);
             }
-            println!("install with: talaria plugins install oci://{}/{}:{}", parsed.host(), parsed.repository(), tags[0]);
+            println!(
+                "install with: talaria plugins install oci://{}/{}:{}",
+                parsed.host(),
+                parsed.repository(),
+                tags[0]
+            );
         }
         (None, Some((index_path, url))) => {
             let mut index = match std::fs::read(&index_path) {
