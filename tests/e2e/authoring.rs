@@ -11,10 +11,10 @@ fn author_to_user(lang: &str) {
     let dir = author.ws().join(&name);
     let dir_arg = dir.to_str().expect("utf8");
     let built = author.ok(&["plugin", "build", dir_arg]);
-    assert!(built.contains("built "), "{built}");
+    assert_eq!(built.trim(), dir.join("plugin.wasm").display().to_string(), "stdout names the component");
     let tested = author.ok(&["plugin", "test", dir_arg]);
-    assert!(tested.contains("passed, 0 failed") || tested.contains(" passed"), "{tested}");
-    assert!(!tested.contains("FAIL"), "{tested}");
+    assert!(tested.contains("ok   compatible: API 0.2.0, kind tool; tools: hello"), "{tested}");
+    assert!(tested.contains("2 passed, 0 failed") && !tested.contains("FAIL"), "{tested}");
     author.ok(&["plugin", "keygen", "--name", "me"]);
     let bundle = dir.join("dist").join(format!("{name}-0.1.0.tar.gz"));
     author.ok(&["plugin", "pack", dir_arg]);

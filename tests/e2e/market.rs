@@ -420,3 +420,31 @@ fn kill_at_the_prompt(t: &Talaria, dir: &Path) {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn a_project_has_its_own_lockfile_whose_grants_apply_once_the_project_is_trusted() {
+    let t = Talaria::new();
+    let dir = project(t.path(), "1.0.0", "kv = true", "# echo");
+    let (ok, out, err) = t.stderr_of(&[
+        "plugins",
+        "install",
+        dir.to_str().expect("utf8"),
+        "--project",
+        "--allow-unsigned",
+        "--grant",
+        "kv",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("installed echo 1.0.0 (project, unsigned)"), "{out}");
+    assert!(err.contains("is not trusted yet; its plugins load after `talaria trust`"), "{err}");
+    let lock = std::fs::read_to_string(t.ws().join(".talaria/plugins.lock")).expect("project lockfile");
+    assert!(lock.contains("granted = [\"kv\"]"), "{lock}");
+    assert!(!t.path().join("plugins.lock").exists(), "the user's scope is untouched");
+    assert!(t.fails(&["tools", "call", "legacy_echo", TOOL_ARGS]).contains("unknown tool"), "not before trust");
+    let trusted = t.ok(&["trust"]);
+    assert!(trusted.contains("echo 1.0.0 is installed there and its lockfile grants: kv"), "{trusted}");
+    t.echo_works();
+    let listed = t.ok(&["plugins", "list"]);
+    assert!(listed.lines().any(|l| l.starts_with("echo") && l.contains("project") && l.contains("kv")), "{listed}");
+    assert!(t.ok(&["plugins", "remove", "echo", "--project"]).contains("removed echo 1.0.0 (project)"));
+}

@@ -91,7 +91,7 @@ pub async fn run(ctx: &Ctx, cmd: PluginCmd) -> anyhow::Result<ExitCode> {
         PluginCmd::New { name, lang, dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             author::new_plugin(&dir, &name, lang)?;
-            println!("created {} ({lang:?}) in {}", name, dir.display());
+            println!("created {name} ({lang}) in {}", dir.display());
             println!("next: cd {} && talaria plugin build && talaria plugin test", dir.display());
             Ok(ExitCode::SUCCESS)
         }
@@ -100,9 +100,9 @@ pub async fn run(ctx: &Ctx, cmd: PluginCmd) -> anyhow::Result<ExitCode> {
                 Some(l) => l,
                 None => author::detect(&dir)?,
             };
+            // Progress and size are on stderr; stdout has the component's path, for scripts.
             let wasm = author::build(&dir, lang, true)?;
-            let size = std::fs::metadata(&wasm).map(|m| m.len()).unwrap_or(0);
-            println!("built {} ({:.1} MiB)", wasm.display(), size as f64 / (1024.0 * 1024.0));
+            println!("{}", wasm.display());
             Ok(ExitCode::SUCCESS)
         }
         PluginCmd::Test { dir, json } => plugin_test::run(ctx, &dir, json).await,

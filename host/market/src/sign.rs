@@ -197,12 +197,7 @@ impl TrustStore {
     /// # Errors
     /// Unreadable or malformed, with the path.
     pub fn load(home: &Path) -> Result<Self, String> {
-        let path = home.join(TRUST_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(format!("{}: {e}", path.display())),
-        }
+        talaria_runtime::fsutil::load_toml(&home.join(TRUST_FILE))
     }
 
     /// Write the store (0600, atomically).
@@ -210,11 +205,8 @@ impl TrustStore {
     /// # Errors
     /// It cannot be written.
     pub fn save(&self, home: &Path) -> Result<(), String> {
-        let path = home.join(TRUST_FILE);
-        let text = toml::to_string_pretty(self).map_err(|e| e.to_string())?;
         let header = "# Publisher keys trusted to sign talaria plugins. Managed by `talaria plugins trust-key`.\n\n";
-        talaria_runtime::fsutil::write_private(&path, format!("{header}{text}").as_bytes())
-            .map_err(|e| format!("{}: {e}", path.display()))
+        talaria_runtime::fsutil::save_toml(&home.join(TRUST_FILE), header, self)
     }
 
     /// Trust `key` under `name`; returns its id.

@@ -27,3 +27,25 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)?;
     std::fs::File::open(dir)?.sync_all()
 }
+
+/// Read a TOML file into `T`; a missing file is `T::default()`.
+///
+/// # Errors
+/// Unreadable or malformed, with the path.
+pub fn load_toml<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Write `value` as TOML after `header` (comment lines), atomically and readable only by the
+/// user (see [`write_private`]).
+///
+/// # Errors
+/// It cannot be serialized or written, with the path.
+pub fn save_toml<T: serde::Serialize>(path: &Path, header: &str, value: &T) -> Result<(), String> {
+    let text = toml::to_string_pretty(value).map_err(|e| e.to_string())?;
+    write_private(path, format!("{header}{text}").as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
+}

@@ -301,11 +301,7 @@ impl GrantFile {
     /// # Errors
     /// Unreadable or malformed, with the path.
     pub fn load(path: &Path) -> Result<Self, String> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(format!("{}: {e}", path.display())),
-        }
+        crate::fsutil::load_toml(path)
     }
 
     /// Write atomically (temp file and rename), readable only by the user.
@@ -313,9 +309,7 @@ impl GrantFile {
     /// # Errors
     /// The directory or file cannot be written.
     pub fn save(&self, path: &Path) -> Result<(), String> {
-        let text = toml::to_string_pretty(self).map_err(|e| e.to_string())?;
-        crate::fsutil::write_private(path, format!("{GRANT_FILE_HEADER}{text}").as_bytes())
-            .map_err(|e| format!("{}: {e}", path.display()))
+        crate::fsutil::save_toml(path, GRANT_FILE_HEADER, self)
     }
 
     /// The grants recorded for a plugin, or `None` when the user never changed them.

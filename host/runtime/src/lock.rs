@@ -104,11 +104,7 @@ impl Lockfile {
     /// # Errors
     /// Unreadable or malformed, with the path.
     pub fn load(path: &Path) -> Result<Self, String> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(format!("{}: {e}", path.display())),
-        }
+        crate::fsutil::load_toml(path)
     }
 
     /// Write atomically: a temporary file beside it, flushed to disk, then renamed over it.
@@ -116,9 +112,7 @@ impl Lockfile {
     /// # Errors
     /// The file cannot be written.
     pub fn save(&self, path: &Path) -> Result<(), String> {
-        let text = toml::to_string_pretty(self).map_err(|e| e.to_string())?;
-        crate::fsutil::write_private(path, format!("{HEADER}{text}").as_bytes())
-            .map_err(|e| format!("{}: {e}", path.display()))
+        crate::fsutil::save_toml(path, HEADER, self)
     }
 
     pub fn get(&self, name: &str) -> Option<&LockEntry> {
