@@ -84,8 +84,9 @@ expect_equals = "42"
     assert!(stdout.contains("\n       kv.get counter -> 2 bytes\n"), "{stdout}");
     assert!(stdout.ends_with("2 passed, 0 failed\n"), "{stdout}");
     assert!(
-        stderr.contains("warning: the component imports wasi:http/outgoing-handler@")
-            && stderr.contains("does not request network"),
+        stderr.contains("note: the component imports the ")
+            && stderr.contains("network")
+            && stderr.contains("but plugin.toml requests none of them: calls to them will be refused"),
         "{stderr}"
     );
     // The user's own home got no plugin and no grant.

@@ -568,8 +568,23 @@ impl Printer {
             self.mark(true),
             c.api.as_deref().unwrap_or("?"),
         );
-        for w in &c.warnings {
-            ui::warn(w);
+        match c.warnings.as_slice() {
+            [one] => ui::warn(one),
+            [] => {}
+            many => {
+                // componentize-js and componentize-py import every interface of the world, used
+                // or not: one line, not one per interface.
+                let caps: Vec<&str> = many
+                    .iter()
+                    .filter_map(|w| w.split("does not request ").nth(1)?.split_whitespace().next())
+                    .collect();
+                ui::note(&format!(
+                    "the component imports the {} interfaces but plugin.toml requests none of them: calls to them will be refused. \
+                     That is expected if the code never makes them (JS and Python toolchains import every interface); \
+                     otherwise request them under [capabilities]",
+                    caps.join(", ")
+                ));
+            }
         }
     }
 
