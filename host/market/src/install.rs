@@ -112,11 +112,11 @@ pub enum InstallError {
         "the bundle from {origin} has digest {actual}, but {pinned_by} pins {expected}: it was changed or corrupted on the way; refusing it"
     )]
     Tampered { origin: String, expected: String, actual: String, pinned_by: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Signature(#[from] SignatureError),
     #[error("{origin} is not signed; install it only if you trust where it came from, with --allow-unsigned")]
     Unsigned { origin: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Bundle(#[from] BundleError),
     #[error("the bundle's plugin.toml: {0}")]
     Manifest(String),
