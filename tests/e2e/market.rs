@@ -448,3 +448,29 @@ fn a_project_has_its_own_lockfile_whose_grants_apply_once_the_project_is_trusted
     assert!(listed.lines().any(|l| l.starts_with("echo") && l.contains("project") && l.contains("kv")), "{listed}");
     assert!(t.ok(&["plugins", "remove", "echo", "--project"]).contains("removed echo 1.0.0 (project)"));
 }
+
+#[test]
+fn rollback_returns_to_the_replaced_version_without_restoring_revoked_grants() {
+    let t = Talaria::new();
+    let v1 = project(&t.ws(), "1.0.0", "kv = true", "# one");
+    t.ok(&["plugins", "install", v1.to_str().expect("utf8"), "--allow-unsigned", "--grant", "kv"]);
+    let err = t.fails(&["plugins", "rollback", "echo"]);
+    assert!(err.contains("no earlier version of `echo` is kept to roll back to"), "{err}");
+    let v2 = project(&t.ws(), "2.0.0", "kv = true\nprocess = true", "# two");
+    t.ok(&["plugins", "install", v2.to_str().expect("utf8"), "--allow-unsigned", "--yes"]);
+    t.ok(&["plugins", "revoke", "echo", "kv"]);
+
+    let out = t.ok(&["plugins", "rollback", "echo"]);
+    assert!(out.contains("rolled back echo 2.0.0 → 1.0.0 (user)"), "{out}");
+    let listed: serde_json::Value = serde_json::from_str(&t.ok(&["plugins", "list", "--json"])).expect("json");
+    let echo = listed.as_array().expect("array").iter().find(|p| p["name"] == "echo").expect("echo");
+    assert_eq!(echo["version"], "1.0.0");
+    assert_eq!(echo["granted"], serde_json::json!([]), "kv was revoked after 1.0.0 was replaced: not granted again");
+    t.echo_works();
+    assert!(t.ok(&["plugins", "verify"]).contains("ok      echo 1.0.0"));
+    // And forward again: both versions stay on disk until a third replaces one.
+    assert!(t.ok(&["plugins", "rollback", "echo"]).contains("rolled back echo 1.0.0 → 2.0.0"));
+    t.echo_works();
+    let versions = std::fs::read_dir(t.path().join("plugins/.store/echo")).expect("store").count();
+    assert_eq!(versions, 2);
+}

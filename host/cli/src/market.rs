@@ -365,6 +365,16 @@ pub fn remove_cmd(ctx: &Ctx, name: &str, project: bool) -> anyhow::Result<ExitCo
     }
 }
 
+pub fn rollback_cmd(ctx: &Ctx, name: &str, project: bool) -> anyhow::Result<ExitCode> {
+    let target = ctx.target(project);
+    let (from, to) = install::rollback(&target, name)?;
+    println!(
+        "rolled back {name} {from} → {to} ({}); `talaria plugins rollback {name}` again returns to {from}",
+        target.scope.label()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn search_cmd(ctx: &Ctx, query: &str, registry: &[String], json: bool) -> anyhow::Result<ExitCode> {
     let registries = ctx.registries(registry);
     if registries.is_empty() {

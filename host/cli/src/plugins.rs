@@ -59,6 +59,13 @@ pub enum PluginsCmd {
         #[arg(long)]
         project: bool,
     },
+    /// Go back to the version an update replaced
+    Rollback {
+        name: String,
+        /// The project's scope instead of the user's
+        #[arg(long)]
+        project: bool,
+    },
     /// Search the registry indexes
     Search {
         /// Words in the name or description (empty: list everything)
@@ -112,6 +119,7 @@ pub async fn run(ctx: &Ctx, cmd: PluginsCmd) -> anyhow::Result<ExitCode> {
         PluginsCmd::Install { source, flags } => market::install_cmd(ctx, &source, &flags).await,
         PluginsCmd::Update { name, all, flags } => market::update_cmd(ctx, name.as_deref(), all, &flags).await,
         PluginsCmd::Remove { name, project } => market::remove_cmd(ctx, &name, project),
+        PluginsCmd::Rollback { name, project } => market::rollback_cmd(ctx, &name, project),
         PluginsCmd::Search { query, registry, json } => market::search_cmd(ctx, &query, &registry, json).await,
         PluginsCmd::Verify { json } => market::verify_cmd(ctx, json),
         PluginsCmd::TrustKey { key, name } => market::trust_key_cmd(ctx, &key, &name),

@@ -10,7 +10,8 @@
 //! 5. the user consents to the capabilities it requests that the installed version did not;
 //! 6. the staged directory moves to `plugins/.store/NAME/VERSION-DIGEST/`, and the lockfile is
 //!    rewritten to point at it (atomically: this is the switch);
-//! 7. the previous version's directory and anything staged are removed.
+//! 7. anything staged, and versions older than the one replaced, are removed (the replaced one
+//!    is kept for `talaria plugins rollback`).
 //!
 //! Until step 6 nothing the running system reads has changed: a failure, a refusal or a crash
 //! (even `kill -9`) leaves the previous version installed and working, and whatever was staged
@@ -151,12 +152,20 @@ fn io(context: &Path) -> impl Fn(std::io::Error) -> InstallError + '_ {
 struct ScopeLock(std::fs::File);
 
 impl ScopeLock {
-    fn take(target: &Target) -> Result<Self, InstallError> {
+    /// Lock the scope, saying so through `waiting` if another talaria holds it.
+    fn take(target: &Target, waiting: &dyn Fn(&str)) -> Result<Self, InstallError> {
         talaria_runtime::fsutil::private_dir(&target.plugins_dir).map_err(io(&target.plugins_dir))?;
         let path = target.plugins_dir.join(".lock");
         let file =
             std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io(&path))?;
-        file.lock().map_err(io(&path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                waiting("waiting for another install in this scope to finish");
+                file.lock().map_err(io(&path))?;
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
+        }
         Ok(Self(file))
     }
 }
@@ -194,10 +203,13 @@ fn collect_garbage(target: &Target, lock: &Lockfile) {
     let Ok(names) = std::fs::read_dir(&store) else { return };
     for name_dir in names.flatten() {
         let name = name_dir.file_name().to_string_lossy().into_owned();
-        let keep = lock.get(&name).map(|e| target.plugins_dir.join(&e.dir));
+        let keep: Vec<PathBuf> = lock
+            .get(&name)
+            .map(|e| std::iter::once(e).chain(e.previous.as_deref()).map(|e| target.plugins_dir.join(&e.dir)).collect())
+            .unwrap_or_default();
         if let Ok(versions) = std::fs::read_dir(name_dir.path()) {
             for version in versions.flatten() {
-                if keep.as_deref() != Some(version.path().as_path()) {
+                if !keep.contains(&version.path()) {
                     let _ = std::fs::remove_dir_all(version.path());
                 }
             }
@@ -222,7 +234,7 @@ pub fn install(
     decide: &mut Decide<'_>,
     progress: &dyn Fn(&str),
 ) -> Result<Report, InstallError> {
-    let _lock = ScopeLock::take(target)?;
+    let _lock = ScopeLock::take(target, progress)?;
     let mut lock = target.lockfile()?;
     collect_garbage(target, &lock);
 
@@ -380,6 +392,12 @@ pub fn install(
         dir: rel,
         granted: granted.iter().map(ToString::to_string).collect(),
         installed: jiff::Timestamp::now().to_string(),
+        // The replaced version stays on disk, one generation deep, for rollback (and for a
+        // running talaria that has not loaded it yet).
+        previous: previous.clone().map(|mut p| {
+            p.previous = None;
+            Box::new(p)
+        }),
     };
     lock.plugins.insert(name.clone(), entry);
     lock.save(&target.lock_path).map_err(InstallError::Io)?;
@@ -444,7 +462,7 @@ fn list(caps: &[Capability]) -> String {
 /// # Errors
 /// It is not installed in this scope, or the lockfile cannot be written.
 pub fn remove(target: &Target, name: &str) -> Result<LockEntry, InstallError> {
-    let _lock = ScopeLock::take(target)?;
+    let _lock = ScopeLock::take(target, &|_| {})?;
     let mut lock = target.lockfile()?;
     let entry = lock.plugins.remove(name).ok_or_else(|| InstallError::NotInstalled {
         name: name.to_string(),
@@ -455,12 +473,43 @@ pub fn remove(target: &Target, name: &str) -> Result<LockEntry, InstallError> {
     Ok(entry)
 }
 
+/// Switch an installed plugin back to the version it replaced (which becomes the one kept).
+/// It keeps only the grants it had that the current version still has: a rollback never grants
+/// what was revoked since. Returns (from, to).
+///
+/// # Errors
+/// It is not installed, no previous version is kept, or its files are gone.
+pub fn rollback(target: &Target, name: &str) -> Result<(semver::Version, semver::Version), InstallError> {
+    let _lock = ScopeLock::take(target, &|_| {})?;
+    let mut lock = target.lockfile()?;
+    let scope = target.scope.label().to_string();
+    let current = lock
+        .plugins
+        .get_mut(name)
+        .ok_or_else(|| InstallError::NotInstalled { name: name.to_string(), scope: scope.clone() })?;
+    let Some(mut previous) = current.previous.take() else {
+        return Err(InstallError::Io(format!("no earlier version of `{name}` is kept to roll back to")));
+    };
+    let dir = previous.resolve_dir(&target.plugins_dir).map_err(InstallError::Io)?;
+    if !dir.join("plugin.toml").is_file() {
+        return Err(InstallError::Io(format!("the earlier version's files are gone ({})", dir.display())));
+    }
+    previous.granted.retain(|g| current.granted.contains(g));
+    let from = current.version.clone();
+    let to = previous.version.clone();
+    let replaced = std::mem::replace(current, *previous);
+    current.previous = Some(Box::new(replaced));
+    current.installed = jiff::Timestamp::now().to_string();
+    lock.save(&target.lock_path).map_err(InstallError::Io)?;
+    Ok((from, to))
+}
+
 /// Change an installed plugin's grants in its lockfile.
 ///
 /// # Errors
 /// It is not installed here, or the lockfile cannot be written.
 pub fn set_grants(target: &Target, name: &str, caps: &[Capability]) -> Result<(), InstallError> {
-    let _lock = ScopeLock::take(target)?;
+    let _lock = ScopeLock::take(target, &|_| {})?;
     let mut lock = target.lockfile()?;
     let entry = lock.plugins.get_mut(name).ok_or_else(|| InstallError::NotInstalled {
         name: name.to_string(),

@@ -208,11 +208,27 @@ fn describe_trap(trap: &wasmtime::Error, refused_memory: Option<usize>, limits: 
             desired.div_ceil(MIB)
         );
     }
+    if let Some(exception) = python_exception(stderr) {
+        return format!("raised {exception}");
+    }
     if let Some(panic) = panic_message(stderr) {
         return format!("panicked: {panic}");
     }
     let kind = trap.downcast_ref::<Trap>().map_or_else(|| format!("{trap:#}"), ToString::to_string);
     format!("trapped: {kind}")
+}
+
+/// The exception of an uncaught Python traceback printed to stderr (a componentize-py plugin),
+/// with where it was raised: `KeyError: 'x' (File "app.py", line 12, in hello)`.
+fn python_exception(stderr: &str) -> Option<String> {
+    let start = stderr.rfind("Traceback (most recent call last):")?;
+    let lines: Vec<&str> = stderr[start..].lines().skip(1).take_while(|l| !l.starts_with("thread '")).collect();
+    let exception = lines.iter().rev().find(|l| !l.trim().is_empty() && !l.starts_with(' '))?.trim();
+    let place = lines.iter().rev().find(|l| l.trim_start().starts_with("File \""));
+    Some(match place {
+        Some(place) => format!("{exception} ({})", place.trim()),
+        None => exception.to_string(),
+    })
 }
 
 /// The message of a Rust panic printed to stderr, if there is one.
@@ -236,6 +252,18 @@ mod tests {
             "\nthread '<unnamed>' panicked at src/lib.rs:10:5:\nboom: it broke\nnote: run with `RUST_BACKTRACE=1`\n";
         assert_eq!(panic_message(stderr).as_deref(), Some("boom: it broke"));
         assert_eq!(panic_message("nothing here"), None);
+    }
+
+    #[test]
+    fn python_exceptions_are_extracted_with_where_they_were_raised() {
+        let stderr = "Traceback (most recent call last):\n  File \"/app.py\", line 60, in call\n    return run(args)\n  \
+                      File \"/app.py\", line 31, in hello\n    import decimal\nModuleNotFoundError: No module named 'decimal'\n\
+                      thread '<unnamed>' panicked at src/lib.rs:1:1:\nPython function threw an unexpected exception\n";
+        assert_eq!(
+            python_exception(stderr).as_deref(),
+            Some("ModuleNotFoundError: No module named 'decimal' (File \"/app.py\", line 31, in hello)")
+        );
+        assert_eq!(python_exception("thread 'x' panicked at a:1:1:\nboom\n"), None);
     }
 
     #[test]

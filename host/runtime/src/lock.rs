@@ -60,6 +60,9 @@ pub struct LockEntry {
     /// When it was installed or last updated (RFC 3339).
     #[serde(default)]
     pub installed: String,
+    /// The version it replaced, kept on disk for `talaria plugins rollback` (one generation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<Box<LockEntry>>,
 }
 
 impl LockEntry {
@@ -137,6 +140,7 @@ mod tests {
             dir: dir.into(),
             granted: vec!["net:api.example.com".into(), "not a capability".into()],
             installed: "2026-11-22T10:00:00Z".into(),
+            previous: None,
         }
     }
 
@@ -145,7 +149,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(LOCK_FILE);
         let mut lock = Lockfile::default();
-        lock.plugins.insert("weather".into(), entry("weather/1.2.0-00"));
+        let mut current = entry("weather/1.2.0-00");
+        current.previous = Some(Box::new(entry("weather/1.1.0-00")));
+        lock.plugins.insert("weather".into(), current);
         lock.save(&path).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("# Plugins installed"), "{text}");
