@@ -120,3 +120,43 @@ fn plugin_test_fails_without_a_built_component() {
     let err = t.fails(&["plugin", "test", "nowhere"]);
     assert!(err.contains(&format!("{} has no plugin.toml", t.ws().join("nowhere").display())), "{err}");
 }
+
+/// `[[test.http]]` answers a case's requests without the network, after the grant check; a
+/// request no stub matches is refused, and a host the manifest does not request stays refused.
+#[test]
+fn http_stubs_answer_requests_offline_after_the_grant_check() {
+    let t = Talaria::new();
+    let tests = r#"
+[[test]]
+tool = "http_get"
+args = { url = "https://api.example.com/v1/forecast?q=Oslo" }
+expect_equals = "200 {\"temp_c\":21}"
+expect_imports = ["http GET https://api.example.com/v1/forecast?q=Oslo -> 200"]
+[[test.http]]
+url = "https://api.example.com/v1/*"
+json = { temp_c = 21 }
+
+[[test]]
+tool = "http_get"
+args = { url = "https://api.example.com/v2/other" }
+expect_error = "no stub in plugin-tests.toml answers GET https://api.example.com/v2/other"
+[[test.http]]
+url = "https://api.example.com/v1/*"
+body = "unused"
+
+[[test]]
+tool = "http_get"
+args = { url = "https://elsewhere.example.org/" }
+expect_error = "has no network grant for elsewhere.example.org:443"
+[[test.http]]
+url = "*"
+status = 500
+"#;
+    let manifest = support::manifest("evil", "network = [\"api.example.com\"]");
+    let dir = t.plugin_project("evil", support::EVIL_WASM, &manifest, tests);
+    let out = t.run(&["plugin", "test", &dir.display().to_string()]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.ends_with("3 passed, 0 failed\n"), "{stdout}");
+    assert!(stdout.contains("http GET https://api.example.com/v2/other -> refused: no stub"), "{stdout}");
+}

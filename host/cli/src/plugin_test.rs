@@ -47,7 +47,16 @@
 //! # expect_imports = ["log", "kv.set"]  # recorded host imports starting with these were made
 //! # config = { units = "metric" }       # [plugins.NAME.config] for this case
 //! # llm_reply = "yes"                   # the model's answer to every llm.complete
+//!
+//! # [[test.http]]                       # canned answers: this case never reaches the network
+//! # url = "https://api.example.com/v1/*"  # the whole URL, or a prefix ending in `*`
+//! # method = "GET"                      # any method when absent
+//! # status = 200                        # 200 when absent
+//! # json = { temp_c = 21 }              # or body = "text"; headers = { "content-type" = "…" }
 //! ```
+//!
+//! With `http` stubs a case's requests are still checked against the network grant, then
+//! answered by the first matching stub; one that no stub matches is refused (and recorded).
 //!
 //! A case without any expectation passes when the call succeeds. An unknown key is an error
 //! naming it.
@@ -62,8 +71,8 @@ use owo_colors::OwoColorize as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use talaria_runtime::{
-    BoxFuture, CallContext, Capability, LlmBackend, LlmCompletion, LlmRequest, Manifest, PluginSettings,
-    RecordedImport, Runtime, RuntimeConfig, Secrets,
+    BoxFuture, CallContext, Capability, HttpStub, HttpStubs, LlmBackend, LlmCompletion, LlmRequest, Manifest,
+    PluginSettings, RecordedImport, Runtime, RuntimeConfig, Secrets,
 };
 
 use crate::{Ctx, ui};
@@ -283,6 +292,7 @@ fn runtime(ctx: &Ctx, scratch: &Scratch, plugin: &str, group: &Group) -> anyhow:
     // Compiled once for every later run, `plugins install` and chat.
     config.cache_dir = Some(ctx.home.join("cache").join("plugins"));
     config.record_imports = true;
+    config.http_stubs = Some(scratch.stubs.clone());
     let settings = PluginSettings { config: group.config.clone(), allow_override: false, enabled: Some(true) };
     config.plugins.insert(plugin.to_string(), settings);
     config.llm = group.llm_reply.clone().map(|text| Arc::new(Canned { text }) as Arc<dyn LlmBackend>);
@@ -315,9 +325,16 @@ async fn run_case(runtime: &Runtime, scratch: &Scratch, n: usize, case: Case) ->
         call_id: format!("test-{}", n + 1),
         workspace: scratch.workspace(),
     };
+    let stubs: anyhow::Result<Vec<HttpStub>> = case.http.iter().map(StubToml::to_stub).collect();
     let started = Instant::now();
-    let result =
-        runtime.call(&case.tool, &args.to_string(), context).await.map(|o| o.output).map_err(|e| e.to_string());
+    let result = match stubs {
+        Ok(stubs) => {
+            scratch.stubs.set((!stubs.is_empty()).then_some(stubs));
+            runtime.call(&case.tool, &args.to_string(), context).await.map(|o| o.output).map_err(|e| e.to_string())
+        }
+        Err(e) => Err(format!("plugin-tests.toml: {e}")),
+    };
+    scratch.stubs.set(None);
     let elapsed = started.elapsed();
     let imports = runtime.take_recorded_imports();
     let reasons = check(&case, &result, &imports);
@@ -353,6 +370,46 @@ struct Case {
     #[serde(default)]
     config: toml::Table,
     llm_reply: Option<String>,
+    /// Canned HTTP answers; with any, the case never reaches the network.
+    #[serde(default)]
+    http: Vec<StubToml>,
+}
+
+/// One `[[test.http]]` answer.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct StubToml {
+    url: String,
+    method: Option<String>,
+    status: Option<u16>,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+    body: Option<String>,
+    json: Option<toml::Value>,
+}
+
+impl StubToml {
+    fn to_stub(&self) -> anyhow::Result<HttpStub> {
+        let mut headers: Vec<(String, String)> = self.headers.clone().into_iter().collect();
+        let body = match (&self.body, &self.json) {
+            (Some(_), Some(_)) => anyhow::bail!("a [[test.http]] answer for {} has both `body` and `json`", self.url),
+            (Some(text), None) => text.clone().into_bytes(),
+            (None, Some(value)) => {
+                if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+                    headers.push(("content-type".into(), "application/json".into()));
+                }
+                serde_json::to_vec(value)?
+            }
+            (None, None) => Vec::new(),
+        };
+        Ok(HttpStub {
+            method: self.method.clone(),
+            url: self.url.clone(),
+            status: self.status.unwrap_or(200),
+            headers,
+            body,
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -634,6 +691,8 @@ fn cases(n: usize) -> String {
 /// A throwaway directory holding the test's `TALARIA_HOME` and `$WORKSPACE`, removed on drop.
 struct Scratch {
     root: PathBuf,
+    /// The canned HTTP answers of the case running.
+    stubs: Arc<HttpStubs>,
 }
 
 impl Scratch {
@@ -648,7 +707,7 @@ impl Scratch {
             .create(&root)
             .with_context(|| format!("cannot create {}", root.display()))?;
         let root = root.canonicalize().with_context(|| format!("cannot resolve {}", root.display()))?;
-        let scratch = Self { root };
+        let scratch = Self { root, stubs: Arc::default() };
         for dir in [scratch.home(), scratch.workspace()] {
             std::fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
@@ -697,6 +756,20 @@ impl Drop for Scratch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn http_stubs_take_a_body_or_json_never_both() {
+        let stub =
+            |extra: &str| -> StubToml { toml::from_str(&format!("url = \"https://x/*\"\n{extra}")).expect("stub") };
+        let json = stub("json = { a = 1 }").to_stub().expect("json");
+        assert_eq!((json.status, json.body.as_slice()), (200, &b"{\"a\":1}"[..]));
+        assert!(json.headers.contains(&("content-type".into(), "application/json".into())));
+        let text = stub("body = \"hi\"\nstatus = 404\nmethod = \"POST\"").to_stub().expect("body");
+        assert_eq!((text.status, text.body.as_slice(), text.method.as_deref()), (404, &b"hi"[..], Some("POST")));
+        let err = stub("body = \"x\"\njson = 1").to_stub().expect_err("both");
+        assert!(err.to_string().contains("has both `body` and `json`"), "{err}");
+        assert!(toml::from_str::<StubToml>("url = \"x\"\nbogus = 1").is_err(), "unknown keys are refused");
+    }
 
     fn case(toml: &str) -> Case {
         parse_cases(&format!("[[test]]\ntool = \"t\"\n{toml}")).expect("parses").remove(0)

@@ -65,6 +65,8 @@ pub(crate) struct Services {
     pub process: ProcessRunner,
     /// Completions for the `llm` import; `None` when no model is configured.
     pub llm: Option<Arc<dyn LlmBackend>>,
+    /// Canned HTTP answers, for `talaria plugin test`.
+    pub http_stubs: Option<Arc<crate::stub::HttpStubs>>,
 }
 
 impl Services {
@@ -187,6 +189,7 @@ impl HostState {
             denials: denials.clone(),
             requests: 0,
             recorder: env.recorder.clone(),
+            stubs: env.services.http_stubs.clone(),
         };
         Self {
             wasi: wasi.build(),

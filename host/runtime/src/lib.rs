@@ -61,6 +61,7 @@ mod plugin;
 pub mod process;
 mod record;
 mod secrets;
+pub mod stub;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -82,6 +83,7 @@ pub use plugin::{CallContext, CallLimits, CallOutput, Plugin};
 pub use process::{Approval, ApprovalRequest, Approver, ProcessRunner, Unattended};
 pub use record::RecordedImport;
 pub use secrets::Secrets;
+pub use stub::{HttpStub, HttpStubs};
 
 use crate::exports::{Prepared, Surface, ToolsExport};
 use crate::host::bindings::{v1, v2};
@@ -178,6 +180,9 @@ pub struct RuntimeConfig {
     /// Record every host import plugins call, for [`Runtime::take_recorded_imports`] (off by
     /// default: then nothing is recorded).
     pub record_imports: bool,
+    /// Canned HTTP answers (`talaria plugin test`): while they hold stubs, plugins' requests are
+    /// answered from them and never reach the network. `None`: requests go out.
+    pub http_stubs: Option<Arc<HttpStubs>>,
 }
 
 impl RuntimeConfig {
@@ -195,6 +200,7 @@ impl RuntimeConfig {
             llm: None,
             kind_timeouts: KindTimeouts::default(),
             record_imports: false,
+            http_stubs: None,
         }
     }
 }
@@ -253,6 +259,7 @@ impl Runtime {
             secrets,
             process: ProcessRunner::new(config.command_policy, config.approver, hidden_env),
             llm: config.llm,
+            http_stubs: config.http_stubs,
         });
         let recorder = config.record_imports.then(Arc::default);
         let plugins = found

@@ -23,6 +23,7 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 use crate::grant::Grants;
 use crate::record::{Recorder, short};
 use crate::secrets::Secrets;
+use crate::stub::{HttpStubs, StubAnswer};
 
 const PLACEHOLDER_OPEN: &str = "{{secret:";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -58,6 +59,8 @@ pub(crate) struct NetHooks {
     pub requests: usize,
     /// Where requests are recorded (`talaria plugin test`); `None`: not recorded.
     pub recorder: Option<Arc<Recorder>>,
+    /// Canned answers (`talaria plugin test`); `None`: requests go out.
+    pub stubs: Option<Arc<HttpStubs>>,
 }
 
 /// Keep a refusal for the operator, within bounds: a plugin looping on refused requests must
@@ -101,9 +104,17 @@ impl WasiHttpHooks for NetHooks {
         let grants = self.grants.clone();
         let secrets = self.secrets.clone();
         let denials = self.denials.clone();
+        let stubs = self.stubs.clone();
         Box::new(async move {
             let mut refusal = None;
-            let result = send_checked(request, options, &plugin, &grants, &secrets, &mut refusal).await;
+            let answer = match &stubs {
+                Some(stubs) => stubs.answer(request.method().as_str(), &request.uri().to_string()),
+                None => StubAnswer::Network,
+            };
+            let result = match answer {
+                StubAnswer::Network => send_checked(request, options, &plugin, &grants, &secrets, &mut refusal).await,
+                stubbed => answer_stubbed(&request, stubbed, &plugin, &grants, &mut refusal),
+            };
             if let Some((recorder, method, url)) = recorded {
                 let outcome = match (&result, refusal.as_ref()) {
                     (Ok((response, _)), _) => response.status().as_u16().to_string(),
@@ -118,6 +129,44 @@ impl WasiHttpHooks for NetHooks {
             result
         })
     }
+}
+
+/// Answer a request from a stub, after the same grant check a real one gets (no DNS: nothing
+/// is sent); a refusal's reason is left in `refusal`.
+fn answer_stubbed(
+    request: &http::Request<WasiBody>,
+    answer: StubAnswer,
+    plugin: &str,
+    grants: &Grants,
+    refusal: &mut Option<String>,
+) -> Result<(http::Response<WasiBody>, ResponseFuture), HttpError> {
+    let dest = Destination::of(request)?;
+    if !grants.network().any(|p| p.matches(&dest.host, dest.port)) {
+        *refusal = Some(no_grant(plugin, &dest));
+        return Err(HttpError::HttpRequestDenied);
+    }
+    let StubAnswer::Answer(stub) = answer else {
+        *refusal = Some(format!(
+            "no stub in plugin-tests.toml answers {} {} (a test with `http` stubs never reaches the network)",
+            request.method(),
+            request.uri()
+        ));
+        return Err(HttpError::HttpRequestDenied);
+    };
+    let mut response = http::Response::builder().status(stub.status);
+    for (name, value) in &stub.headers {
+        response = response.header(name, value);
+    }
+    let body = http_body_util::Full::new(bytes::Bytes::from(stub.body)).map_err(|never| match never {}).boxed_unsync();
+    let response = response.body(body).map_err(|_| HttpError::HttpProtocolError)?;
+    Ok((response, Box::new(async { Ok(()) })))
+}
+
+fn no_grant(plugin: &str, dest: &Destination) -> String {
+    format!(
+        "plugin '{plugin}' has no network grant for {}:{} (grant it with `talaria plugins grant {plugin} net:{}:{}` if its manifest requests it)",
+        dest.host, dest.port, dest.host, dest.port
+    )
 }
 
 /// Check, pin and send one request; a refusal's reason is left in `refusal`.
@@ -176,10 +225,7 @@ enum Refusal {
 async fn authorize(plugin: &str, grants: &Grants, dest: &Destination) -> Result<SocketAddr, Refusal> {
     let matching: Vec<_> = grants.network().filter(|p| p.matches(&dest.host, dest.port)).collect();
     if matching.is_empty() {
-        return Err(Refusal::Denied(format!(
-            "plugin '{plugin}' has no network grant for {}:{} (grant it with `talaria plugins grant {plugin} net:{}:{}` if its manifest requests it)",
-            dest.host, dest.port, dest.host, dest.port
-        )));
+        return Err(Refusal::Denied(no_grant(plugin, dest)));
     }
     // Only a grant naming the address itself (or localhost) reaches internal addresses; a grant
     // of an ordinary name must not, or the name's DNS could point it at 127.0.0.1 or metadata.
