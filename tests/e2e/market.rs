@@ -109,6 +109,31 @@ fn a_directory_installs_only_with_allow_unsigned_and_is_recorded_in_the_lockfile
     assert!(info.contains("signed by:  nobody"), "{info}");
     assert!(t.ok(&["plugins", "verify"]).contains("ok      echo 1.0.0 (user, unsigned)"));
 
+    // A component changed after install is refused at load, named by verify and doctor, and
+    // repaired by installing the same bundle again.
+    let store = t.path().join("plugins/.store/echo");
+    let version_dir = std::fs::read_dir(&store).expect("store").next().expect("a version").expect("entry").path();
+    let mut wasm = std::fs::read(version_dir.join("plugin.wasm")).expect("wasm");
+    wasm.push(0);
+    std::fs::write(version_dir.join("plugin.wasm"), wasm).expect("tamper");
+    let err = t.fails(&["tools", "call", "legacy_echo", TOOL_ARGS]);
+    assert!(err.contains("unknown tool"), "a tampered component offers no tools: {err}");
+    let (ok, _, err) = t.stderr_of(&["tools", "list"]);
+    assert!(ok && err.contains("its component changed since it was installed"), "{err}");
+    let out = t.run(&["plugins", "verify"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("plugin.wasm changed since it was installed"));
+    let doctor = String::from_utf8_lossy(&t.run(&["doctor", "--offline"]).stdout).into_owned();
+    assert!(
+        doctor.contains("installed: echo 1.0.0: ") && doctor.contains("changed since it was installed"),
+        "{doctor}"
+    );
+    let (ok, _, err) = t.stderr_of(&["plugins", "install", dir_arg, "--allow-unsigned"]);
+    assert!(ok && err.contains("repairing echo 1.0.0: its installed files no longer matched the lockfile"), "{err}");
+    t.echo_works();
+    let doctor = String::from_utf8_lossy(&t.run(&["doctor", "--offline"]).stdout).into_owned();
+    assert!(doctor.contains("ok: installed: 1 installed plugins match their lockfiles"), "{doctor}");
+
     // Granting an installed plugin writes its lockfile; removing it keeps nothing but its data.
     t.ok(&["plugins", "grant", "echo", "kv"]);
     assert!(t.lock().contains("granted = [\"kv\"]"), "{}", t.lock());

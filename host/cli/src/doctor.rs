@@ -106,6 +106,7 @@ pub async fn run(ctx: &Ctx, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     check_fallbacks(ctx, &secrets, &mut r);
     let runtime = check_plugins(ctx, &mut r).await;
     check_grants(ctx, runtime.as_ref(), &mut r);
+    check_installed(ctx, &mut r);
     let [ok, warned, failed] = r.counts;
     let summary = format!("{} checks: {ok} ok, {warned} warnings, {failed} failed", ok + warned + failed);
     if failed > 0 {
@@ -500,6 +501,38 @@ fn check_grants(ctx: &Ctx, runtime: Option<&Runtime>, r: &mut Report) {
         } else {
             r.ok("grants", "none recorded (bundled plugins have what their manifests request)");
         }
+    }
+}
+
+/// Installed plugins still match their lockfiles, and their signers are still trusted.
+fn check_installed(ctx: &Ctx, r: &mut Report) {
+    use talaria_market::install::{Target, verify};
+    let mut scopes = vec![Target::new(&ctx.home, talaria_runtime::Scope::User)];
+    let project = Target::new(&ctx.home, talaria_runtime::Scope::Project(ctx.workspace.clone()));
+    if project.lock_path.exists() {
+        scopes.push(project);
+    }
+    let mut count = 0;
+    let mut bad = 0;
+    for target in &scopes {
+        match verify(&ctx.home, target) {
+            Err(e) => {
+                bad += 1;
+                r.fail("installed", &e.to_string());
+            }
+            Ok(results) => {
+                for v in results {
+                    count += 1;
+                    if !v.problems.is_empty() {
+                        bad += 1;
+                        r.fail("installed", &format!("{} {}: {}", v.name, v.version, v.problems.join("; ")));
+                    }
+                }
+            }
+        }
+    }
+    if bad == 0 {
+        r.ok("installed", &format!("{count} installed plugins match their lockfiles"));
     }
 }
 

@@ -294,6 +294,10 @@ pub fn install(
                 return Err(InstallError::HandPlaced { name, dir: by_hand.display().to_string() });
             }
         }
+        Some(prev) if prev.digest == digest && !file_problems(target, prev).is_empty() => {
+            notes
+                .push(format!("repairing {name} {}: its installed files no longer matched the lockfile", prev.version));
+        }
         Some(prev) if prev.digest == digest => {
             return Ok(Report {
                 name,
@@ -381,6 +385,15 @@ pub fn install(
         std::fs::create_dir_all(parent).map_err(io(parent))?;
     }
     std::fs::rename(&root, &dir).map_err(io(&dir))?;
+    // The replaced version stays on disk, one generation deep, for rollback (and for a running
+    // talaria that has not loaded it yet). A repair of the same build keeps what that replaced.
+    let kept_previous = previous.clone().and_then(|mut p| {
+        if p.dir == rel {
+            return p.previous;
+        }
+        p.previous = None;
+        Some(Box::new(p))
+    });
     let entry = LockEntry {
         version: manifest.version.clone(),
         api: manifest.api.clone(),
@@ -392,12 +405,7 @@ pub fn install(
         dir: rel,
         granted: granted.iter().map(ToString::to_string).collect(),
         installed: jiff::Timestamp::now().to_string(),
-        // The replaced version stays on disk, one generation deep, for rollback (and for a
-        // running talaria that has not loaded it yet).
-        previous: previous.clone().map(|mut p| {
-            p.previous = None;
-            Box::new(p)
-        }),
+        previous: kept_previous,
     };
     lock.plugins.insert(name.clone(), entry);
     lock.save(&target.lock_path).map_err(InstallError::Io)?;
@@ -539,35 +547,7 @@ pub fn verify(home: &Path, target: &Target) -> Result<Vec<Verification>, Install
     let trust = TrustStore::load(home).map_err(InstallError::Io)?;
     let mut out = Vec::new();
     for (name, entry) in &lock.plugins {
-        let mut problems = Vec::new();
-        match entry.resolve_dir(&target.plugins_dir) {
-            Err(e) => problems.push(e),
-            Ok(dir) => {
-                let manifest_path = dir.join("plugin.toml");
-                match std::fs::read(&manifest_path) {
-                    Err(e) => problems.push(format!("{}: {e}", manifest_path.display())),
-                    Ok(bytes) if sha256_hex(&bytes) != entry.manifest_sha256 => {
-                        problems.push(format!("{} changed since it was installed", manifest_path.display()));
-                    }
-                    Ok(bytes) => {
-                        let wasm_name = std::str::from_utf8(&bytes)
-                            .ok()
-                            .and_then(|t| Manifest::parse(t, &manifest_path).ok())
-                            .map_or_else(|| "plugin.wasm".to_string(), |m| m.wasm);
-                        let wasm_path = dir.join(wasm_name);
-                        match std::fs::read(&wasm_path) {
-                            Err(e) => problems.push(format!("{}: {e}", wasm_path.display())),
-                            Ok(wasm) if sha256_hex(&wasm) != entry.wasm_sha256 => problems.push(format!(
-                                "{} changed since it was installed (it no longer has the pinned sha256 {})",
-                                wasm_path.display(),
-                                &entry.wasm_sha256[..12.min(entry.wasm_sha256.len())]
-                            )),
-                            Ok(_) => {}
-                        }
-                    }
-                }
-            }
-        }
+        let mut problems = file_problems(target, entry);
         if let Some(signer) = &entry.signer {
             let key_id = signer.split_whitespace().next().unwrap_or_default();
             if !trust.keys.contains_key(key_id) {
@@ -582,4 +562,35 @@ pub fn verify(home: &Path, target: &Target) -> Result<Vec<Verification>, Install
         });
     }
     Ok(out)
+}
+
+/// How an installed plugin's files differ from what its entry pins (empty: they match).
+fn file_problems(target: &Target, entry: &LockEntry) -> Vec<String> {
+    let dir = match entry.resolve_dir(&target.plugins_dir) {
+        Ok(dir) => dir,
+        Err(e) => return vec![e],
+    };
+    let manifest_path = dir.join("plugin.toml");
+    let bytes = match std::fs::read(&manifest_path) {
+        Ok(bytes) => bytes,
+        Err(e) => return vec![format!("{}: {e}", manifest_path.display())],
+    };
+    if sha256_hex(&bytes) != entry.manifest_sha256 {
+        return vec![format!("{} changed since it was installed", manifest_path.display())];
+    }
+    let wasm_name = std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|t| Manifest::parse(t, &manifest_path).ok())
+        .map_or_else(|| "plugin.wasm".to_string(), |m| m.wasm);
+    let wasm_path = dir.join(wasm_name);
+    match std::fs::read(&wasm_path) {
+        Err(e) => vec![format!("{}: {e}", wasm_path.display())],
+        Ok(wasm) if sha256_hex(&wasm) != entry.wasm_sha256 => vec![format!(
+            "{} changed since it was installed (it no longer has the pinned sha256 {}); reinstall it with `talaria plugins install {}`",
+            wasm_path.display(),
+            &entry.wasm_sha256[..12.min(entry.wasm_sha256.len())],
+            entry.source
+        )],
+        Ok(_) => Vec::new(),
+    }
 }
