@@ -499,3 +499,24 @@ fn rollback_returns_to_the_replaced_version_without_restoring_revoked_grants() {
     let versions = std::fs::read_dir(t.path().join("plugins/.store/echo")).expect("store").count();
     assert_eq!(versions, 2);
 }
+
+#[test]
+fn remove_keeps_a_plugins_data_unless_purged() {
+    let t = Talaria::new();
+    let dir = t.ws().join("keeper");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::copy(support::EVIL_WASM, dir.join("plugin.wasm")).expect("wasm");
+    std::fs::write(dir.join("plugin.toml"), support::manifest("keeper", "kv = true")).expect("manifest");
+    let dir_arg = dir.to_str().expect("utf8");
+    let install = || t.ok(&["plugins", "install", dir_arg, "--allow-unsigned", "--grant", "kv"]);
+    install();
+    assert!(t.ok(&["tools", "call", "kv_set", r#"{"text":"colour=green"}"#]).contains("stored"));
+    let out = t.ok(&["plugins", "remove", "keeper"]);
+    assert!(out.contains("its data stays in") && out.contains("`--purge` deletes them"), "{out}");
+    install();
+    assert!(t.ok(&["tools", "call", "kv_get", r#"{"name":"colour"}"#]).contains("green"), "kept across a reinstall");
+    let out = t.ok(&["plugins", "remove", "keeper", "--purge"]);
+    assert!(out.contains("deleted 1 key-value entries"), "{out}");
+    install();
+    assert!(t.ok(&["tools", "call", "kv_get", r#"{"name":"colour"}"#]).contains("<none>"), "purged");
+}

@@ -336,15 +336,26 @@ pub async fn update_cmd(ctx: &Ctx, name: Option<&str>, all: bool, flags: &Instal
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-pub fn remove_cmd(ctx: &Ctx, name: &str, project: bool) -> anyhow::Result<ExitCode> {
+pub fn remove_cmd(ctx: &Ctx, name: &str, project: bool, purge: bool) -> anyhow::Result<ExitCode> {
     let target = ctx.target(project);
     match install::remove(&target, name) {
         Ok(entry) => {
             println!("removed {name} {} ({})", entry.version, target.scope.label());
-            println!(
-                "  its data stays in {} and in its key-value store",
-                ctx.home.join("plugin-data").join(name).display()
-            );
+            let space = talaria_runtime::kv_space(&target.scope, name);
+            let data_dir = talaria_runtime::plugin_data_dir(&ctx.home, &space);
+            if purge {
+                let store = talaria_store::Store::open(&ctx.home.join("state.db"))?;
+                let keys = store.kv_clear(&space)?;
+                match std::fs::remove_dir_all(&data_dir) {
+                    Ok(()) => println!("  deleted {keys} key-value entries and {}", data_dir.display()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        println!("  deleted {keys} key-value entries")
+                    }
+                    Err(e) => return Err(anyhow::anyhow!("{}: {e}", data_dir.display())),
+                }
+            } else {
+                println!("  its data stays in {} and its key-value store (`--purge` deletes them)", data_dir.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(install::InstallError::NotInstalled { .. }) => {

@@ -52,12 +52,15 @@ pub enum PluginsCmd {
         #[command(flatten)]
         flags: market::InstallFlags,
     },
-    /// Remove an installed plugin (its data is kept)
+    /// Remove an installed plugin (its data is kept unless --purge)
     Remove {
         name: String,
         /// The project's scope instead of the user's
         #[arg(long)]
         project: bool,
+        /// Also delete its key-value data and its $PLUGIN_DATA directory
+        #[arg(long)]
+        purge: bool,
     },
     /// Go back to the version an update replaced
     Rollback {
@@ -118,7 +121,7 @@ pub async fn run(ctx: &Ctx, cmd: PluginsCmd) -> anyhow::Result<ExitCode> {
         PluginsCmd::Revoke { name, capabilities } => change(ctx, &name, &capabilities, false),
         PluginsCmd::Install { source, flags } => market::install_cmd(ctx, &source, &flags).await,
         PluginsCmd::Update { name, all, flags } => market::update_cmd(ctx, name.as_deref(), all, &flags).await,
-        PluginsCmd::Remove { name, project } => market::remove_cmd(ctx, &name, project),
+        PluginsCmd::Remove { name, project, purge } => market::remove_cmd(ctx, &name, project, purge),
         PluginsCmd::Rollback { name, project } => market::rollback_cmd(ctx, &name, project),
         PluginsCmd::Search { query, registry, json } => market::search_cmd(ctx, &query, &registry, json).await,
         PluginsCmd::Verify { json } => market::verify_cmd(ctx, json),

@@ -446,6 +446,9 @@ fn check_listed(name: &str, listed: &crate::index::IndexVersion, manifest: &Mani
     if manifest.version != listed.version {
         return Err(mismatch("version", listed.version.to_string(), manifest.version.to_string()));
     }
+    if manifest.api != listed.api {
+        return Err(mismatch("plugin API", listed.api.to_string(), manifest.api.to_string()));
+    }
     let mut listed_caps: Vec<String> = listed.capabilities.clone();
     let mut manifest_caps: Vec<String> = manifest.requests.iter().map(ToString::to_string).collect();
     listed_caps.sort();

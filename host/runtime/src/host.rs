@@ -86,7 +86,7 @@ impl Services {
 
     /// The data directory (`$PLUGIN_DATA`) of the plugin with key-value space `kv_space`.
     pub fn data_dir(&self, kv_space: &str) -> PathBuf {
-        self.home.join("plugin-data").join(kv_space.replace('/', "_"))
+        crate::plugin_data_dir(&self.home, kv_space)
     }
 }
 

@@ -205,6 +205,20 @@ impl RuntimeConfig {
     }
 }
 
+/// The key-value space a plugin's data lives in: its name, or for a project plugin the
+/// project and its name, so a project plugin never reads a user plugin's data by taking its name.
+pub fn kv_space(scope: &Scope, name: &str) -> String {
+    match scope {
+        Scope::Bundled | Scope::User => name.to_string(),
+        Scope::Project(_) => format!("{}/{name}", scope.key()),
+    }
+}
+
+/// A plugin's private directory (`$PLUGIN_DATA`) for its key-value space.
+pub fn plugin_data_dir(home: &Path, kv_space: &str) -> PathBuf {
+    home.join("plugin-data").join(kv_space.replace('/', "_"))
+}
+
 /// How a component was obtained and how long it took, when that happened just now.
 type Fresh = Option<(CacheOutcome, Duration)>;
 
@@ -282,10 +296,7 @@ impl Runtime {
                     Scope::Project(_) => PluginSettings::default(),
                 };
                 let enabled = settings.enabled.unwrap_or(f.manifest.enabled);
-                let kv_space = match &f.scope {
-                    Scope::Bundled | Scope::User => f.manifest.name.clone(),
-                    Scope::Project(_) => format!("{}/{}", f.scope.key(), f.manifest.name),
-                };
+                let kv_space = kv_space(&f.scope, &f.manifest.name);
                 let env = Arc::new(PluginEnv {
                     name: f.manifest.name.clone(),
                     data_dir: services.data_dir(&kv_space),

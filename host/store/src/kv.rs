@@ -61,6 +61,11 @@ impl Store {
         })
     }
 
+    /// Remove everything in `plugin`'s space; returns how many keys there were.
+    pub fn kv_clear(&self, plugin: &str) -> Result<u64> {
+        self.write(|tx| Ok(tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1", params![plugin])? as u64))
+    }
+
     /// Keys in `plugin`'s space starting with `prefix`, sorted.
     pub fn kv_keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>> {
         let conn = self.conn();
@@ -116,6 +121,11 @@ mod tests {
         assert_eq!(s.kv_get("b", "k").expect("get"), Some(b"two".to_vec()));
         assert_eq!(s.kv_usage("b").expect("usage"), (1, 3));
         assert_eq!(s.kv_usage("a").expect("usage"), (0, 0));
+        s.kv_set("a", "x", b"1").expect("set");
+        s.kv_set("a", "y", b"2").expect("set");
+        assert_eq!(s.kv_clear("a").expect("clear"), 2);
+        assert_eq!(s.kv_usage("a").expect("usage"), (0, 0));
+        assert_eq!(s.kv_get("b", "k").expect("get"), Some(b"two".to_vec()), "other spaces are kept");
     }
 
     #[test]
