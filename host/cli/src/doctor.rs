@@ -506,15 +506,10 @@ fn check_grants(ctx: &Ctx, runtime: Option<&Runtime>, r: &mut Report) {
 
 /// Installed plugins still match their lockfiles, and their signers are still trusted.
 fn check_installed(ctx: &Ctx, r: &mut Report) {
-    use talaria_market::install::{Target, verify};
-    let mut scopes = vec![Target::new(&ctx.home, talaria_runtime::Scope::User)];
-    let project = Target::new(&ctx.home, talaria_runtime::Scope::Project(ctx.workspace.clone()));
-    if project.lock_path.exists() {
-        scopes.push(project);
-    }
+    use talaria_market::install::verify;
     let mut count = 0;
     let mut bad = 0;
-    for target in &scopes {
+    for target in &ctx.installed_scopes() {
         match verify(&ctx.home, target) {
             Err(e) => {
                 bad += 1;

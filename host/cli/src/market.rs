@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
-use talaria_market::install::{self, Consent, Options, Report, Target};
+use talaria_market::install::{self, Consent, Options, Report, Target, caps_list};
 use talaria_market::sign::{PublicKey, TrustStore};
 use talaria_market::source::{FetchOptions, Source};
 use talaria_runtime::{Capability, Scope};
@@ -55,6 +55,17 @@ impl Ctx {
     fn target(&self, project: bool) -> Target {
         let scope = if project { Scope::Project(self.workspace.clone()) } else { Scope::User };
         Target::new(&self.home, scope)
+    }
+
+    /// The scopes that have installed plugins to check: the user's, and the workspace's when it
+    /// has a lockfile.
+    pub fn installed_scopes(&self) -> Vec<Target> {
+        let project = self.target(true);
+        let mut scopes = vec![self.target(false)];
+        if project.lock_path.exists() {
+            scopes.push(project);
+        }
+        scopes
     }
 
     fn registries(&self, extra: &[String]) -> Vec<String> {
@@ -117,10 +128,6 @@ pub fn describe(cap: &Capability) -> String {
         Capability::Kv => "keep private data in talaria's key-value store".into(),
         Capability::Llm => "ask the auxiliary model for completions (uses your tokens)".into(),
     }
-}
-
-fn caps_list(caps: &[Capability]) -> String {
-    if caps.is_empty() { "nothing".into() } else { caps.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ") }
 }
 
 /// Decide which newly requested capabilities to grant: `--yes`, `--grant`, or ask on a terminal.
@@ -237,8 +244,8 @@ async fn fetch_and_install(
         .await?;
     let runtime = ctx.runtime(false)?;
     let check = |manifest: &talaria_runtime::Manifest, wasm: &[u8]| {
-        runtime.check_component(manifest, wasm).map(|(outcome, took)| {
-            tracing::info!("{}: {outcome:?} in {took:?}", manifest.name);
+        runtime.check_component(manifest, wasm).map(|checked| {
+            tracing::info!("{}: {:?} in {:?}", manifest.name, checked.outcome, checked.took);
         })
     };
     let options = Options { allow_unsigned: flags.allow_unsigned, allow_downgrade: flags.allow_downgrade, limits };
@@ -423,11 +430,7 @@ pub async fn search_cmd(ctx: &Ctx, query: &str, registry: &[String], json: bool)
 }
 
 pub fn verify_cmd(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
-    let mut scopes = vec![ctx.target(false)];
-    let project = ctx.target(true);
-    if project.lock_path.exists() {
-        scopes.push(project);
-    }
+    let scopes = ctx.installed_scopes();
     let mut results = Vec::new();
     for target in &scopes {
         for v in install::verify(&ctx.home, target)? {

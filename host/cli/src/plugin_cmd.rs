@@ -172,11 +172,8 @@ fn load_key(ctx: &Ctx, key: &str) -> anyhow::Result<SecretKey> {
 
 fn sign(ctx: &Ctx, bundle_path: &Path, key: &str) -> anyhow::Result<ExitCode> {
     let key = load_key(ctx, key)?;
-    let bytes = std::fs::read(bundle_path).with_context(|| bundle_path.display().to_string())?;
     // Refuse to sign what would not install.
-    let staged = tempfile::tempdir()?;
-    bundle::unpack(&bytes, staged.path(), &bundle::Limits::default())
-        .with_context(|| format!("{} is not a plugin bundle", bundle_path.display()))?;
+    let (bytes, _manifest) = open_bundle(bundle_path)?;
     let digest = bundle::digest(&bytes);
     let signature = key.sign(&digest);
     let sig_path = PathBuf::from(format!("{}.sig", bundle_path.display()));
@@ -193,13 +190,19 @@ struct Publishable {
     digest: String,
 }
 
-fn publishable(bundle_path: &Path) -> anyhow::Result<Publishable> {
+/// A bundle's bytes and manifest, after unpacking it as an install would.
+fn open_bundle(bundle_path: &Path) -> anyhow::Result<(Vec<u8>, talaria_runtime::Manifest)> {
     let bytes = std::fs::read(bundle_path).with_context(|| bundle_path.display().to_string())?;
     let staged = tempfile::tempdir()?;
     let root = bundle::unpack(&bytes, staged.path(), &bundle::Limits::default())
         .with_context(|| format!("{} is not a plugin bundle", bundle_path.display()))?;
     let manifest = talaria_runtime::Manifest::load(&root.join("plugin.toml"))
         .map_err(|e| anyhow::anyhow!("the bundle's plugin.toml: {}", e.message))?;
+    Ok((bytes, manifest))
+}
+
+fn publishable(bundle_path: &Path) -> anyhow::Result<Publishable> {
+    let (bytes, manifest) = open_bundle(bundle_path)?;
     let digest = bundle::digest(&bytes);
     let sig_path = PathBuf::from(format!("{}.sig", bundle_path.display()));
     let signature = match std::fs::read(&sig_path) {

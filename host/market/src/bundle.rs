@@ -13,7 +13,6 @@
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 
-use sha2::Digest;
 use talaria_runtime::Manifest;
 
 /// The documents packed beside plugin.toml and the component, when present.
@@ -73,7 +72,7 @@ fn mib(bytes: u64) -> String {
 
 /// `sha256:<hex>` of a bundle's bytes.
 pub fn digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
+    format!("sha256:{}", talaria_runtime::fsutil::sha256_hex(bytes))
 }
 
 /// Pack the plugin in `dir` (its plugin.toml, the component it names, and its documents) into

@@ -22,8 +22,8 @@
 
 use std::path::{Path, PathBuf};
 
-use sha2::Digest;
-use talaria_runtime::{Capability, LockEntry, Lockfile, Manifest, Scope};
+use talaria_runtime::fsutil::sha256_hex;
+use talaria_runtime::{Capability, LockEntry, Lockfile, Manifest, Scope, reinstall_hint, short_digest};
 
 use crate::bundle::{self, BundleError, Limits};
 use crate::sign::{Signature, SignatureError, Signer, TrustStore};
@@ -41,13 +41,13 @@ pub struct Target {
 }
 
 impl Target {
-    /// The user's scope, or a project's.
-    ///
-    /// # Panics
-    /// Never for `User` or `Project`; bundled plugins cannot be installed.
+    /// The user's scope, or a project's. Nothing installs into the bundled scope: given it,
+    /// this is the user's.
     pub fn new(home: &Path, scope: Scope) -> Self {
-        let (plugins_dir, lock_path) = talaria_runtime::scope_paths(home, &scope)
-            .unwrap_or_else(|| (home.join("plugins"), home.join("plugins.lock")));
+        let (scope, (plugins_dir, lock_path)) = match talaria_runtime::scope_paths(home, &scope) {
+            Some(paths) => (scope, paths),
+            None => (Scope::User, (home.join("plugins"), home.join(talaria_runtime::LOCK_FILE))),
+        };
         Self { scope, plugins_dir, lock_path }
     }
 
@@ -183,10 +183,6 @@ impl Drop for Staging {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 /// Compiles a component into the compile cache and checks it against its manifest.
@@ -363,7 +359,7 @@ pub fn install(
             if !covered(&cap, &new) {
                 return Err(InstallError::Declined(format!(
                     "{name} does not newly request {cap}; it requests: {}",
-                    list(&manifest.requests)
+                    caps_list(&manifest.requests)
                 )));
             }
             if !granted.contains(&cap) {
@@ -375,8 +371,7 @@ pub fn install(
         manifest.requests.iter().filter(|r| !granted.iter().any(|g| r.covers(g))).cloned().collect();
 
     // Switch.
-    let hex = digest.trim_start_matches("sha256:");
-    let rel = format!("{STORE}/{name}/{}-{}", manifest.version, &hex[..12.min(hex.len())]);
+    let rel = format!("{STORE}/{name}/{}-{}", manifest.version, short_digest(&digest));
     let dir = target.plugins_dir.join(&rel);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
@@ -463,7 +458,8 @@ fn check_listed(name: &str, listed: &crate::index::IndexVersion, manifest: &Mani
     Ok(())
 }
 
-fn list(caps: &[Capability]) -> String {
+/// Capabilities for a message: `a, b`, or `nothing`.
+pub fn caps_list(caps: &[Capability]) -> String {
     if caps.is_empty() { "nothing".into() } else { caps.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ") }
 }
 
@@ -589,10 +585,10 @@ fn file_problems(target: &Target, entry: &LockEntry) -> Vec<String> {
     match std::fs::read(&wasm_path) {
         Err(e) => vec![format!("{}: {e}", wasm_path.display())],
         Ok(wasm) if sha256_hex(&wasm) != entry.wasm_sha256 => vec![format!(
-            "{} changed since it was installed (it no longer has the pinned sha256 {}); reinstall it with `talaria plugins install {}`",
+            "{} changed since it was installed (it no longer has the pinned sha256 {}); {}",
             wasm_path.display(),
-            &entry.wasm_sha256[..12.min(entry.wasm_sha256.len())],
-            entry.source
+            short_digest(&entry.wasm_sha256),
+            reinstall_hint(&entry.source)
         )],
         Ok(_) => Vec::new(),
     }

@@ -10,8 +10,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use sha2::Digest;
-
 use crate::grant::{Capability, GrantFile, Scope};
 use crate::lock::{Lockfile, scope_paths};
 use crate::manifest::Manifest;
@@ -171,8 +169,8 @@ fn load_installed(plugins_dir: &Path, name: &str, entry: &crate::lock::LockEntry
     let plugin_dir = entry.resolve_dir(plugins_dir)?;
     let manifest_path = plugin_dir.join("plugin.toml");
     let text = std::fs::read(&manifest_path).map_err(|e| format!("{}: {e}", manifest_path.display()))?;
-    let reinstall = format!("reinstall it with `talaria plugins install {}`", entry.source);
-    if hex::encode(sha2::Sha256::digest(&text)) != entry.manifest_sha256 {
+    let reinstall = crate::lock::reinstall_hint(&entry.source);
+    if crate::fsutil::sha256_hex(&text) != entry.manifest_sha256 {
         return Err(format!("{} changed since it was installed; {reinstall}", manifest_path.display()));
     }
     let text = String::from_utf8(text).map_err(|_| format!("{} is not UTF-8", manifest_path.display()))?;

@@ -77,7 +77,7 @@ pub use discovery::{Embedded, Installed, Problem, Shadowed, project_plugin_dir};
 pub use engine::EngineHandle;
 pub use grant::{Access, Capability, GrantFile, GrantedDir, Grants, HostPattern, Scope};
 pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS};
-pub use lock::{LOCK_FILE, LockEntry, Lockfile, scope_paths};
+pub use lock::{LOCK_FILE, LockEntry, Lockfile, reinstall_hint, scope_paths, short_digest};
 pub use manifest::{Kind, Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS, check_api, check_name};
 pub use plugin::{CallContext, CallLimits, CallOutput, Plugin};
 pub use process::{Approval, ApprovalRequest, Approver, ProcessRunner, Unattended};
@@ -217,6 +217,17 @@ pub fn kv_space(scope: &Scope, name: &str) -> String {
 /// A plugin's private directory (`$PLUGIN_DATA`) for its key-value space.
 pub fn plugin_data_dir(home: &Path, kv_space: &str) -> PathBuf {
     home.join("plugin-data").join(kv_space.replace('/', "_"))
+}
+
+/// What [`Runtime::check_component`] found.
+#[derive(Debug, Clone)]
+pub struct ComponentCheck {
+    /// Whether it was compiled now or loaded from the cache.
+    pub outcome: CacheOutcome,
+    pub took: Duration,
+    /// Every name it imports, WASI's included (`talaria:plugin/kv@0.2.0`,
+    /// `wasi:http/outgoing-handler@0.2.6`, ...).
+    pub imports: Vec<String>,
 }
 
 /// How a component was obtained and how long it took, when that happened just now.
@@ -422,43 +433,21 @@ impl Runtime {
     ///
     /// # Errors
     /// What is wrong with the component, in a sentence.
-    pub fn check_component(&self, manifest: &Manifest, wasm: &[u8]) -> Result<(CacheOutcome, Duration), String> {
-        use sha2::Digest as _;
+    pub fn check_component(&self, manifest: &Manifest, wasm: &[u8]) -> Result<ComponentCheck, String> {
         let (engine, linker) = self.engine().map_err(|e| e.to_string())?;
         let started = Instant::now();
-        let sha = hex::encode(sha2::Sha256::digest(wasm));
         let (component, outcome) = self
             .cache
-            .load_or_compile(&engine.engine, &engine.fingerprint, &sha, || Ok(wasm.to_vec()))
+            .load_or_compile(&engine.engine, &engine.fingerprint, &fsutil::sha256_hex(wasm), || Ok(wasm.to_vec()))
             .map_err(|e| format!("not a valid WebAssembly component: {e}"))?;
         exports::prepare(&engine.engine, linker.instantiate_pre(&component), &component, manifest)?;
-        Ok((outcome, started.elapsed()))
+        Ok(ComponentCheck { outcome, took: started.elapsed(), imports: exports::imports(&engine.engine, &component) })
     }
 
     /// Whether `wasm` is compiled in the compile cache already (then [`Runtime::check_component`]
-    /// and [`Runtime::component_imports`] only load it).
+    /// only loads it).
     pub fn is_compiled(&self, wasm: &[u8]) -> bool {
-        use sha2::Digest as _;
-        self.engine().is_ok_and(|(engine, _)| {
-            let sha = hex::encode(sha2::Sha256::digest(wasm));
-            self.cache.entry(&sha, &engine.fingerprint).exists()
-        })
-    }
-
-    /// Every name `wasm` imports, WASI's included (`talaria:plugin/kv@0.2.0`,
-    /// `wasi:http/outgoing-handler@0.2.6`, ...), compiling it into the compile cache if needed.
-    ///
-    /// # Errors
-    /// The engine cannot start, or `wasm` is not a valid component.
-    pub fn component_imports(&self, wasm: &[u8]) -> Result<Vec<String>, String> {
-        use sha2::Digest as _;
-        let (engine, _) = self.engine().map_err(|e| e.to_string())?;
-        let sha = hex::encode(sha2::Sha256::digest(wasm));
-        let (component, _) = self
-            .cache
-            .load_or_compile(&engine.engine, &engine.fingerprint, &sha, || Ok(wasm.to_vec()))
-            .map_err(|e| format!("not a valid WebAssembly component: {e}"))?;
-        Ok(exports::imports(&engine.engine, &component))
+        self.engine().is_ok_and(|(engine, _)| self.cache.entry(&fsutil::sha256_hex(wasm), &engine.fingerprint).exists())
     }
 
     /// The host imports plugins called since the last drain, oldest first (none unless

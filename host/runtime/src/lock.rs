@@ -89,6 +89,18 @@ impl LockEntry {
     }
 }
 
+/// The first 12 hex digits of a digest (`sha256:` dropped), enough to tell two apart in a
+/// message or a directory name.
+pub fn short_digest(digest: &str) -> &str {
+    let hex = digest.trim_start_matches("sha256:");
+    hex.get(..12).unwrap_or(hex)
+}
+
+/// What to tell the user about an installed plugin from `source` whose files changed.
+pub fn reinstall_hint(source: &str) -> String {
+    format!("reinstall it with `talaria plugins install {source}`")
+}
+
 /// Where a scope keeps its plugins and lockfile; `None` for bundled plugins.
 pub fn scope_paths(home: &Path, scope: &Scope) -> Option<(PathBuf, PathBuf)> {
     match scope {

@@ -4,7 +4,6 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use sha2::Digest;
 use talaria_protocol::{HookKind, ToolError, ToolSpec};
 
 use crate::discovery::{Installed, WasmSource};
@@ -12,6 +11,7 @@ use crate::exports::Prepared;
 use crate::grant::{Grants, Scope};
 use crate::host::PluginEnv;
 use crate::instance::Resident;
+use crate::lock::{reinstall_hint, short_digest};
 use crate::manifest::{Kind, Manifest};
 
 /// Limits for one call, after the host's caps.
@@ -158,16 +158,16 @@ impl Plugin {
                 let sha = match &self.source {
                     WasmSource::Embedded { sha256, .. } => (*sha256).to_string(),
                     WasmSource::File(path) => std::fs::read(path)
-                        .map(|bytes| hex::encode(sha2::Sha256::digest(&bytes)))
+                        .map(|bytes| crate::fsutil::sha256_hex(&bytes))
                         .map_err(|e| format!("{}: {e}", path.display()))?,
                 };
                 match &self.installed {
                     Some(installed) if installed.wasm_sha256 != sha => Err(format!(
-                        "its component changed since it was installed (sha256 {}, the lockfile pins {}); \
-                         reinstall it with `talaria plugins install {}`, or see `talaria plugins verify`",
-                        short(&sha),
-                        short(&installed.wasm_sha256),
-                        installed.source
+                        "its component changed since it was installed (sha256 {}, the lockfile pins {}); {}, \
+                         or see `talaria plugins verify`",
+                        short_digest(&sha),
+                        short_digest(&installed.wasm_sha256),
+                        reinstall_hint(&installed.source)
                     )),
                     _ => Ok(sha),
                 }
@@ -185,7 +185,7 @@ impl Plugin {
             WasmSource::File(path) => {
                 let bytes = std::fs::read(path)?;
                 let expected = self.sha256().map_err(std::io::Error::other)?;
-                if hex::encode(sha2::Sha256::digest(&bytes)) != expected {
+                if crate::fsutil::sha256_hex(&bytes) != expected {
                     return Err(std::io::Error::other(format!("{} changed while it was being loaded", path.display())));
                 }
                 Ok(bytes)
@@ -200,9 +200,4 @@ impl Plugin {
             WasmSource::Embedded { .. } => None,
         }
     }
-}
-
-/// The first 12 hex digits of a digest, enough to tell two apart in a message.
-fn short(hex: &str) -> &str {
-    hex.get(..12).unwrap_or(hex)
 }

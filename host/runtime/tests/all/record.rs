@@ -131,7 +131,10 @@ async fn a_component_lists_what_it_imports() {
     let env = Env::new();
     let rt = env.runtime();
     let wasm = std::fs::read(support::EVIL_WASM).expect("evil");
-    let imports = rt.component_imports(&wasm).expect("imports");
+    let manifest =
+        talaria_runtime::Manifest::parse(&support::manifest("evil", ""), std::path::Path::new("plugin.toml"))
+            .expect("manifest");
+    let imports = rt.check_component(&manifest, &wasm).expect("checked").imports;
     assert!(rt.is_compiled(&wasm));
     for wanted in ["talaria:plugin/kv@0.2.0", "talaria:plugin/process@0.2.0", "talaria:plugin/secrets@0.2.0"] {
         assert!(imports.iter().any(|i| i == wanted), "{wanted} missing from {imports:?}");
@@ -139,6 +142,8 @@ async fn a_component_lists_what_it_imports() {
     assert!(imports.iter().any(|i| i.starts_with("wasi:http/outgoing-handler@")), "{imports:?}");
     assert!(!rt.is_compiled(b"not a component"));
     assert!(
-        rt.component_imports(b"not a component").expect_err("refused").starts_with("not a valid WebAssembly component")
+        rt.check_component(&manifest, b"not a component")
+            .expect_err("refused")
+            .starts_with("not a valid WebAssembly component")
     );
 }
