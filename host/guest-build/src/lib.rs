@@ -97,8 +97,13 @@ fn ensure_target() {
     }
 }
 
-/// Guests get a target directory of their own beside the host's.
+/// Guests get a target directory of their own beside the host's (or `TALARIA_GUEST_TARGET_DIR`,
+/// for checkouts that share one host target directory).
 fn target_dir(root: &Path) -> PathBuf {
+    println!("cargo:rerun-if-env-changed=TALARIA_GUEST_TARGET_DIR");
+    if let Some(dir) = std::env::var_os("TALARIA_GUEST_TARGET_DIR") {
+        return PathBuf::from(dir);
+    }
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => PathBuf::from(dir).join("guests"),
         None => root.join("target").join("guests"),
