@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 use talaria_test_support::{self as support, FakeServer};
 
 mod authoring;
+mod boundary;
 mod chat;
 mod extensions;
 mod market;

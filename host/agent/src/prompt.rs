@@ -41,6 +41,9 @@ use crate::injection;
 /// Longest context file (and `SOUL.md`) kept whole, in characters.
 pub const CONTEXT_LIMIT: usize = 20_000;
 
+/// Largest context file read at all, in bytes (a longer one is cut to [`CONTEXT_LIMIT`] anyway).
+pub const MAX_CONTEXT_BYTES: u64 = 4 * 1024 * 1024;
+
 /// What the prompt is built from. Equal inputs (and equal files) give an equal prompt.
 #[derive(Debug, Clone)]
 pub struct PromptInputs<'a> {
@@ -175,18 +178,41 @@ struct Context {
 }
 
 /// Finds the context file (first kind found wins), screens it and cuts it to size.
+///
+/// Context files are read beneath the project (the git root above the workspace, else the
+/// workspace): a link leading out of it (to `~/.talaria/.env`, to `/proc/self/environ`) is
+/// refused with a warning, never followed, and so are FIFOs, devices and files over
+/// [`MAX_CONTEXT_BYTES`].
 fn context(workspace: &Path, warnings: &mut Vec<String>) -> Context {
     let none = Context { layer: None, included: None };
-    for path in candidates(workspace) {
-        let text = match read(&path) {
-            Ok(Some(text)) => text,
+    let project = workspace.ancestors().find(|d| d.join(".git").exists()).unwrap_or(workspace);
+    let root = match talaria_beneath::Root::open(project) {
+        Ok(root) => root,
+        Err(e) => {
+            warnings.push(format!("{}: context files could not be read ({e})", project.display()));
+            return none;
+        }
+    };
+    for path in candidates(workspace, project) {
+        let name = display_name(workspace, &path);
+        let rel = path.strip_prefix(project).unwrap_or(&path);
+        let text = match root.read(rel, MAX_CONTEXT_BYTES) {
+            Ok(Some(bytes)) => decode(&bytes),
             Ok(None) => continue,
+            // A directory of that name is not a context file.
+            Err(talaria_beneath::Error::WrongType { .. }) if matches!(root.dir(rel), Ok(Some(_))) => continue,
+            Err(talaria_beneath::Error::Escapes { .. }) => {
+                warnings.push(format!(
+                    "{name}: not loaded: it is a link leading out of {}, which talaria never follows",
+                    project.display()
+                ));
+                continue;
+            }
             Err(e) => {
-                warnings.push(format!("{}: could not be read ({e})", path.display()));
+                warnings.push(format!("{name}: not loaded: {e}"));
                 continue;
             }
         };
-        let name = display_name(workspace, &path);
         let body = if path.file_name().is_some_and(|n| n == ".talaria.md") { strip_front_matter(&text) } else { &text };
         let body = body.trim();
         if body.is_empty() {
@@ -206,15 +232,14 @@ fn context(workspace: &Path, warnings: &mut Vec<String>) -> Context {
     none
 }
 
-/// Context-file paths in order of precedence: `.talaria.md` from the workspace up to the git root
-/// (only the workspace when it is not in a git repository), then `AGENTS.md`, `CLAUDE.md` and
+/// Context-file paths in order of precedence: `.talaria.md` from the workspace up to the project
+/// root (the git root, or the workspace itself outside git), then `AGENTS.md`, `CLAUDE.md` and
 /// `.cursorrules` in the workspace.
-fn candidates(workspace: &Path) -> Vec<PathBuf> {
-    let root = workspace.ancestors().find(|d| d.join(".git").exists());
+fn candidates(workspace: &Path, project: &Path) -> Vec<PathBuf> {
     let mut paths = Vec::new();
     for dir in workspace.ancestors() {
         paths.push(dir.join(".talaria.md"));
-        if root.is_none_or(|r| r == dir) {
+        if dir == project {
             break;
         }
     }
@@ -233,13 +258,16 @@ fn display_name(workspace: &Path, path: &Path) -> String {
     format!("{}{name}", "../".repeat(ups))
 }
 
-/// The file's text (lossy UTF-8, byte order mark dropped), or `None` when there is no such file.
+/// A file's text: lossy UTF-8, byte order mark dropped.
+fn decode(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    text.strip_prefix('\u{feff}').unwrap_or(&text).to_owned()
+}
+
+/// The file's text, or `None` when there is no such file (`SOUL.md`, in talaria's own home).
 fn read(path: &Path) -> std::io::Result<Option<String>> {
     match fs::read(path) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            Ok(Some(text.strip_prefix('\u{feff}').unwrap_or(&text).to_owned()))
-        }
+        Ok(bytes) => Ok(Some(decode(&bytes))),
         Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => Ok(None),
         Err(e) => Err(e),
     }
@@ -536,6 +564,28 @@ mod tests {
             p.warnings
         );
         assert!(p.text.contains("The project's AGENTS.md was not loaded because it looks like a prompt injection"));
+    }
+
+    #[test]
+    fn a_context_file_linking_out_of_the_project_is_never_read() {
+        let s = setup();
+        write(s.home.join(".env"), "OPENAI_API_KEY=sk-leaked-by-a-link");
+        // What a plugin with fs:rw on the workspace can leave behind: relative and absolute links.
+        std::os::unix::fs::symlink("../../home/.env", s.repo.join("AGENTS.md")).expect("link");
+        std::os::unix::fs::symlink("/proc/self/environ", s.repo.join("CLAUDE.md")).expect("link");
+        std::os::unix::fs::symlink("docs/../../../home/.env", s.repo.join(".talaria.md")).expect("link");
+        write(s.repo.join("docs/rules.md"), "Run the linter.");
+        std::os::unix::fs::symlink("docs/rules.md", s.repo.join(".cursorrules")).expect("link");
+        let p = build_in(&s.home, &s.repo, &[], None);
+        assert!(!p.text.contains("sk-leaked") && !p.text.contains("PATH="), "{}", p.text);
+        // A link that stays inside the project is followed.
+        assert_eq!(p.context_file, Some(s.repo.join(".cursorrules")));
+        assert!(p.text.contains("Run the linter."));
+        let outside = format!("it is a link leading out of {}, which talaria never follows", s.repo.display());
+        assert_eq!(
+            p.warnings,
+            [".talaria.md", "AGENTS.md", "CLAUDE.md"].map(|n| format!("{n}: not loaded: {outside}")).to_vec()
+        );
     }
 
     #[test]

@@ -70,13 +70,19 @@ enum Command {
     /// The context engine that compresses long conversations
     #[command(subcommand)]
     Context(context::ContextCmd),
-    /// Trust a project so the plugins in its .talaria/plugins load (or --revoke that trust)
+    /// Review what a project brings (.talaria/plugins) and trust it as it is now (or --revoke)
+    ///
+    /// Each project plugin is shown (digest, requests, grants, what it replaces) and pinned:
+    /// anything that changes later stops loading until you run `talaria trust` again.
     Trust {
         /// The project directory [default: the workspace]
         dir: Option<PathBuf>,
         /// Stop trusting it
         #[arg(long)]
         revoke: bool,
+        /// Let the project's plugin NAME replace your bundled or user plugin of that name
+        #[arg(long, value_name = "NAME")]
+        replace: Vec<String>,
     },
 }
 
@@ -111,7 +117,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tools(cmd) => tools::run(&ctx, cmd).await,
         Command::Memory(cmd) => memory::run(&ctx, cmd),
         Command::Context(cmd) => context::run(&ctx, cmd).await,
-        Command::Trust { dir, revoke } => plugins::trust(&ctx, dir, revoke),
+        Command::Trust { dir, revoke, replace } => plugins::trust(&ctx, dir, revoke, &replace),
     }
 }
 
@@ -157,10 +163,11 @@ impl Ctx {
         config.command_policy = self.config.command_policy(&self.home);
         config.approver = approver;
         config.llm = llm;
-        let bundled: Vec<Embedded> = talaria_bundled::PLUGINS
-            .iter()
-            .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 })
-            .collect();
-        Ok(Runtime::new(config, &bundled)?)
+        Ok(Runtime::new(config, &self.bundled())?)
+    }
+
+    /// The plugins compiled into the binary.
+    pub fn bundled(&self) -> Vec<Embedded> {
+        talaria_bundled::PLUGINS.iter().map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 }).collect()
     }
 }

@@ -37,6 +37,14 @@ pub struct InstallFlags {
     /// A registry index to look names up in (before the configured ones)
     #[arg(long, value_name = "URL")]
     pub registry: Vec<String>,
+    /// Install under the name of a plugin built into talaria, replacing it (the new plugin
+    /// starts with none of the bundled one's data)
+    #[arg(long)]
+    pub replace_bundled: bool,
+    /// Accept an update from another publisher (another signing key, or a change between signed
+    /// and unsigned); it starts with no grants and no data
+    #[arg(long)]
+    pub accept_publisher: bool,
 }
 
 pub const SOURCE_HELP: &str = "Sources:
@@ -187,7 +195,7 @@ fn decide(flags: &InstallFlags, consent: &Consent) -> Result<Vec<Capability>, St
     }
 }
 
-fn ask(prompt: &str) -> Result<String, String> {
+pub(crate) fn ask(prompt: &str) -> Result<String, String> {
     let mut err = std::io::stderr();
     let _ = write!(err, "{prompt}");
     let _ = err.flush();
@@ -248,7 +256,14 @@ async fn fetch_and_install(
             tracing::info!("{}: {:?} in {:?}", manifest.name, checked.outcome, checked.took);
         })
     };
-    let options = Options { allow_unsigned: flags.allow_unsigned, allow_downgrade: flags.allow_downgrade, limits };
+    let options = Options {
+        allow_unsigned: flags.allow_unsigned,
+        allow_downgrade: flags.allow_downgrade,
+        limits,
+        bundled_names: talaria_bundled::PLUGINS.iter().filter_map(|b| manifest_name(b.manifest)).collect(),
+        replace_bundled: flags.replace_bundled,
+        accept_publisher: flags.accept_publisher,
+    };
     let report = install::install(
         &ctx.home,
         target,
@@ -259,6 +274,11 @@ async fn fetch_and_install(
         &|step| progress.step(step),
     )?;
     Ok(report)
+}
+
+/// The `name` of a bundled plugin's manifest.
+fn manifest_name(manifest: &str) -> Option<String> {
+    talaria_runtime::Manifest::parse(manifest, std::path::Path::new("bundled plugin.toml")).ok().map(|m| m.name)
 }
 
 fn source_label(source: &Source) -> String {
@@ -278,17 +298,21 @@ pub async fn install_cmd(ctx: &Ctx, spec: &str, flags: &InstallFlags) -> anyhow:
     let target = ctx.target(flags.project);
     let report = fetch_and_install(ctx, &source, flags, &target).await?;
     print_report(&report, &target);
-    project_note(ctx, &target);
+    project_changed(ctx, &target, &report.name);
     Ok(ExitCode::SUCCESS)
 }
 
-/// A project plugin loads only in a trusted project.
-fn project_note(ctx: &Ctx, target: &Target) {
-    if let Scope::Project(root) = &target.scope {
-        let trusted = talaria_runtime::GrantFile::load(&ctx.home.join("grants.toml")).is_ok_and(|f| f.is_trusted(root));
-        if !trusted {
-            ui::note(&format!("{} is not trusted yet; its plugins load after `talaria trust`", root.display()));
-        }
+/// After the user changed a project plugin themselves: in a trusted project, pin it again as
+/// it is now (they consented to this change); otherwise say that it loads after `talaria trust`.
+pub fn project_changed(ctx: &Ctx, target: &Target, name: &str) {
+    let Scope::Project(root) = &target.scope else { return };
+    let trusted = talaria_runtime::GrantFile::load(&ctx.home.join("grants.toml")).is_ok_and(|f| f.is_trusted(root));
+    if !trusted {
+        ui::note(&format!("{} is not trusted yet; its plugins load after `talaria trust`", root.display()));
+        return;
+    }
+    if let Err(e) = talaria_runtime::trust::repin(&ctx.bundled(), &ctx.home, root, name) {
+        ui::warn(&format!("could not record '{name}' for the trusted project {}: {e}", root.display()));
     }
 }
 
@@ -332,7 +356,10 @@ pub async fn update_cmd(ctx: &Ctx, name: Option<&str>, all: bool, flags: &Instal
         }
         .await;
         match outcome {
-            Ok(Some(report)) if !report.unchanged => print_report(&report, &target),
+            Ok(Some(report)) if !report.unchanged => {
+                print_report(&report, &target);
+                project_changed(ctx, &target, &report.name);
+            }
             Ok(_) => println!("{name} {} is up to date", entry.version),
             Err(e) => {
                 failed += 1;
@@ -348,7 +375,8 @@ pub fn remove_cmd(ctx: &Ctx, name: &str, project: bool, purge: bool) -> anyhow::
     match install::remove(&target, name) {
         Ok(entry) => {
             println!("removed {name} {} ({})", entry.version, target.scope.label());
-            let space = talaria_runtime::kv_space(&target.scope, name);
+            project_changed(ctx, &target, name);
+            let space = talaria_runtime::identity::kv_space(&target.scope, name, Some(&entry.publisher()));
             let data_dir = talaria_runtime::plugin_data_dir(&ctx.home, &space);
             if purge {
                 let store = talaria_store::Store::open(&ctx.home.join("state.db"))?;
@@ -386,6 +414,7 @@ pub fn remove_cmd(ctx: &Ctx, name: &str, project: bool, purge: bool) -> anyhow::
 pub fn rollback_cmd(ctx: &Ctx, name: &str, project: bool) -> anyhow::Result<ExitCode> {
     let target = ctx.target(project);
     let (from, to) = install::rollback(&target, name)?;
+    project_changed(ctx, &target, name);
     println!(
         "rolled back {name} {from} → {to} ({}); `talaria plugins rollback {name}` again returns to {from}",
         target.scope.label()

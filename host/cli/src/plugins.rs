@@ -1,5 +1,6 @@
 //! `talaria plugins list|info|grant|revoke` and `talaria trust`; installing is in [`crate::market`].
 
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -313,6 +314,7 @@ fn change(ctx: &Ctx, name: &str, requested: &[String], grant: bool) -> anyhow::R
         // An installed plugin's grants live in its scope's lockfile.
         let target = talaria_market::install::Target::new(&ctx.home, p.scope.clone());
         talaria_market::install::set_grants(&target, name, &current)?;
+        crate::market::project_changed(ctx, &target, name);
     } else {
         file.record(&p.scope, name, &current);
         file.save(&path).map_err(anyhow::Error::msg)?;
@@ -328,33 +330,85 @@ fn change(ctx: &Ctx, name: &str, requested: &[String], grant: bool) -> anyhow::R
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn trust(ctx: &Ctx, dir: Option<PathBuf>, revoke: bool) -> anyhow::Result<ExitCode> {
+/// `talaria trust`: show what the project brings, pin it, and trust it (or `--revoke`).
+pub fn trust(ctx: &Ctx, dir: Option<PathBuf>, revoke: bool, replace: &[String]) -> anyhow::Result<ExitCode> {
     let dir = match dir {
         Some(d) => d.canonicalize().with_context(|| format!("{} does not exist", d.display()))?,
         None => ctx.workspace.clone(),
     };
     let path = ctx.home.join("grants.toml");
     let mut file = GrantFile::load(&path).map_err(anyhow::Error::msg)?;
-    file.trusted_projects.retain(|p| p != &dir);
     if revoke {
+        file.untrust(&dir);
+        file.save(&path).map_err(anyhow::Error::msg)?;
         println!("no longer trusting {}; its project plugins will not load", dir.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let survey = talaria_runtime::trust::survey(&ctx.bundled(), &ctx.home, &dir);
+    for p in &survey.problems {
+        ui::warn(&p.to_string());
+    }
+    for name in replace {
+        if !survey.plugins.iter().any(|b| &b.name == name && b.replaces.is_some()) {
+            bail!("--replace {name}: this project brings no plugin '{name}' that replaces one of yours");
+        }
+    }
+    if survey.plugins.is_empty() {
+        println!("{} brings no plugins", dir.display());
     } else {
-        file.trusted_projects.push(dir.clone());
-        let plugins = talaria_runtime::project_plugin_dir(&dir);
-        println!(
-            "trusting {}; plugins in {} will load (they still get only what you grant)",
-            dir.display(),
-            plugins.display()
-        );
-        // Grants recorded in the project's lockfile come with the project: say what they are.
-        let lock_path = talaria_runtime::scope_paths(&ctx.home, &Scope::Project(dir.clone())).map(|(_, l)| l);
-        if let Some(lock) = lock_path.and_then(|l| talaria_runtime::Lockfile::load(&l).ok()) {
-            for (name, entry) in &lock.plugins {
-                let granted = if entry.granted.is_empty() { "nothing".to_string() } else { entry.granted.join(", ") };
-                println!("  {name} {} is installed there and its lockfile grants: {granted}", entry.version);
+        println!("{} brings {} plugin{}:", dir.display(), survey.plugins.len(), if survey.plugins.len() == 1 { "" } else { "s" });
+    }
+    let tty = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let mut accepted: Vec<String> = replace.to_vec();
+    for b in &survey.plugins {
+        let origin = match &b.source {
+            Some((source, Some(signer))) => format!("installed from {source}, signed by {signer}"),
+            Some((source, None)) => format!("installed unsigned from {source}"),
+            None => "placed by hand".to_string(),
+        };
+        println!("  {} {} ({origin})", b.name, b.version);
+        println!("    location:  {}", b.location);
+        match &b.wasm_sha256 {
+            Ok(sha) => println!("    sha256:    {sha}"),
+            Err(e) => ui::warn(&format!("{}: its component cannot be read ({e}); it will not load", b.name)),
+        }
+        println!("    requests:  {}", caps_text(&b.requested));
+        println!("    granted:   {} (by the project)", caps_text(&b.granted));
+        if let Some((scope, location)) = &b.replaces {
+            println!("    replaces:  your {} plugin '{}' ({location})", scope.label(), b.name);
+            if !accepted.contains(&b.name)
+                && tty
+                && matches!(
+                    crate::market::ask(&format!(
+                        "  Let the project's '{}' replace your {} plugin of that name? [y/N] ",
+                        b.name,
+                        scope.label()
+                    ))
+                    .map_err(anyhow::Error::msg)?
+                    .as_str(),
+                    "y" | "yes"
+                )
+            {
+                accepted.push(b.name.clone());
+            }
+            if !accepted.contains(&b.name) {
+                println!(
+                    "    -> not accepted: it will not load, and yours stays (`talaria trust --replace {}` accepts it)",
+                    b.name
+                );
             }
         }
     }
+    let pins = survey.pins(&accepted);
+    let pinned = pins.plugins.len();
+    file.set_project_pins(&dir, pins);
     file.save(&path).map_err(anyhow::Error::msg)?;
+    println!(
+        "trusting {}: {pinned} plugin{} pinned as shown; they get only what is granted, and any change to them \
+         (a new plugin, another component, manifest or lockfile entry) stops them loading until you run \
+         `talaria trust` again",
+        dir.display(),
+        if pinned == 1 { "" } else { "s" }
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -66,6 +66,13 @@ pub struct Options {
     pub allow_unsigned: bool,
     pub allow_downgrade: bool,
     pub limits: Limits,
+    /// Names of the plugins built into talaria: installing under one is refused unless
+    /// `replace_bundled`.
+    pub bundled_names: Vec<String>,
+    pub replace_bundled: bool,
+    /// Install an update from another publisher (another key, or signed where it was unsigned or
+    /// the other way round); it starts with no grants and no data.
+    pub accept_publisher: bool,
 }
 
 /// What the user is asked to grant.
@@ -132,6 +139,15 @@ pub enum InstallError {
         "{dir} holds a plugin placed by hand with the same name; move it away or delete it before installing `{name}`"
     )]
     HandPlaced { name: String, dir: String },
+    #[error(
+        "`{name}` is the name of a plugin built into talaria; another plugin installed under it would replace the bundled one (and would start with none of its data): pass --replace-bundled to do that"
+    )]
+    BundledName { name: String },
+    #[error(
+        "{name} is installed from publisher {old}, and this bundle comes from publisher {new}: a new publisher takes over \
+         none of the old one's grants or data; install it anyway (starting afresh) with --accept-publisher"
+    )]
+    PublisherChanged { name: String, old: String, new: String },
     #[error("{0}")]
     Mismatch(String),
     #[error("the component does not load: {0}")]
@@ -280,8 +296,32 @@ pub fn install(
         check_listed(listed_name, listed, &manifest)?;
     }
 
-    // Against what is installed.
-    let previous = lock.get(&name).cloned();
+    // Against what is built in and what is installed.
+    if options.bundled_names.contains(&name) && !options.replace_bundled {
+        return Err(InstallError::BundledName { name });
+    }
+    let mut previous = lock.get(&name).cloned();
+    // The publisher is pinned: data and grants belong to it (see talaria_runtime::identity).
+    let publisher = match (&signer, &previous) {
+        (Some(s), _) => format!("key:{}", s.key_id),
+        (None, Some(prev)) if prev.signer.is_none() => prev.publisher(),
+        (None, _) => format!("unsigned:{}", short_digest(&digest)),
+    };
+    let mut rollback_to = None;
+    if let Some(prev) = &previous
+        && prev.publisher() != publisher
+    {
+        if !options.accept_publisher {
+            return Err(InstallError::PublisherChanged {
+                name,
+                old: publisher_text(prev.signer.as_deref()),
+                new: publisher_text(signer.as_ref().map(ToString::to_string).as_deref()),
+            });
+        }
+        // A new identity: nothing of the old publisher's grants carries over (its version stays
+        // on disk for rollback).
+        rollback_to = previous.take();
+    }
     let mut notes = Vec::new();
     match &previous {
         None => {
@@ -382,7 +422,7 @@ pub fn install(
     std::fs::rename(&root, &dir).map_err(io(&dir))?;
     // The replaced version stays on disk, one generation deep, for rollback (and for a running
     // talaria that has not loaded it yet). A repair of the same build keeps what that replaced.
-    let kept_previous = previous.clone().and_then(|mut p| {
+    let kept_previous = previous.clone().or(rollback_to).and_then(|mut p| {
         if p.dir == rel {
             return p.previous;
         }
@@ -400,6 +440,7 @@ pub fn install(
         dir: rel,
         granted: granted.iter().map(ToString::to_string).collect(),
         installed: jiff::Timestamp::now().to_string(),
+        identity: signer.is_none().then(|| publisher.clone()),
         previous: kept_previous,
     };
     lock.plugins.insert(name.clone(), entry);
@@ -418,6 +459,14 @@ pub fn install(
         unchanged: false,
         notes,
     })
+}
+
+/// A publisher as the user knows it: the signing key, or "nobody".
+fn publisher_text(signer: Option<&str>) -> String {
+    match signer {
+        Some(s) => format!("key {s}"),
+        None => "nobody (unsigned)".to_string(),
+    }
 }
 
 /// What the installed version requested (from its manifest; its grants if that is unreadable).

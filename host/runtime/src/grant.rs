@@ -27,6 +27,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::trust::ProjectPins;
+
 /// Read, or read and write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Access {
@@ -284,6 +286,9 @@ pub struct GrantFile {
     /// scope key -> plugin name -> granted capabilities.
     #[serde(default)]
     pub grants: BTreeMap<String, BTreeMap<String, PluginGrants>>,
+    /// What the user accepted of each trusted project, by its path (see [`crate::trust`]).
+    #[serde(default)]
+    pub projects: BTreeMap<String, ProjectPins>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -326,6 +331,25 @@ impl GrantFile {
 
     pub fn is_trusted(&self, project: &Path) -> bool {
         self.trusted_projects.iter().any(|p| p == project)
+    }
+
+    /// What the user accepted of a trusted project when they last reviewed it.
+    pub fn project_pins(&self, project: &Path) -> Option<&ProjectPins> {
+        self.projects.get(&project.display().to_string())
+    }
+
+    /// Trust `project` with exactly `pins`.
+    pub fn set_project_pins(&mut self, project: &Path, pins: ProjectPins) {
+        if !self.is_trusted(project) {
+            self.trusted_projects.push(project.to_path_buf());
+        }
+        self.projects.insert(project.display().to_string(), pins);
+    }
+
+    /// Stop trusting `project`.
+    pub fn untrust(&mut self, project: &Path) {
+        self.trusted_projects.retain(|p| p != project);
+        self.projects.remove(&project.display().to_string());
     }
 }
 

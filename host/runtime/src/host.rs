@@ -4,6 +4,7 @@
 //! Both API versions are linked into one linker: [`imports`] implements the 0.2.0 interfaces,
 //! and [`legacy`] implements 0.1.0 by converting to them, so every check exists once.
 
+mod fs;
 mod imports;
 mod legacy;
 mod stderr;
@@ -13,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -21,6 +23,7 @@ use crate::llm::LlmBackend;
 use crate::net::NetHooks;
 use crate::process::ProcessRunner;
 use crate::record::Recorder;
+use fs::{FsGuard, GuardedFsView};
 use crate::secrets::Secrets;
 
 pub(crate) use stderr::StderrSink;
@@ -67,6 +70,8 @@ pub(crate) struct Services {
     pub llm: Option<Arc<dyn LlmBackend>>,
     /// Canned HTTP answers, for `talaria plugin test`.
     pub http_stubs: Option<Arc<crate::stub::HttpStubs>>,
+    /// Known secret values (see [`crate::leak`]).
+    pub scan: Arc<crate::leak::SecretScan>,
 }
 
 impl Services {
@@ -93,9 +98,13 @@ impl Services {
 /// One plugin's identity and powers, shared by all its calls.
 pub(crate) struct PluginEnv {
     pub name: String,
-    /// The plugin's key-value space: its name, or scope and name for project plugins, so a
-    /// project plugin never reads a user plugin's data by taking its name.
+    /// The plugin's key-value space: its identity (see [`crate::identity`]), so a plugin never
+    /// reads another's data by taking its name.
     pub kv_space: String,
+    /// Where its data was kept before identities, taken over on first use when the new space
+    /// is still empty (see [`PluginEnv::adopt_legacy`]).
+    pub legacy_space: Option<String>,
+    pub adopted: OnceLock<()>,
     /// `$PLUGIN_DATA`: `$TALARIA_HOME/plugin-data/<kv_space, `/` replaced by `_`>`.
     pub data_dir: PathBuf,
     pub grants: Arc<Grants>,
@@ -103,6 +112,26 @@ pub(crate) struct PluginEnv {
     pub services: Arc<Services>,
     /// Where its import calls are recorded (`talaria plugin test`); `None`: not recorded.
     pub recorder: Option<Arc<Recorder>>,
+}
+
+impl PluginEnv {
+    /// Once per process: move data kept under the plugin's name before identities existed into
+    /// its identity's space and data directory, when those are still empty.
+    pub fn adopt_legacy(&self) {
+        self.adopted.get_or_init(|| {
+            let Some(old) = &self.legacy_space else { return };
+            if let Ok(store) = self.services.store()
+                && let Ok(moved) = store.kv_adopt(old, &self.kv_space)
+                && moved > 0
+            {
+                tracing::info!(plugin = %self.name, "moved {moved} key-value entries from `{old}` to `{}`", self.kv_space);
+            }
+            let old_dir = self.services.data_dir(old);
+            if old_dir.is_dir() && !self.data_dir.exists() && std::fs::rename(&old_dir, &self.data_dir).is_ok() {
+                tracing::info!(plugin = %self.name, "moved {} to {}", old_dir.display(), self.data_dir.display());
+            }
+        });
+    }
 }
 
 /// Caps the linear memory of the whole instance (all its memories together); remembers a
@@ -137,6 +166,7 @@ pub(crate) struct HostState {
     table: ResourceTable,
     http: WasiHttpCtx,
     hooks: NetHooks,
+    fs_guard: FsGuard,
     pub limiter: Limiter,
     pub stderr: StderrSink,
     pub denials: Arc<Mutex<Vec<String>>>,
@@ -148,20 +178,27 @@ pub(crate) struct HostState {
 
 impl HostState {
     /// State for an instance in `workspace`, with exactly the granted directories preopened.
+    ///
+    /// Each granted directory is opened once, here, by handle: a `$WORKSPACE` subdirectory
+    /// beneath the workspace's own handle (a link leading out of it is refused), the plugin's data
+    /// directory beneath its own, and WASI is handed that very directory (through
+    /// `/proc/self/fd`), so nothing renamed or swapped for a link after the check is followed.
     pub fn new(env: Arc<PluginEnv>, workspace: PathBuf, memory_cap: usize) -> Self {
         let stderr = StderrSink::new(STDERR_CAP);
         let mut wasi = WasiCtxBuilder::new();
         wasi.stderr(stderr.clone()).allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
         let workspace_real = env.services.canonical_workspace(&workspace);
         let mut data_dir_opened = false;
+        let mut roots = Vec::new();
+        let mut workspace_root = None;
         for GrantedDir { path, access, plugin_data } in env.grants.dirs(&workspace, &env.data_dir) {
-            let checked = if plugin_data {
-                checked_data_dir(&path, &env.data_dir)
+            let opened = if plugin_data {
+                open_data_dir(&path, &env.data_dir)
             } else {
-                checked_dir(&path, &workspace, &workspace_real, &env.services.home)
+                open_granted(&path, &workspace, &workspace_real, &mut workspace_root, &env.services.home)
             };
-            let dir = match checked {
-                Ok(dir) => dir,
+            let (dir, real) = match opened {
+                Ok(opened) => opened,
                 Err(why) => {
                     tracing::warn!(plugin = %env.name, "granted directory {} not opened: {why}", path.display());
                     continue;
@@ -171,10 +208,14 @@ impl HostState {
                 Access::Read => FsPerms::ReadOnly,
                 Access::ReadWrite => FsPerms::ReadWrite,
             };
-            let Some(guest) = dir.to_str() else { continue };
-            match wasi.preopened_dir(&dir, guest, perms) {
-                Ok(_) => data_dir_opened |= plugin_data,
-                Err(e) => tracing::warn!(plugin = %env.name, "granted directory {} is unavailable: {e}", dir.display()),
+            let Some(guest) = real.to_str() else { continue };
+            let handle = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir));
+            match wasi.preopened_dir(&handle, guest, perms) {
+                Ok(_) => {
+                    data_dir_opened |= plugin_data;
+                    roots.push(real);
+                }
+                Err(e) => tracing::warn!(plugin = %env.name, "granted directory {} is unavailable: {e}", real.display()),
             }
         }
         // The plugin learns where its data directory is from `PLUGIN_DATA`.
@@ -182,6 +223,13 @@ impl HostState {
             wasi.env("PLUGIN_DATA", dir);
         }
         let denials = Arc::new(Mutex::new(Vec::new()));
+        let fs_guard = FsGuard {
+            plugin: env.name.clone(),
+            roots,
+            home: env.services.home.clone(),
+            data_dir: env.data_dir.clone(),
+            denials: denials.clone(),
+        };
         let hooks = NetHooks {
             plugin: env.name.clone(),
             grants: env.grants.clone(),
@@ -196,6 +244,7 @@ impl HostState {
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
             hooks,
+            fs_guard,
             limiter: Limiter { memory_cap, used: 0, refused: None },
             stderr,
             denials,
@@ -229,20 +278,62 @@ impl HostState {
     }
 }
 
-/// A granted directory as it may be opened: it must exist, a `$WORKSPACE` subdirectory must
-/// stay inside the workspace once symlinks are resolved, and it may neither contain nor lie
-/// inside talaria's home (grants, secrets and compiled code live there).
-fn checked_dir(dir: &Path, workspace: &Path, workspace_real: &Path, home: &Path) -> Result<PathBuf, String> {
-    // Subdirectories are resolved every time: a plugin may have made one a symlink since.
-    let real =
-        if dir == workspace { workspace_real.to_path_buf() } else { dir.canonicalize().map_err(|e| e.to_string())? };
-    if dir.starts_with(workspace) && !real.starts_with(workspace_real) {
-        return Err(format!("it resolves to {}, outside the workspace", real.display()));
-    }
+/// Open a granted directory that is not the plugin's data directory: a `$WORKSPACE` grant
+/// beneath the workspace's handle (opened once per instance, in `workspace_root`), so that a
+/// subdirectory made a link leading out is refused; any other path as the operator named it. It
+/// may neither contain nor lie inside talaria's home (grants, secrets and compiled code live
+/// there). Returns the open directory and where it really is.
+fn open_granted(
+    dir: &Path,
+    workspace: &Path,
+    workspace_real: &Path,
+    workspace_root: &mut Option<talaria_beneath::Root>,
+    home: &Path,
+) -> Result<(std::fs::File, PathBuf), String> {
+    let file = match dir.strip_prefix(workspace) {
+        Ok(rel) => {
+            if workspace_root.is_none() {
+                *workspace_root = Some(talaria_beneath::Root::open(workspace_real).map_err(|e| e.to_string())?);
+            }
+            let root = workspace_root.as_ref().ok_or("the workspace could not be opened")?;
+            if rel.as_os_str().is_empty() {
+                root.as_file().try_clone().map_err(|e| e.to_string())?
+            } else {
+                match root.dir(rel) {
+                    Ok(Some(sub)) => sub.into_file(),
+                    Ok(None) => return Err("it does not exist".to_string()),
+                    Err(talaria_beneath::Error::Escapes { .. }) => {
+                        return Err("it resolves outside the workspace (through a link)".to_string());
+                    }
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+        }
+        Err(_) => talaria_beneath::Root::open(dir).map_err(|e| e.to_string())?.into_file(),
+    };
+    let real = talaria_beneath::real_path(&file).map_err(|e| e.to_string())?;
     if home.starts_with(&real) || real.starts_with(home) {
         return Err(format!("it overlaps talaria's home {}; run talaria from a project directory", home.display()));
     }
-    Ok(real)
+    Ok((file, real))
+}
+
+/// Open the plugin's data directory (or a directory inside it, created if missing): the data
+/// directory by its path, which no plugin can change, and the rest beneath it.
+fn open_data_dir(dir: &Path, data_dir: &Path) -> Result<(std::fs::File, PathBuf), String> {
+    let real = checked_data_dir(dir, data_dir)?;
+    let root = talaria_beneath::Root::open(data_dir).map_err(|e| e.to_string())?;
+    let rest = dir.strip_prefix(data_dir).map_err(|_| "it is not inside the plugin's data directory".to_string())?;
+    let file = if rest.as_os_str().is_empty() {
+        root.into_file()
+    } else {
+        match root.dir(rest) {
+            Ok(Some(sub)) => sub.into_file(),
+            Ok(None) => return Err("it vanished while it was being opened".to_string()),
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    Ok((file, real))
 }
 
 /// The plugin's data directory (or a directory inside it), the one place in talaria's home a
@@ -284,6 +375,16 @@ impl WasiView for HostState {
     }
 }
 
+impl HostState {
+    /// The filesystem as the plugin sees it: wasmtime-wasi's, behind the guard.
+    fn guarded_fs(&mut self) -> GuardedFsView<'_> {
+        GuardedFsView {
+            inner: WasiFilesystemCtxView { ctx: self.wasi.filesystem(), table: &mut self.table },
+            guard: &self.fs_guard,
+        }
+    }
+}
+
 impl WasiHttpView for HostState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.hooks }
@@ -294,6 +395,13 @@ impl WasiHttpView for HostState {
 pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()> {
     use wasmtime::component::HasSelf;
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    // The filesystem goes through the guard: replace wasmtime-wasi's `wasi:filesystem/types`.
+    linker.allow_shadowing(true);
+    wasmtime_wasi::p2::bindings::filesystem::types::add_to_linker::<HostState, fs::GuardedFs>(
+        linker,
+        HostState::guarded_fs,
+    )?;
+    linker.allow_shadowing(false);
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     bindings::v1::ToolPlugin::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)?;
     bindings::v2::HostBindings::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)?;

@@ -52,6 +52,8 @@ mod extension;
 pub mod fsutil;
 pub mod grant;
 mod host;
+pub mod identity;
+pub mod leak;
 mod instance;
 pub mod llm;
 pub mod lock;
@@ -62,6 +64,7 @@ pub mod process;
 mod record;
 mod secrets;
 pub mod stub;
+pub mod trust;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -80,7 +83,7 @@ pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, M
 pub use lock::{LOCK_FILE, LockEntry, Lockfile, reinstall_hint, scope_paths, short_digest};
 pub use manifest::{Kind, Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS, check_api, check_name};
 pub use plugin::{CallContext, CallLimits, CallOutput, Plugin};
-pub use process::{Approval, ApprovalRequest, Approver, ProcessRunner, Unattended};
+pub use process::{Approval, ApprovalRequest, Approver, ChildEnv, ProcessRunner, Unattended};
 pub use record::RecordedImport;
 pub use secrets::Secrets;
 pub use stub::{HttpStub, HttpStubs};
@@ -183,6 +186,11 @@ pub struct RuntimeConfig {
     /// Canned HTTP answers (`talaria plugin test`): while they hold stubs, plugins' requests are
     /// answered from them and never reach the network. `None`: requests go out.
     pub http_stubs: Option<Arc<HttpStubs>>,
+    /// Environment variables that hold secrets beside those the leak scan recognises by name
+    /// (the model providers' `key_env`s): their values never leave through a plugin.
+    pub secret_names: Vec<String>,
+    /// Environment variables commands get beside [`process::PASSED_ENV`] (`[process] pass_env`).
+    pub pass_env: Vec<String>,
 }
 
 impl RuntimeConfig {
@@ -201,16 +209,9 @@ impl RuntimeConfig {
             kind_timeouts: KindTimeouts::default(),
             record_imports: false,
             http_stubs: None,
+            secret_names: Vec::new(),
+            pass_env: Vec::new(),
         }
-    }
-}
-
-/// The key-value space a plugin's data lives in: its name, or for a project plugin the
-/// project and its name, so a project plugin never reads a user plugin's data by taking its name.
-pub fn kv_space(scope: &Scope, name: &str) -> String {
-    match scope {
-        Scope::Bundled | Scope::User => name.to_string(),
-        Scope::Project(_) => format!("{}/{name}", scope.key()),
     }
 }
 
@@ -235,6 +236,8 @@ type Fresh = Option<(CacheOutcome, Duration)>;
 
 /// Deadline for a plugin's `list` export.
 const LIST_DEADLINE: Duration = Duration::from_secs(5);
+/// Largest component read from a project (a JavaScript or Python plugin is 10-20 MB).
+pub(crate) const MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
 /// Longest tool description kept.
 const MAX_DESCRIPTION_CHARS: usize = 4096;
 
@@ -268,25 +271,29 @@ impl Runtime {
         let grant_file = GrantFile::load(&config.home.join("grants.toml")).map_err(Error::Grants)?;
         let found = discovery::discover(bundled, &config.home, &config.workspace, &grant_file);
         let secrets = Arc::new(config.secrets.unwrap_or_else(|| Secrets::load(&config.home.join(".env"))));
-        let mut hidden_env: Vec<String> = secrets.dotenv_names().map(str::to_string).collect();
+        let mut secret_names = config.secret_names.clone();
         for f in &found.found {
             for cap in &f.manifest.requests {
                 if let Capability::Secret { name, .. } = cap {
-                    hidden_env.push(name.clone());
+                    secret_names.push(name.clone());
                 }
             }
         }
+        let scan = Arc::new(leak::SecretScan::new(secrets.known(&secret_names)));
+        let child_env = process::ChildEnv::from_host(&config.pass_env, &scan);
         let services = Arc::new(Services {
             home: config.home.canonicalize().unwrap_or_else(|_| config.home.clone()),
             workspaces: std::sync::Mutex::new(HashMap::new()),
             state_db: config.home.join("state.db"),
             store: OnceLock::new(),
             secrets,
-            process: ProcessRunner::new(config.command_policy, config.approver, hidden_env),
+            process: ProcessRunner::new(config.command_policy, config.approver, child_env, scan.clone()),
             llm: config.llm,
             http_stubs: config.http_stubs,
+            scan,
         });
         let recorder = config.record_imports.then(Arc::default);
+        let bundled_names: Vec<&str> = bundled.iter().filter_map(|e| manifest_name(e.manifest)).collect();
         let plugins = found
             .found
             .into_iter()
@@ -307,10 +314,13 @@ impl Runtime {
                     Scope::Project(_) => PluginSettings::default(),
                 };
                 let enabled = settings.enabled.unwrap_or(f.manifest.enabled);
-                let kv_space = kv_space(&f.scope, &f.manifest.name);
+                let publisher = f.installed.as_ref().map(|i| i.publisher.as_str());
+                let kv_space = identity::kv_space(&f.scope, &f.manifest.name, publisher);
                 let env = Arc::new(PluginEnv {
                     name: f.manifest.name.clone(),
                     data_dir: services.data_dir(&kv_space),
+                    legacy_space: identity::legacy_space(&f.scope, &f.manifest.name, &bundled_names),
+                    adopted: OnceLock::new(),
                     kv_space,
                     grants: Arc::new(Grants::effective(&f.manifest.requests, granted)),
                     config: settings.config,
@@ -332,6 +342,7 @@ impl Runtime {
                     f.location,
                     f.source,
                     f.installed,
+                    f.wasm_pin,
                     env,
                     limits,
                     settings.allow_override,
@@ -674,6 +685,12 @@ impl Runtime {
             }
             Err(e) => return Err(ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}"))),
         };
+        let scan = &plugin.env.services.scan;
+        if let Some(secret) = scan.find(args_json) {
+            return Err(ToolError::Denied(format!(
+                "the arguments carry the value of the secret {secret}, which talaria never hands to a plugin; the call was refused"
+            )));
+        }
         // A tool the plugin does not list still reaches it: the plugin answers for unknown names.
         if let Ok(specs) = self.plugin_tools(plugin).await
             && let Some(spec) = specs.iter().find(|s| s.name == tool)
@@ -714,10 +731,14 @@ impl Runtime {
                 })
             })
             .await
-            .map_err(|e| e.into_tool_error(plugin.name(), limits))?;
+            .map_err(|e| redact_error(scan, e.into_tool_error(plugin.name(), limits)))?;
         if let Some(refusal) = instance::over_cap(&format!("plugin '{}'", plugin.name()), output.len(), limits) {
             return Err(ToolError::Crashed(refusal));
         }
+        // Whatever the plugin came across (a command's output, a page), secret values do not go
+        // on to the model, the store or the terminal.
+        let output = scan.redacted(output);
+        let denials = denials.into_iter().map(|d| scan.redacted(d)).collect();
         Ok(CallOutput { output, denials, elapsed: started.elapsed() })
     }
 }
@@ -737,6 +758,18 @@ struct Raw {
     parameters: String,
 }
 
+/// A tool error with secret values taken out.
+fn redact_error(scan: &leak::SecretScan, e: ToolError) -> ToolError {
+    match e {
+        ToolError::InvalidArgs(m) => ToolError::InvalidArgs(scan.redacted(m)),
+        ToolError::UnknownTool(m) => ToolError::UnknownTool(scan.redacted(m)),
+        ToolError::Failed(m) => ToolError::Failed(scan.redacted(m)),
+        ToolError::Denied(m) => ToolError::Denied(scan.redacted(m)),
+        ToolError::Crashed(m) => ToolError::Crashed(scan.redacted(m)),
+        ToolError::Unavailable(m) => ToolError::Unavailable(scan.redacted(m)),
+    }
+}
+
 fn call_limits(host: &HostLimits, wanted: &Limits, default_timeout: Duration) -> CallLimits {
     let mb = wanted.memory_mb.unwrap_or(host.default_memory_mb).min(host.max_memory_mb);
     let secs = wanted.timeout_secs.map_or(default_timeout, |s| Duration::from_secs(u64::from(s)));
@@ -746,6 +779,11 @@ fn call_limits(host: &HostLimits, wanted: &Limits, default_timeout: Duration) ->
         timeout: secs.min(host.max_timeout),
         output_bytes: usize::try_from(kb).unwrap_or(usize::MAX).saturating_mul(1024),
     }
+}
+
+/// The `name` of a bundled manifest, without parsing all of it.
+fn manifest_name(manifest: &str) -> Option<&str> {
+    manifest.lines().find_map(|l| l.strip_prefix("name = \"")?.strip_suffix('"'))
 }
 
 fn valid_tool_name(name: &str) -> bool {

@@ -60,6 +60,10 @@ pub struct LockEntry {
     /// When it was installed or last updated (RFC 3339).
     #[serde(default)]
     pub installed: String,
+    /// For a plugin installed unsigned: who it is (`unsigned:<digest of the bundle it was first
+    /// installed from>`), kept across its unsigned updates. A signed plugin is its signer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
     /// The version it replaced, kept on disk for `talaria plugins rollback` (one generation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<Box<LockEntry>>,
@@ -69,6 +73,15 @@ impl LockEntry {
     /// The granted capabilities that parse (a hand-edited bad one is dropped).
     pub fn granted_caps(&self) -> Vec<Capability> {
         self.granted.iter().filter_map(|s| s.parse().ok()).collect()
+    }
+
+    /// Who published it, as its data is filed under: `key:KEYID` for a signed plugin, else
+    /// `unsigned:DIGEST12` (see [`crate::identity`]).
+    pub fn publisher(&self) -> String {
+        match &self.signer {
+            Some(signer) => format!("key:{}", signer.split_whitespace().next().unwrap_or_default()),
+            None => self.identity.clone().unwrap_or_else(|| format!("unsigned:{}", short_digest(&self.digest))),
+        }
     }
 
     pub fn set_granted(&mut self, caps: &[Capability]) {
@@ -122,6 +135,14 @@ impl Lockfile {
         crate::fsutil::load_toml(path)
     }
 
+    /// Read a lockfile's text; `path` is only used in messages.
+    ///
+    /// # Errors
+    /// Malformed, with the path.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
     /// Write atomically: a temporary file beside it, flushed to disk, then renamed over it.
     ///
     /// # Errors
@@ -152,6 +173,7 @@ mod tests {
             dir: dir.into(),
             granted: vec!["net:api.example.com".into(), "not a capability".into()],
             installed: "2026-11-22T10:00:00Z".into(),
+            identity: None,
             previous: None,
         }
     }

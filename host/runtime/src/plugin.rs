@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use talaria_protocol::{HookKind, ToolError, ToolSpec};
 
-use crate::discovery::{Installed, WasmSource};
+use crate::discovery::{Installed, WasmPin, WasmSource};
 use crate::exports::Prepared;
 use crate::grant::{Grants, Scope};
 use crate::host::PluginEnv;
 use crate::instance::Resident;
-use crate::lock::{reinstall_hint, short_digest};
+use crate::lock::short_digest;
 use crate::manifest::{Kind, Manifest};
 
 /// Limits for one call, after the host's caps.
@@ -42,6 +42,8 @@ pub struct Plugin {
     pub(crate) source: WasmSource,
     /// Its lockfile entry, when it was installed by `talaria plugins install`.
     installed: Option<Installed>,
+    /// What its component must hash to (an install's or a project trust's pin).
+    wasm_pin: Option<WasmPin>,
     pub(crate) env: Arc<PluginEnv>,
     sha256: OnceLock<Result<String, String>>,
     pub(crate) pre: OnceLock<Result<Prepared, String>>,
@@ -77,6 +79,7 @@ impl Plugin {
         location: String,
         source: WasmSource,
         installed: Option<Installed>,
+        wasm_pin: Option<WasmPin>,
         env: Arc<PluginEnv>,
         kind_limits: [CallLimits; 4],
         allow_override: bool,
@@ -94,6 +97,7 @@ impl Plugin {
             kind_limits,
             source,
             installed,
+            wasm_pin,
             env,
             sha256: OnceLock::new(),
             pre: OnceLock::new(),
@@ -150,24 +154,24 @@ impl Plugin {
     /// sha256 of the component, hex.
     ///
     /// # Errors
-    /// The wasm file cannot be read, or (for an installed plugin) it no longer has the digest
-    /// recorded at install: such a component is never compiled or run.
+    /// The wasm file cannot be read, or (for an installed plugin, or a trusted project's) it no
+    /// longer has the digest pinned at install or trust time: such a component is never compiled
+    /// or run.
     pub fn sha256(&self) -> Result<&str, String> {
         self.sha256
             .get_or_init(|| {
                 let sha = match &self.source {
                     WasmSource::Embedded { sha256, .. } => (*sha256).to_string(),
-                    WasmSource::File(path) => std::fs::read(path)
-                        .map(|bytes| crate::fsutil::sha256_hex(&bytes))
-                        .map_err(|e| format!("{}: {e}", path.display()))?,
+                    source => source.read().map(|bytes| crate::fsutil::sha256_hex(&bytes)).map_err(|e| {
+                        format!("{}: {e}", source.path().unwrap_or_default().display())
+                    })?,
                 };
-                match &self.installed {
-                    Some(installed) if installed.wasm_sha256 != sha => Err(format!(
-                        "its component changed since it was installed (sha256 {}, the lockfile pins {}); {}, \
-                         or see `talaria plugins verify`",
+                match &self.wasm_pin {
+                    Some(pin) if pin.sha256 != sha => Err(format!(
+                        "its component changed since {} (sha256 {}, pinned {})",
+                        pin.since,
                         short_digest(&sha),
-                        short_digest(&installed.wasm_sha256),
-                        reinstall_hint(&installed.source)
+                        short_digest(&pin.sha256),
                     )),
                     _ => Ok(sha),
                 }
@@ -180,24 +184,20 @@ impl Plugin {
     /// The component's bytes, checked against [`Plugin::sha256`] (the file may have been
     /// replaced since it was hashed; compiled code is cached under that digest).
     pub(crate) fn wasm_bytes(&self) -> std::io::Result<Vec<u8>> {
-        match &self.source {
-            WasmSource::Embedded { wasm, .. } => Ok(wasm.to_vec()),
-            WasmSource::File(path) => {
-                let bytes = std::fs::read(path)?;
-                let expected = self.sha256().map_err(std::io::Error::other)?;
-                if crate::fsutil::sha256_hex(&bytes) != expected {
-                    return Err(std::io::Error::other(format!("{} changed while it was being loaded", path.display())));
-                }
-                Ok(bytes)
-            }
+        let bytes = self.source.read()?;
+        if let WasmSource::Embedded { .. } = self.source {
+            return Ok(bytes);
         }
+        let expected = self.sha256().map_err(std::io::Error::other)?;
+        if crate::fsutil::sha256_hex(&bytes) != expected {
+            let path = self.source.path().unwrap_or_default();
+            return Err(std::io::Error::other(format!("{} changed while it was being loaded", path.display())));
+        }
+        Ok(bytes)
     }
 
     /// The component's file, if it is not embedded.
-    pub fn wasm_path(&self) -> Option<&std::path::Path> {
-        match &self.source {
-            WasmSource::File(p) => Some(p),
-            WasmSource::Embedded { .. } => None,
-        }
+    pub fn wasm_path(&self) -> Option<std::path::PathBuf> {
+        self.source.path()
     }
 }

@@ -37,9 +37,24 @@ impl Secrets {
         from_env.or_else(|| self.dotenv.get(name).cloned()).filter(|v| !v.is_empty())
     }
 
-    /// Every name defined in the `.env` file (kept out of child processes' environments).
+    /// Every name defined in the `.env` file.
     pub fn dotenv_names(&self) -> impl Iterator<Item = &str> {
         self.dotenv.keys().map(String::as_str)
+    }
+
+    /// Every value the host treats as secret, by name: all of `.env`, and from the environment
+    /// the variables named in `names` and those whose names say they hold a credential (see
+    /// [`crate::leak`]).
+    pub fn known(&self, names: &[String]) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self.dotenv.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if self.use_env {
+            for (name, value) in std::env::vars() {
+                if names.contains(&name) || crate::leak::is_credential_name(&name) {
+                    out.push((name, value));
+                }
+            }
+        }
+        out
     }
 }
 

@@ -66,6 +66,20 @@ impl Store {
         self.write(|tx| Ok(tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1", params![plugin])? as u64))
     }
 
+    /// Move every entry of space `from` to space `to`, if `to` has none yet; how many moved.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn kv_adopt(&self, from: &str, to: &str) -> Result<u64> {
+        self.write(|tx| {
+            let moved = tx.execute(
+                "UPDATE plugin_kv SET plugin = ?2 WHERE plugin = ?1 AND NOT EXISTS (SELECT 1 FROM plugin_kv WHERE plugin = ?2)",
+                params![from, to],
+            )?;
+            Ok(moved as u64)
+        })
+    }
+
     /// Keys in `plugin`'s space starting with `prefix`, sorted.
     pub fn kv_keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>> {
         let conn = self.conn();

@@ -53,6 +53,7 @@ impl HostState {
                 "the kv capability is not granted to plugin '{name}' (request `kv = true` in plugin.toml and grant it: `talaria plugins grant {name} kv`)"
             ));
         }
+        self.env.adopt_legacy();
         self.env.services.store()
     }
 

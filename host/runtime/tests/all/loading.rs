@@ -75,7 +75,7 @@ async fn a_wrong_api_version_is_reported_and_others_load() {
             env.home.path().join("plugins/future/plugin.toml").display()
         )
     );
-    assert_eq!(tool_names(&rt).await.len(), 15);
+    assert_eq!(tool_names(&rt).await.len(), 17);
 }
 
 #[tokio::test]
@@ -153,8 +153,10 @@ async fn a_later_scope_shadows_an_earlier_plugin_by_name() {
     assert_eq!(rt.plugin("good").expect("good").scope.label(), "user");
     assert_eq!(rt.untrusted_project(), Some(env.ws().join(".talaria/plugins").as_path()));
 
+    // Trusted, and the replacement of the user's plugin accepted (`talaria trust --replace good`).
     let mut grants = talaria_runtime::GrantFile::default();
-    grants.trusted_projects.push(env.ws());
+    let survey = talaria_runtime::trust::survey(&[], env.home.path(), &env.ws());
+    grants.set_project_pins(&env.ws(), survey.pins(&["good".to_string()]));
     grants.save(&env.home.path().join("grants.toml")).expect("save");
     let rt = env.runtime();
     assert_eq!(rt.plugin("good").expect("good").scope.label(), "project");

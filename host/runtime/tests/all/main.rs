@@ -4,6 +4,7 @@
 //! the llm import, and legacy-v1 keeps API 0.1.0 honest.
 
 mod api;
+mod boundary;
 mod context;
 mod hooks;
 mod loading;

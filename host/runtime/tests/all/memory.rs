@@ -115,6 +115,6 @@ async fn plugin_data_is_writable_by_its_resident_instance() {
     );
     let rt = env.runtime();
     assert_eq!(prefetch(&env, &rt, "data").await, Ok("note 1".into()));
-    let file = env.home.path().join("plugin-data/journal/notes.txt");
+    let file = env.home.path().join("plugin-data/user_journal@local/notes.txt");
     assert_eq!(std::fs::read_to_string(&file).expect("on the host"), "note 1");
 }

@@ -350,7 +350,8 @@ async fn plugin_data_is_writable_by_its_plugin_and_invisible_to_others() {
     use std::os::unix::fs::PermissionsExt;
     let env = Env::new();
     let home = env.home.path().canonicalize().expect("canon");
-    let keeper_dir = home.join("plugin-data/keeper");
+    // Its data belongs to its identity: a user plugin placed by hand.
+    let keeper_dir = home.join("plugin-data/user_keeper@local");
     let note = keeper_dir.join("note.txt");
     env.evil("keeper", DATA_RW, &["fs:rw:$PLUGIN_DATA"]);
     // `snoop` has a data directory of its own, and asks for keeper's by its absolute path.
@@ -374,7 +375,7 @@ async fn plugin_data_is_writable_by_its_plugin_and_invisible_to_others() {
 
     assert_eq!(
         ok(call_on(&rt, &snoop, "env_var", json!({ "name": "PLUGIN_DATA" })).await),
-        home.join("plugin-data/snoop").display().to_string()
+        home.join("plugin-data/user_snoop@local").display().to_string()
     );
     let e = failed(call_on(&rt, &snoop, "read_path", json!({ "path": note })).await);
     assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
@@ -397,11 +398,11 @@ async fn a_plugin_data_directory_that_is_a_symlink_is_not_opened() {
     std::fs::write(env.ws().join("inside.txt"), "workspace file").expect("write");
     let data = env.home.path().join("plugin-data");
     std::fs::create_dir_all(&data).expect("dir");
-    std::os::unix::fs::symlink(env.ws(), data.join("keeper")).expect("symlink");
+    std::os::unix::fs::symlink(env.ws(), data.join("user_keeper@local")).expect("symlink");
     env.evil("keeper", DATA_RW, &["fs:rw:$PLUGIN_DATA"]);
     let rt = env.runtime();
     assert_eq!(ok(call(&rt, "env_var", json!({ "name": "PLUGIN_DATA" })).await), "env: environment variable not found");
-    let e = failed(call(&rt, "read_path", json!({ "path": data.join("keeper/inside.txt") })).await);
+    let e = failed(call(&rt, "read_path", json!({ "path": data.join("user_keeper@local/inside.txt") })).await);
     assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
     let e = failed(call(&rt, "read_path", json!({ "path": env.ws().join("inside.txt") })).await);
     assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");

@@ -46,6 +46,21 @@ fn write_path(a: TextArgs, ctx: &Context) -> Result<String, ToolError> {
     Ok("written".into())
 }
 
+/// Makes a link: `text` is LINK\nTARGET (the link's text, as written).
+fn symlink(a: TextArgs, ctx: &Context) -> Result<String, ToolError> {
+    let (link, target) = a.text.split_once('\n').ok_or_else(|| ToolError::invalid("text is LINK\\nTARGET"))?;
+    #[allow(deprecated)] // the one portable way to make a link from wasm32-wasip2's std
+    std::fs::soft_link(target, ctx.resolve(link)).map_err(io_err)?;
+    Ok("linked".into())
+}
+
+/// Renames: `text` is FROM\nTO.
+fn rename(a: TextArgs, ctx: &Context) -> Result<String, ToolError> {
+    let (from, to) = a.text.split_once('\n').ok_or_else(|| ToolError::invalid("text is FROM\\nTO"))?;
+    std::fs::rename(ctx.resolve(from), ctx.resolve(to)).map_err(io_err)?;
+    Ok("renamed".into())
+}
+
 fn http_get(a: UrlArgs, _: &Context) -> Result<String, ToolError> {
     let resp = http::get(&a.url)?;
     Ok(format!("{} {}", resp.status, resp.text()))
@@ -115,6 +130,8 @@ fn run(a: TextArgs, _: &Context) -> Result<String, ToolError> {
 export_tools!(
     read_path,
     write_path,
+    symlink,
+    rename,
     http_get,
     http_with_secret,
     env_var,
