@@ -184,7 +184,11 @@ fn an_update_from_another_publisher_is_refused_and_when_accepted_starts_afresh()
         .expect("run");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
-    assert!(stdout.contains("updated notes 1.0.0 → 1.1.0"), "{stdout}");
+    assert!(stdout.contains("installed notes 1.1.0 (user, signed by"), "{stdout}");
+    assert!(
+        stderr.contains("notes 1.0.0 from publisher key ") && stderr.contains("(acme) is replaced by another publisher's: it starts with no grants and no data"),
+        "{stderr}"
+    );
     assert!(stderr.contains("not granted: kv"), "{stderr}");
     t.ok(&["plugins", "grant", "notes", "kv"]);
     assert_eq!(t.ok(&["tools", "call", "kv_get", r#"{"name":"diary"}"#]).trim(), "<none>");
@@ -207,4 +211,17 @@ fn installing_under_a_bundled_plugins_name_is_refused_unless_asked_and_starts_em
     assert!(!t.home.path().join("plugins.lock").exists());
     t.ok(&["plugins", "install", dir, "--allow-unsigned", "--grant", "kv", "--replace-bundled"]);
     assert_eq!(t.ok(&["tools", "call", "kv_get", r#"{"name":"turns"}"#]).trim(), "<none>");
+}
+
+#[test]
+fn a_grant_of_a_protected_place_is_shown_as_such() {
+    let t = Talaria::new();
+    let caps = r#"filesystem = [{ path = "$WORKSPACE/.git", access = "read-write" }]"#;
+    support::install(t.home.path(), "gitter", Path::new(support::EVIL_WASM), &support::manifest("gitter", caps));
+    support::grant(t.home.path(), "gitter", &["fs:rw:$WORKSPACE/.git"]);
+    let info = t.ok(&["plugins", "info", "gitter"]);
+    assert!(
+        info.contains("protected:  fs:rw:$WORKSPACE/.git reaches .git, which no other grant does (what is written there, talaria or git runs)"),
+        "{info}"
+    );
 }

@@ -26,6 +26,9 @@
 //! deny = ["*curl*|*sh*"]      # always refused, even with --yolo
 //! allow = ["git-force-push"]  # dangerous-pattern keys approved "always"
 //!
+//! [process]
+//! pass_env = ["JIRA_URL"]     # passed to commands beside PATH, HOME, locale, proxies...
+//!
 //! [memory]
 //! provider = "journal"  # the external memory provider (a memory plugin), or "none"
 //!
@@ -79,6 +82,18 @@ pub struct ConfigToml {
     pub auxiliary: Option<FallbackToml>,
     #[serde(default)]
     pub marketplace: MarketplaceToml,
+    #[serde(default)]
+    pub process: ProcessToml,
+}
+
+/// `[process]`: the commands plugins run (the terminal tool's, say).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessToml {
+    /// Environment variables commands get beside the default allow-list (PATH, HOME, locale,
+    /// proxies, toolchains...). A variable named like a credential is never passed.
+    #[serde(default)]
+    pub pass_env: Vec<String>,
 }
 
 /// `[marketplace]`: where `talaria plugins install NAME` and `search` look, and size limits.
@@ -256,6 +271,14 @@ impl ConfigToml {
             default_output_kb: s.output_kb.unwrap_or(d.default_output_kb),
             max_output_kb: d.max_output_kb,
         }
+    }
+
+    /// The environment variables named as model keys (`key_env` of the model, its fallbacks
+    /// and the auxiliary model): their values are secrets the leak scan looks for.
+    pub fn secret_names(&self) -> Vec<String> {
+        let main = self.model.as_ref().and_then(|m| m.key_env.clone());
+        let others = self.fallback_providers.iter().chain(self.auxiliary.as_ref()).filter_map(|f| f.key_env.clone());
+        main.into_iter().chain(others).collect()
     }
 
     pub fn command_policy(&self, home: &Path) -> CommandPolicy {

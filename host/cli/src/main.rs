@@ -163,6 +163,8 @@ impl Ctx {
         config.command_policy = self.config.command_policy(&self.home);
         config.approver = approver;
         config.llm = llm;
+        config.secret_names = self.config.secret_names();
+        config.pass_env = self.config.process.pass_env.clone();
         Ok(Runtime::new(config, &self.bundled())?)
     }
 

@@ -250,6 +250,11 @@ async fn info(ctx: &Ctx, name: &str) -> anyhow::Result<ExitCode> {
     }
     println!("requested:  {}", caps_text(&m.requests));
     println!("granted:    {}", caps_text(&p.grants.caps));
+    for cap in &p.grants.caps {
+        if let Some(place) = cap.protected_place() {
+            println!("protected:  {cap} reaches {place}, which no other grant does (what is written there, talaria or git runs)");
+        }
+    }
     if !p.grants.ignored.is_empty() {
         println!("ignored:    {} (granted but no longer requested)", caps_text(&p.grants.ignored));
     }

@@ -301,6 +301,7 @@ pub fn install(
         return Err(InstallError::BundledName { name });
     }
     let mut previous = lock.get(&name).cloned();
+    let mut notes = Vec::new();
     // The publisher is pinned: data and grants belong to it (see talaria_runtime::identity).
     let publisher = match (&signer, &previous) {
         (Some(s), _) => format!("key:{}", s.key_id),
@@ -320,9 +321,14 @@ pub fn install(
         }
         // A new identity: nothing of the old publisher's grants carries over (its version stays
         // on disk for rollback).
+        notes.push(format!(
+            "{name} {} from publisher {} is replaced by another publisher's: it starts with no grants and no data \
+             (`talaria plugins rollback {name}` goes back)",
+            prev.version,
+            publisher_text(prev.signer.as_deref())
+        ));
         rollback_to = previous.take();
     }
-    let mut notes = Vec::new();
     match &previous {
         None => {
             let by_hand = target.plugins_dir.join(&name);

@@ -79,7 +79,7 @@ impl Runtime {
         })
         .await
         .map(|(value, _)| value)
-        .map_err(|e| e.describe(&who(plugin, Kind::Memory), limits))
+        .map_err(|e| redact(plugin, e.describe(&who(plugin, Kind::Memory), limits)))
     }
 
     /// A call on a fresh instance of a context engine.
@@ -100,7 +100,7 @@ impl Runtime {
         })
         .await
         .map(|(value, _)| value)
-        .map_err(|e| e.describe(&who(plugin, Kind::ContextEngine), limits))
+        .map_err(|e| redact(plugin, e.describe(&who(plugin, Kind::ContextEngine), limits)))
     }
 
     /// `Err` when `bytes` is over the plugin's output cap for `kind`.
@@ -117,7 +117,7 @@ impl Runtime {
         let info = convert::session(session);
         let text = self.memory_call(plugin, session, async |s, m| m.call_system_prompt_block(s, &info).await).await?;
         Self::capped(plugin, Kind::Memory, text.len())?;
-        Ok(text)
+        Ok(redact(plugin, text))
     }
 
     /// Recall for the user's new message `query` ("" for none).
@@ -133,7 +133,7 @@ impl Runtime {
         let info = convert::session(session);
         let text = self.memory_call(plugin, session, async |s, m| m.call_prefetch(s, query, &info).await).await?;
         Self::capped(plugin, Kind::Memory, text.len())?;
-        Ok(text)
+        Ok(redact(plugin, text))
     }
 
     /// A finished turn: the user's message and the final answer.
@@ -164,7 +164,7 @@ impl Runtime {
         let (info, wit) = (convert::session(session), convert::messages(messages));
         let text = self.memory_call(plugin, session, async |s, m| m.call_on_pre_compress(s, &wit, &info).await).await?;
         Self::capped(plugin, Kind::Memory, text.len())?;
-        Ok(text)
+        Ok(redact(plugin, text))
     }
 
     /// The session ended with `messages`.
@@ -250,10 +250,11 @@ impl Runtime {
             .enumerate()
             .map(|(i, m)| {
                 convert::message_back(m, &known, plugin.name())
+                    .map(|m| redact_message(plugin, m))
                     .map_err(|e| format!("{who} returned an invalid history: message {i}: {e}"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Compressed { messages, note: instance::clip(out.note, MAX_NOTE_CHARS) })
+        Ok(Compressed { messages, note: redact(plugin, instance::clip(out.note, MAX_NOTE_CHARS)) })
     }
 
     /// Labelled lines for `talaria context status`.
@@ -300,9 +301,34 @@ impl Runtime {
             indices.load(&mut *s, i)?.call_on_event(&mut *s, &wit).await.map(Ok)
         })
         .await
-        .map_err(|e| e.describe(&who, limits))?;
+        .map_err(|e| redact(plugin, e.describe(&who, limits)))?;
         let (decision, bytes) = convert::decision(decision);
         Self::capped(plugin, Kind::Hook, bytes)?;
-        Ok(decision)
+        Ok(match decision {
+            HookDecision::Proceed => HookDecision::Proceed,
+            HookDecision::Block(m) => HookDecision::Block(redact(plugin, m)),
+            HookDecision::RequireApproval(m) => HookDecision::RequireApproval(redact(plugin, m)),
+            HookDecision::AddContext(m) => HookDecision::AddContext(redact(plugin, m)),
+            HookDecision::ReplaceResult(m) => HookDecision::ReplaceResult(redact(plugin, m)),
+        })
+    }
+}
+
+/// Text a plugin returned, with known secret values taken out (see [`crate::leak`]).
+fn redact(plugin: &Plugin, text: String) -> String {
+    plugin.env.services.scan.redacted(text)
+}
+
+/// A message a context engine returned, with known secret values taken out of its text.
+fn redact_message(plugin: &Plugin, message: Message) -> Message {
+    match message {
+        Message::System { content } => Message::System { content: redact(plugin, content) },
+        Message::User { content } => Message::User { content: redact(plugin, content) },
+        Message::Assistant { content, tool_calls, reasoning, extra } => {
+            Message::Assistant { content: redact(plugin, content), tool_calls, reasoning, extra }
+        }
+        Message::Tool { tool_call_id, name, content } => {
+            Message::Tool { tool_call_id, name, content: redact(plugin, content) }
+        }
     }
 }

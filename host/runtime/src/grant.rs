@@ -194,6 +194,19 @@ impl Capability {
     }
 }
 
+impl Capability {
+    /// For a filesystem grant that names a protected place itself (`fs:rw:$WORKSPACE/.git`),
+    /// which one: such a grant is the only way a plugin reaches it.
+    pub fn protected_place(&self) -> Option<&'static str> {
+        let Capability::Fs { path, .. } = self else { return None };
+        Path::new(path).components().find_map(|c| match c.as_os_str().to_str() {
+            Some(".git") => Some(".git"),
+            Some(".talaria") => Some(".talaria"),
+            _ => None,
+        })
+    }
+}
+
 impl fmt::Display for Capability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
