@@ -121,7 +121,9 @@ fn a_project_cannot_replace_the_operators_enabled_guard_hook_unless_accepted() {
     let out = t.ok(&["trust"]);
     assert!(out.contains("    replaces:  your bundled plugin 'guard' (bundled:guard)"), "{out}");
     assert!(
-        out.contains("    -> not accepted: it will not load, and yours stays (`talaria trust --replace guard` accepts it)"),
+        out.contains(
+            "    -> not accepted: it will not load, and yours stays (`talaria trust --replace guard` accepts it)"
+        ),
         "{out}"
     );
     let json: serde_json::Value = serde_json::from_str(&t.ok(&["plugins", "list", "--json"])).expect("json");
@@ -172,7 +174,11 @@ fn an_update_from_another_publisher_is_refused_and_when_accepted_starts_afresh()
     assert!(err.contains("(acme), and this bundle comes from publisher key "), "{err}");
     assert!(err.contains("(mallory): a new publisher takes over none of the old one's grants or data"), "{err}");
     assert!(err.contains("with --accept-publisher"), "{err}");
-    assert_eq!(std::fs::read_to_string(t.home.path().join("plugins.lock")).expect("lock"), lock, "a refusal changes nothing");
+    assert_eq!(
+        std::fs::read_to_string(t.home.path().join("plugins.lock")).expect("lock"),
+        lock,
+        "a refusal changes nothing"
+    );
     assert_eq!(t.ok(&["tools", "call", "kv_get", r#"{"name":"diary"}"#]).trim(), "private");
 
     // Accepted: the new publisher gets neither the old grants nor the old data.
@@ -186,7 +192,8 @@ fn an_update_from_another_publisher_is_refused_and_when_accepted_starts_afresh()
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("installed notes 1.1.0 (user, signed by"), "{stdout}");
     assert!(
-        stderr.contains("notes 1.0.0 from publisher key ") && stderr.contains("(acme) is replaced by another publisher's: it starts with no grants and no data"),
+        stderr.contains("notes 1.0.0 from publisher key ")
+            && stderr.contains("(acme) is replaced by another publisher's: it starts with no grants and no data"),
         "{stderr}"
     );
     assert!(stderr.contains("not granted: kv"), "{stderr}");

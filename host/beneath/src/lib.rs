@@ -79,10 +79,8 @@ impl Root {
     /// # Errors
     /// It does not exist or is not a directory.
     pub fn open(path: &Path) -> io::Result<Root> {
-        let dir = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-            .open(path)?;
+        let dir =
+            std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC).open(path)?;
         Ok(Root { dir, path: path.to_path_buf() })
     }
 
@@ -179,11 +177,7 @@ impl Root {
 
     fn error(&self, rel: &Path, e: io::Error) -> Error {
         let path = self.path.join(rel);
-        if is_escape(&e) {
-            Error::Escapes { path, root: self.path.clone() }
-        } else {
-            Error::Io { path, source: e }
-        }
+        if is_escape(&e) { Error::Escapes { path, root: self.path.clone() } } else { Error::Io { path, source: e } }
     }
 }
 
@@ -240,7 +234,14 @@ mod tests {
             }
         }
         let e = root.read(Path::new("CLAUDE.md"), LIMIT).unwrap_err().to_string();
-        assert_eq!(e, format!("{} leads out of {} (through a link or `..`), so it was not read", ws.join("CLAUDE.md").display(), ws.display()));
+        assert_eq!(
+            e,
+            format!(
+                "{} leads out of {} (through a link or `..`), so it was not read",
+                ws.join("CLAUDE.md").display(),
+                ws.display()
+            )
+        );
     }
 
     #[test]

@@ -170,6 +170,9 @@ impl Ctx {
 
     /// The plugins compiled into the binary.
     pub fn bundled(&self) -> Vec<Embedded> {
-        talaria_bundled::PLUGINS.iter().map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 }).collect()
+        talaria_bundled::PLUGINS
+            .iter()
+            .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 })
+            .collect()
     }
 }

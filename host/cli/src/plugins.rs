@@ -252,7 +252,9 @@ async fn info(ctx: &Ctx, name: &str) -> anyhow::Result<ExitCode> {
     println!("granted:    {}", caps_text(&p.grants.caps));
     for cap in &p.grants.caps {
         if let Some(place) = cap.protected_place() {
-            println!("protected:  {cap} reaches {place}, which no other grant does (what is written there, talaria or git runs)");
+            println!(
+                "protected:  {cap} reaches {place}, which no other grant does (what is written there, talaria or git runs)"
+            );
         }
     }
     if !p.grants.ignored.is_empty() {
@@ -361,7 +363,12 @@ pub fn trust(ctx: &Ctx, dir: Option<PathBuf>, revoke: bool, replace: &[String]) 
     if survey.plugins.is_empty() {
         println!("{} brings no plugins", dir.display());
     } else {
-        println!("{} brings {} plugin{}:", dir.display(), survey.plugins.len(), if survey.plugins.len() == 1 { "" } else { "s" });
+        println!(
+            "{} brings {} plugin{}:",
+            dir.display(),
+            survey.plugins.len(),
+            if survey.plugins.len() == 1 { "" } else { "s" }
+        );
     }
     let tty = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let mut accepted: Vec<String> = replace.to_vec();

@@ -42,11 +42,17 @@ pub struct Embedded {
 /// Where a plugin's component is.
 #[derive(Debug, Clone)]
 pub enum WasmSource {
-    Embedded { wasm: &'static [u8], sha256: &'static str },
+    Embedded {
+        wasm: &'static [u8],
+        sha256: &'static str,
+    },
     /// A file of the user's (read as it is).
     File(PathBuf),
     /// A file of a project's, read beneath the plugin's directory handle.
-    Beneath { dir: Arc<Root>, file: PathBuf },
+    Beneath {
+        dir: Arc<Root>,
+        file: PathBuf,
+    },
 }
 
 impl WasmSource {
@@ -182,10 +188,8 @@ pub(crate) fn discover(embedded: &[Embedded], home: &Path, workspace: &Path, gra
     for found in project {
         let name = &found.manifest.name;
         if let Some(earlier) = all.iter().rev().find(|f| &f.manifest.name == name) {
-            let accepted = grants
-                .project_pins(&root)
-                .and_then(|p| p.plugins.get(name))
-                .and_then(|pin| pin.replaces.as_deref());
+            let accepted =
+                grants.project_pins(&root).and_then(|p| p.plugins.get(name)).and_then(|pin| pin.replaces.as_deref());
             if accepted != Some(earlier.scope.label()) {
                 problems.push(Problem {
                     plugin: Some(name.clone()),
@@ -251,16 +255,22 @@ pub(crate) fn bundled(embedded: &[Embedded], problems: &mut Vec<Problem>) -> Vec
 fn check_pin(found: &mut Found, pins: Option<&ProjectPins>, root: &Path) -> Result<(), String> {
     let review = format!("review it with `talaria trust` in {}", root.display());
     let Some(pin) = pins.and_then(|p| p.plugins.get(&found.manifest.name)) else {
-        return Err(format!("this project plugin is new since you trusted {}; it is not loaded until you {review}", root.display()));
+        return Err(format!(
+            "this project plugin is new since you trusted {}; it is not loaded until you {review}",
+            root.display()
+        ));
     };
-    let changed = |what: &str| format!("its {what} changed since you trusted {}; it is not loaded until you {review}", root.display());
+    let changed = |what: &str| {
+        format!("its {what} changed since you trusted {}; it is not loaded until you {review}", root.display())
+    };
     if pin.manifest_sha256 != found.manifest_sha256 {
         return Err(changed("plugin.toml"));
     }
     if pin.lock_entry_sha256 != found.lock_entry.as_ref().map(PluginPin::entry_sha256) {
         return Err(changed("lockfile entry (version, digests or grants)"));
     }
-    found.wasm_pin = Some(WasmPin { sha256: pin.wasm_sha256.clone(), since: format!("you trusted {}; {review}", root.display()) });
+    found.wasm_pin =
+        Some(WasmPin { sha256: pin.wasm_sha256.clone(), since: format!("you trusted {}; {review}", root.display()) });
     Ok(())
 }
 
@@ -384,7 +394,11 @@ pub(crate) fn scan_scope(home: &Path, scope: &Scope, out: &mut Vec<Found>, probl
     let plugins = match tree.child(Path::new("plugins")) {
         Ok(plugins) => plugins,
         Err(message) => {
-            problems.push(Problem { plugin: None, location: tree.path().join("plugins").display().to_string(), message });
+            problems.push(Problem {
+                plugin: None,
+                location: tree.path().join("plugins").display().to_string(),
+                message,
+            });
             return;
         }
     };

@@ -23,8 +23,8 @@ use crate::llm::LlmBackend;
 use crate::net::NetHooks;
 use crate::process::ProcessRunner;
 use crate::record::Recorder;
-use fs::{FsGuard, GuardedFsView};
 use crate::secrets::Secrets;
+use fs::{FsGuard, GuardedFsView};
 
 pub(crate) use stderr::StderrSink;
 
@@ -215,7 +215,9 @@ impl HostState {
                     data_dir_opened |= plugin_data;
                     roots.push(real);
                 }
-                Err(e) => tracing::warn!(plugin = %env.name, "granted directory {} is unavailable: {e}", real.display()),
+                Err(e) => {
+                    tracing::warn!(plugin = %env.name, "granted directory {} is unavailable: {e}", real.display())
+                }
             }
         }
         // The plugin learns where its data directory is from `PLUGIN_DATA`.

@@ -143,10 +143,7 @@ mod tests {
         assert_eq!(s.find("x sk-aaaaaaaaaaaa-longer y"), Some("B"));
         assert_eq!(s.find("x sk-aaaaaaaaaaaa y"), Some("A"));
         assert_eq!(s.find("abc abc"), None);
-        assert_eq!(
-            s.redact("1 sk-aaaaaaaaaaaa-longer 2 sk-aaaaaaaaaaaa 3 abc"),
-            "1 [secret B] 2 [secret A] 3 abc"
-        );
+        assert_eq!(s.redact("1 sk-aaaaaaaaaaaa-longer 2 sk-aaaaaaaaaaaa 3 abc"), "1 [secret B] 2 [secret A] 3 abc");
         assert!(format!("{s:?}").contains("\"A\"") && !format!("{s:?}").contains("sk-"));
     }
 

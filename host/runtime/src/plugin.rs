@@ -162,9 +162,10 @@ impl Plugin {
             .get_or_init(|| {
                 let sha = match &self.source {
                     WasmSource::Embedded { sha256, .. } => (*sha256).to_string(),
-                    source => source.read().map(|bytes| crate::fsutil::sha256_hex(&bytes)).map_err(|e| {
-                        format!("{}: {e}", source.path().unwrap_or_default().display())
-                    })?,
+                    source => source
+                        .read()
+                        .map(|bytes| crate::fsutil::sha256_hex(&bytes))
+                        .map_err(|e| format!("{}: {e}", source.path().unwrap_or_default().display()))?,
                 };
                 match &self.wasm_pin {
                     Some(pin) if pin.sha256 != sha => Err(format!(

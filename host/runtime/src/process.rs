@@ -31,11 +31,46 @@ use crate::leak::SecretScan;
 /// `XDG_*`): what shells, compilers, package managers and git need, and nothing that holds a
 /// credential.
 pub const PASSED_ENV: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "COLORTERM", "TZ", "TMPDIR",
-    "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "EDITOR", "VISUAL", "PAGER", "SSH_AUTH_SOCK",
-    "DISPLAY", "WAYLAND_DISPLAY", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "GOPATH", "GOROOT", "GOBIN",
-    "JAVA_HOME", "NVM_DIR", "NODE_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_ROOT", "PYTHONPATH", "HTTP_PROXY",
-    "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "TZ",
+    "TMPDIR",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "CLICOLOR",
+    "CLICOLOR_FORCE",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "SSH_AUTH_SOCK",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "GOPATH",
+    "GOROOT",
+    "GOBIN",
+    "JAVA_HOME",
+    "NVM_DIR",
+    "NODE_PATH",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "PYENV_ROOT",
+    "PYTHONPATH",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
 ];
 
 /// The environment commands run with.
@@ -504,9 +539,12 @@ mod tests {
         let env = ChildEnv::filtered(vars, &["MY_TOOL_DIR".to_string(), "GITHUB_TOKEN".to_string()], &scan());
         let names: Vec<&str> = env.vars().iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["PATH", "HOME", "LC_ALL", "MY_TOOL_DIR"]);
-        let r = ProcessRunner::new(CommandPolicy::default(), Arc::new(Unattended { yolo: false }), env, Arc::new(scan()));
+        let r =
+            ProcessRunner::new(CommandPolicy::default(), Arc::new(Unattended { yolo: false }), env, Arc::new(scan()));
         let out = r.run("t", dir.path(), req("env | sort")).await.expect("runs");
-        assert!(!out.stdout.contains("sk-test-secret") && !out.stdout.contains("hunter2") && !out.stdout.contains("ghp_"));
+        assert!(
+            !out.stdout.contains("sk-test-secret") && !out.stdout.contains("hunter2") && !out.stdout.contains("ghp_")
+        );
         assert!(out.stdout.contains("HOME=/home/me") && out.stdout.contains("MY_TOOL_DIR=/opt/tool"), "{}", out.stdout);
     }
 

@@ -185,12 +185,8 @@ pub fn repin(embedded: &[Embedded], home: &Path, root: &Path, name: &str) -> Res
     }
     let survey = survey(embedded, home, root);
     let mut pins = file.project_pins(root).cloned().unwrap_or_default();
-    let accepted: Vec<String> = pins
-        .plugins
-        .get(name)
-        .filter(|p| p.replaces.is_some())
-        .map(|_| vec![name.to_string()])
-        .unwrap_or_default();
+    let accepted: Vec<String> =
+        pins.plugins.get(name).filter(|p| p.replaces.is_some()).map(|_| vec![name.to_string()]).unwrap_or_default();
     let now = survey.pins(&accepted);
     match now.plugins.get(name) {
         Some(pin) => pins.plugins.insert(name.to_string(), pin.clone()),

@@ -34,8 +34,8 @@ use wasmtime_wasi::filesystem::{Descriptor, Dir, WasiFilesystemCtxView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     self, ErrorCode, HostDescriptor, HostDirectoryEntryStream, PathFlags,
 };
-use wasmtime_wasi::p2::{FsError, FsResult};
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
+use wasmtime_wasi::p2::{FsError, FsResult};
 
 /// Names that are protected wherever they appear below a granted directory.
 const PROTECTED_NAMES: &[(&str, &str)] = &[
@@ -138,8 +138,8 @@ impl FsGuard {
                     cap_primitives::fs::stat(&parent, Path::new(&name), cap_primitives::fs::FollowSymlinks::No)
                 && meta.file_type().is_symlink()
             {
-                let target = cap_primitives::fs::read_link_contents(&parent, Path::new(&name))
-                    .map_err(|e| io_error(&e))?;
+                let target =
+                    cap_primitives::fs::read_link_contents(&parent, Path::new(&name)).map_err(|e| io_error(&e))?;
                 path = parent_rel.join(target);
                 continue;
             }
@@ -200,7 +200,12 @@ impl GuardedFsView<'_> {
 
     /// Resolve `path` below `fd` and push the checked parent as a temporary descriptor (with
     /// `fd`'s permissions); the caller deletes it.
-    fn checked(&mut self, fd: &Resource<Descriptor>, path: &str, follow: bool) -> FsResult<(Resource<Descriptor>, String)> {
+    fn checked(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        follow: bool,
+    ) -> FsResult<(Resource<Descriptor>, String)> {
         let dir = self.dir_of(fd)?;
         let (parent, name) = self.guard.resolve(&dir.dir, path, follow)?;
         let parent = Descriptor::Dir(Dir::new(parent, dir.perms, dir.open_mode, false));
@@ -290,7 +295,12 @@ impl HostDescriptor for GuardedFsView<'_> {
         HostDescriptor::read(&mut self.inner, fd, len, offset).await
     }
 
-    async fn write(&mut self, fd: Resource<Descriptor>, buf: Vec<u8>, offset: types::Filesize) -> FsResult<types::Filesize> {
+    async fn write(
+        &mut self,
+        fd: Resource<Descriptor>,
+        buf: Vec<u8>,
+        offset: types::Filesize,
+    ) -> FsResult<types::Filesize> {
         HostDescriptor::write(&mut self.inner, fd, buf, offset).await
     }
 
@@ -440,7 +450,11 @@ impl HostDescriptor for GuardedFsView<'_> {
         result
     }
 
-    fn read_via_stream(&mut self, fd: Resource<Descriptor>, offset: types::Filesize) -> FsResult<Resource<DynInputStream>> {
+    fn read_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: types::Filesize,
+    ) -> FsResult<Resource<DynInputStream>> {
         HostDescriptor::read_via_stream(&mut self.inner, fd, offset)
     }
 
@@ -471,8 +485,7 @@ impl HostDescriptor for GuardedFsView<'_> {
         path: String,
     ) -> FsResult<types::MetadataHashValue> {
         let (dir, name) = self.checked(&fd, &path, path_flags.contains(PathFlags::SYMLINK_FOLLOW))?;
-        let result =
-            HostDescriptor::metadata_hash_at(&mut self.inner, handle(&dir), no_follow(path_flags), name).await;
+        let result = HostDescriptor::metadata_hash_at(&mut self.inner, handle(&dir), no_follow(path_flags), name).await;
         self.release(dir);
         result
     }

@@ -40,7 +40,10 @@ async fn git_config_and_hooks_are_out_of_reach_of_an_fs_grant() {
     let rt = env.runtime();
     let ws = env.ws();
     let attack = ".git/config\n[core]\n\tfsmonitor = \"touch pwned\"\n";
-    assert_eq!(failed(call(&rt, "write_path", json!({ "text": attack })).await), refusal(&ws.join(".git/config"), ".git"));
+    assert_eq!(
+        failed(call(&rt, "write_path", json!({ "text": attack })).await),
+        refusal(&ws.join(".git/config"), ".git")
+    );
     assert_eq!(std::fs::read_to_string(ws.join(".git/config")).expect("config"), "[core]\n\tbare = false\n");
     let hook = ".git/hooks/pre-commit\n#!/bin/sh\ntouch pwned\n";
     assert_eq!(
@@ -88,7 +91,10 @@ async fn links_and_renames_do_not_lead_into_protected_places() {
     // A link to the file, and a link to the directory, made by the plugin itself.
     assert_eq!(ok(call(&rt, "symlink", json!({ "text": "cfg\n.git/config" })).await), "linked");
     assert_eq!(ok(call(&rt, "symlink", json!({ "text": "g\n.git" })).await), "linked");
-    assert_eq!(failed(call(&rt, "write_path", json!({ "text": "cfg\nowned" })).await), refusal(&ws.join(".git/config"), ".git"));
+    assert_eq!(
+        failed(call(&rt, "write_path", json!({ "text": "cfg\nowned" })).await),
+        refusal(&ws.join(".git/config"), ".git")
+    );
     assert_eq!(
         failed(call(&rt, "write_path", json!({ "text": "g/config\nowned" })).await),
         refusal(&ws.join(".git/config"), ".git")
@@ -101,10 +107,7 @@ async fn links_and_renames_do_not_lead_into_protected_places() {
         refusal(&ws.join(".git/hooks/pre-commit"), ".git")
     );
     // Moving the directory out of the way, or something into its place.
-    assert_eq!(
-        failed(call(&rt, "rename", json!({ "text": ".git\nnotgit" })).await),
-        refusal(&ws.join(".git"), ".git")
-    );
+    assert_eq!(failed(call(&rt, "rename", json!({ "text": ".git\nnotgit" })).await), refusal(&ws.join(".git"), ".git"));
     std::fs::create_dir(ws.join("fake")).expect("dir");
     assert_eq!(
         failed(call(&rt, "rename", json!({ "text": "fake\n.talaria" })).await),
@@ -284,7 +287,8 @@ async fn a_project_reached_through_a_link_out_of_it_is_not_read() {
 
 /// The evil component as a bundled plugin `name` with kv.
 fn bundled(name: &str) -> Embedded {
-    let wasm: &'static [u8] = Box::leak(std::fs::read(talaria_test_support::EVIL_WASM).expect("wasm").into_boxed_slice());
+    let wasm: &'static [u8] =
+        Box::leak(std::fs::read(talaria_test_support::EVIL_WASM).expect("wasm").into_boxed_slice());
     let manifest: &'static str = Box::leak(talaria_test_support::manifest(name, "kv = true").into_boxed_str());
     let sha256: &'static str = Box::leak(talaria_runtime::fsutil::sha256_hex(wasm).into_boxed_str());
     Embedded { manifest, wasm, sha256 }
