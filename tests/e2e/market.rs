@@ -467,7 +467,8 @@ fn a_project_has_its_own_lockfile_whose_grants_apply_once_the_project_is_trusted
     assert!(!t.path().join("plugins.lock").exists(), "the user's scope is untouched");
     assert!(t.fails(&["tools", "call", "legacy_echo", TOOL_ARGS]).contains("unknown tool"), "not before trust");
     let trusted = t.ok(&["trust"]);
-    assert!(trusted.contains("echo 1.0.0 is installed there and its lockfile grants: kv"), "{trusted}");
+    assert!(trusted.contains("  echo 1.0.0 (installed unsigned from "), "{trusted}");
+    assert!(trusted.contains("    granted:   kv (by the project)"), "{trusted}");
     t.echo_works();
     let listed = t.ok(&["plugins", "list"]);
     assert!(listed.lines().any(|l| l.starts_with("echo") && l.contains("project") && l.contains("kv")), "{listed}");
