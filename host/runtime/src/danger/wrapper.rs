@@ -251,62 +251,54 @@ pub(super) fn unwrap(spec: &Wrapper, args: &[Word]) -> Unwrapped {
     let mut split = Vec::new();
     let mut i = 0;
     while let Some(word) = args.get(i) {
-        let text = word.text.as_str();
-        if text == "--" {
+        if word.text == "--" {
             i += 1;
             break;
         }
-        if !text.starts_with('-') || text == "-" {
+        if !word.text.starts_with('-') || word.text == "-" {
             break;
         }
-        let value = |attached: Option<&str>, i: usize| -> (Option<Word>, usize) {
-            match attached {
-                Some(text) => (Some(Word { text: text.to_string(), ..word.clone() }), i + 1),
-                None => (args.get(i + 1).cloned(), i + 2),
-            }
-        };
-        let (option, taken) = if let Some(long) = text.strip_prefix("--") {
-            let (name, attached) = match long.split_once('=') {
-                Some((name, v)) => (name, Some(v)),
-                None => (long, None),
-            };
-            let name = abbreviation(name, &[spec.long, spec.flags]).unwrap_or(name);
-            if spec.long.contains(&name) {
-                let (v, next) = value(attached, i);
-                i = next;
-                (OptionName::Long(name.to_string()), v)
-            } else {
-                i += 1;
-                (OptionName::Long(name.to_string()), None)
-            }
-        } else {
-            let cluster: Vec<char> = text.chars().skip(1).collect();
-            match cluster.iter().position(|ch| spec.short.contains(*ch)) {
-                Some(at) => {
-                    let rest: String = cluster[at + 1..].iter().collect();
-                    let (v, next) = value((!rest.is_empty()).then_some(rest.as_str()), i);
-                    i = next;
-                    (OptionName::Short(cluster[at]), v)
-                }
-                None => {
-                    i += 1;
-                    (OptionName::Short(' '), None)
-                }
-            }
-        };
-        let Some(taken) = taken else { continue };
+        let (option, next) = option_value(spec, args, i);
+        i = next;
+        let Some((option, value)) = option else { continue };
         if spec.script.is_some_and(|(short, long)| option.is(short, long)) {
-            out.scripts.push(taken.text);
+            out.scripts.push(value.text);
         } else if spec.split.is_some_and(|(short, long)| option.is(short, long)) {
-            split.extend(super::word::split(&taken.text).unwrap_or_else(|_| vec![taken]));
+            split.extend(super::word::split(&value.text).unwrap_or_else(|_| vec![value]));
         } else if spec.chdir.is_some_and(|(short, long)| option.is(short, long)) {
-            out.chdir = Some(taken);
+            out.chdir = Some(value);
         }
     }
     i = (i + spec.operands).min(args.len());
     split.extend_from_slice(&args[i..]);
     out.command = split;
     out
+}
+
+/// The option at `args[at]` that takes a value, with that value, and the index after both;
+/// `None` (and the next index) for a flag or a cluster of flags.
+fn option_value(spec: &Wrapper, args: &[Word], at: usize) -> (Option<(OptionName, Word)>, usize) {
+    let word = &args[at];
+    let value = |name: OptionName, attached: Option<&str>| match attached {
+        Some(text) => (Some((name, Word { text: text.to_string(), ..word.clone() })), at + 1),
+        None => (args.get(at + 1).cloned().map(|value| (name, value)), at + 2),
+    };
+    if let Some(long) = word.text.strip_prefix("--") {
+        let (name, attached) = long.split_once('=').map_or((long, None), |(name, v)| (name, Some(v)));
+        let name = abbreviation(name, &[spec.long, spec.flags]).unwrap_or(name);
+        if spec.long.contains(&name) {
+            return value(OptionName::Long(name.to_string()), attached);
+        }
+        return (None, at + 1);
+    }
+    let cluster: Vec<char> = word.text.chars().skip(1).collect();
+    match cluster.iter().position(|ch| spec.short.contains(*ch)) {
+        Some(k) => {
+            let rest: String = cluster[k + 1..].iter().collect();
+            value(OptionName::Short(cluster[k]), (!rest.is_empty()).then_some(rest.as_str()))
+        }
+        None => (None, at + 1),
+    }
 }
 
 enum OptionName {
