@@ -1,15 +1,55 @@
 //! The dangerous-command check the host runs before a plugin's `process` capability may start a
 //! shell command.
 //!
-//! [`check`] splits a command line into its simple commands (across `;`, `&&`, `||`, `|`, newlines,
-//! `$(...)`, backticks, process substitutions, `sh -c` scripts and text piped into a shell), strips
-//! prefixes such as `sudo`, `env VAR=x`, `nohup` and `time`, and matches each part against a table
-//! of patterns. The worst result wins: [`Verdict::Forbidden`] (refused even in yolo mode) over
-//! [`Verdict::Dangerous`] (needs approval; carries a stable `key` for session and "always"
-//! approvals) over [`Verdict::Safe`].
+//! [`check`] classifies a command line; the worst finding wins: [`Verdict::Forbidden`] (refused
+//! even in yolo mode) over [`Verdict::Dangerous`] (needs approval; carries a stable `key` for
+//! session and "always" approvals) over [`Verdict::Safe`]. It is a guard rail for what a model
+//! may be talked into typing, and it fails closed:
 //!
-//! This is a guard rail against accidents, not a sandbox: a command can still hide what it does
-//! (variables as command names, scripts on disk, aliases, encoded payloads).
+//! 1. **Every part is checked.** The line is split into simple commands across `;`, `&&`, `||`,
+//!    `|`, `&`, newlines and subshells (`lex`); the bodies of `$(...)`, backticks, `<(...)`,
+//!    `>(...)` and unquoted here-docs, `sh -c`/`su -c`/`flock -c` scripts, `eval` and `alias`
+//!    values, `find -exec` commands, text piped into a shell from `echo`/`printf`/`cat` (escapes
+//!    decoded: `echo`), and a file the line wrote with known content before running it
+//!    (`echo 'rm -rf /' > x.sh; sh x.sh`) are checked as command lines of their own.
+//! 2. **Words are read as the shell reads them** (`word`): quotes, escapes and `$'...'` removed,
+//!    braces expanded (`{rm,-rf,/}`), `$HOME`, `$TALARIA_HOME`, `$PWD` and trivial substitutions
+//!    (`$(echo rm)`, `` `printf rm` ``, `$(pwd)`, `$(which rm)`) resolved, and variables the line
+//!    set to a literal (`X=rm; $X -rf /`) followed.
+//! 3. **Wrappers are seen through** (`wrapper`): `sudo`, `doas`, `pkexec`, `env` (and `env -S`,
+//!    `env -C`), `nice`, `nohup`, `setsid`, `timeout`, `stdbuf`, `ionice`, `chrt`, `taskset`,
+//!    `flock`, `xargs`, `busybox`, `unbuffer`, `nsenter`, `unshare`, `chroot`, `watch`, `strace`,
+//!    `systemd-run`, `script -c`, `time`, `exec`, `command`, `builtin` and the keywords that only
+//!    prefix a command: the wrapped command is checked as if typed alone, with the wrapper's
+//!    options and operands (`timeout -s KILL 5`, `flock -w 5 LOCK`) skipped.
+//! 4. **GNU long options are written out** before matching: `rm --r` is `rm --recursive`,
+//!    `git push --mir` is `git push --mirror`.
+//! 5. **What cannot be known needs approval.** A command whose name comes from a variable, a
+//!    substitution, a glob, `eval` of one, or a file the same line downloaded (`$CMD x`,
+//!    `$(cat f) x`, `/???/r? -rf x`, `eval "$X"`, `curl -o i.sh URL; sh i.sh`) is Dangerous
+//!    (`dynamic-command`). Arguments only known at run time (`$DIR`, `$(cat list)`, what `xargs`
+//!    or `find -exec` add) are Dangerous (`dynamic-arguments`) for the programs that delete or
+//!    overwrite (`rm`, `dd`, `chmod`, `cp`, `mv`, `tee`, `kill`, `find`, `sed -i`, destructive
+//!    `git` and `docker` subcommands, ...); `ls $(pwd)` or `echo $HOME` stay Safe.
+//! 6. **Paths are normalised** (`path`) before the protected-location checks: `//etc`,
+//!    `/tmp/../etc`, `~root`, `/home/bob`, `$HOME`, `$TALARIA_HOME` and the configured home all
+//!    mean what the kernel would make of them, and relative paths follow the `cd`/`pushd` of the
+//!    same line (`cd / && rm -rf *` is `rm -rf /*`, so Forbidden). Writing `/etc`, any home's
+//!    `.ssh` or shell startup files, anything in talaria's home, a workspace's `.git/config`,
+//!    `.git/hooks/` or `.talaria/` needs approval (a key per family: `write-etc`, `write-ssh`,
+//!    `write-startup`, `write-talaria`, `write-git`, `write-project`); so does reading talaria's
+//!    `.env` or `/proc/*/environ` (`read-secrets`).
+//! 7. **Refused outright**: deleting `/` recursively in any spelling, raw writes to disks, fork
+//!    bombs in any spelling (`bomb`), lines whose quoting does not parse, nesting deeper than
+//!    eight shells or substitutions, and the operator's deny globs.
+//!
+//! The pattern rows (`rules`) match a command's normalised text; what needs paths or word-level
+//! facts is found in code (`Scan`, `program`). The whole check takes some 10-20 µs.
+//!
+//! Still out of reach: what a script or binary on disk does (`bash script.sh`, `make`), aliases
+//! and functions defined before this line, `PATH` tricks, symlinks made earlier, commands run on
+//! another host (`ssh`), and values computed at run time in ways that do not look dynamic to the
+//! shell (a program that itself deletes what it reads from a file).
 //!
 //! ```
 //! use talaria_runtime::danger::{check, CommandPolicy, Verdict};
@@ -17,17 +57,33 @@
 //! let policy = CommandPolicy::default();
 //! assert_eq!(check("cargo test", &policy), Verdict::Safe);
 //! assert_eq!(
-//!     check("rm -r target", &policy),
+//!     check("setsid rm --rec target", &policy),
 //!     Verdict::Dangerous { key: "rm-recursive", reason: "recursive delete" },
 //! );
-//! assert!(matches!(check("ls && sudo rm -rf /", &policy), Verdict::Forbidden { .. }));
+//! assert!(matches!(check("cd / && sudo rm -rf *", &policy), Verdict::Forbidden { .. }));
 //! ```
 
+mod bomb;
+mod echo;
+mod lex;
+mod path;
+mod program;
+mod rules;
+mod word;
+mod wrapper;
+
 use std::path::PathBuf;
-use std::sync::LazyLock;
 
 use globset::Glob;
-use regex::Regex;
+
+use lex::Simple;
+use path::{PathName, Place, Reach};
+use program::{
+    dynamic_matters, find_commands, find_deletes, find_starts, mentions, reads_everything, recursive, values,
+    writes_here, written,
+};
+use rules::{FORK_BOMB, On, ROOT_WIPE, RULES};
+use word::Word;
 
 /// What the operator configured.
 #[derive(Debug, Clone, Default)]
@@ -38,7 +94,8 @@ pub struct CommandPolicy {
     /// Patterns the user approved "always" (saved allowlist): commands matching one of these
     /// pattern *keys* (see Verdict::Dangerous::key) are treated as safe.
     pub allow_keys: Vec<String>,
-    /// talaria's home directory (e.g. /root/.talaria): writing into its .env or config is dangerous.
+    /// talaria's home directory (e.g. /root/.talaria), an absolute path: writing anything in it,
+    /// or reading its `.env`, needs approval (as for `~/.talaria` and `$TALARIA_HOME`).
     pub home: Option<PathBuf>,
 }
 
@@ -59,211 +116,86 @@ pub enum Verdict {
 /// Dangerous matches whose key is in `policy.allow_keys` are ignored; forbidden ones never are.
 /// Among what remains, the first forbidden match wins, then the first dangerous one.
 pub fn check(command: &str, policy: &CommandPolicy) -> Verdict {
-    let mut hits = Vec::new();
-    scan(command, policy, 0, &mut hits);
+    let talaria = policy
+        .home
+        .as_deref()
+        .and_then(|home| home.to_str())
+        .filter(|home| home.starts_with('/'))
+        .map(|home| PathName::parse(home, false, &PathName::here(), None))
+        .filter(|home| !home.parts.is_empty());
+    let mut scan = Scan { policy, talaria, hits: Vec::new(), made: Vec::new(), vars: word::Vars::new() };
+    scan.line(command, &mut PathName::here(), 0);
     let allowed = |key: &str| policy.allow_keys.iter().any(|k| k == key);
-    let forbidden = hits.iter().find(|v| matches!(v, Verdict::Forbidden { .. }));
-    let dangerous = hits.iter().find(|v| matches!(v, Verdict::Dangerous { key, .. } if !allowed(key)));
+    let forbidden = scan.hits.iter().find(|v| matches!(v, Verdict::Forbidden { .. }));
+    let dangerous = scan.hits.iter().find(|v| matches!(v, Verdict::Dangerous { key, .. } if !allowed(key)));
     forbidden.or(dangerous).cloned().unwrap_or(Verdict::Safe)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Level {
-    Dangerous,
-    Forbidden,
-}
+/// A dangerous finding made in code: its key and reason.
+type Finding = (&'static str, &'static str);
 
-/// Which text of a simple command a pattern row is matched against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum On {
-    /// `name args`: prefixes such as `sudo` removed, the command word's directory dropped, words
-    /// unquoted and joined by single spaces. Not used for `echo`/`printf`, whose words are data.
-    Command,
-    /// Like `Command`, followed by ` <<< input` when the command reads a pipe, here-doc or
-    /// here-string (`input` is the text when known: an `echo`'s words, the here-doc's body).
-    Input,
-    /// Each target of an output redirection (`>`, `>>`, `>|`, `&>`, `2>`).
-    Write,
-    /// Each `NAME=value` assignment in front of the command word.
-    Env,
-}
+const RM_ROOT: Finding = ("rm-root", "deletes /, the home directory or everything here");
+const RM_UNKNOWN_DIR: Finding =
+    ("rm-dynamic-dir", "deletes by a relative pattern after a `cd` whose target is only known at run time");
+const DYNAMIC_COMMAND: Finding = (
+    "dynamic-command",
+    "runs a command whose name or script is only known at run time (a variable, substitution, glob or eval)",
+);
+const REDEFINES: Finding =
+    ("dynamic-command", "redefines HOME, PWD or CDPATH, so where the paths after it lead is not known");
+const DYNAMIC_ARGUMENTS: Finding = (
+    "dynamic-arguments",
+    "gives a command that deletes or overwrites arguments only known at run time (a variable, substitution or piped list)",
+);
+const READ_SECRETS: Finding = ("read-secrets", "reads talaria's secrets (.env) or a process's environment");
+const RUNS_MADE: Finding =
+    ("dynamic-command", "runs a file that the same command line wrote, so what it does is not known");
 
-/// One pattern, as data: every regex in `all` must match and `unless` must not.
-struct Row {
-    level: Level,
-    key: &'static str,
-    reason: &'static str,
-    on: On,
-    all: &'static [&'static str],
-    unless: Option<&'static str>,
-}
-
-const fn danger(key: &'static str, reason: &'static str, on: On) -> Row {
-    Row { level: Level::Dangerous, key, reason, on, all: &[], unless: None }
-}
-
-const fn forbid(key: &'static str, reason: &'static str, on: On) -> Row {
-    Row { level: Level::Forbidden, key, reason, on, all: &[], unless: None }
-}
-
-impl Row {
-    const fn all(self, all: &'static [&'static str]) -> Row {
-        Row { all, ..self }
-    }
-
-    const fn unless(self, unless: &'static str) -> Row {
-        Row { unless: Some(unless), ..self }
+/// The finding for writing into `place`.
+fn write_finding(place: Place) -> Finding {
+    match place {
+        Place::Etc => ("write-etc", "writes into /etc (system configuration)"),
+        Place::Ssh => ("write-ssh", "writes into an .ssh directory (keys, authorized_keys)"),
+        Place::Talaria => ("write-talaria", "writes into talaria's home (config, secrets, grants, plugins)"),
+        Place::Git => ("write-git", "writes git's config or hooks, which git runs by itself"),
+        Place::Project => ("write-project", "writes the project's .talaria directory (its plugins and settings)"),
+        Place::Startup => (
+            "write-startup",
+            "writes a file your shell or desktop session runs by itself (.bashrc, .profile, autostart)",
+        ),
     }
 }
-
-const ROOT_WIPE: &str = "deletes the whole root filesystem";
-const DISK_WRITE: &str = "writes raw data to a disk device";
-const KILLS: &str = "kills processes wholesale";
-const REMOTE: &str = "talks to a container daemon on another host";
-const RECURSIVE: &str = r" (-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)( |$)";
-/// Whole-disk device names; rows spell it `{DISK}`.
-const DISK: &str = r"/dev/((sd|hd|vd|xvd)[a-z]|nvme\d|mmcblk\d|r?disk)";
-/// Ways to spell a home directory; rows spell it `{HOME}`.
-const HOME: &str = r"(~|\$HOME|\$\{HOME\}|/root|/home/[^/ ]+)";
-/// `git` and its global options up to the subcommand; rows spell it `{GIT}`.
-const GIT: &str = r"^git( (-[Cc] \S+|-\S+))*";
-/// A database client named in the command itself (not in its input).
-const SQL_CLIENT: &str =
-    r"^([^<]* )?(psql|mysql|mariadb|sqlite3?|sqlcmd|duckdb|clickhouse-client|pgcli|mycli|litecli|cockroach)( |$)";
-
-/// The built-in patterns. Keys are shared by the rows of one family; the first match is reported.
-const ROWS: &[Row] = &[
-    forbid("root-wipe", ROOT_WIPE, On::Command).all(&[r"^rm ", RECURSIVE, r" /+(\*|\.)?( |$)"]),
-    forbid("disk-write", DISK_WRITE, On::Write).all(&[r"^{DISK}"]),
-    forbid("disk-write", DISK_WRITE, On::Command).all(&[r"^dd ", r" of={DISK}"]),
-    forbid("disk-write", DISK_WRITE, On::Command)
-        .all(&[r"^(mkfs(\.\w+)?|mke2fs|mkswap|wipefs|shred|blkdiscard) ", r" /dev/"]),
-    forbid("disk-write", DISK_WRITE, On::Command).all(&[r"^(tee|cp|install|pv) ", r" {DISK}\S*$"]),
-    danger("kill-self", "would kill talaria itself", On::Command)
-        .all(&[r"^(kill|pkill|killall) ", r"talaria|\$\{?PPID\b"]),
-    danger("rm-root", "deletes /, the home directory or everything here", On::Command)
-        .all(&[r"^rm ", r" (/+\*?|(~|\$HOME|\$\{HOME\})/?\*?|(\./)?\*)( |$)"]),
-    danger("rm-recursive", "recursive delete", On::Command).all(&[r"^rm ", RECURSIVE]),
-    danger("find-delete", "find that deletes what it finds", On::Command)
-        .all(&[r"^find ", r" (-delete|-(exec|execdir|ok|okdir) (\S*/)?(rm|shred|unlink))( |$)"]),
-    danger("xargs-rm", "feeds a list of files to rm", On::Command)
-        .all(&[r"^xargs ", r" (\S*/)?(rm|shred|unlink)( |$)"]),
-    danger("chmod-open", "makes files writable by everyone", On::Command)
-        .all(&[r"^chmod ", r" ([0-7]?[0-7][0-7][2367]|[ugoa]*[ao][ugoa]*[+=][rwxXst]*w[rwxXst]*)( |$)"]),
-    danger("chown-root", "recursively hands files to root", On::Command).all(&[
-        r"^chown ",
-        r" (-[a-zA-Z]*R[a-zA-Z]*|--recursive)( |$)",
-        r" root([:.]\S*)?( |$)",
-    ]),
-    danger("mkfs", "creates a filesystem, erasing what was there", On::Command)
-        .all(&[r"^(mkfs(\.\w+)?|mke2fs|mkswap)( |$)"]),
-    danger("dd", "dd writes raw bytes over a file or device", On::Command).all(&[r"^dd ", r" of="]),
-    danger("partition", "edits a disk's partition table", On::Command)
-        .all(&[r"^(fdisk|sfdisk|cfdisk|gdisk|sgdisk|parted|wipefs)( |$)"]),
-    danger("sql-destructive", "drops or truncates database tables", On::Input)
-        .all(&[SQL_CLIENT, r#"(?i)\b(drop (table|database|schema)|truncate( table)? [\w`'"\[])"#]),
-    danger("sql-destructive", "deletes every row of a table", On::Input)
-        .all(&[SQL_CLIENT, r"(?i)\bdelete from\b"])
-        .unless(r"(?i)\bwhere\b"),
-    danger("service-stop", "stops, restarts or disables a system service", On::Command)
-        .all(&[r"^systemctl ", r" (stop|disable|restart|mask|kill|isolate)( |$)"]),
-    danger("service-stop", "stops or restarts a system service", On::Command)
-        .all(&[r"^service \S+ (stop|restart)( |$)"]),
-    danger("shutdown", "shuts down or reboots the machine", On::Command)
-        .all(&[r"^(shutdown|reboot|halt|poweroff)( |$)|^systemctl (poweroff|reboot|halt)( |$)"]),
-    danger("mass-kill", KILLS, On::Command).all(&[r"^kill( \S+)* -1$"]),
-    danger("mass-kill", KILLS, On::Command)
-        .all(&[r"^pkill ", r" (-9|-KILL|-SIGKILL|--signal[ =](9|KILL|SIGKILL))( |$)"]),
-    danger("mass-kill", KILLS, On::Command).all(&[r"^killall( |$)"]),
-    danger("shell-c", "runs an inline shell script", On::Command).all(&[
-        r"^(sh|bash|zsh|dash|ksh|fish|ash|csh|tcsh|su|runuser) |^(xargs|find) .*( |/)(sh|bash|zsh|dash|ksh) -",
-        r" (-[a-zA-Z]*c|--command)( |$)",
-    ]),
-    danger("pipe-to-shell", "pipes text (such as a download) into a shell or interpreter", On::Input)
-        .all(&[r"^(sh|bash|zsh|dash|ksh|fish|ash)( \S+)* <<<|^(python[\d.]*|perl|ruby|node)( -)? <<<"]),
-    danger("pipe-to-shell", "runs a process substitution (such as a download) as a script", On::Command)
-        .all(&[r"^(sh|bash|zsh|dash|ksh|source|\.) ", r" <\("]),
-    danger("inline-code", "runs inline interpreter code", On::Command).all(&[concat!(
-        r"^(python[\d.]*|pypy[\d.]*)( -[a-zA-Z]+)*? -[a-zA-Z]*c( |$)",
-        r"|^(perl|ruby)( -\S+)*? -[a-zA-Z]*[eE]( |$)",
-        r"|^(node|nodejs|deno|bun)( -\S+)*? (-e|--eval|-p|--print|eval)( |$)",
-        r"|^php( -\S+)*? -r( |$)",
-    )]),
-    danger("docker-remote", REMOTE, On::Command)
-        .all(&[r"^(docker|podman|docker-compose) ", r" (-H|--host|--url|--remote)( |=|$)"])
-        .unless(r" (-H|--host)[ =]unix://"),
-    danger("docker-remote", REMOTE, On::Env).all(&[r"^(DOCKER|CONTAINER)_HOST=(tcp|ssh|https?)://"]),
-    danger("docker-remote", REMOTE, On::Command).all(&[r"^export ", r" (DOCKER|CONTAINER)_HOST=(tcp|ssh|https?)://"]),
-    danger("git-force-push", "force-push overwrites remote history", On::Command)
-        .all(&[r"{GIT} push( |$)", r" (-f|--force|--force-with-lease|--force-if-includes|\+\S+)(=\S*)?( |$)"]),
-    danger("git-reset-hard", "git reset --hard discards uncommitted work", On::Command)
-        .all(&[r"{GIT} reset( |$)", r" --hard( |$)"]),
-    danger("git-clean", "git clean -f deletes untracked files", On::Command)
-        .all(&[r"{GIT} clean( |$)", r" (-[a-zA-Z]*f[a-zA-Z]*|--force)( |$)"]),
-];
-
-/// Places that must not be written: (key, reason, path regex). Each becomes rows for redirections,
-/// `tee`, `cp`/`mv`/`install`/`ln`/`rsync` into it, and `sed -i` on it. talaria's configured home
-/// is rewritten to `~/.talaria` before matching.
-const PROTECTED: &[(&str, &str, &str)] = &[
-    ("write-etc", "writes into /etc (system configuration)", r"/etc"),
-    ("write-ssh", "writes into an .ssh directory (keys, authorized_keys)", r"{HOME}/\.ssh"),
-    ("write-talaria", "writes into talaria's own .env or config.toml", r"{HOME}/\.talaria/(\.env|config\.toml)"),
-];
-
-struct Rule {
-    level: Level,
-    key: &'static str,
-    reason: &'static str,
-    on: On,
-    all: Vec<Regex>,
-    unless: Option<Regex>,
-}
-
-impl Rule {
-    fn new(level: Level, key: &'static str, reason: &'static str, on: On, all: &[&str]) -> Rule {
-        let all = all.iter().map(|re| compile(re)).collect();
-        Rule { level, key, reason, on, all, unless: None }
-    }
-
-    fn hit(&self, text: &str) -> bool {
-        self.all.iter().all(|re| re.is_match(text)) && !self.unless.as_ref().is_some_and(|re| re.is_match(text))
-    }
-
-    fn verdict(&self) -> Verdict {
-        match self.level {
-            Level::Dangerous => Verdict::Dangerous { key: self.key, reason: self.reason },
-            Level::Forbidden => Verdict::Forbidden { reason: self.reason.to_string() },
-        }
-    }
-}
-
-/// Compiles a built-in pattern, expanding `{DISK}`, `{GIT}` and `{HOME}` (not valid regex on their own).
-fn compile(re: &str) -> Regex {
-    let re = re.replace("{DISK}", DISK).replace("{GIT}", GIT).replace("{HOME}", HOME);
-    Regex::new(&re).unwrap_or_else(|e| panic!("built-in pattern {re:?} is invalid: {e}"))
-}
-
-static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
-    let mut rules: Vec<Rule> = ROWS
-        .iter()
-        .map(|r| Rule { unless: r.unless.map(compile), ..Rule::new(r.level, r.key, r.reason, r.on, r.all) })
-        .collect();
-    for &(key, reason, path) in PROTECTED {
-        let rule = |on, all: &[&str]| Rule::new(Level::Dangerous, key, reason, on, all);
-        rules.push(rule(On::Write, &[&format!(r"^{path}(/|$)")]));
-        rules.push(rule(On::Command, &[r"^tee ", &format!(r" {path}(/| |$)")]));
-        let into = format!(r" {path}(/\S*)?$|( -t |--target-directory[= ]){path}(/| |$)");
-        rules.push(rule(On::Command, &[r"^(cp|mv|install|ln|rsync) ", &into]));
-        rules.push(rule(On::Command, &[r"^sed ", r" (-[a-zA-Z]*i|--in-place)", &format!(r" {path}(/| |$)")]));
-    }
-    rules
-});
 
 /// Commands whose arguments are printed, not run.
 const INERT: &[&str] = &["echo", "printf", ":", "true", "false"];
 /// Shells whose `-c` script, or text piped in, is checked as a command line of its own.
 const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "fish", "ash", "csh", "tcsh", "su", "runuser"];
+/// Programs that read a directory's files recursively: given talaria's home, they read its `.env`.
+const RECURSIVE_READERS: &[&str] =
+    &["grep", "egrep", "fgrep", "rg", "ag", "ack", "tar", "zip", "7z", "cp", "rsync", "scp", "find", "strings"];
+/// Programs whose targets ([`written`]) get new content, which a later `sh FILE` would run.
+const PRODUCERS: &[&str] = &["tee", "cp", "install", "ln", "rsync", "scp", "mv", "dd", "curl", "wget", "git"];
+/// What `source /dev/stdin` and friends read: the command's input.
+const STDIN: &[&str] = &["/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"];
+/// Variables whose value is a command line that programs run (git's ssh command, editors,
+/// pagers): checked as one.
+const COMMAND_VARIABLES: &[&str] = &[
+    "GIT_SSH_COMMAND",
+    "GIT_SSH",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_PAGER",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+    "PROMPT_COMMAND",
+];
+/// Variables whose new value would make the paths after them mean something else.
+const PLACE_VARIABLES: &[&str] = &["HOME", "TALARIA_HOME", "PWD", "CDPATH"];
 /// Deeper nesting of `sh -c` and substitutions than this is refused rather than followed.
 const MAX_DEPTH: usize = 8;
 
@@ -271,95 +203,419 @@ fn forbidden(reason: impl Into<String>) -> Verdict {
     Verdict::Forbidden { reason: reason.into() }
 }
 
-fn unparseable(error: shell_words::ParseError) -> Verdict {
+fn unparseable(error: impl std::fmt::Display) -> Verdict {
     forbidden(format!("the command's quoting could not be parsed ({error}), so it cannot be checked"))
 }
 
-/// Collects every match in `line` (and the command lines nested in it) into `hits`.
-fn scan(line: &str, policy: &CommandPolicy, depth: usize, hits: &mut Vec<Verdict>) {
-    if depth > MAX_DEPTH {
-        return hits.push(forbidden("the command nests shells or substitutions too deeply to be checked"));
-    }
-    if let Err(e) = shell_words::split(line) {
-        return hits.push(unparseable(e));
-    }
-    deny(&normalise(line), policy, hits);
-    if is_fork_bomb(line) {
-        hits.push(forbidden("fork bomb: a function that pipes itself into itself in the background"));
-    }
-    let (simples, subs) = lex(line);
-    let mut piped: Option<String> = None;
-    for simple in &simples {
-        let words = match shell_words::split(&simple.raw) {
-            Ok(words) => words,
-            Err(e) => return hits.push(unparseable(e)),
-        };
-        let (assigns, rest) = strip_prefixes(&words);
-        let name = rest.first().map_or("", |w| basename(w));
-        let args = rest.get(1..).unwrap_or_default();
-        let input = simple.input.clone().or(piped.take());
-        piped = simple.piped_out.then(|| printed(name, args));
+/// One run of [`check`]: what it found so far.
+struct Scan<'p> {
+    policy: &'p CommandPolicy,
+    /// The configured home, normalised.
+    talaria: Option<PathName>,
+    hits: Vec<Verdict>,
+    /// Files this command line writes (normalised), with their content when it is known (an
+    /// `echo` or here-doc redirected to it), so running one of them later is checked too.
+    made: Vec<(String, Option<String>)>,
+    /// Variables this command line set to literal values (`X=rm`), used when they are expanded.
+    vars: word::Vars,
+}
 
-        let command = home_alias(&normalise(&format!("{name} {}", args.join(" "))), policy);
-        let with_input = match &input {
-            Some(text) => home_alias(&normalise(&format!("{command} <<< {text}")), policy),
-            None => command.clone(),
-        };
-        let writes: Vec<String> = simple.writes.iter().map(|w| home_alias(w, policy)).collect();
-        deny(&command, policy, hits);
-        deny(&normalise(&simple.raw), policy, hits);
+impl Scan<'_> {
+    fn found(&mut self, (key, reason): Finding) {
+        self.hits.push(Verdict::Dangerous { key, reason });
+    }
+
+    fn path(&self, word: &Word, cwd: &PathName) -> PathName {
+        PathName::parse(&word.text, word.glob, cwd, self.talaria.as_ref())
+    }
+
+    /// Checks a command line run in `cwd` (which its `cd`s change).
+    fn line(&mut self, line: &str, cwd: &mut PathName, depth: usize) {
+        if depth > MAX_DEPTH {
+            return self.hits.push(forbidden("the command nests shells or substitutions too deeply to be checked"));
+        }
+        if let Err(e) = shell_words::split(line) {
+            return self.hits.push(unparseable(e));
+        }
+        self.deny(&normalise(line));
+        if bomb::is_fork_bomb(line) {
+            self.hits.push(forbidden(FORK_BOMB));
+        }
+        let mut piped: Option<String> = None;
+        for simple in lex::lex(line) {
+            for sub in &simple.subs {
+                self.line(sub, &mut cwd.clone(), depth + 1);
+            }
+            let words = match word::split_with(&simple.raw, &self.vars) {
+                Ok(words) => words,
+                Err(e) => return self.hits.push(unparseable(e)),
+            };
+            self.deny(&normalise(&simple.raw));
+            let input = simple.input.clone().or(piped.take());
+            let printed = self.command(&words, input.as_deref(), cwd, depth, false);
+            self.redirections(&simple, printed.as_deref(), cwd);
+            piped = simple.piped_out.then(|| printed.unwrap_or_default());
+        }
+    }
+
+    /// Checks one command given as words; returns what it prints when that is known (`echo`,
+    /// `printf`, `cat` of its input). `tail`: more arguments come at run time (`xargs`).
+    fn command(
+        &mut self,
+        words: &[Word],
+        input: Option<&str>,
+        cwd: &mut PathName,
+        depth: usize,
+        tail: bool,
+    ) -> Option<String> {
+        let start = words.iter().position(|w| !is_assignment(&w.text)).unwrap_or(words.len());
+        let (assignments, words) = words.split_at(start);
+        for assignment in assignments {
+            self.assignment(assignment, words.is_empty(), cwd, depth);
+        }
+        let first = words.first()?;
+        if first.dynamic || first.glob {
+            self.found(DYNAMIC_COMMAND);
+            if first.unknown || first.glob {
+                // It may be a wrapper: what follows is checked as a command of its own too.
+                self.command(&words[1..], input, cwd, depth, true);
+                return None;
+            }
+            // A variable set earlier on the line: checked as what it was set to.
+        }
+        if first.text.contains('/') {
+            self.runs_made(first, cwd, depth);
+        }
+        let name = basename(&first.text);
+        if let Some(spec) = wrapper::wrapper(name) {
+            let text = normalise(&format!("{name} {}", self.render(&words[1..])));
+            self.deny(&text);
+            self.rows(&text, input);
+            let mut inner = wrapper::unwrap(spec, &words[1..]);
+            for script in &inner.scripts {
+                self.line(script, &mut cwd.clone(), depth + 1);
+            }
+            if name == "xargs" {
+                // The list xargs reads, when known, is the rest of the command's arguments.
+                let listed = input.unwrap_or_default().split_whitespace();
+                inner.command.extend(listed.map(|text| Word {
+                    text: text.to_string(),
+                    dynamic: false,
+                    unknown: false,
+                    glob: false,
+                }));
+            }
+            let mut inner_cwd = match &inner.chdir {
+                Some(dir) if dir.unknown => PathName::unknown(),
+                Some(dir) => self.path(dir, cwd),
+                None => cwd.clone(),
+            };
+            let tail = tail || name == "xargs";
+            let printed = self.command(&inner.command, input, &mut inner_cwd, depth, tail);
+            if inner.chdir.is_none() {
+                *cwd = inner_cwd;
+            }
+            return printed;
+        }
+        let args = wrapper::expand(name, &words[1..]);
+        match name {
+            "cd" | "pushd" | "popd" => {
+                *cwd = self.change_dir(name, &args, cwd);
+                return None;
+            }
+            "export" | "declare" | "typeset" | "local" | "readonly" => {
+                for arg in args.iter().filter(|a| is_assignment(&a.text)) {
+                    self.assignment(arg, true, cwd, depth);
+                }
+            }
+            "read" | "unset" | "for" | "mapfile" | "readarray" | "getopts" | "printf" => {
+                // They (re)set variables to values not known here (`printf -v NAME`).
+                for arg in &args {
+                    self.vars.remove(&arg.text);
+                }
+            }
+            _ => {}
+        }
+        let text = normalise(&format!("{name} {}", self.render(&args)));
+        self.deny(&text);
+        let texts = || args.iter().map(|w| w.text.clone()).collect::<Vec<_>>();
+        match name {
+            "echo" => return Some(echo::echo(&texts())),
+            "printf" => return Some(echo::printf(&texts())),
+            name if INERT.contains(&name) => return None,
+            _ => {}
+        }
+        self.deletes(name, &args, cwd);
+        self.rows(&text, input);
+        self.files(name, &args, input, cwd);
+        if (tail || args.iter().any(|w| w.dynamic)) && dynamic_matters(name, &args) {
+            self.found(DYNAMIC_ARGUMENTS);
+        }
+        self.nested(name, &args, input, cwd, depth);
+        let passes_input = name == "tee" || (name == "cat" && wrapper::operands(&args).next().is_none());
+        passes_input.then(|| input.unwrap_or_default().to_string())
+    }
+
+    /// The rows matched against a command's text (and its input).
+    fn rows(&mut self, text: &str, input: Option<&str>) {
+        let with_input = input.map(|input| normalise(&format!("{text} <<< {input}")));
         for rule in RULES.iter() {
             let matched = match rule.on {
-                On::Command => !INERT.contains(&name) && rule.hit(&command),
-                On::Input => !INERT.contains(&name) && rule.hit(&with_input),
-                On::Write => writes.iter().any(|w| rule.hit(w)),
-                On::Env => assigns.iter().any(|a| rule.hit(a)),
+                On::Command => rule.hit(text),
+                On::Input => rule.hit(with_input.as_deref().unwrap_or(text)),
+                On::Write | On::Env => false,
             };
             if matched {
-                hits.push(rule.verdict());
+                self.hits.push(rule.verdict());
             }
         }
+    }
+
+    /// `NAME=value`, in front of a command or given to `export`; `kept` when the variable stays
+    /// set for the rest of the line (no command follows it, or `export`).
+    fn assignment(&mut self, assignment: &Word, kept: bool, cwd: &PathName, depth: usize) {
+        let text = assignment.text.as_str();
+        for rule in RULES.iter().filter(|r| r.on == On::Env && r.hit(text)) {
+            self.hits.push(rule.verdict());
+        }
+        let (name, value) = text.split_once('=').unwrap_or((text, ""));
+        if PLACE_VARIABLES.contains(&name) {
+            self.found(REDEFINES);
+        }
+        if COMMAND_VARIABLES.contains(&name) {
+            self.line(value, &mut cwd.clone(), depth + 1);
+        }
+        if kept && !assignment.unknown {
+            self.vars.insert(name.to_string(), value.to_string());
+        } else if kept {
+            self.vars.remove(name);
+        }
+    }
+
+    /// Output redirections (rows on their normalised targets, protected places) and input ones.
+    /// `printed` is what the command prints, when known.
+    fn redirections(&mut self, simple: &Simple, printed: Option<&str>, cwd: &PathName) {
+        let targets: Vec<Word> = simple.writes.iter().filter_map(|raw| self.first_word(raw)).collect();
+        for target in targets {
+            let path = self.path(&target, cwd);
+            let rendered = path.render();
+            for rule in RULES.iter().filter(|r| r.on == On::Write && r.hit(&rendered)) {
+                self.hits.push(rule.verdict());
+            }
+            if let Some(place) = path.place() {
+                self.found(write_finding(place));
+            }
+            self.made.push((rendered, printed.map(str::to_string)));
+        }
+        let sources: Vec<Word> = simple.reads.iter().filter_map(|raw| self.first_word(raw)).collect();
+        for source in sources {
+            if self.path(&source, cwd).is_secret() {
+                self.found(READ_SECRETS);
+            }
+        }
+    }
+
+    /// Deletes that reach `/` (forbidden when recursive), a home or everything here, or that use a
+    /// relative pattern in a directory not known statically.
+    fn deletes(&mut self, name: &str, args: &[Word], cwd: &PathName) {
+        let (recursive, targets): (bool, Vec<Word>) = match name {
+            "rm" => (recursive(args), wrapper::operands(args).cloned().collect()),
+            "find" if find_deletes(args) => (true, find_starts(args)),
+            "rsync" if args.iter().any(|a| a.text.starts_with("--del")) => {
+                (true, wrapper::operands(args).last().cloned().into_iter().collect())
+            }
+            "mv" => {
+                let mut sources: Vec<Word> = wrapper::operands(args).cloned().collect();
+                if values(args, &["-t"], &["--target-directory"]).is_empty() {
+                    sources.pop(); // the destination
+                }
+                (true, sources)
+            }
+            _ => return,
+        };
+        for target in &targets {
+            match self.path(target, cwd).reach() {
+                Reach::Root if recursive => self.hits.push(forbidden(ROOT_WIPE)),
+                Reach::Root | Reach::Home | Reach::Here => self.found(RM_ROOT),
+                Reach::UnknownDir => self.found(RM_UNKNOWN_DIR),
+                Reach::Other => {}
+            }
+        }
+    }
+
+    /// Writes into protected places, and reads of talaria's secrets. `input` is what the
+    /// command reads, when known (what `tee` writes).
+    fn files(&mut self, name: &str, args: &[Word], input: Option<&str>, cwd: &PathName) {
+        for target in written(name, args) {
+            let path = self.path(&target, cwd);
+            if let Some(place) = path.place() {
+                self.found(write_finding(place));
+            }
+            if PRODUCERS.contains(&name) {
+                let content = input.filter(|_| name == "tee").map(str::to_string);
+                self.made.push((path.render(), content));
+            }
+        }
+        if writes_here(name, args) {
+            if let Some(place) = cwd.place() {
+                self.found(write_finding(place));
+            }
+            // `wget URL` and `curl -O URL` name the file after the URL's last segment.
+            for url in wrapper::operands(args).filter(|a| a.text.contains("://")) {
+                let file = url.text.split(['?', '#']).next().and_then(|u| u.rsplit('/').next()).unwrap_or_default();
+                if !file.is_empty() && matches!(name, "wget" | "curl") {
+                    let path = self.path(&Word { text: file.to_string(), ..url.clone() }, cwd);
+                    self.made.push((path.render(), None));
+                }
+            }
+        }
+        let reads_secret = args.iter().any(|arg| {
+            mentions(&arg.text).into_iter().any(|text| {
+                let path = self.path(&Word { text: text.to_string(), ..arg.clone() }, cwd);
+                path.is_secret()
+                    || (path.is_talaria_home() && RECURSIVE_READERS.contains(&name))
+                    || (matches!(path.reach(), Reach::Root | Reach::Home) && reads_everything(name, args))
+            })
+        });
+        if reads_secret {
+            self.found(READ_SECRETS);
+        }
+    }
+
+    /// Running a file that this command line wrote before: its content is checked when known
+    /// (`echo 'rm -rf /' > x.sh; sh x.sh`), and needs approval when not (`curl -o x.sh URL; sh x.sh`).
+    fn runs_made(&mut self, file: &Word, cwd: &PathName, depth: usize) {
+        let path = self.path(file, cwd).render();
+        let Some((_, content)) = self.made.iter().rev().find(|(made, _)| *made == path) else { return };
+        match content.clone() {
+            Some(script) => self.line(&script, &mut cwd.clone(), depth + 1),
+            None => self.found(RUNS_MADE),
+        }
+    }
+
+    /// Command lines inside this one: shell scripts, `eval`, `alias` values, `find -exec`.
+    fn nested(&mut self, name: &str, args: &[Word], input: Option<&str>, cwd: &PathName, depth: usize) {
         if SHELLS.contains(&name) {
-            if let Some(script) = inline_script(args).or(input.as_deref()) {
-                scan(script, policy, depth + 1, hits);
+            match inline_script(args) {
+                Some(at) => self.script(&args[at].text, &args[at + 1..], cwd, depth + 1),
+                None => {
+                    if let Some(input) = input {
+                        self.line(input, &mut cwd.clone(), depth + 1);
+                    }
+                }
             }
-        } else if name == "xargs" || name == "find" {
-            let shell = args.iter().position(|a| SHELLS.contains(&basename(a)));
-            if let Some(script) = shell.and_then(|at| inline_script(&args[at + 1..])) {
-                scan(script, policy, depth + 1, hits);
+            if let Some(file) = wrapper::operands(args).next() {
+                self.runs_made(file, cwd, depth);
             }
-        } else if name == "eval" {
-            scan(&args.join(" "), policy, depth + 1, hits);
+            if let Some(at) = args.iter().position(|a| a.text == "--").filter(|_| name == "runuser") {
+                self.command(&args[at + 1..], None, &mut cwd.clone(), depth + 1, false);
+            }
+            return;
+        }
+        match name {
+            "eval" => {
+                let script: Vec<&str> = args.iter().map(|a| a.text.as_str()).collect();
+                self.line(&script.join(" "), &mut cwd.clone(), depth + 1);
+            }
+            "alias" => {
+                for (_, value) in args.iter().filter_map(|a| a.text.split_once('=')) {
+                    self.line(value, &mut cwd.clone(), depth + 1);
+                }
+            }
+            "source" | "." => {
+                let Some(file) = wrapper::operands(args).next() else { return };
+                if file.dynamic {
+                    self.found(DYNAMIC_COMMAND);
+                }
+                self.runs_made(file, cwd, depth);
+                if let Some(input) = input.filter(|_| STDIN.contains(&file.text.as_str())) {
+                    self.line(input, &mut cwd.clone(), depth + 1);
+                }
+            }
+            "find" => {
+                for command in find_commands(args) {
+                    self.command(command, None, &mut cwd.clone(), depth + 1, true);
+                }
+            }
+            // They run the script they read later, on their own.
+            "at" | "batch" => {
+                if let Some(input) = input {
+                    self.line(input, &mut cwd.clone(), depth + 1);
+                }
+            }
+            _ => {}
         }
     }
-    for sub in subs {
-        scan(&sub, policy, depth + 1, hits);
-    }
-}
 
-/// What `echo`/`printf` print, roughly (`printf '%s\n' a b` prints one word per line); empty for
-/// other commands, whose output is unknown.
-fn printed(name: &str, args: &[String]) -> String {
-    match name {
-        "echo" => args.join(" ").replace("\\n", "\n"),
-        "printf" => args.join("\n").replace("\\n", "\n"),
-        _ => String::new(),
-    }
-}
-
-/// Refuses `text` when it matches one of the operator's deny globs (or when one of them is broken:
-/// a deny list that cannot be read must not let everything through).
-fn deny(text: &str, policy: &CommandPolicy, hits: &mut Vec<Verdict>) {
-    for pattern in &policy.deny {
-        match Glob::new(pattern) {
-            Ok(glob) if glob.compile_matcher().is_match(text) => {
-                let reason = format!("the command matches the deny pattern `{pattern}` configured by the operator");
-                hits.push(forbidden(reason));
+    /// A `sh -c SCRIPT ARG0 ARG1...` script, with `$0`, `$1`... standing for the words after it.
+    fn script(&mut self, script: &str, positional: &[Word], cwd: &PathName, depth: usize) {
+        let names: Vec<String> = (0..positional.len().min(10)).map(|n| n.to_string()).collect();
+        let saved: Vec<Option<String>> = names.iter().map(|n| self.vars.get(n).cloned()).collect();
+        for (name, word) in names.iter().zip(positional) {
+            if word.unknown {
+                self.vars.remove(name);
+            } else {
+                self.vars.insert(name.clone(), word.text.clone());
             }
-            Ok(_) => {}
-            Err(e) => {
-                let reason = format!("the deny pattern `{pattern}` is not a valid glob ({e}); fix the config");
-                hits.push(forbidden(reason));
+        }
+        self.line(script, &mut cwd.clone(), depth);
+        for (name, value) in names.into_iter().zip(saved) {
+            match value {
+                Some(value) => self.vars.insert(name, value),
+                None => self.vars.remove(&name),
+            };
+        }
+    }
+
+    /// Where `cd`, `pushd` or `popd` leads from `cwd`.
+    fn change_dir(&self, name: &str, args: &[Word], cwd: &PathName) -> PathName {
+        let option =
+            |w: &&Word| w.text.len() > 1 && w.text.starts_with('-') && w.text[1..].chars().all(|c| "LPe@n".contains(c));
+        match args.iter().find(|w| !option(w)) {
+            _ if name == "popd" => PathName::unknown(),
+            None if name == "cd" => PathName::parse("~", false, cwd, None),
+            None => PathName::unknown(),
+            Some(w) if w.unknown || w.text == "-" || w.text.starts_with(['+', '-']) => PathName::unknown(),
+            Some(w) => self.path(w, cwd),
+        }
+    }
+
+    /// The first word of a redirection target, as the shell reads it.
+    fn first_word(&self, raw: &str) -> Option<Word> {
+        word::split_with(raw, &self.vars).ok().and_then(|words| words.into_iter().next())
+    }
+
+    /// Words as the rows see them: absolute and home paths normalised (also after `NAME=`).
+    fn render(&self, words: &[Word]) -> String {
+        let here = PathName::here();
+        let path = |text: &str, glob: bool| PathName::parse(text, glob, &here, self.talaria.as_ref()).render();
+        let rendered: Vec<String> = words
+            .iter()
+            .map(|w| match w.text.split_once('=') {
+                _ if w.text.starts_with(['/', '~']) => path(&w.text, w.glob),
+                Some((key, value)) if value.starts_with(['/', '~']) && !key.contains(' ') => {
+                    format!("{key}={}", path(value, w.glob))
+                }
+                _ => w.text.clone(),
+            })
+            .collect();
+        rendered.join(" ")
+    }
+
+    /// Refuses `text` when it matches one of the operator's deny globs (or when one of them is
+    /// broken: a deny list that cannot be read must not let everything through).
+    fn deny(&mut self, text: &str) {
+        for pattern in &self.policy.deny {
+            match Glob::new(pattern) {
+                Ok(glob) if glob.compile_matcher().is_match(text) => {
+                    let reason = format!("the command matches the deny pattern `{pattern}` configured by the operator");
+                    self.hits.push(forbidden(reason));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let reason = format!("the deny pattern `{pattern}` is not a valid glob ({e}); fix the config");
+                    self.hits.push(forbidden(reason));
+                }
             }
         }
     }
@@ -367,48 +623,6 @@ fn deny(text: &str, policy: &CommandPolicy, hits: &mut Vec<Verdict>) {
 
 fn normalise(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Rewrites talaria's configured home directory to `~/.talaria`, the spelling the patterns know.
-fn home_alias(text: &str, policy: &CommandPolicy) -> String {
-    match policy.home.as_deref().map(|h| h.to_string_lossy()) {
-        Some(home) if home.trim_end_matches('/').len() > 1 => text.replace(home.trim_end_matches('/'), "~/.talaria"),
-        _ => text.to_string(),
-    }
-}
-
-/// Splits off leading assignments and wrappers that run the rest of the words as a command.
-fn strip_prefixes(words: &[String]) -> (Vec<&str>, &[String]) {
-    let mut assigns = Vec::new();
-    let mut i = 0;
-    while let Some(word) = words.get(i) {
-        if is_assignment(word) {
-            assigns.push(word.as_str());
-            i += 1;
-            continue;
-        }
-        let wrapper = basename(word);
-        let with_arg: &[&str] = match wrapper {
-            "sudo" | "doas" => &["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "-R"],
-            "env" => &["-u", "-C", "-S", "--unset", "--chdir"],
-            "nice" => &["-n", "--adjustment"],
-            "timeout" => &["-s", "-k", "--signal", "--kill-after"],
-            "nohup" | "time" | "exec" | "command" | "builtin" | "{" | "!" | "if" | "then" | "elif" | "else"
-            | "while" | "until" | "do" => &[],
-            _ => break,
-        };
-        i += 1;
-        while let Some(option) = words.get(i).filter(|w| w.starts_with('-') && w.len() > 1) {
-            i += if with_arg.contains(&option.as_str()) { 2 } else { 1 };
-            if option == "--" {
-                break;
-            }
-        }
-        if wrapper == "timeout" {
-            i += 1; // the duration
-        }
-    }
-    (assigns, words.get(i..).unwrap_or_default())
 }
 
 /// `rm` for `/usr/bin/rm`.
@@ -422,239 +636,16 @@ fn is_assignment(word: &str) -> bool {
     name.starts_with(|c: char| !c.is_ascii_digit()) && name.chars().all(ident)
 }
 
-/// The script of `sh -c SCRIPT` (also `-ec`, `-lc`, `--command`).
-fn inline_script(args: &[String]) -> Option<&str> {
-    let flag = |a: &String| a == "--command" || (a.starts_with('-') && !a.starts_with("--") && a.contains('c'));
-    let at = args.iter().position(flag)?;
-    args.get(at + 1).map(String::as_str)
+/// Where the script of `sh -c SCRIPT` is in `args` (also `-ec`, `-lc`, `--command`).
+fn inline_script(args: &[Word]) -> Option<usize> {
+    let flag = |a: &Word| {
+        a.text == "--command" || (a.text.starts_with('-') && !a.text.starts_with("--") && a.text.contains('c'))
+    };
+    let at = args.iter().position(flag)? + 1;
+    (at < args.len()).then_some(at)
 }
 
-static QUOTED: LazyLock<Regex> = LazyLock::new(|| compile(r#"'[^']*'|"(?:\\.|[^"\\])*""#));
-static FUNCTION: LazyLock<Regex> =
-    LazyLock::new(|| compile(r"(?:\bfunction\s+([\w:.-]+)\s*(?:\(\s*\))?|([\w:.-]+)\s*\(\s*\))\s*\{([^}]*)\}"));
-
-/// A function whose body runs `f | f &`: `:(){ :|:& };:` and its respelled variants.
-fn is_fork_bomb(line: &str) -> bool {
-    let unquoted = QUOTED.replace_all(line, "''");
-    FUNCTION.captures_iter(&unquoted).any(|caps| {
-        let (Some(name), Some(body)) = (caps.get(1).or(caps.get(2)), caps.get(3)) else { return false };
-        let name = regex::escape(name.as_str());
-        Regex::new(&format!(r"(^|[^\w:.-]){name}\s*\|&?\s*{name}\s*&")).is_ok_and(|re| re.is_match(body.as_str()))
-    })
-}
-
-/// One simple command: its text with quotes intact and redirections removed.
-#[derive(Debug, Default)]
-struct Simple {
-    raw: String,
-    writes: Vec<String>,
-    input: Option<String>,
-    piped_out: bool,
-}
-
-/// Splits a command line into simple commands and the bodies of its substitutions (`$(...)`,
-/// backticks, `<(...)`, `>(...)`), which stay in the text of the command that contains them.
-fn lex(line: &str) -> (Vec<Simple>, Vec<String>) {
-    let c: Vec<char> = line.chars().collect();
-    let (mut out, mut subs, mut cur) = (Vec::new(), Vec::new(), Simple::default());
-    let mut heredocs: Vec<(String, bool, usize)> = Vec::new();
-    let mut i = 0;
-    while i < c.len() {
-        let (next, after) = (c.get(i + 1).copied(), c.get(i + 2).copied());
-        match (c[i], next) {
-            ('\\', _) => {
-                // A backslash-newline joins lines; any other escaped char stays for shell_words.
-                let escaped = if next == Some('\n') { " ".to_string() } else { text(&c, i, i + 2) };
-                cur.raw.push_str(&escaped);
-                i += 2;
-            }
-            ('\'', _) => {
-                let close = find(&c, i + 1, '\'');
-                cur.raw.push_str(&text(&c, i, close + 1));
-                i = close + 1;
-            }
-            ('"', _) => {
-                let close = double_end(&c, i, &mut subs);
-                cur.raw.push_str(&text(&c, i, close));
-                i = close;
-            }
-            ('`', _) => {
-                let close = tick_end(&c, i);
-                subs.push(text(&c, i + 1, close));
-                cur.raw.push_str(&text(&c, i, close + 1));
-                i = close + 1;
-            }
-            ('$' | '<' | '>', Some('(')) => {
-                let close = paren_end(&c, i + 1);
-                subs.push(text(&c, i + 2, close));
-                cur.raw.push_str(&text(&c, i, close + 1));
-                i = close + 1;
-            }
-            ('#', _) if cur.raw.is_empty() || cur.raw.ends_with(char::is_whitespace) => i = find(&c, i, '\n'),
-            (';' | '\n' | '(' | ')', _) => {
-                end(&mut cur, &mut out, false);
-                i += 1;
-                if c[i - 1] == '\n' {
-                    i = heredoc_bodies(&c, i, &mut heredocs, &mut out);
-                }
-            }
-            ('&', Some('&')) | ('|', Some('|')) => {
-                end(&mut cur, &mut out, false);
-                i += 2;
-            }
-            ('&', Some('>')) => i += 1, // `&>file`: the `>` arm reads the target
-            ('&', _) => {
-                end(&mut cur, &mut out, false);
-                i += 1;
-            }
-            ('|', _) => {
-                end(&mut cur, &mut out, true);
-                i += if next == Some('&') { 2 } else { 1 };
-            }
-            ('>', _) => {
-                let kept = cur.raw.trim_end_matches(|d: char| d.is_ascii_digit()).len();
-                if cur.raw[..kept].is_empty() || cur.raw[..kept].ends_with(char::is_whitespace) {
-                    cur.raw.truncate(kept); // the `2` of `2>`
-                }
-                let mut j = i + 1 + usize::from(matches!(next, Some('>' | '|')));
-                let dup = c.get(j) == Some(&'&');
-                j += usize::from(dup);
-                let (target, k) = read_word(&c, j);
-                if !(dup && (target == "-" || target.chars().all(|d| d.is_ascii_digit()))) {
-                    cur.writes.push(target);
-                }
-                i = k;
-            }
-            ('<', Some('<')) if after == Some('<') => {
-                let (word, k) = read_word(&c, i + 3);
-                cur.input = Some(word);
-                i = k;
-            }
-            ('<', Some('<')) => {
-                let strip = after == Some('-');
-                let (delim, k) = read_word(&c, i + 2 + usize::from(strip));
-                heredocs.push((delim, strip, out.len()));
-                cur.input = Some(String::new());
-                i = k;
-            }
-            ('<', _) => i = read_word(&c, i + 1 + usize::from(next == Some('&'))).1,
-            (ch, _) => {
-                cur.raw.push(ch);
-                i += 1;
-            }
-        }
-    }
-    end(&mut cur, &mut out, false);
-    (out, subs)
-}
-
-/// Ends the current simple command; `piped` when its output goes to the next one.
-fn end(cur: &mut Simple, out: &mut Vec<Simple>, piped: bool) {
-    let done = std::mem::take(cur);
-    if !done.raw.trim().is_empty() || !done.writes.is_empty() || done.input.is_some() {
-        out.push(Simple { piped_out: piped, ..done });
-    }
-}
-
-/// Reads the bodies of the here-docs opened on the line that just ended at `i`.
-fn heredoc_bodies(c: &[char], mut i: usize, pending: &mut Vec<(String, bool, usize)>, out: &mut [Simple]) -> usize {
-    for (delim, strip, at) in pending.drain(..) {
-        let mut body = String::new();
-        while i < c.len() {
-            let eol = find(c, i, '\n');
-            let line = text(c, i, eol);
-            i = eol + 1;
-            if (if strip { line.trim_start_matches('\t') } else { &line }) == delim {
-                break;
-            }
-            body.push_str(&line);
-            body.push('\n');
-        }
-        if let Some(simple) = out.get_mut(at) {
-            simple.input = Some(body);
-        }
-    }
-    i
-}
-
-/// The chars `c[from..to]`, clamped to the line.
-fn text(c: &[char], from: usize, to: usize) -> String {
-    c[from.min(c.len())..to.min(c.len())].iter().collect()
-}
-
-/// Index of the next `ch` at or after `from`, or the line's length.
-fn find(c: &[char], from: usize, ch: char) -> usize {
-    (from..c.len()).find(|&j| c[j] == ch).unwrap_or(c.len())
-}
-
-/// Index just past the `"` closing the string opened at `open`; substitutions inside go to `subs`.
-fn double_end(c: &[char], open: usize, subs: &mut Vec<String>) -> usize {
-    let mut j = open + 1;
-    while j < c.len() {
-        match c[j] {
-            '\\' => j += 2,
-            '"' => return j + 1,
-            '`' => {
-                let close = tick_end(c, j);
-                subs.push(text(c, j + 1, close));
-                j = close + 1;
-            }
-            '$' if c.get(j + 1) == Some(&'(') => {
-                let close = paren_end(c, j + 1);
-                subs.push(text(c, j + 2, close));
-                j = close + 1;
-            }
-            _ => j += 1,
-        }
-    }
-    c.len()
-}
-
-/// Index of the backtick closing the one at `open`.
-fn tick_end(c: &[char], open: usize) -> usize {
-    let mut j = open + 1;
-    while j < c.len() && c[j] != '`' {
-        j += if c[j] == '\\' { 2 } else { 1 };
-    }
-    j.min(c.len())
-}
-
-/// Index of the `)` matching the `(` at `open`, skipping quoted text.
-fn paren_end(c: &[char], open: usize) -> usize {
-    let (mut depth, mut j) = (0usize, open);
-    while j < c.len() {
-        match c[j] {
-            '\\' => j += 1,
-            '\'' => j = find(c, j + 1, '\''),
-            '"' => j = double_end(c, j, &mut Vec::new()) - 1,
-            '(' => depth += 1,
-            ')' if depth <= 1 => return j,
-            ')' => depth -= 1,
-            _ => {}
-        }
-        j += 1;
-    }
-    c.len()
-}
-
-/// The word starting at `from` (after blanks), unquoted, and the index after it.
-fn read_word(c: &[char], from: usize) -> (String, usize) {
-    let start = (from..c.len()).find(|&j| c[j] != ' ' && c[j] != '\t').unwrap_or(c.len());
-    let mut j = start;
-    while j < c.len() {
-        match c[j] {
-            ' ' | '\t' | '\n' | ';' | '&' | '|' | '<' | '>' | '(' | ')' => break,
-            '\'' => j = find(c, j + 1, '\'') + 1,
-            '"' => j = double_end(c, j, &mut Vec::new()),
-            '$' if c.get(j + 1) == Some(&'(') => j = paren_end(c, j + 1) + 1,
-            '\\' => j += 2,
-            _ => j += 1,
-        }
-    }
-    let raw = text(c, start, j);
-    let word = shell_words::split(&raw).ok().and_then(|w| w.into_iter().next());
-    (word.unwrap_or(raw), j.min(c.len()))
-}
-
+#[cfg(test)]
+mod corpus;
 #[cfg(test)]
 mod tests;

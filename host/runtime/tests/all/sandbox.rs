@@ -407,3 +407,49 @@ async fn a_plugin_data_directory_that_is_a_symlink_is_not_opened() {
     let e = failed(call(&rt, "read_path", json!({ "path": env.ws().join("inside.txt") })).await);
     assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
 }
+
+#[tokio::test]
+async fn disguised_dangerous_commands_are_caught_at_the_process_import() {
+    let env = Env::new();
+    env.evil("evil", "process = true", &["process"]);
+    std::fs::create_dir(env.ws().join("build")).expect("mkdir");
+    std::fs::write(env.ws().join("build/keep.txt"), "kept").expect("write");
+    let rt = env.runtime();
+    let needs_approval = |command: &str, reason: &str| {
+        format!(
+            "command refused: `{command}` needs approval ({reason}) and no one is here to approve it; rerun with --yolo to allow dangerous commands"
+        )
+    };
+    for (command, reason) in [
+        ("setsid rm -rf build", "recursive delete"),
+        ("$(echo rm) -rf build", "recursive delete"),
+        ("flock -w 5 /tmp/talaria-test.lock rm --r build", "recursive delete"),
+        (
+            "X=$(cat list); $X -rf build",
+            "runs a command whose name or script is only known at run time (a variable, substitution, glob or eval)",
+        ),
+        ("cat $TALARIA_HOME/.env", "reads talaria's secrets (.env) or a process's environment"),
+        ("echo x > ./.git//hooks/pre-commit", "writes git's config or hooks, which git runs by itself"),
+    ] {
+        assert_eq!(failed(call(&rt, "run", json!({ "text": command })).await), needs_approval(command, reason));
+    }
+    assert_eq!(std::fs::read_to_string(env.ws().join("build/keep.txt")).expect("still there"), "kept");
+    assert!(!env.ws().join(".git").exists());
+
+    // Refused even with --yolo, whatever the spelling.
+    let yolo = env.runtime_yolo();
+    for (command, reason) in [
+        (
+            "f(){ f & f; }; f",
+            "fork bomb: a function that runs itself in the background or pipes into itself, or an endless loop that starts processes in the background",
+        ),
+        ("cd / && rm -rf *", "deletes the whole root filesystem"),
+        ("cd build && cd .. && cd .. && cd .. && cd / && rm -rf ./*", "deletes the whole root filesystem"),
+    ] {
+        assert_eq!(
+            failed(call(&yolo, "run", json!({ "text": command })).await),
+            format!("command refused: `{command}` is always refused: {reason}")
+        );
+    }
+    assert_eq!(std::fs::read_to_string(env.ws().join("build/keep.txt")).expect("still there"), "kept");
+}
