@@ -1,5 +1,9 @@
 //! The `talaria` command: parses arguments and hands each subcommand to its module.
 
+// Help texts are doc comments that clap shows as they are: their `[:PORT]`-style optional parts
+// are not links.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags, rustdoc::bare_urls)]
+
 mod author;
 mod busy;
 mod chat;

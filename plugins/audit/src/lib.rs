@@ -1,5 +1,5 @@
 //! The bundled `audit` hook: appends one JSON line per tool call, ended turn and finished
-//! subagent to a file in its private data directory (the lines are described in [`record`]).
+//! subagent to a file in its private data directory (the lines are described in `record`).
 //!
 //! ```toml
 //! [plugins.audit]

@@ -8,9 +8,9 @@
 //! passes update that summary. When the model fails, a fixed fallback summary keeps compression
 //! working, and the model is left alone for a while (60/300/900 s).
 //!
-//! Modules: [`config`] (settings), [`plan`] (cut points, token estimates), [`summary`] (prompt,
-//! fallback, the summary message), [`sanitize`] (conversation validity), [`backoff`], and
-//! [`engine`] (the steps, over a [`Host`](engine::Host) seam). This file only connects that
+//! Modules: `config` (settings), `plan` (cut points, token estimates), `summary` (prompt,
+//! fallback, the summary message), `sanitize` (conversation validity), `backoff`, and
+//! `engine` (the steps, over a `engine::Host` seam). This file only connects that
 //! seam to the SDK: `llm`, `kv`, the clock and `log`.
 //!
 //! ```toml

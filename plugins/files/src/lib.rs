@@ -3,8 +3,8 @@
 //!
 //! Relative paths start at the workspace. The sandbox decides what may be touched (the manifest
 //! asks for the workspace, read-write); paths outside it are still attempted, and the refusal is
-//! explained to the model. The logic lives in plain modules ([`read`], [`patch`], [`search`],
-//! [`paths`]) that are unit-tested natively; this file is the thin tool layer.
+//! explained to the model. The logic lives in plain modules (`read`, `patch`, `search`,
+//! `paths`) that are unit-tested natively; this file is the thin tool layer.
 //!
 //! ```text
 //! read_file {"path": "src/main.rs", "offset": 1, "limit": 50}

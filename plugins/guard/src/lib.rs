@@ -1,7 +1,7 @@
 //! The bundled `guard` hook: blocks tool calls, or asks a human first, by the operator's rules.
 //!
 //! It listens to `pre_tool_call` only. The rules come from config.toml (the matching is in
-//! [`rules`]):
+//! `rules`):
 //!
 //! ```toml
 //! [plugins.guard]

@@ -2,10 +2,10 @@
 //! plugin's kv store.
 //!
 //! - **sync_turn** records each finished turn (small talk and slash commands are skipped; each
-//!   side is clipped to 4,000 characters) in chunks of kv ([`store`]).
+//!   side is clipped to 4,000 characters) in chunks of kv (`store`).
 //! - **prefetch** scores the entries of *other* sessions against the user's new message with
-//!   BM25 ([`index`]), slightly favouring recent ones, and returns the best few as a recall block
-//!   ([`journal`]), or "" for a trivial message or when nothing matches well enough:
+//!   BM25 (`index`), slightly favouring recent ones, and returns the best few as a recall block
+//!   (`journal`), or "" for a trivial message or when nothing matches well enough:
 //!
 //!   ```text
 //!   [recall: notes from earlier sessions; they may be out of date]

@@ -3,7 +3,7 @@
 //!
 //! The host runs every command past its dangerous-command check (and the user, when one is
 //! there to ask); a refusal comes back as an error telling the model not to retry the command
-//! as it is. Output shaping lives in [`output`].
+//! as it is. Output shaping lives in `output`.
 //!
 //! ```text
 //! terminal {"command": "cargo test", "workdir": "crates/core", "timeout_secs": 300}

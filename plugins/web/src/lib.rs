@@ -2,7 +2,7 @@
 //!
 //! The request goes through the SDK's HTTP client (wasi:http), so the host decides which hosts
 //! are reachable: the manifest asks for any public host, and the host refuses loopback and
-//! private addresses for such a wildcard grant. The conversion lives in [`page`].
+//! private addresses for such a wildcard grant. The conversion lives in `page`.
 //!
 //! ```text
 //! web_fetch {"url": "https://example.com/"}
