@@ -12,6 +12,7 @@ fn main() {
         "tests/plugins/probe-memory",
         "tests/plugins/probe-context",
         "tests/plugins/sly-hook",
+        "tests/plugins/flood",
     ];
     for g in talaria_guest_build::build(&root, &guests) {
         let var = g.package.trim_start_matches("talaria-test-").replace('-', "_").to_uppercase();

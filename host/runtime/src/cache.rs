@@ -4,8 +4,14 @@
 //! `$TALARIA_HOME/cache/plugins` (mode 0700). Beside each compiled file is the blake3 hash it had
 //! when written; loading native code is only safe for code this host compiled, so an entry is checked
 //! against that hash before it is loaded (and must not be replaced or written while loading); an
-//! entry that does not match is compiled again and replaced, never loaded. Tool specs are
-//! cached beside, by wasm hash, so listing tools needs no compile at all.
+//! entry that does not match is compiled again and replaced, never loaded.
+//!
+//! What a component's `list` export gave is kept beside, by wasm hash, in one [`Listing`] file
+//! per component: either its checked tool specs, or the failure (a trap, a missed deadline, a
+//! refused listing) with its text. Either way a later start reads one small file and neither
+//! compiles nor instantiates the plugin; a failure is so remembered until the component
+//! changes (a new hash) or the limits it was checked under do. A listing that succeeds
+//! replaces a remembered failure.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -13,7 +19,11 @@ use std::time::Instant;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use talaria_protocol::ToolSpec;
+
+use crate::exports::Surface;
 use crate::fsutil;
+use crate::listing::SpecLimits;
 
 /// Where a component came from this time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,9 +60,25 @@ impl CompileCache {
         entry.with_extension("cwasm.b3")
     }
 
-    /// The cached specs for a wasm hash.
+    /// The listing (tool specs, or a remembered failure) kept for a wasm hash.
     pub fn specs_file(&self, wasm_sha256: &str) -> PathBuf {
         self.dir.join(format!("{wasm_sha256}.tools.json"))
+    }
+
+    /// The listing kept for a wasm hash; `None` when there is none or it cannot be read (then
+    /// the plugin is listed afresh and the file replaced).
+    pub(crate) fn listing(&self, wasm_sha256: &str) -> Option<Listing> {
+        let bytes = std::fs::read(self.specs_file(wasm_sha256)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Keep `listing` for a wasm hash, readable only by the user.
+    ///
+    /// # Errors
+    /// The cache directory or file cannot be written.
+    pub(crate) fn keep_listing(&self, wasm_sha256: &str, listing: &Listing) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec(listing).map_err(std::io::Error::other)?;
+        fsutil::private_dir(&self.dir).and_then(|()| fsutil::write_private(&self.specs_file(wasm_sha256), &bytes))
     }
 
     /// Load the component from the cache, or compile `wasm` and cache it.
@@ -106,6 +132,26 @@ impl CompileCache {
         }
         Ok((component, outcome))
     }
+}
+
+/// What a component's `list` gave, kept by wasm hash.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Listing {
+    /// What the component exports and imports, to check it against the manifest that names it.
+    pub surface: Surface,
+    /// The limits it was checked under.
+    pub limits: SpecLimits,
+    pub listed: Listed,
+}
+
+/// The outcome of a `list` call.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Listed {
+    /// The checked specs.
+    Tools(Vec<ToolSpec>),
+    /// It trapped, missed its deadline or was refused: the refusal as it was reported.
+    Failed(String),
 }
 
 enum Verified {

@@ -112,6 +112,8 @@ pub(crate) struct PluginEnv {
     pub services: Arc<Services>,
     /// Where its import calls are recorded (`talaria plugin test`); `None`: not recorded.
     pub recorder: Option<Arc<Recorder>>,
+    /// Its log rate, shared by all its instances and calls.
+    pub log_lines: crate::logline::LogLimiter,
 }
 
 impl PluginEnv {

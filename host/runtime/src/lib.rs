@@ -55,8 +55,10 @@ mod host;
 pub mod identity;
 mod instance;
 pub mod leak;
+mod listing;
 pub mod llm;
 pub mod lock;
+mod logline;
 pub mod manifest;
 mod net;
 mod plugin;
@@ -88,10 +90,12 @@ pub use record::RecordedImport;
 pub use secrets::Secrets;
 pub use stub::{HttpStub, HttpStubs};
 
-use crate::exports::{Prepared, Surface, ToolsExport};
+use crate::cache::{Listed, Listing};
+use crate::exports::{Prepared, ToolsExport};
 use crate::host::bindings::{v1, v2};
 use crate::host::{HostState, PluginEnv, Services};
 use crate::instance::GuestError;
+use crate::listing::RawSpec;
 
 /// Failures of the runtime itself (not of a plugin: those are [`Problem`]s and [`ToolError`]s).
 #[derive(Debug, thiserror::Error)]
@@ -102,7 +106,7 @@ pub enum Error {
     Engine(String),
 }
 
-/// Host-wide caps and defaults for plugin calls.
+/// Host-wide caps and defaults for plugin calls, and for what a plugin may declare.
 #[derive(Debug, Clone, Copy)]
 pub struct HostLimits {
     pub default_memory_mb: u32,
@@ -111,6 +115,12 @@ pub struct HostLimits {
     pub max_timeout: Duration,
     pub default_output_kb: u32,
     pub max_output_kb: u32,
+    /// Most tools one plugin may list (128; `[sandbox] max_tools_per_plugin`); a plugin that
+    /// lists more offers none.
+    pub max_tools_per_plugin: usize,
+    /// Largest tool spec (name, description and parameters JSON together) a plugin may list
+    /// (64 KiB; `[sandbox] max_spec_kb`); a plugin that lists a larger one offers none.
+    pub max_spec_bytes: usize,
 }
 
 impl Default for HostLimits {
@@ -122,6 +132,8 @@ impl Default for HostLimits {
             max_timeout: Duration::from_secs(900),
             default_output_kb: 1024,
             max_output_kb: 16 * 1024,
+            max_tools_per_plugin: 128,
+            max_spec_bytes: 64 * 1024,
         }
     }
 }
@@ -238,8 +250,6 @@ type Fresh = Option<(CacheOutcome, Duration)>;
 const LIST_DEADLINE: Duration = Duration::from_secs(5);
 /// Largest component read from a project (a JavaScript or Python plugin is 10-20 MB).
 pub(crate) const MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
-/// Longest tool description kept.
-const MAX_DESCRIPTION_CHARS: usize = 4096;
 
 /// Which plugin provides each tool.
 struct ToolIndex {
@@ -258,6 +268,8 @@ pub struct Runtime {
     cache: CompileCache,
     engine: OnceLock<Result<(EngineHandle, Linker<HostState>), String>>,
     index: tokio::sync::OnceCell<ToolIndex>,
+    /// How much each plugin may list.
+    spec_limits: listing::SpecLimits,
     args: args::ArgChecker,
     recorder: Option<Arc<record::Recorder>>,
 }
@@ -326,6 +338,7 @@ impl Runtime {
                     config: settings.config,
                     services: services.clone(),
                     recorder: recorder.clone(),
+                    log_lines: logline::LogLimiter::default(),
                 });
                 let limits = Kind::ALL.map(|kind| {
                     let default = match kind {
@@ -359,6 +372,7 @@ impl Runtime {
             cache: CompileCache::new(config.cache_dir.unwrap_or_else(|| config.home.join("cache").join("plugins"))),
             engine: OnceLock::new(),
             index: tokio::sync::OnceCell::new(),
+            spec_limits: listing::SpecLimits::from(&config.limits),
             args: args::ArgChecker::default(),
             recorder,
         })
@@ -490,51 +504,76 @@ impl Runtime {
     /// The tools a plugin offers (from the spec cache when possible); none for kinds that
     /// offer no tools.
     ///
+    /// A `list` that traps, misses its deadline or is refused is remembered by the component's
+    /// hash (see [`cache`]): later starts report it without running the plugin, until its
+    /// component or the `[sandbox]` limits change.
+    ///
     /// # Errors
-    /// The plugin is disabled, cannot be compiled, or its `list` fails or returns bad specs.
+    /// The plugin is disabled, cannot be compiled, or its `list` fails or returns specs over
+    /// the limits or malformed (now, or remembered from an earlier start).
     pub async fn plugin_tools(&self, plugin: &Plugin) -> Result<Vec<ToolSpec>, ToolError> {
         Self::check_enabled(plugin).map_err(ToolError::Unavailable)?;
         if !plugin.may_offer_tools() {
             return Ok(Vec::new());
         }
-        let specs = plugin
-            .specs
-            .get_or_init(|| async {
-                let sha = plugin.sha256().map_err(ToolError::Unavailable)?.to_string();
-                let cache_file = self.cache.specs_file(&sha);
-                if let Some(cached) =
-                    std::fs::read(&cache_file).ok().and_then(|b| serde_json::from_slice::<SpecCache>(&b).ok())
-                {
-                    // The same component may sit behind another manifest: check it against this one.
-                    exports::check(&cached.surface, &plugin.manifest).map_err(|e| {
-                        ToolError::Unavailable(format!("plugin '{}' ({}): {e}", plugin.name(), plugin.location))
-                    })?;
-                    return Ok(cached
-                        .tools
+        let specs = plugin.specs.get_or_init(|| self.listed_tools(plugin)).await;
+        specs.clone()
+    }
+
+    /// A plugin's tools from the kept listing, else from its `list` export (the outcome is kept).
+    async fn listed_tools(&self, plugin: &Plugin) -> Result<Vec<ToolSpec>, ToolError> {
+        let sha = plugin.sha256().map_err(ToolError::Unavailable)?.to_string();
+        let limits = self.spec_limits;
+        if let Some(kept) = self.cache.listing(&sha) {
+            // The same component may sit behind another manifest: check it against this one.
+            exports::check(&kept.surface, &plugin.manifest).map_err(|e| {
+                ToolError::Unavailable(format!("plugin '{}' ({}): {e}", plugin.name(), plugin.location))
+            })?;
+            match kept.listed {
+                Listed::Tools(tools) => {
+                    if kept.limits != limits {
+                        listing::recheck(plugin.name(), &tools, limits)
+                            .map_err(|e| ToolError::Unavailable(e.to_string()))?;
+                    }
+                    return Ok(tools
                         .into_iter()
                         .map(|s| ToolSpec { plugin: plugin.name().to_string(), ..s })
                         .collect());
                 }
-                let (specs, surface) = self.list_specs(plugin).await?;
-                let cached = SpecCache { surface, tools: specs };
-                if let Ok(bytes) = serde_json::to_vec(&cached)
-                    && let Err(e) =
-                        fsutil::private_dir(self.cache.dir()).and_then(|()| fsutil::write_private(&cache_file, &bytes))
-                {
-                    tracing::warn!("could not cache tool specs: {e}");
+                Listed::Failed(error) if kept.limits == limits => {
+                    return Err(ToolError::Unavailable(format!(
+                        "{error} (remembered from an earlier start: it is tried again when the plugin's component or the [sandbox] limits change)"
+                    )));
                 }
-                Ok(cached.tools)
-            })
-            .await;
-        specs.clone()
-    }
-
-    /// The checked tool specs of a plugin, from its `list` export, and its surface.
-    async fn list_specs(&self, plugin: &Plugin) -> Result<(Vec<ToolSpec>, Surface), ToolError> {
+                // Checked under other limits: it may pass now.
+                Listed::Failed(_) => {}
+            }
+        }
         let (prepared, _) = self.prepared(plugin).map_err(ToolError::Unavailable)?;
         let (engine, _) = self.engine()?;
-        let surface = prepared.surface.clone();
-        let Some(tools) = &prepared.tools else { return Ok((Vec::new(), surface)) };
+        let listed = match self.list_specs(engine, plugin, prepared).await {
+            Ok(tools) => Listed::Tools(tools),
+            Err(error) => Listed::Failed(error),
+        };
+        let kept = Listing { surface: prepared.surface.clone(), limits, listed };
+        if let Err(e) = self.cache.keep_listing(&sha, &kept) {
+            tracing::warn!("could not keep the tool listing of plugin '{}': {e}", plugin.name());
+        }
+        match kept.listed {
+            Listed::Tools(tools) => Ok(tools),
+            Listed::Failed(error) => Err(ToolError::Unavailable(error)),
+        }
+    }
+
+    /// The checked tool specs from a plugin's `list` export, or why there are none: a failure
+    /// of the plugin's own making (a trap, the deadline, a refused listing), worth remembering.
+    async fn list_specs(
+        &self,
+        engine: &EngineHandle,
+        plugin: &Plugin,
+        prepared: &Prepared,
+    ) -> Result<Vec<ToolSpec>, String> {
+        let Some(tools) = &prepared.tools else { return Ok(Vec::new()) };
         // Listing is quick for any honest plugin; a hanging one must not hold up every tool.
         let limits = CallLimits { timeout: plugin.limits.timeout.min(LIST_DEADLINE), ..plugin.limits };
         let (raw, _) = instance::run_fresh(
@@ -544,20 +583,20 @@ impl Runtime {
             self.workspace.clone(),
             limits,
             async |store, instance| {
-                let specs: Vec<(String, String, String)> = match tools {
+                let specs: Vec<RawSpec> = match tools {
                     ToolsExport::V0_1(ix) => ix
                         .load(&mut *store, instance)?
                         .call_list(&mut *store)
                         .await?
                         .into_iter()
-                        .map(|s| (s.name, s.description, s.parameters))
+                        .map(|s| RawSpec { name: s.name, description: s.description, parameters: s.parameters })
                         .collect(),
                     ToolsExport::V0_2(ix) => ix
                         .load(&mut *store, instance)?
                         .call_list(&mut *store)
                         .await?
                         .into_iter()
-                        .map(|s| (s.name, s.description, s.parameters))
+                        .map(|s| RawSpec { name: s.name, description: s.description, parameters: s.parameters })
                         .collect(),
                 };
                 Ok(Ok(specs))
@@ -566,32 +605,9 @@ impl Runtime {
         .await
         .map_err(|e| {
             let e = e.into_tool_error(plugin.name(), limits);
-            ToolError::Unavailable(format!("plugin '{}' could not list its tools: {e}", plugin.name()))
+            format!("plugin '{}' could not list its tools: {e}", plugin.name())
         })?;
-        let mut specs = Vec::new();
-        for (name, description, parameters) in raw {
-            let spec = Raw { name, description, parameters };
-            let bad =
-                |why: String| ToolError::Unavailable(format!("plugin '{}' tool `{}`: {why}", plugin.name(), spec.name));
-            if !valid_tool_name(&spec.name) {
-                return Err(bad("tool names are 1-64 characters of a-z, A-Z, 0-9, `_` or `-`".into()));
-            }
-            let parameters: serde_json::Value =
-                serde_json::from_str(&spec.parameters).map_err(|e| bad(format!("parameters are not JSON: {e}")))?;
-            if parameters.get("type").and_then(|t| t.as_str()) != Some("object") {
-                return Err(bad("parameters must be a JSON Schema of type object".into()));
-            }
-            if specs.iter().any(|s: &ToolSpec| s.name == spec.name) {
-                return Err(bad("listed twice".into()));
-            }
-            specs.push(ToolSpec {
-                name: spec.name,
-                description: instance::clip(spec.description, MAX_DESCRIPTION_CHARS),
-                parameters,
-                plugin: plugin.name().to_string(),
-            });
-        }
-        Ok((specs, surface))
+        listing::check(plugin.name(), raw, self.spec_limits).map_err(|e| e.to_string())
     }
 
     /// Every tool of every usable plugin, and the problems met while finding them.
@@ -743,21 +759,6 @@ impl Runtime {
     }
 }
 
-/// What the spec cache keeps per component: its surface (to check it against the manifest
-/// that names it) and its tools.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct SpecCache {
-    surface: Surface,
-    tools: Vec<ToolSpec>,
-}
-
-/// A tool spec as a plugin listed it, before it is checked.
-struct Raw {
-    name: String,
-    description: String,
-    parameters: String,
-}
-
 /// A tool error with secret values taken out.
 fn redact_error(scan: &leak::SecretScan, e: ToolError) -> ToolError {
     match e {
@@ -784,10 +785,6 @@ fn call_limits(host: &HostLimits, wanted: &Limits, default_timeout: Duration) ->
 /// The `name` of a bundled manifest, without parsing all of it.
 fn manifest_name(manifest: &str) -> Option<&str> {
     manifest.lines().find_map(|l| l.strip_prefix("name = \"")?.strip_suffix('"'))
-}
-
-fn valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 fn json_kind(v: &serde_json::Value) -> &'static str {

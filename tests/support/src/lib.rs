@@ -5,6 +5,7 @@
 //! - [`LEGACY_V1_WASM`] (API 0.1.0) and the 0.2.0 probes [`PROBE_HOOK_WASM`],
 //!   [`PROBE_MEMORY_WASM`] and [`PROBE_CONTEXT_WASM`], written with plain wit-bindgen; install
 //!   them with [`manifest_v2`].
+//! - [`FLOOD_WASM`]: a 0.2.0 tool plugin that declares and logs too much, as its config says.
 //! - [`install`]: put a plugin into a `TALARIA_HOME`'s user plugin directory.
 //! - [`FakeServer`]: a tiny HTTP/1.1 server on loopback that records what it was sent, standing in
 //!   for the outside services plugins talk to (a weather API, a web page).
@@ -36,6 +37,9 @@ pub const PROBE_CONTEXT_WASM: &str = env!("TALARIA_TEST_PROBE_CONTEXT_WASM");
 
 /// A hook plugin that tries to get `terminal` commands approved without a human.
 pub const SLY_HOOK_WASM: &str = env!("TALARIA_TEST_SLY_HOOK_WASM");
+/// A 0.2.0 tool plugin that lists too many or too large tools, hangs or panics in `list`, and
+/// floods the log with forged lines, as its `[plugins.NAME.config]` says (tests/plugins/flood).
+pub const FLOOD_WASM: &str = env!("TALARIA_TEST_FLOOD_WASM");
 
 /// A manifest for a test tool plugin built with talaria-sdk (API 0.2.0) named `name`, with a
 /// `[capabilities]` body.

@@ -7,22 +7,39 @@ use talaria_protocol::Role;
 use super::HostState;
 use super::bindings::v2::talaria::plugin::{config, kv, llm, log, process, secrets, types};
 use crate::llm::{LlmRequest, MAX_LLM_CALLS};
+use crate::logline::{Admit, MAX_LOG_CHARS, dropped_note, visible};
 use crate::process::{CommandError, CommandRequest};
 use crate::record::{quoted, short, word};
 
 impl types::Host for HostState {}
 
 impl log::Host for HostState {
+    /// Log a line of the plugin's, escaped and within its rate (see [`crate::logline`]).
     async fn log(&mut self, level: log::Level, message: String) {
-        let message: String = message.chars().take(4096).collect();
-        self.record("log", level_name(level), || (quoted(&message), None));
+        let admitted = self.env.log_lines.admit();
+        if admitted == Admit::Drop && self.env.recorder.is_none() {
+            return;
+        }
+        let line = visible(&message, MAX_LOG_CHARS);
+        self.record("log", level_name(level), || {
+            let outcome = match admitted {
+                Admit::Pass { .. } => None,
+                Admit::Drop => Some("dropped (rate limit)".to_string()),
+            };
+            (format!("\"{}\"", short(&line)), outcome)
+        });
         let plugin = self.env.name.as_str();
+        match admitted {
+            Admit::Drop => return,
+            Admit::Pass { dropped_before: 0 } => {}
+            Admit::Pass { dropped_before } => tracing::warn!(plugin, "{}", dropped_note(plugin, dropped_before)),
+        }
         match level {
-            log::Level::Trace => tracing::trace!(plugin, "{message}"),
-            log::Level::Debug => tracing::debug!(plugin, "{message}"),
-            log::Level::Info => tracing::info!(plugin, "{message}"),
-            log::Level::Warn => tracing::warn!(plugin, "{message}"),
-            log::Level::Error => tracing::error!(plugin, "{message}"),
+            log::Level::Trace => tracing::trace!(plugin, "{line}"),
+            log::Level::Debug => tracing::debug!(plugin, "{line}"),
+            log::Level::Info => tracing::info!(plugin, "{line}"),
+            log::Level::Warn => tracing::warn!(plugin, "{line}"),
+            log::Level::Error => tracing::error!(plugin, "{line}"),
         }
     }
 }

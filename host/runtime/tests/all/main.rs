@@ -1,12 +1,14 @@
 //! Runtime tests with real components in the real sandbox: the misbehaving plugin
 //! (tests/plugins/evil) tries one escape or failure per test and the exact refusal is asserted;
 //! the 0.2.0 probes (tests/plugins/probe-*) exercise hooks, memory providers, context engines and
-//! the llm import, and legacy-v1 keeps API 0.1.0 honest.
+//! the llm import, legacy-v1 keeps API 0.1.0 honest, and the flood plugin declares and logs too
+//! much.
 
 mod api;
 mod boundary;
 mod context;
 mod hooks;
+mod limits;
 mod loading;
 mod memory;
 mod record;
