@@ -14,13 +14,15 @@ use crate::record::{quoted, short, word};
 impl types::Host for HostState {}
 
 impl log::Host for HostState {
-    /// Log a line of the plugin's, escaped and within its rate (see [`crate::logline`]).
+    /// Log a line of the plugin's, escaped, within its rate (see [`crate::logline`]) and with
+    /// known secret values redacted (see [`crate::leak`]).
     async fn log(&mut self, level: log::Level, message: String) {
         let admitted = self.env.log_lines.admit();
         if admitted == Admit::Drop && self.env.recorder.is_none() {
             return;
         }
-        let line = visible(&message, MAX_LOG_CHARS);
+        // Secret values out first (a line cut in the middle of one would hide it from the scan).
+        let line = visible(&self.env.services.scan.redact(&message), MAX_LOG_CHARS);
         self.record("log", level_name(level), || {
             let outcome = match admitted {
                 Admit::Pass { .. } => None,

@@ -280,3 +280,25 @@ async fn a_log_flood_is_rate_limited_and_its_control_characters_escaped() {
         assert_eq!(entry, &format!("log info \"{}\"{fate}", shouted(i)));
     }
 }
+
+/// A log line carrying a known secret value has it redacted before it is logged or recorded.
+#[tokio::test(flavor = "current_thread")]
+async fn a_log_line_never_carries_a_secret_value() {
+    let flood = Flood::new();
+    let rt = flood.runtime("", |c| {
+        c.record_imports = true;
+        c.secrets = Some(talaria_runtime::Secrets::from_pairs([("LOG_SECRET", "INFO host: all good")]));
+    });
+    rt.tools().await;
+    rt.take_recorded_imports();
+    let log = Captured::start();
+    assert_eq!(ok(call(&rt, "shout", json!({ "lines": 1 })).await), "shouted 1 lines");
+    let logged = log.lines().join("\n");
+    assert!(logged.contains("line 0\\r\\n[secret LOG_SECRET]\\x1b[2J"), "{logged}");
+    assert!(!logged.contains("all good"), "{logged}");
+    let recorded: Vec<String> = rt.take_recorded_imports().iter().map(ToString::to_string).collect();
+    assert!(
+        recorded.iter().any(|r| r.contains("[secret LOG_SECRET]")) && !recorded.join("").contains("all good"),
+        "{recorded:?}"
+    );
+}
