@@ -340,7 +340,7 @@ fn working_dir(workspace: &Path, cwd: Option<&str>) -> Result<PathBuf, CommandEr
 }
 
 /// Remove `.` and `..` lexically.
-fn normalize(path: &Path) -> PathBuf {
+pub(crate) fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {

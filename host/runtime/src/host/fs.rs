@@ -107,7 +107,7 @@ impl FsGuard {
             _ => None,
         }) {
             let base_real = talaria_beneath::real_path(base).map_err(|e| io_error(&e))?;
-            return Err(self.refuse(&lexical(&base_real.join(&path)), &explain(why)));
+            return Err(self.refuse(&crate::process::normalize(&base_real.join(&path)), &explain(why)));
         }
         for _ in 0..=MAX_LINKS {
             if path.is_absolute() {
@@ -152,21 +152,6 @@ impl FsGuard {
 /// Why a protected name is out of reach, and how an operator allows it.
 fn explain((name, why): (&str, &str)) -> String {
     format!("{why}; an operator can allow it only by granting that directory itself (e.g. `fs:rw:$WORKSPACE/{name}`)")
-}
-
-/// `path` with `.` and `..` removed lexically, for messages.
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 fn io_error(e: &std::io::Error) -> FsError {
