@@ -21,6 +21,8 @@
 //! [sandbox]            # host-wide plugin limits
 //! memory_mb = 64
 //! timeout_secs = 30
+//! max_tools_per_plugin = 128   # a plugin listing more offers none
+//! max_spec_kb = 64             # nor one listing a larger tool spec
 //!
 //! [approvals]
 //! deny = ["*curl*|*sh*"]      # always refused, even with --yolo
@@ -202,6 +204,10 @@ pub struct SandboxToml {
     pub timeout_secs: Option<u64>,
     pub max_timeout_secs: Option<u64>,
     pub output_kb: Option<u32>,
+    /// Most tools one plugin may list.
+    pub max_tools_per_plugin: Option<usize>,
+    /// Largest tool spec (name, description and parameters) a plugin may list, in KiB.
+    pub max_spec_kb: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -255,6 +261,8 @@ impl ConfigToml {
             max_timeout: s.max_timeout_secs.map_or(d.max_timeout, Duration::from_secs),
             default_output_kb: s.output_kb.unwrap_or(d.default_output_kb),
             max_output_kb: d.max_output_kb,
+            max_tools_per_plugin: s.max_tools_per_plugin.unwrap_or(d.max_tools_per_plugin),
+            max_spec_bytes: s.max_spec_kb.map_or(d.max_spec_bytes, |kb| kb.saturating_mul(1024)),
         }
     }
 
@@ -323,6 +331,16 @@ pub fn edit(home: &Path, f: impl FnOnce(&mut toml_edit::DocumentMut) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sandbox_limits_on_what_plugins_declare() {
+        let defaults = ConfigToml::default().limits();
+        assert_eq!((defaults.max_tools_per_plugin, defaults.max_spec_bytes), (128, 64 * 1024));
+        let set: ConfigToml =
+            toml::from_str("[sandbox]\nmax_tools_per_plugin = 300\nmax_spec_kb = 256\n").expect("valid");
+        let limits = set.limits();
+        assert_eq!((limits.max_tools_per_plugin, limits.max_spec_bytes), (300, 256 * 1024));
+    }
 
     #[test]
     fn always_approvals_are_saved_keeping_comments() {
