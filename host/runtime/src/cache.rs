@@ -6,7 +6,7 @@
 //! against that hash before it is loaded (and must not be replaced or written while loading); an
 //! entry that does not match is compiled again and replaced, never loaded.
 //!
-//! What a component's `list` export gave is kept beside, by wasm hash, in one [`Listing`] file
+//! What a component's `list` export gave is kept beside, by wasm hash, in one listing file
 //! per component: either its checked tool specs, or the failure (a trap, a missed deadline, a
 //! refused listing) with its text. Either way a later start reads one small file and neither
 //! compiles nor instantiates the plugin; a failure is so remembered until the component
