@@ -9,6 +9,7 @@ use talaria_test_support::{self as support, FakeServer};
 mod authoring;
 mod boundary;
 mod chat;
+mod egress;
 mod extensions;
 mod market;
 
@@ -142,7 +143,7 @@ fn weather_gets_its_key_at_the_http_boundary_only() {
     });
     let host = format!("127.0.0.1:{}", api.addr.port());
     let manifest = format!(
-        "name = \"weather\"\nversion = \"0.1.1\"\napi = \"0.2.0\"\n[capabilities]\nnetwork = [\"{host}\"]\nsecrets = [{{ name = \"WEATHER_API_KEY\", host = \"{host}\" }}]\n"
+        "name = \"weather\"\nversion = \"0.1.1\"\napi = \"0.2.0\"\n[capabilities]\nnetwork = [\"{host}\"]\nsecrets = [{{ name = \"WEATHER_API_KEY\", host = \"{host}\", headers = [\"key\"] }}]\n"
     );
     support::install(t.home.path(), "weather", &t.bundled_wasm("weather"), &manifest);
     std::fs::write(

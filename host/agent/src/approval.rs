@@ -1,4 +1,5 @@
-//! Asking the human: dangerous-command approvals and the `clarify` tool's questions.
+//! Asking the human: approvals (a dangerous command, or a plugin connecting to a host its
+//! wildcard network grant allows only in general) and the `clarify` tool's questions.
 //!
 //! Both work the same way: the loop emits an event with an id ([`Event::ApprovalNeeded`],
 //! [`Event::ClarifyNeeded`]), the front door shows it and answers through [`Gate::approve`] /
@@ -9,10 +10,15 @@
 //! ```
 //! # tokio_test_block_on(async {
 //! use talaria_agent::approval::{Decision, Gate};
+//! use talaria_protocol::ApprovalKind::{Command, Network};
 //! let gate = Gate::new(false);
-//! assert_eq!(gate.ask_approval("terminal", "rm -rf build", "rm-recursive", "recursive delete").await, Decision::Deny);
+//! let rm = gate.ask_approval(Command, "terminal", "rm -rf build", "rm-recursive", "recursive delete");
+//! assert_eq!(rm.await, Decision::Deny);
+//! let docs = gate.ask_approval(Network, "web", "docs.rs", "net:docs.rs", "allowed by its wildcard grant net:*");
+//! assert_eq!(docs.await, Decision::Deny);
 //! gate.set_yolo(true);
-//! assert_eq!(gate.ask_approval("terminal", "rm -rf build", "rm-recursive", "recursive delete").await, Decision::Once);
+//! let rm = gate.ask_approval(Command, "terminal", "rm -rf build", "rm-recursive", "recursive delete");
+//! assert_eq!(rm.await, Decision::Once);
 //! # });
 //! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
 //! #     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt").block_on(f)
@@ -24,7 +30,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use talaria_protocol::{ApprovalNeeded, ClarifyNeeded, Event};
+use talaria_protocol::{ApprovalKind, ApprovalNeeded, ClarifyNeeded, Event};
 use tokio::sync::oneshot;
 
 use crate::Emitter;
@@ -32,19 +38,20 @@ use crate::Emitter;
 /// How long a human has to answer before the default applies (reference §3: 300 s).
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// A human's answer to a dangerous command.
+/// A human's answer to an approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
-    /// Run it this time.
+    /// Run it (or connect) this time.
     Once,
-    /// Allow this kind of command for the rest of the session.
+    /// Allow this kind of command (or this host) for the rest of the session.
     Session,
-    /// Allow this kind of command from now on (saved to the config's allowlist).
+    /// Allow this kind of command (or this host) from now on (saved to the config's allowlist).
     Always,
     Deny,
 }
 
-/// Saves an "always" answer: receives the dangerous pattern's key.
+/// Saves an "always" answer: receives the approval's key (a dangerous pattern's key, or
+/// `net:HOST`).
 pub type AlwaysSaver = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
 /// The one place the loop asks a human anything.
@@ -104,13 +111,21 @@ impl Gate {
         self.yolo.store(on, Ordering::Relaxed);
     }
 
-    /// Ask whether `command` may run. Yolo answers "once" at once; with no one to ask, or no
-    /// answer within the timeout, the answer is "deny".
-    pub async fn ask_approval(&self, plugin: &str, command: &str, key: &str, reason: &str) -> Decision {
+    /// Ask whether `command` may run (or, for [`ApprovalKind::Network`], whether the plugin may
+    /// connect to the host `command`). Yolo answers "once" at once; with no one to ask, or no
+    /// answer within the timeout, the answer is "deny". An "always" answer is saved under `key`.
+    pub async fn ask_approval(
+        &self,
+        kind: ApprovalKind,
+        plugin: &str,
+        command: &str,
+        key: &str,
+        reason: &str,
+    ) -> Decision {
         if self.yolo() {
             return Decision::Once;
         }
-        let decision = self.ask_human(plugin, command, reason).await;
+        let decision = self.ask(kind, plugin, command, reason).await;
         if decision == Decision::Always
             && let Some(save) = &self.save_always
             && let Err(e) = save(key)
@@ -123,6 +138,10 @@ impl Gate {
     /// Ask a human to approve a call a hook flagged. Unlike [`Gate::ask_approval`], yolo does not
     /// answer for the human (an operator's hook asked for one), and nothing is saved.
     pub async fn ask_human(&self, plugin: &str, command: &str, reason: &str) -> Decision {
+        self.ask(ApprovalKind::Command, plugin, command, reason).await
+    }
+
+    async fn ask(&self, kind: ApprovalKind, plugin: &str, command: &str, reason: &str) -> Decision {
         if !self.interactive {
             return Decision::Deny;
         }
@@ -131,6 +150,7 @@ impl Gate {
         lock(&self.approvals).insert(id, tx);
         lock(&self.emitter).emit(Event::ApprovalNeeded(ApprovalNeeded {
             id,
+            kind,
             plugin: plugin.to_string(),
             command: command.to_string(),
             reason: reason.to_string(),
@@ -202,9 +222,11 @@ mod tests {
             let (emitter, mut events) = Emitter::channel();
             gate.attach(emitter);
             let g = gate.clone();
-            let asker = tokio::spawn(async move { g.ask_approval("terminal", "rm -rf x", "rm-recursive", "r").await });
+            let asker = tokio::spawn(async move {
+                g.ask_approval(ApprovalKind::Command, "terminal", "rm -rf x", "rm-recursive", "r").await
+            });
             let Some(Event::ApprovalNeeded(req)) = events.recv().await else { panic!("no approval event") };
-            assert_eq!(req.command, "rm -rf x");
+            assert_eq!((req.kind, req.command.as_str()), (ApprovalKind::Command, "rm -rf x"));
             assert!(gate.approve(req.id, Decision::Always));
             assert_eq!(asker.await.expect("join"), Decision::Always);
             assert_eq!(*lock(&saved), vec!["rm-recursive".to_string()]);
@@ -213,11 +235,41 @@ mod tests {
     }
 
     #[test]
+    fn a_host_to_connect_to_is_asked_as_such_and_saved_by_its_key() {
+        rt().block_on(async {
+            let saved = std::sync::Arc::new(Mutex::new(Vec::new()));
+            let s = saved.clone();
+            let gate = std::sync::Arc::new(Gate::new(true).with_saver(Box::new(move |key| {
+                lock(&s).push(key.to_string());
+                Ok(())
+            })));
+            let (emitter, mut events) = Emitter::channel();
+            gate.attach(emitter);
+            let g = gate.clone();
+            let reason = "allowed by its wildcard grant net:*";
+            let asker = tokio::spawn(async move {
+                g.ask_approval(ApprovalKind::Network, "web", "docs.rs", "net:docs.rs", reason).await
+            });
+            let Some(Event::ApprovalNeeded(req)) = events.recv().await else { panic!("no approval event") };
+            assert_eq!(
+                (req.kind, req.plugin.as_str(), req.command.as_str(), req.reason.as_str()),
+                (ApprovalKind::Network, "web", "docs.rs", reason)
+            );
+            assert!(gate.approve(req.id, Decision::Always));
+            assert_eq!(asker.await.expect("join"), Decision::Always);
+            assert_eq!(*lock(&saved), vec!["net:docs.rs".to_string()]);
+        });
+    }
+
+    #[test]
     fn yolo_never_answers_for_a_human_a_hook_asked_for() {
         rt().block_on(async {
             let gate = Gate::new(false);
             gate.set_yolo(true);
-            assert_eq!(gate.ask_approval("terminal", "rm -rf x", "rm-recursive", "r").await, Decision::Once);
+            assert_eq!(
+                gate.ask_approval(ApprovalKind::Command, "terminal", "rm -rf x", "rm-recursive", "r").await,
+                Decision::Once
+            );
             assert_eq!(gate.ask_human("guard", "write_file {}", "policy").await, Decision::Deny);
         });
     }
@@ -228,7 +280,7 @@ mod tests {
             let gate = Gate::new(true).with_timeout(Duration::from_millis(30));
             let (emitter, _events) = Emitter::channel();
             gate.attach(emitter);
-            assert_eq!(gate.ask_approval("t", "rm -rf x", "k", "r").await, Decision::Deny);
+            assert_eq!(gate.ask_approval(ApprovalKind::Command, "t", "rm -rf x", "k", "r").await, Decision::Deny);
             assert_eq!(gate.ask_question("which?", &[]).await, None);
             assert_eq!(gate.waiting(), (vec![], vec![]));
         });

@@ -63,7 +63,8 @@ pub struct ChatArgs {
     /// Continue the most recent session
     #[arg(short = 'c', long = "continue")]
     pub cont: bool,
-    /// Approve dangerous shell commands without asking (forbidden ones stay refused)
+    /// Approve dangerous shell commands, and new hosts under wildcard network grants, without
+    /// asking (forbidden commands and internal addresses stay refused)
     #[arg(long)]
     pub yolo: bool,
     /// Model calls per turn before stopping with a summary [default: 90]

@@ -49,7 +49,8 @@ impl ToolHost for PluginTools {
     }
 }
 
-/// Dangerous commands go to the gate (a prompt in the terminal, or a denial when unattended).
+/// Dangerous commands and new hosts under wildcard network grants go to the gate (a prompt in
+/// the terminal, or a denial when unattended).
 pub struct GateApprover(pub Arc<Gate>);
 
 impl Approver for GateApprover {
@@ -58,7 +59,8 @@ impl Approver for GateApprover {
         request: &'a ApprovalRequest,
     ) -> std::pin::Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
         Box::pin(async move {
-            match self.0.ask_approval(&request.plugin, &request.command, &request.key, &request.reason).await {
+            let r = request;
+            match self.0.ask_approval(r.kind, &r.plugin, &r.command, &r.key, &r.reason).await {
                 Decision::Once => Approval::Once,
                 Decision::Session => Approval::Session,
                 Decision::Always => Approval::Always,

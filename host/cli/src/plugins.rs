@@ -249,6 +249,9 @@ async fn info(ctx: &Ctx, name: &str) -> anyhow::Result<ExitCode> {
         println!("signed by:  {}", installed.signer.as_deref().unwrap_or("nobody (installed with --allow-unsigned)"));
     }
     println!("requested:  {}", caps_text(&m.requests));
+    for (secret, headers) in m.secret_headers.iter() {
+        println!("            secret {secret} is sent only in headers: {}", headers.join(", "));
+    }
     println!("granted:    {}", caps_text(&p.grants.caps));
     for cap in &p.grants.caps {
         if let Some(place) = cap.protected_place() {

@@ -20,7 +20,7 @@ use reedline::{
 use talaria_agent::approval::{Decision, Gate};
 use talaria_agent::model::{PRESETS, Provider};
 use talaria_agent::{Agent, Emitter, Start};
-use talaria_protocol::{Event, Message, Outcome};
+use talaria_protocol::{ApprovalKind, Event, Message, Outcome};
 use tokio_util::sync::CancellationToken;
 
 use crate::busy::BusyInput;
@@ -308,12 +308,15 @@ impl Repl<'_> {
             let queue = queue.clone();
             move |step: Step<'_>, r: &mut Renderer| match step {
                 Step::Event(Event::ApprovalNeeded(a)) => {
+                    let what = match a.kind {
+                        ApprovalKind::Command => format!("{} wants to run `{}` — {}.", a.plugin, a.command, a.reason),
+                        ApprovalKind::Network => {
+                            format!("plugin '{}' wants to connect to {} ({}).", a.plugin, a.command, a.reason)
+                        }
+                    };
                     r.progress(&format!(
-                        "{} {} wants to run `{}` — {}.\n  Allow? [o]nce  [s]ession  [a]lways  [D]eny  ({}s, then deny)",
+                        "{} {what}\n  Allow? [o]nce  [s]ession  [a]lways  [D]eny  ({}s, then deny)",
                         "⚠".yellow(),
-                        a.plugin,
-                        a.command,
-                        a.reason,
                         a.timeout_secs
                     ));
                     *waiting.borrow_mut() = Waiting::Approval(a.id);
@@ -596,9 +599,9 @@ fn describe(d: Decision) -> &'static str {
 
 fn yolo_state(gate: &Arc<Gate>) -> String {
     if gate.yolo() {
-        "yolo is on: dangerous commands run without asking (forbidden ones stay refused)".into()
+        "yolo is on: dangerous commands and new hosts go ahead without asking (forbidden commands stay refused)".into()
     } else {
-        "yolo is off: dangerous commands ask first".into()
+        "yolo is off: dangerous commands and new hosts ask first".into()
     }
 }
 

@@ -23,7 +23,8 @@ pub enum ToolsCmd {
         /// Arguments as a JSON object
         #[arg(default_value = "{}")]
         args: String,
-        /// Allow dangerous shell commands without asking (forbidden ones stay refused)
+        /// Allow dangerous shell commands, and hosts a plugin reaches only through a wildcard
+        /// network grant, without asking (forbidden commands and internal addresses stay refused)
         #[arg(long)]
         yolo: bool,
     },

@@ -10,6 +10,13 @@
 //! | `oci://host/repo:tag` or `oci://host/repo@sha256:…` | an OCI artifact (see [`crate::oci`]) |
 //!
 //! Plain `http://` is accepted for loopback hosts only (a registry on this machine).
+//!
+//! Downloads follow redirects (at most [`MAX_REDIRECTS`]), and every hop is checked before it
+//! is followed ([`check_redirect`]): https anywhere; plain http only to a loopback address and
+//! only when the download started on loopback; and a download that did not start on this
+//! machine is never sent to a loopback or other internal address (see
+//! [`talaria_runtime::internal_kind`]). Only address literals and `localhost` names are
+//! recognised as internal at a hop: a public name that resolves to an internal address is not.
 
 use std::path::{Path, PathBuf};
 
@@ -155,17 +162,92 @@ fn check_url(url: &str) -> Result<(), String> {
     }
 }
 
-/// The HTTP client for downloads.
+/// Most redirects one download follows.
+pub const MAX_REDIRECTS: usize = 10;
+
+/// A redirect a download refused to follow, naming the hop.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("redirect from {from} to {to} refused: {why}")]
+pub struct RedirectRefused {
+    pub from: String,
+    pub to: String,
+    pub why: String,
+}
+
+/// Whether a download that started at `origin` may follow a redirect from `from` to `to`: https
+/// anywhere, except that a download that did not start on this machine is never sent to a
+/// loopback or other internal address; plain http only to a loopback address, and only when the
+/// download started on loopback.
+///
+/// # Errors
+/// The hop is refused, with why.
+pub fn check_redirect(origin: &reqwest::Url, from: &reqwest::Url, to: &reqwest::Url) -> Result<(), RedirectRefused> {
+    let refuse = |why: String| RedirectRefused { from: from.to_string(), to: to.to_string(), why };
+    let from_loopback = origin.host_str().is_some_and(is_loopback);
+    let host = to.host_str().unwrap_or_default();
+    let internal = if is_loopback(host) || host.ends_with(".localhost") {
+        Some(talaria_runtime::AddressKind::Loopback)
+    } else {
+        host.trim_start_matches('[').trim_end_matches(']').parse().ok().and_then(talaria_runtime::internal_kind)
+    };
+    match to.scheme() {
+        "https" | "http" => {}
+        other => return Err(refuse(format!("`{other}:` URLs are not followed; only https"))),
+    }
+    if let Some(kind) = internal
+        && !from_loopback
+    {
+        return Err(refuse(format!(
+            "a download from {} may not be sent to a {kind} address",
+            origin.host_str().unwrap_or("another host")
+        )));
+    }
+    if to.scheme() == "http" && internal != Some(talaria_runtime::AddressKind::Loopback) {
+        return Err(refuse("plain http is only allowed to loopback addresses".to_string()));
+    }
+    Ok(())
+}
+
+/// The HTTP client for downloads: every redirect is checked by [`check_redirect`].
 ///
 /// # Errors
 /// The TLS stack cannot be set up.
 pub fn client() -> Result<reqwest::Client, String> {
     crate::install_crypto();
+    let redirects = reqwest::redirect::Policy::custom(|attempt| {
+        let previous = attempt.previous();
+        let (Some(origin), Some(from)) = (previous.first(), previous.last()) else {
+            return attempt.error("a redirect with no request before it");
+        };
+        // The first URL is the request itself, not a redirect.
+        if previous.len() > MAX_REDIRECTS {
+            let why = format!("more than {MAX_REDIRECTS} redirects");
+            let refused = RedirectRefused { from: from.to_string(), to: attempt.url().to_string(), why };
+            return attempt.error(refused);
+        }
+        match check_redirect(origin, from, attempt.url()) {
+            Ok(()) => attempt.follow(),
+            Err(refused) => attempt.error(refused),
+        }
+    });
     reqwest::Client::builder()
         .connect_timeout(std::time::Duration::from_secs(15))
         .user_agent(concat!("talaria/", env!("CARGO_PKG_VERSION")))
+        .redirect(redirects)
         .build()
         .map_err(|e| format!("cannot set up the HTTP client: {e}"))
+}
+
+/// A request's failure in words: a refused redirect says which hop and why.
+fn request_failed(url: &str, e: &reqwest::Error) -> String {
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        if let Some(refused) = cause.downcast_ref::<RedirectRefused>() {
+            return format!("{url}: {refused}");
+        }
+        source = cause.source();
+    }
+    format!("{url}: {e}")
 }
 
 /// GET `url` into memory, refusing more than `max` bytes; `progress` hears the bytes so far.
@@ -179,7 +261,7 @@ pub async fn get(
     progress: &(dyn Fn(u64, Option<u64>) + Send + Sync),
 ) -> Result<Vec<u8>, FetchError> {
     check_url(url)?;
-    let response = http.get(url).send().await.map_err(|e| format!("{url}: {e}"))?;
+    let response = http.get(url).send().await.map_err(|e| request_failed(url, &e))?;
     let status = response.status();
     if status == reqwest::StatusCode::NOT_FOUND {
         return Err(FetchError::NotFound { url: url.to_string() });
@@ -419,5 +501,87 @@ mod tests {
             Source::Registry { index: Some("https://r.example/index.json".into()), name: "weather".into(), req: None }
         );
         assert!(matches!(Source::parse("oci://127.0.0.1:5000/plugins/weather:1.0.0", &[]), Ok(Source::Oci(_))));
+    }
+
+    #[test]
+    fn every_redirect_hop_is_checked() {
+        let url = |s: &str| reqwest::Url::parse(s).unwrap();
+        let hop = |origin: &str, from: &str, to: &str| {
+            check_redirect(&url(origin), &url(from), &url(to)).map_err(|e| e.to_string())
+        };
+        let local = "http://127.0.0.1:8080/x";
+        let remote = "https://example.org/x";
+        assert_eq!(hop(remote, remote, "https://cdn.example.net/x"), Ok(()));
+        assert_eq!(hop(local, local, "http://[::1]:9000/y"), Ok(()));
+        assert_eq!(hop(local, local, "http://localhost:9000/y"), Ok(()));
+        assert_eq!(hop(local, local, "https://cdn.example.net/x"), Ok(()));
+        assert_eq!(hop(local, local, "https://10.0.0.7/x"), Ok(()));
+        assert_eq!(
+            hop(local, local, "http://example.org/x"),
+            Err("redirect from http://127.0.0.1:8080/x to http://example.org/x refused: plain http is only allowed to loopback addresses".into())
+        );
+        assert_eq!(
+            hop(local, "https://cdn.example.net/x", "http://10.0.0.7/x"),
+            Err("redirect from https://cdn.example.net/x to http://10.0.0.7/x refused: plain http is only allowed to loopback addresses".into())
+        );
+        assert_eq!(
+            hop(remote, remote, "http://example.net/x"),
+            Err("redirect from https://example.org/x to http://example.net/x refused: plain http is only allowed to loopback addresses".into())
+        );
+        for (to, kind) in [
+            ("http://127.0.0.1:8080/x", "loopback"),
+            ("https://localhost/x", "loopback"),
+            ("https://api.localhost/x", "loopback"),
+            ("https://[::ffff:7f00:1]/x", "loopback"),
+            ("https://[64:ff9b::a9fe:a9fe]/latest", "link-local"),
+            ("https://169.254.169.254/latest", "link-local"),
+            ("https://192.168.1.1/x", "private"),
+            ("https://[2002:a00:1::]/x", "private"),
+        ] {
+            assert_eq!(
+                hop(remote, remote, to),
+                Err(format!(
+                    "redirect from https://example.org/x to {to} refused: a download from example.org may not be sent to a {kind} address"
+                )),
+            );
+        }
+        assert_eq!(
+            hop(remote, remote, "ftp://example.org/x"),
+            Err("redirect from https://example.org/x to ftp://example.org/x refused: `ftp:` URLs are not followed; only https".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_download_from_loopback_is_not_redirected_to_a_plain_http_remote_host() {
+        let server = talaria_test_support::FakeServer::start(|req| match req.path.as_str() {
+            "/away" => (302, vec![("location".into(), "http://example.org/x.tar.gz".into())], String::new()),
+            _ => match req.path.strip_prefix("/hop/").and_then(|n| n.parse::<u32>().ok()) {
+                Some(n) => (302, vec![("location".into(), format!("/hop/{}", n + 1))], String::new()),
+                None => (404, vec![], String::new()),
+            },
+        });
+        let http = client().unwrap();
+        let away = format!("http://{}/away", server.addr);
+        let err = get(&http, &away, 1024, &|_, _| {}).await.unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "{away}: redirect from {away} to http://example.org/x.tar.gz refused: plain http is only allowed to loopback addresses"
+            )
+        );
+        let hops = format!("http://{}/hop/0", server.addr);
+        let err = get(&http, &hops, 1024, &|_, _| {}).await.unwrap_err().to_string();
+        let (tenth, eleventh) = (format!("http://{}/hop/10", server.addr), format!("http://{}/hop/11", server.addr));
+        assert_eq!(err, format!("{hops}: redirect from {tenth} to {eleventh} refused: more than 10 redirects"));
+        assert!(server.received().iter().all(|r| r.path != "/hop/11"), "the eleventh redirect was not followed");
+
+        // Loopback to loopback over plain http is followed.
+        let other = talaria_test_support::FakeServer::start(|_| (200, vec![], "from the other".into()));
+        let to_other = format!("http://127.0.0.1:{}/bundle", other.addr.port());
+        let hop = talaria_test_support::FakeServer::start(move |_| {
+            (301, vec![("location".into(), to_other.clone())], String::new())
+        });
+        let body = get(&http, &format!("http://{}/x", hop.addr), 1024, &|_, _| {}).await.unwrap();
+        assert_eq!(body, b"from the other");
     }
 }

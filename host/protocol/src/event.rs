@@ -21,7 +21,8 @@ pub enum Event {
     MessageEnd,
     ToolStarted(ToolStarted),
     ToolFinished(ToolFinished),
-    /// A dangerous command waits for a human; answer with the agent's approval handle.
+    /// A dangerous command, or a connection to a host a plugin's wildcard grant allows only in
+    /// general, waits for a human; answer with the agent's approval handle.
     ApprovalNeeded(ApprovalNeeded),
     /// The model asked the user a question (the `clarify` tool); answer with the clarify handle.
     ClarifyNeeded(ClarifyNeeded),
@@ -65,12 +66,28 @@ pub struct ToolFinished {
 pub struct ApprovalNeeded {
     /// Pass back with the answer.
     pub id: u64,
+    /// What is asked: running a command, or connecting to a host.
+    #[serde(default)]
+    pub kind: ApprovalKind,
     pub plugin: String,
+    /// The command; for [`ApprovalKind::Network`], the host (with its port when it is not the
+    /// scheme's default).
     pub command: String,
-    /// Why the command is dangerous.
+    /// Why it is asked: why the command is dangerous, or the grant that allows the host.
     pub reason: String,
     /// Seconds before no answer counts as "deny".
     pub timeout_secs: u64,
+}
+
+/// What an approval is about, so a front door can word the question.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKind {
+    /// A dangerous shell command (or a tool call a hook flagged).
+    #[default]
+    Command,
+    /// An HTTP connection to a host that only a wildcard network grant (`net:*`) allows.
+    Network,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -25,7 +25,9 @@ mod event;
 mod extension;
 mod message;
 
-pub use event::{ApprovalNeeded, ClarifyNeeded, Event, NoticeLevel, Outcome, ToolFinished, ToolStarted, TurnEnd};
+pub use event::{
+    ApprovalKind, ApprovalNeeded, ClarifyNeeded, Event, NoticeLevel, Outcome, ToolFinished, ToolStarted, TurnEnd,
+};
 pub use extension::{
     CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, PluginSession, ToolCallEvent,
     ToolResultEvent,

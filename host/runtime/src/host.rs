@@ -66,6 +66,8 @@ pub(crate) struct Services {
     pub store: OnceLock<Result<talaria_store::Store, String>>,
     pub secrets: Arc<Secrets>,
     pub process: ProcessRunner,
+    /// Dangerous commands and new hosts under wildcard grants ask here; shared by both.
+    pub approvals: Arc<crate::approval::Approvals>,
     /// Completions for the `llm` import; `None` when no model is configured.
     pub llm: Option<Arc<dyn LlmBackend>>,
     /// Canned HTTP answers, for `talaria plugin test`.
@@ -108,6 +110,8 @@ pub(crate) struct PluginEnv {
     /// `$PLUGIN_DATA`: `$TALARIA_HOME/plugin-data/<kv_space, `/` replaced by `_`>`.
     pub data_dir: PathBuf,
     pub grants: Arc<Grants>,
+    /// The headers each requested secret may be filled into (from the manifest).
+    pub secret_headers: Arc<crate::manifest::SecretHeaders>,
     pub config: toml::Table,
     pub services: Arc<Services>,
     /// Where its import calls are recorded (`talaria plugin test`); `None`: not recorded.
@@ -238,6 +242,8 @@ impl HostState {
             plugin: env.name.clone(),
             grants: env.grants.clone(),
             secrets: env.services.secrets.clone(),
+            secret_headers: env.secret_headers.clone(),
+            approvals: env.services.approvals.clone(),
             denials: denials.clone(),
             requests: 0,
             recorder: env.recorder.clone(),

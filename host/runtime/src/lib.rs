@@ -39,8 +39,10 @@
 //! ```
 //!
 //! Main types: [`Runtime`], [`Plugin`], [`Manifest`] and [`Kind`], [`Capability`] and
-//! [`Grants`], [`CompileCache`], [`ProcessRunner`] with its [`Approver`], [`LlmBackend`].
+//! [`Grants`], [`CompileCache`], [`ProcessRunner`], [`Approvals`] with their [`Approver`] (dangerous
+//! commands and hosts reached through a wildcard grant), [`LlmBackend`].
 
+pub mod approval;
 mod args;
 pub mod cache;
 mod convert;
@@ -76,6 +78,7 @@ use std::time::{Duration, Instant};
 use talaria_protocol::{ToolError, ToolSpec};
 use wasmtime::component::Linker;
 
+pub use approval::{Approval, ApprovalKind, ApprovalRequest, Approvals, Approver, Unattended};
 pub use cache::{CacheOutcome, CompileCache};
 pub use danger::CommandPolicy;
 pub use discovery::{Embedded, Installed, Problem, Shadowed, project_plugin_dir};
@@ -84,8 +87,9 @@ pub use grant::{Access, Capability, GrantFile, GrantedDir, Grants, HostPattern, 
 pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS};
 pub use lock::{LOCK_FILE, LockEntry, Lockfile, reinstall_hint, scope_paths, short_digest};
 pub use manifest::{Kind, Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS, check_api, check_name};
+pub use net::{AddressKind, internal_kind};
 pub use plugin::{CallContext, CallLimits, CallOutput, Plugin};
-pub use process::{Approval, ApprovalRequest, Approver, ChildEnv, ProcessRunner, Unattended};
+pub use process::{ChildEnv, ProcessRunner};
 pub use record::RecordedImport;
 pub use secrets::Secrets;
 pub use stub::{HttpStub, HttpStubs};
@@ -181,7 +185,10 @@ pub struct RuntimeConfig {
     pub workspace: PathBuf,
     pub limits: HostLimits,
     pub plugins: BTreeMap<String, PluginSettings>,
+    /// Dangerous commands; its `allow_keys` (`[approvals] allow`) also approve hosts for good
+    /// (`net:HOST`).
     pub command_policy: CommandPolicy,
+    /// Answers dangerous commands and new hosts reached through a wildcard network grant.
     pub approver: Arc<dyn Approver>,
     /// Secret values; by default the environment, then `$TALARIA_HOME/.env`.
     pub secrets: Option<Secrets>,
@@ -293,13 +300,15 @@ impl Runtime {
         }
         let scan = Arc::new(leak::SecretScan::new(secrets.known(&secret_names)));
         let child_env = process::ChildEnv::from_host(&config.pass_env, &scan);
+        let approvals = Arc::new(Approvals::new(config.approver, &config.command_policy.allow_keys));
         let services = Arc::new(Services {
             home: config.home.canonicalize().unwrap_or_else(|_| config.home.clone()),
             workspaces: std::sync::Mutex::new(HashMap::new()),
             state_db: config.home.join("state.db"),
             store: OnceLock::new(),
             secrets,
-            process: ProcessRunner::new(config.command_policy, config.approver, child_env, scan.clone()),
+            process: ProcessRunner::new(config.command_policy, approvals.clone(), child_env, scan.clone()),
+            approvals,
             llm: config.llm,
             http_stubs: config.http_stubs,
             scan,
@@ -335,6 +344,7 @@ impl Runtime {
                     adopted: OnceLock::new(),
                     kv_space,
                     grants: Arc::new(Grants::effective(&f.manifest.requests, granted)),
+                    secret_headers: Arc::new(f.manifest.secret_headers.clone()),
                     config: settings.config,
                     services: services.clone(),
                     recorder: recorder.clone(),

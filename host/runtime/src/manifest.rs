@@ -5,6 +5,11 @@
 //! `[hook] events`; `enabled = false` keeps a plugin off until the operator sets
 //! `[plugins.NAME] enabled = true` in config.toml.
 //!
+//! A requested secret names the one host it is sent to and, optionally, the request headers it
+//! may be filled into (`headers`, lower-cased; by default [`DEFAULT_SECRET_HEADERS`]). Headers
+//! that servers commonly echo back (`origin`, `referer`, `host`, `user-agent`, ...) can never
+//! be named.
+//!
 //! ```
 //! let m = talaria_runtime::Manifest::parse(r#"
 //!     name = "weather"
@@ -16,6 +21,7 @@
 //! assert_eq!(m.name, "weather");
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -29,6 +35,26 @@ pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
 /// The kinds a plugin can be that this host runs.
 pub const SUPPORTED_KINDS: &[&str] = &["tool", "memory", "context-engine", "hook"];
 const KNOWN_KINDS: &[&str] = &["tool", "memory", "context-engine", "hook", "platform"];
+
+/// The headers a secret may be filled into when its request names none.
+pub const DEFAULT_SECRET_HEADERS: &[&str] = &["authorization", "x-api-key"];
+
+/// Headers that servers commonly echo back or log: a secret is never filled into them, and a
+/// manifest cannot name them in a secret's `headers`.
+pub const REFLECTED_HEADERS: &[&str] = &[
+    "origin",
+    "referer",
+    "host",
+    "user-agent",
+    "accept",
+    "accept-language",
+    "content-type",
+    "forwarded",
+    "via",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-real-ip",
+];
 
 /// The first API version with kinds beside `tool` and the `llm` import.
 const KINDS_API: semver::Version = semver::Version::new(0, 2, 0);
@@ -94,6 +120,8 @@ pub struct Manifest {
     pub wasm: String,
     /// Capabilities requested, in manifest order.
     pub requests: Vec<Capability>,
+    /// The headers each requested secret may be filled into.
+    pub secret_headers: SecretHeaders,
     pub limits: Limits,
     /// Hook plugins: the events they want (`[hook] events`), in manifest order; empty otherwise.
     pub hook_events: Vec<HookKind>,
@@ -105,6 +133,22 @@ impl Manifest {
     /// The kinds, typed (the manifest was checked, so every name is a supported kind).
     pub fn kind_list(&self) -> Vec<Kind> {
         self.kinds.iter().filter_map(|k| Kind::parse(k)).collect()
+    }
+}
+
+/// The request headers each requested secret may be filled into, lower-case, by secret name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretHeaders(BTreeMap<String, Vec<String>>);
+
+impl SecretHeaders {
+    /// The headers secret `name` may go into; `None` when the manifest does not request it.
+    pub fn of(&self, name: &str) -> Option<&[String]> {
+        self.0.get(name).map(Vec::as_slice)
+    }
+
+    /// Every requested secret with its headers, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.0.iter().map(|(name, headers)| (name.as_str(), headers.as_slice()))
     }
 }
 
@@ -180,6 +224,8 @@ struct FsToml {
 struct SecretToml {
     name: String,
     host: String,
+    /// The request headers it may be filled into; [`DEFAULT_SECRET_HEADERS`] when absent.
+    headers: Option<Vec<String>>,
 }
 
 fn default_kind() -> Vec<String> {
@@ -265,6 +311,7 @@ impl Manifest {
             return Err(err(path, format!("field `wasm`: `{}` must be a file inside the plugin directory", raw.wasm)));
         }
         let requests = requests(&raw.capabilities).map_err(|m| err(path, m))?;
+        let secret_headers = secret_headers(&raw.capabilities.secrets).map_err(|m| err(path, m))?;
         Ok(Self {
             name: raw.name,
             version,
@@ -275,6 +322,7 @@ impl Manifest {
             license: raw.license,
             wasm: raw.wasm,
             requests,
+            secret_headers,
             limits: raw.limits,
             hook_events,
             enabled: raw.enabled,
@@ -399,6 +447,39 @@ fn requests(caps: &CapabilitiesToml) -> Result<Vec<Capability>, String> {
         out.push(Capability::Llm);
     }
     Ok(out)
+}
+
+/// The headers of every requested secret: lower-cased, checked, the default when none are
+/// named. A secret requested twice (for two hosts) may go into the headers of either request.
+fn secret_headers(secrets: &[SecretToml]) -> Result<SecretHeaders, String> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (i, s) in secrets.iter().enumerate() {
+        let named: Vec<String> = match &s.headers {
+            None => DEFAULT_SECRET_HEADERS.iter().map(|h| (*h).to_string()).collect(),
+            Some(list) if list.is_empty() => {
+                return Err(format!(
+                    "field `capabilities.secrets[{i}].headers`: name at least one header (or leave it out for {})",
+                    DEFAULT_SECRET_HEADERS.join(", ")
+                ));
+            }
+            Some(list) => list.iter().map(|h| h.trim().to_ascii_lowercase()).collect(),
+        };
+        let headers = out.entry(s.name.clone()).or_default();
+        for header in named {
+            if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                return Err(format!("field `capabilities.secrets[{i}].headers`: `{header}` is not a header name"));
+            }
+            if REFLECTED_HEADERS.contains(&header.as_str()) {
+                return Err(format!(
+                    "field `capabilities.secrets[{i}].headers`: `{header}` is a header servers echo back or log; a secret is never sent in it"
+                ));
+            }
+            if !headers.contains(&header) {
+                headers.push(header);
+            }
+        }
+    }
+    Ok(SecretHeaders(out))
 }
 
 #[cfg(test)]
@@ -544,6 +625,34 @@ mod tests {
         assert!(!parse(&format!("enabled = false\n{GOOD}")).expect("parses").enabled);
         let e = parse(&format!("enabled = \"no\"\n{GOOD}")).expect_err("refused");
         assert!(e.contains("enabled"), "{e}");
+    }
+
+    #[test]
+    fn secret_headers_default_and_are_checked() {
+        let m = parse(GOOD).expect("parses");
+        assert_eq!(m.secret_headers.of("API_KEY"), Some(&["authorization".to_string(), "x-api-key".to_string()][..]));
+        assert_eq!(m.secret_headers.of("OTHER"), None);
+        let named = |headers: &str| {
+            parse(&GOOD.replace(
+                "host = \"api.example.com\" }",
+                &format!("host = \"api.example.com\", headers = {headers} }}"),
+            ))
+        };
+        let m = named("[\"Key\", \"x-token\", \"key\"]").expect("parses");
+        assert_eq!(m.secret_headers.of("API_KEY"), Some(&["key".to_string(), "x-token".to_string()][..]));
+        assert_eq!(m.requests[3].to_string(), "secret:API_KEY@api.example.com");
+        let e = named("[]").expect_err("empty");
+        assert!(
+            e.ends_with("field `capabilities.secrets[0].headers`: name at least one header (or leave it out for authorization, x-api-key)"),
+            "{e}"
+        );
+        let e = named("[\"bad header\"]").expect_err("bad name");
+        assert!(e.ends_with("field `capabilities.secrets[0].headers`: `bad header` is not a header name"), "{e}");
+        let e = named("[\"X-Forwarded-Host\"]").expect_err("echoed");
+        assert!(
+            e.ends_with("field `capabilities.secrets[0].headers`: `x-forwarded-host` is a header servers echo back or log; a secret is never sent in it"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,16 +1,32 @@
-//! Outgoing HTTP for plugins: the grant check, address pinning and secret injection.
+//! Outgoing HTTP for plugins: the grant check, the egress gate, address pinning and secret
+//! injection.
 //!
 //! Every `wasi:http` request a plugin makes comes through [`NetHooks::send_request`]:
 //! 1. the destination `host:port` must match a granted network pattern;
-//! 2. the host name is resolved here and every address checked: loopback, private, link-local and
-//!    other internal addresses are reached only through an explicit (non-wildcard) grant of that
-//!    very host, so `net:*` cannot reach `127.0.0.1` or the cloud metadata endpoint;
-//! 3. the connection goes to the address that was checked (no second lookup to rebind);
-//! 4. `{{secret:NAME}}` placeholders in headers are replaced with the secret's value only when
-//!    the destination is the host that secret was granted for; on any other host the header is
-//!    dropped, so a redirect to another host never carries the secret.
+//! 2. an address literal or a `localhost` name is checked at once (step 4) — nobody is asked
+//!    about a request that is refused anyway;
+//! 3. the egress gate: when only wildcard grants (`*`, `*.suffix`) match, the host must have been
+//!    approved — "always" in the config (`[approvals] allow = ["net:HOST"]`), or in this
+//!    runtime's session — or the runtime's approver is asked, through the same [`Approvals`]
+//!    dangerous commands use (key `net:HOST`, with `:PORT` only off the scheme's default port).
+//!    The gate comes before any DNS lookup, so an unapproved name never leaves the machine even
+//!    as a query. An explicit grant of the host never asks;
+//! 4. the host name is resolved here and every address checked (see [`address`]): loopback,
+//!    private, link-local and other internal addresses, including IPv6 forms that carry one, are
+//!    reached only through an explicit grant of that very address (or `localhost`), so `net:*`
+//!    cannot reach `127.0.0.1` or the cloud metadata endpoint;
+//! 5. the connection goes to the address that was checked (no second lookup to rebind);
+//! 6. `{{secret:NAME}}` placeholders in headers are replaced with the secret's value only in the
+//!    headers the manifest names for that secret (default `authorization`, `x-api-key`), only
+//!    over https (or to loopback), and only when the destination is the host that secret was
+//!    granted for; anywhere else the header is dropped, so a redirect to another host, or a
+//!    header an endpoint echoes back, never carries the secret.
 //!
-//! A refusal reaches the plugin as `HttpRequestDenied`; the reason is kept for the operator.
+//! A refusal reaches the plugin as `HttpRequestDenied`; the reason is kept in the call's denials
+//! (the model sees them with the plugin's error). Stubbed requests (`talaria plugin test`) are
+//! checked against the grants but never ask and never reach the network.
+
+pub(crate) mod address;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -20,10 +36,14 @@ use http_body_util::BodyExt;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::grant::Grants;
+use crate::approval::{Approval, ApprovalKind, ApprovalRequest, Approvals};
+use crate::grant::{Grants, HostPattern};
+use crate::manifest::SecretHeaders;
 use crate::record::{Recorder, short};
 use crate::secrets::Secrets;
 use crate::stub::{HttpStubs, StubAnswer};
+
+pub use address::{AddressKind, internal_kind};
 
 const PLACEHOLDER_OPEN: &str = "{{secret:";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -32,20 +52,7 @@ const DNS_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_REQUESTS_PER_CALL: usize = 256;
 /// Most refusals kept per call (the rest are counted), and the longest one kept.
 const MAX_DENIALS: usize = 8;
-const MAX_DENIAL_CHARS: usize = 300;
-/// Headers that servers commonly echo back or log; a secret is never put into them.
-const REFLECTED_HEADERS: &[&str] = &[
-    "origin",
-    "referer",
-    "host",
-    "user-agent",
-    "accept",
-    "accept-language",
-    "content-type",
-    "forwarded",
-    "via",
-    "x-forwarded-for",
-];
+const MAX_DENIAL_CHARS: usize = 600;
 const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Per-call network state of one plugin instance.
@@ -53,6 +60,10 @@ pub(crate) struct NetHooks {
     pub plugin: String,
     pub grants: Arc<Grants>,
     pub secrets: Arc<Secrets>,
+    /// The headers each of its secrets may be filled into.
+    pub secret_headers: Arc<SecretHeaders>,
+    /// The runtime's approvals: new hosts under wildcard grants ask here.
+    pub approvals: Arc<Approvals>,
     /// Requests refused during this call, with the reason.
     pub denials: Arc<Mutex<Vec<String>>>,
     /// Requests made during this call.
@@ -100,20 +111,25 @@ impl WasiHttpHooks for NetHooks {
             record_denial(&self.plugin, &self.denials, reason);
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
-        let plugin = self.plugin.clone();
-        let grants = self.grants.clone();
-        let secrets = self.secrets.clone();
+        let egress = Egress {
+            plugin: self.plugin.clone(),
+            grants: self.grants.clone(),
+            secrets: self.secrets.clone(),
+            secret_headers: self.secret_headers.clone(),
+            approvals: self.approvals.clone(),
+        };
         let denials = self.denials.clone();
         let stubs = self.stubs.clone();
         Box::new(async move {
+            let plugin = egress.plugin.as_str();
             let mut refusal = None;
             let answer = match &stubs {
                 Some(stubs) => stubs.answer(request.method().as_str(), &request.uri().to_string()),
                 None => StubAnswer::Network,
             };
             let result = match answer {
-                StubAnswer::Network => send_checked(request, options, &plugin, &grants, &secrets, &mut refusal).await,
-                stubbed => answer_stubbed(&request, stubbed, &plugin, &grants, &mut refusal),
+                StubAnswer::Network => send_checked(request, options, &egress, &denials, &mut refusal).await,
+                stubbed => answer_stubbed(&request, stubbed, plugin, &egress.grants, &mut refusal),
             };
             if let Some((recorder, method, url)) = recorded {
                 let outcome = match (&result, refusal.as_ref()) {
@@ -121,14 +137,23 @@ impl WasiHttpHooks for NetHooks {
                     (Err(_), Some(reason)) => format!("refused: {reason}"),
                     (Err(e), None) => format!("failed: {e}"),
                 };
-                recorder.push(&plugin, "http", &method, url, Some(outcome));
+                recorder.push(plugin, "http", &method, url, Some(outcome));
             }
             if let Some(reason) = refusal {
-                record_denial(&plugin, &denials, reason);
+                record_denial(plugin, &denials, reason);
             }
             result
         })
     }
+}
+
+/// What one request is checked against: the plugin's grants, secrets and approvals.
+struct Egress {
+    plugin: String,
+    grants: Arc<Grants>,
+    secrets: Arc<Secrets>,
+    secret_headers: Arc<SecretHeaders>,
+    approvals: Arc<Approvals>,
 }
 
 /// Answer a request from a stub, after the same grant check a real one gets (no DNS: nothing
@@ -163,23 +188,23 @@ fn answer_stubbed(
 }
 
 fn no_grant(plugin: &str, dest: &Destination) -> String {
+    let authority = dest.authority();
     format!(
-        "plugin '{plugin}' has no network grant for {}:{} (grant it with `talaria plugins grant {plugin} net:{}:{}` if its manifest requests it)",
-        dest.host, dest.port, dest.host, dest.port
+        "plugin '{plugin}' has no network grant for {authority} (grant it with `talaria plugins grant {plugin} net:{authority}` if its manifest requests it)"
     )
 }
 
-/// Check, pin and send one request; a refusal's reason is left in `refusal`.
+/// Check, pin and send one request; a refusal's reason is left in `refusal`, secret headers
+/// dropped are recorded in `denials`.
 async fn send_checked(
     request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
-    plugin: &str,
-    grants: &Grants,
-    secrets: &Secrets,
+    egress: &Egress,
+    denials: &Mutex<Vec<String>>,
     refusal: &mut Option<String>,
 ) -> Result<(http::Response<WasiBody>, ResponseFuture), HttpError> {
     let dest = Destination::of(&request)?;
-    let addr = match authorize(plugin, grants, &dest).await {
+    let addr = match authorize(egress, &dest).await {
         Ok(addr) => addr,
         Err(Refusal::Denied(reason)) => {
             *refusal = Some(reason);
@@ -189,7 +214,10 @@ async fn send_checked(
             return Err(HttpError::DnsError { rcode: Some(message), info_code: None });
         }
     };
-    let request = inject_secrets(request, plugin, grants, secrets, &dest);
+    let (request, dropped) = inject_secrets(request, egress, &dest);
+    for reason in dropped {
+        record_denial(&egress.plugin, denials, reason);
+    }
     send_pinned(request, addr, &dest, options).await
 }
 
@@ -206,6 +234,23 @@ pub(crate) struct Destination {
 }
 
 impl Destination {
+    /// The host as it is written in a URL: IPv6 addresses in brackets.
+    fn url_host(&self) -> String {
+        if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() }
+    }
+
+    /// `host:port`, IPv6 addresses in brackets.
+    fn authority(&self) -> String {
+        format!("{}:{}", self.url_host(), self.port)
+    }
+
+    /// The host as the egress gate names it: with its port only when that is not the scheme's
+    /// default (`docs.rs`, `docs.rs:8443`).
+    fn approval_host(&self) -> String {
+        let default = if self.tls { 443 } else { 80 };
+        if self.port == default { self.url_host() } else { self.authority() }
+    }
+
     fn of(request: &http::Request<WasiBody>) -> Result<Self, HttpError> {
         let uri = request.uri();
         let tls = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
@@ -221,15 +266,36 @@ enum Refusal {
     Dns(String),
 }
 
-/// Check the grant and resolve to an address that is allowed.
-async fn authorize(plugin: &str, grants: &Grants, dest: &Destination) -> Result<SocketAddr, Refusal> {
-    let matching: Vec<_> = grants.network().filter(|p| p.matches(&dest.host, dest.port)).collect();
+/// Check the grant, ask the gate when only a wildcard allows the host, and resolve to an address
+/// that is allowed.
+async fn authorize(egress: &Egress, dest: &Destination) -> Result<SocketAddr, Refusal> {
+    let plugin = egress.plugin.as_str();
+    let matching: Vec<&HostPattern> = egress.grants.network().filter(|p| p.matches(&dest.host, dest.port)).collect();
     if matching.is_empty() {
         return Err(Refusal::Denied(no_grant(plugin, dest)));
     }
     // Only a grant naming the address itself (or localhost) reaches internal addresses; a grant
     // of an ordinary name must not, or the name's DNS could point it at 127.0.0.1 or metadata.
     let explicit = matching.iter().any(|p| p.names_internal_host());
+    // Looking up an address literal or a localhost name sends nothing out: check those first.
+    let local = dest.host.parse::<IpAddr>().is_ok() || is_localhost_name(&dest.host);
+    let early = if local { Some(allowed_address(plugin, dest, explicit, resolve(dest).await?)?) } else { None };
+    if matching.iter().all(|p| p.is_wildcard()) {
+        ask_to_connect(egress, dest, &matching).await?;
+    }
+    match early {
+        Some(addr) => Ok(addr),
+        None => allowed_address(plugin, dest, explicit, resolve(dest).await?),
+    }
+}
+
+/// `localhost` and names under it resolve to this machine (RFC 6761).
+fn is_localhost_name(host: &str) -> bool {
+    host == "localhost" || host.ends_with(".localhost")
+}
+
+/// The addresses `dest` names (never empty).
+async fn resolve(dest: &Destination) -> Result<Vec<SocketAddr>, Refusal> {
     let addrs: Vec<SocketAddr> = match dest.host.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, dest.port)],
         Err(_) => tokio::time::timeout(DNS_TIMEOUT, tokio::net::lookup_host((dest.host.as_str(), dest.port)))
@@ -241,67 +307,67 @@ async fn authorize(plugin: &str, grants: &Grants, dest: &Destination) -> Result<
     if addrs.is_empty() {
         return Err(Refusal::Dns(format!("{}: no addresses", dest.host)));
     }
+    Ok(addrs)
+}
+
+/// The first of `addrs` the plugin may reach: any, for an explicit grant of the address; else
+/// the first that is not internal.
+fn allowed_address(
+    plugin: &str,
+    dest: &Destination,
+    explicit: bool,
+    addrs: Vec<SocketAddr>,
+) -> Result<SocketAddr, Refusal> {
+    let first = addrs[0];
     if explicit {
-        return Ok(addrs[0]);
+        return Ok(first);
     }
-    match addrs.iter().find(|a| internal_kind(a.ip()).is_none()) {
-        Some(addr) => Ok(*addr),
+    match addrs.into_iter().find(|a| internal_kind(a.ip()).is_none()) {
+        Some(addr) => Ok(addr),
         None => {
-            let ip = addrs[0].ip();
-            let kind = internal_kind(ip).unwrap_or("internal");
+            let kind = internal_kind(first.ip()).map_or("internal", AddressKind::name);
             Err(Refusal::Denied(format!(
-                "plugin '{plugin}': {}:{} resolves to {ip}, a {kind} address; only a grant of the address itself reaches loopback, private or link-local addresses (grant `net:{ip}:{}` to allow it)",
-                dest.host, dest.port, dest.port
+                "plugin '{plugin}': {} resolves to {}, a {kind} address; only a grant of the address itself reaches loopback, private or link-local addresses (grant `net:{first}` to allow it)",
+                dest.authority(),
+                first.ip(),
             )))
         }
     }
 }
 
-/// Why an address counts as internal, if it does.
-pub(crate) fn internal_kind(ip: IpAddr) -> Option<&'static str> {
-    match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            if v4.is_loopback() {
-                Some("loopback")
-            } else if v4.is_private() || (o[0] == 100 && (64..128).contains(&o[1])) {
-                Some("private")
-            } else if v4.is_link_local() {
-                Some("link-local")
-            } else if v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast() || o[0] == 0 {
-                Some("non-routable")
-            } else {
-                None
-            }
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return internal_kind(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            if v6.is_loopback() {
-                Some("loopback")
-            } else if (first & 0xfe00) == 0xfc00 {
-                Some("private")
-            } else if (first & 0xffc0) == 0xfe80 {
-                Some("link-local")
-            } else if v6.is_unspecified() || v6.is_multicast() {
-                Some("non-routable")
-            } else {
-                None
-            }
-        }
+/// The egress gate: a host that only wildcard grants allow must be approved, "always" (config),
+/// for the session, or now.
+async fn ask_to_connect(egress: &Egress, dest: &Destination, wildcards: &[&HostPattern]) -> Result<(), Refusal> {
+    let plugin = egress.plugin.as_str();
+    let host = dest.approval_host();
+    let grants = wildcards.iter().map(|p| format!("net:{p}")).collect::<Vec<_>>().join(", ");
+    let grants = if wildcards.len() == 1 { format!("grant {grants}") } else { format!("grants {grants}") };
+    let request = ApprovalRequest {
+        kind: ApprovalKind::Network,
+        plugin: plugin.to_string(),
+        command: host.clone(),
+        key: format!("net:{host}"),
+        reason: format!("allowed by its wildcard {grants}"),
+    };
+    match egress.approvals.ask(&request).await {
+        Approval::Once | Approval::Session | Approval::Always => Ok(()),
+        Approval::Deny if egress.approvals.interactive() => Err(Refusal::Denied(format!(
+            "the user did not allow plugin '{plugin}' to connect to {host} (allowed only by its wildcard {grants})"
+        ))),
+        Approval::Deny => Err(Refusal::Denied(format!(
+            "plugin '{plugin}' needs approval to connect to {host} (allowed only by its wildcard {grants}) and no one is here to give it; rerun with --yolo, add \"net:{host}\" to [approvals] allow in config.toml, or grant the host: `talaria plugins grant {plugin} net:{host}`"
+        ))),
     }
 }
 
-/// Fill in secret placeholders for their own host; drop headers carrying them anywhere else.
+/// Fill in secret placeholders where they may go; drop every header carrying one anywhere else.
+/// Returns the request and why each dropped header was dropped.
 fn inject_secrets(
     mut request: http::Request<WasiBody>,
-    plugin: &str,
-    grants: &Grants,
-    secrets: &Secrets,
+    egress: &Egress,
     dest: &Destination,
-) -> http::Request<WasiBody> {
+) -> (http::Request<WasiBody>, Vec<String>) {
+    let mut dropped = Vec::new();
     let names: Vec<http::HeaderName> = request.headers().keys().cloned().collect();
     for name in names {
         let values: Vec<http::HeaderValue> = request.headers().get_all(&name).iter().cloned().collect();
@@ -312,30 +378,25 @@ fn inject_secrets(
             continue;
         }
         request.headers_mut().remove(&name);
-        if REFLECTED_HEADERS.contains(&name.as_str()) {
-            tracing::warn!(plugin, header = %name, "secrets are never put into this header; header dropped");
-            continue;
-        }
         for value in values {
             let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
-            match fill(&text, plugin, grants, secrets, dest) {
+            match fill(&text, name.as_str(), egress, dest) {
                 Ok(filled) => match http::HeaderValue::from_str(&filled) {
                     Ok(v) => {
                         request.headers_mut().append(name.clone(), v);
                     }
-                    Err(_) => {
-                        tracing::warn!(plugin, header = %name, "secret value is not a valid header value; header dropped")
-                    }
+                    Err(_) => dropped.push(format!("a secret's value is not a valid value for header {name}")),
                 },
-                Err(reason) => tracing::warn!(plugin, header = %name, "header dropped: {reason}"),
+                Err(reason) => dropped.push(reason),
             }
         }
     }
-    request
+    (request, dropped)
 }
 
-/// Replace every placeholder in `text`, or say why not.
-fn fill(text: &str, plugin: &str, grants: &Grants, secrets: &Secrets, dest: &Destination) -> Result<String, String> {
+/// Replace every placeholder in the value of `header`, or say why not.
+fn fill(text: &str, header: &str, egress: &Egress, dest: &Destination) -> Result<String, String> {
+    let plugin = egress.plugin.as_str();
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find(PLACEHOLDER_OPEN) {
@@ -343,16 +404,21 @@ fn fill(text: &str, plugin: &str, grants: &Grants, secrets: &Secrets, dest: &Des
         let after = &rest[start + PLACEHOLDER_OPEN.len()..];
         let end = after.find("}}").ok_or("unterminated secret placeholder")?;
         let name = &after[..end];
-        let host =
-            grants.secret_host(name).ok_or_else(|| format!("secret {name} is not granted to plugin '{plugin}'"))?;
+        let not_granted = || format!("secret {name} is not granted to plugin '{plugin}'");
+        let host = egress.grants.secret_host(name).ok_or_else(not_granted)?;
+        let allowed = egress.secret_headers.of(name).ok_or_else(not_granted)?;
+        if !allowed.iter().any(|h| h == header) {
+            let noun = if allowed.len() == 1 { "header" } else { "headers" };
+            return Err(format!("secret {name} may only be sent in {noun} {}, not {header}", allowed.join(", ")));
+        }
         if !host.matches(&dest.host, dest.port) {
-            return Err(format!("secret {name} may only be sent to {host}, not {}:{}", dest.host, dest.port));
+            return Err(format!("secret {name} may only be sent to {host}, not {}", dest.authority()));
         }
         let loopback = dest.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
         if !dest.tls && !loopback {
             return Err(format!("secret {name} is only sent over https (this request is plain http)"));
         }
-        let value = secrets.value(name).ok_or_else(|| format!("secret {name} has no value"))?;
+        let value = egress.secrets.value(name).ok_or_else(|| format!("secret {name} has no value"))?;
         out.push_str(&value);
         rest = &after[end + 2..];
     }
@@ -425,7 +491,9 @@ async fn send_pinned(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grant::Capability;
+    use crate::approval::{Approver, Unattended};
+    use crate::manifest::Manifest;
+    use std::pin::Pin;
 
     fn request(url: &str, headers: &[(&str, &str)]) -> http::Request<WasiBody> {
         let body = http_body_util::Empty::<bytes::Bytes>::new().map_err(|never| match never {}).boxed_unsync();
@@ -436,47 +504,186 @@ mod tests {
         b.body(body).expect("request")
     }
 
-    fn injected(url: &str, headers: &[(&str, &str)]) -> Vec<(String, String)> {
-        let grants = Grants::effective(
-            &["secret:KEY@api.example.com".parse::<Capability>().expect("cap")],
-            vec!["secret:KEY@api.example.com".parse().expect("cap")],
-        );
-        let secrets = Secrets::from_pairs([("KEY", "s3cret")]);
+    /// What `plugin 'p'` with this manifest `[capabilities]` body, all of it granted, checks
+    /// requests against; `approver` answers the gate.
+    fn egress(capabilities: &str, approver: Arc<dyn Approver>, always: &[&str]) -> Egress {
+        let text = format!("name = \"p\"\nversion = \"1.0.0\"\napi = \"0.2.0\"\n[capabilities]\n{capabilities}");
+        let manifest = Manifest::parse(&text, "plugin.toml".as_ref()).expect("manifest");
+        let always: Vec<String> = always.iter().map(|s| s.to_string()).collect();
+        Egress {
+            plugin: "p".into(),
+            grants: Arc::new(Grants::effective(&manifest.requests, manifest.requests.clone())),
+            secrets: Arc::new(Secrets::from_pairs([("KEY", "s3cret")])),
+            secret_headers: Arc::new(manifest.secret_headers),
+            approvals: Arc::new(Approvals::new(approver, &always)),
+        }
+    }
+
+    const SECRET: &str = "secrets = [{ name = \"KEY\", host = \"api.example.com\" }]";
+
+    fn injected(egress: &Egress, url: &str, headers: &[(&str, &str)]) -> (Vec<(String, String)>, Vec<String>) {
         let req = request(url, headers);
         let dest = Destination::of(&req).expect("dest");
-        let req = inject_secrets(req, "p", &grants, &secrets, &dest);
-        req.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("?").to_string())).collect()
+        let (req, dropped) = inject_secrets(req, egress, &dest);
+        let sent = req.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("?").to_string())).collect();
+        (sent, dropped)
     }
 
     #[test]
-    fn secrets_fill_only_safe_headers_over_https_to_their_host() {
+    fn secrets_fill_only_their_headers_over_https_to_their_host() {
+        let e = egress(SECRET, Arc::new(Unattended { yolo: false }), &[]);
         let ph = "Bearer {{secret:KEY}}";
+        let (sent, dropped) = injected(&e, "https://api.example.com/x", &[("authorization", ph), ("x-api-key", ph)]);
         assert_eq!(
-            injected("https://api.example.com/x", &[("authorization", ph)]),
-            [("authorization".into(), "Bearer s3cret".into())]
+            sent,
+            [("authorization".into(), "Bearer s3cret".into()), ("x-api-key".into(), "Bearer s3cret".into())]
         );
-        // Plain http, another host, or a header servers echo back: the header is dropped.
-        assert!(injected("http://api.example.com/x", &[("authorization", ph)]).is_empty());
-        assert!(injected("https://other.example.com/x", &[("authorization", ph)]).is_empty());
-        assert!(injected("https://api.example.com/x", &[("origin", ph), ("referer", ph)]).is_empty());
+        assert!(dropped.is_empty(), "{dropped:?}");
+        // Plain http, or another host: the header is dropped, and the reason kept.
+        let (sent, dropped) = injected(&e, "http://api.example.com/x", &[("authorization", ph)]);
+        assert_eq!(
+            (sent, dropped),
+            (vec![], vec!["secret KEY is only sent over https (this request is plain http)".into()])
+        );
+        let (sent, dropped) = injected(&e, "https://other.example.com/x", &[("authorization", ph)]);
+        assert_eq!(
+            (sent, dropped),
+            (vec![], vec!["secret KEY may only be sent to api.example.com, not other.example.com:443".into()])
+        );
+        // Any header the manifest does not name for the secret, echoed back or not.
+        for header in ["origin", "referer", "cookie", "x-forwarded-host", "x-key"] {
+            let (sent, dropped) = injected(&e, "https://api.example.com/x", &[(header, ph), ("x-a", "b")]);
+            assert_eq!(sent, [("x-a".to_string(), "b".to_string())], "{header}");
+            assert_eq!(
+                dropped,
+                [format!("secret KEY may only be sent in headers authorization, x-api-key, not {header}")]
+            );
+        }
         // Headers without placeholders pass untouched.
-        assert_eq!(injected("https://other.example.com/", &[("x-a", "b")]), [("x-a".into(), "b".into())]);
+        assert_eq!(
+            injected(&e, "https://other.example.com/", &[("x-a", "b")]),
+            (vec![("x-a".into(), "b".into())], vec![])
+        );
     }
 
     #[test]
-    fn internal_addresses_are_classified() {
-        let kind = |s: &str| internal_kind(s.parse().expect("ip"));
-        assert_eq!(kind("127.0.0.1"), Some("loopback"));
-        assert_eq!(kind("10.1.2.3"), Some("private"));
-        assert_eq!(kind("192.168.0.1"), Some("private"));
-        assert_eq!(kind("100.64.0.1"), Some("private"));
-        assert_eq!(kind("169.254.169.254"), Some("link-local"));
-        assert_eq!(kind("0.0.0.0"), Some("non-routable"));
-        assert_eq!(kind("::1"), Some("loopback"));
-        assert_eq!(kind("::ffff:127.0.0.1"), Some("loopback"));
-        assert_eq!(kind("fd00::1"), Some("private"));
-        assert_eq!(kind("fe80::1"), Some("link-local"));
-        assert_eq!(kind("93.184.216.34"), None);
-        assert_eq!(kind("2606:4700::1111"), None);
+    fn a_secret_goes_into_the_headers_its_request_names() {
+        let named = SECRET.replace(" }]", ", headers = [\"Key\"] }]");
+        let e = egress(&named, Arc::new(Unattended { yolo: false }), &[]);
+        let ph = "{{secret:KEY}}";
+        assert_eq!(
+            injected(&e, "https://api.example.com/", &[("key", ph)]),
+            (vec![("key".into(), "s3cret".into())], vec![])
+        );
+        let (sent, dropped) = injected(&e, "https://api.example.com/", &[("authorization", ph)]);
+        assert!(sent.is_empty());
+        assert_eq!(dropped, ["secret KEY may only be sent in header key, not authorization"]);
+    }
+
+    /// Answers `answer`, keeping every request.
+    struct Recording {
+        answer: Approval,
+        interactive: bool,
+        seen: Mutex<Vec<ApprovalRequest>>,
+    }
+
+    impl Approver for Recording {
+        fn approve<'a>(&'a self, r: &'a ApprovalRequest) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
+            lock(&self.seen).push(r.clone());
+            Box::pin(async move { self.answer })
+        }
+
+        fn interactive(&self) -> bool {
+            self.interactive
+        }
+    }
+
+    fn recording(answer: Approval, interactive: bool) -> Arc<Recording> {
+        Arc::new(Recording { answer, interactive, seen: Mutex::new(Vec::new()) })
+    }
+
+    async fn authorized(e: &Egress, url: &str) -> Result<SocketAddr, String> {
+        let dest = Destination::of(&request(url, &[])).expect("dest");
+        authorize(e, &dest).await.map_err(|r| match r {
+            Refusal::Denied(m) => format!("denied: {m}"),
+            Refusal::Dns(m) => format!("dns: {m}"),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_wildcard_grant_asks_before_a_new_host_and_remembers_the_session() {
+        let approver = recording(Approval::Session, true);
+        let e = egress("network = [\"*\"]", approver.clone(), &[]);
+        // Addresses literals need no lookup: what passes the gate is returned, never connected to.
+        assert_eq!(authorized(&e, "https://93.184.216.34/a").await, Ok("93.184.216.34:443".parse().expect("addr")));
+        assert_eq!(authorized(&e, "http://93.184.216.34/b").await, Ok("93.184.216.34:80".parse().expect("addr")));
+        assert_eq!(
+            authorized(&e, "https://93.184.216.34:8443/").await,
+            Ok("93.184.216.34:8443".parse().expect("addr"))
+        );
+        assert_eq!(
+            authorized(&e, "https://[2606:4700::1111]/").await,
+            Ok("[2606:4700::1111]:443".parse().expect("addr"))
+        );
+        let seen: Vec<(ApprovalKind, String, String, String, String)> = lock(&approver.seen)
+            .iter()
+            .map(|r| (r.kind, r.plugin.clone(), r.command.clone(), r.key.clone(), r.reason.clone()))
+            .collect();
+        let asked = |host: &str| {
+            (
+                ApprovalKind::Network,
+                "p".to_string(),
+                host.to_string(),
+                format!("net:{host}"),
+                "allowed by its wildcard grant net:*".to_string(),
+            )
+        };
+        // Ports 443 and 80 are the one key `net:HOST`; another port is a key of its own.
+        assert_eq!(seen, [asked("93.184.216.34"), asked("93.184.216.34:8443"), asked("[2606:4700::1111]")]);
+    }
+
+    #[tokio::test]
+    async fn internal_literals_are_refused_before_anyone_is_asked() {
+        let approver = recording(Approval::Once, true);
+        let e = egress("network = [\"*\"]", approver.clone(), &[]);
+        for (url, shown, ip, kind) in [
+            ("http://[64:ff9b::7f00:1]:8080/", "[64:ff9b::7f00:1]:8080", "64:ff9b::7f00:1", "loopback"),
+            ("http://169.254.169.254/latest", "169.254.169.254:80", "169.254.169.254", "link-local"),
+            ("http://[2002:c0a8:101::]/", "[2002:c0a8:101::]:80", "2002:c0a8:101::", "private"),
+        ] {
+            let grant = if ip.contains(':') { format!("[{ip}]") } else { ip.to_string() };
+            let port = shown.rsplit(':').next().expect("port");
+            assert_eq!(
+                authorized(&e, url).await,
+                Err(format!(
+                    "denied: plugin 'p': {shown} resolves to {ip}, a {kind} address; only a grant of the address itself reaches loopback, private or link-local addresses (grant `net:{grant}:{port}` to allow it)"
+                ))
+            );
+        }
+        assert!(lock(&approver.seen).is_empty());
+    }
+
+    #[tokio::test]
+    async fn explicit_grants_and_config_approvals_never_ask() {
+        let approver = recording(Approval::Deny, true);
+        let e = egress("network = [\"*\", \"93.184.216.34\"]", approver.clone(), &["net:[2606:4700::1111]"]);
+        assert!(authorized(&e, "https://93.184.216.34/").await.is_ok());
+        assert!(authorized(&e, "https://[2606:4700::1111]/").await.is_ok());
+        assert!(lock(&approver.seen).is_empty());
+        assert_eq!(
+            authorized(&e, "https://1.1.1.1/").await,
+            Err("denied: the user did not allow plugin 'p' to connect to 1.1.1.1 (allowed only by its wildcard grant net:*)".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn unattended_refusals_say_how_to_allow_the_host() {
+        let e = egress("network = [\"*\", \"*.example.com\"]", Arc::new(Unattended { yolo: false }), &[]);
+        assert_eq!(
+            authorized(&e, "https://docs.example.com:8443/x").await,
+            Err("denied: plugin 'p' needs approval to connect to docs.example.com:8443 (allowed only by its wildcard grants net:*, net:*.example.com) and no one is here to give it; rerun with --yolo, add \"net:docs.example.com:8443\" to [approvals] allow in config.toml, or grant the host: `talaria plugins grant p net:docs.example.com:8443`".into())
+        );
+        let e = egress("network = [\"*\"]", Arc::new(Unattended { yolo: true }), &[]);
+        assert!(authorized(&e, "https://93.184.216.34/").await.is_ok());
     }
 }

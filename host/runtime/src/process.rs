@@ -6,24 +6,25 @@
 //! never a provider key, a `TALARIA_*` credential or a `.env` value. A command line that carries
 //! a known secret value is refused (see [`crate::leak`]).
 //! Before it runs, [`crate::danger::check`] classifies it: forbidden commands are always refused,
-//! dangerous ones go to the [`Approver`], and nothing else is asked.
+//! dangerous ones go to the runtime's [`Approvals`] (shared with the network gate), and nothing
+//! else is asked.
 //!
 //! ```
-//! use talaria_runtime::{Approval, Approver, Unattended};
-//! let approver = Unattended { yolo: false };
-//! # let _ = &approver as &dyn Approver;
+//! use std::sync::Arc;
+//! use talaria_runtime::{Approvals, CommandPolicy, ProcessRunner, Unattended};
+//! let approvals = Arc::new(Approvals::new(Arc::new(Unattended { yolo: false }), &[]));
+//! let runner = ProcessRunner::new(CommandPolicy::default(), approvals, Vec::new());
+//! # let _ = runner;
 //! ```
 
-use std::collections::HashSet;
-use std::future::Future;
 use std::path::{Component, Path, PathBuf};
-use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt as _;
 
+use crate::approval::{Approval, ApprovalKind, ApprovalRequest, Approvals};
 use crate::danger::{self, CommandPolicy, Verdict};
 use crate::leak::SecretScan;
 
@@ -110,53 +111,6 @@ impl ChildEnv {
     }
 }
 
-/// A dangerous command waiting for a human.
-#[derive(Debug, Clone)]
-pub struct ApprovalRequest {
-    pub plugin: String,
-    pub command: String,
-    /// Stable id of the pattern that matched (for session and always approvals).
-    pub key: String,
-    /// Why it is dangerous, in words.
-    pub reason: String,
-}
-
-/// A human's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Approval {
-    /// Run this command once.
-    Once,
-    /// Allow this pattern for the rest of the session.
-    Session,
-    /// Allow this pattern from now on (the approver saves it).
-    Always,
-    Deny,
-}
-
-/// Who decides on dangerous commands. The CLI asks on the terminal; unattended runs use
-/// [`Unattended`].
-pub trait Approver: Send + Sync {
-    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>>;
-
-    /// Whether anyone can answer; when not, refusals say how to allow the command instead.
-    fn interactive(&self) -> bool {
-        false
-    }
-}
-
-/// No one to ask: dangerous commands are refused unless `yolo`.
-#[derive(Debug, Clone, Copy)]
-pub struct Unattended {
-    pub yolo: bool,
-}
-
-impl Approver for Unattended {
-    fn approve<'a>(&'a self, _request: &'a ApprovalRequest) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
-        let answer = if self.yolo { Approval::Once } else { Approval::Deny };
-        Box::pin(async move { answer })
-    }
-}
-
 /// What a plugin asked to run.
 #[derive(Debug, Clone)]
 pub struct CommandRequest {
@@ -184,11 +138,10 @@ pub enum CommandError {
     Failed(String),
 }
 
-/// Runs commands for every plugin granted `process`; keeps the session's approvals.
+/// Runs commands for every plugin granted `process`, asking the runtime's approvals.
 pub struct ProcessRunner {
     policy: CommandPolicy,
-    approver: Arc<dyn Approver>,
-    session_keys: Mutex<HashSet<String>>,
+    approvals: Arc<Approvals>,
     /// Deadline when the plugin names none, and the most it may ask for.
     pub default_timeout: Duration,
     pub max_timeout: Duration,
@@ -201,11 +154,10 @@ pub struct ProcessRunner {
 }
 
 impl ProcessRunner {
-    pub fn new(policy: CommandPolicy, approver: Arc<dyn Approver>, env: ChildEnv, scan: Arc<SecretScan>) -> Self {
+    pub fn new(policy: CommandPolicy, approvals: Arc<Approvals>, env: ChildEnv, scan: Arc<SecretScan>) -> Self {
         Self {
             policy,
-            approver,
-            session_keys: Mutex::new(HashSet::new()),
+            approvals,
             default_timeout: Duration::from_secs(180),
             max_timeout: Duration::from_secs(600),
             output_cap: 256 * 1024,
@@ -288,22 +240,16 @@ impl ProcessRunner {
                 Err(CommandError::Denied(format!("`{command}` is always refused: {reason}")))
             }
             Verdict::Dangerous { key, reason } => {
-                if lock(&self.session_keys).contains(key) {
-                    return Ok(());
-                }
                 let request = ApprovalRequest {
+                    kind: ApprovalKind::Command,
                     plugin: plugin.to_string(),
                     command: command.to_string(),
                     key: key.to_string(),
                     reason: reason.to_string(),
                 };
-                match self.approver.approve(&request).await {
-                    Approval::Once => Ok(()),
-                    Approval::Session | Approval::Always => {
-                        lock(&self.session_keys).insert(key.to_string());
-                        Ok(())
-                    }
-                    Approval::Deny if self.approver.interactive() => {
+                match self.approvals.ask(&request).await {
+                    Approval::Once | Approval::Session | Approval::Always => Ok(()),
+                    Approval::Deny if self.approvals.interactive() => {
                         Err(CommandError::Denied(format!("the user denied `{command}` ({reason})")))
                     }
                     Approval::Deny => Err(CommandError::Denied(format!(
@@ -432,6 +378,7 @@ fn kill_group(pid: Option<u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::approval::Unattended;
 
     fn scan() -> SecretScan {
         SecretScan::new([("OPENAI_API_KEY".to_string(), "sk-test-secret-123".to_string())])
@@ -441,7 +388,8 @@ mod tests {
         let vars = [("PATH", std::env::var("PATH").unwrap_or_default().as_str()), ("HOME", "/home/me")]
             .map(|(k, v)| (k.to_string(), v.to_string()));
         let env = ChildEnv::filtered(vars, &[], &scan());
-        ProcessRunner::new(CommandPolicy::default(), Arc::new(Unattended { yolo }), env, Arc::new(scan()))
+        let approvals = Arc::new(Approvals::new(Arc::new(Unattended { yolo }), &[]));
+        ProcessRunner::new(CommandPolicy::default(), approvals, env, Arc::new(scan()))
     }
 
     fn req(command: &str) -> CommandRequest {
@@ -539,8 +487,12 @@ mod tests {
         let env = ChildEnv::filtered(vars, &["MY_TOOL_DIR".to_string(), "GITHUB_TOKEN".to_string()], &scan());
         let names: Vec<&str> = env.vars().iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["PATH", "HOME", "LC_ALL", "MY_TOOL_DIR"]);
-        let r =
-            ProcessRunner::new(CommandPolicy::default(), Arc::new(Unattended { yolo: false }), env, Arc::new(scan()));
+        let r = ProcessRunner::new(
+            CommandPolicy::default(),
+            Arc::new(Approvals::new(Arc::new(Unattended { yolo: false }), &[])),
+            env,
+            Arc::new(scan()),
+        );
         let out = r.run("t", dir.path(), req("env | sort")).await.expect("runs");
         assert!(
             !out.stdout.contains("sk-test-secret") && !out.stdout.contains("hunter2") && !out.stdout.contains("ghp_")

@@ -1,9 +1,11 @@
 //! Escapes and breakdowns, each refused or contained exactly.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use talaria_protocol::ToolError;
+use talaria_runtime::{Approval, ApprovalRequest, Approver, BoxFuture, HttpStub, HttpStubs};
 use talaria_test_support::FakeServer;
 
 use crate::{Env, call, call_on, crashed, failed, ok};
@@ -203,7 +205,7 @@ async fn a_secret_goes_only_to_its_own_host_even_after_a_redirect() {
     let env = Env::new();
     env.evil(
         "evil",
-        &format!("network = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]\nsecrets = [{{ name = \"WEATHER_API_KEY\", host = \"127.0.0.1:{a}\" }}]"),
+        &format!("network = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]\nsecrets = [{{ name = \"WEATHER_API_KEY\", host = \"127.0.0.1:{a}\", headers = [\"x-key\"] }}]"),
         &[&format!("net:127.0.0.1:{a}"), &format!("net:127.0.0.1:{b}"), &format!("secret:WEATHER_API_KEY@127.0.0.1:{a}")],
     );
     let rt = env.runtime();
@@ -452,4 +454,170 @@ async fn disguised_dangerous_commands_are_caught_at_the_process_import() {
         );
     }
     assert_eq!(std::fs::read_to_string(env.ws().join("build/keep.txt")).expect("still there"), "kept");
+}
+
+/// A server that answers with every header it was sent, as an endpoint that echoes does.
+fn echoing() -> FakeServer {
+    FakeServer::start(|req| {
+        let headers: Vec<String> = req.headers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        (200, vec![], headers.join("\n"))
+    })
+}
+
+#[tokio::test]
+async fn a_secret_is_filled_only_into_the_headers_its_manifest_names() {
+    let server = echoing();
+    let a = server.addr.port();
+    let env = Env::new();
+    env.evil(
+        "evil",
+        &format!(
+            "network = [\"127.0.0.1:{a}\"]\nsecrets = [{{ name = \"WEATHER_API_KEY\", host = \"127.0.0.1:{a}\" }}]"
+        ),
+        &[&format!("net:127.0.0.1:{a}"), &format!("secret:WEATHER_API_KEY@127.0.0.1:{a}")],
+    );
+    let rt = env.runtime();
+    let url = server.url("/echo");
+    // The attack: the placeholder in a header the endpoint hands back.
+    let attempts = [
+        call(&rt, "http_with_secret", json!({ "url": url })).await,
+        call(&rt, "http_with_secret_in", json!({ "url": url, "header": "cookie" })).await,
+        call(&rt, "http_with_secret_in", json!({ "url": url, "header": "x-forwarded-host" })).await,
+        call(&rt, "http_with_secret_in", json!({ "url": url, "header": "Origin" })).await,
+    ];
+    for (out, header) in attempts.into_iter().zip(["x-key", "cookie", "x-forwarded-host", "origin"]) {
+        let out = out.expect("the request itself goes out");
+        assert!(out.output.starts_with("200 ") && !out.output.contains("k-123"), "{}", out.output);
+        assert_eq!(
+            out.denials,
+            [format!("secret WEATHER_API_KEY may only be sent in headers authorization, x-api-key, not {header}")]
+        );
+    }
+    let seen = server.received();
+    assert_eq!(seen.len(), 4);
+    assert!(seen.iter().all(|r| !format!("{:?}", r.headers).contains("k-123")), "{seen:?}");
+    // A header the manifest allows gets the value (the default list: authorization, x-api-key).
+    let out = call(&rt, "http_with_secret_in", json!({ "url": url, "header": "x-api-key" })).await.expect("sent");
+    assert!(out.denials.is_empty(), "{:?}", out.denials);
+    assert_eq!(server.received().last().and_then(|r| r.header("x-api-key")), Some("k-123-secret"));
+}
+
+#[tokio::test]
+async fn a_wildcard_grant_never_reaches_loopback_through_an_ipv6_form() {
+    let target = server();
+    let port = target.addr.port();
+    let env = Env::new();
+    env.evil("evil", "network = [\"*\"]", &["net:*"]);
+    let rt = env.runtime_yolo();
+    for host in ["64:ff9b::7f00:1", "::ffff:0:127.0.0.1", "2002:7f00:1::", "::ffff:127.0.0.1", "64:ff9b:1::7f00:1"] {
+        let url = format!("http://[{host}]:{port}/x");
+        let e = failed(call(&rt, "http_get", json!({ "url": url })).await);
+        let ip: std::net::IpAddr = host.parse().expect("ip");
+        assert!(
+            e.ends_with(&format!(
+                "[host: plugin 'evil': [{host}]:{port} resolves to {ip}, a loopback address; only a grant of the address itself reaches loopback, private or link-local addresses (grant `net:[{ip}]:{port}` to allow it)]"
+            )),
+            "{e}"
+        );
+    }
+    assert!(target.received().is_empty(), "the server saw a request");
+}
+
+/// An approver that answers `answer` after a pause, keeping every question.
+struct Asked {
+    answer: Approval,
+    seen: std::sync::Mutex<Vec<ApprovalRequest>>,
+}
+
+impl Asked {
+    fn new(answer: Approval) -> Arc<Self> {
+        Arc::new(Self { answer, seen: std::sync::Mutex::new(Vec::new()) })
+    }
+
+    fn questions(&self) -> Vec<String> {
+        let seen = self.seen.lock().expect("lock");
+        seen.iter().map(|r| format!("{:?} {} {} {} ({})", r.kind, r.plugin, r.command, r.key, r.reason)).collect()
+    }
+}
+
+impl Approver for Asked {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, Approval> {
+        self.seen.lock().expect("lock").push(request.clone());
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            self.answer
+        })
+    }
+}
+
+/// A host that passes the gate fails at the lookup (`.invalid` never resolves), so the calls
+/// below never leave the machine.
+const NEW_HOST: &str = "http://docs.invalid/page";
+
+#[tokio::test]
+async fn a_wildcard_grant_reaches_a_new_host_only_through_the_gate() {
+    let env = Env::new();
+    env.evil("evil", "network = [\"*\"]", &["net:*"]);
+    // Nobody to ask: refused, saying how to allow it, and recorded as the call's denial.
+    let rt = env.runtime();
+    let e = failed(call(&rt, "http_get", json!({ "url": NEW_HOST })).await);
+    assert!(
+        e.ends_with("[host: plugin 'evil' needs approval to connect to docs.invalid (allowed only by its wildcard grant net:*) and no one is here to give it; rerun with --yolo, add \"net:docs.invalid\" to [approvals] allow in config.toml, or grant the host: `talaria plugins grant evil net:docs.invalid`]"),
+        "{e}"
+    );
+
+    // Two concurrent calls to the same new host ask once; "session" covers the rest.
+    let asked = Asked::new(Approval::Session);
+    let rt = env.runtime_with(|c| c.approver = asked.clone());
+    let (a, b) = tokio::join!(
+        call(&rt, "http_get", json!({ "url": NEW_HOST })),
+        call(&rt, "http_get", json!({ "url": "http://DOCS.invalid/other" })),
+    );
+    for e in [failed(a), failed(b), failed(call(&rt, "http_get", json!({ "url": NEW_HOST })).await)] {
+        assert!(!e.contains("[host:"), "passed the gate, then failed the lookup: {e}");
+    }
+    assert_eq!(asked.questions(), ["Network evil docs.invalid net:docs.invalid (allowed by its wildcard grant net:*)"]);
+
+    // A user who says no: refused, and asked again next time.
+    let asked = Asked::new(Approval::Deny);
+    let rt = env.runtime_with(|c| c.approver = asked.clone());
+    for _ in 0..2 {
+        let e = failed(call(&rt, "http_get", json!({ "url": "http://docs.invalid:8080/" })).await);
+        assert!(e.ends_with("[host: plugin 'evil' needs approval to connect to docs.invalid:8080 (allowed only by its wildcard grant net:*) and no one is here to give it; rerun with --yolo, add \"net:docs.invalid:8080\" to [approvals] allow in config.toml, or grant the host: `talaria plugins grant evil net:docs.invalid:8080`]"), "{e}");
+    }
+    assert_eq!(asked.questions().len(), 2);
+}
+
+#[tokio::test]
+async fn config_approvals_explicit_grants_and_stubs_never_ask() {
+    let env = Env::new();
+    env.evil("evil", "network = [\"*\"]", &["net:*"]);
+    let asked = Asked::new(Approval::Deny);
+    let rt = env.runtime_with(|c| {
+        c.approver = asked.clone();
+        c.command_policy.allow_keys = vec!["net:docs.invalid".into()];
+    });
+    let e = failed(call(&rt, "http_get", json!({ "url": NEW_HOST })).await);
+    assert!(!e.contains("[host:"), "approved in the config: {e}");
+
+    let stubs = Arc::new(HttpStubs::default());
+    stubs.set(Some(vec![HttpStub {
+        method: None,
+        url: "https://stubbed.invalid/*".into(),
+        status: 200,
+        headers: vec![],
+        body: b"canned".to_vec(),
+    }]));
+    let rt = env.runtime_with(|c| {
+        c.approver = asked.clone();
+        c.http_stubs = Some(stubs);
+    });
+    assert_eq!(ok(call(&rt, "http_get", json!({ "url": "https://stubbed.invalid/a" })).await), "200 canned");
+
+    let env = Env::new();
+    env.evil("evil", "network = [\"*\"]", &["net:*", "net:docs.invalid"]);
+    let rt = env.runtime_with(|c| c.approver = asked.clone());
+    let e = failed(call(&rt, "http_get", json!({ "url": NEW_HOST })).await);
+    assert!(!e.contains("[host:"), "granted explicitly: {e}");
+    assert_eq!(asked.questions(), Vec::<String>::new());
 }

@@ -15,6 +15,12 @@ struct UrlArgs {
 }
 
 #[derive(Deserialize, JsonSchema)]
+struct UrlHeaderArgs {
+    url: String,
+    header: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
 struct NameArgs {
     name: String,
 }
@@ -69,6 +75,13 @@ fn http_get(a: UrlArgs, _: &Context) -> Result<String, ToolError> {
 /// Sends a header carrying the WEATHER_API_KEY placeholder to any URL (to test stripping).
 fn http_with_secret(a: UrlArgs, _: &Context) -> Result<String, ToolError> {
     let resp = http::Request::get(a.url).header("x-key", &secrets::placeholder("WEATHER_API_KEY")).send()?;
+    Ok(format!("{} {}", resp.status, resp.text()))
+}
+
+/// Sends the WEATHER_API_KEY placeholder in the header the arguments name (`cookie`,
+/// `x-forwarded-host`, ...), to see which headers the host fills.
+fn http_with_secret_in(a: UrlHeaderArgs, _: &Context) -> Result<String, ToolError> {
+    let resp = http::Request::get(a.url).header(&a.header, &secrets::placeholder("WEATHER_API_KEY")).send()?;
     Ok(format!("{} {}", resp.status, resp.text()))
 }
 
@@ -134,6 +147,7 @@ export_tools!(
     rename,
     http_get,
     http_with_secret,
+    http_with_secret_in,
     env_var,
     env_all,
     secret_exists,

@@ -1,0 +1,233 @@
+//! Asking before a plugin does what its grants allow only in general: run a dangerous command
+//! (`process`), or connect to a host that only a wildcard network grant (`net:*`) allows.
+//!
+//! The embedder's [`Approver`] answers (the CLI asks on the terminal; unattended runs use
+//! [`Unattended`]). [`Approvals`] stands in front of it for the whole runtime:
+//! 1. a key approved "always" (`[approvals] allow` in config, given at start) or for the session
+//!    is never asked about again: dangerous commands and hosts share this memory;
+//! 2. requests that arrive while the same key is being asked about wait for that answer and share
+//!    it (two concurrent fetches of one new host ask once), whatever it is;
+//! 3. "session" and "always" answers are remembered until the runtime is dropped ("always" is
+//!    saved by the approver, which knows where the config is).
+//!
+//! Keys: a dangerous pattern's id (`rm-recursive`), or `net:HOST` for a host (`net:HOST:PORT`
+//! when the port is not the scheme's default).
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! use std::sync::Arc;
+//! use talaria_runtime::{Approval, ApprovalKind, ApprovalRequest, Approvals, Unattended};
+//! let approvals = Approvals::new(Arc::new(Unattended { yolo: false }), &["net:docs.rs".to_string()]);
+//! let request = |host: &str| ApprovalRequest {
+//!     kind: ApprovalKind::Network,
+//!     plugin: "web".into(),
+//!     command: host.into(),
+//!     key: format!("net:{host}"),
+//!     reason: "allowed by its wildcard grant net:*".into(),
+//! };
+//! assert_eq!(approvals.ask(&request("docs.rs")).await, Approval::Always);
+//! assert_eq!(approvals.ask(&request("evil.example")).await, Approval::Deny);
+//! # });
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+pub use talaria_protocol::ApprovalKind;
+
+/// Something a plugin wants that waits for a human.
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest {
+    /// A command, or a connection to a host.
+    pub kind: ApprovalKind,
+    pub plugin: String,
+    /// The command; for [`ApprovalKind::Network`], the host (`docs.rs`, or `docs.rs:8443` when
+    /// the port is not the scheme's default).
+    pub command: String,
+    /// What a "session" or "always" answer approves: a dangerous pattern's id, or `net:HOST`.
+    pub key: String,
+    /// Why it is asked, in words: why the command is dangerous, or which wildcard grant allows
+    /// the host ("allowed by its wildcard grant net:*").
+    pub reason: String,
+}
+
+/// A human's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// This request only (and the requests that waited for the same answer).
+    Once,
+    /// This key for the rest of the session.
+    Session,
+    /// This key from now on (the approver saves it).
+    Always,
+    Deny,
+}
+
+/// Who decides. The CLI asks on the terminal; unattended runs use [`Unattended`].
+pub trait Approver: Send + Sync {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>>;
+
+    /// Whether anyone can answer; when not, refusals say how to allow the request instead.
+    fn interactive(&self) -> bool {
+        false
+    }
+}
+
+/// No one to ask: everything is refused unless `yolo`.
+#[derive(Debug, Clone, Copy)]
+pub struct Unattended {
+    pub yolo: bool,
+}
+
+impl Approver for Unattended {
+    fn approve<'a>(&'a self, _request: &'a ApprovalRequest) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
+        let answer = if self.yolo { Approval::Once } else { Approval::Deny };
+        Box::pin(async move { answer })
+    }
+}
+
+/// The runtime's approvals: the approver, the keys approved "always" and for this session, and
+/// the questions being asked right now.
+pub struct Approvals {
+    approver: Arc<dyn Approver>,
+    /// Keys approved "always" in the config (`net:` keys lower-cased).
+    always: HashSet<String>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Keys approved "session" or "always" since the runtime started.
+    session: HashSet<String>,
+    /// Questions waiting for an answer, by key; later askers wait on the same cell.
+    asking: HashMap<String, Arc<tokio::sync::OnceCell<Approval>>>,
+}
+
+impl Approvals {
+    /// `always`: the keys the config approves for good (`[approvals] allow`).
+    pub fn new(approver: Arc<dyn Approver>, always: &[String]) -> Self {
+        let always = always
+            .iter()
+            .map(|k| {
+                if k.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("net:")) {
+                    k.to_ascii_lowercase()
+                } else {
+                    k.clone()
+                }
+            })
+            .collect();
+        Self { approver, always, state: Mutex::new(State::default()) }
+    }
+
+    /// Whether anyone can answer.
+    pub fn interactive(&self) -> bool {
+        self.approver.interactive()
+    }
+
+    /// Ask about `request` unless its key is approved already: then the answer is
+    /// [`Approval::Always`] (in the config) or [`Approval::Session`], without asking. A request
+    /// whose key is being asked about already waits for that answer instead of asking again.
+    pub async fn ask(&self, request: &ApprovalRequest) -> Approval {
+        if self.always.contains(&request.key) {
+            return Approval::Always;
+        }
+        let question = {
+            let mut state = lock(&self.state);
+            if state.session.contains(&request.key) {
+                return Approval::Session;
+            }
+            state.asking.entry(request.key.clone()).or_default().clone()
+        };
+        // If the asker is dropped (its call ran out of time), a waiter asks in its place.
+        let answer = *question.get_or_init(|| self.approver.approve(request)).await;
+        let mut state = lock(&self.state);
+        if matches!(answer, Approval::Session | Approval::Always) {
+            state.session.insert(request.key.clone());
+        }
+        if state.asking.get(&request.key).is_some_and(|q| Arc::ptr_eq(q, &question)) {
+            state.asking.remove(&request.key);
+        }
+        answer
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// Answers `answer` after a pause, counting the questions.
+    struct Slow {
+        answer: Approval,
+        asked: AtomicUsize,
+    }
+
+    impl Approver for Slow {
+        fn approve<'a>(&'a self, _: &'a ApprovalRequest) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                self.answer
+            })
+        }
+    }
+
+    fn request(key: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            kind: ApprovalKind::Network,
+            plugin: "web".into(),
+            command: key.trim_start_matches("net:").into(),
+            key: key.into(),
+            reason: "allowed by its wildcard grant net:*".into(),
+        }
+    }
+
+    fn approvals(answer: Approval, always: &[&str]) -> (Arc<Slow>, Approvals) {
+        let slow = Arc::new(Slow { answer, asked: AtomicUsize::new(0) });
+        let always: Vec<String> = always.iter().map(|s| s.to_string()).collect();
+        (slow.clone(), Approvals::new(slow, &always))
+    }
+
+    #[tokio::test]
+    async fn concurrent_requests_for_one_key_ask_once_and_share_the_answer() {
+        for answer in [Approval::Once, Approval::Deny] {
+            let (slow, approvals) = approvals(answer, &[]);
+            let (docs, crates) = (request("net:docs.rs"), request("net:crates.io"));
+            let (a, b, c) = tokio::join!(approvals.ask(&docs), approvals.ask(&docs), approvals.ask(&crates));
+            assert_eq!((a, b, c), (answer, answer, answer));
+            assert_eq!(slow.asked.load(Ordering::SeqCst), 2, "one question per key");
+            // "Once" and "deny" are not remembered: the next request asks again.
+            approvals.ask(&request("net:docs.rs")).await;
+            assert_eq!(slow.asked.load(Ordering::SeqCst), 3);
+        }
+    }
+
+    #[tokio::test]
+    async fn session_answers_are_remembered_and_config_keys_never_ask() {
+        let (slow, approvals) = approvals(Approval::Session, &["NET:Docs.RS", "rm-recursive"]);
+        assert_eq!(approvals.ask(&request("net:docs.rs")).await, Approval::Always);
+        assert_eq!(approvals.ask(&request("rm-recursive")).await, Approval::Always);
+        assert_eq!(slow.asked.load(Ordering::SeqCst), 0);
+        assert_eq!(approvals.ask(&request("net:crates.io")).await, Approval::Session);
+        assert_eq!(approvals.ask(&request("net:crates.io")).await, Approval::Session);
+        assert_eq!(slow.asked.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_asker_leaves_the_question_to_the_next() {
+        let (slow, approvals) = approvals(Approval::Session, &[]);
+        let docs = request("net:docs.rs");
+        let first = approvals.ask(&docs);
+        // The first asker gives up before the answer (its call ran out of time).
+        assert!(tokio::time::timeout(Duration::from_millis(5), first).await.is_err());
+        assert_eq!(approvals.ask(&request("net:docs.rs")).await, Approval::Session);
+        assert_eq!(slow.asked.load(Ordering::SeqCst), 2);
+    }
+}

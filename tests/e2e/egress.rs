@@ -1,0 +1,169 @@
+//! Network egress end to end: a wildcard-granted plugin (the bundled `web`) reaches a new host
+//! only through the gate — asked in the REPL, refused with how to allow it when no one can
+//! answer — and secrets go only into the headers their manifest names.
+//!
+//! The new host is `docs.invalid`: once past the gate its lookup fails, so nothing leaves the
+//! machine; a refusal by the gate is told apart by its `[host: ...]` reason.
+
+use std::io::{Read as _, Write as _};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use talaria_mock_llm::{MockLlm, Script, Step};
+
+use super::Talaria;
+
+const FETCH: &str = r#"{"url": "http://docs.invalid/page"}"#;
+
+const REFUSED: &str = "[host: plugin 'web' needs approval to connect to docs.invalid (allowed only by its wildcard grant net:*) and no one is here to give it; rerun with --yolo, add \"net:docs.invalid\" to [approvals] allow in config.toml, or grant the host: `talaria plugins grant web net:docs.invalid`]";
+
+#[test]
+fn web_fetch_reaches_a_new_host_only_when_allowed() {
+    let t = Talaria::new();
+    // Unattended: refused, saying every way to allow it.
+    let err = t.fails(&["tools", "call", "web_fetch", FETCH]);
+    assert!(err.trim_end().ends_with(REFUSED), "{err}");
+
+    // --yolo, the config's allow list, or an explicit grant each get past the gate (and then
+    // the lookup of a name that never resolves fails).
+    let err = t.fails(&["tools", "call", "web_fetch", FETCH, "--yolo"]);
+    assert!(err.contains("cannot fetch http://docs.invalid/page") && !err.contains("[host:"), "{err}");
+    std::fs::write(t.home.path().join("config.toml"), "[approvals]\nallow = [\"net:docs.invalid\"]\n").expect("config");
+    let err = t.fails(&["tools", "call", "web_fetch", FETCH]);
+    assert!(err.contains("cannot fetch http://docs.invalid/page") && !err.contains("[host:"), "{err}");
+    std::fs::remove_file(t.home.path().join("config.toml")).expect("remove");
+    t.ok(&["plugins", "grant", "web", "net:docs.invalid"]);
+    let err = t.fails(&["tools", "call", "web_fetch", FETCH]);
+    assert!(!err.contains("[host:"), "{err}");
+    // The approval key is the host; another host still asks.
+    let err = t.fails(&["tools", "call", "web_fetch", r#"{"url": "https://other.invalid/"}"#]);
+    assert!(err.contains("needs approval to connect to other.invalid"), "{err}");
+}
+
+#[test]
+fn a_one_shot_chat_tells_the_model_how_to_allow_a_new_host() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("web_fetch", json!({"url": "http://docs.invalid/page"})),
+        Step::text("done"),
+    ]));
+    let config = format!(
+        "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\napi_mode = \"chat_completions\"\n",
+        mock.base_url()
+    );
+    std::fs::write(t.home.path().join("config.toml"), config).expect("config");
+    let out = t.run(&["chat", "-q", "read the docs"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result = mock.requests()[1].body.to_string();
+    assert!(
+        result.contains("needs approval to connect to docs.invalid")
+            && result.contains("rerun with --yolo")
+            && result.contains("talaria plugins grant web net:docs.invalid"),
+        "the model is told why and how: {result}"
+    );
+}
+
+#[test]
+fn plugins_info_shows_where_a_secret_goes() {
+    let t = Talaria::new();
+    let info = t.ok(&["plugins", "info", "weather"]);
+    assert!(info.contains("secret WEATHER_API_KEY is sent only in headers: key"), "{info}");
+}
+
+/// The REPL on a real pseudo-terminal (util-linux `script`).
+struct Repl {
+    child: Child,
+    input: std::process::ChildStdin,
+    seen: Arc<Mutex<String>>,
+}
+
+impl Repl {
+    fn start(t: &Talaria) -> Self {
+        let mut child = Command::new("script")
+            .args(["-qfec", &format!("{} chat", env!("CARGO_BIN_EXE_talaria")), "/dev/null"])
+            .current_dir(t.workspace.path())
+            .env("TALARIA_HOME", t.home.path())
+            .env("NO_COLOR", "1")
+            .env("TERM", "xterm")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("script(1) from util-linux");
+        let mut output = child.stdout.take().expect("stdout");
+        let input = child.stdin.take().expect("stdin");
+        let seen = Arc::new(Mutex::new(String::new()));
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = output.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().expect("lock").push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Self { child, input, seen }
+    }
+
+    fn text(&self) -> String {
+        self.seen.lock().expect("lock").clone()
+    }
+
+    fn wait_for(&self, needle: &str, count: usize) {
+        let start = Instant::now();
+        while self.text().matches(needle).count() < count {
+            assert!(start.elapsed() < Duration::from_secs(180), "never saw {needle:?} x{count} in:\n{}", self.text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        self.input.write_all(format!("{line}\r").as_bytes()).expect("write");
+    }
+}
+
+impl Drop for Repl {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_repl_asks_before_web_fetch_reaches_a_new_host_and_remembers_always() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("web_fetch", json!({"url": "http://docs.invalid/a"})),
+        Step::text("fetched a"),
+        Step::tool_call("web_fetch", json!({"url": "https://docs.invalid/b"})),
+        Step::text("fetched b"),
+    ]));
+    let config = format!(
+        "# mine\n[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\napi_mode = \"chat_completions\"\n",
+        mock.base_url()
+    );
+    std::fs::write(t.home.path().join("config.toml"), config).expect("config");
+    let mut repl = Repl::start(&t);
+    repl.wait_for("new session", 1);
+    repl.send("read a");
+    repl.wait_for("Allow?", 1);
+    assert!(
+        repl.text().contains("plugin 'web' wants to connect to docs.invalid (allowed by its wildcard grant net:*)."),
+        "{}",
+        repl.text()
+    );
+    assert_eq!(mock.requests().len(), 1, "nothing goes on before the answer");
+    repl.send("a");
+    repl.wait_for("fetched a", 1);
+    let saved = std::fs::read_to_string(t.home.path().join("config.toml")).expect("config");
+    assert!(saved.starts_with("# mine\n") && saved.contains("allow = [\"net:docs.invalid\"]"), "{saved}");
+    // The same host (over https, another path) now goes ahead without asking.
+    repl.send("read b");
+    repl.wait_for("fetched b", 1);
+    assert_eq!(repl.text().matches("Allow?").count(), 1, "asked only once");
+    let result = mock.requests()[3].body.to_string();
+    assert!(result.contains("cannot fetch https://docs.invalid/b") && !result.contains("needs approval"), "{result}");
+}
