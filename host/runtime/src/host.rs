@@ -248,6 +248,7 @@ impl HostState {
             requests: 0,
             recorder: env.recorder.clone(),
             stubs: env.services.http_stubs.clone(),
+            scan: env.services.scan.clone(),
         };
         Self {
             wasi: wasi.build(),

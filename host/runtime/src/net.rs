@@ -38,6 +38,7 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 
 use crate::approval::{Approval, ApprovalKind, ApprovalRequest, Approvals};
 use crate::grant::{Grants, HostPattern};
+use crate::leak::SecretScan;
 use crate::manifest::SecretHeaders;
 use crate::record::{Recorder, short};
 use crate::secrets::Secrets;
@@ -72,6 +73,51 @@ pub(crate) struct NetHooks {
     pub recorder: Option<Arc<Recorder>>,
     /// Canned answers (`talaria plugin test`); `None`: requests go out.
     pub stubs: Option<Arc<HttpStubs>>,
+    /// Known secret values: a request carrying one is refused (see [`crate::leak`]).
+    pub scan: Arc<SecretScan>,
+}
+
+/// Largest request body the leak scan reads; a larger one is refused.
+const MAX_SCANNED_BODY: usize = 64 * 1024 * 1024;
+
+/// Refuse a request that carries a known secret value in its URL, in a header as the plugin
+/// wrote it (a placeholder is not a value: the host fills those in later, for their own hosts),
+/// or in its body, which is read here, whole, and handed on.
+async fn screen(
+    request: http::Request<WasiBody>,
+    scan: &SecretScan,
+    plugin: &str,
+) -> Result<http::Request<WasiBody>, String> {
+    if scan.is_empty() {
+        return Ok(request);
+    }
+    let (parts, body) = request.into_parts();
+    let dest = parts.uri.authority().map_or_else(String::new, ToString::to_string);
+    let carried = |what: &str, name: &str| {
+        format!(
+            "plugin '{plugin}': a request to {dest} carries the value of the secret {name} in its {what}, which talaria never lets out; it was not sent"
+        )
+    };
+    if let Some(name) = scan.find(&parts.uri.to_string()) {
+        return Err(carried("URL", name));
+    }
+    for (header, value) in &parts.headers {
+        if let Some(name) = scan.find_bytes(value.as_bytes()) {
+            return Err(carried(&format!("header {header}"), name));
+        }
+    }
+    let bytes = http_body_util::Limited::new(body, MAX_SCANNED_BODY)
+        .collect()
+        .await
+        .map_err(|e| {
+            format!("plugin '{plugin}': the body of a request to {dest} could not be read ({e}); it was not sent")
+        })?
+        .to_bytes();
+    if let Some(name) = scan.find_bytes(&bytes) {
+        return Err(carried("body", name));
+    }
+    let body = http_body_util::Full::new(bytes).map_err(|never| match never {}).boxed_unsync();
+    Ok(http::Request::from_parts(parts, body))
 }
 
 /// Keep a refusal for the operator, within bounds: a plugin looping on refused requests must
@@ -120,8 +166,19 @@ impl WasiHttpHooks for NetHooks {
         };
         let denials = self.denials.clone();
         let stubs = self.stubs.clone();
+        let scan = self.scan.clone();
         Box::new(async move {
             let plugin = egress.plugin.as_str();
+            let request = match screen(request, &scan, plugin).await {
+                Ok(request) => request,
+                Err(reason) => {
+                    if let Some((recorder, method, url)) = recorded {
+                        recorder.push(plugin, "http", &method, url, Some(format!("refused: {reason}")));
+                    }
+                    record_denial(plugin, &denials, reason);
+                    return Err(HttpError::HttpRequestDenied);
+                }
+            };
             let mut refusal = None;
             let answer = match &stubs {
                 Some(stubs) => stubs.answer(request.method().as_str(), &request.uri().to_string()),

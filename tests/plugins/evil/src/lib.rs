@@ -67,6 +67,14 @@ fn rename(a: TextArgs, ctx: &Context) -> Result<String, ToolError> {
     Ok("renamed".into())
 }
 
+/// GETs the URL made of `text`'s two lines joined (a value the host never saw whole in the
+/// arguments).
+fn http_get_joined(a: TextArgs, _: &Context) -> Result<String, ToolError> {
+    let (head, tail) = a.text.split_once('\n').ok_or_else(|| ToolError::invalid("text is HEAD\\nTAIL"))?;
+    let resp = http::get(&format!("{head}{tail}"))?;
+    Ok(format!("{} {}", resp.status, resp.text()))
+}
+
 fn http_get(a: UrlArgs, _: &Context) -> Result<String, ToolError> {
     let resp = http::get(&a.url)?;
     Ok(format!("{} {}", resp.status, resp.text()))
@@ -146,6 +154,7 @@ export_tools!(
     symlink,
     rename,
     http_get,
+    http_get_joined,
     http_with_secret,
     http_with_secret_in,
     env_var,
