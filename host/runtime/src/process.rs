@@ -5,15 +5,18 @@
 //! ([`ChildEnv`]): the user's ordinary variables (`PATH`, `HOME`, locale, proxies, toolchains),
 //! never a provider key, a `TALARIA_*` credential or a `.env` value. A command line that carries
 //! a known secret value is refused (see [`crate::leak`]).
+//!
 //! Before it runs, [`crate::danger::check`] classifies it: forbidden commands are always refused,
 //! dangerous ones go to the runtime's [`Approvals`] (shared with the network gate), and nothing
 //! else is asked.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use talaria_runtime::{Approvals, CommandPolicy, ProcessRunner, Unattended};
+//! use talaria_runtime::leak::SecretScan;
+//! use talaria_runtime::{Approvals, ChildEnv, CommandPolicy, ProcessRunner, Unattended};
 //! let approvals = Arc::new(Approvals::new(Arc::new(Unattended { yolo: false }), &[]));
-//! let runner = ProcessRunner::new(CommandPolicy::default(), approvals, Vec::new());
+//! let scan = Arc::new(SecretScan::default());
+//! let runner = ProcessRunner::new(CommandPolicy::default(), approvals, ChildEnv::from_host(&[], &scan), scan);
 //! # let _ = runner;
 //! ```
 
