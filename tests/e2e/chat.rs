@@ -455,18 +455,7 @@ fn the_repl_asks_before_a_dangerous_command_and_remembers_always() {
         Step::text("removed dist"),
     ]));
     t.use_mock(&mock, "chat_completions", "");
-    let talaria = env!("CARGO_BIN_EXE_talaria");
-    let mut child = Command::new("script")
-        .args(["-qfec", &format!("{talaria} chat"), "/dev/null"])
-        .current_dir(t.workspace.path())
-        .env("TALARIA_HOME", t.home.path())
-        .env("NO_COLOR", "1")
-        .env("TERM", "xterm")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("script(1) from util-linux");
+    let mut child = t.spawn_repl();
     let mut stdout_pipe = child.stdout.take().expect("stdout");
     let mut input = child.stdin.take().expect("stdin");
     let child = KillOnDrop(child);

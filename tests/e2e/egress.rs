@@ -6,7 +6,7 @@
 //! machine; a refusal by the gate is told apart by its `[host: ...]` reason.
 
 use std::io::{Read as _, Write as _};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -81,17 +81,7 @@ struct Repl {
 
 impl Repl {
     fn start(t: &Talaria) -> Self {
-        let mut child = Command::new("script")
-            .args(["-qfec", &format!("{} chat", env!("CARGO_BIN_EXE_talaria")), "/dev/null"])
-            .current_dir(t.workspace.path())
-            .env("TALARIA_HOME", t.home.path())
-            .env("NO_COLOR", "1")
-            .env("TERM", "xterm")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("script(1) from util-linux");
+        let mut child = t.spawn_repl();
         let mut output = child.stdout.take().expect("stdout");
         let input = child.stdin.take().expect("stdin");
         let seen = Arc::new(Mutex::new(String::new()));

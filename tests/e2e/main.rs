@@ -41,6 +41,22 @@ impl Talaria {
             .expect("run talaria")
     }
 
+    /// `talaria chat` on a pseudo-terminal (util-linux `script`), without colour, its stdin and
+    /// stdout piped to the test.
+    fn spawn_repl(&self) -> std::process::Child {
+        Command::new("script")
+            .args(["-qfec", &format!("{} chat", env!("CARGO_BIN_EXE_talaria")), "/dev/null"])
+            .current_dir(self.workspace.path())
+            .env("TALARIA_HOME", self.home.path())
+            .env("NO_COLOR", "1")
+            .env("TERM", "xterm")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("script(1) from util-linux")
+    }
+
     fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
         assert!(out.status.success(), "talaria {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));

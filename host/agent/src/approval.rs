@@ -206,6 +206,20 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
+    /// A gate someone answers, the keys it saved "always", and its events.
+    fn interactive_gate()
+    -> (std::sync::Arc<Gate>, std::sync::Arc<Mutex<Vec<String>>>, tokio::sync::mpsc::UnboundedReceiver<Event>) {
+        let saved = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let s = saved.clone();
+        let gate = std::sync::Arc::new(Gate::new(true).with_saver(Box::new(move |key| {
+            lock(&s).push(key.to_string());
+            Ok(())
+        })));
+        let (emitter, events) = Emitter::channel();
+        gate.attach(emitter);
+        (gate, saved, events)
+    }
+
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
     }
@@ -213,14 +227,7 @@ mod tests {
     #[test]
     fn an_answer_reaches_the_asker_and_always_is_saved() {
         rt().block_on(async {
-            let saved = std::sync::Arc::new(Mutex::new(Vec::new()));
-            let s = saved.clone();
-            let gate = std::sync::Arc::new(Gate::new(true).with_saver(Box::new(move |key| {
-                lock(&s).push(key.to_string());
-                Ok(())
-            })));
-            let (emitter, mut events) = Emitter::channel();
-            gate.attach(emitter);
+            let (gate, saved, mut events) = interactive_gate();
             let g = gate.clone();
             let asker = tokio::spawn(async move {
                 g.ask_approval(ApprovalKind::Command, "terminal", "rm -rf x", "rm-recursive", "r").await
@@ -237,14 +244,7 @@ mod tests {
     #[test]
     fn a_host_to_connect_to_is_asked_as_such_and_saved_by_its_key() {
         rt().block_on(async {
-            let saved = std::sync::Arc::new(Mutex::new(Vec::new()));
-            let s = saved.clone();
-            let gate = std::sync::Arc::new(Gate::new(true).with_saver(Box::new(move |key| {
-                lock(&s).push(key.to_string());
-                Ok(())
-            })));
-            let (emitter, mut events) = Emitter::channel();
-            gate.attach(emitter);
+            let (gate, saved, mut events) = interactive_gate();
             let g = gate.clone();
             let reason = "allowed by its wildcard grant net:*";
             let asker = tokio::spawn(async move {
