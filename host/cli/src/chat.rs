@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::plugin_host::{AuxLlm, GateApprover, PluginHooks, PluginTools, extensions};
 use crate::render::Renderer;
+use crate::signals::{Stop, exit_now};
 use crate::{Ctx, config, repl, ui};
 
 /// Exit codes of `chat -q`.
@@ -34,12 +35,16 @@ pub mod exit {
     pub const BUDGET: u8 = 3;
     /// Interrupted (Ctrl-C), as shells expect.
     pub const INTERRUPTED: u8 = 130;
+    /// Stopped by SIGHUP (the terminal closed): 128 + 1.
+    pub const HANGUP: u8 = 129;
+    /// Stopped by SIGTERM: 128 + 15.
+    pub const TERMINATED: u8 = 143;
 }
 
 #[derive(Args, Debug, Default, Clone)]
 pub struct ChatArgs {
     /// Send PROMPT, print the final answer on stdout (progress on stderr) and exit.
-    /// Exit codes: 0 answered, 1 failed, 3 budget exhausted, 130 interrupted
+    /// Exit codes: 0 answered, 1 failed, 3 budget exhausted, 129 hangup, 130 interrupted, 143 terminated
     #[arg(short = 'q', long = "query", value_name = "PROMPT")]
     pub query: Option<String>,
     /// The model's name as the provider knows it
@@ -73,6 +78,10 @@ pub struct ChatArgs {
     /// Wait for whole replies instead of streaming them
     #[arg(long)]
     pub no_stream: bool,
+    /// With --resume or --continue: carry on in a new session that starts as a copy of it (its
+    /// child), leaving the original as it is — e.g. while another talaria is answering it
+    #[arg(long)]
+    pub fork: bool,
 }
 
 /// Everything a chat needs, built once.
@@ -81,6 +90,8 @@ pub struct Session {
     pub events: UnboundedReceiver<Event>,
     pub gate: Arc<Gate>,
     pub shared: Arc<Shared>,
+    /// SIGTERM and SIGHUP, watched for the whole chat.
+    pub stop: Stop,
 }
 
 pub async fn run(ctx: &Ctx, args: ChatArgs) -> anyhow::Result<ExitCode> {
@@ -182,6 +193,10 @@ fn agent_config(ctx: &Ctx, args: &ChatArgs) -> AgentConfig {
     if let Some(n) = ctx.config.model.as_ref().and_then(|m| m.context_length) {
         cfg.context_length = n.max(1_000);
     }
+    if let Some(secs) = a.session_wait_secs {
+        cfg.lease_wait = Duration::from_secs(secs);
+    }
+    cfg.holder = if args.query.is_some() { "talaria chat -q".into() } else { "talaria chat".into() };
     cfg
 }
 
@@ -220,11 +235,20 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
     }
     crate::tools::announce_compiles(&runtime);
     let store = Arc::new(Store::open(&ctx.home.join("state.db"))?);
-    let resume = match (&args.resume, args.cont) {
+    let stop = Stop::install();
+    let mut resume = match (&args.resume, args.cont) {
         (Some(key), _) => Some(store.resolve_session(key)?),
         (None, true) => Some(store.resolve_session("latest")?),
         (None, false) => None,
     };
+    if args.fork {
+        let Some(from) = resume.take() else {
+            anyhow::bail!("--fork needs a session to start from: add --continue, or --resume ID|TITLE|latest");
+        };
+        let fork = store.fork_session(&from.id, &Store::new_session_id())?;
+        ui::note(&format!("continuing session {} as a new session {}", from.id, fork.id));
+        resume = Some(fork);
+    }
     let hooks = Arc::new(PluginHooks::new(runtime.clone()));
     let shared = Arc::new(
         Shared::new(agent_config(ctx, args), chain, store, Arc::new(PluginTools { runtime }), gate.clone())
@@ -238,7 +262,7 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
     for w in agent.warnings() {
         ui::warn(w);
     }
-    Ok(Session { agent, events, gate, shared })
+    Ok(Session { agent, events, gate, shared, stop })
 }
 
 /// Something that happened while a turn ran: an event of the loop, or a line the user typed.
@@ -247,10 +271,13 @@ pub enum Step<'a> {
     Line(String),
 }
 
-/// Run one turn while rendering its events; Ctrl-C interrupts it (twice exits at once). Lines
-/// typed meanwhile (when `input` is given) go to `handler` with the events.
+/// Run one turn while rendering its events; Ctrl-C, SIGTERM and SIGHUP interrupt it (a second
+/// Ctrl-C exits at once, killing running commands). Lines typed meanwhile (when `input` is
+/// given) go to `handler` with the events.
+#[allow(clippy::too_many_arguments)]
 pub async fn drive(
     agent: &mut Agent,
+    stop: &Stop,
     events: &mut UnboundedReceiver<Event>,
     renderer: &mut Renderer,
     prompt: &str,
@@ -264,11 +291,12 @@ pub async fn drive(
             if tokio::signal::ctrl_c().await.is_ok() {
                 cancel.cancel();
                 if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(i32::from(exit::INTERRUPTED));
+                    exit_now(exit::INTERRUPTED);
                 }
             }
         })
     };
+    stop.watch(cancel);
     let turn = agent.run_turn(prompt, cancel);
     tokio::pin!(turn);
     let end = loop {
@@ -292,21 +320,26 @@ pub async fn drive(
         handler(Step::Event(&event), renderer);
     }
     ctrl_c.abort();
+    stop.unwatch();
     end
 }
 
 async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode> {
     let mut renderer = Renderer::new(false);
     let cancel = CancellationToken::new();
+    let stop = session.stop.clone();
     let end =
-        drive(&mut session.agent, &mut session.events, &mut renderer, prompt, &cancel, None, &mut |_, _| {}).await;
+        drive(&mut session.agent, &stop, &mut session.events, &mut renderer, prompt, &cancel, None, &mut |_, _| {})
+            .await;
     if !end.text.is_empty() {
         println!("{}", end.text.trim_end());
     }
-    if let Err(e) = session.agent.close(end.outcome.name()).await {
+    let reason = if stop.signal().is_some() { "signal" } else { end.outcome.name() };
+    if let Err(e) = session.agent.close(reason).await {
         ui::warn(&e.to_string());
     }
     let code = match end.outcome {
+        _ if stop.signal().is_some() => stop.exit_code().unwrap_or(exit::TERMINATED),
         Outcome::Completed => exit::OK,
         Outcome::BudgetExhausted => exit::BUDGET,
         Outcome::Interrupted => exit::INTERRUPTED,

@@ -197,6 +197,8 @@ pub struct AgentToml {
     pub max_result_chars: Option<usize>,
     /// Child agents running at once for delegate_task.
     pub max_children: Option<usize>,
+    /// How long a turn waits while another talaria process is answering the same session.
+    pub session_wait_secs: Option<u64>,
 }
 
 /// `[custom_toolsets.NAME]`.

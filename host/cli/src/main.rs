@@ -20,6 +20,7 @@ mod render;
 mod repl;
 mod sessions;
 mod setup;
+mod signals;
 mod tools;
 mod ui;
 

@@ -166,6 +166,8 @@ enum Input {
     /// Ctrl-C at the prompt: clear and ask again.
     Cancelled,
     Eof,
+    /// The terminal is gone (a read failed with EIO).
+    HungUp,
 }
 
 impl Lines {
@@ -200,6 +202,7 @@ impl Lines {
                 })
                 .await;
                 match read {
+                    Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => Input::HungUp,
                     Ok(Ok((0, _))) | Ok(Err(_)) | Err(_) => Input::Eof,
                     Ok(Ok((_, line))) => Input::Line(line.trim_end_matches(['\n', '\r']).to_string()),
                 }
@@ -216,6 +219,7 @@ impl Lines {
                 match signal {
                     Ok(Signal::Success(line)) => Input::Line(line),
                     Ok(Signal::CtrlC) => Input::Cancelled,
+                    Err(e) if e.raw_os_error() == Some(libc::EIO) => Input::HungUp,
                     Ok(Signal::CtrlD) | Err(_) => Input::Eof,
                     Ok(_) => Input::Cancelled,
                 }
@@ -242,14 +246,28 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
     let mut lines = Lines::new(ctx);
     let mut repl = Repl { ctx, session, renderer: Renderer::new(true), queue: VecDeque::new(), last_prompt: None };
     repl.banner(lines.interactive());
+    let stop = repl.session.stop.clone();
     loop {
+        if stop.signal().is_some() {
+            break;
+        }
         let line = match repl.queue.pop_front() {
             Some(l) => l,
-            None => match lines.next().await {
-                Input::Line(l) => l,
-                Input::Cancelled => continue,
-                Input::Eof => break,
-            },
+            None => {
+                let input = tokio::select! {
+                    input = lines.next() => input,
+                    () = stop.arrived() => break,
+                };
+                match input {
+                    Input::Line(l) => l,
+                    Input::Cancelled => continue,
+                    Input::Eof => break,
+                    Input::HungUp => {
+                        stop.hang_up();
+                        break;
+                    }
+                }
+            }
         };
         let line = line.trim().to_string();
         if line.is_empty() {
@@ -267,8 +285,13 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
         }
         repl.turn(&line, lines.interactive()).await;
     }
-    if let Err(e) = repl.session.agent.close("exit").await {
+    let reason = if stop.signal().is_some() { "signal" } else { "exit" };
+    if let Err(e) = repl.session.agent.close(reason).await {
         ui::warn(&e.to_string());
+    }
+    if let Some(code) = stop.exit_code() {
+        // A read of the terminal may still be blocked in another thread: leave without waiting.
+        crate::signals::exit_now(code);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -374,6 +397,7 @@ impl Repl<'_> {
         let s = &mut self.session;
         let end = drive(
             &mut s.agent,
+            &s.stop,
             &mut s.events,
             &mut self.renderer,
             text,

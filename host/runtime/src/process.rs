@@ -198,7 +198,7 @@ impl ProcessRunner {
         let mut child = cmd.spawn().map_err(|e| CommandError::Failed(format!("cannot start sh: {e}")))?;
         let pid = child.id();
         // If the call is abandoned (its deadline passed), the whole group goes with it.
-        let _group = GroupGuard(pid);
+        let _group = GroupGuard::new(pid);
         let (stdout, stderr) = (Capture::new(self.output_cap), Capture::new(self.output_cap));
         let readers = [
             tokio::spawn(stdout.clone().fill(child.stdout.take())),
@@ -359,12 +359,42 @@ impl Capture {
     }
 }
 
+/// Process groups of commands still running, so that an exit which skips destructors (a
+/// second Ctrl-C, a signal) can still take them down: see [`kill_all`].
+static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Kill the process group of every command still running in this process. Call it before
+/// exiting without unwinding (`std::process::exit`), so no command outlives talaria.
+pub fn kill_all() {
+    let groups: Vec<u32> = std::mem::take(&mut *lock(&RUNNING));
+    for pid in groups {
+        kill_group(Some(pid));
+    }
+}
+
+/// How many commands are running right now (their groups not yet reaped).
+pub fn running() -> usize {
+    lock(&RUNNING).len()
+}
+
 /// Kills the command's process group when dropped (normal end or cancellation).
 struct GroupGuard(Option<u32>);
+
+impl GroupGuard {
+    fn new(pid: Option<u32>) -> Self {
+        if let Some(pid) = pid {
+            lock(&RUNNING).push(pid);
+        }
+        Self(pid)
+    }
+}
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         kill_group(self.0);
+        if let Some(pid) = self.0 {
+            lock(&RUNNING).retain(|p| *p != pid);
+        }
     }
 }
 

@@ -34,6 +34,7 @@
 //! ```
 
 pub mod kv;
+pub mod lease;
 pub mod schema;
 pub mod search;
 pub mod sessions;
@@ -46,6 +47,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use kv::{MAX_KEY_BYTES, MAX_PLUGIN_BYTES, MAX_VALUE_BYTES};
+pub use lease::{LeaseHolder, Leased};
 pub use search::{SearchHit, SearchQuery};
 pub use sessions::{ListQuery, MAX_TITLE_CHARS, NewSession, PREVIEW_CHARS, SOURCES, SessionInfo, StoredMessage};
 

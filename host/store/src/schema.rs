@@ -6,9 +6,10 @@
 //!    triggers: `messages_fts` (words; porter stemming, diacritics folded) and `messages_trigram`
 //!    (any substring of three characters or more: CJK text, identifiers, paths). Only active
 //!    messages are indexed: turning a message inactive (undo) takes it out of both indexes.
+//! 3. `session_leases`: which process is answering a session right now (see [`crate::lease`]).
 //!
 //! ```
-//! assert_eq!(talaria_store::schema::VERSION, 2);
+//! assert_eq!(talaria_store::schema::VERSION, 3);
 //! ```
 
 use std::time::{Duration, Instant};
@@ -108,6 +109,16 @@ pub const MIGRATIONS: &[&str] = &[
         INSERT INTO messages_trigram (rowid, content, tool_name, tool_calls)
             SELECT new.id, new.content, new.tool_name, new.tool_calls WHERE new.active;
     END;",
+    // 3: who is answering a session (one writer per session, across processes).
+    "CREATE TABLE session_leases (
+        session_id  TEXT PRIMARY KEY,
+        token       TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        host        TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        acquired_at INTEGER NOT NULL,
+        expires_at  INTEGER NOT NULL
+    ) WITHOUT ROWID;",
 ];
 
 fn migrations() -> Migrations<'static> {

@@ -164,6 +164,45 @@ impl Store {
         })
     }
 
+    /// Start session `new_id` as a copy of `from`'s active messages (same source, model, prompt
+    /// and directory), with `from` as its parent; `from` itself is left as it is. A fork carries
+    /// no title (titles are unique).
+    ///
+    /// # Errors
+    /// [`Error::SessionNotFound`], [`Error::SessionExists`], [`Error::BadSessionId`].
+    pub fn fork_session(&self, from: &str, new_id: &str) -> Result<SessionInfo> {
+        if new_id.is_empty()
+            || new_id.len() > MAX_ID_BYTES
+            || new_id.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(Error::BadSessionId { id: new_id.to_string() });
+        }
+        let now = now_ms();
+        self.write(|tx| {
+            if !exists(tx, from)? {
+                return Err(not_found(from));
+            }
+            if exists(tx, new_id)? {
+                return Err(Error::SessionExists { id: new_id.to_string() });
+            }
+            tx.execute(
+                "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at,
+                                       message_count, tool_call_count)
+                 SELECT ?2, source, model, provider, system_prompt, id, cwd, ?3, ?3, message_count, tool_call_count
+                 FROM sessions WHERE id = ?1",
+                params![from, new_id, now],
+            )?;
+            tx.execute(
+                "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
+                 SELECT ?2, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at
+                 FROM messages WHERE session_id = ?1 AND active ORDER BY id",
+                params![from, new_id],
+            )?;
+            Ok(())
+        })?;
+        self.session(new_id)?.ok_or_else(|| not_found(new_id))
+    }
+
     /// Append `messages` (one turn) to the session in one transaction: all of them or none.
     /// Updates the session's message and tool-call counts and `updated_at`. Returns the new
     /// messages' ids, in order.

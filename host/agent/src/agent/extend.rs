@@ -408,6 +408,7 @@ impl Agent {
         // session's plugins hear that it ended.
         let old_history = std::mem::replace(&mut self.history, out.messages);
         self.session_id = child.clone();
+        self.lease_moved();
         self.compressions += 1;
         self.last_prompt = None;
         self.compress_failed_at = None;

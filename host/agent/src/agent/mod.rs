@@ -4,14 +4,16 @@
 //!
 //! Invariants:
 //! - every model call sees a valid history ([`crate::history::repair`]);
-//! - the user's message is committed before the first model call, and each assistant message is
-//!   committed together with its tool results before the next call, so a crash loses at most the
-//!   call in flight;
-//! - an interrupted model call leaves nothing in history; interrupted tools leave an error result
-//!   for each call that did not finish, so the model knows;
+//! - the user's message is committed before the first model call; an assistant message that asks
+//!   for tools is committed before the first tool starts, and the results after the batch, so a
+//!   crash loses at most the call in flight and never hides that a tool was started (a call left
+//!   without a result reads as stopped, see [`crate::history::repair`]);
+//! - an interrupted model call leaves nothing in history; interrupted tools (Ctrl-C, SIGTERM,
+//!   SIGHUP) leave an error result for each call that did not finish, so the model knows;
 //! - the model always receives a JSON string (errors are `{"error": "..."}`).
 
 mod extend;
+mod lease;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -63,6 +65,11 @@ pub struct AgentConfig {
     pub system_message: Option<String>,
     /// The main model's context window in tokens (what the context engine measures against).
     pub context_length: u64,
+    /// How long a turn waits while another process answers the same session.
+    pub lease_wait: Duration,
+    /// What this process is, as another process waiting for a session it answers is told
+    /// (`talaria chat -q`, `talaria acp`).
+    pub holder: String,
 }
 
 impl AgentConfig {
@@ -83,6 +90,8 @@ impl AgentConfig {
             toolsets: Toolsets::builtin(),
             system_message: None,
             context_length: DEFAULT_CONTEXT_LENGTH,
+            lease_wait: Duration::from_secs(30),
+            holder: "talaria".into(),
         }
     }
 }
@@ -172,6 +181,10 @@ pub struct Start {
     pub selection: Option<Selection>,
 }
 
+/// The result of a tool call that was stopped (Ctrl-C, a signal) before it finished.
+pub const INTERRUPTED_RESULT: &str =
+    "interrupted: talaria was stopped (Ctrl-C or a signal) before this call finished; it may have had partial effects";
+
 /// Tools no child agent gets (reference §2: children cannot delegate, ask the user or write memory).
 const CHILD_EXCLUDED: [&str; 3] = ["delegate_task", "clarify", "memory"];
 
@@ -204,6 +217,10 @@ pub struct Agent {
     compress_failed_at: Option<u64>,
     /// Tools a human approved for the session after a hook asked.
     hook_approvals: Mutex<HashSet<String>>,
+    /// The session's lease while a turn runs (see [`lease`]).
+    lease: Option<lease::Held>,
+    /// The stored session as this agent last saw it ([`Store::message_mark`]).
+    mark: (i64, i64),
 }
 
 /// What a turn has done so far.
@@ -254,8 +271,10 @@ impl Agent {
 
         let todos = Todos::default();
         let mut compressions = 0;
+        let mut mark = (0, 0);
         let (session_id, stored, system_prompt, history, parent) = match start.resume {
             Some(info) => {
+                mark = shared.store.message_mark(&info.id)?;
                 let history: Vec<Message> = shared.store.messages(&info.id)?.into_iter().map(|m| m.message).collect();
                 todos.restore(&history);
                 let prompt = shared.store.system_prompt(&info.id)?;
@@ -321,6 +340,8 @@ impl Agent {
             compressions,
             compress_failed_at: None,
             hook_approvals: Mutex::new(HashSet::new()),
+            lease: None,
+            mark,
         })
     }
 
@@ -375,6 +396,7 @@ impl Agent {
         };
         if self.stored {
             self.shared.store.undo_last_turn(&self.session_id)?;
+            self.mark = self.shared.store.message_mark(&self.session_id)?;
         }
         let text = self.history[at].content().to_string();
         self.history.truncate(at);
@@ -396,15 +418,22 @@ impl Agent {
     pub async fn run_turn(&mut self, text: &str, cancel: &CancellationToken) -> TurnEnd {
         let end = self.turn(text, cancel).await;
         self.after_turn(text, &end.outcome, &end.text).await;
+        self.lease = None;
         end
     }
 
     async fn turn(&mut self, text: &str, cancel: &CancellationToken) -> TurnEnd {
         let mut turn = Turn::default();
         self.chain_state.new_turn();
+        if let Err(e) = self.ensure_session() {
+            return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
+        }
+        if let Err(outcome) = self.hold(cancel).await {
+            return self.finish(outcome, String::new(), &turn);
+        }
         let first_turn = !self.history.iter().any(|m| matches!(m, Message::User { .. }));
         let user = Message::user(text);
-        if let Err(e) = self.ensure_session().and_then(|()| self.commit(std::slice::from_ref(&user))) {
+        if let Err(e) = self.commit(std::slice::from_ref(&user)) {
             return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
         }
         self.history.push(user);
@@ -451,14 +480,18 @@ impl Agent {
                 self.history.push(message);
                 return self.finish(Outcome::Completed, answer, &turn);
             }
-            let (results, interrupted) = self.run_tools(message.tool_calls(), cancel).await;
-            let mut batch = Vec::with_capacity(results.len() + 1);
-            batch.push(message);
-            batch.extend(results);
-            if let Err(e) = self.commit(&batch) {
+            // The request for tools is on disk before any tool starts: even a kill -9 during
+            // them leaves a record that they were started.
+            if let Err(e) = self.commit(std::slice::from_ref(&message)) {
                 return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
             }
-            self.history.extend(batch);
+            let calls = message.tool_calls().to_vec();
+            self.history.push(message);
+            let (results, interrupted) = self.run_tools(&calls, cancel).await;
+            if let Err(e) = self.commit(&results) {
+                return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
+            }
+            self.history.extend(results);
             if interrupted {
                 return self.finish(Outcome::Interrupted, String::new(), &turn);
             }
@@ -487,8 +520,12 @@ impl Agent {
         Ok(())
     }
 
-    fn commit(&self, messages: &[Message]) -> Result<(), Error> {
-        self.shared.store.append_messages(&self.session_id, messages)?;
+    fn commit(&mut self, messages: &[Message]) -> Result<(), Error> {
+        let ids = self.shared.store.append_messages(&self.session_id, messages)?;
+        if let Some(last) = ids.last() {
+            // Nobody else writes the session while this agent holds its lease.
+            self.mark = (self.mark.0 + i64::try_from(ids.len()).unwrap_or(0), *last);
+        }
         Ok(())
     }
 
@@ -643,8 +680,7 @@ impl Agent {
                         preview: "interrupted".into(),
                         duration_ms: 0,
                     }));
-                    serde_json::json!({"error": "interrupted: the user stopped this call before it finished"})
-                        .to_string()
+                    serde_json::json!({"error": INTERRUPTED_RESULT}).to_string()
                 }
             };
             out.push(Message::tool(call.id.clone(), call.name.clone(), text));

@@ -1,0 +1,144 @@
+//! One writer per session (see [`talaria_store::lease`]): a turn runs only while its process
+//! holds the session's lease, so two processes continuing one session take turns instead of
+//! interleaving their messages, and each starts from what the other committed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use talaria_protocol::{Event, NoticeLevel, Outcome};
+use talaria_store::{Leased, Store};
+use tokio_util::sync::CancellationToken;
+
+use super::Agent;
+use crate::Error;
+
+/// How long a lease lasts without renewal: a holder that dies on another machine (or whose pid
+/// cannot be checked) blocks the session at most this long.
+const TTL: Duration = Duration::from_secs(60);
+/// How often the holder renews it.
+const RENEW_EVERY: Duration = Duration::from_secs(15);
+/// How often a waiting process asks again.
+const POLL: Duration = Duration::from_millis(150);
+
+/// A lease this process holds; renewed in the background, given back when dropped.
+pub(super) struct Held {
+    store: Arc<Store>,
+    session_id: String,
+    token: String,
+    renewer: tokio::task::JoinHandle<()>,
+}
+
+impl Held {
+    fn new(store: Arc<Store>, session_id: String, token: String) -> Self {
+        let renewer = {
+            let (store, session_id, token) = (store.clone(), session_id.clone(), token.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(RENEW_EVERY).await;
+                    match store.renew_lease(&session_id, &token, TTL) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            tracing::warn!(session_id, "the session's lease expired and was taken by another process");
+                            return;
+                        }
+                        Err(e) => tracing::warn!(session_id, "could not renew the session's lease: {e}"),
+                    }
+                }
+            })
+        };
+        Self { store, session_id, token, renewer }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.renewer.abort();
+        if let Err(e) = self.store.release_lease(&self.session_id, &self.token) {
+            tracing::warn!(session_id = self.session_id, "could not release the session's lease: {e}");
+        }
+    }
+}
+
+impl Agent {
+    /// Take the session's lease, waiting up to the configured time while another process
+    /// answers it; then catch up with what that process committed.
+    ///
+    /// # Errors
+    /// The outcome to end the turn with: interrupted while waiting, the session still held when
+    /// the wait ran out (naming the holder), or the store failing.
+    pub(super) async fn hold(&mut self, cancel: &CancellationToken) -> Result<(), Outcome> {
+        let store = self.shared.store.clone();
+        let wait = self.shared.config.lease_wait;
+        let deadline = Instant::now() + wait;
+        let mut told = false;
+        let token = loop {
+            let holder = &self.shared.config.holder;
+            match store.try_lease(&self.session_id, holder, TTL) {
+                Ok(Leased::Granted(token)) => break token,
+                Ok(Leased::Held(by)) => {
+                    let id = &self.session_id;
+                    if Instant::now() >= deadline {
+                        return Err(Outcome::Failed(format!(
+                            "session {id} is being answered by {by}, so nothing was sent. Wait for it to finish and \
+                             try again, or continue it as a new session: talaria chat --resume {id} --fork"
+                        )));
+                    }
+                    if !told {
+                        told = true;
+                        self.emitter.emit(Event::Notice {
+                            level: NoticeLevel::Info,
+                            text: format!(
+                                "session {id} is being answered by {by}; waiting up to {} s for it…",
+                                wait.as_secs()
+                            ),
+                        });
+                    }
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => return Err(Outcome::Interrupted),
+                        () = tokio::time::sleep(POLL + Duration::from_millis(fastrand::u64(0..100))) => {}
+                    }
+                }
+                Err(e) => return Err(Outcome::Failed(e.to_string())),
+            }
+        };
+        self.lease = Some(Held::new(store, self.session_id.clone(), token));
+        self.catch_up().map_err(|e| Outcome::Failed(e.to_string()))
+    }
+
+    /// Reload the history when another process changed the session since this one last looked.
+    fn catch_up(&mut self) -> Result<(), Error> {
+        let mark = self.shared.store.message_mark(&self.session_id)?;
+        if mark == self.mark {
+            return Ok(());
+        }
+        let history: Vec<_> = self.shared.store.messages(&self.session_id)?.into_iter().map(|m| m.message).collect();
+        let added = history.len().saturating_sub(self.history.len());
+        self.todos.restore(&history);
+        self.history = history;
+        self.mark = mark;
+        self.emitter.emit(Event::Notice {
+            level: NoticeLevel::Info,
+            text: format!(
+                "session {} was continued elsewhere meanwhile; {added} new message(s) loaded",
+                self.session_id
+            ),
+        });
+        Ok(())
+    }
+
+    /// Move the lease along with the conversation (compression continues it in a child).
+    pub(super) fn lease_moved(&mut self) {
+        if self.lease.is_none() {
+            return;
+        }
+        self.lease = None;
+        let store = self.shared.store.clone();
+        match store.try_lease(&self.session_id, &self.shared.config.holder, TTL) {
+            Ok(Leased::Granted(token)) => self.lease = Some(Held::new(store, self.session_id.clone(), token)),
+            Ok(Leased::Held(by)) => tracing::warn!(session_id = self.session_id, "new session already held by {by}"),
+            Err(e) => tracing::warn!(session_id = self.session_id, "could not lease the new session: {e}"),
+        }
+        self.mark = self.shared.store.message_mark(&self.session_id).unwrap_or_default();
+    }
+}

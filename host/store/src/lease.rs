@@ -1,0 +1,273 @@
+//! One writer per session: a process answering a session holds its lease.
+//!
+//! A lease is a row naming the process (pid, host, what it is) with an expiry. The holder renews
+//! it while it works and deletes it when done; a process that dies without deleting it loses it
+//! when it expires, or at once when it ran on this machine and its pid is gone. Everything
+//! happens in `BEGIN IMMEDIATE` transactions, so two processes asking at the same moment get
+//! one answer each: one holds it, the other learns who does.
+//!
+//! ```
+//! use std::time::Duration;
+//! use talaria_store::{NewSession, Store};
+//! use talaria_store::lease::Leased;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(&dir.path().join("state.db"))?;
+//! let ttl = Duration::from_secs(30);
+//! let Leased::Granted(token) = store.try_lease("s1", "talaria chat", ttl)? else { panic!() };
+//! let Leased::Held(by) = store.try_lease("s1", "talaria chat -q", ttl)? else { panic!() };
+//! assert_eq!(by.pid, std::process::id());
+//! store.release_lease("s1", &token)?;
+//! assert!(matches!(store.try_lease("s1", "talaria chat -q", ttl)?, Leased::Granted(_)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+
+use crate::{Result, Store, now_ms};
+
+/// Who holds a session's lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHolder {
+    pub session_id: String,
+    pub pid: u32,
+    pub host: String,
+    /// What the holder is, e.g. `talaria chat -q`.
+    pub holder: String,
+    /// Milliseconds since the Unix epoch.
+    pub acquired_at: i64,
+    pub expires_at: i64,
+}
+
+impl std::fmt::Display for LeaseHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let since = jiff::Timestamp::from_millisecond(self.acquired_at)
+            .map(|t| t.to_zoned(jiff::tz::TimeZone::system()).strftime("%H:%M:%S").to_string())
+            .unwrap_or_default();
+        write!(f, "{} (pid {} on {}, since {since})", self.holder, self.pid, self.host)
+    }
+}
+
+/// The answer to [`Store::try_lease`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leased {
+    /// The lease is yours; keep the token to renew and release it.
+    Granted(String),
+    /// Someone else holds it.
+    Held(LeaseHolder),
+}
+
+impl Store {
+    /// Take the lease of `session_id` for `ttl`, unless a live holder has it. `holder` says what
+    /// this process is, for the message another process will show.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn try_lease(&self, session_id: &str, holder: &str, ttl: Duration) -> Result<Leased> {
+        let now = now_ms();
+        let expires = now.saturating_add(millis(ttl));
+        let me = machine();
+        let pid = std::process::id();
+        self.write(|tx| {
+            if let Some(current) = current(tx, session_id)?
+                && current.expires_at > now
+                && !(current.host == me && !alive(current.pid))
+            {
+                return Ok(Leased::Held(current));
+            }
+            let token = format!("{pid}-{:016x}", fastrand::u64(..));
+            tx.execute(
+                "INSERT OR REPLACE INTO session_leases (session_id, token, pid, host, holder, acquired_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![session_id, token, pid, me, holder, now, expires],
+            )?;
+            Ok(Leased::Granted(token))
+        })
+    }
+
+    /// Extend the lease held with `token` by `ttl` from now. False when it is no longer ours (it
+    /// expired and another process took it).
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn renew_lease(&self, session_id: &str, token: &str, ttl: Duration) -> Result<bool> {
+        let expires = now_ms().saturating_add(millis(ttl));
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE session_leases SET expires_at = ?3 WHERE session_id = ?1 AND token = ?2",
+                params![session_id, token, expires],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Give the lease back (nothing happens when it is no longer ours).
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn release_lease(&self, session_id: &str, token: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.execute("DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2", params![session_id, token])?;
+            Ok(())
+        })
+    }
+
+    /// Who holds the lease of `session_id` now, if anyone live does.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {
+        let now = now_ms();
+        let me = machine();
+        let current = current(&self.conn(), session_id)?;
+        Ok(current.filter(|c| c.expires_at > now && !(c.host == me && !alive(c.pid))))
+    }
+
+    /// The count and the highest id of the session's active messages: changes whenever anyone
+    /// appends to the session or undoes a turn of it.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM messages WHERE session_id = ?1 AND active")?;
+        Ok(stmt.query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?)
+    }
+}
+
+fn current(conn: &Connection, session_id: &str) -> Result<Option<LeaseHolder>> {
+    Ok(conn
+        .query_row(
+            "SELECT pid, host, holder, acquired_at, expires_at FROM session_leases WHERE session_id = ?1",
+            [session_id],
+            |r| {
+                Ok(LeaseHolder {
+                    session_id: session_id.to_string(),
+                    pid: r.get(0)?,
+                    host: r.get(1)?,
+                    holder: r.get(2)?,
+                    acquired_at: r.get(3)?,
+                    expires_at: r.get(4)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// This machine's name, as leases record it.
+fn machine() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Whether process `pid` of this machine still runs. Where that cannot be told, it is assumed
+/// to (the lease then ends by expiry).
+fn alive(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    let proc_root = std::path::Path::new("/proc/self");
+    if !proc_root.exists() {
+        return true;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // A zombie has finished: it holds nothing any more.
+        Ok(stat) => stat.rsplit_once(')').is_none_or(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&dir.path().join("state.db")).expect("open");
+        (dir, store)
+    }
+
+    #[test]
+    fn a_second_taker_learns_who_holds_it() {
+        let (_d, store) = store();
+        let ttl = Duration::from_secs(30);
+        let Leased::Granted(token) = store.try_lease("s", "talaria chat", ttl).expect("lease") else {
+            panic!("first taker gets it")
+        };
+        let Leased::Held(by) = store.try_lease("s", "talaria chat -q", ttl).expect("lease") else {
+            panic!("second is refused")
+        };
+        assert_eq!((by.pid, by.holder.as_str()), (std::process::id(), "talaria chat"));
+        assert!(by.to_string().starts_with(&format!("talaria chat (pid {} on ", std::process::id())), "{by}");
+        assert_eq!(store.lease_holder("s").expect("read"), Some(by));
+        assert!(store.renew_lease("s", &token, ttl).expect("renew"));
+        store.release_lease("s", &token).expect("release");
+        assert_eq!(store.lease_holder("s").expect("read"), None);
+        assert!(!store.renew_lease("s", &token, ttl).expect("renew"), "a released lease is not renewed");
+    }
+
+    #[test]
+    fn an_expired_lease_is_free_and_its_old_token_is_void() {
+        let (_d, store) = store();
+        let Leased::Granted(old) = store.try_lease("s", "a", Duration::ZERO).expect("lease") else { panic!() };
+        std::thread::sleep(Duration::from_millis(5));
+        let Leased::Granted(new) = store.try_lease("s", "b", Duration::from_secs(30)).expect("lease") else {
+            panic!("expired lease is taken over")
+        };
+        assert!(!store.renew_lease("s", &old, Duration::from_secs(30)).expect("renew"));
+        store.release_lease("s", &old).expect("a stale release does nothing");
+        assert_eq!(store.lease_holder("s").expect("read").map(|h| h.holder), Some("b".to_string()));
+        store.release_lease("s", &new).expect("release");
+    }
+
+    #[test]
+    fn a_dead_holder_on_this_machine_holds_nothing() {
+        let (_d, store) = store();
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let dead = child.id();
+        child.wait().expect("wait");
+        store
+            .write(|tx| {
+                tx.execute(
+                    "INSERT INTO session_leases VALUES ('s', 't', ?1, ?2, 'gone', 0, ?3)",
+                    params![dead, machine(), i64::MAX],
+                )?;
+                Ok(())
+            })
+            .expect("plant");
+        assert_eq!(store.lease_holder("s").expect("read"), None);
+        assert!(matches!(store.try_lease("s", "me", Duration::from_secs(30)).expect("lease"), Leased::Granted(_)));
+    }
+
+    #[test]
+    fn racing_takers_get_one_lease() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.db");
+        Store::open(&path).expect("create");
+        let granted: usize = std::thread::scope(|scope| {
+            let takers: Vec<_> = (0..8)
+                .map(|i| {
+                    let path = &path;
+                    scope.spawn(move || {
+                        let store = Store::open(path).expect("open");
+                        let got = store.try_lease("s", &format!("taker {i}"), Duration::from_secs(30)).expect("lease");
+                        usize::from(matches!(got, Leased::Granted(_)))
+                    })
+                })
+                .collect();
+            takers.into_iter().map(|t| t.join().expect("join")).sum()
+        });
+        assert_eq!(granted, 1);
+    }
+}

@@ -1,0 +1,209 @@
+//! Signals and concurrent processes against the real binary: nothing left running behind the
+//! user's back, nothing lost, no two conversations mixed.
+
+use std::io::Read as _;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use talaria_mock_llm::{MockLlm, Script, Step};
+
+use super::Talaria;
+
+impl Talaria {
+    /// Config pointing at `mock` (chat completions), sessions waited for up to `wait` s.
+    fn faults_config(&self, mock: &MockLlm, wait: u64) {
+        let config = format!(
+            "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\n\n[agent]\nretries = 1\nretry_delay_ms = 5\nsession_wait_secs = {wait}\n",
+            mock.base_url()
+        );
+        std::fs::write(self.home.path().join("config.toml"), config).expect("config");
+    }
+
+    fn start_chat(&self, args: &[&str]) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_talaria"))
+            .arg("chat")
+            .args(args)
+            .current_dir(self.workspace.path())
+            .env("TALARIA_HOME", self.home.path())
+            .env_remove("TALARIA_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn talaria")
+    }
+
+    /// The latest session's stored messages.
+    fn stored(&self, key: &str) -> Vec<Value> {
+        let shown: Value =
+            serde_json::from_str(&self.ok(&["sessions", "show", key, "--json"])).expect("sessions show --json");
+        shown["messages"].as_array().expect("messages").clone()
+    }
+}
+
+fn ended(mut child: Child) -> (Option<i32>, String, String) {
+    let status = child.wait().expect("wait");
+    let (mut out, mut err) = (String::new(), String::new());
+    child.stdout.take().expect("stdout").read_to_string(&mut out).expect("read");
+    child.stderr.take().expect("stderr").read_to_string(&mut err).expect("read");
+    (status.code(), out, err)
+}
+
+/// Pids of processes whose command line is exactly `words`.
+fn processes(words: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = words.iter().flat_map(|w| w.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            (cmdline == want).then_some(pid)
+        })
+        .collect()
+}
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn role(m: &Value) -> &str {
+    m["role"].as_str().unwrap_or_default()
+}
+
+fn text(m: &Value) -> &str {
+    m["content"].as_str().unwrap_or_default()
+}
+
+/// A chat whose tool runs `sleep SECONDS` (a real child), stopped by `signal` while it sleeps.
+fn stopped_during_a_tool(signal: &str, seconds: &str) -> (Talaria, Option<i32>, String) {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": format!("touch started && sleep {seconds}")})),
+        Step::text("never asked"),
+    ]));
+    t.faults_config(&mock, 30);
+    let child = t.start_chat(&["-q", "wait a while"]);
+    let started = t.ws().join("started");
+    wait_for("the tool's command to start", Duration::from_secs(120), || started.exists());
+    wait_for("the sleep child", Duration::from_secs(10), || !processes(&["sleep", seconds]).is_empty());
+    let status = Command::new("kill").args([signal, &child.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    let (code, _, err) = ended(child);
+    (t, code, err)
+}
+
+#[test]
+fn sigterm_and_sighup_during_a_tool_stop_it_and_record_the_call() {
+    for (signal, seconds, code) in [("-TERM", "9871", 143), ("-HUP", "9872", 129)] {
+        let (t, exit, err) = stopped_during_a_tool(signal, seconds);
+        assert_eq!(exit, Some(code), "{signal}: exit code; stderr: {err}");
+        // No process left: the command's whole group went with the turn.
+        wait_for("the sleep to be gone", Duration::from_secs(5), || processes(&["sleep", seconds]).is_empty());
+        let messages = t.stored("latest");
+        let roles: Vec<&str> = messages.iter().map(role).collect();
+        assert_eq!(roles, ["user", "assistant", "tool"], "{signal}: {messages:?}");
+        assert!(messages[1].to_string().contains(&format!("sleep {seconds}")), "the call is stored: {messages:?}");
+        assert!(text(&messages[2]).contains("interrupted"), "an interrupted result: {messages:?}");
+        let info: Value = serde_json::from_str(&t.ok(&["sessions", "show", "latest", "--json"])).expect("json");
+        assert_eq!(info["session"]["end_reason"], "signal", "{info}");
+    }
+}
+
+#[test]
+fn kill_9_during_a_tool_leaves_the_call_recorded() {
+    let (t, exit, _) = stopped_during_a_tool("-KILL", "9873");
+    assert_eq!(exit, None, "killed by the signal");
+    // kill -9 gives talaria no chance to stop its child; the test cleans it up.
+    for pid in processes(&["sleep", "9873"]) {
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    }
+    let messages = t.stored("latest");
+    let roles: Vec<&str> = messages.iter().map(role).collect();
+    assert_eq!(roles, ["user", "assistant"], "the request for the tool is on disk: {messages:?}");
+    assert!(messages[1].to_string().contains("sleep 9873"), "{messages:?}");
+
+    // Continuing tells the model the call was cut short.
+    let mock = MockLlm::start(Script::new([Step::text("I see the sleep was stopped")]));
+    t.faults_config(&mock, 30);
+    let out = t.run(&["chat", "--continue", "-q", "what happened?"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sent = mock.requests()[0].body.to_string();
+    assert!(sent.contains("sleep 9873") && sent.contains("stopped before this call finished"), "{sent}");
+}
+
+#[test]
+fn ten_continues_at_once_take_turns() {
+    let t = Talaria::new();
+    let answers: Vec<Step> = (0..11).map(|i| Step::text(format!("answer {i}"))).collect();
+    let mock = MockLlm::start(Script::new(answers));
+    t.faults_config(&mock, 120);
+    let out = t.run(&["chat", "-q", "question start"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let children: Vec<Child> = (0..10).map(|i| t.start_chat(&["--continue", "-q", &format!("question {i}")])).collect();
+    for child in children {
+        let (code, out, err) = ended(child);
+        assert_eq!(code, Some(0), "stdout: {out}\nstderr: {err}");
+    }
+
+    // Request k got "answer k"; its last user message says which question that answered.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 11);
+    let asked: Vec<String> = requests
+        .iter()
+        .map(|r| {
+            let msgs = r.body["messages"].as_array().expect("messages");
+            let last = msgs.iter().rev().find(|m| m["role"] == "user").expect("a user message");
+            last["content"].as_str().expect("text").to_string()
+        })
+        .collect();
+    let messages = t.stored("latest");
+    assert_eq!(messages.len(), 22, "{messages:?}");
+    for (k, pair) in messages.chunks(2).enumerate() {
+        assert_eq!((role(&pair[0]), role(&pair[1])), ("user", "assistant"), "turn {k}: {pair:?}");
+        assert_eq!(text(&pair[1]), format!("answer {k}"), "turn {k}");
+        assert_eq!(text(&pair[0]), asked[k], "answer {k} went to the question it answered");
+        // Each process saw every turn committed before its own.
+        let sent = requests[k].body["messages"].as_array().expect("messages").len();
+        assert_eq!(sent, 2 * k + 2, "request {k} carried the system prompt and the whole conversation so far");
+    }
+}
+
+#[test]
+fn a_busy_session_names_its_holder_and_can_be_forked() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Step::text("first answer"),
+        Step::stall("thinking for a long"),
+        Step::text("answer in the fork"),
+    ]));
+    t.faults_config(&mock, 1);
+    assert!(t.run(&["chat", "-q", "first question"]).status.success());
+    let original = t.stored("latest");
+    let holder = t.start_chat(&["--continue", "-q", "a slow one"]);
+    wait_for("the second request", Duration::from_secs(120), || mock.requests().len() >= 2);
+
+    let out = t.run(&["chat", "--continue", "-q", "me too"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("talaria chat -q (pid {}", holder.id())), "names the holder: {err}");
+    assert!(err.contains("--fork"), "says the way forward: {err}");
+    assert_eq!(mock.requests().len(), 2, "nothing was sent");
+
+    let out = t.run(&["chat", "--continue", "--fork", "-q", "me too"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "answer in the fork");
+    let sent = mock.requests()[2].body.to_string();
+    assert!(sent.contains("first question") && sent.contains("first answer") && sent.contains("me too"), "{sent}");
+
+    let _ = Command::new("kill").args(["-TERM", &holder.id().to_string()]).status();
+    let (code, _, _) = ended(holder);
+    assert_eq!(code, Some(143));
+    assert_eq!(original.len(), 2);
+}
