@@ -207,3 +207,34 @@ fn a_busy_session_names_its_holder_and_can_be_forked() {
     assert_eq!(code, Some(143));
     assert_eq!(original.len(), 2);
 }
+
+#[test]
+fn closing_the_terminal_during_a_tool_stops_it_and_records_the_call() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": "touch started && sleep 9874"})),
+        Step::text("never asked"),
+    ]));
+    t.faults_config(&mock, 30);
+    let mut terminal = t.spawn_repl();
+    {
+        use std::io::Write as _;
+        let stdin = terminal.stdin.as_mut().expect("stdin");
+        stdin.write_all(b"wait a while\n").expect("type");
+        stdin.flush().expect("flush");
+    }
+    let started = t.ws().join("started");
+    wait_for("the tool's command to start", Duration::from_secs(120), || started.exists());
+    // The terminal emulator goes away: the pseudo-terminal's other end closes.
+    terminal.kill().expect("kill script(1)");
+    let _ = terminal.wait();
+    wait_for("the sleep to be gone", Duration::from_secs(20), || processes(&["sleep", "9874"]).is_empty());
+    wait_for("the session to be closed", Duration::from_secs(20), || {
+        let info: Value = serde_json::from_str(&t.ok(&["sessions", "show", "latest", "--json"])).expect("json");
+        info["session"]["end_reason"] == "signal"
+    });
+    let messages = t.stored("latest");
+    let roles: Vec<&str> = messages.iter().map(role).collect();
+    assert_eq!(roles, ["user", "assistant", "tool"], "{messages:?}");
+    assert!(text(&messages[2]).contains("interrupted"), "{messages:?}");
+}

@@ -332,7 +332,7 @@ async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode
         drive(&mut session.agent, &stop, &mut session.events, &mut renderer, prompt, &cancel, None, &mut |_, _| {})
             .await;
     if !end.text.is_empty() {
-        println!("{}", end.text.trim_end());
+        putln!(std::io::stdout(), "{}", end.text.trim_end());
     }
     let reason = if stop.signal().is_some() { "signal" } else { end.outcome.name() };
     if let Err(e) = session.agent.close(reason).await {

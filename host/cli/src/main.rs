@@ -4,6 +4,23 @@
 // are not links.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags, rustdoc::bare_urls)]
 
+/// `writeln!` that never panics: what is printed to a terminal that went away (or a closed
+/// pipe) is dropped, so a hangup cannot abort the work of closing a session cleanly.
+macro_rules! putln {
+    ($out:expr $(, $($arg:tt)*)?) => {{
+        use std::io::Write as _;
+        let _ = writeln!($out $(, $($arg)*)?);
+    }};
+}
+
+/// `write!` that never panics (see [`putln!`]).
+macro_rules! put {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!($out, $($arg)*);
+    }};
+}
+
 mod author;
 mod busy;
 mod chat;

@@ -49,9 +49,9 @@ impl Renderer {
     pub fn progress(&mut self, text: &str) {
         self.end_text();
         if self.answer_to_stdout {
-            println!("{text}");
+            putln!(std::io::stdout(), "{text}");
         } else {
-            eprintln!("{text}");
+            putln!(std::io::stderr(), "{text}");
         }
     }
 
@@ -82,10 +82,10 @@ impl Renderer {
                 self.end_text();
                 let fancy = self.progress_fancy;
                 match (level, fancy) {
-                    (NoticeLevel::Warn, true) => eprintln!("{} {text}", "warning:".yellow().bold()),
-                    (NoticeLevel::Warn, false) => eprintln!("warning: {text}"),
-                    (NoticeLevel::Info, true) => eprintln!("{}", format!("┊ {text}").dimmed()),
-                    (NoticeLevel::Info, false) => eprintln!("note: {text}"),
+                    (NoticeLevel::Warn, true) => putln!(std::io::stderr(), "{} {text}", "warning:".yellow().bold()),
+                    (NoticeLevel::Warn, false) => putln!(std::io::stderr(), "warning: {text}"),
+                    (NoticeLevel::Info, true) => putln!(std::io::stderr(), "{}", format!("┊ {text}").dimmed()),
+                    (NoticeLevel::Info, false) => putln!(std::io::stderr(), "note: {text}"),
                 }
             }
             Event::Usage { .. } | Event::ApprovalNeeded(_) | Event::ClarifyNeeded(_) => {}
@@ -102,17 +102,17 @@ impl Renderer {
 
     fn progress_warn(&self, text: &str) {
         if self.progress_fancy {
-            eprintln!("{} {text}", "warning:".yellow().bold());
+            putln!(std::io::stderr(), "{} {text}", "warning:".yellow().bold());
         } else {
-            eprintln!("warning: {text}");
+            putln!(std::io::stderr(), "warning: {text}");
         }
     }
 
     fn progress_error(&self, text: &str) {
         if self.progress_fancy {
-            eprintln!("{} {text}", "error:".red().bold());
+            putln!(std::io::stderr(), "{} {text}", "error:".red().bold());
         } else {
-            eprintln!("error: {text}");
+            putln!(std::io::stderr(), "error: {text}");
         }
     }
 
@@ -124,15 +124,15 @@ impl Renderer {
             self.end_text();
             self.in_reasoning = true;
             if self.fancy {
-                print!("{}", "thinking: ".dimmed().italic());
+                put!(std::io::stdout(), "{}", "thinking: ".dimmed().italic());
             } else {
-                print!("thinking: ");
+                put!(std::io::stdout(), "thinking: ");
             }
         }
         if self.fancy {
-            print!("{}", text.dimmed().italic());
+            put!(std::io::stdout(), "{}", text.dimmed().italic());
         } else {
-            print!("{text}");
+            put!(std::io::stdout(), "{text}");
         }
         let _ = std::io::stdout().flush();
     }
@@ -142,7 +142,7 @@ impl Renderer {
             return;
         }
         if self.in_reasoning {
-            println!();
+            putln!(std::io::stdout());
             self.in_reasoning = false;
         }
         self.text_started = true;
@@ -151,17 +151,17 @@ impl Renderer {
             let (piece, after) = rest.split_at(nl);
             self.line.push_str(piece);
             if self.fancy {
-                print!("{piece}");
+                put!(std::io::stdout(), "{piece}");
                 self.redraw_line();
             } else {
-                println!("{piece}");
+                putln!(std::io::stdout(), "{piece}");
             }
             self.line.clear();
             rest = &after[1..];
         }
         if !rest.is_empty() {
             self.line.push_str(rest);
-            print!("{rest}");
+            put!(std::io::stdout(), "{rest}");
         }
         let _ = std::io::stdout().flush();
     }
@@ -171,9 +171,9 @@ impl Renderer {
         let width = terminal_width();
         let line = std::mem::take(&mut self.line);
         if line.chars().count() < width {
-            print!("\r\x1b[2K{}", self.style(&line));
+            put!(std::io::stdout(), "\r\x1b[2K{}", self.style(&line));
         }
-        println!();
+        putln!(std::io::stdout());
         self.line = line;
     }
 
@@ -200,14 +200,14 @@ impl Renderer {
     /// Finish a streamed message: close the open line.
     pub fn end_text(&mut self) {
         if self.in_reasoning {
-            println!();
+            putln!(std::io::stdout());
             self.in_reasoning = false;
         }
         if self.answer_to_stdout && !self.line.is_empty() {
             if self.fancy {
                 self.redraw_line();
             } else {
-                println!();
+                putln!(std::io::stdout());
             }
             self.line.clear();
         }

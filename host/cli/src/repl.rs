@@ -308,10 +308,10 @@ impl Repl<'_> {
         };
         let line = format!("talaria · {model} · {} tools · {state}", agent.tools().len());
         if interactive {
-            anstream::println!("{}", line.bold());
-            anstream::println!("{}", "/help for commands · Ctrl-C stops a reply · Ctrl-D leaves".dimmed());
+            putln!(anstream::stdout(), "{}", line.bold());
+            putln!(anstream::stdout(), "{}", "/help for commands · Ctrl-C stops a reply · Ctrl-D leaves".dimmed());
         } else {
-            println!("{line}");
+            putln!(std::io::stdout(), "{line}");
         }
         if !agent.history().is_empty() {
             show_tail(agent.history(), 6);
@@ -440,7 +440,7 @@ impl Repl<'_> {
                     } else {
                         format!(" (also /{})", c.aliases.join(", /"))
                     };
-                    anstream::println!("  {:<28} {}{}", head.trim_end().bold(), c.help, aliases.dimmed());
+                    putln!(anstream::stdout(), "  {:<28} {}{}", head.trim_end().bold(), c.help, aliases.dimmed());
                 }
             }
             "exit" => return Ok(false),
@@ -493,7 +493,7 @@ impl Repl<'_> {
                     ),
                     None => "nothing sent yet".to_string(),
                 };
-                println!("{line}");
+                putln!(std::io::stdout(), "{line}");
             }
             "title" if arg.is_empty() => anyhow::bail!("usage: /title NAME"),
             "title" => {
@@ -518,9 +518,9 @@ impl Repl<'_> {
                 let (engine, status, lines) =
                     self.session.agent.context_report().await.map_err(|e| anyhow::anyhow!(e))?;
                 self.drain_events();
-                println!("{}", crate::context::status_lines(&engine, &status, &lines));
+                putln!(std::io::stdout(), "{}", crate::context::status_lines(&engine, &status, &lines));
             }
-            "yolo" => println!("{}", yolo_state(&self.session.gate)),
+            "yolo" => putln!(std::io::stdout(), "{}", yolo_state(&self.session.gate)),
             other => anyhow::bail!("/{other} is not available here"),
         }
         Ok(true)
@@ -546,7 +546,7 @@ impl Repl<'_> {
         let current = self.session.agent.chain().providers.first().cloned();
         if arg.is_empty() {
             if let Some(p) = current {
-                println!("{} ({}, {})", p.label(), p.api_mode.as_str(), p.base_url);
+                putln!(std::io::stdout(), "{} ({}, {})", p.label(), p.api_mode.as_str(), p.base_url);
             }
             return Ok(());
         }
@@ -635,9 +635,9 @@ fn show_tail(history: &[Message], n: usize) {
         history.iter().filter(|m| matches!(m, Message::User { .. }) || !m.content().is_empty()).collect();
     for m in shown.iter().skip(shown.len().saturating_sub(n)) {
         match m {
-            Message::User { content } => anstream::println!("{} {}", "›".bold(), ui::first_line(content, 100)),
+            Message::User { content } => putln!(anstream::stdout(), "{} {}", "›".bold(), ui::first_line(content, 100)),
             Message::Assistant { content, .. } if !content.is_empty() => {
-                anstream::println!("{}", ui::first_line(content, 100).dimmed());
+                putln!(anstream::stdout(), "{}", ui::first_line(content, 100).dimmed());
             }
             _ => {}
         }

@@ -24,12 +24,16 @@ struct Inner {
     /// The turn running now, cancelled when a signal arrives.
     turn: Mutex<Option<CancellationToken>>,
     arrived: Notify,
+    /// Standard output and error, where they were terminals at the start.
+    terminals: Vec<i32>,
 }
 
 impl Stop {
     /// Start listening. Without signal support (never on Linux), nothing is ever received.
     pub fn install() -> Self {
-        let inner = Arc::new(Inner { signal: AtomicI32::new(0), turn: Mutex::new(None), arrived: Notify::new() });
+        let terminals = [libc::STDOUT_FILENO, libc::STDERR_FILENO].into_iter().filter(|fd| is_terminal(*fd)).collect();
+        let inner =
+            Arc::new(Inner { signal: AtomicI32::new(0), turn: Mutex::new(None), arrived: Notify::new(), terminals });
         for (kind, number) in [(SignalKind::terminate(), libc::SIGTERM), (SignalKind::hangup(), libc::SIGHUP)] {
             let Ok(mut stream) = signal(kind) else { continue };
             let inner = inner.clone();
@@ -83,10 +87,34 @@ impl Stop {
 impl Inner {
     fn received(&self, number: i32) {
         let _ = self.signal.compare_exchange(0, number, Ordering::SeqCst, Ordering::SeqCst);
+        if number == libc::SIGHUP {
+            // The terminal is gone: what is still printed on the way out must not fail (a failed
+            // print panics, and the session would not be closed).
+            silence(&self.terminals);
+        }
         if let Some(token) = lock(&self.turn).as_ref() {
             token.cancel();
         }
         self.arrived.notify_waiters();
+    }
+}
+
+#[allow(unsafe_code)]
+fn is_terminal(fd: i32) -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(fd) == 1 }
+}
+
+/// Point each of `fds` at /dev/null.
+#[allow(unsafe_code)]
+fn silence(fds: &[i32]) {
+    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else { return };
+    for fd in fds {
+        // SAFETY: dup2 replaces descriptor `fd` (standard output or error) with /dev/null;
+        // both stay valid descriptors, and Rust's stdout handle keeps working on it.
+        unsafe {
+            libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), *fd);
+        }
     }
 }
 

@@ -20,15 +20,15 @@ pub fn init_logging(verbose: u8) {
 }
 
 pub fn error(message: &str) {
-    anstream::eprintln!("{} {message}", "error:".red().bold());
+    putln!(anstream::stderr(), "{} {message}", "error:".red().bold());
 }
 
 pub fn warn(message: &str) {
-    anstream::eprintln!("{} {message}", "warning:".yellow().bold());
+    putln!(anstream::stderr(), "{} {message}", "warning:".yellow().bold());
 }
 
 pub fn note(message: &str) {
-    anstream::eprintln!("{} {message}", "note:".cyan().bold());
+    putln!(anstream::stderr(), "{} {message}", "note:".cyan().bold());
 }
 
 /// Rows as aligned columns; the header row is bold.
@@ -50,9 +50,9 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
             .collect::<Vec<_>>()
             .join("  ")
     };
-    anstream::println!("{}", line(header.iter().map(|h| h.to_string()).collect()).bold());
+    putln!(anstream::stdout(), "{}", line(header.iter().map(|h| h.to_string()).collect()).bold());
     for row in rows {
-        anstream::println!("{}", line(row.clone()));
+        putln!(anstream::stdout(), "{}", line(row.clone()));
     }
 }
 
