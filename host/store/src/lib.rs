@@ -35,6 +35,7 @@
 
 pub mod kv;
 pub mod lease;
+pub mod recover;
 pub mod schema;
 pub mod search;
 pub mod sessions;
@@ -64,7 +65,16 @@ pub enum Error {
     #[error("state database migration failed: {0}")]
     Migrate(#[from] rusqlite_migration::Error),
     #[error("state database: {0}")]
-    Sql(#[from] rusqlite::Error),
+    Sql(rusqlite::Error),
+    /// The file is not a database, or parts of it cannot be read.
+    #[error(
+        "the state database {} is damaged ({detail}). Nothing was changed; run `talaria doctor --repair` to move it aside and recover what can still be read",
+        path.as_deref().map_or_else(|| "(state.db in talaria's home)".to_string(), |p| p.display().to_string())
+    )]
+    Damaged { path: Option<PathBuf>, detail: String },
+    /// The file is readable but this process may not write it (a read-only home).
+    #[error("the state database {} cannot be written ({detail}); this command needs write access to it", path.display())]
+    ReadOnly { path: PathBuf, detail: String },
     #[error(
         "the state database stayed locked by another talaria process for {} s; try again when it is done",
         BUSY_RETRY_FOR.as_secs()
@@ -103,11 +113,21 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        if is_damage(&e) { Self::Damaged { path: None, detail: e.to_string() } } else { Self::Sql(e) }
+    }
+}
+
+fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase))
+}
+
 impl Error {
     /// Another connection holds the lock (or the database is being recovered).
     fn is_busy(&self) -> bool {
         match self {
-            Self::Sql(e) => sql_busy(e),
+            Self::Sql(e) | Self::Open { source: e, .. } => sql_busy(e),
             Self::Migrate(rusqlite_migration::Error::RusqliteError { err, .. }) => sql_busy(err),
             _ => false,
         }
@@ -132,10 +152,15 @@ impl Store {
     /// The file cannot be opened, is not a database, a migration fails, or the file was written by
     /// a newer talaria (its schema is ahead of this one).
     pub fn open(path: &Path) -> Result<Self> {
+        Self::open_inner(path).map_err(|e| named(e, path))
+    }
+
+    fn open_inner(path: &Path) -> Result<Self> {
         let open_err = |source| Error::Open { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| open_err(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
         }
+        check_length(path)?;
         let mut conn = Connection::open(path).map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
         retry_busy(|| {
@@ -151,6 +176,58 @@ impl Store {
         // queue instead of both creating the same tables.
         conn.set_transaction_behavior(TransactionBehavior::Immediate);
         schema::migrate(&mut conn)?;
+        Ok(Self { conn: Mutex::new(conn), appends: AtomicU32::new(0) })
+    }
+
+    /// Open the database only to read it, for commands that never write (`sessions list`,
+    /// `doctor`): they work in a read-only home. `Ok(None)` when there is no database yet.
+    ///
+    /// # Errors
+    /// The file is damaged ([`Error::Damaged`]), or was written by a talaria whose schema is
+    /// not this one's.
+    pub fn open_read_only(path: &Path) -> Result<Option<Self>> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        Self::read_only_inner(path).map(Some).map_err(|e| named(e, path))
+    }
+
+    fn read_only_inner(path: &Path) -> Result<Self> {
+        use rusqlite::OpenFlags;
+        check_length(path)?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let open_err = |source| Error::Open { path: path.to_path_buf(), source };
+        let try_open = |uri: String| -> Result<Connection> {
+            let conn = Connection::open_with_flags(uri, flags).map_err(open_err)?;
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            // The first read tells whether the file can be read at all (a WAL database in a
+            // directory that cannot be written needs `immutable` for that).
+            let _: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            Ok(conn)
+        };
+        let uri = |extra: &str| format!("file:{}?mode=ro{extra}", uri_path(path));
+        let conn = match try_open(uri("")) {
+            Ok(conn) => conn,
+            Err(Error::Sql(e) | Error::Open { source: e, .. })
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
+                ) =>
+            {
+                try_open(uri("&immutable=1"))?
+            }
+            Err(e) => return Err(e),
+        };
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if usize::try_from(version).ok() != Some(schema::VERSION) {
+            return Err(Error::ReadOnly {
+                path: path.to_path_buf(),
+                detail: format!(
+                    "its schema is v{version} and this talaria reads v{}; run any talaria command that writes (e.g. `talaria doctor`) with write access once to update it",
+                    schema::VERSION
+                ),
+            });
+        }
         Ok(Self { conn: Mutex::new(conn), appends: AtomicU32::new(0) })
     }
 
@@ -171,6 +248,73 @@ impl Store {
             Ok(out)
         })
     }
+}
+
+/// Give a damaged-database error the file's name.
+fn named(e: Error, path: &Path) -> Error {
+    match e {
+        Error::Damaged { path: None, detail } => Error::Damaged { path: Some(path.to_path_buf()), detail },
+        Error::Open { source, .. } if is_damage(&source) => {
+            Error::Damaged { path: Some(path.to_path_buf()), detail: source.to_string() }
+        }
+        Error::Migrate(rusqlite_migration::Error::RusqliteError { err, .. }) if is_damage(&err) => {
+            Error::Damaged { path: Some(path.to_path_buf()), detail: err.to_string() }
+        }
+        other => other,
+    }
+}
+
+/// A database file shorter than its header says was cut (a full disk, a copy stopped half
+/// way): SQLite would only notice when it reads a missing page, so look before opening.
+fn check_length(path: &Path) -> Result<()> {
+    use std::io::Read as _;
+    let Ok(mut file) = std::fs::File::open(path) else { return Ok(()) };
+    let mut header = [0u8; 100];
+    let Ok(len) = file.metadata().map(|m| m.len()) else { return Ok(()) };
+    if len == 0 {
+        return Ok(());
+    }
+    if file.read_exact(&mut header).is_err() || &header[..16] != b"SQLite format 3\0" {
+        return Err(Error::Damaged {
+            path: Some(path.to_path_buf()),
+            detail: format!(
+                "it is not an SQLite database: its first bytes are {}",
+                printable(&header[..len.min(16) as usize])
+            ),
+        });
+    }
+    let page_size = match u16::from_be_bytes([header[16], header[17]]) {
+        1 => 65_536,
+        n => u64::from(n),
+    };
+    let pages = u64::from(u32::from_be_bytes([header[28], header[29], header[30], header[31]]));
+    // The page count is valid only when written by the same change as the counter beside it.
+    let counted = header[24..28] == header[92..96];
+    let expected = pages.saturating_mul(page_size);
+    if counted && pages > 0 && len < expected {
+        return Err(Error::Damaged {
+            path: Some(path.to_path_buf()),
+            detail: format!("the file was cut short: {len} of its {expected} bytes are there"),
+        });
+    }
+    Ok(())
+}
+
+fn printable(bytes: &[u8]) -> String {
+    format!("{:?}", String::from_utf8_lossy(bytes))
+}
+
+/// `path` for an SQLite URI: characters with a meaning there percent-encoded.
+fn uri_path(path: &Path) -> String {
+    let mut out = String::new();
+    for b in path.as_os_str().as_encoded_bytes() {
+        match b {
+            b'%' | b'?' | b'#' => out.push_str(&format!("%{b:02X}")),
+            b if !b.is_ascii() => out.push_str(&format!("%{b:02X}")),
+            _ => out.push(char::from(*b)),
+        }
+    }
+    out
 }
 
 /// Call `f` until it returns anything but a busy error, for at most [`BUSY_RETRY_FOR`].
