@@ -238,3 +238,146 @@ fn closing_the_terminal_during_a_tool_stops_it_and_records_the_call() {
     assert_eq!(roles, ["user", "assistant", "tool"], "{messages:?}");
     assert!(text(&messages[2]).contains("interrupted"), "{messages:?}");
 }
+
+/// A home with `n` stored sessions, written through the real store.
+fn home_with_sessions(t: &Talaria, n: usize) -> std::path::PathBuf {
+    let path = t.home.path().join("state.db");
+    let store = talaria_store::Store::open(&path).expect("store");
+    for i in 0..n {
+        let id = format!("20261123_1000{i:02}_abcdef");
+        store
+            .create_session(&talaria_store::NewSession {
+                id: id.clone(),
+                source: "cli".into(),
+                model: "m".into(),
+                provider: "custom".into(),
+                system_prompt: "You are talaria.".into(),
+                parent_id: None,
+                cwd: "/w".into(),
+            })
+            .expect("create");
+        let long = format!("the harbour of Lisbon, part {i}. ").repeat(300);
+        store
+            .append_messages(
+                &id,
+                &[talaria_protocol::Message::user(format!("question {i}")), talaria_protocol::Message::assistant(long)],
+            )
+            .expect("append");
+    }
+    path
+}
+
+#[test]
+fn a_cut_state_db_is_named_once_and_doctor_repairs_it() {
+    let t = Talaria::new();
+    let path = home_with_sessions(&t, 40);
+    let len = std::fs::metadata(&path).expect("meta").len();
+    std::fs::OpenOptions::new().write(true).open(&path).expect("open").set_len(len / 2).expect("cut");
+
+    for args in [&["sessions", "list"][..], &["chat", "-q", "hello", "--provider", "ollama", "--model", "m"]] {
+        let out = t.run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.matches("is damaged").count(), 1, "{args:?}: said once: {err}");
+        assert!(err.contains(&format!("{} is damaged (the file was cut short", path.display())), "{err}");
+        assert!(err.contains("talaria doctor --repair"), "{err}");
+    }
+
+    let out = t.run(&["doctor", "--offline"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(report.contains("fail: state:") && report.contains("doctor --repair"), "{report}");
+
+    let out = t.run(&["doctor", "--offline", "--repair"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("warn: state:") && report.contains("state.db.damaged-"), "{report}");
+    let saved: usize = report
+        .split("could be read: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("how many sessions were saved");
+    assert!(saved > 0, "{report}");
+    let moved: Vec<_> = std::fs::read_dir(t.home.path())
+        .expect("home")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("state.db.damaged-"))
+        .collect();
+    assert_eq!(moved.len(), 1, "the damaged file is kept aside: {moved:?}");
+
+    let listed: Value = serde_json::from_str(&t.ok(&["sessions", "list", "--json", "--limit", "100"])).expect("json");
+    assert!(listed.as_array().expect("list").len() >= saved.min(1), "{listed}");
+    let out = t.run(&["doctor", "--offline"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok: state:"), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn a_garbage_state_db_is_replaced_after_repair() {
+    let t = Talaria::new();
+    let path = t.home.path().join("state.db");
+    std::fs::write(&path, "<html>not a database</html>\n".repeat(200)).expect("write");
+    let err = t.fails(&["sessions", "list"]);
+    assert!(err.contains("it is not an SQLite database: its first bytes are \"<html>not a data\""), "{err}");
+    let out = t.run(&["doctor", "--offline", "--repair"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("could be read: 0 sessions, 0 messages"), "{report}");
+    assert!(t.ok(&["sessions", "list"]).is_empty());
+}
+
+#[test]
+fn a_read_only_home_can_still_be_read() {
+    let t = Talaria::new();
+    home_with_sessions(&t, 2);
+    // Make the home read-only. Root ignores permissions, so as root the commands run as nobody.
+    let status = Command::new("chmod").args(["-R", "a+rX,a-w"]).arg(t.home.path()).status().expect("chmod");
+    assert!(status.success());
+    let root = std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")));
+    let run = |args: &[&str]| {
+        let mut cmd = if root {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_talaria")]);
+            c
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_talaria"))
+        };
+        cmd.args(args).env("TALARIA_HOME", t.home.path()).env("HOME", "/tmp").current_dir("/tmp").output().expect("run")
+    };
+    let out = run(&["sessions", "list"]);
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(listed.contains("question 0") && listed.contains("question 1"), "{listed}");
+    let out = run(&["sessions", "show", "latest"]);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("harbour"), "{out:?}");
+    let out = run(&["sessions", "search", "harbour"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&["doctor", "--offline"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("fail: home: cannot write in") && report.contains("ok: state:"), "{report}");
+    // Writing is refused with the reason, and nothing is lost.
+    let out = run(&["sessions", "rename", "latest", "new title"]);
+    assert_eq!(out.status.code(), Some(1));
+    let _ = Command::new("chmod").args(["-R", "u+w"]).arg(t.home.path()).status();
+}
+
+#[test]
+fn home_must_exist_when_talaria_home_is_not_set() {
+    let run = |home: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_talaria"));
+        cmd.args(["sessions", "list"]).env_remove("TALARIA_HOME").env_remove("HOME");
+        if let Some(h) = home {
+            cmd.env("HOME", h);
+        }
+        cmd.output().expect("run")
+    };
+    let out = run(None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HOME is not set"), "{out:?}");
+    let out = run(Some("/nonexistent/talaria-test-home"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("HOME is /nonexistent/talaria-test-home, which is not a directory")
+    );
+    assert!(!std::path::Path::new("/nonexistent").exists(), "nothing was created");
+}

@@ -218,7 +218,10 @@ fn auxiliary(ctx: &Ctx, main: &Chain) -> Chain {
 /// # Errors
 /// Configuration problems, with how to fix them.
 pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Result<Session> {
+    let stop = Stop::install();
     let chain = chain(ctx, args)?;
+    // The store first: a damaged one is reported once, before any plugin tries its own data.
+    let store = Arc::new(Store::open(&ctx.home.join("state.db"))?);
     let home = ctx.home.clone();
     let gate = Arc::new(Gate::new(interactive).with_saver(Box::new(move |key| config::allow_always(&home, key))));
     gate.set_yolo(args.yolo);
@@ -234,8 +237,6 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         ui::warn(w);
     }
     crate::tools::announce_compiles(&runtime);
-    let store = Arc::new(Store::open(&ctx.home.join("state.db"))?);
-    let stop = Stop::install();
     let mut resume = match (&args.resume, args.cont) {
         (Some(key), _) => Some(store.resolve_session(key)?),
         (None, true) => Some(store.resolve_session("latest")?),

@@ -253,7 +253,20 @@ pub fn home() -> anyhow::Result<PathBuf> {
     if let Some(home) = std::env::var_os("TALARIA_HOME").filter(|h| !h.is_empty()) {
         return Ok(PathBuf::from(home));
     }
-    let base = etcetera::home_dir().context("cannot find your home directory; set TALARIA_HOME")?;
+    // HOME must name a directory that exists: a wrong one would silently create a new,
+    // empty talaria somewhere unexpected.
+    let base = match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => PathBuf::from(home),
+        None => anyhow::bail!(
+            "HOME is not set, so talaria does not know where to keep its state: set HOME to your home directory, or TALARIA_HOME to a directory for talaria"
+        ),
+    };
+    if !base.is_dir() {
+        anyhow::bail!(
+            "HOME is {}, which is not a directory: set HOME to your home directory, or TALARIA_HOME to a directory for talaria",
+            base.display()
+        );
+    }
     Ok(base.join(".talaria"))
 }
 

@@ -57,7 +57,7 @@ pub async fn run(ctx: &Ctx, cmd: ContextCmd) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let store = Store::open(&ctx.home.join("state.db"))?;
+    let store = Store::open_for_reading(&ctx.home.join("state.db"))?;
     let found = match store.resolve_session(&session) {
         Ok(info) => Some(info),
         Err(e) if session == "latest" => {

@@ -1,7 +1,7 @@
 //! `talaria doctor`: one line per check of what talaria needs, each `ok`, `warn` or `fail`.
 //!
-//! Checks, in order: the config file, a writable home, the state database (its migrations and
-//! session count), the model chain as `chat` resolves it, its API key, whether the provider
+//! Checks, in order: the config file, a writable home, the state database (read whole; its
+//! schema and session count; `--repair` recovers a damaged one), the model chain as `chat` resolves it, its API key, whether the provider
 //! answers (`GET {base_url}/models` within 5 s; skipped with `--offline`), each fallback
 //! provider, the plugins (problems, shadowing, an untrusted project), their tools, and the grants
 //! file (grants left for plugins that are gone). Exit code 1 when any check failed.
@@ -10,7 +10,7 @@
 //! $ talaria doctor --offline
 //! ok: config: /home/me/.talaria/config.toml parses
 //! ok: home: /home/me/.talaria is writable
-//! ok: state: /home/me/.talaria/state.db (schema v2, 12 sessions)
+//! ok: state: /home/me/.talaria/state.db (schema v3, 12 sessions)
 //! ok: model: ollama/llama3.2 at http://localhost:11434/v1 (chat_completions)
 //! ...
 //! ```
@@ -39,6 +39,10 @@ pub struct DoctorArgs {
     /// Do not contact the provider (every other check still runs)
     #[arg(long)]
     pub offline: bool,
+    /// Fix what can be fixed: a damaged state database is moved aside (state.db.damaged-TIME)
+    /// and what can still be read is copied into a new one
+    #[arg(long)]
+    pub repair: bool,
 }
 
 /// How one check went.
@@ -94,7 +98,7 @@ pub async fn run(ctx: &Ctx, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let mut r = Report::new();
     check_config(ctx, &mut r);
     check_home(&ctx.home, &mut r);
-    check_state(&ctx.home, &mut r);
+    check_state(&ctx.home, args.repair, &mut r);
     let secrets = Secrets::load(&ctx.home.join(".env"));
     let primary = check_model(ctx, &mut r);
     check_key(ctx, primary.as_ref(), &secrets, &mut r);
@@ -137,9 +141,23 @@ fn check_home(home: &Path, r: &mut Report) {
     }
 }
 
-fn check_state(home: &Path, r: &mut Report) {
+fn check_state(home: &Path, repair: bool, r: &mut Report) {
     let path = home.join("state.db");
-    let store = match Store::open(&path) {
+    match talaria_store::recover::check(&path) {
+        Ok(None) => {}
+        Ok(Some(damage)) if repair => return repair_state(&path, &damage, r),
+        Ok(Some(damage)) => {
+            return r.fail(
+                "state",
+                &format!(
+                    "{} is damaged ({damage}); `talaria doctor --repair` moves it aside and recovers what can still be read",
+                    path.display()
+                ),
+            );
+        }
+        Err(e) => return r.fail("state", &e.to_string()),
+    }
+    let store = match Store::open_for_reading(&path) {
         Ok(s) => s,
         Err(e) => return r.fail("state", &e.to_string()),
     };
@@ -150,6 +168,35 @@ fn check_state(home: &Path, r: &mut Report) {
             &format!("{} (schema v{}, {} sessions)", path.display(), talaria_store::schema::VERSION, sessions.len()),
         ),
         Err(e) => r.fail("state", &e.to_string()),
+    }
+}
+
+fn repair_state(path: &Path, damage: &str, r: &mut Report) {
+    match talaria_store::recover::repair(path) {
+        Ok(done) => {
+            let mut text = format!(
+                "{} was damaged ({damage}); it is now {}, and a new one holds what could be read: {} sessions, {} messages, {} plugin entries",
+                path.display(),
+                done.moved_to.display(),
+                done.sessions,
+                done.messages,
+                done.plugin_entries
+            );
+            if done.stand_ins > 0 {
+                text.push_str(&format!(
+                    "; {} sessions whose details were lost are titled \"recovered ID\"",
+                    done.stand_ins
+                ));
+            }
+            if done.unreadable > 0 {
+                text.push_str(&format!("; {} rows could not be read", done.unreadable));
+            }
+            if !done.lost_tables.is_empty() {
+                text.push_str(&format!("; nothing could be read of: {}", done.lost_tables.join(", ")));
+            }
+            r.warn("state", &text);
+        }
+        Err(e) => r.fail("state", &format!("{} is damaged ({damage}) and could not be repaired: {e}", path.display())),
     }
 }
 

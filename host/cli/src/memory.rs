@@ -58,7 +58,7 @@ fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
     );
     let granted: Vec<String> = plugin.grants.caps.iter().map(ToString::to_string).collect();
     println!("  granted: {}", if granted.is_empty() { "-".to_string() } else { granted.join(", ") });
-    let store = Store::open(&ctx.home.join("state.db"))?;
+    let store = Store::open_for_reading(&ctx.home.join("state.db"))?;
     let (keys, bytes) = store.kv_usage(plugin.kv_space())?;
     println!("  stored: {keys} keys, {}", human_bytes(bytes));
     Ok(ExitCode::SUCCESS)

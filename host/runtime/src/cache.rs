@@ -128,7 +128,7 @@ impl CompileCache {
                 fsutil::write_private(&Self::hash_file(&entry), blake3::hash(&compiled).to_hex().as_bytes())
             });
         if let Err(e) = stored {
-            tracing::warn!("could not write the compile cache at {}: {e}", self.dir.display());
+            not_kept(&e, || format!("could not write the compile cache at {}: {e}", self.dir.display()));
         }
         Ok((component, outcome))
     }
@@ -207,4 +207,17 @@ fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
     // directory (0700, our own) where they were written by such an engine — the key includes the
     // engine's compatibility fingerprint — and verified against the hash recorded at write time.
     unsafe { Component::deserialize(engine, bytes) }
+}
+
+/// Report a cache write that failed. In a home that cannot be written (a read-only mount,
+/// another user's home) every write fails the same way: that is said once, not per plugin.
+pub(crate) fn not_kept(e: &std::io::Error, what: impl FnOnce() -> String) {
+    static TOLD: std::sync::Once = std::sync::Once::new();
+    if matches!(e.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem) {
+        TOLD.call_once(|| {
+            tracing::warn!("talaria's home cannot be written ({e}): compiled plugins are not cached, so each start compiles them again");
+        });
+    } else {
+        tracing::warn!("{}", what());
+    }
 }

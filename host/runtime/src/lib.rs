@@ -567,7 +567,7 @@ impl Runtime {
         };
         let kept = Listing { surface: prepared.surface.clone(), limits, listed };
         if let Err(e) = self.cache.keep_listing(&sha, &kept) {
-            tracing::warn!("could not keep the tool listing of plugin '{}': {e}", plugin.name());
+            cache::not_kept(&e, || format!("could not keep the tool listing of plugin '{}': {e}", plugin.name()));
         }
         match kept.listed {
             Listed::Tools(tools) => Ok(tools),

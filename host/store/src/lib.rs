@@ -180,44 +180,38 @@ impl Store {
     }
 
     /// Open the database only to read it, for commands that never write (`sessions list`,
-    /// `doctor`): they work in a read-only home. `Ok(None)` when there is no database yet.
+    /// `doctor`): they work in a read-only home. With no file yet, an empty database in memory.
     ///
     /// # Errors
     /// The file is damaged ([`Error::Damaged`]), or was written by a talaria whose schema is
     /// not this one's.
-    pub fn open_read_only(path: &Path) -> Result<Option<Self>> {
+    pub fn open_read_only(path: &Path) -> Result<Self> {
         if !path.exists() {
-            return Ok(None);
+            // Nothing stored yet: an empty database, in memory.
+            let mut conn = Connection::open_in_memory()?;
+            conn.set_transaction_behavior(TransactionBehavior::Immediate);
+            schema::migrate(&mut conn)?;
+            return Ok(Self { conn: Mutex::new(conn), appends: AtomicU32::new(0) });
         }
-        Self::read_only_inner(path).map(Some).map_err(|e| named(e, path))
+        Self::read_only_inner(path).map_err(|e| named(e, path))
+    }
+
+    /// [`Store::open`], or when that fails because the file or its directory cannot be
+    /// written, [`Store::open_read_only`].
+    ///
+    /// # Errors
+    /// As [`Store::open`] when neither works.
+    pub fn open_for_reading(path: &Path) -> Result<Self> {
+        match Self::open(path) {
+            Ok(store) => Ok(store),
+            Err(e @ (Error::Damaged { .. } | Error::Busy)) => Err(e),
+            Err(e) => Self::open_read_only(path).map_err(|_| e),
+        }
     }
 
     fn read_only_inner(path: &Path) -> Result<Self> {
-        use rusqlite::OpenFlags;
         check_length(path)?;
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
-        let open_err = |source| Error::Open { path: path.to_path_buf(), source };
-        let try_open = |uri: String| -> Result<Connection> {
-            let conn = Connection::open_with_flags(uri, flags).map_err(open_err)?;
-            conn.busy_timeout(BUSY_TIMEOUT)?;
-            // The first read tells whether the file can be read at all (a WAL database in a
-            // directory that cannot be written needs `immutable` for that).
-            let _: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-            Ok(conn)
-        };
-        let uri = |extra: &str| format!("file:{}?mode=ro{extra}", uri_path(path));
-        let conn = match try_open(uri("")) {
-            Ok(conn) => conn,
-            Err(Error::Sql(e) | Error::Open { source: e, .. })
-                if matches!(
-                    e.sqlite_error_code(),
-                    Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
-                ) =>
-            {
-                try_open(uri("&immutable=1"))?
-            }
-            Err(e) => return Err(e),
-        };
+        let conn = read_only_connection(path)?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if usize::try_from(version).ok() != Some(schema::VERSION) {
             return Err(Error::ReadOnly {
@@ -247,6 +241,36 @@ impl Store {
             tx.commit()?;
             Ok(out)
         })
+    }
+}
+
+/// A read-only connection to the database at `path`, also when neither the file nor its
+/// directory can be written (a WAL database then needs `immutable`, which is safe only because
+/// nobody can write it either).
+fn read_only_connection(path: &Path) -> Result<Connection> {
+    use rusqlite::OpenFlags;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let open_err = |source| Error::Open { path: path.to_path_buf(), source };
+    let try_open = |uri: String| -> Result<Connection> {
+        let conn = Connection::open_with_flags(uri, flags).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // The first read tells whether the file can be read at all (a WAL database in a
+        // directory that cannot be written needs `immutable` for that).
+        let _: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        Ok(conn)
+    };
+    let uri = |extra: &str| format!("file:{}?mode=ro{extra}", uri_path(path));
+    match try_open(uri("")) {
+        Ok(conn) => Ok(conn),
+        Err(Error::Sql(e) | Error::Open { source: e, .. })
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
+            ) =>
+        {
+            try_open(uri("&immutable=1"))
+        }
+        Err(e) => Err(e),
     }
 }
 

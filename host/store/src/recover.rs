@@ -22,7 +22,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags, params};
+use rusqlite::{Connection, params};
 
 use crate::{Error, Result, Store};
 
@@ -56,8 +56,11 @@ pub fn check(path: &Path) -> Result<Option<String>> {
     if let Err(Error::Damaged { detail, .. }) = crate::check_length(path) {
         return Ok(Some(detail));
     }
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(|source| Error::Open { path: path.to_path_buf(), source })?;
+    let conn = match crate::read_only_connection(path) {
+        Ok(conn) => conn,
+        Err(Error::Damaged { detail, .. }) => return Ok(Some(detail)),
+        Err(e) => return Err(e),
+    };
     let rows: std::result::Result<Vec<String>, rusqlite::Error> =
         conn.prepare("PRAGMA quick_check").and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect());
     match rows {
@@ -91,13 +94,20 @@ pub fn repair(path: &Path) -> Result<Repair> {
     let conn = Connection::open(path)?;
     conn.pragma_update(None, "foreign_keys", "OFF")?;
     // SQLite reads a copy whose header matches the pages that are really there.
+    // (Its write-ahead log goes with it: committed pages may still be only there.)
     let work = sidecar(&moved_to, "-reading");
-    let readable = std::fs::copy(&moved_to, &work).is_ok() && fit_header(&work).is_ok();
+    let old_wal = sidecar(&moved_to, "-wal");
+    let readable = std::fs::copy(&moved_to, &work).is_ok()
+        && (!old_wal.exists() || std::fs::copy(&old_wal, sidecar(&work, "-wal")).is_ok())
+        && fit_header(&work).is_ok();
     let attached = readable
         && conn.execute("ATTACH DATABASE ?1 AS old", [format!("file:{}?mode=ro", crate::uri_path(&work))]).is_ok();
-    let report = if attached { copy_all(&conn, report)? } else { lost_all(report) };
-    let _ = std::fs::remove_file(&work);
-    Ok(report)
+    let report = if attached { copy_all(&conn, report) } else { Ok(lost_all(report)) };
+    drop(conn);
+    for leftover in [work.clone(), sidecar(&work, "-wal"), sidecar(&work, "-shm")] {
+        let _ = std::fs::remove_file(leftover);
+    }
+    report
 }
 
 fn lost_all(mut report: Repair) -> Repair {
