@@ -339,3 +339,22 @@ fn everything_survives_reopening() {
     assert_eq!(s.search(&SearchQuery::new("apostrophes")).expect("search").len(), 1);
     assert_eq!(s.kv_get("p", "k").expect("kv"), Some(b"v".to_vec()));
 }
+
+#[test]
+fn a_fork_copies_the_conversation_and_leaves_the_original() {
+    let (_dir, store) = store();
+    create(&store, "orig");
+    store.append_messages("orig", &[Message::user("one"), Message::assistant("two")]).expect("append");
+    store.append_messages("orig", &[Message::user("undone")]).expect("append");
+    store.undo_last_turn("orig").expect("undo");
+    let fork = store.fork_session("orig", "branch").expect("fork");
+    assert_eq!(fork.parent_id.as_deref(), Some("orig"));
+    assert_eq!(fork.message_count, 2);
+    let texts: Vec<String> =
+        store.messages("branch").expect("messages").iter().map(|m| m.message.content().to_string()).collect();
+    assert_eq!(texts, ["one", "two"], "only active messages are copied");
+    store.append_messages("branch", &[Message::user("three")]).expect("append");
+    assert_eq!(store.messages("orig").expect("orig").len(), 2, "the original is untouched");
+    assert!(matches!(store.fork_session("orig", "branch"), Err(Error::SessionExists { .. })));
+    assert!(matches!(store.fork_session("nope", "x"), Err(Error::SessionNotFound { .. })));
+}
