@@ -72,8 +72,7 @@ impl Store {
         let pid = std::process::id();
         self.write(|tx| {
             if let Some(current) = current(tx, session_id)?
-                && current.expires_at > now
-                && !(current.host == me && !alive(current.pid))
+                && holds(&current, now, &me)
             {
                 return Ok(Leased::Held(current));
             }
@@ -122,7 +121,7 @@ impl Store {
         let now = now_ms();
         let me = machine();
         let current = current(&self.conn(), session_id)?;
-        Ok(current.filter(|c| c.expires_at > now && !(c.host == me && !alive(c.pid))))
+        Ok(current.filter(|c| holds(c, now, &me)))
     }
 
     /// The count and the highest id of the session's active messages: changes whenever anyone
@@ -155,6 +154,11 @@ fn current(conn: &Connection, session_id: &str) -> Result<Option<LeaseHolder>> {
             },
         )
         .optional()?)
+}
+
+/// Whether `c` still holds its lease: not expired, and not a process of this machine that is gone.
+fn holds(c: &LeaseHolder, now: i64, me: &str) -> bool {
+    c.expires_at > now && (c.host != me || alive(c.pid))
 }
 
 fn millis(d: Duration) -> i64 {
