@@ -229,7 +229,7 @@ fn check_fallbacks(ctx: &Ctx, secrets: &Secrets, r: &mut Report) {
                 }
             },
         };
-        match Provider::resolve(f.spec(api_mode), |name| secrets.value(name)) {
+        match f.spec(api_mode).and_then(|spec| Provider::resolve(spec, |name| secrets.value(name))) {
             Ok(p) => r.ok(&label, &format!("{} at {}", p.label(), p.base_url)),
             Err(e) => r.warn(&label, &format!("left out of the chain: {e}")),
         }

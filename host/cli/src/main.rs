@@ -22,6 +22,7 @@ mod sessions;
 mod setup;
 mod tools;
 mod ui;
+mod waiting;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -6,9 +6,11 @@
 //!    triggers: `messages_fts` (words; porter stemming, diacritics folded) and `messages_trigram`
 //!    (any substring of three characters or more: CJK text, identifiers, paths). Only active
 //!    messages are indexed: turning a message inactive (undo) takes it out of both indexes.
+//! 3. `sessions.estimated_calls`: model calls whose token counts talaria estimated because the
+//!    provider reported none (the session's totals are then shown as estimates).
 //!
 //! ```
-//! assert_eq!(talaria_store::schema::VERSION, 2);
+//! assert_eq!(talaria_store::schema::VERSION, 3);
 //! ```
 
 use std::time::{Duration, Instant};
@@ -108,6 +110,8 @@ pub const MIGRATIONS: &[&str] = &[
         INSERT INTO messages_trigram (rowid, content, tool_name, tool_calls)
             SELECT new.id, new.content, new.tool_name, new.tool_calls WHERE new.active;
     END;",
+    // 3: model calls whose usage was estimated.
+    "ALTER TABLE sessions ADD COLUMN estimated_calls INTEGER NOT NULL DEFAULT 0;",
 ];
 
 fn migrations() -> Migrations<'static> {
