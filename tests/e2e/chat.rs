@@ -1,28 +1,58 @@
 //! `talaria chat` end to end: the real binary, the real plugins and store, a scripted mock model
 //! speaking each wire format.
+//!
+//! Every test that talks to the mock runs twice ([`in_both_modes!`]): against a well-behaved
+//! server (`NAME::normal`) and against one that judges requests and streams as
+//! llama-cpp-python's server does (`NAME::strict`: `"content": null` refused, tools without
+//! `tool_choice` hidden, repeated ids and names in tool-call chunks, no usage chunk).
 
 use std::io::Read as _;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use talaria_mock_llm::{HttpError, MockLlm, Reply, Script, Step};
+use talaria_mock_llm::{HttpError, MockLlm, Mode, Reply, Script, Step};
 
 use super::Talaria;
 
 const MODES: [&str; 3] = ["chat_completions", "anthropic_messages", "responses"];
 
+/// `test(mode)` as two tests, `test::normal` and `test::strict`, one per [`Mode`].
+macro_rules! in_both_modes {
+    ($name:ident) => {
+        mod $name {
+            #[test]
+            fn normal() {
+                super::$name(talaria_mock_llm::Mode::Normal);
+            }
+
+            #[test]
+            fn strict() {
+                super::$name(talaria_mock_llm::Mode::Strict);
+            }
+        }
+    };
+}
+pub(crate) use in_both_modes;
+
 impl Talaria {
-    /// Point the config at `mock` speaking `api_mode`, with fast retries.
-    fn use_mock(&self, mock: &MockLlm, api_mode: &str, extra: &str) {
+    /// Point the config at `mock` speaking `api_mode`, with fast retries; `extra` goes under
+    /// `[agent]` (and may open sections of its own).
+    pub(crate) fn use_mock(&self, mock: &MockLlm, api_mode: &str, extra: &str) {
+        self.use_model(&mock.base_url(), api_mode, "", extra);
+    }
+
+    /// [`Talaria::use_mock`] for any base URL, with `model_extra` lines under `[model]`; `extra`
+    /// may set its own `retries` (default 2).
+    pub(crate) fn use_model(&self, base_url: &str, api_mode: &str, model_extra: &str, extra: &str) {
+        let retries = if extra.contains("retries =") { "" } else { "retries = 2\n" };
         let config = format!(
-            "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\napi_mode = \"{api_mode}\"\n\n[agent]\nretries = 2\nretry_delay_ms = 5\n{extra}",
-            mock.base_url()
+            "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{base_url}\"\napi_mode = \"{api_mode}\"\n{model_extra}\n[agent]\n{retries}retry_delay_ms = 5\n{extra}"
         );
         std::fs::write(self.home.path().join("config.toml"), config).expect("config");
     }
 
-    fn chat(&self, args: &[&str]) -> std::process::Output {
+    pub(crate) fn chat(&self, args: &[&str]) -> std::process::Output {
         let mut all = vec!["chat"];
         all.extend_from_slice(args);
         self.run(&all)
@@ -43,11 +73,11 @@ impl Talaria {
     }
 }
 
-fn stdout(out: &std::process::Output) -> String {
+pub(crate) fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn stderr(out: &std::process::Output) -> String {
+pub(crate) fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
@@ -80,13 +110,13 @@ fn finish(mut child: Child) -> (Option<i32>, String, String) {
     (status.code(), out, err)
 }
 
-#[test]
-fn a_conversation_runs_tools_in_plugins_over_every_wire_format() {
+in_both_modes!(a_conversation_runs_tools_in_plugins_over_every_wire_format);
+fn a_conversation_runs_tools_in_plugins_over_every_wire_format(server: Mode) {
     for mode in MODES {
         for streamed in [true, false] {
             let t = Talaria::new();
             std::fs::write(t.ws().join("notes.txt"), "the launch code is 4512\n").expect("write");
-            let mock = MockLlm::start(Script::new([
+            let mock = server.start(Script::new([
                 Step::Reply(Reply::text("Let me read it.").tool_call("read_file", json!({"path": "notes.txt"}))),
                 Step::text("The code is 4512."),
                 Step::text("You asked about the launch code."),
@@ -118,13 +148,13 @@ fn a_conversation_runs_tools_in_plugins_over_every_wire_format() {
     }
 }
 
-#[test]
-fn a_parallel_batch_returns_results_in_call_order() {
+in_both_modes!(a_parallel_batch_returns_results_in_call_order);
+fn a_parallel_batch_returns_results_in_call_order(mode: Mode) {
     let t = Talaria::new();
     std::fs::write(t.ws().join("a.txt"), "alpha-content\n").expect("write");
     std::fs::write(t.ws().join("b.txt"), "bravo-content\n").expect("write");
     std::fs::write(t.ws().join("c.txt"), "charlie-content\n").expect("write");
-    let mock = MockLlm::start(Script::new([
+    let mock = mode.start(Script::new([
         Step::Reply(
             Reply::default()
                 .tool_call("read_file", json!({"path": "a.txt"}))
@@ -147,15 +177,12 @@ fn a_parallel_batch_returns_results_in_call_order() {
     }
 }
 
-#[test]
-fn failing_providers_are_retried_then_the_fallback_answers() {
+in_both_modes!(failing_providers_are_retried_then_the_fallback_answers);
+fn failing_providers_are_retried_then_the_fallback_answers(mode: Mode) {
     let t = Talaria::new();
-    let primary = MockLlm::start(Script::new([
-        Step::error(500),
-        Step::Error(HttpError::new(429).retry_after(0)),
-        Step::error(503),
-    ]));
-    let fallback = MockLlm::start(Script::new([Step::text("answer from the fallback")]));
+    let primary =
+        mode.start(Script::new([Step::error(500), Step::Error(HttpError::new(429).retry_after(0)), Step::error(503)]));
+    let fallback = mode.start(Script::new([Step::text("answer from the fallback")]));
     let extra = format!(
         "\n[[fallback_providers]]\nprovider = \"custom\"\nmodel = \"backup-model\"\nbase_url = \"{}\"\napi_mode = \"anthropic_messages\"\n",
         fallback.base_url()
@@ -173,17 +200,17 @@ fn failing_providers_are_retried_then_the_fallback_answers() {
 
     // Every provider failing ends the run with exit 1 and the reason.
     let t = Talaria::new();
-    let dead = MockLlm::start(Script::new([Step::error(500)]).repeat_last(true));
+    let dead = mode.start(Script::new([Step::error(500)]).repeat_last(true));
     t.use_mock(&dead, "responses", "");
     let out = t.chat(&["-q", "hello"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("500"), "{}", stderr(&out));
 }
 
-#[test]
-fn ctrl_c_mid_stream_keeps_nothing_partial() {
+in_both_modes!(ctrl_c_mid_stream_keeps_nothing_partial);
+fn ctrl_c_mid_stream_keeps_nothing_partial(mode: Mode) {
     let t = Talaria::new();
-    let mock = MockLlm::start(Script::new([Step::stall("I am halfway through a long"), Step::text("fresh answer")]));
+    let mock = mode.start(Script::new([Step::stall("I am halfway through a long"), Step::text("fresh answer")]));
     t.use_mock(&mock, "chat_completions", "");
     let child = t.spawn_chat(&["-q", "tell me a long story"]);
     wait_requests(&mock, 1);
@@ -206,11 +233,11 @@ fn ctrl_c_mid_stream_keeps_nothing_partial() {
     assert!(!sent.contains("halfway"), "nothing partial entered history: {sent}");
 }
 
-#[test]
-fn an_exhausted_budget_ends_with_a_summary() {
+in_both_modes!(an_exhausted_budget_ends_with_a_summary);
+fn an_exhausted_budget_ends_with_a_summary(mode: Mode) {
     let t = Talaria::new();
     std::fs::write(t.ws().join("a.txt"), "x\n").expect("write");
-    let mock = MockLlm::start(Script::new([
+    let mock = mode.start(Script::new([
         Step::tool_call("read_file", json!({"path": "a.txt"})),
         Step::tool_call("read_file", json!({"path": "a.txt"})),
         Step::text("Summary: I read a.txt twice and did not finish."),
@@ -229,13 +256,13 @@ fn an_exhausted_budget_ends_with_a_summary() {
     assert!(stderr(&out).contains("budget"), "{}", stderr(&out));
 }
 
-#[test]
-fn dangerous_commands_need_yolo_when_unattended() {
+in_both_modes!(dangerous_commands_need_yolo_when_unattended);
+fn dangerous_commands_need_yolo_when_unattended(mode: Mode) {
     let t = Talaria::new();
     std::fs::create_dir(t.ws().join("build")).expect("mkdir");
     let script =
         || Script::new([Step::tool_call("terminal", json!({"command": "rm -rf build"})), Step::text("finished")]);
-    let mock = MockLlm::start(script());
+    let mock = mode.start(script());
     t.use_mock(&mock, "chat_completions", "");
     let out = t.chat(&["-q", "clean the build"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -243,18 +270,18 @@ fn dangerous_commands_need_yolo_when_unattended() {
     let result = flat(&mock.requests()[1].body);
     assert!(result.contains("needs approval") && result.contains("--yolo"), "the model is told why: {result}");
 
-    let mock = MockLlm::start(script());
+    let mock = mode.start(script());
     t.use_mock(&mock, "chat_completions", "");
     let out = t.chat(&["-q", "clean the build", "--yolo"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!t.ws().join("build").exists(), "allowed with --yolo");
 }
 
-#[test]
-fn kill_9_mid_turn_loses_no_committed_message() {
+in_both_modes!(kill_9_mid_turn_loses_no_committed_message);
+fn kill_9_mid_turn_loses_no_committed_message(mode: Mode) {
     let t = Talaria::new();
     std::fs::write(t.ws().join("data.txt"), "committed-result-marker\n").expect("write");
-    let mock = MockLlm::start(Script::new([
+    let mock = mode.start(Script::new([
         Step::tool_call("read_file", json!({"path": "data.txt"})),
         Step::stall("never finished"),
         Step::text("resumed fine"),
@@ -280,10 +307,10 @@ fn kill_9_mid_turn_loses_no_committed_message() {
     assert!(!sent.contains("never finished"));
 }
 
-#[test]
-fn session_search_finds_an_earlier_session() {
+in_both_modes!(session_search_finds_an_earlier_session);
+fn session_search_finds_an_earlier_session(mode: Mode) {
     let t = Talaria::new();
-    let mock = MockLlm::start(Script::new([
+    let mock = mode.start(Script::new([
         Step::text("Noted: the codeword is PELICAN."),
         Step::tool_call("session_search", json!({"query": "codeword"})),
         Step::text("Last time the codeword was PELICAN."),
@@ -301,11 +328,11 @@ fn session_search_finds_an_earlier_session() {
     assert!(result.contains(id), "the hit names the earlier session {id}");
 }
 
-#[test]
-fn malformed_tool_arguments_get_an_error_the_model_can_act_on() {
+in_both_modes!(malformed_tool_arguments_get_an_error_the_model_can_act_on);
+fn malformed_tool_arguments_get_an_error_the_model_can_act_on(mode: Mode) {
     let t = Talaria::new();
     std::fs::write(t.ws().join("a.txt"), "fine\n").expect("write");
-    let mock = MockLlm::start(Script::new([
+    let mock = mode.start(Script::new([
         Step::tool_call("read_file", Value::String("{\"path\": ".into())),
         Step::tool_call("read_file", json!({"path": 42})),
         Step::tool_call("read_file", json!({"path": "a.txt"})),
@@ -336,12 +363,12 @@ fn chat_without_a_model_says_how_to_configure_one() {
     assert!(err.contains("--provider ollama --model"), "{err}");
 }
 
-#[test]
-fn oversized_results_are_saved_to_a_file_and_previewed() {
+in_both_modes!(oversized_results_are_saved_to_a_file_and_previewed);
+fn oversized_results_are_saved_to_a_file_and_previewed(mode: Mode) {
     let t = Talaria::new();
     let big: String = (0..400).map(|i| format!("line {i:04} of a long file\n")).collect();
     std::fs::write(t.ws().join("big.txt"), &big).expect("write");
-    let mock = MockLlm::start(Script::new([
+    let mock = mode.start(Script::new([
         Step::tool_call("read_file", json!({"path": "big.txt", "limit": 2000})),
         Step::text("it is long"),
     ]));
@@ -359,10 +386,10 @@ fn oversized_results_are_saved_to_a_file_and_previewed() {
     assert!(path.starts_with(t.home.path().to_str().expect("utf8")), "saved under TALARIA_HOME: {path}");
 }
 
-#[test]
-fn delegated_tasks_run_in_children_with_restricted_tools() {
+in_both_modes!(delegated_tasks_run_in_children_with_restricted_tools);
+fn delegated_tasks_run_in_children_with_restricted_tools(mode: Mode) {
     let t = Talaria::new();
-    let mock = MockLlm::start(Script::new([
+    let mock = mode.start(Script::new([
         Step::tool_call("delegate_task", json!({"tasks": [{"goal": "count apples"}, {"goal": "count pears"}]})),
         Step::text("child report one"),
         Step::text("child report two"),
@@ -394,10 +421,10 @@ fn delegated_tasks_run_in_children_with_restricted_tools() {
     assert_eq!(sessions.as_array().map(Vec::len), Some(1), "child sessions are not listed as top-level sessions");
 }
 
-#[test]
-fn memory_written_now_appears_in_the_next_sessions_prompt() {
+in_both_modes!(memory_written_now_appears_in_the_next_sessions_prompt);
+fn memory_written_now_appears_in_the_next_sessions_prompt(mode: Mode) {
     let t = Talaria::new();
-    let mock = MockLlm::start(Script::new([
+    let mock = mode.start(Script::new([
         Step::tool_call("memory", json!({"action": "add", "target": "user", "content": "Prefers tabs over spaces"})),
         Step::text("noted"),
         Step::text("hello again"),
@@ -418,10 +445,10 @@ fn reqs_system(body: &Value) -> String {
     body["messages"][0]["content"].as_str().unwrap_or_default().to_string()
 }
 
-#[test]
-fn toolsets_choose_what_the_model_is_offered() {
+in_both_modes!(toolsets_choose_what_the_model_is_offered);
+fn toolsets_choose_what_the_model_is_offered(mode: Mode) {
     let t = Talaria::new();
-    let mock = MockLlm::start(Script::new([Step::text("a"), Step::text("b")]));
+    let mock = mode.start(Script::new([Step::text("a"), Step::text("b")]));
     t.use_mock(&mock, "chat_completions", "toolsets = [\"coding\"]\ndisabled_toolsets = [\"web\"]\n");
     let names = |i: usize| -> Vec<String> {
         let mut v: Vec<String> = mock.requests()[i].body["tools"]
@@ -440,15 +467,15 @@ fn toolsets_choose_what_the_model_is_offered() {
     assert!(stderr(&out).contains("unknown toolset `nope`"), "{}", stderr(&out));
 }
 
+in_both_modes!(the_repl_asks_before_a_dangerous_command_and_remembers_always);
 /// The REPL on a real pseudo-terminal (util-linux `script`), answering an approval prompt.
-#[test]
-fn the_repl_asks_before_a_dangerous_command_and_remembers_always() {
+fn the_repl_asks_before_a_dangerous_command_and_remembers_always(mode: Mode) {
     use std::io::Write as _;
     use std::sync::{Arc, Mutex};
     let t = Talaria::new();
     std::fs::create_dir(t.ws().join("build")).expect("mkdir");
     std::fs::create_dir(t.ws().join("dist")).expect("mkdir");
-    let mock = MockLlm::start(Script::new([
+    let mock = mode.start(Script::new([
         Step::tool_call("terminal", json!({"command": "rm -rf build"})),
         Step::text("removed build"),
         Step::tool_call("terminal", json!({"command": "rm -rf dist"})),
@@ -509,7 +536,7 @@ fn the_repl_asks_before_a_dangerous_command_and_remembers_always() {
 }
 
 /// A child process killed if the test fails before it exits.
-struct KillOnDrop(Child);
+pub(crate) struct KillOnDrop(pub(crate) Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {

@@ -104,7 +104,7 @@ const HEADINGS: [&str; 10] = [
 fn a_long_session_is_compressed_at_the_threshold_and_carries_on() {
     let t = Talaria::new();
     for name in ["a", "b", "c"] {
-        std::fs::write(t.ws().join(format!("{name}.txt")), format!("{name}-content-marker\n").repeat(40))
+        std::fs::write(t.ws().join(format!("{name}.txt")), format!("{name}-content-marker\n").repeat(150))
             .expect("write");
     }
     let summary = "## Goal\nRead the three files.\n## Progress\n### Done\n- read a.txt and b.txt";
@@ -113,9 +113,11 @@ fn a_long_session_is_compressed_at_the_threshold_and_carries_on() {
         Reply::text("a is read").into(),
         Step::tool_call("read_file", json!({"path": "b.txt"})),
         Reply::text("b is read").into(),
-        // The third turn's first reply says the prompt is at 6,000 of 10,000 tokens: over the
-        // 50% threshold, so the next call is preceded by a compression.
-        Reply::text("").tool_call("read_file", json!({"path": "c.txt"})).usage(6_000, 10).into(),
+        // The third turn's first reply says the prompt is at 9,000 of 10,000 tokens. The fixed
+        // part (system prompt and tool schemas, ≈4k) does not count: the conversation (≈2k,
+        // two files read, scaled as reported) is over 50% of what is left, so the next call is
+        // preceded by a compression.
+        Reply::text("").tool_call("read_file", json!({"path": "c.txt"})).usage(9_000, 10).into(),
         Reply::text(summary).into(),
         Reply::text("c is read").into(),
         Reply::text("we were reading files").into(),

@@ -16,6 +16,7 @@ mod market;
 
 mod plugin_test;
 mod sessions;
+mod wire;
 
 struct Talaria {
     home: tempfile::TempDir,

@@ -22,7 +22,9 @@ pub mod prompt;
 pub mod tools;
 pub mod toolsets;
 
-pub use agent::{Agent, AgentConfig, Compression, DEFAULT_CONTEXT_LENGTH, Shared, Start, estimate_tokens};
+pub use agent::{
+    Agent, AgentConfig, Compression, ContextBudget, DEFAULT_CONTEXT_LENGTH, Shared, Start, estimate_tokens,
+};
 pub use extensions::{ContextEngine, HookReply, Hooks, MemoryProvider, NoHooks};
 pub use tools::{BoxFuture, ToolContext, ToolHost};
 

@@ -25,7 +25,7 @@ use crate::render::Renderer;
 use crate::signals::{Stop, exit_now};
 use crate::{Ctx, config, repl, ui};
 
-/// Exit codes of `chat -q`.
+/// Exit codes of `chat -q` (documented in docs/config.md and the README).
 pub mod exit {
     /// The model answered.
     pub const OK: u8 = 0;
@@ -33,6 +33,9 @@ pub mod exit {
     pub const FAILED: u8 = 1;
     /// The iteration budget ran out (the answer is a summary of the work so far).
     pub const BUDGET: u8 = 3;
+    /// The answer was cut off at the output-token limit (what arrived is printed, and kept in
+    /// the session marked as cut).
+    pub const TRUNCATED: u8 = 4;
     /// Interrupted (Ctrl-C), as shells expect.
     pub const INTERRUPTED: u8 = 130;
     /// Stopped by SIGHUP (the terminal closed): 128 + 1.
@@ -44,7 +47,8 @@ pub mod exit {
 #[derive(Args, Debug, Default, Clone)]
 pub struct ChatArgs {
     /// Send PROMPT, print the final answer on stdout (progress on stderr) and exit.
-    /// Exit codes: 0 answered, 1 failed, 3 budget exhausted, 129 hangup, 130 interrupted, 143 terminated
+    /// Exit codes: 0 answered, 1 failed, 3 budget exhausted, 4 answer cut off at the
+    /// output-token limit, 129 hangup, 130 interrupted, 143 terminated
     #[arg(short = 'q', long = "query", value_name = "PROMPT")]
     pub query: Option<String>,
     /// The model's name as the provider knows it
@@ -131,21 +135,20 @@ pub fn chain(ctx: &Ctx, args: &ChatArgs) -> anyhow::Result<Chain> {
         })?),
     };
     let env = env_lookup(&ctx.home);
-    let primary = Provider::resolve(
-        ProviderSpec {
-            provider,
-            model,
-            base_url,
-            api_mode,
-            key_env: if args.provider.is_some() { None } else { m.key_env.clone() },
-            max_tokens: m.max_tokens,
-        },
-        &env,
-    )?;
+    let spec = ProviderSpec {
+        provider,
+        model,
+        base_url,
+        api_mode,
+        key_env: if args.provider.is_some() { None } else { m.key_env.clone() },
+        max_tokens: m.max_tokens,
+        ..ProviderSpec::default()
+    };
+    let primary = Provider::resolve(m.wire(spec)?, &env)?;
     let mut fallbacks = Vec::new();
     for (i, f) in ctx.config.fallback_providers.iter().enumerate() {
         let api_mode = f.api_mode.as_deref().and_then(ApiMode::parse);
-        match Provider::resolve(f.spec(api_mode), &env) {
+        match f.spec(api_mode).and_then(|spec| Provider::resolve(spec, &env)) {
             Ok(p) => fallbacks.push(p),
             Err(e) => ui::warn(&format!("fallback provider {} is left out: {e}", i + 1)),
         }
@@ -204,7 +207,7 @@ fn agent_config(ctx: &Ctx, args: &ChatArgs) -> AgentConfig {
 fn auxiliary(ctx: &Ctx, main: &Chain) -> Chain {
     let Some(aux) = &ctx.config.auxiliary else { return main.clone() };
     let api_mode = aux.api_mode.as_deref().and_then(ApiMode::parse);
-    match Provider::resolve(aux.spec(api_mode), env_lookup(&ctx.home)) {
+    match aux.spec(api_mode).and_then(|spec| Provider::resolve(spec, env_lookup(&ctx.home))) {
         Ok(p) => Chain::new(p),
         Err(e) => {
             ui::warn(&format!("[auxiliary] model is left out, using the main model: {e}"));
@@ -343,6 +346,7 @@ async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode
         _ if stop.signal().is_some() => stop.exit_code().unwrap_or(exit::TERMINATED),
         Outcome::Completed => exit::OK,
         Outcome::BudgetExhausted => exit::BUDGET,
+        Outcome::Truncated => exit::TRUNCATED,
         Outcome::Interrupted => exit::INTERRUPTED,
         Outcome::Failed(_) => exit::FAILED,
     };

@@ -5,6 +5,8 @@
 //! provider = "openai"  # openai | openrouter | anthropic | ollama | custom
 //! name = "gpt-4.1-mini"
 //! # base_url = "http://localhost:11434/v1"   key_env = "OPENAI_API_KEY"   api_mode = "responses"
+//! # connect_timeout_secs = 10   first_byte_timeout_secs = 120   idle_timeout_secs = 60
+//! # request_timeout_secs = 600  tool_choice = "auto"   # auto | required | none | off
 //!
 //! [[fallback_providers]]   # tried in order when the main model keeps failing
 //! provider = "anthropic"
@@ -56,6 +58,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
+use talaria_agent::model::{ApiMode, ProviderError, ProviderSpec, TimeoutPhase, Timeouts, ToolChoice};
 use talaria_runtime::{CommandPolicy, HostLimits, PluginSettings};
 
 #[derive(Debug, Default, Deserialize)]
@@ -150,6 +153,59 @@ pub struct ModelToml {
     pub max_tokens: Option<u32>,
     /// The model's context window in tokens (default 128000); compression measures against it.
     pub context_length: Option<u64>,
+    /// Longest wait for the connection (TCP and TLS), in seconds (default 10).
+    pub connect_timeout_secs: Option<f64>,
+    /// Longest wait from sending a request to the first byte of the answer (default 120).
+    pub first_byte_timeout_secs: Option<f64>,
+    /// Longest silence between two pieces of a streamed answer (default 60).
+    pub idle_timeout_secs: Option<f64>,
+    /// Longest a whole call may take, the streamed answer included (default 600).
+    pub request_timeout_secs: Option<f64>,
+    /// `tool_choice` sent with the tools: auto (default), required, none, or off (not sent).
+    pub tool_choice: Option<String>,
+}
+
+impl ModelToml {
+    /// The timeouts and `tool_choice` of `[model]`, onto `spec`.
+    ///
+    /// # Errors
+    /// A timeout that is not a number of seconds above 0, or an unknown `tool_choice`.
+    pub fn wire(&self, spec: ProviderSpec) -> Result<ProviderSpec, ProviderError> {
+        wire(
+            spec,
+            [
+                self.connect_timeout_secs,
+                self.first_byte_timeout_secs,
+                self.idle_timeout_secs,
+                self.request_timeout_secs,
+            ],
+            self.tool_choice.as_deref(),
+        )
+    }
+}
+
+/// Sets the four timeouts (connect, first byte, idle, total; seconds) and `tool_choice`.
+fn wire(
+    mut spec: ProviderSpec,
+    secs: [Option<f64>; 4],
+    tool_choice: Option<&str>,
+) -> Result<ProviderSpec, ProviderError> {
+    let phases = [TimeoutPhase::Connect, TimeoutPhase::FirstByte, TimeoutPhase::Idle, TimeoutPhase::Total];
+    let mut limits = [None; 4];
+    for ((limit, phase), secs) in limits.iter_mut().zip(phases).zip(secs) {
+        if let Some(secs) = secs {
+            *limit = Some(Timeouts::secs(phase, secs)?);
+        }
+    }
+    let [connect, first_byte, idle, total] = limits;
+    spec.connect_timeout = connect.or(spec.connect_timeout);
+    spec.first_byte_timeout = first_byte.or(spec.first_byte_timeout);
+    spec.idle_timeout = idle.or(spec.idle_timeout);
+    spec.request_timeout = total.or(spec.request_timeout);
+    if let Some(choice) = tool_choice {
+        spec.tool_choice = Some(ToolChoice::parse(choice)?);
+    }
+    Ok(spec)
 }
 
 /// One entry of `fallback_providers`.
@@ -162,19 +218,39 @@ pub struct FallbackToml {
     pub api_mode: Option<String>,
     pub key_env: Option<String>,
     pub max_tokens: Option<u32>,
+    /// As under `[model]`.
+    pub connect_timeout_secs: Option<f64>,
+    pub first_byte_timeout_secs: Option<f64>,
+    pub idle_timeout_secs: Option<f64>,
+    pub request_timeout_secs: Option<f64>,
+    pub tool_choice: Option<String>,
 }
 
 impl FallbackToml {
     /// This entry as a provider to resolve, with its `api_mode` already parsed.
-    pub fn spec(&self, api_mode: Option<talaria_agent::model::ApiMode>) -> talaria_agent::model::ProviderSpec {
-        talaria_agent::model::ProviderSpec {
+    ///
+    /// # Errors
+    /// A timeout that is not a number of seconds above 0, or an unknown `tool_choice`.
+    pub fn spec(&self, api_mode: Option<ApiMode>) -> Result<ProviderSpec, ProviderError> {
+        let spec = ProviderSpec {
             provider: self.provider.clone(),
             model: self.model.clone(),
             base_url: self.base_url.clone(),
             api_mode,
             key_env: self.key_env.clone(),
             max_tokens: self.max_tokens,
-        }
+            ..ProviderSpec::default()
+        };
+        wire(
+            spec,
+            [
+                self.connect_timeout_secs,
+                self.first_byte_timeout_secs,
+                self.idle_timeout_secs,
+                self.request_timeout_secs,
+            ],
+            self.tool_choice.as_deref(),
+        )
     }
 }
 
@@ -378,6 +454,30 @@ mod tests {
             toml::from_str("[sandbox]\nmax_tools_per_plugin = 300\nmax_spec_kb = 256\n").expect("valid");
         let limits = set.limits();
         assert_eq!((limits.max_tools_per_plugin, limits.max_spec_bytes), (300, 256 * 1024));
+    }
+
+    #[test]
+    fn timeouts_and_tool_choice_are_read_per_provider() {
+        let parsed: ConfigToml = toml::from_str(
+            "[model]\nname = \"m\"\nfirst_byte_timeout_secs = 2.5\ntool_choice = \"off\"\n\
+             [[fallback_providers]]\nmodel = \"f\"\nidle_timeout_secs = 5\n",
+        )
+        .expect("valid");
+        let spec = parsed.model.as_ref().expect("model").wire(ProviderSpec::default()).expect("wire");
+        assert_eq!(spec.first_byte_timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(spec.tool_choice, Some(ToolChoice::Off));
+        assert_eq!(spec.connect_timeout, None, "unset keys keep the defaults");
+        let fallback = parsed.fallback_providers[0].spec(None).expect("spec");
+        assert_eq!(fallback.idle_timeout, Some(Duration::from_secs(5)));
+        assert_eq!(fallback.tool_choice, None);
+
+        let bad: ConfigToml =
+            toml::from_str("[model]\nconnect_timeout_secs = 0\ntool_choice = \"auto\"\n").expect("toml");
+        let err = bad.model.as_ref().expect("model").wire(ProviderSpec::default()).expect_err("zero");
+        assert!(err.to_string().contains("connect_timeout_secs = 0 is not a number of seconds above 0"), "{err}");
+        let bad: ConfigToml = toml::from_str("[model]\ntool_choice = \"maybe\"\n").expect("toml");
+        let err = bad.model.as_ref().expect("model").wire(ProviderSpec::default()).expect_err("unknown");
+        assert!(err.to_string().contains("use auto, required, none or off"), "{err}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use talaria_agent::Agent;
+use talaria_agent::{Agent, ContextBudget};
 use talaria_protocol::{ContextStatus, Message, PluginSession};
 use talaria_store::Store;
 
@@ -66,17 +66,20 @@ pub async fn run(ctx: &Ctx, cmd: ContextCmd) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    let (status, plugin_session) = match &found {
+    let (status, plugin_session, budget) = match &found {
         Some(info) => {
             let messages: Vec<Message> = store.messages(&info.id)?.into_iter().map(|m| m.message).collect();
             let system = store.system_prompt(&info.id)?;
             let (mut tools, _) = runtime.tools().await;
             tools.extend(talaria_agent::builtin::specs());
+            let count = u32::try_from(messages.len()).unwrap_or(u32::MAX);
+            let compressions = Agent::compressions_before(&store, info);
+            let budget = ContextBudget::estimate(&system, &tools, &messages, context_length);
             let status = ContextStatus {
                 prompt_tokens: talaria_agent::estimate_tokens(&system, &tools, &messages),
                 context_length,
-                message_count: u32::try_from(messages.len()).unwrap_or(u32::MAX),
-                compressions: Agent::compressions_before(&store, info),
+                message_count: count,
+                compressions,
             };
             let session = PluginSession {
                 session_id: info.id.clone(),
@@ -84,11 +87,20 @@ pub async fn run(ctx: &Ctx, cmd: ContextCmd) -> anyhow::Result<ExitCode> {
                 workspace: info.cwd.clone(),
                 model: info.model.clone(),
             };
-            (status, session)
+            (status, session, Some((budget, count, compressions)))
         }
-        None => (ContextStatus { context_length, ..ContextStatus::default() }, PluginSession::default()),
+        None => (ContextStatus { context_length, ..ContextStatus::default() }, PluginSession::default(), None),
     };
-    let lines = runtime.context_report(&plugin, status, &plugin_session).await.map_err(|e| anyhow::anyhow!(e))?;
+    // The engine measures what it can shrink: the conversation, against the room the fixed
+    // part of the prompt leaves (as in a chat).
+    let (engine_status, mut lines) = match budget {
+        Some((budget, count, compressions)) => {
+            (budget.engine_status(count, compressions), vec![("fixed prompt".to_string(), budget.describe())])
+        }
+        None => (status, Vec::new()),
+    };
+    lines
+        .extend(runtime.context_report(&plugin, engine_status, &plugin_session).await.map_err(|e| anyhow::anyhow!(e))?);
     let label = format!("{} ({}, version {})", plugin.name(), plugin.scope.label(), plugin.manifest.version);
     println!("{}", status_lines(&label, &status, &lines));
     match &found {

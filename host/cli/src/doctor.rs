@@ -10,7 +10,7 @@
 //! $ talaria doctor --offline
 //! ok: config: /home/me/.talaria/config.toml parses
 //! ok: home: /home/me/.talaria is writable
-//! ok: state: /home/me/.talaria/state.db (schema v3, 12 sessions)
+//! ok: state: /home/me/.talaria/state.db (schema v4, 12 sessions)
 //! ok: model: ollama/llama3.2 at http://localhost:11434/v1 (chat_completions)
 //! ...
 //! ```
@@ -276,7 +276,7 @@ fn check_fallbacks(ctx: &Ctx, secrets: &Secrets, r: &mut Report) {
                 }
             },
         };
-        match Provider::resolve(f.spec(api_mode), |name| secrets.value(name)) {
+        match f.spec(api_mode).and_then(|spec| Provider::resolve(spec, |name| secrets.value(name))) {
             Ok(p) => r.ok(&label, &format!("{} at {}", p.label(), p.base_url)),
             Err(e) => r.warn(&label, &format!("left out of the chain: {e}")),
         }

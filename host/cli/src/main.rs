@@ -40,6 +40,7 @@ mod setup;
 mod signals;
 mod tools;
 mod ui;
+mod waiting;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

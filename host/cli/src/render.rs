@@ -3,12 +3,17 @@
 //! The answer streams as it arrives; on a terminal each finished line is redrawn with light
 //! markdown styling (headings, bold, inline code, code blocks, bullets). Tool calls get one
 //! progress line each. With `answer_to_stdout` off (`chat -q`) the answer is not streamed: the
-//! caller prints the final text on stdout, and only progress goes to stderr.
+//! caller prints the final text on stdout, and only progress goes to stderr. While a model
+//! request waits for its first token, a [`Waiting`] indicator runs on stderr (a terminal only).
+//! A reply whose stream broke is shown marked as cut (it is never kept); one cut off at the
+//! output-token limit is announced by the loop's notice and kept.
 
 use std::io::Write as _;
 
 use owo_colors::OwoColorize as _;
-use talaria_protocol::{Event, NoticeLevel, Outcome};
+use talaria_protocol::{Event, NoticeLevel, Outcome, TurnEnd};
+
+use crate::waiting::Waiting;
 
 /// Turns events into terminal output.
 pub struct Renderer {
@@ -22,6 +27,11 @@ pub struct Renderer {
     in_reasoning: bool,
     text_started: bool,
     show_reasoning: bool,
+    /// stderr is a terminal: a waiting indicator may run there.
+    indicator: bool,
+    waiting: Option<Waiting>,
+    /// Text of the current answer was streamed to stdout (shown, so not repeated when cut).
+    streamed: bool,
 }
 
 impl Renderer {
@@ -37,6 +47,15 @@ impl Renderer {
             in_reasoning: false,
             text_started: false,
             show_reasoning: true,
+            indicator: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            waiting: None,
+            streamed: false,
+        }
+    }
+
+    fn stop_waiting(&mut self) {
+        if let Some(mut waiting) = self.waiting.take() {
+            waiting.stop();
         }
     }
 
@@ -47,6 +66,7 @@ impl Renderer {
 
     /// Print a progress line (stdout in the REPL, stderr for `-q`).
     pub fn progress(&mut self, text: &str) {
+        self.stop_waiting();
         self.end_text();
         if self.answer_to_stdout {
             putln!(std::io::stdout(), "{text}");
@@ -56,6 +76,25 @@ impl Renderer {
     }
 
     pub fn handle(&mut self, event: &Event) {
+        match event {
+            Event::RequestSent { model } => {
+                self.stop_waiting();
+                if self.indicator {
+                    self.waiting = Some(Waiting::start(model.clone(), self.progress_fancy));
+                }
+                return;
+            }
+            // Usage arrives after the answer; notices (retries) leave the indicator running.
+            Event::Usage { .. } => return,
+            Event::Notice { level, text } if self.waiting.is_some() => {
+                let fancy = self.progress_fancy;
+                if let Some(waiting) = &self.waiting {
+                    waiting.interrupt(|| notice(*level, text, fancy));
+                }
+                return;
+            }
+            _ => self.stop_waiting(),
+        }
         match event {
             Event::TextDelta { text } => self.text(text),
             Event::ReasoningDelta { text } => self.reasoning(text),
@@ -80,21 +119,39 @@ impl Renderer {
             }
             Event::Notice { level, text } => {
                 self.end_text();
-                let fancy = self.progress_fancy;
-                match (level, fancy) {
-                    (NoticeLevel::Warn, true) => putln!(std::io::stderr(), "{} {text}", "warning:".yellow().bold()),
-                    (NoticeLevel::Warn, false) => putln!(std::io::stderr(), "warning: {text}"),
-                    (NoticeLevel::Info, true) => putln!(std::io::stderr(), "{}", format!("┊ {text}").dimmed()),
-                    (NoticeLevel::Info, false) => putln!(std::io::stderr(), "note: {text}"),
-                }
+                notice(*level, text, self.progress_fancy);
             }
-            Event::Usage { .. } | Event::ApprovalNeeded(_) | Event::ClarifyNeeded(_) => {}
+            Event::Usage { .. } | Event::ApprovalNeeded(_) | Event::ClarifyNeeded(_) | Event::RequestSent { .. } => {}
             Event::TurnEnd(end) => {
                 self.end_text();
-                match &end.outcome {
-                    Outcome::Completed | Outcome::BudgetExhausted => {}
-                    Outcome::Interrupted => self.progress_warn("interrupted; nothing of the unfinished reply was kept"),
-                    Outcome::Failed(e) => self.progress_error(e),
+                self.turn_end(end);
+                self.streamed = false;
+            }
+        }
+    }
+
+    fn turn_end(&mut self, end: &TurnEnd) {
+        match &end.outcome {
+            Outcome::Completed | Outcome::BudgetExhausted | Outcome::Truncated => {}
+            Outcome::Interrupted => self.progress_warn("interrupted; nothing of the unfinished reply was kept"),
+            Outcome::Failed(e) => {
+                self.progress_error(e);
+                if end.partial.trim().is_empty() {
+                    return;
+                }
+                if self.answer_to_stdout && self.streamed {
+                    self.progress_warn("the reply above was cut off before its end; it was not kept");
+                } else {
+                    let head = "what arrived before the reply was cut off (not kept):";
+                    if self.progress_fancy {
+                        putln!(std::io::stderr(), "{}", head.yellow());
+                    } else {
+                        putln!(std::io::stderr(), "{head}");
+                    }
+                    for line in end.partial.trim_end().lines() {
+                        putln!(std::io::stderr(), "  | {line}");
+                    }
+                    putln!(std::io::stderr(), "  [cut]");
                 }
             }
         }
@@ -141,6 +198,7 @@ impl Renderer {
         if !self.answer_to_stdout {
             return;
         }
+        self.streamed = true;
         if self.in_reasoning {
             putln!(std::io::stdout());
             self.in_reasoning = false;
@@ -216,6 +274,16 @@ impl Renderer {
             let _ = std::io::stdout().flush();
             self.text_started = false;
         }
+    }
+}
+
+/// A notice on stderr, styled when `fancy`.
+fn notice(level: NoticeLevel, text: &str, fancy: bool) {
+    match (level, fancy) {
+        (NoticeLevel::Warn, true) => putln!(std::io::stderr(), "{} {text}", "warning:".yellow().bold()),
+        (NoticeLevel::Warn, false) => putln!(std::io::stderr(), "warning: {text}"),
+        (NoticeLevel::Info, true) => putln!(std::io::stderr(), "{}", format!("┊ {text}").dimmed()),
+        (NoticeLevel::Info, false) => putln!(std::io::stderr(), "note: {text}"),
     }
 }
 

@@ -481,15 +481,24 @@ impl Repl<'_> {
                 let stored = self.session.shared.store.session(self.session.agent.session_id())?;
                 let line = match stored {
                     Some(s) => format!(
-                        "session {}: {} model calls, {} input tokens ({} cached), {} output tokens; this run: {} calls, {} in / {} out",
+                        "session {}: {} model calls, {}{} input tokens ({} cached), {}{} output tokens; this run: {} calls, {}{} in / {}{} out{}",
                         s.id,
                         s.api_call_count,
+                        s.usage.approx(),
                         s.usage.input_tokens,
                         s.usage.cache_read_tokens,
+                        s.usage.approx(),
                         s.usage.output_tokens,
                         calls,
+                        usage.approx(),
                         usage.input_tokens,
-                        usage.output_tokens
+                        usage.approx(),
+                        usage.output_tokens,
+                        if s.usage.estimated || usage.estimated {
+                            " (~ estimated: the provider reported no usage)"
+                        } else {
+                            ""
+                        }
                     ),
                     None => "nothing sent yet".to_string(),
                 };

@@ -222,12 +222,16 @@ fn print_header(s: &SessionInfo) {
 
 fn tokens_text(s: &SessionInfo) -> String {
     let u = &s.usage;
-    let mut text = format!("{} in, {} out", u.input_tokens, u.output_tokens);
+    let approx = u.approx();
+    let mut text = format!("{approx}{} in, {approx}{} out", u.input_tokens, u.output_tokens);
     if u.cache_read_tokens > 0 {
         text.push_str(&format!(", {} read from cache", u.cache_read_tokens));
     }
     if u.reasoning_tokens > 0 {
         text.push_str(&format!(", {} reasoning", u.reasoning_tokens));
+    }
+    if u.estimated {
+        text.push_str(" (~ estimated: the provider did not report usage for every call)");
     }
     text
 }

@@ -31,6 +31,13 @@ pub enum Event {
         usage: Usage,
         model: String,
     },
+    /// A model call was sent and nothing of its answer has arrived yet: a front door may show
+    /// a waiting indicator (with the time elapsed) until the next event. Retries of the same
+    /// call are announced as notices, not as new requests.
+    RequestSent {
+        /// `provider/model`, as notices name it.
+        model: String,
+    },
     /// Something the user should know that is not part of the answer: a retry, a fallback, a
     /// result saved to a file.
     Notice {
@@ -112,6 +119,10 @@ pub struct TurnEnd {
     pub outcome: Outcome,
     /// The final answer shown to the user (empty when interrupted or failed).
     pub text: String,
+    /// What arrived of a reply whose stream broke before its end (outcome `failed`): to be
+    /// shown marked as cut, never kept in history. Empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub partial: String,
     /// Usage of the whole turn.
     pub usage: Usage,
     /// Model calls made in this turn.
@@ -127,17 +138,23 @@ pub enum Outcome {
     Interrupted,
     /// The iteration budget ran out; `text` is a summary of the work done.
     BudgetExhausted,
+    /// The answer was cut off by the output-token limit (`finish_reason: length`, Anthropic's
+    /// `max_tokens`, Responses' `max_output_tokens`); `text` is what arrived, and it was kept
+    /// in the session marked as cut.
+    Truncated,
     /// Every provider failed; the detail says why.
     Failed(String),
 }
 
 impl Outcome {
-    /// Its serialized kind: `completed`, `interrupted`, `budget_exhausted` or `failed`.
+    /// Its serialized kind: `completed`, `interrupted`, `budget_exhausted`, `truncated` or
+    /// `failed`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Completed => "completed",
             Self::Interrupted => "interrupted",
             Self::BudgetExhausted => "budget_exhausted",
+            Self::Truncated => "truncated",
             Self::Failed(_) => "failed",
         }
     }

@@ -136,15 +136,31 @@ pub struct Usage {
     /// Output tokens spent on reasoning (included in `output_tokens`).
     #[serde(default)]
     pub reasoning_tokens: u64,
+    /// Some of these counts are talaria's estimates (about 4 characters a token), because the
+    /// provider reported no usage (a stream without a usage chunk). Show them as `~N`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 impl Usage {
+    /// Adds `other`'s counts; the sum is an estimate when either part is.
     pub fn add(&mut self, other: &Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
         self.reasoning_tokens += other.reasoning_tokens;
+        self.estimated |= other.estimated;
+    }
+
+    /// `~` when the counts are estimates, else nothing: a prefix for showing a count.
+    ///
+    /// ```
+    /// let usage = talaria_protocol::Usage { input_tokens: 120, estimated: true, ..Default::default() };
+    /// assert_eq!(format!("{}{} in", usage.approx(), usage.input_tokens), "~120 in");
+    /// ```
+    pub fn approx(&self) -> &'static str {
+        if self.estimated { "~" } else { "" }
     }
 }
 

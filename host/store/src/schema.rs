@@ -7,9 +7,11 @@
 //!    (any substring of three characters or more: CJK text, identifiers, paths). Only active
 //!    messages are indexed: turning a message inactive (undo) takes it out of both indexes.
 //! 3. `session_leases`: which process is answering a session right now (see [`crate::lease`]).
+//! 4. `sessions.estimated_calls`: model calls whose token counts talaria estimated because the
+//!    provider reported none (the session's totals are then shown as estimates).
 //!
 //! ```
-//! assert_eq!(talaria_store::schema::VERSION, 3);
+//! assert_eq!(talaria_store::schema::VERSION, 4);
 //! ```
 
 use std::time::{Duration, Instant};
@@ -119,6 +121,8 @@ pub const MIGRATIONS: &[&str] = &[
         acquired_at INTEGER NOT NULL,
         expires_at  INTEGER NOT NULL
     ) WITHOUT ROWID;",
+    // 4: model calls whose usage was estimated.
+    "ALTER TABLE sessions ADD COLUMN estimated_calls INTEGER NOT NULL DEFAULT 0;",
 ];
 
 fn migrations() -> Migrations<'static> {

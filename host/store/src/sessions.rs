@@ -114,7 +114,8 @@ const SESSION_COLUMNS: &str = "
            s.message_count, s.tool_call_count, s.api_call_count,
            s.input_tokens, s.output_tokens, s.cache_read_tokens, s.cache_write_tokens, s.reasoning_tokens,
            (SELECT substr(m.content, 1, 400) FROM messages m
-             WHERE m.session_id = s.id AND m.role = 'user' AND m.active ORDER BY m.id LIMIT 1)
+             WHERE m.session_id = s.id AND m.role = 'user' AND m.active ORDER BY m.id LIMIT 1),
+           s.estimated_calls
     FROM sessions s";
 
 pub(crate) const MESSAGE_COLUMNS: &str =
@@ -254,7 +255,8 @@ impl Store {
         Ok(ids)
     }
 
-    /// Add one or more model calls' token usage to the session's totals.
+    /// Add one or more model calls' token usage to the session's totals. Estimated usage
+    /// ([`Usage::estimated`]) marks the totals as estimates from then on.
     ///
     /// # Errors
     /// [`Error::SessionNotFound`].
@@ -266,7 +268,8 @@ impl Store {
                 "UPDATE sessions SET api_call_count = api_call_count + ?2,
                         input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
                         cache_read_tokens = cache_read_tokens + ?5, cache_write_tokens = cache_write_tokens + ?6,
-                        reasoning_tokens = reasoning_tokens + ?7, updated_at = max(updated_at, ?8)
+                        reasoning_tokens = reasoning_tokens + ?7, updated_at = max(updated_at, ?8),
+                        estimated_calls = estimated_calls + ?9
                  WHERE id = ?1",
                 params![
                     session_id,
@@ -276,7 +279,8 @@ impl Store {
                     t(usage.cache_read_tokens),
                     t(usage.cache_write_tokens),
                     t(usage.reasoning_tokens),
-                    now
+                    now,
+                    if usage.estimated { api_calls } else { 0 }
                 ],
             )?;
             if touched == 0 {
@@ -572,6 +576,7 @@ fn session_from_row(r: &Row<'_>) -> rusqlite::Result<SessionInfo> {
             cache_read_tokens: tokens(16)?,
             cache_write_tokens: tokens(17)?,
             reasoning_tokens: tokens(18)?,
+            estimated: r.get::<_, i64>(20)? > 0,
         },
         preview: r.get::<_, Option<String>>(19)?.map(|p| preview(&p)),
     })

@@ -11,6 +11,8 @@
 //! - [`Script`]: the [`Step`]s it answers with, one per model request, in order, across
 //!   routes; built in Rust or loaded from JSON (see [`script`] for the format).
 //! - [`auto`]: the rule a script falls back to for benchmarks ("use read_file 20 times").
+//! - [`Mode`]: answer as a well-behaved OpenAI-compatible server ([`Mode::Normal`]) or as
+//!   llama-cpp-python's server does ([`Mode::Strict`], see [`strict`]).
 //!
 //! The `talaria-mock-llm` binary serves a script file or the auto rule on a port.
 //!
@@ -30,6 +32,7 @@
 pub mod auto;
 pub mod script;
 mod server;
+pub mod strict;
 mod wire;
 
 use std::net::{SocketAddr, TcpListener};
@@ -66,6 +69,33 @@ impl Recorded {
     }
 }
 
+/// How the Chat Completions route judges requests and shapes its streams (the Anthropic and
+/// Responses routes answer the same in both modes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// As OpenAI documents it: any valid request is served, usage when asked for.
+    #[default]
+    Normal,
+    /// As llama-cpp-python's server: `"content": null` refused with HTTP 500, tools without
+    /// `tool_choice` hidden from the model, tool-call chunks repeating ids and names with the
+    /// legacy `function_call` beside them, no usage chunk (see [`strict`]).
+    Strict,
+}
+
+impl Mode {
+    /// Both modes, for tests that must pass against either.
+    pub const ALL: [Mode; 2] = [Mode::Normal, Mode::Strict];
+
+    /// Serve `script` on a free loopback port in this mode.
+    ///
+    /// # Panics
+    /// When no loopback port or thread is available (this is a test fixture).
+    pub fn start(self, script: Script) -> MockLlm {
+        MockLlm::bind_with(SocketAddr::from(([127, 0, 0, 1], 0)), script, self)
+            .expect("the mock LLM needs a loopback port and a thread")
+    }
+}
+
 /// The running server. Dropping it stops the server and closes every connection.
 #[derive(Debug)]
 pub struct MockLlm {
@@ -90,6 +120,14 @@ impl MockLlm {
     /// # Errors
     /// When the address cannot be bound or the server thread cannot start.
     pub fn bind(addr: SocketAddr, script: Script) -> std::io::Result<Self> {
+        Self::bind_with(addr, script, Mode::Normal)
+    }
+
+    /// Serve `script` on `addr` in `mode`.
+    ///
+    /// # Errors
+    /// When the address cannot be bound or the server thread cannot start.
+    pub fn bind_with(addr: SocketAddr, script: Script, mode: Mode) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -98,7 +136,7 @@ impl MockLlm {
             let _context = runtime.enter();
             tokio::net::TcpListener::from_std(listener)?
         };
-        let shared = Arc::new(server::Shared::new(script));
+        let shared = Arc::new(server::Shared::new(script, mode));
         let (shutdown, stop) = oneshot::channel();
         let serving = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -134,7 +172,7 @@ impl MockLlm {
         self.shared.remaining()
     }
 
-    /// How many [`Step::Stall`] replies ended because the client went away.
+    /// How many [`Step::Stall`] and [`Step::Hang`] replies ended because the client went away.
     pub fn disconnects(&self) -> usize {
         self.shared.disconnects.load(Ordering::SeqCst)
     }

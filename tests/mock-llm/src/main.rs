@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use talaria_mock_llm::{MockLlm, Script};
+use talaria_mock_llm::{MockLlm, Mode, Script};
 
 /// A scripted mock LLM server speaking OpenAI Chat Completions (/v1/chat/completions), Anthropic
 /// Messages (/v1/messages) and OpenAI Responses (/v1/responses).
@@ -31,6 +31,9 @@ struct Args {
     /// Arguments of every auto tool call, as JSON; `{n}` becomes the call number.
     #[arg(long, value_name = "JSON", default_value = "{}", conflicts_with = "script")]
     tool_args: String,
+    /// Judge Chat Completions requests and shape streams as llama-cpp-python's server does.
+    #[arg(long)]
+    strict: bool,
 }
 
 fn main() -> ExitCode {
@@ -51,7 +54,8 @@ fn main() -> ExitCode {
             }
         },
     };
-    let mock = match MockLlm::bind(SocketAddr::from(([127, 0, 0, 1], args.port)), script) {
+    let mode = if args.strict { Mode::Strict } else { Mode::Normal };
+    let mock = match MockLlm::bind_with(SocketAddr::from(([127, 0, 0, 1], args.port)), script, mode) {
         Ok(mock) => mock,
         Err(e) => {
             eprintln!("talaria-mock-llm: cannot listen on port {}: {e}", args.port);

@@ -9,7 +9,10 @@
 //!     {"error": {"status": 429, "retry_after": 1}},
 //!     {"delay": {"ms": 50, "then": {"reply": {"text": "Done.", "reasoning": "easy", "usage": {"input": 12, "output": 3}}}}},
 //!     {"stall": {"text": "thinking about it"}},
-//!     {"cut": {"text": "half an ans"}}
+//!     {"cut": {"text": "half an ans"}},
+//!     {"reply": {"text": "Once upon a", "truncated": true}},
+//!     "hang",
+//!     {"empty_stream": {"pings": 2}}
 //!   ],
 //!   "repeat": false,
 //!   "auto": {"tool": "read_file", "args": {"path": "README.md"}}
@@ -81,6 +84,13 @@ pub enum Step {
     /// Stream `text`, then close the connection without the terminating event (or, non-streamed,
     /// after half of the JSON body).
     Cut { text: String },
+    /// Accept the request and never answer: no status line, no headers, until the client goes
+    /// away (counted by [`MockLlm::disconnects`](crate::MockLlm::disconnects)).
+    Hang,
+    /// Answer 200 with an event-stream content type, send `pings` keep-alive comments
+    /// (`: ping`), then close the stream without a single event, as llama-cpp-python's server
+    /// does when it fails inside a streamed reply.
+    EmptyStream { pings: u32 },
     /// Wait `ms` milliseconds before answering with `then`.
     Delay { ms: u64, then: Box<Step> },
 }
@@ -109,6 +119,16 @@ impl Step {
     /// See [`Step::Cut`].
     pub fn cut(text: impl Into<String>) -> Self {
         Self::Cut { text: text.into() }
+    }
+
+    /// See [`Step::Hang`].
+    pub fn hang() -> Self {
+        Self::Hang
+    }
+
+    /// See [`Step::EmptyStream`].
+    pub fn empty_stream(pings: u32) -> Self {
+        Self::EmptyStream { pings }
     }
 
     /// This step, answered after `ms` milliseconds.
@@ -146,6 +166,11 @@ pub struct Reply {
     /// bytes / 4 (each at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The answer stops at the output-token limit: `finish_reason: "length"` (Chat
+    /// Completions), `stop_reason: "max_tokens"` (Anthropic), status `incomplete` with reason
+    /// `max_output_tokens` (Responses).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
 impl Reply {
@@ -167,6 +192,12 @@ impl Reply {
 
     pub fn usage(mut self, input: u64, output: u64) -> Self {
         self.usage = Some(Usage { input, output });
+        self
+    }
+
+    /// See [`Reply::truncated`].
+    pub fn truncated(mut self) -> Self {
+        self.truncated = true;
         self
     }
 }
@@ -213,11 +244,20 @@ pub struct HttpError {
     /// Seconds, sent as a `retry-after` header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
+    /// The `content-type` of a verbatim `body` (default: JSON when it parses, else HTML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
 }
 
 impl HttpError {
     pub fn new(status: u16) -> Self {
-        Self { status, message: None, body: None, retry_after: None }
+        Self { status, message: None, body: None, retry_after: None, content_type: None }
+    }
+
+    /// See [`HttpError::content_type`].
+    pub fn content_type(mut self, content_type: impl Into<String>) -> Self {
+        self.content_type = Some(content_type.into());
+        self
     }
 
     pub fn message(mut self, message: impl Into<String>) -> Self {

@@ -25,14 +25,15 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use crate::Recorded;
 use crate::script::{Auto, HttpError, Reply, Script, Step, Usage};
 use crate::wire::{Answer, Call, Wire};
+use crate::{Mode, Recorded, strict};
 
 /// State shared by the server thread and the [`MockLlm`](crate::MockLlm) handle.
 #[derive(Debug)]
 pub(crate) struct Shared {
     state: Mutex<State>,
+    mode: Mode,
     pub(crate) disconnects: AtomicUsize,
     /// Tool calls made so far, for ids.
     calls: AtomicU64,
@@ -49,7 +50,7 @@ struct State {
 }
 
 impl Shared {
-    pub(crate) fn new(script: Script) -> Self {
+    pub(crate) fn new(script: Script, mode: Mode) -> Self {
         let state = State {
             steps: script.steps.into(),
             last: None,
@@ -57,7 +58,7 @@ impl Shared {
             auto: script.auto,
             requests: Vec::new(),
         };
-        Self { state: Mutex::new(state), disconnects: AtomicUsize::new(0), calls: AtomicU64::new(0) }
+        Self { state: Mutex::new(state), mode, disconnects: AtomicUsize::new(0), calls: AtomicU64::new(0) }
     }
 
     /// The state, even if a panicking thread poisoned the lock (it holds plain data).
@@ -101,6 +102,14 @@ impl Shared {
                 HttpError::new(400).message("the request body is not a JSON object")
             };
             return Err(Box::new(error_response(ask.wire, &error)));
+        }
+        if self.mode == Mode::Strict
+            && ask.wire == Wire::ChatCompletions
+            && let Some(refusal) = strict::refusal(&request.body)
+        {
+            // Refused before the model runs: no step is used.
+            state.requests.push(request);
+            return Err(Box::new(json_response(StatusCode::INTERNAL_SERVER_ERROR, &refusal)));
         }
         let step = state.record_and_step(request, ask.wire);
         ask.id = state.requests.len();
@@ -158,6 +167,8 @@ struct Ask {
     stream: bool,
     include_usage: bool,
     body_len: usize,
+    /// Strict mode: the request offers tools the model never sees (no `tool_choice`).
+    tools_hidden: bool,
 }
 
 async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Response<MockBody>, Infallible> {
@@ -188,6 +199,7 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         include_usage: body.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false),
         body_len: bytes.len(),
+        tools_hidden: wire == Wire::ChatCompletions && strict::tools_hidden(&body),
     });
     let request = Recorded { path, headers, body };
     let (step, ask) = match shared.take_step(request, ask, &parts.method) {
@@ -201,8 +213,26 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         tokio::time::sleep(Duration::from_millis(ms)).await;
         step = *then;
     }
+    if shared.mode == Mode::Strict
+        && ask.tools_hidden
+        && let Step::Reply(reply) = &step
+        && !reply.tool_calls.is_empty()
+    {
+        step = Step::Reply(Reply::text(strict::HIDDEN_TOOLS));
+    }
     Ok(match step {
         Step::Reply(reply) => reply_response(&shared, &ask, &reply),
+        Step::Hang => {
+            let _guard = StallGuard(Arc::clone(&shared));
+            match std::future::pending::<Infallible>().await {}
+        }
+        Step::EmptyStream { pings } => {
+            let frames = (0..pings).map(|_| Bytes::from_static(b": ping\n\n")).collect();
+            let mut response =
+                with_type(Response::new(MockBody { frames, tail: Tail::End, paused: false }), "text/event-stream");
+            response.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            response
+        }
         Step::Error(error) => error_response(ask.wire, &error),
         Step::Stall { text } if ask.stream => {
             let guard = StallGuard(Arc::clone(&shared));
@@ -257,13 +287,14 @@ fn answer<'a>(shared: &Shared, ask: &'a Ask, reply: &'a Reply) -> Answer<'a> {
         reasoning: reply.reasoning.as_deref(),
         calls,
         usage,
+        truncated: reply.truncated,
     }
 }
 
 fn reply_response(shared: &Shared, ask: &Ask, reply: &Reply) -> Response<MockBody> {
     let answer = answer(shared, ask, reply);
     if ask.stream {
-        let sse = ask.wire.sse(&answer, ask.include_usage);
+        let sse = ask.wire.sse(&answer, ask.include_usage, shared.mode);
         sse_response(sse.events, Tail::End)
     } else {
         json_response(StatusCode::OK, &ask.wire.json(&answer))
@@ -274,7 +305,7 @@ fn reply_response(shared: &Shared, ask: &Ask, reply: &Reply) -> Response<MockBod
 fn partial_stream(shared: &Shared, ask: &Ask, text: String, tail: Tail) -> Response<MockBody> {
     let reply = Reply::text(text);
     let answer = answer(shared, ask, &reply);
-    let mut sse = ask.wire.sse(&answer, ask.include_usage);
+    let mut sse = ask.wire.sse(&answer, ask.include_usage, shared.mode);
     sse.events.truncate(sse.partial);
     sse_response(sse.events, tail)
 }
@@ -324,7 +355,13 @@ fn error_response(wire: Wire, error: &HttpError) -> Response<MockBody> {
     let mut response = match &error.body {
         Some(raw) => {
             let kind = if serde_json::from_str::<Value>(raw).is_ok() { "application/json" } else { "text/html" };
-            let mut response = with_type(Response::new(MockBody::full(raw.clone())), kind);
+            let mut response = Response::new(MockBody::full(raw.clone()));
+            let kind = error
+                .content_type
+                .as_deref()
+                .and_then(|t| HeaderValue::from_str(t).ok())
+                .unwrap_or(HeaderValue::from_static(kind));
+            response.headers_mut().insert(CONTENT_TYPE, kind);
             *response.status_mut() = status;
             response
         }

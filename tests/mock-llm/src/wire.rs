@@ -11,6 +11,7 @@ mod responses;
 
 use serde_json::{Value, json};
 
+use crate::Mode;
 use crate::script::Usage;
 
 /// A model route, and so the wire format of the reply.
@@ -46,9 +47,9 @@ impl Wire {
     }
 
     /// The streamed reply. `include_usage` is Chat Completions' `stream_options.include_usage`.
-    pub(crate) fn sse(self, answer: &Answer<'_>, include_usage: bool) -> Sse {
+    pub(crate) fn sse(self, answer: &Answer<'_>, include_usage: bool, mode: Mode) -> Sse {
         match self {
-            Self::ChatCompletions => chat::sse(answer, include_usage),
+            Self::ChatCompletions => chat::sse(answer, include_usage, mode),
             Self::AnthropicMessages => anthropic::sse(answer),
             Self::Responses => responses::sse(answer),
         }
@@ -98,6 +99,8 @@ pub(crate) struct Answer<'a> {
     pub reasoning: Option<&'a str>,
     pub calls: Vec<Call>,
     pub usage: Usage,
+    /// Cut at the output-token limit.
+    pub truncated: bool,
 }
 
 /// A tool call with its server-wide number (1-based), which makes its ids.

@@ -9,6 +9,10 @@
 //!   that turn's calls only; finished turns are synced in the background.
 //! - The context engine is asked before every model call; a compression ends the session and
 //!   continues in a child session holding the compressed history (the parent stays searchable).
+//!   The engine measures only what compression can shrink: the conversation, against the room
+//!   the fixed part of every request (system prompt and tool schemas) leaves in the window
+//!   ([`ContextBudget`]). When the fixed part alone fills the window, the user is told once and
+//!   nothing is compressed.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -71,6 +75,81 @@ fn decision_name(d: &HookDecision) -> &'static str {
         HookDecision::RequireApproval(_) => "require_approval",
         HookDecision::AddContext(_) => "add_context",
         HookDecision::ReplaceResult(_) => "replace_result",
+    }
+}
+
+/// How a request shares the context window: the fixed part every call sends (system prompt and
+/// tool schemas), and the conversation, the only part compression can shrink.
+///
+/// ```
+/// use talaria_agent::ContextBudget;
+/// let budget = ContextBudget { fixed_tokens: 3_600, conversation_tokens: 200, context_length: 4_096 };
+/// let status = budget.engine_status(4, 0);
+/// assert_eq!((status.prompt_tokens, status.context_length), (200, 496));
+/// assert!(!budget.fixed_fills_window());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContextBudget {
+    /// System prompt and tool schemas.
+    pub fixed_tokens: u64,
+    /// The history (what compression works on).
+    pub conversation_tokens: u64,
+    /// The model's window.
+    pub context_length: u64,
+}
+
+impl ContextBudget {
+    /// Estimated at 4 characters a token.
+    pub fn estimate(
+        system_prompt: &str,
+        tools: &[talaria_protocol::ToolSpec],
+        messages: &[Message],
+        context_length: u64,
+    ) -> Self {
+        let tools_chars = serde_json::to_string(tools).map_or(0, |t| t.len());
+        Self {
+            fixed_tokens: chars_to_tokens(system_prompt.len() + tools_chars),
+            conversation_tokens: chars_to_tokens(message_chars(messages)),
+            context_length,
+        }
+    }
+
+    /// What the window leaves for the conversation.
+    pub fn room(&self) -> u64 {
+        self.context_length.saturating_sub(self.fixed_tokens)
+    }
+
+    /// The fixed part alone fills the window: no compression can make a request fit.
+    pub fn fixed_fills_window(&self) -> bool {
+        self.context_length > 0 && self.fixed_tokens >= self.context_length
+    }
+
+    /// What a context engine measures: the conversation, against [`ContextBudget::room`] (0,
+    /// "unknown", when the fixed part fills the window, so no engine compresses).
+    pub fn engine_status(&self, message_count: u32, compressions: u32) -> ContextStatus {
+        ContextStatus {
+            prompt_tokens: self.conversation_tokens,
+            context_length: self.room(),
+            message_count,
+            compressions,
+        }
+    }
+
+    /// The line `/context` and `talaria context status` show about the fixed part.
+    pub fn describe(&self) -> String {
+        if self.fixed_fills_window() {
+            format!(
+                "≈{} tokens (system prompt and tool schemas), more than the {}-token window: compression cannot help",
+                self.fixed_tokens, self.context_length
+            )
+        } else {
+            format!(
+                "≈{} tokens (system prompt and tool schemas; not compressible); the engine measures the \
+                 conversation against the {} tokens left",
+                self.fixed_tokens,
+                self.room()
+            )
+        }
     }
 }
 
@@ -331,11 +410,51 @@ impl Agent {
         chars_to_tokens(self.system_prompt.len() + self.tools_chars + message_chars(&self.history))
     }
 
+    /// How the next request shares the window. The fixed part is estimated, scaled by how the
+    /// provider's last reported prompt size compared with the estimate at the time.
+    pub fn context_budget(&self) -> ContextBudget {
+        let total = self.context_status().prompt_tokens;
+        let estimated_fixed = chars_to_tokens(self.system_prompt.len() + self.tools_chars);
+        let fixed = match self.last_prompt {
+            Some((reported, estimated_then)) if estimated_then > 0 => {
+                let scaled = u128::from(estimated_fixed) * u128::from(reported) / u128::from(estimated_then);
+                u64::try_from(scaled).unwrap_or(u64::MAX)
+            }
+            _ => estimated_fixed,
+        };
+        ContextBudget {
+            fixed_tokens: fixed,
+            conversation_tokens: total.saturating_sub(fixed),
+            context_length: self.shared.config.context_length,
+        }
+    }
+
+    /// What the context engine is shown: the conversation against the room left for it.
+    fn engine_status(&self) -> ContextStatus {
+        let message_count = u32::try_from(self.history.len()).unwrap_or(u32::MAX);
+        self.context_budget().engine_status(message_count, self.compressions)
+    }
+
     /// Before a model call: compress when the engine says so. A failure is reported and not
-    /// retried until the conversation has grown by a tenth.
+    /// retried until the conversation has grown by a tenth. When the fixed part of the prompt
+    /// alone fills the window, say so once and never ask the engine.
     pub(super) async fn maybe_compress(&mut self) {
+        let budget = self.context_budget();
+        if budget.fixed_fills_window() {
+            if !self.fixed_prompt_warned {
+                self.fixed_prompt_warned = true;
+                self.emitter.warn(format!(
+                    "the system prompt and tool schemas alone take ≈{} tokens, more than the model's context \
+                     window of {} tokens (context_length under [model]): requests may be refused or cut, and \
+                     compressing the conversation cannot help. Raise context_length if the model allows more, \
+                     or offer fewer tools (--toolsets, [agent] toolsets)",
+                    budget.fixed_tokens, budget.context_length
+                ));
+            }
+            return;
+        }
         let Some(engine) = self.shared.context_engine.clone() else { return };
-        let status = self.context_status();
+        let status = self.engine_status();
         if let Some(at) = self.compress_failed_at
             && status.prompt_tokens < at.saturating_add(at / 10)
         {
@@ -378,11 +497,14 @@ impl Agent {
             }),
             None => String::new(),
         };
-        let status = self.context_status();
+        let status = self.engine_status();
         let before = self.history.len();
         self.emitter.emit(Event::Notice {
             level: NoticeLevel::Info,
-            text: format!("compressing the conversation ({before} messages, ≈{} tokens)…", status.prompt_tokens),
+            text: format!(
+                "compressing the conversation ({before} messages, ≈{} tokens)…",
+                self.context_status().prompt_tokens
+            ),
         });
         let request = CompressRequest {
             messages: self.history.clone(),
@@ -472,15 +594,16 @@ impl Agent {
         count
     }
 
-    /// The context engine's report on this conversation.
+    /// The context engine's report on this conversation: the whole prompt's status, and the
+    /// engine's lines about the part it measures (the first line says how big the fixed part is).
     ///
     /// # Errors
     /// No engine, or it failed.
     pub async fn context_report(&self) -> Result<(String, ContextStatus, Vec<(String, String)>), String> {
         let engine = self.shared.context_engine.clone().ok_or("no context engine is active")?;
-        let status = self.context_status();
-        let lines = engine.report(status, &self.plugin_session()).await?;
-        Ok((engine.name().to_string(), status, lines))
+        let mut lines = vec![("fixed prompt".to_string(), self.context_budget().describe())];
+        lines.extend(engine.report(self.engine_status(), &self.plugin_session()).await?);
+        Ok((engine.name().to_string(), self.context_status(), lines))
     }
 
     /// Close the session for good in this process: wait for background memory syncs, tell the

@@ -14,6 +14,7 @@
 
 mod extend;
 mod lease;
+mod truncation;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -31,14 +32,15 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::Gate;
 use crate::builtin::{self, memory::Memory, todo::Todos};
 use crate::extensions::{ContextEngine, Hooks, MemoryProvider, NoHooks};
-use crate::model::{Chain, ChainState, Client, Delta, ModelRequest};
+use crate::model::{Chain, ChainState, Client, Delta, ModelRequest, Provider};
 use crate::prompt::{self, Platform, PromptInputs};
 use crate::tools::{self, ToolContext, ToolHost};
 use crate::toolsets::{Selection, Toolset, Toolsets};
 use crate::{Emitter, Error};
 
 use extend::TurnContext;
-pub use extend::{Compression, estimate_tokens};
+pub use extend::{Compression, ContextBudget, estimate_tokens};
+use truncation::truncation_notice;
 
 /// How the loop behaves; the CLI fills it from flags and config.
 #[derive(Debug, Clone)]
@@ -215,6 +217,8 @@ pub struct Agent {
     compressions: u32,
     /// Prompt tokens at which automatic compression last failed.
     compress_failed_at: Option<u64>,
+    /// The user was told that the fixed prompt alone fills the context window.
+    fixed_prompt_warned: bool,
     /// Tools a human approved for the session after a hook asked.
     hook_approvals: Mutex<HashSet<String>>,
     /// The session's lease while a turn runs (see [`lease`]).
@@ -228,6 +232,10 @@ pub struct Agent {
 struct Turn {
     usage: Usage,
     api_calls: u32,
+    /// The last answer stopped at the output-token limit.
+    truncated: bool,
+    /// What arrived of the last call's answer before its stream broke.
+    partial: String,
 }
 
 impl Agent {
@@ -339,6 +347,7 @@ impl Agent {
             last_prompt: None,
             compressions,
             compress_failed_at: None,
+            fixed_prompt_warned: false,
             hook_approvals: Mutex::new(HashSet::new()),
             lease: None,
             mark,
@@ -554,15 +563,28 @@ impl Agent {
         };
         let notices = self.emitter.clone();
         let on_notice = move |text: String| notices.emit(Event::Notice { level: NoticeLevel::Warn, text });
+        let model = self.chain.providers.get(self.chain_state.active_index()).map(Provider::label).unwrap_or_default();
+        self.emitter.emit(Event::RequestSent { model });
         let result =
             self.chain.complete(&self.shared.client, &mut self.chain_state, &request, &on_delta, &on_notice).await;
         turn.api_calls += 1;
         self.api_calls += 1;
-        let reply = result.map_err(|e| e.to_string())?;
+        let mut reply = match result {
+            Ok(reply) => reply,
+            Err(e) => {
+                turn.partial = e.partial().to_string();
+                return Err(e.to_string());
+            }
+        };
         self.emitter.emit(Event::MessageEnd);
         let reported = reply.usage.input_tokens;
-        if reported > 0 {
+        if reported > 0 && !reply.usage.estimated {
             self.last_prompt = Some((reported, estimate));
+        }
+        turn.truncated = reply.truncated();
+        if turn.truncated {
+            self.emitter.warn(truncation_notice(reply.finish_reason.as_deref(), &self.chain, &self.chain_state));
+            truncation::mark(&mut reply.message);
         }
         turn.usage.add(&reply.usage);
         self.usage.add(&reply.usage);
@@ -603,7 +625,12 @@ impl Agent {
     }
 
     fn finish(&self, outcome: Outcome, text: String, turn: &Turn) -> TurnEnd {
-        let end = TurnEnd { outcome, text, usage: turn.usage, api_calls: turn.api_calls };
+        let (outcome, text) = match outcome {
+            Outcome::Completed if turn.truncated => (Outcome::Truncated, truncation::unmarked(&text).to_string()),
+            other => (other, text),
+        };
+        let partial = if matches!(outcome, Outcome::Failed(_)) { turn.partial.clone() } else { String::new() };
+        let end = TurnEnd { outcome, text, partial, usage: turn.usage, api_calls: turn.api_calls };
         self.emitter.emit(Event::TurnEnd(end.clone()));
         end
     }

@@ -27,7 +27,7 @@ use talaria_protocol::{Message, ToolCall, Usage};
 use super::chat::emit_whole;
 use super::reply::{Collected, as_text};
 use super::sse::{self, Events};
-use super::{Delta, ModelError, ModelReply, ModelRequest, Provider};
+use super::{Delta, ModelError, ModelReply, ModelRequest, Provider, ToolChoice};
 
 /// `anthropic-version` sent with every request.
 const VERSION: &str = "2023-06-01";
@@ -40,20 +40,20 @@ pub(crate) async fn complete(
     request: &ModelRequest<'_>,
     on_delta: &(dyn Fn(Delta) + Send + Sync),
 ) -> Result<ModelReply, ModelError> {
-    let mut builder =
-        http.post(provider.url("messages")).header("anthropic-version", VERSION).json(&request_body(provider, request));
+    let url = provider.url("messages");
+    let mut builder = http.post(&url).header("anthropic-version", VERSION).json(&request_body(provider, request));
     if let Some(key) = &provider.api_key {
         builder = builder.header("x-api-key", key);
     }
-    let body = match sse::exchange(provider, builder, request.stream).await? {
-        sse::Answer::Stream(events) => return read_stream(provider, events, on_delta).await?.finish(provider),
+    let body = match sse::exchange(provider, &url, builder, request.stream).await? {
+        sse::Answer::Stream(events) => return read_stream(provider, events, on_delta).await?.finish(provider, &url),
         sse::Answer::Whole(body) => body,
     };
-    let collected = parse_message(provider, &body)?;
+    let collected = parse_message(provider, &url, &body)?;
     if request.stream {
         emit_whole(&collected, on_delta);
     }
-    collected.finish(provider)
+    collected.finish(provider, &url)
 }
 
 pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> Value {
@@ -104,6 +104,12 @@ pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> V
             .iter()
             .map(|tool| json!({"name": tool.name, "description": tool.description, "input_schema": tool.parameters}))
             .collect();
+        match provider.tool_choice {
+            ToolChoice::Auto => body["tool_choice"] = json!({"type": "auto"}),
+            ToolChoice::Required => body["tool_choice"] = json!({"type": "any"}),
+            ToolChoice::None => body["tool_choice"] = json!({"type": "none"}),
+            ToolChoice::Off => {}
+        }
     }
     body
 }
@@ -252,12 +258,16 @@ async fn read_stream(
     let mut blocks: Vec<(u64, Block)> = Vec::new();
     let mut usage = Usage::default();
     let mut stopped = false;
+    let url = events.url().to_string();
+    let streamed = |blocks: &[(u64, Block)]| -> String {
+        blocks.iter().filter_map(|(_, b)| if let Block::Text(t) = b { Some(t.as_str()) } else { None }).collect()
+    };
     while let Some(event) = events.next().await {
-        let event = event?;
+        let event = event.map_err(|e| e.with_partial(&streamed(&blocks)))?;
         if event.data.trim().is_empty() {
             continue;
         }
-        let data = sse::parse_data(provider, &event)?;
+        let data = sse::parse_data(provider, &url, &event)?;
         let kind = data.get("type").and_then(Value::as_str).unwrap_or(event.event.as_str());
         let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
         match kind {
@@ -272,8 +282,9 @@ async fn read_stream(
             "content_block_delta" => {
                 let delta = data.get("delta").unwrap_or(&Value::Null);
                 let Some((_, block)) = blocks.iter_mut().rev().find(|(i, _)| *i == index) else {
-                    return Err(ModelError::Protocol {
+                    return Err(ModelError::Malformed {
                         provider: provider.name.clone(),
+                        url: url.clone(),
                         message: format!("a delta for content block {index}, which never started"),
                     });
                 };
@@ -289,13 +300,13 @@ async fn read_stream(
                 stopped = true;
                 break;
             }
-            "error" => return Err(sse::stream_error(provider, data.get("error").unwrap_or(&data))),
+            "error" => return Err(sse::stream_error(provider, &url, data.get("error").unwrap_or(&data))),
             // ping, content_block_stop, and event types added later
             _ => {}
         }
     }
     if !stopped {
-        return Err(sse::cut_short(provider, "message_stop"));
+        return Err(sse::cut_short(provider, &url, "`message_stop`", &streamed(&blocks)));
     }
     collect_blocks(blocks.into_iter().map(|(_, block)| block).collect(), &mut collected);
     collected.usage = total_usage(usage);
@@ -327,12 +338,13 @@ fn apply_delta(block: &mut Block, delta: &Value, on_delta: &(dyn Fn(Delta) + Sen
 }
 
 /// A whole (non-streamed) message.
-pub(crate) fn parse_message(provider: &Provider, body: &Value) -> Result<Collected, ModelError> {
+pub(crate) fn parse_message(provider: &Provider, url: &str, body: &Value) -> Result<Collected, ModelError> {
     if body.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(sse::stream_error(provider, body.get("error").unwrap_or(body)));
+        return Err(sse::stream_error(provider, url, body.get("error").unwrap_or(body)));
     }
-    let content = body.get("content").and_then(Value::as_array).ok_or_else(|| ModelError::Protocol {
+    let content = body.get("content").and_then(Value::as_array).ok_or_else(|| ModelError::Malformed {
         provider: provider.name.clone(),
+        url: url.to_string(),
         message: format!("the answer has no content: {}", sse::truncate(&body.to_string(), 200)),
     })?;
     let mut collected = Collected {

@@ -3,12 +3,20 @@
 //!
 //! One [`Chain::complete`] call:
 //! - starts at the active provider (the primary at the start of a turn);
-//! - retries transient failures (429, 5xx, 408/409/425, network, timeouts, empty answers) up to
-//!   [`Chain::retries`] times, waiting `base_delay * 2^(n-1)` with jitter (between half and all
-//!   of it), or the provider's `Retry-After`, never more than `max_delay`. When `Retry-After`
-//!   asks for more than `max_delay` and a fallback remains, it moves on at once instead;
-//! - moves to the next provider at once on 401/403/404 and configuration errors, and after the
-//!   retries on anything else. Every retry and every switch is announced through `on_notice`.
+//! - retries transient failures (429, 5xx, 408/409/425, connection failures, timeouts, cut
+//!   streams, empty answers) up to [`Chain::retries`] times — a stream closed without a word
+//!   and an empty answer at most once ([`ModelError::retry_limit`]) — waiting
+//!   `base_delay * 2^(n-1)` with jitter (between half and all of it), or the provider's
+//!   `Retry-After`, never more than `max_delay`. When `Retry-After` asks for more than
+//!   `max_delay` and a fallback remains, it moves on at once instead;
+//! - never retries what comes back the same: other 4xx statuses, TLS failures, replies talaria
+//!   cannot read;
+//! - moves to the next provider at once on 401/403/404, TLS failures and configuration errors,
+//!   and after the retries on anything else. Every retry and every switch is announced through
+//!   `on_notice`, and so is giving up after more than one attempt (how many, over how long).
+//!
+//! Each attempt is bounded by the provider's [`Timeouts`](super::Timeouts), so the whole call
+//! is bounded too.
 //!
 //! How "at most one switch per turn" (hermes §1) is read here: switching is one-way and sticky
 //! for the turn. Once a fallback answers, the rest of the turn's calls go straight to it instead
@@ -34,7 +42,7 @@
 
 use std::time::Duration;
 
-use super::{Client, Delta, ModelError, ModelReply, ModelRequest, Provider};
+use super::{Client, Delta, ModelError, ModelReply, ModelRequest, Provider, TimeoutPhase};
 
 /// Default retries of a transient failure on one provider.
 pub const DEFAULT_RETRIES: u32 = 3;
@@ -136,11 +144,14 @@ impl Chain {
     ) -> Result<ModelReply, ModelError> {
         let mut last_error = ModelError::Config("no model provider is configured".into());
         let start = state.active.min(self.providers.len());
+        let started = std::time::Instant::now();
+        let mut attempts = 0u32;
         for (index, provider) in self.providers.iter().enumerate().skip(start) {
             state.active = index;
             let has_next = index + 1 < self.providers.len();
             let mut retry = 0;
             let error = loop {
+                attempts += 1;
                 let error = match client.complete(provider, request, on_delta).await {
                     Ok(reply) => return Ok(reply),
                     Err(error) => error,
@@ -170,19 +181,30 @@ impl Chain {
             }
             last_error = error;
         }
+        if attempts > 1 {
+            on_notice(format!(
+                "giving up after {attempts} attempts over {:.1}s ({})",
+                started.elapsed().as_secs_f64(),
+                what_failed(&last_error)
+            ));
+        }
         Err(last_error)
     }
 
     /// Retry (after how long) or move on, after the `retry`-th retry failed with `error`.
     fn next_step(&self, error: &ModelError, retry: u32, has_next: bool) -> Next {
-        if error.is_fatal_for_provider() || !error.is_transient() || retry >= self.retries {
+        let limit = error.retry_limit().map_or(self.retries, |cap| cap.min(self.retries));
+        if error.is_fatal_for_provider() || !error.is_transient() || retry >= limit {
             return Next::NextProvider;
         }
         let asked = match error {
             ModelError::Http { retry_after, .. } => *retry_after,
-            ModelError::Network { .. }
+            ModelError::Connect { .. }
+            | ModelError::Tls { .. }
+            | ModelError::Network { .. }
             | ModelError::Timeout { .. }
-            | ModelError::Protocol { .. }
+            | ModelError::Malformed { .. }
+            | ModelError::Cut { .. }
             | ModelError::Empty { .. }
             | ModelError::Config(_) => None,
         };
@@ -200,13 +222,35 @@ impl Chain {
     }
 }
 
-/// The failure in a few words, for retry notices: `HTTP 429`, `network error`, ...
+/// The failure in a few words, for retry notices: `HTTP 429`, `no reply within 120 s
+/// (first_byte_timeout_secs)`, ...
 fn what_failed(error: &ModelError) -> String {
     match error {
         ModelError::Http { status, .. } => format!("HTTP {status}"),
-        ModelError::Network { .. } => "network error".into(),
-        ModelError::Timeout { secs, .. } => format!("no answer within {secs}s"),
-        ModelError::Protocol { .. } => "unreadable reply".into(),
+        ModelError::Connect { .. } => "cannot connect".into(),
+        ModelError::Tls { .. } => "TLS failure".into(),
+        ModelError::Network { .. } => "connection failed".into(),
+        ModelError::Timeout { phase, limit, partial, .. } => {
+            let limit = super::provider::seconds(*limit);
+            let key = phase.key();
+            let kept = if partial.is_empty() {
+                String::new()
+            } else {
+                format!("; {} characters of the reply were not kept", partial.chars().count())
+            };
+            match phase {
+                TimeoutPhase::Connect => format!("no connection within {limit} ({key})"),
+                TimeoutPhase::FirstByte => format!("no reply within {limit} ({key})"),
+                TimeoutPhase::Idle => format!("reply stopped: silent for {limit} ({key}{kept})"),
+                TimeoutPhase::Total => format!("reply took longer than {limit} ({key}{kept})"),
+            }
+        }
+        ModelError::Malformed { .. } => "unreadable reply".into(),
+        ModelError::Cut { silent: true, .. } => "stream closed before any reply".into(),
+        ModelError::Cut { partial, .. } if partial.is_empty() => "reply cut off".into(),
+        ModelError::Cut { partial, .. } => {
+            format!("reply cut off after {} characters (not kept)", partial.chars().count())
+        }
         ModelError::Empty { .. } => "empty reply".into(),
         ModelError::Config(_) => "configuration error".into(),
     }
@@ -214,16 +258,18 @@ fn what_failed(error: &ModelError) -> String {
 
 /// The failure with its details, for fallback notices: `HTTP 500: upstream overloaded`.
 fn reason(error: &ModelError) -> String {
-    let detail = match error {
-        ModelError::Http { message, .. }
-        | ModelError::Network { message, .. }
-        | ModelError::Protocol { message, .. }
-        | ModelError::Config(message) => super::sse::truncate(message, 160),
-        ModelError::Timeout { .. } | ModelError::Empty { .. } => return what_failed(error),
-    };
     match error {
-        ModelError::Config(_) => detail,
-        _ => format!("{}: {detail}", what_failed(error)),
+        ModelError::Config(message) => super::sse::truncate(message, 160),
+        ModelError::Http { message, .. }
+        | ModelError::Connect { message, .. }
+        | ModelError::Tls { message, .. }
+        | ModelError::Network { message, .. }
+        | ModelError::Malformed { message, .. }
+        | ModelError::Cut { message, .. }
+        | ModelError::Empty { message, .. } => {
+            format!("{}: {}", what_failed(error), super::sse::truncate(message, 160))
+        }
+        ModelError::Timeout { .. } => what_failed(error),
     }
 }
 
@@ -242,7 +288,7 @@ mod tests {
     }
 
     fn http(status: u16, retry_after: Option<Duration>) -> ModelError {
-        ModelError::Http { provider: "p".into(), status, message: "m".into(), retry_after }
+        ModelError::Http { provider: "p".into(), url: "u".into(), status, message: "m".into(), retry_after }
     }
 
     #[test]
@@ -261,6 +307,23 @@ mod tests {
         assert_eq!(c.next_step(&http(401, None), 0, true), Next::NextProvider);
         assert_eq!(c.next_step(&ModelError::Config("x".into()), 0, true), Next::NextProvider);
         assert_eq!(c.next_step(&http(400, None), 0, true), Next::NextProvider, "not transient: no retry");
+        for status in [400, 401, 403, 404, 413, 422] {
+            assert_eq!(c.next_step(&http(status, None), 0, false), Next::NextProvider, "{status} is not retried");
+        }
+        for status in [408, 409, 425, 429, 500, 502, 503, 529] {
+            assert!(matches!(c.next_step(&http(status, None), 0, false), Next::Retry(_)), "{status} is retried");
+        }
+        let silent = ModelError::Cut {
+            provider: "p".into(),
+            url: "u".into(),
+            message: "closed".into(),
+            partial: String::new(),
+            silent: true,
+        };
+        assert!(matches!(c.next_step(&silent, 0, false), Next::Retry(_)), "one retry for an empty stream");
+        assert_eq!(c.next_step(&silent, 1, false), Next::NextProvider, "only one");
+        let tls = ModelError::Tls { provider: "p".into(), url: "u".into(), message: "bad certificate".into() };
+        assert_eq!(c.next_step(&tls, 0, false), Next::NextProvider);
         assert!(matches!(c.next_step(&http(500, None), 0, true), Next::Retry(_)));
         assert_eq!(c.next_step(&http(500, None), 3, true), Next::NextProvider, "retries spent");
         assert_eq!(c.next_step(&http(429, Some(Duration::from_secs(4))), 0, true), Next::Retry(Duration::from_secs(4)));

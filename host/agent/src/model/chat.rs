@@ -2,8 +2,10 @@
 //! endpoint speaks: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp, DeepSeek, ...
 //!
 //! The history maps almost one to one: the system prompt is the first message, assistant tool
-//! calls are `{id, type: function, function: {name, arguments}}`, tool results are
-//! `{role: tool, tool_call_id, content}`. Streamed answers arrive as `chat.completion.chunk`
+//! calls are `{id, type: function, function: {name, arguments}}` with `content` always a string
+//! (`""` rather than OpenAI's `null`, which llama-cpp-python's server refuses), tool results are
+//! `{role: tool, tool_call_id, content}`. Offered tools come with the provider's `tool_choice`
+//! (`auto` unless configured otherwise; llama-cpp-python hides tools from the model without it). Streamed answers arrive as `chat.completion.chunk`
 //! events: text deltas, tool-call deltas keyed by `index` (id and name first, arguments in
 //! pieces), reasoning deltas (`reasoning_content` or `reasoning`), a final usage chunk, `[DONE]`.
 //!
@@ -18,7 +20,7 @@ use talaria_protocol::{Message, ToolCall, Usage};
 
 use super::reply::{Collected, as_text, count};
 use super::sse::{self, Events};
-use super::{Delta, ModelError, ModelReply, ModelRequest, Provider};
+use super::{Delta, ModelError, ModelReply, ModelRequest, Provider, ToolChoice};
 
 /// One call: send, then read the stream or the whole body.
 pub(crate) async fn complete(
@@ -27,20 +29,21 @@ pub(crate) async fn complete(
     request: &ModelRequest<'_>,
     on_delta: &(dyn Fn(Delta) + Send + Sync),
 ) -> Result<ModelReply, ModelError> {
-    let mut builder = http.post(provider.url("chat/completions")).json(&request_body(provider, request));
+    let url = provider.url("chat/completions");
+    let mut builder = http.post(&url).json(&request_body(provider, request));
     if let Some(key) = &provider.api_key {
         builder = builder.bearer_auth(key);
     }
-    let body = match sse::exchange(provider, builder, request.stream).await? {
-        sse::Answer::Stream(events) => return read_stream(provider, events, on_delta).await?.finish(provider),
+    let body = match sse::exchange(provider, &url, builder, request.stream).await? {
+        sse::Answer::Stream(events) => return read_stream(provider, events, on_delta).await?.finish(provider, &url),
         sse::Answer::Whole(body) => body,
     };
-    let collected = parse_completion(provider, &body)?;
+    let collected = parse_completion(provider, &url, &body)?;
     if request.stream {
         // Asked to stream, answered whole: still show the answer.
         emit_whole(&collected, on_delta);
     }
-    collected.finish(provider)
+    collected.finish(provider, &url)
 }
 
 /// Reports a whole answer through the delta callback.
@@ -74,6 +77,12 @@ pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> V
                 }})
             })
             .collect();
+        match provider.tool_choice {
+            ToolChoice::Auto => body["tool_choice"] = json!("auto"),
+            ToolChoice::Required => body["tool_choice"] = json!("required"),
+            ToolChoice::None => body["tool_choice"] = json!("none"),
+            ToolChoice::Off => {}
+        }
     }
     if let Some(max) = provider.max_tokens {
         // OpenAI itself rejects `max_tokens` for reasoning models; everyone else knows only it.
@@ -90,8 +99,8 @@ fn message_json(message: &Message) -> Value {
         Message::Assistant { content, tool_calls, reasoning: _, extra } => {
             let mut out = Map::new();
             out.insert("role".into(), json!("assistant"));
-            let content = if content.is_empty() && !tool_calls.is_empty() { Value::Null } else { json!(content) };
-            out.insert("content".into(), content);
+            // Always a string: `null` (what OpenAI sends) is refused by llama-cpp-python's server.
+            out.insert("content".into(), json!(content));
             if !tool_calls.is_empty() {
                 let calls = tool_calls.iter().map(|call| {
                     // Replayed verbatim, malformed or not: the tool result already told the model.
@@ -140,8 +149,9 @@ async fn read_stream(
 ) -> Result<Collected, ModelError> {
     let mut state = StreamState::default();
     let mut done = false;
+    let url = events.url().to_string();
     while let Some(event) = events.next().await {
-        let event = event?;
+        let event = event.map_err(|e| e.with_partial(&state.collected.text))?;
         let data = event.data.trim();
         if data == "[DONE]" {
             done = true;
@@ -150,20 +160,21 @@ async fn read_stream(
         if data.is_empty() {
             continue;
         }
-        let chunk = sse::parse_data(provider, &event)?;
+        let chunk = sse::parse_data(provider, &url, &event)?;
         if let Some(error) = chunk.get("error") {
-            return Err(sse::stream_error(provider, error));
+            return Err(sse::stream_error(provider, &url, error));
         }
         if event.event == "error" {
-            return Err(sse::stream_error(provider, &chunk));
+            return Err(sse::stream_error(provider, &url, &chunk));
         }
         state.apply(&chunk, on_delta);
     }
     if state.collected.finish_reason.as_deref() == Some("error") {
-        return Err(sse::stream_error(provider, &json!({"message": "the answer stopped with finish_reason `error`"})));
+        let error = json!({"message": "the answer stopped with finish_reason `error`"});
+        return Err(sse::stream_error(provider, &url, &error));
     }
     if !done && state.collected.finish_reason.is_none() {
-        return Err(sse::cut_short(provider, "[DONE]"));
+        return Err(sse::cut_short(provider, &url, "`data: [DONE]`", &state.collected.text));
     }
     Ok(state.into_collected())
 }
@@ -292,13 +303,14 @@ fn chat_fields(collected: &Collected, reasoning_content: bool, reasoning_details
 }
 
 /// A whole (non-streamed) `chat.completion`.
-pub(crate) fn parse_completion(provider: &Provider, body: &Value) -> Result<Collected, ModelError> {
+pub(crate) fn parse_completion(provider: &Provider, url: &str, body: &Value) -> Result<Collected, ModelError> {
     if let Some(error) = body.get("error").filter(|_| body.get("choices").is_none()) {
-        return Err(sse::stream_error(provider, error));
+        return Err(sse::stream_error(provider, url, error));
     }
     let choice =
-        body.get("choices").and_then(Value::as_array).and_then(|c| c.first()).ok_or_else(|| ModelError::Protocol {
+        body.get("choices").and_then(Value::as_array).and_then(|c| c.first()).ok_or_else(|| ModelError::Malformed {
             provider: provider.name.clone(),
+            url: url.to_string(),
             message: format!("the answer has no choices: {}", sse::truncate(&body.to_string(), 200)),
         })?;
     let message = choice.get("message").unwrap_or(&Value::Null);
@@ -359,6 +371,7 @@ fn usage_of(usage: &Value) -> Usage {
         cache_read_tokens: cache_read,
         cache_write_tokens: count(usage, &["prompt_tokens_details", "cache_write_tokens"]),
         reasoning_tokens: count(usage, &["completion_tokens_details", "reasoning_tokens"]),
+        estimated: false,
     }
 }
 

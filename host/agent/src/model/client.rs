@@ -9,6 +9,10 @@
 //! Nothing here spawns a task: dropping the future of [`Client::complete`] drops the response
 //! and with it the connection (HTTP/1) or the stream (HTTP/2).
 //!
+//! The connect limit is a setting of the HTTP client, not of a request, so a provider whose
+//! `connect_timeout_secs` differs from the default gets a client of its own (built on first
+//! use and kept); every other limit is applied per request (see `transport`).
+//!
 //! ```no_run
 //! # async fn demo() {
 //! use talaria_agent::model::{Client, ModelRequest, Provider};
@@ -21,7 +25,7 @@
 //! # }
 //! ```
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -29,10 +33,12 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-use super::{ApiMode, Client, Delta, ModelError, ModelReply, ModelRequest, Provider, anthropic, chat, responses};
+use talaria_protocol::Usage;
 
-/// Longest wait for a TCP (and TLS) connection.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+use super::reply::estimated_usage;
+use super::{
+    ApiMode, Client, Delta, ModelError, ModelReply, ModelRequest, Provider, Timeouts, anthropic, chat, responses,
+};
 
 impl Client {
     /// A client with its own connection pool.
@@ -49,15 +55,23 @@ impl Client {
     /// # Errors
     /// [`ModelError::Config`] if the TLS or HTTP stack cannot be set up.
     pub fn try_new() -> Result<Self, ModelError> {
-        let setup = |e: &dyn std::fmt::Display| ModelError::Config(format!("cannot set up the HTTP client: {e}"));
-        let http = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls_config().map_err(|e| setup(&e))?)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .tcp_keepalive(Duration::from_secs(30))
-            .user_agent(concat!("talaria/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| setup(&e))?;
-        Ok(Self { http })
+        let connect = Timeouts::default().connect;
+        Ok(Self { http: http_client(connect)?, others: Arc::new(Mutex::new(Vec::new())) })
+    }
+
+    /// The HTTP client for `provider`'s connect limit.
+    fn http_for(&self, provider: &Provider) -> Result<reqwest::Client, ModelError> {
+        let connect = provider.timeouts.connect;
+        if connect == Timeouts::default().connect {
+            return Ok(self.http.clone());
+        }
+        let mut others = self.others.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, http)) = others.iter().find(|(limit, _)| *limit == connect) {
+            return Ok(http.clone());
+        }
+        let http = http_client(connect)?;
+        others.push((connect, http.clone()));
+        Ok(http)
     }
 
     /// One attempt at one provider: no retries, no fallback (see [`super::Chain`]). With
@@ -76,12 +90,29 @@ impl Client {
         }
         let label = provider.label();
         tracing::debug!(provider = %label, api_mode = %provider.api_mode, stream = request.stream, "model call");
-        match provider.api_mode {
-            ApiMode::ChatCompletions => chat::complete(&self.http, provider, request, on_delta).await,
-            ApiMode::AnthropicMessages => anthropic::complete(&self.http, provider, request, on_delta).await,
-            ApiMode::Responses => responses::complete(&self.http, provider, request, on_delta).await,
+        let http = self.http_for(provider)?;
+        let mut reply = match provider.api_mode {
+            ApiMode::ChatCompletions => chat::complete(&http, provider, request, on_delta).await,
+            ApiMode::AnthropicMessages => anthropic::complete(&http, provider, request, on_delta).await,
+            ApiMode::Responses => responses::complete(&http, provider, request, on_delta).await,
+        }?;
+        if reply.usage == Usage::default() {
+            reply.usage = estimated_usage(request, &reply.message);
         }
+        Ok(reply)
     }
+}
+
+/// A client whose connections must be up within `connect`.
+fn http_client(connect: Duration) -> Result<reqwest::Client, ModelError> {
+    let setup = |e: &dyn std::fmt::Display| ModelError::Config(format!("cannot set up the HTTP client: {e}"));
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls_config().map_err(|e| setup(&e))?)
+        .connect_timeout(connect)
+        .tcp_keepalive(Duration::from_secs(30))
+        .user_agent(concat!("talaria/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| setup(&e))
 }
 
 /// rustls on *ring*, verifying servers against the platform's roots (loaded on first use),

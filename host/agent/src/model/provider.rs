@@ -166,6 +166,146 @@ pub enum ProviderError {
     MissingKey { provider: String, key_env: String },
     #[error("unknown api_mode `{0}`: use chat_completions, anthropic_messages or responses")]
     UnknownApiMode(String),
+    #[error("unknown tool_choice `{0}`: use auto, required, none or off")]
+    UnknownToolChoice(String),
+    #[error("{key} = {value} is not a number of seconds above 0: fix `{key}` in config.toml")]
+    InvalidTimeout { key: &'static str, value: String },
+}
+
+/// What a request says about the tools it offers (sent only when it offers some).
+///
+/// OpenAI documents `auto` as the default when tools are present, but some servers need it
+/// said: llama-cpp-python's server treats a request without `tool_choice` as `none` and never
+/// shows the tools to the model. `off` sends no `tool_choice` at all, for servers that reject it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides (`"auto"`; Anthropic `{"type": "auto"}`).
+    #[default]
+    Auto,
+    /// The model must call a tool (`"required"`; Anthropic `{"type": "any"}`).
+    Required,
+    /// The model must not call tools (`"none"`; Anthropic `{"type": "none"}`).
+    None,
+    /// No `tool_choice` in the request: the server's default applies.
+    Off,
+}
+
+impl ToolChoice {
+    /// The configuration name: `auto`, `required`, `none`, `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Required => "required",
+            Self::None => "none",
+            Self::Off => "off",
+        }
+    }
+
+    /// The inverse of [`ToolChoice::as_str`].
+    ///
+    /// # Errors
+    /// [`ProviderError::UnknownToolChoice`] naming the valid values.
+    pub fn parse(s: &str) -> Result<Self, ProviderError> {
+        match s.trim() {
+            "auto" => Ok(Self::Auto),
+            "required" => Ok(Self::Required),
+            "none" => Ok(Self::None),
+            "off" => Ok(Self::Off),
+            other => Err(ProviderError::UnknownToolChoice(other.to_string())),
+        }
+    }
+}
+
+/// The phases of a call a timeout can end, each with its configuration key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimeoutPhase {
+    /// The TCP connection and the TLS handshake.
+    Connect,
+    /// From sending the request to the first byte of the answer's body.
+    FirstByte,
+    /// Between two pieces of the answer's body.
+    Idle,
+    /// The whole call.
+    Total,
+}
+
+impl TimeoutPhase {
+    /// The key under `[model]` (or a `[[fallback_providers]]` entry) that sets this limit.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Connect => "connect_timeout_secs",
+            Self::FirstByte => "first_byte_timeout_secs",
+            Self::Idle => "idle_timeout_secs",
+            Self::Total => "request_timeout_secs",
+        }
+    }
+}
+
+/// How long one call may take, phase by phase; every limit is named by its key in messages
+/// ("no reply from URL within 120 s (first_byte_timeout_secs)"). A call that hits one is
+/// retried like any transient failure, so a provider that never answers costs at most
+/// `(retries + 1) × (connect + first_byte)` plus the backoff before the chain moves on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP connection and TLS handshake (`connect_timeout_secs`, default 10 s).
+    pub connect: Duration,
+    /// From sending the request to the first byte of the answer (`first_byte_timeout_secs`,
+    /// default 120 s): the provider's queue and its reading of the prompt. A streamed answer
+    /// starts with its first event; a whole (non-streamed) one arrives only when it is
+    /// complete, so then this bounds the generation too.
+    pub first_byte: Duration,
+    /// Longest silence between two pieces of a streamed answer (`idle_timeout_secs`,
+    /// default 60 s). Keep-alive comments count as pieces.
+    pub idle: Duration,
+    /// The whole call, the streamed answer included (`request_timeout_secs`, default 600 s).
+    pub total: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            first_byte: Duration::from_secs(120),
+            idle: Duration::from_secs(60),
+            total: Duration::from_secs(600),
+        }
+    }
+}
+
+impl Timeouts {
+    /// The limit for `phase`.
+    pub fn of(&self, phase: TimeoutPhase) -> Duration {
+        match phase {
+            TimeoutPhase::Connect => self.connect,
+            TimeoutPhase::FirstByte => self.first_byte,
+            TimeoutPhase::Idle => self.idle,
+            TimeoutPhase::Total => self.total,
+        }
+    }
+
+    /// A configured number of seconds (fractions allowed) as a limit for `phase`.
+    ///
+    /// # Errors
+    /// [`ProviderError::InvalidTimeout`] for zero, negative, infinite or NaN values.
+    ///
+    /// ```
+    /// use talaria_agent::model::{TimeoutPhase, Timeouts};
+    /// assert_eq!(Timeouts::secs(TimeoutPhase::Idle, 0.5).expect("valid").as_millis(), 500);
+    /// assert!(Timeouts::secs(TimeoutPhase::Idle, 0.0).is_err());
+    /// ```
+    pub fn secs(phase: TimeoutPhase, secs: f64) -> Result<Duration, ProviderError> {
+        Duration::try_from_secs_f64(secs)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| ProviderError::InvalidTimeout { key: phase.key(), value: secs.to_string() })
+    }
+}
+
+/// A duration as messages show it: `120 s`, `0.5 s`.
+pub(crate) fn seconds(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs.fract() == 0.0 { format!("{} s", d.as_secs()) } else { format!("{} s", (secs * 1000.0).round() / 1000.0) }
 }
 
 /// What configuration says about a provider, before resolution (`[model]` or one entry of
@@ -181,12 +321,14 @@ pub struct ProviderSpec {
     /// The environment variable holding the key, overriding the preset's.
     pub key_env: Option<String>,
     pub max_tokens: Option<u32>,
+    /// Limits overriding [`Timeouts::default`], phase by phase.
+    pub connect_timeout: Option<Duration>,
+    pub first_byte_timeout: Option<Duration>,
+    pub idle_timeout: Option<Duration>,
+    pub request_timeout: Option<Duration>,
+    /// Default [`ToolChoice::Auto`].
+    pub tool_choice: Option<ToolChoice>,
 }
-
-/// Default total time for one call, streaming included.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-/// Default longest silence on a streamed answer (before the headers or between chunks).
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A resolved endpoint: everything one call needs.
 #[derive(Clone, PartialEq, Eq)]
@@ -203,10 +345,10 @@ pub struct Provider {
     pub key_env: Option<String>,
     /// Maximum output tokens; Anthropic needs a value and gets 8192 when this is `None`.
     pub max_tokens: Option<u32>,
-    /// Total time for one call, the streamed body included.
-    pub timeout: Duration,
-    /// Longest silence while streaming: waiting for the headers or between two chunks.
-    pub idle_timeout: Duration,
+    /// How long each phase of a call may take.
+    pub timeouts: Timeouts,
+    /// What requests that offer tools say about them.
+    pub tool_choice: ToolChoice,
     /// Sent with every request, after the authentication headers.
     pub extra_headers: Vec<(String, String)>,
 }
@@ -222,8 +364,8 @@ impl fmt::Debug for Provider {
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("key_env", &self.key_env)
             .field("max_tokens", &self.max_tokens)
-            .field("timeout", &self.timeout)
-            .field("idle_timeout", &self.idle_timeout)
+            .field("timeouts", &self.timeouts)
+            .field("tool_choice", &self.tool_choice)
             .field("extra_headers", &self.extra_headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
             .finish()
     }
@@ -294,6 +436,7 @@ impl Provider {
             let key_env = key_env.unwrap_or_else(|| format!("{}_API_KEY", name.to_ascii_uppercase()));
             return Err(ProviderError::MissingKey { provider: name, key_env });
         }
+        let defaults = Timeouts::default();
         Ok(Provider {
             name,
             api_mode,
@@ -302,8 +445,13 @@ impl Provider {
             api_key,
             key_env,
             max_tokens: spec.max_tokens,
-            timeout: DEFAULT_TIMEOUT,
-            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            timeouts: Timeouts {
+                connect: spec.connect_timeout.unwrap_or(defaults.connect),
+                first_byte: spec.first_byte_timeout.unwrap_or(defaults.first_byte),
+                idle: spec.idle_timeout.unwrap_or(defaults.idle),
+                total: spec.request_timeout.unwrap_or(defaults.total),
+            },
+            tool_choice: spec.tool_choice.unwrap_or_default(),
             extra_headers: Vec::new(),
         })
     }
@@ -353,7 +501,9 @@ mod tests {
         assert_eq!(p.api_mode, ApiMode::ChatCompletions);
         assert_eq!(p.api_key.as_deref(), Some("sk-1"));
         assert_eq!(p.key_env.as_deref(), Some("OPENAI_API_KEY"));
-        assert_eq!(p.timeout, Duration::from_secs(600));
+        assert_eq!(p.timeouts, Timeouts::default());
+        assert_eq!(p.timeouts.total, Duration::from_secs(600));
+        assert_eq!(p.tool_choice, ToolChoice::Auto);
         assert_eq!(p.label(), "openai/gpt-4o");
         assert_eq!(p.url("/chat/completions"), "https://api.openai.com/v1/chat/completions");
 
@@ -446,6 +596,27 @@ mod tests {
         let p = Provider::resolve(s, env_with(&[("WORK_OR_KEY", "k2"), ("OPENROUTER_API_KEY", "k1")])).expect("ok");
         assert_eq!(p.api_key.as_deref(), Some("k2"));
         assert_eq!(p.max_tokens, Some(100));
+    }
+
+    #[test]
+    fn timeouts_and_tool_choice_come_from_the_spec() {
+        let mut s = spec(Some("ollama"), "m");
+        s.first_byte_timeout = Some(Duration::from_millis(1500));
+        s.tool_choice = Some(ToolChoice::Off);
+        let p = Provider::resolve(s, env_with(&[])).expect("ok");
+        assert_eq!(p.timeouts.first_byte, Duration::from_millis(1500));
+        assert_eq!(p.timeouts.connect, Timeouts::default().connect, "unset phases keep their defaults");
+        assert_eq!(p.tool_choice, ToolChoice::Off);
+        assert_eq!(seconds(p.timeouts.first_byte), "1.5 s");
+        assert_eq!(seconds(p.timeouts.total), "600 s");
+        assert_eq!(ToolChoice::parse("required"), Ok(ToolChoice::Required));
+        let err = ToolChoice::parse("sometimes").expect_err("unknown");
+        assert_eq!(err.to_string(), "unknown tool_choice `sometimes`: use auto, required, none or off");
+        let err = Timeouts::secs(TimeoutPhase::FirstByte, -1.0).expect_err("negative");
+        assert_eq!(
+            err.to_string(),
+            "first_byte_timeout_secs = -1 is not a number of seconds above 0: fix `first_byte_timeout_secs` in config.toml"
+        );
     }
 
     #[test]

@@ -3,12 +3,13 @@
 //! Each wire format fills a [`Collected`] (from stream events or a whole JSON body) and calls
 //! [`Collected::finish`], which applies the rules common to all formats: an answer with no text
 //! and no tool calls is [`ModelError::Empty`], tool calls without an id get one, reasoning is kept
-//! only when there is some.
+//! only when there is some. [`estimated_usage`] stands in for the usage of a provider that
+//! reported none.
 
 use serde_json::Value;
 use talaria_protocol::{Message, ToolCall, Usage};
 
-use super::{ModelError, ModelReply, Provider};
+use super::{ModelError, ModelReply, ModelRequest, Provider};
 
 #[derive(Debug, Default)]
 pub(crate) struct Collected {
@@ -22,15 +23,27 @@ pub(crate) struct Collected {
 }
 
 impl Collected {
-    pub(crate) fn finish(mut self, provider: &Provider) -> Result<ModelReply, ModelError> {
+    pub(crate) fn finish(mut self, provider: &Provider, url: &str) -> Result<ModelReply, ModelError> {
         if let Some(nameless) = self.tool_calls.iter().position(|call| call.name.trim().is_empty()) {
-            return Err(ModelError::Protocol {
+            return Err(ModelError::Malformed {
                 provider: provider.name.clone(),
+                url: url.to_string(),
                 message: format!("tool call #{} has no function name", nameless + 1),
             });
         }
         if self.text.trim().is_empty() && self.tool_calls.is_empty() {
-            return Err(ModelError::Empty { provider: provider.name.clone() });
+            let reason = self.finish_reason.as_deref().unwrap_or("none given");
+            let message = if is_truncation(self.finish_reason.as_deref()) {
+                let limit = provider.max_tokens.map_or_else(|| "the server's default".to_string(), |n| n.to_string());
+                format!(
+                    "the output-token limit ({limit}; `max_tokens` under [model]) ran out before any answer \
+                     (stop reason `{reason}`{})",
+                    if self.reasoning.is_empty() { "" } else { ", all of it spent on reasoning" }
+                )
+            } else {
+                format!("no text and no tool calls (stop reason `{reason}`)")
+            };
+            return Err(ModelError::Empty { provider: provider.name.clone(), url: url.to_string(), message });
         }
         for call in &mut self.tool_calls {
             if call.id.trim().is_empty() {
@@ -49,6 +62,35 @@ impl Collected {
             finish_reason: self.finish_reason,
             model: self.model.filter(|m| !m.is_empty()).unwrap_or_else(|| provider.model.clone()),
         })
+    }
+}
+
+/// Whether a stop reason says the output-token limit cut the answer.
+pub(crate) fn is_truncation(reason: Option<&str>) -> bool {
+    matches!(reason, Some("length" | "max_tokens" | "max_output_tokens"))
+}
+
+/// Usage estimated at 4 characters a token, marked as an estimate: the request's system
+/// prompt, tool schemas and messages in, the answer's text, reasoning and tool calls out.
+pub(crate) fn estimated_usage(request: &ModelRequest<'_>, answer: &Message) -> Usage {
+    let tools = serde_json::to_string(request.tools).map_or(0, |t| t.len());
+    let input: usize = request.system.len() + tools + request.messages.iter().map(message_chars).sum::<usize>();
+    let output = message_chars(answer)
+        + match answer {
+            Message::Assistant { reasoning: Some(r), .. } => r.len(),
+            _ => 0,
+        };
+    let tokens = |chars: usize| u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX);
+    Usage { input_tokens: tokens(input), output_tokens: tokens(output), estimated: true, ..Usage::default() }
+}
+
+/// Characters of a message as the model sees it (content, tool calls, a little framing).
+fn message_chars(message: &Message) -> usize {
+    match message {
+        Message::Assistant { content, tool_calls, .. } => {
+            content.len() + tool_calls.iter().map(|c| c.name.len() + c.arguments.len() + 16).sum::<usize>()
+        }
+        other => other.content().len() + 8,
     }
 }
 

@@ -21,7 +21,7 @@ use talaria_protocol::{Message, ToolCall, Usage};
 use super::chat::emit_whole;
 use super::reply::{Collected, as_text, count};
 use super::sse::{self, Events};
-use super::{Delta, ModelError, ModelReply, ModelRequest, Provider};
+use super::{Delta, ModelError, ModelReply, ModelRequest, Provider, ToolChoice};
 
 pub(crate) async fn complete(
     http: &reqwest::Client,
@@ -29,22 +29,23 @@ pub(crate) async fn complete(
     request: &ModelRequest<'_>,
     on_delta: &(dyn Fn(Delta) + Send + Sync),
 ) -> Result<ModelReply, ModelError> {
-    let mut builder = http.post(provider.url("responses")).json(&request_body(provider, request));
+    let url = provider.url("responses");
+    let mut builder = http.post(&url).json(&request_body(provider, request));
     if let Some(key) = &provider.api_key {
         builder = builder.bearer_auth(key);
     }
-    let body = match sse::exchange(provider, builder, request.stream).await? {
-        sse::Answer::Stream(events) => return read_stream(provider, events, on_delta).await?.finish(provider),
+    let body = match sse::exchange(provider, &url, builder, request.stream).await? {
+        sse::Answer::Stream(events) => return read_stream(provider, events, on_delta).await?.finish(provider, &url),
         sse::Answer::Whole(body) => body,
     };
     if let Some(error) = body.get("error").filter(|e| !e.is_null()).filter(|_| body.get("output").is_none()) {
-        return Err(sse::stream_error(provider, error));
+        return Err(sse::stream_error(provider, &url, error));
     }
-    let collected = parse_response(provider, &body)?;
+    let collected = parse_response(provider, &url, &body)?;
     if request.stream {
         emit_whole(&collected, on_delta);
     }
-    collected.finish(provider)
+    collected.finish(provider, &url)
 }
 
 /// Whether the model reasons and accepts `include: ["reasoning.encrypted_content"]`.
@@ -99,6 +100,12 @@ pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> V
                 })
             })
             .collect();
+        match provider.tool_choice {
+            ToolChoice::Auto => body["tool_choice"] = json!("auto"),
+            ToolChoice::Required => body["tool_choice"] = json!("required"),
+            ToolChoice::None => body["tool_choice"] = json!("none"),
+            ToolChoice::Off => {}
+        }
     }
     if is_reasoning_model(&provider.model) {
         body["include"] = json!(["reasoning.encrypted_content"]);
@@ -190,13 +197,14 @@ async fn read_stream(
     on_delta: &(dyn Fn(Delta) + Send + Sync),
 ) -> Result<Collected, ModelError> {
     let mut state = StreamState::default();
+    let url = events.url().to_string();
     while let Some(event) = events.next().await {
-        let event = event?;
+        let event = event.map_err(|e| e.with_partial(&state.collected.text))?;
         let data = event.data.trim();
         if data.is_empty() || data == "[DONE]" {
             continue;
         }
-        let data = sse::parse_data(provider, &event)?;
+        let data = sse::parse_data(provider, &url, &event)?;
         let kind = data.get("type").and_then(Value::as_str).unwrap_or(event.event.as_str());
         match kind {
             "response.output_text.delta" | "response.refusal.delta" => {
@@ -235,20 +243,20 @@ async fn read_stream(
             "response.completed" | "response.incomplete" => {
                 let response = data.get("response").unwrap_or(&Value::Null);
                 let streamed = state.into_collected();
-                let whole = parse_response(provider, response)?;
+                let whole = parse_response(provider, &url, response)?;
                 return Ok(prefer_whole(whole, streamed));
             }
             "response.failed" => {
                 let response = data.get("response").unwrap_or(&Value::Null);
                 let error = response.get("error").filter(|e| !e.is_null()).unwrap_or(response);
-                return Err(sse::stream_error(provider, error));
+                return Err(sse::stream_error(provider, &url, error));
             }
-            "error" => return Err(sse::stream_error(provider, data.get("error").unwrap_or(&data))),
+            "error" => return Err(sse::stream_error(provider, &url, data.get("error").unwrap_or(&data))),
             // response.created, response.in_progress, *.done duplicates, and newer events
             _ => {}
         }
     }
-    Err(sse::cut_short(provider, "response.completed"))
+    Err(sse::cut_short(provider, &url, "`response.completed`", &state.collected.text))
 }
 
 /// The final response object is authoritative; the streamed pieces fill in what it lacks (a
@@ -268,13 +276,14 @@ fn prefer_whole(mut whole: Collected, streamed: Collected) -> Collected {
 }
 
 /// A whole response object (non-streamed, or the one `response.completed` carries).
-pub(crate) fn parse_response(provider: &Provider, response: &Value) -> Result<Collected, ModelError> {
+pub(crate) fn parse_response(provider: &Provider, url: &str, response: &Value) -> Result<Collected, ModelError> {
     if response.get("status").and_then(Value::as_str) == Some("failed") {
         let error = response.get("error").filter(|e| !e.is_null()).unwrap_or(response);
-        return Err(sse::stream_error(provider, error));
+        return Err(sse::stream_error(provider, url, error));
     }
-    let output = response.get("output").and_then(Value::as_array).ok_or_else(|| ModelError::Protocol {
+    let output = response.get("output").and_then(Value::as_array).ok_or_else(|| ModelError::Malformed {
         provider: provider.name.clone(),
+        url: url.to_string(),
         message: format!("the response has no output: {}", sse::truncate(&response.to_string(), 200)),
     })?;
     let incomplete = response.get("incomplete_details").and_then(|d| d.get("reason")).and_then(Value::as_str);
@@ -336,6 +345,7 @@ fn usage_of(usage: &Value) -> Usage {
         cache_read_tokens: count(usage, &["input_tokens_details", "cached_tokens"]),
         cache_write_tokens: 0,
         reasoning_tokens: count(usage, &["output_tokens_details", "reasoning_tokens"]),
+        estimated: false,
     }
 }
 

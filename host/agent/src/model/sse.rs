@@ -1,21 +1,25 @@
-//! The transport every adapter shares: sending a request under the provider's time limits,
-//! turning HTTP failures into [`ModelError`]s that carry the provider's own message and its
-//! `Retry-After`, and reading a streamed answer as server-sent events with an idle timeout.
+//! Reading a streamed answer as server-sent events, and the error shapes providers share:
+//! HTTP error bodies with the provider's own message and its `Retry-After`, errors reported
+//! inside a stream.
 //!
-//! SSE framing is left to `eventsource-stream`; adapters only see [`Events::next`] yield parsed
-//! events (`event:` name and `data:` payload), each within [`Provider::idle_timeout`] of the last.
+//! SSE framing is left to `eventsource-stream` over a [`transport::Body`] (so the first-byte and
+//! idle limits hold); adapters only see [`Events::next`] yield parsed events (`event:` name and
+//! `data:` payload). A stream that ends without a single event is reported here: as an HTML
+//! page or other body quoted ([`ModelError::Malformed`]), as the provider's JSON error, or as a
+//! stream closed without a word ([`ModelError::Cut`], `silent`).
 //!
 //! ```ignore
-//! let response = sse::send(provider, http.post(url).json(&body), true).await?;
-//! let mut events = sse::Events::new(response, provider);
-//! while let Some(event) = events.next().await {
-//!     let event = event?;
-//!     // event.event, event.data
+//! let url = provider.url("chat/completions");
+//! match sse::exchange(provider, &url, http.post(&url).json(&body), true).await? {
+//!     sse::Answer::Stream(mut events) => while let Some(event) = events.next().await {
+//!         let event = event?; // event.event, event.data
+//!     },
+//!     sse::Answer::Whole(json) => { /* a server that did not stream */ }
 //! }
 //! ```
 
-use std::error::Error as _;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use eventsource_stream::{Event, EventStreamError, Eventsource};
@@ -23,42 +27,11 @@ use futures_util::{Stream, StreamExt};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
+use super::transport::{self, Body, BodyError, Seen, Sent};
 use super::{ModelError, Provider};
 
 /// Longest error body kept in a message when the provider's JSON has no message field.
 const MAX_BODY_IN_MESSAGE: usize = 400;
-
-/// Sends `request` with the provider's extra headers and total timeout. A streamed request must
-/// also see its response headers within the idle timeout. A non-2xx answer becomes
-/// [`ModelError::Http`].
-pub(crate) async fn send(
-    provider: &Provider,
-    request: reqwest::RequestBuilder,
-    stream: bool,
-) -> Result<reqwest::Response, ModelError> {
-    let request = provider
-        .extra_headers
-        .iter()
-        .fold(request, |request, (name, value)| request.header(name.as_str(), value.as_str()))
-        .timeout(provider.timeout);
-    let sent = if stream {
-        match tokio::time::timeout(provider.idle_timeout, request.send()).await {
-            Ok(sent) => sent,
-            Err(_) => return Err(idle_timeout(provider)),
-        }
-    } else {
-        request.send().await
-    };
-    let response = sent.map_err(|e| transport_error(provider, &e))?;
-    let status = response.status();
-    if status.is_success() {
-        return Ok(response);
-    }
-    let retry_after = retry_after(response.headers());
-    // The body of an error is small; a broken read still leaves the status to report.
-    let body = response.text().await.unwrap_or_default();
-    Err(http_error(provider, status.as_u16(), &body, retry_after))
-}
 
 /// What a provider answered: an event stream, or one JSON body.
 pub(crate) enum Answer {
@@ -66,156 +39,206 @@ pub(crate) enum Answer {
     Whole(Value),
 }
 
-/// Sends `request` (asking for an event stream when `stream`, see [`send`]) and takes the answer
-/// in whichever form the provider chose.
+/// Sends `request` to `url` (asking for an event stream when `stream`) and takes the answer in
+/// whichever form the provider chose.
 pub(crate) async fn exchange(
     provider: &Provider,
+    url: &str,
     request: reqwest::RequestBuilder,
     stream: bool,
 ) -> Result<Answer, ModelError> {
     let request = if stream { request.header(reqwest::header::ACCEPT, "text/event-stream") } else { request };
-    let response = send(provider, request, stream).await?;
-    if stream && is_event_stream(&response) {
-        return Ok(Answer::Stream(Events::new(response, provider)));
+    let sent = transport::send(provider, url, request).await?;
+    let content_type = transport::content_type(&sent.response);
+    if stream && content_type.as_deref().is_none_or(|ct| ct.contains("text/event-stream")) {
+        return Ok(Answer::Stream(Events::new(sent, provider, url)));
     }
-    Ok(Answer::Whole(read_json(provider, response).await?))
+    Ok(Answer::Whole(read_json(provider, url, sent, content_type.as_deref()).await?))
 }
 
-/// Whether the response is an SSE stream (some servers answer a streamed request with plain JSON,
-/// typically for errors or when they do not stream at all).
-pub(crate) fn is_event_stream(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_none_or(|ct| ct.to_ascii_lowercase().contains("text/event-stream"))
-}
-
-/// Reads a whole JSON body.
-pub(crate) async fn read_json(provider: &Provider, response: reqwest::Response) -> Result<Value, ModelError> {
-    let body = response.text().await.map_err(|e| transport_error(provider, &e))?;
-    serde_json::from_str(&body).map_err(|e| ModelError::Protocol {
-        provider: provider.name.clone(),
-        message: format!("the body is not JSON ({e}): {}", truncate(body.trim(), 200)),
+/// Reads a whole JSON body; anything else is [`ModelError::Malformed`], quoted.
+async fn read_json(
+    provider: &Provider,
+    url: &str,
+    sent: Sent,
+    content_type: Option<&str>,
+) -> Result<Value, ModelError> {
+    let body = transport::read_text(provider, url, sent).await?;
+    serde_json::from_str(&body).map_err(|e| {
+        let what = transport::describe(&body, content_type);
+        let message = if transport::looks_like_html(&body) || body.trim().is_empty() {
+            format!("{what}; is base_url right?")
+        } else {
+            format!("the body is not JSON ({e}): {what}")
+        };
+        ModelError::Malformed { provider: provider.name.clone(), url: url.to_string(), message }
     })
 }
 
 /// Parses one SSE `data:` payload as JSON.
-pub(crate) fn parse_data(provider: &Provider, event: &Event) -> Result<Value, ModelError> {
-    serde_json::from_str(&event.data).map_err(|e| ModelError::Protocol {
+pub(crate) fn parse_data(provider: &Provider, url: &str, event: &Event) -> Result<Value, ModelError> {
+    serde_json::from_str(&event.data).map_err(|e| ModelError::Malformed {
         provider: provider.name.clone(),
-        message: format!("an event is not JSON ({e}): {}", truncate(event.data.trim(), 200)),
+        url: url.to_string(),
+        message: format!("an event is not JSON ({e}): {}", transport::quote(&event.data)),
     })
 }
 
-type RawEvents = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Send>>;
+type RawEvents = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<BodyError>>> + Send>>;
 
 /// The events of a streamed answer. Dropping it closes the connection.
 pub(crate) struct Events {
     inner: RawEvents,
-    provider: String,
-    idle: Duration,
-    total: Duration,
+    provider: Provider,
+    url: String,
+    seen: Arc<Mutex<Seen>>,
+    events: usize,
+    ended: bool,
 }
 
 impl Events {
-    pub(crate) fn new(response: reqwest::Response, provider: &Provider) -> Self {
+    pub(crate) fn new(sent: Sent, provider: &Provider, url: &str) -> Self {
+        let body = Body::new(sent, provider);
+        let seen = body.seen();
         Self {
-            inner: Box::pin(response.bytes_stream().eventsource()),
-            provider: provider.name.clone(),
-            idle: provider.idle_timeout,
-            total: provider.timeout,
+            inner: Box::pin(body.eventsource()),
+            provider: provider.clone(),
+            url: url.to_string(),
+            seen,
+            events: 0,
+            ended: false,
         }
     }
 
-    /// The next event; `None` when the server closed the stream (cleanly or not: a stream that
-    /// ends without its closing event is the adapter's to report).
+    /// The URL the stream comes from.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The next event; `None` when the server closed the stream after at least one event
+    /// (cleanly or not: a stream that ends without its closing event is the adapter's to
+    /// report). A stream that ends before any event is an error here.
     pub(crate) async fn next(&mut self) -> Option<Result<Event, ModelError>> {
-        let item = match tokio::time::timeout(self.idle, self.inner.next()).await {
-            Ok(item) => item?,
-            Err(_) => {
-                return Some(Err(ModelError::Timeout { provider: self.provider.clone(), secs: self.idle.as_secs() }));
+        if self.ended {
+            return None;
+        }
+        let item = match self.inner.next().await {
+            Some(item) => item,
+            None => {
+                self.ended = true;
+                return (self.events == 0).then(|| Err(self.no_events()));
             }
         };
-        Some(item.map_err(|e| match e {
-            EventStreamError::Transport(e) if e.is_timeout() => {
-                ModelError::Timeout { provider: self.provider.clone(), secs: self.total.as_secs() }
+        let (provider, url) = (&self.provider, self.url.as_str());
+        match item {
+            Ok(event) => {
+                self.events += 1;
+                Some(Ok(event))
             }
-            EventStreamError::Transport(e) => ModelError::Network {
-                provider: self.provider.clone(),
-                message: format!("the connection broke mid-answer: {}", error_chain(&e)),
-            },
-            EventStreamError::Utf8(e) => ModelError::Protocol {
-                provider: self.provider.clone(),
-                message: format!("the stream is not UTF-8: {e}"),
-            },
-            EventStreamError::Parser(e) => ModelError::Protocol {
-                provider: self.provider.clone(),
-                message: format!("the stream is not server-sent events: {e}"),
-            },
-        }))
-    }
-}
-
-/// The error for a stream that stopped before its closing event.
-pub(crate) fn cut_short(provider: &Provider, expected: &str) -> ModelError {
-    ModelError::Network {
-        provider: provider.name.clone(),
-        message: format!("the connection broke: the stream ended before {expected}"),
-    }
-}
-
-fn idle_timeout(provider: &Provider) -> ModelError {
-    ModelError::Timeout { provider: provider.name.clone(), secs: provider.idle_timeout.as_secs() }
-}
-
-/// Maps a reqwest failure: timeouts, unreachable hosts, broken connections, bad configuration.
-pub(crate) fn transport_error(provider: &Provider, e: &reqwest::Error) -> ModelError {
-    let name = provider.name.clone();
-    if e.is_builder() {
-        ModelError::Config(format!("cannot build a request to {} ({}): {}", provider.base_url, name, error_chain(e)))
-    } else if e.is_timeout() {
-        ModelError::Timeout { provider: name, secs: provider.timeout.as_secs() }
-    } else if e.is_connect() {
-        ModelError::Network {
-            provider: name,
-            message: format!("cannot connect to {}: {}", provider.base_url, error_chain(e)),
+            Err(e) => {
+                self.ended = true;
+                Some(Err(match e {
+                    EventStreamError::Transport(e) => e.into_model_error(provider, url, self.events > 0),
+                    EventStreamError::Utf8(e) => ModelError::Malformed {
+                        provider: provider.name.clone(),
+                        url: url.to_string(),
+                        message: format!("the stream is not UTF-8 text: {e}"),
+                    },
+                    EventStreamError::Parser(e) => ModelError::Malformed {
+                        provider: provider.name.clone(),
+                        url: url.to_string(),
+                        message: format!("the stream is not server-sent events ({e}): {}", self.head_quoted()),
+                    },
+                }))
+            }
         }
+    }
+
+    fn head(&self) -> String {
+        let seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        String::from_utf8_lossy(&seen.head).into_owned()
+    }
+
+    fn head_quoted(&self) -> String {
+        transport::describe(&self.head(), None)
+    }
+
+    /// The error for a stream that ended before its first event.
+    fn no_events(&self) -> ModelError {
+        let head = self.head();
+        let (provider, url) = (&self.provider, self.url.as_str());
+        let only_comments = head.lines().all(|line| line.trim().is_empty() || line.starts_with(':'));
+        if only_comments {
+            let pings = if head.trim().is_empty() { "" } else { " (only keep-alive comments)" };
+            return ModelError::Cut {
+                provider: provider.name.clone(),
+                url: url.to_string(),
+                message: format!(
+                    "the server closed the stream without sending any event{pings}; llama-cpp-python's server does \
+                     this when it fails inside a streamed reply (with tools, say): `stream = false` under [agent] \
+                     may avoid it"
+                ),
+                partial: String::new(),
+                silent: true,
+            };
+        }
+        if let Some(error) = serde_json::from_str::<Value>(head.trim()).ok().and_then(|v| v.get("error").cloned()) {
+            return stream_error(provider, url, &error);
+        }
+        let message = if transport::looks_like_html(&head) {
+            format!("{}; is base_url right?", transport::describe(&head, None))
+        } else {
+            format!("the answer is not an event stream: {}", transport::describe(&head, None))
+        };
+        ModelError::Malformed { provider: provider.name.clone(), url: url.to_string(), message }
+    }
+}
+
+/// The error for a stream that stopped before its closing event, with what had arrived.
+pub(crate) fn cut_short(provider: &Provider, url: &str, expected: &str, partial: &str) -> ModelError {
+    let got = if partial.is_empty() {
+        String::new()
     } else {
-        ModelError::Network { provider: name, message: error_chain(e) }
+        format!(" after {} characters of the answer", partial.chars().count())
+    };
+    ModelError::Cut {
+        provider: provider.name.clone(),
+        url: url.to_string(),
+        message: format!("the stream ended before {expected}{got}"),
+        partial: partial.to_string(),
+        silent: false,
     }
 }
 
-/// An error and its sources, `: `-separated, without repeating a source already in the text.
-fn error_chain(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
-}
-
-/// [`ModelError::Http`] from a status and body: the provider's own message when the body has one.
-pub(crate) fn http_error(provider: &Provider, status: u16, body: &str, retry_after: Option<Duration>) -> ModelError {
-    let message = error_message(body).unwrap_or_else(|| {
+/// [`ModelError::Http`] from a status and body: the provider's own message when the body has
+/// one, an HTML page described, the status's name for an empty body. A 404 also says what to
+/// check: the URL is where the configured `api_mode` posts.
+pub(crate) fn http_error(
+    provider: &Provider,
+    url: &str,
+    status: u16,
+    body: &str,
+    content_type: Option<&str>,
+    retry_after: Option<Duration>,
+) -> ModelError {
+    let reason = reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("no details");
+    let mut message = error_message(body).unwrap_or_else(|| {
         let body = body.trim();
         if body.is_empty() {
-            reqwest::StatusCode::from_u16(status)
-                .ok()
-                .and_then(|s| s.canonical_reason())
-                .unwrap_or("no details")
-                .to_string()
+            reason.to_string()
+        } else if transport::looks_like_html(body) {
+            format!("{reason}, with {}", transport::describe(body, content_type))
         } else {
             truncate(body, MAX_BODY_IN_MESSAGE)
         }
     });
-    ModelError::Http { provider: provider.name.clone(), status, message, retry_after }
+    if status == 404 {
+        message.push_str(&format!(
+            " (talaria posted to this URL because api_mode is `{}`: check base_url and api_mode)",
+            provider.api_mode
+        ));
+    }
+    ModelError::Http { provider: provider.name.clone(), url: url.to_string(), status, message, retry_after }
 }
 
 /// The message in an error body: `{"error": {"message"}}` (OpenAI, Anthropic, OpenRouter),
@@ -266,7 +289,7 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// An error reported inside a 200 stream (or a failed Responses object) as [`ModelError::Http`]:
 /// a numeric `code` is the status; known string codes map to the status the provider uses for
 /// them over HTTP; anything else counts as a server error (500), which is retried.
-pub(crate) fn stream_error(provider: &Provider, error: &Value) -> ModelError {
+pub(crate) fn stream_error(provider: &Provider, url: &str, error: &Value) -> ModelError {
     let code = error.get("code").or_else(|| error.get("type"));
     let status = match code {
         Some(Value::Number(n)) => n.as_u64().and_then(|n| u16::try_from(n).ok()).filter(|n| (400..600).contains(n)),
@@ -282,7 +305,13 @@ pub(crate) fn stream_error(provider: &Provider, error: &Value) -> ModelError {
     {
         message = format!("{code}: {message}");
     }
-    ModelError::Http { provider: provider.name.clone(), status: status.unwrap_or(500), message, retry_after: None }
+    ModelError::Http {
+        provider: provider.name.clone(),
+        url: url.to_string(),
+        status: status.unwrap_or(500),
+        message,
+        retry_after: None,
+    }
 }
 
 /// The HTTP status a provider uses for an error type it also reports in-stream.
@@ -359,11 +388,11 @@ mod tests {
     #[test]
     fn stream_errors_map_codes_to_statuses() {
         let p = super::super::Provider::preset("ollama", "m", None).expect("preset");
-        let e = stream_error(&p, &serde_json::json!({"type": "overloaded_error", "message": "Overloaded"}));
+        let e = stream_error(&p, "u", &serde_json::json!({"type": "overloaded_error", "message": "Overloaded"}));
         assert!(matches!(e, ModelError::Http { status: 529, ref message, .. } if message == "Overloaded"), "{e:?}");
-        let e = stream_error(&p, &serde_json::json!({"code": 429, "message": "slow"}));
+        let e = stream_error(&p, "u", &serde_json::json!({"code": 429, "message": "slow"}));
         assert!(matches!(e, ModelError::Http { status: 429, .. }), "{e:?}");
-        let e = stream_error(&p, &serde_json::json!({"code": "weird", "message": "boom"}));
+        let e = stream_error(&p, "u", &serde_json::json!({"code": "weird", "message": "boom"}));
         assert!(matches!(e, ModelError::Http { status: 500, ref message, .. } if message == "weird: boom"), "{e:?}");
         assert!(e.is_transient());
     }

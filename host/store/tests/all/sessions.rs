@@ -66,6 +66,7 @@ fn counts_usage_and_preview_follow_appends() {
             cache_read_tokens: 50,
             cache_write_tokens: 7,
             reasoning_tokens: 3,
+            estimated: false,
         },
         1,
     )
@@ -82,9 +83,14 @@ fn counts_usage_and_preview_follow_appends() {
             output_tokens: 22,
             cache_read_tokens: 50,
             cache_write_tokens: 7,
-            reasoning_tokens: 3
+            reasoning_tokens: 3,
+            estimated: false,
         }
     );
+    s.add_usage("s1", &Usage { input_tokens: 9, estimated: true, ..Usage::default() }, 1).expect("usage");
+    let info = s.session("s1").expect("session").expect("exists");
+    assert!(info.usage.estimated, "one estimated call marks the totals as estimates");
+    assert_eq!((info.usage.input_tokens, info.api_call_count), (110, 4));
     assert_eq!(info.preview.as_deref(), Some("List the files, please. All of them."));
     assert!(info.updated_at >= info.started_at);
     assert_eq!(info.cwd, "/tmp/project");

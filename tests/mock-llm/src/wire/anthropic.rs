@@ -3,7 +3,8 @@
 //! Content blocks, in order and one at a time: `thinking` (reasoning, `thinking_delta` per word,
 //! then a `signature_delta`), `text` (`text_delta` per word), one `tool_use` per call
 //! (`input_json_delta` pieces). A `ping` follows `message_start`, as the real API sends one.
-//! `message_delta` carries `stop_reason` (`end_turn` or `tool_use`) and the output tokens;
+//! `message_delta` carries `stop_reason` (`end_turn`, `tool_use`, or `max_tokens` for a
+//! truncated answer) and the output tokens;
 //! the input tokens are in `message_start`.
 
 use serde_json::{Value, json};
@@ -14,7 +15,13 @@ use super::{Answer, Sse, pieces, words};
 const SIGNATURE: &str = "mock-signature";
 
 fn stop_reason(answer: &Answer<'_>) -> &'static str {
-    if answer.calls.is_empty() { "end_turn" } else { "tool_use" }
+    if answer.truncated {
+        "max_tokens"
+    } else if answer.calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    }
 }
 
 fn tool_id(n: u64) -> String {

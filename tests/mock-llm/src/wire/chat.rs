@@ -4,15 +4,27 @@
 //! llama.cpp send it) and text one word per chunk, then the tool calls: one chunk per call with
 //! its `index`, `id`, `type` and `name` (arguments `""`), then the argument pieces of all calls
 //! interleaved round-robin, each keyed by `index` only. A last chunk with an empty delta carries
-//! `finish_reason`; with `stream_options.include_usage` every chunk has `"usage": null` and a
-//! final chunk with no choices carries the usage. Then `data: [DONE]`.
+//! `finish_reason` (`length` for a truncated answer); with `stream_options.include_usage` every
+//! chunk has `"usage": null` and a final chunk with no choices carries the usage. Then
+//! `data: [DONE]`.
+//!
+//! [`Mode::Strict`] streams as llama-cpp-python's server does: every tool-call chunk repeats the
+//! call's `id`, `type` and `function.name` beside its piece of the arguments, and carries the
+//! legacy `function_call` field too; no usage chunk, whatever `stream_options` asks.
 
 use serde_json::{Value, json};
 
 use super::{Answer, Sse, pieces, words};
+use crate::Mode;
 
 fn finish_reason(answer: &Answer<'_>) -> &'static str {
-    if answer.calls.is_empty() { "stop" } else { "tool_calls" }
+    if answer.truncated {
+        "length"
+    } else if answer.calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    }
 }
 
 fn usage(answer: &Answer<'_>) -> Value {
@@ -50,7 +62,8 @@ pub(super) fn json(answer: &Answer<'_>) -> Value {
     })
 }
 
-pub(super) fn sse(answer: &Answer<'_>, include_usage: bool) -> Sse {
+pub(super) fn sse(answer: &Answer<'_>, include_usage: bool, mode: Mode) -> Sse {
+    let include_usage = include_usage && mode == Mode::Normal;
     let chunk = |delta: Value, finish: Value| {
         let mut chunk = json!({
             "id": format!("chatcmpl-mock{}", answer.id),
@@ -74,6 +87,19 @@ pub(super) fn sse(answer: &Answer<'_>, include_usage: bool) -> Sse {
     for word in words(answer.text) {
         sse.data(&chunk(json!({"content": word}), Value::Null));
         sse.mark();
+    }
+    if mode == Mode::Strict {
+        for (index, call) in answer.calls.iter().enumerate() {
+            for piece in pieces(&call.arguments) {
+                let function = json!({"name": call.name, "arguments": piece});
+                let delta = json!({"role": "assistant", "content": null, "function_call": function,
+                    "tool_calls": [{"index": index, "id": call_id(call.n), "type": "function", "function": function}]});
+                sse.data(&chunk(delta, Value::Null));
+            }
+        }
+        sse.data(&chunk(json!({}), json!(finish_reason(answer))));
+        sse.events.push("data: [DONE]\n\n".to_owned());
+        return sse;
     }
     for (index, call) in answer.calls.iter().enumerate() {
         let head = json!({"index": index, "id": call_id(call.n), "type": "function",

@@ -6,7 +6,8 @@
 //! (`response.function_call_arguments.delta` pieces). Each item is opened by
 //! `response.output_item.added` and closed by `response.output_item.done` with the whole item;
 //! every event carries a `sequence_number`. Item ids: `rs_mockN`, `msg_mockN`, `fc_N` with
-//! `call_id` `call_N`.
+//! `call_id` `call_N`. A truncated answer ends `incomplete` (`incomplete_details.reason`
+//! `max_output_tokens`, streamed as `response.incomplete`).
 
 use serde_json::{Value, json};
 
@@ -19,7 +20,7 @@ fn response(answer: &Answer<'_>, status: &str, output: Vec<Value>, usage: Value)
         "created_at": answer.created,
         "status": status,
         "error": null,
-        "incomplete_details": null,
+        "incomplete_details": if status == "incomplete" { json!({"reason": "max_output_tokens"}) } else { Value::Null },
         "model": answer.model,
         "output": output,
         "parallel_tool_calls": true,
@@ -78,8 +79,13 @@ fn output(answer: &Answer<'_>) -> Vec<Value> {
     output
 }
 
+/// `completed`, or `incomplete` for a truncated answer.
+fn end_status(answer: &Answer<'_>) -> &'static str {
+    if answer.truncated { "incomplete" } else { "completed" }
+}
+
 pub(super) fn json(answer: &Answer<'_>) -> Value {
-    response(answer, "completed", output(answer), usage(answer))
+    response(answer, end_status(answer), output(answer), usage(answer))
 }
 
 /// Numbers the events as it writes them.
@@ -177,6 +183,7 @@ pub(super) fn sse(answer: &Answer<'_>) -> Sse {
         );
         index += 1;
     }
-    s.emit("response.completed", json!({"response": response(answer, "completed", output(answer), usage(answer))}));
+    let status = end_status(answer);
+    s.emit(&format!("response.{status}"), json!({"response": response(answer, status, output(answer), usage(answer))}));
     s.sse
 }

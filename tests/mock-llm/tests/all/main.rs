@@ -6,4 +6,5 @@ mod bin;
 mod chat;
 mod responses;
 mod script;
+mod strict;
 mod support;

@@ -67,7 +67,8 @@ async fn anthropic_streams_thinking_text_and_usage() {
             output_tokens: 7,
             cache_read_tokens: 100,
             cache_write_tokens: 5,
-            reasoning_tokens: 0
+            reasoning_tokens: 0,
+            estimated: false,
         }
     );
     assert_eq!(reply.finish_reason.as_deref(), Some("end_turn"));
@@ -190,6 +191,7 @@ async fn anthropic_merges_tool_results_into_one_user_message() {
         ],
         "tools": [{"name": "read_file", "description": "Read a file",
             "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}],
+        "tool_choice": {"type": "auto"},
     });
     assert_eq!(server.requests()[0].body, expected);
 }
@@ -215,6 +217,7 @@ async fn anthropic_errors_over_http_and_in_the_stream() {
         err,
         Err(ModelError::Http {
             provider: "custom".into(),
+            url: format!("{}/messages", server.url),
             status: 429,
             message: "Number of request tokens has exceeded your per-minute rate limit".into(),
             retry_after: Some(Duration::from_secs(12)),
@@ -228,6 +231,10 @@ async fn anthropic_errors_over_http_and_in_the_stream() {
         "{err:?}"
     );
     let (err, deltas) = call(&p, &[Message::user("hi")], true).await;
-    assert!(matches!(err, Err(ModelError::Network { ref message, .. }) if message.contains("message_stop")), "{err:?}");
+    assert!(
+        matches!(err, Err(ModelError::Cut { ref message, ref partial, silent: false, .. })
+            if message.contains("message_stop") && partial == "Hel"),
+        "{err:?}"
+    );
     assert_eq!(deltas, vec![text("Hel")]);
 }

@@ -102,7 +102,15 @@ async fn chain_honours_retry_after_and_returns_the_last_error() {
         matches!(reply, Err(ModelError::Http { status: 403, ref message, .. }) if message == "forbidden"),
         "{reply:?}"
     );
-    assert_eq!(notices, vec!["custom/m1 failed (HTTP 404: no such model); falling back to custom/m2"]);
+    assert_eq!(
+        notices,
+        vec![
+            "custom/m1 failed (HTTP 404: no such model (talaria posted to this URL because api_mode is \
+             `chat_completions`: check base_url and api_mode)); falling back to custom/m2"
+                .to_string(),
+            "giving up after 2 attempts over 0.0s (HTTP 403)".to_string(),
+        ]
+    );
 }
 
 #[tokio::test]

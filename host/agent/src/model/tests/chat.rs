@@ -31,7 +31,14 @@ async fn chat_streams_text_reasoning_and_usage() {
     assert_eq!(extra, None, "reasoning_content is replayed only with tool calls");
     assert_eq!(
         reply.usage,
-        Usage { input_tokens: 10, output_tokens: 5, cache_read_tokens: 3, cache_write_tokens: 0, reasoning_tokens: 2 }
+        Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            cache_read_tokens: 3,
+            cache_write_tokens: 0,
+            reasoning_tokens: 2,
+            estimated: false
+        }
     );
     assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
     assert_eq!(reply.model, "gpt-test-2025");
@@ -68,7 +75,8 @@ async fn chat_assembles_two_parallel_tool_calls_from_pieces() {
         calls(&[("call_a", "read_file", r#"{"path":"a"}"#), ("call_b", "list_dir", r#"{"dir":"."}"#)]).as_slice()
     );
     assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
-    assert_eq!(reply.usage, Usage::default(), "no usage chunk, no usage");
+    assert!(reply.usage.estimated, "no usage chunk: estimated, and marked so");
+    assert!(reply.usage.input_tokens > 0 && reply.usage.output_tokens > 0, "{:?}", reply.usage);
 }
 
 #[tokio::test]
@@ -131,7 +139,7 @@ async fn chat_sends_the_history_as_openai_messages() {
         "messages": [
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "Read a and b"},
-            {"role": "assistant", "content": null, "tool_calls": [
+            {"role": "assistant", "content": "", "tool_calls": [
                 {"id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}},
                 {"id": "call_b", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"b"}},
             ]},
@@ -142,6 +150,7 @@ async fn chat_sends_the_history_as_openai_messages() {
         ],
         "tools": [{"type": "function", "function": {"name": "read_file", "description": "Read a file",
             "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}],
+        "tool_choice": "auto",
     });
     assert_eq!(server.requests()[0].body, expected);
 }
@@ -162,6 +171,7 @@ async fn chat_http_errors_carry_the_provider_message_and_retry_after() {
         err,
         ModelError::Http {
             provider: "custom".into(),
+            url: format!("{}/chat/completions", server.url),
             status: 429,
             message: "Rate limit reached for gpt-test".into(),
             retry_after: Some(Duration::from_secs(7)),
@@ -173,8 +183,11 @@ async fn chat_http_errors_carry_the_provider_message_and_retry_after() {
         err.expect_err("500"),
         ModelError::Http {
             provider: "custom".into(),
+            url: format!("{}/chat/completions", server.url),
             status: 500,
-            message: "<html>Internal Server Error</html>".into(),
+            message: "Internal Server Error, with an HTML page (text/html), not an API answer: \
+                      `<html>Internal Server Error</html>`"
+                .into(),
             retry_after: None
         }
     );
@@ -186,7 +199,7 @@ async fn chat_http_errors_carry_the_provider_message_and_retry_after() {
 }
 
 #[tokio::test]
-async fn chat_stream_cut_before_done_is_a_network_error() {
+async fn chat_stream_cut_before_done_is_a_cut_with_its_partial_answer() {
     let events = [chunk(json!({"content": "Hel"}))];
     let server = Server::start(vec![
         Canned::sse(&events).delivered(Delivery::UntilClose),
@@ -197,7 +210,9 @@ async fn chat_stream_cut_before_done_is_a_network_error() {
     for delivery in ["clean close", "broken chunked body"] {
         let (err, deltas) = call(&p, &[Message::user("hi")], true).await;
         let err = err.expect_err(delivery);
-        assert!(matches!(err, ModelError::Network { .. }), "{delivery}: {err:?}");
+        assert!(matches!(err, ModelError::Cut { silent: false, .. }), "{delivery}: {err:?}");
+        assert_eq!(err.partial(), "Hel", "{delivery}");
+        assert!(err.to_string().starts_with(&format!("the reply from {}/chat/completions was cut off", server.url)));
         assert!(err.is_transient());
         assert_eq!(deltas, vec![text("Hel")], "{delivery}");
     }
@@ -221,7 +236,10 @@ async fn chat_error_inside_a_stream_and_empty_answers() {
         "{err:?}"
     );
     let (err, _) = call(&p, &[Message::user("hi")], true).await;
-    assert_eq!(err, Err(ModelError::Empty { provider: "custom".into() }));
+    assert!(
+        matches!(err, Err(ModelError::Empty { ref message, .. }) if message == "no text and no tool calls (stop reason `stop`)"),
+        "{err:?}"
+    );
     let (err, _) = call(&p, &[Message::user("hi")], false).await;
     assert!(matches!(err, Err(ModelError::Http { status: 500, .. })), "{err:?}");
 }

@@ -16,6 +16,8 @@ use server::{Canned, Delivery, Server};
 mod anthropic;
 mod chain;
 mod chat;
+mod faults;
+mod quirks;
 mod responses;
 mod server;
 mod transport;
@@ -27,7 +29,7 @@ fn provider(api_mode: ApiMode, url: &str, model: &str) -> Provider {
         base_url: Some(url.into()),
         api_mode: Some(api_mode),
         key_env: Some("TEST_KEY".into()),
-        max_tokens: None,
+        ..ProviderSpec::default()
     };
     Provider::resolve(spec, |_| Some("sk-test".into())).expect("provider")
 }

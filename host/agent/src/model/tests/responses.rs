@@ -40,7 +40,8 @@ async fn responses_streams_text_and_usage() {
             output_tokens: 12,
             cache_read_tokens: 32,
             cache_write_tokens: 0,
-            reasoning_tokens: 8
+            reasoning_tokens: 8,
+            estimated: false,
         }
     );
     assert_eq!(reply.finish_reason.as_deref(), Some("completed"));
@@ -143,6 +144,7 @@ async fn responses_sends_the_history_as_input_items() {
         ],
         "tools": [{"type": "function", "name": "read_file", "description": "Read a file", "strict": false,
             "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}],
+        "tool_choice": "auto",
     });
     assert_eq!(server.requests()[0].body, expected);
 }
@@ -173,6 +175,7 @@ async fn responses_errors_failures_and_cut_streams() {
         err,
         Err(ModelError::Http {
             provider: "custom".into(),
+            url: format!("{}/responses", server.url),
             status: 429,
             message: "Rate limit reached".into(),
             retry_after: Some(Duration::from_millis(250)),
@@ -190,6 +193,6 @@ async fn responses_errors_failures_and_cut_streams() {
     let (err, _) = call(&p, &[Message::user("hi")], true).await;
     assert!(matches!(err, Err(ModelError::Http { status: 429, .. })), "{err:?}");
     let (err, deltas) = call(&p, &[Message::user("hi")], true).await;
-    assert!(matches!(err, Err(ModelError::Network { .. })), "{err:?}");
+    assert!(matches!(err, Err(ModelError::Cut { ref partial, .. }) if partial == "Hel"), "{err:?}");
     assert_eq!(deltas, vec![text("Hel")]);
 }

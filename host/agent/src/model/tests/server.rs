@@ -20,6 +20,8 @@ pub(super) enum Delivery {
     ChunkedCut,
     /// Headers and body, then nothing: waits for the client to close the connection.
     Hang,
+    /// No answer at all, not even a status line: waits for the client to close the connection.
+    Never,
 }
 
 #[derive(Debug, Clone)]
@@ -108,7 +110,7 @@ impl Recorded {
 pub(super) struct Server {
     pub(super) url: String,
     pub(super) requests: Arc<Mutex<Vec<Recorded>>>,
-    /// Set when a `Hang` response saw the client close the connection.
+    /// Set when a `Hang` or `Never` response saw the client close the connection.
     pub(super) client_closed: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -172,6 +174,12 @@ async fn serve(mut socket: TcpStream, canned: Canned, recorded: &Mutex<Vec<Recor
     let body = serde_json::from_slice(&buf[head_end..head_end + length]).unwrap_or(Value::Null);
     recorded.lock().expect("lock").push(Recorded { path, headers, body });
 
+    if canned.delivery == Delivery::Never {
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut chunk)).await {
+            closed.store(true, Ordering::SeqCst);
+        }
+        return;
+    }
     let mut out = format!("HTTP/1.1 {} Canned\r\nconnection: close\r\n", canned.status);
     for (k, v) in &canned.headers {
         out.push_str(&format!("{k}: {v}\r\n"));
@@ -181,6 +189,7 @@ async fn serve(mut socket: TcpStream, canned: Canned, recorded: &Mutex<Vec<Recor
         // Announce more than is sent, so the client keeps waiting.
         Delivery::Hang => out.push_str(&format!("content-length: {}\r\n\r\n", canned.body.len() + 1_000_000)),
         Delivery::UntilClose => out.push_str("\r\n"),
+        Delivery::Never => {}
         Delivery::ChunkedCut => out.push_str("transfer-encoding: chunked\r\n\r\n"),
     }
     let mut bytes = out.into_bytes();

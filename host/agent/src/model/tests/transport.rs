@@ -31,25 +31,39 @@ async fn dropping_a_call_mid_stream_closes_the_connection() {
 async fn a_silent_stream_hits_the_idle_timeout() {
     let server = Server::start(vec![Canned::sse(&[chunk(json!({"content": "Hel"}))]).delivered(Delivery::Hang)]).await;
     let mut p = provider(ApiMode::ChatCompletions, &server.url, "gpt-test");
-    p.idle_timeout = Duration::from_millis(200);
+    p.timeouts.idle = Duration::from_millis(200);
     let started = Instant::now();
     let (err, deltas) = call(&p, &[Message::user("hi")], true).await;
-    assert!(matches!(err, Err(ModelError::Timeout { .. })), "{err:?}");
+    assert!(
+        matches!(err, Err(ModelError::Timeout { phase: TimeoutPhase::Idle, ref partial, .. }) if partial == "Hel"),
+        "{err:?}"
+    );
+    let message = err.as_ref().expect_err("timeout").to_string();
+    assert_eq!(
+        message,
+        format!(
+            "the reply from {}/chat/completions stopped: nothing arrived for 0.2 s (idle_timeout_secs)",
+            server.url
+        )
+    );
     assert!(err.as_ref().is_err_and(ModelError::is_transient));
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(deltas, vec![text("Hel")]);
 }
 
 #[tokio::test]
-async fn an_unreachable_server_is_a_network_error() {
+async fn an_unreachable_server_is_a_connect_error() {
     // Bind then drop a listener: nothing listens on that port any more.
     let port = TcpListener::bind("127.0.0.1:0").await.expect("bind").local_addr().expect("addr").port();
     let p = provider(ApiMode::ChatCompletions, &format!("http://127.0.0.1:{port}/v1"), "m");
     let (err, _) = call(&p, &[Message::user("hi")], true).await;
+    assert!(matches!(err, Err(ModelError::Connect { .. })), "{err:?}");
+    let message = err.expect_err("refused").to_string();
     assert!(
-        matches!(err, Err(ModelError::Network { ref message, .. }) if message.contains("cannot connect")),
-        "{err:?}"
+        message.starts_with(&format!("cannot connect to http://127.0.0.1:{port}/v1/chat/completions: ")),
+        "{message}"
     );
+    assert!(message.contains("is the server running"), "{message}");
 }
 
 #[tokio::test]

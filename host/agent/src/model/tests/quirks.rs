@@ -1,0 +1,121 @@
+//! Real servers' ways: llama-cpp-python's streaming shapes and what it refuses, answers cut at
+//! the output-token limit in every wire format, streams without usage.
+
+use super::*;
+
+/// A tool-call chunk as llama-cpp-python streams it: id, type and name repeated in every
+/// chunk, the legacy `function_call` beside `tool_calls`.
+fn llama_call(index: u64, id: &str, name: &str, piece: &str) -> Value {
+    let function = json!({"name": name, "arguments": piece});
+    chunk(json!({"role": "assistant", "content": null, "function_call": function,
+        "tool_calls": [{"index": index, "id": id, "type": "function", "function": function}]}))
+}
+
+#[tokio::test]
+async fn llama_cpp_tool_call_chunks_with_repeated_ids_and_names_make_one_call_each() {
+    let server = Server::start(vec![Canned::sse(&[
+        llama_call(0, "call_1", "read_file", "{\"pa"),
+        llama_call(0, "call_1", "read_file", "th\": \"a"),
+        llama_call(0, "call_1", "read_file", ".txt\"}"),
+        llama_call(1, "call_2", "list_dir", "{}"),
+        finish("tool_calls"),
+        json!("[DONE]"),
+    ])])
+    .await;
+    let p = provider(ApiMode::ChatCompletions, &server.url, "smollm");
+    let (reply, _) = call(&p, &[Message::user("hi")], true).await;
+    let reply = reply.expect("reply");
+    let (_, tool_calls, _, _) = assistant(&reply);
+    assert_eq!(
+        tool_calls,
+        calls(&[("call_1", "read_file", r#"{"path": "a.txt"}"#), ("call_2", "list_dir", "{}")]).as_slice()
+    );
+    assert!(reply.usage.estimated, "no usage chunk: the counts are estimates");
+}
+
+#[tokio::test]
+async fn assistant_tool_call_messages_carry_empty_string_content_never_null() {
+    let server = Server::start(vec![ok_chat("ok")]).await;
+    let p = provider(ApiMode::ChatCompletions, &server.url, "m");
+    let (reply, _) = call(&p, &history(), true).await;
+    reply.expect("reply");
+    let body = &server.requests()[0].body;
+    let messages = body["messages"].as_array().expect("messages");
+    assert!(messages.iter().all(|m| m["content"].is_string()), "every content is a string: {body}");
+    assert_eq!(messages[2]["content"], json!(""));
+}
+
+#[tokio::test]
+async fn tool_choice_is_sent_with_tools_as_configured_in_each_wire_format() {
+    let cases = [
+        (ToolChoice::Auto, json!("auto"), json!({"type": "auto"})),
+        (ToolChoice::Required, json!("required"), json!({"type": "any"})),
+        (ToolChoice::None, json!("none"), json!({"type": "none"})),
+        (ToolChoice::Off, Value::Null, Value::Null),
+    ];
+    let messages = [Message::user("hi")];
+    let tools = tools();
+    for (choice, openai, anthropic) in cases {
+        for mode in [ApiMode::ChatCompletions, ApiMode::Responses, ApiMode::AnthropicMessages] {
+            let mut p = provider(mode, "http://127.0.0.1:9/v1", "m");
+            p.tool_choice = choice;
+            let request = ModelRequest { system: "", messages: &messages, tools: &tools, stream: true };
+            let body = match mode {
+                ApiMode::ChatCompletions => crate::model::chat::request_body(&p, &request),
+                ApiMode::Responses => crate::model::responses::request_body(&p, &request),
+                ApiMode::AnthropicMessages => crate::model::anthropic::request_body(&p, &request),
+            };
+            let want = if mode == ApiMode::AnthropicMessages { &anthropic } else { &openai };
+            assert_eq!(body.get("tool_choice").unwrap_or(&Value::Null), want, "{choice:?} in {mode}");
+            let bare = ModelRequest { tools: &[], ..request };
+            let body = crate::model::chat::request_body(&p, &bare);
+            assert!(body.get("tool_choice").is_none(), "no tools, no tool_choice");
+        }
+    }
+}
+
+#[tokio::test]
+async fn answers_cut_at_the_output_token_limit_are_recognised_in_every_format() {
+    let anthropic = Canned::json(
+        200,
+        json!({"type": "message", "model": "claude", "stop_reason": "max_tokens",
+            "content": [{"type": "text", "text": "Once upon a"}], "usage": {"input_tokens": 5, "output_tokens": 3}}),
+    );
+    let responses = Canned::json(
+        200,
+        json!({"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "model": "gpt",
+            "output": [{"type": "message", "content": [{"type": "output_text", "text": "Once upon a"}]}]}),
+    );
+    let chat = Canned::sse(&[chunk(json!({"content": "Once upon a"})), finish("length"), json!("[DONE]")]);
+    for (mode, canned) in
+        [(ApiMode::ChatCompletions, chat), (ApiMode::AnthropicMessages, anthropic), (ApiMode::Responses, responses)]
+    {
+        let server = Server::start(vec![canned]).await;
+        let p = provider(mode, &server.url, "m");
+        let (reply, _) = call(&p, &[Message::user("tell a story")], true).await;
+        let reply = reply.expect("a cut answer is still an answer");
+        assert!(reply.truncated(), "{mode}: {:?}", reply.finish_reason);
+        assert_eq!(reply.message.content(), "Once upon a", "{mode}");
+    }
+}
+
+#[tokio::test]
+async fn a_limit_spent_before_any_answer_says_which_limit() {
+    let server = Server::start(vec![Canned::sse(&[
+        chunk(json!({"reasoning_content": "Let me think about this at great length"})),
+        finish("length"),
+        json!("[DONE]"),
+    ])])
+    .await;
+    let mut p = provider(ApiMode::ChatCompletions, &server.url, "m");
+    p.max_tokens = Some(16);
+    let (err, _) = call(&p, &[Message::user("hi")], true).await;
+    let text = err.expect_err("nothing usable").to_string();
+    assert!(
+        text.ends_with(
+            "sent an empty reply: the output-token limit (16; `max_tokens` under [model]) ran out before any answer \
+             (stop reason `length`, all of it spent on reasoning)"
+        ),
+        "{text}"
+    );
+}
