@@ -11,6 +11,7 @@ mod boundary;
 mod chat;
 mod egress;
 mod extensions;
+mod journal_race;
 mod market;
 
 mod plugin_test;
