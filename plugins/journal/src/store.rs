@@ -149,6 +149,9 @@ pub struct Entries<S> {
     bytes: usize,
     /// Ids handed out but not yet readable, with when they were first missed (seconds).
     pending: BTreeMap<u64, u64>,
+    /// A sync or append failed half-way, and its caller never learnt what changed: read
+    /// everything again at the next sync.
+    stale: bool,
 }
 
 impl<S: Store> Entries<S> {
@@ -160,8 +163,16 @@ impl<S: Store> Entries<S> {
     ///
     /// The store failed.
     pub fn open(store: S, limits: Limits, now: u64, warnings: &mut Vec<String>) -> Result<(Self, Vec<Entry>), String> {
-        let mut entries =
-            Self { store, limits, seen: 0, floor: 0, sizes: BTreeMap::new(), bytes: 0, pending: BTreeMap::new() };
+        let mut entries = Self {
+            store,
+            limits,
+            seen: 0,
+            floor: 0,
+            sizes: BTreeMap::new(),
+            bytes: 0,
+            pending: BTreeMap::new(),
+            stale: false,
+        };
         entries.migrate_legacy(warnings)?;
         let update = entries.reload(now, warnings)?;
         Ok((entries, update.added))
@@ -176,13 +187,19 @@ impl<S: Store> Entries<S> {
     ///
     /// # Errors
     ///
-    /// The store failed; the copy is then as it was.
+    /// The store failed; the next sync then reads everything again.
     pub fn sync(&mut self, now: u64, warnings: &mut Vec<String>) -> Result<Update, String> {
+        let result = self.try_sync(now, warnings);
+        self.stale = result.is_err();
+        result
+    }
+
+    fn try_sync(&mut self, now: u64, warnings: &mut Vec<String>) -> Result<Update, String> {
         let next = self.read_number(NEXT_ID)?;
-        if next == self.seen && self.pending.is_empty() {
+        if next == self.seen && self.pending.is_empty() && !self.stale {
             return Ok(Update::default());
         }
-        if next < self.seen || next - self.seen > RELOAD_AFTER {
+        if self.stale || next < self.seen || next - self.seen > RELOAD_AFTER {
             // Cleared (the counter went back), or much was written: one listing is cheaper.
             return self.reload(now, warnings);
         }
@@ -215,8 +232,21 @@ impl<S: Store> Entries<S> {
     ///
     /// # Errors
     ///
-    /// The store failed; the entry may then be missing, but nothing else is.
+    /// The store failed; the entry may then be missing, but nothing else is, and the next sync
+    /// reads everything again.
     pub fn append(
+        &mut self,
+        ts: u64,
+        session_id: &str,
+        user: &str,
+        assistant: &str,
+    ) -> Result<(Entry, Update), String> {
+        let result = self.try_append(ts, session_id, user, assistant);
+        self.stale |= result.is_err();
+        result
+    }
+
+    fn try_append(
         &mut self,
         ts: u64,
         session_id: &str,
@@ -466,13 +496,15 @@ struct LegacyMeta {
 #[derive(Debug, Default, Clone)]
 pub struct MemStore {
     pub map: std::rc::Rc<std::cell::RefCell<BTreeMap<String, Vec<u8>>>>,
+    /// While set, every read fails, as a store that went away would.
+    pub broken: std::rc::Rc<std::cell::Cell<bool>>,
 }
 
 #[cfg(test)]
 impl MemStore {
     /// A store of its own holding a copy of this one's data.
     pub fn snapshot(&self) -> Self {
-        Self { map: std::rc::Rc::new(std::cell::RefCell::new(self.map.borrow().clone())) }
+        Self { map: std::rc::Rc::new(std::cell::RefCell::new(self.map.borrow().clone())), broken: Default::default() }
     }
 
     pub fn keys(&self) -> Vec<String> {
@@ -487,6 +519,9 @@ impl MemStore {
 #[cfg(test)]
 impl Store for MemStore {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+        if self.broken.get() {
+            return Err("the store is broken".into());
+        }
         Ok(self.map.borrow().get(key).cloned())
     }
 
@@ -757,6 +792,21 @@ mod tests {
         assert_eq!(all.len(), 5, "unique ids: {all:?}");
         // The old entry 2 got the next free id.
         assert_eq!(entries.iter().find(|e| e.user == "old question 2").map(|e| e.id), Some(4));
+    }
+
+    #[test]
+    fn a_sync_that_failed_half_way_is_followed_by_a_full_read() {
+        let store = MemStore::default();
+        let (mut a, _) = open(&store, Limits::default());
+        let (mut b, _) = open(&store, Limits::default());
+        b.append(1, "s", "from b", "x").expect("appended");
+        store.broken.set(true);
+        assert_eq!(a.sync(NOW, &mut Vec::new()), Err("the store is broken".into()));
+        store.broken.set(false);
+        let update = sync(&mut a);
+        assert!(update.reloaded, "{update:?}");
+        assert_eq!(update.added.iter().map(|e| e.user.as_str()).collect::<Vec<_>>(), ["from b"]);
+        assert_eq!(sync(&mut a), Update::default());
     }
 
     #[test]
