@@ -12,6 +12,7 @@ mod chat;
 mod egress;
 mod extensions;
 mod faults;
+mod journal_race;
 mod market;
 
 mod plugin_test;

@@ -2,7 +2,9 @@
 //! - hook overhead per tool call: `guard` on `pre_tool_call` (one rule), `audit` on
 //!   `post_tool_call` (one JSON line appended), each a fresh instance per call;
 //! - memory prefetch latency: `journal` recalling from 10,000 stored turns (its instance stays
-//!   alive; the first call loads the journal from the store), and `sync_turn`;
+//!   alive; the first call loads the journal from the store; each later one first checks the
+//!   store for turns other processes recorded), the same right after another process (a second
+//!   runtime on the same home) recorded a turn, and `sync_turn`;
 //! - the compressor's `should_compress`, asked before every model call.
 //!
 //! Figures are p50 and p99 over many calls after a warm-up (compiles are cached first).
@@ -150,6 +152,35 @@ fn main() {
             i += 1;
             let t = Instant::now();
             rt.block_on(runtime.memory_prefetch(&journal, queries[i % queries.len()], &session)).expect("prefetch");
+            t.elapsed()
+        }),
+    );
+    // A second runtime on the same home, as another talaria process would be.
+    let mut config = RuntimeConfig::new(home.path().to_path_buf(), workspace.path().to_path_buf());
+    config.plugins.insert("journal".into(), settings("", true));
+    let elsewhere = Runtime::new(config, &bundled).expect("runtime");
+    let elsewhere_journal = elsewhere.plugin("journal").expect("journal").clone();
+    let other = PluginSession { session_id: "20261122_130000_other0".into(), ..session.clone() };
+    let mut n = 0;
+    report(
+        "journal: prefetch after another process recorded a turn",
+        timed(&mut || {
+            n += 1;
+            let user = format!("elsewhere {n}: the tokio cache latency in staging came from service {}", n % 97);
+            rt.block_on(elsewhere.memory_sync_turn(&elsewhere_journal, &user, "Raised the pool size.", &other))
+                .expect("sync elsewhere");
+            let t = Instant::now();
+            rt.block_on(runtime.memory_prefetch(&journal, queries[n % queries.len()], &session)).expect("prefetch");
+            t.elapsed()
+        }),
+    );
+    report(
+        "journal: sync_turn at 12,000 to 14,000 turns",
+        timed(&mut || {
+            n += 1;
+            let user = format!("turn {n}: how do we configure the latency settings for service {} in staging?", n % 97);
+            let t = Instant::now();
+            rt.block_on(runtime.memory_sync_turn(&journal, &user, "In config/latency.toml.", &other)).expect("sync");
             t.elapsed()
         }),
     );

@@ -1,13 +1,34 @@
 //! Each plugin's private key-value data (table `plugin_kv`), with per-value and per-plugin limits.
 //!
+//! Several talaria processes (a REPL, a `chat -q`, a gateway) may run the same plugin against the
+//! same file at once, so every operation is atomic on its own, and the ones a store with several
+//! writers needs are here as single transactions (`BEGIN IMMEDIATE`: writers queue on the
+//! database's write lock, across processes):
+//!
+//! 1. [`Store::kv_compare_and_set`] changes a value only if it still is what the caller read;
+//! 2. [`Store::kv_increment`] adds to a counter and returns the new value, so two writers never
+//!    get the same number (counters are stored as decimal ASCII text: `get` reads `b"42"`);
+//! 3. [`Store::kv_list`] reads every key under a prefix with its value, all at one instant.
+//!
+//! A read followed by a [`Store::kv_set`] is *not* atomic: another writer may have changed the
+//! value in between. Every write that adds bytes is checked against the same limits: a key of
+//! 1 to [`MAX_KEY_BYTES`] bytes, a value of at most [`MAX_VALUE_BYTES`], and at most
+//! [`MAX_PLUGIN_BYTES`] of keys and values per plugin.
+//!
 //! ```no_run
 //! let store = talaria_store::Store::open(std::path::Path::new("/tmp/state.db"))?;
 //! store.kv_set("weather", "last_city", b"Lisbon")?;
 //! assert_eq!(store.kv_get("weather", "last_city")?, Some(b"Lisbon".to_vec()));
+//! // A unique number, whichever process asks.
+//! let id = store.kv_increment("journal", "next-id", 1)?;
+//! // Create a key only if nobody else did.
+//! let created = store.kv_compare_and_set("journal", &format!("e/{id}"), None, Some(b"{}"))?;
+//! assert!(created);
+//! assert_eq!(store.kv_list("journal", "e/")?, vec![(format!("e/{id}"), b"{}".to_vec())]);
 //! # Ok::<(), talaria_store::Error>(())
 //! ```
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, Transaction, params};
 
 use crate::{Error, Result, Store};
 
@@ -18,8 +39,14 @@ pub const MAX_PLUGIN_BYTES: i64 = 10 * 1024 * 1024;
 /// Longest key.
 pub const MAX_KEY_BYTES: usize = 512;
 
+/// The bytes a row takes against its plugin's quota: its key's and its value's.
+const ROW_BYTES: &str = "length(CAST(key AS BLOB)) + length(value)";
+
 impl Store {
     /// The value under `key` in `plugin`'s space.
+    ///
+    /// # Errors
+    /// The key is empty or too long, or the database cannot be read.
     pub fn kv_get(&self, plugin: &str, key: &str) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         let conn = self.conn();
@@ -28,31 +55,20 @@ impl Store {
     }
 
     /// Store `value` under `key`, within the value size limit and the plugin's quota.
+    ///
+    /// # Errors
+    /// The key or value is out of bounds, the quota would be exceeded, or the database cannot
+    /// be written.
     pub fn kv_set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
         check_key(key)?;
-        if value.len() > MAX_VALUE_BYTES {
-            return Err(Error::ValueTooLarge(value.len()));
-        }
-        self.write(|tx| {
-            let used: i64 = tx.query_row(
-                "SELECT COALESCE(SUM(length(key) + length(value)), 0) FROM plugin_kv WHERE plugin = ?1 AND key <> ?2",
-                params![plugin, key],
-                |r| r.get(0),
-            )?;
-            let len = i64::try_from(key.len() + value.len()).unwrap_or(i64::MAX);
-            if used.saturating_add(len) > MAX_PLUGIN_BYTES {
-                return Err(Error::QuotaExceeded);
-            }
-            tx.execute(
-                "INSERT INTO plugin_kv (plugin, key, value) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value, updated_at = unixepoch()",
-                params![plugin, key, value],
-            )?;
-            Ok(())
-        })
+        check_value(value)?;
+        self.write(|tx| put(tx, plugin, key, value))
     }
 
     /// Remove `key`; a missing key is not an error.
+    ///
+    /// # Errors
+    /// The key is empty or too long, or the database cannot be written.
     pub fn kv_delete(&self, plugin: &str, key: &str) -> Result<()> {
         check_key(key)?;
         self.write(|tx| {
@@ -61,7 +77,77 @@ impl Store {
         })
     }
 
+    /// Atomically: if the value under `key` is `expected` (`None`: the key is absent), make it
+    /// `new` (`None`: delete the key) and return `true`; otherwise change nothing and return
+    /// `false`. `expected` and `new` both `None` asks whether the key is absent.
+    ///
+    /// # Errors
+    /// The key or the new value is out of bounds, the quota would be exceeded, or the database
+    /// cannot be written.
+    pub fn kv_compare_and_set(
+        &self,
+        plugin: &str,
+        key: &str,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        check_key(key)?;
+        if let Some(new) = new {
+            check_value(new)?;
+        }
+        self.write(|tx| {
+            let current: Option<Vec<u8>> = tx
+                .prepare_cached("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2")?
+                .query_row(params![plugin, key], |r| r.get(0))
+                .optional()?;
+            if current.as_deref() != expected {
+                return Ok(false);
+            }
+            match new {
+                Some(new) if Some(new) != expected => put(tx, plugin, key, new)?,
+                Some(_) => {}
+                None => {
+                    tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1 AND key = ?2", params![plugin, key])?;
+                }
+            }
+            Ok(true)
+        })
+    }
+
+    /// Atomically add `delta` to the counter under `key` and return its new value; a missing
+    /// key counts as 0. The counter is stored as its decimal ASCII text (`-` first when
+    /// negative), so [`Store::kv_get`] reads `b"42"`, and a value written that way with
+    /// [`Store::kv_set`] or [`Store::kv_compare_and_set`] is a counter too.
+    ///
+    /// # Errors
+    /// The key is out of bounds, holds something that is not such a number
+    /// ([`Error::NotACounter`]), the sum leaves the 64-bit range ([`Error::CounterOverflow`]),
+    /// the quota would be exceeded, or the database cannot be written.
+    pub fn kv_increment(&self, plugin: &str, key: &str, delta: i64) -> Result<i64> {
+        check_key(key)?;
+        self.write(|tx| {
+            let current: Option<Vec<u8>> = tx
+                .prepare_cached("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2")?
+                .query_row(params![plugin, key], |r| r.get(0))
+                .optional()?;
+            let current = match current {
+                None => 0,
+                Some(bytes) => parse_counter(&bytes).ok_or_else(|| Error::NotACounter { key: key.to_string() })?,
+            };
+            let next = current.checked_add(delta).ok_or_else(|| Error::CounterOverflow {
+                key: key.to_string(),
+                value: current,
+                delta,
+            })?;
+            put(tx, plugin, key, next.to_string().as_bytes())?;
+            Ok(next)
+        })
+    }
+
     /// Remove everything in `plugin`'s space; returns how many keys there were.
+    ///
+    /// # Errors
+    /// The database cannot be written.
     pub fn kv_clear(&self, plugin: &str) -> Result<u64> {
         self.write(|tx| Ok(tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1", params![plugin])? as u64))
     }
@@ -81,21 +167,50 @@ impl Store {
     }
 
     /// Keys in `plugin`'s space starting with `prefix`, sorted.
+    ///
+    /// # Errors
+    /// The database cannot be read.
     pub fn kv_keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>> {
         let conn = self.conn();
-        let mut stmt = conn.prepare_cached("SELECT key FROM plugin_kv WHERE plugin = ?1 ORDER BY key")?;
-        let keys = stmt.query_map(params![plugin], |r| r.get::<_, String>(0))?;
+        let mut stmt = conn.prepare_cached("SELECT key FROM plugin_kv WHERE plugin = ?1 AND key >= ?2 ORDER BY key")?;
+        let mut rows = stmt.query(params![plugin, prefix])?;
         let mut out = Vec::new();
-        for key in keys {
-            let key = key?;
-            if key.starts_with(prefix) {
-                out.push(key);
+        // Keys compare bytewise, so those starting with `prefix` come first, together.
+        while let Some(row) = rows.next()? {
+            let key: String = row.get(0)?;
+            if !key.starts_with(prefix) {
+                break;
             }
+            out.push(key);
+        }
+        Ok(out)
+    }
+
+    /// Keys in `plugin`'s space starting with `prefix`, sorted, each with its value, all read
+    /// at one instant (one statement: a write by another process is seen whole or not at all).
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn kv_list(&self, plugin: &str, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare_cached("SELECT key, value FROM plugin_kv WHERE plugin = ?1 AND key >= ?2 ORDER BY key")?;
+        let mut rows = stmt.query(params![plugin, prefix])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            let key: String = row.get(0)?;
+            if !key.starts_with(prefix) {
+                break;
+            }
+            out.push((key, row.get(1)?));
         }
         Ok(out)
     }
 
     /// How many keys `plugin` stores, and their values' total size in bytes.
+    ///
+    /// # Errors
+    /// The database cannot be read.
     pub fn kv_usage(&self, plugin: &str) -> Result<(u64, u64)> {
         let conn = self.conn();
         let mut stmt =
@@ -105,9 +220,53 @@ impl Store {
     }
 }
 
+/// Write `value` under `key` inside `tx`, if the plugin's quota allows it: what the plugin keeps
+/// besides this key, plus this key and value, must stay within [`MAX_PLUGIN_BYTES`]. Replacing
+/// a value with one no larger always fits, and skips summing the plugin's space.
+fn put(tx: &Transaction<'_>, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
+    let len = i64::try_from(key.len() + value.len()).unwrap_or(i64::MAX);
+    let before: Option<i64> = tx
+        .prepare_cached(&format!("SELECT {ROW_BYTES} FROM plugin_kv WHERE plugin = ?1 AND key = ?2"))?
+        .query_row(params![plugin, key], |r| r.get(0))
+        .optional()?;
+    if before.is_none_or(|before| len > before) {
+        let used: i64 = tx
+            .prepare_cached(&format!(
+                "SELECT COALESCE(SUM({ROW_BYTES}), 0) FROM plugin_kv WHERE plugin = ?1 AND key <> ?2"
+            ))?
+            .query_row(params![plugin, key], |r| r.get(0))?;
+        if used.saturating_add(len) > MAX_PLUGIN_BYTES {
+            return Err(Error::QuotaExceeded);
+        }
+    }
+    tx.prepare_cached(
+        "INSERT INTO plugin_kv (plugin, key, value) VALUES (?1, ?2, ?3)
+         ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value, updated_at = unixepoch()",
+    )?
+    .execute(params![plugin, key, value])?;
+    Ok(())
+}
+
+/// A counter's value: decimal ASCII digits, `-` first when negative, nothing else.
+fn parse_counter(bytes: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
 fn check_key(key: &str) -> Result<()> {
     if key.is_empty() || key.len() > MAX_KEY_BYTES {
         return Err(Error::BadKey);
+    }
+    Ok(())
+}
+
+fn check_value(value: &[u8]) -> Result<()> {
+    if value.len() > MAX_VALUE_BYTES {
+        return Err(Error::ValueTooLarge(value.len()));
     }
     Ok(())
 }
@@ -175,5 +334,105 @@ mod tests {
         s.kv_set("p", "k0", &chunk).expect("replace within quota");
         // Another plugin has its own quota.
         s.kv_set("q", "k", &chunk).expect("other plugin");
+    }
+
+    #[test]
+    fn compare_and_set_changes_only_what_was_expected() {
+        let (_dir, s) = store();
+        // From nothing: creates once.
+        assert!(s.kv_compare_and_set("p", "k", None, Some(b"one")).expect("cas"));
+        assert!(!s.kv_compare_and_set("p", "k", None, Some(b"other")).expect("cas"), "the key exists now");
+        assert_eq!(s.kv_get("p", "k").expect("get"), Some(b"one".to_vec()));
+        // A stale expectation changes nothing.
+        assert!(!s.kv_compare_and_set("p", "k", Some(b"zero"), Some(b"two")).expect("cas"));
+        assert_eq!(s.kv_get("p", "k").expect("get"), Some(b"one".to_vec()));
+        assert!(s.kv_compare_and_set("p", "k", Some(b"one"), Some(b"two")).expect("cas"));
+        assert_eq!(s.kv_get("p", "k").expect("get"), Some(b"two".to_vec()));
+        // Same value: succeeds, nothing to write.
+        assert!(s.kv_compare_and_set("p", "k", Some(b"two"), Some(b"two")).expect("cas"));
+        // To nothing: deletes, only when it matches.
+        assert!(!s.kv_compare_and_set("p", "k", Some(b"one"), None).expect("cas"));
+        assert!(s.kv_compare_and_set("p", "k", Some(b"two"), None).expect("cas"));
+        assert_eq!(s.kv_get("p", "k").expect("get"), None);
+        // Both none: "is it absent?".
+        assert!(s.kv_compare_and_set("p", "k", None, None).expect("cas"));
+        assert_eq!(s.kv_usage("p").expect("usage"), (0, 0));
+        // Another plugin's key of the same name is another key.
+        s.kv_set("q", "k", b"theirs").expect("set");
+        assert!(s.kv_compare_and_set("p", "k", None, Some(b"mine")).expect("cas"));
+        assert_eq!(s.kv_get("q", "k").expect("get"), Some(b"theirs".to_vec()));
+    }
+
+    #[test]
+    fn increment_counts_from_zero_in_decimal_text() {
+        let (_dir, s) = store();
+        assert_eq!(s.kv_increment("p", "n", 1).expect("inc"), 1);
+        assert_eq!(s.kv_increment("p", "n", 41).expect("inc"), 42);
+        assert_eq!(s.kv_get("p", "n").expect("get"), Some(b"42".to_vec()));
+        assert_eq!(s.kv_increment("p", "n", -50).expect("inc"), -8);
+        assert_eq!(s.kv_get("p", "n").expect("get"), Some(b"-8".to_vec()));
+        assert_eq!(s.kv_increment("p", "n", 0).expect("read"), -8, "adding 0 reads the counter");
+        assert_eq!(s.kv_increment("q", "n", 5).expect("inc"), 5, "counters are per plugin");
+        // A value written by hand in the same form is a counter too.
+        s.kv_set("p", "m", b"100").expect("set");
+        assert_eq!(s.kv_increment("p", "m", 1).expect("inc"), 101);
+        for bad in [&b"ten"[..], b"", b"+1", b"1.5", b" 1", b"-", b"99999999999999999999"] {
+            s.kv_set("p", "bad", bad).expect("set");
+            let e = s.kv_increment("p", "bad", 1).expect_err("not a counter");
+            assert!(matches!(&e, Error::NotACounter { key } if key == "bad"), "{e}");
+            assert!(e.to_string().contains("delete the key or count under another one"), "{e}");
+            assert_eq!(s.kv_get("p", "bad").expect("get"), Some(bad.to_vec()), "left as it was");
+        }
+        s.kv_set("p", "big", i64::MAX.to_string().as_bytes()).expect("set");
+        let e = s.kv_increment("p", "big", 1).expect_err("overflow");
+        assert!(matches!(e, Error::CounterOverflow { value: i64::MAX, delta: 1, .. }), "{e}");
+        assert_eq!(s.kv_increment("p", "big", -1).expect("inc"), i64::MAX - 1);
+    }
+
+    #[test]
+    fn list_returns_keys_under_a_prefix_with_their_values() {
+        let (_dir, s) = store();
+        for (k, v) in [("e/2", "two"), ("e/1", "one"), ("e", "bare"), ("f/1", "f"), ("e/10", "ten"), ("d", "d")] {
+            s.kv_set("p", k, v.as_bytes()).expect("set");
+        }
+        s.kv_set("q", "e/9", b"other plugin").expect("set");
+        let listed = s.kv_list("p", "e/").expect("list");
+        let pairs: Vec<(&str, &[u8])> = listed.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
+        assert_eq!(pairs, [("e/1", &b"one"[..]), ("e/10", b"ten"), ("e/2", b"two")]);
+        assert_eq!(s.kv_list("p", "").expect("list").len(), 6);
+        assert_eq!(s.kv_list("p", "e").expect("list").len(), 4);
+        assert!(s.kv_list("p", "zz").expect("list").is_empty());
+        assert!(s.kv_list("nobody", "").expect("list").is_empty());
+        assert_eq!(s.kv_keys("p", "e").expect("keys"), ["e", "e/1", "e/10", "e/2"]);
+    }
+
+    #[test]
+    fn the_new_writes_keep_the_same_limits() {
+        let (_dir, s) = store();
+        let long_key = "k".repeat(MAX_KEY_BYTES + 1);
+        assert!(matches!(s.kv_compare_and_set("p", "", None, Some(b"x")), Err(Error::BadKey)));
+        assert!(matches!(s.kv_compare_and_set("p", &long_key, None, None), Err(Error::BadKey)));
+        assert!(matches!(s.kv_increment("p", &long_key, 1), Err(Error::BadKey)));
+        let big = vec![0u8; MAX_VALUE_BYTES + 1];
+        let e = s.kv_compare_and_set("p", "k", None, Some(&big)).expect_err("too large");
+        assert_eq!(
+            e.to_string(),
+            format!("value of {} bytes is larger than the {MAX_VALUE_BYTES}-byte limit", big.len())
+        );
+        let chunk = vec![0u8; MAX_VALUE_BYTES];
+        for i in 0..9 {
+            assert!(s.kv_compare_and_set("p", &format!("k{i}"), None, Some(&chunk)).expect("within quota"));
+        }
+        // Almost full: a new value or counter that does not fit is refused like a set.
+        let near = vec![0u8; MAX_VALUE_BYTES - 64];
+        s.kv_set("p", "k9", &near).expect("fills the quota");
+        assert!(matches!(s.kv_compare_and_set("p", "k10", None, Some(&chunk)), Err(Error::QuotaExceeded)));
+        assert_eq!(s.kv_get("p", "k10").expect("get"), None);
+        let e = s.kv_increment("p", &"c".repeat(200), 1).expect_err("no room");
+        assert_eq!(e.to_string(), format!("plugin storage quota of {MAX_PLUGIN_BYTES} bytes would be exceeded"));
+        // Shrinking and deleting always fit.
+        assert!(s.kv_compare_and_set("p", "k0", Some(&chunk), Some(b"small")).expect("shrink"));
+        assert!(s.kv_compare_and_set("p", "k1", Some(&chunk), None).expect("delete"));
+        assert_eq!(s.kv_increment("p", "n", 1).expect("room again"), 1);
     }
 }

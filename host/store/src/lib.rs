@@ -88,6 +88,12 @@ pub enum Error {
     ValueTooLarge(usize),
     #[error("plugin storage quota of {MAX_PLUGIN_BYTES} bytes would be exceeded")]
     QuotaExceeded,
+    #[error(
+        "the value under \"{key}\" is not a counter (a counter is a whole number in decimal ASCII, like `42` or `-7`); delete the key or count under another one"
+    )]
+    NotACounter { key: String },
+    #[error("the counter under \"{key}\" is {value}: adding {delta} would leave the 64-bit range")]
+    CounterOverflow { key: String, value: i64, delta: i64 },
     #[error("no session matches \"{key}\": run `talaria sessions list` to see them")]
     SessionNotFound { key: String },
     #[error(

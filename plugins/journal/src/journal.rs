@@ -1,16 +1,21 @@
 //! The journal: stored entries ([`store`](crate::store)) with their search index
 //! ([`index`](crate::index)), and the recall block built from them.
 //!
+//! The entries and the index are this process's copy; other processes may be recording turns
+//! into the same store at the same time. [`Journal::sync`] brings the copy up to date (one kv
+//! read when nothing changed) and is called before each use.
+//!
 //! ```ignore
-//! let mut journal = Journal::open(KvStore, Limits::default(), &mut warnings)?;
+//! let mut journal = Journal::open(KvStore, Limits::default(), now, &mut warnings)?;
 //! journal.record(now, "s1", "why does the arm64 build fail?", "The linker is missing: ...")?;
+//! journal.sync(now, &mut warnings)?;
 //! let block = journal.recall("arm64 build fails again", "s2", &Settings::default(), now);
 //! ```
 
 use serde::Serialize;
 
 use crate::index::Index;
-use crate::store::{Chunks, Entry, Limits, Store};
+use crate::store::{Entries, Entry, Limits, Store, Update};
 use crate::text;
 
 /// Longest user message and answer kept per entry, in characters.
@@ -60,8 +65,9 @@ pub struct Found {
 /// The journal, loaded.
 #[derive(Debug)]
 pub struct Journal<S> {
-    chunks: Chunks<S>,
-    /// Oldest first; `entries[i]` is document `i` of `index`.
+    stored: Entries<S>,
+    /// In the order this copy learnt of them (about oldest first); `entries[i]` is document `i`
+    /// of `index`.
     entries: Vec<Entry>,
     index: Index,
 }
@@ -72,10 +78,40 @@ impl<S: Store> Journal<S> {
     /// # Errors
     ///
     /// The store failed.
-    pub fn open(store: S, limits: Limits, warnings: &mut Vec<String>) -> Result<Self, String> {
-        let (chunks, entries) = Chunks::open(store, limits, warnings)?;
+    pub fn open(store: S, limits: Limits, now: u64, warnings: &mut Vec<String>) -> Result<Self, String> {
+        let (stored, entries) = Entries::open(store, limits, now, warnings)?;
         let index = build_index(&entries);
-        Ok(Self { chunks, entries, index })
+        Ok(Self { stored, entries, index })
+    }
+
+    /// Take in what other processes recorded (and dropped) since the last sync.
+    ///
+    /// # Errors
+    ///
+    /// The store failed; the copy is then as it was.
+    pub fn sync(&mut self, now: u64, warnings: &mut Vec<String>) -> Result<(), String> {
+        let update = self.stored.sync(now, warnings)?;
+        self.apply(update);
+        Ok(())
+    }
+
+    /// Bring the entries and the index in line with `update`.
+    fn apply(&mut self, update: Update) {
+        if update.reloaded {
+            self.entries = update.added;
+            self.index = build_index(&self.entries);
+            return;
+        }
+        if let Some(floor) = update.dropped_below
+            && self.entries.iter().any(|e| e.id < floor)
+        {
+            self.entries.retain(|e| e.id >= floor);
+            self.index = build_index(&self.entries);
+        }
+        for entry in update.added {
+            self.index.add(&[&entry.user, &entry.assistant]);
+            self.entries.push(entry);
+        }
     }
 
     /// How many entries there are.
@@ -83,7 +119,8 @@ impl<S: Store> Journal<S> {
         self.entries.len()
     }
 
-    /// Remember a finished turn, unless it is small talk. Returns whether it was kept.
+    /// Remember a finished turn under a new id, unless it is small talk. Returns whether it was
+    /// kept. The limits count what this copy knows: [`Journal::sync`] first.
     ///
     /// # Errors
     ///
@@ -94,13 +131,8 @@ impl<S: Store> Journal<S> {
         }
         let user = text::clip(user.trim(), MAX_STORED_CHARS);
         let assistant = text::clip(assistant.trim(), MAX_STORED_CHARS);
-        let appended = self.chunks.append(now, session_id, &user, &assistant)?;
-        self.index.add(&[&appended.entry.user, &appended.entry.assistant]);
-        self.entries.push(appended.entry);
-        if let Some(first_kept) = appended.dropped_before {
-            self.entries.retain(|e| e.id >= first_kept);
-            self.index = build_index(&self.entries);
-        }
+        let (_, update) = self.stored.append(now, session_id, &user, &assistant)?;
+        self.apply(update);
         Ok(true)
     }
 
@@ -213,7 +245,7 @@ mod tests {
     const NOW: u64 = 1_795_352_532; // 2026-11-22
 
     fn journal(turns: &[(&str, &str, &str)]) -> Journal<MemStore> {
-        let mut j = Journal::open(MemStore::default(), Limits::default(), &mut Vec::new()).expect("opens");
+        let mut j = Journal::open(MemStore::default(), Limits::default(), NOW, &mut Vec::new()).expect("opens");
         for (i, (session, user, assistant)) in turns.iter().enumerate() {
             let ts = NOW - 10 * DAY + i as u64 * DAY;
             assert!(j.record(ts, session, user, assistant).expect("recorded"), "kept: {user}");
@@ -327,8 +359,8 @@ mod tests {
 
     #[test]
     fn the_index_follows_reopening_and_retention() {
-        let limits = Limits { max_entries: 4, chunk_entries: 2, ..Limits::default() };
-        let mut j = Journal::open(MemStore::default(), limits, &mut Vec::new()).expect("opens");
+        let limits = Limits { max_entries: 4, drop_entries: 2, ..Limits::default() };
+        let mut j = Journal::open(MemStore::default(), limits, NOW, &mut Vec::new()).expect("opens");
         for i in 0..6u64 {
             j.record(
                 NOW + i,
@@ -341,10 +373,35 @@ mod tests {
         assert_eq!(j.len(), 4, "two oldest entries dropped");
         assert!(j.search("topic0", 10, 100).is_empty());
         assert_eq!(j.search("topic5", 10, 100).len(), 1);
-        let store = j.chunks.store().clone();
-        let reopened = Journal::open(store, limits, &mut Vec::new()).expect("reopens");
+        let store = j.stored.store().snapshot();
+        let reopened = Journal::open(store, limits, NOW, &mut Vec::new()).expect("reopens");
         assert_eq!(reopened.len(), 4);
         assert_eq!(reopened.search("topic2", 10, 100)[0].session_id, "s2");
+    }
+
+    #[test]
+    fn a_long_lived_copy_recalls_what_another_process_recorded_meanwhile() {
+        // A REPL's journal, open for the whole session, and a one-shot `chat -q` in another
+        // terminal, on one store.
+        let store = MemStore::default();
+        let mut repl = Journal::open(store.clone(), Limits::default(), NOW, &mut Vec::new()).expect("opens");
+        assert!(
+            repl.record(NOW, "repl", "why does the arm64 release build fail", "The linker is missing.").expect("ok")
+        );
+        let mut one_shot = Journal::open(store.clone(), Limits::default(), NOW, &mut Vec::new()).expect("opens");
+        assert!(one_shot.record(NOW, "oneshot", "which port does the staging database use", "Port 5433.").expect("ok"));
+        // The REPL's next turn: after a sync it recalls the other process's entry.
+        let question = "what port is the staging database on";
+        assert_eq!(repl.recall(question, "repl", &Settings::default(), NOW), "", "not synced yet");
+        repl.sync(NOW, &mut Vec::new()).expect("syncs");
+        assert!(repl.recall(question, "repl", &Settings::default(), NOW).contains("5433"));
+        // And records its own next turn under a new id, keeping the other's.
+        assert!(repl.record(NOW, "repl", "how do I rotate the database password", "Run make rotate.").expect("ok"));
+        let reopened = Journal::open(store, Limits::default(), NOW, &mut Vec::new()).expect("opens");
+        let mut ids: Vec<u64> = reopened.entries.iter().map(|e| e.id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [0, 1, 2]);
+        assert_eq!(reopened.search("", 10, 100).len(), 3);
     }
 
     /// Words for synthetic entries: "ba", "be", ..., "zuzu", ... (deterministic).
@@ -362,7 +419,7 @@ mod tests {
         w
     }
 
-    /// A store holding `n` entries of about 130 words each, in 64-entry chunks.
+    /// A store holding `n` entries of about 130 words each.
     fn big_store(n: u64) -> MemStore {
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
         let mut next = move || {
@@ -375,7 +432,7 @@ mod tests {
         let mut text = |words: usize| -> String {
             (0..words).map(|_| word((next() % 4000) * (next() % 4000) / 4000)).collect::<Vec<_>>().join(" ")
         };
-        let mut store = MemStore::default();
+        let store = MemStore::default();
         let entries: Vec<Entry> = (0..n)
             .map(|id| Entry {
                 id,
@@ -385,9 +442,10 @@ mod tests {
                 assistant: text(120),
             })
             .collect();
-        for (k, chunk) in entries.chunks(64).enumerate() {
-            store.map.insert(format!("c/{k:08}"), serde_json::to_vec(chunk).expect("json"));
+        for e in &entries {
+            store.insert(&format!("e/{:012}", e.id), &serde_json::to_vec(e).expect("json"));
         }
+        store.insert("next-id", n.to_string().as_bytes());
         store
     }
 
@@ -395,7 +453,7 @@ mod tests {
     fn ten_thousand_entries_recall_quickly() {
         let store = big_store(10_000);
         let opened = std::time::Instant::now();
-        let j = Journal::open(store, Limits::default(), &mut Vec::new()).expect("opens");
+        let j = Journal::open(store, Limits::default(), NOW, &mut Vec::new()).expect("opens");
         eprintln!("loading and indexing 10,000 entries: {:?}", opened.elapsed());
         // The first call of a process pays this once; keep it well inside the plugin's deadline.
         let budget = if cfg!(debug_assertions) { 20_000 } else { 2_000 };

@@ -2,7 +2,8 @@
 //! plugin's kv store.
 //!
 //! - **sync_turn** records each finished turn (small talk and slash commands are skipped; each
-//!   side is clipped to 4,000 characters) in chunks of kv (`store`).
+//!   side is clipped to 4,000 characters) under a key of its own in kv, with an id from a kv
+//!   counter (`store`), so several talaria processes can record at once and lose nothing.
 //! - **prefetch** scores the entries of *other* sessions against the user's new message with
 //!   BM25 (`index`), slightly favouring recent ones, and returns the best few as a recall block
 //!   (`journal`), or "" for a trivial message or when nothing matches well enough:
@@ -16,7 +17,8 @@
 //! - the tool **journal_search** searches every session.
 //!
 //! The host keeps this plugin's instance alive, so the index lives in a `static`: it is built
-//! from kv on first use and grows with each recorded turn.
+//! from kv on first use, and before every later use it takes in what other processes recorded
+//! (or dropped) meanwhile: one kv read when nothing changed.
 //!
 //! ```toml
 //! [plugins.journal.config]
@@ -50,19 +52,29 @@ const SEARCH_CLIP_CHARS: usize = 2_000;
 /// The journal, loaded on first use.
 static JOURNAL: Mutex<Option<Journal<KvStore>>> = Mutex::new(None);
 
-/// Run `f` on the journal, loading it from kv first if needed.
+/// Run `f` on the journal: loaded from kv on first use, brought up to date with what other
+/// processes wrote on every later one.
 fn with_journal<T>(f: impl FnOnce(&mut Journal<KvStore>) -> T) -> Result<T, String> {
     let mut slot = JOURNAL.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(journal) = slot.as_mut() {
-        return Ok(f(journal));
-    }
     let mut warnings = Vec::new();
-    let journal = Journal::open(KvStore, Limits::default(), &mut warnings)?;
+    let journal = match slot.as_mut() {
+        Some(journal) => {
+            if let Err(e) = journal.sync(now(), &mut warnings) {
+                // Recall from what this copy has; the next call tries again.
+                log::warn(&format!("journal: could not read what other processes recorded: {e}"));
+            }
+            journal
+        }
+        None => {
+            let journal = Journal::open(KvStore, Limits::default(), now(), &mut warnings)?;
+            log::debug(&format!("journal loaded: {} entries", journal.len()));
+            slot.insert(journal)
+        }
+    };
     for w in warnings {
         log::warn(&w);
     }
-    log::debug(&format!("journal loaded: {} entries", journal.len()));
-    Ok(f(slot.insert(journal)))
+    Ok(f(journal))
 }
 
 /// `[plugins.journal.config]`, with defaults for what is unset or unusable.

@@ -1,26 +1,46 @@
-//! The journal on disk: entries in chunks of the plugin's kv store.
+//! The journal in the plugin's kv store, one key per entry, safe with several writers.
 //!
 //! ```text
-//! c/00000000   [{"id":0,"ts":1795352532,"session_id":"...","user":"...","assistant":"..."}, ...]
-//! c/00000001   up to 64 entries (fewer when they are large), oldest first
-//! meta         {"version":1,"next_id":130,"entries":130,"chunks":3,"bytes":201733}
+//! e/000000000042   {"id":42,"ts":1795352532,"session_id":"...","user":"...","assistant":"..."}
+//! next-id          "43"   ids handed out so far (a kv counter): never handed out again
+//! floor            "17"   entries below this id were dropped to keep within the limits
 //! ```
 //!
-//! Only the newest chunk is ever rewritten. The chunks are the truth: `meta` is written after
-//! each append for whoever looks, and only its `next_id` is read back. When the journal grows
-//! past [`Limits`] the oldest chunks are deleted whole.
+//! Several talaria processes (a REPL, a `chat -q` in another terminal, a gateway) may record
+//! turns at the same moment, each with its own copy of the journal in memory. What keeps them
+//! from losing each other's entries:
 //!
-//! [`Store`] is the seam: [`KvStore`] is the host's kv, and the tests use an in-memory map.
+//! 1. An entry's id comes from `increment(next-id)`: no two writers ever get the same one.
+//! 2. An entry is written once, under its own key, by `compare-and-set` from nothing, and never
+//!    rewritten: no writer overwrites anything it has not read.
+//! 3. Retention deletes single entries, oldest first, after raising `floor` (only ever up, by
+//!    compare-and-set), and does so *before* the writer takes its id, so whoever sees the new
+//!    `next-id` also sees the new `floor`.
+//! 4. A copy in memory is brought up to date ([`Entries::sync`]) before it is used: one read of
+//!    `next-id` when nothing changed; else `floor` and the entries with the new ids. An id handed
+//!    out but not yet written (its writer is between `increment` and `compare-and-set`) is asked
+//!    for again at each sync, for [`PENDING_SECS`].
+//!
+//! Journals kept in the earlier layout (`c/NNNNNNNN` chunks of up to 64 entries, and `meta`) are
+//! moved to this one when first opened, keeping their ids ([`Entries::open`]).
+//!
+//! [`Store`] is the seam: [`KvStore`] is the host's kv, and the tests use a map in memory that
+//! several journals can share, like processes sharing one store.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Key-value storage, as the journal needs it.
+/// Key-value storage, as the journal needs it: the host's kv operations, each atomic.
 pub trait Store {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String>;
-    fn set(&mut self, key: &str, value: &[u8]) -> Result<(), String>;
     fn delete(&mut self, key: &str) -> Result<(), String>;
-    /// Keys starting with `prefix`, sorted.
-    fn keys(&self, prefix: &str) -> Result<Vec<String>, String>;
+    /// Make the value `new` if it is `expected` (`None`: absent); whether it did.
+    fn compare_and_set(&mut self, key: &str, expected: Option<&[u8]>, new: Option<&[u8]>) -> Result<bool, String>;
+    /// Add `delta` to the counter (decimal text) under `key`; its new value.
+    fn increment(&mut self, key: &str, delta: i64) -> Result<i64, String>;
+    /// Keys starting with `prefix`, sorted, with their values.
+    fn list(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, String>;
 }
 
 /// The plugin's kv store on the host (capability `kv`).
@@ -32,23 +52,27 @@ impl Store for KvStore {
         talaria_sdk::kv::get(key).map_err(|e| e.to_string())
     }
 
-    fn set(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
-        talaria_sdk::kv::set(key, value).map_err(|e| e.to_string())
-    }
-
     fn delete(&mut self, key: &str) -> Result<(), String> {
         talaria_sdk::kv::delete(key).map_err(|e| e.to_string())
     }
 
-    fn keys(&self, prefix: &str) -> Result<Vec<String>, String> {
-        talaria_sdk::kv::keys(prefix).map_err(|e| e.to_string())
+    fn compare_and_set(&mut self, key: &str, expected: Option<&[u8]>, new: Option<&[u8]>) -> Result<bool, String> {
+        talaria_sdk::kv::compare_and_set(key, expected, new).map_err(|e| e.to_string())
+    }
+
+    fn increment(&mut self, key: &str, delta: i64) -> Result<i64, String> {
+        talaria_sdk::kv::increment(key, delta).map_err(|e| e.to_string())
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+        talaria_sdk::kv::list(prefix).map_err(|e| e.to_string())
     }
 }
 
 /// One remembered turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
-    /// Increasing, never reused.
+    /// Unique, never reused; increasing in the order writers took them.
     pub id: u64,
     /// Seconds since the Unix epoch.
     pub ts: u64,
@@ -60,179 +84,393 @@ pub struct Entry {
 /// How much the journal keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Entries kept at most; the oldest chunks go first.
+    /// Entries kept at most; the oldest go first.
     pub max_entries: usize,
-    /// Bytes of chunks kept at most (the host allows 10 MiB of kv per plugin).
+    /// Bytes of entries (keys and values) kept at most (the host allows 10 MiB of kv per plugin).
     pub max_bytes: usize,
-    /// Entries per chunk.
-    pub chunk_entries: usize,
-    /// A chunk is closed once it would grow past this many bytes (the host allows 1 MiB a value).
-    pub chunk_bytes: usize,
+    /// Once over a limit, drop this many entries more than needed (and this many bytes more)
+    /// so the next drop, and every copy's index rebuild, comes only this many appends later.
+    pub drop_entries: usize,
+    pub drop_bytes: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_entries: 20_000, max_bytes: 8 * 1024 * 1024, chunk_entries: 64, chunk_bytes: 256 * 1024 }
+        Self { max_entries: 20_000, max_bytes: 8 * 1024 * 1024, drop_entries: 64, drop_bytes: 256 * 1024 }
     }
 }
 
-const META_KEY: &str = "meta";
-const CHUNK_PREFIX: &str = "c/";
+/// The id counter.
+const NEXT_ID: &str = "next-id";
+/// Ids below this were dropped.
+const FLOOR: &str = "floor";
+const ENTRY_PREFIX: &str = "e/";
+/// How long an id handed out but not yet written is asked for again (its writer crashed, or
+/// failed to write, if it is still missing by then).
+pub const PENDING_SECS: u64 = 60;
+/// How many of the newest ids a full read treats as possibly still being written.
+const PENDING_WINDOW: u64 = 64;
+/// More new ids than this since the last sync: read everything in one listing instead of one
+/// by one.
+const RELOAD_AFTER: u64 = 256;
+/// The earlier layout.
+const LEGACY_CHUNK_PREFIX: &str = "c/";
+const LEGACY_META: &str = "meta";
+/// Where an earlier-layout chunk that does not decode is kept, out of the way.
+const UNREADABLE_PREFIX: &str = "unreadable/";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ChunkInfo {
-    n: u64,
-    count: usize,
-    bytes: usize,
-    /// Id of its first entry (`u64::MAX` for a chunk that did not decode).
-    first_id: u64,
+fn entry_key(id: u64) -> String {
+    format!("{ENTRY_PREFIX}{id:012}")
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Meta {
-    version: u32,
-    next_id: u64,
-    entries: usize,
-    chunks: usize,
-    bytes: usize,
+/// What a sync or an append changed in the copy in memory.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Update {
+    /// Everything was read again: `added` holds every entry, and the copy is replaced.
+    pub reloaded: bool,
+    /// Entries with an id below this are gone.
+    pub dropped_below: Option<u64>,
+    /// Entries new to this copy (a writer's own included), in the order they were read.
+    pub added: Vec<Entry>,
 }
 
-/// The chunked journal in a [`Store`].
+/// The journal's entries in a [`Store`]: what this copy knows of them (ids and sizes; the
+/// entries themselves go to the caller), and how to bring it up to date.
 #[derive(Debug)]
-pub struct Chunks<S> {
+pub struct Entries<S> {
     store: S,
     limits: Limits,
-    /// Oldest first.
-    chunks: Vec<ChunkInfo>,
-    /// The entries of the newest chunk, which the next append rewrites.
-    tail: Vec<Entry>,
-    next_id: u64,
+    /// `next-id` as last read: every id below it is known, pending, dropped, or never written.
+    seen: u64,
+    floor: u64,
+    /// Every id in the copy (undecodable entries too, so they count and go in turn), with its
+    /// size in bytes (key and value); oldest first.
+    sizes: BTreeMap<u64, usize>,
+    bytes: usize,
+    /// Ids handed out but not yet readable, with when they were first missed (seconds).
+    pending: BTreeMap<u64, u64>,
+    /// A sync or append failed half-way, and its caller never learnt what changed: read
+    /// everything again at the next sync.
+    stale: bool,
 }
 
-/// What an append did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Appended {
-    pub entry: Entry,
-    /// Entries with an id below this were deleted to stay within the limits.
-    pub dropped_before: Option<u64>,
-}
-
-impl<S: Store> Chunks<S> {
-    /// Open the journal in `store` and read every entry, oldest first. A chunk that does not
-    /// decode is reported in `warnings` and left out (it is deleted when its turn to go comes).
+impl<S: Store> Entries<S> {
+    /// Open the journal in `store` and read every entry, oldest first, moving a journal in the
+    /// earlier layout over first. Entries that do not decode are reported in `warnings` and
+    /// left out (they are deleted when their turn to go comes).
     ///
     /// # Errors
     ///
     /// The store failed.
-    pub fn open(store: S, limits: Limits, warnings: &mut Vec<String>) -> Result<(Self, Vec<Entry>), String> {
-        let mut chunks = Vec::new();
-        let mut entries = Vec::new();
-        let mut tail = Vec::new();
-        for key in store.keys(CHUNK_PREFIX)? {
-            let Some(n) = key.strip_prefix(CHUNK_PREFIX).and_then(|n| n.parse::<u64>().ok()) else { continue };
-            let Some(bytes) = store.get(&key)? else { continue };
-            match serde_json::from_slice::<Vec<Entry>>(&bytes) {
-                Ok(list) => {
-                    let first_id = list.first().map_or(u64::MAX, |e| e.id);
-                    chunks.push(ChunkInfo { n, count: list.len(), bytes: bytes.len(), first_id });
-                    tail.clone_from(&list);
-                    entries.extend(list);
-                }
-                Err(e) => {
-                    warnings.push(format!("journal chunk {key} does not decode and is skipped: {e}"));
-                    chunks.push(ChunkInfo { n, count: 0, bytes: bytes.len(), first_id: u64::MAX });
-                    tail.clear();
-                }
-            }
-        }
-        let meta: Option<Meta> = match store.get(META_KEY)? {
-            Some(bytes) => serde_json::from_slice(&bytes).ok(),
-            None => None,
+    pub fn open(store: S, limits: Limits, now: u64, warnings: &mut Vec<String>) -> Result<(Self, Vec<Entry>), String> {
+        let mut entries = Self {
+            store,
+            limits,
+            seen: 0,
+            floor: 0,
+            sizes: BTreeMap::new(),
+            bytes: 0,
+            pending: BTreeMap::new(),
+            stale: false,
         };
-        let after_last = entries.iter().map(|e| e.id + 1).max().unwrap_or(0);
-        let next_id = meta.map_or(0, |m| m.next_id).max(after_last);
-        Ok((Self { store, limits, chunks, tail, next_id }, entries))
+        entries.migrate_legacy(warnings)?;
+        let update = entries.reload(now, warnings)?;
+        Ok((entries, update.added))
     }
 
-    /// Append a turn (already clipped) and apply the limits.
+    /// How many entries the copy holds.
+    pub fn len(&self) -> usize {
+        self.sizes.len()
+    }
+
+    /// Bring the copy up to date with what every writer did since the last sync.
     ///
     /// # Errors
     ///
-    /// The store failed; the entry may then be missing, but the journal stays readable.
-    pub fn append(&mut self, ts: u64, session_id: &str, user: &str, assistant: &str) -> Result<Appended, String> {
-        let entry = Entry {
-            id: self.next_id,
+    /// The store failed; the next sync then reads everything again.
+    pub fn sync(&mut self, now: u64, warnings: &mut Vec<String>) -> Result<Update, String> {
+        let result = self.try_sync(now, warnings);
+        self.stale = result.is_err();
+        result
+    }
+
+    fn try_sync(&mut self, now: u64, warnings: &mut Vec<String>) -> Result<Update, String> {
+        let next = self.read_number(NEXT_ID)?;
+        if next == self.seen && self.pending.is_empty() && !self.stale {
+            return Ok(Update::default());
+        }
+        if self.stale || next < self.seen || next - self.seen > RELOAD_AFTER {
+            // Cleared (the counter went back), or much was written: one listing is cheaper.
+            return self.reload(now, warnings);
+        }
+        let mut update = Update::default();
+        let floor = self.read_number(FLOOR)?;
+        if floor > self.floor {
+            self.forget_below(floor);
+            update.dropped_below = Some(floor);
+        }
+        let retry: Vec<(u64, u64)> = self.pending.iter().map(|(&id, &since)| (id, since)).collect();
+        for (id, since) in retry {
+            if !self.fetch(id, warnings, &mut update.added)? && now.saturating_sub(since) > PENDING_SECS {
+                self.pending.remove(&id);
+            }
+        }
+        for id in self.seen.max(self.floor)..next {
+            if !self.sizes.contains_key(&id)
+                && !self.pending.contains_key(&id)
+                && !self.fetch(id, warnings, &mut update.added)?
+            {
+                self.pending.insert(id, now);
+            }
+        }
+        self.seen = next;
+        Ok(update)
+    }
+
+    /// Append a turn (already clipped) under a new id, dropping the oldest entries first when
+    /// the limits need it. Counts what the copy knows: [`Entries::sync`] first.
+    ///
+    /// # Errors
+    ///
+    /// The store failed; the entry may then be missing, but nothing else is, and the next sync
+    /// reads everything again.
+    pub fn append(
+        &mut self,
+        ts: u64,
+        session_id: &str,
+        user: &str,
+        assistant: &str,
+    ) -> Result<(Entry, Update), String> {
+        let result = self.try_append(ts, session_id, user, assistant);
+        self.stale |= result.is_err();
+        result
+    }
+
+    fn try_append(
+        &mut self,
+        ts: u64,
+        session_id: &str,
+        user: &str,
+        assistant: &str,
+    ) -> Result<(Entry, Update), String> {
+        let mut entry = Entry {
+            id: self.seen,
             ts,
             session_id: session_id.to_string(),
             user: user.to_string(),
             assistant: assistant.to_string(),
         };
-        let entry_bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?.len();
-        let fits = self.chunks.last().is_some_and(|last| {
-            last.first_id != u64::MAX
-                && last.count < self.limits.chunk_entries
-                && last.bytes + entry_bytes < self.limits.chunk_bytes
-        });
-        let n = match self.chunks.last() {
-            Some(last) if fits => last.n,
-            Some(last) => {
-                self.tail.clear();
-                last.n + 1
-            }
-            None => 0,
-        };
-        let mut list = self.tail.clone();
-        list.push(entry.clone());
-        let bytes = serde_json::to_vec(&list).map_err(|e| e.to_string())?;
-        self.store.set(&chunk_key(n), &bytes)?;
-        let info = ChunkInfo { n, count: list.len(), bytes: bytes.len(), first_id: list[0].id };
-        if fits {
-            if let Some(last) = self.chunks.last_mut() {
-                *last = info;
-            }
-        } else {
-            self.chunks.push(info);
+        let estimate = entry_key(entry.id).len() + serde_json::to_vec(&entry).map_err(|e| e.to_string())?.len();
+        let mut update = Update { dropped_below: self.make_room(estimate)?, ..Update::default() };
+        let (id, size) = self.create(&mut entry)?;
+        self.sizes.insert(id, size);
+        self.bytes += size;
+        if id == self.seen {
+            // Nobody took an id since the last sync: the copy is still complete.
+            self.seen = id + 1;
         }
-        self.tail = list;
-        self.next_id += 1;
-
-        let dropped_before = self.enforce_limits()?;
-        self.write_meta()?;
-        Ok(Appended { entry, dropped_before })
+        update.added.push(entry.clone());
+        Ok((entry, update))
     }
 
-    /// How many entries are kept.
-    pub fn len(&self) -> usize {
-        self.chunks.iter().map(|c| c.count).sum()
-    }
-
-    /// Delete the oldest chunks until the journal is within its limits (the newest chunk always
-    /// stays). Returns the first id kept when anything went.
-    fn enforce_limits(&mut self) -> Result<Option<u64>, String> {
-        let mut dropped = false;
-        while self.chunks.len() > 1 && (self.len() > self.limits.max_entries || self.bytes() > self.limits.max_bytes) {
-            let oldest = self.chunks[0];
-            self.store.delete(&chunk_key(oldest.n))?;
-            self.chunks.remove(0);
-            dropped = true;
+    /// Store `entry` under a new id (set in it); its id and stored size.
+    fn create(&mut self, entry: &mut Entry) -> Result<(u64, usize), String> {
+        // The id is fresh, so the key is free; a key taken all the same (written by hand, or by
+        // a writer that did not count) is left alone and the next id tried.
+        for _ in 0..8 {
+            entry.id = self.next_id()?;
+            let key = entry_key(entry.id);
+            let bytes = serde_json::to_vec(&*entry).map_err(|e| e.to_string())?;
+            if self.store.compare_and_set(&key, None, Some(&bytes))? {
+                return Ok((entry.id, key.len() + bytes.len()));
+            }
         }
-        Ok(dropped.then(|| self.chunks.iter().map(|c| c.first_id).min().unwrap_or(u64::MAX)))
+        Err(format!(
+            "journal: the keys of 8 fresh ids up to {} were taken already; is another plugin writing `{ENTRY_PREFIX}` keys in this space?",
+            entry.id
+        ))
     }
 
-    fn bytes(&self) -> usize {
-        self.chunks.iter().map(|c| c.bytes).sum()
+    /// A fresh id from the shared counter.
+    fn next_id(&mut self) -> Result<u64, String> {
+        let next = self.store.increment(NEXT_ID, 1)?;
+        u64::try_from(next - 1)
+            .map_err(|_| format!("journal: the id counter `{NEXT_ID}` is negative ({next}); delete it to start over"))
     }
 
-    fn write_meta(&mut self) -> Result<(), String> {
-        let meta = Meta {
-            version: 1,
-            next_id: self.next_id,
-            entries: self.len(),
-            chunks: self.chunks.len(),
-            bytes: self.bytes(),
-        };
-        let bytes = serde_json::to_vec(&meta).map_err(|e| e.to_string())?;
-        self.store.set(META_KEY, &bytes)
+    /// Drop the oldest entries when one of `incoming` bytes more would pass a limit, until the
+    /// journal with it is [`Limits::drop_entries`] - 1 entries (and [`Limits::drop_bytes`])
+    /// below the limits. Raises `floor` first, so other copies drop them too. Returns the new
+    /// floor when anything went.
+    fn make_room(&mut self, incoming: usize) -> Result<Option<u64>, String> {
+        let l = self.limits;
+        if self.sizes.len() < l.max_entries && self.bytes + incoming <= l.max_bytes {
+            return Ok(None);
+        }
+        let keep_entries = l.max_entries.saturating_sub(l.drop_entries);
+        let keep_bytes = l.max_bytes.saturating_sub(l.drop_bytes);
+        let mut dropped = Vec::new();
+        let mut count = self.sizes.len();
+        let mut bytes = self.bytes;
+        for (&id, &size) in &self.sizes {
+            if count <= keep_entries && bytes + incoming <= keep_bytes {
+                break;
+            }
+            dropped.push(id);
+            count -= 1;
+            bytes -= size;
+        }
+        let Some(&last) = dropped.last() else { return Ok(None) };
+        let floor = last + 1;
+        self.raise_floor(floor)?;
+        for id in &dropped {
+            self.store.delete(&entry_key(*id))?;
+        }
+        self.forget_below(floor);
+        Ok(Some(floor))
+    }
+
+    /// Set `floor` to at least `to`, whatever other writers set it to meanwhile.
+    fn raise_floor(&mut self, to: u64) -> Result<(), String> {
+        loop {
+            let current = self.store.get(FLOOR)?;
+            if current.as_deref().and_then(parse_number).is_some_and(|f| f >= to) {
+                return Ok(());
+            }
+            if self.store.compare_and_set(FLOOR, current.as_deref(), Some(to.to_string().as_bytes()))? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Forget the ids below `floor` (they are gone from the store, or going).
+    fn forget_below(&mut self, floor: u64) {
+        self.floor = self.floor.max(floor);
+        let kept = self.sizes.split_off(&floor);
+        self.bytes -= self.sizes.values().sum::<usize>();
+        self.sizes = kept;
+        self.pending = self.pending.split_off(&floor);
+    }
+
+    /// Read entry `id` into the copy; whether it was there.
+    fn fetch(&mut self, id: u64, warnings: &mut Vec<String>, added: &mut Vec<Entry>) -> Result<bool, String> {
+        let key = entry_key(id);
+        let Some(bytes) = self.store.get(&key)? else { return Ok(false) };
+        self.pending.remove(&id);
+        self.take(id, &key, &bytes, warnings, added);
+        Ok(true)
+    }
+
+    /// Add a stored entry to the copy (and to `added` when it decodes).
+    fn take(&mut self, id: u64, key: &str, bytes: &[u8], warnings: &mut Vec<String>, added: &mut Vec<Entry>) {
+        let size = key.len() + bytes.len();
+        if let Some(old) = self.sizes.insert(id, size) {
+            self.bytes -= old;
+        }
+        self.bytes += size;
+        match serde_json::from_slice::<Entry>(bytes) {
+            Ok(entry) if entry.id == id => added.push(entry),
+            Ok(entry) => warnings.push(format!("journal entry {key} holds id {}, not {id}; it is skipped", entry.id)),
+            Err(e) => warnings.push(format!("journal entry {key} does not decode and is skipped: {e}")),
+        }
+    }
+
+    /// Read everything again: every entry at or above `floor`; older ones left behind by a
+    /// writer that stopped half-way are deleted.
+    fn reload(&mut self, now: u64, warnings: &mut Vec<String>) -> Result<Update, String> {
+        // The counter first: every entry below it that is not listed was dropped, is being
+        // written, or never will be.
+        let next = self.read_number(NEXT_ID)?;
+        let floor = self.read_number(FLOOR)?;
+        let listed = self.store.list(ENTRY_PREFIX)?;
+        self.sizes.clear();
+        self.bytes = 0;
+        self.pending.clear();
+        self.floor = floor;
+        let mut added = Vec::new();
+        for (key, bytes) in listed {
+            let Some(id) = key.strip_prefix(ENTRY_PREFIX).and_then(|n| n.parse::<u64>().ok()) else { continue };
+            if id < floor {
+                self.store.delete(&key)?;
+                continue;
+            }
+            self.take(id, &key, &bytes, warnings, &mut added);
+        }
+        for id in next.saturating_sub(PENDING_WINDOW).max(floor)..next {
+            if !self.sizes.contains_key(&id) {
+                self.pending.insert(id, now);
+            }
+        }
+        self.seen = next;
+        Ok(Update { reloaded: true, dropped_below: None, added })
+    }
+
+    /// A counter's value; 0 when absent or not a number.
+    fn read_number(&self, key: &str) -> Result<u64, String> {
+        Ok(self.store.get(key)?.as_deref().and_then(parse_number).unwrap_or(0))
+    }
+
+    /// Move a journal in the earlier layout (chunks of entries, and `meta`) to one key per
+    /// entry, keeping ids. Safe to run in several processes at once, and again after a crash:
+    /// the counter is raised past every old id before any entry moves, an entry is created only
+    /// where its key is free (an equal entry there means another process moved it already), and
+    /// a chunk is deleted only after its entries moved.
+    fn migrate_legacy(&mut self, warnings: &mut Vec<String>) -> Result<(), String> {
+        let chunks = self.store.list(LEGACY_CHUNK_PREFIX)?;
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        let meta_next = self
+            .store
+            .get(LEGACY_META)?
+            .and_then(|bytes| serde_json::from_slice::<LegacyMeta>(&bytes).ok())
+            .map_or(0, |m| m.next_id);
+        let mut decoded = Vec::new();
+        for (key, bytes) in chunks {
+            match serde_json::from_slice::<Vec<Entry>>(&bytes) {
+                Ok(list) => decoded.push((key, list)),
+                Err(e) => {
+                    let aside = format!("{UNREADABLE_PREFIX}{key}");
+                    self.store.compare_and_set(&aside, None, Some(&bytes))?;
+                    self.store.delete(&key)?;
+                    warnings.push(format!("journal chunk {key} does not decode and is skipped (kept as {aside}): {e}"));
+                }
+            }
+        }
+        let after_last = decoded.iter().flat_map(|(_, list)| list.iter().map(|e| e.id + 1)).max().unwrap_or(0);
+        self.raise_counter(meta_next.max(after_last))?;
+        // The earlier layout dropped whole chunks, oldest first: ids below the oldest kept are gone.
+        if let Some(oldest) = decoded.iter().flat_map(|(_, list)| list.iter().map(|e| e.id)).min() {
+            self.raise_floor(oldest)?;
+        }
+        for (key, list) in decoded {
+            for mut entry in list {
+                let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
+                if self.store.compare_and_set(&entry_key(entry.id), None, Some(&bytes))? {
+                    continue;
+                }
+                let there = self.store.get(&entry_key(entry.id))?;
+                if there.as_deref().and_then(|b| serde_json::from_slice::<Entry>(b).ok()).as_ref() != Some(&entry) {
+                    // Its id was taken by another entry meanwhile: it keeps its text, under a new id.
+                    self.create(&mut entry)?;
+                }
+            }
+            self.store.delete(&key)?;
+        }
+        self.store.delete(LEGACY_META)
+    }
+
+    /// Set the id counter to at least `to`.
+    fn raise_counter(&mut self, to: u64) -> Result<(), String> {
+        loop {
+            let current = self.store.get(NEXT_ID)?;
+            if current.as_deref().and_then(parse_number).is_some_and(|n| n >= to) {
+                return Ok(());
+            }
+            if self.store.compare_and_set(NEXT_ID, current.as_deref(), Some(to.to_string().as_bytes()))? {
+                return Ok(());
+            }
+        }
     }
 
     /// The store underneath (for tests).
@@ -242,35 +480,87 @@ impl<S: Store> Chunks<S> {
     }
 }
 
-fn chunk_key(n: u64) -> String {
-    format!("{CHUNK_PREFIX}{n:08}")
+/// A counter's decimal text.
+fn parse_number(bytes: &[u8]) -> Option<u64> {
+    std::str::from_utf8(bytes).ok()?.parse().ok()
 }
 
-/// A [`Store`] in memory, for tests.
+/// `meta` of the earlier layout; only `next_id` matters.
+#[derive(Debug, Deserialize)]
+struct LegacyMeta {
+    next_id: u64,
+}
+
+/// A [`Store`] in memory, for tests: clones share one map, like processes sharing one store.
 #[cfg(test)]
 #[derive(Debug, Default, Clone)]
 pub struct MemStore {
-    pub map: std::collections::BTreeMap<String, Vec<u8>>,
+    pub map: std::rc::Rc<std::cell::RefCell<BTreeMap<String, Vec<u8>>>>,
+    /// While set, every read fails, as a store that went away would.
+    pub broken: std::rc::Rc<std::cell::Cell<bool>>,
+}
+
+#[cfg(test)]
+impl MemStore {
+    /// A store of its own holding a copy of this one's data.
+    pub fn snapshot(&self) -> Self {
+        Self { map: std::rc::Rc::new(std::cell::RefCell::new(self.map.borrow().clone())), broken: Default::default() }
+    }
+
+    pub fn keys(&self) -> Vec<String> {
+        self.map.borrow().keys().cloned().collect()
+    }
+
+    pub fn insert(&self, key: &str, value: &[u8]) {
+        self.map.borrow_mut().insert(key.to_string(), value.to_vec());
+    }
 }
 
 #[cfg(test)]
 impl Store for MemStore {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
-        Ok(self.map.get(key).cloned())
-    }
-
-    fn set(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
-        self.map.insert(key.to_string(), value.to_vec());
-        Ok(())
+        if self.broken.get() {
+            return Err("the store is broken".into());
+        }
+        Ok(self.map.borrow().get(key).cloned())
     }
 
     fn delete(&mut self, key: &str) -> Result<(), String> {
-        self.map.remove(key);
+        self.map.borrow_mut().remove(key);
         Ok(())
     }
 
-    fn keys(&self, prefix: &str) -> Result<Vec<String>, String> {
-        Ok(self.map.keys().filter(|k| k.starts_with(prefix)).cloned().collect())
+    fn compare_and_set(&mut self, key: &str, expected: Option<&[u8]>, new: Option<&[u8]>) -> Result<bool, String> {
+        let mut map = self.map.borrow_mut();
+        if map.get(key).map(Vec::as_slice) != expected {
+            return Ok(false);
+        }
+        match new {
+            Some(new) => map.insert(key.to_string(), new.to_vec()),
+            None => map.remove(key),
+        };
+        Ok(true)
+    }
+
+    fn increment(&mut self, key: &str, delta: i64) -> Result<i64, String> {
+        let mut map = self.map.borrow_mut();
+        let current = match map.get(key) {
+            None => 0,
+            Some(v) => std::str::from_utf8(v).ok().and_then(|t| t.parse::<i64>().ok()).ok_or("not a counter")?,
+        };
+        let next = current + delta;
+        map.insert(key.to_string(), next.to_string().into_bytes());
+        Ok(next)
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+        Ok(self
+            .map
+            .borrow()
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
     }
 }
 
@@ -278,87 +568,257 @@ impl Store for MemStore {
 mod tests {
     use super::*;
 
-    fn limits(chunk_entries: usize) -> Limits {
-        Limits { chunk_entries, ..Limits::default() }
+    const NOW: u64 = 1_795_352_532;
+
+    fn limits(max_entries: usize, drop_entries: usize) -> Limits {
+        Limits { max_entries, drop_entries, ..Limits::default() }
     }
 
-    fn open(store: MemStore, limits: Limits) -> (Chunks<MemStore>, Vec<Entry>) {
+    fn open(store: &MemStore, limits: Limits) -> (Entries<MemStore>, Vec<Entry>) {
         let mut warnings = Vec::new();
-        let opened = Chunks::open(store, limits, &mut warnings).expect("opens");
+        let opened = Entries::open(store.clone(), limits, NOW, &mut warnings).expect("opens");
         assert!(warnings.is_empty(), "{warnings:?}");
         opened
     }
 
-    #[test]
-    fn entries_round_trip_through_chunks() {
-        let (mut j, entries) = open(MemStore::default(), limits(3));
-        assert!(entries.is_empty());
-        for i in 0..7 {
-            let a = j.append(100 + i, "s1", &format!("question {i}"), &format!("answer {i}")).expect("appended");
-            assert_eq!((a.entry.id, a.dropped_before), (i, None));
-        }
-        let keys: Vec<&str> = j.store().map.keys().map(String::as_str).collect();
-        assert_eq!(keys, ["c/00000000", "c/00000001", "c/00000002", "meta"]);
-        let meta: serde_json::Value = serde_json::from_slice(&j.store().map["meta"]).expect("meta is JSON");
-        assert_eq!(
-            (meta["next_id"].as_u64(), meta["entries"].as_u64(), meta["chunks"].as_u64()),
-            (Some(7), Some(7), Some(3))
-        );
+    fn ids(entries: &[Entry]) -> Vec<u64> {
+        entries.iter().map(|e| e.id).collect()
+    }
 
-        let (mut again, entries) = open(j.store().clone(), limits(3));
-        assert_eq!(entries.iter().map(|e| e.id).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5, 6]);
-        assert_eq!(
-            entries[4],
-            Entry { id: 4, ts: 104, session_id: "s1".into(), user: "question 4".into(), assistant: "answer 4".into() }
-        );
-        // Appending after reopening fills the last chunk and goes on numbering.
-        assert_eq!(again.append(200, "s2", "u", "a").expect("appended").entry.id, 7);
-        let (_, entries) = open(again.store().clone(), limits(3));
-        assert_eq!(entries.len(), 8);
-        assert_eq!(entries.last().map(|e| e.session_id.as_str()), Some("s2"));
+    fn sync(e: &mut Entries<MemStore>) -> Update {
+        let mut warnings = Vec::new();
+        let update = e.sync(NOW, &mut warnings).expect("syncs");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        update
     }
 
     #[test]
-    fn the_oldest_chunks_go_when_the_journal_is_full() {
-        let (mut j, _) = open(MemStore::default(), Limits { max_entries: 5, chunk_entries: 2, ..Limits::default() });
+    fn entries_round_trip_one_key_each() {
+        let store = MemStore::default();
+        let (mut j, entries) = open(&store, Limits::default());
+        assert!(entries.is_empty());
+        for i in 0..3 {
+            let (entry, update) =
+                j.append(100 + i, "s1", &format!("question {i}"), &format!("answer {i}")).expect("appended");
+            assert_eq!((entry.id, update.dropped_below, ids(&update.added)), (i, None, vec![i]));
+        }
+        assert_eq!(store.keys(), ["e/000000000000", "e/000000000001", "e/000000000002", "next-id"]);
+        assert_eq!(store.get("next-id").expect("get"), Some(b"3".to_vec()));
+
+        let (mut again, entries) = open(&store, Limits::default());
+        assert_eq!(ids(&entries), [0, 1, 2]);
+        assert_eq!(
+            entries[1],
+            Entry { id: 1, ts: 101, session_id: "s1".into(), user: "question 1".into(), assistant: "answer 1".into() }
+        );
+        assert_eq!(again.append(200, "s2", "u", "a").expect("appended").0.id, 3);
+        assert_eq!(again.len(), 4);
+    }
+
+    #[test]
+    fn two_copies_writing_in_turn_keep_every_entry_with_its_own_id() {
+        // Two processes, each with its copy in memory, on one store.
+        let store = MemStore::default();
+        let (mut a, _) = open(&store, Limits::default());
+        let (mut b, _) = open(&store, Limits::default());
+        let mut taken = Vec::new();
+        for i in 0..5 {
+            taken.push(a.append(i, "sa", &format!("a{i}"), "x").expect("a appends").0.id);
+            taken.push(b.append(i, "sb", &format!("b{i}"), "x").expect("b appends").0.id);
+        }
+        taken.sort_unstable();
+        assert_eq!(taken, (0..10).collect::<Vec<u64>>(), "no id handed out twice");
+        // Each copy learns of the other's entries when it syncs, and only those.
+        let seen_by_a = sync(&mut a);
+        assert!(!seen_by_a.reloaded);
+        assert_eq!(seen_by_a.added.iter().map(|e| e.user.as_str()).collect::<Vec<_>>(), ["b0", "b1", "b2", "b3", "b4"]);
+        assert_eq!(a.len(), 10);
+        assert_eq!(sync(&mut a), Update::default(), "nothing new: one read of the counter");
+        assert_eq!(sync(&mut b).added.len(), 5);
+        let (_, all) = open(&store, Limits::default());
+        assert_eq!(ids(&all), (0..10).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn an_id_taken_but_not_yet_written_is_picked_up_later() {
+        let store = MemStore::default();
+        let (mut a, _) = open(&store, Limits::default());
+        a.append(1, "s", "first", "x").expect("appended");
+        // Another writer took id 1 and has not written it yet; then a third wrote id 2.
+        let mut writer = store.clone();
+        assert_eq!(writer.increment("next-id", 1), Ok(2));
+        let (mut c, _) = open(&store, Limits::default());
+        c.append(2, "s", "third", "x").expect("appended");
+        assert_eq!(ids(&sync(&mut a).added), [2]);
+        // The slow writer finishes: the next sync finds it although the counter did not move.
+        let slow = Entry { id: 1, ts: 3, session_id: "s".into(), user: "second".into(), assistant: "x".into() };
+        store.insert("e/000000000001", &serde_json::to_vec(&slow).expect("json"));
+        assert_eq!(sync(&mut a).added, [slow]);
+        assert_eq!(a.len(), 3);
+        assert_eq!(sync(&mut a), Update::default());
+
+        // An id whose writer never writes is given up after a while.
+        writer.increment("next-id", 1).expect("taken");
+        assert!(sync(&mut a).added.is_empty());
+        let later = a.sync(NOW + PENDING_SECS + 1, &mut Vec::new()).expect("syncs");
+        assert!(later.added.is_empty());
+        assert!(a.pending.is_empty());
+    }
+
+    #[test]
+    fn the_oldest_entries_go_when_the_journal_is_full_in_every_copy() {
+        let store = MemStore::default();
+        let (mut j, _) = open(&store, limits(5, 2));
+        let (mut other, _) = open(&store, limits(5, 2));
         let mut dropped = Vec::new();
         for i in 0..9 {
-            dropped.push(j.append(i, "s", "u", "a").expect("appended").dropped_before);
+            sync(&mut j);
+            dropped.push(j.append(i, "s", "u", "a").expect("appended").1.dropped_below);
         }
-        // 2 per chunk, at most 5 entries: appending the 6th drops chunk 0 (ids 0 and 1), ...
+        // At most 5 entries: appending the 6th drops the two oldest, and so on.
         assert_eq!(dropped, [None, None, None, None, None, Some(2), None, Some(4), None]);
-        let (_, entries) = open(j.store().clone(), limits(2));
-        assert_eq!(entries.iter().map(|e| e.id).collect::<Vec<_>>(), [4, 5, 6, 7, 8]);
+        let (_, entries) = open(&store, limits(5, 2));
+        assert_eq!(ids(&entries), [4, 5, 6, 7, 8]);
+        assert_eq!(store.get("floor").expect("get"), Some(b"4".to_vec()));
+        assert_eq!(store.keys().iter().filter(|k| k.starts_with("e/")).count(), 5);
+        // The other copy is told what went.
+        let update = sync(&mut other);
+        assert_eq!((update.reloaded, update.dropped_below), (false, Some(4)));
+        assert_eq!(ids(&update.added), [4, 5, 6, 7, 8]);
+        assert_eq!(other.len(), 5);
     }
 
     #[test]
-    fn a_byte_budget_closes_chunks_and_drops_old_ones() {
+    fn a_byte_budget_drops_old_entries() {
         let big = "x".repeat(1000);
-        let small = Limits { max_entries: 1000, max_bytes: 5_000, chunk_entries: 64, chunk_bytes: 2_500 };
-        let (mut j, _) = open(MemStore::default(), small);
+        let small = Limits { max_entries: 1000, max_bytes: 5_000, drop_entries: 1, drop_bytes: 1_500 };
+        let store = MemStore::default();
+        let (mut j, _) = open(&store, small);
         for i in 0..10 {
             j.append(i, "s", &big, "a").expect("appended");
+            assert!(j.bytes <= 5_000, "{} bytes after {i}", j.bytes);
         }
-        assert!(j.store().map.values().all(|v| v.len() < 2_500 + 1_100), "chunks stay near their byte limit");
-        assert!(j.bytes() <= 5_000);
-        let (_, entries) = open(j.store().clone(), small);
+        let (_, entries) = open(&store, small);
         assert_eq!(entries.last().map(|e| e.id), Some(9));
-        assert!(entries.len() < 10);
+        assert!(entries.len() < 5, "{}", entries.len());
     }
 
     #[test]
-    fn next_id_survives_a_lost_tail_and_corrupt_chunks_are_skipped() {
-        let (mut j, _) = open(MemStore::default(), limits(2));
+    fn ids_are_never_reused_and_bad_entries_are_skipped() {
+        let store = MemStore::default();
+        let (mut j, _) = open(&store, Limits::default());
         for i in 0..5 {
             j.append(i, "s", "u", "a").expect("appended");
         }
-        let mut store = j.store().clone();
-        store.map.remove("c/00000002"); // the newest chunk, holding id 4
-        store.map.insert("c/00000000".into(), b"not json".to_vec());
+        store.map.borrow_mut().remove("e/000000000004"); // the newest
+        store.insert("e/000000000000", b"not json");
         let mut warnings = Vec::new();
-        let (mut j, entries) = Chunks::open(store, limits(2), &mut warnings).expect("opens");
+        let (mut j, entries) = Entries::open(store.clone(), Limits::default(), NOW, &mut warnings).expect("opens");
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert_eq!(entries.iter().map(|e| e.id).collect::<Vec<_>>(), [2, 3]);
-        assert_eq!(j.append(9, "s", "u", "a").expect("appended").entry.id, 5, "ids are never reused");
+        assert!(warnings[0].contains("e/000000000000 does not decode"), "{warnings:?}");
+        assert_eq!(ids(&entries), [1, 2, 3]);
+        assert_eq!(j.append(9, "s", "u", "a").expect("appended").0.id, 5, "ids are never reused");
+        // A key in the way (written by someone not counting) is left alone.
+        store.insert("e/000000000006", b"someone else's");
+        assert_eq!(j.append(9, "s", "u", "a").expect("appended").0.id, 7);
+        assert_eq!(store.get("e/000000000006").expect("get"), Some(b"someone else's".to_vec()));
+    }
+
+    /// A store in the earlier layout: chunks of `per_chunk` entries with ids `ids`, and `meta`.
+    fn legacy(ids: &[u64], per_chunk: usize, meta_next: u64) -> MemStore {
+        let store = MemStore::default();
+        let entries: Vec<Entry> = ids
+            .iter()
+            .map(|&id| Entry {
+                id,
+                ts: 100 + id,
+                session_id: "old".into(),
+                user: format!("old question {id}"),
+                assistant: "old answer".into(),
+            })
+            .collect();
+        for (n, chunk) in entries.chunks(per_chunk).enumerate() {
+            store.insert(&format!("c/{n:08}"), &serde_json::to_vec(chunk).expect("json"));
+        }
+        let meta = format!(r#"{{"version":1,"next_id":{meta_next},"entries":{},"chunks":2,"bytes":0}}"#, ids.len());
+        store.insert("meta", meta.as_bytes());
+        store
+    }
+
+    #[test]
+    fn a_journal_in_chunks_moves_to_one_key_per_entry_keeping_ids() {
+        // Ids 3 to 7 kept (0 to 2 were dropped); id 8 was lost with its chunk, so 9 is next.
+        let store = legacy(&[3, 4, 5, 6, 7], 3, 9);
+        let (mut j, entries) = open(&store, Limits::default());
+        assert_eq!(ids(&entries), [3, 4, 5, 6, 7]);
+        assert_eq!(entries[0].user, "old question 3");
+        let keys = store.keys();
+        assert!(!keys.iter().any(|k| k.starts_with("c/") || k == "meta"), "{keys:?}");
+        assert_eq!(store.get("next-id").expect("get"), Some(b"9".to_vec()));
+        assert_eq!(j.append(1, "new", "u", "a").expect("appended").0.id, 9, "old ids are not handed out again");
+        let (_, entries) = open(&store, Limits::default());
+        assert_eq!(ids(&entries), [3, 4, 5, 6, 7, 9]);
+    }
+
+    #[test]
+    fn a_move_cut_short_or_raced_loses_nothing() {
+        let store = legacy(&[0, 1, 2, 3], 2, 4);
+        // A process moved entries 0 and 1 and stopped before deleting their chunk; meanwhile a
+        // writer that did not count took key 2 for something else.
+        let moved = |id: u64| Entry {
+            id,
+            ts: 100 + id,
+            session_id: "old".into(),
+            user: format!("old question {id}"),
+            assistant: "old answer".into(),
+        };
+        store.insert("e/000000000000", &serde_json::to_vec(&moved(0)).expect("json"));
+        store.insert("e/000000000001", &serde_json::to_vec(&moved(1)).expect("json"));
+        let other =
+            Entry { id: 2, ts: 1, session_id: "new".into(), user: "a newer turn".into(), assistant: "x".into() };
+        store.insert("e/000000000002", &serde_json::to_vec(&other).expect("json"));
+        store.insert("c/00000009", b"[{not json");
+        let mut warnings = Vec::new();
+        let (_, entries) = Entries::open(store.clone(), Limits::default(), NOW, &mut warnings).expect("opens");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("kept as unreadable/c/00000009"), "{warnings:?}");
+        assert_eq!(store.get("unreadable/c/00000009").expect("get"), Some(b"[{not json".to_vec()));
+        let mut users: Vec<&str> = entries.iter().map(|e| e.user.as_str()).collect();
+        users.sort_unstable();
+        assert_eq!(users, ["a newer turn", "old question 0", "old question 1", "old question 2", "old question 3"]);
+        let mut all = ids(&entries);
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 5, "unique ids: {all:?}");
+        // The old entry 2 got the next free id.
+        assert_eq!(entries.iter().find(|e| e.user == "old question 2").map(|e| e.id), Some(4));
+    }
+
+    #[test]
+    fn a_sync_that_failed_half_way_is_followed_by_a_full_read() {
+        let store = MemStore::default();
+        let (mut a, _) = open(&store, Limits::default());
+        let (mut b, _) = open(&store, Limits::default());
+        b.append(1, "s", "from b", "x").expect("appended");
+        store.broken.set(true);
+        assert_eq!(a.sync(NOW, &mut Vec::new()), Err("the store is broken".into()));
+        store.broken.set(false);
+        let update = sync(&mut a);
+        assert!(update.reloaded, "{update:?}");
+        assert_eq!(update.added.iter().map(|e| e.user.as_str()).collect::<Vec<_>>(), ["from b"]);
+        assert_eq!(sync(&mut a), Update::default());
+    }
+
+    #[test]
+    fn a_cleared_journal_is_read_again() {
+        let store = MemStore::default();
+        let (mut j, _) = open(&store, Limits::default());
+        j.append(1, "s", "u", "a").expect("appended");
+        j.append(2, "s", "u", "a").expect("appended");
+        store.map.borrow_mut().clear();
+        let update = sync(&mut j);
+        assert!(update.reloaded && update.added.is_empty());
+        assert_eq!(j.len(), 0);
+        assert_eq!(j.append(3, "s", "u", "a").expect("appended").0.id, 0);
     }
 }

@@ -123,6 +123,48 @@ impl kv::Host for HostState {
         });
         result
     }
+
+    async fn compare_and_set(
+        &mut self,
+        key: String,
+        expected: Option<Vec<u8>>,
+        new: Option<Vec<u8>>,
+    ) -> Result<bool, String> {
+        let result = self.kv_store().and_then(|s| {
+            s.kv_compare_and_set(&self.env.kv_space, &key, expected.as_deref(), new.as_deref())
+                .map_err(|e| e.to_string())
+        });
+        self.record("kv", "compare-and-set", || {
+            let side = |v: &Option<Vec<u8>>| v.as_ref().map_or("none".into(), |v| bytes(v.len()));
+            let args = format!("{} (expected {}, new {})", word(&key), side(&expected), side(&new));
+            (args, self.kv_outcome(&result, |swapped| if *swapped { "swapped" } else { "unchanged" }.into()))
+        });
+        result
+    }
+
+    async fn increment(&mut self, key: String, delta: i64) -> Result<i64, String> {
+        let result =
+            self.kv_store().and_then(|s| s.kv_increment(&self.env.kv_space, &key, delta).map_err(|e| e.to_string()));
+        self.record("kv", "increment", || {
+            (format!("{} ({delta:+})", word(&key)), self.kv_outcome(&result, ToString::to_string))
+        });
+        result
+    }
+
+    async fn list_with_values(&mut self, prefix: String) -> Result<Vec<(String, Vec<u8>)>, String> {
+        let result = self.kv_store().and_then(|s| s.kv_list(&self.env.kv_space, &prefix).map_err(|e| e.to_string()));
+        self.record("kv", "list-with-values", || {
+            let outcome = self.kv_outcome(&result, |pairs| {
+                let total = pairs.iter().map(|(_, v)| v.len()).sum();
+                match pairs.len() {
+                    1 => format!("1 key, {}", bytes(total)),
+                    n => format!("{n} keys, {}", bytes(total)),
+                }
+            });
+            (quoted(&prefix), outcome)
+        });
+        result
+    }
 }
 
 /// A value's size as recorded: `1 byte`, `2 bytes`.

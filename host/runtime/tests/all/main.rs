@@ -2,12 +2,13 @@
 //! (tests/plugins/evil) tries one escape or failure per test and the exact refusal is asserted;
 //! the 0.2.0 probes (tests/plugins/probe-*) exercise hooks, memory providers, context engines and
 //! the llm import, legacy-v1 keeps API 0.1.0 honest, and the flood plugin declares and logs too
-//! much.
+//! much. `kv` covers the operations several writers need.
 
 mod api;
 mod boundary;
 mod context;
 mod hooks;
+mod kv;
 mod limits;
 mod loading;
 mod memory;

@@ -30,6 +30,20 @@ async fn kv_calls_are_recorded_with_sizes_and_outcomes() {
     assert_eq!(lines(&rt), ["kv.get counter -> 2 bytes", r#"kv.get "no such key" -> none"#]);
     let recorded = rt.take_recorded_imports();
     assert!(recorded.is_empty(), "drained: {recorded:?}");
+
+    ok(call(&rt, "kv_swap", json!({ "key": "e/1", "new": "hello" })).await);
+    ok(call(&rt, "kv_swap", json!({ "key": "e/1", "expected": "bye", "new": null })).await);
+    ok(call(&rt, "kv_count", json!({ "key": "counter", "delta": -2 })).await);
+    ok(call(&rt, "kv_list", json!({ "prefix": "e/" })).await);
+    assert_eq!(
+        lines(&rt),
+        [
+            "kv.compare-and-set e/1 (expected none, new 5 bytes) -> swapped",
+            "kv.compare-and-set e/1 (expected 3 bytes, new none) -> unchanged",
+            "kv.increment counter (-2) -> 40",
+            r#"kv.list-with-values "e/" -> 1 key, 5 bytes"#,
+        ]
+    );
 }
 
 #[tokio::test]

@@ -118,6 +118,53 @@ fn kv_set(a: TextArgs, _: &Context) -> Result<String, ToolError> {
     Ok("stored".into())
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct SwapArgs {
+    key: String,
+    expected: Option<String>,
+    new: Option<String>,
+}
+
+/// `compare-and-set`: "swapped" or "unchanged".
+fn kv_swap(a: SwapArgs, _: &Context) -> Result<String, ToolError> {
+    let swapped =
+        kv::compare_and_set(&a.key, a.expected.as_deref().map(str::as_bytes), a.new.as_deref().map(str::as_bytes))?;
+    Ok(if swapped { "swapped" } else { "unchanged" }.into())
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct CountArgs {
+    key: String,
+    delta: i64,
+}
+
+/// `increment`: the new value.
+fn kv_count(a: CountArgs, _: &Context) -> Result<String, ToolError> {
+    Ok(kv::increment(&a.key, a.delta)?.to_string())
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct PrefixArgs {
+    prefix: String,
+}
+
+/// `list-with-values`: one `key=value` line each.
+fn kv_list(a: PrefixArgs, _: &Context) -> Result<String, ToolError> {
+    Ok(kv::list(&a.prefix)?.into_iter().map(|(k, v)| format!("{k}={}\n", String::from_utf8_lossy(&v))).collect())
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct FillArgs {
+    key: String,
+    bytes: u64,
+}
+
+/// Create `key` holding `bytes` zero bytes, if it is absent: "created" or "exists".
+fn kv_fill(a: FillArgs, _: &Context) -> Result<String, ToolError> {
+    let n = usize::try_from(a.bytes).map_err(|_| ToolError::invalid("too big"))?;
+    Ok(if kv::create(&a.key, &vec![0u8; n])? { "created" } else { "exists" }.into())
+}
+
 fn spin(_: NoArgs, _: &Context) -> Result<String, ToolError> {
     let mut x: u64 = 0;
     loop {
@@ -162,6 +209,10 @@ export_tools!(
     secret_exists,
     kv_get,
     kv_set,
+    kv_swap,
+    kv_count,
+    kv_list,
+    kv_fill,
     spin,
     alloc,
     panic,

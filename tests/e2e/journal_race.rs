@@ -1,0 +1,224 @@
+//! Several talaria processes on one home, each recording turns into the bundled `journal` at the
+//! same time: every entry is kept, each under an id of its own. Checked in the real store (the
+//! journal's kv space) and through the journal itself (`journal_search`, and recall reaching the
+//! model). A REPL, whose journal stays loaded for the whole session, takes in what a one-shot
+//! chat in another terminal recorded between two of its turns.
+
+use std::collections::BTreeSet;
+use std::io::{Read as _, Write as _};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use talaria_mock_llm::{MockLlm, Reply, Script, Step};
+
+use super::Talaria;
+
+/// The bundled journal's kv space.
+const SPACE: &str = "journal";
+
+impl Talaria {
+    /// Config pointing at `mock`, the bundled journal as the memory provider (the default).
+    fn use_journal_mock(&self, mock: &MockLlm) {
+        let config = format!(
+            "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\napi_mode = \"chat_completions\"\n\n[agent]\nretries = 1\nretry_delay_ms = 5\n\n[memory]\nprovider = \"journal\"\n",
+            mock.base_url()
+        );
+        std::fs::write(self.home.path().join("config.toml"), config).expect("config");
+    }
+
+    /// `talaria chat -q PROMPT`, started and left running.
+    fn start_one_shot(&self, prompt: &str) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_talaria"))
+            .args(["chat", "-q", prompt])
+            .current_dir(self.workspace.path())
+            .env("TALARIA_HOME", self.home.path())
+            .env_remove("TALARIA_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run talaria")
+    }
+
+    /// Every journal entry in the store, as JSON, by key order.
+    fn journal_entries(&self) -> Vec<Value> {
+        let store = talaria_store::Store::open(&self.home.path().join("state.db")).expect("store");
+        store
+            .kv_list(SPACE, "e/")
+            .expect("list")
+            .into_iter()
+            .map(|(key, value)| serde_json::from_slice(&value).unwrap_or_else(|e| panic!("{key}: {e}")))
+            .collect()
+    }
+}
+
+/// The question one process asks: long enough to be remembered, with a word of its own.
+fn question(i: usize) -> String {
+    format!("Remember this for later: build server number {i} is called host{i}alpha and runs the nightly deploy")
+}
+
+/// Every entry's id is different, and the entries' user messages are exactly `want`.
+fn assert_all_kept(entries: &[Value], want: &[String]) {
+    let ids: Vec<u64> = entries.iter().map(|e| e["id"].as_u64().expect("id")).collect();
+    let unique: BTreeSet<u64> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "an id was handed out twice: {ids:?}");
+    let users: BTreeSet<&str> = entries.iter().map(|e| e["user"].as_str().expect("user")).collect();
+    let want: BTreeSet<&str> = want.iter().map(String::as_str).collect();
+    assert_eq!(users, want, "entries lost or changed");
+}
+
+/// `n` one-shot chats started together, each recording one turn; every entry is kept with an
+/// id of its own, and `journal_search` finds each.
+fn one_shots_at_once_keep_every_entry(n: usize) {
+    let t = Talaria::new();
+    // Every request gets the same answer, whichever process sends it.
+    let mock = MockLlm::start(Script {
+        steps: vec![Reply::text("Noted, I will remember that build server.").into()],
+        repeat: true,
+        auto: None,
+    });
+    t.use_journal_mock(&mock);
+    // Compile the bundled plugins once, so the chats start together instead of queueing on it.
+    t.ok(&["tools", "list"]);
+
+    let questions: Vec<String> = (0..n).map(question).collect();
+    let children: Vec<Child> = questions.iter().map(|q| t.start_one_shot(q)).collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("wait");
+        assert!(out.status.success(), "chat {i} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("memory sync failed"), "chat {i}: {stderr}");
+    }
+    assert_eq!(mock.requests().len(), n);
+
+    let entries = t.journal_entries();
+    assert_eq!(entries.len(), n, "{entries:#?}");
+    assert_all_kept(&entries, &questions);
+
+    // The journal itself lists them all, each once.
+    let found = t.ok(&["tools", "call", "journal_search", &format!(r#"{{"query": "", "limit": {}}}"#, n + 5)]);
+    let found: Vec<Value> = serde_json::from_str(&found).unwrap_or_else(|e| panic!("{e}: {found}"));
+    let users: Vec<&str> = found.iter().map(|f| f["user"].as_str().expect("user")).collect();
+    assert_eq!(users.len(), n, "{users:?}");
+    for (i, q) in questions.iter().enumerate() {
+        assert_eq!(users.iter().filter(|u| **u == q).count(), 1, "entry {i} listed once: {users:?}");
+        let hit = t.ok(&["tools", "call", "journal_search", &format!(r#"{{"query": "host{i}alpha"}}"#)]);
+        assert!(hit.contains(&format!("host{i}alpha")), "entry {i} is searchable: {hit}");
+    }
+}
+
+#[test]
+fn two_one_shot_chats_at_once_keep_both_entries() {
+    one_shots_at_once_keep_every_entry(2);
+}
+
+#[test]
+fn ten_one_shot_chats_at_once_keep_all_ten_entries() {
+    one_shots_at_once_keep_every_entry(10);
+}
+
+/// The REPL on a pseudo-terminal, its output collected as it comes.
+struct Repl {
+    child: Child,
+    input: std::process::ChildStdin,
+    seen: Arc<Mutex<String>>,
+}
+
+impl Repl {
+    fn start(t: &Talaria) -> Self {
+        let mut child = t.spawn_repl();
+        let mut output = child.stdout.take().expect("stdout");
+        let input = child.stdin.take().expect("stdin");
+        let seen = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = output.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().expect("lock").push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Self { child, input, seen }
+    }
+
+    fn wait_for(&self, needle: &str) {
+        let start = Instant::now();
+        loop {
+            let text = self.seen.lock().expect("lock").clone();
+            if text.contains(needle) {
+                return;
+            }
+            assert!(start.elapsed() < Duration::from_secs(180), "never saw {needle:?} in:\n{text}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn say(&mut self, line: &str) {
+        self.input.write_all(format!("{line}\r").as_bytes()).expect("write");
+    }
+
+    /// Ctrl-D, then wait for a clean exit (which waits for the background memory sync).
+    fn close(mut self) {
+        self.input.write_all(b"\x04").expect("ctrl-d");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                assert!(status.success(), "the REPL exits cleanly");
+                return;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "the REPL did not exit on Ctrl-D");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Repl {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[test]
+fn a_repl_keeps_and_recalls_what_a_one_shot_chat_recorded_between_its_turns() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Step::text("Noted: the arm64 build needs gcc-aarch64-linux-gnu."),
+        Step::text("Noted: staging postgres listens on port 5433."),
+        Step::text("It listens on port 5433."),
+    ]));
+    t.use_journal_mock(&mock);
+    t.ok(&["tools", "list"]);
+    let first = "Remember this: the arm64 release build needs gcc-aarch64-linux-gnu installed";
+    let other = "Remember this: the staging database runs postgres on port 5433 behind pgbouncer";
+    let second = "Which port does the staging database listen on?";
+
+    // Turn 1 in the REPL: its journal is loaded now and stays loaded.
+    let mut repl = Repl::start(&t);
+    repl.wait_for("new session");
+    repl.say(first);
+    repl.wait_for("gcc-aarch64-linux-gnu.");
+    // Another terminal: a one-shot chat records a turn of its own.
+    let out = t.start_one_shot(other).wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Turn 2 in the REPL: its recall holds the other process's entry.
+    repl.say(second);
+    repl.wait_for("It listens on port 5433.");
+    repl.close();
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    let sent = requests[2].body["messages"].as_array().expect("messages").last().expect("last").to_string();
+    assert!(sent.contains("[recall") && sent.contains("pgbouncer"), "the REPL did not recall it: {sent}");
+
+    // All three turns kept, each under an id of its own.
+    let entries = t.journal_entries();
+    assert_eq!(entries.len(), 3, "{entries:#?}");
+    assert_all_kept(&entries, &[first.to_string(), other.to_string(), second.to_string()]);
+}
