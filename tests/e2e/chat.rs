@@ -58,7 +58,7 @@ impl Talaria {
         self.run(&all)
     }
 
-    fn spawn_chat(&self, args: &[&str]) -> Child {
+    pub(crate) fn spawn_chat(&self, args: &[&str]) -> Child {
         Command::new(env!("CARGO_BIN_EXE_talaria"))
             .arg("chat")
             .args(args)

@@ -2,7 +2,7 @@
 //! user's back, nothing lost, no two conversations mixed.
 
 use std::io::Read as _;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -18,20 +18,6 @@ impl Talaria {
             mock.base_url()
         );
         std::fs::write(self.home.path().join("config.toml"), config).expect("config");
-    }
-
-    fn start_chat(&self, args: &[&str]) -> Child {
-        Command::new(env!("CARGO_BIN_EXE_talaria"))
-            .arg("chat")
-            .args(args)
-            .current_dir(self.workspace.path())
-            .env("TALARIA_HOME", self.home.path())
-            .env_remove("TALARIA_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn talaria")
     }
 
     /// The latest session's stored messages.
@@ -88,7 +74,7 @@ fn stopped_during_a_tool(signal: &str, seconds: &str) -> (Talaria, Option<i32>, 
         Step::text("never asked"),
     ]));
     t.faults_config(&mock, 30);
-    let child = t.start_chat(&["-q", "wait a while"]);
+    let child = t.spawn_chat(&["-q", "wait a while"]);
     let started = t.ws().join("started");
     wait_for("the tool's command to start", Duration::from_secs(120), || started.exists());
     wait_for("the sleep child", Duration::from_secs(10), || !processes(&["sleep", seconds]).is_empty());
@@ -146,7 +132,7 @@ fn ten_continues_at_once_take_turns() {
     let out = t.run(&["chat", "-q", "question start"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
-    let children: Vec<Child> = (0..10).map(|i| t.start_chat(&["--continue", "-q", &format!("question {i}")])).collect();
+    let children: Vec<Child> = (0..10).map(|i| t.spawn_chat(&["--continue", "-q", &format!("question {i}")])).collect();
     for child in children {
         let (code, out, err) = ended(child);
         assert_eq!(code, Some(0), "stdout: {out}\nstderr: {err}");
@@ -186,7 +172,7 @@ fn a_busy_session_names_its_holder_and_can_be_forked() {
     t.faults_config(&mock, 1);
     assert!(t.run(&["chat", "-q", "first question"]).status.success());
     let original = t.stored("latest");
-    let holder = t.start_chat(&["--continue", "-q", "a slow one"]);
+    let holder = t.spawn_chat(&["--continue", "-q", "a slow one"]);
     wait_for("the second request", Duration::from_secs(120), || mock.requests().len() >= 2);
 
     let out = t.run(&["chat", "--continue", "-q", "me too"]);
