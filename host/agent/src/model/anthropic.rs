@@ -46,7 +46,7 @@ pub(crate) async fn complete(
         builder = builder.header("x-api-key", key);
     }
     let body = match sse::exchange(provider, &url, builder, request.stream).await? {
-        sse::Answer::Stream(events) => return read_stream(provider, events, on_delta).await?.finish(provider, &url),
+        sse::Answer::Stream(events) => return read_stream(provider, *events, on_delta).await?.finish(provider, &url),
         sse::Answer::Whole(body) => body,
     };
     let collected = parse_message(provider, &url, &body)?;

@@ -35,7 +35,7 @@ pub(crate) async fn complete(
         builder = builder.bearer_auth(key);
     }
     let body = match sse::exchange(provider, &url, builder, request.stream).await? {
-        sse::Answer::Stream(events) => return read_stream(provider, events, on_delta).await?.finish(provider, &url),
+        sse::Answer::Stream(events) => return read_stream(provider, *events, on_delta).await?.finish(provider, &url),
         sse::Answer::Whole(body) => body,
     };
     let collected = parse_completion(provider, &url, &body)?;

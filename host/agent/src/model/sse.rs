@@ -35,7 +35,7 @@ const MAX_BODY_IN_MESSAGE: usize = 400;
 
 /// What a provider answered: an event stream, or one JSON body.
 pub(crate) enum Answer {
-    Stream(Events),
+    Stream(Box<Events>),
     Whole(Value),
 }
 
@@ -51,7 +51,7 @@ pub(crate) async fn exchange(
     let sent = transport::send(provider, url, request).await?;
     let content_type = transport::content_type(&sent.response);
     if stream && content_type.as_deref().is_none_or(|ct| ct.contains("text/event-stream")) {
-        return Ok(Answer::Stream(Events::new(sent, provider, url)));
+        return Ok(Answer::Stream(Box::new(Events::new(sent, provider, url))));
     }
     Ok(Answer::Whole(read_json(provider, url, sent, content_type.as_deref()).await?))
 }
