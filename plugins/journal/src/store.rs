@@ -179,6 +179,7 @@ impl<S: Store> Entries<S> {
     }
 
     /// How many entries the copy holds.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.sizes.len()
     }
