@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use talaria_mock_llm::{HttpError, MockLlm, Mode, Reply, Script, Step};
 
 use super::Talaria;
+use crate::repl::Repl;
 
 const MODES: [&str; 3] = ["chat_completions", "anthropic_messages", "responses"];
 
@@ -470,8 +471,6 @@ fn toolsets_choose_what_the_model_is_offered(mode: Mode) {
 in_both_modes!(the_repl_asks_before_a_dangerous_command_and_remembers_always);
 /// The REPL on a real pseudo-terminal (util-linux `script`), answering an approval prompt.
 fn the_repl_asks_before_a_dangerous_command_and_remembers_always(mode: Mode) {
-    use std::io::Write as _;
-    use std::sync::{Arc, Mutex};
     let t = Talaria::new();
     std::fs::create_dir(t.ws().join("build")).expect("mkdir");
     std::fs::create_dir(t.ws().join("dist")).expect("mkdir");
@@ -482,65 +481,20 @@ fn the_repl_asks_before_a_dangerous_command_and_remembers_always(mode: Mode) {
         Step::text("removed dist"),
     ]));
     t.use_mock(&mock, "chat_completions", "");
-    let mut child = t.spawn_repl();
-    let mut stdout_pipe = child.stdout.take().expect("stdout");
-    let mut input = child.stdin.take().expect("stdin");
-    let child = KillOnDrop(child);
-    let seen = Arc::new(Mutex::new(String::new()));
-    let sink = seen.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = stdout_pipe.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().expect("lock").push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    let wait_for = |needle: &str, count: usize| {
-        let start = Instant::now();
-        loop {
-            let text = seen.lock().expect("lock").clone();
-            if text.matches(needle).count() >= count {
-                return;
-            }
-            assert!(start.elapsed() < Duration::from_secs(180), "never saw {needle:?} x{count} in:\n{text}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
-    wait_for("new session", 1);
-    input.write_all(b"clean the build\r").expect("write");
-    wait_for("Allow?", 1);
+    let mut repl = Repl::start(&t);
+    repl.wait_for("new session", 1);
+    repl.send("clean the build");
+    repl.wait_for("Allow?", 1);
     assert!(t.ws().join("build").exists(), "nothing runs before the answer");
-    input.write_all(b"a\r").expect("write");
-    wait_for("removed build", 1);
+    repl.send("a");
+    repl.wait_for("removed build", 1);
     assert!(!t.ws().join("build").exists(), "allowed");
     let config = std::fs::read_to_string(t.home.path().join("config.toml")).expect("config");
     assert!(config.contains("allow = ["), "always is saved: {config}");
     // The same kind of command now runs without asking.
-    input.write_all(b"and dist\r").expect("write");
-    wait_for("removed dist", 1);
+    repl.send("and dist");
+    repl.wait_for("removed dist", 1);
     assert!(!t.ws().join("dist").exists());
-    assert_eq!(seen.lock().expect("lock").matches("Allow?").count(), 1, "asked only once");
-    input.write_all(b"\x04").expect("ctrl-d");
-    let mut child = child;
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.0.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "the REPL did not exit on Ctrl-D");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(status.success(), "the REPL exits cleanly on Ctrl-D");
-}
-
-/// A child process killed if the test fails before it exits.
-pub(crate) struct KillOnDrop(pub(crate) Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    assert_eq!(repl.text().matches("Allow?").count(), 1, "asked only once");
+    repl.close();
 }

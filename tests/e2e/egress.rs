@@ -5,15 +5,11 @@
 //! The new host is `docs.invalid`: once past the gate its lookup fails, so nothing leaves the
 //! machine; a refusal by the gate is told apart by its `[host: ...]` reason.
 
-use std::io::{Read as _, Write as _};
-use std::process::Child;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
 use serde_json::json;
 use talaria_mock_llm::{MockLlm, Script, Step};
 
 use super::Talaria;
+use crate::repl::Repl;
 
 const FETCH: &str = r#"{"url": "http://docs.invalid/page"}"#;
 
@@ -70,56 +66,6 @@ fn plugins_info_shows_where_a_secret_goes() {
     let t = Talaria::new();
     let info = t.ok(&["plugins", "info", "weather"]);
     assert!(info.contains("secret WEATHER_API_KEY is sent only in headers: key"), "{info}");
-}
-
-/// The REPL on a real pseudo-terminal (util-linux `script`).
-struct Repl {
-    child: Child,
-    input: std::process::ChildStdin,
-    seen: Arc<Mutex<String>>,
-}
-
-impl Repl {
-    fn start(t: &Talaria) -> Self {
-        let mut child = t.spawn_repl();
-        let mut output = child.stdout.take().expect("stdout");
-        let input = child.stdin.take().expect("stdin");
-        let seen = Arc::new(Mutex::new(String::new()));
-        let sink = seen.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = output.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().expect("lock").push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Self { child, input, seen }
-    }
-
-    fn text(&self) -> String {
-        self.seen.lock().expect("lock").clone()
-    }
-
-    fn wait_for(&self, needle: &str, count: usize) {
-        let start = Instant::now();
-        while self.text().matches(needle).count() < count {
-            assert!(start.elapsed() < Duration::from_secs(180), "never saw {needle:?} x{count} in:\n{}", self.text());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn send(&mut self, line: &str) {
-        self.input.write_all(format!("{line}\r").as_bytes()).expect("write");
-    }
-}
-
-impl Drop for Repl {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]

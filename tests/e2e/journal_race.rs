@@ -5,15 +5,13 @@
 //! chat in another terminal recorded between two of its turns.
 
 use std::collections::BTreeSet;
-use std::io::{Read as _, Write as _};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::Child;
 
 use serde_json::Value;
 use talaria_mock_llm::{MockLlm, Reply, Script, Step};
 
 use super::Talaria;
+use crate::repl::Repl;
 
 /// The bundled journal's kv space.
 const SPACE: &str = "journal";
@@ -26,20 +24,6 @@ impl Talaria {
             mock.base_url()
         );
         std::fs::write(self.home.path().join("config.toml"), config).expect("config");
-    }
-
-    /// `talaria chat -q PROMPT`, started and left running.
-    fn start_one_shot(&self, prompt: &str) -> Child {
-        Command::new(env!("CARGO_BIN_EXE_talaria"))
-            .args(["chat", "-q", prompt])
-            .current_dir(self.workspace.path())
-            .env("TALARIA_HOME", self.home.path())
-            .env_remove("TALARIA_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run talaria")
     }
 
     /// Every journal entry in the store, as JSON, by key order.
@@ -84,7 +68,7 @@ fn one_shots_at_once_keep_every_entry(n: usize) {
     t.ok(&["tools", "list"]);
 
     let questions: Vec<String> = (0..n).map(question).collect();
-    let children: Vec<Child> = questions.iter().map(|q| t.start_one_shot(q)).collect();
+    let children: Vec<Child> = questions.iter().map(|q| t.spawn_chat(&["-q", q])).collect();
     for (i, child) in children.into_iter().enumerate() {
         let out = child.wait_with_output().expect("wait");
         assert!(out.status.success(), "chat {i} failed:\n{}", String::from_utf8_lossy(&out.stderr));
@@ -119,72 +103,6 @@ fn ten_one_shot_chats_at_once_keep_all_ten_entries() {
     one_shots_at_once_keep_every_entry(10);
 }
 
-/// The REPL on a pseudo-terminal, its output collected as it comes.
-struct Repl {
-    child: Child,
-    input: std::process::ChildStdin,
-    seen: Arc<Mutex<String>>,
-}
-
-impl Repl {
-    fn start(t: &Talaria) -> Self {
-        let mut child = t.spawn_repl();
-        let mut output = child.stdout.take().expect("stdout");
-        let input = child.stdin.take().expect("stdin");
-        let seen = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&seen);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = output.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().expect("lock").push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Self { child, input, seen }
-    }
-
-    fn wait_for(&self, needle: &str) {
-        let start = Instant::now();
-        loop {
-            let text = self.seen.lock().expect("lock").clone();
-            if text.contains(needle) {
-                return;
-            }
-            assert!(start.elapsed() < Duration::from_secs(180), "never saw {needle:?} in:\n{text}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn say(&mut self, line: &str) {
-        self.input.write_all(format!("{line}\r").as_bytes()).expect("write");
-    }
-
-    /// Ctrl-D, then wait for a clean exit (which waits for the background memory sync).
-    fn close(mut self) {
-        self.input.write_all(b"\x04").expect("ctrl-d");
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                assert!(status.success(), "the REPL exits cleanly");
-                return;
-            }
-            assert!(start.elapsed() < Duration::from_secs(60), "the REPL did not exit on Ctrl-D");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Repl {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 #[test]
 fn a_repl_keeps_and_recalls_what_a_one_shot_chat_recorded_between_its_turns() {
     let t = Talaria::new();
@@ -201,15 +119,15 @@ fn a_repl_keeps_and_recalls_what_a_one_shot_chat_recorded_between_its_turns() {
 
     // Turn 1 in the REPL: its journal is loaded now and stays loaded.
     let mut repl = Repl::start(&t);
-    repl.wait_for("new session");
-    repl.say(first);
-    repl.wait_for("gcc-aarch64-linux-gnu.");
+    repl.wait_for("new session", 1);
+    repl.send(first);
+    repl.wait_for("gcc-aarch64-linux-gnu.", 1);
     // Another terminal: a one-shot chat records a turn of its own.
-    let out = t.start_one_shot(other).wait_with_output().expect("wait");
+    let out = t.spawn_chat(&["-q", other]).wait_with_output().expect("wait");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // Turn 2 in the REPL: its recall holds the other process's entry.
-    repl.say(second);
-    repl.wait_for("It listens on port 5433.");
+    repl.send(second);
+    repl.wait_for("It listens on port 5433.", 1);
     repl.close();
 
     let requests = mock.requests();

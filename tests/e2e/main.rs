@@ -16,6 +16,7 @@ mod journal_race;
 mod market;
 
 mod plugin_test;
+mod repl;
 mod sessions;
 mod wire;
 

@@ -3,14 +3,14 @@
 //! help; answers cut at the output-token limit are told, kept and give their own exit code;
 //! estimated usage is marked; a small window does not make every turn try to compress.
 
-use std::io::Read as _;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use talaria_mock_llm::{HttpError, Mode, Reply, Script, Step, strict};
 
 use super::Talaria;
-use crate::chat::{KillOnDrop, in_both_modes, stderr, stdout};
+use crate::chat::{in_both_modes, stderr, stdout};
+use crate::repl::Repl;
 
 /// Limits small enough for tests, under `[model]`.
 const QUICK: &str = "connect_timeout_secs = 2\nfirst_byte_timeout_secs = 0.5\nidle_timeout_secs = 0.5\n";
@@ -261,42 +261,15 @@ fn a_window_smaller_than_the_fixed_prompt_is_said_once() {
 
 #[test]
 fn the_repl_shows_how_long_it_has_been_waiting() {
-    use std::io::Write as _;
-    use std::sync::{Arc, Mutex};
     let t = Talaria::new();
     let mock = Mode::Normal.start(Script::new([Step::text("worth the wait").delayed(2_500)]));
     t.use_mock(&mock, "chat_completions", "");
-    let mut child = t.spawn_repl();
-    let mut output = child.stdout.take().expect("stdout");
-    let mut input = child.stdin.take().expect("stdin");
-    let _child = KillOnDrop(child);
-    let seen = Arc::new(Mutex::new(String::new()));
-    let sink = seen.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = output.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().expect("lock").push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    let wait_for = |needle: &str| {
-        let start = Instant::now();
-        loop {
-            let text = seen.lock().expect("lock").clone();
-            if text.contains(needle) {
-                return text;
-            }
-            assert!(start.elapsed() < Duration::from_secs(120), "never saw {needle:?} in:\n{text}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
-    wait_for("new session");
-    input.write_all(b"hello\r").expect("write");
-    wait_for("waiting for custom/mock-model… 1s");
-    let text = wait_for("worth the wait");
+    let mut repl = Repl::start(&t).within(Duration::from_secs(120));
+    repl.wait_for("new session", 1);
+    repl.send("hello");
+    repl.wait_for("waiting for custom/mock-model… 1s", 1);
+    let text = repl.wait_for("worth the wait", 1);
     let waiting = text.find("waiting for custom/mock-model").expect("indicator");
     assert!(waiting < text.find("worth the wait").expect("answer"), "the indicator comes before the answer");
-    input.write_all(b"\x04").expect("ctrl-d");
+    repl.ctrl_d();
 }

@@ -1,0 +1,94 @@
+//! The REPL on a real pseudo-terminal (util-linux `script`), its output collected as it comes,
+//! for the tests that type into it.
+
+use std::io::{Read as _, Write as _};
+use std::process::{Child, ChildStdin};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::Talaria;
+
+pub(crate) struct Repl {
+    child: Child,
+    input: ChildStdin,
+    seen: Arc<Mutex<String>>,
+    /// How long [`Repl::wait_for`] waits before failing the test.
+    limit: Duration,
+}
+
+impl Repl {
+    pub(crate) fn start(t: &Talaria) -> Self {
+        let mut child = t.spawn_repl();
+        let mut output = child.stdout.take().expect("stdout");
+        let input = child.stdin.take().expect("stdin");
+        let seen = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = output.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().expect("lock").push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Self { child, input, seen, limit: Duration::from_secs(180) }
+    }
+
+    /// Fail [`Repl::wait_for`] after `limit` instead of the default 180 s.
+    pub(crate) fn within(mut self, limit: Duration) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Everything the REPL printed so far.
+    pub(crate) fn text(&self) -> String {
+        self.seen.lock().expect("lock").clone()
+    }
+
+    /// Wait until `needle` was printed `count` times; returns the output then.
+    pub(crate) fn wait_for(&self, needle: &str, count: usize) -> String {
+        let start = Instant::now();
+        loop {
+            let text = self.text();
+            if text.matches(needle).count() >= count {
+                return text;
+            }
+            assert!(start.elapsed() < self.limit, "never saw {needle:?} x{count} in:\n{text}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Type `line` and Enter.
+    pub(crate) fn send(&mut self, line: &str) {
+        self.input.write_all(format!("{line}\r").as_bytes()).expect("write");
+    }
+
+    /// Press Ctrl-D.
+    pub(crate) fn ctrl_d(&mut self) {
+        self.input.write_all(b"\x04").expect("ctrl-d");
+    }
+
+    /// Ctrl-D, then wait for a clean exit (which waits for background memory work).
+    pub(crate) fn close(mut self) {
+        self.ctrl_d();
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                assert!(status.success(), "the REPL exits cleanly on Ctrl-D");
+                return;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "the REPL did not exit on Ctrl-D");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Repl {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
