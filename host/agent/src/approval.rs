@@ -9,16 +9,15 @@
 //!
 //! ```
 //! # tokio_test_block_on(async {
-//! use talaria_agent::approval::{Decision, Gate};
+//! use talaria_agent::approval::{Ask, Decision, Gate};
 //! use talaria_protocol::ApprovalKind::{Command, Network};
 //! let gate = Gate::new(false);
-//! let rm = gate.ask_approval(Command, "terminal", "rm -rf build", "rm-recursive", "recursive delete");
-//! assert_eq!(rm.await, Decision::Deny);
-//! let docs = gate.ask_approval(Network, "web", "docs.rs", "net:docs.rs", "allowed by its wildcard grant net:*");
-//! assert_eq!(docs.await, Decision::Deny);
+//! let rm = Ask::command("terminal", "rm -rf build", "recursive delete");
+//! assert_eq!(gate.ask_approval(&rm, "rm-recursive").await, Decision::Deny);
+//! let docs = Ask { kind: Network, ..Ask::command("web", "docs.rs", "allowed by its wildcard grant net:*") };
+//! assert_eq!(gate.ask_approval(&docs, "net:docs.rs").await, Decision::Deny);
 //! gate.set_yolo(true);
-//! let rm = gate.ask_approval(Command, "terminal", "rm -rf build", "rm-recursive", "recursive delete");
-//! assert_eq!(rm.await, Decision::Once);
+//! assert_eq!(gate.ask_approval(&rm, "rm-recursive").await, Decision::Once);
 //! # });
 //! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
 //! #     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt").block_on(f)
@@ -38,16 +37,27 @@ use crate::Emitter;
 /// How long a human has to answer before the default applies (reference §3: 300 s).
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// A human's answer to an approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    /// Run it (or connect) this time.
-    Once,
-    /// Allow this kind of command (or this host) for the rest of the session.
-    Session,
-    /// Allow this kind of command (or this host) from now on (saved to the config's allowlist).
-    Always,
-    Deny,
+pub use talaria_protocol::Decision;
+
+/// What is asked of a human.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    pub kind: ApprovalKind,
+    /// Who asks: a plugin, or the hooks that flagged a call.
+    pub plugin: &'a str,
+    /// The command, the host, or the flagged call.
+    pub command: &'a str,
+    /// Why it is asked.
+    pub reason: &'a str,
+    /// The tool call it is about (empty when none).
+    pub call_id: &'a str,
+}
+
+impl<'a> Ask<'a> {
+    /// A command to approve, in no particular tool call.
+    pub fn command(plugin: &'a str, command: &'a str, reason: &'a str) -> Self {
+        Self { kind: ApprovalKind::Command, plugin, command, reason, call_id: "" }
+    }
 }
 
 /// Saves an "always" answer: receives the approval's key (a dangerous pattern's key, or
@@ -93,6 +103,12 @@ impl Gate {
         self
     }
 
+    /// Send questions to `emitter` (the conversation's own stream) from the start.
+    pub fn with_emitter(self, emitter: Emitter) -> Self {
+        *lock(&self.emitter) = emitter;
+        self
+    }
+
     /// Send questions to this event stream.
     pub fn attach(&self, emitter: Emitter) {
         *lock(&self.emitter) = emitter;
@@ -114,18 +130,11 @@ impl Gate {
     /// Ask whether `command` may run (or, for [`ApprovalKind::Network`], whether the plugin may
     /// connect to the host `command`). Yolo answers "once" at once; with no one to ask, or no
     /// answer within the timeout, the answer is "deny". An "always" answer is saved under `key`.
-    pub async fn ask_approval(
-        &self,
-        kind: ApprovalKind,
-        plugin: &str,
-        command: &str,
-        key: &str,
-        reason: &str,
-    ) -> Decision {
+    pub async fn ask_approval(&self, ask: &Ask<'_>, key: &str) -> Decision {
         if self.yolo() {
             return Decision::Once;
         }
-        let decision = self.ask(kind, plugin, command, reason).await;
+        let decision = self.ask(ask).await;
         if decision == Decision::Always
             && let Some(save) = &self.save_always
             && let Err(e) = save(key)
@@ -137,11 +146,11 @@ impl Gate {
 
     /// Ask a human to approve a call a hook flagged. Unlike [`Gate::ask_approval`], yolo does not
     /// answer for the human (an operator's hook asked for one), and nothing is saved.
-    pub async fn ask_human(&self, plugin: &str, command: &str, reason: &str) -> Decision {
-        self.ask(ApprovalKind::Command, plugin, command, reason).await
+    pub async fn ask_human(&self, ask: &Ask<'_>) -> Decision {
+        self.ask(ask).await
     }
 
-    async fn ask(&self, kind: ApprovalKind, plugin: &str, command: &str, reason: &str) -> Decision {
+    async fn ask(&self, ask: &Ask<'_>) -> Decision {
         if !self.interactive {
             return Decision::Deny;
         }
@@ -150,17 +159,19 @@ impl Gate {
         lock(&self.approvals).insert(id, tx);
         lock(&self.emitter).emit(Event::ApprovalNeeded(ApprovalNeeded {
             id,
-            kind,
-            plugin: plugin.to_string(),
-            command: command.to_string(),
-            reason: reason.to_string(),
+            kind: ask.kind,
+            plugin: ask.plugin.to_string(),
+            command: ask.command.to_string(),
+            reason: ask.reason.to_string(),
             timeout_secs: self.timeout.as_secs(),
+            call_id: ask.call_id.to_string(),
         }));
         let decision = match tokio::time::timeout(self.timeout, rx).await {
             Ok(Ok(decision)) => decision,
             Ok(Err(_)) | Err(_) => Decision::Deny,
         };
         lock(&self.approvals).remove(&id);
+        lock(&self.emitter).emit(Event::ApprovalResolved { id, decision });
         decision
     }
 
@@ -230,7 +241,7 @@ mod tests {
             let (gate, saved, mut events) = interactive_gate();
             let g = gate.clone();
             let asker = tokio::spawn(async move {
-                g.ask_approval(ApprovalKind::Command, "terminal", "rm -rf x", "rm-recursive", "r").await
+                g.ask_approval(&Ask::command("terminal", "rm -rf x", "r"), "rm-recursive").await
             });
             let Some(Event::ApprovalNeeded(req)) = events.recv().await else { panic!("no approval event") };
             assert_eq!((req.kind, req.command.as_str()), (ApprovalKind::Command, "rm -rf x"));
@@ -248,15 +259,19 @@ mod tests {
             let g = gate.clone();
             let reason = "allowed by its wildcard grant net:*";
             let asker = tokio::spawn(async move {
-                g.ask_approval(ApprovalKind::Network, "web", "docs.rs", "net:docs.rs", reason).await
+                let ask = Ask { kind: ApprovalKind::Network, call_id: "call_7", ..Ask::command("web", "docs.rs", reason) };
+                g.ask_approval(&ask, "net:docs.rs").await
             });
             let Some(Event::ApprovalNeeded(req)) = events.recv().await else { panic!("no approval event") };
             assert_eq!(
                 (req.kind, req.plugin.as_str(), req.command.as_str(), req.reason.as_str()),
                 (ApprovalKind::Network, "web", "docs.rs", reason)
             );
+            assert_eq!(req.call_id, "call_7");
             assert!(gate.approve(req.id, Decision::Always));
             assert_eq!(asker.await.expect("join"), Decision::Always);
+            let Some(Event::ApprovalResolved { id, decision }) = events.recv().await else { panic!("not resolved") };
+            assert_eq!((id, decision), (req.id, Decision::Always));
             assert_eq!(*lock(&saved), vec!["net:docs.rs".to_string()]);
         });
     }
@@ -266,11 +281,8 @@ mod tests {
         rt().block_on(async {
             let gate = Gate::new(false);
             gate.set_yolo(true);
-            assert_eq!(
-                gate.ask_approval(ApprovalKind::Command, "terminal", "rm -rf x", "rm-recursive", "r").await,
-                Decision::Once
-            );
-            assert_eq!(gate.ask_human("guard", "write_file {}", "policy").await, Decision::Deny);
+            assert_eq!(gate.ask_approval(&Ask::command("terminal", "rm -rf x", "r"), "rm-recursive").await, Decision::Once);
+            assert_eq!(gate.ask_human(&Ask::command("guard", "write_file {}", "policy")).await, Decision::Deny);
         });
     }
 
@@ -280,7 +292,7 @@ mod tests {
             let gate = Gate::new(true).with_timeout(Duration::from_millis(30));
             let (emitter, _events) = Emitter::channel();
             gate.attach(emitter);
-            assert_eq!(gate.ask_approval(ApprovalKind::Command, "t", "rm -rf x", "k", "r").await, Decision::Deny);
+            assert_eq!(gate.ask_approval(&Ask::command("t", "rm -rf x", "r"), "k").await, Decision::Deny);
             assert_eq!(gate.ask_question("which?", &[]).await, None);
             assert_eq!(gate.waiting(), (vec![], vec![]));
         });

@@ -1,29 +1,22 @@
 //! `talaria chat`: the REPL, and `chat -q PROMPT` for scripts.
 //!
-//! Both build the same [`Agent`] and render its events; they differ in where the answer goes
-//! (streamed to stdout, or printed whole at the end) and whether anyone can answer approvals.
+//! Both open the host ([`talaria_core::Host`]), start a [`Conversation`] and render its events;
+//! they differ in where the answer goes (streamed to stdout, or printed whole at the end) and
+//! whether anyone can answer approvals.
 
 use std::io::IsTerminal as _;
-use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::Args;
-use talaria_agent::approval::Gate;
-use talaria_agent::model::{ApiMode, Chain, Client, Provider, ProviderSpec};
-use talaria_agent::toolsets::{Selection, Toolset, Toolsets};
-use talaria_agent::{Agent, AgentConfig, Emitter, Shared, Start};
-use talaria_protocol::{Event, Outcome, TurnEnd};
-use talaria_store::Store;
+use talaria_agent::model::Chain;
+use talaria_core::{Conversation, Host, HostOptions, ModelChoice, Platform, Start, Submitter};
+use talaria_protocol::{Event, Op, Outcome, Stamped, TurnEnd};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
-use crate::plugin_host::{AuxLlm, GateApprover, PluginHooks, PluginTools, extensions};
 use crate::render::Renderer;
 use crate::signals::{Stop, exit_now};
-use crate::{Ctx, config, repl, ui};
+use crate::{Ctx, repl, ui};
 
 /// Exit codes of `chat -q` (documented in docs/config.md and the README).
 pub mod exit {
@@ -90,10 +83,8 @@ pub struct ChatArgs {
 
 /// Everything a chat needs, built once.
 pub struct Session {
-    pub agent: Agent,
-    pub events: UnboundedReceiver<Event>,
-    pub gate: Arc<Gate>,
-    pub shared: Arc<Shared>,
+    pub host: Host,
+    pub conversation: Conversation,
     /// SIGTERM and SIGHUP, watched for the whole chat.
     pub stop: Stop,
 }
@@ -107,188 +98,109 @@ pub async fn run(ctx: &Ctx, args: ChatArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Resolve the model chain from flags and config.
+impl ChatArgs {
+    /// The model these flags choose, over config.
+    pub fn model_choice(&self) -> ModelChoice {
+        ModelChoice {
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            api_mode: self.api_mode.clone(),
+        }
+    }
+}
+
+/// Resolve the model chain from flags and config (fallbacks left out are warned about).
 ///
 /// # Errors
 /// No model configured (with the steps to configure one), or a provider that cannot be used.
 pub fn chain(ctx: &Ctx, args: &ChatArgs) -> anyhow::Result<Chain> {
-    let m = ctx.config.model.clone().unwrap_or_default();
-    let provider = args.provider.clone().or(m.provider.clone());
-    let model = args.model.clone().or(m.name.clone());
-    let base_url = args.base_url.clone().or(if args.provider.is_some() { None } else { m.base_url.clone() });
-    if provider.is_none() && model.is_none() && base_url.is_none() {
-        anyhow::bail!(
-            "no model is configured.\n  Run `talaria setup` to choose one, or pass one for this run, e.g.\n    talaria chat --provider ollama --model llama3.2\n    talaria chat --provider custom --base-url http://localhost:8080/v1 --model local\n  or add to {}:\n    [model]\n    provider = \"openai\"   # openai | openrouter | anthropic | ollama | custom\n    name = \"gpt-4.1-mini\"",
-            ctx.home.join("config.toml").display()
-        );
-    }
-    let Some(model) = model else {
-        anyhow::bail!(
-            "no model name: pass --model NAME, or set `name` under [model] in {}",
-            ctx.home.join("config.toml").display()
-        );
-    };
-    let api_mode = match args.api_mode.as_deref().or(m.api_mode.as_deref()) {
-        None => None,
-        Some(s) => Some(ApiMode::parse(s).with_context(|| {
-            format!("unknown api mode `{s}`: use chat_completions, anthropic_messages or responses")
-        })?),
-    };
-    let env = env_lookup(&ctx.home);
-    let spec = ProviderSpec {
-        provider,
-        model,
-        base_url,
-        api_mode,
-        key_env: if args.provider.is_some() { None } else { m.key_env.clone() },
-        max_tokens: m.max_tokens,
-        ..ProviderSpec::default()
-    };
-    let primary = Provider::resolve(m.wire(spec)?, &env)?;
-    let mut fallbacks = Vec::new();
-    for (i, f) in ctx.config.fallback_providers.iter().enumerate() {
-        let api_mode = f.api_mode.as_deref().and_then(ApiMode::parse);
-        match f.spec(api_mode).and_then(|spec| Provider::resolve(spec, &env)) {
-            Ok(p) => fallbacks.push(p),
-            Err(e) => ui::warn(&format!("fallback provider {} is left out: {e}", i + 1)),
-        }
-    }
-    let mut chain = Chain::new(primary).with_fallbacks(fallbacks);
-    if let Some(r) = ctx.config.agent.retries {
-        chain.retries = r;
-    }
-    if let Some(ms) = ctx.config.agent.retry_delay_ms {
-        chain.base_delay = Duration::from_millis(ms);
+    let mut warnings = Vec::new();
+    let chain = talaria_core::models::chain(&ctx.home, &ctx.config, &args.model_choice(), &mut warnings)?;
+    for w in &warnings {
+        ui::warn(w);
     }
     Ok(chain)
 }
 
-/// Environment first, then `$TALARIA_HOME/.env`.
-fn env_lookup(home: &Path) -> impl Fn(&str) -> Option<String> {
-    let dotenv = talaria_runtime::Secrets::load(&home.join(".env"));
-    move |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()).or_else(|| dotenv.value(name))
-}
-
-fn agent_config(ctx: &Ctx, args: &ChatArgs) -> AgentConfig {
-    let a = &ctx.config.agent;
-    let mut cfg = AgentConfig::new(ctx.home.clone(), ctx.workspace.clone());
-    cfg.max_turns = args.max_turns.or(a.max_turns).unwrap_or(cfg.max_turns).max(1);
-    cfg.stream = !args.no_stream && a.stream.unwrap_or(true);
-    cfg.system_message = a.system_message.clone();
-    if let Some(n) = a.max_result_chars {
-        cfg.result_cap = n.max(1_000);
-    }
-    if let Some(n) = a.max_children {
-        cfg.max_children = n.clamp(1, 10);
-    }
-    cfg.selection = Selection {
-        enabled: args.toolsets.clone().or(a.toolsets.clone()),
-        disabled: if args.toolsets.is_some() { Vec::new() } else { a.disabled_toolsets.clone() },
-    };
-    let mut sets = Toolsets::builtin();
-    for (name, t) in &ctx.config.custom_toolsets {
-        sets.insert(
-            name.clone(),
-            Toolset { description: t.description.clone(), tools: t.tools.clone(), includes: t.includes.clone() },
-        );
-    }
-    cfg.toolsets = sets;
-    if let Some(n) = ctx.config.model.as_ref().and_then(|m| m.context_length) {
-        cfg.context_length = n.max(1_000);
-    }
-    if let Some(secs) = a.session_wait_secs {
-        cfg.lease_wait = Duration::from_secs(secs);
-    }
-    cfg.holder = if args.query.is_some() { "talaria chat -q".into() } else { "talaria chat".into() };
-    cfg
-}
-
-/// The model for side tasks: `[auxiliary]`, else the main chain.
-fn auxiliary(ctx: &Ctx, main: &Chain) -> Chain {
-    let Some(aux) = &ctx.config.auxiliary else { return main.clone() };
-    let api_mode = aux.api_mode.as_deref().and_then(ApiMode::parse);
-    match aux.spec(api_mode).and_then(|spec| Provider::resolve(spec, env_lookup(&ctx.home))) {
-        Ok(p) => Chain::new(p),
-        Err(e) => {
-            ui::warn(&format!("[auxiliary] model is left out, using the main model: {e}"));
-            main.clone()
-        }
-    }
-}
-
-/// Build the agent: model chain, store, plugins, gate.
+/// Open the host and start the conversation; warnings found on the way are shown.
 ///
 /// # Errors
 /// Configuration problems, with how to fix them.
 pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Result<Session> {
     let stop = Stop::install();
-    let chain = chain(ctx, args)?;
-    // The store first: a damaged one is reported once, before any plugin tries its own data.
-    let store = Arc::new(Store::open(&ctx.home.join("state.db"))?);
-    let home = ctx.home.clone();
-    let gate = Arc::new(Gate::new(interactive).with_saver(Box::new(move |key| config::allow_always(&home, key))));
-    gate.set_yolo(args.yolo);
-    let llm = Arc::new(AuxLlm { chain: auxiliary(ctx, &chain), client: Client::new() });
-    let runtime = Arc::new(ctx.runtime_full(Arc::new(GateApprover(gate.clone())), Some(llm))?);
-    for p in runtime.problems() {
-        ui::warn(&p.to_string());
+    // The model first: with none configured, nothing else is worth opening.
+    chain_check(ctx, args)?;
+    let host = Host::open(HostOptions { home: ctx.home.clone(), workspace: ctx.workspace.clone() })?;
+    let (plugins, _) = host.plugins(&ctx.workspace)?;
+    if std::io::stderr().is_terminal() {
+        let pending = plugins.to_compile();
+        if !pending.is_empty() {
+            ui::note(&format!("compiling {} on first use (cached afterwards)...", pending.join(", ")));
+        }
     }
-    let mut warnings = Vec::new();
-    let (memory, engine) =
-        extensions(&runtime, ctx.config.memory.provider(), ctx.config.context.engine(), &mut warnings);
-    for w in &warnings {
-        ui::warn(w);
-    }
-    crate::tools::announce_compiles(&runtime);
-    let mut resume = match (&args.resume, args.cont) {
-        (Some(key), _) => Some(store.resolve_session(key)?),
-        (None, true) => Some(store.resolve_session("latest")?),
-        (None, false) => None,
+    let start = Start {
+        workspace: Some(ctx.workspace.clone()),
+        source: "cli".into(),
+        platform: Platform::Cli,
+        holder: if args.query.is_some() { "talaria chat -q".into() } else { "talaria chat".into() },
+        interactive,
+        yolo: args.yolo,
+        model: args.model_choice(),
+        toolsets: args.toolsets.clone(),
+        max_turns: args.max_turns,
+        stream: Some(!args.no_stream),
+        resume: match (&args.resume, args.cont) {
+            (Some(key), _) => Some(key.clone()),
+            (None, true) => Some("latest".into()),
+            (None, false) => None,
+        },
+        fork: args.fork,
     };
-    if args.fork {
-        let Some(from) = resume.take() else {
-            anyhow::bail!("--fork needs a session to start from: add --continue, or --resume ID|TITLE|latest");
-        };
-        let fork = store.fork_session(&from.id, &Store::new_session_id())?;
-        ui::note(&format!("continuing session {} as a new session {}", from.id, fork.id));
-        resume = Some(fork);
+    let mut conversation = host.start(start).await?;
+    // Warnings, then the session it is in.
+    while let Some(stamped) = conversation.try_next_event() {
+        match &stamped.event {
+            Event::Notice { text, .. } => ui::warn(text),
+            Event::SessionStarted(s) => {
+                if let talaria_protocol::SessionReason::Forked { from } = &s.reason {
+                    ui::note(&format!("continuing session {from} as a new session {}", s.session_id));
+                }
+                break;
+            }
+            _ => {}
+        }
     }
-    let hooks = Arc::new(PluginHooks::new(runtime.clone()));
-    let shared = Arc::new(
-        Shared::new(agent_config(ctx, args), chain, store, Arc::new(PluginTools { runtime }), gate.clone())
-            .with_hooks(hooks)
-            .with_memory_provider(memory)
-            .with_context_engine(engine),
-    );
-    let (emitter, events) = Emitter::channel();
-    gate.attach(emitter.clone());
-    let agent = Agent::start(shared.clone(), emitter, Start { resume, ..Start::default() }).await?;
-    for w in agent.warnings() {
-        ui::warn(w);
-    }
-    Ok(Session { agent, events, gate, shared, stop })
+    Ok(Session { host, conversation, stop })
 }
 
-/// Something that happened while a turn ran: an event of the loop, or a line the user typed.
+/// The model flags and config name a usable model (fallbacks left out are warned about when
+/// the conversation starts).
+fn chain_check(ctx: &Ctx, args: &ChatArgs) -> anyhow::Result<()> {
+    talaria_core::models::chain(&ctx.home, &ctx.config, &args.model_choice(), &mut Vec::new())?;
+    Ok(())
+}
+
+/// Something that happened while a turn ran: an event of the conversation, or a line the user
+/// typed.
 pub enum Step<'a> {
-    Event(&'a Event),
+    Event(&'a Stamped),
     Line(String),
 }
 
-/// Run one turn while rendering its events; Ctrl-C, SIGTERM and SIGHUP interrupt it (a second
-/// Ctrl-C exits at once, killing running commands). Lines typed meanwhile (when `input` is
-/// given) go to `handler` with the events.
-#[allow(clippy::too_many_arguments)]
+/// Run one turn (`op`: a user message or a retry) while rendering its events; Ctrl-C, SIGTERM and
+/// SIGHUP interrupt it (a second Ctrl-C exits at once, killing running commands). Lines typed
+/// meanwhile (when `input` is given) go to `handler` with the events. `None`: the conversation
+/// stopped (or the op was refused: the error event went to `handler`).
 pub async fn drive(
-    agent: &mut Agent,
-    stop: &Stop,
-    events: &mut UnboundedReceiver<Event>,
+    session: &mut Session,
     renderer: &mut Renderer,
-    prompt: &str,
-    cancel: &CancellationToken,
+    op: Op,
     mut input: Option<&mut UnboundedReceiver<String>>,
-    handler: &mut dyn FnMut(Step<'_>, &mut Renderer),
-) -> TurnEnd {
+    handler: &mut dyn FnMut(Step<'_>, &mut Renderer, &Submitter),
+) -> Option<TurnEnd> {
+    let submitter = session.conversation.submitter();
+    let cancel = CancellationToken::new();
     let ctrl_c = {
         let cancel = cancel.clone();
         tokio::spawn(async move {
@@ -300,9 +212,15 @@ pub async fn drive(
             }
         })
     };
-    stop.watch(cancel);
-    let turn = agent.run_turn(prompt, cancel);
-    tokio::pin!(turn);
+    session.stop.watch(&cancel);
+    let interrupter = {
+        let (cancel, submitter) = (cancel.clone(), submitter.clone());
+        tokio::spawn(async move {
+            cancel.cancelled().await;
+            submitter.submit(Op::Interrupt);
+        })
+    };
+    let id = submitter.submit(op.clone());
     let end = loop {
         let line = async {
             match input.as_deref_mut() {
@@ -311,37 +229,57 @@ pub async fn drive(
             }
         };
         tokio::select! {
-            end = &mut turn => break end,
-            Some(event) = events.recv() => {
-                renderer.handle(&event);
-                handler(Step::Event(&event), renderer);
+            stamped = session.conversation.next_event() => {
+                let Some(stamped) = stamped else { break None };
+                renderer.handle(&stamped.event);
+                handler(Step::Event(&stamped), renderer, &submitter);
+                if stamped.op == id && op.finished_by(&stamped.event) {
+                    match stamped.event {
+                        Event::TurnEnd(end) => break Some(end),
+                        _ => break None,
+                    }
+                }
             }
-            Some(line) = line => handler(Step::Line(line), renderer),
+            Some(line) = line => handler(Step::Line(line), renderer, &submitter),
         }
     };
-    while let Ok(event) = events.try_recv() {
-        renderer.handle(&event);
-        handler(Step::Event(&event), renderer);
-    }
     ctrl_c.abort();
-    stop.unwatch();
+    interrupter.abort();
+    session.stop.unwatch();
     end
+}
+
+/// Close the conversation as `reason`, showing what it reports on the way.
+pub async fn close(session: &mut Session, reason: &str) {
+    session
+        .conversation
+        .shutdown_with(reason, |stamped| match &stamped.event {
+            Event::Notice { text, .. } | Event::Error { text } => ui::warn(text),
+            _ => {}
+        })
+        .await;
 }
 
 async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode> {
     let mut renderer = Renderer::new(false);
-    let cancel = CancellationToken::new();
     let stop = session.stop.clone();
-    let end =
-        drive(&mut session.agent, &stop, &mut session.events, &mut renderer, prompt, &cancel, None, &mut |_, _| {})
-            .await;
+    let op = Op::UserTurn { text: prompt.to_string() };
+    let mut refused = None;
+    let end = drive(&mut session, &mut renderer, op, None, &mut |step, _, _| {
+        if let Step::Event(Stamped { event: Event::Error { text }, .. }) = step {
+            refused = Some(text.clone());
+        }
+    })
+    .await;
+    let Some(end) = end else {
+        close(&mut session, "failed").await;
+        anyhow::bail!("{}", refused.unwrap_or_else(|| "the conversation stopped before answering".into()));
+    };
     if !end.text.is_empty() {
         putln!(std::io::stdout(), "{}", end.text.trim_end());
     }
     let reason = if stop.signal().is_some() { "signal" } else { end.outcome.name() };
-    if let Err(e) = session.agent.close(reason).await {
-        ui::warn(&e.to_string());
-    }
+    close(&mut session, reason).await;
     let code = match end.outcome {
         _ if stop.signal().is_some() => stop.exit_code().unwrap_or(exit::TERMINATED),
         Outcome::Completed => exit::OK,
@@ -351,7 +289,8 @@ async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode
         Outcome::Failed(_) => exit::FAILED,
     };
     if std::io::stderr().is_terminal() {
-        ui::note(&format!("session {} (resume with `talaria chat --resume {0}`)", session.agent.session_id()));
+        let id = session.conversation.info().session_id;
+        ui::note(&format!("session {id} (resume with `talaria chat --resume {id}`)"));
     }
     Ok(ExitCode::from(code))
 }

@@ -24,13 +24,11 @@ macro_rules! put {
 mod author;
 mod busy;
 mod chat;
-mod config;
 mod context;
 mod doctor;
 mod market;
 mod memory;
 mod plugin_cmd;
-mod plugin_host;
 mod plugin_test;
 mod plugins;
 mod render;
@@ -48,7 +46,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{ArgAction, Parser, Subcommand};
-use talaria_runtime::{Approver, Embedded, LlmBackend, Runtime, RuntimeConfig, Unattended};
+use talaria_core::{adapters as plugin_host, config};
+use talaria_runtime::{Approver, Embedded, LlmBackend, Runtime, Unattended};
 
 /// An LLM agent platform whose every extension is a sandboxed WebAssembly component.
 #[derive(Parser)]
@@ -180,22 +179,12 @@ impl Ctx {
         approver: Arc<dyn Approver>,
         llm: Option<Arc<dyn LlmBackend>>,
     ) -> anyhow::Result<Runtime> {
-        let mut config = RuntimeConfig::new(self.home.clone(), self.workspace.clone());
-        config.limits = self.config.limits();
-        config.plugins = self.config.plugin_settings();
-        config.command_policy = self.config.command_policy(&self.home);
-        config.approver = approver;
-        config.llm = llm;
-        config.secret_names = self.config.secret_names();
-        config.pass_env = self.config.process.pass_env.clone();
+        let config = talaria_core::runtime_config(&self.home, &self.workspace, &self.config, approver, llm);
         Ok(Runtime::new(config, &self.bundled())?)
     }
 
     /// The plugins compiled into the binary.
     pub fn bundled(&self) -> Vec<Embedded> {
-        talaria_bundled::PLUGINS
-            .iter()
-            .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 })
-            .collect()
+        talaria_core::bundled()
     }
 }

@@ -121,7 +121,22 @@ impl Renderer {
                 self.end_text();
                 notice(*level, text, self.progress_fancy);
             }
-            Event::Usage { .. } | Event::ApprovalNeeded(_) | Event::ClarifyNeeded(_) | Event::RequestSent { .. } => {}
+            // The front door words the answers to its own requests, and the questions.
+            Event::Usage { .. }
+            | Event::ApprovalNeeded(_)
+            | Event::ApprovalResolved { .. }
+            | Event::ClarifyNeeded(_)
+            | Event::RequestSent { .. }
+            | Event::SessionStarted(_)
+            | Event::TurnStarted { .. }
+            | Event::Undone { .. }
+            | Event::Compacted { .. }
+            | Event::ModelChanged { .. }
+            | Event::TitleChanged { .. }
+            | Event::YoloChanged { .. }
+            | Event::ContextReport { .. }
+            | Event::Error { .. }
+            | Event::ShutdownComplete => {}
             Event::TurnEnd(end) => {
                 self.end_text();
                 self.turn_end(end);

@@ -9,7 +9,6 @@ use std::collections::VecDeque;
 use std::io::{BufRead as _, IsTerminal as _};
 use std::process::ExitCode;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use owo_colors::OwoColorize as _;
 use reedline::{
@@ -17,14 +16,11 @@ use reedline::{
     PromptEditMode, PromptHistorySearch, Reedline, ReedlineEvent, ReedlineMenu, Signal, Span, Suggestion,
     default_emacs_keybindings,
 };
-use talaria_agent::approval::{Decision, Gate};
-use talaria_agent::model::{PRESETS, Provider};
-use talaria_agent::{Agent, Emitter, Start};
-use talaria_protocol::{ApprovalKind, Event, Message, Outcome};
-use tokio_util::sync::CancellationToken;
+use talaria_agent::model::Provider;
+use talaria_protocol::{ApprovalKind, Decision, Event, Message, Op, Outcome, Stamped};
 
 use crate::busy::BusyInput;
-use crate::chat::{ChatArgs, Session, Step, drive};
+use crate::chat::{self, ChatArgs, Session, Step, drive};
 use crate::render::Renderer;
 use crate::{Ctx, ui};
 
@@ -233,18 +229,17 @@ impl Lines {
 }
 
 /// What the REPL keeps between turns.
-struct Repl<'a> {
-    ctx: &'a Ctx,
+struct Repl {
     session: Session,
     renderer: Renderer,
+    /// Lines typed while a turn ran, and `/retry`'s message, to send next.
     queue: VecDeque<String>,
-    last_prompt: Option<String>,
 }
 
 /// Run the REPL until Ctrl-D or /exit.
 pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Result<ExitCode> {
     let mut lines = Lines::new(ctx);
-    let mut repl = Repl { ctx, session, renderer: Renderer::new(true), queue: VecDeque::new(), last_prompt: None };
+    let mut repl = Repl { session, renderer: Renderer::new(true), queue: VecDeque::new() };
     repl.banner(lines.interactive());
     let stop = repl.session.stop.clone();
     loop {
@@ -274,7 +269,7 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
             continue;
         }
         if line.starts_with('/') {
-            match repl.slash(&line).await {
+            match repl.slash(&line, lines.interactive()).await {
                 Ok(true) => continue,
                 Ok(false) => break,
                 Err(e) => {
@@ -283,12 +278,10 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
                 }
             }
         }
-        repl.turn(&line, lines.interactive()).await;
+        repl.turn(Op::UserTurn { text: line }, lines.interactive()).await;
     }
     let reason = if stop.signal().is_some() { "signal" } else { "exit" };
-    if let Err(e) = repl.session.agent.close(reason).await {
-        ui::warn(&e.to_string());
-    }
+    chat::close(&mut repl.session, reason).await;
     if let Some(code) = stop.exit_code() {
         // A read of the terminal may still be blocked in another thread: leave without waiting.
         crate::signals::exit_now(code);
@@ -296,41 +289,35 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
     Ok(ExitCode::SUCCESS)
 }
 
-impl Repl<'_> {
+impl Repl {
     fn banner(&self, interactive: bool) {
-        let agent = &self.session.agent;
-        let p = agent.chain().providers.first();
-        let model = p.map_or_else(String::new, Provider::label);
-        let state = if agent.history().is_empty() {
-            "new session".to_string()
-        } else {
-            format!("resumed {}", agent.session_id())
-        };
-        let line = format!("talaria · {model} · {} tools · {state}", agent.tools().len());
+        let info = self.session.conversation.info();
+        let model = info.provider.as_ref().map_or_else(String::new, Provider::label);
+        let state = if info.messages == 0 { "new session".to_string() } else { format!("resumed {}", info.session_id) };
+        let line = format!("talaria · {model} · {} tools · {state}", info.tools.len());
         if interactive {
             putln!(anstream::stdout(), "{}", line.bold());
             putln!(anstream::stdout(), "{}", "/help for commands · Ctrl-C stops a reply · Ctrl-D leaves".dimmed());
         } else {
             putln!(std::io::stdout(), "{line}");
         }
-        if !agent.history().is_empty() {
-            show_tail(agent.history(), 6);
+        if info.messages > 0 {
+            show_tail(&info.tail, 6);
         }
     }
 
-    async fn turn(&mut self, text: &str, interactive: bool) {
-        self.last_prompt = Some(text.to_string());
-        let cancel = CancellationToken::new();
+    /// Run a turn (`op`: a message, or `/retry`), answering approvals and questions in place.
+    async fn turn(&mut self, op: Op, interactive: bool) {
         let mut busy = interactive.then(BusyInput::start);
-        let gate = self.session.gate.clone();
+        let yolo = Rc::new(std::cell::Cell::new(self.session.conversation.yolo()));
         let waiting: Rc<RefCell<Waiting>> = Rc::new(RefCell::new(Waiting::None));
         let queue = Rc::new(RefCell::new(Vec::new()));
         let mut handler = {
-            let cancel = cancel.clone();
             let waiting = waiting.clone();
             let queue = queue.clone();
-            move |step: Step<'_>, r: &mut Renderer| match step {
-                Step::Event(Event::ApprovalNeeded(a)) => {
+            let yolo = yolo.clone();
+            move |step: Step<'_>, r: &mut Renderer, submit: &talaria_core::Submitter| match step {
+                Step::Event(Stamped { event: Event::ApprovalNeeded(a), .. }) => {
                     let what = match a.kind {
                         ApprovalKind::Command => format!("{} wants to run `{}` — {}.", a.plugin, a.command, a.reason),
                         ApprovalKind::Network => {
@@ -344,7 +331,7 @@ impl Repl<'_> {
                     ));
                     *waiting.borrow_mut() = Waiting::Approval(a.id);
                 }
-                Step::Event(Event::ClarifyNeeded(q)) => {
+                Step::Event(Stamped { event: Event::ClarifyNeeded(q), .. }) => {
                     let mut text = format!("{} {}", "?".cyan().bold(), q.question);
                     for (i, c) in q.choices.iter().enumerate() {
                         text.push_str(&format!("\n  {}. {c}", i + 1));
@@ -353,13 +340,14 @@ impl Repl<'_> {
                     r.progress(&text);
                     *waiting.borrow_mut() = Waiting::Question(q.id, q.choices.clone());
                 }
+                Step::Event(Stamped { event: Event::Error { text }, .. }) => ui::error(text),
                 Step::Event(_) => {}
                 Step::Line(line) => {
                     let current = std::mem::replace(&mut *waiting.borrow_mut(), Waiting::None);
                     match current {
                         Waiting::Approval(id) => {
                             let d = decision(&line);
-                            gate.approve(id, d);
+                            submit.submit(Op::Approve { id, decision: d });
                             r.progress(&format!("  → {}", describe(d)));
                         }
                         Waiting::Question(id, choices) => {
@@ -369,16 +357,17 @@ impl Repl<'_> {
                                 .ok()
                                 .and_then(|n| choices.get(n.wrapping_sub(1)).cloned())
                                 .unwrap_or_else(|| line.trim().to_string());
-                            gate.clarify(id, answer);
+                            submit.submit(Op::Answer { id, text: answer });
                         }
                         Waiting::None => match parse_slash(&line) {
                             Some(("stop", _)) => {
-                                cancel.cancel();
+                                submit.submit(Op::Interrupt);
                                 r.progress("stopping…");
                             }
                             Some(("yolo", _)) => {
-                                gate.set_yolo(!gate.yolo());
-                                r.progress(&yolo_state(&gate));
+                                yolo.set(!yolo.get());
+                                submit.submit(Op::SetYolo { on: yolo.get() });
+                                r.progress(&yolo_state(yolo.get()));
                             }
                             Some((name, _)) if lookup(name).is_some_and(|c| !c.while_busy) => {
                                 r.progress(&format!("/{name} waits until the reply is done (or /stop it)"));
@@ -394,18 +383,7 @@ impl Repl<'_> {
                 }
             }
         };
-        let s = &mut self.session;
-        let end = drive(
-            &mut s.agent,
-            &s.stop,
-            &mut s.events,
-            &mut self.renderer,
-            text,
-            &cancel,
-            busy.as_mut().map(|b| &mut b.lines),
-            &mut handler,
-        )
-        .await;
+        let end = drive(&mut self.session, &mut self.renderer, op, busy.as_mut().map(|b| &mut b.lines), &mut handler).await;
         if let Some(b) = busy.as_mut() {
             b.stop();
             while let Ok(line) = b.lines.try_recv() {
@@ -414,13 +392,13 @@ impl Repl<'_> {
         }
         // Approvals left waiting (the turn ended first) are denied by the gate's timeout.
         self.queue.extend(queue.borrow_mut().drain(..));
-        if matches!(end.outcome, Outcome::BudgetExhausted) {
+        if end.is_some_and(|end| matches!(end.outcome, Outcome::BudgetExhausted)) {
             ui::note("the turn's model-call budget ran out (raise it with --max-turns or [agent] max_turns)");
         }
     }
 
     /// Run a slash command; false means leave.
-    async fn slash(&mut self, line: &str) -> anyhow::Result<bool> {
+    async fn slash(&mut self, line: &str, interactive: bool) -> anyhow::Result<bool> {
         let Some((name, arg)) = parse_slash(line) else { return Ok(true) };
         let Some(cmd) = lookup(name) else {
             let close: Vec<String> = COMMANDS
@@ -445,98 +423,114 @@ impl Repl<'_> {
             }
             "exit" => return Ok(false),
             "new" => {
-                self.replace_agent(Start::default(), "new").await?;
-                ui::note(&format!("new session {}", self.session.agent.session_id()));
+                if let Event::SessionStarted(s) = self.request(Op::NewSession).await? {
+                    ui::note(&format!("new session {}", s.session_id));
+                }
             }
             "sessions" => self.list_sessions()?,
             "resume" if arg.is_empty() => self.list_sessions()?,
             "resume" => {
-                let info = self.session.shared.store.resolve_session(arg)?;
-                self.replace_agent(Start { resume: Some(info), ..Start::default() }, "resume").await?;
-                ui::note(&format!("resumed {}", self.session.agent.session_id()));
-                show_tail(self.session.agent.history(), 6);
+                if let Event::SessionStarted(s) = self.request(Op::Resume { key: arg.to_string() }).await? {
+                    ui::note(&format!("resumed {}", s.session_id));
+                    show_tail(&self.session.conversation.info().tail, 6);
+                }
             }
-            "model" => self.model(arg)?,
+            "model" if arg.is_empty() => {
+                if let Some(p) = self.session.conversation.info().provider {
+                    putln!(std::io::stdout(), "{} ({}, {})", p.label(), p.api_mode.as_str(), p.base_url);
+                }
+            }
+            "model" => {
+                if let Event::ModelChanged { model } = self.request(Op::SetModel { model: arg.to_string() }).await? {
+                    ui::note(&format!("now using {model}"));
+                }
+            }
             "tools" => {
                 let rows: Vec<Vec<String>> = self
                     .session
-                    .agent
-                    .tools()
+                    .conversation
+                    .info()
+                    .tools
                     .iter()
                     .map(|t| vec![t.name.clone(), t.plugin.clone(), ui::first_line(&t.description, 70)])
                     .collect();
                 ui::table(&["TOOL", "FROM", "DESCRIPTION"], &rows);
             }
-            "undo" => match self.session.agent.undo()? {
-                Some(text) => ui::note(&format!("forgot: {}", ui::first_line(&text, 70))),
-                None => ui::note("nothing to undo"),
+            "undo" => match self.request(Op::Undo).await? {
+                Event::Undone { text: Some(text) } => ui::note(&format!("forgot: {}", ui::first_line(&text, 70))),
+                _ => ui::note("nothing to undo"),
             },
-            "retry" => match self.session.agent.undo()?.or_else(|| self.last_prompt.clone()) {
-                Some(text) => self.queue.push_front(text),
-                None => ui::note("nothing to retry"),
-            },
+            "retry" => self.turn(Op::Retry, interactive).await,
             "stop" => ui::note("nothing is running"),
-            "usage" => {
-                let (usage, calls) = self.session.agent.usage();
-                let stored = self.session.shared.store.session(self.session.agent.session_id())?;
-                let line = match stored {
-                    Some(s) => format!(
-                        "session {}: {} model calls, {}{} input tokens ({} cached), {}{} output tokens; this run: {} calls, {}{} in / {}{} out{}",
-                        s.id,
-                        s.api_call_count,
-                        s.usage.approx(),
-                        s.usage.input_tokens,
-                        s.usage.cache_read_tokens,
-                        s.usage.approx(),
-                        s.usage.output_tokens,
-                        calls,
-                        usage.approx(),
-                        usage.input_tokens,
-                        usage.approx(),
-                        usage.output_tokens,
-                        if s.usage.estimated || usage.estimated {
-                            " (~ estimated: the provider reported no usage)"
-                        } else {
-                            ""
-                        }
-                    ),
-                    None => "nothing sent yet".to_string(),
-                };
-                putln!(std::io::stdout(), "{line}");
-            }
+            "usage" => self.usage()?,
             "title" if arg.is_empty() => anyhow::bail!("usage: /title NAME"),
             "title" => {
-                let id = self.session.agent.session_id().to_string();
-                if self.session.shared.store.session(&id)?.is_none() {
-                    anyhow::bail!("this session is not saved yet: send a message first");
+                if let Event::TitleChanged { title } = self.request(Op::SetTitle { title: arg.to_string() }).await? {
+                    ui::note(&format!("titled \"{title}\""));
                 }
-                self.session.shared.store.set_title(&id, arg)?;
-                ui::note(&format!("titled \"{arg}\""));
             }
             "compress" => {
-                let focus = (!arg.is_empty()).then_some(arg);
-                let result = self.session.agent.compress(focus, true).await;
-                self.drain_events();
-                let done = result.map_err(|e| anyhow::anyhow!(e))?;
-                ui::note(&format!(
-                    "{} ({} → {} messages); continuing in session {}",
-                    done.note, done.before, done.after, done.session_id
-                ));
+                let focus = (!arg.is_empty()).then(|| arg.to_string());
+                if let Event::Compacted { note, before, after, session_id } = self.request(Op::Compact { focus }).await? {
+                    ui::note(&format!("{note} ({before} → {after} messages); continuing in session {session_id}"));
+                }
             }
             "context" => {
-                let (engine, status, lines) =
-                    self.session.agent.context_report().await.map_err(|e| anyhow::anyhow!(e))?;
-                self.drain_events();
-                putln!(std::io::stdout(), "{}", crate::context::status_lines(&engine, &status, &lines));
+                if let Event::ContextReport { engine, status, lines } = self.request(Op::ContextReport).await? {
+                    putln!(std::io::stdout(), "{}", crate::context::status_lines(&engine, &status, &lines));
+                }
             }
-            "yolo" => putln!(std::io::stdout(), "{}", yolo_state(&self.session.gate)),
+            "yolo" => putln!(std::io::stdout(), "{}", yolo_state(self.session.conversation.yolo())),
             other => anyhow::bail!("/{other} is not available here"),
         }
         Ok(true)
     }
 
+    /// Submit `op` and wait for its answer, rendering what comes before it; an error answer
+    /// becomes `Err`.
+    async fn request(&mut self, op: Op) -> anyhow::Result<Event> {
+        let renderer = &mut self.renderer;
+        let last = self.session.conversation.run(op, |stamped| renderer.handle(&stamped.event)).await;
+        match last.map(|s| s.event) {
+            Some(Event::Error { text }) => Err(anyhow::anyhow!(text)),
+            Some(event) => Ok(event),
+            None => Err(anyhow::anyhow!("the conversation has stopped")),
+        }
+    }
+
+    fn usage(&self) -> anyhow::Result<()> {
+        let info = self.session.conversation.info();
+        let (usage, calls) = (info.usage, info.api_calls);
+        let stored = self.session.host.store().session(&info.session_id)?;
+        let line = match stored {
+            Some(s) => format!(
+                "session {}: {} model calls, {}{} input tokens ({} cached), {}{} output tokens; this run: {} calls, {}{} in / {}{} out{}",
+                s.id,
+                s.api_call_count,
+                s.usage.approx(),
+                s.usage.input_tokens,
+                s.usage.cache_read_tokens,
+                s.usage.approx(),
+                s.usage.output_tokens,
+                calls,
+                usage.approx(),
+                usage.input_tokens,
+                usage.approx(),
+                usage.output_tokens,
+                if s.usage.estimated || usage.estimated {
+                    " (~ estimated: the provider reported no usage)"
+                } else {
+                    ""
+                }
+            ),
+            None => "nothing sent yet".to_string(),
+        };
+        putln!(std::io::stdout(), "{line}");
+        Ok(())
+    }
+
     fn list_sessions(&self) -> anyhow::Result<()> {
-        let list = self.session.shared.store.list_sessions(10, 0)?;
+        let list = self.session.host.store().list_sessions(10, 0)?;
         if list.is_empty() {
             ui::note("no sessions yet");
         }
@@ -548,60 +542,6 @@ impl Repl<'_> {
             })
             .collect();
         ui::table(&["ID", "TITLE", "MESSAGES"], &rows);
-        Ok(())
-    }
-
-    fn model(&mut self, arg: &str) -> anyhow::Result<()> {
-        let current = self.session.agent.chain().providers.first().cloned();
-        if arg.is_empty() {
-            if let Some(p) = current {
-                putln!(std::io::stdout(), "{} ({}, {})", p.label(), p.api_mode.as_str(), p.base_url);
-            }
-            return Ok(());
-        }
-        let (provider, name) = match arg.split_once(':') {
-            Some((p, n)) if PRESETS.iter().any(|x| x.name == p) => (Some(p.to_string()), n.to_string()),
-            _ => (None, arg.to_string()),
-        };
-        let mut args = ChatArgs { model: Some(name), ..ChatArgs::default() };
-        match (provider, current) {
-            (Some(p), _) => args.provider = Some(p),
-            (None, Some(cur)) => {
-                args.provider = Some(cur.name.clone());
-                args.base_url = Some(cur.base_url.clone());
-                args.api_mode = Some(cur.api_mode.as_str().to_string());
-            }
-            (None, None) => {}
-        }
-        let chain = crate::chat::chain(self.ctx, &args)?;
-        let label = chain.providers.first().map(Provider::label).unwrap_or_default();
-        self.session.agent.set_chain(chain);
-        ui::note(&format!("now using {label}"));
-        Ok(())
-    }
-
-    /// Show events the agent emitted outside a turn (notices of /compress, ...).
-    fn drain_events(&mut self) {
-        while let Ok(event) = self.session.events.try_recv() {
-            self.renderer.handle(&event);
-        }
-    }
-
-    /// Start another session; the current one is closed for `reason` (`new`, `resume`).
-    async fn replace_agent(&mut self, start: Start, reason: &str) -> anyhow::Result<()> {
-        let (emitter, events) = Emitter::channel();
-        self.session.gate.attach(emitter.clone());
-        let chain = self.session.agent.chain().clone();
-        let mut agent = Agent::start(self.session.shared.clone(), emitter, start).await?;
-        agent.set_chain(chain);
-        if let Err(e) = self.session.agent.close(reason).await {
-            ui::warn(&e.to_string());
-        }
-        for w in agent.warnings() {
-            ui::warn(w);
-        }
-        self.session.agent = agent;
-        self.session.events = events;
         Ok(())
     }
 }
@@ -630,8 +570,8 @@ fn describe(d: Decision) -> &'static str {
     }
 }
 
-fn yolo_state(gate: &Arc<Gate>) -> String {
-    if gate.yolo() {
+fn yolo_state(on: bool) -> String {
+    if on {
         "yolo is on: dangerous commands and new hosts go ahead without asking (forbidden commands stay refused)".into()
     } else {
         "yolo is off: dangerous commands and new hosts ask first".into()

@@ -1,14 +1,38 @@
 //! What the agent loop reports while it works. Every front door (the terminal, ACP, the gateway)
-//! renders the same stream of [`Event`]s; none of them looks inside the loop.
+//! renders the same stream of [`Event`]s; none of them looks inside the loop. A conversation
+//! hands them out [`Stamped`] with the session, turn and request they belong to.
 
 use serde::{Deserialize, Serialize};
 
+use crate::extension::ContextStatus;
 use crate::message::Usage;
+use crate::op::Decision;
 
-/// One thing that happened during a turn, in order.
+/// An [`Event`] with what it belongs to, as a conversation reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stamped {
+    /// The submission being carried out when it happened (the id `submit` returned); 0 for
+    /// none.
+    pub op: u64,
+    /// The session it belongs to. After [`Event::SessionStarted`], the new one.
+    pub session_id: String,
+    /// The turn it belongs to (the id of the submission that started the turn), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<u64>,
+    pub event: Event,
+}
+
+/// One thing that happened in a conversation, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
+    /// The conversation is in a session from now on: a new one, a stored one continued, or the
+    /// child session that compression moved it to.
+    SessionStarted(SessionStarted),
+    /// A user message was accepted and its turn begins.
+    TurnStarted {
+        text: String,
+    },
     /// A piece of the assistant's visible answer.
     TextDelta {
         text: String,
@@ -24,6 +48,11 @@ pub enum Event {
     /// A dangerous command, or a connection to a host a plugin's wildcard grant allows only in
     /// general, waits for a human; answer with the agent's approval handle.
     ApprovalNeeded(ApprovalNeeded),
+    /// An approval was answered (by a human, by yolo, or by its timeout: deny).
+    ApprovalResolved {
+        id: u64,
+        decision: Decision,
+    },
     /// The model asked the user a question (the `clarify` tool); answer with the clarify handle.
     ClarifyNeeded(ClarifyNeeded),
     /// Tokens used by one model call.
@@ -46,6 +75,63 @@ pub enum Event {
     },
     /// The turn is over.
     TurnEnd(TurnEnd),
+    /// `Undo` (and `Retry`) forgot this user message and what followed; `None`: nothing to undo.
+    Undone {
+        text: Option<String>,
+    },
+    /// `Compact` is done; the conversation continues in `session_id`.
+    Compacted {
+        note: String,
+        before: usize,
+        after: usize,
+        session_id: String,
+    },
+    /// `SetModel`: calls go to this model (`provider/model`) from now on.
+    ModelChanged {
+        model: String,
+    },
+    /// `SetTitle`: the session is named.
+    TitleChanged {
+        title: String,
+    },
+    /// `SetYolo`: whether dangerous commands and new hosts go ahead without asking.
+    YoloChanged {
+        on: bool,
+    },
+    /// `ContextReport`: how full the context window is, and the context engine's own lines.
+    ContextReport {
+        engine: String,
+        status: ContextStatus,
+        lines: Vec<(String, String)>,
+    },
+    /// A submission could not be carried out; says why and how to fix it.
+    Error {
+        text: String,
+    },
+    /// `Shutdown` is done: the session is closed and nothing more follows.
+    ShutdownComplete,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionStarted {
+    pub session_id: String,
+    pub reason: SessionReason,
+    /// `provider/model` of the main model.
+    pub model: String,
+    /// Messages already in it (a resumed or compressed session).
+    pub messages: usize,
+}
+
+/// Why a conversation is in a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SessionReason {
+    New,
+    Resumed,
+    /// A copy of `from` to carry on in (`--fork`).
+    Forked { from: String },
+    /// Compression summarized `from` into this child session.
+    Compressed { from: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,6 +152,10 @@ pub struct ToolFinished {
     pub ok: bool,
     /// The start of the result (or the error), one line.
     pub preview: String,
+    /// The whole result as the tool gave it (before a result over the size cap is saved to a
+    /// file and cut for the model).
+    #[serde(default)]
+    pub result: String,
     pub duration_ms: u64,
 }
 
@@ -84,6 +174,10 @@ pub struct ApprovalNeeded {
     pub reason: String,
     /// Seconds before no answer counts as "deny".
     pub timeout_secs: u64,
+    /// The tool call that asked (empty for a request of a hook, memory provider or context
+    /// engine).
+    #[serde(default)]
+    pub call_id: String,
 }
 
 /// What an approval is about, so a front door can word the question.

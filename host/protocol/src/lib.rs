@@ -1,7 +1,9 @@
 //! Serde types every talaria front door shares. No runtime, no I/O: only data.
 //!
 //! - [`Message`], [`ToolCall`], [`Usage`]: the conversation in the agent's OpenAI-style format.
-//! - [`Event`]: what the loop reports while it works; every front door renders these.
+//! - [`Op`]: what a front door asks of a conversation; [`Event`] (handed out [`Stamped`] with
+//!   session and turn ids): what it reports; every front door submits the one and renders the
+//!   other.
 //! - [`ToolSpec`], [`ToolError`]: tools as the model and the CLI see them.
 //! - [`HookEvent`], [`HookDecision`], [`CompressRequest`], [`PluginSession`]: what the loop
 //!   exchanges with hook, memory and context-engine plugins.
@@ -24,10 +26,13 @@ use std::fmt;
 mod event;
 mod extension;
 mod message;
+mod op;
 
 pub use event::{
-    ApprovalKind, ApprovalNeeded, ClarifyNeeded, Event, NoticeLevel, Outcome, ToolFinished, ToolStarted, TurnEnd,
+    ApprovalKind, ApprovalNeeded, ClarifyNeeded, Event, NoticeLevel, Outcome, SessionReason, SessionStarted, Stamped,
+    ToolFinished, ToolStarted, TurnEnd,
 };
+pub use op::{Decision, Op};
 pub use extension::{
     CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, PluginSession, ToolCallEvent,
     ToolResultEvent,

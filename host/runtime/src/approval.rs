@@ -7,8 +7,12 @@
 //!    is never asked about again: dangerous commands and hosts share this memory;
 //! 2. requests that arrive while the same key is being asked about wait for that answer and share
 //!    it (two concurrent fetches of one new host ask once), whatever it is;
-//! 3. "session" and "always" answers are remembered until the runtime is dropped ("always" is
-//!    saved by the approver, which knows where the config is).
+//! 3. a "session" answer is remembered for that session only (a request carries the session it
+//!    acts for, [`ApprovalRequest::session_id`]): another conversation, or a new session, asks
+//!    again; an "always" answer holds for every session until the runtime is dropped (it is saved
+//!    by the approver, which knows where the config is);
+//! 4. questions are shared only within a session: two conversations asking about the same key
+//!    are asked separately, each of its own human.
 //!
 //! Keys: a dangerous pattern's id (`rm-recursive`), or `net:HOST` for a host (`net:HOST:PORT`
 //! when the port is not the scheme's default).
@@ -24,6 +28,8 @@
 //!     command: host.into(),
 //!     key: format!("net:{host}"),
 //!     reason: "allowed by its wildcard grant net:*".into(),
+//!     session_id: "s1".into(),
+//!     call_id: "call_1".into(),
 //! };
 //! assert_eq!(approvals.ask(&request("docs.rs")).await, Approval::Always);
 //! assert_eq!(approvals.ask(&request("evil.example")).await, Approval::Deny);
@@ -51,6 +57,19 @@ pub struct ApprovalRequest {
     /// Why it is asked, in words: why the command is dangerous, or which wildcard grant allows
     /// the host ("allowed by its wildcard grant net:*").
     pub reason: String,
+    /// The session the plugin acts for: where the question goes, and what a "session" answer
+    /// covers. Empty when the plugin runs for no session (`talaria tools call`).
+    pub session_id: String,
+    /// The tool call being run; empty for hooks, memory providers and context engines.
+    pub call_id: String,
+}
+
+/// Who a plugin acts for while it runs: the session, and the tool call (empty for the kinds
+/// that are not tools).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub session_id: String,
+    pub call_id: String,
 }
 
 /// A human's answer.
@@ -69,8 +88,10 @@ pub enum Approval {
 pub trait Approver: Send + Sync {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>>;
 
-    /// Whether anyone can answer; when not, refusals say how to allow the request instead.
-    fn interactive(&self) -> bool {
+    /// Whether anyone can answer requests of `session_id`; when not, refusals say how to allow
+    /// the request instead.
+    fn interactive(&self, session_id: &str) -> bool {
+        let _ = session_id;
         false
     }
 }
@@ -99,10 +120,12 @@ pub struct Approvals {
 
 #[derive(Default)]
 struct State {
-    /// Keys approved "session" or "always" since the runtime started.
-    session: HashSet<String>,
-    /// Questions waiting for an answer, by key; later askers wait on the same cell.
-    asking: HashMap<String, Arc<tokio::sync::OnceCell<Approval>>>,
+    /// Keys approved "always" since the runtime started.
+    always: HashSet<String>,
+    /// (session, key) approved for that session.
+    session: HashSet<(String, String)>,
+    /// Questions waiting for an answer, by (session, key); later askers wait on the same cell.
+    asking: HashMap<(String, String), Arc<tokio::sync::OnceCell<Approval>>>,
 }
 
 impl Approvals {
@@ -121,33 +144,44 @@ impl Approvals {
         Self { approver, always, state: Mutex::new(State::default()) }
     }
 
-    /// Whether anyone can answer.
-    pub fn interactive(&self) -> bool {
-        self.approver.interactive()
+    /// Whether anyone can answer requests of `session_id`.
+    pub fn interactive(&self, session_id: &str) -> bool {
+        self.approver.interactive(session_id)
     }
 
     /// Ask about `request` unless its key is approved already: then the answer is
-    /// [`Approval::Always`] (in the config) or [`Approval::Session`], without asking. A request
-    /// whose key is being asked about already waits for that answer instead of asking again.
+    /// [`Approval::Always`] (in the config, or answered so) or [`Approval::Session`] (answered so
+    /// in the same session), without asking. A request whose key is being asked about in the same
+    /// session waits for that answer instead of asking again.
     pub async fn ask(&self, request: &ApprovalRequest) -> Approval {
         if self.always.contains(&request.key) {
             return Approval::Always;
         }
+        let id = (request.session_id.clone(), request.key.clone());
         let question = {
             let mut state = lock(&self.state);
-            if state.session.contains(&request.key) {
+            if state.always.contains(&request.key) {
+                return Approval::Always;
+            }
+            if state.session.contains(&id) {
                 return Approval::Session;
             }
-            state.asking.entry(request.key.clone()).or_default().clone()
+            state.asking.entry(id.clone()).or_default().clone()
         };
         // If the asker is dropped (its call ran out of time), a waiter asks in its place.
         let answer = *question.get_or_init(|| self.approver.approve(request)).await;
         let mut state = lock(&self.state);
-        if matches!(answer, Approval::Session | Approval::Always) {
-            state.session.insert(request.key.clone());
+        match answer {
+            Approval::Always => {
+                state.always.insert(request.key.clone());
+            }
+            Approval::Session => {
+                state.session.insert(id.clone());
+            }
+            Approval::Once | Approval::Deny => {}
         }
-        if state.asking.get(&request.key).is_some_and(|q| Arc::ptr_eq(q, &question)) {
-            state.asking.remove(&request.key);
+        if state.asking.get(&id).is_some_and(|q| Arc::ptr_eq(q, &question)) {
+            state.asking.remove(&id);
         }
         answer
     }
@@ -186,7 +220,13 @@ mod tests {
             command: key.trim_start_matches("net:").into(),
             key: key.into(),
             reason: "allowed by its wildcard grant net:*".into(),
+            session_id: "s1".into(),
+            call_id: "call_1".into(),
         }
+    }
+
+    fn in_session(key: &str, session: &str) -> ApprovalRequest {
+        ApprovalRequest { session_id: session.into(), ..request(key) }
     }
 
     fn approvals(answer: Approval, always: &[&str]) -> (Arc<Slow>, Approvals) {
@@ -219,6 +259,32 @@ mod tests {
         assert_eq!(approvals.ask(&request("net:crates.io")).await, Approval::Session);
         assert_eq!(slow.asked.load(Ordering::SeqCst), 1);
     }
+
+    #[tokio::test]
+    async fn a_session_answer_covers_its_own_session_and_always_covers_all() {
+        let (slow, session) = approvals(Approval::Session, &[]);
+        assert_eq!(session.ask(&in_session("rm-recursive", "a")).await, Approval::Session);
+        assert_eq!(session.ask(&in_session("rm-recursive", "a")).await, Approval::Session);
+        assert_eq!(slow.asked.load(Ordering::SeqCst), 1);
+        // Another session (another conversation, or /new) is asked again.
+        assert_eq!(session.ask(&in_session("rm-recursive", "b")).await, Approval::Session);
+        assert_eq!(slow.asked.load(Ordering::SeqCst), 2);
+
+        let (slow, always) = approvals(Approval::Always, &[]);
+        assert_eq!(always.ask(&in_session("net:docs.rs", "a")).await, Approval::Always);
+        assert_eq!(always.ask(&in_session("net:docs.rs", "b")).await, Approval::Always);
+        assert_eq!(slow.asked.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn two_sessions_asking_about_one_key_are_asked_separately() {
+        let (slow, approvals) = approvals(Approval::Once, &[]);
+        let (a, b) = (in_session("net:docs.rs", "a"), in_session("net:docs.rs", "b"));
+        let (x, y) = tokio::join!(approvals.ask(&a), approvals.ask(&b));
+        assert_eq!((x, y), (Approval::Once, Approval::Once));
+        assert_eq!(slow.asked.load(Ordering::SeqCst), 2, "each session's human is asked");
+    }
+
 
     #[tokio::test]
     async fn a_dropped_asker_leaves_the_question_to_the_next() {

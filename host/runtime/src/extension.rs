@@ -10,6 +10,7 @@ use std::sync::Arc;
 use talaria_protocol::{CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, Message, PluginSession};
 use wasmtime::Store;
 
+use crate::approval::Caller;
 use crate::engine::EngineHandle;
 use crate::exports::Prepared;
 use crate::host::HostState;
@@ -74,7 +75,8 @@ impl Runtime {
             prepared.memory.as_ref().ok_or_else(|| format!("plugin '{}' exports no memory", plugin.name()))?;
         let limits = plugin.limits_for(Kind::Memory);
         let workspace = self.session_workspace(session);
-        instance::run_resident(engine, plugin, &prepared.pre, indices, workspace, limits, async |store, guest| {
+        let caller = caller_of(session);
+        instance::run_resident(engine, plugin, &prepared.pre, indices, workspace, caller, limits, async |store, guest| {
             Ok(f(store, guest).await?.map_err(GuestError::Failed))
         })
         .await
@@ -94,7 +96,8 @@ impl Runtime {
             prepared.context.as_ref().ok_or_else(|| format!("plugin '{}' exports no context", plugin.name()))?;
         let limits = plugin.limits_for(Kind::ContextEngine);
         let workspace = self.session_workspace(session);
-        instance::run_fresh(engine, plugin, &prepared.pre, workspace, limits, async |store, instance| {
+        let caller = caller_of(session);
+        instance::run_fresh(engine, plugin, &prepared.pre, workspace, caller, limits, async |store, instance| {
             let guest = indices.load(&mut *store, instance)?;
             Ok(f(store, &guest).await?.map_err(GuestError::Failed))
         })
@@ -297,7 +300,8 @@ impl Runtime {
         let limits = plugin.limits_for(Kind::Hook);
         let wit = convert::event(event, session);
         let workspace = self.session_workspace(session);
-        let (decision, _) = instance::run_fresh(engine, plugin, &prepared.pre, workspace, limits, async |s, i| {
+        let caller = caller_of(session);
+        let (decision, _) = instance::run_fresh(engine, plugin, &prepared.pre, workspace, caller, limits, async |s, i| {
             indices.load(&mut *s, i)?.call_on_event(&mut *s, &wit).await.map(Ok)
         })
         .await
@@ -315,6 +319,11 @@ impl Runtime {
 }
 
 /// Text a plugin returned, with known secret values taken out (see [`crate::leak`]).
+/// Hooks, memory providers and context engines act for a session, in no tool call.
+fn caller_of(session: &PluginSession) -> Caller {
+    Caller { session_id: session.session_id.clone(), call_id: String::new() }
+}
+
 fn redact(plugin: &Plugin, text: String) -> String {
     plugin.env.services.scan.redacted(text)
 }

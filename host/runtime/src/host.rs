@@ -18,6 +18,7 @@ use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use crate::approval::Caller;
 use crate::grant::{Access, GrantedDir, Grants};
 use crate::llm::LlmBackend;
 use crate::net::NetHooks;
@@ -178,6 +179,8 @@ pub(crate) struct HostState {
     pub denials: Arc<Mutex<Vec<String>>>,
     env: Arc<PluginEnv>,
     workspace: PathBuf,
+    /// Who the plugin acts for: where its approval requests go.
+    caller: Caller,
     /// `llm.complete` calls made during this call.
     llm_calls: u32,
 }
@@ -189,7 +192,7 @@ impl HostState {
     /// beneath the workspace's own handle (a link leading out of it is refused), the plugin's data
     /// directory beneath its own, and WASI is handed that very directory (through
     /// `/proc/self/fd`), so nothing renamed or swapped for a link after the check is followed.
-    pub fn new(env: Arc<PluginEnv>, workspace: PathBuf, memory_cap: usize) -> Self {
+    pub fn new(env: Arc<PluginEnv>, workspace: PathBuf, caller: Caller, memory_cap: usize) -> Self {
         let stderr = StderrSink::new(STDERR_CAP);
         let mut wasi = WasiCtxBuilder::new();
         wasi.stderr(stderr.clone()).allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
@@ -244,6 +247,7 @@ impl HostState {
             secrets: env.services.secrets.clone(),
             secret_headers: env.secret_headers.clone(),
             approvals: env.services.approvals.clone(),
+            caller: caller.clone(),
             denials: denials.clone(),
             requests: 0,
             recorder: env.recorder.clone(),
@@ -261,8 +265,15 @@ impl HostState {
             denials,
             env,
             workspace,
+            caller,
             llm_calls: 0,
         }
+    }
+
+    /// Act for `caller` from the next call on (a resident instance serving another session).
+    pub fn act_for(&mut self, caller: Caller) {
+        self.hooks.caller = caller.clone();
+        self.caller = caller;
     }
 
     /// Start a new call: stderr, refusals and the per-call counts start empty.

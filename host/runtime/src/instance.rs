@@ -10,6 +10,7 @@ use talaria_protocol::ToolError;
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{Store, Trap};
 
+use crate::approval::Caller;
 use crate::engine::EngineHandle;
 use crate::host::HostState;
 use crate::host::bindings::v2::exports::talaria::plugin::memory;
@@ -90,9 +91,16 @@ fn map_guest_error(e: GuestError, denials: &[String]) -> ToolError {
     }
 }
 
-/// A store for `plugin` in `workspace`, with its memory cap and epoch traps on.
-fn new_store(engine: &EngineHandle, plugin: &Plugin, workspace: PathBuf, limits: CallLimits) -> Store<HostState> {
-    let mut store = Store::new(&engine.engine, HostState::new(plugin.env.clone(), workspace, limits.memory_bytes));
+/// A store for `plugin` in `workspace` acting for `caller`, with its memory cap and epoch traps on.
+fn new_store(
+    engine: &EngineHandle,
+    plugin: &Plugin,
+    workspace: PathBuf,
+    caller: Caller,
+    limits: CallLimits,
+) -> Store<HostState> {
+    let state = HostState::new(plugin.env.clone(), workspace, caller, limits.memory_bytes);
+    let mut store = Store::new(&engine.engine, state);
     store.limiter(|s| &mut s.limiter);
     store.epoch_deadline_trap();
     store
@@ -130,10 +138,11 @@ pub(crate) async fn run_fresh<T>(
     plugin: &Plugin,
     pre: &InstancePre<HostState>,
     workspace: PathBuf,
+    caller: Caller,
     limits: CallLimits,
     f: impl AsyncFnOnce(&mut Store<HostState>, &Instance) -> wasmtime::Result<Result<T, GuestError>>,
 ) -> Result<Done<T>, Failure> {
-    let mut store = new_store(engine, plugin, workspace, limits);
+    let mut store = new_store(engine, plugin, workspace, caller, limits);
     guarded(&mut store, limits, async |store| {
         let instance = pre.instantiate_async(&mut *store).await?;
         f(store, &instance).await
@@ -156,14 +165,18 @@ pub(crate) async fn run_resident<T>(
     pre: &InstancePre<HostState>,
     indices: &memory::GuestIndices,
     workspace: PathBuf,
+    caller: Caller,
     limits: CallLimits,
     f: impl AsyncFnOnce(&mut Store<HostState>, &memory::Guest) -> wasmtime::Result<Result<T, GuestError>>,
 ) -> Result<Done<T>, Failure> {
     let mut slot = plugin.resident.lock().await;
     let mut resident = match slot.take() {
-        Some(r) if r.store.data().workspace() == workspace => r,
+        Some(mut r) if r.store.data().workspace() == workspace => {
+            r.store.data_mut().act_for(caller);
+            r
+        }
         _ => {
-            let mut store = new_store(engine, plugin, workspace, limits);
+            let mut store = new_store(engine, plugin, workspace, caller, limits);
             let (memory, _) = guarded(&mut store, limits, async |store| {
                 let instance = pre.instantiate_async(&mut *store).await?;
                 indices.load(&mut *store, &instance).map(Ok)

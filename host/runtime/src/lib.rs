@@ -78,7 +78,7 @@ use std::time::{Duration, Instant};
 use talaria_protocol::{ToolError, ToolSpec};
 use wasmtime::component::Linker;
 
-pub use approval::{Approval, ApprovalKind, ApprovalRequest, Approvals, Approver, Unattended};
+pub use approval::{Approval, ApprovalKind, ApprovalRequest, Approvals, Approver, Caller, Unattended};
 pub use cache::{CacheOutcome, CompileCache};
 pub use danger::CommandPolicy;
 pub use discovery::{Embedded, Installed, Problem, Shadowed, project_plugin_dir};
@@ -591,6 +591,7 @@ impl Runtime {
             plugin,
             &prepared.pre,
             self.workspace.clone(),
+            Caller::default(),
             limits,
             async |store, instance| {
                 let specs: Vec<RawSpec> = match tools {
@@ -730,11 +731,12 @@ impl Runtime {
         };
         let workspace =
             if ctx.workspace.as_os_str().is_empty() { self.workspace.clone() } else { ctx.workspace.clone() };
+        let caller = Caller { session_id: ctx.session_id.clone(), call_id: ctx.call_id.clone() };
         let (session_id, call_id, ws) = (ctx.session_id, ctx.call_id, workspace.to_string_lossy().into_owned());
         let started = Instant::now();
         let limits = plugin.limits;
         let (output, denials) =
-            instance::run_fresh(engine, plugin, &prepared.pre, workspace, limits, async |store, instance| {
+            instance::run_fresh(engine, plugin, &prepared.pre, workspace, caller, limits, async |store, instance| {
                 Ok(match tools {
                     ToolsExport::V0_1(ix) => {
                         let ctx = v1::talaria::plugin::types::CallContext { session_id, call_id, workspace: ws };

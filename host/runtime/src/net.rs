@@ -36,7 +36,7 @@ use http_body_util::BodyExt;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::approval::{Approval, ApprovalKind, ApprovalRequest, Approvals};
+use crate::approval::{Approval, ApprovalKind, ApprovalRequest, Approvals, Caller};
 use crate::grant::{Grants, HostPattern};
 use crate::leak::SecretScan;
 use crate::manifest::SecretHeaders;
@@ -65,6 +65,8 @@ pub(crate) struct NetHooks {
     pub secret_headers: Arc<SecretHeaders>,
     /// The runtime's approvals: new hosts under wildcard grants ask here.
     pub approvals: Arc<Approvals>,
+    /// Who the plugin acts for: the session asked.
+    pub caller: Caller,
     /// Requests refused during this call, with the reason.
     pub denials: Arc<Mutex<Vec<String>>>,
     /// Requests made during this call.
@@ -163,6 +165,7 @@ impl WasiHttpHooks for NetHooks {
             secrets: self.secrets.clone(),
             secret_headers: self.secret_headers.clone(),
             approvals: self.approvals.clone(),
+            caller: self.caller.clone(),
         };
         let denials = self.denials.clone();
         let stubs = self.stubs.clone();
@@ -211,6 +214,7 @@ struct Egress {
     secrets: Arc<Secrets>,
     secret_headers: Arc<SecretHeaders>,
     approvals: Arc<Approvals>,
+    caller: Caller,
 }
 
 /// Answer a request from a stub, after the same grant check a real one gets (no DNS: nothing
@@ -405,10 +409,12 @@ async fn ask_to_connect(egress: &Egress, dest: &Destination, wildcards: &[&HostP
         command: host.clone(),
         key: format!("net:{host}"),
         reason: format!("allowed by its wildcard {grants}"),
+        session_id: egress.caller.session_id.clone(),
+        call_id: egress.caller.call_id.clone(),
     };
     match egress.approvals.ask(&request).await {
         Approval::Once | Approval::Session | Approval::Always => Ok(()),
-        Approval::Deny if egress.approvals.interactive() => Err(Refusal::Denied(format!(
+        Approval::Deny if egress.approvals.interactive(&request.session_id) => Err(Refusal::Denied(format!(
             "the user did not allow plugin '{plugin}' to connect to {host} (allowed only by its wildcard {grants})"
         ))),
         Approval::Deny => Err(Refusal::Denied(format!(
@@ -573,6 +579,7 @@ mod tests {
             secrets: Arc::new(Secrets::from_pairs([("KEY", "s3cret")])),
             secret_headers: Arc::new(manifest.secret_headers),
             approvals: Arc::new(Approvals::new(approver, &always)),
+            caller: Caller::default(),
         }
     }
 
@@ -650,7 +657,7 @@ mod tests {
             Box::pin(async move { self.answer })
         }
 
-        fn interactive(&self) -> bool {
+        fn interactive(&self, _session_id: &str) -> bool {
             self.interactive
         }
     }

@@ -19,12 +19,12 @@ use std::time::Duration;
 
 use talaria_protocol::{
     CompressRequest, ContextStatus, Event, HookDecision, HookEvent, HookKind, Message, NoticeLevel, Outcome,
-    PluginSession, ToolCall, ToolCallEvent, ToolError, ToolResultEvent,
+    PluginSession, SessionReason, SessionStarted, ToolCall, ToolCallEvent, ToolError, ToolResultEvent,
 };
 use talaria_store::{NewSession, Store};
 
 use super::{Agent, Shared, lock};
-use crate::approval::Decision;
+use crate::approval::{Ask, Decision};
 use crate::model::Chain;
 use crate::prompt::Platform;
 use crate::{Error, history, tools};
@@ -337,7 +337,9 @@ impl Agent {
         let who: Vec<&str> = reasons.iter().map(|(p, _)| p.as_str()).collect();
         let why: Vec<&str> = reasons.iter().map(|(_, r)| r.as_str()).collect();
         let command = format!("{} {}", call.name, tools::one_line(&args.to_string(), 300));
-        let decision = self.shared.gate.ask_human(&who.join(", "), &command, &why.join("; ")).await;
+        let (who, why) = (who.join(", "), why.join("; "));
+        let ask = Ask { call_id: &call.id, ..Ask::command(&who, &command, &why) };
+        let decision = self.shared.gate.ask_human(&ask).await;
         match decision {
             Decision::Once => Ok(()),
             Decision::Session | Decision::Always => {
@@ -346,8 +348,7 @@ impl Agent {
             }
             Decision::Deny => Err(ToolError::Failed(format!(
                 "not run: hook '{}' requires a human's approval for this call ({}), and it was not given",
-                who.join(", "),
-                why.join("; ")
+                who, why
             ))),
         }
     }
@@ -531,6 +532,12 @@ impl Agent {
         let old_history = std::mem::replace(&mut self.history, out.messages);
         self.session_id = child.clone();
         self.lease_moved();
+        self.emitter.emit(Event::SessionStarted(SessionStarted {
+            session_id: child.clone(),
+            reason: SessionReason::Compressed { from: old.clone() },
+            model: self.chain.primary_model(),
+            messages: self.history.len(),
+        }));
         self.compressions += 1;
         self.last_prompt = None;
         self.compress_failed_at = None;

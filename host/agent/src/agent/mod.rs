@@ -674,6 +674,7 @@ impl Agent {
                     name: call.name.clone(),
                     ok,
                     preview: tools::one_line(&text, 100),
+                    result: text.clone(),
                     duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 }));
                 lock(slots)[i] = Some((text, ok));
@@ -705,6 +706,7 @@ impl Agent {
                         name: call.name.clone(),
                         ok: false,
                         preview: "interrupted".into(),
+                        result: INTERRUPTED_RESULT.into(),
                         duration_ms: 0,
                     }));
                     serde_json::json!({"error": INTERRUPTED_RESULT}).to_string()

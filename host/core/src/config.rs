@@ -56,10 +56,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use talaria_agent::model::{ApiMode, ProviderError, ProviderSpec, TimeoutPhase, Timeouts, ToolChoice};
 use talaria_runtime::{CommandPolicy, HostLimits, PluginSettings};
+
+use crate::Error;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -325,7 +326,11 @@ pub struct PluginToml {
 }
 
 /// Where talaria keeps its state: `$TALARIA_HOME`, else `~/.talaria`.
-pub fn home() -> anyhow::Result<PathBuf> {
+///
+/// # Errors
+/// Neither is set, or HOME is not a directory (a wrong one would silently start an empty talaria
+/// somewhere unexpected).
+pub fn home() -> Result<PathBuf, Error> {
     if let Some(home) = std::env::var_os("TALARIA_HOME").filter(|h| !h.is_empty()) {
         return Ok(PathBuf::from(home));
     }
@@ -333,27 +338,32 @@ pub fn home() -> anyhow::Result<PathBuf> {
     // empty talaria somewhere unexpected.
     let base = match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
         Some(home) => PathBuf::from(home),
-        None => anyhow::bail!(
-            "HOME is not set, so talaria does not know where to keep its state: set HOME to your home directory, or TALARIA_HOME to a directory for talaria"
-        ),
+        None => {
+            return Err(Error::Home(
+                "HOME is not set, so talaria does not know where to keep its state: set HOME to your home directory, or TALARIA_HOME to a directory for talaria".into(),
+            ));
+        }
     };
     if !base.is_dir() {
-        anyhow::bail!(
+        return Err(Error::Home(format!(
             "HOME is {}, which is not a directory: set HOME to your home directory, or TALARIA_HOME to a directory for talaria",
             base.display()
-        );
+        )));
     }
     Ok(base.join(".talaria"))
 }
 
 impl ConfigToml {
     /// Read `home/config.toml`; a missing file means defaults.
-    pub fn load(home: &Path) -> anyhow::Result<Self> {
+    ///
+    /// # Errors
+    /// The file cannot be read or is not valid (the message names the file and the problem).
+    pub fn load(home: &Path) -> Result<Self, Error> {
         let path = home.join("config.toml");
         match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str(&text).with_context(|| format!("{} is not valid", path.display())),
+            Ok(text) => toml::from_str(&text).map_err(|e| Error::Config(format!("{} is not valid: {e}", path.display()))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+            Err(e) => Err(Error::Config(format!("cannot read {}: {e}", path.display()))),
         }
     }
 

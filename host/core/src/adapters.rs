@@ -1,20 +1,16 @@
 //! The agent's view of the plugin runtime: [`ToolHost`], [`Hooks`], [`MemoryProvider`] and
-//! [`ContextEngine`] over [`Runtime`]; the runtime's approval requests sent to the agent's [`Gate`]
-//! (so the chat front door can ask the human); and auxiliary completions ([`AuxLlm`]) for plugins
-//! granted `llm`.
+//! [`ContextEngine`] over [`Runtime`], and auxiliary completions ([`AuxLlm`]) for plugins granted
+//! `llm`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use talaria_agent::approval::{Decision, Gate};
 use talaria_agent::model::{Chain, ChainState, Client, ModelRequest};
 use talaria_agent::{BoxFuture, ContextEngine, HookReply, Hooks, MemoryProvider, ToolContext, ToolHost};
 use talaria_protocol::{
     CompressRequest, Compressed, ContextStatus, HookEvent, HookKind, Message, PluginSession, Role, ToolError, ToolSpec,
 };
-use talaria_runtime::{
-    Approval, ApprovalRequest, Approver, CallContext, LlmBackend, LlmCompletion, LlmRequest, Plugin, Runtime,
-};
+use talaria_runtime::{CallContext, LlmBackend, LlmCompletion, LlmRequest, Plugin, Runtime};
 
 /// Plugin tools, as the loop calls them.
 pub struct PluginTools {
@@ -46,31 +42,6 @@ impl ToolHost for PluginTools {
             }
             Ok(out.output)
         })
-    }
-}
-
-/// Dangerous commands and new hosts under wildcard network grants go to the gate (a prompt in
-/// the terminal, or a denial when unattended).
-pub struct GateApprover(pub Arc<Gate>);
-
-impl Approver for GateApprover {
-    fn approve<'a>(
-        &'a self,
-        request: &'a ApprovalRequest,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
-        Box::pin(async move {
-            let r = request;
-            match self.0.ask_approval(r.kind, &r.plugin, &r.command, &r.key, &r.reason).await {
-                Decision::Once => Approval::Once,
-                Decision::Session => Approval::Session,
-                Decision::Always => Approval::Always,
-                Decision::Deny => Approval::Deny,
-            }
-        })
-    }
-
-    fn interactive(&self) -> bool {
-        self.0.interactive()
     }
 }
 

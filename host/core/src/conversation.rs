@@ -1,0 +1,571 @@
+//! One conversation: an [`Agent`] run by a task of its own, fed [`Op`]s and reporting
+//! [`Stamped`] events.
+//!
+//! The task carries out one op at a time, in order. While a turn runs it still takes the ops
+//! that cannot wait ([`Op::immediate`]: interrupt, approval and clarify answers, yolo); the others
+//! wait for the turn to end. Dropping the [`Conversation`] closes its session as `exit`.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use talaria_agent::approval::Gate;
+use talaria_agent::model::{Chain, Provider};
+use talaria_agent::toolsets::{Selection, Toolset, Toolsets};
+use talaria_agent::{Agent, AgentConfig, Emitter, Shared};
+use talaria_protocol::{
+    Event, Message, NoticeLevel, Op, SessionReason, SessionStarted, Stamped, ToolSpec, TurnEnd, Usage,
+};
+use talaria_store::{SessionInfo, Store};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{self, ConfigToml};
+use crate::router::Router;
+use crate::{Error, Host, ModelChoice, Start, canonical_workspace, lock, models};
+
+/// How many recent user and assistant messages [`Info::tail`] keeps.
+const TAIL: usize = 12;
+
+/// A conversation's handle: submit ops, read events.
+pub struct Conversation {
+    submitter: Submitter,
+    events: UnboundedReceiver<Stamped>,
+    info: Arc<Mutex<Info>>,
+    gate: Arc<Gate>,
+}
+
+/// Submits ops to a conversation; cheap to clone (a signal handler can hold one).
+#[derive(Clone)]
+pub struct Submitter {
+    ops: UnboundedSender<(u64, Op)>,
+    next: Arc<AtomicU64>,
+}
+
+impl Submitter {
+    /// Queue `op`; returns its id, which the events it brings carry ([`Stamped::op`]). After
+    /// the conversation stopped, nothing happens.
+    pub fn submit(&self, op: Op) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        // A conversation that stopped takes nothing more; its stream has ended.
+        let _ = self.ops.send((id, op));
+        id
+    }
+}
+
+/// Where a conversation stands, as of the last op it finished.
+#[derive(Debug, Clone, Default)]
+pub struct Info {
+    pub session_id: String,
+    /// The main model (its label, API mode and URL), if any.
+    pub provider: Option<Provider>,
+    pub tools: Vec<ToolSpec>,
+    /// Tokens and model calls of this conversation's turns.
+    pub usage: Usage,
+    pub api_calls: u32,
+    /// The last user and assistant messages (to show where a resumed session stands).
+    pub tail: Vec<Message>,
+    /// Messages in the session.
+    pub messages: usize,
+    pub workspace: PathBuf,
+}
+
+impl Conversation {
+    /// Queue `op` (see [`Submitter::submit`]).
+    pub fn submit(&self, op: Op) -> u64 {
+        self.submitter.submit(op)
+    }
+
+    /// A handle to submit from elsewhere (a signal handler, another task).
+    pub fn submitter(&self) -> Submitter {
+        self.submitter.clone()
+    }
+
+    /// The next event; `None` once the conversation has stopped and everything was read.
+    pub async fn next_event(&mut self) -> Option<Stamped> {
+        self.events.recv().await
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_next_event(&mut self) -> Option<Stamped> {
+        self.events.try_recv().ok()
+    }
+
+    /// Where the conversation stands.
+    pub fn info(&self) -> Info {
+        lock(&self.info).clone()
+    }
+
+    /// Whether dangerous commands and new hosts go ahead without asking.
+    pub fn yolo(&self) -> bool {
+        self.gate.yolo()
+    }
+
+    /// Submit `op` and hand every event to `on_event` until the op is finished
+    /// ([`Op::finished_by`]); returns that last event (`None` if the conversation stopped first).
+    pub async fn run(&mut self, op: Op, mut on_event: impl FnMut(&Stamped)) -> Option<Stamped> {
+        let id = self.submit(op.clone());
+        while let Some(stamped) = self.next_event().await {
+            on_event(&stamped);
+            if stamped.op == id && op.finished_by(&stamped.event) {
+                return Some(stamped);
+            }
+        }
+        None
+    }
+
+    /// Close the session as `reason` (empty: `exit`) and stop; events until then go to
+    /// `on_event`.
+    pub async fn shutdown_with(&mut self, reason: &str, on_event: impl FnMut(&Stamped)) {
+        self.run(Op::Shutdown { reason: reason.to_string() }, on_event).await;
+    }
+
+    /// Close the session as `exit` and stop, dropping the events until then.
+    pub async fn shutdown(&mut self) {
+        self.shutdown_with("", |_| {}).await;
+    }
+}
+
+/// Start a conversation for `host` (see [`Host::start`]).
+pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Error> {
+    let workspace = match &start.workspace {
+        Some(dir) => canonical_workspace(dir)?,
+        None => host.workspace.clone(),
+    };
+    let mut warnings = Vec::new();
+    let chain = models::chain(&host.home, &host.config, &start.model, &mut warnings)?;
+    let (plugins, _) = host.plugins(&workspace)?;
+    warnings.extend(plugins.take_warnings());
+    let store = host.store.clone();
+    let mut resume = match start.resume.clone() {
+        Some(key) => Some(blocking(&store, move |s| s.resolve_session(&key)).await?),
+        None => None,
+    };
+    let mut reason = if resume.is_some() { SessionReason::Resumed } else { SessionReason::New };
+    if start.fork {
+        let Some(from) = resume.take() else {
+            return Err(Error::Usage(
+                "--fork needs a session to start from: add --continue, or --resume ID|TITLE|latest".into(),
+            ));
+        };
+        let from_id = from.id.clone();
+        let fork = blocking(&store, move |s| s.fork_session(&from.id, &Store::new_session_id())).await?;
+        reason = SessionReason::Forked { from: from_id };
+        resume = Some(fork);
+    }
+
+    let (emitter, agent_events) = Emitter::channel();
+    let home = host.home.clone();
+    let gate = Arc::new(
+        Gate::new(start.interactive)
+            .with_saver(Box::new(move |key| config::allow_always(&home, key)))
+            .with_emitter(emitter.clone()),
+    );
+    gate.set_yolo(start.yolo);
+    let agent_config = agent_config(&host.home, &host.config, &start, workspace.clone());
+    let mut shared = Shared::new(agent_config, chain, store.clone(), plugins.tools.clone(), gate.clone())
+        .with_hooks(plugins.hooks.clone())
+        .with_memory_provider(plugins.memory.clone())
+        .with_context_engine(plugins.context.clone());
+    shared.client = host.client.clone();
+    let shared = Arc::new(shared);
+    let agent =
+        Agent::start(shared.clone(), emitter.clone(), talaria_agent::Start { resume, ..Default::default() }).await?;
+    warnings.extend(agent.warnings().iter().cloned());
+
+    let (ops_tx, ops) = unbounded_channel();
+    let (out, events) = unbounded_channel();
+    let info = Arc::new(Mutex::new(Info { workspace, ..Info::default() }));
+    let mut outbox = Outbox {
+        out,
+        op: 0,
+        turn: None,
+        session_id: agent.session_id().to_string(),
+        router: host.router.clone(),
+        gate: gate.clone(),
+        agent_events,
+    };
+    for text in warnings {
+        outbox.send(Event::Notice { level: NoticeLevel::Warn, text });
+    }
+    outbox.send(session_started(&agent, reason));
+    let actor = Actor {
+        agent,
+        inbox: Inbox { ops, queue: VecDeque::new(), open: true },
+        outbox,
+        shared,
+        emitter,
+        home: host.home.clone(),
+        config: host.config.clone(),
+        last_prompt: None,
+        info: info.clone(),
+    };
+    actor.update_info();
+    tokio::spawn(actor.run());
+    Ok(Conversation { submitter: Submitter { ops: ops_tx, next: Arc::new(AtomicU64::new(1)) }, events, info, gate })
+}
+
+/// Run a store call off the async threads.
+async fn blocking<T: Send + 'static>(
+    store: &Arc<Store>,
+    f: impl FnOnce(&Store) -> Result<T, talaria_store::Error> + Send + 'static,
+) -> Result<T, Error> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || f(&store))
+        .await
+        .map_err(|e| Error::Usage(format!("a store task failed: {e}")))?
+        .map_err(Error::from)
+}
+
+/// The loop's settings from config and the start options.
+fn agent_config(home: &std::path::Path, config: &ConfigToml, start: &Start, workspace: PathBuf) -> AgentConfig {
+    let a = &config.agent;
+    let mut cfg = AgentConfig::new(home.to_path_buf(), workspace);
+    cfg.source = start.source.clone();
+    cfg.platform = start.platform;
+    cfg.holder = start.holder.clone();
+    cfg.max_turns = start.max_turns.or(a.max_turns).unwrap_or(cfg.max_turns).max(1);
+    cfg.stream = start.stream.unwrap_or(true) && a.stream.unwrap_or(true);
+    cfg.system_message = a.system_message.clone();
+    if let Some(n) = a.max_result_chars {
+        cfg.result_cap = n.max(1_000);
+    }
+    if let Some(n) = a.max_children {
+        cfg.max_children = n.clamp(1, 10);
+    }
+    cfg.selection = Selection {
+        enabled: start.toolsets.clone().or(a.toolsets.clone()),
+        disabled: if start.toolsets.is_some() { Vec::new() } else { a.disabled_toolsets.clone() },
+    };
+    let mut sets = Toolsets::builtin();
+    for (name, t) in &config.custom_toolsets {
+        sets.insert(
+            name.clone(),
+            Toolset { description: t.description.clone(), tools: t.tools.clone(), includes: t.includes.clone() },
+        );
+    }
+    cfg.toolsets = sets;
+    if let Some(n) = config.model.as_ref().and_then(|m| m.context_length) {
+        cfg.context_length = n.max(1_000);
+    }
+    if let Some(secs) = a.session_wait_secs {
+        cfg.lease_wait = Duration::from_secs(secs);
+    }
+    cfg
+}
+
+fn session_started(agent: &Agent, reason: SessionReason) -> Event {
+    let model = agent.chain().providers.first().map(Provider::label).unwrap_or_default();
+    Event::SessionStarted(SessionStarted {
+        session_id: agent.session_id().to_string(),
+        reason,
+        model,
+        messages: agent.history().len(),
+    })
+}
+
+/// Ops waiting to be carried out.
+struct Inbox {
+    ops: UnboundedReceiver<(u64, Op)>,
+    queue: VecDeque<(u64, Op)>,
+    /// False once the handle was dropped.
+    open: bool,
+}
+
+impl Inbox {
+    async fn next(&mut self) -> Option<(u64, Op)> {
+        if let Some(next) = self.queue.pop_front() {
+            return Some(next);
+        }
+        if !self.open {
+            return None;
+        }
+        let next = self.ops.recv().await;
+        self.open = next.is_some();
+        next
+    }
+}
+
+/// Events on their way out, stamped with what they belong to.
+struct Outbox {
+    out: UnboundedSender<Stamped>,
+    /// The op being carried out, and the turn running.
+    op: u64,
+    turn: Option<u64>,
+    session_id: String,
+    router: Arc<Router>,
+    gate: Arc<Gate>,
+    /// What the agent (and the gate) emit.
+    agent_events: UnboundedReceiver<Event>,
+}
+
+impl Outbox {
+    fn send(&mut self, event: Event) {
+        if let Event::SessionStarted(s) = &event {
+            self.session_id.clone_from(&s.session_id);
+            self.router.route(&s.session_id, &self.gate);
+        }
+        let stamped = Stamped { op: self.op, session_id: self.session_id.clone(), turn_id: self.turn, event };
+        // A front door that went away just stops listening.
+        let _ = self.out.send(stamped);
+    }
+
+    /// Pass on what the agent emitted so far.
+    fn pump(&mut self) {
+        while let Ok(event) = self.agent_events.try_recv() {
+            self.send(event);
+        }
+    }
+
+    fn error(&mut self, text: impl Into<String>) {
+        self.send(Event::Error { text: text.into() });
+    }
+}
+
+/// The task that owns the agent.
+struct Actor {
+    agent: Agent,
+    inbox: Inbox,
+    outbox: Outbox,
+    shared: Arc<Shared>,
+    emitter: Emitter,
+    home: PathBuf,
+    config: Arc<ConfigToml>,
+    /// The last user message sent (what `Retry` sends when there is nothing to undo).
+    last_prompt: Option<String>,
+    info: Arc<Mutex<Info>>,
+}
+
+impl Actor {
+    async fn run(mut self) {
+        self.outbox.router.route(self.agent.session_id(), &self.outbox.gate);
+        while let Some((id, op)) = self.inbox.next().await {
+            self.outbox.op = id;
+            if op.immediate() {
+                immediate(op, &mut self.outbox, None);
+                continue;
+            }
+            let stop = matches!(op, Op::Shutdown { .. });
+            self.carry_out(op).await;
+            self.outbox.pump();
+            self.update_info();
+            if stop {
+                return;
+            }
+        }
+        // The handle was dropped: close the session as a user leaving would.
+        self.close("exit").await;
+    }
+
+    async fn carry_out(&mut self, op: Op) {
+        match op {
+            Op::UserTurn { text } => {
+                self.turn(text).await;
+            }
+            Op::Retry => match self.agent.undo() {
+                Ok(undone) => {
+                    let Some(text) = undone.clone().or_else(|| self.last_prompt.clone()) else {
+                        return self.outbox.error("nothing to retry");
+                    };
+                    self.outbox.send(Event::Undone { text: undone });
+                    self.turn(text).await;
+                }
+                Err(e) => self.outbox.error(e.to_string()),
+            },
+            Op::Undo => match self.agent.undo() {
+                Ok(text) => self.outbox.send(Event::Undone { text }),
+                Err(e) => self.outbox.error(e.to_string()),
+            },
+            Op::Compact { focus } => {
+                let result = self.agent.compress(focus.as_deref().filter(|f| !f.is_empty()), true).await;
+                self.outbox.pump();
+                match result {
+                    Ok(done) => self.outbox.send(Event::Compacted {
+                        note: done.note,
+                        before: done.before,
+                        after: done.after,
+                        session_id: done.session_id,
+                    }),
+                    Err(e) => self.outbox.error(e),
+                }
+            }
+            Op::SetModel { model } => self.set_model(&model),
+            Op::SetTitle { title } => self.set_title(title).await,
+            Op::NewSession => self.replace(None, "new").await,
+            Op::Resume { key } => {
+                let found = blocking(&self.shared.store, move |s| s.resolve_session(&key)).await;
+                match found {
+                    Ok(info) => self.replace(Some(info), "resume").await,
+                    Err(e) => self.outbox.error(e.to_string()),
+                }
+            }
+            Op::ContextReport => {
+                let report = self.agent.context_report().await;
+                self.outbox.pump();
+                match report {
+                    Ok((engine, status, lines)) => self.outbox.send(Event::ContextReport { engine, status, lines }),
+                    Err(e) => self.outbox.error(e),
+                }
+            }
+            Op::Shutdown { reason } => {
+                self.close(if reason.is_empty() { "exit" } else { &reason }).await;
+                self.outbox.send(Event::ShutdownComplete);
+            }
+            op @ (Op::Interrupt | Op::Approve { .. } | Op::Answer { .. } | Op::SetYolo { .. }) => {
+                immediate(op, &mut self.outbox, None);
+            }
+        }
+    }
+
+    /// Run one turn, taking immediate ops meanwhile and queueing the rest.
+    async fn turn(&mut self, text: String) -> TurnEnd {
+        self.last_prompt = Some(text.clone());
+        self.outbox.turn = Some(self.outbox.op);
+        self.outbox.send(Event::TurnStarted { text: text.clone() });
+        let cancel = CancellationToken::new();
+        let Self { agent, inbox, outbox, .. } = self;
+        let run = agent.run_turn(&text, &cancel);
+        tokio::pin!(run);
+        let end = loop {
+            tokio::select! {
+                biased;
+                Some(event) = outbox.agent_events.recv() => outbox.send(event),
+                next = inbox.ops.recv(), if inbox.open => match next {
+                    Some((id, op)) if op.immediate() => {
+                        let during = outbox.op;
+                        outbox.op = id;
+                        immediate(op, outbox, Some(&cancel));
+                        outbox.op = during;
+                    }
+                    Some(waiting) => inbox.queue.push_back(waiting),
+                    None => {
+                        // The handle was dropped mid-turn: stop the turn; the session is closed after.
+                        inbox.open = false;
+                        cancel.cancel();
+                    }
+                },
+                end = &mut run => break end,
+            }
+        };
+        outbox.pump();
+        outbox.turn = None;
+        end
+    }
+
+    fn set_model(&mut self, text: &str) {
+        let current = self.agent.chain().providers.first().cloned();
+        let choice = ModelChoice::parse(text, current.as_ref());
+        let mut warnings = Vec::new();
+        match models::chain(&self.home, &self.config, &choice, &mut warnings) {
+            Ok(chain) => {
+                for w in warnings {
+                    self.outbox.send(Event::Notice { level: NoticeLevel::Warn, text: w });
+                }
+                let label = chain.providers.first().map(Provider::label).unwrap_or_default();
+                self.agent.set_chain(chain);
+                self.outbox.send(Event::ModelChanged { model: label });
+            }
+            Err(e) => self.outbox.error(e.to_string()),
+        }
+    }
+
+    async fn set_title(&mut self, title: String) {
+        let title = title.trim().to_string();
+        if title.is_empty() {
+            return self.outbox.error("a title cannot be empty: /title NAME");
+        }
+        let id = self.agent.session_id().to_string();
+        let named = title.clone();
+        let done = blocking(&self.shared.store, move |s| {
+            if s.session(&id)?.is_none() {
+                return Ok(false);
+            }
+            s.set_title(&id, &named).map(|()| true)
+        })
+        .await;
+        match done {
+            Ok(true) => self.outbox.send(Event::TitleChanged { title }),
+            Ok(false) => self.outbox.error("this session is not saved yet: send a message first"),
+            Err(e) => self.outbox.error(e.to_string()),
+        }
+    }
+
+    /// Close the session and continue in a new one (or `resume`), keeping the model.
+    async fn replace(&mut self, resume: Option<SessionInfo>, reason: &str) {
+        let why = if resume.is_some() { SessionReason::Resumed } else { SessionReason::New };
+        let chain: Chain = self.agent.chain().clone();
+        let start = talaria_agent::Start { resume, ..Default::default() };
+        let mut agent = match Agent::start(self.shared.clone(), self.emitter.clone(), start).await {
+            Ok(agent) => agent,
+            Err(e) => return self.outbox.error(e.to_string()),
+        };
+        agent.set_chain(chain);
+        let mut old = std::mem::replace(&mut self.agent, agent);
+        if let Err(e) = old.close(reason).await {
+            self.outbox.send(Event::Notice { level: NoticeLevel::Warn, text: e.to_string() });
+        }
+        self.outbox.pump();
+        for w in self.agent.warnings().to_vec() {
+            self.outbox.send(Event::Notice { level: NoticeLevel::Warn, text: w });
+        }
+        let started = session_started(&self.agent, why);
+        self.outbox.send(started);
+    }
+
+    async fn close(&mut self, reason: &str) {
+        if let Err(e) = self.agent.close(reason).await {
+            self.outbox.send(Event::Notice { level: NoticeLevel::Warn, text: e.to_string() });
+        }
+        self.outbox.pump();
+    }
+
+    fn update_info(&self) {
+        let agent = &self.agent;
+        let (usage, api_calls) = agent.usage();
+        let history = agent.history();
+        let mut tail: Vec<Message> = history
+            .iter()
+            .rev()
+            .filter(|m| matches!(m, Message::User { .. }) || (matches!(m, Message::Assistant { .. }) && !m.content().is_empty()))
+            .take(TAIL)
+            .cloned()
+            .collect();
+        tail.reverse();
+        let mut info = lock(&self.info);
+        info.session_id = agent.session_id().to_string();
+        info.provider = agent.chain().providers.first().cloned();
+        info.tools = agent.tools().to_vec();
+        info.usage = usage;
+        info.api_calls = api_calls;
+        info.tail = tail;
+        info.messages = history.len();
+    }
+}
+
+/// An op that cannot wait: carried out at once, during a turn too.
+fn immediate(op: Op, outbox: &mut Outbox, cancel: Option<&CancellationToken>) {
+    match op {
+        Op::Interrupt => {
+            if let Some(cancel) = cancel {
+                cancel.cancel();
+            }
+        }
+        Op::Approve { id, decision } => {
+            if !outbox.gate.approve(id, decision) {
+                tracing::debug!("approval {id} was answered after it stopped waiting");
+            }
+        }
+        Op::Answer { id, text } => {
+            if !outbox.gate.clarify(id, text) {
+                tracing::debug!("question {id} was answered after it stopped waiting");
+            }
+        }
+        Op::SetYolo { on } => {
+            outbox.gate.set_yolo(on);
+            outbox.send(Event::YoloChanged { on });
+        }
+        other => tracing::warn!("{other:?} is not carried out at once"),
+    }
+}

@@ -1,0 +1,287 @@
+//! talaria's composition root: [`Host::open`] opens a home once — its config, its store, its
+//! plugins and models — and [`Host::start`] serves any number of concurrent [`Conversation`]s,
+//! each with its own approvals, workspace, cancellation and background work.
+//!
+//! A front door (the terminal, ACP, the gateway) is a producer of [`Op`]s and a renderer of
+//! [`Stamped`] events; it never wires an agent itself:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), talaria_core::Error> {
+//! use talaria_core::{Host, HostOptions, Start};
+//! use talaria_protocol::{Event, Op};
+//!
+//! // 1. Open the host: TALARIA_HOME (or ~/.talaria), with the current directory as the workspace.
+//! let host = Host::open(HostOptions::from_env()?)?;
+//! // 2. Start a conversation (a new session here; `Start::resume` continues a stored one).
+//! let mut conversation = host.start(Start::default()).await?;
+//! // 3. Submit a user turn; every submission gets an id.
+//! let turn = conversation.submit(Op::UserTurn { text: "What is in README.md?".into() });
+//! // 4. Render events until that turn ends.
+//! while let Some(stamped) = conversation.next_event().await {
+//!     match &stamped.event {
+//!         Event::TextDelta { text } => print!("{text}"),
+//!         Event::ApprovalNeeded(a) => {
+//!             // Ask the human, then answer by id.
+//!             let decision = talaria_protocol::Decision::Deny;
+//!             conversation.submit(Op::Approve { id: a.id, decision });
+//!         }
+//!         Event::TurnEnd(_) if stamped.turn_id == Some(turn) => break,
+//!         _ => {}
+//!     }
+//! }
+//! conversation.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! Invariants:
+//! 1. Each conversation has its own approval [`Gate`](talaria_agent::approval::Gate): a plugin's
+//!    request to run a dangerous command or reach a new host is asked of the conversation whose
+//!    session it acts for, never of another; "session" answers cover that session only.
+//! 2. Each conversation's background work (memory syncs) is its own: closing one waits for
+//!    nothing of the others.
+//! 3. Events come out in the order the loop produced them, each stamped with the session it
+//!    belongs to (after compression, the child session) and the turn it belongs to.
+//!
+//! The terminal (`talaria chat`) and the ACP server (`talaria acp`) are the two front doors built
+//! on it; see host/cli/src/chat.rs.
+
+pub mod adapters;
+pub mod config;
+mod conversation;
+pub mod models;
+mod plugins;
+mod router;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use talaria_agent::model::Client;
+use talaria_runtime::{Approver, Embedded, LlmBackend, Runtime, RuntimeConfig, Unattended};
+use talaria_store::Store;
+
+pub use config::ConfigToml;
+pub use conversation::{Conversation, Info, Submitter};
+pub use models::ModelChoice;
+pub use plugins::Plugins;
+pub use talaria_agent::prompt::Platform;
+pub use talaria_protocol::{Event, Op, Stamped};
+
+/// What can stop the host from opening or a conversation from starting. Each says what was
+/// wrong and how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Where home is could not be worked out.
+    #[error("{0}")]
+    Home(String),
+    /// config.toml cannot be read or is not valid.
+    #[error("{0}")]
+    Config(String),
+    /// No model, or one that cannot be used.
+    #[error("{0}")]
+    Model(String),
+    #[error(transparent)]
+    Store(#[from] talaria_store::Error),
+    #[error(transparent)]
+    Agent(#[from] talaria_agent::Error),
+    #[error(transparent)]
+    Runtime(#[from] talaria_runtime::Error),
+    /// A workspace that does not exist, a session that cannot be forked...
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Where the host lives and its default workspace.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// `$TALARIA_HOME`, else `~/.talaria`.
+    pub home: PathBuf,
+    /// The workspace of conversations that name none (absolute, canonical).
+    pub workspace: PathBuf,
+}
+
+impl HostOptions {
+    /// Home from the environment, the current directory as the workspace.
+    ///
+    /// # Errors
+    /// Home cannot be worked out, or the current directory cannot be read.
+    pub fn from_env() -> Result<Self, Error> {
+        let home = config::home()?;
+        let cwd = std::env::current_dir().map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
+        Ok(Self { home, workspace: canonical_workspace(&cwd)? })
+    }
+}
+
+/// `dir` as a workspace: absolute and canonical.
+///
+/// # Errors
+/// It does not exist.
+pub fn canonical_workspace(dir: &Path) -> Result<PathBuf, Error> {
+    dir.canonicalize().map_err(|e| Error::Usage(format!("workspace {} does not exist ({e})", dir.display())))
+}
+
+/// How a conversation starts.
+#[derive(Debug, Clone)]
+pub struct Start {
+    /// Its working directory (`$WORKSPACE` for tools, where project plugins and context files
+    /// are found); `None`: the host's.
+    pub workspace: Option<PathBuf>,
+    /// Where sessions come from in the store: `cli`, `acp`, `gateway`, `cron`.
+    pub source: String,
+    pub platform: Platform,
+    /// What this process is, as another process waiting for the same session is told.
+    pub holder: String,
+    /// Whether a human can answer approvals and questions (else they are denied / unanswered).
+    pub interactive: bool,
+    /// Approve dangerous commands and new hosts without asking.
+    pub yolo: bool,
+    pub model: ModelChoice,
+    /// Toolsets to enable (over `[agent] toolsets`).
+    pub toolsets: Option<Vec<String>>,
+    pub max_turns: Option<u32>,
+    /// Stream replies (default: `[agent] stream`, else yes).
+    pub stream: Option<bool>,
+    /// Continue this stored session: an id, a unique prefix, a title or `latest`.
+    pub resume: Option<String>,
+    /// With `resume`: carry on in a copy of it (a child session), leaving it as it is.
+    pub fork: bool,
+}
+
+impl Default for Start {
+    fn default() -> Self {
+        Self {
+            workspace: None,
+            source: "cli".into(),
+            platform: Platform::Cli,
+            holder: "talaria".into(),
+            interactive: false,
+            yolo: false,
+            model: ModelChoice::default(),
+            toolsets: None,
+            max_turns: None,
+            stream: None,
+            resume: None,
+            fork: false,
+        }
+    }
+}
+
+/// An open talaria home: config, store, plugins per workspace, and the model client every
+/// conversation shares.
+pub struct Host {
+    home: PathBuf,
+    workspace: PathBuf,
+    config: Arc<ConfigToml>,
+    store: Arc<Store>,
+    client: Client,
+    router: Arc<router::Router>,
+    /// Plugins by workspace (project plugins differ), made on first use.
+    plugins: Mutex<HashMap<PathBuf, Arc<Plugins>>>,
+}
+
+impl Host {
+    /// Open `options.home`: read config.toml, open the store (a damaged one is reported here,
+    /// before any plugin touches its data). Plugins are discovered when a conversation first
+    /// needs them; nothing is compiled.
+    ///
+    /// # Errors
+    /// config.toml is not valid, or the store cannot be opened.
+    pub fn open(options: HostOptions) -> Result<Self, Error> {
+        let config = ConfigToml::load(&options.home)?;
+        let store = Arc::new(Store::open(&options.home.join("state.db"))?);
+        let router = Arc::new(router::Router::new(store.clone()));
+        Ok(Self {
+            home: options.home,
+            workspace: options.workspace,
+            config: Arc::new(config),
+            store,
+            client: Client::new(),
+            router,
+            plugins: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    pub fn config(&self) -> &ConfigToml {
+        &self.config
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The plugins as seen from `workspace` (made on first use, then shared by every
+    /// conversation there). The second value is whether they were made just now (so their
+    /// problems have not been reported yet).
+    ///
+    /// # Errors
+    /// grants.toml cannot be read.
+    pub fn plugins(&self, workspace: &Path) -> Result<(Arc<Plugins>, bool), Error> {
+        let mut all = lock(&self.plugins);
+        if let Some(p) = all.get(workspace) {
+            return Ok((p.clone(), false));
+        }
+        let approver: Arc<dyn Approver> = self.router.clone();
+        let llm: Arc<dyn LlmBackend> = Arc::new(plugins::LazyAux::new(&self.home, self.config.clone(), self.client.clone()));
+        let config = runtime_config(&self.home, workspace, &self.config, approver, Some(llm));
+        let runtime = Arc::new(Runtime::new(config, &bundled())?);
+        let made = Arc::new(Plugins::new(runtime, &self.config));
+        all.insert(workspace.to_path_buf(), made.clone());
+        Ok((made, true))
+    }
+
+    /// Start a conversation. Problems worth knowing (a plugin that did not load, a context file
+    /// refused) arrive as warning notices before its [`Event::SessionStarted`].
+    ///
+    /// # Errors
+    /// No usable model, an unknown toolset, a session to resume that is not found, a workspace
+    /// that does not exist, or the store cannot be read.
+    pub async fn start(&self, start: Start) -> Result<Conversation, Error> {
+        conversation::start(self, start).await
+    }
+}
+
+/// The runtime's configuration for `workspace` from config.toml.
+pub fn runtime_config(
+    home: &Path,
+    workspace: &Path,
+    config: &ConfigToml,
+    approver: Arc<dyn Approver>,
+    llm: Option<Arc<dyn LlmBackend>>,
+) -> RuntimeConfig {
+    let mut rc = RuntimeConfig::new(home.to_path_buf(), workspace.to_path_buf());
+    rc.limits = config.limits();
+    rc.plugins = config.plugin_settings();
+    rc.command_policy = config.command_policy(home);
+    rc.approver = approver;
+    rc.llm = llm;
+    rc.secret_names = config.secret_names();
+    rc.pass_env = config.process.pass_env.clone();
+    rc
+}
+
+/// A runtime for commands that run plugins with no one to ask (`talaria tools call`,
+/// `plugins list`...): dangerous commands and new hosts are refused unless `yolo`.
+///
+/// # Errors
+/// grants.toml cannot be read.
+pub fn unattended_runtime(home: &Path, workspace: &Path, config: &ConfigToml, yolo: bool) -> Result<Runtime, Error> {
+    let rc = runtime_config(home, workspace, config, Arc::new(Unattended { yolo }), None);
+    Ok(Runtime::new(rc, &bundled())?)
+}
+
+/// The plugins compiled into the binary.
+pub fn bundled() -> Vec<Embedded> {
+    talaria_bundled::PLUGINS.iter().map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 }).collect()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,99 @@
+//! What a front door asks of a conversation: an [`Op`] per request, answered by events.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Event;
+
+/// A request to a conversation. Each is answered in the event stream: a turn's events for
+/// [`Op::UserTurn`] and [`Op::Retry`], the matching event for the others
+/// ([`crate::Event::Undone`], [`crate::Event::ModelChanged`]...), or [`crate::Event::Error`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// A user message: runs a turn. Sent while a turn runs, it waits for that turn to end.
+    UserTurn { text: String },
+    /// Stop the running turn; nothing of the model call in flight is kept.
+    Interrupt,
+    /// Answer the approval `id` of an [`crate::Event::ApprovalNeeded`].
+    Approve { id: u64, decision: Decision },
+    /// Answer the question `id` of an [`crate::Event::ClarifyNeeded`].
+    Answer { id: u64, text: String },
+    /// Summarize older messages now, optionally focused on a topic.
+    Compact { focus: Option<String> },
+    /// Forget the last user message and everything after it.
+    Undo,
+    /// Forget the last user message and send it again.
+    Retry,
+    /// Use another model from the next call on: `[PROVIDER:]NAME`.
+    SetModel { model: String },
+    /// Name the session.
+    SetTitle { title: String },
+    /// Let dangerous commands and new hosts go ahead without asking (or stop).
+    SetYolo { on: bool },
+    /// Close the session and start a new one.
+    NewSession,
+    /// Close the session and continue a stored one: an id, a unique prefix, a title or
+    /// `latest`.
+    Resume { key: String },
+    /// Report how full the context window is.
+    ContextReport,
+    /// Close the session, wait (briefly) for its background work, and stop. `reason` is kept
+    /// as the session's end reason (empty: `exit`).
+    Shutdown {
+        #[serde(default)]
+        reason: String,
+    },
+}
+
+impl Op {
+    /// Whether it is carried out at once, even while a turn runs (the others wait their turn).
+    pub fn immediate(&self) -> bool {
+        match self {
+            Self::Interrupt | Self::Approve { .. } | Self::Answer { .. } | Self::SetYolo { .. } => true,
+            Self::UserTurn { .. }
+            | Self::Compact { .. }
+            | Self::Undo
+            | Self::Retry
+            | Self::SetModel { .. }
+            | Self::SetTitle { .. }
+            | Self::NewSession
+            | Self::Resume { .. }
+            | Self::ContextReport
+            | Self::Shutdown { .. } => false,
+        }
+    }
+
+    /// Whether `event` (stamped with this submission's id) is the last one it brings: the end of
+    /// its turn, its answer, or an error. [`Op::Interrupt`], [`Op::Approve`] and [`Op::Answer`]
+    /// bring none of their own (their effect shows in the running turn).
+    pub fn finished_by(&self, event: &Event) -> bool {
+        if matches!(event, Event::Error { .. }) {
+            return true;
+        }
+        match self {
+            Self::UserTurn { .. } | Self::Retry => matches!(event, Event::TurnEnd(_)),
+            Self::Compact { .. } => matches!(event, Event::Compacted { .. }),
+            Self::Undo => matches!(event, Event::Undone { .. }),
+            Self::SetModel { .. } => matches!(event, Event::ModelChanged { .. }),
+            Self::SetTitle { .. } => matches!(event, Event::TitleChanged { .. }),
+            Self::SetYolo { .. } => matches!(event, Event::YoloChanged { .. }),
+            Self::NewSession | Self::Resume { .. } => matches!(event, Event::SessionStarted(_)),
+            Self::ContextReport => matches!(event, Event::ContextReport { .. }),
+            Self::Shutdown { .. } => matches!(event, Event::ShutdownComplete),
+            Self::Interrupt | Self::Approve { .. } | Self::Answer { .. } => false,
+        }
+    }
+}
+
+/// A human's answer to an approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Run it (or connect) this time.
+    Once,
+    /// Allow this kind of command (or this host) for the rest of the session.
+    Session,
+    /// Allow this kind of command (or this host) from now on (saved to the config's allowlist).
+    Always,
+    Deny,
+}
