@@ -259,7 +259,8 @@ mod tests {
             let g = gate.clone();
             let reason = "allowed by its wildcard grant net:*";
             let asker = tokio::spawn(async move {
-                let ask = Ask { kind: ApprovalKind::Network, call_id: "call_7", ..Ask::command("web", "docs.rs", reason) };
+                let ask =
+                    Ask { kind: ApprovalKind::Network, call_id: "call_7", ..Ask::command("web", "docs.rs", reason) };
                 g.ask_approval(&ask, "net:docs.rs").await
             });
             let Some(Event::ApprovalNeeded(req)) = events.recv().await else { panic!("no approval event") };
@@ -281,7 +282,10 @@ mod tests {
         rt().block_on(async {
             let gate = Gate::new(false);
             gate.set_yolo(true);
-            assert_eq!(gate.ask_approval(&Ask::command("terminal", "rm -rf x", "r"), "rm-recursive").await, Decision::Once);
+            assert_eq!(
+                gate.ask_approval(&Ask::command("terminal", "rm -rf x", "r"), "rm-recursive").await,
+                Decision::Once
+            );
             assert_eq!(gate.ask_human(&Ask::command("guard", "write_file {}", "policy")).await, Decision::Deny);
         });
     }

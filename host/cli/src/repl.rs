@@ -383,7 +383,8 @@ impl Repl {
                 }
             }
         };
-        let end = drive(&mut self.session, &mut self.renderer, op, busy.as_mut().map(|b| &mut b.lines), &mut handler).await;
+        let end =
+            drive(&mut self.session, &mut self.renderer, op, busy.as_mut().map(|b| &mut b.lines), &mut handler).await;
         if let Some(b) = busy.as_mut() {
             b.stop();
             while let Ok(line) = b.lines.try_recv() {
@@ -471,7 +472,9 @@ impl Repl {
             }
             "compress" => {
                 let focus = (!arg.is_empty()).then(|| arg.to_string());
-                if let Event::Compacted { note, before, after, session_id } = self.request(Op::Compact { focus }).await? {
+                if let Event::Compacted { note, before, after, session_id } =
+                    self.request(Op::Compact { focus }).await?
+                {
                     ui::note(&format!("{note} ({before} → {after} messages); continuing in session {session_id}"));
                 }
             }

@@ -361,7 +361,9 @@ impl ConfigToml {
     pub fn load(home: &Path) -> Result<Self, Error> {
         let path = home.join("config.toml");
         match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str(&text).map_err(|e| Error::Config(format!("{} is not valid: {e}", path.display()))),
+            Ok(text) => {
+                toml::from_str(&text).map_err(|e| Error::Config(format!("{} is not valid: {e}", path.display())))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(e) => Err(Error::Config(format!("cannot read {}: {e}", path.display()))),
         }

@@ -528,7 +528,9 @@ impl Actor {
         let mut tail: Vec<Message> = history
             .iter()
             .rev()
-            .filter(|m| matches!(m, Message::User { .. }) || (matches!(m, Message::Assistant { .. }) && !m.content().is_empty()))
+            .filter(|m| {
+                matches!(m, Message::User { .. }) || (matches!(m, Message::Assistant { .. }) && !m.content().is_empty())
+            })
             .take(TAIL)
             .cloned()
             .collect();

@@ -107,7 +107,8 @@ impl HostOptions {
     /// Home cannot be worked out, or the current directory cannot be read.
     pub fn from_env() -> Result<Self, Error> {
         let home = config::home()?;
-        let cwd = std::env::current_dir().map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
+        let cwd =
+            std::env::current_dir().map_err(|e| Error::Usage(format!("cannot read the current directory: {e}")))?;
         Ok(Self { home, workspace: canonical_workspace(&cwd)? })
     }
 }
@@ -229,7 +230,8 @@ impl Host {
             return Ok((p.clone(), false));
         }
         let approver: Arc<dyn Approver> = self.router.clone();
-        let llm: Arc<dyn LlmBackend> = Arc::new(plugins::LazyAux::new(&self.home, self.config.clone(), self.client.clone()));
+        let llm: Arc<dyn LlmBackend> =
+            Arc::new(plugins::LazyAux::new(&self.home, self.config.clone(), self.client.clone()));
         let config = runtime_config(&self.home, workspace, &self.config, approver, Some(llm));
         let runtime = Arc::new(Runtime::new(config, &bundled())?);
         let made = Arc::new(Plugins::new(runtime, &self.config));

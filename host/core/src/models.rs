@@ -49,7 +49,12 @@ impl ModelChoice {
 /// # Errors
 /// No model configured (with the steps to configure one), or a provider that cannot be used.
 /// Fallback providers that cannot be used are left out and reported in `warnings`.
-pub fn chain(home: &Path, config: &ConfigToml, choice: &ModelChoice, warnings: &mut Vec<String>) -> Result<Chain, Error> {
+pub fn chain(
+    home: &Path,
+    config: &ConfigToml,
+    choice: &ModelChoice,
+    warnings: &mut Vec<String>,
+) -> Result<Chain, Error> {
     let m = config.model.clone().unwrap_or_default();
     let provider = choice.provider.clone().or(m.provider.clone());
     let model = choice.model.clone().or(m.name.clone());
@@ -82,7 +87,8 @@ pub fn chain(home: &Path, config: &ConfigToml, choice: &ModelChoice, warnings: &
         max_tokens: m.max_tokens,
         ..ProviderSpec::default()
     };
-    let primary = m.wire(spec).and_then(|spec| Provider::resolve(spec, &env)).map_err(|e| Error::Model(e.to_string()))?;
+    let primary =
+        m.wire(spec).and_then(|spec| Provider::resolve(spec, &env)).map_err(|e| Error::Model(e.to_string()))?;
     let mut fallbacks = Vec::new();
     for (i, f) in config.fallback_providers.iter().enumerate() {
         let api_mode = f.api_mode.as_deref().and_then(ApiMode::parse);

@@ -27,8 +27,7 @@ pub struct Plugins {
 impl Plugins {
     pub fn new(runtime: Arc<Runtime>, config: &ConfigToml) -> Self {
         let mut warnings: Vec<String> = runtime.problems().iter().map(ToString::to_string).collect();
-        let (memory, context) =
-            extensions(&runtime, config.memory.provider(), config.context.engine(), &mut warnings);
+        let (memory, context) = extensions(&runtime, config.memory.provider(), config.context.engine(), &mut warnings);
         Self {
             tools: Arc::new(PluginTools { runtime: runtime.clone() }),
             hooks: Arc::new(PluginHooks::new(runtime.clone())),

@@ -40,10 +40,11 @@ impl Router {
                 return Some(gate);
             }
             let store = self.store.clone();
-            let parent = tokio::task::spawn_blocking(move || store.session(&id).ok().flatten().and_then(|s| s.parent_id))
-                .await
-                .ok()
-                .flatten()?;
+            let parent =
+                tokio::task::spawn_blocking(move || store.session(&id).ok().flatten().and_then(|s| s.parent_id))
+                    .await
+                    .ok()
+                    .flatten()?;
             id = parent;
         }
         None

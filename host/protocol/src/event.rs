@@ -129,9 +129,13 @@ pub enum SessionReason {
     New,
     Resumed,
     /// A copy of `from` to carry on in (`--fork`).
-    Forked { from: String },
+    Forked {
+        from: String,
+    },
     /// Compression summarized `from` into this child session.
-    Compressed { from: String },
+    Compressed {
+        from: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -32,12 +32,12 @@ pub use event::{
     ApprovalKind, ApprovalNeeded, ClarifyNeeded, Event, NoticeLevel, Outcome, SessionReason, SessionStarted, Stamped,
     ToolFinished, ToolStarted, TurnEnd,
 };
-pub use op::{Decision, Op};
 pub use extension::{
     CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, PluginSession, ToolCallEvent,
     ToolResultEvent,
 };
 pub use message::{Message, Role, ToolCall, Usage};
+pub use op::{Decision, Op};
 
 use serde::{Deserialize, Serialize};
 

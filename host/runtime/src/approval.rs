@@ -285,7 +285,6 @@ mod tests {
         assert_eq!(slow.asked.load(Ordering::SeqCst), 2, "each session's human is asked");
     }
 
-
     #[tokio::test]
     async fn a_dropped_asker_leaves_the_question_to_the_next() {
         let (slow, approvals) = approvals(Approval::Session, &[]);

@@ -15,7 +15,7 @@ use crate::engine::EngineHandle;
 use crate::exports::Prepared;
 use crate::host::HostState;
 use crate::host::bindings::v2::exports::talaria::plugin::{context, memory};
-use crate::instance::{self, GuestError, over_cap};
+use crate::instance::{self, GuestError, Site, over_cap};
 use crate::manifest::Kind;
 use crate::plugin::Plugin;
 use crate::{Runtime, convert};
@@ -76,9 +76,15 @@ impl Runtime {
         let limits = plugin.limits_for(Kind::Memory);
         let workspace = self.session_workspace(session);
         let caller = caller_of(session);
-        instance::run_resident(engine, plugin, &prepared.pre, indices, workspace, caller, limits, async |store, guest| {
-            Ok(f(store, guest).await?.map_err(GuestError::Failed))
-        })
+        instance::run_resident(
+            engine,
+            plugin,
+            &prepared.pre,
+            indices,
+            Site { workspace, caller },
+            limits,
+            async |store, guest| Ok(f(store, guest).await?.map_err(GuestError::Failed)),
+        )
         .await
         .map(|(value, _)| value)
         .map_err(|e| redact(plugin, e.describe(&who(plugin, Kind::Memory), limits)))
@@ -97,10 +103,17 @@ impl Runtime {
         let limits = plugin.limits_for(Kind::ContextEngine);
         let workspace = self.session_workspace(session);
         let caller = caller_of(session);
-        instance::run_fresh(engine, plugin, &prepared.pre, workspace, caller, limits, async |store, instance| {
-            let guest = indices.load(&mut *store, instance)?;
-            Ok(f(store, &guest).await?.map_err(GuestError::Failed))
-        })
+        instance::run_fresh(
+            engine,
+            plugin,
+            &prepared.pre,
+            Site { workspace, caller },
+            limits,
+            async |store, instance| {
+                let guest = indices.load(&mut *store, instance)?;
+                Ok(f(store, &guest).await?.map_err(GuestError::Failed))
+            },
+        )
         .await
         .map(|(value, _)| value)
         .map_err(|e| redact(plugin, e.describe(&who(plugin, Kind::ContextEngine), limits)))
@@ -301,11 +314,12 @@ impl Runtime {
         let wit = convert::event(event, session);
         let workspace = self.session_workspace(session);
         let caller = caller_of(session);
-        let (decision, _) = instance::run_fresh(engine, plugin, &prepared.pre, workspace, caller, limits, async |s, i| {
-            indices.load(&mut *s, i)?.call_on_event(&mut *s, &wit).await.map(Ok)
-        })
-        .await
-        .map_err(|e| redact(plugin, e.describe(&who, limits)))?;
+        let (decision, _) =
+            instance::run_fresh(engine, plugin, &prepared.pre, Site { workspace, caller }, limits, async |s, i| {
+                indices.load(&mut *s, i)?.call_on_event(&mut *s, &wit).await.map(Ok)
+            })
+            .await
+            .map_err(|e| redact(plugin, e.describe(&who, limits)))?;
         let (decision, bytes) = convert::decision(decision);
         Self::capped(plugin, Kind::Hook, bytes)?;
         Ok(match decision {

@@ -91,15 +91,15 @@ fn map_guest_error(e: GuestError, denials: &[String]) -> ToolError {
     }
 }
 
-/// A store for `plugin` in `workspace` acting for `caller`, with its memory cap and epoch traps on.
-fn new_store(
-    engine: &EngineHandle,
-    plugin: &Plugin,
-    workspace: PathBuf,
-    caller: Caller,
-    limits: CallLimits,
-) -> Store<HostState> {
-    let state = HostState::new(plugin.env.clone(), workspace, caller, limits.memory_bytes);
+/// Where an instance runs and for whom: its workspace, and the session (and call) it acts for.
+pub(crate) struct Site {
+    pub workspace: PathBuf,
+    pub caller: Caller,
+}
+
+/// A store for `plugin` at `site`, with its memory cap and epoch traps on.
+fn new_store(engine: &EngineHandle, plugin: &Plugin, site: Site, limits: CallLimits) -> Store<HostState> {
+    let state = HostState::new(plugin.env.clone(), site.workspace, site.caller, limits.memory_bytes);
     let mut store = Store::new(&engine.engine, state);
     store.limiter(|s| &mut s.limiter);
     store.epoch_deadline_trap();
@@ -137,12 +137,11 @@ pub(crate) async fn run_fresh<T>(
     engine: &EngineHandle,
     plugin: &Plugin,
     pre: &InstancePre<HostState>,
-    workspace: PathBuf,
-    caller: Caller,
+    site: Site,
     limits: CallLimits,
     f: impl AsyncFnOnce(&mut Store<HostState>, &Instance) -> wasmtime::Result<Result<T, GuestError>>,
 ) -> Result<Done<T>, Failure> {
-    let mut store = new_store(engine, plugin, workspace, caller, limits);
+    let mut store = new_store(engine, plugin, site, limits);
     guarded(&mut store, limits, async |store| {
         let instance = pre.instantiate_async(&mut *store).await?;
         f(store, &instance).await
@@ -164,19 +163,18 @@ pub(crate) async fn run_resident<T>(
     plugin: &Plugin,
     pre: &InstancePre<HostState>,
     indices: &memory::GuestIndices,
-    workspace: PathBuf,
-    caller: Caller,
+    site: Site,
     limits: CallLimits,
     f: impl AsyncFnOnce(&mut Store<HostState>, &memory::Guest) -> wasmtime::Result<Result<T, GuestError>>,
 ) -> Result<Done<T>, Failure> {
     let mut slot = plugin.resident.lock().await;
     let mut resident = match slot.take() {
-        Some(mut r) if r.store.data().workspace() == workspace => {
-            r.store.data_mut().act_for(caller);
+        Some(mut r) if r.store.data().workspace() == site.workspace => {
+            r.store.data_mut().act_for(site.caller);
             r
         }
         _ => {
-            let mut store = new_store(engine, plugin, workspace, caller, limits);
+            let mut store = new_store(engine, plugin, site, limits);
             let (memory, _) = guarded(&mut store, limits, async |store| {
                 let instance = pre.instantiate_async(&mut *store).await?;
                 indices.load(&mut *store, &instance).map(Ok)

@@ -98,7 +98,7 @@ use crate::cache::{Listed, Listing};
 use crate::exports::{Prepared, ToolsExport};
 use crate::host::bindings::{v1, v2};
 use crate::host::{HostState, PluginEnv, Services};
-use crate::instance::GuestError;
+use crate::instance::{GuestError, Site};
 use crate::listing::RawSpec;
 
 /// Failures of the runtime itself (not of a plugin: those are [`Problem`]s and [`ToolError`]s).
@@ -590,8 +590,7 @@ impl Runtime {
             engine,
             plugin,
             &prepared.pre,
-            self.workspace.clone(),
-            Caller::default(),
+            Site { workspace: self.workspace.clone(), caller: Caller::default() },
             limits,
             async |store, instance| {
                 let specs: Vec<RawSpec> = match tools {
@@ -735,8 +734,13 @@ impl Runtime {
         let (session_id, call_id, ws) = (ctx.session_id, ctx.call_id, workspace.to_string_lossy().into_owned());
         let started = Instant::now();
         let limits = plugin.limits;
-        let (output, denials) =
-            instance::run_fresh(engine, plugin, &prepared.pre, workspace, caller, limits, async |store, instance| {
+        let (output, denials) = instance::run_fresh(
+            engine,
+            plugin,
+            &prepared.pre,
+            Site { workspace, caller },
+            limits,
+            async |store, instance| {
                 Ok(match tools {
                     ToolsExport::V0_1(ix) => {
                         let ctx = v1::talaria::plugin::types::CallContext { session_id, call_id, workspace: ws };
@@ -757,9 +761,10 @@ impl Runtime {
                         })
                     }
                 })
-            })
-            .await
-            .map_err(|e| redact_error(scan, e.into_tool_error(plugin.name(), limits)))?;
+            },
+        )
+        .await
+        .map_err(|e| redact_error(scan, e.into_tool_error(plugin.name(), limits)))?;
         if let Some(refusal) = instance::over_cap(&format!("plugin '{}'", plugin.name()), output.len(), limits) {
             return Err(ToolError::Crashed(refusal));
         }

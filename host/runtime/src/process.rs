@@ -435,7 +435,10 @@ mod tests {
     #[tokio::test]
     async fn runs_in_the_workspace() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let out = runner(false).run("t", dir.path(), &Caller::default(), req("pwd; echo err >&2; exit 3")).await.expect("runs");
+        let out = runner(false)
+            .run("t", dir.path(), &Caller::default(), req("pwd; echo err >&2; exit 3"))
+            .await
+            .expect("runs");
         assert_eq!(out.stdout.trim(), dir.path().canonicalize().expect("canon").to_str().expect("utf8"));
         assert_eq!(out.stderr.trim(), "err");
         assert_eq!(out.exit_code, Some(3));
@@ -499,7 +502,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let r = runner(false);
         let e = r
-            .run("t", dir.path(), &Caller::default(), CommandRequest { command: "ls".into(), cwd: Some("../..".into()), timeout: None })
+            .run(
+                "t",
+                dir.path(),
+                &Caller::default(),
+                CommandRequest { command: "ls".into(), cwd: Some("../..".into()), timeout: None },
+            )
             .await
             .expect_err("refused");
         assert!(matches!(&e, CommandError::Failed(m) if m.contains("outside the workspace")), "{e}");

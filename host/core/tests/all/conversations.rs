@@ -1,0 +1,292 @@
+//! Conversations through `Host`: what their event streams carry and what the store keeps, and
+//! that two conversations in one process never cross.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::json;
+use talaria_core::{Conversation, Host, HostOptions, ModelChoice, Start};
+use talaria_mock_llm::{MockLlm, Reply, Script, Step};
+use talaria_protocol::{Decision, Event, Message, Op, Outcome, SessionReason, Stamped, TurnEnd};
+
+/// A home with no config, a workspace, and a host on them.
+struct Env {
+    _dir: tempfile::TempDir,
+    host: Host,
+}
+
+impl Env {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (home, workspace) = (dir.path().join("home"), dir.path().join("work"));
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::create_dir_all(&workspace).expect("workspace");
+        let workspace = workspace.canonicalize().expect("canonical");
+        let host = Host::open(HostOptions { home, workspace }).expect("host opens");
+        Self { _dir: dir, host }
+    }
+
+    /// A conversation talking to `mock`, answering approvals when `interactive`.
+    async fn start(&self, mock: &MockLlm, interactive: bool) -> Conversation {
+        let start = Start { interactive, model: model(mock), ..Start::default() };
+        self.host.start(start).await.expect("conversation starts")
+    }
+
+    fn workspace(&self) -> &Path {
+        self.host.workspace()
+    }
+}
+
+fn model(mock: &MockLlm) -> ModelChoice {
+    ModelChoice {
+        provider: Some("custom".into()),
+        model: Some("mock".into()),
+        base_url: Some(mock.base_url()),
+        api_mode: None,
+    }
+}
+
+/// Events until `pred` holds for one (which is returned last); fails after 60 s.
+async fn until(c: &mut Conversation, mut pred: impl FnMut(&Stamped) -> bool) -> Vec<Stamped> {
+    let mut seen = Vec::new();
+    let wait = async {
+        while let Some(s) = c.next_event().await {
+            let done = pred(&s);
+            seen.push(s);
+            if done {
+                return;
+            }
+        }
+        panic!("the conversation stopped; seen: {seen:#?}");
+    };
+    if tokio::time::timeout(Duration::from_secs(60), wait).await.is_err() {
+        panic!("no such event within 60 s");
+    }
+    seen
+}
+
+/// Run a user turn to its end: (its events, how it ended).
+async fn turn(c: &mut Conversation, text: &str) -> (Vec<Stamped>, TurnEnd) {
+    let id = c.submit(Op::UserTurn { text: text.into() });
+    let events = until(c, |s| s.op == id && matches!(s.event, Event::TurnEnd(_))).await;
+    let Some(Stamped { event: Event::TurnEnd(end), .. }) = events.last().cloned() else { unreachable!() };
+    (events, end)
+}
+
+fn kinds(events: &[Stamped]) -> Vec<&'static str> {
+    events
+        .iter()
+        .filter_map(|s| match &s.event {
+            Event::SessionStarted(_) => Some("session_started"),
+            Event::TurnStarted { .. } => Some("turn_started"),
+            Event::ToolStarted(_) => Some("tool_started"),
+            Event::ToolFinished(_) => Some("tool_finished"),
+            Event::TurnEnd(_) => Some("turn_end"),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_turn_is_stamped_with_its_session_and_turn_and_committed_in_order() {
+    let env = Env::new();
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("todo", json!({"todos": [{"id": "1", "content": "write tests", "status": "in_progress"}]})),
+        Reply::text("Planned.").into(),
+    ]));
+    let mut c = env.start(&mock, false).await;
+    let started = until(&mut c, |s| matches!(s.event, Event::SessionStarted(_))).await;
+    let Some(Event::SessionStarted(session)) = started.last().map(|s| s.event.clone()) else { unreachable!() };
+    assert_eq!(session.reason, SessionReason::New);
+
+    let (events, end) = turn(&mut c, "plan my work").await;
+    assert_eq!(end.outcome, Outcome::Completed);
+    assert_eq!(end.text, "Planned.");
+    assert_eq!(kinds(&events), ["turn_started", "tool_started", "tool_finished", "turn_end"]);
+    let turn_id = events[0].op;
+    for e in &events {
+        assert_eq!((e.session_id.as_str(), e.turn_id, e.op), (session.session_id.as_str(), Some(turn_id), turn_id));
+    }
+    let finished = events.iter().find_map(|s| match &s.event {
+        Event::ToolFinished(t) => Some(t.clone()),
+        _ => None,
+    });
+    let finished = finished.expect("tool finished");
+    assert!(finished.ok && finished.result.contains("write tests"), "the full result: {}", finished.result);
+
+    // Committed in order: the user's message, the call, its result, the answer.
+    let stored: Vec<Message> =
+        env.host.store().messages(&session.session_id).expect("read").into_iter().map(|m| m.message).collect();
+    let roles: Vec<&str> = stored
+        .iter()
+        .map(|m| match m {
+            Message::User { .. } => "user",
+            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => "assistant+tools",
+            Message::Assistant { .. } => "assistant",
+            Message::Tool { .. } => "tool",
+            Message::System { .. } => "system",
+        })
+        .collect();
+    assert_eq!(roles, ["user", "assistant+tools", "tool", "assistant"]);
+    c.shutdown().await;
+    let info = env.host.store().session(&session.session_id).expect("read").expect("stored");
+    assert_eq!(info.end_reason.as_deref(), Some("exit"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_turn_keeps_nothing_of_the_call_in_flight() {
+    let env = Env::new();
+    let mock = MockLlm::start(Script::new([Step::stall("half an ans"), Reply::text("Second.").into()]));
+    let mut c = env.start(&mock, false).await;
+    let id = c.submit(Op::UserTurn { text: "first".into() });
+    until(&mut c, |s| matches!(s.event, Event::TextDelta { .. })).await;
+    c.submit(Op::Interrupt);
+    let events = until(&mut c, |s| s.op == id && matches!(s.event, Event::TurnEnd(_))).await;
+    let Some(Event::TurnEnd(end)) = events.last().map(|s| s.event.clone()) else { unreachable!() };
+    assert_eq!(end.outcome, Outcome::Interrupted);
+    let session = c.info().session_id;
+    let stored = env.host.store().messages(&session).expect("read");
+    assert_eq!(stored.len(), 1, "only the user's message is kept: {stored:?}");
+
+    // The conversation goes on.
+    let (_, end) = turn(&mut c, "again").await;
+    assert_eq!((end.outcome, end.text.as_str()), (Outcome::Completed, "Second."));
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_budget_ends_with_a_summary() {
+    let env = Env::new();
+    let todo = || Step::tool_call("todo", json!({"todos": []}));
+    let mock = MockLlm::start(Script::new([todo(), todo(), Reply::text("I listed nothing twice.").into()]));
+    let start = Start { max_turns: Some(2), model: model(&mock), ..Start::default() };
+    let mut c = env.host.start(start).await.expect("starts");
+    let (_, end) = turn(&mut c, "loop").await;
+    assert_eq!(end.outcome, Outcome::BudgetExhausted);
+    assert_eq!(end.text, "I listed nothing twice.");
+    assert_eq!(end.api_calls, 3, "two calls with tools, then one for the summary");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_are_answered_in_the_stream_and_errors_say_what_to_do() {
+    let env = Env::new();
+    let mock = MockLlm::start(Script::new([Reply::text("Hello.").into()]));
+    let mut c = env.start(&mock, false).await;
+    let title = c.run(Op::SetTitle { title: "trip".into() }, |_| {}).await.expect("answered");
+    assert_eq!(title.event, Event::Error { text: "this session is not saved yet: send a message first".into() });
+    turn(&mut c, "hi").await;
+    let title = c.run(Op::SetTitle { title: "trip".into() }, |_| {}).await.expect("answered");
+    assert_eq!(title.event, Event::TitleChanged { title: "trip".into() });
+    let undone = c.run(Op::Undo, |_| {}).await.expect("answered");
+    assert_eq!(undone.event, Event::Undone { text: Some("hi".into()) });
+    let compact = c.run(Op::Compact { focus: None }, |_| {}).await.expect("answered");
+    assert_eq!(compact.event, Event::Error { text: "there is nothing to compress yet".into() });
+    let old = c.info().session_id;
+    let new = c.run(Op::NewSession, |_| {}).await.expect("answered");
+    let Event::SessionStarted(s) = &new.event else { panic!("{new:?}") };
+    assert_ne!(s.session_id, old);
+    assert_eq!(new.session_id, s.session_id, "stamped with the new session");
+    let model = c.run(Op::SetModel { model: "other".into() }, |_| {}).await.expect("answered");
+    assert_eq!(model.event, Event::ModelChanged { model: "custom/other".into() });
+    c.shutdown().await;
+}
+
+/// The terminal tool, asked to run a dangerous command.
+fn rm(dir: &str) -> Step {
+    Step::tool_call("terminal", json!({"command": format!("rm -rf {dir}")}))
+}
+
+/// The question a conversation asks.
+async fn question_of(c: &mut Conversation) -> talaria_protocol::ClarifyNeeded {
+    let events = until(c, |s| matches!(s.event, Event::ClarifyNeeded(_))).await;
+    match events.last().map(|s| s.event.clone()) {
+        Some(Event::ClarifyNeeded(q)) => q,
+        _ => unreachable!(),
+    }
+}
+
+/// The approval a conversation asks.
+async fn approval_of(c: &mut Conversation) -> talaria_protocol::ApprovalNeeded {
+    let events = until(c, |s| matches!(s.event, Event::ApprovalNeeded(_))).await;
+    match events.last().map(|s| s.event.clone()) {
+        Some(Event::ApprovalNeeded(a)) => a,
+        _ => unreachable!(),
+    }
+}
+
+fn tool_result(events: &[Stamped]) -> String {
+    events
+        .iter()
+        .find_map(|s| match &s.event {
+            Event::ToolFinished(t) => Some(t.result.clone()),
+            _ => None,
+        })
+        .expect("a tool finished")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_conversations_get_their_own_approvals_and_questions() {
+    let env = Env::new();
+    for d in ["a-build", "b-build"] {
+        std::fs::create_dir_all(env.workspace().join(d)).expect("dir");
+    }
+    let ma = MockLlm::start(Script::new([
+        rm("a-build"),
+        Reply::text("A done.").into(),
+        rm("a-build"),
+        Reply::text("A again.").into(),
+        Step::tool_call("clarify", json!({"question": "Which colour, A?"})),
+        Reply::text("A asked.").into(),
+    ]));
+    let mb = MockLlm::start(Script::new([
+        rm("b-build"),
+        Reply::text("B done.").into(),
+        Step::tool_call("clarify", json!({"question": "Which colour, B?"})),
+        Reply::text("B asked.").into(),
+    ]));
+    let mut a = env.start(&ma, true).await;
+    let mut b = env.start(&mb, true).await;
+    let ta = a.submit(Op::UserTurn { text: "clean a".into() });
+    let tb = b.submit(Op::UserTurn { text: "clean b".into() });
+    let (qa, qb) = tokio::join!(approval_of(&mut a), approval_of(&mut b));
+    assert_eq!(qa.command, "rm -rf a-build");
+    assert_eq!(qb.command, "rm -rf b-build");
+    assert!(!qa.call_id.is_empty() && !qb.call_id.is_empty(), "approvals name the tool call that asked");
+    // A allows for its session; B denies. Each answer reaches only its own conversation.
+    a.submit(Op::Approve { id: qa.id, decision: Decision::Session });
+    b.submit(Op::Approve { id: qb.id, decision: Decision::Deny });
+    let ea = until(&mut a, |s| s.op == ta && matches!(s.event, Event::TurnEnd(_))).await;
+    let eb = until(&mut b, |s| s.op == tb && matches!(s.event, Event::TurnEnd(_))).await;
+    assert!(!env.workspace().join("a-build").exists(), "A's command ran");
+    assert!(env.workspace().join("b-build").exists(), "B's command was denied");
+    assert!(tool_result(&eb).contains("the user denied `rm -rf b-build`"), "{}", tool_result(&eb));
+    assert!(!tool_result(&ea).contains("denied"), "{}", tool_result(&ea));
+    for (events, other) in [(&ea, &qb), (&eb, &qa)] {
+        assert!(
+            !events.iter().any(|s| matches!(&s.event, Event::ApprovalNeeded(x) if x.command == other.command)),
+            "an approval showed in the other conversation"
+        );
+    }
+
+    // A's "session" answer covers A's session: asked again, nothing is asked.
+    std::fs::create_dir_all(env.workspace().join("a-build")).expect("dir");
+    let (events, end) = turn(&mut a, "clean a again").await;
+    assert_eq!(end.text, "A again.");
+    assert!(!events.iter().any(|s| matches!(s.event, Event::ApprovalNeeded(_))), "not asked again in A's session");
+    assert!(!env.workspace().join("a-build").exists());
+
+    // Questions: each answer goes to the conversation that asked.
+    let ta = a.submit(Op::UserTurn { text: "ask a".into() });
+    let tb = b.submit(Op::UserTurn { text: "ask b".into() });
+    let (qa, qb) = tokio::join!(question_of(&mut a), question_of(&mut b));
+    assert_eq!((qa.question.as_str(), qb.question.as_str()), ("Which colour, A?", "Which colour, B?"));
+    b.submit(Op::Answer { id: qb.id, text: "blue".into() });
+    a.submit(Op::Answer { id: qa.id, text: "red".into() });
+    let ea = until(&mut a, |s| s.op == ta && matches!(s.event, Event::TurnEnd(_))).await;
+    let eb = until(&mut b, |s| s.op == tb && matches!(s.event, Event::TurnEnd(_))).await;
+    assert!(tool_result(&ea).contains("red") && !tool_result(&ea).contains("blue"), "{}", tool_result(&ea));
+    assert!(tool_result(&eb).contains("blue") && !tool_result(&eb).contains("red"), "{}", tool_result(&eb));
+    a.shutdown().await;
+    b.shutdown().await;
+}
