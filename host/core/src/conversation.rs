@@ -568,6 +568,15 @@ fn immediate(op: Op, outbox: &mut Outbox, cancel: Option<&CancellationToken>) {
             outbox.gate.set_yolo(on);
             outbox.send(Event::YoloChanged { on });
         }
-        other => tracing::warn!("{other:?} is not carried out at once"),
+        other @ (Op::UserTurn { .. }
+        | Op::Compact { .. }
+        | Op::Undo
+        | Op::Retry
+        | Op::SetModel { .. }
+        | Op::SetTitle { .. }
+        | Op::NewSession
+        | Op::Resume { .. }
+        | Op::ContextReport
+        | Op::Shutdown { .. }) => tracing::warn!("{other:?} is not carried out at once"),
     }
 }
