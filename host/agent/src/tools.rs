@@ -4,11 +4,11 @@
 //! The agent never sees wasmtime: the CLI implements [`ToolHost`] over the plugin runtime.
 
 use std::future::Future;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
 use serde_json::Value;
-use talaria_protocol::{ToolCall, ToolError, ToolSpec};
+use talaria_protocol::{ToolAnnotations, ToolCall, ToolError, ToolSpec};
 
 /// A boxed future, for object-safe async traits.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -99,30 +99,23 @@ pub fn one_line(text: &str, max: usize) -> String {
     cut
 }
 
-/// Tools that only read, and may run beside anything that does not write (reference §1).
-const READ_ONLY: &[&str] = &["web_fetch", "web_search", "session_search", "get_weather", "read_file", "search_files"];
-/// Tools whose `path` argument says what they touch.
-const PATH_TOOLS: &[&str] = &["read_file", "search_files", "write_file", "patch"];
-const WRITERS: &[&str] = &["write_file", "patch"];
-
-/// Whether a batch may run in parallel: more than one call, every argument an object, nothing
-/// interactive, and every tool either read-only or a file tool on a path no other call touches
-/// (the same path or a parent counts as touching; a write conflicts with everything on it).
-pub fn parallel_safe(calls: &[(&ToolCall, Option<&Value>)], workspace: &Path) -> bool {
+/// Whether a batch may run in parallel: more than one call, every argument an object, and
+/// every tool one whose [`ToolAnnotations`] allow it (it only reads, or only touches the paths
+/// its arguments name) on paths no other call writes (the same path or a parent counts as
+/// touching; a write conflicts with everything on it). A tool the loop has no spec for runs
+/// alone.
+pub fn parallel_safe(calls: &[(&ToolCall, Option<&Value>, Option<&ToolAnnotations>)], workspace: &Path) -> bool {
     if calls.len() < 2 {
         return false;
     }
     let mut touched: Vec<(PathBuf, bool)> = Vec::new();
-    for (call, args) in calls {
-        let Some(args) = args else { return false };
-        let name = call.name.as_str();
-        if !READ_ONLY.contains(&name) && !WRITERS.contains(&name) {
+    for (_, args, annotations) in calls {
+        let (Some(args), Some(a)) = (args, annotations) else { return false };
+        if !a.may_run_beside_others() {
             return false;
         }
-        if PATH_TOOLS.contains(&name) {
-            let path = args.get("path").and_then(Value::as_str).unwrap_or(".");
-            let path = lexical(&workspace.join(path));
-            let writes = WRITERS.contains(&name);
+        let writes = !a.read_only;
+        for path in a.touched(args, workspace) {
             if touched.iter().any(|(p, w)| (writes || *w) && (p.starts_with(&path) || path.starts_with(p))) {
                 return false;
             }
@@ -130,20 +123,6 @@ pub fn parallel_safe(calls: &[(&ToolCall, Option<&Value>)], workspace: &Path) ->
         }
     }
     true
-}
-
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -168,20 +147,28 @@ mod tests {
     #[test]
     fn batches_run_in_parallel_only_when_safe() {
         let ws = Path::new("/w");
-        let batch = |calls: &[(&str, Value)]| {
-            let owned: Vec<ToolCall> = calls.iter().map(|(n, a)| call(n, &a.to_string())).collect();
-            let pairs: Vec<(&ToolCall, Option<&Value>)> =
-                owned.iter().zip(calls.iter()).map(|(c, (_, a))| (c, Some(a))).collect();
-            parallel_safe(&pairs, ws)
+        let read = ToolAnnotations::reads(&["path"]);
+        let write = ToolAnnotations::writes(&["path"]);
+        let fetch = ToolAnnotations::fetches();
+        let shell = ToolAnnotations::default();
+        let batch = |calls: &[(&ToolAnnotations, Value)]| {
+            let owned: Vec<ToolCall> = calls.iter().map(|(_, a)| call("t", &a.to_string())).collect();
+            let rows: Vec<(&ToolCall, Option<&Value>, Option<&ToolAnnotations>)> =
+                owned.iter().zip(calls.iter()).map(|(c, (n, a))| (c, Some(a), Some(*n))).collect();
+            parallel_safe(&rows, ws)
         };
-        assert!(batch(&[("read_file", json!({"path": "a.rs"})), ("read_file", json!({"path": "b.rs"}))]));
-        assert!(batch(&[("read_file", json!({"path": "a.rs"})), ("read_file", json!({"path": "a.rs"}))]));
-        assert!(batch(&[("web_fetch", json!({"url": "x"})), ("write_file", json!({"path": "src/a.rs"}))]));
-        assert!(!batch(&[("write_file", json!({"path": "src/a.rs"})), ("read_file", json!({"path": "src"}))]));
-        assert!(!batch(&[("write_file", json!({"path": "./a"})), ("patch", json!({"path": "a"}))]));
-        assert!(!batch(&[("terminal", json!({"command": "ls"})), ("read_file", json!({"path": "a"}))]));
-        assert!(!batch(&[("clarify", json!({"question": "?"})), ("read_file", json!({"path": "a"}))]));
-        assert!(!batch(&[("read_file", json!({"path": "a"}))]), "a single call runs inline");
+        assert!(batch(&[(&read, json!({"path": "a.rs"})), (&read, json!({"path": "b.rs"}))]));
+        assert!(batch(&[(&read, json!({"path": "a.rs"})), (&read, json!({"path": "a.rs"}))]));
+        assert!(batch(&[(&fetch, json!({"url": "x"})), (&write, json!({"path": "src/a.rs"}))]));
+        assert!(batch(&[(&write, json!({"path": "src/a.rs"})), (&write, json!({"path": "src/b.rs"}))]));
+        assert!(!batch(&[(&write, json!({"path": "src/a.rs"})), (&read, json!({"path": "src"}))]));
+        assert!(!batch(&[(&write, json!({"path": "./a"})), (&write, json!({"path": "a"}))]));
+        assert!(!batch(&[(&write, json!({})), (&read, json!({"path": "a"}))]), "no path: the whole workspace");
+        assert!(!batch(&[(&shell, json!({"command": "ls"})), (&read, json!({"path": "a"}))]));
+        assert!(!batch(&[(&read, json!({"path": "a"}))]), "a single call runs inline");
+        let c = call("unknown", "{}");
+        let v = json!({});
+        assert!(!parallel_safe(&[(&c, Some(&v), None), (&c, Some(&v), Some(&read))], ws), "no spec: alone");
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //!     description: "Read a file".into(),
 //!     parameters: serde_json::json!({"type": "object", "properties": {}}),
 //!     plugin: "files".into(),
+//!     annotations: Default::default(),
 //! };
 //! assert_eq!(ToolError::InvalidArgs("path is required".into()).to_json()["error"],
 //!            "invalid arguments: path is required");
@@ -27,6 +28,7 @@ mod event;
 mod extension;
 mod message;
 mod op;
+mod tool;
 
 pub use event::{
     ApprovalKind, ApprovalNeeded, ClarifyNeeded, Event, NoticeLevel, Outcome, SessionReason, SessionStarted, Stamped,
@@ -38,6 +40,7 @@ pub use extension::{
 };
 pub use message::{Message, Role, ToolCall, Usage};
 pub use op::{Decision, Op};
+pub use tool::ToolAnnotations;
 
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +53,10 @@ pub struct ToolSpec {
     pub parameters: serde_json::Value,
     /// The plugin that provides it.
     pub plugin: String,
+    /// What it does, as hints for scheduling and display (from the plugin's manifest, or the
+    /// built-in's own).
+    #[serde(default)]
+    pub annotations: ToolAnnotations,
 }
 
 /// Why a tool call did not produce a result. Every variant renders as a sentence the model can

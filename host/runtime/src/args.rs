@@ -65,6 +65,7 @@ mod tests {
                 "required": ["path"]
             }),
             plugin: "files".into(),
+            annotations: Default::default(),
         }
     }
 

@@ -545,10 +545,7 @@ impl Runtime {
                         listing::recheck(plugin.name(), &tools, limits)
                             .map_err(|e| ToolError::Unavailable(e.to_string()))?;
                     }
-                    return Ok(tools
-                        .into_iter()
-                        .map(|s| ToolSpec { plugin: plugin.name().to_string(), ..s })
-                        .collect());
+                    return Ok(annotated(plugin, tools));
                 }
                 Listed::Failed(error) if kept.limits == limits => {
                     return Err(ToolError::Unavailable(format!(
@@ -570,7 +567,7 @@ impl Runtime {
             cache::not_kept(&e, || format!("could not keep the tool listing of plugin '{}': {e}", plugin.name()));
         }
         match kept.listed {
-            Listed::Tools(tools) => Ok(tools),
+            Listed::Tools(tools) => Ok(annotated(plugin, tools)),
             Listed::Failed(error) => Err(ToolError::Unavailable(error)),
         }
     }
@@ -813,4 +810,18 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
         serde_json::Value::Array(_) => "an array",
         serde_json::Value::Object(_) => "an object",
     }
+}
+
+/// `tools` as `plugin` provides them: named after it, with the annotations its manifest
+/// declares (`[tools.NAME]`; the cautious defaults for a tool it says nothing about). A
+/// component never annotates its own tools: only the manifest the operator sees does.
+fn annotated(plugin: &Plugin, tools: Vec<ToolSpec>) -> Vec<ToolSpec> {
+    tools
+        .into_iter()
+        .map(|s| ToolSpec {
+            plugin: plugin.name().to_string(),
+            annotations: plugin.manifest.tools.get(&s.name).cloned().unwrap_or_default(),
+            ..s
+        })
+        .collect()
 }

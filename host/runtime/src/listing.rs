@@ -22,7 +22,7 @@
 
 use std::collections::HashSet;
 
-use talaria_protocol::ToolSpec;
+use talaria_protocol::{ToolAnnotations, ToolSpec};
 
 use crate::HostLimits;
 use crate::instance;
@@ -119,6 +119,7 @@ pub(crate) fn check(plugin: &str, raw: Vec<RawSpec>, limits: SpecLimits) -> Resu
             description: instance::clip(spec.description, MAX_DESCRIPTION_CHARS),
             parameters,
             plugin: plugin.to_string(),
+            annotations: ToolAnnotations::default(),
         });
     }
     Ok(specs)

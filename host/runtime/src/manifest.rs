@@ -5,6 +5,11 @@
 //! `[hook] events`; `enabled = false` keeps a plugin off until the operator sets
 //! `[plugins.NAME] enabled = true` in config.toml.
 //!
+//! Tool plugins may describe each tool under `[tools.NAME]` (`read_only`, `destructive`,
+//! `idempotent`, `open_world`, and `paths`: the arguments naming workspace paths it touches),
+//! hints the loop uses to run calls side by side and front doors use to show them (see
+//! [`ToolAnnotations`](talaria_protocol::ToolAnnotations)).
+//!
 //! A requested secret names the one host it is sent to and, optionally, the request headers it
 //! may be filled into (`headers`, lower-cased; by default [`DEFAULT_SECRET_HEADERS`]). Headers
 //! that servers commonly echo back (`origin`, `referer`, `host`, `user-agent`, ...) can never
@@ -25,7 +30,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use talaria_protocol::HookKind;
+use talaria_protocol::{HookKind, ToolAnnotations};
 
 use crate::grant::{Access, Capability, HostPattern};
 
@@ -127,6 +132,9 @@ pub struct Manifest {
     pub hook_events: Vec<HookKind>,
     /// `enabled = false`: off until the operator enables it in config.toml. Default true.
     pub enabled: bool,
+    /// `[tools.NAME]`: what each tool does, by tool name (tools not named get the cautious
+    /// defaults).
+    pub tools: BTreeMap<String, ToolAnnotations>,
 }
 
 impl Manifest {
@@ -182,6 +190,8 @@ struct ManifestToml {
     hook: Option<HookToml>,
     #[serde(default = "default_enabled")]
     enabled: bool,
+    #[serde(default)]
+    tools: BTreeMap<String, ToolToml>,
     /// Documentation of the plugin's `[plugins.NAME.config]` settings; not interpreted here.
     #[serde(default, rename = "config")]
     _config: Option<toml::Table>,
@@ -202,6 +212,18 @@ struct CapabilitiesToml {
     kv: bool,
     #[serde(default)]
     llm: bool,
+}
+
+/// `[tools.NAME]`: any field left out takes [`ToolAnnotations`]' default.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolToml {
+    read_only: Option<bool>,
+    destructive: Option<bool>,
+    idempotent: Option<bool>,
+    open_world: Option<bool>,
+    #[serde(default)]
+    paths: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -312,6 +334,7 @@ impl Manifest {
         }
         let requests = requests(&raw.capabilities).map_err(|m| err(path, m))?;
         let secret_headers = secret_headers(&raw.capabilities.secrets).map_err(|m| err(path, m))?;
+        let tools = tool_annotations(raw.tools).map_err(|m| err(path, m))?;
         Ok(Self {
             name: raw.name,
             version,
@@ -326,6 +349,7 @@ impl Manifest {
             limits: raw.limits,
             hook_events,
             enabled: raw.enabled,
+            tools,
         })
     }
 }
@@ -368,6 +392,27 @@ pub fn check_api(api: &semver::Version) -> Result<(), String> {
             SUPPORTED_API_VERSIONS.join(", ")
         ))
     }
+}
+
+/// `[tools.NAME]` tables as annotations; each `paths` entry must name an argument.
+fn tool_annotations(tables: BTreeMap<String, ToolToml>) -> Result<BTreeMap<String, ToolAnnotations>, String> {
+    let mut out = BTreeMap::new();
+    for (name, t) in tables {
+        if let Some(bad) = t.paths.iter().find(|p| p.trim().is_empty() || p.len() > 64) {
+            return Err(format!("field `tools.{name}.paths`: `{bad}` is not an argument name (1-64 characters)"));
+        }
+        let d = ToolAnnotations::default();
+        let annotations = ToolAnnotations {
+            read_only: t.read_only.unwrap_or(d.read_only),
+            // A read-only tool destroys nothing, whatever the default says.
+            destructive: t.destructive.unwrap_or(d.destructive && !t.read_only.unwrap_or(false)),
+            idempotent: t.idempotent.unwrap_or(d.idempotent),
+            open_world: t.open_world.unwrap_or(d.open_world),
+            paths: t.paths,
+        };
+        out.insert(name, annotations);
+    }
+    Ok(out)
 }
 
 /// `[hook] events`: required and non-empty for a hook plugin, absent for every other.
@@ -500,6 +545,23 @@ mod tests {
 
     fn parse(text: &str) -> Result<Manifest, String> {
         Manifest::parse(text, Path::new("/p/demo/plugin.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn tools_are_described_per_tool_with_cautious_defaults() {
+        let m = parse(&format!(
+            "{GOOD}\n[tools.read_file]\nread_only = true\nopen_world = false\npaths = [\"path\"]\n[tools.run]\nidempotent = true\n"
+        ))
+        .expect("valid");
+        let read = &m.tools["read_file"];
+        assert!(read.read_only && !read.destructive && !read.open_world && read.paths == ["path"]);
+        let run = &m.tools["run"];
+        assert!(!run.read_only && run.destructive && run.open_world && run.idempotent);
+        assert!(!m.tools.contains_key("other"));
+        let typo = parse(&format!("{GOOD}\n[tools.x]\nreadonly = true\n")).expect_err("unknown field");
+        assert!(typo.contains("unknown field `readonly`"), "{typo}");
+        let empty = parse(&format!("{GOOD}\n[tools.x]\npaths = [\"\"]\n")).expect_err("empty path name");
+        assert!(empty.contains("field `tools.x.paths`"), "{empty}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use talaria_protocol::{Outcome, ToolError, ToolSpec, TurnEnd};
+use talaria_protocol::{Outcome, ToolAnnotations, ToolError, ToolSpec, TurnEnd};
 
 /// Most tasks in one call.
 pub const MAX_TASKS: usize = 10;
@@ -58,6 +58,8 @@ pub fn spec() -> ToolSpec {
             .into(),
         parameters: json!({ "type": "object", "properties": props, "additionalProperties": false }),
         plugin: super::PROVIDER.into(),
+        // It runs a whole agent: anything may happen.
+        annotations: ToolAnnotations::default(),
     }
 }
 

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use serde_json::{Map, Value, json};
-use talaria_protocol::{ToolError, ToolSpec};
+use talaria_protocol::{ToolAnnotations, ToolError, ToolSpec};
 
 use crate::injection;
 
@@ -124,6 +124,8 @@ impl Memory {
                 "required": ["action", "target"]
             }),
             plugin: "talaria".into(),
+            // It edits the memory files, which no path argument names.
+            annotations: ToolAnnotations { open_world: false, ..ToolAnnotations::default() },
         }
     }
 

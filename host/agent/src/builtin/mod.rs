@@ -8,7 +8,7 @@ pub mod search;
 pub mod todo;
 
 use serde_json::{Value, json};
-use talaria_protocol::{ToolError, ToolSpec};
+use talaria_protocol::{ToolAnnotations, ToolError, ToolSpec};
 
 use crate::approval::Gate;
 
@@ -37,6 +37,8 @@ fn clarify_spec() -> ToolSpec {
             "additionalProperties": false
         }),
         plugin: PROVIDER.into(),
+        // It waits for the user: never beside other calls.
+        annotations: ToolAnnotations::default(),
     }
 }
 

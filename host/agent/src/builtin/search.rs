@@ -5,7 +5,7 @@
 //! - browse: no query lists recent sessions (or, with `session_id`, the start of that session).
 
 use serde_json::{Value, json};
-use talaria_protocol::{Role, ToolError, ToolSpec};
+use talaria_protocol::{Role, ToolAnnotations, ToolError, ToolSpec};
 use talaria_store::{SearchQuery, Store, StoredMessage};
 
 use crate::tools::one_line;
@@ -40,6 +40,7 @@ pub fn spec() -> ToolSpec {
             "additionalProperties": false
         }),
         plugin: super::PROVIDER.into(),
+        annotations: ToolAnnotations { open_world: false, ..ToolAnnotations::fetches() },
     }
 }
 

@@ -23,7 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use talaria_protocol::{Message, ToolError, ToolSpec};
+use talaria_protocol::{Message, ToolAnnotations, ToolError, ToolSpec};
 
 /// The tool's name as the model calls it.
 pub const NAME: &str = "todo";
@@ -133,6 +133,8 @@ impl Todos {
                 }
             }),
             plugin: "talaria".into(),
+            // It changes the list; calls must stay in order.
+            annotations: ToolAnnotations { destructive: false, open_world: false, ..ToolAnnotations::default() },
         }
     }
 

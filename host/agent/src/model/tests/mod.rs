@@ -57,6 +57,7 @@ fn tools() -> Vec<ToolSpec> {
         description: "Read a file".into(),
         parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
         plugin: "files".into(),
+        annotations: Default::default(),
     }]
 }
 
