@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
 use serde_json::Value;
-use talaria_protocol::{ToolAnnotations, ToolCall, ToolError, ToolSpec};
+use talaria_protocol::{FileChange, ToolAnnotations, ToolCall, ToolError, ToolSpec};
 
 /// A boxed future, for object-safe async traits.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -125,6 +125,69 @@ pub fn parallel_safe(calls: &[(&ToolCall, Option<&Value>, Option<&ToolAnnotation
     true
 }
 
+/// Largest file (in bytes) whose text a [`Snapshot`] keeps.
+pub const SNAPSHOT_MAX_BYTES: u64 = 256 * 1024;
+
+/// The workspace files a writing call may change, read before it runs, to report what it
+/// changed ([`FileChange`]) once it is done. Only tools annotated as writing the paths their
+/// arguments name are watched, only text files up to [`SNAPSHOT_MAX_BYTES`], and only below the
+/// workspace: a path that leaves it (absolute elsewhere, `..`, or a link pointing out) is not
+/// read, so a model cannot make the host read a file a tool would have refused.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    root: Option<talaria_beneath::Root>,
+    workspace: PathBuf,
+    files: Vec<(PathBuf, Option<String>)>,
+}
+
+impl Snapshot {
+    /// Read what a call of a tool annotated `a` with `args` may write.
+    pub fn before(a: &ToolAnnotations, args: &Value, workspace: &Path) -> Self {
+        if a.read_only || a.paths.is_empty() {
+            return Self::default();
+        }
+        let Ok(root) = talaria_beneath::Root::open(workspace) else { return Self::default() };
+        let mut files = Vec::new();
+        for path in a.touched(args, workspace) {
+            let Ok(rel) = path.strip_prefix(workspace) else { continue };
+            if rel.as_os_str().is_empty() || files.iter().any(|(r, _)| r == rel) {
+                continue;
+            }
+            match read_text(&root, rel) {
+                Ok(text) => files.push((rel.to_path_buf(), text)),
+                Err(()) => continue,
+            }
+        }
+        Self { root: Some(root), workspace: workspace.to_path_buf(), files }
+    }
+
+    /// The files whose text differs now.
+    pub fn changes(&self) -> Vec<FileChange> {
+        let Some(root) = &self.root else { return Vec::new() };
+        self.files
+            .iter()
+            .filter_map(|(rel, before)| {
+                let after = read_text(root, rel).ok()?;
+                (after != *before).then(|| FileChange {
+                    path: self.workspace.join(rel).to_string_lossy().into_owned(),
+                    before: before.clone(),
+                    after,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A file's text: `Ok(None)` when it does not exist; `Err` when it cannot be shown as text (too
+/// large, not UTF-8, not a regular file, leading out).
+fn read_text(root: &talaria_beneath::Root, rel: &Path) -> Result<Option<String>, ()> {
+    match root.read(rel, SNAPSHOT_MAX_BYTES) {
+        Ok(None) => Ok(None),
+        Ok(Some(bytes)) => String::from_utf8(bytes).map(Some).map_err(|_| ()),
+        Err(_) => Err(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +232,32 @@ mod tests {
         let c = call("unknown", "{}");
         let v = json!({});
         assert!(!parallel_safe(&[(&c, Some(&v), None), (&c, Some(&v), Some(&read))], ws), "no spec: alone");
+    }
+
+    #[test]
+    fn snapshots_report_changed_text_files_below_the_workspace_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = dir.path().canonicalize().expect("canonical");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::write(outside.path().join("secret"), "s3cret").expect("write");
+        std::fs::write(ws.join("a.txt"), "old\n").expect("write");
+        std::os::unix::fs::symlink(outside.path().join("secret"), ws.join("link")).expect("link");
+        let w = ToolAnnotations::writes(&["path"]);
+        let snap = Snapshot::before(&w, &json!({"path": "a.txt"}), &ws);
+        std::fs::write(ws.join("a.txt"), "new\n").expect("write");
+        let got = snap.changes();
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].before.as_deref(), got[0].after.as_deref()), (Some("old\n"), Some("new\n")));
+        assert_eq!(got[0].path, ws.join("a.txt").to_string_lossy());
+        let created = Snapshot::before(&w, &json!({"path": "b.txt"}), &ws);
+        std::fs::write(ws.join("b.txt"), "hi").expect("write");
+        assert_eq!(created.changes()[0].before, None, "a new file had no text before");
+        for escape in [json!({"path": "link"}), json!({"path": "../x"}), json!({"path": outside.path().join("secret")})] {
+            let snap = Snapshot::before(&w, &escape, &ws);
+            assert!(snap.files.is_empty(), "{escape} was read");
+        }
+        let read = Snapshot::before(&ToolAnnotations::reads(&["path"]), &json!({"path": "a.txt"}), &ws);
+        assert!(read.files.is_empty(), "a read-only tool changes nothing");
     }
 
     #[test]

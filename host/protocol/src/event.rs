@@ -161,6 +161,21 @@ pub struct ToolFinished {
     #[serde(default)]
     pub result: String,
     pub duration_ms: u64,
+    /// The workspace files it changed, as read before and after the call: for tools annotated
+    /// as writing the paths their arguments name, text files up to a size cap only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<FileChange>,
+}
+
+/// One file a tool call changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    /// Absolute, inside the workspace.
+    pub path: String,
+    /// Its text before the call; `None`: it did not exist.
+    pub before: Option<String>,
+    /// Its text after the call; `None`: it no longer exists.
+    pub after: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

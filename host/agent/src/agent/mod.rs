@@ -657,6 +657,10 @@ impl Agent {
                     arguments: call.arguments.clone(),
                     preview: tools::preview(&call.name, args.as_ref().ok()),
                 }));
+                let writes = match (args, annotations(&call.name)) {
+                    (Ok(args), Some(a)) => tools::Snapshot::before(a, args, &this.shared.config.workspace),
+                    _ => tools::Snapshot::default(),
+                };
                 let result = match args {
                     Ok(args) => match this.tool_allowed(call, args).await {
                         Ok(()) => this.dispatch(call, args, cancel).await,
@@ -677,6 +681,7 @@ impl Agent {
                     preview: tools::one_line(&text, 100),
                     result: text.clone(),
                     duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    changes: writes.changes(),
                 }));
                 lock(slots)[i] = Some((text, ok));
             }
@@ -709,6 +714,7 @@ impl Agent {
                         preview: "interrupted".into(),
                         result: INTERRUPTED_RESULT.into(),
                         duration_ms: 0,
+                        changes: Vec::new(),
                     }));
                     serde_json::json!({"error": INTERRUPTED_RESULT}).to_string()
                 }
