@@ -252,7 +252,8 @@ mod tests {
         let created = Snapshot::before(&w, &json!({"path": "b.txt"}), &ws);
         std::fs::write(ws.join("b.txt"), "hi").expect("write");
         assert_eq!(created.changes()[0].before, None, "a new file had no text before");
-        for escape in [json!({"path": "link"}), json!({"path": "../x"}), json!({"path": outside.path().join("secret")})] {
+        for escape in [json!({"path": "link"}), json!({"path": "../x"}), json!({"path": outside.path().join("secret")})]
+        {
             let snap = Snapshot::before(&w, &escape, &ws);
             assert!(snap.files.is_empty(), "{escape} was read");
         }

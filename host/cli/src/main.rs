@@ -21,6 +21,7 @@ macro_rules! put {
     }};
 }
 
+mod acp;
 mod author;
 mod busy;
 mod chat;
@@ -70,6 +71,8 @@ struct Cli {
 enum Command {
     /// Talk to the agent (a REPL), or run one prompt with -q
     Chat(chat::ChatArgs),
+    /// Serve the Agent Client Protocol on stdio, for editors (Zed: an agent_servers entry)
+    Acp(acp::AcpArgs),
     /// List, show, search, export, rename and delete past conversations
     #[command(subcommand)]
     Sessions(sessions::SessionsCmd),
@@ -131,6 +134,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let ctx = Ctx::new(cli.workspace)?;
     match cli.command {
         Command::Chat(args) => chat::run(&ctx, args).await,
+        Command::Acp(args) => acp::run(&ctx, args).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),
         Command::Setup(args) => setup::run(&ctx, args).await,
         Command::Doctor(args) => doctor::run(&ctx, args).await,

@@ -31,8 +31,8 @@ mod op;
 mod tool;
 
 pub use event::{
-    ApprovalKind, ApprovalNeeded, ClarifyNeeded, Event, FileChange, NoticeLevel, Outcome, SessionReason, SessionStarted, Stamped,
-    ToolFinished, ToolStarted, TurnEnd,
+    ApprovalKind, ApprovalNeeded, ClarifyNeeded, Event, FileChange, NoticeLevel, Outcome, SessionReason,
+    SessionStarted, Stamped, ToolFinished, ToolStarted, TurnEnd,
 };
 pub use extension::{
     CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, PluginSession, ToolCallEvent,

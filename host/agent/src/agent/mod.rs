@@ -640,8 +640,7 @@ impl Agent {
     async fn run_tools(&self, calls: &[ToolCall], cancel: &CancellationToken) -> (Vec<Message>, bool) {
         let parsed: Vec<Result<Value, ToolError>> = calls.iter().map(tools::parse_arguments).collect();
         let annotations = |name: &str| self.tools.iter().find(|t| t.name == name).map(|t| &t.annotations);
-        let rows: Vec<_> =
-            calls.iter().zip(&parsed).map(|(c, a)| (c, a.as_ref().ok(), annotations(&c.name))).collect();
+        let rows: Vec<_> = calls.iter().zip(&parsed).map(|(c, a)| (c, a.as_ref().ok(), annotations(&c.name))).collect();
         let parallel = tools::parallel_safe(&rows, &self.shared.config.workspace);
         let slots: Mutex<Vec<Option<(String, bool)>>> = Mutex::new(vec![None; calls.len()]);
         let this = self;
