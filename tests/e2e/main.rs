@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 
 use talaria_test_support::{self as support, FakeServer};
 
+mod acp;
 mod authoring;
 mod boundary;
 mod chat;

@@ -22,6 +22,11 @@
 //!
 //! Sessions are stored in the same store as the terminal's, with source `acp`.
 //!
+//! Not yet: the client's `fs` and `terminal` capabilities are not used (tools read and write
+//! files and run commands in talaria's sandbox, not through the editor's buffers and terminal);
+//! the `clarify` tool's questions are answered with a note asking the model to ask in its reply;
+//! images and audio in prompts are left out with a note.
+//!
 //! # Why the schema crate and our own loop
 //! The wire types come from `agent-client-protocol-schema` (the protocol's own Rust types,
 //! versioned by protocol: `v1`). The connection itself, reading lines, matching answers to our
@@ -42,12 +47,11 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::ProtocolVersion;
 use agent_client_protocol_schema::v1::{
-    AgentCapabilities, CancelNotification, ClientCapabilities, CloseSessionRequest, CloseSessionResponse, Error,
-    ErrorCode, Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
-    LoadSessionRequest, LoadSessionResponse, McpCapabilities, NewSessionRequest, NewSessionResponse,
-    PromptCapabilities, PromptRequest, RequestId, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities,
-    SessionCloseCapabilities, SessionInfo, SessionListCapabilities, SessionResumeCapabilities, SetSessionModeRequest,
-    SetSessionModeResponse,
+    AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse, Error, ErrorCode, Implementation,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
+    LoadSessionResponse, McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
+    RequestId, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionInfo,
+    SessionListCapabilities, SessionResumeCapabilities, SetSessionModeRequest, SetSessionModeResponse,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -82,13 +86,7 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (out, writer) = Out::new(output);
-    let server = Arc::new(Server {
-        host,
-        options,
-        out: out.clone(),
-        client: Mutex::new(ClientCapabilities::default()),
-        sessions: Mutex::new(HashMap::new()),
-    });
+    let server = Arc::new(Server { host, options, out: out.clone(), sessions: Mutex::new(HashMap::new()) });
     let mut lines = input.lines();
     let result = loop {
         let line = match lines.next_line().await {
@@ -117,7 +115,6 @@ struct Server {
     host: Arc<Host>,
     options: Options,
     out: Out,
-    client: Mutex<ClientCapabilities>,
     sessions: Mutex<HashMap<String, Arc<AcpSession>>>,
 }
 
@@ -204,7 +201,8 @@ impl Server {
     }
 
     fn initialize(&self, r: &InitializeRequest) -> InitializeResponse {
-        *lock(&self.client) = r.client_capabilities.clone();
+        // The editor's file system and terminal are not used yet: tools run in the sandbox.
+        tracing::debug!(capabilities = ?r.client_capabilities, "client capabilities");
         let session = SessionCapabilities::new()
             .list(SessionListCapabilities::new())
             .resume(SessionResumeCapabilities::new())
@@ -251,8 +249,7 @@ impl Server {
                 open.close().await;
             }
         }
-        let client = lock(&self.client).clone();
-        AcpSession::open(&self.host, &self.options, self.out.clone(), client, cwd, resume, mcp).await
+        AcpSession::open(&self.host, &self.options, self.out.clone(), cwd, resume, mcp).await
     }
 
     async fn list(self: Arc<Self>, r: ListSessionsRequest) -> Result<ListSessionsResponse, Error> {
@@ -278,7 +275,7 @@ impl Server {
                 .take(PAGE)
                 // Sessions compression continued elsewhere are reached through their root.
                 .filter(|s| s.parent_id.is_none())
-                .filter(|s| cwd.as_ref().is_none_or(|c| PathBuf::from(&s.cwd) == *c))
+                .filter(|s| cwd.as_ref().is_none_or(|c| std::path::Path::new(&s.cwd) == c))
                 .map(|s| {
                     SessionInfo::new(s.id.clone(), PathBuf::from(&s.cwd))
                         .title(s.title.clone().or(s.preview.clone()))

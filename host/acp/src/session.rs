@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
-    ClientCapabilities, ContentBlock, Error, ErrorCode, PromptResponse, SessionMode, SessionModeState, StopReason,
+    ContentBlock, Error, ErrorCode, PromptResponse, SessionMode, SessionModeState, StopReason,
 };
 use talaria_core::{Conversation, Host, Start, Submitter};
 use talaria_protocol::{Event, Op, Outcome, SessionReason, Stamped, ToolSpec};
@@ -37,7 +37,6 @@ pub struct AcpSession {
     /// conversation goes on in a child session under the same ACP id).
     pub id: String,
     pub workspace: PathBuf,
-    pub client: ClientCapabilities,
     pub out: Out,
     pub store: Arc<Store>,
     submitter: Submitter,
@@ -81,7 +80,6 @@ impl AcpSession {
         host: &Host,
         options: &Options,
         out: Out,
-        client: ClientCapabilities,
         workspace: PathBuf,
         resume: Option<String>,
         mcp_servers: bool,
@@ -117,7 +115,6 @@ impl AcpSession {
         let session = Arc::new(Self {
             id,
             workspace,
-            client,
             out,
             store,
             submitter: conversation.submitter(),

@@ -87,10 +87,8 @@ impl Pump {
                         .into(),
                 });
             }
-            Event::TurnStarted { .. } => {
-                if s.cancel_pending() {
-                    s.submit(Op::Interrupt);
-                }
+            Event::TurnStarted { .. } if s.cancel_pending() => {
+                s.submit(Op::Interrupt);
             }
             Event::TurnEnd(_) => {
                 for (id, _) in std::mem::take(&mut self.open) {

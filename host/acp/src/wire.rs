@@ -102,12 +102,15 @@ pub fn parse(line: &str) -> Incoming {
     }
 }
 
+/// Where the client's answer to one of our requests goes.
+type Answer = oneshot::Sender<Result<Value, Error>>;
+
 /// What the client is sent: lines go through one writer task, so messages never interleave.
 #[derive(Clone)]
 pub struct Out {
     lines: mpsc::UnboundedSender<String>,
     next_id: Arc<AtomicI64>,
-    pending: Arc<Mutex<HashMap<RequestId, oneshot::Sender<Result<Value, Error>>>>>,
+    pending: Arc<Mutex<HashMap<RequestId, Answer>>>,
 }
 
 impl Out {
