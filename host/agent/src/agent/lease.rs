@@ -128,16 +128,20 @@ impl Agent {
     }
 
     /// Move the lease along with the conversation (compression continues it in a child).
+    /// Whether or not a lease is held (`/compact` between turns holds none), what the child
+    /// holds now is what this agent wrote: the next turn must not take it for another
+    /// process's work.
     pub(super) fn lease_moved(&mut self) {
-        if self.lease.is_none() {
-            return;
-        }
-        self.lease = None;
-        let store = self.shared.store.clone();
-        match store.try_lease(&self.session_id, &self.shared.config.holder, TTL) {
-            Ok(Leased::Granted(token)) => self.lease = Some(Held::new(store, self.session_id.clone(), token)),
-            Ok(Leased::Held(by)) => tracing::warn!(session_id = self.session_id, "new session already held by {by}"),
-            Err(e) => tracing::warn!(session_id = self.session_id, "could not lease the new session: {e}"),
+        if self.lease.is_some() {
+            self.lease = None;
+            let store = self.shared.store.clone();
+            match store.try_lease(&self.session_id, &self.shared.config.holder, TTL) {
+                Ok(Leased::Granted(token)) => self.lease = Some(Held::new(store, self.session_id.clone(), token)),
+                Ok(Leased::Held(by)) => {
+                    tracing::warn!(session_id = self.session_id, "new session already held by {by}");
+                }
+                Err(e) => tracing::warn!(session_id = self.session_id, "could not lease the new session: {e}"),
+            }
         }
         self.mark = self.shared.store.message_mark(&self.session_id).unwrap_or_default();
     }

@@ -17,9 +17,15 @@ struct Env {
 
 impl Env {
     fn new() -> Self {
+        Self::with_config("")
+    }
+
+    /// A home whose config.toml is `config`.
+    fn with_config(config: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let (home, workspace) = (dir.path().join("home"), dir.path().join("work"));
         std::fs::create_dir_all(&home).expect("home");
+        std::fs::write(home.join("config.toml"), config).expect("config");
         std::fs::create_dir_all(&workspace).expect("workspace");
         let workspace = workspace.canonicalize().expect("canonical");
         let host = Host::open(HostOptions { home, workspace }).expect("host opens");
@@ -46,23 +52,24 @@ fn model(mock: &MockLlm) -> ModelChoice {
     }
 }
 
-/// Events until `pred` holds for one (which is returned last); fails after 60 s.
+/// Events until `pred` holds for one (which is returned last); fails after 60 s, showing what
+/// came.
 async fn until(c: &mut Conversation, mut pred: impl FnMut(&Stamped) -> bool) -> Vec<Stamped> {
     let mut seen = Vec::new();
-    let wait = async {
-        while let Some(s) = c.next_event().await {
-            let done = pred(&s);
-            seen.push(s);
-            if done {
-                return;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match tokio::time::timeout_at(deadline, c.next_event()).await {
+            Ok(Some(s)) => {
+                let done = pred(&s);
+                seen.push(s);
+                if done {
+                    return seen;
+                }
             }
+            Ok(None) => panic!("the conversation stopped; seen: {seen:#?}"),
+            Err(_) => panic!("no such event within 60 s; seen: {seen:#?}"),
         }
-        panic!("the conversation stopped; seen: {seen:#?}");
-    };
-    if tokio::time::timeout(Duration::from_secs(60), wait).await.is_err() {
-        panic!("no such event within 60 s");
     }
-    seen
 }
 
 /// Run a user turn to its end: (its events, how it ended).
@@ -287,6 +294,88 @@ async fn two_conversations_get_their_own_approvals_and_questions() {
     let eb = until(&mut b, |s| s.op == tb && matches!(s.event, Event::TurnEnd(_))).await;
     assert!(tool_result(&ea).contains("red") && !tool_result(&ea).contains("blue"), "{}", tool_result(&ea));
     assert!(tool_result(&eb).contains("blue") && !tool_result(&eb).contains("red"), "{}", tool_result(&eb));
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compression_moves_the_conversation_into_a_child_session_and_its_approvals_follow() {
+    let mock = MockLlm::start(Script::new([
+        Reply::text("one").into(),
+        Reply::text("two").into(),
+        Reply::text("three").into(),
+        Reply::text("SUMMARY of one and two").into(),
+        rm("build"),
+        Reply::text("cleaned").into(),
+    ]));
+    // The compressor's summary goes to the configured model (the auxiliary default).
+    let env = Env::with_config(&format!(
+        "[model]\nprovider = \"custom\"\nname = \"mock\"\nbase_url = \"{}\"\n\n[plugins.compressor.config]\nmin_tokens = 0\nprotect_first_n = 1\nprotect_last_n = 2\ntail_ratio = 0.0\n\n[memory]\nprovider = \"none\"\n",
+        mock.base_url()
+    ));
+    let mut c = env.start(&mock, true).await;
+    for text in ["first", "second", "third"] {
+        assert_eq!(turn(&mut c, text).await.1.outcome, Outcome::Completed);
+    }
+    let parent = c.info().session_id;
+
+    let compact = c.submit(Op::Compact { focus: None });
+    let events = until(&mut c, |s| s.op == compact && matches!(s.event, Event::Compacted { .. })).await;
+    let moved = events.iter().find_map(|s| match &s.event {
+        Event::SessionStarted(started) => Some((s.clone(), started.clone())),
+        _ => None,
+    });
+    let (stamped, started) = moved.expect("the conversation moved to another session");
+    assert_eq!(started.reason, SessionReason::Compressed { from: parent.clone() });
+    let child = started.session_id.clone();
+    assert_ne!(child, parent);
+    assert_eq!(stamped.session_id, child, "stamped with the session it starts");
+    let Some(Event::Compacted { session_id, .. }) = events.last().map(|s| &s.event) else { unreachable!() };
+    assert_eq!(session_id, &child);
+    let stored = env.host.store().session(&child).expect("read").expect("the child is stored");
+    assert_eq!(stored.parent_id.as_deref(), Some(parent.as_str()));
+    let old = env.host.store().session(&parent).expect("read").expect("the parent is kept");
+    assert_eq!(old.end_reason.as_deref(), Some("compressed"));
+
+    // The next turn runs in the child, and its approval still reaches this conversation.
+    std::fs::create_dir_all(env.workspace().join("build")).expect("dir");
+    let id = c.submit(Op::UserTurn { text: "clean the build".into() });
+    let asked = approval_of(&mut c).await;
+    assert_eq!(asked.command, "rm -rf build");
+    c.submit(Op::Approve { id: asked.id, decision: Decision::Once });
+    let events = until(&mut c, |s| s.op == id && matches!(s.event, Event::TurnEnd(_))).await;
+    assert!(events.iter().all(|s| s.session_id == child), "every event of the turn is the child's");
+    assert!(
+        !events.iter().any(|s| matches!(&s.event, Event::Notice { text, .. } if text.contains("continued elsewhere"))),
+        "what compression wrote is not taken for another process's work: {events:#?}"
+    );
+    assert!(!env.workspace().join("build").exists(), "approved and run");
+    let summary_request = mock.requests()[3].body.to_string();
+    assert!(summary_request.contains("first") || summary_request.contains("second"), "{summary_request}");
+    let after = mock.requests()[4].body.to_string();
+    assert!(after.contains("SUMMARY of one and two"), "the child starts from the summary: {after}");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupting_one_conversation_leaves_the_other_running() {
+    let env = Env::new();
+    let mock_a = MockLlm::start(Script::new([Step::stall("A is thinking")]));
+    let mock_b = MockLlm::start(Script::new([Step::text("B finished").delayed(300)]));
+    let mut a = env.start(&mock_a, false).await;
+    let mut b = env.start(&mock_b, false).await;
+    let ta = a.submit(Op::UserTurn { text: "long task".into() });
+    let tb = b.submit(Op::UserTurn { text: "short task".into() });
+    until(&mut a, |s| matches!(&s.event, Event::TextDelta { text } if text.contains("thinking"))).await;
+    a.submit(Op::Interrupt);
+    let ea = until(&mut a, |s| s.op == ta && matches!(s.event, Event::TurnEnd(_))).await;
+    let eb = until(&mut b, |s| s.op == tb && matches!(s.event, Event::TurnEnd(_))).await;
+    let end = |events: &[Stamped]| match events.last().map(|s| &s.event) {
+        Some(Event::TurnEnd(end)) => end.clone(),
+        _ => unreachable!(),
+    };
+    assert_eq!(end(&ea).outcome, Outcome::Interrupted);
+    assert_eq!((end(&eb).outcome, end(&eb).text.as_str()), (Outcome::Completed, "B finished"), "B was not stopped");
     a.shutdown().await;
     b.shutdown().await;
 }
