@@ -38,6 +38,26 @@ pub enum Error {
     Store(#[from] talaria_store::Error),
     #[error("{0}")]
     Toolsets(String),
+    /// A store task stopped before answering (it panicked).
+    #[error("a store task failed: {0}")]
+    Task(String),
+}
+
+/// Run `f` on the store on a blocking thread: SQLite may wait for another process's lock (with
+/// sleeps between tries), and the async threads, which every conversation and front door share,
+/// must never wait with it.
+///
+/// # Errors
+/// What `f` returned, or [`Error::Task`].
+pub async fn on_store<T: Send + 'static>(
+    store: &std::sync::Arc<talaria_store::Store>,
+    f: impl FnOnce(&talaria_store::Store) -> Result<T, talaria_store::Error> + Send + 'static,
+) -> Result<T, Error> {
+    let store = store.clone();
+    match tokio::task::spawn_blocking(move || f(&store)).await {
+        Ok(result) => result.map_err(Error::from),
+        Err(e) => Err(Error::Task(e.to_string())),
+    }
 }
 
 /// Where the loop's events go. Cloning shares the stream; a muted emitter drops everything.

@@ -47,10 +47,7 @@ fn main() {
         .plugins
         .insert("guard".into(), settings("rules = [{ tool = \"write_file\", path_globs = [\"secrets/**\"] }]", true));
     config.plugins.insert("audit".into(), settings("", true));
-    let bundled: Vec<Embedded> = talaria_bundled::PLUGINS
-        .iter()
-        .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 })
-        .collect();
+    let bundled: Vec<Embedded> = talaria_bundled::PLUGINS.iter().map(talaria_bundled::Bundled::embedded).collect();
     let runtime = Runtime::new(config, &bundled).expect("runtime");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
     let session = PluginSession {

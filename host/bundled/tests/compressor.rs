@@ -44,7 +44,7 @@ fn runtime(home: &std::path::Path, model: Arc<Model>) -> Runtime {
     let bundled: Vec<Embedded> = talaria_bundled::PLUGINS
         .iter()
         .filter(|b| b.manifest.contains("name = \"compressor\""))
-        .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 })
+        .map(talaria_bundled::Bundled::embedded)
         .collect();
     Runtime::new(config, &bundled).expect("runtime")
 }

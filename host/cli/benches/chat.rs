@@ -1,7 +1,8 @@
 //! Whole-process figures for the chat front door, against an instant mock model with every
 //! bundled plugin available (DESIGN.md "Speed we hold ourselves to"):
 //! - `talaria --version`;
-//! - `talaria chat -q` with no tool (start-up, prompt, one model call, commit, exit);
+//! - `talaria chat -q` with no tool (start-up, prompt, one model call, commit, exit), and the
+//!   same as the first run in a fresh home (nothing cached yet);
 //! - 20 sequential tool turns in one run, and the agent's overhead per tool turn;
 //! - the same with the bundled `guard` (one rule) and `audit` hooks on: hook overhead per tool call.
 //!
@@ -95,6 +96,15 @@ fn main() {
     report("talaria --version", &version);
     let oneshot: Vec<Sample> = (0..RUNS).map(|_| go(h, &["chat", "-q", "hello"])).collect();
     let base = report("chat -q, no tool", &oneshot);
+    let fresh: Vec<Sample> = (0..5)
+        .map(|_| {
+            let fresh = tempfile::tempdir().expect("home");
+            std::fs::write(fresh.path().join("config.toml"), &config).expect("config");
+            go(fresh.path(), &["chat", "-q", "hello"])
+        })
+        .collect();
+    let first = report("chat -q, no tool, first run in a fresh home", &fresh);
+    println!("{:<44} {:>8.1} x  (goal: within 2x)", "fresh home / warm home", first / base);
     let tools: Vec<Sample> = (0..RUNS).map(|_| go(h, &["chat", "-q", "use read_file 20 times"])).collect();
     let twenty = report("chat -q, 20 sequential read_file turns", &tools);
     println!(

@@ -68,7 +68,7 @@ async fn call(ctx: &Ctx, name: &str, args: &str, yolo: bool) -> anyhow::Result<E
     } else if let Some(plugin) = tools.iter().find(|t| t.name == name).and_then(|t| runtime.plugin(&t.plugin))
         && std::io::stderr().is_terminal()
         && let Some((outcome, took)) = runtime.prepare(plugin).ok().flatten()
-        && outcome != talaria_runtime::CacheOutcome::Hit
+        && matches!(outcome, talaria_runtime::CacheOutcome::Compiled | talaria_runtime::CacheOutcome::Replaced)
     {
         ui::note(&format!("compiled plugin '{}' in {:.1}s (cached for next time)", plugin.name(), took.as_secs_f32()));
     }

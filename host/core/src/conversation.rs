@@ -212,11 +212,7 @@ async fn blocking<T: Send + 'static>(
     store: &Arc<Store>,
     f: impl FnOnce(&Store) -> Result<T, talaria_store::Error> + Send + 'static,
 ) -> Result<T, Error> {
-    let store = store.clone();
-    tokio::task::spawn_blocking(move || f(&store))
-        .await
-        .map_err(|e| Error::Usage(format!("a store task failed: {e}")))?
-        .map_err(Error::from)
+    Ok(talaria_agent::on_store(store, f).await?)
 }
 
 /// The loop's settings from config and the start options.
@@ -364,7 +360,7 @@ impl Actor {
             Op::UserTurn { text } => {
                 self.turn(text).await;
             }
-            Op::Retry => match self.agent.undo() {
+            Op::Retry => match self.agent.undo().await {
                 Ok(undone) => {
                     let Some(text) = undone.clone().or_else(|| self.last_prompt.clone()) else {
                         return self.outbox.error("nothing to retry");
@@ -374,7 +370,7 @@ impl Actor {
                 }
                 Err(e) => self.outbox.error(e.to_string()),
             },
-            Op::Undo => match self.agent.undo() {
+            Op::Undo => match self.agent.undo().await {
                 Ok(text) => self.outbox.send(Event::Undone { text }),
                 Err(e) => self.outbox.error(e.to_string()),
             },

@@ -281,7 +281,7 @@ pub fn unattended_runtime(home: &Path, workspace: &Path, config: &ConfigToml, yo
 
 /// The plugins compiled into the binary.
 pub fn bundled() -> Vec<Embedded> {
-    talaria_bundled::PLUGINS.iter().map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 }).collect()
+    talaria_bundled::embedded()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

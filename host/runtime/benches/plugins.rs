@@ -23,7 +23,7 @@ fn main() {
     let workspace = tempfile::tempdir().expect("workspace");
     let bundled: Vec<Embedded> = talaria_bundled::PLUGINS
         .iter()
-        .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 })
+        .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256, precompiled: None })
         .collect();
     let runtime = || {
         let config = RuntimeConfig::new(home.path().to_path_buf(), workspace.path().to_path_buf());
@@ -144,7 +144,7 @@ fn rss_child(home: std::path::PathBuf) {
     let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
     let bundled: Vec<Embedded> = talaria_bundled::PLUGINS
         .iter()
-        .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256 })
+        .map(|b| Embedded { manifest: b.manifest, wasm: b.wasm, sha256: b.sha256, precompiled: None })
         .collect();
     let rt = Runtime::new(RuntimeConfig::new(home.clone(), home), &bundled).expect("runtime");
     let tools: Vec<_> = rt.plugins().iter().filter(|p| is_tool(p)).collect();

@@ -34,6 +34,8 @@ pub enum CacheOutcome {
     Compiled,
     /// The cached file did not match its recorded hash: compiled again and replaced.
     Replaced,
+    /// Compiled into the binary when it was built (a bundled plugin): nothing compiled or cached.
+    Precompiled,
 }
 
 /// The on-disk cache.
@@ -201,11 +203,14 @@ fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Component>
 
 /// Load compiled code this host produced.
 #[allow(unsafe_code)]
-fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
+pub(crate) fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
     // SAFETY: wasmtime requires that the bytes came from `precompile_component` of a compatible
-    // engine. They were either produced just now by this engine, or read from the cache
-    // directory (0700, our own) where they were written by such an engine — the key includes the
-    // engine's compatibility fingerprint — and verified against the hash recorded at write time.
+    // engine. They were either produced just now by this engine, read from the cache directory
+    // (0700, our own) where they were written by such an engine — the key includes the engine's
+    // compatibility fingerprint — and verified against the hash recorded at write time, or they
+    // are part of this binary, compiled by its build script with the same engine configuration
+    // (talaria-engine) for the fingerprint checked before this call. wasmtime itself refuses code
+    // of another version, configuration or CPU.
     unsafe { Component::deserialize(engine, bytes) }
 }
 

@@ -37,6 +37,17 @@ pub struct Embedded {
     pub wasm: &'static [u8],
     /// sha256 of `wasm`, hex.
     pub sha256: &'static str,
+    /// The component compiled at build time, if it was.
+    pub precompiled: Option<Precompiled>,
+}
+
+/// Native code of a component, compiled when the binary was built (part of the binary, so
+/// trusted as its code is).
+#[derive(Debug, Clone, Copy)]
+pub struct Precompiled {
+    pub code: &'static [u8],
+    /// The fingerprint of the engine it was compiled for (`talaria_engine::fingerprint`).
+    pub fingerprint: &'static str,
 }
 
 /// Where a plugin's component is.
@@ -45,6 +56,7 @@ pub enum WasmSource {
     Embedded {
         wasm: &'static [u8],
         sha256: &'static str,
+        precompiled: Option<Precompiled>,
     },
     /// A file of the user's (read as it is).
     File(PathBuf),
@@ -239,7 +251,7 @@ pub(crate) fn bundled(embedded: &[Embedded], problems: &mut Vec<Problem>) -> Vec
                 manifest_sha256: crate::fsutil::sha256_hex(e.manifest.as_bytes()),
                 manifest,
                 scope: Scope::Bundled,
-                source: WasmSource::Embedded { wasm: e.wasm, sha256: e.sha256 },
+                source: WasmSource::Embedded { wasm: e.wasm, sha256: e.sha256, precompiled: e.precompiled },
                 installed: None,
                 lock_entry: None,
                 wasm_pin: None,

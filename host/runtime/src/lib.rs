@@ -81,7 +81,7 @@ use wasmtime::component::Linker;
 pub use approval::{Approval, ApprovalKind, ApprovalRequest, Approvals, Approver, Caller, Unattended};
 pub use cache::{CacheOutcome, CompileCache};
 pub use danger::CommandPolicy;
-pub use discovery::{Embedded, Installed, Problem, Shadowed, project_plugin_dir};
+pub use discovery::{Embedded, Installed, Precompiled, Problem, Shadowed, project_plugin_dir};
 pub use engine::EngineHandle;
 pub use grant::{Access, Capability, GrantFile, GrantedDir, Grants, HostPattern, Scope};
 pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS};
@@ -95,6 +95,7 @@ pub use secrets::Secrets;
 pub use stub::{HttpStub, HttpStubs};
 
 use crate::cache::{Listed, Listing};
+use crate::discovery::WasmSource;
 use crate::exports::{Prepared, ToolsExport};
 use crate::host::bindings::{v1, v2};
 use crate::host::{HostState, PluginEnv, Services};
@@ -446,10 +447,13 @@ impl Runtime {
             let (engine, linker) = self.engine().map_err(|e| e.to_string())?;
             let started = Instant::now();
             let sha = plugin.sha256()?;
-            let (component, outcome) = self
-                .cache
-                .load_or_compile(&engine.engine, &engine.fingerprint, sha, || plugin.wasm_bytes())
-                .map_err(|e| format!("not a valid WebAssembly component: {e}"))?;
+            let (component, outcome) = match embedded_code(plugin, engine) {
+                Some(component) => (component, CacheOutcome::Precompiled),
+                None => self
+                    .cache
+                    .load_or_compile(&engine.engine, &engine.fingerprint, sha, || plugin.wasm_bytes())
+                    .map_err(|e| format!("not a valid WebAssembly component: {e}"))?,
+            };
             let pre =
                 exports::prepare(&engine.engine, linker.instantiate_pre(&component), &component, &plugin.manifest);
             fresh = Some((outcome, started.elapsed()));
@@ -493,7 +497,9 @@ impl Runtime {
 
     /// Whether listing this plugin's tools needs a compile (nothing cached for it yet).
     pub fn needs_compile(&self, plugin: &Plugin) -> bool {
-        plugin.enabled
+        let precompiled = matches!(plugin.source, WasmSource::Embedded { precompiled: Some(_), .. });
+        !precompiled
+            && plugin.enabled
             && plugin.may_offer_tools()
             && plugin.pre.get().is_none()
             && plugin.specs.get().is_none()
@@ -824,4 +830,21 @@ fn annotated(plugin: &Plugin, tools: Vec<ToolSpec>) -> Vec<ToolSpec> {
             ..s
         })
         .collect()
+}
+
+/// The plugin's code compiled into the binary, when there is some for this engine; `None` (and
+/// the component is compiled as any other) when there is none or wasmtime refuses it.
+fn embedded_code(plugin: &Plugin, engine: &EngineHandle) -> Option<wasmtime::component::Component> {
+    let WasmSource::Embedded { precompiled: Some(code), .. } = &plugin.source else { return None };
+    if code.fingerprint != engine.fingerprint {
+        tracing::debug!(plugin = plugin.name(), "built for another engine: compiling it");
+        return None;
+    }
+    match cache::deserialize(&engine.engine, code.code) {
+        Ok(component) => Some(component),
+        Err(e) => {
+            tracing::warn!(plugin = plugin.name(), "its precompiled code would not load ({e}); compiling it");
+            None
+        }
+    }
 }

@@ -525,13 +525,13 @@ impl Agent {
         let old = self.session_id.clone();
         let child = Store::new_session_id();
         if self.stored {
-            self.continue_in(&old, &child, &out.messages).map_err(|e| e.to_string())?;
+            self.continue_in(&old, &child, &out.messages).await.map_err(|e| e.to_string())?;
         }
         // The agent moves to the child before anything can be interrupted; then the old
         // session's plugins hear that it ended.
         let old_history = std::mem::replace(&mut self.history, out.messages);
         self.session_id = child.clone();
-        self.lease_moved();
+        self.lease_moved().await;
         self.emitter.emit(Event::SessionStarted(SessionStarted {
             session_id: child.clone(),
             reason: SessionReason::Compressed { from: old.clone() },
@@ -554,31 +554,41 @@ impl Agent {
     }
 
     /// End `old` as compressed and store `messages` as its child `child`, title carried over.
-    fn continue_in(&self, old: &str, child: &str, messages: &[Message]) -> Result<(), Error> {
-        let store = &self.shared.store;
-        let info = store.session(old)?;
+    async fn continue_in(&self, old: &str, child: &str, messages: &[Message]) -> Result<(), Error> {
         let provider = self.chain.providers.first();
-        store.create_session(&NewSession {
+        let mut new = NewSession {
             id: child.to_string(),
-            source: info.as_ref().map_or_else(|| self.shared.config.source.clone(), |i| i.source.clone()),
+            source: self.shared.config.source.clone(),
             model: provider.map(|p| p.model.clone()).unwrap_or_default(),
             provider: provider.map(|p| p.name.clone()).unwrap_or_default(),
             system_prompt: self.system_prompt.clone(),
             parent_id: Some(old.to_string()),
             cwd: self.shared.config.workspace.display().to_string(),
-        })?;
-        store.append_messages(child, messages)?;
-        store.end_session(old, "compressed")?;
-        if let Some(title) = info.and_then(|i| i.title) {
-            let base =
-                title.rsplit_once(" #").filter(|(_, n)| n.parse::<u32>().is_ok()).map_or(title.as_str(), |(b, _)| b);
-            for n in (self.compressions + 2)..(self.compressions + 50) {
-                if store.set_title(child, &format!("{base} #{n}")).is_ok() {
-                    break;
+        };
+        let (old, child, messages, compressions) =
+            (old.to_string(), child.to_string(), messages.to_vec(), self.compressions);
+        crate::on_store(&self.shared.store, move |store| {
+            let info = store.session(&old)?;
+            if let Some(i) = &info {
+                new.source.clone_from(&i.source);
+            }
+            store.create_session(&new)?;
+            store.append_messages(&child, &messages)?;
+            store.end_session(&old, "compressed")?;
+            if let Some(title) = info.and_then(|i| i.title) {
+                let base = title
+                    .rsplit_once(" #")
+                    .filter(|(_, n)| n.parse::<u32>().is_ok())
+                    .map_or(title.as_str(), |(b, _)| b);
+                for n in (compressions + 2)..(compressions + 50) {
+                    if store.set_title(&child, &format!("{base} #{n}")).is_ok() {
+                        break;
+                    }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
+        .await
     }
 
     /// How many compressions led to `session` (its ancestors that ended compressed).
@@ -632,6 +642,6 @@ impl Agent {
             }
             self.observe(HookEvent::SessionFinalize { reason: reason.to_string() }).await;
         }
-        self.end(reason)
+        self.end(reason).await
     }
 }

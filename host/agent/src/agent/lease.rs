@@ -72,8 +72,8 @@ impl Agent {
         let deadline = Instant::now() + wait;
         let mut told = false;
         let token = loop {
-            let holder = &self.shared.config.holder;
-            match store.try_lease(&self.session_id, holder, TTL) {
+            let (id, holder) = (self.session_id.clone(), self.shared.config.holder.clone());
+            match crate::on_store(&store, move |store| store.try_lease(&id, &holder, TTL)).await {
                 Ok(Leased::Granted(token)) => break token,
                 Ok(Leased::Held(by)) => {
                     let id = &self.session_id;
@@ -103,16 +103,22 @@ impl Agent {
             }
         };
         self.lease = Some(Held::new(store, self.session_id.clone(), token));
-        self.catch_up().map_err(|e| Outcome::Failed(e.to_string()))
+        self.catch_up().await.map_err(|e| Outcome::Failed(e.to_string()))
     }
 
     /// Reload the history when another process changed the session since this one last looked.
-    fn catch_up(&mut self) -> Result<(), Error> {
-        let mark = self.shared.store.message_mark(&self.session_id)?;
-        if mark == self.mark {
-            return Ok(());
-        }
-        let history: Vec<_> = self.shared.store.messages(&self.session_id)?.into_iter().map(|m| m.message).collect();
+    async fn catch_up(&mut self) -> Result<(), Error> {
+        let (id, known) = (self.session_id.clone(), self.mark);
+        let changed = crate::on_store(&self.shared.store, move |store| {
+            let mark = store.message_mark(&id)?;
+            if mark == known {
+                return Ok(None);
+            }
+            let history: Vec<_> = store.messages(&id)?.into_iter().map(|m| m.message).collect();
+            Ok(Some((mark, history)))
+        })
+        .await?;
+        let Some((mark, history)) = changed else { return Ok(()) };
         let added = history.len().saturating_sub(self.history.len());
         self.todos.restore(&history);
         self.history = history;
@@ -131,11 +137,12 @@ impl Agent {
     /// Whether or not a lease is held (`/compact` between turns holds none), what the child
     /// holds now is what this agent wrote: the next turn must not take it for another
     /// process's work.
-    pub(super) fn lease_moved(&mut self) {
+    pub(super) async fn lease_moved(&mut self) {
         if self.lease.is_some() {
             self.lease = None;
             let store = self.shared.store.clone();
-            match store.try_lease(&self.session_id, &self.shared.config.holder, TTL) {
+            let (id, holder) = (self.session_id.clone(), self.shared.config.holder.clone());
+            match crate::on_store(&store, move |s| s.try_lease(&id, &holder, TTL)).await {
                 Ok(Leased::Granted(token)) => self.lease = Some(Held::new(store, self.session_id.clone(), token)),
                 Ok(Leased::Held(by)) => {
                     tracing::warn!(session_id = self.session_id, "new session already held by {by}");
@@ -143,6 +150,7 @@ impl Agent {
                 Err(e) => tracing::warn!(session_id = self.session_id, "could not lease the new session: {e}"),
             }
         }
-        self.mark = self.shared.store.message_mark(&self.session_id).unwrap_or_default();
+        let id = self.session_id.clone();
+        self.mark = crate::on_store(&self.shared.store, move |s| s.message_mark(&id)).await.unwrap_or_default();
     }
 }

@@ -282,11 +282,17 @@ impl Agent {
         let mut mark = (0, 0);
         let (session_id, stored, system_prompt, history, parent) = match start.resume {
             Some(info) => {
-                mark = shared.store.message_mark(&info.id)?;
-                let history: Vec<Message> = shared.store.messages(&info.id)?.into_iter().map(|m| m.message).collect();
+                let read = info.clone();
+                let (m, history, prompt, c) = crate::on_store(&shared.store, move |store| {
+                    let mark = store.message_mark(&read.id)?;
+                    let history: Vec<Message> = store.messages(&read.id)?.into_iter().map(|m| m.message).collect();
+                    let prompt = store.system_prompt(&read.id)?;
+                    Ok((mark, history, prompt, Agent::compressions_before(store, &read)))
+                })
+                .await?;
+                mark = m;
+                compressions = c;
                 todos.restore(&history);
-                let prompt = shared.store.system_prompt(&info.id)?;
-                compressions = Agent::compressions_before(&shared.store, &info);
                 (info.id, true, prompt, history, info.parent_id)
             }
             None => {
@@ -399,13 +405,17 @@ impl Agent {
     ///
     /// # Errors
     /// The store cannot be written.
-    pub fn undo(&mut self) -> Result<Option<String>, Error> {
+    pub async fn undo(&mut self) -> Result<Option<String>, Error> {
         let Some(at) = self.history.iter().rposition(|m| matches!(m, Message::User { .. })) else {
             return Ok(None);
         };
         if self.stored {
-            self.shared.store.undo_last_turn(&self.session_id)?;
-            self.mark = self.shared.store.message_mark(&self.session_id)?;
+            let id = self.session_id.clone();
+            self.mark = crate::on_store(&self.shared.store, move |store| {
+                store.undo_last_turn(&id)?;
+                store.message_mark(&id)
+            })
+            .await?;
         }
         let text = self.history[at].content().to_string();
         self.history.truncate(at);
@@ -416,9 +426,10 @@ impl Agent {
     ///
     /// # Errors
     /// The store cannot be written.
-    pub fn end(&self, reason: &str) -> Result<(), Error> {
+    pub async fn end(&self, reason: &str) -> Result<(), Error> {
         if self.stored {
-            self.shared.store.end_session(&self.session_id, reason)?;
+            let (id, reason) = (self.session_id.clone(), reason.to_string());
+            crate::on_store(&self.shared.store, move |store| store.end_session(&id, &reason)).await?;
         }
         Ok(())
     }
@@ -434,7 +445,7 @@ impl Agent {
     async fn turn(&mut self, text: &str, cancel: &CancellationToken) -> TurnEnd {
         let mut turn = Turn::default();
         self.chain_state.new_turn();
-        if let Err(e) = self.ensure_session() {
+        if let Err(e) = self.ensure_session().await {
             return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
         }
         if let Err(outcome) = self.hold(cancel).await {
@@ -442,7 +453,7 @@ impl Agent {
         }
         let first_turn = !self.history.iter().any(|m| matches!(m, Message::User { .. }));
         let user = Message::user(text);
-        if let Err(e) = self.commit(std::slice::from_ref(&user)) {
+        if let Err(e) = self.commit(std::slice::from_ref(&user)).await {
             return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
         }
         self.history.push(user);
@@ -483,7 +494,7 @@ impl Agent {
             }
             if message.tool_calls().is_empty() {
                 let answer = message.content().to_string();
-                if let Err(e) = self.commit(std::slice::from_ref(&message)) {
+                if let Err(e) = self.commit(std::slice::from_ref(&message)).await {
                     return self.finish(Outcome::Failed(e.to_string()), answer, &turn);
                 }
                 self.history.push(message);
@@ -491,13 +502,13 @@ impl Agent {
             }
             // The request for tools is on disk before any tool starts: even a kill -9 during
             // them leaves a record that they were started.
-            if let Err(e) = self.commit(std::slice::from_ref(&message)) {
+            if let Err(e) = self.commit(std::slice::from_ref(&message)).await {
                 return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
             }
             let calls = message.tool_calls().to_vec();
             self.history.push(message);
             let (results, interrupted) = self.run_tools(&calls, cancel).await;
-            if let Err(e) = self.commit(&results) {
+            if let Err(e) = self.commit(&results).await {
                 return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
             }
             self.history.extend(results);
@@ -507,12 +518,12 @@ impl Agent {
         }
     }
 
-    fn ensure_session(&mut self) -> Result<(), Error> {
+    async fn ensure_session(&mut self) -> Result<(), Error> {
         if self.stored {
             return Ok(());
         }
         let provider = self.chain.providers.first();
-        self.shared.store.create_session(&NewSession {
+        let new = NewSession {
             id: self.session_id.clone(),
             source: if self.platform == Platform::Subagent {
                 "subagent".into()
@@ -524,13 +535,15 @@ impl Agent {
             system_prompt: self.system_prompt.clone(),
             parent_id: self.parent.clone(),
             cwd: self.shared.config.workspace.display().to_string(),
-        })?;
+        };
+        crate::on_store(&self.shared.store, move |store| store.create_session(&new)).await?;
         self.stored = true;
         Ok(())
     }
 
-    fn commit(&mut self, messages: &[Message]) -> Result<(), Error> {
-        let ids = self.shared.store.append_messages(&self.session_id, messages)?;
+    async fn commit(&mut self, messages: &[Message]) -> Result<(), Error> {
+        let (id, messages) = (self.session_id.clone(), messages.to_vec());
+        let ids = crate::on_store(&self.shared.store, move |store| store.append_messages(&id, &messages)).await?;
         if let Some(last) = ids.last() {
             // Nobody else writes the session while this agent holds its lease.
             self.mark = (self.mark.0 + i64::try_from(ids.len()).unwrap_or(0), *last);
@@ -589,10 +602,11 @@ impl Agent {
         turn.usage.add(&reply.usage);
         self.usage.add(&reply.usage);
         self.emitter.emit(Event::Usage { usage: reply.usage, model: reply.model.clone() });
-        if self.stored
-            && let Err(e) = self.shared.store.add_usage(&self.session_id, &reply.usage, 1)
-        {
-            self.emitter.warn(format!("could not record usage: {e}"));
+        if self.stored {
+            let (id, usage) = (self.session_id.clone(), reply.usage);
+            if let Err(e) = crate::on_store(&self.shared.store, move |store| store.add_usage(&id, &usage, 1)).await {
+                self.emitter.warn(format!("could not record usage: {e}"));
+            }
         }
         Ok(reply.message)
     }
@@ -617,7 +631,7 @@ impl Agent {
             _ => format!("I stopped after {spent} model calls (the turn's budget) before finishing."),
         };
         let message = Message::assistant(text.clone());
-        if let Err(e) = self.commit(std::slice::from_ref(&message)) {
+        if let Err(e) = self.commit(std::slice::from_ref(&message)).await {
             self.emitter.warn(format!("could not save the summary: {e}"));
         }
         self.history.push(message);
@@ -743,7 +757,14 @@ impl Agent {
                 }
                 result
             }
-            "session_search" => builtin::search::call(&shared.store, &self.session_id, args).map(|v| v.to_string()),
+            "session_search" => {
+                // Search reads the store: off the async threads.
+                let (store, current, args) = (shared.store.clone(), self.session_id.clone(), args.clone());
+                tokio::task::spawn_blocking(move || builtin::search::call(&store, &current, &args))
+                    .await
+                    .unwrap_or_else(|e| Err(ToolError::Crashed(format!("session search stopped: {e}"))))
+                    .map(|v| v.to_string())
+            }
             "clarify" => builtin::clarify(&shared.gate, args).await.map(|v| v.to_string()),
             "delegate_task" => self.delegate(args, cancel).await.map(|v| v.to_string()),
             _ => {

@@ -197,7 +197,10 @@ async fn prepare(ctx: &Ctx, dir: &Path, scratch: &Scratch, report: &mut Report) 
     }
     match runtime.check_component(&manifest, &wasm) {
         Ok(checked) => {
-            if checked.outcome != talaria_runtime::CacheOutcome::Hit {
+            if matches!(
+                checked.outcome,
+                talaria_runtime::CacheOutcome::Compiled | talaria_runtime::CacheOutcome::Replaced
+            ) {
                 compat.compiled_ms = Some(ms(checked.took));
             }
             compat.warnings = ungranted_imports(&checked.imports, &manifest.requests);

@@ -298,7 +298,7 @@ fn bundled(name: &str) -> Embedded {
         Box::leak(std::fs::read(talaria_test_support::EVIL_WASM).expect("wasm").into_boxed_slice());
     let manifest: &'static str = Box::leak(talaria_test_support::manifest(name, "kv = true").into_boxed_str());
     let sha256: &'static str = Box::leak(talaria_runtime::fsutil::sha256_hex(wasm).into_boxed_str());
-    Embedded { manifest, wasm, sha256 }
+    Embedded { manifest, wasm, sha256, precompiled: None }
 }
 
 #[tokio::test]

@@ -128,11 +128,16 @@ fn streamed_two_tool_calls() {
             _ => {}
         }
     }
+    // The arguments are compared as JSON: key order is serde_json's business.
+    let blocks: Vec<(String, String, serde_json::Value)> = blocks
+        .into_iter()
+        .map(|(id, name, args)| (id, name, serde_json::from_str(&args).expect("the pieces make JSON")))
+        .collect();
     assert_eq!(
         blocks,
         [
-            ("toolu_1".to_owned(), "read_file".to_owned(), r#"{"path":"a.txt"}"#.to_owned()),
-            ("toolu_2".to_owned(), "write_file".to_owned(), r#"{"content":"x","path":"b.txt"}"#.to_owned()),
+            ("toolu_1".to_owned(), "read_file".to_owned(), json!({"path": "a.txt"})),
+            ("toolu_2".to_owned(), "write_file".to_owned(), json!({"content": "x", "path": "b.txt"})),
         ]
     );
     let pieces = events.iter().filter(|e| e.data.contains("input_json_delta")).count();

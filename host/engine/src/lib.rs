@@ -1,0 +1,47 @@
+//! The one wasmtime [`Config`] talaria compiles and runs components with.
+//!
+//! The runtime builds its engine from [`config`]; the bundled plugins' build script builds an
+//! engine from the same function to precompile them, so a fresh install loads them without
+//! compiling. Compiled code only loads into an engine whose configuration (and wasmtime version
+//! and CPU features) matches; wasmtime checks that on every load, and a mismatch is a refusal,
+//! never a crash, so a precompiled component that does not fit is simply compiled again.
+
+pub use wasmtime;
+use wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// Largest linear memory any plugin may be given (per-plugin caps are lower).
+pub const MAX_MEMORY_BYTES: usize = 1 << 30;
+
+/// Component model, async, epoch deadlines, the pooling allocator.
+pub fn config() -> Config {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(64)
+        .total_core_instances(512)
+        .total_memories(128)
+        .total_tables(512)
+        .max_memory_size(MAX_MEMORY_BYTES)
+        .table_elements(200_000)
+        .max_core_instances_per_component(64)
+        .max_memories_per_component(8)
+        .max_tables_per_component(64)
+        .max_component_instance_size(4 << 20)
+        .max_core_instance_size(4 << 20);
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .epoch_interruption(true)
+        // Address maps only serve wasm-offset backtraces; without them compiled files are
+        // smaller and faster to verify and load.
+        .generate_address_map(false)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    config
+}
+
+/// Identifies compiled code an engine of [`config`] can load: equal for engines that accept
+/// the same compiled code.
+pub fn fingerprint(engine: &wasmtime::Engine) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
