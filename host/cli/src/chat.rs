@@ -44,18 +44,8 @@ pub struct ChatArgs {
     /// output-token limit, 129 hangup, 130 interrupted, 143 terminated
     #[arg(short = 'q', long = "query", value_name = "PROMPT")]
     pub query: Option<String>,
-    /// The model's name as the provider knows it
-    #[arg(short, long)]
-    pub model: Option<String>,
-    /// openai | openrouter | anthropic | ollama | custom (any OpenAI-compatible base URL)
-    #[arg(long)]
-    pub provider: Option<String>,
-    /// The provider's base URL, e.g. http://localhost:11434/v1
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
-    /// chat_completions | anthropic_messages | responses [default: from the provider]
-    #[arg(long, value_name = "MODE")]
-    pub api_mode: Option<String>,
+    #[command(flatten)]
+    pub model: ModelFlags,
     /// Toolsets to enable, comma-separated (files, web, terminal, coding, memory, all, a plugin's name...)
     #[arg(short, long, value_delimiter = ',', value_name = "LIST")]
     pub toolsets: Option<Vec<String>>,
@@ -98,15 +88,39 @@ pub async fn run(ctx: &Ctx, args: ChatArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-impl ChatArgs {
+/// The model flags of every command that talks to a model (`chat`, `acp`).
+#[derive(Args, Debug, Default, Clone)]
+pub struct ModelFlags {
+    /// The model's name as the provider knows it
+    #[arg(short, long)]
+    pub model: Option<String>,
+    /// openai | openrouter | anthropic | ollama | custom (any OpenAI-compatible base URL)
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// The provider's base URL, e.g. http://localhost:11434/v1
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// chat_completions | anthropic_messages | responses [default: from the provider]
+    #[arg(long, value_name = "MODE")]
+    pub api_mode: Option<String>,
+}
+
+impl ModelFlags {
     /// The model these flags choose, over config.
-    pub fn model_choice(&self) -> ModelChoice {
+    pub fn choice(&self) -> ModelChoice {
         ModelChoice {
             provider: self.provider.clone(),
             model: self.model.clone(),
             base_url: self.base_url.clone(),
             api_mode: self.api_mode.clone(),
         }
+    }
+}
+
+impl ChatArgs {
+    /// The model these flags choose, over config.
+    pub fn model_choice(&self) -> ModelChoice {
+        self.model.choice()
     }
 }
 

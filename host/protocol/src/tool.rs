@@ -21,7 +21,7 @@ use serde_json::Value;
 /// use talaria_protocol::ToolAnnotations;
 /// let read = ToolAnnotations::reads(&["path"]);
 /// let args = serde_json::json!({"path": "src/main.rs"});
-/// assert_eq!(read.touched(&args, "/w".as_ref()), vec!["/w/src/main.rs".into()]);
+/// assert_eq!(read.touched(&args, "/w".as_ref()), vec![std::path::PathBuf::from("/w/src/main.rs")]);
 /// assert!(read.may_run_beside_others());
 /// assert!(!ToolAnnotations::default().may_run_beside_others());
 /// ```

@@ -8,7 +8,7 @@
 //! Tool plugins may describe each tool under `[tools.NAME]` (`read_only`, `destructive`,
 //! `idempotent`, `open_world`, and `paths`: the arguments naming workspace paths it touches),
 //! hints the loop uses to run calls side by side and front doors use to show them (see
-//! [`ToolAnnotations`](talaria_protocol::ToolAnnotations)).
+//! [`talaria_protocol::ToolAnnotations`]).
 //!
 //! A requested secret names the one host it is sent to and, optionally, the request headers it
 //! may be filled into (`headers`, lower-cased; by default [`DEFAULT_SECRET_HEADERS`]). Headers

@@ -243,7 +243,10 @@ pub fn mentioned_files(messages: &[Message]) -> Vec<String> {
         let Ok(serde_json::Value::Object(args)) = serde_json::from_str::<serde_json::Value>(&call.arguments) else {
             continue;
         };
-        for (key, value) in &args {
+        // Sorted by key whatever order serde_json keeps (`preserve_order` may be on in a build).
+        let mut args: Vec<_> = args.iter().collect();
+        args.sort_unstable_by_key(|(k, _)| k.as_str());
+        for (key, value) in args {
             if !is_path_key(key) {
                 continue;
             }
