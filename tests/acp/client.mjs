@@ -6,7 +6,8 @@
 // The agent command is $TALARIA_BIN with the argument `acp` (and $TALARIA_ACP_ARGS, split on
 // spaces). A plan:
 //   {"answers": {"a": "allow_once"},          permission answers by session alias (default reject_once)
-//    "clientCapabilities": {...},
+//    "clientCapabilities": {...},               with fs/terminal: the handlers below answer
+//    "buffers": {"/abs/path": "text"},          unsaved editor buffers fs/read_text_file sees
 //    "steps": [
 //      {"do": "new", "as": "a", "cwd": "/abs"},
 //      {"do": "prompt", "session": "a", "text": "...", "cancelOn": "agent_message_chunk"},
@@ -15,11 +16,13 @@
 //      {"do": "list"}, {"do": "mode", "session": "a", "mode": "yolo"}, {"do": "close", "session": "a"},
 //      {"do": "together", "steps": [...]}          run steps at the same time
 //    ]}
-// Output: {"initialize": ..., "results": [...], "updates": [{alias, update}], "permissions": [{alias, request, answer}]}
+// Output: {"initialize": ..., "results": [...], "updates": [{alias, update}], "permissions": [{alias, request, answer}],
+//          "editor": [{method, params}]}   every fs/ and terminal/ request the agent made
 // A step that fails records {"error": {code, message}} and the plan goes on.
 
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -29,7 +32,15 @@ const agent = spawn(process.env.TALARIA_BIN, ["acp", ...extra], { stdio: ["pipe"
 
 const aliases = new Map(); // session id -> alias
 const cancelOn = new Map(); // session id -> update kind that triggers session/cancel
-const seen = { initialize: null, results: [], updates: [], permissions: [] };
+const seen = { initialize: null, results: [], updates: [], permissions: [], editor: [] };
+const buffers = new Map(Object.entries(plan.buffers ?? {}));
+const terminals = new Map(); // id -> {output, exit: Promise, child}
+let nextTerminal = 0;
+
+const editor = (method, handler) => async ({ params }) => {
+  seen.editor.push({ method, params });
+  return await handler(params);
+};
 let context = null;
 
 const alias = (id) => aliases.get(id) ?? id;
@@ -42,6 +53,47 @@ const app = acp
     if (answer === "cancelled") return { outcome: { outcome: "cancelled" } };
     return { outcome: { outcome: "selected", optionId: answer } };
   })
+  .onRequest(acp.methods.client.fs.readTextFile, editor("fs/read_text_file", (p) => {
+    const text = buffers.has(p.path) ? buffers.get(p.path) : readFileSync(p.path, "utf8");
+    return { content: text };
+  }))
+  .onRequest(acp.methods.client.fs.writeTextFile, editor("fs/write_text_file", (p) => {
+    mkdirSync(dirname(p.path), { recursive: true });
+    writeFileSync(p.path, p.content);
+    buffers.delete(p.path);
+    return {};
+  }))
+  .onRequest(acp.methods.client.terminal.create, editor("terminal/create", (p) => {
+    const id = `term-${nextTerminal++}`;
+    const child = spawn(p.command, p.args ?? [], { cwd: p.cwd, stdio: ["ignore", "pipe", "pipe"] });
+    const t = { output: "", child, status: null };
+    child.stdout.on("data", (d) => (t.output += d));
+    child.stderr.on("data", (d) => (t.output += d));
+    t.exit = new Promise((resolve) =>
+      child.on("close", (code, signal) => {
+        t.status = { exitCode: code, signal };
+        resolve(t.status);
+      }),
+    );
+    terminals.set(id, t);
+    return { terminalId: id };
+  }))
+  .onRequest(acp.methods.client.terminal.waitForExit, editor("terminal/wait_for_exit", async (p) => {
+    return await terminals.get(p.terminalId).exit;
+  }))
+  .onRequest(acp.methods.client.terminal.output, editor("terminal/output", (p) => {
+    const t = terminals.get(p.terminalId);
+    return { output: t.output, truncated: false, exitStatus: t.status };
+  }))
+  .onRequest(acp.methods.client.terminal.kill, editor("terminal/kill", (p) => {
+    terminals.get(p.terminalId)?.child.kill("SIGKILL");
+    return {};
+  }))
+  .onRequest(acp.methods.client.terminal.release, editor("terminal/release", (p) => {
+    terminals.get(p.terminalId)?.child.kill("SIGKILL");
+    terminals.delete(p.terminalId);
+    return {};
+  }))
   .onNotification(acp.methods.client.session.update, async ({ params }) => {
     seen.updates.push({ alias: alias(params.sessionId), update: params.update });
     const trigger = cancelOn.get(params.sessionId);

@@ -18,13 +18,16 @@
 //!   input, their results (diffs for file edits, the output of commands), the plan from the
 //!   `todo` tool, available commands (`/compact`, `/undo`, ...),
 //! - dangerous commands and connections to hosts only a wildcard grant allows become
-//!   `session/request_permission`; no answer in time, or a failed request, denies.
+//!   `session/request_permission`; no answer in time, or a failed request, denies,
+//! - where the client offers them, its terminal (`terminal/*`: the session's commands run there,
+//!   shown live in their tool calls) and its files (`fs/*`: `read_file`, `write_file` and
+//!   `patch` see and change the editor's buffers, unsaved edits included), within the limits of
+//!   the sandboxed tools they stand in for (see `editor`).
 //!
 //! Sessions are stored in the same store as the terminal's, with source `acp`.
 //!
-//! Not yet: the client's `fs` and `terminal` capabilities are not used (tools read and write
-//! files and run commands in talaria's sandbox, not through the editor's buffers and terminal);
-//! the `clarify` tool's questions are answered with a note asking the model to ask in its reply;
+//! Not yet: `search_files` reads the files on disk (the editor has no search request); the
+//! `clarify` tool's questions are answered with a note asking the model to ask in its reply;
 //! images and audio in prompts are left out with a note.
 //!
 //! # Why the schema crate and our own loop
@@ -37,6 +40,8 @@
 //! lines we control, over types that change only with the protocol.
 
 mod content;
+mod editor;
+mod pump;
 mod session;
 mod updates;
 mod wire;
@@ -58,7 +63,9 @@ use serde_json::Value;
 use talaria_core::Host;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite};
 
-use crate::session::{AcpSession, Opened};
+use crate::editor::Offers;
+use crate::pump::Opened;
+use crate::session::AcpSession;
 use crate::wire::{Incoming, Out, error};
 
 /// Sessions listed per page of `session/list`.
@@ -86,7 +93,13 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (out, writer) = Out::new(output);
-    let server = Arc::new(Server { host, options, out: out.clone(), sessions: Mutex::new(HashMap::new()) });
+    let server = Arc::new(Server {
+        host,
+        options,
+        out: out.clone(),
+        sessions: Mutex::new(HashMap::new()),
+        offers: Mutex::new(Offers::default()),
+    });
     let mut lines = input.lines();
     let result = loop {
         let line = match lines.next_line().await {
@@ -116,6 +129,8 @@ struct Server {
     options: Options,
     out: Out,
     sessions: Mutex<HashMap<String, Arc<AcpSession>>>,
+    /// What the client's `initialize` said it offers (its files and terminal).
+    offers: Mutex<Offers>,
 }
 
 impl Server {
@@ -201,8 +216,8 @@ impl Server {
     }
 
     fn initialize(&self, r: &InitializeRequest) -> InitializeResponse {
-        // The editor's file system and terminal are not used yet: tools run in the sandbox.
         tracing::debug!(capabilities = ?r.client_capabilities, "client capabilities");
+        *lock(&self.offers) = Offers::of(&r.client_capabilities);
         let session = SessionCapabilities::new()
             .list(SessionListCapabilities::new())
             .resume(SessionResumeCapabilities::new())
@@ -249,7 +264,10 @@ impl Server {
                 open.close().await;
             }
         }
-        AcpSession::open(&self.host, &self.options, self.out.clone(), cwd, resume, mcp).await
+        let offers = *lock(&self.offers);
+        let (session, conversation, notes) =
+            AcpSession::open(&self.host, &self.options, self.out.clone(), cwd, resume, mcp, offers).await?;
+        Ok(Opened { session, conversation, notes })
     }
 
     async fn list(self: Arc<Self>, r: ListSessionsRequest) -> Result<ListSessionsResponse, Error> {

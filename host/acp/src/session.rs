@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol_schema::v1::{
     ContentBlock, Error, ErrorCode, PromptResponse, SessionMode, SessionModeState, StopReason,
 };
-use talaria_core::{Conversation, Host, Start, Submitter};
+use talaria_core::{Conversation, Host, Offered, Start, Submitter};
 use talaria_protocol::{Event, Op, Outcome, SessionReason, Stamped, ToolSpec};
 use talaria_store::Store;
 use tokio::sync::oneshot;
 
 use crate::content::{self, Command};
-use crate::updates::{self, Pump};
+use crate::editor::{self, Editor, Offers};
+use crate::updates;
 use crate::wire::{Out, error};
 use crate::{Options, internal, lock};
 
@@ -50,27 +51,8 @@ pub struct AcpSession {
     cancelled: AtomicBool,
     yolo: AtomicBool,
     pump: Mutex<Option<tokio::task::JoinHandle<()>>>,
-}
-
-/// A session made but not yet reporting: start it once the client has its id.
-pub struct Opened {
-    pub session: Arc<AcpSession>,
-    conversation: Conversation,
-    /// Told once the client knows the session.
-    notes: Vec<String>,
-}
-
-impl Opened {
-    /// Start reporting the conversation's events (and tell the client the commands it offers).
-    pub fn start(self) {
-        let session = self.session.clone();
-        session.send(updates::available_commands());
-        for note in &self.notes {
-            session.notice(note);
-        }
-        let pump = Pump::new(self.session.clone(), self.conversation);
-        *lock(&session.pump) = Some(tokio::spawn(pump.run()));
-    }
+    /// The editor's files and terminal, where the client offers them.
+    pub editor: Option<Arc<Editor>>,
 }
 
 impl AcpSession {
@@ -83,12 +65,27 @@ impl AcpSession {
         workspace: PathBuf,
         resume: Option<String>,
         mcp_servers: bool,
-    ) -> Result<Opened, Error> {
+        offers: Offers,
+    ) -> Result<(Arc<Self>, Conversation, Vec<String>), Error> {
         let store = host.store().clone();
         let continue_in = match &resume {
             None => None,
             Some(id) => Some(latest_of(&store, id).await?),
         };
+        // A new session's id is known only once it started: the editor is told it then.
+        let editor = offers.any().then(|| {
+            let grants = editor::files_grants(host, &workspace);
+            Arc::new(Editor::new(out.clone(), resume.clone().unwrap_or_default(), offers, grants, host.home()))
+        });
+        let mut offered = Offered::default();
+        if let Some(e) = &editor {
+            if offers.terminal {
+                offered.terminal = Some(e.clone() as Arc<dyn talaria_core::Terminal>);
+            }
+            if offers.read || offers.write {
+                offered.tools = Some(e.clone() as Arc<dyn talaria_core::ToolOverlay>);
+            }
+        }
         let start = Start {
             workspace: Some(workspace.clone()),
             source: "acp".into(),
@@ -102,6 +99,7 @@ impl AcpSession {
             stream: Some(true),
             resume: continue_in.clone(),
             fork: false,
+            offered,
         };
         let mut conversation = host.start(start).await.map_err(|e| match e {
             talaria_core::Error::Store(talaria_store::Error::SessionNotFound { .. }) => error(
@@ -112,6 +110,9 @@ impl AcpSession {
         })?;
         let info = conversation.info();
         let id = resume.unwrap_or_else(|| info.session_id.clone());
+        if let Some(e) = &editor {
+            e.set_session(&id);
+        }
         let session = Arc::new(Self {
             id,
             workspace,
@@ -125,6 +126,7 @@ impl AcpSession {
             cancelled: AtomicBool::new(false),
             yolo: AtomicBool::new(conversation.yolo()),
             pump: Mutex::new(None),
+            editor,
         });
         let mut notes = Vec::new();
         if mcp_servers {
@@ -140,7 +142,7 @@ impl AcpSession {
                 notes.push(text);
             }
         }
-        Ok(Opened { session, conversation, notes })
+        Ok((session, conversation, notes))
     }
 
     pub fn modes(&self) -> SessionModeState {
@@ -303,6 +305,11 @@ impl AcpSession {
         }
         *lock(&self.current) = started.session_id.clone();
         *lock(&self.tools) = tools;
+    }
+
+    /// The task reporting this session's events (see [`crate::pump`]).
+    pub fn set_pump(&self, pump: tokio::task::JoinHandle<()>) {
+        *lock(&self.pump) = Some(pump);
     }
 
     /// Close the conversation (its session ends as `exit`) and wait for the pump to finish.

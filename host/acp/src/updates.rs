@@ -1,199 +1,25 @@
-//! A conversation's events as ACP `session/update` notifications, and approvals as
-//! `session/request_permission` requests. The [`Pump`] owns the conversation and reads its
-//! events in order; whatever waits for a submission's end is told after that submission's
-//! updates were sent, so a prompt's answer always follows its updates.
+//! talaria's events as ACP `session/update` content: tool calls with their kind, title and
+//! locations, their results (diffs, command output, the editor's terminal), plans from the
+//! `todo` tool, message and thought chunks, and the replay of a stored session.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use agent_client_protocol_schema::v1::{
-    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentBlock, ContentChunk, CurrentModeUpdate,
-    Diff, PermissionOption, PermissionOptionKind, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse, SessionInfoUpdate, SessionUpdate,
-    ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
-    UnstructuredCommandInput,
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentBlock, ContentChunk, Diff, Plan,
+    PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionUpdate, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UnstructuredCommandInput,
 };
 use serde_json::Value;
 use talaria_agent::builtin::todo;
-use talaria_core::Conversation;
-use talaria_protocol::{
-    ApprovalKind, ApprovalNeeded, Decision, Event, Message, Op, Stamped, ToolAnnotations, ToolFinished, ToolSpec,
-    ToolStarted,
-};
+use talaria_protocol::{Message, ToolAnnotations, ToolFinished, ToolSpec, ToolStarted};
 
 use crate::content::COMMANDS;
-use crate::lock;
-use crate::session::AcpSession;
 
 /// Most characters of a tool's result shown in the editor (the model gets it all).
 const MAX_SHOWN_CHARS: usize = 20_000;
 
-/// Reads a conversation's events and reports them to the client.
-pub struct Pump {
-    session: Arc<AcpSession>,
-    conversation: Conversation,
-    /// Tool calls started and not finished, with their kind (closed as failed when their turn
-    /// ends).
-    open: HashMap<String, ToolKind>,
-    /// Commands the user rejected for good in this session, by (plugin, command).
-    rejected: Arc<Mutex<HashSet<(String, String)>>>,
-}
-
-impl Pump {
-    pub fn new(session: Arc<AcpSession>, conversation: Conversation) -> Self {
-        Self { session, conversation, open: HashMap::new(), rejected: Arc::default() }
-    }
-
-    pub async fn run(mut self) {
-        while let Some(stamped) = self.conversation.next_event().await {
-            self.render(&stamped);
-            self.session.finished(&stamped);
-            if matches!(stamped.event, Event::ShutdownComplete) {
-                break;
-            }
-        }
-    }
-
-    fn render(&mut self, stamped: &Stamped) {
-        let s = &self.session;
-        let answered = s.awaited(stamped.op);
-        match &stamped.event {
-            Event::TextDelta { text } => s.send(message(text)),
-            Event::ReasoningDelta { text } => s.send(thought(text)),
-            Event::ToolStarted(t) => {
-                let call = tool_call(t, spec(&lock(&s.tools), &t.name), &s.workspace);
-                self.open.insert(t.call_id.clone(), call.kind);
-                s.send(SessionUpdate::ToolCall(call));
-            }
-            Event::ToolFinished(t) => {
-                let kind = self.open.remove(&t.call_id).unwrap_or(ToolKind::Other);
-                s.send(SessionUpdate::ToolCallUpdate(finished(t, kind)));
-                if t.ok
-                    && t.name == todo::NAME
-                    && let Some(plan) = plan(&t.result)
-                {
-                    s.send(SessionUpdate::Plan(plan));
-                }
-            }
-            Event::ApprovalNeeded(a) => self.ask(a),
-            Event::ClarifyNeeded(c) => {
-                // No question box in ACP v1 for every client: the model is told to ask in its reply.
-                s.submit(Op::Answer {
-                    id: c.id,
-                    text: "(The editor cannot show questions. Ask the user in your reply and end your turn, or \
-                           decide yourself if the choice is safe.)"
-                        .into(),
-                });
-            }
-            Event::TurnStarted { .. } if s.cancel_pending() => {
-                s.submit(Op::Interrupt);
-            }
-            Event::TurnEnd(_) => {
-                for (id, _) in std::mem::take(&mut self.open) {
-                    let fields = ToolCallUpdateFields::new().status(ToolCallStatus::Failed);
-                    s.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id, fields)));
-                }
-            }
-            Event::Notice { text, .. } => s.notice(text),
-            Event::SessionStarted(started) => s.moved(started, self.conversation.info().tools),
-            Event::YoloChanged { on } => {
-                s.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(if *on { "yolo" } else { "ask" })));
-            }
-            Event::TitleChanged { title } => {
-                s.send(SessionUpdate::SessionInfoUpdate(SessionInfoUpdate::new().title(title.clone())));
-                if answered {
-                    s.send(message(&format!("Title: {title}")));
-                }
-            }
-            Event::Compacted { note, before, after, .. } if answered => {
-                s.send(message(&format!("Compacted {before} messages into {after}. {note}")));
-            }
-            Event::Undone { text } if answered => s.send(message(&match text {
-                Some(t) => format!("Undone: \"{}\"", talaria_agent::tools::one_line(t, 80)),
-                None => "Nothing to undo.".into(),
-            })),
-            Event::ModelChanged { model } if answered => s.send(message(&format!("Model: {model}"))),
-            Event::ContextReport { engine, status, lines } if answered => {
-                let mut text =
-                    format!("Context ({engine}): {} of {} tokens used.", status.prompt_tokens, status.context_length);
-                for (k, v) in lines {
-                    text.push_str(&format!("\n- {k}: {v}"));
-                }
-                s.send(message(&text));
-            }
-            Event::Error { text } if !answered => tracing::warn!(session = %s.id, "{text}"),
-            _ => {}
-        }
-    }
-
-    /// Ask the client about an approval; its answer (or no answer in time: deny) goes back to
-    /// the conversation.
-    fn ask(&self, a: &ApprovalNeeded) {
-        let s = self.session.clone();
-        let key = (a.plugin.clone(), a.command.clone());
-        if lock(&self.rejected).contains(&key) {
-            s.submit(Op::Approve { id: a.id, decision: Decision::Deny });
-            return;
-        }
-        let rejected = self.rejected.clone();
-        let (kind, title) = match a.kind {
-            ApprovalKind::Command => (ToolKind::Execute, format!("Run `{}`? ({})", a.command, a.reason)),
-            ApprovalKind::Network => (ToolKind::Fetch, format!("Connect to {}? ({})", a.command, a.reason)),
-        };
-        let call_id = if a.call_id.is_empty() { format!("approval-{}", a.id) } else { a.call_id.clone() };
-        let fields = ToolCallUpdateFields::new()
-            .title(title)
-            .kind(kind)
-            .status(ToolCallStatus::Pending)
-            .raw_input(serde_json::json!({"plugin": a.plugin, "command": a.command, "reason": a.reason}));
-        let options = vec![
-            PermissionOption::new("allow_once", "Allow once", PermissionOptionKind::AllowOnce),
-            PermissionOption::new("allow_always", "Always allow", PermissionOptionKind::AllowAlways),
-            PermissionOption::new("reject_once", "Reject", PermissionOptionKind::RejectOnce),
-            PermissionOption::new("reject_always", "Reject for this session", PermissionOptionKind::RejectAlways),
-        ];
-        let request = RequestPermissionRequest::new(s.id.clone(), ToolCallUpdate::new(call_id, fields), options);
-        let answer = s.out.request("session/request_permission", &request);
-        let (id, wait) = (a.id, Duration::from_secs(a.timeout_secs.max(1)));
-        tokio::spawn(async move {
-            let chosen = match tokio::time::timeout(wait, answer).await {
-                Ok(Ok(Ok(value))) => match serde_json::from_value::<RequestPermissionResponse>(value) {
-                    Ok(r) => match r.outcome {
-                        RequestPermissionOutcome::Selected(sel) => Some(sel.option_id.0.to_string()),
-                        _ => None,
-                    },
-                    Err(e) => {
-                        tracing::warn!("the client's permission answer is malformed ({e}): denied");
-                        None
-                    }
-                },
-                Ok(Ok(Err(e))) => {
-                    tracing::warn!("the permission request failed ({}): denied", e.message);
-                    None
-                }
-                Ok(Err(_)) => None,
-                Err(_) => {
-                    tracing::warn!("no answer to the permission request in {}s: denied", wait.as_secs());
-                    None
-                }
-            };
-            let decision = match chosen.as_deref() {
-                Some("allow_once") => Decision::Once,
-                Some("allow_always") => Decision::Always,
-                Some("reject_always") => {
-                    lock(&rejected).insert(key);
-                    Decision::Deny
-                }
-                _ => Decision::Deny,
-            };
-            s.submit(Op::Approve { id, decision });
-        });
-    }
-}
-
-fn spec<'a>(tools: &'a [ToolSpec], name: &str) -> Option<&'a ToolAnnotations> {
+pub(crate) fn spec<'a>(tools: &'a [ToolSpec], name: &str) -> Option<&'a ToolAnnotations> {
     tools.iter().find(|t| t.name == name).map(|t| &t.annotations)
 }
 
@@ -224,7 +50,7 @@ fn kind(a: Option<&ToolAnnotations>, args: &Value) -> ToolKind {
     }
 }
 
-fn tool_call(t: &ToolStarted, a: Option<&ToolAnnotations>, workspace: &Path) -> ToolCall {
+pub(crate) fn tool_call(t: &ToolStarted, a: Option<&ToolAnnotations>, workspace: &Path) -> ToolCall {
     let args = arguments(&t.arguments, "{}");
     let locations = a
         .filter(|a| !a.paths.is_empty())
@@ -238,9 +64,13 @@ fn tool_call(t: &ToolStarted, a: Option<&ToolAnnotations>, workspace: &Path) -> 
         .raw_input(args)
 }
 
-fn finished(t: &ToolFinished, kind: ToolKind) -> ToolCallUpdate {
+/// A finished call's last update; `terminal`: the editor's terminal it ran in, which stays
+/// shown (the output is in it).
+pub(crate) fn finished(t: &ToolFinished, kind: ToolKind, terminal: Option<String>) -> ToolCallUpdate {
     let status = if t.ok { ToolCallStatus::Completed } else { ToolCallStatus::Failed };
-    let content: Vec<ToolCallContent> = if t.changes.is_empty() {
+    let content: Vec<ToolCallContent> = if let Some(id) = terminal {
+        vec![ToolCallContent::Terminal(agent_client_protocol_schema::v1::Terminal::new(id))]
+    } else if t.changes.is_empty() {
         shown(&t.result, kind == ToolKind::Execute).into_iter().map(ToolCallContent::from).collect()
     } else {
         t.changes
@@ -268,7 +98,7 @@ fn shown(result: &str, fenced: bool) -> Option<String> {
 }
 
 /// The todo tool's result as a plan (cancelled items left out).
-fn plan(result: &str) -> Option<Plan> {
+pub(crate) fn plan(result: &str) -> Option<Plan> {
     let v: Value = serde_json::from_str(result).ok()?;
     let entries = v
         .get("todos")?
@@ -349,7 +179,7 @@ pub fn replay(messages: impl Iterator<Item = Message>, tools: &[ToolSpec], works
                     changes: Vec::new(),
                 };
                 let kind = kinds.get(&tool_call_id).copied().unwrap_or(ToolKind::Other);
-                out.push(SessionUpdate::ToolCallUpdate(finished(&t, kind)));
+                out.push(SessionUpdate::ToolCallUpdate(finished(&t, kind, None)));
             }
         }
     }

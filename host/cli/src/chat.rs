@@ -1,4 +1,4 @@
-//! `talaria chat`: the REPL, and `chat -q PROMPT` for scripts.
+//! `talaria chat`: what the REPL ([`crate::repl`]) and `chat -q PROMPT` (here) share.
 //!
 //! Both open the host ([`talaria_core::Host`]), start a [`Conversation`] and render its events;
 //! they differ in where the answer goes (streamed to stdout, or printed whole at the end) and
@@ -14,28 +14,10 @@ use talaria_protocol::{Event, Op, Outcome, Stamped, TurnEnd};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
+use crate::exit;
 use crate::render::Renderer;
 use crate::signals::{Stop, exit_now};
-use crate::{Ctx, repl, ui};
-
-/// Exit codes of `chat -q` (documented in docs/config.md and the README).
-pub mod exit {
-    /// The model answered.
-    pub const OK: u8 = 0;
-    /// Every provider failed, or the session could not be saved.
-    pub const FAILED: u8 = 1;
-    /// The iteration budget ran out (the answer is a summary of the work so far).
-    pub const BUDGET: u8 = 3;
-    /// The answer was cut off at the output-token limit (what arrived is printed, and kept in
-    /// the session marked as cut).
-    pub const TRUNCATED: u8 = 4;
-    /// Interrupted (Ctrl-C), as shells expect.
-    pub const INTERRUPTED: u8 = 130;
-    /// Stopped by SIGHUP (the terminal closed): 128 + 1.
-    pub const HANGUP: u8 = 129;
-    /// Stopped by SIGTERM: 128 + 15.
-    pub const TERMINATED: u8 = 143;
-}
+use crate::{Ctx, ui};
 
 #[derive(Args, Debug, Default, Clone)]
 pub struct ChatArgs {
@@ -77,15 +59,6 @@ pub struct Session {
     pub conversation: Conversation,
     /// SIGTERM and SIGHUP, watched for the whole chat.
     pub stop: Stop,
-}
-
-pub async fn run(ctx: &Ctx, args: ChatArgs) -> anyhow::Result<ExitCode> {
-    let interactive = args.query.is_none() && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    let session = start(ctx, &args, interactive).await?;
-    match args.query.clone() {
-        Some(prompt) => one_shot(session, &prompt).await,
-        None => repl::run(ctx, session, &args).await,
-    }
 }
 
 /// The model flags of every command that talks to a model (`chat`, `acp`).
@@ -170,6 +143,7 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
             (None, false) => None,
         },
         fork: args.fork,
+        offered: talaria_core::Offered::default(),
     };
     let mut conversation = host.start(start).await?;
     // Warnings, then the session it is in.
@@ -274,7 +248,7 @@ pub async fn close(session: &mut Session, reason: &str) {
         .await;
 }
 
-async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode> {
+pub async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode> {
     let mut renderer = Renderer::new(false);
     let stop = session.stop.clone();
     let op = Op::UserTurn { text: prompt.to_string() };

@@ -22,15 +22,13 @@ macro_rules! put {
 }
 
 mod acp;
-mod author;
 mod busy;
 mod chat;
 mod context;
 mod doctor;
+mod exit;
 mod market;
 mod memory;
-mod plugin_cmd;
-mod plugin_test;
 mod plugins;
 mod render;
 mod repl;
@@ -85,7 +83,7 @@ enum Command {
     Plugins(plugins::PluginsCmd),
     /// Write plugins: new, build, test, pack, keygen, sign, publish
     #[command(subcommand)]
-    Plugin(plugin_cmd::PluginCmd),
+    Plugin(talaria_author::PluginCmd),
     /// List tools and call them directly, with no model involved
     #[command(subcommand)]
     Tools(tools::ToolsCmd),
@@ -133,13 +131,16 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let ctx = Ctx::new(cli.workspace)?;
     match cli.command {
-        Command::Chat(args) => chat::run(&ctx, args).await,
+        Command::Chat(args) => chat_command(&ctx, args).await,
         Command::Acp(args) => acp::run(&ctx, args).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),
         Command::Setup(args) => setup::run(&ctx, args).await,
         Command::Doctor(args) => doctor::run(&ctx, args).await,
         Command::Plugins(cmd) => plugins::run(&ctx, cmd).await,
-        Command::Plugin(cmd) => plugin_cmd::run(&ctx, cmd).await,
+        Command::Plugin(cmd) => {
+            let place = talaria_author::Place { home: &ctx.home, workspace: &ctx.workspace, config: &ctx.config };
+            talaria_author::run(&place, cmd).await
+        }
         Command::Tools(cmd) => tools::run(&ctx, cmd).await,
         Command::Memory(cmd) => memory::run(&ctx, cmd),
         Command::Context(cmd) => context::run(&ctx, cmd).await,
@@ -190,5 +191,16 @@ impl Ctx {
     /// The plugins compiled into the binary.
     pub fn bundled(&self) -> Vec<Embedded> {
         talaria_core::bundled()
+    }
+}
+
+/// `talaria chat`: the REPL on a terminal, else one prompt (`-q`).
+async fn chat_command(ctx: &Ctx, args: chat::ChatArgs) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal as _;
+    let interactive = args.query.is_none() && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let session = chat::start(ctx, &args, interactive).await?;
+    match args.query.clone() {
+        Some(prompt) => chat::one_shot(session, &prompt).await,
+        None => repl::run(ctx, session, &args).await,
     }
 }

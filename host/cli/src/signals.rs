@@ -10,7 +10,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::exit;
+use crate::exit;
 
 /// Watches SIGTERM and SIGHUP for the whole chat.
 #[derive(Clone)]

@@ -3,23 +3,20 @@
 //! and its `hello` tool is called through the `talaria` binary, once for each case of the
 //! project's plugin-tests.toml. A missing compiler fails the test with its install command.
 //!
-//! The module is compiled in from the binary's sources, as the binary has no library.
-
-#[path = "../src/author/mod.rs"]
-mod author;
+//! The authoring library is the `talaria-author` crate the binary mounts.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use author::Lang;
-use author::build::{BuildOptions, build_with};
+use talaria_author::Lang;
+use talaria_author::build::{BuildOptions, build_with};
 
 /// Create, build and install a `hello` plugin in `lang`, then run its test cases.
 fn new_build_install_call(lang: Lang) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let project = tmp.path().join("hello");
-    author::new_plugin(&project, "hello", lang).expect("new plugin");
-    assert_eq!(author::detect(&project).expect("detect"), lang);
+    talaria_author::new_plugin(&project, "hello", lang).expect("new plugin");
+    assert_eq!(talaria_author::detect(&project).expect("detect"), lang);
 
     let wasm = match lang {
         // One target directory for every run, so the dependencies are built once.
@@ -27,7 +24,7 @@ fn new_build_install_call(lang: Lang) {
             let target_dir = Some(Path::new(env!("CARGO_TARGET_TMPDIR")).join("author-rust"));
             build_with(&project, lang, &BuildOptions { release: true, target_dir })
         }
-        Lang::Js | Lang::Python => author::build(&project, lang, true),
+        Lang::Js | Lang::Python => talaria_author::build(&project, lang, true),
     }
     .unwrap_or_else(|e| panic!("building the {lang} template failed: {e:#}"));
     assert_eq!(wasm, project.join("plugin.wasm"));

@@ -23,7 +23,8 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, ConfigToml};
-use crate::router::Router;
+use crate::offered::Overlaid;
+use crate::router::{Route, Router};
 use crate::{Error, Host, ModelChoice, Start, canonical_workspace, lock, models};
 
 /// How many recent user and assistant messages [`Info::tail`] keeps.
@@ -165,7 +166,11 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
     );
     gate.set_yolo(start.yolo);
     let agent_config = agent_config(&host.home, &host.config, &start, workspace.clone());
-    let mut shared = Shared::new(agent_config, chain, store.clone(), plugins.tools.clone(), gate.clone())
+    let tools: Arc<dyn talaria_agent::ToolHost> = match &start.offered.tools {
+        Some(overlay) => Arc::new(Overlaid::new(plugins.tools.clone(), overlay.clone())),
+        None => plugins.tools.clone(),
+    };
+    let mut shared = Shared::new(agent_config, chain, store.clone(), tools, gate.clone())
         .with_hooks(plugins.hooks.clone())
         .with_memory_provider(plugins.memory.clone())
         .with_context_engine(plugins.context.clone());
@@ -184,6 +189,8 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         turn: None,
         session_id: agent.session_id().to_string(),
         router: host.router.clone(),
+        route: Route::new(&gate, start.offered.terminal.as_ref()),
+        _terminal: start.offered.terminal.clone(),
         gate: gate.clone(),
         agent_events,
     };
@@ -292,6 +299,10 @@ struct Outbox {
     turn: Option<u64>,
     session_id: String,
     router: Arc<Router>,
+    /// Where runtime requests for this conversation's sessions go.
+    route: Route,
+    /// The front end's terminal (held here: the router keeps only a weak reference).
+    _terminal: Option<Arc<dyn talaria_runtime::Terminal>>,
     gate: Arc<Gate>,
     /// What the agent (and the gate) emit.
     agent_events: UnboundedReceiver<Event>,
@@ -301,7 +312,7 @@ impl Outbox {
     fn send(&mut self, event: Event) {
         if let Event::SessionStarted(s) = &event {
             self.session_id.clone_from(&s.session_id);
-            self.router.route(&s.session_id, &self.gate);
+            self.router.route(&s.session_id, &self.route);
         }
         let stamped = Stamped { op: self.op, session_id: self.session_id.clone(), turn_id: self.turn, event };
         // A front door that went away just stops listening.
@@ -336,7 +347,7 @@ struct Actor {
 
 impl Actor {
     async fn run(mut self) {
-        self.outbox.router.route(self.agent.session_id(), &self.outbox.gate);
+        self.outbox.router.route(self.agent.session_id(), &self.outbox.route);
         while let Some((id, op)) = self.inbox.next().await {
             self.outbox.op = id;
             if op.immediate() {

@@ -42,13 +42,19 @@
 //! 3. Events come out in the order the loop produced them, each stamped with the session it
 //!    belongs to (after compression, the child session) and the turn it belongs to.
 //!
-//! The terminal (`talaria chat`) and the ACP server (`talaria acp`) are the two front doors built
-//! on it; see host/cli/src/chat.rs.
+//! 4. A front end may serve some work itself ([`Start::offered`]): a [`Terminal`] for the
+//!    conversation's commands, after the runtime's checks passed, and a [`ToolOverlay`] for some
+//!    plugin tools under their own specs. Both owe the limits of what they replace.
+//!
+//! The terminal (`talaria chat`, host/cli/src/chat.rs and repl.rs) and the ACP server
+//! (`talaria acp`, the `talaria-acp` crate, which also serves an editor's files and terminal)
+//! are the two front doors built on it.
 
 pub mod adapters;
 pub mod config;
 mod conversation;
 pub mod models;
+mod offered;
 mod plugins;
 mod router;
 
@@ -63,6 +69,7 @@ use talaria_store::Store;
 pub use config::ConfigToml;
 pub use conversation::{Conversation, Info, Submitter};
 pub use models::ModelChoice;
+pub use offered::{CommandError, CommandOutput, CommandRun, Offered, Terminal, ToolOverlay};
 pub use plugins::Plugins;
 pub use talaria_agent::prompt::Platform;
 pub use talaria_protocol::{Event, Op, Stamped};
@@ -146,6 +153,8 @@ pub struct Start {
     pub resume: Option<String>,
     /// With `resume`: carry on in a copy of it (a child session), leaving it as it is.
     pub fork: bool,
+    /// What the front end serves itself (an editor's terminal and files).
+    pub offered: Offered,
 }
 
 impl Default for Start {
@@ -163,6 +172,7 @@ impl Default for Start {
             stream: None,
             resume: None,
             fork: false,
+            offered: Offered::default(),
         }
     }
 }
@@ -232,7 +242,8 @@ impl Host {
         let approver: Arc<dyn Approver> = self.router.clone();
         let llm: Arc<dyn LlmBackend> =
             Arc::new(plugins::LazyAux::new(&self.home, self.config.clone(), self.client.clone()));
-        let config = runtime_config(&self.home, workspace, &self.config, approver, Some(llm));
+        let mut config = runtime_config(&self.home, workspace, &self.config, approver, Some(llm));
+        config.terminals = Some(self.router.clone());
         let runtime = Arc::new(Runtime::new(config, &bundled())?);
         let made = Arc::new(Plugins::new(runtime, &self.config));
         all.insert(workspace.to_path_buf(), made.clone());

@@ -2,6 +2,9 @@
 //! conversation whose session the plugin acts for ([`ApprovalRequest::session_id`]), through
 //! that conversation's own gate. A child agent's session (`delegate_task`) is found through its
 //! parent. A request for a session no conversation holds is refused: nobody there can answer.
+//!
+//! It also finds the terminal a session's front end offers ([`Terminals`]): commands of a
+//! session whose conversation was started with [`crate::Start::terminal`] run there.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -9,7 +12,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 
 use talaria_agent::approval::{Ask, Decision, Gate};
-use talaria_runtime::{Approval, ApprovalRequest, Approver};
+use talaria_runtime::{Approval, ApprovalRequest, Approver, Terminal, Terminals};
 use talaria_store::Store;
 
 /// How many parents up a child session is looked for.
@@ -17,27 +20,45 @@ const MAX_DEPTH: usize = 4;
 
 pub(crate) struct Router {
     store: Arc<Store>,
-    gates: Mutex<HashMap<String, Weak<Gate>>>,
+    routes: Mutex<HashMap<String, Route>>,
+}
+
+/// Where one session's requests go (the conversation owns both; a route dies with it).
+#[derive(Clone)]
+pub(crate) struct Route {
+    pub gate: Weak<Gate>,
+    pub terminal: Option<Weak<dyn Terminal>>,
+}
+
+impl Route {
+    pub fn new(gate: &Arc<Gate>, terminal: Option<&Arc<dyn Terminal>>) -> Self {
+        Self { gate: Arc::downgrade(gate), terminal: terminal.map(Arc::downgrade) }
+    }
 }
 
 impl Router {
     pub fn new(store: Arc<Store>) -> Self {
-        Self { store, gates: Mutex::new(HashMap::new()) }
+        Self { store, routes: Mutex::new(HashMap::new()) }
     }
 
-    /// Requests for `session_id` go to `gate` from now on.
-    pub fn route(&self, session_id: &str, gate: &Arc<Gate>) {
-        let mut gates = crate::lock(&self.gates);
-        gates.retain(|_, g| g.strong_count() > 0);
-        gates.insert(session_id.to_string(), Arc::downgrade(gate));
+    /// Requests for `session_id` go to `route` from now on.
+    pub fn route(&self, session_id: &str, route: &Route) {
+        let mut routes = crate::lock(&self.routes);
+        routes.retain(|_, r| r.gate.strong_count() > 0);
+        routes.insert(session_id.to_string(), route.clone());
     }
 
     /// The gate of `session_id`, or of its nearest parent that has one.
     async fn gate(&self, session_id: &str) -> Option<Arc<Gate>> {
+        self.find(session_id, |r| r.gate.upgrade()).await
+    }
+
+    /// What `pick` finds in the route of `session_id`, or of its nearest parent that has one.
+    async fn find<T>(&self, session_id: &str, pick: impl Fn(&Route) -> Option<T>) -> Option<T> {
         let mut id = session_id.to_string();
         for _ in 0..=MAX_DEPTH {
-            if let Some(gate) = crate::lock(&self.gates).get(&id).and_then(Weak::upgrade) {
-                return Some(gate);
+            if let Some(found) = crate::lock(&self.routes).get(&id).and_then(&pick) {
+                return Some(found);
             }
             let store = self.store.clone();
             let parent =
@@ -51,7 +72,23 @@ impl Router {
     }
 
     fn known(&self, session_id: &str) -> Option<Arc<Gate>> {
-        crate::lock(&self.gates).get(session_id).and_then(Weak::upgrade)
+        crate::lock(&self.routes).get(session_id).and_then(|r| r.gate.upgrade())
+    }
+}
+
+impl Terminals for Router {
+    fn terminal<'a>(
+        &'a self,
+        session_id: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Option<Arc<dyn Terminal>>> + Send + 'a>> {
+        Box::pin(async move {
+            // Only a session routed here (or a child of one) can have a terminal: the common case,
+            // no front end offering one, needs no store lookup.
+            if crate::lock(&self.routes).values().all(|r| r.terminal.is_none()) {
+                return None;
+            }
+            self.find(session_id, |r| r.terminal.as_ref().and_then(Weak::upgrade)).await
+        })
     }
 }
 

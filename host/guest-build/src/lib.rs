@@ -37,6 +37,8 @@ pub struct Guest {
 pub fn build(root: &Path, packages: &[&str]) -> Vec<Guest> {
     let root = root.canonicalize().unwrap_or_else(|e| panic!("workspace root {}: {e}", root.display()));
     println!("cargo:rerun-if-changed={}", root.join("sdk").display());
+    // Host crates guests share (the files plugin's text editing).
+    println!("cargo:rerun-if-changed={}", root.join("host/edit").display());
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
     println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
 

@@ -27,8 +27,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::download::{FetchError, get};
 use crate::sign::Signature;
-use crate::source::{FetchError, get};
 
 /// Largest index accepted.
 const MAX_INDEX_BYTES: u64 = 8 * 1024 * 1024;

@@ -8,6 +8,7 @@
 //! rewriting the scope's lockfile, so a failure or a crash leaves the previous version working.
 
 pub mod bundle;
+pub mod download;
 pub mod index;
 pub mod install;
 pub mod oci;

@@ -25,7 +25,7 @@ use talaria_beneath::Root;
 use crate::grant::{Capability, GrantFile, Scope};
 use crate::lock::{LOCK_FILE, LockEntry, Lockfile};
 use crate::manifest::Manifest;
-use crate::trust::{PluginPin, ProjectPins};
+use crate::pins::ProjectPins;
 
 /// Largest plugin.toml or lockfile read.
 const MAX_TOML_BYTES: u64 = 1024 * 1024;
@@ -278,7 +278,7 @@ fn check_pin(found: &mut Found, pins: Option<&ProjectPins>, root: &Path) -> Resu
     if pin.manifest_sha256 != found.manifest_sha256 {
         return Err(changed("plugin.toml"));
     }
-    if pin.lock_entry_sha256 != found.lock_entry.as_ref().map(PluginPin::entry_sha256) {
+    if pin.lock_entry_sha256 != found.lock_entry.as_ref().map(LockEntry::pin_sha256) {
         return Err(changed("lockfile entry (version, digests or grants)"));
     }
     found.wasm_pin =

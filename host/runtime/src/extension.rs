@@ -78,9 +78,8 @@ impl Runtime {
         let caller = caller_of(session);
         instance::run_resident(
             engine,
-            plugin,
-            &prepared.pre,
-            indices,
+            &plugin.env,
+            instance::ResidentSlot { slot: &plugin.resident, pre: &prepared.pre, indices },
             Site { workspace, caller },
             limits,
             async |store, guest| Ok(f(store, guest).await?.map_err(GuestError::Failed)),
@@ -105,7 +104,7 @@ impl Runtime {
         let caller = caller_of(session);
         instance::run_fresh(
             engine,
-            plugin,
+            &plugin.env,
             &prepared.pre,
             Site { workspace, caller },
             limits,
@@ -314,12 +313,16 @@ impl Runtime {
         let wit = convert::event(event, session);
         let workspace = self.session_workspace(session);
         let caller = caller_of(session);
-        let (decision, _) =
-            instance::run_fresh(engine, plugin, &prepared.pre, Site { workspace, caller }, limits, async |s, i| {
-                indices.load(&mut *s, i)?.call_on_event(&mut *s, &wit).await.map(Ok)
-            })
-            .await
-            .map_err(|e| redact(plugin, e.describe(&who, limits)))?;
+        let (decision, _) = instance::run_fresh(
+            engine,
+            &plugin.env,
+            &prepared.pre,
+            Site { workspace, caller },
+            limits,
+            async |s, i| indices.load(&mut *s, i)?.call_on_event(&mut *s, &wit).await.map(Ok),
+        )
+        .await
+        .map_err(|e| redact(plugin, e.describe(&who, limits)))?;
         let (decision, bytes) = convert::decision(decision);
         Self::capped(plugin, Kind::Hook, bytes)?;
         Ok(match decision {

@@ -27,7 +27,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::trust::ProjectPins;
+use crate::pins::ProjectPins;
 
 /// Read, or read and write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -299,7 +299,7 @@ pub struct GrantFile {
     /// scope key -> plugin name -> granted capabilities.
     #[serde(default)]
     pub grants: BTreeMap<String, BTreeMap<String, PluginGrants>>,
-    /// What the user accepted of each trusted project, by its path (see [`crate::trust`]).
+    /// What the user accepted of each trusted project, by its path (see [`crate::pins`]).
     #[serde(default)]
     pub projects: BTreeMap<String, ProjectPins>,
 }

@@ -4,6 +4,7 @@
 //! every way it can go wrong becomes a [`Failure`] that names what happened.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use talaria_protocol::ToolError;
@@ -12,9 +13,16 @@ use wasmtime::{Store, Trap};
 
 use crate::approval::Caller;
 use crate::engine::EngineHandle;
-use crate::host::HostState;
 use crate::host::bindings::v2::exports::talaria::plugin::memory;
-use crate::plugin::{CallLimits, Plugin};
+use crate::host::{HostState, PluginEnv};
+
+/// Limits for one call, after the host's caps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLimits {
+    pub memory_bytes: usize,
+    pub timeout: Duration,
+    pub output_bytes: usize,
+}
 
 /// Extra time the host gives a call beyond its deadline before abandoning it from outside
 /// (the epoch trap normally fires first; this catches a call stuck in a host import).
@@ -97,9 +105,9 @@ pub(crate) struct Site {
     pub caller: Caller,
 }
 
-/// A store for `plugin` at `site`, with its memory cap and epoch traps on.
-fn new_store(engine: &EngineHandle, plugin: &Plugin, site: Site, limits: CallLimits) -> Store<HostState> {
-    let state = HostState::new(plugin.env.clone(), site.workspace, site.caller, limits.memory_bytes);
+/// A store for the plugin of `env` at `site`, with its memory cap and epoch traps on.
+fn new_store(engine: &EngineHandle, env: &Arc<PluginEnv>, site: Site, limits: CallLimits) -> Store<HostState> {
+    let state = HostState::new(env.clone(), site.workspace, site.caller, limits.memory_bytes);
     let mut store = Store::new(&engine.engine, state);
     store.limiter(|s| &mut s.limiter);
     store.epoch_deadline_trap();
@@ -132,16 +140,16 @@ async fn guarded<T>(
     }
 }
 
-/// Run `f` on a fresh instance of `plugin`, dropped after the call.
+/// Run `f` on a fresh instance of the plugin of `env`, dropped after the call.
 pub(crate) async fn run_fresh<T>(
     engine: &EngineHandle,
-    plugin: &Plugin,
+    env: &Arc<PluginEnv>,
     pre: &InstancePre<HostState>,
     site: Site,
     limits: CallLimits,
     f: impl AsyncFnOnce(&mut Store<HostState>, &Instance) -> wasmtime::Result<Result<T, GuestError>>,
 ) -> Result<Done<T>, Failure> {
-    let mut store = new_store(engine, plugin, site, limits);
+    let mut store = new_store(engine, env, site, limits);
     guarded(&mut store, limits, async |store| {
         let instance = pre.instantiate_async(&mut *store).await?;
         f(store, &instance).await
@@ -155,32 +163,40 @@ pub(crate) struct Resident {
     memory: memory::Guest,
 }
 
-/// Run `f` on `plugin`'s resident memory instance, creating it first if there is none (or it
-/// was made for another workspace). A call that traps or runs out of time drops it, and so
-/// does a panic (the instance is out of its slot while it runs); the next call makes a new one.
+/// Where a memory provider's resident instance lives and how to make it.
+pub(crate) struct ResidentSlot<'a> {
+    pub slot: &'a tokio::sync::Mutex<Option<Resident>>,
+    pub pre: &'a InstancePre<HostState>,
+    pub indices: &'a memory::GuestIndices,
+}
+
+/// Run `f` on the resident memory instance in `at` (the plugin's of `env`), creating it first
+/// if there is none (or it was made for another workspace). A call that traps or runs out of
+/// time drops it, and so does a panic (the instance is out of its slot while it runs); the next
+/// call makes a new one.
 pub(crate) async fn run_resident<T>(
     engine: &EngineHandle,
-    plugin: &Plugin,
-    pre: &InstancePre<HostState>,
-    indices: &memory::GuestIndices,
+    env: &Arc<PluginEnv>,
+    at: ResidentSlot<'_>,
     site: Site,
     limits: CallLimits,
     f: impl AsyncFnOnce(&mut Store<HostState>, &memory::Guest) -> wasmtime::Result<Result<T, GuestError>>,
 ) -> Result<Done<T>, Failure> {
-    let mut slot = plugin.resident.lock().await;
+    let ResidentSlot { slot, pre, indices } = at;
+    let mut slot = slot.lock().await;
     let mut resident = match slot.take() {
         Some(mut r) if r.store.data().workspace() == site.workspace => {
             r.store.data_mut().act_for(site.caller);
             r
         }
         _ => {
-            let mut store = new_store(engine, plugin, site, limits);
+            let mut store = new_store(engine, env, site, limits);
             let (memory, _) = guarded(&mut store, limits, async |store| {
                 let instance = pre.instantiate_async(&mut *store).await?;
                 indices.load(&mut *store, &instance).map(Ok)
             })
             .await?;
-            tracing::debug!(plugin = %plugin.name(), "memory provider instance created");
+            tracing::debug!(plugin = %env.name, "memory provider instance created");
             Resident { store, memory }
         }
     };
@@ -189,7 +205,7 @@ pub(crate) async fn run_resident<T>(
     match &result {
         Ok(_) | Err(Failure::Guest { .. }) => *slot = Some(resident),
         Err(Failure::Deadline { .. } | Failure::Crashed(_)) => {
-            tracing::info!(plugin = %plugin.name(), "memory provider instance dropped; the next call makes a new one");
+            tracing::info!(plugin = %env.name, "memory provider instance dropped; the next call makes a new one");
         }
     }
     result

@@ -63,6 +63,7 @@ pub mod lock;
 mod logline;
 pub mod manifest;
 mod net;
+pub mod pins;
 mod plugin;
 pub mod process;
 mod record;
@@ -84,12 +85,13 @@ pub use danger::CommandPolicy;
 pub use discovery::{Embedded, Installed, Precompiled, Problem, Shadowed, project_plugin_dir};
 pub use engine::EngineHandle;
 pub use grant::{Access, Capability, GrantFile, GrantedDir, Grants, HostPattern, Scope};
+pub use instance::CallLimits;
 pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS};
 pub use lock::{LOCK_FILE, LockEntry, Lockfile, reinstall_hint, scope_paths, short_digest};
 pub use manifest::{Kind, Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS, check_api, check_name};
 pub use net::{AddressKind, internal_kind};
-pub use plugin::{CallContext, CallLimits, CallOutput, Plugin};
-pub use process::{ChildEnv, ProcessRunner};
+pub use plugin::{CallContext, CallOutput, Plugin};
+pub use process::{ChildEnv, CommandError, CommandOutput, CommandRun, ProcessRunner, Terminal, Terminals};
 pub use record::RecordedImport;
 pub use secrets::Secrets;
 pub use stub::{HttpStub, HttpStubs};
@@ -211,6 +213,8 @@ pub struct RuntimeConfig {
     pub secret_names: Vec<String>,
     /// Environment variables commands get beside [`process::PASSED_ENV`] (`[process] pass_env`).
     pub pass_env: Vec<String>,
+    /// Terminals front ends offer, by session (an editor's); `None`: every command runs here.
+    pub terminals: Option<Arc<dyn Terminals>>,
 }
 
 impl RuntimeConfig {
@@ -231,6 +235,7 @@ impl RuntimeConfig {
             http_stubs: None,
             secret_names: Vec::new(),
             pass_env: Vec::new(),
+            terminals: None,
         }
     }
 }
@@ -308,7 +313,8 @@ impl Runtime {
             state_db: config.home.join("state.db"),
             store: OnceLock::new(),
             secrets,
-            process: ProcessRunner::new(config.command_policy, approvals.clone(), child_env, scan.clone()),
+            process: ProcessRunner::new(config.command_policy, approvals.clone(), child_env, scan.clone())
+                .with_terminals(config.terminals),
             approvals,
             llm: config.llm,
             http_stubs: config.http_stubs,
@@ -591,7 +597,7 @@ impl Runtime {
         let limits = CallLimits { timeout: plugin.limits.timeout.min(LIST_DEADLINE), ..plugin.limits };
         let (raw, _) = instance::run_fresh(
             engine,
-            plugin,
+            &plugin.env,
             &prepared.pre,
             Site { workspace: self.workspace.clone(), caller: Caller::default() },
             limits,
@@ -739,7 +745,7 @@ impl Runtime {
         let limits = plugin.limits;
         let (output, denials) = instance::run_fresh(
             engine,
-            plugin,
+            &plugin.env,
             &prepared.pre,
             Site { workspace, caller },
             limits,

@@ -70,6 +70,12 @@ pub struct LockEntry {
 }
 
 impl LockEntry {
+    /// The digest a trusted project's pin records of this entry
+    /// ([`crate::pins::PluginPin::lock_entry_sha256`]).
+    pub fn pin_sha256(&self) -> String {
+        crate::fsutil::sha256_hex(toml::to_string(self).unwrap_or_default().as_bytes())
+    }
+
     /// The granted capabilities that parse (a hand-edited bad one is dropped).
     pub fn granted_caps(&self) -> Vec<Capability> {
         self.granted.iter().filter_map(|s| s.parse().ok()).collect()

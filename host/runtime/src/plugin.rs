@@ -10,17 +10,9 @@ use crate::discovery::{Installed, WasmPin, WasmSource};
 use crate::exports::Prepared;
 use crate::grant::{Grants, Scope};
 use crate::host::PluginEnv;
-use crate::instance::Resident;
+use crate::instance::{CallLimits, Resident};
 use crate::lock::short_digest;
 use crate::manifest::{Kind, Manifest};
-
-/// Limits for one call, after the host's caps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallLimits {
-    pub memory_bytes: usize,
-    pub timeout: Duration,
-    pub output_bytes: usize,
-}
 
 /// A discovered plugin: manifest, grants, and (once needed) its compiled component.
 pub struct Plugin {

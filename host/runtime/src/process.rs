@@ -31,6 +31,38 @@ use crate::approval::{Approval, ApprovalKind, ApprovalRequest, Approvals, Caller
 use crate::danger::{self, CommandPolicy, Verdict};
 use crate::leak::SecretScan;
 
+/// A boxed future, for the object-safe traits below.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// A terminal a front end offers for a session's commands (an editor's, over ACP), used instead
+/// of running them here. It gets a command only after every check passed (secret scan,
+/// dangerous-command verdict and approval, working directory inside the workspace), with the
+/// deadline, output cap and environment already decided.
+pub trait Terminal: Send + Sync {
+    fn run(&self, run: CommandRun) -> BoxFuture<'_, Result<CommandOutput, CommandError>>;
+}
+
+/// One checked command for a [`Terminal`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandRun {
+    /// The command line, for `sh -c`.
+    pub command: String,
+    /// Where it runs: the workspace or a directory inside it (canonical).
+    pub cwd: PathBuf,
+    /// The whole environment it may see ([`ChildEnv`]): nothing else should reach it.
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+    /// Bytes of output kept.
+    pub output_cap: usize,
+    /// The tool call it runs for.
+    pub call_id: String,
+}
+
+/// Finds the [`Terminal`] a session's front end offers, if any.
+pub trait Terminals: Send + Sync {
+    fn terminal<'a>(&'a self, session_id: &'a str) -> BoxFuture<'a, Option<Arc<dyn Terminal>>>;
+}
+
 /// Variables commands get from the user's environment by default (also every `LC_*` and
 /// `XDG_*`): what shells, compilers, package managers and git need, and nothing that holds a
 /// credential.
@@ -154,6 +186,8 @@ pub struct ProcessRunner {
     env: ChildEnv,
     /// Known secret values: a command line carrying one is refused.
     scan: std::sync::Arc<SecretScan>,
+    /// Front ends' own terminals, by session.
+    terminals: Option<Arc<dyn Terminals>>,
 }
 
 impl ProcessRunner {
@@ -166,7 +200,15 @@ impl ProcessRunner {
             output_cap: 256 * 1024,
             env,
             scan,
+            terminals: None,
         }
+    }
+
+    /// Sessions whose front end offers a terminal run their commands there.
+    #[must_use]
+    pub fn with_terminals(mut self, terminals: Option<Arc<dyn Terminals>>) -> Self {
+        self.terminals = terminals;
+        self
     }
 
     /// Check, maybe ask, then run `request` for `plugin` inside `workspace`.
@@ -184,6 +226,19 @@ impl ProcessRunner {
         self.authorize(plugin, caller, &request.command).await?;
         let cwd = working_dir(workspace, request.cwd.as_deref())?;
         let timeout = request.timeout.unwrap_or(self.default_timeout).min(self.max_timeout);
+        if let Some(terminals) = &self.terminals
+            && let Some(terminal) = terminals.terminal(&caller.session_id).await
+        {
+            let run = CommandRun {
+                command: request.command,
+                cwd,
+                env: self.env.vars().to_vec(),
+                timeout,
+                output_cap: self.output_cap,
+                call_id: caller.call_id.clone(),
+            };
+            return terminal.run(run).await;
+        }
 
         let mut cmd = tokio::process::Command::new("sh");
         cmd.arg("-c")
@@ -559,5 +614,95 @@ mod tests {
                     .into()
             )
         );
+    }
+}
+
+#[cfg(test)]
+mod terminal_tests {
+    use super::*;
+    use crate::approval::Unattended;
+
+    /// Records what it was handed and answers with a fixed output.
+    #[derive(Default)]
+    struct Editor {
+        ran: Mutex<Vec<CommandRun>>,
+    }
+
+    impl Terminal for Editor {
+        fn run(&self, run: CommandRun) -> BoxFuture<'_, Result<CommandOutput, CommandError>> {
+            lock(&self.ran).push(run);
+            Box::pin(async {
+                Ok(CommandOutput {
+                    exit_code: Some(0),
+                    stdout: "from the editor".into(),
+                    stderr: String::new(),
+                    truncated: false,
+                    timed_out: false,
+                })
+            })
+        }
+    }
+
+    /// Only session "s-editor" has a terminal.
+    struct One(Arc<Editor>);
+
+    impl Terminals for One {
+        fn terminal<'a>(&'a self, session_id: &'a str) -> BoxFuture<'a, Option<Arc<dyn Terminal>>> {
+            let found = (session_id == "s-editor").then(|| self.0.clone() as Arc<dyn Terminal>);
+            Box::pin(async move { found })
+        }
+    }
+
+    fn runner(editor: &Arc<Editor>) -> ProcessRunner {
+        let scan = Arc::new(SecretScan::new([("OPENAI_API_KEY".to_string(), "sk-test-secret-123".to_string())]));
+        let vars = [("PATH", "/usr/bin:/bin"), ("HOME", "/home/me"), ("OPENAI_API_KEY", "sk-test-secret-123")];
+        let env = ChildEnv::filtered(vars.map(|(k, v)| (k.to_string(), v.to_string())), &[], &scan);
+        let approvals = Arc::new(Approvals::new(Arc::new(Unattended { yolo: false }), &[]));
+        ProcessRunner::new(CommandPolicy::default(), approvals, env, scan)
+            .with_terminals(Some(Arc::new(One(editor.clone()))))
+    }
+
+    fn caller(session: &str) -> Caller {
+        Caller { session_id: session.into(), call_id: "call-7".into() }
+    }
+
+    fn req(command: &str, cwd: Option<&str>) -> CommandRequest {
+        CommandRequest { command: command.into(), cwd: cwd.map(Into::into), timeout: Some(Duration::from_secs(5)) }
+    }
+
+    #[tokio::test]
+    async fn a_session_with_a_terminal_runs_there_after_every_check() {
+        let editor = Arc::new(Editor::default());
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        let r = runner(&editor);
+
+        let out = r.run("t", dir.path(), &caller("s-editor"), req("echo hi", Some("sub"))).await.expect("runs");
+        assert_eq!(out.stdout, "from the editor");
+        let ran = lock(&editor.ran).clone();
+        assert_eq!(ran.len(), 1);
+        assert_eq!(ran[0].command, "echo hi");
+        assert_eq!(ran[0].cwd, dir.path().join("sub").canonicalize().expect("canon"));
+        assert_eq!((ran[0].timeout, ran[0].output_cap), (Duration::from_secs(5), r.output_cap));
+        assert_eq!(ran[0].call_id, "call-7");
+        let names: Vec<&str> = ran[0].env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["PATH", "HOME"], "the allow-listed environment, never a key");
+
+        // Refusals happen here, before the editor sees anything.
+        let e = r.run("t", dir.path(), &caller("s-editor"), req("rm -rf sub", None)).await.expect_err("asks");
+        assert!(matches!(&e, CommandError::Denied(m) if m.contains("needs approval")), "{e}");
+        let e = r.run("t", dir.path(), &caller("s-editor"), req("rm -rf /", None)).await.expect_err("forbidden");
+        assert!(matches!(&e, CommandError::Denied(m) if m.contains("always refused")), "{e}");
+        let e =
+            r.run("t", dir.path(), &caller("s-editor"), req("echo sk-test-secret-123", None)).await.expect_err("leak");
+        assert!(matches!(&e, CommandError::Denied(m) if m.contains("OPENAI_API_KEY")), "{e}");
+        let e = r.run("t", dir.path(), &caller("s-editor"), req("ls", Some("../.."))).await.expect_err("outside");
+        assert!(matches!(&e, CommandError::Failed(m) if m.contains("outside")), "{e}");
+        assert_eq!(lock(&editor.ran).len(), 1, "no refused command reached the editor");
+
+        // Another session's commands run here.
+        let out = r.run("t", dir.path(), &caller("s-other"), req("echo local", None)).await.expect("runs");
+        assert_eq!(out.stdout.trim(), "local");
+        assert_eq!(lock(&editor.ran).len(), 1);
     }
 }

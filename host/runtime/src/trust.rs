@@ -26,48 +26,12 @@
 //! # let _ = pins; Ok(()) }
 //! ```
 
-use std::collections::BTreeMap;
 use std::path::Path;
-
-use serde::{Deserialize, Serialize};
 
 use crate::discovery::{self, Embedded, Found, Problem};
 use crate::grant::{Capability, GrantFile, Scope};
 use crate::lock::LockEntry;
-
-/// What the user accepted of one trusted project.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct ProjectPins {
-    /// When the user last reviewed it (RFC 3339).
-    #[serde(default)]
-    pub trusted: String,
-    /// Plugin name → what it was.
-    #[serde(default)]
-    pub plugins: BTreeMap<String, PluginPin>,
-}
-
-/// One project plugin as the user reviewed it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct PluginPin {
-    pub version: String,
-    pub manifest_sha256: String,
-    pub wasm_sha256: String,
-    /// sha256 of its lockfile entry (version, source, digests, signer, grants), when installed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock_entry_sha256: Option<String>,
-    /// The scope (`bundled` or `user`) of the plugin of the same name it was accepted to replace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replaces: Option<String>,
-}
-
-impl PluginPin {
-    /// The digest a lockfile entry is pinned by.
-    pub fn entry_sha256(entry: &LockEntry) -> String {
-        crate::fsutil::sha256_hex(toml::to_string(entry).unwrap_or_default().as_bytes())
-    }
-}
+pub use crate::pins::{PluginPin, ProjectPins};
 
 /// One plugin a project brings, as [`survey`] found it.
 #[derive(Debug, Clone)]
@@ -160,7 +124,7 @@ pub fn survey(embedded: &[Embedded], home: &Path, root: &Path) -> Survey {
                 location: f.location.clone(),
                 manifest_sha256: f.manifest_sha256.clone(),
                 wasm_sha256,
-                lock_entry_sha256: f.lock_entry.as_ref().map(PluginPin::entry_sha256),
+                lock_entry_sha256: f.lock_entry.as_ref().map(LockEntry::pin_sha256),
                 requested: f.manifest.requests.clone(),
                 granted,
                 source: f.installed.as_ref().map(|i| (i.source.clone(), i.signer.clone())),

@@ -11,9 +11,7 @@
 //!      1→fn main() {      (→ is a tab)
 //! ```
 
-mod patch;
 mod paths;
-mod read;
 mod search;
 
 use std::fs;
@@ -21,12 +19,11 @@ use std::io;
 
 use regex::RegexBuilder;
 use serde::Deserialize;
+use talaria_edit::{patch, read};
 use talaria_sdk::{Context, JsonSchema, ToolError, export_tools};
 
 use crate::paths::Target;
 
-/// Largest diff returned by `patch`, in characters.
-const MAX_DIFF_CHARS: usize = 20_000;
 /// Results `search_files` returns when no limit is given, and the most it returns.
 const DEFAULT_SEARCH_LIMIT: usize = 100;
 const MAX_SEARCH_LIMIT: usize = 1000;
@@ -70,10 +67,9 @@ fn read_file(args: ReadFileArgs, ctx: &Context) -> Result<String, ToolError> {
     })?;
     match read::render(reader, offset, limit) {
         Ok(text) => Ok(text),
-        Err(read::ReadError::PastEnd { offset, total }) => Err(ToolError::invalid(format!(
-            "offset {offset} is past the end of {}, which has {total} lines; use an offset from 1 to {total}",
-            target.shown()
-        ))),
+        Err(read::ReadError::PastEnd { offset, total }) => {
+            Err(ToolError::invalid(talaria_edit::past_end(&target.shown(), offset, total)))
+        }
         Err(read::ReadError::Io(e)) => Err(target.io_error("read", &e)),
     }
 }
@@ -102,14 +98,7 @@ fn write_file(args: WriteFileArgs, ctx: &Context) -> Result<String, ToolError> {
         fs::create_dir_all(parent).map_err(|e| target.io_error("write", &e))?;
     }
     fs::write(&target.path, &args.content).map_err(|e| target.io_error("write", &e))?;
-    let lines = args.content.lines().count();
-    let what = if existed { "replaced the previous content" } else { "new file" };
-    Ok(format!(
-        "wrote {} bytes ({lines} {}) to {} ({what})",
-        args.content.len(),
-        if lines == 1 { "line" } else { "lines" },
-        target.shown()
-    ))
+    Ok(talaria_edit::written(&target.shown(), &args.content, existed))
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -136,8 +125,7 @@ fn patch(args: PatchArgs, ctx: &Context) -> Result<String, ToolError> {
                 fs::create_dir_all(parent).map_err(|e| target.io_error("write", &e))?;
             }
             fs::write(&target.path, &args.new_string).map_err(|e| target.io_error("create", &e))?;
-            let diff = patch::unified_diff(&shown, "", &args.new_string, MAX_DIFF_CHARS);
-            return Ok(format!("created {shown}\n{diff}"));
+            return Ok(talaria_edit::created(&shown, &args.new_string));
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound && target.inside() => {
             return Err(ToolError::failed(format!(
@@ -148,20 +136,10 @@ fn patch(args: PatchArgs, ctx: &Context) -> Result<String, ToolError> {
     };
     let before = String::from_utf8(before)
         .map_err(|_| ToolError::failed(format!("{shown} is not UTF-8 text; patch edits text files only")))?;
-    let done = patch::apply(&before, &args.old_string, &args.new_string, args.replace_all).map_err(|e| match e {
-        patch::PatchError::Identical | patch::PatchError::EmptyOld => ToolError::invalid(e.to_string()),
-        patch::PatchError::NotFound { .. } | patch::PatchError::Ambiguous { .. } => {
-            ToolError::invalid(format!("{shown}: {e}"))
-        }
-    })?;
+    let done = patch::apply(&before, &args.old_string, &args.new_string, args.replace_all)
+        .map_err(|e| ToolError::invalid(talaria_edit::patch_problem(&shown, &e)))?;
     fs::write(&target.path, &done.content).map_err(|e| target.io_error("write", &e))?;
-    let diff = patch::unified_diff(&shown, &before, &done.content, MAX_DIFF_CHARS);
-    let times = if done.replacements == 1 {
-        "1 replacement".to_string()
-    } else {
-        format!("{} replacements", done.replacements)
-    };
-    Ok(format!("patched {shown} ({times}, {})\n{diff}", done.fuzz))
+    Ok(talaria_edit::patched(&shown, &before, &done))
 }
 
 /// What `search_files` looks for.

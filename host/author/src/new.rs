@@ -22,29 +22,29 @@ const fn file(path: &'static str, template: &'static str) -> File {
 
 /// Files every project has, whatever its language.
 const COMMON: &[File] =
-    &[file("wit/plugin.wit", WIT), file("plugin-tests.toml", include_str!("../../templates/plugin-tests.toml"))];
+    &[file("wit/plugin.wit", WIT), file("plugin-tests.toml", include_str!("../templates/plugin-tests.toml"))];
 
 const RUST: &[File] = &[
-    file("plugin.toml", include_str!("../../templates/rust/plugin.toml")),
-    file("Cargo.toml", include_str!("../../templates/rust/Cargo.toml.in")),
-    file("src/lib.rs", include_str!("../../templates/rust/lib.rs")),
-    file("README.md", include_str!("../../templates/rust/README.md")),
-    file(".gitignore", include_str!("../../templates/rust/gitignore")),
+    file("plugin.toml", include_str!("../templates/rust/plugin.toml")),
+    file("Cargo.toml", include_str!("../templates/rust/Cargo.toml.in")),
+    file("src/lib.rs", include_str!("../templates/rust/lib.rs")),
+    file("README.md", include_str!("../templates/rust/README.md")),
+    file(".gitignore", include_str!("../templates/rust/gitignore")),
 ];
 
 const JS: &[File] = &[
-    file("plugin.toml", include_str!("../../templates/js/plugin.toml")),
-    file("package.json", include_str!("../../templates/js/package.json.in")),
-    file("app.js", include_str!("../../templates/js/app.js")),
-    file("README.md", include_str!("../../templates/js/README.md")),
-    file(".gitignore", include_str!("../../templates/js/gitignore")),
+    file("plugin.toml", include_str!("../templates/js/plugin.toml")),
+    file("package.json", include_str!("../templates/js/package.json.in")),
+    file("app.js", include_str!("../templates/js/app.js")),
+    file("README.md", include_str!("../templates/js/README.md")),
+    file(".gitignore", include_str!("../templates/js/gitignore")),
 ];
 
 const PYTHON: &[File] = &[
-    file("plugin.toml", include_str!("../../templates/python/plugin.toml")),
-    file("app.py", include_str!("../../templates/python/app.py")),
-    file("README.md", include_str!("../../templates/python/README.md")),
-    file(".gitignore", include_str!("../../templates/python/gitignore")),
+    file("plugin.toml", include_str!("../templates/python/plugin.toml")),
+    file("app.py", include_str!("../templates/python/app.py")),
+    file("README.md", include_str!("../templates/python/README.md")),
+    file(".gitignore", include_str!("../templates/python/gitignore")),
 ];
 
 fn files(lang: Lang) -> impl Iterator<Item = &'static File> {
@@ -62,7 +62,7 @@ fn render(template: &str, name: &str) -> String {
 }
 
 /// Write a working tool-plugin project named `name` into `dir`, which must not exist or be
-/// empty. The project builds with [`build`](super::build) as it is.
+/// empty. The project builds with [`build`](super::build()) as it is.
 ///
 /// # Errors
 /// `name` is not a valid plugin name (1-64 characters of a-z, 0-9, `-` and `_`, starting with a

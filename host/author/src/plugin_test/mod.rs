@@ -75,7 +75,7 @@ use talaria_runtime::{
     PluginSettings, RecordedImport, Runtime, RuntimeConfig, Secrets,
 };
 
-use crate::{Ctx, ui};
+use crate::{Place, ui};
 
 mod cases;
 
@@ -98,7 +98,7 @@ const GATED_IMPORTS: &[(&str, &str, &str)] = &[
 /// # Errors
 /// `plugin-tests.toml` cannot be read or has a bad case, or no temporary directory can be
 /// made. A plugin that is not compatible, or a case that fails, is reported, not an error.
-pub async fn run(ctx: &Ctx, dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+pub async fn run(ctx: &Place<'_>, dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let out = Printer { json };
     let dir = ctx.workspace.join(dir);
     let dir = dir.canonicalize().unwrap_or(dir);
@@ -108,7 +108,7 @@ pub async fn run(ctx: &Ctx, dir: &Path, json: bool) -> anyhow::Result<ExitCode> 
 }
 
 /// Check the plugin in `dir` and run its cases, printing each result as it comes.
-async fn test_plugin(ctx: &Ctx, dir: &Path, out: &Printer) -> anyhow::Result<Report> {
+async fn test_plugin(ctx: &Place<'_>, dir: &Path, out: &Printer) -> anyhow::Result<Report> {
     if !dir.join("plugin.toml").is_file() {
         anyhow::bail!(
             "{} has no plugin.toml: run this in a plugin project (`talaria plugin new` makes one)",
@@ -153,7 +153,7 @@ async fn test_plugin(ctx: &Ctx, dir: &Path, out: &Printer) -> anyhow::Result<Rep
 
 /// Load, compile and check the plugin, install it into the scratch home, list its tools, and
 /// build the runtime for cases without `config`; the result of the check goes into `report`.
-async fn prepare(ctx: &Ctx, dir: &Path, scratch: &Scratch, report: &mut Report) -> Option<(Manifest, Runtime)> {
+async fn prepare(ctx: &Place<'_>, dir: &Path, scratch: &Scratch, report: &mut Report) -> Option<(Manifest, Runtime)> {
     let compat = &mut report.compatibility;
     let manifest = match Manifest::load(&dir.join("plugin.toml")) {
         Ok(m) => m,
@@ -277,17 +277,17 @@ struct Group {
 
 /// A recording runtime over the scratch home, with `group`'s plugin config and model, and its
 /// tools listed (so what listing records is not put on the first case).
-async fn test_runtime(ctx: &Ctx, scratch: &Scratch, plugin: &str, group: &Group) -> anyhow::Result<Runtime> {
+async fn test_runtime(ctx: &Place<'_>, scratch: &Scratch, plugin: &str, group: &Group) -> anyhow::Result<Runtime> {
     let runtime = runtime(ctx, scratch, plugin, group)?;
     runtime.tools().await;
     runtime.take_recorded_imports();
     Ok(runtime)
 }
 
-fn runtime(ctx: &Ctx, scratch: &Scratch, plugin: &str, group: &Group) -> anyhow::Result<Runtime> {
+fn runtime(ctx: &Place<'_>, scratch: &Scratch, plugin: &str, group: &Group) -> anyhow::Result<Runtime> {
     let mut config = RuntimeConfig::new(scratch.home(), scratch.workspace());
     config.limits = ctx.config.limits();
-    config.command_policy = ctx.config.command_policy(&ctx.home);
+    config.command_policy = ctx.config.command_policy(ctx.home);
     config.secrets = Some(Secrets::load(&ctx.home.join(".env")));
     // Compiled once for every later run, `plugins install` and chat.
     config.cache_dir = Some(ctx.home.join("cache").join("plugins"));
@@ -585,6 +585,7 @@ impl Drop for Scratch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use talaria_core::ConfigToml;
 
     #[test]
     fn imports_without_their_capability_are_warned_about() {
@@ -632,7 +633,20 @@ mod tests {
 
     /// A plugin project holding `wasm` with `manifest` and `tests`, and a context whose home
     /// shares one compile cache with the other tests.
-    fn project(wasm: &str, manifest: &str, tests: Option<&str>) -> (tempfile::TempDir, Ctx) {
+    /// What a [`Place`] borrows.
+    struct Owned {
+        home: PathBuf,
+        workspace: PathBuf,
+        config: ConfigToml,
+    }
+
+    impl Owned {
+        fn place(&self) -> Place<'_> {
+            Place { home: &self.home, workspace: &self.workspace, config: &self.config }
+        }
+    }
+
+    fn project(wasm: &str, manifest: &str, tests: Option<&str>) -> (tempfile::TempDir, Owned) {
         let dir = tempfile::tempdir().expect("project");
         std::fs::copy(wasm, dir.path().join("plugin.wasm")).expect("wasm");
         std::fs::write(dir.path().join("plugin.toml"), manifest).expect("manifest");
@@ -641,12 +655,12 @@ mod tests {
         }
         let home = std::env::temp_dir().join(format!("talaria-cli-plugin-test-home-{}", std::process::id()));
         std::fs::create_dir_all(&home).expect("home");
-        let ctx = Ctx { home, workspace: dir.path().to_path_buf(), config: crate::config::ConfigToml::default() };
+        let ctx = Owned { home, workspace: dir.path().to_path_buf(), config: ConfigToml::default() };
         (dir, ctx)
     }
 
-    async fn report(ctx: &Ctx) -> Report {
-        test_plugin(ctx, &ctx.workspace, &Printer { json: true }).await.expect("ran")
+    async fn report(ctx: &Owned) -> Report {
+        test_plugin(&ctx.place(), &ctx.workspace, &Printer { json: true }).await.expect("ran")
     }
 
     #[tokio::test]

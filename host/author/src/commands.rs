@@ -1,4 +1,5 @@
-//! `talaria plugin new|build|test|pack|keygen|sign|publish`: the author's side.
+//! `talaria plugin new|build|test|pack|keygen|sign|publish`: the commands, as the `talaria`
+//! binary mounts them.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,8 +11,9 @@ use talaria_market::index::{Index, IndexVersion};
 use talaria_market::oci::{self, OciRef};
 use talaria_market::sign::{SecretKey, Signature, TrustStore};
 
-use crate::{Ctx, author, plugin_test, ui};
+use crate::{self as author, Place, plugin_test, ui};
 
+/// `talaria plugin ...`.
 #[derive(Subcommand)]
 pub enum PluginCmd {
     /// Start a tool plugin project in Rust, JavaScript or Python
@@ -74,8 +76,7 @@ pub enum PluginCmd {
       upload the bundle to that URL (relative to the index) yourself")]
     Publish {
         bundle: PathBuf,
-        /// oci://HOST/REPO[:TAG]
-        #[arg(long, conflicts_with_all = ["index", "url"])]
+        #[arg(long, conflicts_with_all = ["index", "url"], help = "oci://HOST/REPO[:TAG]")]
         oci: Option<String>,
         /// The registry index file to add the version to
         #[arg(long, requires = "url")]
@@ -86,7 +87,11 @@ pub enum PluginCmd {
     },
 }
 
-pub async fn run(ctx: &Ctx, cmd: PluginCmd) -> anyhow::Result<ExitCode> {
+/// Carry out `cmd` for `ctx`.
+///
+/// # Errors
+/// What went wrong, in words (the binary prints it).
+pub async fn run(ctx: &Place<'_>, cmd: PluginCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         PluginCmd::New { name, lang, dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
@@ -131,11 +136,11 @@ fn pack(dir: &Path, output: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn key_path(ctx: &Ctx, name: &str) -> PathBuf {
+fn key_path(ctx: &Place<'_>, name: &str) -> PathBuf {
     ctx.home.join("keys").join(format!("{name}.key"))
 }
 
-fn keygen(ctx: &Ctx, name: &str, force: bool) -> anyhow::Result<ExitCode> {
+fn keygen(ctx: &Place<'_>, name: &str, force: bool) -> anyhow::Result<ExitCode> {
     talaria_runtime::check_name(name).map_err(|e| anyhow::anyhow!("key name {e}"))?;
     let path = key_path(ctx, name);
     if path.exists() && !force {
@@ -151,9 +156,9 @@ fn keygen(ctx: &Ctx, name: &str, force: bool) -> anyhow::Result<ExitCode> {
     let pub_path = path.with_extension("pub");
     std::fs::write(&pub_path, format!("{public}\n")).with_context(|| pub_path.display().to_string())?;
     // You trust your own key, so you can install what you sign.
-    let mut store = TrustStore::load(&ctx.home).map_err(anyhow::Error::msg)?;
+    let mut store = TrustStore::load(ctx.home).map_err(anyhow::Error::msg)?;
     store.add(&public, &format!("{name} (your key)"));
-    store.save(&ctx.home).map_err(anyhow::Error::msg)?;
+    store.save(ctx.home).map_err(anyhow::Error::msg)?;
     println!("secret key: {} (keep it private)", path.display());
     println!("public key: {}", pub_path.display());
     println!("{public}");
@@ -162,7 +167,7 @@ fn keygen(ctx: &Ctx, name: &str, force: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn load_key(ctx: &Ctx, key: &str) -> anyhow::Result<SecretKey> {
+fn load_key(ctx: &Place<'_>, key: &str) -> anyhow::Result<SecretKey> {
     let path = if Path::new(key).is_file() { PathBuf::from(key) } else { key_path(ctx, key) };
     let text = std::fs::read_to_string(&path).with_context(|| {
         format!("no signing key at {}; make one with `talaria plugin keygen --name {key}`", path.display())
@@ -170,7 +175,7 @@ fn load_key(ctx: &Ctx, key: &str) -> anyhow::Result<SecretKey> {
     SecretKey::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
-fn sign(ctx: &Ctx, bundle_path: &Path, key: &str) -> anyhow::Result<ExitCode> {
+fn sign(ctx: &Place<'_>, bundle_path: &Path, key: &str) -> anyhow::Result<ExitCode> {
     let key = load_key(ctx, key)?;
     // Refuse to sign what would not install.
     let (bytes, _manifest) = open_bundle(bundle_path)?;

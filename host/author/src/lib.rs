@@ -1,6 +1,7 @@
-//! Plugin authoring: `talaria plugin new` writes a working tool-plugin project in Rust,
-//! JavaScript or Python, and `talaria plugin build` compiles one into the component its
-//! `plugin.toml` names.
+//! Plugin authoring, the `talaria plugin` commands ([`commands`]): `new` writes a working
+//! tool-plugin project in Rust, JavaScript or Python, `build` compiles one into the component its
+//! `plugin.toml` names, `test` runs it in the sandbox against its `plugin-tests.toml`
+//! ([`plugin_test`]), and `pack`, `keygen`, `sign` and `publish` ship it.
 //!
 //! Each project carries its own copy of the WIT contract (`wit/plugin.wit`, the host's
 //! `wit/v0.2.0`), a `plugin.toml`, a README with the next commands and a `plugin-tests.toml` for
@@ -12,21 +13,42 @@
 //! # fn main() -> anyhow::Result<()> {
 //! use std::path::Path;
 //! let dir = Path::new("greet");
-//! author::new_plugin(dir, "greet", author::Lang::Python)?;
-//! let lang = author::detect(dir)?; // Lang::Python: there is an app.py
-//! let wasm = author::build(dir, lang, true)?; // greet/plugin.wasm
+//! talaria_author::new_plugin(dir, "greet", talaria_author::Lang::Python)?;
+//! let lang = talaria_author::detect(dir)?; // Lang::Python: there is an app.py
+//! let wasm = talaria_author::build(dir, lang, true)?; // greet/plugin.wasm
 //! # Ok(()) }
 //! ```
 
+/// `writeln!` that never panics (a closed pipe is not worth a crash).
+macro_rules! putln {
+    ($out:expr $(, $($arg:tt)*)?) => {{
+        use std::io::Write as _;
+        let _ = writeln!($out $(, $($arg)*)?);
+    }};
+}
+
 pub mod build;
+pub mod commands;
 mod new;
+pub mod plugin_test;
+mod ui;
 
 use std::path::Path;
 
 use anyhow::bail;
+use talaria_core::ConfigToml;
 
 pub use build::build;
+pub use commands::{PluginCmd, run};
 pub use new::new_plugin;
+
+/// Where a command runs: talaria's home, the directory it was started in, and the config.
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    pub home: &'a Path,
+    pub workspace: &'a Path,
+    pub config: &'a ConfigToml,
+}
 
 /// The language a plugin project is written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -59,7 +81,7 @@ impl std::fmt::Display for Lang {
 }
 
 /// The WIT contract every new project builds against (`wit/plugin.wit` in the project).
-const WIT: &str = include_str!("../../../../wit/v0.2.0/plugin.wit");
+const WIT: &str = include_str!("../../../wit/v0.2.0/plugin.wit");
 
 /// Which language the project in `dir` is written in: a `Cargo.toml` makes it Rust, a
 /// `package.json` or a `.js` file JavaScript, an `app.py` Python (checked in that order).
