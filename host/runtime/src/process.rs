@@ -30,9 +30,7 @@ use tokio::io::AsyncReadExt as _;
 use crate::approval::{Approval, ApprovalKind, ApprovalRequest, Approvals, Caller};
 use crate::danger::{self, CommandPolicy, Verdict};
 use crate::leak::SecretScan;
-
-/// A boxed future, for the object-safe traits below.
-pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+use crate::llm::BoxFuture;
 
 /// A terminal a front end offers for a session's commands (an editor's, over ACP), used instead
 /// of running them here. It gets a command only after every check passed (secret scan,
