@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::io::Cursor;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -148,7 +148,7 @@ impl Editor {
                 "path is empty: give a file path, relative to the workspace or absolute".into(),
             ));
         }
-        let lexical = normalize(&workspace.join(path));
+        let lexical = talaria_runtime::process::normalize(&workspace.join(path));
         let shown = match lexical.strip_prefix(workspace) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
             Ok(rel) => rel.display().to_string(),
@@ -383,21 +383,6 @@ impl Drop for Abandoned<'_> {
             drop(self.out.request("terminal/release", &ReleaseTerminalRequest::new(self.session_id.clone(), id)));
         }
     }
-}
-
-/// Fold `.` and `..` without touching the filesystem.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// `path` (absolute, normalised) with links resolved in the longest part that exists.

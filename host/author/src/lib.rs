@@ -31,7 +31,7 @@ pub mod build;
 pub mod commands;
 mod new;
 pub mod plugin_test;
-mod ui;
+pub mod ui;
 
 use std::path::Path;
 

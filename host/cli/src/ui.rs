@@ -2,6 +2,7 @@
 //! (anstream strips styles otherwise), errors and warnings on stderr.
 
 use owo_colors::OwoColorize as _;
+pub use talaria_author::ui::{error, note, warn};
 
 /// Log to stderr at warn, or more with -v / TALARIA_LOG.
 pub fn init_logging(verbose: u8) {
@@ -17,18 +18,6 @@ pub fn init_logging(verbose: u8) {
         .with_ansi(std::env::var_os("NO_COLOR").is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .without_time()
         .try_init();
-}
-
-pub fn error(message: &str) {
-    putln!(anstream::stderr(), "{} {message}", "error:".red().bold());
-}
-
-pub fn warn(message: &str) {
-    putln!(anstream::stderr(), "{} {message}", "warning:".yellow().bold());
-}
-
-pub fn note(message: &str) {
-    putln!(anstream::stderr(), "{} {message}", "note:".cyan().bold());
 }
 
 /// Rows as aligned columns; the header row is bold.

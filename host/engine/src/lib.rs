@@ -12,10 +12,18 @@ use wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig};
 /// Largest linear memory any plugin may be given (per-plugin caps are lower).
 pub const MAX_MEMORY_BYTES: usize = 1 << 30;
 
+/// Component instances alive at once in one engine (fresh per call, plus resident memory
+/// providers).
+pub const MAX_INSTANCES: u32 = 64;
+
 /// Component model, async, epoch deadlines, the pooling allocator.
 pub fn config() -> Config {
     let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(64)
+    pool.total_component_instances(MAX_INSTANCES)
+        // One fiber stack per call in flight, and no call runs without its instance: more
+        // stacks than instances would never be used, and each one costs every process that
+        // starts a guard-page mapping at start and an unmapping at exit.
+        .total_stacks(MAX_INSTANCES)
         .total_core_instances(512)
         .total_memories(128)
         .total_tables(512)

@@ -344,8 +344,9 @@ fn working_dir(workspace: &Path, cwd: Option<&str>) -> Result<PathBuf, CommandEr
     Ok(real)
 }
 
-/// Remove `.` and `..` lexically.
-pub(crate) fn normalize(path: &Path) -> PathBuf {
+/// Remove `.` and `..` lexically, without touching the filesystem (links are not resolved: a
+/// containment check must still resolve the result).
+pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {
