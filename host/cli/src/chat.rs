@@ -280,5 +280,15 @@ pub async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<Exit
         let id = session.conversation.info().session_id;
         ui::note(&format!("session {id} (resume with `talaria chat --resume {id}`)"));
     }
+    leave(session);
     Ok(ExitCode::from(code))
+}
+
+/// Leave a closed conversation without taking the host apart: its session is ended and every
+/// turn committed, and the store is checkpointed here. Unmapping the plugin runtime piece by
+/// piece (the engine's pools, compiled code, instances) would only delay the exit; the kernel
+/// frees it all at once.
+fn leave(session: Session) {
+    session.host.store().checkpoint();
+    std::mem::forget(session);
 }

@@ -129,6 +129,10 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if matches!(cli.command, Command::Chat(_) | Command::Acp(_)) {
+        // They run plugins: the WebAssembly engine is made while config and the store open.
+        talaria_runtime::start_engine();
+    }
     let ctx = Ctx::new(cli.workspace)?;
     match cli.command {
         Command::Chat(args) => chat_command(&ctx, args).await,

@@ -186,29 +186,66 @@ pub struct Host {
     store: Arc<Store>,
     client: Client,
     router: Arc<router::Router>,
-    /// Plugins by workspace (project plugins differ), made on first use.
-    plugins: Mutex<HashMap<PathBuf, Arc<Plugins>>>,
+    /// Plugins by workspace (project plugins differ), made on first use (the default
+    /// workspace's when the host opens); whether nobody has asked for them yet.
+    plugins: Mutex<HashMap<PathBuf, (Arc<Plugins>, bool)>>,
+}
+
+/// The plugins as seen from `workspace`; those every conversation calls first start loading.
+fn make_plugins(
+    home: &Path,
+    workspace: &Path,
+    config: &Arc<ConfigToml>,
+    client: &Client,
+    router: &Arc<router::Router>,
+) -> Result<Arc<Plugins>, Error> {
+    let approver: Arc<dyn Approver> = router.clone();
+    let llm: Arc<dyn LlmBackend> = Arc::new(plugins::LazyAux::new(home, config.clone(), client.clone()));
+    let mut rc = runtime_config(home, workspace, config, approver, Some(llm));
+    rc.terminals = Some(router.clone());
+    let runtime = Arc::new(Runtime::new(rc, &bundled())?);
+    Ok(Arc::new(Plugins::new(runtime, config)))
 }
 
 impl Host {
     /// Open `options.home`: read config.toml, open the store (a damaged one is reported here,
-    /// before any plugin touches its data). Plugins are discovered when a conversation first
-    /// needs them; nothing is compiled.
+    /// before any plugin touches its data). Meanwhile the default workspace's plugins are
+    /// discovered, and the WebAssembly engine, the memory provider, the context engine and the
+    /// hooks start loading on threads of their own (a plugin not compiled yet is compiled there);
+    /// other workspaces' plugins are discovered when a conversation there first needs them.
     ///
     /// # Errors
     /// config.toml is not valid, or the store cannot be opened.
     pub fn open(options: HostOptions) -> Result<Self, Error> {
-        let config = ConfigToml::load(&options.home)?;
-        let store = Arc::new(Store::open(&options.home.join("state.db"))?);
-        let router = Arc::new(router::Router::new(store.clone()));
+        // Every conversation runs plugins: the engine is made meanwhile.
+        talaria_runtime::start_engine();
+        let config = Arc::new(ConfigToml::load(&options.home)?);
+        let client = Client::new();
+        let router = Arc::new(router::Router::new());
+        // The store opens (schema check, WAL) while the default workspace's plugins are found,
+        // and those the first conversation calls first start loading.
+        let path = options.home.join("state.db");
+        let (store, default) = std::thread::scope(|scope| {
+            let opening = scope.spawn(|| Store::open(&path));
+            let default = make_plugins(&options.home, &options.workspace, &config, &client, &router);
+            let store = opening.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (store, default)
+        });
+        let store = Arc::new(store?);
+        router.set_store(store.clone());
+        let mut plugins = HashMap::new();
+        // A problem finding them (grants.toml unreadable) is reported when they are asked for.
+        if let Ok(made) = default {
+            plugins.insert(options.workspace.clone(), (made, true));
+        }
         Ok(Self {
             home: options.home,
             workspace: options.workspace,
-            config: Arc::new(config),
+            config,
             store,
-            client: Client::new(),
+            client,
             router,
-            plugins: Mutex::new(HashMap::new()),
+            plugins: Mutex::new(plugins),
         })
     }
 
@@ -236,17 +273,12 @@ impl Host {
     /// grants.toml cannot be read.
     pub fn plugins(&self, workspace: &Path) -> Result<(Arc<Plugins>, bool), Error> {
         let mut all = lock(&self.plugins);
-        if let Some(p) = all.get(workspace) {
-            return Ok((p.clone(), false));
+        if let Some((p, unseen)) = all.get_mut(workspace) {
+            // Made when the host opened: new to whoever asks first.
+            return Ok((p.clone(), std::mem::take(unseen)));
         }
-        let approver: Arc<dyn Approver> = self.router.clone();
-        let llm: Arc<dyn LlmBackend> =
-            Arc::new(plugins::LazyAux::new(&self.home, self.config.clone(), self.client.clone()));
-        let mut config = runtime_config(&self.home, workspace, &self.config, approver, Some(llm));
-        config.terminals = Some(self.router.clone());
-        let runtime = Arc::new(Runtime::new(config, &bundled())?);
-        let made = Arc::new(Plugins::new(runtime, &self.config));
-        all.insert(workspace.to_path_buf(), made.clone());
+        let made = make_plugins(&self.home, workspace, &self.config, &self.client, &self.router)?;
+        all.insert(workspace.to_path_buf(), (made.clone(), false));
         Ok((made, true))
     }
 

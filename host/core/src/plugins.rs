@@ -28,6 +28,15 @@ impl Plugins {
     pub fn new(runtime: Arc<Runtime>, config: &ConfigToml) -> Self {
         let mut warnings: Vec<String> = runtime.problems().iter().map(ToString::to_string).collect();
         let (memory, context) = extensions(&runtime, config.memory.provider(), config.context.engine(), &mut warnings);
+        // Every conversation calls these first (the memory provider for its prompt, the context
+        // engine before each model call, hooks around each tool call): load them while the
+        // conversation opens its session.
+        let first: Vec<_> = [config.memory.provider(), config.context.engine()]
+            .into_iter()
+            .filter_map(|name| runtime.plugin(name).filter(|p| p.enabled).cloned())
+            .chain(runtime.plugins_of_kind("hook"))
+            .collect();
+        runtime.warm(first);
         Self {
             tools: Arc::new(PluginTools { runtime: runtime.clone() }),
             hooks: Arc::new(PluginHooks::new(runtime.clone())),

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use talaria_agent::approval::{Ask, Decision, Gate};
 use talaria_runtime::{Approval, ApprovalRequest, Approver, Terminal, Terminals};
@@ -19,7 +19,9 @@ use talaria_store::Store;
 const MAX_DEPTH: usize = 4;
 
 pub(crate) struct Router {
-    store: Arc<Store>,
+    /// Where parents of child sessions are looked up; set once the host's store is open (the
+    /// router is made first, so plugins can be found while the store opens).
+    store: OnceLock<Arc<Store>>,
     routes: Mutex<HashMap<String, Route>>,
 }
 
@@ -37,8 +39,13 @@ impl Route {
 }
 
 impl Router {
-    pub fn new(store: Arc<Store>) -> Self {
-        Self { store, routes: Mutex::new(HashMap::new()) }
+    pub fn new() -> Self {
+        Self { store: OnceLock::new(), routes: Mutex::new(HashMap::new()) }
+    }
+
+    /// Look parents up in `store` from now on.
+    pub fn set_store(&self, store: Arc<Store>) {
+        let _ = self.store.set(store);
     }
 
     /// Requests for `session_id` go to `route` from now on.
@@ -60,7 +67,7 @@ impl Router {
             if let Some(found) = crate::lock(&self.routes).get(&id).and_then(&pick) {
                 return Some(found);
             }
-            let store = self.store.clone();
+            let store = self.store.get()?.clone();
             let parent =
                 tokio::task::spawn_blocking(move || store.session(&id).ok().flatten().and_then(|s| s.parent_id))
                     .await

@@ -24,6 +24,10 @@ impl ArgChecker {
     /// `Ok` when `args` fit `spec.parameters`, else the problems, each at its JSON path.
     pub fn check(&self, spec: &ToolSpec, args: &serde_json::Value) -> Result<(), ToolError> {
         let Some(validator) = self.validator(spec) else { return Ok(()) };
+        // The common case, without collecting errors.
+        if validator.is_valid(args) {
+            return Ok(());
+        }
         let problems: Vec<String> = validator
             .iter_errors(args)
             .take(MAX_REPORTED)

@@ -77,13 +77,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use talaria_protocol::{ToolError, ToolSpec};
-use wasmtime::component::Linker;
 
 pub use approval::{Approval, ApprovalKind, ApprovalRequest, Approvals, Approver, Caller, Unattended};
 pub use cache::{CacheOutcome, CompileCache};
 pub use danger::CommandPolicy;
 pub use discovery::{Embedded, Installed, Precompiled, Problem, Shadowed, project_plugin_dir};
-pub use engine::EngineHandle;
+pub use engine::{EngineHandle, start as start_engine};
 pub use grant::{Access, Capability, GrantFile, GrantedDir, Grants, HostPattern, Scope};
 pub use instance::CallLimits;
 pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS};
@@ -100,7 +99,7 @@ use crate::cache::{Listed, Listing};
 use crate::discovery::WasmSource;
 use crate::exports::{Prepared, ToolsExport};
 use crate::host::bindings::{v1, v2};
-use crate::host::{HostState, PluginEnv, Services};
+use crate::host::{PluginEnv, Services};
 use crate::instance::{GuestError, Site};
 use crate::listing::RawSpec;
 
@@ -279,7 +278,6 @@ pub struct Runtime {
     untrusted_project: Option<PathBuf>,
     workspace: PathBuf,
     cache: CompileCache,
-    engine: OnceLock<Result<(EngineHandle, Linker<HostState>), String>>,
     index: tokio::sync::OnceCell<ToolIndex>,
     /// How much each plugin may list.
     spec_limits: listing::SpecLimits,
@@ -387,7 +385,6 @@ impl Runtime {
             untrusted_project: found.untrusted_project,
             workspace: config.workspace,
             cache: CompileCache::new(config.cache_dir.unwrap_or_else(|| config.home.join("cache").join("plugins"))),
-            engine: OnceLock::new(),
             index: tokio::sync::OnceCell::new(),
             spec_limits: listing::SpecLimits::from(&config.limits),
             args: args::ArgChecker::default(),
@@ -424,16 +421,27 @@ impl Runtime {
         &self.cache
     }
 
-    fn engine(&self) -> Result<&(EngineHandle, Linker<HostState>), ToolError> {
-        self.engine
-            .get_or_init(|| {
-                let engine = EngineHandle::new().map_err(|e| format!("{e:#}"))?;
-                let mut linker = Linker::new(&engine.engine);
-                host::add_to_linker(&mut linker).map_err(|e| format!("{e:#}"))?;
-                Ok((engine, linker))
-            })
-            .as_ref()
-            .map_err(|e| ToolError::Unavailable(format!("cannot start the WebAssembly engine: {e}")))
+    fn engine(&self) -> Result<&'static engine::Shared, ToolError> {
+        engine::shared().map_err(|e| ToolError::Unavailable(format!("cannot start the WebAssembly engine: {e}")))
+    }
+
+    /// Start the engine and compile or load `plugins` on a thread of its own, so that whoever
+    /// calls one of them first finds it ready, or waits only for what is left (preparation
+    /// happens once: a call that arrives meanwhile waits for it rather than doing it again).
+    /// Failures are left for that first call to report.
+    pub fn warm(self: &Arc<Self>, plugins: Vec<Arc<Plugin>>) {
+        if plugins.is_empty() {
+            return;
+        }
+        let runtime = self.clone();
+        let spawned = std::thread::Builder::new().name("talaria-warm".into()).spawn(move || {
+            for plugin in &plugins {
+                let _ = runtime.prepare(plugin);
+            }
+        });
+        if let Err(e) = spawned {
+            tracing::debug!("plugins are prepared on first use: no thread to warm them ({e})");
+        }
     }
 
     /// Compile (or load from cache) and link a plugin. Returns how it was obtained and how long

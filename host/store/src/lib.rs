@@ -231,6 +231,18 @@ impl Store {
         Ok(Self { conn: Mutex::new(conn), appends: AtomicU32::new(0) })
     }
 
+    /// Move everything written so far from the WAL into the database file and empty the WAL,
+    /// as closing the last connection would. For a process that is about to exit without
+    /// dropping its `Store`: the next one then opens an empty WAL instead of replaying this
+    /// one's. Best effort, and it never waits: while another process reads or writes, it does
+    /// what it can and the rest is moved later (as closing would).
+    pub fn checkpoint(&self) {
+        let conn = self.conn();
+        let _ = conn.busy_timeout(Duration::ZERO);
+        let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        let _ = conn.busy_timeout(BUSY_TIMEOUT);
+    }
+
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves the connection itself usable.
         self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -211,7 +211,25 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`]; [`Error::Busy`] if other writers kept the lock for 20 s.
     pub fn append_messages(&self, session_id: &str, messages: &[Message]) -> Result<Vec<i64>> {
+        self.append_messages_with_usage(session_id, messages, None)
+    }
+
+    /// [`Store::append_messages`], adding `usage` (the model calls that produced them, see
+    /// [`Store::add_usage`]) to the session's totals in the same transaction: a model's answer
+    /// and what it cost are on disk together or not at all, for the price of one commit.
+    ///
+    /// # Errors
+    /// As [`Store::append_messages`].
+    pub fn append_messages_with_usage(
+        &self,
+        session_id: &str,
+        messages: &[Message],
+        usage: Option<(&Usage, u32)>,
+    ) -> Result<Vec<i64>> {
         if messages.is_empty() {
+            if let Some((usage, calls)) = usage {
+                self.add_usage(session_id, usage, calls)?;
+            }
             return Ok(Vec::new());
         }
         let rows = messages.iter().map(MessageRow::new).collect::<Result<Vec<_>>>()?;
@@ -246,6 +264,9 @@ impl Store {
                 ])?;
                 ids.push(tx.last_insert_rowid());
             }
+            if let Some((usage, calls)) = usage {
+                add_usage(tx, session_id, usage, calls, now)?;
+            }
             Ok(ids)
         })?;
         if self.appends.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1 {
@@ -261,33 +282,8 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub fn add_usage(&self, session_id: &str, usage: &Usage, api_calls: u32) -> Result<()> {
-        let t = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let now = now_ms();
-        self.write(|tx| {
-            let touched = tx.execute(
-                "UPDATE sessions SET api_call_count = api_call_count + ?2,
-                        input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
-                        cache_read_tokens = cache_read_tokens + ?5, cache_write_tokens = cache_write_tokens + ?6,
-                        reasoning_tokens = reasoning_tokens + ?7, updated_at = max(updated_at, ?8),
-                        estimated_calls = estimated_calls + ?9
-                 WHERE id = ?1",
-                params![
-                    session_id,
-                    api_calls,
-                    t(usage.input_tokens),
-                    t(usage.output_tokens),
-                    t(usage.cache_read_tokens),
-                    t(usage.cache_write_tokens),
-                    t(usage.reasoning_tokens),
-                    now,
-                    if usage.estimated { api_calls } else { 0 }
-                ],
-            )?;
-            if touched == 0 {
-                return Err(not_found(session_id));
-            }
-            Ok(())
-        })
+        self.write(|tx| add_usage(tx, session_id, usage, api_calls, now))
     }
 
     /// The session with exactly this id, if any.
@@ -698,6 +694,34 @@ impl RawMessage {
         };
         Ok(StoredMessage { id, session_id: self.session_id, message, created_at: self.created_at })
     }
+}
+
+/// Add `usage` of `api_calls` model calls to the session's totals, in `tx`.
+fn add_usage(tx: &rusqlite::Transaction<'_>, session_id: &str, usage: &Usage, api_calls: u32, now: i64) -> Result<()> {
+    let t = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let touched = tx.execute(
+        "UPDATE sessions SET api_call_count = api_call_count + ?2,
+                input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
+                cache_read_tokens = cache_read_tokens + ?5, cache_write_tokens = cache_write_tokens + ?6,
+                reasoning_tokens = reasoning_tokens + ?7, updated_at = max(updated_at, ?8),
+                estimated_calls = estimated_calls + ?9
+         WHERE id = ?1",
+        params![
+            session_id,
+            api_calls,
+            t(usage.input_tokens),
+            t(usage.output_tokens),
+            t(usage.cache_read_tokens),
+            t(usage.cache_write_tokens),
+            t(usage.reasoning_tokens),
+            now,
+            if usage.estimated { api_calls } else { 0 }
+        ],
+    )?;
+    if touched == 0 {
+        return Err(not_found(session_id));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

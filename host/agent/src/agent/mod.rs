@@ -225,6 +225,8 @@ pub struct Agent {
     lease: Option<lease::Held>,
     /// The stored session as this agent last saw it ([`Store::message_mark`]).
     mark: (i64, i64),
+    /// Usage of model calls whose answers are not committed yet: it is stored with them.
+    unrecorded: Option<(Usage, u32)>,
 }
 
 /// What a turn has done so far.
@@ -357,6 +359,7 @@ impl Agent {
             hook_approvals: Mutex::new(HashSet::new()),
             lease: None,
             mark,
+            unrecorded: None,
         })
     }
 
@@ -541,9 +544,15 @@ impl Agent {
         Ok(())
     }
 
+    /// Append `messages` to the stored session, with the usage of the model calls that
+    /// produced them in the same transaction.
     async fn commit(&mut self, messages: &[Message]) -> Result<(), Error> {
-        let (id, messages) = (self.session_id.clone(), messages.to_vec());
-        let ids = crate::on_store(&self.shared.store, move |store| store.append_messages(&id, &messages)).await?;
+        let (id, messages, usage) = (self.session_id.clone(), messages.to_vec(), self.unrecorded);
+        let ids = crate::on_store(&self.shared.store, move |store| {
+            store.append_messages_with_usage(&id, &messages, usage.as_ref().map(|(u, n)| (u, *n)))
+        })
+        .await?;
+        self.unrecorded = None;
         if let Some(last) = ids.last() {
             // Nobody else writes the session while this agent holds its lease.
             self.mark = (self.mark.0 + i64::try_from(ids.len()).unwrap_or(0), *last);
@@ -602,12 +611,10 @@ impl Agent {
         turn.usage.add(&reply.usage);
         self.usage.add(&reply.usage);
         self.emitter.emit(Event::Usage { usage: reply.usage, model: reply.model.clone() });
-        if self.stored {
-            let (id, usage) = (self.session_id.clone(), reply.usage);
-            if let Err(e) = crate::on_store(&self.shared.store, move |store| store.add_usage(&id, &usage, 1)).await {
-                self.emitter.warn(format!("could not record usage: {e}"));
-            }
-        }
+        // Stored with the answer (see `commit`).
+        let (mut usage, calls) = self.unrecorded.take().unwrap_or_default();
+        usage.add(&reply.usage);
+        self.unrecorded = Some((usage, calls + 1));
         Ok(reply.message)
     }
 

@@ -364,3 +364,43 @@ fn a_fork_copies_the_conversation_and_leaves_the_original() {
     assert!(matches!(store.fork_session("orig", "branch"), Err(Error::SessionExists { .. })));
     assert!(matches!(store.fork_session("nope", "x"), Err(Error::SessionNotFound { .. })));
 }
+
+#[test]
+fn an_answer_and_its_usage_are_stored_together_or_not_at_all() {
+    let (_dir, s) = store();
+    create(&s, "s1");
+    let usage = Usage { input_tokens: 40, output_tokens: 5, estimated: true, ..Usage::default() };
+    let ids = s.append_messages_with_usage("s1", &[Message::assistant("done")], Some((&usage, 2))).expect("append");
+    assert_eq!(ids.len(), 1);
+    let info = s.session("s1").expect("session").expect("exists");
+    assert_eq!((info.message_count, info.api_call_count), (1, 2));
+    assert_eq!((info.usage.input_tokens, info.usage.output_tokens, info.usage.estimated), (40, 5, true));
+    // A session that is gone takes neither.
+    let err = s.append_messages_with_usage("ghost", &[Message::assistant("x")], Some((&usage, 1))).expect_err("ghost");
+    assert!(matches!(&err, Error::SessionNotFound { key } if key == "ghost"));
+    // Usage with no message (an answer that was never kept) is still counted.
+    s.append_messages_with_usage("s1", &[], Some((&usage, 1))).expect("usage alone");
+    let info = s.session("s1").expect("session").expect("exists");
+    assert_eq!((info.message_count, info.api_call_count, info.usage.input_tokens), (1, 3, 80));
+}
+
+#[test]
+fn a_checkpoint_before_exit_leaves_an_empty_wal_and_everything_in_the_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("state.db");
+    let s = Store::open(&path).expect("open");
+    create(&s, "s1");
+    turn(&s, "s1", "where is the harbour?", "down the hill");
+    let wal = dir.path().join("state.db-wal");
+    assert!(std::fs::metadata(&wal).expect("wal").len() > 0, "the turn is in the WAL");
+    s.checkpoint();
+    assert_eq!(std::fs::metadata(&wal).expect("wal").len(), 0, "moved into the file");
+    // The process leaves without closing (as `chat -q` does); the file alone holds the turn.
+    std::mem::forget(s);
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(&path, &copy).expect("copy");
+    let reopened = Store::open(&copy).expect("reopen");
+    let texts: Vec<String> =
+        reopened.messages("s1").expect("messages").into_iter().map(|m| m.message.content().to_string()).collect();
+    assert_eq!(texts, ["where is the harbour?", "down the hill"]);
+}
