@@ -6,7 +6,8 @@
 //! as `session/update` notifications.
 //!
 //! Protocol version 1, JSON-RPC 2.0 over stdio, one message per line; stdout carries nothing
-//! else (logs go to stderr). [`serve`] runs it over any reader and writer.
+//! else (logs go to stderr). [`serve`] runs it over any reader and writer; [`serve_opening`]
+//! answers `initialize` at once while the host opens in the background.
 //!
 //! # What it offers
 //! - `initialize` (capabilities as they are: session load, list, resume and close; embedded
@@ -92,6 +93,69 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    run(
+        HostSlot { host: tokio::sync::OnceCell::new_with(Some(Ok(host))), opening: Mutex::new(None) },
+        options,
+        input,
+        output,
+    )
+    .await
+}
+
+/// [`serve`], opening the host with `open` on a thread of its own meanwhile: `initialize`
+/// needs no host and is answered at once. If the host cannot be opened (config.toml is not
+/// valid, the store is damaged), every request that needs it is answered with the reason.
+///
+/// # Errors
+/// Reading `input` failed.
+pub async fn serve_opening<R, W>(
+    open: impl FnOnce() -> Result<Host, talaria_core::Error> + Send + 'static,
+    options: Options,
+    input: R,
+    output: W,
+) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let opening = tokio::task::spawn_blocking(open);
+    run(HostSlot { host: tokio::sync::OnceCell::new(), opening: Mutex::new(Some(opening)) }, options, input, output)
+        .await
+}
+
+/// The host, once open (or why it could not be).
+struct HostSlot {
+    host: tokio::sync::OnceCell<Result<Arc<Host>, String>>,
+    opening: Mutex<Option<tokio::task::JoinHandle<Result<Host, talaria_core::Error>>>>,
+}
+
+impl HostSlot {
+    async fn get(&self) -> Result<Arc<Host>, Error> {
+        let opened = self
+            .host
+            .get_or_init(|| async {
+                let Some(opening) = lock(&self.opening).take() else {
+                    return Err("the host was not opened".to_string());
+                };
+                match opening.await {
+                    Ok(Ok(host)) => Ok(Arc::new(host)),
+                    Ok(Err(e)) => {
+                        tracing::error!("cannot open talaria: {e}");
+                        Err(e.to_string())
+                    }
+                    Err(e) => Err(format!("opening talaria stopped: {e}")),
+                }
+            })
+            .await;
+        opened.clone().map_err(internal)
+    }
+}
+
+async fn run<R, W>(host: HostSlot, options: Options, input: R, output: W) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (out, writer) = Out::new(output);
     let server = Arc::new(Server {
         host,
@@ -125,7 +189,7 @@ where
 }
 
 struct Server {
-    host: Arc<Host>,
+    host: HostSlot,
     options: Options,
     out: Out,
     sessions: Mutex<HashMap<String, Arc<AcpSession>>>,
@@ -265,8 +329,9 @@ impl Server {
             }
         }
         let offers = *lock(&self.offers);
+        let host = self.host.get().await?;
         let (session, conversation, notes) =
-            AcpSession::open(&self.host, &self.options, self.out.clone(), cwd, resume, mcp, offers).await?;
+            AcpSession::open(&host, &self.options, self.out.clone(), cwd, resume, mcp, offers).await?;
         Ok(Opened { session, conversation, notes })
     }
 
@@ -278,7 +343,7 @@ impl Server {
             })?,
         };
         let cwd = r.cwd.as_ref().map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()));
-        let store = self.host.store().clone();
+        let store = self.host.get().await?.store().clone();
         let page = tokio::task::spawn_blocking(move || -> Result<(Vec<SessionInfo>, bool), Error> {
             let q = talaria_store::ListQuery {
                 limit: PAGE + 1,

@@ -2,7 +2,6 @@
 //! talaria-acp). Nothing but protocol messages goes to stdout; logs go to stderr.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Args;
 use talaria_core::{Host, HostOptions};
@@ -25,9 +24,11 @@ pub struct AcpArgs {
 }
 
 pub async fn run(ctx: &Ctx, args: AcpArgs) -> anyhow::Result<ExitCode> {
-    let host = Host::open(HostOptions { home: ctx.home.clone(), workspace: ctx.workspace.clone() })?;
+    let host = HostOptions { home: ctx.home.clone(), workspace: ctx.workspace.clone() };
     let options = talaria_acp::Options { model: args.model.choice(), toolsets: args.toolsets, yolo: args.yolo };
     tracing::info!("talaria acp: serving the Agent Client Protocol on stdio");
-    talaria_acp::serve(Arc::new(host), options, BufReader::new(tokio::io::stdin()), tokio::io::stdout()).await?;
+    // The editor's `initialize` is answered while the host opens.
+    let (input, output) = (BufReader::new(tokio::io::stdin()), tokio::io::stdout());
+    talaria_acp::serve_opening(move || Host::open(host), options, input, output).await?;
     Ok(ExitCode::SUCCESS)
 }
