@@ -6,8 +6,8 @@
 //! host's imports. Making it takes a good part of a millisecond, so a front door that will run
 //! plugins calls [`start`] first thing and the engine is made while it does the rest of its work.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use wasmtime::Engine;
@@ -39,7 +39,9 @@ pub(crate) fn shared() -> Result<&'static Shared, &'static str> {
 /// Make the engine on a thread of its own, if it is not made yet; whoever needs it meanwhile
 /// waits for that work instead of repeating it.
 pub fn start() {
-    if SHARED.get().is_some() {
+    // Front doors call this early and `Host::open` again; one thread makes it.
+    static STARTED: AtomicBool = AtomicBool::new(false);
+    if SHARED.get().is_some() || STARTED.swap(true, Ordering::Relaxed) {
         return;
     }
     let spawned = std::thread::Builder::new().name("talaria-engine".into()).spawn(|| {
@@ -53,12 +55,12 @@ pub fn start() {
 /// How often the epoch advances; a spinning guest overruns its deadline by at most this much.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
-/// The engine and the thread that advances its epoch.
+/// The engine and the thread that advances its epoch (for as long as the process runs: the
+/// engine is shared by the whole process and never dropped).
 pub struct EngineHandle {
     pub engine: Engine,
     /// Identifies compiled code this engine can load; part of every compile-cache key.
     pub fingerprint: String,
-    stop: Arc<AtomicBool>,
 }
 
 impl EngineHandle {
@@ -66,16 +68,14 @@ impl EngineHandle {
     ///
     /// # Errors
     /// wasmtime rejects the configuration (e.g. the pool cannot reserve address space).
-    pub fn new() -> wasmtime::Result<Self> {
+    fn new() -> wasmtime::Result<Self> {
         let engine = Engine::new(&talaria_engine::config())?;
         let fingerprint = talaria_engine::fingerprint(&engine);
-
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ticker, flag) = (engine.weak(), stop.clone());
+        let ticker = engine.weak();
         std::thread::Builder::new()
             .name("talaria-epoch".into())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
+                loop {
                     std::thread::sleep(EPOCH_TICK);
                     match ticker.upgrade() {
                         Some(engine) => engine.increment_epoch(),
@@ -84,18 +84,12 @@ impl EngineHandle {
                 }
             })
             .map_err(|e| wasmtime::format_err!("cannot start the epoch thread: {e}"))?;
-        Ok(Self { engine, fingerprint, stop })
+        Ok(Self { engine, fingerprint })
     }
 
     /// Epoch ticks for a deadline (rounded up, at least one).
     pub fn ticks(deadline: Duration) -> u64 {
         let tick = EPOCH_TICK.as_micros().max(1);
         u64::try_from(deadline.as_micros().div_ceil(tick)).unwrap_or(u64::MAX).max(1)
-    }
-}
-
-impl Drop for EngineHandle {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }
