@@ -500,7 +500,7 @@ fn model_label(s: &SessionInfo) -> String {
 /// Unix milliseconds as local `2026-11-22 14:03`.
 fn local_time(ms: i64) -> String {
     match jiff::Timestamp::from_millisecond(ms) {
-        Ok(t) => t.to_zoned(jiff::tz::TimeZone::system()).strftime("%Y-%m-%d %H:%M").to_string(),
+        Ok(t) => t.to_zoned(talaria_store::local_time::zone()).strftime("%Y-%m-%d %H:%M").to_string(),
         Err(_) => "-".to_string(),
     }
 }

@@ -44,7 +44,7 @@ pub struct LeaseHolder {
 impl std::fmt::Display for LeaseHolder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let since = jiff::Timestamp::from_millisecond(self.acquired_at)
-            .map(|t| t.to_zoned(jiff::tz::TimeZone::system()).strftime("%H:%M:%S").to_string())
+            .map(|t| t.to_zoned(crate::local_time::zone()).strftime("%H:%M:%S").to_string())
             .unwrap_or_default();
         write!(f, "{} (pid {} on {}, since {since})", self.holder, self.pid, self.host)
     }

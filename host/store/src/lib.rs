@@ -35,6 +35,7 @@
 
 pub mod kv;
 pub mod lease;
+pub mod local_time;
 pub mod recover;
 pub mod schema;
 pub mod search;
@@ -135,6 +136,18 @@ impl Error {
         match self {
             Self::Sql(e) | Self::Open { source: e, .. } => sql_busy(e),
             Self::Migrate(rusqlite_migration::Error::RusqliteError { err, .. }) => sql_busy(err),
+            _ => false,
+        }
+    }
+
+    /// The store may not be written here: opened read-only, or the file or its directory is
+    /// read-only.
+    fn is_read_only(&self) -> bool {
+        match self {
+            Self::ReadOnly { .. } => true,
+            Self::Sql(e) | Self::Open { source: e, .. } => {
+                matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen))
+            }
             _ => false,
         }
     }

@@ -76,7 +76,7 @@ pub fn check(path: &Path) -> Result<Option<String>> {
 /// # Errors
 /// The file cannot be moved, or the new database cannot be created.
 pub fn repair(path: &Path) -> Result<Repair> {
-    let stamp = jiff::Zoned::now().strftime("%Y%m%d-%H%M%S").to_string();
+    let stamp = crate::local_time::now().strftime("%Y%m%d-%H%M%S").to_string();
     let moved_to = aside(path, &stamp);
     let io = |e: std::io::Error| Error::Open {
         path: path.to_path_buf(),

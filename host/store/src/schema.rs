@@ -9,9 +9,15 @@
 //! 3. `session_leases`: which process is answering a session right now (see [`crate::lease`]).
 //! 4. `sessions.estimated_calls`: model calls whose token counts talaria estimated because the
 //!    provider reported none (the session's totals are then shown as estimates).
+//! 5. Messages are indexed in batches, not one by one: `search_watermark` holds the highest
+//!    message id the two indexes have seen (everything up to it that is active is indexed), the
+//!    insert trigger is gone, and the delete and update triggers touch the indexes only for rows
+//!    at or below the watermark. [`crate::Store::index_pending`] indexes what is above it; every
+//!    search calls it, and so does a turn's last commit once [`crate::search::INDEX_BATCH`]
+//!    messages wait. A commit then writes three pages to the WAL instead of ten.
 //!
 //! ```
-//! assert_eq!(talaria_store::schema::VERSION, 4);
+//! assert_eq!(talaria_store::schema::VERSION, 5);
 //! ```
 
 use std::time::{Duration, Instant};
@@ -123,6 +129,35 @@ pub const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;",
     // 4: model calls whose usage was estimated.
     "ALTER TABLE sessions ADD COLUMN estimated_calls INTEGER NOT NULL DEFAULT 0;",
+    // 5: the indexes catch up in batches (up to the watermark), not on every insert.
+    "CREATE TABLE search_watermark (
+        one     INTEGER PRIMARY KEY CHECK (one = 1),
+        indexed INTEGER NOT NULL
+    );
+    -- Every message so far was indexed by the insert trigger.
+    INSERT INTO search_watermark (one, indexed) VALUES (1, (SELECT coalesce(max(id), 0) FROM messages));
+    DROP TRIGGER messages_indexed;
+    DROP TRIGGER messages_unindexed;
+    DROP TRIGGER messages_reindexed;
+    CREATE TRIGGER messages_unindexed AFTER DELETE ON messages
+        WHEN old.active AND old.id <= (SELECT indexed FROM search_watermark) BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content, tool_name, tool_calls)
+            VALUES ('delete', old.id, old.content, old.tool_name, old.tool_calls);
+        INSERT INTO messages_trigram (messages_trigram, rowid, content, tool_name, tool_calls)
+            VALUES ('delete', old.id, old.content, old.tool_name, old.tool_calls);
+    END;
+    -- Above the watermark nothing is indexed yet: the batch will take the row as it is then.
+    CREATE TRIGGER messages_reindexed AFTER UPDATE OF content, tool_name, tool_calls, active ON messages
+        WHEN old.id <= (SELECT indexed FROM search_watermark) BEGIN
+        INSERT INTO messages_fts (messages_fts, rowid, content, tool_name, tool_calls)
+            SELECT 'delete', old.id, old.content, old.tool_name, old.tool_calls WHERE old.active;
+        INSERT INTO messages_trigram (messages_trigram, rowid, content, tool_name, tool_calls)
+            SELECT 'delete', old.id, old.content, old.tool_name, old.tool_calls WHERE old.active;
+        INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
+            SELECT new.id, new.content, new.tool_name, new.tool_calls WHERE new.active;
+        INSERT INTO messages_trigram (rowid, content, tool_name, tool_calls)
+            SELECT new.id, new.content, new.tool_name, new.tool_calls WHERE new.active;
+    END;",
 ];
 
 fn migrations() -> Migrations<'static> {

@@ -1,7 +1,10 @@
 //! Full-text search over every session's active messages.
 //!
 //! Two FTS5 indexes cover the `content`, `tool_name` and `tool_calls` of each active message
-//! (see [`crate::schema`]).
+//! (see [`crate::schema`]). They are brought up to date in batches ([`Store::index_pending`]):
+//! before every search, so a search always sees every message committed before it (unless the
+//! store is open read-only: then it sees what the last writer indexed), and by the commit that
+//! ends a turn once [`INDEX_BATCH`] messages wait, so no search has much to catch up with.
 //!
 //! The query syntax: words are ANDed; `"a phrase"` must appear as written; `word*` is a prefix;
 //! `OR` and `NOT` (capitals, between two terms) are operators, `a NOT b` meaning a without b.
@@ -33,8 +36,8 @@
 
 mod query;
 
-use rusqlite::params_from_iter;
 use rusqlite::types::Value;
+use rusqlite::{Transaction, params, params_from_iter};
 use talaria_protocol::Role;
 
 use crate::sessions::count;
@@ -115,7 +118,54 @@ impl Index {
     }
 }
 
+/// How many messages may wait to be indexed before the commit that ends a turn indexes them: a
+/// search catches up with at most about this many, and most one-shot runs index nothing.
+pub const INDEX_BATCH: i64 = 256;
+
+/// Index the active messages stored above the watermark, and move it to the newest message, if
+/// at least `min` messages are pending. Writers are serialized, so every message up to the
+/// newest is committed and none is in flight. Returns how many messages were indexed.
+pub(crate) fn index_pending(tx: &Transaction<'_>, min: i64) -> Result<usize> {
+    let (mark, top): (i64, i64) = tx
+        .prepare_cached("SELECT indexed, (SELECT coalesce(max(id), 0) FROM messages) FROM search_watermark")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    if top <= mark || top - mark < min {
+        return Ok(0);
+    }
+    let mut indexed = 0;
+    for sql in [
+        "INSERT INTO messages_fts (rowid, content, tool_name, tool_calls)
+         SELECT id, content, tool_name, tool_calls FROM messages WHERE id > ?1 AND id <= ?2 AND active",
+        "INSERT INTO messages_trigram (rowid, content, tool_name, tool_calls)
+         SELECT id, content, tool_name, tool_calls FROM messages WHERE id > ?1 AND id <= ?2 AND active",
+    ] {
+        indexed = tx.prepare_cached(sql)?.execute(params![mark, top])?;
+    }
+    tx.prepare_cached("UPDATE search_watermark SET indexed = ?1")?.execute([top])?;
+    Ok(indexed)
+}
+
 impl Store {
+    /// Bring the search indexes up to date with every committed message (see [`crate::search`]).
+    /// Returns how many messages were indexed; nothing is written when none is pending.
+    ///
+    /// # Errors
+    /// Database failures, including a store opened read-only.
+    pub fn index_pending(&self) -> Result<usize> {
+        if !self.search_pending()? {
+            return Ok(0);
+        }
+        self.write(|tx| index_pending(tx, 1))
+    }
+
+    /// Whether messages were committed since the indexes last caught up.
+    fn search_pending(&self) -> Result<bool> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare_cached("SELECT (SELECT coalesce(max(id), 0) FROM messages) > indexed FROM search_watermark")?;
+        Ok(stmt.query_row([], |r| r.get(0))?)
+    }
+
     /// The active messages matching `q`, best first (see [`crate::search`]). Any text is a valid
     /// query; one with nothing searchable in it finds nothing.
     ///
@@ -125,6 +175,13 @@ impl Store {
         let limit = q.limit.min(MAX_SEARCH_LIMIT);
         if limit == 0 {
             return Ok(Vec::new());
+        }
+        // A store that cannot be written (opened read-only, or locked for longer than a write
+        // waits) searches what was indexed: the messages of turns still under way are missing.
+        match self.index_pending() {
+            Ok(_) => {}
+            Err(e) if matches!(e, Error::Busy) || e.is_busy() || e.is_read_only() => {}
+            Err(e) => return Err(e),
         }
         let parsed = Query::parse(q.text);
         let cjk = has_cjk(q.text);

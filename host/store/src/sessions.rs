@@ -130,7 +130,7 @@ impl Store {
     /// assert_eq!(&id[8..9], "_");
     /// ```
     pub fn new_session_id() -> String {
-        let now = jiff::Zoned::now();
+        let now = crate::local_time::now();
         format!("{}_{:06x}", now.strftime("%Y%m%d_%H%M%S"), fastrand::u32(..0x100_0000))
     }
 
@@ -234,6 +234,9 @@ impl Store {
         }
         let rows = messages.iter().map(MessageRow::new).collect::<Result<Vec<_>>>()?;
         let calls: usize = messages.iter().map(|m| m.tool_calls().len()).sum();
+        // An answer ends a turn: the messages waiting to be indexed for search are indexed with
+        // it once there are enough of them, rather than each commit writing index segments.
+        let ends_turn = matches!(messages.last(), Some(Message::Assistant { tool_calls, .. }) if tool_calls.is_empty());
         let now = now_ms();
         let ids = self.write(|tx| {
             let touched = tx.execute(
@@ -266,6 +269,9 @@ impl Store {
             }
             if let Some((usage, calls)) = usage {
                 add_usage(tx, session_id, usage, calls, now)?;
+            }
+            if ends_turn {
+                crate::search::index_pending(tx, crate::search::INDEX_BATCH)?;
             }
             Ok(ids)
         })?;

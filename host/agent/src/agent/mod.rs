@@ -323,7 +323,7 @@ impl Agent {
                     tool_names: &tool_names,
                     system_message: cfg.system_message.as_deref(),
                     platform,
-                    now: jiff::Zoned::now(),
+                    now: talaria_store::local_time::now(),
                     model: &model,
                     provider_block: provider_block.as_deref(),
                 });

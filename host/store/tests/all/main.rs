@@ -2,6 +2,7 @@
 //! migrations from older files.
 
 mod concurrency;
+mod indexing;
 mod migrations;
 mod search;
 mod sessions;
