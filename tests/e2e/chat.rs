@@ -60,13 +60,18 @@ impl Talaria {
     }
 
     pub(crate) fn spawn_chat(&self, args: &[&str]) -> Child {
+        self.spawn_chat_reading(args, Stdio::null())
+    }
+
+    /// [`Talaria::spawn_chat`] with `stdin` as its standard input.
+    pub(crate) fn spawn_chat_reading(&self, args: &[&str], stdin: Stdio) -> Child {
         Command::new(env!("CARGO_BIN_EXE_talaria"))
             .arg("chat")
             .args(args)
             .current_dir(self.workspace.path())
             .env("TALARIA_HOME", self.home.path())
             .env_remove("TALARIA_LOG")
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

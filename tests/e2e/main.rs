@@ -15,6 +15,7 @@ mod extensions;
 mod faults;
 mod journal_race;
 mod market;
+mod oneshot;
 
 mod plugin_test;
 mod repl;

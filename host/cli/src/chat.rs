@@ -21,7 +21,9 @@ use crate::{Ctx, ui};
 
 #[derive(Args, Debug, Default, Clone)]
 pub struct ChatArgs {
-    /// Send PROMPT, print the final answer on stdout (progress on stderr) and exit.
+    /// Send PROMPT, print the final answer on stdout (progress on stderr) and exit. `-q -`
+    /// reads the prompt from stdin; text piped in beside a PROMPT is sent with it as context
+    /// (`git diff | talaria chat -q "review this"`; at most 256 KiB).
     /// Exit codes: 0 answered, 1 failed, 3 budget exhausted, 4 answer cut off at the
     /// output-token limit, 129 hangup, 130 interrupted, 143 terminated
     #[arg(short = 'q', long = "query", value_name = "PROMPT")]

@@ -18,8 +18,11 @@ pub fn status_lines(engine: &str, status: &ContextStatus, lines: &[(String, Stri
         status.prompt_tokens as f64 * 100.0 / status.context_length as f64
     };
     let mut out = format!(
-        "context engine: {engine}\nprompt: ≈{} of {} tokens ({pct:.1}%), {} messages, {} compressions so far",
-        status.prompt_tokens, status.context_length, status.message_count, status.compressions
+        "context engine: {engine}\nprompt: ≈{} of {} tokens ({pct:.1}%), {}, {} so far",
+        status.prompt_tokens,
+        status.context_length,
+        ui::count(status.message_count, "message", "messages"),
+        ui::count(status.compressions, "compression", "compressions")
     );
     let width = lines.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
     for (key, value) in lines {

@@ -29,7 +29,7 @@ use talaria_store::{ListQuery, Store};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::chat::{self, ChatArgs};
-use crate::{Ctx, tools};
+use crate::{Ctx, tools, ui};
 
 /// How long the provider has to answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -165,7 +165,12 @@ fn check_state(home: &Path, repair: bool, r: &mut Report) {
     match store.list_sessions_with(&all) {
         Ok(sessions) => r.ok(
             "state",
-            &format!("{} (schema v{}, {} sessions)", path.display(), talaria_store::schema::VERSION, sessions.len()),
+            &format!(
+                "{} (schema v{}, {})",
+                path.display(),
+                talaria_store::schema::VERSION,
+                ui::count(sessions.len(), "session", "sessions")
+            ),
         ),
         Err(e) => r.fail("state", &e.to_string()),
     }
@@ -458,7 +463,7 @@ async fn check_plugins(ctx: &Ctx, r: &mut Report) -> Option<Runtime> {
     if specs.is_empty() {
         r.warn("tools", "no tools available");
     } else {
-        r.ok("tools", &format!("{} available from {} plugins", specs.len(), plugins.len()));
+        r.ok("tools", &format!("{} available from {}", specs.len(), ui::count(plugins.len(), "plugin", "plugins")));
     }
     for p in &problems {
         r.warn("tools", &p.to_string());

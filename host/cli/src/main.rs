@@ -27,8 +27,10 @@ mod chat;
 mod context;
 mod doctor;
 mod exit;
+mod logging;
 mod market;
 mod memory;
+mod piped;
 mod plugins;
 mod render;
 mod repl;
@@ -57,7 +59,8 @@ struct Cli {
     #[arg(short = 'C', long, global = true, value_name = "DIR")]
     workspace: Option<PathBuf>,
 
-    /// Log more to stderr (-v info, -vv debug); TALARIA_LOG takes a tracing filter
+    /// Log to stderr (-v info, -vv debug) instead of ~/.talaria/logs/talaria.log (warnings);
+    /// TALARIA_LOG takes a tracing filter and also logs to stderr
     #[arg(short, long, action = ArgAction::Count, global = true)]
     verbose: u8,
 
@@ -93,6 +96,15 @@ enum Command {
     /// The context engine that compresses long conversations
     #[command(subcommand)]
     Context(context::ContextCmd),
+    /// Print a shell completion script: bash, zsh, fish, powershell or elvish
+    ///
+    /// bash: `source <(talaria completions bash)` (or save it under
+    /// ~/.local/share/bash-completion/completions/talaria); zsh: save it as `_talaria` in a
+    /// directory of your $fpath; fish: save it as ~/.config/fish/completions/talaria.fish.
+    Completions {
+        /// The shell to complete for
+        shell: clap_complete::Shell,
+    },
     /// Review what a project brings (.talaria/plugins) and trust it as it is now (or --revoke)
     ///
     /// Each project plugin is shown (digest, requests, grants, what it replaces) and pinned:
@@ -111,7 +123,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    ui::init_logging(cli.verbose);
+    logging::init(cli.verbose);
     let tokio = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -133,8 +145,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         // They run plugins: the WebAssembly engine is made while config and the store open.
         talaria_runtime::start_engine();
     }
+    if let Command::Completions { shell } = cli.command {
+        // Needs no home, config or workspace: it works before `talaria setup` and anywhere.
+        return Ok(completions(shell));
+    }
     let ctx = Ctx::new(cli.workspace)?;
     match cli.command {
+        Command::Completions { shell } => Ok(completions(shell)),
         Command::Chat(args) => chat_command(&ctx, args).await,
         Command::Acp(args) => acp::run(&ctx, args).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),
@@ -149,6 +166,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Memory(cmd) => memory::run(&ctx, cmd),
         Command::Context(cmd) => context::run(&ctx, cmd).await,
         Command::Trust { dir, revoke, replace } => plugins::trust(&ctx, dir, revoke, &replace),
+    }
+}
+
+/// Write the completion script for `shell`, generated from the command definitions above.
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command, "talaria", &mut out);
+    match std::io::Write::write_all(&mut std::io::stdout(), &out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            ui::error(&format!("cannot write the completion script: {e}"));
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -202,8 +233,10 @@ impl Ctx {
 async fn chat_command(ctx: &Ctx, args: chat::ChatArgs) -> anyhow::Result<ExitCode> {
     use std::io::IsTerminal as _;
     let interactive = args.query.is_none() && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    // What stdin holds is read (and refused if unusable) before anything starts.
+    let prompt = args.query.as_deref().map(piped::prompt).transpose()?;
     let session = chat::start(ctx, &args, interactive).await?;
-    match args.query.clone() {
+    match prompt {
         Some(prompt) => chat::one_shot(session, &prompt).await,
         None => repl::run(ctx, session, &args).await,
     }

@@ -507,15 +507,15 @@ impl Repl {
         let stored = self.session.host.store().session(&info.session_id)?;
         let line = match stored {
             Some(s) => format!(
-                "session {}: {} model calls, {}{} input tokens ({} cached), {}{} output tokens; this run: {} calls, {}{} in / {}{} out{}",
+                "session {}: {}, {}{} input tokens ({} cached), {}{} output tokens; this run: {}, {}{} in / {}{} out{}",
                 s.id,
-                s.api_call_count,
+                ui::count(s.api_call_count, "model call", "model calls"),
                 s.usage.approx(),
                 s.usage.input_tokens,
                 s.usage.cache_read_tokens,
                 s.usage.approx(),
                 s.usage.output_tokens,
-                calls,
+                ui::count(calls, "call", "calls"),
                 usage.approx(),
                 usage.input_tokens,
                 usage.approx(),

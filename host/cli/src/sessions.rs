@@ -379,7 +379,12 @@ fn export(store: &Store, key: &str, format: ExportFormat, output: Option<&Path>)
     match output {
         Some(path) => {
             std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
-            ui::note(&format!("exported {} messages of {} to {}", messages.len(), info.id, path.display()));
+            ui::note(&format!(
+                "exported {} of {} to {}",
+                ui::count(messages.len(), "message", "messages"),
+                info.id,
+                path.display()
+            ));
         }
         None => {
             let mut out = std::io::stdout().lock();
@@ -442,17 +447,17 @@ fn delete(store: &Store, keys: &[String], yes: bool) -> anyhow::Result<ExitCode>
             targets.push(info);
         }
     }
-    let what = if targets.len() == 1 { "1 session".to_string() } else { format!("{} sessions", targets.len()) };
+    let what = ui::count(targets.len(), "session", "sessions");
     if !yes {
         if !std::io::stdin().is_terminal() {
             anyhow::bail!("not deleting {what} without confirmation: standard input is not a terminal; pass --yes");
         }
         for s in &targets {
             anstream::eprintln!(
-                "  {}  {}  ({} messages)",
+                "  {}  {}  ({})",
                 s.id,
                 ui::first_line(&display_title(s), 60),
-                s.message_count
+                ui::count(s.message_count, "message", "messages")
             );
         }
         let theirs = if targets.len() == 1 { "its" } else { "their" };

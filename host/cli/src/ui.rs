@@ -4,20 +4,10 @@
 use owo_colors::OwoColorize as _;
 pub use talaria_author::ui::{error, note, warn};
 
-/// Log to stderr at warn, or more with -v / TALARIA_LOG.
-pub fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
-    };
-    let filter = std::env::var("TALARIA_LOG").unwrap_or_else(|_| default.to_string());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::env::var_os("NO_COLOR").is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .without_time()
-        .try_init();
+/// `n` and the noun in the form that goes with it: "1 model call", "2 model calls".
+pub fn count<N: std::fmt::Display + PartialEq + From<u8>>(n: N, one: &str, many: &str) -> String {
+    let word = if n == N::from(1) { one } else { many };
+    format!("{n} {word}")
 }
 
 /// Rows as aligned columns; the header row is bold.

@@ -621,9 +621,10 @@ impl Agent {
     /// The budget is spent: one last call without tools asks for a summary of the work.
     async fn budget_summary(&mut self, turn: &mut Turn, cancel: &CancellationToken) -> TurnEnd {
         let spent = turn.api_calls;
-        self.emitter.warn(format!("stopping: this turn used its budget of {spent} model calls (--max-turns)"));
+        let calls = if spent == 1 { "model call" } else { "model calls" };
+        self.emitter.warn(format!("stopping: this turn used its budget of {spent} {calls} (--max-turns)"));
         self.history.push(Message::user(format!(
-            "[talaria] You have used this turn's budget of {spent} model calls, so tools are no longer available. \
+            "[talaria] You have used this turn's budget of {spent} {calls}, so tools are no longer available. \
              Reply now with a summary for the user: what you did, what is left unfinished, and what they should do next."
         )));
         let call = self.call_model(turn, false, "");
@@ -635,7 +636,7 @@ impl Agent {
         self.history.pop();
         let text = match reply {
             Some(m) if !m.content().trim().is_empty() => m.content().to_string(),
-            _ => format!("I stopped after {spent} model calls (the turn's budget) before finishing."),
+            _ => format!("I stopped after {spent} {calls} (the turn's budget) before finishing."),
         };
         let message = Message::assistant(text.clone());
         if let Err(e) = self.commit(std::slice::from_ref(&message)).await {
