@@ -261,7 +261,7 @@ fn an_editor_that_offers_its_files_and_terminal_serves_the_tools_within_their_li
         assert_eq!(u["content"][0]["type"], "terminal", "{u}");
         assert_eq!(u["content"][0]["terminalId"], "term-0");
     }
-    assert_eq!(shown.last().expect("last")["status"], "completed");
+    assert_eq!(shown.last().expect("last")["status"], "failed", "the command exited 3");
 }
 
 #[test]

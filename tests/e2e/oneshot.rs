@@ -4,10 +4,11 @@
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
-use talaria_mock_llm::{MockLlm, Reply, Script};
+use serde_json::json;
+use talaria_mock_llm::{MockLlm, Reply, Script, Step};
 
 use super::Talaria;
-use crate::chat::stdout;
+use crate::chat::{stderr, stdout};
 
 impl Talaria {
     /// `talaria chat ARGS` with `input` written to its stdin (then closed).
@@ -92,4 +93,24 @@ fn completions_bash_is_a_script_bash_can_source() {
         .expect("run");
     assert!(out.status.success());
     assert!(!t.home.path().join("missing").exists(), "nothing was created");
+}
+
+#[test]
+fn a_failing_command_shows_its_exit_code_and_a_refusal_its_reason_in_words() {
+    let t = Talaria::new();
+    std::fs::create_dir(t.ws().join("build")).expect("mkdir");
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": "seq 1 5; exit 3"})),
+        Step::tool_call("terminal", json!({"command": "rm -rf build"})),
+        Step::text("one failed, one was refused"),
+    ]));
+    t.use_mock(&mock, "chat_completions", "");
+    let out = t.chat(&["-q", "run them"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("failed: terminal (")).collect();
+    assert_eq!(lines.len(), 2, "both calls are marked failed: {err}");
+    assert!(lines[0].ends_with("): exit 3"), "{err}");
+    assert!(lines[1].contains("needs approval") && !lines[1].contains("{\"error\""), "words, not JSON: {err}");
+    assert!(!err.contains("done: terminal"), "{err}");
 }

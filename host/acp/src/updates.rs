@@ -67,7 +67,8 @@ pub(crate) fn tool_call(t: &ToolStarted, a: Option<&ToolAnnotations>, workspace:
 /// A finished call's last update; `terminal`: the editor's terminal it ran in, which stays
 /// shown (the output is in it).
 pub(crate) fn finished(t: &ToolFinished, kind: ToolKind, terminal: Option<String>) -> ToolCallUpdate {
-    let status = if t.ok { ToolCallStatus::Completed } else { ToolCallStatus::Failed };
+    // A command that exits non-zero is a failure to the person reading, as a refusal is.
+    let status = if t.outcome().failed() { ToolCallStatus::Failed } else { ToolCallStatus::Completed };
     let content: Vec<ToolCallContent> = if let Some(id) = terminal {
         vec![ToolCallContent::Terminal(agent_client_protocol_schema::v1::Terminal::new(id))]
     } else if t.changes.is_empty() {

@@ -11,7 +11,7 @@
 use std::io::Write as _;
 
 use owo_colors::OwoColorize as _;
-use talaria_protocol::{Event, NoticeLevel, Outcome, TurnEnd};
+use talaria_protocol::{CallOutcome, Event, NoticeLevel, Outcome, ToolFinished, TurnEnd};
 
 use crate::waiting::Waiting;
 
@@ -64,6 +64,11 @@ impl Renderer {
         if self.answer_to_stdout { self.fancy } else { self.progress_fancy }
     }
 
+    /// Whether progress goes to a terminal (a person reads it), coloured or not.
+    fn progress_on_terminal(&self) -> bool {
+        if self.answer_to_stdout { std::io::IsTerminal::is_terminal(&std::io::stdout()) } else { self.indicator }
+    }
+
     /// Print a progress line (stdout in the REPL, stderr for `-q`).
     pub fn progress(&mut self, text: &str) {
         self.stop_waiting();
@@ -108,14 +113,17 @@ impl Renderer {
                 self.progress(&line);
             }
             Event::ToolFinished(t) => {
-                let took = format!("{}ms", t.duration_ms);
-                let line = match (self.fancy_progress(), t.ok) {
-                    (true, true) => format!("{} {} {}", "┊ ✓".green(), t.name, took.dimmed()),
-                    (true, false) => format!("{} {} {} {}", "┊ ✗".red(), t.name, took.dimmed(), t.preview.red()),
-                    (false, true) => format!("done: {} ({took})", t.name),
-                    (false, false) => format!("failed: {} ({took}): {}", t.name, t.preview),
-                };
+                let outcome = t.outcome();
+                let line = finished_line(t, &outcome, self.fancy_progress());
                 self.progress(&line);
+                if let CallOutcome::Command { output, .. } = &outcome
+                    && self.progress_on_terminal()
+                {
+                    for line in output_preview(output) {
+                        let line = if self.fancy_progress() { format!("{}", line.dimmed()) } else { line };
+                        self.progress(&format!("┊   {line}"));
+                    }
+                }
             }
             Event::Notice { level, text } => {
                 self.end_text();
@@ -339,9 +347,99 @@ fn terminal_width() -> usize {
     if cols == 0 { 80 } else { usize::from(cols) }
 }
 
+/// Lines of a command's output shown under its progress line.
+const OUTPUT_PREVIEW_LINES: usize = 3;
+/// Characters of each such line.
+const OUTPUT_PREVIEW_CHARS: usize = 120;
+
+/// The line that says a tool call finished: its mark, name, how it went and how long it took.
+fn finished_line(t: &ToolFinished, outcome: &CallOutcome, fancy: bool) -> String {
+    let took = duration(t.duration_ms);
+    let what = match outcome {
+        CallOutcome::Done | CallOutcome::Command { exit_code: Some(0), .. } => String::new(),
+        CallOutcome::Command { exit_code: Some(code), .. } => format!("exit {code}"),
+        CallOutcome::Command { exit_code: None, timed_out: true, .. } => "killed: timed out".to_string(),
+        CallOutcome::Command { exit_code: None, timed_out: false, .. } => "killed".to_string(),
+        CallOutcome::Failed(text) => crate::ui::first_line(&printable(text), 200),
+    };
+    match (fancy, outcome.failed()) {
+        (true, false) => format!("{} {} {}", "┊ ✓".green(), t.name, took.dimmed()),
+        (true, true) => format!("{} {} {} {}", "┊ ✗".red(), t.name, took.dimmed(), what.red()),
+        (false, false) => format!("done: {} ({took})", t.name),
+        (false, true) => format!("failed: {} ({took}): {what}", t.name),
+    }
+}
+
+/// `ms` as a person reads it: `12ms`, `1.5s`, `2m05s`.
+fn duration(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        _ => format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60),
+    }
+}
+
+/// `text` with its control characters (escape sequences a command or plugin could use to
+/// rewrite the screen) shown as `�`.
+fn printable(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() && c != '\n' { '\u{fffd}' } else { c }).collect()
+}
+
+/// The last few non-blank lines of a command's output, each cut to fit a line.
+fn output_preview(output: &str) -> Vec<String> {
+    let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
+    let skipped = lines.len().saturating_sub(OUTPUT_PREVIEW_LINES);
+    let mut shown: Vec<String> = lines[skipped..]
+        .iter()
+        .map(|l| crate::ui::first_line(&printable(&l.replace('\t', "    ")), OUTPUT_PREVIEW_CHARS))
+        .collect();
+    if skipped > 0 {
+        shown.insert(0, format!("… {skipped} more line{}", if skipped == 1 { "" } else { "s" }));
+    }
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn finished(ok: bool, result: &str) -> ToolFinished {
+        ToolFinished {
+            call_id: "c1".into(),
+            name: "terminal".into(),
+            ok,
+            preview: String::new(),
+            result: result.into(),
+            duration_ms: 1500,
+            changes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_command_that_fails_is_marked_failed_with_its_exit_code() {
+        let t = finished(true, r#"{"exit_code":3,"output":"1\n2\n","timed_out":false}"#);
+        assert_eq!(finished_line(&t, &t.outcome(), false), "failed: terminal (1.5s): exit 3");
+        let t = finished(true, r#"{"exit_code":0,"output":"ok\n","timed_out":false}"#);
+        assert_eq!(finished_line(&t, &t.outcome(), false), "done: terminal (1.5s)");
+        let t = finished(true, r#"{"exit_code":null,"output":"","timed_out":true}"#);
+        assert_eq!(finished_line(&t, &t.outcome(), false), "failed: terminal (1.5s): killed: timed out");
+    }
+
+    #[test]
+    fn a_refusal_is_shown_in_words_not_as_the_json_for_the_model() {
+        let t = finished(false, r#"{"error":"denied: the user refused `rm -rf build`"}"#);
+        assert_eq!(
+            finished_line(&t, &t.outcome(), false),
+            "failed: terminal (1.5s): denied: the user refused `rm -rf build`"
+        );
+    }
+
+    #[test]
+    fn the_output_preview_keeps_the_last_lines_and_no_escape_sequences() {
+        let out = "one\n\ntwo\nthree\n\u{1b}[2Jfour\tfive\n";
+        assert_eq!(output_preview(out), vec!["… 1 more line", "two", "three", "\u{fffd}[2Jfour    five"]);
+        assert!(output_preview("").is_empty());
+    }
 
     #[test]
     fn inline_spans_lose_their_markers() {

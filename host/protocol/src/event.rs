@@ -167,6 +167,63 @@ pub struct ToolFinished {
     pub changes: Vec<FileChange>,
 }
 
+/// How a finished call went, in words for a person: what its result says when it is an error
+/// (`{"error": ...}`) or the report of a command (`{"exit_code": ..., "output": ...}`), read from
+/// the result without trusting it for anything but display.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// Succeeded; nothing more to say.
+    Done,
+    /// A command it ran exited with this status (0 is success), or was killed (`None`);
+    /// `output` is the command's output as reported.
+    Command { exit_code: Option<i64>, timed_out: bool, output: String },
+    /// Failed: the error's own sentence.
+    Failed(String),
+}
+
+impl CallOutcome {
+    /// Whether a person should see this call marked as failed.
+    pub fn failed(&self) -> bool {
+        match self {
+            Self::Done => false,
+            Self::Command { exit_code, .. } => *exit_code != Some(0),
+            Self::Failed(_) => true,
+        }
+    }
+}
+
+impl ToolFinished {
+    /// What the call's result says of how it went (see [`CallOutcome`]).
+    ///
+    /// ```
+    /// # use talaria_protocol::{CallOutcome, ToolFinished};
+    /// let mut t = ToolFinished { call_id: "c1".into(), name: "terminal".into(), ok: true, preview: String::new(),
+    ///     result: r#"{"exit_code":3,"output":"1\n2\n","timed_out":false}"#.into(), duration_ms: 4, changes: vec![] };
+    /// assert_eq!(t.outcome(), CallOutcome::Command { exit_code: Some(3), timed_out: false, output: "1\n2\n".into() });
+    /// assert!(t.outcome().failed());
+    /// t.ok = false;
+    /// t.result = r#"{"error":"denied: the user said no"}"#.into();
+    /// assert_eq!(t.outcome(), CallOutcome::Failed("denied: the user said no".into()));
+    /// ```
+    pub fn outcome(&self) -> CallOutcome {
+        let value: Option<serde_json::Value> =
+            if self.result.trim_start().starts_with('{') { serde_json::from_str(&self.result).ok() } else { None };
+        let field = |name: &str| value.as_ref().and_then(|v| v.get(name));
+        if !self.ok {
+            let text = field("error").and_then(serde_json::Value::as_str).unwrap_or(&self.preview);
+            return CallOutcome::Failed(text.to_string());
+        }
+        match field("exit_code") {
+            Some(code) if code.is_i64() || code.is_null() => CallOutcome::Command {
+                exit_code: code.as_i64(),
+                timed_out: field("timed_out").and_then(serde_json::Value::as_bool).unwrap_or(false),
+                output: field("output").and_then(serde_json::Value::as_str).unwrap_or_default().to_string(),
+            },
+            _ => CallOutcome::Done,
+        }
+    }
+}
+
 /// One file a tool call changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileChange {

@@ -31,7 +31,7 @@ mod op;
 mod tool;
 
 pub use event::{
-    ApprovalKind, ApprovalNeeded, ClarifyNeeded, Event, FileChange, NoticeLevel, Outcome, SessionReason,
+    ApprovalKind, ApprovalNeeded, CallOutcome, ClarifyNeeded, Event, FileChange, NoticeLevel, Outcome, SessionReason,
     SessionStarted, Stamped, ToolFinished, ToolStarted, TurnEnd,
 };
 pub use extension::{
