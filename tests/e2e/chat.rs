@@ -501,5 +501,8 @@ fn the_repl_asks_before_a_dangerous_command_and_remembers_always(mode: Mode) {
     repl.wait_for("removed dist", 1);
     assert!(!t.ws().join("dist").exists());
     assert_eq!(repl.text().matches("Allow?").count(), 1, "asked only once");
-    repl.close();
+    let shown = repl.close_showing();
+    let listed: Value = serde_json::from_str(&t.ok(&["sessions", "list", "--json"])).expect("json");
+    let id = listed[0]["id"].as_str().expect("id");
+    assert!(shown.contains(&format!("resume this conversation with: talaria chat --resume {id}")), "{shown}");
 }

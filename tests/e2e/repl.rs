@@ -70,13 +70,20 @@ impl Repl {
     }
 
     /// Ctrl-D, then wait for a clean exit (which waits for background memory work).
-    pub(crate) fn close(mut self) {
+    pub(crate) fn close(self) {
+        self.close_showing();
+    }
+
+    /// [`Repl::close`], returning everything the REPL printed.
+    pub(crate) fn close_showing(mut self) -> String {
         self.ctrl_d();
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
                 assert!(status.success(), "the REPL exits cleanly on Ctrl-D");
-                return;
+                // What it printed last may still be on its way through the pipe.
+                std::thread::sleep(Duration::from_millis(100));
+                return self.text();
             }
             assert!(start.elapsed() < Duration::from_secs(60), "the REPL did not exit on Ctrl-D");
             std::thread::sleep(Duration::from_millis(50));

@@ -281,7 +281,17 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
         repl.turn(Op::UserTurn { text: line }, lines.interactive()).await;
     }
     let reason = if stop.signal().is_some() { "signal" } else { "exit" };
+    let info = repl.session.conversation.info();
     chat::close(&mut repl.session, reason).await;
+    if info.messages > 0 {
+        // The session it ends in (compression may have moved it on), by title when it has one.
+        let key = match repl.session.host.store().session(&info.session_id) {
+            Ok(Some(s)) => s.title.filter(|t| !t.contains(char::is_whitespace)).unwrap_or(s.id),
+            _ => info.session_id.clone(),
+        };
+        let hint = format!("resume this conversation with: talaria chat --resume {key}");
+        putln!(anstream::stdout(), "{}", hint.dimmed());
+    }
     if let Some(code) = stop.exit_code() {
         // A read of the terminal may still be blocked in another thread: leave without waiting.
         crate::signals::exit_now(code);

@@ -94,7 +94,7 @@ pub enum ModelError {
     #[error("TLS handshake with {url} failed: {message}")]
     Tls { provider: String, url: String, message: String },
     /// The provider answered with an HTTP error.
-    #[error("{url} answered HTTP {status}: {message}")]
+    #[error("{url} answered HTTP {status}: {message}{}", http_hint(*status))]
     Http { provider: String, url: String, status: u16, message: String, retry_after: Option<Duration> },
     /// A limit of [`Timeouts`] ran out. `partial` is what had arrived of a streamed answer.
     #[error("{}", timeout_message(url, *phase, *limit))]
@@ -116,6 +116,18 @@ pub enum ModelError {
     /// The provider is not usable as configured (no key, bad URL).
     #[error("{0}")]
     Config(String),
+}
+
+/// What to check after a status that means the key was refused (said where the error is shown,
+/// not in the shorter notice of a fallback).
+fn http_hint(status: u16) -> &'static str {
+    match status {
+        401 => {
+            " (the API key was refused or missing: check it in ~/.talaria/.env, under the variable that `key_env` names in [model], or the provider's usual one such as OPENAI_API_KEY)"
+        }
+        403 => " (the API key is not allowed this: check that its account may use this model)",
+        _ => "",
+    }
 }
 
 fn timeout_message(url: &str, phase: TimeoutPhase, limit: Duration) -> String {

@@ -229,6 +229,19 @@ async fn a_connection_that_cannot_be_made_in_time_names_connect_timeout_secs() {
 }
 
 #[tokio::test]
+async fn a_401_says_to_check_the_key_and_where_it_lives() {
+    let server =
+        Server::start(vec![Canned::json(401, json!({"error": {"message": "Incorrect API key provided"}}))]).await;
+    let p = provider(ApiMode::ChatCompletions, &server.url, "m");
+    let (err, _) = call(&p, &[Message::user("hi")], true).await;
+    let err = err.expect_err("401");
+    assert!(matches!(&err, ModelError::Http { message, .. } if message == "Incorrect API key provided"), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("answered HTTP 401: Incorrect API key provided (the API key was refused"), "{text}");
+    assert!(text.contains(".talaria/.env") && text.contains("key_env"), "{text}");
+}
+
+#[tokio::test]
 async fn a_404_names_the_url_and_the_api_mode_that_chose_it() {
     let server = Server::start(vec![Canned::json(404, json!({"detail": "Not Found"}))]).await;
     let p = provider(ApiMode::Responses, &server.url, "m");
