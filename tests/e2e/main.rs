@@ -20,6 +20,7 @@ mod oneshot;
 mod plugin_test;
 mod repl;
 mod sessions;
+mod terminal;
 mod wire;
 
 struct Talaria {

@@ -64,6 +64,11 @@ impl Repl {
         self.input.write_all(format!("{line}\r").as_bytes()).expect("write");
     }
 
+    /// Send `bytes` as typed, with no Enter.
+    pub(crate) fn type_raw(&mut self, bytes: &str) {
+        self.input.write_all(bytes.as_bytes()).expect("write");
+    }
+
     /// Press Ctrl-D.
     pub(crate) fn ctrl_d(&mut self) {
         self.input.write_all(b"\x04").expect("ctrl-d");

@@ -181,7 +181,9 @@ impl Lines {
             .with_completer(Box::new(SlashCompleter))
             .with_menu(ReedlineMenu::EngineCompleter(Box::new(ColumnarMenu::default().with_name("completion_menu"))))
             .with_hinter(Box::new(DefaultHinter::default()))
-            .with_edit_mode(Box::new(Emacs::new(keys)));
+            .with_edit_mode(Box::new(Emacs::new(keys)))
+            // A paste arrives whole, newlines and all, as one message to send with Enter.
+            .use_bracketed_paste(true);
         match FileBackedHistory::with_file(1_000, ctx.home.join("chat_history")) {
             Ok(h) => editor = editor.with_history(Box::new(h)),
             Err(e) => ui::warn(&format!("line history is off: {e}")),
@@ -307,7 +309,11 @@ impl Repl {
         let line = format!("talaria · {model} · {} tools · {state}", info.tools.len());
         if interactive {
             putln!(anstream::stdout(), "{}", line.bold());
-            putln!(anstream::stdout(), "{}", "/help for commands · Ctrl-C stops a reply · Ctrl-D leaves".dimmed());
+            putln!(
+                anstream::stdout(),
+                "{}",
+                "/help for commands · Alt-Enter for a new line · Ctrl-C stops a reply · Ctrl-D leaves".dimmed()
+            );
         } else {
             putln!(std::io::stdout(), "{line}");
         }
