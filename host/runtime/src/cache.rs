@@ -74,13 +74,15 @@ impl CompileCache {
         serde_json::from_slice(&bytes).ok()
     }
 
-    /// Keep `listing` for a wasm hash, readable only by the user.
+    /// Keep `listing` for a wasm hash, readable only by the user. Not synced to disk: a listing
+    /// lost or emptied by a power cut does not read back, and the plugin is listed afresh.
     ///
     /// # Errors
     /// The cache directory or file cannot be written.
     pub(crate) fn keep_listing(&self, wasm_sha256: &str, listing: &Listing) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(listing).map_err(std::io::Error::other)?;
-        fsutil::private_dir(&self.dir).and_then(|()| fsutil::write_private(&self.specs_file(wasm_sha256), &bytes))
+        fsutil::private_dir(&self.dir)
+            .and_then(|()| fsutil::write_private_cached(&self.specs_file(wasm_sha256), &bytes))
     }
 
     /// Load the component from the cache, or compile `wasm` and cache it.
@@ -224,5 +226,28 @@ pub(crate) fn not_kept(e: &std::io::Error, what: impl FnOnce() -> String) {
         });
     } else {
         tracing::warn!("{}", what());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_listing_reads_back_and_one_a_power_cut_emptied_is_no_listing() {
+        let dir = tempfile::tempdir().expect("dir");
+        let cache = CompileCache::new(dir.path().join("plugins"));
+        let listing = Listing {
+            surface: Surface { exports: vec!["talaria:plugin/tools@0.2.0".into()], imports: Vec::new() },
+            limits: SpecLimits { max_tools: 8, max_spec_bytes: 1024 },
+            listed: Listed::Failed("trapped".into()),
+        };
+        cache.keep_listing("abc", &listing).expect("keep");
+        let back = cache.listing("abc").expect("read back");
+        assert!(matches!(back.listed, Listed::Failed(ref why) if why == "trapped"));
+        assert_eq!(back.surface, listing.surface);
+        // Unsynced: after a power cut the renamed file may be there but empty.
+        std::fs::write(cache.specs_file("abc"), b"").expect("empty it");
+        assert!(cache.listing("abc").is_none(), "listed afresh");
     }
 }

@@ -12,6 +12,17 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
 /// Write `bytes` to `path` atomically and durably (a temp file in the same directory, synced,
 /// renamed over `path`, then the directory synced), mode 0600.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_private_inner(path, bytes, true)
+}
+
+/// [`write_private`] without the two syncs, for what can be made again (a cache): readers see
+/// the old file or the new one, never half of one, but after a power cut the file may be
+/// missing or empty, and the reader must treat that as no entry.
+pub fn write_private_cached(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_private_inner(path, bytes, false)
+}
+
+fn write_private_inner(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = path.parent().unwrap_or(Path::new("."));
     private_dir(dir)?;
@@ -22,10 +33,15 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     ));
     let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
     file.write_all(bytes)?;
-    file.sync_all()?;
+    if durable {
+        file.sync_all()?;
+    }
     drop(file);
     std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
+    if durable {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// sha256 of `bytes`, as lower-case hex.
