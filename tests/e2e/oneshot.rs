@@ -85,6 +85,13 @@ fn completions_bash_is_a_script_bash_can_source() {
         let script = t.ok(&["completions", shell]);
         assert!(script.contains("talaria") && script.contains("sessions"), "{shell}: {script}");
     }
+    // A reader that stops early is not an error.
+    let out = Command::new("sh")
+        .args(["-c", &format!("{} completions bash | head -1", env!("CARGO_BIN_EXE_talaria"))])
+        .env("TALARIA_HOME", t.home.path())
+        .output()
+        .expect("sh");
+    assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
     // No home, config or model is needed.
     let out = Command::new(env!("CARGO_BIN_EXE_talaria"))
         .args(["completions", "bash"])

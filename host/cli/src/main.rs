@@ -175,7 +175,9 @@ fn completions(shell: clap_complete::Shell) -> ExitCode {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut command, "talaria", &mut out);
     match std::io::Write::write_all(&mut std::io::stdout(), &out) {
+        // `talaria completions bash | head` closes the pipe early: nothing went wrong.
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             ui::error(&format!("cannot write the completion script: {e}"));
             ExitCode::FAILURE
