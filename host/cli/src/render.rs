@@ -8,7 +8,9 @@
 //! A reply whose stream broke is shown marked as cut (it is never kept); one cut off at the
 //! output-token limit is announced by the loop's notice and kept.
 
+use std::collections::HashMap;
 use std::io::Write as _;
+use std::time::{Duration, Instant};
 
 use owo_colors::OwoColorize as _;
 use talaria_protocol::{CallOutcome, Event, NoticeLevel, Outcome, ToolFinished, TurnEnd};
@@ -32,6 +34,10 @@ pub struct Renderer {
     waiting: Option<Waiting>,
     /// Text of the current answer was streamed to stdout (shown, so not repeated when cut).
     streamed: bool,
+    /// Approvals being asked: when, and for which tool call.
+    asking: HashMap<u64, (Instant, String)>,
+    /// Time each tool call spent waiting for the user, left out of the duration shown.
+    waited: HashMap<String, Duration>,
 }
 
 impl Renderer {
@@ -50,6 +56,8 @@ impl Renderer {
             indicator: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             waiting: None,
             streamed: false,
+            asking: HashMap::new(),
+            waited: HashMap::new(),
         }
     }
 
@@ -62,6 +70,13 @@ impl Renderer {
     /// Whether progress output is styled.
     pub fn fancy_progress(&self) -> bool {
         if self.answer_to_stdout { self.fancy } else { self.progress_fancy }
+    }
+
+    /// How long call `call_id` took, `duration_ms` in all, less the time it waited for the
+    /// user to answer an approval.
+    fn working_ms(&mut self, call_id: &str, duration_ms: u64) -> u64 {
+        let waited = self.waited.remove(call_id).unwrap_or_default();
+        duration_ms.saturating_sub(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX))
     }
 
     /// Whether progress goes to a terminal (a person reads it), coloured or not.
@@ -114,7 +129,9 @@ impl Renderer {
             }
             Event::ToolFinished(t) => {
                 let outcome = t.outcome();
-                let line = finished_line(t, &outcome, self.fancy_progress());
+                let mut t = t.clone();
+                t.duration_ms = self.working_ms(&t.call_id, t.duration_ms);
+                let line = finished_line(&t, &outcome, self.fancy_progress());
                 self.progress(&line);
                 if let CallOutcome::Command { output, .. } = &outcome
                     && self.progress_on_terminal()
@@ -129,10 +146,17 @@ impl Renderer {
                 self.end_text();
                 notice(*level, text, self.progress_fancy);
             }
-            // The front door words the answers to its own requests, and the questions.
+            // The front door words the answers to its own requests, and the questions; the time
+            // an answer took is the user's, not the tool's.
+            Event::ApprovalNeeded(a) => {
+                self.asking.insert(a.id, (Instant::now(), a.call_id.clone()));
+            }
+            Event::ApprovalResolved { id, .. } => {
+                if let Some((asked, call)) = self.asking.remove(id) {
+                    *self.waited.entry(call).or_default() += asked.elapsed();
+                }
+            }
             Event::Usage { .. }
-            | Event::ApprovalNeeded(_)
-            | Event::ApprovalResolved { .. }
             | Event::ClarifyNeeded(_)
             | Event::RequestSent { .. }
             | Event::SessionStarted(_)
@@ -401,6 +425,8 @@ fn output_preview(output: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use talaria_protocol::ApprovalNeeded;
+
     use super::*;
 
     fn finished(ok: bool, result: &str) -> ToolFinished {
@@ -423,6 +449,27 @@ mod tests {
         assert_eq!(finished_line(&t, &t.outcome(), false), "done: terminal (1.5s)");
         let t = finished(true, r#"{"exit_code":null,"output":"","timed_out":true}"#);
         assert_eq!(finished_line(&t, &t.outcome(), false), "failed: terminal (1.5s): killed: timed out");
+    }
+
+    #[test]
+    fn time_spent_waiting_for_an_approval_is_not_the_tools() {
+        let mut r = Renderer::new(false);
+        let asked = ApprovalNeeded {
+            id: 7,
+            kind: talaria_protocol::ApprovalKind::Command,
+            plugin: "terminal".into(),
+            command: "rm -rf build".into(),
+            reason: "deletes files".into(),
+            timeout_secs: 60,
+            call_id: "c1".into(),
+        };
+        r.handle(&Event::ApprovalNeeded(asked));
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        r.handle(&Event::ApprovalResolved { id: 7, decision: talaria_protocol::Decision::Once });
+        let shown = r.working_ms("c1", 100);
+        assert!(shown <= 40, "100 ms in all, at least 60 of them waiting: shown {shown}");
+        assert_eq!(r.working_ms("c1", 100), 100, "counted once");
+        assert_eq!(r.working_ms("c2", 5), 5, "another call never waited");
     }
 
     #[test]
