@@ -13,7 +13,7 @@ use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use owo_colors::OwoColorize as _;
-use talaria_protocol::{CallOutcome, Event, NoticeLevel, Outcome, ToolFinished, TurnEnd};
+use talaria_protocol::{CallOutcome, Event, NoticeLevel, Outcome, TurnEnd};
 
 use crate::waiting::Waiting;
 
@@ -129,9 +129,8 @@ impl Renderer {
             }
             Event::ToolFinished(t) => {
                 let outcome = t.outcome();
-                let mut t = t.clone();
-                t.duration_ms = self.working_ms(&t.call_id, t.duration_ms);
-                let line = finished_line(&t, &outcome, self.fancy_progress());
+                let took = self.working_ms(&t.call_id, t.duration_ms);
+                let line = finished_line(&t.name, took, &outcome, self.fancy_progress());
                 self.progress(&line);
                 if let CallOutcome::Command { output, .. } = &outcome
                     && self.progress_on_terminal()
@@ -376,21 +375,21 @@ const OUTPUT_PREVIEW_LINES: usize = 3;
 /// Characters of each such line.
 const OUTPUT_PREVIEW_CHARS: usize = 120;
 
-/// The line that says a tool call finished: its mark, name, how it went and how long it took.
-fn finished_line(t: &ToolFinished, outcome: &CallOutcome, fancy: bool) -> String {
-    let took = duration(t.duration_ms);
+/// The line that says tool call `name` finished: its mark, how it went and how long it took.
+fn finished_line(name: &str, took_ms: u64, outcome: &CallOutcome, fancy: bool) -> String {
+    let took = duration(took_ms);
     let what = match outcome {
         CallOutcome::Done | CallOutcome::Command { exit_code: Some(0), .. } => String::new(),
         CallOutcome::Command { exit_code: Some(code), .. } => format!("exit {code}"),
         CallOutcome::Command { exit_code: None, timed_out: true, .. } => "killed: timed out".to_string(),
         CallOutcome::Command { exit_code: None, timed_out: false, .. } => "killed".to_string(),
-        CallOutcome::Failed(text) => crate::ui::first_line(&printable(text), 200),
+        CallOutcome::Failed(text) => talaria_runtime::visible(text.lines().next().unwrap_or_default(), 200),
     };
     match (fancy, outcome.failed()) {
-        (true, false) => format!("{} {} {}", "┊ ✓".green(), t.name, took.dimmed()),
-        (true, true) => format!("{} {} {} {}", "┊ ✗".red(), t.name, took.dimmed(), what.red()),
-        (false, false) => format!("done: {} ({took})", t.name),
-        (false, true) => format!("failed: {} ({took}): {what}", t.name),
+        (true, false) => format!("{} {name} {}", "┊ ✓".green(), took.dimmed()),
+        (true, true) => format!("{} {name} {} {}", "┊ ✗".red(), took.dimmed(), what.red()),
+        (false, false) => format!("done: {name} ({took})"),
+        (false, true) => format!("failed: {name} ({took}): {what}"),
     }
 }
 
@@ -403,19 +402,14 @@ fn duration(ms: u64) -> String {
     }
 }
 
-/// `text` with its control characters (escape sequences a command or plugin could use to
-/// rewrite the screen) shown as `�`.
-fn printable(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() && c != '\n' { '\u{fffd}' } else { c }).collect()
-}
-
-/// The last few non-blank lines of a command's output, each cut to fit a line.
+/// The last few non-blank lines of a command's output, each cut to fit a line, with the
+/// controls a command could use to repaint the screen escaped (`talaria_runtime::visible`).
 fn output_preview(output: &str) -> Vec<String> {
     let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
     let skipped = lines.len().saturating_sub(OUTPUT_PREVIEW_LINES);
     let mut shown: Vec<String> = lines[skipped..]
         .iter()
-        .map(|l| crate::ui::first_line(&printable(&l.replace('\t', "    ")), OUTPUT_PREVIEW_CHARS))
+        .map(|l| talaria_runtime::visible(&l.replace('\t', "    "), OUTPUT_PREVIEW_CHARS))
         .collect();
     if skipped > 0 {
         shown.insert(0, format!("… {skipped} more line{}", if skipped == 1 { "" } else { "s" }));
@@ -425,7 +419,7 @@ fn output_preview(output: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use talaria_protocol::ApprovalNeeded;
+    use talaria_protocol::{ApprovalNeeded, ToolFinished};
 
     use super::*;
 
@@ -444,11 +438,14 @@ mod tests {
     #[test]
     fn a_command_that_fails_is_marked_failed_with_its_exit_code() {
         let t = finished(true, r#"{"exit_code":3,"output":"1\n2\n","timed_out":false}"#);
-        assert_eq!(finished_line(&t, &t.outcome(), false), "failed: terminal (1.5s): exit 3");
+        assert_eq!(finished_line(&t.name, t.duration_ms, &t.outcome(), false), "failed: terminal (1.5s): exit 3");
         let t = finished(true, r#"{"exit_code":0,"output":"ok\n","timed_out":false}"#);
-        assert_eq!(finished_line(&t, &t.outcome(), false), "done: terminal (1.5s)");
+        assert_eq!(finished_line(&t.name, t.duration_ms, &t.outcome(), false), "done: terminal (1.5s)");
         let t = finished(true, r#"{"exit_code":null,"output":"","timed_out":true}"#);
-        assert_eq!(finished_line(&t, &t.outcome(), false), "failed: terminal (1.5s): killed: timed out");
+        assert_eq!(
+            finished_line(&t.name, t.duration_ms, &t.outcome(), false),
+            "failed: terminal (1.5s): killed: timed out"
+        );
     }
 
     #[test]
@@ -476,7 +473,7 @@ mod tests {
     fn a_refusal_is_shown_in_words_not_as_the_json_for_the_model() {
         let t = finished(false, r#"{"error":"denied: the user refused `rm -rf build`"}"#);
         assert_eq!(
-            finished_line(&t, &t.outcome(), false),
+            finished_line(&t.name, t.duration_ms, &t.outcome(), false),
             "failed: terminal (1.5s): denied: the user refused `rm -rf build`"
         );
     }
@@ -484,8 +481,9 @@ mod tests {
     #[test]
     fn the_output_preview_keeps_the_last_lines_and_no_escape_sequences() {
         let out = "one\n\ntwo\nthree\n\u{1b}[2Jfour\tfive\n";
-        assert_eq!(output_preview(out), vec!["… 1 more line", "two", "three", "\u{fffd}[2Jfour    five"]);
+        assert_eq!(output_preview(out), vec!["… 1 more line", "two", "three", "\\x1b[2Jfour    five"]);
         assert!(output_preview("").is_empty());
+        assert_eq!(output_preview("evil\u{202e}txt.exe"), vec!["evil\\u{202e}txt.exe"], "bidi controls too");
     }
 
     #[test]

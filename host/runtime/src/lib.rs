@@ -87,6 +87,7 @@ pub use grant::{Access, Capability, GrantFile, GrantedDir, Grants, HostPattern, 
 pub use instance::CallLimits;
 pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS};
 pub use lock::{LOCK_FILE, LockEntry, Lockfile, reinstall_hint, scope_paths, short_digest};
+pub use logline::visible;
 pub use manifest::{Kind, Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS, check_api, check_name};
 pub use net::{AddressKind, internal_kind};
 pub use plugin::{CallContext, CallOutput, Plugin};

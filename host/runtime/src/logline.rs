@@ -92,7 +92,7 @@ pub(crate) fn dropped_note(plugin: &str, n: u64) -> String {
 /// `text` with its control characters escaped (see the module docs), at most `max_chars`
 /// characters long: a longer text is cut between escapes and ends with `…`. Only the characters
 /// kept are looked at, so a huge text costs no more than a short one.
-pub(crate) fn visible(text: &str, max_chars: usize) -> String {
+pub fn visible(text: &str, max_chars: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max_chars));
     let mut used = 0;
     // The length of `out` at the last boundary where the cut mark still fits.
