@@ -51,17 +51,29 @@ impl Talaria {
     /// `talaria chat` on a pseudo-terminal (util-linux `script`), without colour, its stdin and
     /// stdout piped to the test.
     fn spawn_repl(&self) -> std::process::Child {
-        Command::new("script")
-            .args(["-qfec", &format!("{} chat", env!("CARGO_BIN_EXE_talaria")), "/dev/null"])
+        self.spawn_repl_colored(false)
+    }
+
+    /// The REPL on a pseudo-terminal of [`repl::ROWS`] × [`repl::COLS`], with colour unless
+    /// `NO_COLOR` is set (`color` false).
+    fn spawn_repl_colored(&self, color: bool) -> std::process::Child {
+        let command =
+            format!("stty rows {} cols {} && exec {} chat", repl::ROWS, repl::COLS, env!("CARGO_BIN_EXE_talaria"));
+        let mut cmd = Command::new("script");
+        cmd.args(["-qfec", &command, "/dev/null"])
             .current_dir(self.workspace.path())
             .env("TALARIA_HOME", self.home.path())
-            .env("NO_COLOR", "1")
             .env("TERM", "xterm")
+            .env_remove("COLORTERM")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("script(1) from util-linux")
+            .stderr(std::process::Stdio::null());
+        if color {
+            cmd.env_remove("NO_COLOR");
+        } else {
+            cmd.env("NO_COLOR", "1");
+        }
+        cmd.spawn().expect("script(1) from util-linux")
     }
 
     fn ok(&self, args: &[&str]) -> String {

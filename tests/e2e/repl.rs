@@ -8,20 +8,30 @@ use std::time::{Duration, Instant};
 
 use super::Talaria;
 
+/// The pseudo-terminal's size.
+pub(crate) const ROWS: u16 = 40;
+pub(crate) const COLS: u16 = 100;
+
 pub(crate) struct Repl {
     child: Child,
     input: ChildStdin,
-    seen: Arc<Mutex<String>>,
+    /// Raw bytes: a character may arrive split across two reads.
+    seen: Arc<Mutex<Vec<u8>>>,
     /// How long [`Repl::wait_for`] waits before failing the test.
     limit: Duration,
 }
 
 impl Repl {
     pub(crate) fn start(t: &Talaria) -> Self {
-        let mut child = t.spawn_repl();
+        Self::start_colored(t, false)
+    }
+
+    /// [`Repl::start`], in colour when `color` (else with `NO_COLOR` set).
+    pub(crate) fn start_colored(t: &Talaria, color: bool) -> Self {
+        let mut child = t.spawn_repl_colored(color);
         let mut output = child.stdout.take().expect("stdout");
         let input = child.stdin.take().expect("stdin");
-        let seen = Arc::new(Mutex::new(String::new()));
+        let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&seen);
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
@@ -29,7 +39,7 @@ impl Repl {
                 if n == 0 {
                     break;
                 }
-                sink.lock().expect("lock").push_str(&String::from_utf8_lossy(&buf[..n]));
+                sink.lock().expect("lock").extend_from_slice(&buf[..n]);
             }
         });
         Self { child, input, seen, limit: Duration::from_secs(180) }
@@ -43,7 +53,15 @@ impl Repl {
 
     /// Everything the REPL printed so far.
     pub(crate) fn text(&self) -> String {
-        self.seen.lock().expect("lock").clone()
+        String::from_utf8_lossy(&self.seen.lock().expect("lock")).into_owned()
+    }
+
+    /// What the terminal shows now, as its rows of text (trailing spaces dropped), as a
+    /// terminal emulator draws the output so far.
+    pub(crate) fn screen(&self) -> Vec<String> {
+        let mut parser = vt100::Parser::new(ROWS, COLS, 0);
+        parser.process(self.text().as_bytes());
+        parser.screen().contents().lines().map(|l| l.trim_end().to_string()).collect()
     }
 
     /// Wait until `needle` was printed `count` times; returns the output then.

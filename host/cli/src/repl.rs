@@ -183,7 +183,8 @@ impl Lines {
             .with_hinter(Box::new(DefaultHinter::default()))
             .with_edit_mode(Box::new(Emacs::new(keys)))
             // A paste arrives whole, newlines and all, as one message to send with Enter.
-            .use_bracketed_paste(true);
+            .use_bracketed_paste(true)
+            .with_ansi_colors(std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()));
         match FileBackedHistory::with_file(1_000, ctx.home.join("chat_history")) {
             Ok(h) => editor = editor.with_history(Box::new(h)),
             Err(e) => ui::warn(&format!("line history is off: {e}")),
@@ -236,12 +237,21 @@ struct Repl {
     renderer: Renderer,
     /// Lines typed while a turn ran, and `/retry`'s message, to send next.
     queue: VecDeque<String>,
+    /// `[model]` input, output and cached-input prices per million tokens.
+    prices: (Option<f64>, Option<f64>, Option<f64>),
 }
 
 /// Run the REPL until Ctrl-D or /exit.
 pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Result<ExitCode> {
     let mut lines = Lines::new(ctx);
-    let mut repl = Repl { session, renderer: Renderer::new(true), queue: VecDeque::new() };
+    if lines.interactive() {
+        // Code highlighting loads its grammars once; do it before the first code block needs them.
+        let _ = std::thread::Builder::new().name("highlight".into()).spawn(crate::markdown::warm_up);
+    }
+    let renderer = Renderer::new(true).with_workspace(ctx.workspace.clone());
+    let prices =
+        ctx.config.model.as_ref().map_or((None, None, None), |m| (m.input_price, m.output_price, m.cache_read_price));
+    let mut repl = Repl { session, renderer, queue: VecDeque::new(), prices };
     repl.banner(lines.interactive());
     let stop = repl.session.stop.clone();
     loop {
@@ -401,6 +411,9 @@ impl Repl {
         };
         let end =
             drive(&mut self.session, &mut self.renderer, op, busy.as_mut().map(|b| &mut b.lines), &mut handler).await;
+        if interactive && let Some(end) = &end {
+            self.status(&end.usage);
+        }
         if let Some(b) = busy.as_mut() {
             b.stop();
             while let Ok(line) = b.lines.try_recv() {
@@ -505,6 +518,22 @@ impl Repl {
         Ok(true)
     }
 
+    /// The status line after a turn that used `turn`.
+    fn status(&self, turn: &talaria_protocol::Usage) {
+        let info = self.session.conversation.info();
+        let Some(provider) = &info.provider else { return };
+        let context = self.renderer.last_call.as_ref().map_or(0, |u| u.input_tokens + u.output_tokens);
+        let (input, output, cached) = self.prices;
+        let status = crate::status::Status {
+            model: &provider.label(),
+            context: (context, info.context_length),
+            turn,
+            session: &info.usage,
+            prices: crate::status::Prices::find(&provider.model, input, output, cached),
+        };
+        putln!(anstream::stdout(), "{}", status.line().dimmed());
+    }
+
     /// Submit `op` and wait for its answer, rendering what comes before it; an error answer
     /// becomes `Err`.
     async fn request(&mut self, op: Op) -> anyhow::Result<Event> {
@@ -545,6 +574,23 @@ impl Repl {
             None => "nothing sent yet".to_string(),
         };
         putln!(std::io::stdout(), "{line}");
+        if let Some(provider) = &info.provider {
+            let (input, output, cached) = self.prices;
+            let prices = match crate::status::Prices::find(&provider.model, input, output, cached) {
+                Some(p) if p.bundled => format!(
+                    "prices: ${} in, ${} out per million tokens, from the bundled table of {} (set [model] input_price and output_price to correct them)",
+                    p.input,
+                    p.output,
+                    crate::status::TABLE_DATE
+                ),
+                Some(p) => format!("prices: ${} in, ${} out per million tokens, from [model]", p.input, p.output),
+                None => format!(
+                    "no prices known for {}: set [model] input_price and output_price (US dollars per million tokens) to see costs",
+                    provider.model
+                ),
+            };
+            putln!(anstream::stdout(), "{}", prices.dimmed());
+        }
         Ok(())
     }
 

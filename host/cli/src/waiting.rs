@@ -2,8 +2,7 @@
 //! answer, one line on stderr says what talaria waits for and for how long
 //! (`⠹ waiting for custom/llama… 12s`), redrawn in place by a thread of its own.
 //!
-//! Shown only when stderr is a terminal; with `NO_COLOR` it is plain text without the spinner,
-//! redrawn once a second. A reply within [`GRACE`] never shows it at all. The renderer stops it
+//! Shown only when stderr is a terminal; with `NO_COLOR` it has no colour. A reply within [`GRACE`] never shows it at all. The renderer stops it
 //! before printing anything else, and prints notices (retries) through [`Waiting::interrupt`],
 //! so the line never mixes with other output.
 
@@ -32,9 +31,8 @@ pub struct Waiting {
 }
 
 impl Waiting {
-    /// Start showing `waiting for LABEL…` with the time since now. `fancy`: colours and a
-    /// spinner (a terminal without `NO_COLOR`).
-    pub fn start(label: String, fancy: bool) -> Self {
+    /// Start showing `waiting for LABEL…` with the time since now; `color`: in colour.
+    pub fn start(label: String, color: bool) -> Self {
         let state = Arc::new(Mutex::new(State::default()));
         let shared = state.clone();
         let started = Instant::now();
@@ -42,7 +40,7 @@ impl Waiting {
             .name("waiting".into())
             .spawn(move || {
                 std::thread::park_timeout(GRACE);
-                let tick = if fancy { Duration::from_millis(100) } else { Duration::from_secs(1) };
+                let tick = Duration::from_millis(100);
                 let mut frame = 0;
                 loop {
                     {
@@ -51,11 +49,11 @@ impl Waiting {
                             break;
                         }
                         let secs = started.elapsed().as_secs();
-                        let line = if fancy {
-                            frame = (frame + 1) % SPINNER.len();
+                        frame = (frame + 1) % SPINNER.len();
+                        let line = if color {
                             format!("{} {}", SPINNER[frame].cyan(), format!("waiting for {label}… {secs}s").dimmed())
                         } else {
-                            format!("waiting for {label}… {secs}s")
+                            format!("{} waiting for {label}… {secs}s", SPINNER[frame])
                         };
                         let mut err = std::io::stderr().lock();
                         let _ = write!(err, "\r\x1b[2K{line}");

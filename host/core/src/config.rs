@@ -164,6 +164,14 @@ pub struct ModelToml {
     pub request_timeout_secs: Option<f64>,
     /// `tool_choice` sent with the tools: auto (default), required, none, or off (not sent).
     pub tool_choice: Option<String>,
+    /// US dollars per million input tokens, for the cost the terminal shows (overrides the
+    /// bundled price table).
+    pub input_price: Option<f64>,
+    /// US dollars per million output tokens.
+    pub output_price: Option<f64>,
+    /// US dollars per million input tokens read from the provider's cache (default: the input
+    /// price).
+    pub cache_read_price: Option<f64>,
 }
 
 impl ModelToml {

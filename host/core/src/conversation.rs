@@ -71,6 +71,8 @@ pub struct Info {
     /// Messages in the session.
     pub messages: usize,
     pub workspace: PathBuf,
+    /// The model's context window in tokens (`[model] context_length`).
+    pub context_length: u64,
 }
 
 impl Conversation {
@@ -550,6 +552,7 @@ impl Actor {
         info.api_calls = api_calls;
         info.tail = tail;
         info.messages = history.len();
+        info.context_length = agent.context_length();
     }
 }
 

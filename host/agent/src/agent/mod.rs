@@ -389,6 +389,11 @@ impl Agent {
         (self.usage, self.api_calls)
     }
 
+    /// The context window requests are measured against, in tokens.
+    pub fn context_length(&self) -> u64 {
+        self.shared.config.context_length
+    }
+
     pub fn chain(&self) -> &Chain {
         &self.chain
     }

@@ -1,0 +1,279 @@
+//! A streamed markdown answer on a terminal: finished blocks are rendered once and left in the
+//! scrollback; the block still arriving is re-rendered in place at the bottom of the screen
+//! (the live region) as its text grows, so tables, lists and highlighted code look right while
+//! they stream and words never break at the edge.
+//!
+//! A block ends at a blank line outside a code fence once the next line starts at the margin
+//! (an indented line may still belong to a list item above it). A live block taller than the
+//! screen leaves its top lines behind for good, so the region can always be redrawn.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use unicode_width::UnicodeWidthStr as _;
+
+use crate::markdown::{self, Look};
+
+/// Longest the live region goes without a redraw while text arrives within one line.
+const REDRAW_EVERY: Duration = Duration::from_millis(33);
+
+pub struct Live {
+    /// Text of the block(s) not yet left behind.
+    pending: String,
+    /// Rendered lines of `pending` already left in the scrollback (a block taller than the screen).
+    frozen: usize,
+    /// Terminal rows the live region takes; the cursor is at the end of its last row. Zero: the
+    /// cursor is at the start of an empty line.
+    rows: usize,
+    /// A block was left behind: a blank line goes before the next.
+    gap: bool,
+    last_draw: Option<Instant>,
+    /// Colour, or only the layout (`NO_COLOR`).
+    color: bool,
+}
+
+impl Live {
+    pub fn new(color: bool) -> Self {
+        Self { pending: String::new(), frozen: 0, rows: 0, gap: false, last_draw: None, color }
+    }
+
+    /// Add streamed text and bring the screen up to date.
+    pub fn push(&mut self, text: &str, out: &mut impl Write, size: (usize, usize)) {
+        self.pending.push_str(text);
+        while let Some(end) = block_end(&self.pending) {
+            let rest = self.pending.split_off(end);
+            self.draw(out, size, true);
+            self.pending = rest;
+        }
+        let due = self.last_draw.is_none_or(|t| t.elapsed() >= REDRAW_EVERY);
+        if text.contains('\n') || due {
+            self.draw(out, size, false);
+        }
+        let _ = out.flush();
+    }
+
+    /// The answer is complete: render what is left and leave it behind. The cursor ends at the
+    /// start of a fresh line.
+    pub fn finish(&mut self, out: &mut impl Write, size: (usize, usize)) {
+        if !self.pending.trim().is_empty() || self.rows > 0 {
+            self.draw(out, size, true);
+        }
+        self.pending.clear();
+        self.gap = false;
+        let _ = out.flush();
+    }
+
+    /// Whether anything of the current answer is on the screen or waiting.
+    #[cfg(test)]
+    pub fn is_idle(&self) -> bool {
+        self.pending.is_empty() && self.rows == 0
+    }
+
+    /// Redraw the live region with `pending` rendered; `done`: the block is finished and stays.
+    fn draw(&mut self, out: &mut impl Write, (width, height): (usize, usize), done: bool) {
+        self.last_draw = Some(Instant::now());
+        let look = if self.color { Look::terminal(width) } else { Look::plain(width) };
+        let mut lines =
+            if self.pending.trim().is_empty() { Vec::new() } else { markdown::render(&self.pending, &look) };
+        if self.gap && !lines.is_empty() {
+            lines.insert(0, String::new());
+        }
+        let lines = &lines[self.frozen.min(lines.len())..];
+        let mut buf = String::new();
+        if self.rows > 1 {
+            buf.push_str(&format!("\x1b[{}A", self.rows - 1));
+        }
+        if self.rows > 0 {
+            buf.push_str("\r\x1b[J");
+        }
+        let rows = |l: &String| strip_width(l).div_ceil(width.max(1)).max(1);
+        let mut keep = lines.len();
+        if !done {
+            // Leave behind what would not fit, keeping a row for the cursor.
+            let room = height.saturating_sub(2).max(1);
+            let mut total: usize = lines.iter().map(rows).sum();
+            let mut first = 0;
+            while total > room && first + 1 < lines.len() {
+                total -= rows(&lines[first]);
+                first += 1;
+            }
+            for l in &lines[..first] {
+                buf.push_str(l);
+                buf.push_str("\r\n");
+            }
+            self.frozen += first;
+            keep = lines.len() - first;
+        }
+        let live = &lines[lines.len() - keep..];
+        buf.push_str(&live.join("\r\n"));
+        self.rows = live.iter().map(rows).sum();
+        if done {
+            if self.rows > 0 {
+                buf.push_str("\r\n");
+                self.gap = true;
+            }
+            self.rows = 0;
+            self.frozen = 0;
+        }
+        let _ = out.write_all(buf.as_bytes());
+    }
+}
+
+/// Where the first finished block of `text` ends (the start of the line that begins the next),
+/// if one has.
+fn block_end(text: &str) -> Option<usize> {
+    let mut fence: Option<(char, usize)> = None;
+    let mut blank_before = false;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let start = at;
+        at += line.len();
+        let complete = line.ends_with('\n');
+        let body = line.trim_end_matches(['\n', '\r']);
+        let indent = body.len() - body.trim_start_matches(' ').len();
+        let trimmed = body.trim_start();
+        if let Some((c, n)) = fence {
+            if complete && indent < 4 && trimmed.len() >= n && trimmed.chars().all(|x| x == c) {
+                fence = None;
+            }
+            blank_before = false;
+            continue;
+        }
+        if blank_before && !trimmed.is_empty() && indent == 0 && start > 0 {
+            return Some(start);
+        }
+        if !complete {
+            break;
+        }
+        blank_before = trimmed.is_empty() && !text[..start].trim().is_empty();
+        if indent < 4 {
+            for c in ['`', '~'] {
+                let n = trimmed.chars().take_while(|x| *x == c).count();
+                if n >= 3 {
+                    fence = Some((c, n));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Columns a rendered line takes on the screen (its escape sequences take none).
+fn strip_width(line: &str) -> usize {
+    if !line.contains('\x1b') {
+        return line.width();
+    }
+    let mut text = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            text.push(c);
+            continue;
+        }
+        match chars.next() {
+            // CSI: up to a final letter.
+            Some('[') => {
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            // OSC: up to ST (ESC \) or BEL.
+            Some(']') => {
+                while let Some(d) = chars.next() {
+                    if d == '\x07' {
+                        break;
+                    }
+                    if d == '\x1b' && chars.peek() == Some(&'\\') {
+                        chars.next();
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    text.width()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_ends_at_a_blank_line_once_the_next_starts_at_the_margin() {
+        assert_eq!(block_end("para one\n"), None);
+        assert_eq!(block_end("para one\n\n"), None);
+        assert_eq!(block_end("para one\n\nT"), Some(10));
+        assert_eq!(block_end("- item\n\n    more of it\n"), None, "indented: may continue the item");
+        assert_eq!(block_end("```\ncode\n\nmore\n"), None, "a blank line inside a fence");
+        assert_eq!(block_end("```\ncode\n\nmore\n```\n\nnext"), Some(20));
+        assert_eq!(block_end("\n\nfirst"), None, "leading blank lines end nothing");
+    }
+
+    #[test]
+    fn the_screen_ends_with_each_block_rendered_once() {
+        let mut live = Live::new(false);
+        let mut out = Vec::new();
+        let answer = "| a | b |\n|---|---|\n| 1 | 2 |\n\nafter the table, a paragraph long enough to wrap\n";
+        for chunk in answer.as_bytes().chunks(3) {
+            live.push(std::str::from_utf8(chunk).unwrap_or_default(), &mut out, (30, 24));
+        }
+        live.finish(&mut out, (30, 24));
+        let mut screen = vt100::Parser::new(24, 30, 0);
+        // The terminal turns "\n" into "\r\n" itself; the parser does not.
+        screen.process(&out);
+        let shown = screen.screen().contents();
+        let shown: Vec<&str> = shown.lines().map(str::trim_end).collect();
+        assert_eq!(
+            shown,
+            [
+                "┌───┬───┐",
+                "│ a │ b │",
+                "├───┼───┤",
+                "│ 1 │ 2 │",
+                "└───┴───┘",
+                "",
+                "after the table, a paragraph",
+                "long enough to wrap",
+            ]
+        );
+        assert!(live.is_idle());
+    }
+
+    #[test]
+    fn a_block_taller_than_the_screen_leaves_its_top_behind() {
+        let mut live = Live::new(false);
+        let mut out = Vec::new();
+        let code: String = (0..30).map(|i| format!("line {i}\n")).collect();
+        let answer = format!("```\n{code}```\n");
+        for line in answer.split_inclusive('\n') {
+            live.push(line, &mut out, (40, 10));
+        }
+        live.finish(&mut out, (40, 10));
+        let mut screen = vt100::Parser::new(10, 40, 100);
+        screen.process(&out);
+        // Every row ever shown: the top row of each view back through the scrollback, then the screen.
+        screen.screen_mut().set_scrollback(usize::MAX);
+        let back = screen.screen().scrollback();
+        let mut all: Vec<String> = Vec::new();
+        for offset in (1..=back).rev() {
+            screen.screen_mut().set_scrollback(offset);
+            all.extend(screen.screen().contents().lines().next().map(|l| l.trim_end().to_string()));
+        }
+        screen.screen_mut().set_scrollback(0);
+        all.extend(screen.screen().contents().lines().map(|l| l.trim_end().to_string()));
+        for i in 0..30 {
+            let want = format!("line {i}");
+            assert_eq!(all.iter().filter(|l| **l == want).count(), 1, "{want} shown once: {all:#?}");
+        }
+        assert_eq!(screen.screen().contents().lines().last().map(str::trim_end), Some("```"));
+    }
+
+    #[test]
+    fn escape_sequences_take_no_columns() {
+        assert_eq!(strip_width("\x1b[1mbold\x1b[0m"), 4);
+        assert_eq!(strip_width("\x1b]8;;https://x\x1b\\link\x1b]8;;\x1b\\"), 4);
+    }
+}
