@@ -271,9 +271,9 @@ fn dangerous_commands_ask_the_editor_and_two_sessions_get_their_own_answers() {
     for d in &dirs {
         std::fs::create_dir_all(d.join("build")).expect("mkdir");
     }
-    let rm = || Step::tool_call("terminal", json!({"command": "rm -rf build"}));
-    let mock =
-        MockLlm::start(Script::new([rm(), rm(), rm(), Step::text("done"), Step::text("done"), Step::text("done")]));
+    // Each request is answered from its own conversation (the auto rule), not from a shared
+    // script three sessions would race for.
+    let mock = MockLlm::start(Script::auto().auto_tool("terminal", json!({"command": "rm -rf build"})));
     t.mock_model(&mock);
     let cwd = |i: usize| dirs[i].to_str().expect("utf8").to_string();
     let seen = t.acp(&json!({
@@ -284,9 +284,9 @@ fn dangerous_commands_ask_the_editor_and_two_sessions_get_their_own_answers() {
             {"do": "new", "as": "c", "cwd": cwd(2)},
             {"do": "mode", "session": "c", "mode": "yolo"},
             {"do": "together", "steps": [
-                {"do": "prompt", "session": "a", "text": "clean the build"},
-                {"do": "prompt", "session": "b", "text": "clean the build"},
-                {"do": "prompt", "session": "c", "text": "clean the build"},
+                {"do": "prompt", "session": "a", "text": "clean the build: use terminal 1 times"},
+                {"do": "prompt", "session": "b", "text": "clean the build: use terminal 1 times"},
+                {"do": "prompt", "session": "c", "text": "clean the build: use terminal 1 times"},
             ]},
             {"do": "mode", "session": "c", "mode": "careful"},
         ]

@@ -42,7 +42,7 @@ impl Repl {
                 sink.lock().expect("lock").extend_from_slice(&buf[..n]);
             }
         });
-        Self { child, input, seen, limit: Duration::from_secs(180) }
+        Self { child, input, seen, limit: Duration::from_secs(30) }
     }
 
     /// Fail [`Repl::wait_for`] after `limit` instead of the default 180 s.
@@ -62,6 +62,19 @@ impl Repl {
         let mut parser = vt100::Parser::new(ROWS, COLS, 0);
         parser.process(self.text().as_bytes());
         parser.screen().contents().lines().map(|l| l.trim_end().to_string()).collect()
+    }
+
+    /// Wait until the screen's last non-blank row is `row`.
+    pub(crate) fn wait_for_last_row(&self, row: &str) {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if screen.iter().rev().find(|r| !r.is_empty()).is_some_and(|r| r == row) {
+                return;
+            }
+            assert!(start.elapsed() < self.limit, "the last row never became {row:?}:\n{screen:#?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Wait until `needle` was printed `count` times; returns the output then.

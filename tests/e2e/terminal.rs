@@ -2,7 +2,7 @@
 //! screen shows (drawn by a terminal emulator from the raw output).
 
 use serde_json::Value;
-use talaria_mock_llm::{MockLlm, Reply, Script};
+use talaria_mock_llm::{MockLlm, Reply, Script, Step};
 
 use super::Talaria;
 use crate::repl::Repl;
@@ -179,5 +179,162 @@ fn the_status_line_shows_the_tokens_the_model_reported_and_their_cost() {
         ),
         "{text}"
     );
+    repl.close();
+}
+
+/// Set `[terminal] busy_input` for the REPL.
+fn busy_input(t: &Talaria, mock: &MockLlm, policy: &str) {
+    t.use_model(&mock.base_url(), "chat_completions", "", &format!("\n[terminal]\nbusy_input = \"{policy}\"\n"));
+}
+
+#[test]
+fn text_typed_while_an_answer_streams_stays_in_the_input_line() {
+    let t = Talaria::new();
+    let answer =
+        "The first paragraph of the answer, long enough to show.\n\n- a list item\n- another one\n\nAnd it goes on";
+    let mock = MockLlm::start(Script::new([talaria_mock_llm::Step::stall(answer)]));
+    t.use_mock(&mock, "chat_completions", "");
+    let mut repl = Repl::start(&t);
+    repl.wait_for("Alt-Enter", 1);
+    repl.send("tell me");
+    repl.wait_for("And it goes on", 1);
+    repl.type_raw("half a thought");
+    repl.wait_for("half a thought", 1);
+    let screen = repl.screen();
+    let shown = rows_from(&screen, "The first paragraph");
+    assert_eq!(
+        shown[..6],
+        [
+            "The first paragraph of the answer, long enough to show.",
+            "",
+            "- a list item",
+            "- another one",
+            "",
+            "And it goes on"
+        ],
+        "the answer is intact: {screen:#?}"
+    );
+    assert_eq!(
+        screen.iter().rev().find(|r| !r.is_empty()).map(String::as_str),
+        Some("› half a thought"),
+        "{screen:#?}"
+    );
+    assert_eq!(
+        screen.iter().filter(|r| r.contains("half a thought")).count(),
+        1,
+        "typed once, not echoed into the answer"
+    );
+    // Ctrl-C stops the reply; what was typed is still there to finish.
+    repl.type_raw("\x03");
+    repl.wait_for("interrupted", 1);
+    repl.type_raw(" and more");
+    repl.send("");
+    repl.wait_for("session ", 2);
+    // The interrupted message stays in the conversation, and the screen said so.
+    assert!(repl.text().contains("your message stays in the conversation (/undo drops it)"));
+    let sent = user_messages(&mock);
+    assert!(sent.last().is_some_and(|m| m.ends_with("half a thought and more")), "{sent:?}");
+    repl.close();
+}
+
+#[test]
+fn queued_messages_go_after_the_turn_but_never_after_a_ctrl_c() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Step::text("first done").delayed(1500),
+        Step::text("second done"),
+        Step::stall("working on it"),
+    ]));
+    busy_input(&t, &mock, "queue");
+    let mut repl = Repl::start(&t);
+    repl.wait_for("Alt-Enter", 1);
+    repl.send("first");
+    repl.wait_for("Enter queues it", 1);
+    repl.send("second");
+    repl.wait_for("↳ queued: second", 1);
+    repl.wait_for("second done", 1);
+    assert_eq!(user_messages(&mock), ["first", "second"], "sent after the turn");
+    assert!(repl.screen().iter().any(|r| r == "› second"), "shown as it went out: {:#?}", repl.screen());
+
+    repl.send("third");
+    repl.wait_for("working on it", 1);
+    repl.send("fourth");
+    repl.wait_for("↳ queued: fourth", 1);
+    repl.type_raw("\x03");
+    repl.wait_for("back in the input line", 1);
+    repl.wait_for_last_row("› fourth");
+    assert_eq!(mock.requests().len(), 3, "nothing sent after Ctrl-C");
+    // Ctrl-D leaves only from an empty line.
+    repl.type_raw("\x15");
+    repl.wait_for_last_row("›");
+    repl.close();
+}
+
+#[test]
+fn by_default_a_message_typed_during_a_turn_stops_it_and_is_sent() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([Step::stall("a long answer that"), Step::text("answered the new one")]));
+    t.use_mock(&mock, "chat_completions", "");
+    let mut repl = Repl::start(&t);
+    repl.wait_for("Alt-Enter", 1);
+    repl.send("first");
+    repl.wait_for("a long answer that", 1);
+    repl.send("never mind, this instead");
+    repl.wait_for("answered the new one", 1);
+    let sent = user_messages(&mock);
+    assert!(sent.last().is_some_and(|m| m.ends_with("never mind, this instead")), "{sent:?}");
+    assert!(repl.text().contains("interrupted"), "the stop is said");
+    repl.close();
+}
+
+#[test]
+fn steering_reaches_the_model_with_the_next_tool_result() {
+    let t = Talaria::new();
+    std::fs::write(t.workspace.path().join("a.txt"), "alpha").expect("write");
+    let mock = MockLlm::start(Script::new([
+        Step::from(Reply::text("").tool_call("read_file", serde_json::json!({"path": "a.txt"}))).delayed(1500),
+        Step::text("read it"),
+    ]));
+    busy_input(&t, &mock, "steer");
+    let mut repl = Repl::start(&t);
+    repl.wait_for("Alt-Enter", 1);
+    repl.send("read a.txt");
+    repl.wait_for("Enter tells the model", 1);
+    repl.send("look for beta too");
+    repl.wait_for("the model was told: look for beta too", 1);
+    repl.wait_for("read it", 1);
+    let requests = mock.requests();
+    let last = &requests.last().expect("request").body["messages"];
+    let tool = last.as_array().and_then(|m| m.iter().find(|m| m["role"] == "tool")).expect("a tool result");
+    let content = tool["content"].as_str().expect("text");
+    assert!(content.contains("alpha") && content.ends_with("it is not tool output]\nlook for beta too"), "{content}");
+    assert_eq!(user_messages(&mock), ["read a.txt"], "steering is not a new message");
+    repl.close();
+}
+
+#[test]
+fn one_key_answers_an_approval_and_enter_denies() {
+    let t = Talaria::new();
+    std::fs::create_dir(t.workspace.path().join("build")).expect("mkdir");
+    let mock = MockLlm::start(Script::new([
+        Reply::text("").tool_call("terminal", serde_json::json!({"command": "rm -rf build"})).into(),
+        Step::text("removed"),
+        Reply::text("").tool_call("terminal", serde_json::json!({"command": "rm -rf build"})).into(),
+        Step::text("not removed"),
+    ]));
+    t.use_mock(&mock, "chat_completions", "");
+    let mut repl = Repl::start(&t);
+    repl.wait_for("Alt-Enter", 1);
+    repl.send("clean up");
+    repl.wait_for("Allow?", 1);
+    repl.type_raw("y");
+    repl.wait_for("allowed once", 1);
+    repl.wait_for("removed", 1);
+    assert!(!t.workspace.path().join("build").exists());
+    repl.send("again");
+    repl.wait_for("Allow?", 2);
+    repl.send("");
+    repl.wait_for("not removed", 1);
+    assert!(repl.text().contains("→ denied"), "Enter is the safe answer");
     repl.close();
 }

@@ -74,6 +74,8 @@ pub struct Gate {
     questions: Mutex<HashMap<u64, oneshot::Sender<String>>>,
     emitter: Mutex<Emitter>,
     save_always: Option<AlwaysSaver>,
+    /// Notes the user sent to the running turn, for its next tool result.
+    steers: Mutex<Vec<String>>,
 }
 
 impl Gate {
@@ -88,7 +90,18 @@ impl Gate {
             questions: Mutex::new(HashMap::new()),
             emitter: Mutex::new(Emitter::muted()),
             save_always: None,
+            steers: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Keep `text` for the running turn's next tool result.
+    pub fn steer(&self, text: String) {
+        lock(&self.steers).push(text);
+    }
+
+    /// The notes sent since the last call, oldest first.
+    pub fn take_steers(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.steers))
     }
 
     /// Where "always" answers are saved.

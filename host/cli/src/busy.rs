@@ -1,67 +1,256 @@
-//! Reading the terminal while a turn runs: `/stop`, answers to approvals and questions, and
-//! messages typed ahead.
+//! Reading the terminal while a turn runs: the line being typed is kept in the footer
+//! ([`crate::screen`]) below the streaming answer, never inside it; Enter hands the line over
+//! (to be queued, steer the turn, interrupt it, or answer a question); while an approval waits,
+//! one key answers it.
 //!
-//! The line editor is idle during a turn, so a thread reads whole lines (the terminal is in its
-//! normal, line-buffered mode). It polls stdin with a short timeout and reads only when a line
-//! is ready, so stopping it never leaves a read pending that would steal the editor's next line.
+//! The line editor is idle during a turn, so a thread reads keys itself with the terminal's echo
+//! and line buffering off (signals stay on: Ctrl-C still interrupts). It polls stdin with a short
+//! timeout and reads only what is ready, so stopping it never leaves a read pending that would
+//! steal the editor's next key. Pastes arrive whole (bracketed paste), newlines and all.
 #![allow(unsafe_code)]
 
-use std::io::BufRead as _;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+/// Keys that answer an approval by themselves.
+const ANSWER_KEYS: &[char] = &['y', 'o', 's', 'a', 'n', 'd'];
+
 /// Lines typed while a turn runs.
 pub struct BusyInput {
     stop: Arc<AtomicBool>,
+    /// An approval waits: a key from [`ANSWER_KEYS`] (or Enter) answers at once.
+    single_key: Arc<AtomicBool>,
+    typed: Arc<Mutex<String>>,
     thread: Option<JoinHandle<()>>,
+    saved: Option<libc::termios>,
     pub lines: mpsc::UnboundedReceiver<String>,
 }
 
 impl BusyInput {
-    pub fn start() -> Self {
+    /// Start reading keys, with `typed` already in the line.
+    pub fn start(typed: String) -> Self {
+        let saved = cbreak();
+        // Ask the terminal to mark pastes (the line editor turned this off when it returned).
+        crate::screen::write(b"\x1b[?2004h", false);
         let stop = Arc::new(AtomicBool::new(false));
+        let single_key = Arc::new(AtomicBool::new(false));
+        crate::screen::update(|f| f.input.clone_from(&typed));
+        let typed = Arc::new(Mutex::new(typed));
         let (tx, lines) = mpsc::unbounded_channel();
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            while !flag.load(Ordering::Relaxed) {
-                if !readable(Duration::from_millis(50)) {
-                    continue;
-                }
-                let mut line = String::new();
-                match std::io::stdin().lock().read_line(&mut line) {
-                    Ok(0) | Err(_) => {
-                        // Ctrl-D (end of input) while busy: leave once the turn is done, as
-                        // the line editor would have.
-                        let _ = tx.send("/exit".to_string());
-                        break;
-                    }
-                    Ok(_) => {
-                        if tx.send(line.trim_end_matches(['\n', '\r']).to_string()).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-        Self { stop, thread: Some(thread), lines }
+        let (flag, single, line) = (stop.clone(), single_key.clone(), typed.clone());
+        let thread =
+            std::thread::Builder::new().name("keys".into()).spawn(move || read_keys(&flag, &single, &line, &tx)).ok();
+        Self { stop, single_key, typed, thread, saved, lines }
     }
 
-    /// Stop reading; lines already read stay in `lines`.
-    pub fn stop(&mut self) {
+    /// Set while an approval waits: then one key answers.
+    pub fn answer_keys(&self) -> Arc<AtomicBool> {
+        self.single_key.clone()
+    }
+
+    /// Stop reading and give the terminal back as it was; returns the line left half typed.
+    /// Lines already handed over stay in `lines`.
+    pub fn stop(&mut self) -> String {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        if let Some(saved) = self.saved.take() {
+            crate::screen::write(b"\x1b[?2004l", false);
+            // SAFETY: restores the attributes read from the same descriptor.
+            unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &saved) };
+        }
+        std::mem::take(&mut *self.typed.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
 impl Drop for BusyInput {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Echo and line buffering off, signals on; returns the attributes to restore.
+fn cbreak() -> Option<libc::termios> {
+    // SAFETY: tcgetattr fills a termios we own; tcsetattr reads it.
+    unsafe {
+        let mut t: libc::termios = std::mem::zeroed();
+        if libc::tcgetattr(libc::STDIN_FILENO, &mut t) != 0 {
+            return None;
+        }
+        let saved = t;
+        t.c_lflag &= !(libc::ICANON | libc::ECHO);
+        t.c_cc[libc::VMIN] = 1;
+        t.c_cc[libc::VTIME] = 0;
+        if libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &t) != 0 {
+            return None;
+        }
+        Some(saved)
+    }
+}
+
+fn read_keys(stop: &AtomicBool, single: &AtomicBool, typed: &Mutex<String>, tx: &mpsc::UnboundedSender<String>) {
+    let mut keys = Keys::default();
+    let mut buf = [0u8; 1024];
+    while !stop.load(Ordering::Relaxed) {
+        if !readable(Duration::from_millis(30)) {
+            continue;
+        }
+        // SAFETY: reads into a buffer we own, at most its length.
+        let n = unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), buf.len()) };
+        let Ok(n) = usize::try_from(n) else { continue };
+        if n == 0 {
+            // End of input while busy: leave once the turn is done, as the line editor would.
+            let _ = tx.send("/exit".to_string());
+            break;
+        }
+        for key in keys.feed(&buf[..n]) {
+            let mut line = typed.lock().unwrap_or_else(PoisonError::into_inner);
+            match key {
+                Key::Text(t) if single.load(Ordering::Relaxed) && line.is_empty() && is_answer(&t) => {
+                    let _ = tx.send(t);
+                }
+                Key::Text(t) => line.push_str(&t),
+                Key::Enter => {
+                    let _ = tx.send(std::mem::take(&mut *line));
+                }
+                Key::Backspace => {
+                    line.pop();
+                }
+                Key::KillLine => line.clear(),
+                Key::KillWord => {
+                    let kept = line.trim_end().rfind(char::is_whitespace).map_or(0, |i| i + 1);
+                    line.truncate(kept);
+                }
+                Key::EndOfInput if line.is_empty() => {
+                    let _ = tx.send("/exit".to_string());
+                }
+                Key::EndOfInput => {}
+            }
+            let shown = line.clone();
+            drop(line);
+            crate::screen::update(|f| f.input = shown);
+        }
+    }
+}
+
+fn is_answer(text: &str) -> bool {
+    let mut chars = text.chars();
+    matches!((chars.next(), chars.next()), (Some(c), None) if ANSWER_KEYS.contains(&c.to_ascii_lowercase()))
+}
+
+/// What the keys typed mean.
+#[derive(Debug, PartialEq, Eq)]
+enum Key {
+    Text(String),
+    Enter,
+    Backspace,
+    /// Ctrl-U.
+    KillLine,
+    /// Ctrl-W.
+    KillWord,
+    /// Ctrl-D.
+    EndOfInput,
+}
+
+/// Turns the bytes a terminal sends into [`Key`]s, across reads.
+#[derive(Default)]
+struct Keys {
+    state: KeyState,
+    /// Bytes of a character, an escape sequence or a paste not yet complete.
+    held: Vec<u8>,
+}
+
+#[derive(Default, PartialEq, Eq)]
+enum KeyState {
+    #[default]
+    Ground,
+    Escape,
+    Csi,
+    /// `ESC O x`: one more byte.
+    Ss3,
+    Paste,
+}
+
+const PASTE_END: &[u8] = b"\x1b[201~";
+
+impl Keys {
+    fn feed(&mut self, bytes: &[u8]) -> Vec<Key> {
+        let mut out = Vec::new();
+        for &b in bytes {
+            match self.state {
+                KeyState::Paste => {
+                    self.held.push(b);
+                    if self.held.ends_with(PASTE_END) {
+                        let body = &self.held[..self.held.len() - PASTE_END.len()];
+                        let text = String::from_utf8_lossy(body).replace("\r\n", "\n").replace('\r', "\n");
+                        out.push(Key::Text(text));
+                        self.held.clear();
+                        self.state = KeyState::Ground;
+                    }
+                }
+                KeyState::Escape => {
+                    self.state = match b {
+                        b'[' => KeyState::Csi,
+                        b'O' => KeyState::Ss3,
+                        // Alt-Enter: a new line in the message.
+                        b'\r' | b'\n' => {
+                            out.push(Key::Text("\n".into()));
+                            KeyState::Ground
+                        }
+                        _ => KeyState::Ground,
+                    };
+                    self.held.clear();
+                }
+                KeyState::Csi => {
+                    self.held.push(b);
+                    if (0x40..=0x7e).contains(&b) {
+                        if self.held == b"200~" {
+                            self.state = KeyState::Paste;
+                        } else {
+                            self.state = KeyState::Ground;
+                        }
+                        self.held.clear();
+                    }
+                }
+                KeyState::Ss3 => self.state = KeyState::Ground,
+                KeyState::Ground => match b {
+                    0x1b => self.state = KeyState::Escape,
+                    b'\r' | b'\n' => out.push(Key::Enter),
+                    0x7f | 0x08 => out.push(Key::Backspace),
+                    0x15 => out.push(Key::KillLine),
+                    0x17 => out.push(Key::KillWord),
+                    0x04 => out.push(Key::EndOfInput),
+                    b'\t' => out.push(Key::Text(" ".into())),
+                    0..0x20 => {}
+                    _ => {
+                        self.held.push(b);
+                        match std::str::from_utf8(&self.held) {
+                            Ok(s) => {
+                                out.push(Key::Text(s.to_string()));
+                                self.held.clear();
+                            }
+                            // Wait for the rest of the character; give up on junk.
+                            Err(e) if e.error_len().is_none() && self.held.len() < 4 => {}
+                            Err(_) => self.held.clear(),
+                        }
+                    }
+                },
+            }
+        }
+        // Join adjacent text so a burst of typing is one update.
+        let mut joined: Vec<Key> = Vec::with_capacity(out.len());
+        for key in out {
+            match (joined.last_mut(), key) {
+                (Some(Key::Text(a)), Key::Text(b)) => a.push_str(&b),
+                (_, key) => joined.push(key),
+            }
+        }
+        joined
     }
 }
 
@@ -72,4 +261,28 @@ fn readable(timeout: Duration) -> bool {
     // SAFETY: one valid pollfd that lives across the call.
     let n = unsafe { libc::poll(&mut fds, 1, ms) };
     n > 0 && fds.revents & (libc::POLLIN | libc::POLLHUP) != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_read_across_reads_with_pastes_whole() {
+        let mut k = Keys::default();
+        assert_eq!(k.feed(b"hi \xc3"), [Key::Text("hi ".into())]);
+        assert_eq!(k.feed(b"\xa9!\x7f"), [Key::Text("é!".into()), Key::Backspace]);
+        assert_eq!(k.feed(b"\x1b[A\x1b[200~one\rtwo\x1b[2"), [], "an arrow is ignored; the paste is not over");
+        assert_eq!(k.feed(b"01~\r"), [Key::Text("one\ntwo".into()), Key::Enter]);
+        assert_eq!(
+            k.feed(b"\x1b\r\x15\x17\x04"),
+            [Key::Text("\n".into()), Key::KillLine, Key::KillWord, Key::EndOfInput]
+        );
+    }
+
+    #[test]
+    fn only_single_answer_keys_answer() {
+        assert!(is_answer("y") && is_answer("S") && is_answer("n"));
+        assert!(!is_answer("yes") && !is_answer("x") && !is_answer(""));
+    }
 }

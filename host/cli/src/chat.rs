@@ -218,7 +218,15 @@ pub async fn drive(
                 None => std::future::pending().await,
             }
         };
+        let due = renderer.due_in();
+        let tick = async {
+            match due {
+                Some(after) => tokio::time::sleep(after).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            () = tick => renderer.tick(),
             stamped = session.conversation.next_event() => {
                 let Some(stamped) = stamped else { break None };
                 renderer.handle(&stamped.event);

@@ -5,7 +5,9 @@
 //!
 //! A block ends at a blank line outside a code fence once the next line starts at the margin
 //! (an indented line may still belong to a list item above it). A live block taller than the
-//! screen leaves its top lines behind for good, so the region can always be redrawn.
+//! screen leaves its top lines behind for good, so the region can always be redrawn. Every
+//! draw ends with a line break: the cursor waits at the start of the line below the region
+//! (where the footer of [`crate::screen`] goes).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -22,19 +24,20 @@ pub struct Live {
     pending: String,
     /// Rendered lines of `pending` already left in the scrollback (a block taller than the screen).
     frozen: usize,
-    /// Terminal rows the live region takes; the cursor is at the end of its last row. Zero: the
-    /// cursor is at the start of an empty line.
+    /// Terminal rows the live region takes; the cursor is at the start of the line below it.
     rows: usize,
     /// A block was left behind: a blank line goes before the next.
     gap: bool,
     last_draw: Option<Instant>,
+    /// Text arrived that is not drawn yet (it came too soon after the last draw).
+    dirty: bool,
     /// Colour, or only the layout (`NO_COLOR`).
     color: bool,
 }
 
 impl Live {
     pub fn new(color: bool) -> Self {
-        Self { pending: String::new(), frozen: 0, rows: 0, gap: false, last_draw: None, color }
+        Self { pending: String::new(), frozen: 0, rows: 0, gap: false, last_draw: None, dirty: false, color }
     }
 
     /// Add streamed text and bring the screen up to date.
@@ -48,12 +51,25 @@ impl Live {
         let due = self.last_draw.is_none_or(|t| t.elapsed() >= REDRAW_EVERY);
         if text.contains('\n') || due {
             self.draw(out, size, false);
+        } else {
+            self.dirty = true;
         }
         let _ = out.flush();
     }
 
-    /// The answer is complete: render what is left and leave it behind. The cursor ends at the
-    /// start of a fresh line.
+    /// When text is waiting to be drawn, how long until it should be.
+    pub fn due_in(&self) -> Option<Duration> {
+        self.dirty.then(|| REDRAW_EVERY.saturating_sub(self.last_draw.map_or(REDRAW_EVERY, |t| t.elapsed())))
+    }
+
+    /// Draw what arrived since the last draw.
+    pub fn tick(&mut self, out: &mut impl Write, size: (usize, usize)) {
+        if self.dirty {
+            self.draw(out, size, false);
+        }
+    }
+
+    /// The answer is complete: render what is left and leave it behind.
     pub fn finish(&mut self, out: &mut impl Write, size: (usize, usize)) {
         if !self.pending.trim().is_empty() || self.rows > 0 {
             self.draw(out, size, true);
@@ -72,6 +88,7 @@ impl Live {
     /// Redraw the live region with `pending` rendered; `done`: the block is finished and stays.
     fn draw(&mut self, out: &mut impl Write, (width, height): (usize, usize), done: bool) {
         self.last_draw = Some(Instant::now());
+        self.dirty = false;
         let look = if self.color { Look::terminal(width) } else { Look::plain(width) };
         let mut lines =
             if self.pending.trim().is_empty() { Vec::new() } else { markdown::render(&self.pending, &look) };
@@ -80,17 +97,14 @@ impl Live {
         }
         let lines = &lines[self.frozen.min(lines.len())..];
         let mut buf = String::new();
-        if self.rows > 1 {
-            buf.push_str(&format!("\x1b[{}A", self.rows - 1));
-        }
         if self.rows > 0 {
-            buf.push_str("\r\x1b[J");
+            buf.push_str(&format!("\x1b[{}A\r\x1b[J", self.rows));
         }
         let rows = |l: &String| strip_width(l).div_ceil(width.max(1)).max(1);
         let mut keep = lines.len();
         if !done {
-            // Leave behind what would not fit, keeping a row for the cursor.
-            let room = height.saturating_sub(2).max(1);
+            // Leave behind what would not fit, keeping rows for the footer below.
+            let room = height.saturating_sub(6).max(1);
             let mut total: usize = lines.iter().map(rows).sum();
             let mut first = 0;
             while total > room && first + 1 < lines.len() {
@@ -105,13 +119,13 @@ impl Live {
             keep = lines.len() - first;
         }
         let live = &lines[lines.len() - keep..];
-        buf.push_str(&live.join("\r\n"));
+        for l in live {
+            buf.push_str(l);
+            buf.push_str("\r\n");
+        }
         self.rows = live.iter().map(rows).sum();
         if done {
-            if self.rows > 0 {
-                buf.push_str("\r\n");
-                self.gap = true;
-            }
+            self.gap |= self.rows > 0;
             self.rows = 0;
             self.frozen = 0;
         }

@@ -36,6 +36,7 @@ mod piped;
 mod plugins;
 mod render;
 mod repl;
+mod screen;
 mod sessions;
 mod setup;
 mod signals;

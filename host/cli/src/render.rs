@@ -37,6 +37,8 @@ pub struct Renderer {
     /// Plain output: the answer's last line has no line end yet.
     open_line: bool,
     in_reasoning: bool,
+    /// Reasoning not yet shown: on a terminal it is shown a line at a time.
+    reasoning_line: String,
     show_reasoning: bool,
     waiting: Option<Waiting>,
     /// Text of the current answer was streamed to stdout (shown, so not repeated when cut).
@@ -63,6 +65,7 @@ impl Renderer {
             live: (answer_to_stdout && tty_out).then(|| Live::new(color)),
             open_line: false,
             in_reasoning: false,
+            reasoning_line: String::new(),
             show_reasoning: true,
             waiting: None,
             streamed: false,
@@ -103,11 +106,7 @@ impl Renderer {
     pub fn progress(&mut self, text: &str) {
         self.stop_waiting();
         self.end_text();
-        if self.answer_to_stdout {
-            putln!(anstream::stdout(), "{text}");
-        } else {
-            putln!(anstream::stderr(), "{text}");
-        }
+        self.say(text, !self.answer_to_stdout);
     }
 
     pub fn handle(&mut self, event: &Event) {
@@ -127,7 +126,7 @@ impl Renderer {
             Event::Notice { level, text } if self.waiting.is_some() => {
                 let fancy = self.tty_err;
                 if let Some(waiting) = &self.waiting {
-                    waiting.interrupt(|| notice(*level, text, fancy));
+                    waiting.interrupt(|| notice(self, *level, text, fancy));
                 }
                 return;
             }
@@ -167,7 +166,7 @@ impl Renderer {
             }
             Event::Notice { level, text } => {
                 self.end_text();
-                notice(*level, text, self.fancy_progress());
+                notice(self, *level, text, self.fancy_progress());
             }
             // The front door words the answers to its own requests, and the questions; the time
             // an answer took is the user's, not the tool's.
@@ -189,6 +188,7 @@ impl Renderer {
             | Event::ModelChanged { .. }
             | Event::TitleChanged { .. }
             | Event::YoloChanged { .. }
+            | Event::Steered { .. }
             | Event::ContextReport { .. }
             | Event::Error { .. }
             | Event::ShutdownComplete => {}
@@ -212,7 +212,9 @@ impl Renderer {
     fn turn_end(&mut self, end: &TurnEnd) {
         match &end.outcome {
             Outcome::Completed | Outcome::BudgetExhausted | Outcome::Truncated => {}
-            Outcome::Interrupted => self.progress_warn("interrupted; nothing of the unfinished reply was kept"),
+            Outcome::Interrupted => self.progress_warn(
+                "interrupted: nothing of the unfinished reply was kept; your message stays in the conversation (/undo drops it)",
+            ),
             Outcome::Failed(e) => {
                 self.progress_error(e);
                 if end.partial.trim().is_empty() {
@@ -222,22 +224,36 @@ impl Renderer {
                     self.progress_warn("the reply above was cut off before its end; it was not kept");
                 } else {
                     let head = "what arrived before the reply was cut off (not kept):";
-                    putln!(anstream::stderr(), "{}", head.yellow());
+                    self.say(&head.yellow().to_string(), true);
                     for line in end.partial.trim_end().lines() {
-                        putln!(std::io::stderr(), "  | {}", talaria_runtime::visible(line, 10_000));
+                        self.say(&format!("  | {}", talaria_runtime::visible(line, 10_000)), true);
                     }
-                    putln!(std::io::stderr(), "  [cut]");
+                    self.say("  [cut]", true);
                 }
             }
         }
     }
 
     fn progress_warn(&self, text: &str) {
-        putln!(anstream::stderr(), "{} {text}", "warning:".yellow().bold());
+        self.say(&format!("{} {text}", "warning:".yellow().bold()), true);
+    }
+
+    /// An error line on stderr.
+    pub fn error(&self, text: &str) {
+        self.progress_error(text);
     }
 
     fn progress_error(&self, text: &str) {
-        putln!(anstream::stderr(), "{} {text}", "error:".red().bold());
+        self.say(&format!("{} {text}", "error:".red().bold()), true);
+    }
+
+    /// Write a line to stdout (or stderr), styled where that stream is a terminal and colour is
+    /// wanted, above the REPL's footer when it is up.
+    pub fn say(&self, text: &str, stderr: bool) {
+        let styled = self.color && if stderr { self.tty_err } else { self.tty_out };
+        let mut line = if styled { text.to_string() } else { anstream::adapter::strip_str(text).to_string() };
+        line.push('\n');
+        crate::screen::write(line.as_bytes(), stderr);
     }
 
     fn reasoning(&mut self, text: &str) {
@@ -247,15 +263,41 @@ impl Renderer {
         if !self.in_reasoning {
             self.end_text();
             self.in_reasoning = true;
-            put!(anstream::stdout(), "{}", "thinking: ".dimmed().italic());
+            self.reasoning_line = "thinking: ".to_string();
         }
-        let text = if self.tty_out {
-            text.split('\n').map(|l| talaria_runtime::visible(l, usize::MAX)).collect::<Vec<_>>().join("\n")
+        if !self.tty_out {
+            put!(std::io::stdout(), "{text}");
+            let _ = std::io::stdout().flush();
+            return;
+        }
+        // On a terminal, whole lines: the footer sits below them.
+        self.reasoning_line.push_str(text);
+        while let Some(nl) = self.reasoning_line.find('\n') {
+            let line: String = self.reasoning_line.drain(..=nl).collect();
+            self.reasoning_out(line.trim_end_matches('\n'));
+        }
+    }
+
+    /// One line of reasoning, dim and italic.
+    fn reasoning_out(&self, line: &str) {
+        let line = talaria_runtime::visible(line, usize::MAX);
+        self.say(&line.dimmed().italic().to_string(), false);
+    }
+
+    /// Close the reasoning shown so far, if any.
+    fn end_reasoning(&mut self) {
+        if !self.in_reasoning {
+            return;
+        }
+        self.in_reasoning = false;
+        let rest = std::mem::take(&mut self.reasoning_line);
+        if self.tty_out {
+            if !rest.trim().is_empty() {
+                self.reasoning_out(&rest);
+            }
         } else {
-            text.to_string()
-        };
-        put!(anstream::stdout(), "{}", text.dimmed().italic());
-        let _ = std::io::stdout().flush();
+            putln!(std::io::stdout());
+        }
     }
 
     fn text(&mut self, text: &str) {
@@ -263,12 +305,13 @@ impl Renderer {
             return;
         }
         self.streamed = true;
-        if self.in_reasoning {
-            putln!(std::io::stdout());
-            self.in_reasoning = false;
-        }
+        self.end_reasoning();
         match &mut self.live {
-            Some(live) => live.push(text, &mut std::io::stdout().lock(), terminal_size()),
+            Some(live) => {
+                let mut buf = Vec::new();
+                live.push(text, &mut buf, terminal_size());
+                crate::screen::write(&buf, false);
+            }
             None => {
                 put!(std::io::stdout(), "{text}");
                 let _ = std::io::stdout().flush();
@@ -279,17 +322,32 @@ impl Renderer {
         }
     }
 
+    /// How long until streamed text not drawn yet is due (then call [`Renderer::tick`]).
+    pub fn due_in(&self) -> Option<Duration> {
+        self.live.as_ref().and_then(Live::due_in)
+    }
+
+    /// Draw streamed text that is due.
+    pub fn tick(&mut self) {
+        if let Some(live) = &mut self.live {
+            let mut buf = Vec::new();
+            live.tick(&mut buf, terminal_size());
+            crate::screen::write(&buf, false);
+        }
+    }
+
     /// Finish a streamed message: render what is left and close the open line.
     pub fn end_text(&mut self) {
-        if self.in_reasoning {
-            putln!(std::io::stdout());
-            self.in_reasoning = false;
-        }
+        self.end_reasoning();
         if !self.answer_to_stdout || !self.streamed {
             return;
         }
         match &mut self.live {
-            Some(live) => live.finish(&mut std::io::stdout().lock(), terminal_size()),
+            Some(live) => {
+                let mut buf = Vec::new();
+                live.finish(&mut buf, terminal_size());
+                crate::screen::write(&buf, false);
+            }
             None if self.open_line => {
                 putln!(std::io::stdout());
                 self.open_line = false;
@@ -300,11 +358,11 @@ impl Renderer {
 }
 
 /// A notice on stderr; `fancy` (a terminal) marks info notices with the progress bar.
-fn notice(level: NoticeLevel, text: &str, fancy: bool) {
+fn notice(out: &Renderer, level: NoticeLevel, text: &str, fancy: bool) {
     match (level, fancy) {
-        (NoticeLevel::Warn, _) => putln!(anstream::stderr(), "{} {text}", "warning:".yellow().bold()),
-        (NoticeLevel::Info, true) => putln!(anstream::stderr(), "{}", format!("┊ {text}").dimmed()),
-        (NoticeLevel::Info, false) => putln!(std::io::stderr(), "note: {text}"),
+        (NoticeLevel::Warn, _) => out.say(&format!("{} {text}", "warning:".yellow().bold()), true),
+        (NoticeLevel::Info, true) => out.say(&format!("┊ {text}").dimmed().to_string(), true),
+        (NoticeLevel::Info, false) => out.say(&format!("note: {text}"), true),
     }
 }
 

@@ -12,11 +12,12 @@ use std::rc::Rc;
 
 use owo_colors::OwoColorize as _;
 use reedline::{
-    ColumnarMenu, Completer, DefaultHinter, Emacs, FileBackedHistory, KeyCode, KeyModifiers, MenuBuilder, Prompt,
-    PromptEditMode, PromptHistorySearch, Reedline, ReedlineEvent, ReedlineMenu, Signal, Span, Suggestion,
+    ColumnarMenu, Completer, DefaultHinter, EditCommand, Emacs, FileBackedHistory, KeyCode, KeyModifiers, MenuBuilder,
+    Prompt, PromptEditMode, PromptHistorySearch, Reedline, ReedlineEvent, ReedlineMenu, Signal, Span, Suggestion,
     default_emacs_keybindings,
 };
 use talaria_agent::model::Provider;
+use talaria_core::config::BusyInput as BusyPolicy;
 use talaria_protocol::{ApprovalKind, Decision, Event, Message, Op, Outcome, Stamped};
 
 use crate::busy::BusyInput;
@@ -74,6 +75,20 @@ pub const COMMANDS: &[Slash] = &[
         args: "",
         help: "how full the context window is, and the context engine's state",
         while_busy: false,
+    },
+    Slash {
+        name: "queue",
+        aliases: &[],
+        args: "TEXT",
+        help: "while a reply runs: send TEXT after it",
+        while_busy: true,
+    },
+    Slash {
+        name: "steer",
+        aliases: &[],
+        args: "TEXT",
+        help: "while a reply runs: tell the model TEXT with its next tool result",
+        while_busy: true,
     },
     Slash {
         name: "stop",
@@ -192,7 +207,8 @@ impl Lines {
         Self::Editor(Some(Box::new(editor)))
     }
 
-    async fn next(&mut self) -> Input {
+    /// The next line; an editor starts with `prefill` typed.
+    async fn next(&mut self, prefill: String) -> Input {
         match self {
             Self::Plain => {
                 let read = tokio::task::spawn_blocking(|| {
@@ -208,6 +224,9 @@ impl Lines {
             }
             Self::Editor(slot) => {
                 let Some(mut editor) = slot.take() else { return Input::Eof };
+                if !prefill.is_empty() {
+                    editor.run_edit_commands(&[EditCommand::InsertString(prefill)]);
+                }
                 let joined = tokio::task::spawn_blocking(move || {
                     let signal = editor.read_line(&ChatPrompt);
                     (editor, signal)
@@ -239,6 +258,11 @@ struct Repl {
     queue: VecDeque<String>,
     /// `[model]` input, output and cached-input prices per million tokens.
     prices: (Option<f64>, Option<f64>, Option<f64>),
+    /// What a message typed during a turn does.
+    busy_policy: BusyPolicy,
+    /// Typed during the last turn and not sent: the next prompt starts with it.
+    typed: String,
+    color: bool,
 }
 
 /// Run the REPL until Ctrl-D or /exit.
@@ -251,7 +275,15 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
     let renderer = Renderer::new(true).with_workspace(ctx.workspace.clone());
     let prices =
         ctx.config.model.as_ref().map_or((None, None, None), |m| (m.input_price, m.output_price, m.cache_read_price));
-    let mut repl = Repl { session, renderer, queue: VecDeque::new(), prices };
+    let mut repl = Repl {
+        session,
+        renderer,
+        queue: VecDeque::new(),
+        prices,
+        busy_policy: ctx.config.terminal.busy_input,
+        typed: String::new(),
+        color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+    };
     repl.banner(lines.interactive());
     let stop = repl.session.stop.clone();
     loop {
@@ -259,10 +291,15 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
             break;
         }
         let line = match repl.queue.pop_front() {
-            Some(l) => l,
+            Some(l) => {
+                // Typed during the last turn: shown as it goes out.
+                putln!(anstream::stdout(), "{} {}", "›".bold(), talaria_runtime::visible(&l, 2_000));
+                l
+            }
             None => {
+                let prefill = std::mem::take(&mut repl.typed);
                 let input = tokio::select! {
-                    input = lines.next() => input,
+                    input = lines.next(prefill) => input,
                     () = stop.arrived() => break,
                 };
                 match input {
@@ -333,45 +370,71 @@ impl Repl {
     }
 
     /// Run a turn (`op`: a message, or `/retry`), answering approvals and questions in place.
+    /// At a terminal, what is typed meanwhile stays in the footer's input line; Enter hands it
+    /// to the busy-input policy (see [`Busy`]).
     async fn turn(&mut self, op: Op, interactive: bool) {
-        let mut busy = interactive.then(BusyInput::start);
+        let policy = self.busy_policy;
+        if interactive {
+            crate::screen::begin(self.color, busy_hint(policy));
+        }
+        let mut busy = interactive.then(|| BusyInput::start(std::mem::take(&mut self.typed)));
+        let answer_keys = busy.as_ref().map(BusyInput::answer_keys);
         let yolo = Rc::new(std::cell::Cell::new(self.session.conversation.yolo()));
-        let waiting: Rc<RefCell<Waiting>> = Rc::new(RefCell::new(Waiting::None));
-        let queue = Rc::new(RefCell::new(Vec::new()));
+        let state: Rc<RefCell<Busy>> = Rc::new(RefCell::new(Busy::default()));
         let mut handler = {
-            let waiting = waiting.clone();
-            let queue = queue.clone();
+            let state = state.clone();
             let yolo = yolo.clone();
-            move |step: Step<'_>, r: &mut Renderer, submit: &talaria_core::Submitter| match step {
-                Step::Event(Stamped { event: Event::ApprovalNeeded(a), .. }) => {
-                    let what = match a.kind {
-                        ApprovalKind::Command => format!("{} wants to run `{}` — {}.", a.plugin, a.command, a.reason),
-                        ApprovalKind::Network => {
-                            format!("plugin '{}' wants to connect to {} ({}).", a.plugin, a.command, a.reason)
-                        }
-                    };
-                    r.progress(&format!(
-                        "{} {what}\n  Allow? [o]nce  [s]ession  [a]lways  [D]eny  ({}s, then deny)",
-                        "⚠".yellow(),
-                        a.timeout_secs
-                    ));
-                    *waiting.borrow_mut() = Waiting::Approval(a.id);
-                }
-                Step::Event(Stamped { event: Event::ClarifyNeeded(q), .. }) => {
-                    let mut text = format!("{} {}", "?".cyan().bold(), q.question);
-                    for (i, c) in q.choices.iter().enumerate() {
-                        text.push_str(&format!("\n  {}. {c}", i + 1));
+            move |step: Step<'_>, r: &mut Renderer, submit: &talaria_core::Submitter| {
+                let mut st = state.borrow_mut();
+                let keys = |on: bool| {
+                    if let Some(k) = &answer_keys {
+                        k.store(on, std::sync::atomic::Ordering::Relaxed);
                     }
-                    text.push_str("\n  (type your answer)");
-                    r.progress(&text);
-                    *waiting.borrow_mut() = Waiting::Question(q.id, q.choices.clone());
-                }
-                Step::Event(Stamped { event: Event::Error { text }, .. }) => ui::error(text),
-                Step::Event(_) => {}
-                Step::Line(line) => {
-                    let current = std::mem::replace(&mut *waiting.borrow_mut(), Waiting::None);
-                    match current {
+                };
+                match step {
+                    Step::Event(Stamped { event: Event::ApprovalNeeded(a), .. }) => {
+                        let what = match a.kind {
+                            ApprovalKind::Command => {
+                                format!("{} wants to run `{}` — {}.", a.plugin, a.command, a.reason)
+                            }
+                            ApprovalKind::Network => {
+                                format!("plugin '{}' wants to connect to {} ({}).", a.plugin, a.command, a.reason)
+                            }
+                        };
+                        r.progress(&format!(
+                            "{} {what}\n  Allow? {} once  {} this session  {} always  {} no   (Enter: no; no answer in {}s: no)",
+                            "⚠".yellow(),
+                            "[y]".bold(),
+                            "[s]".bold(),
+                            "[a]".bold(),
+                            "[n]".bold(),
+                            a.timeout_secs
+                        ));
+                        st.waiting = Waiting::Approval(a.id);
+                        keys(true);
+                    }
+                    Step::Event(Stamped { event: Event::ClarifyNeeded(q), .. }) => {
+                        let mut text = format!("{} {}", "?".cyan().bold(), q.question);
+                        for (i, c) in q.choices.iter().enumerate() {
+                            text.push_str(&format!("\n  {}. {c}", i + 1));
+                        }
+                        text.push_str("\n  (type your answer and press Enter)");
+                        r.progress(&text);
+                        st.waiting = Waiting::Question(q.id, q.choices.clone());
+                    }
+                    Step::Event(Stamped { event: Event::Steered { text, delivered }, .. }) => {
+                        st.steering.retain(|t| t != text);
+                        if *delivered {
+                            r.progress(&format!("{} {}", "↳ the model was told:".dimmed(), ui::first_line(text, 80)));
+                        } else {
+                            st.queued.push(text.clone());
+                        }
+                    }
+                    Step::Event(Stamped { event: Event::Error { text }, .. }) => r.error(text),
+                    Step::Event(_) => {}
+                    Step::Line(line) => match std::mem::replace(&mut st.waiting, Waiting::None) {
                         Waiting::Approval(id) => {
+                            keys(false);
                             let d = decision(&line);
                             submit.submit(Op::Approve { id, decision: d });
                             r.progress(&format!("  → {}", describe(d)));
@@ -385,43 +448,40 @@ impl Repl {
                                 .unwrap_or_else(|| line.trim().to_string());
                             submit.submit(Op::Answer { id, text: answer });
                         }
-                        Waiting::None => match parse_slash(&line) {
-                            Some(("stop", _)) => {
-                                submit.submit(Op::Interrupt);
-                                r.progress("stopping…");
-                            }
-                            Some(("yolo", _)) => {
-                                yolo.set(!yolo.get());
-                                submit.submit(Op::SetYolo { on: yolo.get() });
-                                r.progress(&yolo_state(yolo.get()));
-                            }
-                            Some((name, _)) if lookup(name).is_some_and(|c| !c.while_busy) => {
-                                r.progress(&format!("/{name} waits until the reply is done (or /stop it)"));
-                                queue.borrow_mut().push(line);
-                            }
-                            _ if !line.trim().is_empty() => {
-                                r.progress(&format!("queued for after this reply: {}", line.trim()));
-                                queue.borrow_mut().push(line);
-                            }
-                            _ => {}
-                        },
-                    }
+                        Waiting::None => st.typed_line(line, policy, r, submit, &yolo),
+                    },
                 }
+                crate::screen::update(|f| f.pending = st.pending());
             }
         };
         let end =
             drive(&mut self.session, &mut self.renderer, op, busy.as_mut().map(|b| &mut b.lines), &mut handler).await;
+        let mut st = std::mem::take(&mut *state.borrow_mut());
+        if let Some(b) = busy.as_mut() {
+            self.typed = b.stop();
+            // Lines sent after the last event: after the turn, in order.
+            while let Ok(line) = b.lines.try_recv() {
+                if !line.trim().is_empty() && !matches!(st.waiting, Waiting::Approval(_)) {
+                    st.queued.push(line);
+                }
+            }
+            crate::screen::end();
+        }
+        // Approvals left waiting (the turn ended first) are denied by the gate's timeout.
+        let interrupted = end.as_ref().is_some_and(|e| matches!(e.outcome, Outcome::Interrupted));
+        if let Some(next) = st.interrupt_with.take() {
+            st.queued.insert(0, next);
+        } else if interrupted && !st.queued.is_empty() {
+            // Stopped by the user (Ctrl-C, /stop): nothing they queued goes out by surprise.
+            let back = st.queued.join("\n");
+            self.typed = if self.typed.is_empty() { back } else { format!("{back}\n{}", self.typed) };
+            st.queued.clear();
+            ui::note("not sent: what you queued is back in the input line");
+        }
+        self.queue.extend(st.queued);
         if interactive && let Some(end) = &end {
             self.status(&end.usage);
         }
-        if let Some(b) = busy.as_mut() {
-            b.stop();
-            while let Ok(line) = b.lines.try_recv() {
-                queue.borrow_mut().push(line);
-            }
-        }
-        // Approvals left waiting (the turn ended first) are denied by the gate's timeout.
-        self.queue.extend(queue.borrow_mut().drain(..));
         if end.is_some_and(|end| matches!(end.outcome, Outcome::BudgetExhausted)) {
             ui::note("the turn's model-call budget ran out (raise it with --max-turns or [agent] max_turns)");
         }
@@ -611,12 +671,102 @@ impl Repl {
     }
 }
 
+#[derive(Default)]
 enum Waiting {
+    #[default]
     None,
     Approval(u64),
     Question(u64, Vec<String>),
 }
 
+/// Messages typed while a turn runs, and what becomes of them. Enter hands a line to the
+/// `[terminal] busy_input` policy: `interrupt` (the default) stops the turn and sends it in its
+/// place, `queue` sends it after the turn, `steer` tells the running turn (the model reads it
+/// with the next tool result; if none comes, it is sent after the turn). `/queue TEXT` and
+/// `/steer TEXT` choose for one message. Whatever was queued is not sent when the user stops the
+/// turn (Ctrl-C, /stop): it goes back into the input line.
+#[derive(Default)]
+struct Busy {
+    waiting: Waiting,
+    /// To send after the turn, in order.
+    queued: Vec<String>,
+    /// Sent to the running turn, not yet delivered.
+    steering: Vec<String>,
+    /// The turn is being stopped to send this.
+    interrupt_with: Option<String>,
+}
+
+impl Busy {
+    /// A line typed with no question waiting.
+    fn typed_line(
+        &mut self,
+        line: String,
+        policy: BusyPolicy,
+        r: &mut Renderer,
+        submit: &talaria_core::Submitter,
+        yolo: &std::cell::Cell<bool>,
+    ) {
+        let text = line.trim();
+        if text.is_empty() {
+            return;
+        }
+        let (policy, text) = match parse_slash(text) {
+            Some(("stop", _)) => {
+                submit.submit(Op::Interrupt);
+                return r.progress("stopping…");
+            }
+            Some(("yolo", _)) => {
+                yolo.set(!yolo.get());
+                submit.submit(Op::SetYolo { on: yolo.get() });
+                return r.progress(&yolo_state(yolo.get()));
+            }
+            Some(("queue", rest)) if !rest.is_empty() => (BusyPolicy::Queue, rest.to_string()),
+            Some(("steer", rest)) if !rest.is_empty() => (BusyPolicy::Steer, rest.to_string()),
+            Some((name, _)) if lookup(name).is_some_and(|c| !c.while_busy) || matches!(name, "queue" | "steer") => {
+                r.progress(&format!("/{name} waits until the reply is done (or /stop it)"));
+                return self.queued.push(text.to_string());
+            }
+            Some(_) => return self.queued.push(text.to_string()),
+            None => (policy, text.to_string()),
+        };
+        match policy {
+            BusyPolicy::Queue => self.queued.push(text),
+            BusyPolicy::Steer => {
+                submit.submit(Op::Steer { text: text.clone() });
+                self.steering.push(text);
+            }
+            BusyPolicy::Interrupt => {
+                if let Some(earlier) = self.interrupt_with.replace(text) {
+                    self.queued.insert(0, earlier);
+                } else {
+                    submit.submit(Op::Interrupt);
+                }
+            }
+        }
+    }
+
+    /// The footer's lines for what waits.
+    fn pending(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(t) = &self.interrupt_with {
+            out.push(format!("↳ stopping the reply to send: {}", ui::first_line(t, 70)));
+        }
+        out.extend(self.steering.iter().map(|t| format!("↳ for the model's next step: {}", ui::first_line(t, 70))));
+        out.extend(self.queued.iter().map(|t| format!("↳ queued: {}", ui::first_line(t, 70))));
+        out
+    }
+}
+
+/// The footer's hint under a running turn.
+fn busy_hint(policy: BusyPolicy) -> &'static str {
+    match policy {
+        BusyPolicy::Interrupt => "type a message: Enter stops this reply and sends it (/queue, /steer) · Ctrl-C stops",
+        BusyPolicy::Queue => "type a message: Enter queues it for after this reply (/steer) · Ctrl-C stops",
+        BusyPolicy::Steer => "type a message: Enter tells the model now (/queue) · Ctrl-C stops",
+    }
+}
+
+/// An approval's answer: a key or a word; anything else (Enter too) denies.
 fn decision(answer: &str) -> Decision {
     match answer.trim().to_ascii_lowercase().as_str() {
         "o" | "once" | "y" | "yes" => Decision::Once,

@@ -2,7 +2,8 @@
 //! answer, one line on stderr says what talaria waits for and for how long
 //! (`⠹ waiting for custom/llama… 12s`), redrawn in place by a thread of its own.
 //!
-//! Shown only when stderr is a terminal; with `NO_COLOR` it has no colour. A reply within [`GRACE`] never shows it at all. The renderer stops it
+//! Shown only when stderr is a terminal; with `NO_COLOR` it has no colour. While the REPL's
+//! footer is up ([`crate::screen`]) the line is the footer's first. A reply within [`GRACE`] never shows it at all. The renderer stops it
 //! before printing anything else, and prints notices (retries) through [`Waiting::interrupt`],
 //! so the line never mixes with other output.
 
@@ -55,9 +56,13 @@ impl Waiting {
                         } else {
                             format!("{} waiting for {label}… {secs}s", SPINNER[frame])
                         };
-                        let mut err = std::io::stderr().lock();
-                        let _ = write!(err, "\r\x1b[2K{line}");
-                        let _ = err.flush();
+                        if crate::screen::is_up() {
+                            crate::screen::update(|f| f.status = Some(line));
+                        } else {
+                            let mut err = std::io::stderr().lock();
+                            let _ = write!(err, "\r\x1b[2K{line}");
+                            let _ = err.flush();
+                        }
                         state.drawn = true;
                     }
                     std::thread::park_timeout(tick);
@@ -97,9 +102,13 @@ impl Drop for Waiting {
 
 fn clear(state: &mut State) {
     if state.drawn {
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r\x1b[2K");
-        let _ = err.flush();
+        if crate::screen::is_up() {
+            crate::screen::update(|f| f.status = None);
+        } else {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[2K");
+            let _ = err.flush();
+        }
         state.drawn = false;
     }
 }

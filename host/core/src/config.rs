@@ -90,6 +90,32 @@ pub struct ConfigToml {
     pub marketplace: MarketplaceToml,
     #[serde(default)]
     pub process: ProcessToml,
+    #[serde(default)]
+    pub terminal: TerminalToml,
+}
+
+/// `[terminal]`: how `talaria chat` behaves at a terminal.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalToml {
+    /// What a message sent while a turn runs does (default `interrupt`, as the reference's).
+    #[serde(default)]
+    pub busy_input: BusyInput,
+    /// Show the model's reasoning as it streams (default true).
+    pub show_reasoning: Option<bool>,
+}
+
+/// What a message sent while a turn runs does.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BusyInput {
+    /// Stop the turn and send the message in its place.
+    #[default]
+    Interrupt,
+    /// Send it once the turn is done.
+    Queue,
+    /// Add it to the running turn (the model reads it with the next tool result).
+    Steer,
 }
 
 /// `[process]`: the commands plugins run (the terminal tool's, say).

@@ -422,7 +422,7 @@ impl Actor {
                 self.close(if reason.is_empty() { "exit" } else { &reason }).await;
                 self.outbox.send(Event::ShutdownComplete);
             }
-            op @ (Op::Interrupt | Op::Approve { .. } | Op::Answer { .. } | Op::SetYolo { .. }) => {
+            op @ (Op::Interrupt | Op::Approve { .. } | Op::Answer { .. } | Op::SetYolo { .. } | Op::Steer { .. }) => {
                 immediate(op, &mut self.outbox, None);
             }
         }
@@ -578,6 +578,7 @@ fn immediate(op: Op, outbox: &mut Outbox, cancel: Option<&CancellationToken>) {
             outbox.gate.set_yolo(on);
             outbox.send(Event::YoloChanged { on });
         }
+        Op::Steer { text } => outbox.gate.steer(text),
         other @ (Op::UserTurn { .. }
         | Op::Compact { .. }
         | Op::Undo

@@ -98,6 +98,13 @@ pub enum Event {
     YoloChanged {
         on: bool,
     },
+    /// What became of a `Steer`: added to a tool result the model will read (`delivered`), or
+    /// left over when the turn ended without another tool result (a front door may send it as
+    /// the next message).
+    Steered {
+        text: String,
+        delivered: bool,
+    },
     /// `ContextReport`: how full the context window is, and the context engine's own lines.
     ContextReport {
         engine: String,

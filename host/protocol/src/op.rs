@@ -30,6 +30,10 @@ pub enum Op {
     SetTitle { title: String },
     /// Let dangerous commands and new hosts go ahead without asking (or stop).
     SetYolo { on: bool },
+    /// Tell the running turn something without stopping it: the text is added to the next tool
+    /// result the model reads, marked as the user's, and announced by [`crate::Event::Steered`]
+    /// (delivered, or not when the turn ends first).
+    Steer { text: String },
     /// Close the session and start a new one.
     NewSession,
     /// Close the session and continue a stored one: an id, a unique prefix, a title or
@@ -49,7 +53,11 @@ impl Op {
     /// Whether it is carried out at once, even while a turn runs (the others wait their turn).
     pub fn immediate(&self) -> bool {
         match self {
-            Self::Interrupt | Self::Approve { .. } | Self::Answer { .. } | Self::SetYolo { .. } => true,
+            Self::Interrupt
+            | Self::Approve { .. }
+            | Self::Answer { .. }
+            | Self::SetYolo { .. }
+            | Self::Steer { .. } => true,
             Self::UserTurn { .. }
             | Self::Compact { .. }
             | Self::Undo
@@ -80,7 +88,7 @@ impl Op {
             Self::NewSession | Self::Resume { .. } => matches!(event, Event::SessionStarted(_)),
             Self::ContextReport => matches!(event, Event::ContextReport { .. }),
             Self::Shutdown { .. } => matches!(event, Event::ShutdownComplete),
-            Self::Interrupt | Self::Approve { .. } | Self::Answer { .. } => false,
+            Self::Interrupt | Self::Approve { .. } | Self::Answer { .. } | Self::Steer { .. } => false,
         }
     }
 }

@@ -444,7 +444,14 @@ impl Agent {
 
     /// Run one user message to the end of the turn.
     pub async fn run_turn(&mut self, text: &str, cancel: &CancellationToken) -> TurnEnd {
+        // Notes sent before this turn began were meant for another.
+        for text in self.shared.gate.take_steers() {
+            self.emitter.emit(Event::Steered { text, delivered: false });
+        }
         let end = self.turn(text, cancel).await;
+        for text in self.shared.gate.take_steers() {
+            self.emitter.emit(Event::Steered { text, delivered: false });
+        }
         self.after_turn(text, &end.outcome, &end.text).await;
         self.lease = None;
         end
@@ -515,7 +522,8 @@ impl Agent {
             }
             let calls = message.tool_calls().to_vec();
             self.history.push(message);
-            let (results, interrupted) = self.run_tools(&calls, cancel).await;
+            let (mut results, interrupted) = self.run_tools(&calls, cancel).await;
+            self.add_steers(&mut results);
             if let Err(e) = self.commit(&results).await {
                 return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
             }
@@ -523,6 +531,16 @@ impl Agent {
             if interrupted {
                 return self.finish(Outcome::Interrupted, String::new(), &turn);
             }
+        }
+    }
+
+    /// Add what the user sent to the running turn (`Op::Steer`) to the last of `results`, marked
+    /// as theirs, so the model reads it with the tools' output.
+    fn add_steers(&self, results: &mut [Message]) {
+        let Some(Message::Tool { content, .. }) = results.last_mut() else { return };
+        for text in self.shared.gate.take_steers() {
+            content.push_str(&format!("\n\n[The user sent this while you worked; it is not tool output]\n{text}"));
+            self.emitter.emit(Event::Steered { text, delivered: true });
         }
     }
 

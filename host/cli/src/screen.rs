@@ -1,0 +1,183 @@
+//! The bottom of the terminal while a turn runs: a footer below everything printed, holding
+//! the waiting indicator, the messages waiting to be sent, and the line being typed.
+//!
+//! Output and footer never overwrite each other: every write made while the footer is up goes
+//! through [`write`], which takes the footer away, writes, and draws it again below. Output
+//! always leaves the cursor at the start of a fresh line (the live answer region ends with a line
+//! break), so the footer starts at the cursor and takes itself away by moving up over its own
+//! rows. Threads share it: the renderer, the key reader, the waiting indicator.
+
+use std::io::Write as _;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use owo_colors::OwoColorize as _;
+use unicode_width::UnicodeWidthStr as _;
+
+/// What the footer shows.
+#[derive(Debug, Default, Clone)]
+pub struct Footer {
+    /// The waiting indicator's line.
+    pub status: Option<String>,
+    /// Messages typed during the turn, waiting, each with what will become of it.
+    pub pending: Vec<String>,
+    /// The line being typed.
+    pub input: String,
+    /// Shown in place of an empty input line.
+    pub hint: String,
+}
+
+struct State {
+    up: bool,
+    color: bool,
+    footer: Footer,
+    /// Terminal rows the footer takes now (0: not drawn).
+    rows: usize,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    up: false,
+    color: false,
+    footer: Footer { status: None, pending: Vec::new(), input: String::new(), hint: String::new() },
+    rows: 0,
+});
+
+fn state() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Put the footer up (`color`: styled), starting with `input` typed already.
+pub fn begin(color: bool, hint: &str) {
+    let mut s = state();
+    s.up = true;
+    s.color = color;
+    s.footer = Footer { hint: hint.to_string(), ..Footer::default() };
+    draw(&mut s);
+}
+
+/// Take the footer away for good; returns what it held.
+pub fn end() -> Footer {
+    let mut s = state();
+    erase(&mut s);
+    s.up = false;
+    std::mem::take(&mut s.footer)
+}
+
+/// Whether the footer is up.
+pub fn is_up() -> bool {
+    state().up
+}
+
+/// Change what the footer shows and redraw it (a no-op when it is not up).
+pub fn update(change: impl FnOnce(&mut Footer)) {
+    let mut s = state();
+    if !s.up {
+        return;
+    }
+    let before = s.footer.clone();
+    change(&mut s.footer);
+    if !same(&before, &s.footer) {
+        erase(&mut s);
+        draw(&mut s);
+    }
+}
+
+fn same(a: &Footer, b: &Footer) -> bool {
+    a.status == b.status && a.pending == b.pending && a.input == b.input && a.hint == b.hint
+}
+
+/// Write `bytes` to stdout (or stderr) above the footer. Without a footer they go straight out.
+pub fn write(bytes: &[u8], stderr: bool) {
+    let mut s = state();
+    if s.up {
+        erase(&mut s);
+    }
+    if stderr {
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(bytes);
+        let _ = err.flush();
+    } else {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(bytes);
+        let _ = out.flush();
+    }
+    if s.up {
+        draw(&mut s);
+    }
+}
+
+/// Remove the footer from the screen; the cursor ends where it began.
+fn erase(s: &mut State) {
+    if s.rows == 0 {
+        return;
+    }
+    let mut seq = String::from("\r");
+    if s.rows > 1 {
+        seq.push_str(&format!("\x1b[{}A", s.rows - 1));
+    }
+    seq.push_str("\x1b[J");
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(seq.as_bytes());
+    let _ = out.flush();
+    s.rows = 0;
+}
+
+fn draw(s: &mut State) {
+    let (width, _) = crate::render::terminal_size();
+    let lines = lines(&s.footer, s.color);
+    let rows: usize = lines.iter().map(|(plain, _)| plain.width().div_ceil(width.max(1)).max(1)).sum();
+    let text: Vec<&str> = lines.iter().map(|(_, shown)| shown.as_str()).collect();
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.join("\r\n").as_bytes());
+    let _ = out.flush();
+    s.rows = rows;
+}
+
+/// The footer's lines: each as plain text (to measure) and as shown.
+fn lines(f: &Footer, color: bool) -> Vec<(String, String)> {
+    let style = |plain: String, styled: String| (plain, if color { styled } else { plain_of(&styled) });
+    let mut out = Vec::new();
+    if let Some(status) = &f.status {
+        out.push((plain_of(status), if color { status.clone() } else { plain_of(status) }));
+    }
+    for p in &f.pending {
+        let p = talaria_runtime::visible(p, 200);
+        out.push(style(p.clone(), p.dimmed().to_string()));
+    }
+    if f.input.is_empty() {
+        let hint = format!("› {}", f.hint);
+        out.push(style(hint.clone(), format!("{} {}", "›".bold(), f.hint.dimmed())));
+    } else {
+        for (i, line) in f.input.split('\n').enumerate() {
+            let mark = if i == 0 { "›" } else { "·" };
+            let line = talaria_runtime::visible(line, usize::MAX);
+            out.push(style(format!("{mark} {line}"), format!("{} {line}", mark.bold())));
+        }
+    }
+    out
+}
+
+/// `text` without its style sequences.
+fn plain_of(text: &str) -> String {
+    anstream::adapter::strip_str(text).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_footer_lists_status_pending_and_input() {
+        let f = Footer {
+            status: Some("⠋ waiting for m… 3s".into()),
+            pending: vec!["↳ queued: next".into()],
+            input: "two\nlines".into(),
+            hint: "hint".into(),
+        };
+        let shown: Vec<String> = lines(&f, false).into_iter().map(|(_, s)| s).collect();
+        assert_eq!(shown, ["⠋ waiting for m… 3s", "↳ queued: next", "› two", "· lines"]);
+        let empty = Footer { hint: "type ahead".into(), ..Footer::default() };
+        assert_eq!(lines(&empty, false)[0].1, "› type ahead");
+        let evil = Footer { input: "x\u{1b}[2J".into(), ..Footer::default() };
+        assert_eq!(lines(&evil, false)[0].1, "› x\\x1b[2J", "typed escapes are shown, not obeyed");
+    }
+}
