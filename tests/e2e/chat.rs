@@ -47,8 +47,10 @@ impl Talaria {
     /// may set its own `retries` (default 2).
     pub(crate) fn use_model(&self, base_url: &str, api_mode: &str, model_extra: &str, extra: &str) {
         let retries = if extra.contains("retries =") { "" } else { "retries = 2\n" };
+        // A title call would take a scripted reply meant for the conversation: off unless asked.
+        let title = if extra.contains("auto_title =") { "" } else { "auto_title = false\n" };
         let config = format!(
-            "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{base_url}\"\napi_mode = \"{api_mode}\"\n{model_extra}\n[agent]\n{retries}retry_delay_ms = 5\n{extra}"
+            "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{base_url}\"\napi_mode = \"{api_mode}\"\n{model_extra}\n[agent]\n{retries}{title}retry_delay_ms = 5\n{extra}"
         );
         std::fs::write(self.home.path().join("config.toml"), config).expect("config");
     }

@@ -14,7 +14,7 @@ impl Talaria {
     /// `extra` after it.
     fn configure(&self, mock: &MockLlm, model_extra: &str, extra: &str) {
         let config = format!(
-            "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\napi_mode = \"chat_completions\"\n{model_extra}\n\n[agent]\nretries = 1\nretry_delay_ms = 5\n\n{extra}",
+            "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\napi_mode = \"chat_completions\"\n{model_extra}\n\n[agent]\nretries = 1\nauto_title = false\nretry_delay_ms = 5\n\n{extra}",
             mock.base_url()
         );
         std::fs::write(self.home.path().join("config.toml"), config).expect("config");

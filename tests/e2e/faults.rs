@@ -14,7 +14,7 @@ impl Talaria {
     /// Config pointing at `mock` (chat completions), sessions waited for up to `wait` s.
     fn faults_config(&self, mock: &MockLlm, wait: u64) {
         let config = format!(
-            "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\n\n[agent]\nretries = 1\nretry_delay_ms = 5\nsession_wait_secs = {wait}\n",
+            "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\n\n[agent]\nretries = 1\nauto_title = false\nretry_delay_ms = 5\nsession_wait_secs = {wait}\n",
             mock.base_url()
         );
         std::fs::write(self.home.path().join("config.toml"), config).expect("config");

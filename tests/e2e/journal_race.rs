@@ -20,7 +20,7 @@ impl Talaria {
     /// Config pointing at `mock`, the bundled journal as the memory provider (the default).
     fn use_journal_mock(&self, mock: &MockLlm) {
         let config = format!(
-            "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\napi_mode = \"chat_completions\"\n\n[agent]\nretries = 1\nretry_delay_ms = 5\n\n[memory]\nprovider = \"journal\"\n",
+            "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\napi_mode = \"chat_completions\"\n\n[agent]\nretries = 1\nauto_title = false\nretry_delay_ms = 5\n\n[memory]\nprovider = \"journal\"\n",
             mock.base_url()
         );
         std::fs::write(self.home.path().join("config.toml"), config).expect("config");

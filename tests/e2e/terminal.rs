@@ -338,3 +338,46 @@ fn one_key_answers_an_approval_and_enter_denies() {
     assert!(repl.text().contains("→ denied"), "Enter is the safe answer");
     repl.close();
 }
+
+#[test]
+fn sessions_get_a_short_unique_title_in_the_background() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Step::text("Use git rebase -i."),
+        Step::text("\"Rebasing a Git branch.\""),
+        Step::text("Again: git rebase -i."),
+        Step::text("Rebasing a Git branch"),
+    ]));
+    t.use_model(&mock.base_url(), "chat_completions", "", "auto_title = true\n");
+    let mut shown = Vec::new();
+    for _ in 0..2 {
+        let mut repl = Repl::start(&t);
+        repl.wait_for("Alt-Enter", 1);
+        repl.send("how do I rebase?");
+        repl.wait_for(" · session ", 1);
+        shown.push(repl.close_showing());
+    }
+    assert!(
+        shown[0].contains("resume this conversation with: talaria chat --resume 'Rebasing a Git branch'\r"),
+        "{}",
+        shown[0]
+    );
+    assert!(shown[1].contains("--resume 'Rebasing a Git branch 2'\r"), "unique: {}", shown[1]);
+    let requests = mock.requests();
+    let asked = requests[1].body["messages"].to_string();
+    assert!(
+        asked.contains("You name conversations")
+            && asked.contains("how do I rebase?")
+            && asked.contains("Use git rebase -i."),
+        "{asked}"
+    );
+    let list = t.ok(&["sessions", "list"]);
+    assert!(list.contains("Rebasing a Git branch 2"), "{list}");
+    let second = t.ok(&["sessions", "show", "Rebasing a Git branch 2"]);
+    assert!(second.contains("Again: git rebase -i."), "usable as a key: {second}");
+    // A one-shot asks for no title.
+    let mock = MockLlm::start(Script::new([Step::text("quick")]));
+    t.use_model(&mock.base_url(), "chat_completions", "", "auto_title = true\n");
+    assert_eq!(t.ok(&["chat", "-q", "hello"]).trim(), "quick");
+    assert_eq!(mock.requests().len(), 1);
+}

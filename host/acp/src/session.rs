@@ -100,6 +100,7 @@ impl AcpSession {
             resume: continue_in.clone(),
             fork: false,
             offered,
+            auto_title: true,
         };
         let mut conversation = host.start(start).await.map_err(|e| match e {
             talaria_core::Error::Store(talaria_store::Error::SessionNotFound { .. }) => error(

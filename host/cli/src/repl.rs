@@ -335,10 +335,10 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
     if info.messages > 0 {
         // The session it ends in (compression may have moved it on), by title when it has one.
         let key = match repl.session.host.store().session(&info.session_id) {
-            Ok(Some(s)) => s.title.filter(|t| !t.contains(char::is_whitespace)).unwrap_or(s.id),
+            Ok(Some(s)) => s.title.unwrap_or(s.id),
             _ => info.session_id.clone(),
         };
-        let hint = format!("resume this conversation with: talaria chat --resume {key}");
+        let hint = format!("resume this conversation with: talaria chat --resume {}", ui::shell_quote(&key));
         putln!(anstream::stdout(), "{}", hint.dimmed());
     }
     if let Some(code) = stop.exit_code() {
@@ -662,7 +662,7 @@ impl Repl {
         let rows: Vec<Vec<String>> = list
             .iter()
             .map(|s| {
-                let name = s.title.clone().or_else(|| s.preview.clone()).unwrap_or_default();
+                let name = crate::sessions::display_title(s);
                 vec![s.id.clone(), ui::first_line(&name, 50), s.message_count.to_string()]
             })
             .collect();

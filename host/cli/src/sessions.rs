@@ -487,9 +487,14 @@ fn plural(n: i64, what: &str) -> String {
     if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
 }
 
-/// The title, else the first user message, else a placeholder.
-fn display_title(s: &SessionInfo) -> String {
-    s.title.clone().or_else(|| s.preview.clone()).unwrap_or_else(|| "(no messages)".to_string())
+/// The title, else the first user message marked as no title (it cannot be used as a key),
+/// else a placeholder.
+pub fn display_title(s: &SessionInfo) -> String {
+    match (&s.title, &s.preview) {
+        (Some(t), _) => t.clone(),
+        (None, Some(p)) => format!("(untitled) {p}"),
+        (None, None) => "(no messages)".to_string(),
+    }
 }
 
 /// `provider/model`, or whichever of them is known.

@@ -44,3 +44,19 @@ pub fn first_line(text: &str, max: usize) -> String {
         line.to_string()
     }
 }
+
+/// `text` as one shell word: bare when it is plain, else in single quotes.
+pub fn shell_quote(text: &str) -> String {
+    let plain = !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=".contains(c));
+    if plain { text.to_string() } else { format!("'{}'", text.replace('\'', "'\\''")) }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shell_words() {
+        assert_eq!(super::shell_quote("0193-abc"), "0193-abc");
+        assert_eq!(super::shell_quote("Trip to Lisbon"), "'Trip to Lisbon'");
+        assert_eq!(super::shell_quote("it's $HOME"), "'it'\\''s $HOME'");
+    }
+}

@@ -294,6 +294,9 @@ impl FallbackToml {
 #[serde(deny_unknown_fields)]
 pub struct AgentToml {
     pub max_turns: Option<u32>,
+    /// Give each new chat session a short title from the auxiliary model after its first
+    /// answer (default true; the terminal and editors ask for it, one-shots do not).
+    pub auto_title: Option<bool>,
     pub stream: Option<bool>,
     /// Retries of a failing model call before falling back.
     pub retries: Option<u32>,

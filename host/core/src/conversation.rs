@@ -210,6 +210,8 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         config: host.config.clone(),
         last_prompt: None,
         info: info.clone(),
+        aux: (start.auto_title && host.config.agent.auto_title.unwrap_or(true)).then(|| host.aux.clone()),
+        titled: false,
     };
     actor.update_info();
     tokio::spawn(actor.run());
@@ -345,6 +347,10 @@ struct Actor {
     /// The last user message sent (what `Retry` sends when there is nothing to undo).
     last_prompt: Option<String>,
     info: Arc<Mutex<Info>>,
+    /// The auxiliary model, when sessions get automatic titles.
+    aux: Option<Arc<dyn talaria_runtime::LlmBackend>>,
+    /// A title was asked for (or found) for the current session.
+    titled: bool,
 }
 
 impl Actor {
@@ -371,7 +377,10 @@ impl Actor {
     async fn carry_out(&mut self, op: Op) {
         match op {
             Op::UserTurn { text } => {
-                self.turn(text).await;
+                let end = self.turn(text.clone()).await;
+                if matches!(end.outcome, talaria_protocol::Outcome::Completed) {
+                    self.title_soon(text, end.text);
+                }
             }
             Op::Retry => match self.agent.undo().await {
                 Ok(undone) => {
@@ -502,7 +511,24 @@ impl Actor {
     }
 
     /// Close the session and continue in a new one (or `resume`), keeping the model.
+    /// After a completed turn: ask for the session's title in the background, once per
+    /// session, unless titles are off or it has one.
+    fn title_soon(&mut self, prompt: String, answer: String) {
+        let Some(aux) = self.aux.clone() else { return };
+        if std::mem::replace(&mut self.titled, true) {
+            return;
+        }
+        let id = self.agent.session_id().to_string();
+        let store = self.shared.store.clone();
+        if store.session(&id).ok().flatten().is_none_or(|s| s.title.is_some()) {
+            return;
+        }
+        let work = crate::title::suggest(aux, store, id, prompt, answer, self.emitter.clone());
+        self.shared.spawn(work);
+    }
+
     async fn replace(&mut self, resume: Option<SessionInfo>, reason: &str) {
+        self.titled = false;
         let why = if resume.is_some() { SessionReason::Resumed } else { SessionReason::New };
         let chain: Chain = self.agent.chain().clone();
         let start = talaria_agent::Start { resume, ..Default::default() };

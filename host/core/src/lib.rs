@@ -57,6 +57,7 @@ pub mod models;
 mod offered;
 mod plugins;
 mod router;
+mod title;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -155,6 +156,8 @@ pub struct Start {
     pub fork: bool,
     /// What the front end serves itself (an editor's terminal and files).
     pub offered: Offered,
+    /// Title new sessions after their first answer (unless `[agent] auto_title = false`).
+    pub auto_title: bool,
 }
 
 impl Default for Start {
@@ -173,6 +176,7 @@ impl Default for Start {
             resume: None,
             fork: false,
             offered: Offered::default(),
+            auto_title: false,
         }
     }
 }
@@ -186,6 +190,8 @@ pub struct Host {
     store: Arc<Store>,
     client: Client,
     router: Arc<router::Router>,
+    /// The auxiliary model (session titles), resolved on first use.
+    aux: Arc<dyn LlmBackend>,
     /// Plugins by workspace (project plugins differ), made on first use (the default
     /// workspace's when the host opens); whether nobody has asked for them yet.
     plugins: Mutex<HashMap<PathBuf, (Arc<Plugins>, bool)>>,
@@ -238,6 +244,7 @@ impl Host {
         if let Ok(made) = default {
             plugins.insert(options.workspace.clone(), (made, true));
         }
+        let aux = Arc::new(plugins::LazyAux::new(&options.home, config.clone(), client.clone()));
         Ok(Self {
             home: options.home,
             workspace: options.workspace,
@@ -245,6 +252,7 @@ impl Host {
             store,
             client,
             router,
+            aux,
             plugins: Mutex::new(plugins),
         })
     }

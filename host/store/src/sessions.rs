@@ -439,6 +439,19 @@ impl Store {
     /// [`Error::BadTitle`] (empty, longer than [`MAX_TITLE_CHARS`], control characters, or the
     /// reserved `latest`), [`Error::TitleTaken`], [`Error::SessionNotFound`].
     pub fn set_title(&self, id: &str, title: &str) -> Result<()> {
+        self.title(id, title, true).map(|_| ())
+    }
+
+    /// [`Store::set_title`] for a session that has no title yet (an automatic one never
+    /// replaces a title given meanwhile); whether it was set.
+    ///
+    /// # Errors
+    /// As [`Store::set_title`].
+    pub fn suggest_title(&self, id: &str, title: &str) -> Result<bool> {
+        self.title(id, title, false)
+    }
+
+    fn title(&self, id: &str, title: &str, replace: bool) -> Result<bool> {
         let title = title.trim();
         let bad = |reason: &str| Err(Error::BadTitle { reason: reason.to_owned() });
         if title.is_empty() {
@@ -463,8 +476,12 @@ impl Store {
             if let Some(other_id) = other {
                 return Err(Error::TitleTaken { title: title.to_owned(), other_id });
             }
-            tx.execute("UPDATE sessions SET title = ?2 WHERE id = ?1", params![id, title])?;
-            Ok(())
+            let sql = if replace {
+                "UPDATE sessions SET title = ?2 WHERE id = ?1"
+            } else {
+                "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title IS NULL"
+            };
+            Ok(tx.execute(sql, params![id, title])? > 0)
         })
     }
 
