@@ -85,7 +85,8 @@ pub fn clean(answer: &str) -> Option<String> {
     let line = line.strip_prefix("Title:").or_else(|| line.strip_prefix("title:")).unwrap_or(line);
     let line: String = line
         .chars()
-        .filter(|c| !c.is_control() && !matches!(c, '"' | '\'' | '`' | '*' | '#' | '“' | '”' | '«' | '»'))
+        .filter(|c| !matches!(c, '"' | '\'' | '`' | '*' | '#' | '“' | '”' | '«' | '»'))
+        .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     let mut words: Vec<&str> = line.split_whitespace().collect();
     let mut title = String::new();
@@ -108,7 +109,7 @@ mod tests {
     fn titles_are_cleaned_of_what_models_add() {
         assert_eq!(clean("\"Rebasing a Git branch.\"\n").as_deref(), Some("Rebasing a Git branch"));
         assert_eq!(clean("\n  Title: **Trip to Lisbon**").as_deref(), Some("Trip to Lisbon"));
-        assert_eq!(clean("one two\tthree\u{1b}[2J").as_deref(), Some("one two three[2J"));
+        assert_eq!(clean("one two\tthree\u{1b}[2J").as_deref(), Some("one two three [2J"));
         let long = clean(&"word ".repeat(30)).expect("a title");
         assert!(long.chars().count() <= MAX_CHARS && long.ends_with("word"), "{long}");
         assert_eq!(clean("  \n\"\"\n"), None);
