@@ -158,7 +158,7 @@ fn setup_writes_a_config_doctor_accepts_and_keeps_comments() {
     let t = Talaria::new();
     let config = t.home.path().join("config.toml");
     std::fs::write(&config, "# my own notes\n[agent]\nmax_turns = 7 # keep me\n").expect("config");
-    let out = t.ok(&["setup", "--provider", "ollama", "--model", "llama3.2", "--yes"]);
+    let out = t.ok(&["setup", "--provider", "ollama", "--model", "llama3.2", "--yes", "--no-check"]);
     assert!(out.contains("provider = \"ollama\"") && out.contains("name = \"llama3.2\""), "{out}");
     assert!(out.contains("talaria chat") && out.contains("talaria doctor"), "{out}");
     let text = std::fs::read_to_string(&config).expect("read");
@@ -174,10 +174,56 @@ fn setup_writes_a_config_doctor_accepts_and_keeps_comments() {
     assert!(!doctor.contains("fail:") && !doctor.contains('\u{1b}'), "{doctor}");
 
     // Running it again changes only what it sets.
-    t.ok(&["setup", "--provider", "custom", "--model", "local", "--base-url", "http://localhost:8080/v1", "--yes"]);
+    t.ok(&[
+        "setup",
+        "--provider",
+        "custom",
+        "--model",
+        "local",
+        "--base-url",
+        "http://localhost:8080/v1",
+        "--yes",
+        "--no-check",
+    ]);
     let text = std::fs::read_to_string(&config).expect("read");
     assert!(text.contains("provider = \"custom\"") && text.contains("base_url = \"http://localhost:8080/v1\""));
     assert!(text.contains("# keep me") && !text.contains("llama3.2"), "{text}");
+}
+
+#[test]
+fn setup_checks_the_endpoint_and_the_key_before_writing() {
+    let t = Talaria::new();
+    let api = FakeServer::start(|req| {
+        if req.header("authorization") == Some("Bearer good") {
+            (200, vec![], r#"{"data":[{"id":"m"}]}"#.into())
+        } else {
+            (401, vec![], r#"{"error":{"message":"invalid api key"}}"#.into())
+        }
+    });
+    std::fs::write(t.home.path().join(".env"), "SETUP_BAD_KEY=nope\nSETUP_GOOD_KEY=good\n").expect("env");
+    let config = t.home.path().join("config.toml");
+    let setup = |key: &str, url: &str| {
+        t.run(&["setup", "--provider", "custom", "--model", "m", "--base-url", url, "--key-env", key, "--yes"])
+    };
+
+    let out = setup("SETUP_BAD_KEY", &api.url("/v1"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("HTTP 401") && err.contains("check the key") && err.contains("nothing written"), "{err}");
+    assert!(!config.exists(), "nothing written");
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
+    let out = setup("SETUP_GOOD_KEY", &format!("http://{closed}/v1"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot connect to"), "{err}");
+    assert!(!config.exists());
+
+    let out = setup("SETUP_GOOD_KEY", &api.url("/v1"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("answers and accepts the key"));
+    assert!(std::fs::read_to_string(&config).expect("written").contains("key_env = \"SETUP_GOOD_KEY\""));
+    assert_eq!(api.received().last().map(|r| r.path.as_str()), Some("/v1/models"));
 }
 
 #[test]

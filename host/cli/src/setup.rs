@@ -6,6 +6,10 @@
 //! echo). With `--yes`, or when standard input is not a terminal, it asks nothing: `--provider`
 //! and `--model` (and `--base-url` for `custom`) must then be given, else it exits with code 2.
 //!
+//! Before writing, it checks the choice the way a chat would use it: `GET {base_url}/models`
+//! with the key. A failure is reported with what to fix; on a terminal it asks whether to write
+//! anyway, otherwise nothing is written and it exits with code 1 (`--no-check` skips the check).
+//!
 //! ```text
 //! $ talaria setup --provider ollama --model llama3.2 --yes
 //! wrote [model] to /home/me/.talaria/config.toml:
@@ -45,6 +49,9 @@ pub struct SetupArgs {
     /// Ask nothing: write what the flags say (--provider and --model are then required)
     #[arg(short, long)]
     pub yes: bool,
+    /// Write without first checking that the endpoint answers and accepts the key
+    #[arg(long)]
+    pub no_check: bool,
 }
 
 /// A model each provider is likely to serve.
@@ -82,6 +89,26 @@ pub async fn run(ctx: &Ctx, args: SetupArgs) -> anyhow::Result<ExitCode> {
             }
         }
     };
+    let key_var = choice.key_env.as_deref().or(choice.provider.key_env);
+    if let Some(var) = key_var {
+        let secrets = talaria_runtime::Secrets::load(&ctx.home.join(".env"));
+        if interactive && secrets.value(var).is_none() && std::env::var_os(var).is_none() {
+            offer_key(&ctx.home, var)?;
+        }
+    }
+    if !args.no_check
+        && let Err(problem) = check(ctx, &choice).await
+    {
+        ui::error(&problem);
+        if !interactive {
+            ui::note("nothing written (--no-check writes it anyway)");
+            return Ok(ExitCode::FAILURE);
+        }
+        if !confirm("Write it anyway?", false)? {
+            ui::note("nothing written");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
     if interactive && !confirm(&format!("Write this to {}?", ctx.home.join("config.toml").display()), true)? {
         ui::note("nothing written");
         return Ok(ExitCode::FAILURE);
@@ -96,12 +123,6 @@ pub async fn run(ctx: &Ctx, args: SetupArgs) -> anyhow::Result<ExitCode> {
     if let Some(env) = &choice.key_env {
         println!("  key_env = \"{env}\"");
     }
-    if let Some(var) = choice.key_env.as_deref().or(choice.provider.key_env) {
-        let secrets = talaria_runtime::Secrets::load(&ctx.home.join(".env"));
-        if interactive && secrets.value(var).is_none() {
-            offer_key(&ctx.home, var)?;
-        }
-    }
     // Resolve what was written the way `chat` will, so a problem shows now rather than later.
     let written =
         Ctx { home: ctx.home.clone(), workspace: ctx.workspace.clone(), config: ConfigToml::load(&ctx.home)? };
@@ -110,6 +131,43 @@ pub async fn run(ctx: &Ctx, args: SetupArgs) -> anyhow::Result<ExitCode> {
     }
     println!("next: talaria chat   (and `talaria doctor` checks that the provider answers)");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the chosen endpoint answers and accepts the key: `Ok` with a line saying so, or
+/// what failed and what to do.
+async fn check(ctx: &Ctx, c: &Choice) -> Result<(), String> {
+    let model = config::ModelToml {
+        provider: Some(c.provider.name.to_string()),
+        name: Some(c.model.clone()),
+        base_url: c.base_url.clone(),
+        key_env: c.key_env.clone(),
+        ..config::ModelToml::default()
+    };
+    let config = ConfigToml { model: Some(model), ..ConfigToml::default() };
+    let mut warnings = Vec::new();
+    let chain = talaria_core::models::chain(&ctx.home, &config, &Default::default(), &mut warnings)
+        .map_err(|e| format!("{e:#}"))?;
+    let Some(provider) = chain.providers.first() else { return Err("no provider to check".into()) };
+    let client = talaria_agent::model::Client::try_new().map_err(|e| e.to_string())?;
+    match client.check(provider).await {
+        Ok(()) => {
+            ui::note(&format!(
+                "checked: {} answers{}",
+                provider.base_url,
+                if provider.api_key.is_some() { " and accepts the key" } else { "" }
+            ));
+            Ok(())
+        }
+        Err(talaria_agent::model::ModelError::Http { status: status @ (401 | 403), url, .. }) => {
+            let var = provider.key_env.as_deref().unwrap_or("the API key variable");
+            let set = if provider.api_key.is_some() { "refused the key in" } else { "wants a key: none is set in" };
+            Err(format!(
+                "{url} {set} {var} (HTTP {status}): check the key, in {} or your environment",
+                ctx.home.join(".env").display()
+            ))
+        }
+        Err(e) => Err(format!("checking {}: {e}", provider.label())),
+    }
 }
 
 fn known_providers() -> String {

@@ -30,7 +30,7 @@ use super::sse::{self, Events};
 use super::{Delta, ModelError, ModelReply, ModelRequest, Provider, ToolChoice};
 
 /// `anthropic-version` sent with every request.
-const VERSION: &str = "2023-06-01";
+pub(crate) const VERSION: &str = "2023-06-01";
 /// `max_tokens` when the provider sets none.
 pub(crate) const DEFAULT_MAX_TOKENS: u32 = 8192;
 

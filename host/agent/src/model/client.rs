@@ -103,6 +103,33 @@ impl Client {
     }
 }
 
+impl Client {
+    /// `GET {base_url}/models` with the provider's authentication: whether the endpoint answers
+    /// and accepts the key, without spending a token. A server that lists no models (404, 405)
+    /// still answered.
+    ///
+    /// # Errors
+    /// As a model call would fail: no connection, TLS, a timeout, or the HTTP error (401 and
+    /// 403 say to check the key).
+    pub async fn check(&self, provider: &Provider) -> Result<(), ModelError> {
+        let http = self.http_for(provider)?;
+        let url = provider.url("models");
+        let mut request = http.get(&url);
+        if let Some(key) = &provider.api_key {
+            request = match provider.api_mode {
+                ApiMode::AnthropicMessages => {
+                    request.header("x-api-key", key).header("anthropic-version", anthropic::VERSION)
+                }
+                ApiMode::ChatCompletions | ApiMode::Responses => request.bearer_auth(key),
+            };
+        }
+        match super::transport::send(provider, &url, request).await {
+            Ok(_) | Err(ModelError::Http { status: 404 | 405, .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// A client whose connections must be up within `connect`.
 fn http_client(connect: Duration) -> Result<reqwest::Client, ModelError> {
     let setup = |e: &dyn std::fmt::Display| ModelError::Config(format!("cannot set up the HTTP client: {e}"));
