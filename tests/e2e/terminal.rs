@@ -381,3 +381,33 @@ fn sessions_get_a_short_unique_title_in_the_background() {
     assert_eq!(t.ok(&["chat", "-q", "hello"]).trim(), "quick");
     assert_eq!(mock.requests().len(), 1);
 }
+
+#[test]
+fn an_at_mention_completes_and_attaches_a_workspace_file_and_nothing_outside() {
+    let t = Talaria::new();
+    std::fs::write(t.workspace.path().join("notes.txt"), "the launch code is 4512\n").expect("write");
+    let outside = tempfile::tempdir().expect("dir");
+    std::fs::write(outside.path().join("secret.txt"), "hunter2").expect("write");
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), t.workspace.path().join("link.txt")).expect("link");
+    let mock = MockLlm::start(Script::new([Step::text("read it"), Step::text("nothing there")]));
+    t.use_mock(&mock, "chat_completions", "");
+    let mut repl = Repl::start(&t);
+    repl.wait_for("Alt-Enter", 1);
+    repl.type_raw("summarize @no\t");
+    repl.wait_for_last_row("› summarize @notes.txt");
+    repl.send("");
+    repl.wait_for("read it", 1);
+    let sent = user_messages(&mock);
+    assert!(
+        sent[0]
+            .starts_with("summarize @notes.txt\n\nThe user attached notes.txt:\n```txt\nthe launch code is 4512\n```"),
+        "{sent:?}"
+    );
+    assert!(repl.text().contains("attached notes.txt (1 line)"));
+    repl.send("and @link.txt");
+    repl.wait_for("nothing there", 1);
+    let sent = user_messages(&mock);
+    assert_eq!(sent.last().map(String::as_str), Some("and @link.txt"), "not attached");
+    assert!(repl.text().contains("not attached: @link.txt: it is outside the workspace"), "{}", repl.text());
+    repl.close();
+}

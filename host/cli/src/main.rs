@@ -32,6 +32,7 @@ mod logging;
 mod markdown;
 mod market;
 mod memory;
+mod mentions;
 mod piped;
 mod plugins;
 mod render;
@@ -240,7 +241,9 @@ async fn chat_command(ctx: &Ctx, args: chat::ChatArgs) -> anyhow::Result<ExitCod
     use std::io::IsTerminal as _;
     let interactive = args.query.is_none() && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     // What stdin holds is read (and refused if unusable) before anything starts.
-    let prompt = args.query.as_deref().map(piped::prompt).transpose()?;
+    // Files the prompt mentions (`@path`) are attached; text piped in is context, never scanned.
+    let query = args.query.as_deref().map(|q| if q == "-" { q.to_string() } else { repl::attach(q, &ctx.workspace) });
+    let prompt = query.as_deref().map(piped::prompt).transpose()?;
     let session = chat::start(ctx, &args, interactive).await?;
     match prompt {
         Some(prompt) => chat::one_shot(session, &prompt).await,

@@ -121,12 +121,29 @@ fn parse_slash(line: &str) -> Option<(&str, &str)> {
     Some((name, rest.trim()))
 }
 
-struct SlashCompleter;
+/// Completes slash commands at the start of the line, and `@path` mentions of workspace files
+/// anywhere in it.
+struct SlashCompleter {
+    workspace: std::path::PathBuf,
+}
 
 impl Completer for SlashCompleter {
     fn complete(&mut self, line: &str, pos: usize) -> reedline::CompletionResult {
         let line = &line[..pos.min(line.len())];
         let mut out = Vec::new();
+        let word_start = line.rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        if let Some(typed) = line[word_start..].strip_prefix('@') {
+            for value in crate::mentions::complete(&self.workspace, typed) {
+                let dir = value.ends_with('/');
+                out.push(Suggestion {
+                    value,
+                    span: Span::new(word_start, pos),
+                    append_whitespace: !dir,
+                    ..Suggestion::default()
+                });
+            }
+            return reedline::CompletionResult::fresh(out);
+        }
         if let Some(typed) = line.strip_prefix('/')
             && !typed.contains(char::is_whitespace)
         {
@@ -193,9 +210,12 @@ impl Lines {
             ReedlineEvent::UntilFound(vec![ReedlineEvent::Menu("completion_menu".into()), ReedlineEvent::MenuNext]),
         );
         let mut editor = Reedline::create()
-            .with_completer(Box::new(SlashCompleter))
+            .with_completer(Box::new(SlashCompleter { workspace: ctx.workspace.clone() }))
             .with_menu(ReedlineMenu::EngineCompleter(Box::new(ColumnarMenu::default().with_name("completion_menu"))))
             .with_hinter(Box::new(DefaultHinter::default()))
+            // One match completes at once; several complete as far as they agree.
+            .with_quick_completions(true)
+            .with_partial_completions(true)
             .with_edit_mode(Box::new(Emacs::new(keys)))
             // A paste arrives whole, newlines and all, as one message to send with Enter.
             .use_bracketed_paste(true)
@@ -327,7 +347,8 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
                 }
             }
         }
-        repl.turn(Op::UserTurn { text: line }, lines.interactive()).await;
+        let text = attach(&line, &ctx.workspace);
+        repl.turn(Op::UserTurn { text }, lines.interactive()).await;
     }
     let reason = if stop.signal().is_some() { "signal" } else { "exit" };
     let info = repl.session.conversation.info();
@@ -793,6 +814,18 @@ fn yolo_state(on: bool) -> String {
     }
 }
 
+/// `line` with the files it mentions (`@path`) attached, saying what was and was not.
+pub fn attach(line: &str, workspace: &std::path::Path) -> String {
+    let expanded = crate::mentions::expand(line, workspace);
+    for a in &expanded.attached {
+        ui::note(&format!("attached {a}"));
+    }
+    for r in &expanded.refused {
+        ui::warn(&format!("not attached: {r}"));
+    }
+    expanded.text
+}
+
 /// The last few user and assistant messages, to show where a resumed session stands.
 fn show_tail(history: &[Message], n: usize) {
     let shown: Vec<&Message> =
@@ -820,7 +853,7 @@ mod tests {
                 assert_eq!(lookup(a).map(|s| s.name), Some(c.name));
             }
         }
-        let got = SlashCompleter.complete("/re", 3);
+        let got = SlashCompleter { workspace: std::env::temp_dir() }.complete("/re", 3);
         let names: Vec<String> = match got {
             reedline::CompletionResult::Fresh { suggestions, .. } => {
                 suggestions.iter().map(|s| s.value.clone()).collect()
