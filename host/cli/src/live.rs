@@ -16,7 +16,8 @@ use unicode_width::UnicodeWidthStr as _;
 
 use crate::markdown::{self, Look};
 
-/// Longest the live region goes without a redraw while text arrives within one line.
+/// Least time between two redraws of the live region while text arrives (a timer draws what
+/// came in between).
 const REDRAW_EVERY: Duration = Duration::from_millis(33);
 
 pub struct Live {
@@ -48,8 +49,10 @@ impl Live {
             self.draw(out, size, true);
             self.pending = rest;
         }
+        // Redraws are paced, not made per line: a fast model's long code block would otherwise
+        // be rendered (and highlighted) again for every line it adds.
         let due = self.last_draw.is_none_or(|t| t.elapsed() >= REDRAW_EVERY);
-        if text.contains('\n') || due {
+        if due {
             self.draw(out, size, false);
         } else {
             self.dirty = true;

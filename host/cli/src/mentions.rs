@@ -6,7 +6,7 @@
 
 use std::io::Read as _;
 use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Most bytes of one attached file.
 pub const MAX_ATTACHED_BYTES: u64 = 256 * 1024;
@@ -101,7 +101,7 @@ fn read(workspace: &Path, path: &str) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".into())
 }
 
-fn shown(p: &PathBuf) -> String {
+fn shown(p: &Path) -> String {
     talaria_runtime::visible(&p.display().to_string(), 200)
 }
 

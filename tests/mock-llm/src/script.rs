@@ -171,6 +171,9 @@ pub struct Reply {
     /// `max_output_tokens` (Responses).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// Streamed, wait this many milliseconds between events (a model generating at that pace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace_ms: Option<u64>,
 }
 
 impl Reply {
@@ -192,6 +195,12 @@ impl Reply {
 
     pub fn usage(mut self, input: u64, output: u64) -> Self {
         self.usage = Some(Usage { input, output });
+        self
+    }
+
+    /// Stream one event every `ms` milliseconds.
+    pub fn paced(mut self, ms: u64) -> Self {
+        self.pace_ms = Some(ms);
         self
     }
 

@@ -228,8 +228,7 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
         }
         Step::EmptyStream { pings } => {
             let frames = (0..pings).map(|_| Bytes::from_static(b": ping\n\n")).collect();
-            let mut response =
-                with_type(Response::new(MockBody { frames, tail: Tail::End, paused: false }), "text/event-stream");
+            let mut response = with_type(Response::new(MockBody::new(frames, Tail::End)), "text/event-stream");
             response.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
             response
         }
@@ -248,11 +247,7 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Respo
             let answer = answer(&shared, &ask, &reply);
             let full = ask.wire.json(&answer).to_string();
             let (half, _) = halves(&full);
-            let body = MockBody {
-                frames: VecDeque::from([Bytes::copy_from_slice(half.as_bytes())]),
-                tail: Tail::Cut,
-                paused: false,
-            };
+            let body = MockBody::new(VecDeque::from([Bytes::copy_from_slice(half.as_bytes())]), Tail::Cut);
             with_type(Response::new(body), "application/json")
         }
         Step::Delay { .. } => plain_error(StatusCode::INTERNAL_SERVER_ERROR, "delay left unresolved"),
@@ -295,7 +290,7 @@ fn reply_response(shared: &Shared, ask: &Ask, reply: &Reply) -> Response<MockBod
     let answer = answer(shared, ask, reply);
     if ask.stream {
         let sse = ask.wire.sse(&answer, ask.include_usage, shared.mode);
-        sse_response(sse.events, Tail::End)
+        sse_response(sse.events, Tail::End, reply.pace_ms.map(Duration::from_millis))
     } else {
         json_response(StatusCode::OK, &ask.wire.json(&answer))
     }
@@ -307,10 +302,10 @@ fn partial_stream(shared: &Shared, ask: &Ask, text: String, tail: Tail) -> Respo
     let answer = answer(shared, ask, &reply);
     let mut sse = ask.wire.sse(&answer, ask.include_usage, shared.mode);
     sse.events.truncate(sse.partial);
-    sse_response(sse.events, tail)
+    sse_response(sse.events, tail, None)
 }
 
-fn sse_response(events: Vec<String>, tail: Tail) -> Response<MockBody> {
+fn sse_response(events: Vec<String>, tail: Tail, pace: Option<Duration>) -> Response<MockBody> {
     let mut frames = VecDeque::with_capacity(events.len() + 1);
     let mut events = events.into_iter();
     if let Some(first) = events.next() {
@@ -319,7 +314,9 @@ fn sse_response(events: Vec<String>, tail: Tail) -> Response<MockBody> {
         frames.push_back(Bytes::copy_from_slice(tail.as_bytes()));
     }
     frames.extend(events.map(Bytes::from));
-    let mut response = with_type(Response::new(MockBody { frames, tail, paused: false }), "text/event-stream");
+    let mut body = MockBody::new(frames, tail);
+    body.pace = pace;
+    let mut response = with_type(Response::new(body), "text/event-stream");
     response.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
 }
@@ -404,11 +401,18 @@ pub(crate) struct MockBody {
     tail: Tail,
     /// A frame was just sent; give hyper a chance to write it before the next one.
     paused: bool,
+    /// Time between frames (a model generating at a given speed), and the wait under way.
+    pace: Option<Duration>,
+    wait: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl MockBody {
+    fn new(frames: VecDeque<Bytes>, tail: Tail) -> Self {
+        Self { frames, tail, paused: false, pace: None, wait: None }
+    }
+
     fn full(body: String) -> Self {
-        Self { frames: VecDeque::from([Bytes::from(body)]), tail: Tail::End, paused: false }
+        Self::new(VecDeque::from([Bytes::from(body)]), Tail::End)
     }
 }
 
@@ -419,6 +423,17 @@ impl Body for MockBody {
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         let this = self.get_mut();
         let ended = this.frames.is_empty() && matches!(this.tail, Tail::End);
+        if this.paused
+            && !ended
+            && let Some(pace) = this.pace
+        {
+            let wait = this.wait.get_or_insert_with(|| Box::pin(tokio::time::sleep(pace)));
+            if wait.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            this.wait = None;
+            this.paused = false;
+        }
         if this.paused && !ended {
             // Returning Pending makes hyper flush what it has (before a cut, too); wake at once
             // to continue.
