@@ -76,6 +76,12 @@ impl Renderer {
         }
     }
 
+    /// Show the model's reasoning as it streams (`[terminal] show_reasoning`), or not.
+    pub fn with_reasoning(mut self, show: bool) -> Self {
+        self.show_reasoning = show;
+        self
+    }
+
     /// Show changed files relative to `dir`.
     pub fn with_workspace(mut self, dir: std::path::PathBuf) -> Self {
         self.workspace = Some(dir);

@@ -292,7 +292,9 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
         // Code highlighting loads its grammars once; do it before the first code block needs them.
         let _ = std::thread::Builder::new().name("highlight".into()).spawn(crate::markdown::warm_up);
     }
-    let renderer = Renderer::new(true).with_workspace(ctx.workspace.clone());
+    let renderer = Renderer::new(true)
+        .with_workspace(ctx.workspace.clone())
+        .with_reasoning(ctx.config.terminal.show_reasoning.unwrap_or(true));
     let prices =
         ctx.config.model.as_ref().map_or((None, None, None), |m| (m.input_price, m.output_price, m.cache_read_price));
     let mut repl = Repl {

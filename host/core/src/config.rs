@@ -39,7 +39,10 @@
 //! [context]
 //! engine = "compressor" # the context engine (a context-engine plugin), or "none"
 //!
-//! [auxiliary]          # the model for summaries and plugins' llm calls (default: [model])
+//! [terminal]
+//! busy_input = "interrupt"  # a message sent while a reply runs: interrupt | queue | steer
+//!
+//! [auxiliary]          # the model for summaries, titles and plugins' llm calls (default: [model])
 //! provider = "openai"
 //! model = "gpt-4.1-nano"
 //!
