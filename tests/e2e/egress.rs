@@ -78,7 +78,7 @@ fn the_repl_asks_before_web_fetch_reaches_a_new_host_and_remembers_always() {
         Step::text("fetched b"),
     ]));
     let config = format!(
-        "# mine\n[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\napi_mode = \"chat_completions\"\n",
+        "# mine\n[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\napi_mode = \"chat_completions\"\n[agent]\nauto_title = false\n",
         mock.base_url()
     );
     std::fs::write(t.home.path().join("config.toml"), config).expect("config");
