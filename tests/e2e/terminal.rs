@@ -411,3 +411,31 @@ fn an_at_mention_completes_and_attaches_a_workspace_file_and_nothing_outside() {
     assert!(repl.text().contains("not attached: @link.txt: it is outside the workspace"), "{}", repl.text());
     repl.close();
 }
+
+#[test]
+fn an_image_goes_to_a_model_that_takes_images_and_is_refused_for_one_that_does_not() {
+    let t = Talaria::new();
+    // The smallest PNG signature and header chunk: the type is read from the bytes.
+    std::fs::write(t.workspace.path().join("shot.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").expect("write");
+    let mock = MockLlm::start(Script::new([Step::text("a picture"), Step::text("no picture")]));
+    t.use_model(&mock.base_url(), "chat_completions", "vision = true", "");
+    let out = t.chat(&["-q", "what is in @shot.png?"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let requests = mock.requests();
+    let user = requests[0].body["messages"].as_array().and_then(|m| m.iter().find(|m| m["role"] == "user")).cloned();
+    let content = user.expect("a user message")["content"].clone();
+    assert_eq!(content[0]["text"], "what is in @shot.png?");
+    assert_eq!(content[1]["image_url"]["url"], "data:image/png;base64,iVBORw0KGgoAAAANSUhEUg==");
+
+    t.use_model(&mock.base_url(), "chat_completions", "", "");
+    let out = t.chat(&["-q", "and @shot.png?"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not attached: @shot.png: custom/mock-model does not take images")
+            && err.contains("vision = true"),
+        "{err}"
+    );
+    let requests = mock.requests();
+    let last = requests.last().expect("request").body["messages"].to_string();
+    assert!(!last.contains("base64"), "{last}");
+}

@@ -207,7 +207,7 @@ impl AcpSession {
             Command::Turn(text) if text.trim().is_empty() => {
                 return Err(error(ErrorCode::InvalidParams, "the prompt has no text to send"));
             }
-            Command::Turn(text) => Op::UserTurn { text },
+            Command::Turn(text) => Op::UserTurn { text, images: Vec::new() },
             Command::Op(op) => op,
             Command::Unknown(text) => {
                 self.send(updates::message(&text));

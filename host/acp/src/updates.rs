@@ -145,7 +145,7 @@ pub fn replay(messages: impl Iterator<Item = Message>, tools: &[ToolSpec], works
     for m in messages {
         match m {
             Message::System { .. } => {}
-            Message::User { content } => {
+            Message::User { content, .. } => {
                 out.push(SessionUpdate::UserMessageChunk(ContentChunk::new(ContentBlock::from(content))));
             }
             Message::Assistant { content, tool_calls, reasoning, .. } => {

@@ -40,11 +40,12 @@ pub fn repair(history: &[Message]) -> Vec<Message> {
                     out.push(m.clone());
                 }
             }
-            Message::User { content } => {
+            Message::User { content, images } => {
                 close(&mut out, &mut open);
-                if let Some(Message::User { content: prev }) = out.last_mut() {
+                if let Some(Message::User { content: prev, images: prev_images }) = out.last_mut() {
                     prev.push_str("\n\n");
                     prev.push_str(content);
+                    prev_images.extend(images.iter().cloned());
                 } else {
                     out.push(m.clone());
                 }

@@ -260,10 +260,14 @@ pub async fn close(session: &mut Session, reason: &str) {
         .await;
 }
 
-pub async fn one_shot(mut session: Session, prompt: &str) -> anyhow::Result<ExitCode> {
+pub async fn one_shot(
+    mut session: Session,
+    prompt: &str,
+    images: Vec<talaria_protocol::Image>,
+) -> anyhow::Result<ExitCode> {
     let mut renderer = Renderer::new(false);
     let stop = session.stop.clone();
-    let op = Op::UserTurn { text: prompt.to_string() };
+    let op = Op::UserTurn { text: prompt.to_string(), images };
     let mut refused = None;
     let end = drive(&mut session, &mut renderer, op, None, &mut |step, _, _| {
         if let Step::Event(Stamped { event: Event::Error { text }, .. }) = step {

@@ -241,12 +241,20 @@ async fn chat_command(ctx: &Ctx, args: chat::ChatArgs) -> anyhow::Result<ExitCod
     use std::io::IsTerminal as _;
     let interactive = args.query.is_none() && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     // What stdin holds is read (and refused if unusable) before anything starts.
-    // Files the prompt mentions (`@path`) are attached; text piped in is context, never scanned.
-    let query = args.query.as_deref().map(|q| if q == "-" { q.to_string() } else { repl::attach(q, &ctx.workspace) });
-    let prompt = query.as_deref().map(piped::prompt).transpose()?;
+    let prompt = args.query.as_deref().map(piped::prompt).transpose()?;
     let session = chat::start(ctx, &args, interactive).await?;
-    match prompt {
-        Some(prompt) => chat::one_shot(session, &prompt).await,
-        None => repl::run(ctx, session, &args).await,
+    match (prompt, args.query.as_deref()) {
+        (Some(mut prompt), Some(query)) => {
+            // Files the query mentions (`@path`) are attached after it; piped text is never scanned.
+            let mut images = Vec::new();
+            if query != "-" {
+                let vision = repl::vision(ctx, session.conversation.info().provider.as_ref());
+                let (text, found) = repl::attach(query, &ctx.workspace, &vision);
+                prompt.push_str(&text[query.len()..]);
+                images = found;
+            }
+            chat::one_shot(session, &prompt, images).await
+        }
+        _ => repl::run(ctx, session, &args).await,
     }
 }

@@ -1,5 +1,7 @@
 //! `@path` in a message attaches that file of the workspace: its text follows the message in a
-//! fence no line of it can close. Only a regular file inside the workspace is read: a path that
+//! fence no line of it can close; an image (PNG, JPEG, GIF, WebP, up to [`MAX_IMAGE_BYTES`],
+//! its type read from its bytes, not its name) goes with the message as an image, when the model
+//! takes images, else it is refused saying so. Only a regular file inside the workspace is read: a path that
 //! leads out (`..`, an absolute path elsewhere, a link whose target is outside), a FIFO or
 //! device, a file over [`MAX_ATTACHED_BYTES`] or one that is not UTF-8 text is refused with a
 //! note, and the message goes without it. `@` inside a word (`me@host`) is not a mention.
@@ -8,8 +10,12 @@ use std::io::Read as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
+use talaria_protocol::Image;
+
 /// Most bytes of one attached file.
 pub const MAX_ATTACHED_BYTES: u64 = 256 * 1024;
+/// Most bytes of one attached image.
+pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 /// Most files one message attaches.
 const MAX_FILES: usize = 10;
 
@@ -21,10 +27,42 @@ pub struct Expanded {
     pub attached: Vec<String>,
     /// Mentions refused, each saying why.
     pub refused: Vec<String>,
+    pub images: Vec<Image>,
 }
 
-/// Expand the `@path` mentions of `text` against `workspace`.
-pub fn expand(text: &str, workspace: &Path) -> Expanded {
+/// Names of image files, by extension.
+const IMAGE_EXTENSIONS: &[&str] = &["png", "jpg", "jpeg", "gif", "webp"];
+
+/// Whether `model` takes images: as `[model] vision` says, else guessed from its name.
+pub fn takes_images(model: &str, configured: Option<bool>) -> bool {
+    if let Some(v) = configured {
+        return v;
+    }
+    let name = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+    let known = [
+        "gpt-4o",
+        "gpt-4.1",
+        "gpt-5",
+        "o3",
+        "o4",
+        "claude",
+        "gemini",
+        "vision",
+        "-vl",
+        "llava",
+        "pixtral",
+        "gemma3",
+        "llama4",
+        "llama-4",
+        "minicpm-v",
+        "moondream",
+    ];
+    known.iter().any(|k| name.contains(k))
+}
+
+/// Expand the `@path` mentions of `text` against `workspace`; `images`: `Ok` when the model
+/// takes images, else why not.
+pub fn expand(text: &str, workspace: &Path, images: &Result<(), String>) -> Expanded {
     let mut out = Expanded { text: text.to_string(), ..Expanded::default() };
     let mut seen: Vec<&str> = Vec::new();
     for word in text.split_whitespace() {
@@ -36,6 +74,18 @@ pub fn expand(text: &str, workspace: &Path) -> Expanded {
         seen.push(path);
         if out.attached.len() >= MAX_FILES {
             out.refused.push(format!("@{path}: at most {MAX_FILES} files go with one message"));
+            continue;
+        }
+        let ext = Path::new(path).extension().and_then(|e| e.to_str()).unwrap_or_default().to_ascii_lowercase();
+        if IMAGE_EXTENSIONS.contains(&ext.as_str()) {
+            match images.as_ref().map_err(Clone::clone).and_then(|()| image(workspace, path)) {
+                Ok(image) => {
+                    let kib = image.data.len() * 3 / 4 / 1024;
+                    out.attached.push(format!("{path} ({}, {kib} KiB)", image.media_type));
+                    out.images.push(image);
+                }
+                Err(why) => out.refused.push(format!("@{path}: {why}")),
+            }
             continue;
         }
         match read(workspace, path) {
@@ -60,6 +110,34 @@ fn attachment(path: &str, content: &str) -> String {
 
 /// The text of `path` (relative to `workspace`, or absolute inside it), or why not.
 fn read(workspace: &Path, path: &str) -> Result<String, String> {
+    let bytes = bytes_inside(workspace, path, MAX_ATTACHED_BYTES, "ask the model to read the part you need")?;
+    if bytes.contains(&0) {
+        return Err("it is not text".into());
+    }
+    String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".into())
+}
+
+/// `path` as an image, its type read from its first bytes.
+fn image(workspace: &Path, path: &str) -> Result<Image, String> {
+    use base64::Engine as _;
+    let bytes = bytes_inside(workspace, path, MAX_IMAGE_BYTES, "make it smaller")?;
+    let media_type = if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        "image/png"
+    } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
+        "image/jpeg"
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        "image/gif"
+    } else if bytes.len() > 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP" {
+        "image/webp"
+    } else {
+        return Err("it is not a PNG, JPEG, GIF or WebP image (whatever its name says)".into());
+    };
+    Ok(Image { media_type: media_type.into(), data: base64::engine::general_purpose::STANDARD.encode(&bytes) })
+}
+
+/// The bytes of a regular file inside `workspace`, at most `cap` of them (`smaller`: what to do
+/// about a bigger one).
+fn bytes_inside(workspace: &Path, path: &str, cap: u64, smaller: &str) -> Result<Vec<u8>, String> {
     let root = workspace.canonicalize().map_err(|e| format!("the workspace cannot be read: {e}"))?;
     let named = root.join(path);
     let real = match named.canonicalize() {
@@ -83,22 +161,19 @@ fn read(workspace: &Path, path: &str) -> Result<String, String> {
     if !meta.is_file() {
         return Err("it is not a regular file (a FIFO, socket or device)".into());
     }
-    if meta.len() > MAX_ATTACHED_BYTES {
+    if meta.len() > cap {
         return Err(format!(
-            "it is {} KiB, more than the {} KiB attached at once: ask the model to read the part you need",
+            "it is {} KiB, more than the {} KiB attached at once: {smaller}",
             meta.len() / 1024,
-            MAX_ATTACHED_BYTES / 1024
+            cap / 1024
         ));
     }
     let mut bytes = Vec::new();
-    file.take(MAX_ATTACHED_BYTES + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > MAX_ATTACHED_BYTES {
-        return Err(format!("it grew past {} KiB while being read", MAX_ATTACHED_BYTES / 1024));
+    file.take(cap + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > cap {
+        return Err(format!("it grew past {} KiB while being read", cap / 1024));
     }
-    if bytes.contains(&0) {
-        return Err("it is not text".into());
-    }
-    String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".into())
+    Ok(bytes)
 }
 
 fn shown(p: &Path) -> String {
@@ -138,7 +213,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         std::fs::create_dir(dir.path().join("src")).expect("mkdir");
         std::fs::write(dir.path().join("src/a.rs"), "fn a() {}\n").expect("write");
-        let out = expand("explain @src/a.rs, please (and me@host)", dir.path());
+        let out = expand("explain @src/a.rs, please (and me@host)", dir.path(), &Ok(()));
         assert_eq!(out.refused, Vec::<String>::new());
         assert_eq!(out.attached, ["src/a.rs (1 line)"]);
         assert_eq!(
@@ -147,6 +222,25 @@ mod tests {
         );
         assert_eq!(complete(dir.path(), "sr"), ["@src/"]);
         assert_eq!(complete(dir.path(), "src/"), ["@src/a.rs"]);
+    }
+
+    #[test]
+    fn images_go_as_images_when_the_model_takes_them() {
+        let dir = tempfile::tempdir().expect("dir");
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+        std::fs::write(dir.path().join("shot.png"), png).expect("write");
+        std::fs::write(dir.path().join("fake.jpg"), "<svg onload=alert(1)>").expect("write");
+        let out = expand("what is in @shot.png and @fake.jpg", dir.path(), &Ok(()));
+        assert_eq!(out.images.len(), 1);
+        assert_eq!(out.images[0].media_type, "image/png");
+        assert_eq!(out.images[0].data, "iVBORw0KGgoAAAANSUhEUg==");
+        assert_eq!(out.text, "what is in @shot.png and @fake.jpg", "images do not go into the text");
+        assert_eq!(out.refused, ["@fake.jpg: it is not a PNG, JPEG, GIF or WebP image (whatever its name says)"]);
+        let no = expand("look @shot.png", dir.path(), &Err("custom/m does not take images".into()));
+        assert!(no.images.is_empty());
+        assert_eq!(no.refused, ["@shot.png: custom/m does not take images"]);
+        assert!(takes_images("openai/gpt-4o-mini", None) && !takes_images("llama3.2", None));
+        assert!(takes_images("llama3.2", Some(true)));
     }
 
     #[test]
@@ -172,7 +266,7 @@ mod tests {
             outside.path().file_name().and_then(|n| n.to_str()).expect("name"),
             secret.display()
         );
-        let out = expand(&text, ws);
+        let out = expand(&text, ws, &Ok(()));
         assert!(out.attached.is_empty(), "{:?}", out.attached);
         assert!(!out.text.contains("the secret"), "{}", out.text);
         let why: Vec<&str> = out.refused.iter().map(|r| r.split_once(": ").map_or("", |(_, w)| w)).collect();

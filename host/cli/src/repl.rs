@@ -18,7 +18,7 @@ use reedline::{
 };
 use talaria_agent::model::Provider;
 use talaria_core::config::BusyInput as BusyPolicy;
-use talaria_protocol::{ApprovalKind, Decision, Event, Message, Op, Outcome, Stamped};
+use talaria_protocol::{ApprovalKind, Decision, Event, Image, Message, Op, Outcome, Stamped};
 
 use crate::busy::BusyInput;
 use crate::chat::{self, ChatArgs, Session, Step, drive};
@@ -349,8 +349,9 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
                 }
             }
         }
-        let text = attach(&line, &ctx.workspace);
-        repl.turn(Op::UserTurn { text }, lines.interactive()).await;
+        let vision = vision(ctx, repl.session.conversation.info().provider.as_ref());
+        let (text, images) = attach(&line, &ctx.workspace, &vision);
+        repl.turn(Op::UserTurn { text, images }, lines.interactive()).await;
     }
     let reason = if stop.signal().is_some() { "signal" } else { "exit" };
     let info = repl.session.conversation.info();
@@ -816,16 +817,33 @@ fn yolo_state(on: bool) -> String {
     }
 }
 
-/// `line` with the files it mentions (`@path`) attached, saying what was and was not.
-pub fn attach(line: &str, workspace: &std::path::Path) -> String {
-    let expanded = crate::mentions::expand(line, workspace);
+/// `line` with the files it mentions (`@path`) attached, saying what was and was not; `images`:
+/// `Ok` when the model takes images, else why not.
+pub fn attach(line: &str, workspace: &std::path::Path, images: &Result<(), String>) -> (String, Vec<Image>) {
+    let expanded = crate::mentions::expand(line, workspace, images);
     for a in &expanded.attached {
         ui::note(&format!("attached {a}"));
     }
     for r in &expanded.refused {
         ui::warn(&format!("not attached: {r}"));
     }
-    expanded.text
+    (expanded.text, expanded.images)
+}
+
+/// Whether the model `provider` takes images (`[model] vision` for the configured model, else
+/// a guess from its name), or why not.
+pub fn vision(ctx: &Ctx, provider: Option<&Provider>) -> Result<(), String> {
+    let Some(p) = provider else { return Err("no model is configured".into()) };
+    let m = ctx.config.model.as_ref();
+    let configured = m.filter(|m| m.name.as_deref() == Some(p.model.as_str())).and_then(|m| m.vision);
+    if crate::mentions::takes_images(&p.model, configured) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} does not take images, as far as talaria knows (set [model] vision = true in config.toml if it does)",
+            p.label()
+        ))
+    }
 }
 
 /// The last few user and assistant messages, to show where a resumed session stands.
@@ -834,7 +852,9 @@ fn show_tail(history: &[Message], n: usize) {
         history.iter().filter(|m| matches!(m, Message::User { .. }) || !m.content().is_empty()).collect();
     for m in shown.iter().skip(shown.len().saturating_sub(n)) {
         match m {
-            Message::User { content } => putln!(anstream::stdout(), "{} {}", "›".bold(), ui::first_line(content, 100)),
+            Message::User { content, .. } => {
+                putln!(anstream::stdout(), "{} {}", "›".bold(), ui::first_line(content, 100))
+            }
             Message::Assistant { content, .. } if !content.is_empty() => {
                 putln!(anstream::stdout(), "{}", ui::first_line(content, 100).dimmed());
             }

@@ -245,7 +245,7 @@ fn print_message(m: &StoredMessage) {
                 anstream::println!("{}", line.dimmed());
             }
         }
-        Message::User { content } => {
+        Message::User { content, .. } => {
             anstream::println!("{} {}", "user".green().bold(), time.dimmed());
             anstream::println!("{content}");
         }
@@ -414,7 +414,7 @@ fn markdown(s: &SessionInfo, messages: &[StoredMessage]) -> String {
             Message::System { content } => {
                 md.push_str(&format!("\n## System · {time}\n\n{}", fenced(content, "")));
             }
-            Message::User { content } => md.push_str(&format!("\n## User · {time}\n\n{}\n", content.trim_end())),
+            Message::User { content, .. } => md.push_str(&format!("\n## User · {time}\n\n{}\n", content.trim_end())),
             Message::Assistant { content, tool_calls, .. } => {
                 md.push_str(&format!("\n## Assistant · {time}\n\n"));
                 if !content.is_empty() {

@@ -193,6 +193,9 @@ pub struct ModelToml {
     pub request_timeout_secs: Option<f64>,
     /// `tool_choice` sent with the tools: auto (default), required, none, or off (not sent).
     pub tool_choice: Option<String>,
+    /// Whether the model takes images (`@photo.png` in the terminal); default: guessed from
+    /// its name (gpt-4o, gpt-4.1, gpt-5, claude, gemini, llava, ...-vl ...).
+    pub vision: Option<bool>,
     /// US dollars per million input tokens, for the cost the terminal shows (overrides the
     /// bundled price table).
     pub input_price: Option<f64>,

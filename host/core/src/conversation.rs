@@ -345,7 +345,7 @@ struct Actor {
     home: PathBuf,
     config: Arc<ConfigToml>,
     /// The last user message sent (what `Retry` sends when there is nothing to undo).
-    last_prompt: Option<String>,
+    last_prompt: Option<(String, Vec<talaria_protocol::Image>)>,
     info: Arc<Mutex<Info>>,
     /// The auxiliary model, when sessions get automatic titles.
     aux: Option<Arc<dyn talaria_runtime::LlmBackend>>,
@@ -376,19 +376,25 @@ impl Actor {
 
     async fn carry_out(&mut self, op: Op) {
         match op {
-            Op::UserTurn { text } => {
-                let end = self.turn(text.clone()).await;
+            Op::UserTurn { text, images } => {
+                let end = self.turn(text.clone(), images).await;
                 if matches!(end.outcome, talaria_protocol::Outcome::Completed) {
                     self.title_soon(text, end.text);
                 }
             }
             Op::Retry => match self.agent.undo().await {
                 Ok(undone) => {
-                    let Some(text) = undone.clone().or_else(|| self.last_prompt.clone()) else {
+                    let Some(text) = undone.clone().or_else(|| self.last_prompt.as_ref().map(|(t, _)| t.clone()))
+                    else {
                         return self.outbox.error("nothing to retry");
                     };
                     self.outbox.send(Event::Undone { text: undone });
-                    self.turn(text).await;
+                    // The images go again with the message they came with.
+                    let images = match &self.last_prompt {
+                        Some((last, images)) if *last == text => images.clone(),
+                        _ => Vec::new(),
+                    };
+                    self.turn(text, images).await;
                 }
                 Err(e) => self.outbox.error(e.to_string()),
             },
@@ -438,13 +444,13 @@ impl Actor {
     }
 
     /// Run one turn, taking immediate ops meanwhile and queueing the rest.
-    async fn turn(&mut self, text: String) -> TurnEnd {
-        self.last_prompt = Some(text.clone());
+    async fn turn(&mut self, text: String, images: Vec<talaria_protocol::Image>) -> TurnEnd {
+        self.last_prompt = Some((text.clone(), images.clone()));
         self.outbox.turn = Some(self.outbox.op);
         self.outbox.send(Event::TurnStarted { text: text.clone() });
         let cancel = CancellationToken::new();
         let Self { agent, inbox, outbox, .. } = self;
-        let run = agent.run_turn(&text, &cancel);
+        let run = agent.run_turn_with(&text, images, &cancel);
         tokio::pin!(run);
         let end = loop {
             tokio::select! {

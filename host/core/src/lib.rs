@@ -15,7 +15,7 @@
 //! // 2. Start a conversation (a new session here; `Start::resume` continues a stored one).
 //! let mut conversation = host.start(Start::default()).await?;
 //! // 3. Submit a user turn; every submission gets an id.
-//! let turn = conversation.submit(Op::UserTurn { text: "What is in README.md?".into() });
+//! let turn = conversation.submit(Op::UserTurn { text: "What is in README.md?".into(), images: Vec::new() });
 //! // 4. Render events until that turn ends.
 //! while let Some(stamped) = conversation.next_event().await {
 //!     match &stamped.event {

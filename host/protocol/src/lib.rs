@@ -38,7 +38,7 @@ pub use extension::{
     CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, PluginSession, ToolCallEvent,
     ToolResultEvent,
 };
-pub use message::{Message, Role, ToolCall, Usage};
+pub use message::{Image, Message, Role, ToolCall, Usage};
 pub use op::{Decision, Op};
 pub use tool::ToolAnnotations;
 

@@ -13,6 +13,9 @@ pub enum Message {
     },
     User {
         content: String,
+        /// Images sent with the text (to a model that takes them).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
     },
     Assistant {
         /// Visible text; empty when the model only called tools.
@@ -35,6 +38,21 @@ pub enum Message {
         /// Always a JSON string or text the model can read; errors are `{"error": "..."}`.
         content: String,
     },
+}
+
+/// An image in a user message: its media type (`image/png`, `image/jpeg`, `image/gif`,
+/// `image/webp`) and its bytes in standard base64.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    pub media_type: String,
+    pub data: String,
+}
+
+impl Image {
+    /// A `data:` URL of the image, as OpenAI's wire formats take it.
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.media_type, self.data)
+    }
 }
 
 /// A call the model asked for. `arguments` is the model's raw JSON text: it may be malformed,
@@ -80,7 +98,7 @@ impl Role {
 
 impl Message {
     pub fn user(content: impl Into<String>) -> Self {
-        Self::User { content: content.into() }
+        Self::User { content: content.into(), images: Vec::new() }
     }
 
     pub fn system(content: impl Into<String>) -> Self {
@@ -108,7 +126,7 @@ impl Message {
     /// The text of the message (for tool messages, the result).
     pub fn content(&self) -> &str {
         match self {
-            Self::System { content } | Self::User { content } | Self::Tool { content, .. } => content,
+            Self::System { content } | Self::User { content, .. } | Self::Tool { content, .. } => content,
             Self::Assistant { content, .. } => content,
         }
     }

@@ -11,7 +11,12 @@ use crate::Event;
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
     /// A user message: runs a turn. Sent while a turn runs, it waits for that turn to end.
-    UserTurn { text: String },
+    UserTurn {
+        text: String,
+        /// Images sent with it (for a model that takes them).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<crate::Image>,
+    },
     /// Stop the running turn; nothing of the model call in flight is kept.
     Interrupt,
     /// Answer the approval `id` of an [`crate::Event::ApprovalNeeded`].

@@ -47,7 +47,7 @@ fn plain(role: wit::Role, content: &str) -> wit::Message {
 pub(crate) fn message(m: &Message) -> wit::Message {
     match m {
         Message::System { content } => plain(wit::Role::System, content),
-        Message::User { content } => plain(wit::Role::User, content),
+        Message::User { content, .. } => plain(wit::Role::User, content),
         Message::Assistant { content, tool_calls, reasoning, extra } => {
             let extra = if reasoning.is_none() && extra.is_none() {
                 String::new()
@@ -103,7 +103,7 @@ pub(crate) fn message_back(m: wit::Message, known: &HashSet<String>, plugin: &st
     }
     Ok(match m.role {
         wit::Role::System => Message::System { content: m.content },
-        wit::Role::User => Message::User { content: m.content },
+        wit::Role::User => Message::user(m.content),
         wit::Role::Tool => {
             if m.tool_call_id.is_empty() || m.name.is_empty() {
                 return Err("a tool message needs a tool-call-id and a name".to_string());

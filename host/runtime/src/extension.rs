@@ -349,7 +349,7 @@ fn redact(plugin: &Plugin, text: String) -> String {
 fn redact_message(plugin: &Plugin, message: Message) -> Message {
     match message {
         Message::System { content } => Message::System { content: redact(plugin, content) },
-        Message::User { content } => Message::User { content: redact(plugin, content) },
+        Message::User { content, images } => Message::User { content: redact(plugin, content), images },
         Message::Assistant { content, tool_calls, reasoning, extra } => {
             Message::Assistant { content: redact(plugin, content), tool_calls, reasoning, extra }
         }

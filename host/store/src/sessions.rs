@@ -639,7 +639,13 @@ impl<'a> MessageRow<'a> {
             extra: None,
         };
         match m {
-            Message::System { .. } | Message::User { .. } => {}
+            Message::System { .. } => {}
+            // A user message's images are kept in `extra`, as JSON.
+            Message::User { images, .. } => {
+                if !images.is_empty() {
+                    row.extra = Some(json("images", serde_json::to_string(images))?);
+                }
+            }
             Message::Assistant { content: _, tool_calls, reasoning, extra } => {
                 if !tool_calls.is_empty() {
                     row.tool_calls = Some(json("tool calls", serde_json::to_string(tool_calls))?);
@@ -692,7 +698,13 @@ impl RawMessage {
         let corrupt = |what: String| Error::Corrupt { what: format!("message {id}: {what}") };
         let message = match self.role.as_str() {
             "system" => Message::System { content: self.content },
-            "user" => Message::User { content: self.content },
+            "user" => Message::User {
+                content: self.content,
+                images: match self.extra {
+                    Some(j) => serde_json::from_str(&j).map_err(|e| corrupt(format!("images are not valid: {e}")))?,
+                    None => Vec::new(),
+                },
+            },
             "assistant" => Message::Assistant {
                 content: self.content,
                 tool_calls: match self.tool_calls {

@@ -444,11 +444,21 @@ impl Agent {
 
     /// Run one user message to the end of the turn.
     pub async fn run_turn(&mut self, text: &str, cancel: &CancellationToken) -> TurnEnd {
+        self.run_turn_with(text, Vec::new(), cancel).await
+    }
+
+    /// [`Agent::run_turn`] for a message with images.
+    pub async fn run_turn_with(
+        &mut self,
+        text: &str,
+        images: Vec<talaria_protocol::Image>,
+        cancel: &CancellationToken,
+    ) -> TurnEnd {
         // Notes sent before this turn began were meant for another.
         for text in self.shared.gate.take_steers() {
             self.emitter.emit(Event::Steered { text, delivered: false });
         }
-        let end = self.turn(text, cancel).await;
+        let end = self.turn(text, images, cancel).await;
         for text in self.shared.gate.take_steers() {
             self.emitter.emit(Event::Steered { text, delivered: false });
         }
@@ -457,7 +467,7 @@ impl Agent {
         end
     }
 
-    async fn turn(&mut self, text: &str, cancel: &CancellationToken) -> TurnEnd {
+    async fn turn(&mut self, text: &str, images: Vec<talaria_protocol::Image>, cancel: &CancellationToken) -> TurnEnd {
         let mut turn = Turn::default();
         self.chain_state.new_turn();
         if let Err(e) = self.ensure_session().await {
@@ -467,7 +477,7 @@ impl Agent {
             return self.finish(outcome, String::new(), &turn);
         }
         let first_turn = !self.history.iter().any(|m| matches!(m, Message::User { .. }));
-        let user = Message::user(text);
+        let user = Message::User { content: text.to_string(), images };
         if let Err(e) = self.commit(std::slice::from_ref(&user)).await {
             return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
         }
@@ -588,7 +598,7 @@ impl Agent {
     async fn call_model(&mut self, turn: &mut Turn, with_tools: bool, extra: &str) -> Result<Message, String> {
         let mut messages = crate::history::repair(&self.history);
         if !extra.is_empty()
-            && let Some(Message::User { content }) =
+            && let Some(Message::User { content, .. }) =
                 messages.iter_mut().rev().find(|m| matches!(m, Message::User { .. }))
         {
             content.push_str("\n\n");

@@ -213,7 +213,7 @@ impl Todos {
         let found = history.iter().rev().find_map(|m| match m {
             Message::Tool { name, content, .. } if name == NAME => from_result(content),
             Message::Tool { .. } => None,
-            Message::System { content } | Message::User { content } | Message::Assistant { content, .. } => {
+            Message::System { content } | Message::User { content, .. } | Message::Assistant { content, .. } => {
                 from_carried(content)
             }
         });

@@ -68,7 +68,13 @@ pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> V
                 system.push(content);
                 continue;
             }
-            Message::User { content } => ("user", text_block(content).into_iter().collect()),
+            Message::User { content, images } => {
+                let mut blocks: Vec<Value> = text_block(content).into_iter().collect();
+                blocks.extend(images.iter().map(|i| {
+                    json!({"type": "image", "source": {"type": "base64", "media_type": i.media_type, "data": i.data}})
+                }));
+                ("user", blocks)
+            }
             Message::Assistant { content, tool_calls, reasoning: _, extra } => {
                 ("assistant", assistant_blocks(content, tool_calls, extra.as_ref()))
             }

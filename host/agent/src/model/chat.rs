@@ -95,7 +95,12 @@ pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> V
 fn message_json(message: &Message) -> Value {
     match message {
         Message::System { content } => json!({"role": "system", "content": content}),
-        Message::User { content } => json!({"role": "user", "content": content}),
+        Message::User { content, images } if images.is_empty() => json!({"role": "user", "content": content}),
+        Message::User { content, images } => {
+            let mut parts = vec![json!({"type": "text", "text": content})];
+            parts.extend(images.iter().map(|i| json!({"type": "image_url", "image_url": {"url": i.data_url()}})));
+            json!({"role": "user", "content": parts})
+        }
         Message::Assistant { content, tool_calls, reasoning: _, extra } => {
             let mut out = Map::new();
             out.insert("role".into(), json!("assistant"));
@@ -378,6 +383,36 @@ fn usage_of(usage: &Value) -> Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn images_go_in_each_wire_format_as_it_takes_them() {
+        let provider = Provider::preset("ollama", "llava", None).expect("preset");
+        let image = talaria_protocol::Image { media_type: "image/png".into(), data: "iVBORw==".into() };
+        let messages = [Message::User { content: "what is this?".into(), images: vec![image] }];
+        let request = ModelRequest { system: "", messages: &messages, tools: &[], stream: false };
+        let chat = request_body(&provider, &request);
+        assert_eq!(
+            chat["messages"][0]["content"],
+            json!([{"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}])
+        );
+        let anthropic = super::super::anthropic::request_body(&provider, &request);
+        let block = &anthropic["messages"][0]["content"][1];
+        assert_eq!(block["type"], "image");
+        assert_eq!(block["source"], json!({"type": "base64", "media_type": "image/png", "data": "iVBORw=="}));
+        let responses = super::super::responses::request_body(&provider, &request);
+        assert_eq!(
+            responses["input"][0]["content"][1],
+            json!({"type": "input_image", "image_url": "data:image/png;base64,iVBORw=="})
+        );
+        let plain = [Message::user("hi")];
+        let request = ModelRequest { system: "", messages: &plain, tools: &[], stream: false };
+        assert_eq!(
+            request_body(&provider, &request)["messages"][0]["content"],
+            json!("hi"),
+            "text alone stays a string"
+        );
+    }
 
     #[test]
     fn reasoning_details_pieces_merge_by_index() {

@@ -64,9 +64,11 @@ pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> V
     for message in request.messages {
         match message {
             Message::System { content } => instructions.push(content),
-            Message::User { content } => input.push(json!({
-                "type": "message", "role": "user", "content": [{"type": "input_text", "text": content}],
-            })),
+            Message::User { content, images } => {
+                let mut parts = vec![json!({"type": "input_text", "text": content})];
+                parts.extend(images.iter().map(|i| json!({"type": "input_image", "image_url": i.data_url()})));
+                input.push(json!({"type": "message", "role": "user", "content": parts}));
+            }
             Message::Assistant { content, tool_calls, reasoning: _, extra } => {
                 let items = extra.as_ref().and_then(|e| e.get("responses_items")).and_then(Value::as_array);
                 input.extend(items.into_iter().flatten().filter_map(replayable_reasoning));

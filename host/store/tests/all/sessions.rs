@@ -404,3 +404,18 @@ fn a_checkpoint_before_exit_leaves_an_empty_wal_and_everything_in_the_file() {
         reopened.messages("s1").expect("messages").into_iter().map(|m| m.message.content().to_string()).collect();
     assert_eq!(texts, ["where is the harbour?", "down the hill"]);
 }
+
+#[test]
+fn a_user_messages_images_come_back_with_it_and_its_text_alone_is_searched() {
+    let (_dir, s) = store();
+    create(&s, "s1");
+    let image = talaria_protocol::Image { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() };
+    let sent = Message::User { content: "what is in this picture?".into(), images: vec![image] };
+    s.append_messages("s1", &[sent.clone(), Message::assistant("a harbour")]).expect("append");
+    let back: Vec<Message> = s.messages("s1").expect("messages").into_iter().map(|m| m.message).collect();
+    assert_eq!(back, [sent, Message::assistant("a harbour")]);
+    let hits = s.search(&SearchQuery::new("iVBORw0KGgo")).expect("search");
+    assert!(hits.is_empty(), "image data is not indexed as text");
+    let hits = s.search(&SearchQuery::new("picture")).expect("search");
+    assert_eq!(hits.len(), 1);
+}
