@@ -177,41 +177,7 @@ fn block_end(text: &str) -> Option<usize> {
 
 /// Columns a rendered line takes on the screen (its escape sequences take none).
 fn strip_width(line: &str) -> usize {
-    if !line.contains('\x1b') {
-        return line.width();
-    }
-    let mut text = String::with_capacity(line.len());
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\x1b' {
-            text.push(c);
-            continue;
-        }
-        match chars.next() {
-            // CSI: up to a final letter.
-            Some('[') => {
-                for d in chars.by_ref() {
-                    if d.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            }
-            // OSC: up to ST (ESC \) or BEL.
-            Some(']') => {
-                while let Some(d) = chars.next() {
-                    if d == '\x07' {
-                        break;
-                    }
-                    if d == '\x1b' && chars.peek() == Some(&'\\') {
-                        chars.next();
-                        break;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    text.width()
+    if line.contains('\x1b') { anstream::adapter::strip_str(line).to_string().width() } else { line.width() }
 }
 
 #[cfg(test)]
