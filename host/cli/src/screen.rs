@@ -76,8 +76,10 @@ pub fn update(change: impl FnOnce(&mut Footer)) {
     let before = s.footer.clone();
     change(&mut s.footer);
     if !same(&before, &s.footer) {
+        put(b"\x1b[?2026h");
         erase(&mut s);
         draw(&mut s);
+        put(b"\x1b[?2026l");
     }
 }
 
@@ -89,6 +91,9 @@ fn same(a: &Footer, b: &Footer) -> bool {
 pub fn write(bytes: &[u8], stderr: bool) {
     let mut s = state();
     if s.up {
+        // Terminals that know synchronized output show the erase, the write and the redraw at
+        // once, without flicker; others ignore the mode.
+        put(b"\x1b[?2026h");
         erase(&mut s);
     }
     if stderr {
@@ -102,7 +107,14 @@ pub fn write(bytes: &[u8], stderr: bool) {
     }
     if s.up {
         draw(&mut s);
+        put(b"\x1b[?2026l");
     }
+}
+
+fn put(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(bytes);
+    let _ = out.flush();
 }
 
 /// Remove the footer from the screen; the cursor ends where it began.
