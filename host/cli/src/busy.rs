@@ -63,6 +63,7 @@ impl BusyInput {
             crate::screen::write(b"\x1b[?2004l", false);
             // SAFETY: restores the attributes read from the same descriptor.
             unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &saved) };
+            SAVED.lock().unwrap_or_else(PoisonError::into_inner).take();
         }
         std::mem::take(&mut *self.typed.lock().unwrap_or_else(PoisonError::into_inner))
     }
@@ -71,6 +72,22 @@ impl BusyInput {
 impl Drop for BusyInput {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// The terminal's attributes before [`cbreak`], for [`restore_terminal`] on an exit that skips
+/// the destructors.
+static SAVED: Mutex<Option<libc::termios>> = Mutex::new(None);
+
+/// Give the terminal back as it was before a turn took its keys (echo, line buffering, no
+/// bracketed paste): for an exit that does not unwind (a second Ctrl-C).
+pub fn restore_terminal() {
+    if let Some(saved) = SAVED.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        // SAFETY: restores attributes read from the same descriptor.
+        unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &saved) };
+        let mut out = std::io::stdout().lock();
+        let _ = std::io::Write::write_all(&mut out, b"\x1b[?2004l\r\n");
+        let _ = std::io::Write::flush(&mut out);
     }
 }
 
@@ -89,6 +106,7 @@ fn cbreak() -> Option<libc::termios> {
         if libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &t) != 0 {
             return None;
         }
+        *SAVED.lock().unwrap_or_else(PoisonError::into_inner) = Some(saved);
         Some(saved)
     }
 }

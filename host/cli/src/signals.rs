@@ -126,6 +126,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// or a blocked terminal read that would keep the process alive).
 pub fn exit_now(code: u8) -> ! {
     talaria_runtime::process::kill_all();
+    crate::busy::restore_terminal();
     let _ = crossterm::terminal::disable_raw_mode();
     std::process::exit(i32::from(code))
 }
