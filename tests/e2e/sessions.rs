@@ -295,3 +295,36 @@ fn doctor_reports_an_unreachable_provider_and_a_rejected_key() {
     let stdout = t.ok(&["doctor"]);
     assert!(stdout.contains(&format!("ok: provider: {} answered HTTP 200", api.url("/v1/models"))), "{stdout}");
 }
+
+#[test]
+fn the_owner_lists_approves_and_revokes_pairings() {
+    use talaria_store::pairing::Request;
+    let t = Talaria::new();
+    assert!(t.run(&["pairing", "list"]).status.success());
+    // What the gateway does when a stranger writes to the bot (the name is theirs to choose).
+    let code = Store::new_pairing_code();
+    let got = t.store().pairing_request("telegram", "4242", "Ana\u{1b}[2J", &code).expect("request");
+    assert_eq!(got, Request::New(code.clone()));
+
+    let list = t.ok(&["pairing", "list"]);
+    assert!(
+        list.contains("telegram") && list.contains("4242") && list.contains("pending") && list.contains(&code),
+        "{list}"
+    );
+    assert!(list.contains("Ana\\x1b[2J") && !list.contains('\u{1b}'), "a stranger's name is shown, not obeyed: {list}");
+
+    let err = t.fails(&["pairing", "approve", "AAAA2222"]);
+    assert!(err.contains("no pairing code AAAA2222 is waiting"), "{err}");
+    let out = t.ok(&["pairing", "approve", &code.to_ascii_lowercase()]);
+    assert!(out.contains("paired Ana\\x1b[2J (telegram user 4242)"), "{out}");
+    assert!(t.store().is_paired("telegram", "4242").expect("paired?"));
+    let json: Value = serde_json::from_str(&t.ok(&["pairing", "list", "--json"])).expect("json");
+    assert_eq!(json[0]["state"], "approved");
+    assert_eq!(json[0]["code"], Value::Null);
+
+    let out = t.ok(&["pairing", "revoke", "telegram", "4242"]);
+    assert!(out.contains("revoked telegram user 4242"), "{out}");
+    assert!(!t.store().is_paired("telegram", "4242").expect("paired?"));
+    let err = t.fails(&["pairing", "revoke", "telegram", "4242"]);
+    assert!(err.contains("is not paired"), "{err}");
+}

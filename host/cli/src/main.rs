@@ -33,6 +33,7 @@ mod markdown;
 mod market;
 mod memory;
 mod mentions;
+mod pairing;
 mod piped;
 mod plugins;
 mod render;
@@ -82,6 +83,9 @@ enum Command {
     /// List, show, search, export, rename and delete past conversations
     #[command(subcommand)]
     Sessions(sessions::SessionsCmd),
+    /// Chat-platform users paired with the gateway: list, approve a code, revoke
+    #[command(subcommand)]
+    Pairing(pairing::PairingCmd),
     /// Choose a provider and model and write them to config.toml
     Setup(setup::SetupArgs),
     /// Check config, provider reachability, plugins and grants
@@ -160,6 +164,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chat(args) => chat_command(&ctx, args).await,
         Command::Acp(args) => acp::run(&ctx, args).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),
+        Command::Pairing(cmd) => pairing::run(&ctx, cmd),
         Command::Setup(args) => setup::run(&ctx, args).await,
         Command::Doctor(args) => doctor::run(&ctx, args).await,
         Command::Plugins(cmd) => plugins::run(&ctx, cmd).await,

@@ -36,6 +36,7 @@
 pub mod kv;
 pub mod lease;
 pub mod local_time;
+pub mod pairing;
 pub mod recover;
 pub mod schema;
 pub mod search;
@@ -116,6 +117,10 @@ pub enum Error {
     BadTitle { reason: String },
     #[error("no message with id {id}")]
     MessageNotFound { id: i64 },
+    #[error(
+        "no pairing code {code} is waiting (it is unknown, used, or over an hour old): `talaria pairing list` shows the codes"
+    )]
+    PairingNotFound { code: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

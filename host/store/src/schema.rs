@@ -158,6 +158,18 @@ pub const MIGRATIONS: &[&str] = &[
         INSERT INTO messages_trigram (rowid, content, tool_name, tool_calls)
             SELECT new.id, new.content, new.tool_name, new.tool_calls WHERE new.active;
     END;",
+    // 6: chat-platform users paired with the gateway, and the codes waiting for the owner.
+    "CREATE TABLE pairings (
+        platform     TEXT NOT NULL,
+        user_id      TEXT NOT NULL,
+        user_name    TEXT NOT NULL,
+        code         TEXT,
+        requested_at INTEGER NOT NULL,
+        expires_at   INTEGER NOT NULL,
+        approved_at  INTEGER,
+        PRIMARY KEY (platform, user_id)
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX pairing_codes ON pairings (code) WHERE code IS NOT NULL;",
 ];
 
 fn migrations() -> Migrations<'static> {

@@ -419,3 +419,35 @@ fn a_user_messages_images_come_back_with_it_and_its_text_alone_is_searched() {
     let hits = s.search(&SearchQuery::new("picture")).expect("search");
     assert_eq!(hits.len(), 1);
 }
+
+#[test]
+fn a_pairing_code_is_given_once_approved_by_the_owner_and_revoked() {
+    use talaria_store::pairing::{MAX_PENDING, Request};
+    let (_dir, s) = store();
+    let code = Store::new_pairing_code();
+    assert_eq!(s.pairing_request("telegram", "42", "Ana", &code).expect("request"), Request::New(code.clone()));
+    assert!(!s.is_paired("telegram", "42").expect("paired?"));
+    // Asking again within the hour gets the same code, not a new one.
+    let other = Store::new_pairing_code();
+    assert_eq!(s.pairing_request("telegram", "42", "Ana", &other).expect("again"), Request::Pending(code.clone()));
+    assert_eq!(s.pairings().expect("list")[0].state(i64::MAX / 2), "expired");
+    let wrong = s.pairing_approve("NOPE2345").expect_err("unknown code");
+    assert!(wrong.to_string().contains("no pairing code NOPE2345 is waiting"), "{wrong}");
+    let approved = s.pairing_approve(&code.to_ascii_lowercase()).expect("approve in any case");
+    assert_eq!((approved.platform.as_str(), approved.user_id.as_str(), approved.code), ("telegram", "42", None));
+    assert!(s.is_paired("telegram", "42").expect("paired?"));
+    assert!(!s.is_paired("matrix", "42").expect("per platform"));
+    assert!(s.pairing_approve(&code).is_err(), "a code is used once");
+    assert_eq!(s.pairing_request("telegram", "42", "Ana", &other).expect("paired"), Request::Approved);
+    assert!(s.pairing_revoke("telegram", "42").expect("revoke"));
+    assert!(!s.is_paired("telegram", "42").expect("paired?"));
+    // Strangers cannot flood the owner: the waiting codes per platform are capped.
+    for i in 0..MAX_PENDING {
+        let got = s.pairing_request("telegram", &format!("u{i}"), "x", &Store::new_pairing_code()).expect("request");
+        assert!(matches!(got, Request::New(_)), "{got:?}");
+    }
+    let full = s.pairing_request("telegram", "one-more", "x", &Store::new_pairing_code()).expect("request");
+    assert_eq!(full, Request::TooMany);
+    let elsewhere = s.pairing_request("matrix", "one-more", "x", &Store::new_pairing_code()).expect("request");
+    assert!(matches!(elsewhere, Request::New(_)));
+}
