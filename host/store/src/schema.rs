@@ -15,9 +15,11 @@
 //!    at or below the watermark. [`crate::Store::index_pending`] indexes what is above it; every
 //!    search calls it, and so does a turn's last commit once [`crate::search::INDEX_BATCH`]
 //!    messages wait. A commit then writes three pages to the WAL instead of ten.
+//! 6. `pairings`: chat-platform users paired with the gateway, and the codes waiting for the
+//!    owner's approval (see [`crate::pairing`]).
 //!
 //! ```
-//! assert_eq!(talaria_store::schema::VERSION, 5);
+//! assert_eq!(talaria_store::schema::VERSION, 6);
 //! ```
 
 use std::time::{Duration, Instant};
