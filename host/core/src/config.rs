@@ -95,6 +95,54 @@ pub struct ConfigToml {
     pub process: ProcessToml,
     #[serde(default)]
     pub terminal: TerminalToml,
+    #[serde(default)]
+    pub gateway: GatewayToml,
+}
+
+/// `[gateway]`: who the messaging gateway answers, and how chats become sessions. Deny by
+/// default: nobody is answered until allowed here or paired (`talaria pairing approve`).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayToml {
+    /// Answer anyone on every platform (not for a bot strangers can reach).
+    #[serde(default)]
+    pub allow_all: bool,
+    /// Users answered on any platform, as `PLATFORM:USER_ID`.
+    #[serde(default)]
+    pub allowed_users: Vec<String>,
+    /// In groups, one session per user (default) or one shared by the chat.
+    #[serde(default)]
+    pub group_sessions: GroupSessions,
+    /// Per platform: `[gateway.platforms.telegram]`.
+    #[serde(default)]
+    pub platforms: BTreeMap<String, PlatformToml>,
+}
+
+/// How a group chat maps to sessions.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupSessions {
+    #[default]
+    PerUser,
+    Shared,
+}
+
+/// `[gateway.platforms.NAME]`: one platform's rules.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlatformToml {
+    /// Answer anyone on this platform.
+    #[serde(default)]
+    pub allow_all: bool,
+    /// Users answered here, by their id on the platform.
+    #[serde(default)]
+    pub allowed_users: Vec<String>,
+    /// Users who may answer approvals (dangerous commands, new hosts) from this platform; they
+    /// are answered too.
+    #[serde(default)]
+    pub admins: Vec<String>,
+    /// In groups, answer only messages that mention the bot or reply to it (default true).
+    pub require_mention: Option<bool>,
 }
 
 /// `[terminal]`: how `talaria chat` behaves at a terminal.

@@ -1,0 +1,38 @@
+//! The messaging gateway: people on chat platforms answered by the agent service, each chat (and
+//! thread) a session, through adapter plugins that hold only their own tokens and hosts.
+//!
+//! This crate holds the gateway's decisions, kept apart from the adapters and the loop so each is
+//! tested on its own: who is answered ([`authorize`]), and which session a message belongs to
+//! ([`session_key`]).
+
+pub mod auth;
+
+pub use auth::{Decision, authorize, session_key};
+
+/// Where a message was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatType {
+    /// A direct message with the bot.
+    Dm,
+    /// A group or room with several people.
+    Group,
+    /// A broadcast channel.
+    Channel,
+}
+
+/// A message as an adapter reports it; every field is the platform's (and the sender's) word,
+/// not the owner's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inbound {
+    /// The adapter's platform name: `telegram`, `matrix`, ...
+    pub platform: String,
+    pub chat_id: String,
+    pub chat_type: ChatType,
+    /// A thread inside the chat, where the platform has them.
+    pub thread_id: Option<String>,
+    pub sender_id: String,
+    pub sender_name: String,
+    /// The bot was mentioned, or the message replies to one of the bot's.
+    pub addressed: bool,
+    pub text: String,
+}
