@@ -33,6 +33,7 @@
 //! # Ok::<(), talaria_store::Error>(())
 //! ```
 
+pub mod delivery;
 pub mod kv;
 pub mod lease;
 pub mod local_time;

@@ -17,9 +17,10 @@
 //!    messages wait. A commit then writes three pages to the WAL instead of ten.
 //! 6. `pairings`: chat-platform users paired with the gateway, and the codes waiting for the
 //!    owner's approval (see [`crate::pairing`]).
+//! 7. `deliveries`: the gateway's delivery ledger (see [`crate::delivery`]).
 //!
 //! ```
-//! assert_eq!(talaria_store::schema::VERSION, 6);
+//! assert_eq!(talaria_store::schema::VERSION, 7);
 //! ```
 
 use std::time::{Duration, Instant};
@@ -172,6 +173,23 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (platform, user_id)
     ) WITHOUT ROWID;
     CREATE UNIQUE INDEX pairing_codes ON pairings (code) WHERE code IS NOT NULL;",
+    // 7: the gateway's delivery ledger: what it sends, written first, retried until acknowledged.
+    "CREATE TABLE deliveries (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        platform   TEXT NOT NULL,
+        chat_id    TEXT NOT NULL,
+        thread_id  TEXT,
+        body       TEXT NOT NULL,
+        key        TEXT NOT NULL UNIQUE,
+        state      TEXT NOT NULL DEFAULT 'pending',
+        attempts   INTEGER NOT NULL DEFAULT 0,
+        next_at    INTEGER NOT NULL,
+        last_error TEXT,
+        sent_id    TEXT,
+        created_at INTEGER NOT NULL,
+        done_at    INTEGER
+    );
+    CREATE INDEX deliveries_due ON deliveries (state, platform, next_at);",
 ];
 
 fn migrations() -> Migrations<'static> {

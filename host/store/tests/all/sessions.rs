@@ -451,3 +451,36 @@ fn a_pairing_code_is_given_once_approved_by_the_owner_and_revoked() {
     let elsewhere = s.pairing_request("matrix", "one-more", "x", &Store::new_pairing_code()).expect("request");
     assert!(matches!(elsewhere, Request::New(_)));
 }
+
+#[test]
+fn deliveries_are_queued_once_retried_with_backoff_and_given_up_at_last() {
+    use talaria_store::delivery::{Counts, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS};
+    let (_dir, s) = store();
+    let new = |key| NewDelivery { platform: "telegram", chat_id: "42", thread_id: Some("7"), body: "hello", key };
+    let first = s.delivery_enqueue(&new("turn1:0")).expect("enqueue");
+    assert_eq!(s.delivery_enqueue(&new("turn1:0")).expect("again"), first, "the same key is queued once");
+    let second = s.delivery_enqueue(&new("turn1:1")).expect("enqueue");
+    let due: Vec<i64> = s.deliveries_due("telegram", 10).expect("due").iter().map(|d| d.id).collect();
+    assert_eq!(due, [first, second], "oldest first");
+    assert!(s.deliveries_due("matrix", 10).expect("due").is_empty());
+
+    s.delivery_sent(first, "m-100").expect("sent");
+    assert_eq!(s.delivery_failed(second, "HTTP 502").expect("failed"), Failed::Retry { attempts: 1 });
+    assert!(s.deliveries_due("telegram", 10).expect("due").is_empty(), "neither sent again nor due yet");
+    let later = |ms: i64| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_millis();
+        i64::try_from(now).expect("fits") + ms
+    };
+    let retry = s.deliveries_due_at("telegram", later(RETRY_FIRST_MS + 100), 10).expect("due");
+    assert_eq!(retry.len(), 1);
+    assert_eq!((retry[0].id, retry[0].attempts, retry[0].thread_id.as_deref()), (second, 1, Some("7")));
+    assert!(s.deliveries_due_at("telegram", later(RETRY_FIRST_MS / 2), 10).expect("due").is_empty());
+    assert_eq!(s.delivery_failed(second, "HTTP 502").expect("failed"), Failed::Retry { attempts: 2 });
+    let mut last = Failed::Retry { attempts: 2 };
+    for _ in 2..MAX_ATTEMPTS {
+        last = s.delivery_failed(second, "HTTP 502").expect("failed");
+    }
+    assert_eq!(last, Failed::GaveUp);
+    assert!(s.deliveries_due_at("telegram", i64::MAX, 10).expect("due").is_empty(), "given up for good");
+    assert_eq!(s.delivery_counts().expect("counts"), Counts { pending: 0, sent: 1, failed: 1 });
+}

@@ -1,0 +1,186 @@
+//! The gateway's delivery ledger (table `deliveries`): every message the gateway sends to a chat
+//! platform is written here first and marked sent once the platform acknowledged it, so an
+//! outage or a crash loses nothing. A failed send is retried with a doubling delay
+//! ([`RETRY_FIRST_MS`], at most [`RETRY_MAX_MS`]) until [`MAX_ATTEMPTS`]; then it is marked
+//! failed and kept for `gateway status`.
+//!
+//! Each delivery has a caller-chosen `key` (say `turn-id:part`): queuing the same key twice
+//! queues it once, so a turn replayed after a crash does not send its reply again. A send that
+//! succeeded on the platform but crashed before [`Store::delivery_sent`] is sent again: delivery
+//! is at least once.
+//!
+//! ```
+//! use talaria_store::delivery::{Failed, NewDelivery};
+//! let dir = tempfile::tempdir()?;
+//! let store = talaria_store::Store::open(&dir.path().join("state.db"))?;
+//! let new = NewDelivery { platform: "telegram", chat_id: "42", thread_id: None, body: "hello", key: "t1:0" };
+//! let id = store.delivery_enqueue(&new)?;
+//! assert_eq!(store.delivery_enqueue(&new)?, id, "queued once");
+//! let due = store.deliveries_due("telegram", 10)?;
+//! assert_eq!(due[0].body, "hello");
+//! assert_eq!(store.delivery_failed(id, "HTTP 502")?, Failed::Retry { attempts: 1 });
+//! assert!(store.deliveries_due("telegram", 10)?.is_empty(), "not before its retry time");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use rusqlite::{OptionalExtension as _, params};
+
+use crate::{Result, Store, now_ms};
+
+/// Sends tried before a delivery is given up.
+pub const MAX_ATTEMPTS: i64 = 8;
+/// Wait before the first retry; each later one waits twice as long.
+pub const RETRY_FIRST_MS: i64 = 1_000;
+/// Longest wait between two tries.
+pub const RETRY_MAX_MS: i64 = 5 * 60 * 1_000;
+
+/// A message to deliver.
+#[derive(Debug, Clone, Copy)]
+pub struct NewDelivery<'a> {
+    pub platform: &'a str,
+    pub chat_id: &'a str,
+    pub thread_id: Option<&'a str>,
+    /// What the adapter sends (the gateway's own encoding, e.g. JSON).
+    pub body: &'a str,
+    /// The same key is queued once.
+    pub key: &'a str,
+}
+
+/// A delivery waiting to be sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub id: i64,
+    pub platform: String,
+    pub chat_id: String,
+    pub thread_id: Option<String>,
+    pub body: String,
+    pub attempts: i64,
+}
+
+/// What became of a failed send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failed {
+    /// It will be tried again; `attempts` so far.
+    Retry { attempts: i64 },
+    /// Given up after [`MAX_ATTEMPTS`].
+    GaveUp,
+}
+
+/// Deliveries by state, for `gateway status`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub pending: i64,
+    pub sent: i64,
+    pub failed: i64,
+}
+
+impl Store {
+    /// Queue `d` (once per key); returns its id.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (key) DO NOTHING",
+                params![d.platform, d.chat_id, d.thread_id, d.body, d.key, now_ms()],
+            )?;
+            Ok(tx.query_row("SELECT id FROM deliveries WHERE key = ?1", params![d.key], |r| r.get(0))?)
+        })
+    }
+
+    /// Up to `limit` deliveries of `platform` due now, oldest first.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn deliveries_due(&self, platform: &str, limit: usize) -> Result<Vec<Delivery>> {
+        self.deliveries_due_at(platform, now_ms(), limit)
+    }
+
+    /// [`Store::deliveries_due`] as of `at` (milliseconds since the epoch): what will be due then.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, platform, chat_id, thread_id, body, attempts FROM deliveries
+             WHERE state = 'pending' AND platform = ?1 AND next_at <= ?2 ORDER BY id LIMIT ?3",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![platform, at, limit], |r| {
+            Ok(Delivery {
+                id: r.get(0)?,
+                platform: r.get(1)?,
+                chat_id: r.get(2)?,
+                thread_id: r.get(3)?,
+                body: r.get(4)?,
+                attempts: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The platform acknowledged delivery `id` as its message `sent_id`.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE deliveries SET state = 'sent', sent_id = ?2, done_at = ?3 WHERE id = ?1",
+                params![id, sent_id, now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Sending delivery `id` failed with `error`: schedule the next try, or give up.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn delivery_failed(&self, id: i64, error: &str) -> Result<Failed> {
+        self.write(|tx| {
+            let attempts: Option<i64> = tx
+                .query_row("SELECT attempts FROM deliveries WHERE id = ?1 AND state = 'pending'", params![id], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            let attempts = attempts.unwrap_or(MAX_ATTEMPTS - 1) + 1;
+            let now = now_ms();
+            if attempts >= MAX_ATTEMPTS {
+                tx.execute(
+                    "UPDATE deliveries SET state = 'failed', attempts = ?2, last_error = ?3, done_at = ?4 WHERE id = ?1",
+                    params![id, attempts, error, now],
+                )?;
+                return Ok(Failed::GaveUp);
+            }
+            let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
+            tx.execute(
+                "UPDATE deliveries SET attempts = ?2, last_error = ?3, next_at = ?4 WHERE id = ?1",
+                params![id, attempts, error, now + wait],
+            )?;
+            Ok(Failed::Retry { attempts })
+        })
+    }
+
+    /// How many deliveries are pending, sent and failed.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn delivery_counts(&self) -> Result<Counts> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached("SELECT state, count(*) FROM deliveries GROUP BY state")?;
+        let mut counts = Counts::default();
+        for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+            let (state, n) = row?;
+            match state.as_str() {
+                "pending" => counts.pending = n,
+                "sent" => counts.sent = n,
+                _ => counts.failed += n,
+            }
+        }
+        Ok(counts)
+    }
+}
