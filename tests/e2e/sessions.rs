@@ -328,3 +328,22 @@ fn the_owner_lists_approves_and_revokes_pairings() {
     let err = t.fails(&["pairing", "revoke", "telegram", "4242"]);
     assert!(err.contains("is not paired"), "{err}");
 }
+
+#[test]
+fn doctor_checks_the_gateway_rules_and_counts_pairings() {
+    let t = Talaria::new();
+    let config = "[gateway]\nallowed_users = [\"4242\"]\n\n[gateway.platforms.telegram]\nallow_all = true\n";
+    std::fs::write(t.home.path().join("config.toml"), config).expect("config");
+    let code = Store::new_pairing_code();
+    t.store().pairing_request("telegram", "7", "Bo", &code).expect("request");
+    let out = t.run(&["doctor", "--offline"]);
+    assert_eq!(out.status.code(), Some(1), "a malformed rule fails the check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("fail: gateway: [gateway] allowed_users entry \"4242\" is not PLATFORM:USER_ID"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("warn: gateway: [gateway.platforms.telegram] allow_all answers anyone"), "{stdout}");
+    assert!(stdout.contains("1 warning, 2 failed"), "{stdout}");
+    assert!(stdout.contains("gateway: 0 users paired, 1 code waiting for approval"), "{stdout}");
+}

@@ -111,8 +111,13 @@ pub async fn run(ctx: &Ctx, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let runtime = check_plugins(ctx, &mut r).await;
     check_grants(ctx, runtime.as_ref(), &mut r);
     check_installed(ctx, &mut r);
+    check_gateway(ctx, &mut r);
     let [ok, warned, failed] = r.counts;
-    let summary = format!("{} checks: {ok} ok, {warned} warnings, {failed} failed", ok + warned + failed);
+    let summary = format!(
+        "{}: {ok} ok, {}, {failed} failed",
+        ui::count(ok + warned + failed, "check", "checks"),
+        ui::count(warned, "warning", "warnings")
+    );
     if failed > 0 {
         anstream::println!("{}", summary.red().bold());
         Ok(ExitCode::FAILURE)
@@ -129,6 +134,33 @@ fn check_config(ctx: &Ctx, r: &mut Report) {
     } else {
         r.warn("config", &format!("{} does not exist (defaults in use): `talaria setup` writes one", path.display()));
     }
+}
+
+/// The gateway's rules, and who is paired (only when there are rules or pairings to speak of).
+fn check_gateway(ctx: &Ctx, r: &mut Report) {
+    for finding in talaria_gateway::check(&ctx.config.gateway) {
+        match finding {
+            talaria_gateway::Finding::Ok(m) => r.ok("gateway", &m),
+            talaria_gateway::Finding::Warn(m) => r.warn("gateway", &m),
+            talaria_gateway::Finding::Fail(m) => r.fail("gateway", &m),
+        }
+    }
+    let Ok(store) = talaria_store::Store::open_for_reading(&ctx.home.join("state.db")) else { return };
+    let Ok(all) = store.pairings() else { return };
+    if all.is_empty() {
+        return;
+    }
+    let now = jiff::Timestamp::now().as_millisecond();
+    let paired = all.iter().filter(|p| p.state(now) == "approved").count();
+    let waiting = all.iter().filter(|p| p.state(now) == "pending").count();
+    r.ok(
+        "gateway",
+        &format!(
+            "{} paired, {} waiting for approval (`talaria pairing list`)",
+            crate::ui::count(paired, "user", "users"),
+            crate::ui::count(waiting, "code", "codes")
+        ),
+    );
 }
 
 fn check_home(home: &Path, r: &mut Report) {

@@ -69,6 +69,55 @@ pub fn session_key(config: &GatewayToml, message: &Inbound) -> String {
     key
 }
 
+/// A finding about the `[gateway]` rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// Fine, and worth saying.
+    Ok(String),
+    /// Works, but likely not what an operator wants.
+    Warn(String),
+    /// Wrong: the gateway would refuse to start with it.
+    Fail(String),
+}
+
+/// What is wrong or risky in `config`'s rules (nothing when there is no `[gateway]` to speak of).
+pub fn check(config: &GatewayToml) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if config.allow_all {
+        out.push(Finding::Warn(
+            "[gateway] allow_all answers anyone on every platform: whoever finds the bot uses your model and tools"
+                .into(),
+        ));
+    }
+    for entry in &config.allowed_users {
+        match entry.split_once(':') {
+            Some((platform, user)) if !platform.is_empty() && !user.is_empty() => {}
+            _ => out.push(Finding::Fail(format!(
+                "[gateway] allowed_users entry \"{entry}\" is not PLATFORM:USER_ID (e.g. \"telegram:4242\")"
+            ))),
+        }
+    }
+    for (name, p) in &config.platforms {
+        if p.allow_all {
+            out.push(Finding::Warn(format!(
+                "[gateway.platforms.{name}] allow_all answers anyone on {name}: whoever finds the bot uses your model and tools"
+            )));
+        }
+        if p.admins.is_empty() {
+            out.push(Finding::Ok(format!(
+                "{name}: no admins, so approvals asked from its chats are denied (add your user id to admins)"
+            )));
+        } else {
+            out.push(Finding::Ok(format!(
+                "{name}: {} allowed, {} admins",
+                p.allowed_users.len() + p.admins.len(),
+                p.admins.len()
+            )));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -127,6 +176,23 @@ mod tests {
             ..PlatformToml::default()
         });
         assert_eq!(authorize(&chatty, &message(ChatType::Group, "7", false), false), Decision::Answer { admin: false });
+    }
+
+    #[test]
+    fn the_rules_are_checked_for_mistakes_and_risks() {
+        assert!(check(&GatewayToml::default()).is_empty());
+        let mut c = config(PlatformToml { allow_all: true, ..PlatformToml::default() });
+        c.allowed_users = vec!["4242".into(), "telegram:7".into()];
+        let found = check(&c);
+        assert!(found.contains(&Finding::Fail(
+            "[gateway] allowed_users entry \"4242\" is not PLATFORM:USER_ID (e.g. \"telegram:4242\")".into()
+        )));
+        assert!(
+            found
+                .iter()
+                .any(|f| matches!(f, Finding::Warn(w) if w.starts_with("[gateway.platforms.telegram] allow_all")))
+        );
+        assert!(found.iter().any(|f| matches!(f, Finding::Ok(o) if o.contains("no admins"))));
     }
 
     #[test]

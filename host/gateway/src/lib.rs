@@ -7,7 +7,7 @@
 
 pub mod auth;
 
-pub use auth::{Decision, authorize, session_key};
+pub use auth::{Decision, Finding, authorize, check, session_key};
 
 /// Where a message was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
