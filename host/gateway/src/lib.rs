@@ -2,10 +2,11 @@
 //! thread) a session, through adapter plugins that hold only their own tokens and hosts.
 //!
 //! This crate holds the gateway's decisions, kept apart from the adapters and the loop so each is
-//! tested on its own: who is answered ([`authorize`]), and which session a message belongs to
-//! ([`session_key`]).
+//! tested on its own: who is answered ([`authorize`]), which session a message belongs to
+//! ([`session_key`]), and how an answer is written for each platform ([`mod@format`]).
 
 pub mod auth;
+pub mod format;
 
 pub use auth::{Decision, Finding, authorize, check, session_key};
 
