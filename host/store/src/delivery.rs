@@ -33,6 +33,8 @@ pub const MAX_ATTEMPTS: i64 = 8;
 pub const RETRY_FIRST_MS: i64 = 1_000;
 /// Longest wait between two tries.
 pub const RETRY_MAX_MS: i64 = 5 * 60 * 1_000;
+/// How long a webhook delivery id is remembered.
+pub const WEBHOOK_MEMORY_MS: i64 = 24 * 60 * 60 * 1_000;
 
 /// A message to deliver.
 #[derive(Debug, Clone, Copy)]
@@ -162,6 +164,24 @@ impl Store {
                 params![id, attempts, error, now + wait],
             )?;
             Ok(Failed::Retry { attempts })
+        })
+    }
+
+    /// Record webhook delivery `id` on `route`; whether it was seen before (within the last
+    /// [`WEBHOOK_MEMORY_MS`], older ids are forgotten as new ones arrive).
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn webhook_seen(&self, route: &str, id: &str) -> Result<bool> {
+        self.write(|tx| {
+            let now = now_ms();
+            tx.execute("DELETE FROM webhook_seen WHERE seen_at < ?1", params![now - WEBHOOK_MEMORY_MS])?;
+            let added = tx.execute(
+                "INSERT INTO webhook_seen (route, delivery_id, seen_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (route, delivery_id) DO NOTHING",
+                params![route, id, now],
+            )?;
+            Ok(added == 0)
         })
     }
 

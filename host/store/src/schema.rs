@@ -18,9 +18,10 @@
 //! 6. `pairings`: chat-platform users paired with the gateway, and the codes waiting for the
 //!    owner's approval (see [`crate::pairing`]).
 //! 7. `deliveries`: the gateway's delivery ledger (see [`crate::delivery`]).
+//! 8. `webhook_seen`: webhook delivery ids of the last day, per route ([`crate::Store::webhook_seen`]).
 //!
 //! ```
-//! assert_eq!(talaria_store::schema::VERSION, 7);
+//! assert_eq!(talaria_store::schema::VERSION, 8);
 //! ```
 
 use std::time::{Duration, Instant};
@@ -190,6 +191,13 @@ pub const MIGRATIONS: &[&str] = &[
         done_at    INTEGER
     );
     CREATE INDEX deliveries_due ON deliveries (state, platform, next_at);",
+    // 8: webhook delivery ids seen in the last day, per route (replays are refused).
+    "CREATE TABLE webhook_seen (
+        route       TEXT NOT NULL,
+        delivery_id TEXT NOT NULL,
+        seen_at     INTEGER NOT NULL,
+        PRIMARY KEY (route, delivery_id)
+    ) WITHOUT ROWID;",
 ];
 
 fn migrations() -> Migrations<'static> {

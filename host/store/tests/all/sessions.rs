@@ -484,3 +484,11 @@ fn deliveries_are_queued_once_retried_with_backoff_and_given_up_at_last() {
     assert!(s.deliveries_due_at("telegram", i64::MAX, 10).expect("due").is_empty(), "given up for good");
     assert_eq!(s.delivery_counts().expect("counts"), Counts { pending: 0, sent: 1, failed: 1 });
 }
+
+#[test]
+fn a_webhook_delivery_id_is_seen_once_per_route() {
+    let (_dir, s) = store();
+    assert!(!s.webhook_seen("ci", "d1").expect("first"));
+    assert!(s.webhook_seen("ci", "d1").expect("again"));
+    assert!(!s.webhook_seen("alerts", "d1").expect("another route"));
+}
