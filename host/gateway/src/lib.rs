@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod format;
+pub mod lease;
 pub mod webhook;
 
 pub use auth::{Decision, Finding, authorize, check, session_key};
