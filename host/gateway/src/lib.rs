@@ -6,6 +6,7 @@
 //! ([`session_key`]), and how an answer is written for each platform ([`mod@format`]).
 
 pub mod auth;
+pub mod command;
 pub mod format;
 pub mod lease;
 pub mod webhook;
