@@ -138,7 +138,8 @@ impl Store {
         })
     }
 
-    /// Sending delivery `id` failed with `error`: schedule the next try, or give up.
+    /// Sending delivery `id` failed with `error`: schedule the next try, or give up. A delivery
+    /// no longer pending (sent, or given up already) is left as it is.
     ///
     /// # Errors
     /// The database cannot be written.
@@ -153,14 +154,15 @@ impl Store {
             let now = now_ms();
             if attempts >= MAX_ATTEMPTS {
                 tx.execute(
-                    "UPDATE deliveries SET state = 'failed', attempts = ?2, last_error = ?3, done_at = ?4 WHERE id = ?1",
+                    "UPDATE deliveries SET state = 'failed', attempts = ?2, last_error = ?3, done_at = ?4
+                     WHERE id = ?1 AND state = 'pending'",
                     params![id, attempts, error, now],
                 )?;
                 return Ok(Failed::GaveUp);
             }
             let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
             tx.execute(
-                "UPDATE deliveries SET attempts = ?2, last_error = ?3, next_at = ?4 WHERE id = ?1",
+                "UPDATE deliveries SET attempts = ?2, last_error = ?3, next_at = ?4 WHERE id = ?1 AND state = 'pending'",
                 params![id, attempts, error, now + wait],
             )?;
             Ok(Failed::Retry { attempts })

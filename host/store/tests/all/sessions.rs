@@ -465,6 +465,7 @@ fn deliveries_are_queued_once_retried_with_backoff_and_given_up_at_last() {
     assert!(s.deliveries_due("matrix", 10).expect("due").is_empty());
 
     s.delivery_sent(first, "m-100").expect("sent");
+    s.delivery_failed(first, "late error").expect("a late failure report");
     assert_eq!(s.delivery_failed(second, "HTTP 502").expect("failed"), Failed::Retry { attempts: 1 });
     assert!(s.deliveries_due("telegram", 10).expect("due").is_empty(), "neither sent again nor due yet");
     let later = |ms: i64| {
