@@ -32,13 +32,15 @@ pub struct Live {
     last_draw: Option<Instant>,
     /// Text arrived that is not drawn yet (it came too soon after the last draw).
     dirty: bool,
-    /// Colour, or only the layout (`NO_COLOR`).
-    color: bool,
+    /// How to draw: in colour with what the terminal supports, or only the layout (`NO_COLOR`),
+    /// read from the environment once; the width is the terminal's at each draw.
+    look: Look,
 }
 
 impl Live {
     pub fn new(color: bool) -> Self {
-        Self { pending: String::new(), frozen: 0, rows: 0, gap: false, last_draw: None, dirty: false, color }
+        let look = if color { Look::terminal(0) } else { Look::plain(0) };
+        Self { pending: String::new(), frozen: 0, rows: 0, gap: false, last_draw: None, dirty: false, look }
     }
 
     /// Add streamed text and bring the screen up to date.
@@ -92,7 +94,7 @@ impl Live {
     fn draw(&mut self, out: &mut impl Write, (width, height): (usize, usize), done: bool) {
         self.last_draw = Some(Instant::now());
         self.dirty = false;
-        let look = if self.color { Look::terminal(width) } else { Look::plain(width) };
+        let look = Look { width, ..self.look };
         let mut lines =
             if self.pending.trim().is_empty() { Vec::new() } else { markdown::render(&self.pending, &look) };
         if self.gap && !lines.is_empty() {

@@ -35,22 +35,20 @@ impl Look {
         Self { width, color: false, hyperlinks: false, truecolor: false }
     }
 
-    /// What this process's terminal shows: colour unless `NO_COLOR`, hyperlinks and 24-bit
-    /// colour where the terminal says it has them.
+    /// In colour, with hyperlinks and 24-bit colour where this process's terminal says it has
+    /// them (the caller decided colour is wanted).
     pub fn terminal(width: usize) -> Self {
-        let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
         let env = |k: &str| std::env::var(k).unwrap_or_default();
         let colorterm = env("COLORTERM");
         let truecolor = colorterm.contains("truecolor") || colorterm.contains("24bit");
         let term = env("TERM");
-        let hyperlinks = color
-            && term != "dumb"
+        let hyperlinks = term != "dumb"
             && (std::env::var_os("VTE_VERSION").is_some()
                 || std::env::var_os("WT_SESSION").is_some()
                 || ["iTerm.app", "WezTerm", "vscode", "ghostty", "Hyper", "tmux"]
                     .contains(&env("TERM_PROGRAM").as_str())
                 || ["kitty", "alacritty", "foot", "wezterm", "ghostty"].iter().any(|t| term.contains(t)));
-        Self { width, color, hyperlinks, truecolor }
+        Self { width, color: true, hyperlinks, truecolor }
     }
 }
 

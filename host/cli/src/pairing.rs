@@ -59,10 +59,7 @@ pub fn run(ctx: &Ctx, cmd: PairingCmd) -> anyhow::Result<ExitCode> {
 }
 
 fn list(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
-    let now = i64::try_from(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis(),
-    )
-    .unwrap_or(i64::MAX);
+    let now = jiff::Timestamp::now().as_millisecond();
     let all = store.pairings()?;
     if json {
         let rows: Vec<serde_json::Value> = all

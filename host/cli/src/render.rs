@@ -55,7 +55,7 @@ pub struct Renderer {
 
 impl Renderer {
     pub fn new(answer_to_stdout: bool) -> Self {
-        let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        let color = crate::ui::color_wanted();
         let tty_out = std::io::stdout().is_terminal();
         Self {
             answer_to_stdout,
@@ -272,7 +272,8 @@ impl Renderer {
             self.reasoning_line = "thinking: ".to_string();
         }
         if !self.tty_out {
-            put!(std::io::stdout(), "{text}");
+            // Piped: as it arrives, after the label the first piece takes out.
+            put!(std::io::stdout(), "{}{text}", std::mem::take(&mut self.reasoning_line));
             let _ = std::io::stdout().flush();
             return;
         }
@@ -313,11 +314,7 @@ impl Renderer {
         self.streamed = true;
         self.end_reasoning();
         match &mut self.live {
-            Some(live) => {
-                let mut buf = Vec::new();
-                live.push(text, &mut buf, terminal_size());
-                crate::screen::write(&buf, false);
-            }
+            Some(live) => draw(live, |live, out, size| live.push(text, out, size)),
             None => {
                 put!(std::io::stdout(), "{text}");
                 let _ = std::io::stdout().flush();
@@ -336,9 +333,7 @@ impl Renderer {
     /// Draw streamed text that is due.
     pub fn tick(&mut self) {
         if let Some(live) = &mut self.live {
-            let mut buf = Vec::new();
-            live.tick(&mut buf, terminal_size());
-            crate::screen::write(&buf, false);
+            draw(live, Live::tick);
         }
     }
 
@@ -349,17 +344,23 @@ impl Renderer {
             return;
         }
         match &mut self.live {
-            Some(live) => {
-                let mut buf = Vec::new();
-                live.finish(&mut buf, terminal_size());
-                crate::screen::write(&buf, false);
-            }
+            Some(live) => draw(live, Live::finish),
             None if self.open_line => {
                 putln!(std::io::stdout());
                 self.open_line = false;
             }
             None => {}
         }
+    }
+}
+
+/// Let `step` update the live answer at the terminal's size, and put what it wrote on the screen
+/// (a step with nothing to draw leaves the screen, and the REPL's footer, untouched).
+fn draw(live: &mut Live, step: impl FnOnce(&mut Live, &mut Vec<u8>, (usize, usize))) {
+    let mut out = Vec::new();
+    step(live, &mut out, terminal_size());
+    if !out.is_empty() {
+        crate::screen::write(&out, false);
     }
 }
 

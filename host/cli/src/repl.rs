@@ -219,7 +219,7 @@ impl Lines {
             .with_edit_mode(Box::new(Emacs::new(keys)))
             // A paste arrives whole, newlines and all, as one message to send with Enter.
             .use_bracketed_paste(true)
-            .with_ansi_colors(std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()));
+            .with_ansi_colors(ui::color_wanted());
         match FileBackedHistory::with_file(1_000, ctx.home.join("chat_history")) {
             Ok(h) => editor = editor.with_history(Box::new(h)),
             Err(e) => ui::warn(&format!("line history is off: {e}")),
@@ -282,7 +282,6 @@ struct Repl {
     busy_policy: BusyPolicy,
     /// Typed during the last turn and not sent: the next prompt starts with it.
     typed: String,
-    color: bool,
 }
 
 /// Run the REPL until Ctrl-D or /exit.
@@ -304,7 +303,6 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
         prices,
         busy_policy: ctx.config.terminal.busy_input,
         typed: String::new(),
-        color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
     };
     repl.banner(lines.interactive());
     let stop = repl.session.stop.clone();
@@ -399,7 +397,7 @@ impl Repl {
     async fn turn(&mut self, op: Op, interactive: bool) {
         let policy = self.busy_policy;
         if interactive {
-            crate::screen::begin(self.color, busy_hint(policy));
+            crate::screen::begin(ui::color_wanted(), busy_hint(policy));
         }
         let mut busy = interactive.then(|| BusyInput::start(std::mem::take(&mut self.typed)));
         let answer_keys = busy.as_ref().map(BusyInput::answer_keys);
@@ -602,18 +600,23 @@ impl Repl {
         Ok(true)
     }
 
+    /// What a million tokens of `model` cost: `[model]`'s prices, else the bundled table's.
+    fn prices_of(&self, model: &str) -> Option<crate::status::Prices> {
+        let (input, output, cached) = self.prices;
+        crate::status::Prices::find(model, input, output, cached)
+    }
+
     /// The status line after a turn that used `turn`.
     fn status(&self, turn: &talaria_protocol::Usage) {
         let info = self.session.conversation.info();
         let Some(provider) = &info.provider else { return };
         let context = self.renderer.last_call.as_ref().map_or(0, |u| u.input_tokens + u.output_tokens);
-        let (input, output, cached) = self.prices;
         let status = crate::status::Status {
             model: &provider.label(),
             context: (context, info.context_length),
             turn,
             session: &info.usage,
-            prices: crate::status::Prices::find(&provider.model, input, output, cached),
+            prices: self.prices_of(&provider.model),
         };
         putln!(anstream::stdout(), "{}", status.line().dimmed());
     }
@@ -659,8 +662,7 @@ impl Repl {
         };
         putln!(std::io::stdout(), "{line}");
         if let Some(provider) = &info.provider {
-            let (input, output, cached) = self.prices;
-            let prices = match crate::status::Prices::find(&provider.model, input, output, cached) {
+            let prices = match self.prices_of(&provider.model) {
                 Some(p) if p.bundled => format!(
                     "prices: ${} in, ${} out per million tokens, from the bundled table of {} (set [model] input_price and output_price to correct them)",
                     p.input,

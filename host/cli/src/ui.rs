@@ -4,6 +4,12 @@
 use owo_colors::OwoColorize as _;
 pub use talaria_author::ui::{error, note, warn};
 
+/// Whether colour is wanted: `NO_COLOR` unset or empty (no-color.org). Whether a stream is a
+/// terminal is the caller's question.
+pub fn color_wanted() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 /// `n` and the noun in the form that goes with it: "1 model call", "2 model calls".
 pub fn count<N: std::fmt::Display + PartialEq + From<u8>>(n: N, one: &str, many: &str) -> String {
     let word = if n == N::from(1) { one } else { many };

@@ -518,7 +518,7 @@ impl Actor {
 
     /// Close the session and continue in a new one (or `resume`), keeping the model.
     /// After a completed turn: ask for the session's title in the background, once per
-    /// session, unless titles are off or it has one.
+    /// session, unless titles are off (or it has one: [`crate::title::suggest`] checks).
     fn title_soon(&mut self, prompt: String, answer: String) {
         let Some(aux) = self.aux.clone() else { return };
         if std::mem::replace(&mut self.titled, true) {
@@ -526,9 +526,6 @@ impl Actor {
         }
         let id = self.agent.session_id().to_string();
         let store = self.shared.store.clone();
-        if store.session(&id).ok().flatten().is_none_or(|s| s.title.is_some()) {
-            return;
-        }
         let work = crate::title::suggest(aux, store, id, prompt, answer, self.emitter.clone());
         self.shared.spawn(work);
     }

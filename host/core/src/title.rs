@@ -22,8 +22,8 @@ const PROMPT: &str = "You name conversations. Reply with a title of 2 to 6 words
 the language of the user's message, naming its subject. Reply with the title alone: no quotes, no \"Title:\", no \
 full stop.";
 
-/// Ask for a title for session `id` and store it (unless it has one by then); emits
-/// [`Event::TitleChanged`] when it was set.
+/// Ask for a title for session `id` and store it, unless it has one (then no model call is
+/// made) or gets one meanwhile; emits [`Event::TitleChanged`] when it was set.
 pub async fn suggest(
     aux: Arc<dyn LlmBackend>,
     store: Arc<Store>,
@@ -32,6 +32,13 @@ pub async fn suggest(
     answer: String,
     emitter: Emitter,
 ) {
+    let (reading, key) = (store.clone(), id.clone());
+    let untitled =
+        tokio::task::spawn_blocking(move || reading.session(&key).ok().flatten().is_some_and(|s| s.title.is_none()))
+            .await;
+    if !matches!(untitled, Ok(true)) {
+        return;
+    }
     let request = LlmRequest {
         purpose: "session title".into(),
         messages: vec![
