@@ -18,7 +18,8 @@ const BUNDLED: &[&str] = &[
 ];
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // Read at run time: a build script compiled for one checkout may run for another.
+    let root = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..");
     let guests = talaria_guest_build::build(&root, BUNDLED);
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| panic!("OUT_DIR is not set")));
     // The runtime's engine configuration: code compiled here loads there without compiling.

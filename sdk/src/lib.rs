@@ -1,6 +1,6 @@
 //! Write talaria plugins in plain Rust.
 //!
-//! Four kinds of plugin, each one trait (or a list of functions) and one export macro; the
+//! Five kinds of plugin, each one trait (or a list of functions) and one export macro; the
 //! component-model bindings stay inside this crate:
 //!
 //! | kind | you write | export with | module |
@@ -9,6 +9,7 @@
 //! | memory provider | `impl` [`memory::MemoryProvider`] (and optional tools) | [`export_memory!`] | [`memory`] |
 //! | context engine | `impl` [`context::ContextEngine`] | [`export_context_engine!`] | [`context`] |
 //! | hook | `impl` [`hooks::Hooks`] | [`export_hooks!`] | [`hooks`] |
+//! | platform adapter (API 0.3.0) | `impl` [`adapter::Adapter`] | [`export_adapter!`] | [`adapter`] |
 //!
 //! A tool is an ordinary function that takes a serde type (its JSON Schema is derived for the
 //! model) and a [`Context`]:
@@ -45,6 +46,7 @@
 
 extern crate self as talaria_sdk;
 
+pub mod adapter;
 pub mod config;
 pub mod context;
 pub mod hooks;
@@ -57,19 +59,26 @@ pub mod message;
 pub mod process;
 pub mod secrets;
 mod tool;
+pub mod websocket;
 
 pub use schemars::JsonSchema;
 pub use tool::{Context, ToolError};
 #[doc(hidden)]
 pub use {serde_json, wit_bindgen as __wit_bindgen};
 
-/// The plugin API version this SDK builds against. Write it as `api` in plugin.toml.
+/// The plugin API version this SDK builds tools, memory providers, context engines and hooks
+/// against. Write it as `api` in plugin.toml.
 pub const API_VERSION: &str = "0.2.0";
+
+/// The plugin API version of platform adapters ([`adapter`]): 0.3.0, which carries 0.2.0's
+/// interfaces over unchanged.
+pub const ADAPTER_API_VERSION: &str = "0.3.0";
 
 /// What the export macros expand to; not part of the API.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::__bindings::talaria::plugin::types::{ToolError as WitToolError, ToolSpec};
+    pub use crate::adapter::AdapterExport;
     pub use crate::context::Engine;
     pub use crate::hooks::HookSet;
     pub use crate::memory::Provider;
@@ -150,6 +159,26 @@ pub mod __bindings {
             pub_export_macro: true,
             export_macro_name: "__export_context_engine_plugin",
             default_bindings_module: "talaria_sdk::__bindings::context",
+            runtime_path: "talaria_sdk::__wit_bindgen::rt",
+        });
+    }
+
+    pub mod platform {
+        wit_bindgen::generate!({
+            path: "../wit/v0.3.0",
+            world: "platform-plugin",
+            with: {
+                "talaria:plugin/types@0.2.0": super::tool::talaria::plugin::types,
+                "talaria:plugin/log@0.2.0": super::tool::talaria::plugin::log,
+                "talaria:plugin/config@0.2.0": super::tool::talaria::plugin::config,
+                "talaria:plugin/kv@0.2.0": super::tool::talaria::plugin::kv,
+                "talaria:plugin/secrets@0.2.0": super::tool::talaria::plugin::secrets,
+                "talaria:plugin/process@0.2.0": super::tool::talaria::plugin::process,
+                "talaria:plugin/llm@0.2.0": super::tool::talaria::plugin::llm,
+            },
+            pub_export_macro: true,
+            export_macro_name: "__export_platform_plugin",
+            default_bindings_module: "talaria_sdk::__bindings::platform",
             runtime_path: "talaria_sdk::__wit_bindgen::rt",
         });
     }

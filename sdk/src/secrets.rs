@@ -20,3 +20,9 @@ pub fn exists(name: &str) -> bool {
 pub fn placeholder(name: &str) -> String {
     format!("{{{{secret:{name}}}}}")
 }
+
+/// The placeholder as it goes in a URL path (percent-encoded), for a secret the manifest lets
+/// go there (`in_path = true`), as Telegram's `/bot<TOKEN>/` wants.
+pub fn path_placeholder(name: &str) -> String {
+    format!("%7B%7Bsecret:{name}%7D%7D")
+}

@@ -3,7 +3,8 @@
 use std::path::Path;
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // Read at run time: a build script compiled for one checkout may run for another.
+    let root = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..");
     let guests = [
         "tests/plugins/evil",
         "tests/plugins/not-a-tool",

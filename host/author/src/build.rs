@@ -266,6 +266,7 @@ fn world(manifest: &Manifest) -> &'static str {
         Some(Kind::Memory) => "memory-plugin",
         Some(Kind::ContextEngine) => "context-engine-plugin",
         Some(Kind::Hook) => "hook-plugin",
+        Some(Kind::Platform) => "platform-plugin",
     }
 }
 

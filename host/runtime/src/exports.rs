@@ -11,31 +11,41 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, InstancePre};
 
 use crate::host::HostState;
-use crate::host::bindings::{v1, v2};
+use crate::host::bindings::{v1, v2, v3};
 use crate::manifest::{Kind, Manifest, SUPPORTED_API_VERSIONS};
 
 const PREFIX: &str = "talaria:plugin/";
 
 /// The API version a component was built against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Api {
     V0_1,
     V0_2,
+    V0_3,
 }
 
 impl Api {
+    const ALL: [Api; 3] = [Api::V0_1, Api::V0_2, Api::V0_3];
+
     fn parse(version: &str) -> Option<Api> {
-        match version {
-            "0.1.0" => Some(Api::V0_1),
-            "0.2.0" => Some(Api::V0_2),
-            _ => None,
-        }
+        Api::ALL.into_iter().find(|a| a.version() == version)
     }
 
     pub fn version(self) -> &'static str {
         match self {
             Api::V0_1 => "0.1.0",
             Api::V0_2 => "0.2.0",
+            Api::V0_3 => "0.3.0",
+        }
+    }
+
+    /// The APIs an interface of `version` belongs to: 0.3.0 carries every 0.2.0 interface
+    /// over unchanged, under its 0.2.0 name.
+    fn including(version: Api) -> &'static [Api] {
+        match version {
+            Api::V0_1 => &[Api::V0_1],
+            Api::V0_2 => &[Api::V0_2, Api::V0_3],
+            Api::V0_3 => &[Api::V0_3],
         }
     }
 }
@@ -77,6 +87,7 @@ pub(crate) struct Prepared {
     pub memory: Option<v2::exports::talaria::plugin::memory::GuestIndices>,
     pub context: Option<v2::exports::talaria::plugin::context::GuestIndices>,
     pub hooks: Option<v2::exports::talaria::plugin::hooks::GuestIndices>,
+    pub adapter: Option<v3::exports::talaria::plugin0_3_0::adapter::GuestIndices>,
 }
 
 /// The interface a kind exports, and the world a component of that kind targets.
@@ -86,6 +97,7 @@ fn interface_of(kind: Kind) -> (&'static str, &'static str) {
         Kind::Memory => ("memory", "memory-plugin"),
         Kind::ContextEngine => ("context", "context-engine-plugin"),
         Kind::Hook => ("hooks", "hook-plugin"),
+        Kind::Platform => ("adapter", "platform-plugin"),
     }
 }
 
@@ -125,11 +137,11 @@ pub(crate) fn prepare(
         (true, Api::V0_1) => Some(ToolsExport::V0_1(
             v1::exports::talaria::plugin::tools::GuestIndices::new(&pre).map_err(|e| bad("tools", e))?,
         )),
-        (true, Api::V0_2) => Some(ToolsExport::V0_2(
+        (true, Api::V0_2 | Api::V0_3) => Some(ToolsExport::V0_2(
             v2::exports::talaria::plugin::tools::GuestIndices::new(&pre).map_err(|e| bad("tools", e))?,
         )),
     };
-    let v2_only = api == Api::V0_2;
+    let v2_only = api != Api::V0_1;
     let memory = (v2_only && has("memory"))
         .then(|| v2::exports::talaria::plugin::memory::GuestIndices::new(&pre).map_err(|e| bad("memory", e)))
         .transpose()?;
@@ -139,7 +151,10 @@ pub(crate) fn prepare(
     let hooks = (v2_only && has("hooks"))
         .then(|| v2::exports::talaria::plugin::hooks::GuestIndices::new(&pre).map_err(|e| bad("hooks", e)))
         .transpose()?;
-    Ok(Prepared { pre, surface, tools, memory, context, hooks })
+    let adapter = (api == Api::V0_3 && has("adapter"))
+        .then(|| v3::exports::talaria::plugin0_3_0::adapter::GuestIndices::new(&pre).map_err(|e| bad("adapter", e)))
+        .transpose()?;
+    Ok(Prepared { pre, surface, tools, memory, context, hooks, adapter })
 }
 
 /// Check what a component exports and imports against its manifest; the API version it was
@@ -159,33 +174,41 @@ pub(crate) fn check(surface: &Surface, manifest: &Manifest) -> Result<Api, Strin
             ));
         }
     }
-    let mut versions: Vec<&str> = our_exports.iter().chain(&our_imports).map(|(_, _, v)| *v).collect();
-    versions.sort_unstable();
-    versions.dedup();
-    if versions.len() > 1 {
-        let names: Vec<&str> = our_exports.iter().chain(&our_imports).map(|(n, _, _)| *n).collect();
-        return Err(format!(
-            "the component mixes plugin API versions {} ({}); build it against one",
-            versions.join(" and "),
-            names.join(", ")
-        ));
-    }
     let wanted_api = manifest.api.to_string();
     let kinds = manifest.kind_list();
-    let Some((_, _, version)) = our_exports.first() else {
+    let Some(_) = our_exports.first() else {
         let kind = kinds.first().copied().unwrap_or(Kind::Tool);
         return Err(missing_export(kind, &wanted_api, exports));
     };
-    let api = Api::parse(version).ok_or_else(|| format!("unsupported API version {version}"))?;
-    let built = semver::Version::parse(api.version()).map_err(|e| e.to_string())?;
-    if line(&built) != line(&manifest.api) {
+    // The APIs every interface it names belongs to.
+    let names: Vec<(&str, Api)> =
+        our_exports.iter().chain(&our_imports).filter_map(|(n, _, v)| Some((*n, Api::parse(v)?))).collect();
+    let fitting: Vec<Api> =
+        Api::ALL.into_iter().filter(|a| names.iter().all(|(_, v)| Api::including(*v).contains(a))).collect();
+    let Some(&oldest) = fitting.first() else {
+        let mut versions: Vec<&str> = names.iter().map(|(_, v)| v.version()).collect();
+        versions.sort_unstable();
+        versions.dedup();
+        let listed: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+        return Err(format!(
+            "the component mixes plugin API versions {} ({}); build it against one",
+            versions.join(" and "),
+            listed.join(", ")
+        ));
+    };
+    let wanted = fitting
+        .iter()
+        .copied()
+        .find(|a| semver::Version::parse(a.version()).is_ok_and(|v| line(&v) == line(&manifest.api)));
+    let Some(api) = wanted else {
+        let newest = names.iter().map(|(_, v)| *v).max().unwrap_or(oldest);
         return Err(format!(
             "plugin.toml says api = \"{wanted_api}\" but the component was built against API {} (it exports {}); set api = \"{}\" in plugin.toml or rebuild the component against API {wanted_api}",
-            api.version(),
+            newest.version(),
             our_exports.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", "),
-            api.version(),
+            newest.version(),
         ));
-    }
+    };
     let has = |iface: &str| our_exports.iter().any(|(_, i, _)| *i == iface);
     for &kind in &kinds {
         let (iface, _) = interface_of(kind);
@@ -216,7 +239,14 @@ fn missing_export(kind: Kind, version: &str, exports: &[String]) -> String {
     let got = if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") };
     let hint = match kind {
         Kind::Tool => " (talaria-sdk's export_tools! does this)",
+        Kind::Platform => " (talaria-sdk's export_adapter! does this)",
         Kind::Memory | Kind::ContextEngine | Kind::Hook => "",
+    };
+    // 0.3.0 added only the adapter; the other kinds' interfaces keep their 0.2.0 names.
+    let version = match (kind, version) {
+        (Kind::Platform, _) => "0.3.0",
+        (_, "0.3.0") => "0.2.0",
+        (_, v) => v,
     };
     format!(
         "the component does not export {PREFIX}{iface}@{version}: it exports {got}. It was built for another world; a {kind} plugin targets world `{world}`{hint}"

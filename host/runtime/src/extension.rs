@@ -30,6 +30,7 @@ fn who(plugin: &Plugin, kind: Kind) -> String {
         Kind::Memory => "memory plugin",
         Kind::ContextEngine => "context engine",
         Kind::Hook => "hook plugin",
+        Kind::Platform => "platform adapter",
     };
     format!("{label} '{}'", plugin.name())
 }
@@ -79,7 +80,13 @@ impl Runtime {
         instance::run_resident(
             engine,
             &plugin.env,
-            instance::ResidentSlot { slot: &plugin.resident, pre: &prepared.pre, indices },
+            instance::ResidentSlot {
+                slot: &plugin.resident,
+                pre: &prepared.pre,
+                load: |store: &mut Store<HostState>, instance: &wasmtime::component::Instance| {
+                    indices.load(store, instance)
+                },
+            },
             Site { workspace, caller },
             limits,
             async |store, guest| Ok(f(store, guest).await?.map_err(GuestError::Failed)),

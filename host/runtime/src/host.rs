@@ -8,6 +8,7 @@ mod fs;
 mod imports;
 mod legacy;
 mod stderr;
+pub(crate) mod websocket;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -51,6 +52,18 @@ pub(crate) mod bindings {
             exports: { default: async },
         });
     }
+
+    /// API 0.3.0's own interfaces (the platform adapter and the WebSocket import); the rest
+    /// of 0.3.0 is 0.2.0's, bound above.
+    pub mod v3 {
+        wasmtime::component::bindgen!({
+            path: "../../wit/v0.3.0",
+            world: "host-bindings",
+            imports: { default: async },
+            exports: { default: async },
+            with: { "talaria:plugin/websocket@0.3.0.connection": crate::host::websocket::Connection },
+        });
+    }
 }
 
 /// Bytes of a plugin's stderr kept per call (panic messages land there).
@@ -75,6 +88,26 @@ pub(crate) struct Services {
     pub http_stubs: Option<Arc<crate::stub::HttpStubs>>,
     /// Known secret values (see [`crate::leak`]).
     pub scan: Arc<crate::leak::SecretScan>,
+}
+
+impl PluginEnv {
+    /// The same plugin with other settings and grants: a platform adapter's instance for one
+    /// account. Its data stays the plugin's.
+    pub(crate) fn for_account(&self, config: toml::Table, grants: Arc<Grants>) -> Self {
+        Self {
+            name: self.name.clone(),
+            kv_space: self.kv_space.clone(),
+            legacy_space: self.legacy_space.clone(),
+            adopted: OnceLock::new(),
+            data_dir: self.data_dir.clone(),
+            grants,
+            secret_headers: self.secret_headers.clone(),
+            config,
+            services: self.services.clone(),
+            recorder: self.recorder.clone(),
+            log_lines: crate::logline::LogLimiter::default(),
+        }
+    }
 }
 
 impl Services {
@@ -183,6 +216,8 @@ pub(crate) struct HostState {
     caller: Caller,
     /// `llm.complete` calls made during this call.
     llm_calls: u32,
+    /// WebSockets open in this instance.
+    sockets: usize,
 }
 
 impl HostState {
@@ -267,6 +302,7 @@ impl HostState {
             workspace,
             caller,
             llm_calls: 0,
+            sockets: 0,
         }
     }
 
@@ -427,6 +463,7 @@ pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>)
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     bindings::v1::ToolPlugin::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)?;
     bindings::v2::HostBindings::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)?;
+    bindings::v3::HostBindings::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)?;
     Ok(())
 }
 

@@ -13,7 +13,6 @@ use wasmtime::{Store, Trap};
 
 use crate::approval::Caller;
 use crate::engine::EngineHandle;
-use crate::host::bindings::v2::exports::talaria::plugin::memory;
 use crate::host::{HostState, PluginEnv};
 
 /// Limits for one call, after the host's caps.
@@ -157,32 +156,37 @@ pub(crate) async fn run_fresh<T>(
     .await
 }
 
-/// A memory provider's instance, kept across calls.
-pub(crate) struct Resident {
+/// A resident instance (a memory provider's, a platform adapter's), kept across calls, with
+/// its exports `G` looked up.
+pub(crate) struct Resident<G> {
     store: Store<HostState>,
-    memory: memory::Guest,
+    guest: G,
 }
 
-/// Where a memory provider's resident instance lives and how to make it.
-pub(crate) struct ResidentSlot<'a> {
-    pub slot: &'a tokio::sync::Mutex<Option<Resident>>,
+/// Where a resident instance lives and how to make it.
+pub(crate) struct ResidentSlot<'a, G, L> {
+    pub slot: &'a tokio::sync::Mutex<Option<Resident<G>>>,
     pub pre: &'a InstancePre<HostState>,
-    pub indices: &'a memory::GuestIndices,
+    /// Looks its exports up in a new instance.
+    pub load: L,
 }
 
-/// Run `f` on the resident memory instance in `at` (the plugin's of `env`), creating it first
-/// if there is none (or it was made for another workspace). A call that traps or runs out of
-/// time drops it, and so does a panic (the instance is out of its slot while it runs); the next
-/// call makes a new one.
-pub(crate) async fn run_resident<T>(
+/// Run `f` on the resident instance in `at` (the plugin's of `env`), creating it first if
+/// there is none (or it was made for another workspace). A call that traps or runs out of time
+/// drops it, and so does a panic (the instance is out of its slot while it runs); the next call
+/// makes a new one.
+pub(crate) async fn run_resident<T, G: Clone, L>(
     engine: &EngineHandle,
     env: &Arc<PluginEnv>,
-    at: ResidentSlot<'_>,
+    at: ResidentSlot<'_, G, L>,
     site: Site,
     limits: CallLimits,
-    f: impl AsyncFnOnce(&mut Store<HostState>, &memory::Guest) -> wasmtime::Result<Result<T, GuestError>>,
-) -> Result<Done<T>, Failure> {
-    let ResidentSlot { slot, pre, indices } = at;
+    f: impl AsyncFnOnce(&mut Store<HostState>, &G) -> wasmtime::Result<Result<T, GuestError>>,
+) -> Result<Done<T>, Failure>
+where
+    L: FnOnce(&mut Store<HostState>, &Instance) -> wasmtime::Result<G>,
+{
+    let ResidentSlot { slot, pre, load } = at;
     let mut slot = slot.lock().await;
     let mut resident = match slot.take() {
         Some(mut r) if r.store.data().workspace() == site.workspace => {
@@ -191,21 +195,21 @@ pub(crate) async fn run_resident<T>(
         }
         _ => {
             let mut store = new_store(engine, env, site, limits);
-            let (memory, _) = guarded(&mut store, limits, async |store| {
+            let (guest, _) = guarded(&mut store, limits, async |store| {
                 let instance = pre.instantiate_async(&mut *store).await?;
-                indices.load(&mut *store, &instance).map(Ok)
+                load(&mut *store, &instance).map(Ok)
             })
             .await?;
-            tracing::debug!(plugin = %env.name, "memory provider instance created");
-            Resident { store, memory }
+            tracing::debug!(plugin = %env.name, "resident instance created");
+            Resident { store, guest }
         }
     };
-    let memory = resident.memory.clone();
-    let result = guarded(&mut resident.store, limits, async |store| f(store, &memory).await).await;
+    let guest = resident.guest.clone();
+    let result = guarded(&mut resident.store, limits, async |store| f(store, &guest).await).await;
     match &result {
         Ok(_) | Err(Failure::Guest { .. }) => *slot = Some(resident),
         Err(Failure::Deadline { .. } | Failure::Crashed(_)) => {
-            tracing::info!(plugin = %env.name, "memory provider instance dropped; the next call makes a new one");
+            tracing::info!(plugin = %env.name, "resident instance dropped; the next call makes a new one");
         }
     }
     result

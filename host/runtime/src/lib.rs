@@ -42,6 +42,7 @@
 //! [`Grants`], [`CompileCache`], [`ProcessRunner`], [`Approvals`] with their [`Approver`] (dangerous
 //! commands and hosts reached through a wildcard grant), [`LlmBackend`].
 
+pub mod adapter;
 pub mod approval;
 mod args;
 pub mod cache;
@@ -156,6 +157,8 @@ pub struct KindTimeouts {
     pub memory: Duration,
     /// A context engine calls the model to summarise: 120 s.
     pub context_engine: Duration,
+    /// A platform adapter's call, a long poll included: 60 s.
+    pub platform: Duration,
 }
 
 impl Default for KindTimeouts {
@@ -164,6 +167,7 @@ impl Default for KindTimeouts {
             hook: Duration::from_secs(10),
             memory: Duration::from_secs(30),
             context_engine: Duration::from_secs(120),
+            platform: Duration::from_secs(60),
         }
     }
 }
@@ -362,6 +366,7 @@ impl Runtime {
                         Kind::Memory => config.kind_timeouts.memory,
                         Kind::ContextEngine => config.kind_timeouts.context_engine,
                         Kind::Hook => config.kind_timeouts.hook,
+                        Kind::Platform => config.kind_timeouts.platform,
                     };
                     call_limits(&config.limits, &f.manifest.limits, default)
                 });

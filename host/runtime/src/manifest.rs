@@ -35,14 +35,20 @@ use talaria_protocol::{HookKind, ToolAnnotations};
 use crate::grant::{Access, Capability, HostPattern};
 
 /// Plugin API versions this host has bindings for.
-pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
+pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0"];
 
 /// The kinds a plugin can be that this host runs.
-pub const SUPPORTED_KINDS: &[&str] = &["tool", "memory", "context-engine", "hook"];
+pub const SUPPORTED_KINDS: &[&str] = &["tool", "memory", "context-engine", "hook", "platform"];
 const KNOWN_KINDS: &[&str] = &["tool", "memory", "context-engine", "hook", "platform"];
 
 /// The headers a secret may be filled into when its request names none.
 pub const DEFAULT_SECRET_HEADERS: &[&str] = &["authorization", "x-api-key"];
+
+/// Where a secret with `in_path = true` may also go: the URL path (named like a header, which
+/// no header can be).
+pub(crate) const PATH_PLACE: &str = ":path";
+/// Where a secret with `in_messages = true` may also go: WebSocket messages to its host.
+pub(crate) const MESSAGE_PLACE: &str = ":message";
 
 /// Headers that servers commonly echo back or log: a secret is never filled into them, and a
 /// manifest cannot name them in a secret's `headers`.
@@ -64,6 +70,9 @@ pub const REFLECTED_HEADERS: &[&str] = &[
 /// The first API version with kinds beside `tool` and the `llm` import.
 const KINDS_API: semver::Version = semver::Version::new(0, 2, 0);
 
+/// The first API version with platform adapters.
+const PLATFORM_API: semver::Version = semver::Version::new(0, 3, 0);
+
 /// What a plugin does for the host; a plugin may be several kinds at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -75,10 +84,12 @@ pub enum Kind {
     ContextEngine,
     /// Observes the loop and may block, ask for approval or add context (export `hooks`).
     Hook,
+    /// Connects the gateway to a chat platform (export `adapter`, API 0.3.0).
+    Platform,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Tool, Kind::Memory, Kind::ContextEngine, Kind::Hook];
+    pub const ALL: [Kind; 5] = [Kind::Tool, Kind::Memory, Kind::ContextEngine, Kind::Hook, Kind::Platform];
 
     /// The name used in plugin.toml's `kind`.
     pub fn name(self) -> &'static str {
@@ -87,6 +98,7 @@ impl Kind {
             Kind::Memory => "memory",
             Kind::ContextEngine => "context-engine",
             Kind::Hook => "hook",
+            Kind::Platform => "platform",
         }
     }
 
@@ -144,7 +156,8 @@ impl Manifest {
     }
 }
 
-/// The request headers each requested secret may be filled into, lower-case, by secret name.
+/// The request headers each requested secret may be filled into, lower-case, by secret name;
+/// `:path` and `:message` stand for the URL path and WebSocket messages.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SecretHeaders(BTreeMap<String, Vec<String>>);
 
@@ -248,6 +261,12 @@ struct SecretToml {
     host: String,
     /// The request headers it may be filled into; [`DEFAULT_SECRET_HEADERS`] when absent.
     headers: Option<Vec<String>>,
+    /// It may also be filled into the URL path (Telegram's `/bot<TOKEN>/`).
+    #[serde(default)]
+    in_path: bool,
+    /// It may also be filled into WebSocket messages to its host (Discord's identify).
+    #[serde(default)]
+    in_messages: bool,
 }
 
 fn default_kind() -> Vec<String> {
@@ -316,6 +335,14 @@ impl Manifest {
                 path,
                 format!(
                     "field `kind`: `{kind}` plugins need api {KINDS_API} or later (this manifest says api = \"{api}\")"
+                ),
+            ));
+        }
+        if api < PLATFORM_API && raw.kind.iter().any(|k| k == "platform") {
+            return Err(err(
+                path,
+                format!(
+                    "field `kind`: `platform` plugins need api {PLATFORM_API} or later (this manifest says api = \"{api}\")"
                 ),
             ));
         }
@@ -521,6 +548,11 @@ fn secret_headers(secrets: &[SecretToml]) -> Result<SecretHeaders, String> {
             }
             if !headers.contains(&header) {
                 headers.push(header);
+            }
+        }
+        for (wanted, place) in [(s.in_path, PATH_PLACE), (s.in_messages, MESSAGE_PLACE)] {
+            if wanted && !headers.iter().any(|h| h == place) {
+                headers.push(place.to_string());
             }
         }
     }

@@ -27,6 +27,7 @@
 //! checked against the grants but never ask and never reach the network.
 
 pub(crate) mod address;
+pub(crate) mod websocket;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -159,14 +160,7 @@ impl WasiHttpHooks for NetHooks {
             record_denial(&self.plugin, &self.denials, reason);
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
-        let egress = Egress {
-            plugin: self.plugin.clone(),
-            grants: self.grants.clone(),
-            secrets: self.secrets.clone(),
-            secret_headers: self.secret_headers.clone(),
-            approvals: self.approvals.clone(),
-            caller: self.caller.clone(),
-        };
+        let egress = self.egress();
         let denials = self.denials.clone();
         let stubs = self.stubs.clone();
         let scan = self.scan.clone();
@@ -275,8 +269,15 @@ async fn send_checked(
             return Err(HttpError::DnsError { rcode: Some(message), info_code: None });
         }
     };
-    let (request, dropped) = inject_secrets(request, egress, &dest);
-    for reason in dropped {
+    let (request, mut dropped) = inject_secrets(request, egress, &dest);
+    let request = match fill_path(request, egress, &dest) {
+        Ok(request) => request,
+        Err(reason) => {
+            *refusal = Some(reason);
+            return Err(HttpError::HttpRequestDenied);
+        }
+    };
+    for reason in dropped.drain(..) {
         record_denial(&egress.plugin, denials, reason);
     }
     send_pinned(request, addr, &dest, options).await
@@ -457,6 +458,36 @@ fn inject_secrets(
     (request, dropped)
 }
 
+/// How a place a secret may go is named in messages: `header authorization`, `the URL path`.
+fn place_name(place: &str) -> String {
+    match place {
+        crate::manifest::PATH_PLACE => "the URL path".to_string(),
+        crate::manifest::MESSAGE_PLACE => "WebSocket messages".to_string(),
+        header => format!("header {header}"),
+    }
+}
+
+/// Fill in secret placeholders in the URL's path (written as is, or percent-encoded), for
+/// secrets the manifest lets go there (`in_path = true`); a placeholder that may not be filled
+/// in refuses the request.
+fn fill_path(
+    mut request: http::Request<WasiBody>,
+    egress: &Egress,
+    dest: &Destination,
+) -> Result<http::Request<WasiBody>, String> {
+    let Some(path) = request.uri().path_and_query().map(|p| p.as_str().to_string()) else { return Ok(request) };
+    let decoded = path.replace("%7B%7B", "{{").replace("%7b%7b", "{{").replace("%7D%7D", "}}").replace("%7d%7d", "}}");
+    if !decoded.contains(PLACEHOLDER_OPEN) {
+        return Ok(request);
+    }
+    let filled = fill(&decoded, crate::manifest::PATH_PLACE, egress, dest)?;
+    let mut parts = request.uri().clone().into_parts();
+    parts.path_and_query =
+        Some(filled.parse().map_err(|_| "a secret's value cannot be written in a URL path".to_string())?);
+    *request.uri_mut() = http::Uri::from_parts(parts).map_err(|e| e.to_string())?;
+    Ok(request)
+}
+
 /// Replace every placeholder in the value of `header`, or say why not.
 fn fill(text: &str, header: &str, egress: &Egress, dest: &Destination) -> Result<String, String> {
     let plugin = egress.plugin.as_str();
@@ -471,8 +502,8 @@ fn fill(text: &str, header: &str, egress: &Egress, dest: &Destination) -> Result
         let host = egress.grants.secret_host(name).ok_or_else(not_granted)?;
         let allowed = egress.secret_headers.of(name).ok_or_else(not_granted)?;
         if !allowed.iter().any(|h| h == header) {
-            let noun = if allowed.len() == 1 { "header" } else { "headers" };
-            return Err(format!("secret {name} may only be sent in {noun} {}, not {header}", allowed.join(", ")));
+            let places: Vec<String> = allowed.iter().map(|h| place_name(h)).collect();
+            return Err(format!("secret {name} may only be sent in {}, not {}", places.join(", "), place_name(header)));
         }
         if !host.matches(&dest.host, dest.port) {
             return Err(format!("secret {name} may only be sent to {host}, not {}", dest.authority()));
@@ -620,7 +651,7 @@ mod tests {
             assert_eq!(sent, [("x-a".to_string(), "b".to_string())], "{header}");
             assert_eq!(
                 dropped,
-                [format!("secret KEY may only be sent in headers authorization, x-api-key, not {header}")]
+                [format!("secret KEY may only be sent in header authorization, header x-api-key, not header {header}")]
             );
         }
         // Headers without placeholders pass untouched.
@@ -641,7 +672,7 @@ mod tests {
         );
         let (sent, dropped) = injected(&e, "https://api.example.com/", &[("authorization", ph)]);
         assert!(sent.is_empty());
-        assert_eq!(dropped, ["secret KEY may only be sent in header key, not authorization"]);
+        assert_eq!(dropped, ["secret KEY may only be sent in header key, not header authorization"]);
     }
 
     /// Answers `answer`, keeping every request.

@@ -10,6 +10,7 @@ use crate::discovery::{Installed, WasmPin, WasmSource};
 use crate::exports::Prepared;
 use crate::grant::{Grants, Scope};
 use crate::host::PluginEnv;
+use crate::host::bindings::v2::exports::talaria::plugin::memory::Guest as MemoryGuest;
 use crate::instance::{CallLimits, Resident};
 use crate::lock::short_digest;
 use crate::manifest::{Kind, Manifest};
@@ -30,7 +31,7 @@ pub struct Plugin {
     pub enabled: bool,
     kinds: Vec<Kind>,
     /// Limits per kind, indexed by `Kind as usize`.
-    kind_limits: [CallLimits; 4],
+    kind_limits: [CallLimits; 5],
     pub(crate) source: WasmSource,
     /// Its lockfile entry, when it was installed by `talaria plugins install`.
     installed: Option<Installed>,
@@ -42,7 +43,7 @@ pub struct Plugin {
     pub(crate) specs: tokio::sync::OnceCell<Result<Vec<ToolSpec>, ToolError>>,
     /// A memory provider's instance, kept across calls; `None` until the first call and after
     /// a call that trapped or ran out of time.
-    pub(crate) resident: tokio::sync::Mutex<Option<Resident>>,
+    pub(crate) resident: tokio::sync::Mutex<Option<Resident<MemoryGuest>>>,
 }
 
 /// A successful call.
@@ -73,7 +74,7 @@ impl Plugin {
         installed: Option<Installed>,
         wasm_pin: Option<WasmPin>,
         env: Arc<PluginEnv>,
-        kind_limits: [CallLimits; 4],
+        kind_limits: [CallLimits; 5],
         allow_override: bool,
         enabled: bool,
     ) -> Self {

@@ -490,7 +490,9 @@ async fn a_secret_is_filled_only_into_the_headers_its_manifest_names() {
         assert!(out.output.starts_with("200 ") && !out.output.contains("k-123"), "{}", out.output);
         assert_eq!(
             out.denials,
-            [format!("secret WEATHER_API_KEY may only be sent in headers authorization, x-api-key, not {header}")]
+            [format!(
+                "secret WEATHER_API_KEY may only be sent in header authorization, header x-api-key, not header {header}"
+            )]
         );
     }
     let seen = server.received();
