@@ -15,6 +15,7 @@ const BUNDLED: &[&str] = &[
     "plugins/guard",
     "plugins/audit",
     "plugins/journal",
+    "plugins/telegram",
 ];
 
 fn main() {

@@ -13,6 +13,7 @@ mod chat;
 mod egress;
 mod extensions;
 mod faults;
+mod gateway;
 mod journal_race;
 mod market;
 mod oneshot;

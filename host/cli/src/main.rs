@@ -27,6 +27,7 @@ mod chat;
 mod context;
 mod doctor;
 mod exit;
+mod gateway;
 mod live;
 mod logging;
 mod markdown;
@@ -83,6 +84,9 @@ enum Command {
     /// List, show, search, export, rename and delete past conversations
     #[command(subcommand)]
     Sessions(sessions::SessionsCmd),
+    /// Serve chat platforms (Telegram, Matrix, Discord, Slack, webhooks) through adapter plugins
+    #[command(subcommand)]
+    Gateway(gateway::GatewayCmd),
     /// Chat-platform users paired with the gateway: list, approve a code, revoke
     #[command(subcommand)]
     Pairing(pairing::PairingCmd),
@@ -132,8 +136,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(cli.verbose);
-    let tokio = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    // The gateway is a service: its log goes to stderr, at info unless asked otherwise; it
+    // serves many chats at once, on every core.
+    let service = matches!(cli.command, Command::Gateway(gateway::GatewayCmd::Run { .. }));
+    logging::init(if service { cli.verbose.max(1) } else { cli.verbose });
+    let runtime = if service {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    };
+    let tokio = match runtime {
         Ok(rt) => rt,
         Err(e) => {
             ui::error(&format!("cannot start the async runtime: {e}"));
@@ -150,7 +162,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    if matches!(cli.command, Command::Chat(_) | Command::Acp(_)) {
+    if matches!(cli.command, Command::Chat(_) | Command::Acp(_) | Command::Gateway(gateway::GatewayCmd::Run { .. })) {
         // They run plugins: the WebAssembly engine is made while config and the store open.
         talaria_runtime::start_engine();
     }
@@ -165,6 +177,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Acp(args) => acp::run(&ctx, args).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),
         Command::Pairing(cmd) => pairing::run(&ctx, cmd),
+        Command::Gateway(cmd) => gateway::run(&ctx, cmd).await,
         Command::Setup(args) => setup::run(&ctx, args).await,
         Command::Doctor(args) => doctor::run(&ctx, args).await,
         Command::Plugins(cmd) => plugins::run(&ctx, cmd).await,

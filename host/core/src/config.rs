@@ -113,9 +113,39 @@ pub struct GatewayToml {
     /// In groups, one session per user (default) or one shared by the chat.
     #[serde(default)]
     pub group_sessions: GroupSessions,
-    /// Per platform: `[gateway.platforms.telegram]`.
+    /// Per platform: `[gateway.platforms.telegram]`. Each table is an account the gateway
+    /// serves with the platform adapter plugin of its name (or `plugin`).
     #[serde(default)]
     pub platforms: BTreeMap<String, PlatformToml>,
+    /// Where each chat's session gets its own working directory (default: beside talaria's
+    /// home, `~/.talaria-chats`; never inside the home, where plugins are granted nothing).
+    pub workspaces: Option<PathBuf>,
+    /// What a message arriving while the agent works on the chat's last one does (default
+    /// `interrupt`, as in the terminal; `queue` answers it next; `steer` adds it to the turn).
+    #[serde(default)]
+    pub busy_input: BusyInput,
+    /// The toolsets chat sessions get, unless their platform names its own (default: files,
+    /// web, todo, memory and session_search: no terminal, no child agents).
+    pub toolsets: Option<Vec<String>>,
+    /// Where the webhook listener binds (default `127.0.0.1:8644`). Binding anywhere but
+    /// loopback needs `listen_public = true`, and then every route must be authenticated.
+    pub listen: Option<String>,
+    #[serde(default)]
+    pub listen_public: bool,
+}
+
+/// The toolsets of chat sessions when nothing else is configured.
+pub const GATEWAY_TOOLSETS: &[&str] = &["files", "web", "todo", "memory", "session_search"];
+
+impl GatewayToml {
+    /// The toolsets a session on `platform` gets.
+    pub fn toolsets_for(&self, platform: &str) -> Vec<String> {
+        self.platforms
+            .get(platform)
+            .and_then(|p| p.toolsets.clone())
+            .or_else(|| self.toolsets.clone())
+            .unwrap_or_else(|| GATEWAY_TOOLSETS.iter().map(|s| (*s).to_string()).collect())
+    }
 }
 
 /// How a group chat maps to sessions.
@@ -143,6 +173,18 @@ pub struct PlatformToml {
     pub admins: Vec<String>,
     /// In groups, answer only messages that mention the bot or reply to it (default true).
     pub require_mention: Option<bool>,
+    /// The platform adapter plugin (default: the table's name).
+    pub plugin: Option<String>,
+    /// Where the platform's API is, when not at the adapter's default (a self-hosted server,
+    /// a homeserver): the adapter may reach this host and no other, and its token goes there.
+    pub base_url: Option<String>,
+    /// Settings the adapter reads (see its plugin.toml's `[config]`).
+    #[serde(default)]
+    pub settings: toml::Table,
+    /// The toolsets of this platform's sessions (over `[gateway] toolsets`).
+    pub toolsets: Option<Vec<String>>,
+    /// Serve this account (default true).
+    pub enabled: Option<bool>,
 }
 
 /// `[terminal]`: how `talaria chat` behaves at a terminal.

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod command;
 pub mod format;
 pub mod lease;
+pub mod serve;
 pub mod webhook;
 
 pub use auth::{Decision, Finding, authorize, check, session_key};

@@ -328,6 +328,14 @@ impl Manifest {
                 ));
             }
         }
+        if api < PLATFORM_API && raw.kind.iter().any(|k| k == "platform") {
+            return Err(err(
+                path,
+                format!(
+                    "field `kind`: `platform` plugins need api {PLATFORM_API} or later (this manifest says api = \"{api}\")"
+                ),
+            ));
+        }
         if api < KINDS_API
             && let Some(kind) = raw.kind.iter().find(|k| k.as_str() != "tool")
         {
@@ -335,14 +343,6 @@ impl Manifest {
                 path,
                 format!(
                     "field `kind`: `{kind}` plugins need api {KINDS_API} or later (this manifest says api = \"{api}\")"
-                ),
-            ));
-        }
-        if api < PLATFORM_API && raw.kind.iter().any(|k| k == "platform") {
-            return Err(err(
-                path,
-                format!(
-                    "field `kind`: `platform` plugins need api {PLATFORM_API} or later (this manifest says api = \"{api}\")"
                 ),
             ));
         }
@@ -632,9 +632,10 @@ mod tests {
     #[test]
     fn an_incompatible_api_says_what_is_supported() {
         parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.2.0\"")).expect("0.2.0 is supported");
-        let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.3.0\"")).expect_err("refused");
+        parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.3.0\"")).expect("0.3.0 is supported");
+        let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.4.0\"")).expect_err("refused");
         assert!(
-            e.contains("field `api`: plugin API 0.3.0 is not supported: this talaria supports 0.1.0, 0.2.0"),
+            e.contains("field `api`: plugin API 0.4.0 is not supported: this talaria supports 0.1.0, 0.2.0, 0.3.0"),
             "{e}"
         );
         let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"1.0.0\"")).expect_err("refused");
@@ -652,7 +653,10 @@ mod tests {
         let e = parse(&GOOD.replace("name = \"demo\"", "name = \"Demo!\"")).expect_err("refused");
         assert!(e.contains("field `name`"), "{e}");
         let e = parse(&format!("kind = [\"platform\"]\n{GOOD}")).expect_err("refused");
-        assert!(e.contains("field `kind`: this talaria cannot run `platform` plugins yet"), "{e}");
+        assert!(
+            e.contains("field `kind`: `platform` plugins need api 0.3.0 or later (this manifest says api = \"0.1.0\")"),
+            "{e}"
+        );
         let e = parse(&format!("kind = [\"gadget\"]\n{GOOD}")).expect_err("refused");
         assert!(e.contains("field `kind`: unknown kind `gadget` (known: tool, memory"), "{e}");
         let e = parse(&GOOD.replace("path = \"$WORKSPACE\"", "path = \"$HOME\"")).expect_err("refused");

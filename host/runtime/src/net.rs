@@ -675,6 +675,38 @@ mod tests {
         assert_eq!(dropped, ["secret KEY may only be sent in header key, not header authorization"]);
     }
 
+    fn path_filled(egress: &Egress, url: &str) -> Result<String, String> {
+        let req = request(url, &[]);
+        let dest = Destination::of(&req).expect("dest");
+        fill_path(req, egress, &dest).map(|r| r.uri().to_string())
+    }
+
+    #[test]
+    fn a_secret_goes_into_the_url_path_only_when_its_manifest_says_in_path() {
+        let e = egress(SECRET, Arc::new(Unattended { yolo: false }), &[]);
+        assert_eq!(
+            path_filled(&e, "https://api.example.com/bot%7B%7Bsecret:KEY%7D%7D/getMe"),
+            Err("secret KEY may only be sent in header authorization, header x-api-key, not the URL path".into())
+        );
+        let in_path = SECRET.replace(" }]", ", in_path = true }]");
+        let e = egress(&in_path, Arc::new(Unattended { yolo: false }), &[]);
+        assert_eq!(
+            path_filled(&e, "https://api.example.com/bot%7B%7Bsecret:KEY%7D%7D/getMe?x=1").as_deref(),
+            Ok("https://api.example.com/bots3cret/getMe?x=1")
+        );
+        // Still only to its own host, and only over https.
+        assert_eq!(
+            path_filled(&e, "https://evil.example.net/bot%7B%7Bsecret:KEY%7D%7D/x"),
+            Err("secret KEY may only be sent to api.example.com, not evil.example.net:443".into())
+        );
+        assert_eq!(
+            path_filled(&e, "http://api.example.com/bot%7B%7Bsecret:KEY%7D%7D/x"),
+            Err("secret KEY is only sent over https (this request is plain http)".into())
+        );
+        // A path without placeholders is left alone.
+        assert_eq!(path_filled(&e, "https://evil.example.net/x").as_deref(), Ok("https://evil.example.net/x"));
+    }
+
     /// Answers `answer`, keeping every request.
     struct Recording {
         answer: Approval,

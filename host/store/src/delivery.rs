@@ -20,6 +20,8 @@
 //! assert_eq!(due[0].body, "hello");
 //! assert_eq!(store.delivery_failed(id, "HTTP 502")?, Failed::Retry { attempts: 1 });
 //! assert!(store.deliveries_due("telegram", 10)?.is_empty(), "not before its retry time");
+//! assert!(store.delivery_next_at("telegram")?.is_some_and(|at| at > 0));
+//! assert_eq!(store.delivery_next_at("matrix")?, None);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -122,6 +124,18 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// When the next pending delivery of `platform` comes due (milliseconds since the epoch;
+    /// in the past when one is due now), if there is one.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn delivery_next_at(&self, platform: &str) -> Result<Option<i64>> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare_cached("SELECT MIN(next_at) FROM deliveries WHERE state = 'pending' AND platform = ?1")?;
+        Ok(stmt.query_row(params![platform], |r| r.get(0))?)
     }
 
     /// The platform acknowledged delivery `id` as its message `sent_id`.

@@ -9,6 +9,7 @@
 //! - [`install`]: put a plugin into a `TALARIA_HOME`'s user plugin directory.
 //! - [`FakeServer`]: a tiny HTTP/1.1 server on loopback that records what it was sent, standing in
 //!   for the outside services plugins talk to (a weather API, a web page).
+//! - [`telegram::TelegramFake`]: a Telegram Bot API double for the gateway.
 //!
 //! ```no_run
 //! let server = talaria_test_support::FakeServer::start(|req| (200, vec![], format!("you asked for {}", req.path)));
@@ -16,6 +17,7 @@
 //! ```
 
 pub mod registry;
+pub mod telegram;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -1,0 +1,96 @@
+//! `talaria gateway`: serve chat platforms (`run`), and see how a running gateway stands
+//! (`status`).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Subcommand;
+use owo_colors::OwoColorize as _;
+use talaria_core::{Host, HostOptions};
+use talaria_gateway::serve::{Options, SESSIONS_SPACE, Status};
+use talaria_store::Store;
+
+use crate::{Ctx, ui};
+
+#[derive(Subcommand, Debug)]
+pub enum GatewayCmd {
+    /// Serve the configured chat platforms ([gateway.platforms.NAME]) in the foreground
+    ///
+    /// Logs go to stderr. Ctrl-C or SIGTERM stops it cleanly: no new messages are taken,
+    /// running turns get 20 seconds to finish (then are interrupted), and queued replies are sent.
+    Run {
+        /// Serve only this account (repeatable) [default: every configured one]
+        #[arg(long, value_name = "NAME")]
+        only: Vec<String>,
+    },
+    /// The accounts of the running gateway, its sessions and the delivery ledger
+    Status {
+        /// As JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(ctx: &Ctx, cmd: GatewayCmd) -> anyhow::Result<ExitCode> {
+    match cmd {
+        GatewayCmd::Run { only } => serve(ctx, only).await,
+        GatewayCmd::Status { json } => status(ctx, json),
+    }
+}
+
+async fn serve(ctx: &Ctx, only: Vec<String>) -> anyhow::Result<ExitCode> {
+    // The gateway's own directory is its default workspace: project plugins of wherever it was
+    // started never load into it.
+    let workspace = ctx.home.join("gateway");
+    std::fs::create_dir_all(&workspace)?;
+    let host =
+        Host::open(HostOptions { home: ctx.home.clone(), workspace: talaria_core::canonical_workspace(&workspace)? })?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+    };
+    match talaria_gateway::serve::run(Arc::new(host), Options { only }, shutdown).await {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            ui::error(&e);
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
+    let store = Store::open_for_reading(&ctx.home.join("state.db"))?;
+    let status = Status::read(&store);
+    let counts = store.delivery_counts()?;
+    let sessions = store.kv_keys(SESSIONS_SPACE, "")?.len();
+    let now = jiff::Timestamp::now().as_millisecond();
+    // A gateway writes every two seconds: older than ten, it is gone (killed, or the machine).
+    let live = status.as_ref().is_some_and(|s| s.running && now - s.at < 10_000);
+    if json {
+        let value = serde_json::json!({
+            "running": live,
+            "status": status,
+            "sessions": sessions,
+            "deliveries": { "pending": counts.pending, "sent": counts.sent, "failed": counts.failed },
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    match &status {
+        Some(s) if live => {
+            println!("{} (pid {})", "gateway running".green(), s.pid);
+            for (name, state) in &s.accounts {
+                println!("  {name}: {state}");
+            }
+            println!("  {} chats active, {} turns running", s.active_sessions, s.busy);
+        }
+        Some(s) => println!("{} (last seen pid {})", "gateway not running".yellow(), s.pid),
+        None => println!("{}", "gateway never ran here".yellow()),
+    }
+    println!("sessions: {sessions} chats known");
+    println!("deliveries: {} pending, {} sent, {} failed", counts.pending, counts.sent, counts.failed);
+    Ok(if live { ExitCode::SUCCESS } else { ExitCode::from(3) })
+}

@@ -1,0 +1,531 @@
+//! `talaria gateway run`: every configured account's adapter connected and polled, each chat (and
+//! thread) a session of the agent service, replies written back through the delivery ledger.
+//!
+//! - [`account`]: one supervisor per account: connect, poll, reconnect with backoff; an adapter
+//!   that traps is re-created and the other accounts never notice.
+//! - [`session`]: one worker per active chat session: its conversation, the queue of messages that
+//!   came while it worked, streaming by edits, typing, approvals asked of the platform's admins.
+//! - [`outbox`]: the ledger's sender per account: every final message is written to the store
+//!   first and retried until the platform took it.
+//!
+//! What arrives from an adapter is the platform's word: the sender is checked against
+//! `[gateway]` and the pairings here ([`crate::authorize`]) before anything reaches the agent,
+//! and only the platform's configured admins answer approvals.
+
+mod account;
+mod outbox;
+mod session;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use talaria_core::Host;
+use talaria_core::config::GatewayToml;
+use talaria_runtime::adapter::{
+    AccountInfo, AccountSpec, Adapter, ButtonPress, ChatType as WireChatType, InboundMessage, PlatformEvent,
+};
+use talaria_runtime::{HostPattern, Secrets};
+use talaria_store::Store;
+use talaria_store::pairing::Request as Pairing;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::command::Command;
+use crate::{ChatType, Decision, Inbound, authorize, session_key};
+
+pub use outbox::Reply;
+
+/// Where session keys map to session ids (a key-value space of the store no plugin can name).
+pub const SESSIONS_SPACE: &str = "@gateway/sessions";
+/// A stranger is told about pairing at most this often.
+const PAIRING_REPLY_EVERY: Duration = Duration::from_secs(10 * 60);
+
+/// What `run` is given.
+pub struct Options {
+    /// Serve only these accounts (all configured ones when empty).
+    pub only: Vec<String>,
+}
+
+/// One account the gateway serves.
+pub(crate) struct Account {
+    pub name: String,
+    pub adapter: Adapter,
+    pub info: Mutex<Option<AccountInfo>>,
+    /// Turns running in its chats: while any does, polls are short so replies go out at once.
+    pub busy: AtomicUsize,
+    /// Deliveries queued and not yet tried.
+    pub pending: AtomicUsize,
+    pub outbox: tokio::sync::Notify,
+    pub state: Mutex<String>,
+    /// The platform's admins, by user id (`[gateway.platforms.NAME] admins`).
+    pub admins: Vec<String>,
+}
+
+impl Account {
+    pub fn info(&self) -> Option<AccountInfo> {
+        lock(&self.info).clone()
+    }
+
+    pub fn set_state(&self, state: impl Into<String>) {
+        *lock(&self.state) = state.into();
+    }
+}
+
+/// An approval a chat was asked, by the token its buttons carry.
+struct PendingApproval {
+    session_key: String,
+    account: String,
+    chat_id: String,
+    id: u64,
+    asked: Instant,
+}
+
+/// The running gateway.
+pub(crate) struct Gateway {
+    pub host: Arc<Host>,
+    pub config: GatewayToml,
+    pub store: Arc<Store>,
+    /// Sessions' workspaces are made beneath it.
+    pub root: PathBuf,
+    pub accounts: BTreeMap<String, Arc<Account>>,
+    /// Live session workers, by session key.
+    sessions: Mutex<HashMap<String, mpsc::UnboundedSender<session::Work>>>,
+    approvals: Mutex<HashMap<String, PendingApproval>>,
+    /// When each stranger was last told about pairing.
+    told: Mutex<HashMap<(String, String), Instant>>,
+    pub stop: CancellationToken,
+    pub tasks: tokio_util::task::TaskTracker,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The host an account's `base_url` names, as a grant: `host[:port]`.
+fn base_host(base_url: &str) -> Result<HostPattern, String> {
+    let uri: http::Uri = base_url.parse().map_err(|e| format!("`{base_url}` is not a URL ({e})"))?;
+    let authority = uri.authority().ok_or_else(|| format!("`{base_url}` names no host"))?;
+    let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+    let default_port = if uri.scheme_str() == Some("http") { 80 } else { 443 };
+    let port = authority.port_u16().unwrap_or(default_port);
+    HostPattern::parse(&format!("{host}:{port}"))
+}
+
+/// Serve every configured account until `shutdown` resolves; then stop taking messages, let
+/// running turns end (interrupting those still running after a grace period), send what the
+/// ledger holds, and release the accounts.
+///
+/// # Errors
+/// No account is configured, one names a plugin that is not a platform adapter, or another
+/// gateway serves one of the bots already.
+pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output = ()>) -> Result<(), String> {
+    let config = host.config().gateway.clone();
+    let store = host.store().clone();
+    let root = config.workspaces.clone().unwrap_or_else(|| default_workspaces(host.home()));
+    std::fs::create_dir_all(&root).map_err(|e| format!("cannot make {}: {e}", root.display()))?;
+    let (plugins, _) = host.plugins(host.workspace()).map_err(|e| e.to_string())?;
+    let runtime = plugins.runtime.clone();
+    let secrets = Secrets::load(&host.home().join(".env"));
+    let mut accounts = BTreeMap::new();
+    let mut leases = Vec::new();
+    for (name, platform) in &config.platforms {
+        if platform.enabled == Some(false) || (!options.only.is_empty() && !options.only.contains(name)) {
+            continue;
+        }
+        let plugin = platform.plugin.clone().unwrap_or_else(|| name.clone());
+        let mut settings = platform.settings.clone();
+        let host_override = match &platform.base_url {
+            Some(url) => {
+                settings.insert("base_url".into(), toml::Value::String(url.clone()));
+                Some(base_host(url).map_err(|e| format!("[gateway.platforms.{name}] base_url: {e}"))?)
+            }
+            None => None,
+        };
+        let spec = AccountSpec { name: name.clone(), config: settings, host: host_override };
+        let adapter = runtime.adapter(&plugin, spec).map_err(|e| format!("[gateway.platforms.{name}]: {e}"))?;
+        // One gateway per bot: the lease is named after the account's credentials.
+        let credentials: Vec<String> = adapter
+            .grants()
+            .caps
+            .iter()
+            .filter_map(|c| match c {
+                talaria_runtime::Capability::Secret { name, .. } => secrets.value(name),
+                _ => None,
+            })
+            .collect();
+        let lease_token = format!("{}\n{}", plugin, credentials.join("\n"));
+        let lease = crate::lease::claim_account(&store, name, &lease_token)?;
+        leases.push((crate::lease::account_key(name, &lease_token), lease));
+        accounts.insert(
+            name.clone(),
+            Arc::new(Account {
+                name: name.clone(),
+                adapter,
+                info: Mutex::new(None),
+                busy: AtomicUsize::new(0),
+                pending: AtomicUsize::new(0),
+                outbox: tokio::sync::Notify::new(),
+                state: Mutex::new("starting".into()),
+                admins: platform.admins.clone(),
+            }),
+        );
+    }
+    if accounts.is_empty() {
+        return Err(if config.platforms.is_empty() {
+            "no platform is configured: add a [gateway.platforms.NAME] table to config.toml (see docs/gateway.md)"
+                .to_string()
+        } else {
+            "every configured platform is disabled or left out".to_string()
+        });
+    }
+    let gateway = Arc::new(Gateway {
+        host,
+        config,
+        store: store.clone(),
+        root,
+        accounts,
+        sessions: Mutex::default(),
+        approvals: Mutex::default(),
+        told: Mutex::default(),
+        stop: CancellationToken::new(),
+        tasks: tokio_util::task::TaskTracker::new(),
+    });
+    for account in gateway.accounts.values() {
+        gateway.tasks.spawn(account::supervise(gateway.clone(), account.clone()));
+        gateway.tasks.spawn(outbox::send_loop(gateway.clone(), account.clone()));
+    }
+    let renew = gateway.tasks.spawn(renew_leases(store.clone(), leases.clone(), gateway.stop.clone()));
+    gateway.tasks.spawn(report(gateway.clone()));
+    tracing::info!(accounts = gateway.accounts.len(), "gateway running");
+    shutdown.await;
+    tracing::info!("gateway stopping: finishing running turns");
+    gateway.stop.cancel();
+    gateway.tasks.close();
+    gateway.tasks.wait().await;
+    drop(renew);
+    for (key, lease) in leases {
+        let _ = store.release_lease(&key, &lease);
+    }
+    gateway.write_status(false);
+    tracing::info!("gateway stopped");
+    Ok(())
+}
+
+/// Where chat sessions' workspaces go by default: beside talaria's home, never inside it (a
+/// plugin is never granted a directory there): `~/.talaria-chats` for `~/.talaria`.
+pub fn default_workspaces(home: &std::path::Path) -> PathBuf {
+    let name = home.file_name().map_or_else(|| "talaria".into(), |n| n.to_string_lossy().into_owned());
+    home.with_file_name(format!("{name}-chats"))
+}
+
+/// Keep the accounts' leases alive while the gateway runs.
+async fn renew_leases(store: Arc<Store>, leases: Vec<(String, String)>, stop: CancellationToken) {
+    let every = crate::lease::ACCOUNT_LEASE_TTL / 3;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        for (key, lease) in &leases {
+            if let Err(e) = store.renew_lease(key, lease, crate::lease::ACCOUNT_LEASE_TTL) {
+                tracing::warn!(lease = %key, "cannot renew the account's lease: {e}");
+            }
+        }
+    }
+}
+
+/// Where the running gateway writes how it stands, for `talaria gateway status`.
+pub const STATUS_SPACE: &str = "@gateway/status";
+/// How often it does.
+const REPORT_EVERY: Duration = Duration::from_secs(2);
+
+/// How a gateway stands, as `gateway status` reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Status {
+    pub running: bool,
+    pub pid: u32,
+    /// Milliseconds since the epoch when this was written.
+    pub at: i64,
+    /// Each account: its state in words.
+    pub accounts: BTreeMap<String, String>,
+    /// Sessions with a worker now.
+    pub active_sessions: usize,
+    /// Turns running now.
+    pub busy: usize,
+}
+
+impl Status {
+    /// The last status a gateway wrote into `store`, if any.
+    pub fn read(store: &Store) -> Option<Status> {
+        let bytes = store.kv_get(STATUS_SPACE, "current").ok()??;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+async fn report(gateway: Arc<Gateway>) {
+    loop {
+        gateway.write_status(true);
+        tokio::select! {
+            () = gateway.stop.cancelled() => return,
+            () = tokio::time::sleep(REPORT_EVERY) => {}
+        }
+    }
+}
+
+fn chat_type(t: WireChatType) -> ChatType {
+    match t {
+        WireChatType::Dm => ChatType::Dm,
+        WireChatType::Group => ChatType::Group,
+        WireChatType::Channel => ChatType::Channel,
+    }
+}
+
+impl Gateway {
+    fn write_status(&self, running: bool) {
+        let status = Status {
+            running,
+            pid: std::process::id(),
+            at: i64::try_from(
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis(),
+            )
+            .unwrap_or(i64::MAX),
+            accounts: self.accounts.iter().map(|(name, a)| (name.clone(), lock(&a.state).clone())).collect(),
+            active_sessions: lock(&self.sessions).len(),
+            busy: self.accounts.values().map(|a| a.busy.load(std::sync::atomic::Ordering::SeqCst)).sum(),
+        };
+        if let Ok(json) = serde_json::to_vec(&status)
+            && let Err(e) = self.store.kv_set(STATUS_SPACE, "current", &json)
+        {
+            tracing::warn!("cannot write the gateway's status: {e}");
+        }
+    }
+
+    /// Handle one event from `account`'s adapter.
+    pub(crate) async fn dispatch(self: &Arc<Self>, account: &Arc<Account>, event: PlatformEvent) {
+        match event {
+            PlatformEvent::Message(m) => self.on_message(account, m).await,
+            PlatformEvent::Button(b) => self.on_button(account, b),
+        }
+    }
+
+    async fn on_message(self: &Arc<Self>, account: &Arc<Account>, m: InboundMessage) {
+        let Some(info) = account.info() else { return };
+        if m.sender_id == info.bot_id {
+            return;
+        }
+        // A platform may hand the same message in twice (a poll retried after a crash).
+        let route = format!("inbound:{}:{}", account.name, m.chat_id);
+        match self.store.webhook_seen(&route, &m.id) {
+            Ok(true) => {
+                tracing::debug!(account = %account.name, message = %m.id, "message seen before; dropped");
+                return;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!("cannot record message {}: {e}", m.id),
+        }
+        let inbound = Inbound {
+            platform: account.name.clone(),
+            chat_id: m.chat_id.clone(),
+            chat_type: chat_type(m.chat_type),
+            thread_id: m.thread_id.clone(),
+            sender_id: m.sender_id.clone(),
+            sender_name: m.sender_name.clone(),
+            addressed: m.mentions_bot,
+            text: m.text.clone(),
+        };
+        let paired = self.store.is_paired(&account.name, &m.sender_id).unwrap_or(false);
+        let admin = match authorize(&self.config, &inbound, paired) {
+            Decision::Ignore => return,
+            Decision::OfferPairing => return self.offer_pairing(account, &m),
+            Decision::Answer { admin } => admin,
+        };
+        let key = session_key(&self.config, &inbound);
+        let command = crate::command::parse(&m.text, &info.bot_name);
+        if command == Some(Command::Help) {
+            return self.reply(account, &m.chat_id, m.thread_id.as_deref(), &help_text(), &format!("help:{}", m.id));
+        }
+        let work = match command {
+            Some(Command::Approve { session }) => {
+                let decision =
+                    if session { talaria_protocol::Decision::Session } else { talaria_protocol::Decision::Once };
+                return self.on_approval_command(account, &m, admin, decision);
+            }
+            Some(Command::Deny) => {
+                return self.on_approval_command(account, &m, admin, talaria_protocol::Decision::Deny);
+            }
+            Some(command) => session::Work::Command { command, message_id: m.id.clone() },
+            None => session::Work::Message { message: m.clone() },
+        };
+        self.to_session(account, &key, &m.chat_id, m.thread_id.as_deref(), work);
+    }
+
+    /// Hand `work` to the session's worker, starting one if there is none.
+    fn to_session(
+        self: &Arc<Self>,
+        account: &Arc<Account>,
+        key: &str,
+        chat_id: &str,
+        thread_id: Option<&str>,
+        work: session::Work,
+    ) {
+        let mut sessions = lock(&self.sessions);
+        let work = match sessions.get(key) {
+            Some(tx) => match tx.send(work) {
+                Ok(()) => return,
+                // The worker ended meanwhile (idle): start another.
+                Err(mpsc::error::SendError(work)) => work,
+            },
+            None => work,
+        };
+        if self.stop.is_cancelled() {
+            return;
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(work);
+        sessions.insert(key.to_string(), tx);
+        let chat = session::Chat { chat_id: chat_id.to_string(), thread_id: thread_id.map(str::to_string) };
+        self.tasks.spawn(session::run(self.clone(), account.clone(), key.to_string(), chat, rx));
+    }
+
+    /// A worker of `key` ended (having dropped its receiver): forget it, unless another took
+    /// its place meanwhile.
+    fn session_ended(&self, key: &str) {
+        let mut sessions = lock(&self.sessions);
+        if sessions.get(key).is_some_and(mpsc::UnboundedSender::is_closed) {
+            sessions.remove(key);
+        }
+    }
+
+    fn offer_pairing(&self, account: &Account, m: &InboundMessage) {
+        let code = Store::new_pairing_code();
+        let request = match self.store.pairing_request(&account.name, &m.sender_id, &m.sender_name, &code) {
+            Ok(r) => r,
+            Err(e) => return tracing::warn!("cannot record a pairing request: {e}"),
+        };
+        let who = (account.name.clone(), m.sender_id.clone());
+        {
+            let mut told = lock(&self.told);
+            let recently = told.get(&who).is_some_and(|at| at.elapsed() < PAIRING_REPLY_EVERY);
+            if recently && !matches!(request, Pairing::New(_)) {
+                return;
+            }
+            told.insert(who, Instant::now());
+        }
+        let text = match request {
+            Pairing::New(code) | Pairing::Pending(code) => {
+                tracing::info!(account = %account.name, user = %m.sender_id, name = %m.sender_name, "pairing requested; approve with `talaria pairing approve {code}`");
+                format!(
+                    "Hi! I only answer people my owner knows. Your pairing code is {code} (valid for an hour). Ask the owner to run:\n\ntalaria pairing approve {code}"
+                )
+            }
+            Pairing::Approved => return,
+            Pairing::TooMany => "I cannot take more pairing requests right now; please try again later.".to_string(),
+        };
+        self.reply(account, &m.chat_id, None, &text, &format!("pair:{}:{}", m.chat_id, m.id));
+    }
+
+    fn on_button(self: &Arc<Self>, account: &Arc<Account>, b: ButtonPress) {
+        let Some((token, choice)) = b.data.strip_prefix("ap:").and_then(|d| d.split_once(':')) else { return };
+        let decision = match choice {
+            "o" => talaria_protocol::Decision::Once,
+            "s" => talaria_protocol::Decision::Session,
+            "d" => talaria_protocol::Decision::Deny,
+            _ => return,
+        };
+        if !account.admins.contains(&b.sender_id) {
+            tracing::warn!(account = %account.name, user = %b.sender_id, "a non-admin pressed an approval button; refused");
+            let text = format!("{}, only an admin of this bot can answer approvals.", b.sender_name);
+            return self.reply(
+                account,
+                &b.chat_id,
+                b.thread_id.as_deref(),
+                &text,
+                &format!("refuse:{}:{token}:{}", b.sender_id, b.message_id),
+            );
+        }
+        let pending = lock(&self.approvals).remove(token);
+        if let Some(pending) = pending {
+            self.resolve(pending, decision, &b.sender_name);
+        }
+    }
+
+    /// An admin typed /approve or /deny in a chat: the approval its chat was asked last.
+    fn on_approval_command(
+        &self,
+        account: &Account,
+        m: &InboundMessage,
+        admin: bool,
+        decision: talaria_protocol::Decision,
+    ) {
+        let key = format!("cmd:{}:{}:{}", account.name, m.chat_id, m.id);
+        if !admin {
+            return self.reply(
+                account,
+                &m.chat_id,
+                m.thread_id.as_deref(),
+                "Only an admin of this bot can answer approvals.",
+                &key,
+            );
+        }
+        let pending = {
+            let mut approvals = lock(&self.approvals);
+            let latest = approvals
+                .iter()
+                .filter(|(_, p)| p.account == account.name && p.chat_id == m.chat_id)
+                .max_by_key(|(_, p)| p.asked)
+                .map(|(token, _)| token.clone());
+            latest.and_then(|token| approvals.remove(&token))
+        };
+        match pending {
+            Some(pending) => self.resolve(pending, decision, &m.sender_name),
+            None => {
+                self.reply(account, &m.chat_id, m.thread_id.as_deref(), "Nothing is waiting for approval here.", &key)
+            }
+        }
+    }
+
+    fn resolve(&self, pending: PendingApproval, decision: talaria_protocol::Decision, by: &str) {
+        let tx = lock(&self.sessions).get(&pending.session_key).cloned();
+        if let Some(tx) = tx {
+            let _ = tx.send(session::Work::Approval { id: pending.id, decision, by: by.to_string() });
+        }
+    }
+
+    /// Remember an approval the chat of `session_key` is asked; the token its buttons carry.
+    fn approval_token(&self, session_key: &str, account: &str, chat: &session::Chat, id: u64) -> String {
+        let token = Store::new_pairing_code();
+        let pending = PendingApproval {
+            session_key: session_key.to_string(),
+            account: account.to_string(),
+            chat_id: chat.chat_id.clone(),
+            id,
+            asked: Instant::now(),
+        };
+        lock(&self.approvals).insert(token.clone(), pending);
+        token
+    }
+
+    /// Queue a message to a chat through the ledger (sent once per `key`).
+    pub(crate) fn reply(&self, account: &Account, chat_id: &str, thread_id: Option<&str>, markdown: &str, key: &str) {
+        outbox::queue(self, account, chat_id, thread_id, markdown, &outbox::Reply::default(), key);
+    }
+}
+
+fn help_text() -> String {
+    "Commands:\n/new: start a new conversation\n/stop: stop what I am doing\n/status: what I am doing, and this session's usage\n/approve [session]: allow what I asked to do (admins)\n/deny: refuse it (admins)\n/help: this list".to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_base_url_becomes_the_host_the_adapter_may_reach() {
+        assert_eq!(base_host("http://127.0.0.1:8081").expect("ok").to_string(), "127.0.0.1:8081");
+        assert_eq!(base_host("https://bots.example.com/").expect("ok").to_string(), "bots.example.com:443");
+        assert!(base_host("not a url").is_err());
+    }
+}

@@ -1,0 +1,192 @@
+//! The ledger's sender: every final message to a chat is written to the store first
+//! ([`queue`]) and sent from there, in order, by one loop per account ([`send_loop`]). A send the
+//! platform refuses for now is tried again later with a growing delay; one the adapter calls
+//! permanent is given up at once; both stay in the store for `gateway status`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use talaria_runtime::adapter::{AccountInfo, AdapterError, Button, Outbound, TextFormat};
+use talaria_store::delivery::{Delivery, Failed, NewDelivery};
+
+use super::{Account, Gateway};
+use crate::format::{self, Format};
+
+/// How often the ledger is looked at when nothing wakes the loop (retries come due).
+const TICK: Duration = Duration::from_secs(1);
+/// Deliveries taken from the ledger at once.
+const BATCH: usize = 32;
+
+/// How a reply goes out besides its text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reply {
+    /// Replace this message (the streamed reply) with the first part instead of sending it.
+    pub edit: Option<String>,
+    pub reply_to: Option<String>,
+    /// Buttons under the last part: (label, data).
+    pub buttons: Vec<(String, String)>,
+}
+
+/// What one delivery holds: one message, rendered for its platform.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Body {
+    text: String,
+    plain: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    edit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reply_to: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    buttons: Vec<(String, String)>,
+}
+
+/// The `format` module's name for a platform's markup.
+pub(crate) fn format_of(format: TextFormat) -> Format {
+    match format {
+        TextFormat::Plain => Format::Plain,
+        TextFormat::TelegramHtml => Format::TelegramHtml,
+        TextFormat::MatrixHtml => Format::MatrixHtml,
+        TextFormat::SlackMrkdwn => Format::Slack,
+        TextFormat::DiscordMarkdown => Format::Discord,
+    }
+}
+
+/// `markdown` as `info`'s platform shows it, cut into messages it takes.
+pub(crate) fn render_parts(markdown: &str, info: &AccountInfo) -> Vec<(String, String)> {
+    let format = format_of(info.format);
+    let parts = format::split(markdown, format, info.max_length);
+    let plain = format::split(markdown, Format::Plain, info.max_length);
+    if plain.len() == parts.len() {
+        parts.into_iter().zip(plain).collect()
+    } else {
+        parts.into_iter().map(|p| (p.clone(), p)).collect()
+    }
+}
+
+/// Queue `markdown` to a chat, rendered and cut into the messages the platform takes, one
+/// delivery each (`KEY:N`): a part is sent once, even if queued again (a turn replayed), and a
+/// part that failed is retried alone.
+pub(crate) fn queue(
+    gateway: &Gateway,
+    account: &Account,
+    chat_id: &str,
+    thread_id: Option<&str>,
+    markdown: &str,
+    reply: &Reply,
+    key: &str,
+) {
+    let info = account.info();
+    let parts = match &info {
+        Some(info) => render_parts(markdown, info),
+        None => vec![(markdown.to_string(), markdown.to_string())],
+    };
+    let count = parts.len();
+    for (i, (text, plain)) in parts.into_iter().enumerate() {
+        let body = Body {
+            text,
+            plain,
+            edit: if i == 0 { reply.edit.clone() } else { None },
+            reply_to: if i == 0 { reply.reply_to.clone() } else { None },
+            buttons: if i + 1 == count { reply.buttons.clone() } else { Vec::new() },
+        };
+        let body = serde_json::to_string(&body).unwrap_or_default();
+        let key = format!("{key}:{i}");
+        let new = NewDelivery { platform: &account.name, chat_id, thread_id, body: &body, key: &key };
+        match gateway.store.delivery_enqueue(&new) {
+            Ok(_) => {
+                account.pending.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(e) => tracing::error!(account = %account.name, "cannot write a reply to the ledger: {e}"),
+        }
+    }
+    account.outbox.notify_one();
+}
+
+/// Send what the ledger holds for `account`, until the gateway stops (then once more, so the
+/// replies of turns that just ended go out).
+pub(crate) async fn send_loop(gateway: Arc<Gateway>, account: Arc<Account>) {
+    loop {
+        let stopping = tokio::select! {
+            () = gateway.stop.cancelled() => true,
+            () = account.outbox.notified() => false,
+            () = tokio::time::sleep(TICK) => false,
+        };
+        if stopping {
+            // Turns finishing now queue their replies: wait for the sessions to end first.
+            wait_for_sessions(&gateway).await;
+            send_due(&gateway, &account).await;
+            return;
+        }
+        send_due(&gateway, &account).await;
+    }
+}
+
+async fn wait_for_sessions(gateway: &Gateway) {
+    for _ in 0..600 {
+        if super::lock(&gateway.sessions).is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn send_due(gateway: &Gateway, account: &Account) {
+    let Some(info) = account.info() else { return };
+    let due = match gateway.store.deliveries_due(&account.name, BATCH) {
+        Ok(due) => due,
+        Err(e) => return tracing::error!(account = %account.name, "cannot read the ledger: {e}"),
+    };
+    for delivery in due {
+        let outcome = deliver(account, &info, &delivery).await;
+        let _ = account.pending.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)));
+        let recorded = match outcome {
+            Ok(id) => gateway.store.delivery_sent(delivery.id, &id).map(|()| None),
+            Err(AdapterError::Permanent(e)) => {
+                tracing::warn!(account = %account.name, chat = %delivery.chat_id, "the platform refused a message: {e}");
+                give_up(gateway, &delivery, &e).map(|()| None)
+            }
+            Err(e) => gateway.store.delivery_failed(delivery.id, &e.to_string()).map(Some),
+        };
+        match recorded {
+            Ok(Some(Failed::Retry { attempts })) => {
+                tracing::warn!(account = %account.name, chat = %delivery.chat_id, attempts, "sending failed; it will be tried again");
+            }
+            Ok(Some(Failed::GaveUp)) => {
+                tracing::error!(account = %account.name, chat = %delivery.chat_id, "sending failed too often; given up");
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!(account = %account.name, "cannot record a delivery: {e}"),
+        }
+    }
+}
+
+/// Mark a delivery failed for good.
+fn give_up(gateway: &Gateway, delivery: &Delivery, error: &str) -> talaria_store::Result<()> {
+    while let Failed::Retry { .. } = gateway.store.delivery_failed(delivery.id, error)? {}
+    Ok(())
+}
+
+/// Send one delivery: a new message, or an edit of the streamed one.
+async fn deliver(account: &Account, info: &AccountInfo, delivery: &Delivery) -> Result<String, AdapterError> {
+    let body: Body = serde_json::from_str(&delivery.body)
+        .map_err(|e| AdapterError::Permanent(format!("a ledger entry that is not a message: {e}")))?;
+    let message = Outbound {
+        chat_id: delivery.chat_id.clone(),
+        thread_id: delivery.thread_id.clone(),
+        text: body.text,
+        plain: body.plain,
+        reply_to: body.reply_to,
+        buttons: body.buttons.into_iter().map(|(label, data)| Button { label, data }).collect(),
+    };
+    match body.edit {
+        Some(edit) if info.can_edit => match account.adapter.edit(&edit, &message).await {
+            Ok(()) => Ok(edit),
+            // The streamed message is gone: send the answer anew.
+            Err(AdapterError::Permanent(_)) => account.adapter.send(&message).await,
+            Err(e) => Err(e),
+        },
+        _ => account.adapter.send(&message).await,
+    }
+}

@@ -1,0 +1,193 @@
+//! `talaria gateway run` as a real process, serving a Telegram bot through the bundled adapter
+//! plugin against the Bot API double, with the mock model behind it.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use talaria_mock_llm::{MockLlm, Reply, Script, Step};
+use talaria_test_support::telegram::{BOT_USERNAME, Shown, TelegramFake};
+
+use crate::Talaria;
+
+const TOKEN: &str = "123456:TEST-token-value";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A running gateway; killed when dropped, its log printed if the test failed.
+struct Gateway {
+    child: Option<Child>,
+    log: std::path::PathBuf,
+}
+
+impl Gateway {
+    fn start(t: &Talaria) -> Self {
+        let log = t.home.path().join("gateway.log");
+        let file = std::fs::File::create(&log).expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_talaria"))
+            .args(["gateway", "run"])
+            .current_dir(t.workspace.path())
+            .env("TALARIA_HOME", t.home.path())
+            .env_remove("TALARIA_LOG")
+            .env_remove("TELEGRAM_BOT_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("spawn talaria gateway run");
+        Self { child: Some(child), log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, and the exit status.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let sent = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill(1)");
+        assert!(sent.success());
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(start.elapsed() < WAIT, "the gateway did not stop on SIGTERM:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: no chance to clean up.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!("--- gateway log ---\n{}", self.log());
+        }
+    }
+}
+
+/// A home with the mock model, the bot's token, and `[gateway]` settings `gateway` (the
+/// Telegram account pointed at `fake`).
+fn setup(mock: &MockLlm, fake: &TelegramFake, gateway: &str, telegram: &str) -> Talaria {
+    let t = Talaria::new();
+    let chats = t.workspace.path().join("chats");
+    let extra = format!(
+        "[gateway]\nworkspaces = \"{}\"\n{gateway}\n[gateway.platforms.telegram]\nbase_url = \"{}\"\n{telegram}\n",
+        chats.display(),
+        fake.base_url()
+    );
+    t.use_mock(mock, "chat_completions", &extra);
+    std::fs::write(t.home.path().join(".env"), format!("TELEGRAM_BOT_TOKEN={TOKEN}\n")).expect(".env");
+    t
+}
+
+fn contains(needle: &'static str) -> impl Fn(&Shown) -> bool {
+    move |m: &Shown| m.text.contains(needle)
+}
+
+#[test]
+fn a_stranger_gets_a_pairing_code_and_is_answered_once_the_owner_approves() {
+    let fake = TelegramFake::start(TOKEN);
+    let answer = "Hello Ana, this is a longer answer that streams in word by word so that the gateway edits it.";
+    let mock = MockLlm::start(Script::new([Reply::text(answer).paced(60).into()]));
+    let t = setup(&mock, &fake, "", "");
+    let mut gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+
+    // A stranger: a pairing code, nothing for the model.
+    fake.dm(42, "Ana", "hello");
+    let offer = fake.wait_for(42, WAIT, contains("pairing code"));
+    let code: String = offer.text.split("talaria pairing approve ").nth(1).expect("command").trim().to_string();
+    assert_eq!(code.len(), 8, "{}", offer.text);
+    // Asking again is not answered again (and still reaches no model).
+    fake.dm(42, "Ana", "hello??");
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(fake.chat(42).len(), 1, "{:#?}", fake.chat(42));
+    assert!(mock.requests().is_empty(), "a stranger's message reached the model");
+    let listed = t.ok(&["pairing", "list"]);
+    assert!(listed.contains(&code) && listed.contains("Ana"), "{listed}");
+
+    // The owner approves: the next message is answered, streamed by edits.
+    t.ok(&["pairing", "approve", &code.to_lowercase()]);
+    fake.dm(42, "Ana", "hi again");
+    let reply = fake.wait_for(42, WAIT, |m| m.text == answer);
+    assert!(!reply.edits.is_empty(), "the reply was not streamed by edits: {reply:#?}");
+    assert!(reply.edits.iter().all(|e| answer.starts_with(e.trim_end())), "{reply:#?}");
+    assert_eq!(reply.parse_mode.as_deref(), Some("HTML"));
+    assert!(fake.typing(42) >= 1, "no typing indicator");
+    assert_eq!(mock.requests().len(), 1);
+
+    let status = gw.terminate();
+    assert!(status.success(), "{status:?}\n{}", gw.log());
+    let log = gw.log();
+    assert!(!log.contains(TOKEN), "the token reached the log:\n{log}");
+}
+
+#[test]
+fn only_an_admin_answers_an_approval_from_a_group() {
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": "rm -rf build"})),
+        Step::text("cleaned up"),
+    ]));
+    let telegram = "allowed_users = [\"2\"]\nadmins = [\"1\"]\ntoolsets = [\"terminal\"]";
+    let t = setup(&mock, &fake, "", telegram);
+    let _gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+    const GROUP: i64 = -1001;
+
+    // Not addressed to the bot: ignored.
+    fake.group(GROUP, 2, "Bo", "anyone around?");
+    // Addressed: the agent wants to run a dangerous command and asks the admins.
+    fake.group(GROUP, 2, "Bo", &format!("@{BOT_USERNAME} clean the build directory"));
+    let ask = fake.wait_for(GROUP, WAIT, contains("Approval needed"));
+    assert!(ask.text.contains("rm -rf build"), "{}", ask.text);
+    let allow = ask.buttons.iter().find(|(label, _)| label == "Allow once").expect("an Allow once button").1.clone();
+    assert_eq!(mock.requests().len(), 1, "the unaddressed message reached the model");
+
+    // Bo is allowed to talk, but is no admin: his press is refused and nothing runs.
+    fake.press(GROUP, 2, "Bo", ask.message_id, &allow);
+    fake.wait_for(GROUP, WAIT, contains("only an admin"));
+    // He cannot type it either.
+    fake.group(GROUP, 2, "Bo", &format!("/approve@{BOT_USERNAME}"));
+    fake.wait_for(GROUP, WAIT, contains("Only an admin"));
+    assert_eq!(mock.requests().len(), 1, "the command ran on a non-admin's answer");
+
+    // The admin allows it: the command runs and the agent finishes.
+    fake.press(GROUP, 1, "Admin", ask.message_id, &allow);
+    fake.wait_for(GROUP, WAIT, contains("Admin allowed it"));
+    fake.wait_for(GROUP, WAIT, |m| m.text == "cleaned up");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    let body = requests[1].body.to_string();
+    assert!(!body.contains("denied") && !body.contains("refused"), "{body}");
+}
+
+#[test]
+fn a_reply_the_platform_refuses_for_a_while_is_sent_from_the_ledger() {
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::new([Step::text("eventually delivered")]));
+    let t = setup(&mock, &fake, "", "allowed_users = [\"42\"]");
+    let gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+    fake.fail_sends(2);
+    fake.dm(42, "Ana", "hello");
+    fake.wait_for(42, WAIT, |m| m.text == "eventually delivered");
+    assert_eq!(fake.chat(42).len(), 1, "sent twice: {:#?}", fake.chat(42));
+    assert!(fake.calls("sendMessage") >= 3, "not retried: {} sends", fake.calls("sendMessage"));
+    let log = gw.log();
+    assert!(log.contains("it will be tried again"), "{log}");
+    let status = t.ok(&["gateway", "status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&status).expect("json");
+    assert_eq!(status["deliveries"]["sent"], 1, "{status}");
+    assert_eq!(status["deliveries"]["pending"], 0, "{status}");
+    assert_eq!(status["running"], true, "{status}");
+}
