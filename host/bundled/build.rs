@@ -16,6 +16,7 @@ const BUNDLED: &[&str] = &[
     "plugins/audit",
     "plugins/journal",
     "plugins/telegram",
+    "plugins/webhook",
 ];
 
 fn main() {

@@ -191,3 +191,88 @@ fn a_reply_the_platform_refuses_for_a_while_is_sent_from_the_ledger() {
     assert_eq!(status["deliveries"]["pending"], 0, "{status}");
     assert_eq!(status["running"], true, "{status}");
 }
+
+/// POST `body` to `path` on `addr` with `headers` (HTTP/1.1, one request per connection): the
+/// status and the body of the answer.
+fn post(addr: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(WAIT)).expect("timeout");
+    let mut head =
+        format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("write");
+    stream.write_all(body).expect("write");
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+fn sign(key: &[u8], body: &[u8]) -> String {
+    use hmac::{KeyInit as _, Mac as _};
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("key");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+#[test]
+fn a_signed_webhook_is_answered_and_forgeries_replays_and_big_bodies_are_refused() {
+    let mock = MockLlm::start(Script::new([Step::text("The build failed on test x; rerun it.")]));
+    let t = Talaria::new();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let extra = format!(
+        "[gateway]\nworkspaces = \"{}\"\nlisten = \"{addr}\"\n\
+         [gateway.platforms.hooks]\nplugin = \"webhook\"\nallow_all = true\n\
+         [gateway.platforms.hooks.routes.ci]\nauth = \"hmac\"\nheader = \"X-Signature-256\"\nsecret = \"CI_HOOK_KEY\"\n\
+         delivery_header = \"X-GitHub-Delivery\"\nmax_body_kb = 4\nprompt = \"CI says {{status}} for {{repo.name}}\"\n",
+        t.workspace.path().join("chats").display()
+    );
+    t.use_mock(&mock, "chat_completions", &extra);
+    std::fs::write(t.home.path().join(".env"), "CI_HOOK_KEY=hook-s3cret\n").expect(".env");
+    let gw = Gateway::start(&t);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(start.elapsed() < WAIT, "the listener never came up:\n{}", gw.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let body = br#"{"status": "failed", "repo": {"name": "talaria"}}"#;
+    let signed = sign(b"hook-s3cret", body);
+    let headers =
+        [("X-Signature-256", signed.as_str()), ("X-GitHub-Delivery", "d-1"), ("Content-Type", "application/json")];
+    let (status, answer) = post(&addr, "/webhooks/hooks/ci", &headers, body);
+    assert_eq!(status, 200, "{answer}\n{}", gw.log());
+    let answer: serde_json::Value = serde_json::from_str(&answer).expect("json");
+    assert_eq!(answer["reply"], "The build failed on test x; rerun it.");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(requests[0].body.to_string().contains("CI says failed for talaria"), "{}", requests[0].body);
+
+    // The same delivery again: refused, the agent is not asked twice.
+    let (status, answer) = post(&addr, "/webhooks/hooks/ci", &headers, body);
+    assert_eq!((status, answer.contains("d-1 was received before")), (409, true), "{answer}");
+    // A forgery, an unsigned request, a body over the limit, an unknown route.
+    let forged = sign(b"guess", body);
+    let (status, answer) =
+        post(&addr, "/webhooks/hooks/ci", &[("X-Signature-256", &forged), ("X-GitHub-Delivery", "d-2")], body);
+    assert_eq!((status, answer.contains("does not match the body")), (401, true), "{answer}");
+    let (status, _) = post(&addr, "/webhooks/hooks/ci", &[("X-GitHub-Delivery", "d-3")], body);
+    assert_eq!(status, 401);
+    let big = vec![b' '; 5 * 1024];
+    let (status, answer) = post(&addr, "/webhooks/hooks/ci", &[("X-Signature-256", &sign(b"hook-s3cret", &big))], &big);
+    assert_eq!((status, answer.contains("larger than")), (413, true), "{answer}");
+    let (status, _) = post(&addr, "/webhooks/hooks/other", &headers, body);
+    assert_eq!(status, 404);
+    assert_eq!(mock.requests().len(), 1, "a refused request reached the model");
+}

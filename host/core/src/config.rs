@@ -185,6 +185,37 @@ pub struct PlatformToml {
     pub toolsets: Option<Vec<String>>,
     /// Serve this account (default true).
     pub enabled: Option<bool>,
+    /// Its webhook routes, served at `/webhooks/ACCOUNT/ROUTE` by the gateway's listener.
+    #[serde(default)]
+    pub routes: BTreeMap<String, RouteToml>,
+}
+
+/// `[gateway.platforms.NAME.routes.ROUTE]`: one webhook route. Every route is authenticated;
+/// the adapter reads the route's other settings (a prompt template, where replies go).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RouteToml {
+    /// `hmac` (the header holds the body's HMAC-SHA256 in hex, `sha256=` optional) or `token`
+    /// (the header holds the secret itself).
+    pub auth: RouteAuth,
+    /// The header carrying the signature or token.
+    pub header: String,
+    /// The environment variable (or `.env` entry) holding the key or token.
+    pub secret: String,
+    /// Largest body taken, in KiB (default 1024).
+    pub max_body_kb: Option<usize>,
+    /// The header naming each delivery (`X-GitHub-Delivery`): a delivery seen before is refused.
+    pub delivery_header: Option<String>,
+    /// Everything else, for the adapter.
+    #[serde(flatten)]
+    pub settings: toml::Table,
+}
+
+/// How a webhook route authenticates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouteAuth {
+    Hmac,
+    Token,
 }
 
 /// `[terminal]`: how `talaria chat` behaves at a terminal.

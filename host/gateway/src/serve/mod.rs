@@ -13,6 +13,7 @@
 //! and only the platform's configured admins answer approvals.
 
 mod account;
+mod listen;
 mod outbox;
 mod session;
 
@@ -96,6 +97,8 @@ pub(crate) struct Gateway {
     approvals: Mutex<HashMap<String, PendingApproval>>,
     /// When each stranger was last told about pairing.
     told: Mutex<HashMap<(String, String), Instant>>,
+    /// Webhook requests waiting for a reply, by its ledger key.
+    responders: Mutex<HashMap<String, tokio::sync::oneshot::Sender<String>>>,
     pub stop: CancellationToken,
     pub tasks: tokio_util::task::TaskTracker,
 }
@@ -137,6 +140,15 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
         }
         let plugin = platform.plugin.clone().unwrap_or_else(|| name.clone());
         let mut settings = platform.settings.clone();
+        if !platform.routes.is_empty() {
+            // The adapter reads each route's settings (never its secret: that is the host's).
+            let routes: toml::Table = platform
+                .routes
+                .iter()
+                .map(|(name, r)| (name.clone(), toml::Value::Table(r.settings.clone())))
+                .collect();
+            settings.insert("routes".into(), toml::Value::Table(routes));
+        }
         let host_override = match &platform.base_url {
             Some(url) => {
                 settings.insert("base_url".into(), toml::Value::String(url.clone()));
@@ -181,6 +193,18 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
             "every configured platform is disabled or left out".to_string()
         });
     }
+    let names: Vec<String> = accounts.keys().cloned().collect();
+    let routes = listen::routes(&config, &secrets, &names)?;
+    let listener = if routes.is_empty() {
+        None
+    } else {
+        let addr = listen::address(&config)?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr} for webhooks: {e} ([gateway] listen sets the address)"))?;
+        tracing::info!(%addr, routes = routes.len(), "listening for webhooks");
+        Some(listener)
+    };
     let gateway = Arc::new(Gateway {
         host,
         config,
@@ -190,12 +214,16 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
         sessions: Mutex::default(),
         approvals: Mutex::default(),
         told: Mutex::default(),
+        responders: Mutex::default(),
         stop: CancellationToken::new(),
         tasks: tokio_util::task::TaskTracker::new(),
     });
     for account in gateway.accounts.values() {
         gateway.tasks.spawn(account::supervise(gateway.clone(), account.clone()));
         gateway.tasks.spawn(outbox::send_loop(gateway.clone(), account.clone()));
+    }
+    if let Some(listener) = listener {
+        gateway.tasks.spawn(listen::serve(gateway.clone(), routes, listener));
     }
     let renew = gateway.tasks.spawn(renew_leases(store.clone(), leases.clone(), gateway.stop.clone()));
     gateway.tasks.spawn(report(gateway.clone()));
@@ -306,22 +334,25 @@ impl Gateway {
     /// Handle one event from `account`'s adapter.
     pub(crate) async fn dispatch(self: &Arc<Self>, account: &Arc<Account>, event: PlatformEvent) {
         match event {
-            PlatformEvent::Message(m) => self.on_message(account, m).await,
+            PlatformEvent::Message(m) => {
+                self.on_message(account, m).await;
+            }
             PlatformEvent::Button(b) => self.on_button(account, b),
         }
     }
 
-    async fn on_message(self: &Arc<Self>, account: &Arc<Account>, m: InboundMessage) {
-        let Some(info) = account.info() else { return };
+    /// Handle a message; whether it went to the agent (or was a command for it).
+    pub(crate) async fn on_message(self: &Arc<Self>, account: &Arc<Account>, m: InboundMessage) -> bool {
+        let Some(info) = account.info() else { return false };
         if m.sender_id == info.bot_id {
-            return;
+            return false;
         }
         // A platform may hand the same message in twice (a poll retried after a crash).
         let route = format!("inbound:{}:{}", account.name, m.chat_id);
         match self.store.webhook_seen(&route, &m.id) {
             Ok(true) => {
                 tracing::debug!(account = %account.name, message = %m.id, "message seen before; dropped");
-                return;
+                return false;
             }
             Ok(false) => {}
             Err(e) => tracing::warn!("cannot record message {}: {e}", m.id),
@@ -338,28 +369,58 @@ impl Gateway {
         };
         let paired = self.store.is_paired(&account.name, &m.sender_id).unwrap_or(false);
         let admin = match authorize(&self.config, &inbound, paired) {
-            Decision::Ignore => return,
-            Decision::OfferPairing => return self.offer_pairing(account, &m),
+            Decision::Ignore => return false,
+            Decision::OfferPairing => {
+                self.offer_pairing(account, &m);
+                return false;
+            }
             Decision::Answer { admin } => admin,
         };
         let key = session_key(&self.config, &inbound);
         let command = crate::command::parse(&m.text, &info.bot_name);
-        if command == Some(Command::Help) {
-            return self.reply(account, &m.chat_id, m.thread_id.as_deref(), &help_text(), &format!("help:{}", m.id));
-        }
         let work = match command {
+            Some(Command::Help) => {
+                self.reply(account, &m.chat_id, m.thread_id.as_deref(), &help_text(), &format!("help:{}", m.id));
+                return true;
+            }
             Some(Command::Approve { session }) => {
                 let decision =
                     if session { talaria_protocol::Decision::Session } else { talaria_protocol::Decision::Once };
-                return self.on_approval_command(account, &m, admin, decision);
+                self.on_approval_command(account, &m, admin, decision);
+                return true;
             }
             Some(Command::Deny) => {
-                return self.on_approval_command(account, &m, admin, talaria_protocol::Decision::Deny);
+                self.on_approval_command(account, &m, admin, talaria_protocol::Decision::Deny);
+                return true;
             }
             Some(command) => session::Work::Command { command, message_id: m.id.clone() },
             None => session::Work::Message { message: m.clone() },
         };
         self.to_session(account, &key, &m.chat_id, m.thread_id.as_deref(), work);
+        true
+    }
+
+    /// The reply to message `message_id` in `chat_id` goes to the receiver (a webhook request
+    /// waiting for it) instead of the chat; the key to forget it by.
+    pub(crate) fn await_reply(
+        &self,
+        account: &str,
+        chat_id: &str,
+        message_id: &str,
+    ) -> (tokio::sync::oneshot::Receiver<String>, String) {
+        let key = reply_key(account, chat_id, message_id);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        lock(&self.responders).insert(key.clone(), tx);
+        (rx, key)
+    }
+
+    pub(crate) fn forget_reply(&self, _account: &str, key: &str) {
+        lock(&self.responders).remove(key);
+    }
+
+    /// Who waits for the reply of `key` instead of the chat, if anyone.
+    pub(crate) fn take_responder(&self, key: &str) -> Option<tokio::sync::oneshot::Sender<String>> {
+        lock(&self.responders).remove(key)
     }
 
     /// Hand `work` to the session's worker, starting one if there is none.
@@ -512,6 +573,11 @@ impl Gateway {
     pub(crate) fn reply(&self, account: &Account, chat_id: &str, thread_id: Option<&str>, markdown: &str, key: &str) {
         outbox::queue(self, account, chat_id, thread_id, markdown, &outbox::Reply::default(), key);
     }
+}
+
+/// The ledger key of the reply to a message.
+pub(crate) fn reply_key(account: &str, chat_id: &str, message_id: &str) -> String {
+    format!("reply:{account}:{chat_id}:{message_id}")
 }
 
 fn help_text() -> String {

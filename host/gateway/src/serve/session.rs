@@ -341,9 +341,13 @@ impl Worker {
                     }
                     Outcome::Failed(why) => (Some(format!("Sorry, I could not answer: {why}")), true),
                 };
-                if let (Some(markdown), true) = (markdown, reply) {
+                let key = super::reply_key(&self.account.name, &self.chat.chat_id, &turn.message_id);
+                let responder = self.gateway.take_responder(&key);
+                if let (Some(markdown), Some(responder)) = (&markdown, responder) {
+                    // A webhook request waits for it: the answer goes there.
+                    let _ = responder.send(markdown.clone());
+                } else if let (Some(markdown), true) = (markdown, reply) {
                     let reply = Reply { edit: turn.streamed.clone(), reply_to: None, buttons: Vec::new() };
-                    let key = format!("reply:{}:{}:{}", self.account.name, self.chat.chat_id, turn.message_id);
                     outbox::queue(
                         &self.gateway,
                         &self.account,

@@ -1,0 +1,215 @@
+//! The gateway's HTTP listener for webhook routes: `/webhooks/ACCOUNT/ROUTE[/...]`. Every
+//! request is checked before anything reads it ([`crate::webhook::verify`]: size, signature or
+//! token, replayed delivery ids), then handed to the account's adapter; what it makes of the
+//! request goes to the agent like any chat message. A route whose adapter leaves the answer to
+//! the agent gets the reply in the HTTP response (`{"reply": TEXT}`).
+//!
+//! It binds loopback (`127.0.0.1:8644`) unless `[gateway] listen` says otherwise; anywhere else
+//! needs `listen_public = true`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt as _;
+use serde_json::json;
+use talaria_core::config::{GatewayToml, RouteAuth};
+use talaria_runtime::Secrets;
+use talaria_runtime::adapter::{PlatformEvent, WebhookRequest};
+
+use super::Gateway;
+use crate::webhook::{Route, Secret, verify};
+
+/// Where the listener binds unless configured.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8644";
+/// The largest body a route takes unless it says.
+const DEFAULT_MAX_BODY_KB: usize = 1024;
+/// How long a request waits for the agent's reply.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Every route's rules, by (account, route).
+pub(crate) type Routes = BTreeMap<(String, String), Route>;
+
+/// The routes of `config`, with their secrets' values from the environment or `.env`.
+///
+/// # Errors
+/// A route whose secret has no value.
+pub(crate) fn routes(config: &GatewayToml, secrets: &Secrets, accounts: &[String]) -> Result<Routes, String> {
+    let mut out = BTreeMap::new();
+    for (account, platform) in config.platforms.iter().filter(|(name, _)| accounts.contains(name)) {
+        for (name, route) in &platform.routes {
+            let at = format!("[gateway.platforms.{account}.routes.{name}]");
+            let value = secrets.value(&route.secret).ok_or_else(|| {
+                format!("{at}: its secret {} has no value: set it in the environment or in .env", route.secret)
+            })?;
+            let secret = match route.auth {
+                RouteAuth::Hmac => Secret::Hmac { header: route.header.clone(), key: value.into_bytes() },
+                RouteAuth::Token => Secret::Token { header: route.header.clone(), token: value },
+            };
+            let rules = Route {
+                name: name.clone(),
+                secret,
+                max_body: route.max_body_kb.unwrap_or(DEFAULT_MAX_BODY_KB) * 1024,
+                delivery_header: route.delivery_header.clone(),
+            };
+            out.insert((account.clone(), name.clone()), rules);
+        }
+    }
+    Ok(out)
+}
+
+/// Where to listen, as configured.
+///
+/// # Errors
+/// Not an address, or one off loopback without `listen_public = true`.
+pub(crate) fn address(config: &GatewayToml) -> Result<SocketAddr, String> {
+    let text = config.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+    let addr: SocketAddr =
+        text.parse().map_err(|e| format!("[gateway] listen: `{text}` is not an address like 127.0.0.1:8644 ({e})"))?;
+    if !addr.ip().is_loopback() && !config.listen_public {
+        return Err(format!(
+            "[gateway] listen = \"{text}\" is reachable from other machines: set listen_public = true to mean it (every route is authenticated), or listen on 127.0.0.1 behind a proxy"
+        ));
+    }
+    Ok(addr)
+}
+
+struct Served {
+    gateway: Arc<Gateway>,
+    routes: Routes,
+}
+
+/// Serve `routes` on `listener` until the gateway stops.
+pub(crate) async fn serve(gateway: Arc<Gateway>, routes: Routes, listener: tokio::net::TcpListener) {
+    let stop = gateway.stop.clone();
+    let state = Arc::new(Served { gateway, routes });
+    let app = axum::Router::new()
+        .route("/webhooks/{account}/{route}", axum::routing::any(handle))
+        .route("/webhooks/{account}/{route}/{*rest}", axum::routing::any(handle_nested))
+        .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such route") })
+        .with_state(state);
+    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await }).await {
+        tracing::error!("the webhook listener stopped: {e}");
+    }
+}
+
+fn refuse(status: StatusCode, error: &str) -> Response {
+    (status, axum::Json(json!({ "error": error }))).into_response()
+}
+
+async fn handle_nested(
+    State(served): State<Arc<Served>>,
+    Path((account, route, rest)): Path<(String, String, String)>,
+    request: Request<Body>,
+) -> Response {
+    answer(&served, &account, &route, &format!("/{rest}"), request).await
+}
+
+async fn handle(
+    State(served): State<Arc<Served>>,
+    Path((account, route)): Path<(String, String)>,
+    request: Request<Body>,
+) -> Response {
+    answer(&served, &account, &route, "/", request).await
+}
+
+async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &str, request: Request<Body>) -> Response {
+    let key = (account_name.to_string(), route_name.to_string());
+    let (Some(route), Some(account)) = (served.routes.get(&key), served.gateway.accounts.get(account_name)) else {
+        return refuse(StatusCode::NOT_FOUND, "no such route");
+    };
+    let (parts, body) = request.into_parts();
+    let body = match http_body_util::Limited::new(body, route.max_body).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("the body is larger than the route's {} bytes", route.max_body),
+            );
+        }
+    };
+    let headers: Vec<(String, String)> = parts
+        .headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_ascii_lowercase(), v.to_str().ok()?.to_string())))
+        .collect();
+    let store = &served.gateway.store;
+    let seen_route = format!("webhook:{account_name}:{route_name}");
+    let mut seen = |id: &str| store.webhook_seen(&seen_route, id).unwrap_or(false);
+    if let Err(refusal) = verify(route, &headers, &body, &mut seen) {
+        tracing::warn!(account = %account_name, route = %route_name, "webhook refused: {refusal}");
+        let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::BAD_REQUEST);
+        return refuse(status, &refusal.to_string());
+    }
+    let request = WebhookRequest {
+        method: parts.method.to_string(),
+        path: format!("/{route_name}{}", if rest == "/" { "" } else { rest }),
+        query: parts.uri.query().unwrap_or_default().to_string(),
+        headers,
+        body: body.to_vec(),
+    };
+    let outcome = match account.adapter.handle_webhook(request).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            tracing::warn!(account = %account_name, route = %route_name, "the adapter failed on a webhook: {e}");
+            return refuse(StatusCode::BAD_GATEWAY, "the adapter could not take the request");
+        }
+    };
+    let gateway = &served.gateway;
+    if let Some(response) = outcome.response {
+        for event in outcome.events {
+            gateway.dispatch(account, event).await;
+        }
+        let mut answer = Response::builder().status(response.status);
+        for (name, value) in &response.headers {
+            answer = answer.header(name, value);
+        }
+        return answer
+            .body(Body::from(response.body))
+            .unwrap_or_else(|_| refuse(StatusCode::BAD_GATEWAY, "bad response"));
+    }
+    // The answer is the agent's reply to the first message.
+    let mut events = outcome.events.into_iter();
+    let Some(PlatformEvent::Message(first)) = events.next() else {
+        return refuse(StatusCode::BAD_GATEWAY, "the adapter made nothing of the request");
+    };
+    let waiting = gateway.await_reply(account_name, &first.chat_id, &first.id);
+    let taken = gateway.on_message(account, first).await;
+    for event in events {
+        gateway.dispatch(account, event).await;
+    }
+    if !taken {
+        gateway.forget_reply(account_name, &waiting.1);
+        return refuse(StatusCode::FORBIDDEN, "this route's messages are not answered: allow its sender in [gateway]");
+    }
+    match tokio::time::timeout(REPLY_TIMEOUT, waiting.0).await {
+        Ok(Ok(reply)) => axum::Json(json!({ "reply": reply })).into_response(),
+        _ => {
+            gateway.forget_reply(account_name, &waiting.1);
+            refuse(StatusCode::GATEWAY_TIMEOUT, "no reply in time; it will not be sent here")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listener_stays_on_loopback_unless_told() {
+        let mut config = GatewayToml::default();
+        assert_eq!(address(&config).expect("default").to_string(), DEFAULT_LISTEN);
+        config.listen = Some("0.0.0.0:8644".into());
+        let e = address(&config).expect_err("public");
+        assert!(e.contains("set listen_public = true"), "{e}");
+        config.listen_public = true;
+        assert!(address(&config).is_ok());
+        config.listen = Some("nowhere".into());
+        assert!(address(&config).expect_err("bad").contains("is not an address"));
+    }
+}
