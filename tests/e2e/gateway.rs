@@ -276,3 +276,119 @@ fn a_signed_webhook_is_answered_and_forgeries_replays_and_big_bodies_are_refused
     assert_eq!(status, 404);
     assert_eq!(mock.requests().len(), 1, "a refused request reached the model");
 }
+
+#[test]
+fn an_adapter_that_crashes_is_made_again_and_the_other_accounts_keep_answering() {
+    let fake = TelegramFake::start(TOKEN);
+    let sink = talaria_test_support::FakeServer::start(|_| (200, Vec::new(), "{}".into()));
+    let mock = MockLlm::start(Script::auto());
+    let flaky = format!(
+        "allowed_users = [\"42\"]\n[gateway.platforms.flaky]\nbase_url = \"http://{}\"\nallowed_users = [\"9\"]\n",
+        sink.addr
+    );
+    let t = setup(&mock, &fake, "", &flaky);
+    let manifest = "name = \"flaky\"\nversion = \"0.1.0\"\napi = \"0.3.0\"\nkind = [\"platform\"]\n\
+                    [capabilities]\nnetwork = [\"flaky.invalid\"]\nkv = true\n";
+    talaria_test_support::install(
+        t.home.path(),
+        "flaky",
+        std::path::Path::new(talaria_test_support::FLAKY_ADAPTER_WASM),
+        manifest,
+    );
+    talaria_test_support::grant(t.home.path(), "flaky", &["net:flaky.invalid", "kv"]);
+    let gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+
+    // While the flaky adapter crashes and is made again, Telegram is answered.
+    fake.dm(42, "Ana", "are you there?");
+    fake.wait_for(42, WAIT, |m| m.text == "ok");
+    // The flaky adapter recovers, and its message is answered through it.
+    let start = Instant::now();
+    while !sink
+        .received()
+        .iter()
+        .any(|r| r.path == "/sent" && String::from_utf8_lossy(&r.body).contains("\"text\":\"ok\""))
+    {
+        assert!(start.elapsed() < WAIT, "the flaky account was never answered:\n{}", gw.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = gw.log();
+    assert_eq!(log.matches("crashes on purpose").count(), 2, "{log}");
+    assert!(log.contains("reconnecting"), "{log}");
+}
+
+#[test]
+fn a_gateway_killed_mid_turn_loses_no_message_and_sends_nothing_twice() {
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::new([
+        Step::text("one"),
+        Step::text("two"),
+        Step::text("three").delayed(30_000),
+        Step::text("four"),
+    ]));
+    let t = setup(&mock, &fake, "", "allowed_users = [\"42\"]");
+    let mut gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+
+    fake.dm(42, "Ana", "first");
+    fake.wait_for(42, WAIT, |m| m.text == "one");
+    // The platform is down: the second reply waits in the ledger.
+    fake.fail_sends(usize::MAX);
+    fake.dm(42, "Ana", "second");
+    let start = Instant::now();
+    while mock.requests().len() < 2 || fake.calls("sendMessage") < 2 {
+        assert!(start.elapsed() < WAIT, "the second reply was never tried:\n{}", gw.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A third message, whose answer is still being written when the gateway is killed.
+    fake.dm(42, "Ana", "third");
+    while mock.requests().len() < 3 {
+        assert!(start.elapsed() < WAIT, "the third turn never started:\n{}", gw.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    gw.kill();
+
+    // Every message the users sent is in the session.
+    let shown = t.ok(&["sessions", "show", "latest", "--json"]);
+    for text in ["first", "second", "third"] {
+        assert!(shown.contains(&format!("\"{text}\"")), "{text} was lost:\n{shown}");
+    }
+
+    // The platform is back and the gateway starts again: the waiting reply goes out once, the
+    // one acknowledged before does not go again, and the chat carries on.
+    fake.fail_sends(0);
+    let gw = Gateway::start(&t);
+    fake.wait_for(42, WAIT, |m| m.text == "two");
+    fake.dm(42, "Ana", "fourth");
+    fake.wait_for(42, WAIT, |m| m.text == "four");
+    let texts: Vec<String> = fake.chat(42).into_iter().map(|m| m.text).collect();
+    assert_eq!(texts, ["one", "two", "four"], "{}", gw.log());
+}
+
+#[test]
+fn fifty_chats_at_once_each_get_their_own_answer() {
+    const CHATS: i64 = 50;
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::auto());
+    let t = setup(&mock, &fake, "allow_all = true", "");
+    let gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+    for user in 1..=CHATS {
+        fake.dm(1000 + user, &format!("user {user}"), &format!("echo answer for chat {user}"));
+    }
+    let start = Instant::now();
+    loop {
+        let answered = (1..=CHATS).filter(|u| !fake.chat(1000 + u).is_empty()).count();
+        if answered == usize::try_from(CHATS).expect("count") {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(90), "{answered} of {CHATS} chats answered:\n{}", gw.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for user in 1..=CHATS {
+        let shown = fake.chat(1000 + user);
+        let texts: Vec<&str> = shown.iter().map(|m| m.text.as_str()).collect();
+        assert_eq!(texts, [format!("answer for chat {user}")], "chat {user}");
+    }
+    assert_eq!(fake.all_shown().len(), usize::try_from(CHATS).expect("count"), "replies crossed or doubled");
+}

@@ -14,6 +14,7 @@ fn main() {
         "tests/plugins/probe-context",
         "tests/plugins/sly-hook",
         "tests/plugins/flood",
+        "tests/plugins/flaky-adapter",
     ];
     for g in talaria_guest_build::build(&root, &guests) {
         let var = g.package.trim_start_matches("talaria-test-").replace('-', "_").to_uppercase();

@@ -11,7 +11,9 @@
 //!    while `k < N` answer with one call of tool NAME (NAME `tool` means the configured
 //!    [`Auto::tool`]) with the configured [`Auto::args`], `{n}` in them replaced by `k + 1`;
 //!    once `k >= N` answer the text `done`.
-//! 4. Otherwise answer the text `ok`.
+//! 4. If the user text starts with `echo ` answer the rest of it (so each of many concurrent
+//!    conversations can tell its answer from the others').
+//! 5. Otherwise answer the text `ok`.
 //!
 //! So `talaria chat -q "use read_file 20 times"` makes 21 model calls: 20 that each call
 //! `read_file` once, then one answering `done`. Whether a tool call succeeded does not matter,
@@ -25,6 +27,9 @@ use crate::wire::Wire;
 /// What the auto rule answers to `body`, a request in `wire` format.
 pub(crate) fn answer(wire: Wire, body: &Value, auto: &Auto) -> Reply {
     let (instruction, results) = last_user_text(wire, body);
+    if let Some(echo) = instruction.as_deref().and_then(|t| t.strip_prefix("echo ")) {
+        return Reply::text(echo);
+    }
     match instruction.as_deref().and_then(parse) {
         Some((name, n)) if results < n => {
             let name = if name.eq_ignore_ascii_case("tool") { auto.tool.clone() } else { name };
@@ -184,6 +189,8 @@ mod tests {
         messages.push(json!({"role": "tool", "content": "x"}));
         assert_eq!(answer(Wire::ChatCompletions, &body(&messages), &auto).text, "done");
         assert_eq!(answer(Wire::ChatCompletions, &json!({"messages": []}), &auto).text, "ok");
+        let echo = json!({"messages": [{"role": "user", "content": "echo chat 17 says hi"}]});
+        assert_eq!(answer(Wire::ChatCompletions, &echo, &auto).text, "chat 17 says hi");
     }
 
     #[test]
