@@ -17,6 +17,7 @@ const BUNDLED: &[&str] = &[
     "plugins/journal",
     "plugins/telegram",
     "plugins/webhook",
+    "plugins/matrix",
 ];
 
 fn main() {

@@ -14,7 +14,10 @@ use std::fmt;
 use std::io::{Read, Write};
 
 use wasip2::http::outgoing_handler;
-use wasip2::http::types::{ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, Scheme};
+use wasip2::http::types::{ErrorCode, Fields, Method as WasiMethod, OutgoingBody, OutgoingRequest, Scheme};
+
+/// An HTTP method, for [`Request::new`] (`Method::PUT`, ...).
+pub use ::http::Method;
 
 /// Redirects followed before giving up.
 pub const MAX_REDIRECTS: usize = 5;
@@ -234,16 +237,16 @@ fn send_once(
     Ok(Response { status, headers, body: buf, url: url.to_string() })
 }
 
-fn wit_method(m: &http::Method) -> Method {
+fn wit_method(m: &http::Method) -> WasiMethod {
     match m.as_str() {
-        "GET" => Method::Get,
-        "HEAD" => Method::Head,
-        "POST" => Method::Post,
-        "PUT" => Method::Put,
-        "DELETE" => Method::Delete,
-        "PATCH" => Method::Patch,
-        "OPTIONS" => Method::Options,
-        other => Method::Other(other.to_string()),
+        "GET" => WasiMethod::Get,
+        "HEAD" => WasiMethod::Head,
+        "POST" => WasiMethod::Post,
+        "PUT" => WasiMethod::Put,
+        "DELETE" => WasiMethod::Delete,
+        "PATCH" => WasiMethod::Patch,
+        "OPTIONS" => WasiMethod::Options,
+        other => WasiMethod::Other(other.to_string()),
     }
 }
 

@@ -391,4 +391,88 @@ fn fifty_chats_at_once_each_get_their_own_answer() {
         assert_eq!(texts, [format!("answer for chat {user}")], "chat {user}");
     }
     assert_eq!(fake.all_shown().len(), usize::try_from(CHATS).expect("count"), "replies crossed or doubled");
+    // No chat's words reached another chat's model call (no shared memory or recall).
+    for request in mock.requests() {
+        let body = request.body.to_string();
+        let chats: std::collections::BTreeSet<&str> = body
+            .split("answer for chat ")
+            .skip(1)
+            .map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next().unwrap_or(""))
+            .collect();
+        assert_eq!(chats.len(), 1, "one model call saw several chats: {chats:?}");
+    }
+}
+
+#[test]
+fn a_matrix_user_is_paired_then_answered_with_a_tool_call_streamed_by_edits() {
+    use talaria_test_support::synapse::Synapse;
+    let synapse = Synapse::shared();
+    let bot = synapse.user("talaria-bot");
+    let ana = synapse.user("ana");
+    let answer = "Your todo list has one item now: water the plants. I wrote it down for you, and I will keep it.";
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("todo", json!({"todos": [{"id": "1", "content": "water the plants", "status": "pending"}]})),
+        Reply::text(answer).paced(100).into(),
+    ]));
+    let t = Talaria::new();
+    let extra = format!(
+        "[gateway]\nworkspaces = \"{}\"\n[gateway.platforms.matrix]\nbase_url = \"{}\"\n",
+        t.workspace.path().join("chats").display(),
+        synapse.base_url
+    );
+    t.use_mock(&mock, "chat_completions", &extra);
+    std::fs::write(t.home.path().join(".env"), format!("MATRIX_ACCESS_TOKEN={}\n", bot.token)).expect(".env");
+    let gw = Gateway::start(&t);
+
+    // Ana opens a direct chat; the bot joins it.
+    let room = ana.direct_room(&bot.user_id);
+    let start = Instant::now();
+    while !ana.members(&room).contains(&bot.user_id) {
+        assert!(start.elapsed() < WAIT, "the bot never joined:\n{}", gw.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let from_bot = |ana: &talaria_test_support::synapse::Client| -> Vec<serde_json::Value> {
+        ana.messages(&room).into_iter().filter(|e| e["sender"] == bot.user_id.as_str()).collect()
+    };
+    let wait_bot = |what: &dyn Fn(&[serde_json::Value]) -> bool| {
+        let start = Instant::now();
+        loop {
+            let seen = from_bot(&ana);
+            if what(&seen) {
+                return seen;
+            }
+            assert!(start.elapsed() < WAIT, "the bot never said what was awaited; it said {seen:#?}\n{}", gw.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    // A stranger: a pairing code.
+    ana.say(&room, "hello");
+    let said =
+        wait_bot(&|s| s.iter().any(|e| e["content"]["body"].as_str().is_some_and(|b| b.contains("pairing code"))));
+    let offer = said[0]["content"]["body"].as_str().expect("body");
+    let code = offer.split("talaria pairing approve ").nth(1).expect("command").trim().to_string();
+    assert!(mock.requests().is_empty());
+
+    t.ok(&["pairing", "approve", &code]);
+    ana.say(&room, "remind me to water the plants");
+    let said = wait_bot(&|s| {
+        s.iter().any(|e| {
+            e["content"]["m.new_content"]["body"] == answer
+                || (e["content"]["body"] == answer && e["content"]["m.relates_to"].is_null())
+        })
+    });
+    // It came as a message with the start of the answer, then edits that replaced it.
+    let edits = said.iter().filter(|e| e["content"]["m.relates_to"]["rel_type"] == "m.replace").count();
+    let first = said
+        .iter()
+        .find(|e| e["content"]["body"].as_str().is_some_and(|b| answer.starts_with(b)))
+        .expect("the streamed start");
+    assert!(edits >= 1 && first["content"]["body"] != answer, "the answer was not streamed by edits: {said:#?}");
+    let last = said.last().expect("a message");
+    assert_eq!(last["content"]["m.new_content"]["format"], "org.matrix.custom.html", "{last:#?}");
+    // The tool ran and its result went back to the model.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].body.to_string().contains("water the plants"), "{}", requests[1].body);
 }

@@ -101,6 +101,7 @@ impl AcpSession {
             fork: false,
             offered,
             auto_title: true,
+            memory: true,
         };
         let mut conversation = host.start(start).await.map_err(|e| match e {
             talaria_core::Error::Store(talaria_store::Error::SessionNotFound { .. }) => error(

@@ -125,26 +125,36 @@ pub struct GatewayToml {
     #[serde(default)]
     pub busy_input: BusyInput,
     /// The toolsets chat sessions get, unless their platform names its own (default: files,
-    /// web, todo, memory and session_search: no terminal, no child agents).
+    /// web, todo and clarify: no terminal, no child agents, no memory or session search).
     pub toolsets: Option<Vec<String>>,
     /// Where the webhook listener binds (default `127.0.0.1:8644`). Binding anywhere but
     /// loopback needs `listen_public = true`, and then every route must be authenticated.
     pub listen: Option<String>,
     #[serde(default)]
     pub listen_public: bool,
+    /// Let chat sessions share the owner's memory (MEMORY.md, USER.md, the memory provider,
+    /// past sessions). Off by default: a gateway serves several people, and what one says must
+    /// not reach another. Turn it on for a bot only you talk to.
+    #[serde(default)]
+    pub memory: bool,
 }
 
-/// The toolsets of chat sessions when nothing else is configured.
-pub const GATEWAY_TOOLSETS: &[&str] = &["files", "web", "todo", "memory", "session_search"];
+/// The toolsets of chat sessions when nothing else is configured: no terminal, no child agents,
+/// and nothing that reads other people's conversations (memory, session search).
+pub const GATEWAY_TOOLSETS: &[&str] = &["files", "web", "todo", "clarify"];
 
 impl GatewayToml {
     /// The toolsets a session on `platform` gets.
     pub fn toolsets_for(&self, platform: &str) -> Vec<String> {
-        self.platforms
-            .get(platform)
-            .and_then(|p| p.toolsets.clone())
-            .or_else(|| self.toolsets.clone())
-            .unwrap_or_else(|| GATEWAY_TOOLSETS.iter().map(|s| (*s).to_string()).collect())
+        self.platforms.get(platform).and_then(|p| p.toolsets.clone()).or_else(|| self.toolsets.clone()).unwrap_or_else(
+            || {
+                let mut sets: Vec<String> = GATEWAY_TOOLSETS.iter().map(|s| (*s).to_string()).collect();
+                if self.memory {
+                    sets.extend(["memory".to_string(), "session_search".to_string()]);
+                }
+                sets
+            },
+        )
     }
 }
 

@@ -174,7 +174,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
     };
     let mut shared = Shared::new(agent_config, chain, store.clone(), tools, gate.clone())
         .with_hooks(plugins.hooks.clone())
-        .with_memory_provider(plugins.memory.clone())
+        .with_memory_provider(if start.memory { plugins.memory.clone() } else { None })
         .with_context_engine(plugins.context.clone());
     shared.client = host.client.clone();
     let shared = Arc::new(shared);
@@ -233,6 +233,7 @@ fn agent_config(home: &std::path::Path, config: &ConfigToml, start: &Start, work
     cfg.source = start.source.clone();
     cfg.platform = start.platform;
     cfg.holder = start.holder.clone();
+    cfg.shared_memory = start.memory;
     cfg.max_turns = start.max_turns.or(a.max_turns).unwrap_or(cfg.max_turns).max(1);
     cfg.stream = start.stream.unwrap_or(true) && a.stream.unwrap_or(true);
     cfg.system_message = a.system_message.clone();

@@ -158,6 +158,9 @@ pub struct Start {
     pub offered: Offered,
     /// Title new sessions after their first answer (unless `[agent] auto_title = false`).
     pub auto_title: bool,
+    /// Share the owner's memory (MEMORY.md, USER.md, the memory provider) with this session;
+    /// off for chats strangers may be in.
+    pub memory: bool,
 }
 
 impl Default for Start {
@@ -177,6 +180,7 @@ impl Default for Start {
             fork: false,
             offered: Offered::default(),
             auto_title: false,
+            memory: true,
         }
     }
 }

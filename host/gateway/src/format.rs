@@ -34,7 +34,22 @@ pub fn render(markdown: &str, format: Format) -> String {
     for event in Parser::new_ext(markdown, options) {
         w.event(event);
     }
-    w.out.trim_end().to_string()
+    let out = w.out.trim_end();
+    if format == Format::MatrixHtml { html_breaks(out) } else { out.to_string() }
+}
+
+/// Line ends as `<br>` outside `<pre>` blocks: HTML ignores them, Matrix clients show HTML.
+fn html_breaks(html: &str) -> String {
+    let mut out = String::with_capacity(html.len() + 16);
+    let mut rest = html;
+    while let Some(start) = rest.find("<pre>") {
+        out.push_str(&rest[..start].replace('\n', "<br>"));
+        let end = rest[start..].find("</pre>").map_or(rest.len(), |e| start + e + "</pre>".len());
+        out.push_str(&rest[start..end]);
+        rest = &rest[end..];
+    }
+    out.push_str(&rest.replace('\n', "<br>"));
+    out
 }
 
 fn has_table(markdown: &str) -> bool {
@@ -490,7 +505,9 @@ mod tests {
         assert!(discord.contains("**build**"), "{discord}");
         assert_eq!(render("just **md**", Format::Discord), "just **md**");
         let matrix = render("# Title\n\nhi", Format::MatrixHtml);
-        assert_eq!(matrix, "<h1>Title</h1>\n\nhi");
+        assert_eq!(matrix, "<h1>Title</h1><br><br>hi");
+        let code = render("a\nb\n\n```\nx\ny\n```\n\nc", Format::MatrixHtml);
+        assert_eq!(code, "a b<br><br><pre><code>x\ny\n</code></pre><br><br>c", "line ends kept in code");
         let sly = render("[click](javascript:alert(1)) <script>x</script>", Format::MatrixHtml);
         assert_eq!(sly, "click &lt;script&gt;x&lt;/script&gt;", "no script link, no raw HTML");
     }

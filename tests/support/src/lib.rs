@@ -10,6 +10,7 @@
 //! - [`FakeServer`]: a tiny HTTP/1.1 server on loopback that records what it was sent, standing in
 //!   for the outside services plugins talk to (a weather API, a web page).
 //! - [`telegram::TelegramFake`]: a Telegram Bot API double for the gateway.
+//! - [`synapse::Synapse`]: a real Matrix homeserver (PyPI `matrix-synapse`), once per test binary.
 //!
 //! ```no_run
 //! let server = talaria_test_support::FakeServer::start(|req| (200, vec![], format!("you asked for {}", req.path)));
@@ -17,6 +18,7 @@
 //! ```
 
 pub mod registry;
+pub mod synapse;
 pub mod telegram;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -72,6 +72,10 @@ pub struct AgentConfig {
     /// What this process is, as another process waiting for a session it answers is told
     /// (`talaria chat -q`, `talaria acp`).
     pub holder: String,
+    /// Whether the session shares the owner's memory: MEMORY.md and USER.md in its prompt, the
+    /// `memory` tool, and the memory provider. Off for chats a gateway serves to several people,
+    /// whose notes must not reach each other.
+    pub shared_memory: bool,
 }
 
 impl AgentConfig {
@@ -94,6 +98,7 @@ impl AgentConfig {
             context_length: DEFAULT_CONTEXT_LENGTH,
             lease_wait: Duration::from_secs(30),
             holder: "talaria".into(),
+            shared_memory: true,
         }
     }
 }
@@ -319,7 +324,7 @@ impl Agent {
                 let built = prompt::build(&PromptInputs {
                     home: &cfg.home,
                     workspace: &cfg.workspace,
-                    memory: if start.parent.is_some() { None } else { Some(&snapshot) },
+                    memory: if start.parent.is_some() || !cfg.shared_memory { None } else { Some(&snapshot) },
                     tool_names: &tool_names,
                     system_message: cfg.system_message.as_deref(),
                     platform,
@@ -791,6 +796,9 @@ impl Agent {
         let shared = &self.shared;
         match call.name.as_str() {
             "todo" => self.todos.call(args).map(|v| v.to_string()),
+            "memory" if !shared.config.shared_memory => Err(ToolError::Failed(
+                "memory is off in this session: it serves a chat, and the owner's notes stay private (set [gateway] memory = true to share them)".into(),
+            )),
             "memory" => {
                 let result = shared.memory.call(args).map(|v| v.to_string());
                 if result.is_ok() {

@@ -458,6 +458,7 @@ async fn open(gateway: &Gateway, account: &Account, key: &str, resume: bool) -> 
         toolsets: Some(gateway.config.toolsets_for(&account.name)),
         resume,
         auto_title: true,
+        memory: gateway.config.memory,
         ..Start::default()
     };
     let conversation = match gateway.host.start(start(stored.clone())).await {

@@ -1,0 +1,263 @@
+//! The Matrix adapter: the client-server API (<https://spec.matrix.org/latest/client-server-api/>).
+//!
+//! `/sync` long polls bring room messages and invites (joined when `auto_join`, the default);
+//! replies go out as `m.room.message` with `org.matrix.custom.html`, and stream by `m.replace`
+//! edits. The access token never enters the plugin: requests carry
+//! `Authorization: Bearer {{secret:MATRIX_ACCESS_TOKEN}}`, filled in by the host for the
+//! homeserver only.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasher as _, Hasher as _};
+
+use serde_json::{Value, json};
+use talaria_sdk::adapter::{Account, Adapter, Chat, ChatType, Error, Event, Message, Outbound, TextFormat};
+use talaria_sdk::{config, http, log, secrets};
+
+const TOKEN: &str = "MATRIX_ACCESS_TOKEN";
+const DEFAULT_BASE_URL: &str = "https://matrix-client.matrix.org";
+/// A long message is split by the host below this (Matrix events may be up to 64 KiB).
+const MAX_LENGTH: u32 = 16_000;
+const MAX_POLL_MS: u32 = 25_000;
+/// What a sync brings: room messages only, and few of the older ones.
+const FILTER: &str = r#"{"presence":{"types":[]},"account_data":{"types":[]},"room":{"ephemeral":{"types":[]},"state":{"lazy_load_members":true},"timeline":{"limit":50,"types":["m.room.message"]}}}"#;
+
+struct Matrix;
+
+#[derive(Default)]
+struct State {
+    user_id: String,
+    /// The sync token to continue from; empty before the first sync.
+    since: String,
+    /// Members of rooms seen, by room id (a DM has two).
+    members: HashMap<String, usize>,
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::new(State::default());
+}
+
+fn base_url() -> String {
+    config::get_str("base_url").unwrap_or_else(|| DEFAULT_BASE_URL.to_string()).trim_end_matches('/').to_string()
+}
+
+/// A path segment, percent-encoded (room ids hold `!` and `:`).
+fn seg(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Call the client API; the JSON answer.
+fn api(method: http::Method, path: &str, body: Option<&Value>) -> Result<Value, Error> {
+    let url = format!("{}/_matrix/client/v3{path}", base_url());
+    let mut request =
+        http::Request::new(method, url).header("authorization", &format!("Bearer {}", secrets::placeholder(TOKEN)));
+    if let Some(body) = body {
+        request = request.json(body).map_err(|e| Error::permanent(e.to_string()))?;
+    }
+    let response = request.send()?;
+    let answer: Value = response.json().unwrap_or(Value::Null);
+    if response.is_success() {
+        return Ok(answer);
+    }
+    let what = answer["error"].as_str().unwrap_or("no details");
+    let code = answer["errcode"].as_str().unwrap_or("");
+    let retry = answer["retry_after_ms"].as_u64().and_then(|ms| u32::try_from(ms).ok());
+    Err(Error::from_status(response.status, format!("Matrix {path}: {} {code} {what}", response.status), retry))
+}
+
+fn txn_id() -> String {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u8(1);
+    format!("talaria{:016x}", hasher.finish())
+}
+
+/// How many people are in `room` (asked once, then remembered).
+fn member_count(room: &str) -> usize {
+    if let Some(n) = STATE.with_borrow(|s| s.members.get(room).copied()) {
+        return n;
+    }
+    let n = api(http::Method::GET, &format!("/rooms/{}/joined_members", seg(room)), None)
+        .ok()
+        .and_then(|v| v["joined"].as_object().map(serde_json::Map::len))
+        .unwrap_or(3);
+    STATE.with_borrow_mut(|s| s.members.insert(room.to_string(), n));
+    n
+}
+
+fn message_event(room: &str, event: &Value, user_id: &str) -> Option<Event> {
+    if event["type"] != "m.room.message" || event["sender"].as_str() == Some(user_id) {
+        return None;
+    }
+    let content = &event["content"];
+    // An edit is not a new message.
+    if content["m.relates_to"]["rel_type"] == "m.replace" {
+        return None;
+    }
+    let text = content["body"].as_str()?.to_string();
+    let relates = &content["m.relates_to"];
+    let thread_id =
+        (relates["rel_type"] == "m.thread").then(|| relates["event_id"].as_str().map(str::to_string)).flatten();
+    let reply_to = relates["m.in_reply_to"]["event_id"].as_str().map(str::to_string);
+    let localpart = user_id.trim_start_matches('@').split(':').next().unwrap_or_default();
+    let mentioned = content["m.mentions"]["user_ids"].as_array().is_some_and(|ids| ids.iter().any(|i| i == user_id))
+        || text.contains(user_id)
+        || (!localpart.is_empty() && text.to_lowercase().contains(&localpart.to_lowercase()));
+    let sender = event["sender"].as_str().unwrap_or_default().to_string();
+    let chat_type = if member_count(room) <= 2 { ChatType::Dm } else { ChatType::Group };
+    Some(Event::Message(Message {
+        id: event["event_id"].as_str().unwrap_or_default().to_string(),
+        chat_id: room.to_string(),
+        chat_type,
+        chat_name: String::new(),
+        thread_id,
+        sender_name: sender.trim_start_matches('@').split(':').next().unwrap_or_default().to_string(),
+        sender_id: sender,
+        text,
+        mentions_bot: mentioned,
+        reply_to,
+        attachments: Vec::new(),
+    }))
+}
+
+/// Join the rooms `sync` invites the bot to, unless `auto_join = false`.
+fn join_invited(sync: &Value) {
+    if config::get::<bool>("auto_join") == Some(false) {
+        return;
+    }
+    for room in sync["rooms"]["invite"].as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
+        match api(http::Method::POST, &format!("/rooms/{}/join", seg(&room)), Some(&json!({}))) {
+            Ok(_) => log::info(&format!("joined {room}")),
+            Err(e) => log::warn(&format!("cannot join {room}: {e}")),
+        }
+        STATE.with_borrow_mut(|s| s.members.remove(&room));
+    }
+}
+
+/// The content of a message (or of an edit's new text).
+fn content(message: &Outbound) -> Value {
+    json!({
+        "msgtype": "m.text",
+        "body": message.plain,
+        "format": "org.matrix.custom.html",
+        "formatted_body": message.text,
+    })
+}
+
+fn send_event(room: &str, content: &Value) -> Result<String, Error> {
+    let path = format!("/rooms/{}/send/m.room.message/{}", seg(room), txn_id());
+    let sent = api(http::Method::PUT, &path, Some(content))?;
+    Ok(sent["event_id"].as_str().unwrap_or_default().to_string())
+}
+
+impl Adapter for Matrix {
+    fn connect() -> Result<Account, Error> {
+        if !secrets::exists(TOKEN) {
+            return Err(Error::permanent(format!(
+                "{TOKEN} is not set: log the bot in (POST /_matrix/client/v3/login) and put its access token in ~/.talaria/.env"
+            )));
+        }
+        let me = api(http::Method::GET, "/account/whoami", None)?;
+        let user_id = me["user_id"].as_str().unwrap_or_default().to_string();
+        // Start from now: what was said before the gateway came is not answered.
+        let path = format!("/sync?timeout=0&filter={}", seg(FILTER));
+        let first = api(http::Method::GET, &path, None)?;
+        STATE.with_borrow_mut(|s| {
+            s.user_id = user_id.clone();
+            s.since = first["next_batch"].as_str().unwrap_or_default().to_string();
+        });
+        // Invitations made while the gateway was away come only in this first sync.
+        join_invited(&first);
+        Ok(Account {
+            bot_id: user_id.clone(),
+            bot_name: user_id,
+            format: TextFormat::MatrixHtml,
+            max_length: MAX_LENGTH,
+            can_edit: true,
+            edit_interval_ms: 1000,
+            buttons: false,
+            polls: true,
+        })
+    }
+
+    fn poll(timeout_ms: u32) -> Result<Vec<Event>, Error> {
+        let (since, user_id) = STATE.with_borrow(|s| (s.since.clone(), s.user_id.clone()));
+        let path =
+            format!("/sync?timeout={}&filter={}&since={}", timeout_ms.min(MAX_POLL_MS), seg(FILTER), seg(&since));
+        let sync = api(http::Method::GET, &path, None)?;
+        if let Some(next) = sync["next_batch"].as_str() {
+            STATE.with_borrow_mut(|s| s.since = next.to_string());
+        }
+        join_invited(&sync);
+        let mut events = Vec::new();
+        if let Some(rooms) = sync["rooms"]["join"].as_object() {
+            for (room, joined) in rooms {
+                if let Some(count) = joined["summary"]["m.joined_member_count"].as_u64() {
+                    STATE.with_borrow_mut(|s| s.members.insert(room.clone(), usize::try_from(count).unwrap_or(3)));
+                }
+                for event in joined["timeline"]["events"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                    events.extend(message_event(room, event, &user_id));
+                }
+            }
+        }
+        Ok(events)
+    }
+
+    fn send(message: Outbound) -> Result<String, Error> {
+        let mut body = content(&message);
+        if let Some(thread) = &message.thread_id {
+            body["m.relates_to"] = json!({ "rel_type": "m.thread", "event_id": thread, "is_falling_back": true });
+        } else if let Some(reply) = &message.reply_to {
+            body["m.relates_to"] = json!({ "m.in_reply_to": { "event_id": reply } });
+        }
+        send_event(&message.chat_id, &body)
+    }
+
+    fn edit(message_id: String, message: Outbound) -> Result<(), Error> {
+        let new = content(&message);
+        let body = json!({
+            "msgtype": "m.text",
+            "body": format!("* {}", message.plain),
+            "format": "org.matrix.custom.html",
+            "formatted_body": format!("* {}", message.text),
+            "m.new_content": new,
+            "m.relates_to": { "rel_type": "m.replace", "event_id": message_id },
+        });
+        send_event(&message.chat_id, &body).map(drop)
+    }
+
+    fn typing(chat_id: String, _thread_id: Option<String>) -> Result<(), Error> {
+        let user_id = STATE.with_borrow(|s| s.user_id.clone());
+        let path = format!("/rooms/{}/typing/{}", seg(&chat_id), seg(&user_id));
+        api(http::Method::PUT, &path, Some(&json!({ "typing": true, "timeout": 6000 }))).map(drop)
+    }
+
+    fn chat_info(chat_id: String) -> Result<Chat, Error> {
+        let name = api(http::Method::GET, &format!("/rooms/{}/state/m.room.name", seg(&chat_id)), None)
+            .ok()
+            .and_then(|v| v["name"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        let chat_type = if member_count(&chat_id) <= 2 { ChatType::Dm } else { ChatType::Group };
+        Ok(Chat { id: chat_id, name, chat_type })
+    }
+}
+
+talaria_sdk::export_adapter!(Matrix);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_ids_are_escaped_in_paths() {
+        assert_eq!(seg("!abc:localhost"), "%21abc%3Alocalhost");
+        assert_eq!(seg("@bot:example.org"), "%40bot%3Aexample.org");
+    }
+}
