@@ -16,12 +16,15 @@ use crate::{self as author, Place, plugin_test, ui};
 /// `talaria plugin ...`.
 #[derive(Subcommand)]
 pub enum PluginCmd {
-    /// Start a tool plugin project in Rust, JavaScript or Python
+    /// Start a plugin project in Rust, JavaScript or Python: a tool, or a platform adapter
     New {
         /// The plugin's name (a-z, 0-9, `-`, `_`)
         name: String,
         #[arg(long, value_enum, default_value = "rust")]
         lang: author::Lang,
+        /// What it is: a tool plugin, or a platform adapter for the gateway (API 0.3.0)
+        #[arg(long, value_enum, default_value = "tool")]
+        kind: author::Starter,
         /// Where to create it [default: ./NAME]
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -93,11 +96,20 @@ pub enum PluginCmd {
 /// What went wrong, in words (the binary prints it).
 pub async fn run(ctx: &Place<'_>, cmd: PluginCmd) -> anyhow::Result<ExitCode> {
     match cmd {
-        PluginCmd::New { name, lang, dir } => {
+        PluginCmd::New { name, lang, dir, kind } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
-            author::new_plugin(&dir, &name, lang)?;
-            println!("created {name} ({lang}) in {}", dir.display());
-            println!("next: cd {} && talaria plugin build && talaria plugin test", dir.display());
+            match kind {
+                author::Starter::Tool => {
+                    author::new_plugin(&dir, &name, lang)?;
+                    println!("created {name} ({lang}) in {}", dir.display());
+                    println!("next: cd {} && talaria plugin build && talaria plugin test", dir.display());
+                }
+                author::Starter::Platform => {
+                    author::new_adapter(&dir, &name, lang)?;
+                    println!("created the platform adapter {name} ({lang}) in {}", dir.display());
+                    println!("next: cd {} && talaria plugin build; its README says how to serve it", dir.display());
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         PluginCmd::Build { dir, lang } => {

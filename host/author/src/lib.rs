@@ -40,7 +40,7 @@ use talaria_core::ConfigToml;
 
 pub use build::build;
 pub use commands::{PluginCmd, run};
-pub use new::new_plugin;
+pub use new::{new_adapter, new_plugin};
 
 /// Where a command runs: talaria's home, the directory it was started in, and the config.
 #[derive(Debug, Clone, Copy)]
@@ -63,6 +63,15 @@ pub enum Lang {
     Python,
 }
 
+/// What `talaria plugin new` starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Starter {
+    /// A tool plugin (API 0.2.0) with one tool, `hello`
+    Tool,
+    /// A platform adapter for the gateway (API 0.3.0), serving a webhook route
+    Platform,
+}
+
 impl Lang {
     /// The name `--lang` takes.
     pub fn name(self) -> &'static str {
@@ -82,6 +91,10 @@ impl std::fmt::Display for Lang {
 
 /// The WIT contract every new project builds against (`wit/plugin.wit` in the project).
 const WIT: &str = include_str!("../../../wit/v0.2.0/plugin.wit");
+
+/// The contract of platform adapters (API 0.3.0); a project has it as `wit/plugin.wit` and
+/// [`WIT`] under `wit/deps/`.
+const ADAPTER_WIT: &str = include_str!("../../../wit/v0.3.0/plugin.wit");
 
 /// Which language the project in `dir` is written in: a `Cargo.toml` makes it Rust, a
 /// `package.json` or a `.js` file JavaScript, an `app.py` Python (checked in that order).

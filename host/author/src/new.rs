@@ -47,6 +47,41 @@ const PYTHON: &[File] = &[
     file(".gitignore", include_str!("../templates/python/gitignore")),
 ];
 
+/// A platform adapter's project (API 0.3.0): its own manifest, README and source, the 0.3.0 WIT
+/// with the 0.2.0 host interfaces under `wit/deps/`, and each language's build files.
+const ADAPTER_COMMON: &[File] = &[
+    file("plugin.toml", include_str!("../templates/adapter/plugin.toml")),
+    file("README.md", include_str!("../templates/adapter/README.md")),
+    file("wit/plugin.wit", super::ADAPTER_WIT),
+    file("wit/deps/talaria-plugin-0.2.0/plugin.wit", WIT),
+];
+
+const ADAPTER_RUST: &[File] = &[
+    file("Cargo.toml", include_str!("../templates/rust/Cargo.toml.in")),
+    file("src/lib.rs", include_str!("../templates/adapter/lib.rs")),
+    file(".gitignore", include_str!("../templates/rust/gitignore")),
+];
+
+const ADAPTER_JS: &[File] = &[
+    file("package.json", include_str!("../templates/js/package.json.in")),
+    file("app.js", include_str!("../templates/adapter/app.js")),
+    file(".gitignore", include_str!("../templates/js/gitignore")),
+];
+
+const ADAPTER_PYTHON: &[File] = &[
+    file("app.py", include_str!("../templates/adapter/app.py")),
+    file(".gitignore", include_str!("../templates/python/gitignore")),
+];
+
+fn adapter_files(lang: Lang) -> impl Iterator<Item = &'static File> {
+    let own = match lang {
+        Lang::Rust => ADAPTER_RUST,
+        Lang::Js => ADAPTER_JS,
+        Lang::Python => ADAPTER_PYTHON,
+    };
+    own.iter().chain(ADAPTER_COMMON)
+}
+
 fn files(lang: Lang) -> impl Iterator<Item = &'static File> {
     let own = match lang {
         Lang::Rust => RUST,
@@ -69,10 +104,24 @@ fn render(template: &str, name: &str) -> String {
 /// letter: the manifest's rule, checked by parsing the rendered `plugin.toml`); `dir` is a file or
 /// a directory with something in it; a file cannot be written.
 pub fn new_plugin(dir: &Path, name: &str, lang: Lang) -> anyhow::Result<()> {
+    write_project(dir, name, &files(lang).collect::<Vec<_>>())
+}
+
+/// Write a working platform-adapter project (API 0.3.0) named `name` into `dir`: it serves a
+/// webhook route, each POSTed JSON message going to the agent and the reply back in the HTTP
+/// response, and builds with [`build`](super::build()) as it is.
+///
+/// # Errors
+/// As for [`new_plugin`].
+pub fn new_adapter(dir: &Path, name: &str, lang: Lang) -> anyhow::Result<()> {
+    write_project(dir, name, &adapter_files(lang).collect::<Vec<_>>())
+}
+
+fn write_project(dir: &Path, name: &str, files: &[&File]) -> anyhow::Result<()> {
     let manifest_path = dir.join("plugin.toml");
     // The name goes in as a TOML string, so whatever it holds, the manifest's own check judges
     // it (for a valid name this is exactly the file written below).
-    let template = files(lang).find(|f| f.path == "plugin.toml").context("the template has no plugin.toml")?;
+    let template = files.iter().find(|f| f.path == "plugin.toml").context("the template has no plugin.toml")?;
     let quoted = toml::Value::String(name.to_string()).to_string();
     let manifest = render(&template.template.replace("\"{{name}}\"", &quoted), name);
     let parsed = talaria_runtime::Manifest::parse(&manifest, &manifest_path)
@@ -81,7 +130,7 @@ pub fn new_plugin(dir: &Path, name: &str, lang: Lang) -> anyhow::Result<()> {
         bail!("cannot create a plugin named `{name}`: it must be 1-64 characters of a-z, 0-9, `-` or `_`");
     }
     check_empty(dir)?;
-    for f in files(lang) {
+    for f in files {
         let path = dir.join(f.path);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
@@ -114,6 +163,22 @@ mod tests {
 
     fn read(dir: &Path, path: &str) -> String {
         std::fs::read_to_string(dir.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn every_adapter_starter_renders_a_platform_project_with_both_wit_packages() {
+        for lang in LANGS {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let dir = tmp.path().join("relay");
+            new_adapter(&dir, "relay", lang).expect("created");
+            let manifest = talaria_runtime::Manifest::load(&dir.join("plugin.toml")).expect("valid plugin.toml");
+            assert_eq!((manifest.api.to_string(), manifest.kinds.clone()), ("0.3.0".into(), vec!["platform".into()]));
+            assert!(read(&dir, "wit/plugin.wit").contains("package talaria:plugin@0.3.0;"));
+            assert_eq!(read(&dir, "wit/deps/talaria-plugin-0.2.0/plugin.wit"), WIT);
+            assert!(read(&dir, "README.md").starts_with("# relay\n"));
+            assert!(!dir.join("plugin-tests.toml").exists(), "{lang}: adapters are tried in the gateway");
+            assert_eq!(crate::detect(&dir).expect("detected"), lang);
+        }
     }
 
     #[test]

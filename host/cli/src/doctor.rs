@@ -111,7 +111,7 @@ pub async fn run(ctx: &Ctx, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let runtime = check_plugins(ctx, &mut r).await;
     check_grants(ctx, runtime.as_ref(), &mut r);
     check_installed(ctx, &mut r);
-    check_gateway(ctx, &mut r);
+    check_gateway(ctx, runtime.as_ref(), &secrets, &mut r);
     let [ok, warned, failed] = r.counts;
     let summary = format!(
         "{}: {ok} ok, {}, {failed} failed",
@@ -136,13 +136,50 @@ fn check_config(ctx: &Ctx, r: &mut Report) {
     }
 }
 
-/// The gateway's rules, and who is paired (only when there are rules or pairings to speak of).
-fn check_gateway(ctx: &Ctx, r: &mut Report) {
+/// The gateway's rules, its accounts' adapters and secrets, and who is paired (only when there
+/// are rules or pairings to speak of).
+fn check_gateway(ctx: &Ctx, runtime: Option<&Runtime>, secrets: &Secrets, r: &mut Report) {
     for finding in talaria_gateway::check(&ctx.config.gateway) {
         match finding {
             talaria_gateway::Finding::Ok(m) => r.ok("gateway", &m),
             talaria_gateway::Finding::Warn(m) => r.warn("gateway", &m),
             talaria_gateway::Finding::Fail(m) => r.fail("gateway", &m),
+        }
+    }
+    for (name, platform) in &ctx.config.gateway.platforms {
+        if platform.enabled == Some(false) {
+            continue;
+        }
+        let plugin_name = platform.plugin.as_deref().unwrap_or(name);
+        let at = format!("[gateway.platforms.{name}]");
+        match runtime.map(|rt| rt.plugin(plugin_name).cloned()) {
+            Some(None) => r.fail(
+                "gateway",
+                &format!("{at}: no plugin named '{plugin_name}' (bundled adapters: telegram, matrix, discord, slack, webhook; set `plugin`)"),
+            ),
+            Some(Some(p)) if !p.is(talaria_runtime::Kind::Platform) => {
+                r.fail("gateway", &format!("{at}: plugin '{plugin_name}' is not a platform adapter"))
+            }
+            Some(Some(p)) => {
+                for (secret, _) in p.manifest.secret_headers.iter() {
+                    if secrets.value(secret).is_none() {
+                        r.fail("gateway", &format!("{at}: {secret} is not set: add it to {}", ctx.home.join(".env").display()));
+                    }
+                }
+            }
+            None => {}
+        }
+        for (route, rules) in &platform.routes {
+            if secrets.value(&rules.secret).is_none() {
+                r.fail(
+                    "gateway",
+                    &format!(
+                        "{at} route {route}: its secret {} is not set: add it to {}",
+                        rules.secret,
+                        ctx.home.join(".env").display()
+                    ),
+                );
+            }
         }
     }
     let Ok(store) = talaria_store::Store::open_for_reading(&ctx.home.join("state.db")) else { return };

@@ -95,3 +95,87 @@ fn a_new_javascript_plugin_builds_installs_and_greets() {
 fn a_new_python_plugin_builds_installs_and_greets() {
     new_build_install_call(Lang::Python);
 }
+
+/// Create and build a platform-adapter starter in `lang`, install it, serve it from a real
+/// `talaria gateway run`, and have its webhook route answered by the mock model.
+fn new_adapter_serves_a_message(lang: Lang) {
+    use std::io::{Read as _, Write as _};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = tmp.path().join("relay");
+    talaria_author::new_adapter(&project, "relay", lang).expect("new adapter");
+    let manifest = talaria_runtime::Manifest::load(&project.join("plugin.toml")).expect("manifest");
+    assert_eq!((manifest.api.to_string(), manifest.kinds.clone()), ("0.3.0".to_string(), vec!["platform".to_string()]));
+    let wasm = match lang {
+        Lang::Rust => {
+            let target_dir = Some(Path::new(env!("CARGO_TARGET_TMPDIR")).join("author-rust"));
+            build_with(&project, lang, &BuildOptions { release: true, target_dir })
+        }
+        Lang::Js | Lang::Python => talaria_author::build(&project, lang, true),
+    }
+    .unwrap_or_else(|e| panic!("building the {lang} adapter starter failed: {e:#}"));
+
+    let home = tmp.path().join("home");
+    let installed = home.join("plugins/relay");
+    std::fs::create_dir_all(&installed).expect("plugin dir");
+    std::fs::copy(project.join("plugin.toml"), installed.join("plugin.toml")).expect("install");
+    std::fs::copy(&wasm, installed.join("plugin.wasm")).expect("install");
+    let mock = talaria_mock_llm::MockLlm::start(talaria_mock_llm::Script::auto());
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let config = format!(
+        "[model]\nprovider = \"custom\"\nname = \"mock\"\nbase_url = \"{}\"\n[agent]\nauto_title = false\n\
+         [gateway]\nworkspaces = \"{}\"\nlisten = \"127.0.0.1:{port}\"\n\
+         [gateway.platforms.relay]\nallow_all = true\n\
+         [gateway.platforms.relay.routes.in]\nauth = \"token\"\nheader = \"X-Token\"\nsecret = \"RELAY_TOKEN\"\n",
+        mock.base_url(),
+        tmp.path().join("chats").display()
+    );
+    std::fs::write(home.join("config.toml"), config).expect("config");
+    std::fs::write(home.join(".env"), "RELAY_TOKEN=relay-secret\n").expect(".env");
+    let mut gateway = Command::new(env!("CARGO_BIN_EXE_talaria"))
+        .args(["gateway", "run"])
+        .env("TALARIA_HOME", &home)
+        .env_remove("TALARIA_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("talaria gateway run");
+    let addr = format!("127.0.0.1:{port}");
+    let start = std::time::Instant::now();
+    let mut stream = loop {
+        if let Ok(s) = std::net::TcpStream::connect(&addr) {
+            break s;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(30), "{lang}: the gateway never listened");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let body = r#"{"chat": "c1", "user": "u1", "name": "Ana", "text": "echo hello from the starter"}"#;
+    let request = format!(
+        "POST /webhooks/relay/in HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nX-Token: relay-secret\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let _ = gateway.kill();
+    let output = gateway.wait_with_output().expect("wait");
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains(r#"{"reply":"hello from the starter"}"#),
+        "{lang}: {answer}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn a_new_rust_adapter_builds_and_serves_a_message() {
+    new_adapter_serves_a_message(Lang::Rust);
+}
+
+#[test]
+fn a_new_javascript_adapter_builds_and_serves_a_message() {
+    new_adapter_serves_a_message(Lang::Js);
+}
+
+#[test]
+fn a_new_python_adapter_builds_and_serves_a_message() {
+    new_adapter_serves_a_message(Lang::Python);
+}

@@ -97,7 +97,25 @@ pub fn check(config: &GatewayToml) -> Vec<Finding> {
             ))),
         }
     }
+    if let Err(e) = crate::serve::listen_address(config) {
+        out.push(Finding::Fail(e));
+    } else if config.listen_public {
+        out.push(Finding::Warn(format!(
+            "[gateway] listen_public: the webhook listener on {} takes requests from other machines (every route is authenticated)",
+            config.listen.as_deref().unwrap_or(crate::serve::DEFAULT_LISTEN)
+        )));
+    }
+    if config.memory {
+        out.push(Finding::Warn(
+            "[gateway] memory = true: chat sessions share your memory and past sessions; keep it for a bot only you talk to".into(),
+        ));
+    }
     for (name, p) in &config.platforms {
+        if let Some(url) = &p.base_url
+            && let Err(e) = crate::serve::base_host(url)
+        {
+            out.push(Finding::Fail(format!("[gateway.platforms.{name}] base_url: {e}")));
+        }
         if p.allow_all {
             out.push(Finding::Warn(format!(
                 "[gateway.platforms.{name}] allow_all answers anyone on {name}: whoever finds the bot uses your model and tools"
@@ -193,6 +211,21 @@ mod tests {
                 .any(|f| matches!(f, Finding::Warn(w) if w.starts_with("[gateway.platforms.telegram] allow_all")))
         );
         assert!(found.iter().any(|f| matches!(f, Finding::Ok(o) if o.contains("no admins"))));
+        // The listener off loopback, a base URL that is none, shared memory.
+        let mut c = config(PlatformToml { base_url: Some("not a url".into()), ..PlatformToml::default() });
+        c.listen = Some("0.0.0.0:9000".into());
+        c.memory = true;
+        let found = check(&c);
+        assert!(
+            found.iter().any(|f| matches!(f, Finding::Fail(m) if m.contains("set listen_public = true"))),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|f| matches!(f, Finding::Fail(m) if m.starts_with("[gateway.platforms.telegram] base_url:")))
+        );
+        assert!(found.iter().any(|f| matches!(f, Finding::Warn(m) if m.starts_with("[gateway] memory = true"))));
     }
 
     #[test]

@@ -216,6 +216,9 @@ pub struct Adapter {
     env: Arc<PluginEnv>,
     account: String,
     slot: tokio::sync::Mutex<Option<Resident<wit::Guest>>>,
+    /// Whether the instance in `slot` has connected: every other call waits for that, so an
+    /// instance made again after a crash is never used before its `connect`.
+    connected: std::sync::atomic::AtomicBool,
 }
 
 /// `grants` with every host replaced by `host`.
@@ -259,7 +262,14 @@ impl Runtime {
             None => found.env.grants.clone(),
         };
         let env = Arc::new(found.env.for_account(config, grants));
-        Ok(Adapter { runtime: self.clone(), plugin: found, env, account: account.name, slot: Default::default() })
+        Ok(Adapter {
+            runtime: self.clone(),
+            plugin: found,
+            env,
+            account: account.name,
+            slot: Default::default(),
+            connected: Default::default(),
+        })
     }
 }
 
@@ -274,8 +284,40 @@ impl Adapter {
         &self.env.grants
     }
 
-    /// One call on the resident instance; an adapter error is a value, a trap a crash.
+    /// Whether the instance has connected (and not crashed since).
+    pub fn is_connected(&self) -> bool {
+        self.connected.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// One call on the resident instance; an adapter error is a value, a trap a crash (which
+    /// leaves the adapter to be connected again). Every call but `connect` is refused, as
+    /// transient, until the instance has connected.
     async fn call<T>(
+        &self,
+        what: &str,
+        f: impl AsyncFnOnce(&mut Store<HostState>, &wit::Guest) -> wasmtime::Result<Result<T, wit::AdapterError>>,
+    ) -> Result<T, AdapterError> {
+        use std::sync::atomic::Ordering;
+        if what != "connect" && !self.is_connected() {
+            return Err(AdapterError::Transient {
+                message: format!(
+                    "platform adapter '{}' (account {}) is not connected",
+                    self.plugin.name(),
+                    self.account
+                ),
+                retry_after: None,
+            });
+        }
+        let result = self.call_instance(what, f).await;
+        match (&result, what) {
+            (Err(AdapterError::Crashed(_)), _) => self.connected.store(false, Ordering::SeqCst),
+            (Ok(_), "connect") => self.connected.store(true, Ordering::SeqCst),
+            _ => {}
+        }
+        result
+    }
+
+    async fn call_instance<T>(
         &self,
         what: &str,
         f: impl AsyncFnOnce(&mut Store<HostState>, &wit::Guest) -> wasmtime::Result<Result<T, wit::AdapterError>>,
@@ -410,6 +452,7 @@ impl Adapter {
 
     /// Drop the instance; the next call makes a new one (and must `connect` first).
     pub async fn reset(&self) {
+        self.connected.store(false, std::sync::atomic::Ordering::SeqCst);
         self.slot.lock().await.take();
     }
 }

@@ -18,6 +18,9 @@ const IDLE_POLL: Duration = Duration::from_secs(25);
 /// How long a poll waits while replies are being written: they wait for the poll to end.
 const BUSY_POLL: Duration = Duration::from_millis(200);
 
+/// The least time between two polls that brought nothing.
+const MIN_EMPTY_POLL: Duration = Duration::from_millis(100);
+
 /// Doubling waits between attempts.
 pub(crate) struct Backoff(Duration);
 
@@ -92,11 +95,19 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, account: Arc<Account>) {
         backoff.reset();
         loop {
             let wait = poll_wait(&gateway, &account);
+            let started = tokio::time::Instant::now();
             let polled = tokio::select! {
                 () = gateway.stop.cancelled() => return,
                 polled = account.adapter.poll(wait) => polled,
             };
             match polled {
+                // An adapter that answers at once with nothing, however long it may wait, would
+                // spin: its next poll waits a little.
+                Ok(events) if events.is_empty() && started.elapsed() < MIN_EMPTY_POLL && wait > MIN_EMPTY_POLL => {
+                    if pause(&gateway, MIN_EMPTY_POLL - started.elapsed()).await {
+                        return;
+                    }
+                }
                 Ok(events) => {
                     backoff.reset();
                     for event in events {
@@ -105,7 +116,7 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, account: Arc<Account>) {
                     // Let the replies those events queued take the adapter before the next poll.
                     tokio::task::yield_now().await;
                 }
-                Err(AdapterError::Transient { message, retry_after }) => {
+                Err(AdapterError::Transient { message, retry_after }) if account.adapter.is_connected() => {
                     let wait = retry_after.unwrap_or_else(|| backoff.next());
                     tracing::warn!(account = %account.name, "poll failed: {message}; trying again in {:.1}s", wait.as_secs_f32());
                     if pause(&gateway, wait).await {

@@ -29,6 +29,8 @@ use crate::webhook::{Route, Secret, verify};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8644";
 /// The largest body a route takes unless it says.
 const DEFAULT_MAX_BODY_KB: usize = 1024;
+/// How long a request waits for its adapter to connect.
+const CONNECT_WAIT: Duration = Duration::from_secs(10);
 /// How long a request waits for the agent's reply.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -67,7 +69,7 @@ pub(crate) fn routes(config: &GatewayToml, secrets: &Secrets, accounts: &[String
 ///
 /// # Errors
 /// Not an address, or one off loopback without `listen_public = true`.
-pub(crate) fn address(config: &GatewayToml) -> Result<SocketAddr, String> {
+pub fn address(config: &GatewayToml) -> Result<SocketAddr, String> {
     let text = config.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
     let addr: SocketAddr =
         text.parse().map_err(|e| format!("[gateway] listen: `{text}` is not an address like 127.0.0.1:8644 ({e})"))?;
@@ -123,6 +125,14 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
     let (Some(route), Some(account)) = (served.routes.get(&key), served.gateway.accounts.get(account_name)) else {
         return refuse(StatusCode::NOT_FOUND, "no such route");
     };
+    // Its adapter takes requests once it has connected (after a restart, a moment).
+    let start = tokio::time::Instant::now();
+    while account.info().is_none() || !account.adapter.is_connected() {
+        if start.elapsed() > CONNECT_WAIT {
+            return refuse(StatusCode::SERVICE_UNAVAILABLE, "the route's adapter is not connected; try again shortly");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let (parts, body) = request.into_parts();
     let body = match http_body_util::Limited::new(body, route.max_body).collect().await {
         Ok(collected) => collected.to_bytes(),

@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::command::Command;
 use crate::{ChatType, Decision, Inbound, authorize, session_key};
 
+pub use listen::{DEFAULT_LISTEN, address as listen_address};
 pub use outbox::Reply;
 
 /// Where session keys map to session ids (a key-value space of the store no plugin can name).
@@ -108,7 +109,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The host an account's `base_url` names, as a grant: `host[:port]`.
-fn base_host(base_url: &str) -> Result<HostPattern, String> {
+pub fn base_host(base_url: &str) -> Result<HostPattern, String> {
     let uri: http::Uri = base_url.parse().map_err(|e| format!("`{base_url}` is not a URL ({e})"))?;
     let authority = uri.authority().ok_or_else(|| format!("`{base_url}` names no host"))?;
     let host = authority.host().trim_start_matches('[').trim_end_matches(']');

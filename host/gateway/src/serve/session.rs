@@ -301,6 +301,9 @@ impl Worker {
     }
 
     async fn typing(&mut self) {
+        if !self.account.adapter.is_connected() {
+            return;
+        }
         if let Some(turn) = &mut self.turn {
             turn.last_typing = Instant::now();
             if let Err(e) = self.account.adapter.typing(&self.chat.chat_id, self.chat.thread_id.as_deref()).await {
