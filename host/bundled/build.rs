@@ -18,6 +18,8 @@ const BUNDLED: &[&str] = &[
     "plugins/telegram",
     "plugins/webhook",
     "plugins/matrix",
+    "plugins/discord",
+    "plugins/slack",
 ];
 
 fn main() {

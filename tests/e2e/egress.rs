@@ -65,7 +65,7 @@ fn a_one_shot_chat_tells_the_model_how_to_allow_a_new_host() {
 fn plugins_info_shows_where_a_secret_goes() {
     let t = Talaria::new();
     let info = t.ok(&["plugins", "info", "weather"]);
-    assert!(info.contains("secret WEATHER_API_KEY is sent only in headers: key"), "{info}");
+    assert!(info.contains("secret WEATHER_API_KEY is sent only in: header key"), "{info}");
 }
 
 #[test]

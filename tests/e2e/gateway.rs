@@ -13,36 +13,42 @@ use crate::Talaria;
 const TOKEN: &str = "123456:TEST-token-value";
 const WAIT: Duration = Duration::from_secs(30);
 
+/// The platform tokens a gateway under test never takes from the test's environment: they come
+/// from the home's `.env`.
+const PLATFORM_TOKENS: &[&str] =
+    &["TELEGRAM_BOT_TOKEN", "MATRIX_ACCESS_TOKEN", "DISCORD_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_BOT_TOKEN"];
+
 /// A running gateway; killed when dropped, its log printed if the test failed.
-struct Gateway {
+pub(crate) struct Gateway {
     child: Option<Child>,
     log: std::path::PathBuf,
 }
 
 impl Gateway {
-    fn start(t: &Talaria) -> Self {
+    pub(crate) fn start(t: &Talaria) -> Self {
         let log = t.home.path().join("gateway.log");
         let file = std::fs::File::create(&log).expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_talaria"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_talaria"));
+        command
             .args(["gateway", "run"])
             .current_dir(t.workspace.path())
             .env("TALARIA_HOME", t.home.path())
             .env_remove("TALARIA_LOG")
-            .env_remove("TELEGRAM_BOT_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .expect("spawn talaria gateway run");
-        Self { child: Some(child), log }
+            .stderr(file);
+        for name in PLATFORM_TOKENS {
+            command.env_remove(name);
+        }
+        Self { child: Some(command.spawn().expect("spawn talaria gateway run")), log }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// SIGTERM, and the exit status.
-    fn terminate(&mut self) -> std::process::ExitStatus {
+    pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
         let sent = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill(1)");
         assert!(sent.success());
@@ -475,4 +481,31 @@ fn a_matrix_user_is_paired_then_answered_with_a_tool_call_streamed_by_edits() {
     let requests = mock.requests();
     assert_eq!(requests.len(), 2);
     assert!(requests[1].body.to_string().contains("water the plants"), "{}", requests[1].body);
+}
+
+#[test]
+fn two_accounts_of_one_adapter_each_use_their_own_token() {
+    let work = TelegramFake::start("111:work-token");
+    let home_bot = TelegramFake::start("222:home-token");
+    let mock = MockLlm::start(Script::auto());
+    let t = Talaria::new();
+    let extra = format!(
+        "[gateway]\nworkspaces = \"{}\"\nallowed_users = [\"work:42\", \"home:42\"]\n\
+         [gateway.platforms.work]\nplugin = \"telegram\"\nbase_url = \"{}\"\nsecrets = {{ TELEGRAM_BOT_TOKEN = \"WORK_BOT_TOKEN\" }}\n\
+         [gateway.platforms.home]\nplugin = \"telegram\"\nbase_url = \"{}\"\nsecrets = {{ TELEGRAM_BOT_TOKEN = \"HOME_BOT_TOKEN\" }}\n",
+        t.workspace.path().join("chats").display(),
+        work.base_url(),
+        home_bot.base_url()
+    );
+    t.use_mock(&mock, "chat_completions", &extra);
+    std::fs::write(t.home.path().join(".env"), "WORK_BOT_TOKEN=111:work-token\nHOME_BOT_TOKEN=222:home-token\n")
+        .expect(".env");
+    let gw = Gateway::start(&t);
+    work.wait_polling(WAIT);
+    home_bot.wait_polling(WAIT);
+    work.dm(42, "Ana", "echo from work");
+    home_bot.dm(42, "Ana", "echo from home");
+    work.wait_for(42, WAIT, |m| m.text == "from work");
+    home_bot.wait_for(42, WAIT, |m| m.text == "from home");
+    assert_eq!((work.chat(42).len(), home_bot.chat(42).len()), (1, 1), "{}", gw.log());
 }

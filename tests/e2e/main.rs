@@ -14,6 +14,8 @@ mod egress;
 mod extensions;
 mod faults;
 mod gateway;
+mod gateway_discord;
+mod gateway_slack;
 mod journal_race;
 mod market;
 mod oneshot;

@@ -344,6 +344,8 @@ fn doctor_checks_the_gateway_rules_and_counts_pairings() {
         "{stdout}"
     );
     assert!(stdout.contains("warn: gateway: [gateway.platforms.telegram] allow_all answers anyone"), "{stdout}");
-    assert!(stdout.contains("1 warning, 2 failed"), "{stdout}");
+    // The account's token is not set either.
+    assert!(stdout.contains("fail: gateway: [gateway.platforms.telegram]: TELEGRAM_BOT_TOKEN is not set"), "{stdout}");
+    assert!(stdout.contains("1 warning, 3 failed"), "{stdout}");
     assert!(stdout.contains("gateway: 0 users paired, 1 code waiting for approval"), "{stdout}");
 }

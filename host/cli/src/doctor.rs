@@ -162,8 +162,9 @@ fn check_gateway(ctx: &Ctx, runtime: Option<&Runtime>, secrets: &Secrets, r: &mu
             }
             Some(Some(p)) => {
                 for (secret, _) in p.manifest.secret_headers.iter() {
-                    if secrets.value(secret).is_none() {
-                        r.fail("gateway", &format!("{at}: {secret} is not set: add it to {}", ctx.home.join(".env").display()));
+                    let from = platform.secrets.get(secret).map_or(secret, String::as_str);
+                    if secrets.value(from).is_none() {
+                        r.fail("gateway", &format!("{at}: {from} is not set: add it to {}", ctx.home.join(".env").display()));
                     }
                 }
             }

@@ -250,7 +250,8 @@ async fn info(ctx: &Ctx, name: &str) -> anyhow::Result<ExitCode> {
     }
     println!("requested:  {}", caps_text(&m.requests));
     for (secret, headers) in m.secret_headers.iter() {
-        println!("            secret {secret} is sent only in headers: {}", headers.join(", "));
+        let places: Vec<String> = headers.iter().map(|h| talaria_runtime::manifest::place_name(h)).collect();
+        println!("            secret {secret} is sent only in: {}", places.join(", "));
     }
     println!("granted:    {}", caps_text(&p.grants.caps));
     for cap in &p.grants.caps {

@@ -191,6 +191,10 @@ pub struct PlatformToml {
     /// Settings the adapter reads (see its plugin.toml's `[config]`).
     #[serde(default)]
     pub settings: toml::Table,
+    /// Where this account's secrets are, by the name the adapter asks for them: two accounts
+    /// of one adapter each with its own token (`{ TELEGRAM_BOT_TOKEN = "WORK_BOT_TOKEN" }`).
+    #[serde(default)]
+    pub secrets: BTreeMap<String, String>,
     /// The toolsets of this platform's sessions (over `[gateway] toolsets`).
     pub toolsets: Option<Vec<String>>,
     /// Serve this account (default true).

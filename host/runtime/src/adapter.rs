@@ -207,6 +207,9 @@ pub struct AccountSpec {
     /// Where the platform is when not at the adapter's default hosts: every network and secret
     /// grant of this account's instance names this host instead.
     pub host: Option<HostPattern>,
+    /// For a secret the adapter asks for by one name, the environment (or `.env`) name holding
+    /// this account's value: two accounts of one adapter, two tokens.
+    pub secret_names: std::collections::BTreeMap<String, String>,
 }
 
 /// The resident instance of an adapter plugin for one account.
@@ -261,7 +264,20 @@ impl Runtime {
             Some(host) => Arc::new(rehosted(&found.env.grants, host)),
             None => found.env.grants.clone(),
         };
-        let env = Arc::new(found.env.for_account(config, grants));
+        let own_secrets = (!account.secret_names.is_empty()).then(|| {
+            let host = found.env.services.secrets.clone();
+            let values: Vec<(String, String)> = found
+                .manifest
+                .secret_headers
+                .iter()
+                .filter_map(|(name, _)| {
+                    let from = account.secret_names.get(name).map_or(name, String::as_str);
+                    host.value(from).map(|v| (name.to_string(), v))
+                })
+                .collect();
+            Arc::new(crate::secrets::Secrets::from_pairs(values.iter().map(|(k, v)| (k.as_str(), v.as_str()))))
+        });
+        let env = Arc::new(found.env.for_account(config, grants, own_secrets));
         Ok(Adapter {
             runtime: self.clone(),
             plugin: found,
@@ -282,6 +298,11 @@ impl Adapter {
     /// The grants this account's instance runs with.
     pub fn grants(&self) -> &Grants {
         &self.env.grants
+    }
+
+    /// The value of the secret the adapter asks for as `name`, for this account.
+    pub fn secret_value(&self, name: &str) -> Option<String> {
+        self.env.secrets().value(name)
     }
 
     /// Whether the instance has connected (and not crashed since).

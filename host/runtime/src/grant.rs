@@ -409,6 +409,15 @@ impl Grants {
         })
     }
 
+    /// Every host secret `name` is granted for (a manifest may request one secret for several
+    /// hosts: Discord's token goes to its API and to its gateway).
+    pub fn secret_hosts<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a HostPattern> + 'a {
+        self.caps.iter().filter_map(move |c| match c {
+            Capability::Secret { name: n, host } if n == name => Some(host),
+            _ => None,
+        })
+    }
+
     /// Directories to preopen, with `$WORKSPACE` replaced by `workspace` and `$PLUGIN_DATA` by
     /// `plugin_data`.
     pub fn dirs(&self, workspace: &Path, plugin_data: &Path) -> Vec<GrantedDir> {

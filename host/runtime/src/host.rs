@@ -91,10 +91,21 @@ pub(crate) struct Services {
 }
 
 impl PluginEnv {
+    /// Where its secret values come from.
+    pub(crate) fn secrets(&self) -> Arc<crate::secrets::Secrets> {
+        self.own_secrets.clone().unwrap_or_else(|| self.services.secrets.clone())
+    }
+
     /// The same plugin with other settings and grants: a platform adapter's instance for one
     /// account. Its data stays the plugin's.
-    pub(crate) fn for_account(&self, config: toml::Table, grants: Arc<Grants>) -> Self {
+    pub(crate) fn for_account(
+        &self,
+        config: toml::Table,
+        grants: Arc<Grants>,
+        own_secrets: Option<Arc<crate::secrets::Secrets>>,
+    ) -> Self {
         Self {
+            own_secrets,
             name: self.name.clone(),
             kv_space: self.kv_space.clone(),
             legacy_space: self.legacy_space.clone(),
@@ -146,6 +157,9 @@ pub(crate) struct PluginEnv {
     pub grants: Arc<Grants>,
     /// The headers each requested secret may be filled into (from the manifest).
     pub secret_headers: Arc<crate::manifest::SecretHeaders>,
+    /// Its own secret values instead of the host's (a gateway account's, read from the
+    /// environment names the operator mapped them to); `None`: the host's.
+    pub own_secrets: Option<Arc<crate::secrets::Secrets>>,
     pub config: toml::Table,
     pub services: Arc<Services>,
     /// Where its import calls are recorded (`talaria plugin test`); `None`: not recorded.
@@ -279,7 +293,7 @@ impl HostState {
         let hooks = NetHooks {
             plugin: env.name.clone(),
             grants: env.grants.clone(),
-            secrets: env.services.secrets.clone(),
+            secrets: env.secrets(),
             secret_headers: env.secret_headers.clone(),
             approvals: env.services.approvals.clone(),
             caller: caller.clone(),

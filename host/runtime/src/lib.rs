@@ -355,6 +355,7 @@ impl Runtime {
                     kv_space,
                     grants: Arc::new(Grants::effective(&f.manifest.requests, granted)),
                     secret_headers: Arc::new(f.manifest.secret_headers.clone()),
+                    own_secrets: None,
                     config: settings.config,
                     services: services.clone(),
                     recorder: recorder.clone(),

@@ -50,6 +50,16 @@ pub(crate) const PATH_PLACE: &str = ":path";
 /// Where a secret with `in_messages = true` may also go: WebSocket messages to its host.
 pub(crate) const MESSAGE_PLACE: &str = ":message";
 
+/// How a place a secret may go is named for people: `header authorization`, `the URL path`,
+/// `WebSocket messages`.
+pub fn place_name(place: &str) -> String {
+    match place {
+        PATH_PLACE => "the URL path".to_string(),
+        MESSAGE_PLACE => "WebSocket messages".to_string(),
+        header => format!("header {header}"),
+    }
+}
+
 /// Headers that servers commonly echo back or log: a secret is never filled into them, and a
 /// manifest cannot name them in a secret's `headers`.
 pub const REFLECTED_HEADERS: &[&str] = &[

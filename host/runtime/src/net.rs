@@ -458,15 +458,6 @@ fn inject_secrets(
     (request, dropped)
 }
 
-/// How a place a secret may go is named in messages: `header authorization`, `the URL path`.
-fn place_name(place: &str) -> String {
-    match place {
-        crate::manifest::PATH_PLACE => "the URL path".to_string(),
-        crate::manifest::MESSAGE_PLACE => "WebSocket messages".to_string(),
-        header => format!("header {header}"),
-    }
-}
-
 /// Fill in secret placeholders in the URL's path (written as is, or percent-encoded), for
 /// secrets the manifest lets go there (`in_path = true`); a placeholder that may not be filled
 /// in refuses the request.
@@ -499,14 +490,22 @@ fn fill(text: &str, header: &str, egress: &Egress, dest: &Destination) -> Result
         let end = after.find("}}").ok_or("unterminated secret placeholder")?;
         let name = &after[..end];
         let not_granted = || format!("secret {name} is not granted to plugin '{plugin}'");
-        let host = egress.grants.secret_host(name).ok_or_else(not_granted)?;
+        let hosts: Vec<&HostPattern> = egress.grants.secret_hosts(name).collect();
+        if hosts.is_empty() {
+            return Err(not_granted());
+        }
         let allowed = egress.secret_headers.of(name).ok_or_else(not_granted)?;
         if !allowed.iter().any(|h| h == header) {
-            let places: Vec<String> = allowed.iter().map(|h| place_name(h)).collect();
-            return Err(format!("secret {name} may only be sent in {}, not {}", places.join(", "), place_name(header)));
+            let places: Vec<String> = allowed.iter().map(|h| crate::manifest::place_name(h)).collect();
+            return Err(format!(
+                "secret {name} may only be sent in {}, not {}",
+                places.join(", "),
+                crate::manifest::place_name(header)
+            ));
         }
-        if !host.matches(&dest.host, dest.port) {
-            return Err(format!("secret {name} may only be sent to {host}, not {}", dest.authority()));
+        if !hosts.iter().any(|h| h.matches(&dest.host, dest.port)) {
+            let hosts: Vec<String> = hosts.iter().map(ToString::to_string).collect();
+            return Err(format!("secret {name} may only be sent to {}, not {}", hosts.join(" or "), dest.authority()));
         }
         let loopback = dest.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
         if !dest.tls && !loopback {
@@ -673,6 +672,23 @@ mod tests {
         let (sent, dropped) = injected(&e, "https://api.example.com/", &[("authorization", ph)]);
         assert!(sent.is_empty());
         assert_eq!(dropped, ["secret KEY may only be sent in header key, not header authorization"]);
+    }
+
+    #[test]
+    fn a_secret_requested_for_two_hosts_goes_to_either_and_nowhere_else() {
+        let two = "secrets = [{ name = \"KEY\", host = \"api.example.com\" }, { name = \"KEY\", host = \"gateway.example.com\" }]";
+        let e = egress(two, Arc::new(Unattended { yolo: false }), &[]);
+        let ph = "Bot {{secret:KEY}}";
+        for host in ["api.example.com", "gateway.example.com"] {
+            let (sent, dropped) = injected(&e, &format!("https://{host}/x"), &[("authorization", ph)]);
+            assert_eq!((sent, dropped), (vec![("authorization".into(), "Bot s3cret".into())], vec![]), "{host}");
+        }
+        let (sent, dropped) = injected(&e, "https://other.example.com/x", &[("authorization", ph)]);
+        assert!(sent.is_empty());
+        assert_eq!(
+            dropped,
+            ["secret KEY may only be sent to api.example.com or gateway.example.com, not other.example.com:443"]
+        );
     }
 
     fn path_filled(egress: &Egress, url: &str) -> Result<String, String> {

@@ -10,6 +10,8 @@
 //! - [`FakeServer`]: a tiny HTTP/1.1 server on loopback that records what it was sent, standing in
 //!   for the outside services plugins talk to (a weather API, a web page).
 //! - [`telegram::TelegramFake`]: a Telegram Bot API double for the gateway.
+//! - [`discord::DiscordFake`] and [`slack::SlackFake`]: Discord (REST and Gateway) and Slack (Web
+//!   API and Socket Mode) doubles for the gateway.
 //! - [`synapse::Synapse`]: a real Matrix homeserver (PyPI `matrix-synapse`), once per test binary.
 //!
 //! ```no_run
@@ -17,7 +19,9 @@
 //! println!("http://{}/", server.addr);
 //! ```
 
+pub mod discord;
 pub mod registry;
+pub mod slack;
 pub mod synapse;
 pub mod telegram;
 

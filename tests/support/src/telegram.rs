@@ -26,7 +26,7 @@ pub const BOT_ID: i64 = 7_000_001;
 pub const BOT_USERNAME: &str = "talaria_test_bot";
 
 /// A message the bot sent, as the chat shows it now.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Shown {
     pub message_id: i64,
     pub chat_id: i64,
@@ -38,6 +38,8 @@ pub struct Shown {
     /// Button (text, callback_data) pairs.
     pub buttons: Vec<(String, String)>,
     pub thread_id: Option<i64>,
+    /// When the bot sent it.
+    pub at: Instant,
 }
 
 #[derive(Default)]
@@ -360,6 +362,7 @@ fn send_message(shared: &Arc<Shared>, body: &Value) -> Response {
         edits: Vec::new(),
         buttons: buttons(body),
         thread_id: body["message_thread_id"].as_i64(),
+        at: Instant::now(),
     });
     ok(json!({ "message_id": message_id, "chat": { "id": chat_id }, "date": 0, "text": text }))
 }

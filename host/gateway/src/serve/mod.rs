@@ -157,7 +157,12 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
             }
             None => None,
         };
-        let spec = AccountSpec { name: name.clone(), config: settings, host: host_override };
+        let spec = AccountSpec {
+            name: name.clone(),
+            config: settings,
+            host: host_override,
+            secret_names: platform.secrets.clone(),
+        };
         let adapter = runtime.adapter(&plugin, spec).map_err(|e| format!("[gateway.platforms.{name}]: {e}"))?;
         // One gateway per bot: the lease is named after the account's credentials.
         let credentials: Vec<String> = adapter
@@ -165,7 +170,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
             .caps
             .iter()
             .filter_map(|c| match c {
-                talaria_runtime::Capability::Secret { name, .. } => secrets.value(name),
+                talaria_runtime::Capability::Secret { name, .. } => adapter.secret_value(name),
                 _ => None,
             })
             .collect();

@@ -175,7 +175,7 @@ fn bytes(n: usize) -> String {
 impl secrets::Host for HostState {
     async fn exists(&mut self, name: String) -> bool {
         let granted = self.env.grants.secret_host(&name).is_some();
-        let exists = granted && self.env.services.secrets.value(&name).is_some();
+        let exists = granted && self.env.secrets().value(&name).is_some();
         self.record("secrets", "exists", || {
             let outcome = if granted { exists.to_string() } else { "false (not granted)".into() };
             (word(&name), Some(outcome))

@@ -207,3 +207,108 @@ fn failure(e: tungstenite::Error) -> WsFailure {
         other => WsFailure::Failed(other.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::approval::{Approvals, Caller, Unattended};
+    use crate::grant::Grants;
+    use crate::leak::SecretScan;
+    use crate::manifest::Manifest;
+    use crate::secrets::Secrets;
+
+    /// The network hooks of plugin `p` with this `[capabilities]` body, all of it granted.
+    fn hooks(capabilities: &str) -> NetHooks {
+        let text = format!(
+            "name = \"p\"\nversion = \"1.0.0\"\napi = \"0.3.0\"\nkind = [\"platform\"]\n[capabilities]\n{capabilities}"
+        );
+        let manifest = Manifest::parse(&text, "plugin.toml".as_ref()).expect("manifest");
+        NetHooks {
+            plugin: "p".into(),
+            grants: Arc::new(Grants::effective(&manifest.requests, manifest.requests.clone())),
+            secrets: Arc::new(Secrets::from_pairs([("TOKEN", "tok-s3cret-value")])),
+            secret_headers: Arc::new(manifest.secret_headers),
+            approvals: Arc::new(Approvals::new(Arc::new(Unattended { yolo: false }), &[])),
+            caller: Caller::default(),
+            denials: Arc::new(Mutex::new(Vec::new())),
+            requests: 0,
+            recorder: None,
+            stubs: None,
+            scan: Arc::new(SecretScan::new([("TOKEN".to_string(), "tok-s3cret-value".to_string())])),
+        }
+    }
+
+    fn refused(result: Result<Socket, WsFailure>) -> String {
+        match result {
+            Err(WsFailure::Denied(why)) => why,
+            Err(other) => panic!("not refused by the host: {other:?}"),
+            Ok(_) => panic!("opened"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_websocket_goes_only_where_http_may_and_never_carries_a_secret_value() {
+        let h = hooks("network = [\"gateway.example.com\"]");
+        let why = refused(h.open_websocket("wss://evil.example.net/socket", Vec::new()).await);
+        assert!(why.starts_with("plugin 'p' has no network grant for evil.example.net:443"), "{why}");
+        let why = refused(h.open_websocket("ws://gateway.example.com/socket", Vec::new()).await);
+        assert_eq!(
+            why,
+            "plugin 'p': a WebSocket to gateway.example.com:80 must use wss:// (plain ws:// only reaches loopback)"
+        );
+        let why = refused(h.open_websocket("https://gateway.example.com/", Vec::new()).await);
+        assert!(why.ends_with("it must start with wss:// or ws://"), "{why}");
+        let why = refused(h.open_websocket("wss://gateway.example.com/?t=tok-s3cret-value", Vec::new()).await);
+        assert!(why.contains("carries the value of the secret TOKEN in its URL"), "{why}");
+        let headers = vec![("x-auth".to_string(), "tok-s3cret-value".to_string())];
+        let why = refused(h.open_websocket("wss://gateway.example.com/", headers).await);
+        assert!(why.contains("in its header x-auth"), "{why}");
+        // Loopback is internal: a grant of a name does not reach it, whatever the name resolves to.
+        let why = refused(h.open_websocket("ws://127.0.0.1:9/", Vec::new()).await);
+        assert!(why.starts_with("plugin 'p' has no network grant for 127.0.0.1:9"), "{why}");
+        assert_eq!(h.denials.lock().expect("denials").len(), 6, "every refusal is kept for the operator");
+    }
+
+    #[tokio::test]
+    async fn a_secret_goes_into_websocket_messages_only_when_its_manifest_says_so() {
+        // A plain loopback WebSocket server that reads one message and says what it got.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let server = tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..2 {
+                let (tcp, _) = listener.accept().await.expect("accept");
+                let mut ws = tokio_tungstenite::accept_async(tcp).await.expect("handshake");
+                if let Some(Ok(Message::Text(text))) = ws.next().await {
+                    got.push(text.to_string());
+                }
+            }
+            got
+        });
+        let placeholder = "{\"token\": \"{{secret:TOKEN}}\"}".to_string();
+        for (in_messages, expected) in [(false, None), (true, Some("{\"token\": \"tok-s3cret-value\"}"))] {
+            let caps = format!(
+                "network = [\"127.0.0.1:{port}\"]\nsecrets = [{{ name = \"TOKEN\", host = \"127.0.0.1:{port}\", in_messages = {in_messages} }}]"
+            );
+            let h = hooks(&caps);
+            let mut socket = h.open_websocket(&format!("ws://127.0.0.1:{port}/"), Vec::new()).await.expect("open");
+            let sent = socket.send_text(&h, placeholder.clone()).await;
+            match expected {
+                None => {
+                    let Err(WsFailure::Denied(why)) = sent else { panic!("sent: {sent:?}") };
+                    assert_eq!(
+                        why,
+                        "secret TOKEN may only be sent in header authorization, header x-api-key, not WebSocket messages"
+                    );
+                    socket.send_text(&h, "nothing secret".into()).await.expect("sent");
+                }
+                Some(_) => sent.expect("sent"),
+            }
+            socket.close(1000, String::new()).await;
+        }
+        let got = server.await.expect("server");
+        assert_eq!(got, ["nothing secret", "{\"token\": \"tok-s3cret-value\"}"]);
+    }
+}
