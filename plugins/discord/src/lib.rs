@@ -2,8 +2,8 @@
 //! (<https://discord.com/developers/docs/reference>).
 //!
 //! `connect` asks `GET /users/@me` who the bot is and `GET /gateway/bot` where the Gateway is,
-//! and opens it ([`gateway`]: HELLO, IDENTIFY, heartbeats, RESUME). `poll` hands in the
-//! MESSAGE_CREATE dispatches that came ([`message`]), sending heartbeats while it waits; replies
+//! and opens it (`gateway`: HELLO, IDENTIFY, heartbeats, RESUME). `poll` hands in the
+//! MESSAGE_CREATE dispatches that came (`message`), sending heartbeats while it waits; replies
 //! go out with `POST /channels/{id}/messages` in Discord's markdown and stream by `PATCH` edits.
 //!
 //! The token never enters the plugin: REST requests carry `Authorization: Bot {{secret:...}}`

@@ -1,9 +1,9 @@
 //! The Slack adapter: events over Socket Mode, replies through the Web API
 //! (<https://api.slack.com/apis/socket-mode>, <https://api.slack.com/web>).
 //!
-//! `connect` asks `auth.test` who the bot is and opens a Socket Mode connection ([`socket`]:
+//! `connect` asks `auth.test` who the bot is and opens a Socket Mode connection (`socket`:
 //! `apps.connections.open`, `hello`, acknowledgements, `disconnect`). `poll` hands in the
-//! `message` and `app_mention` events that came ([`event`]); replies go out with
+//! `message` and `app_mention` events that came (`event`); replies go out with
 //! `chat.postMessage` in mrkdwn, in the message's thread when it had one, and stream by
 //! `chat.update`.
 //!

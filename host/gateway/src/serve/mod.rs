@@ -1,11 +1,11 @@
 //! `talaria gateway run`: every configured account's adapter connected and polled, each chat (and
 //! thread) a session of the agent service, replies written back through the delivery ledger.
 //!
-//! - [`account`]: one supervisor per account: connect, poll, reconnect with backoff; an adapter
+//! - `account`: one supervisor per account: connect, poll, reconnect with backoff; an adapter
 //!   that traps is re-created and the other accounts never notice.
-//! - [`session`]: one worker per active chat session: its conversation, the queue of messages that
+//! - `session`: one worker per active chat session: its conversation, the queue of messages that
 //!   came while it worked, streaming by edits, typing, approvals asked of the platform's admins.
-//! - [`outbox`]: the ledger's sender per account: every final message is written to the store
+//! - `outbox`: the ledger's sender per account: every final message is written to the store
 //!   first and retried until the platform took it.
 //!
 //! What arrives from an adapter is the platform's word: the sender is checked against
