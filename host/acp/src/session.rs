@@ -102,6 +102,7 @@ impl AcpSession {
             offered,
             auto_title: true,
             memory: true,
+            plugins_from: None,
         };
         let mut conversation = host.start(start).await.map_err(|e| match e {
             talaria_core::Error::Store(talaria_store::Error::SessionNotFound { .. }) => error(

@@ -149,6 +149,7 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         // The REPL's sessions get titles; a one-shot makes no extra model call.
         auto_title: args.query.is_none(),
         memory: true,
+        plugins_from: None,
     };
     let mut conversation = host.start(start).await?;
     // Warnings, then the session it is in.

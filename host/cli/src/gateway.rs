@@ -24,6 +24,8 @@ pub enum GatewayCmd {
         only: Vec<String>,
     },
     /// The accounts of the running gateway, its sessions and the delivery ledger
+    ///
+    /// Exits 0 when a gateway is running, 3 when none is.
     Status {
         /// As JSON
         #[arg(long)]
@@ -81,14 +83,14 @@ fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
     }
     match &status {
         Some(s) if live => {
-            println!("{} (pid {})", "gateway running".green(), s.pid);
+            anstream::println!("{} (pid {})", "gateway running".green(), s.pid);
             for (name, state) in &s.accounts {
                 println!("  {name}: {state}");
             }
             println!("  {} chats active, {} turns running", s.active_sessions, s.busy);
         }
-        Some(s) => println!("{} (last seen pid {})", "gateway not running".yellow(), s.pid),
-        None => println!("{}", "gateway never ran here".yellow()),
+        Some(s) => anstream::println!("{} (last seen pid {})", "gateway not running".yellow(), s.pid),
+        None => anstream::println!("{}", "gateway never ran here".yellow()),
     }
     println!("sessions: {sessions} chats known");
     println!("deliveries: {} pending, {} sent, {} failed", counts.pending, counts.sent, counts.failed);

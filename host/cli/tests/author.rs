@@ -140,14 +140,18 @@ fn new_adapter_serves_a_message(lang: Lang) {
         .spawn()
         .expect("talaria gateway run");
     let addr = format!("127.0.0.1:{port}");
+    // The adapter's first start compiles it (a Python component takes a while on a busy machine).
     let start = std::time::Instant::now();
-    let mut stream = loop {
-        if let Ok(s) = std::net::TcpStream::connect(&addr) {
-            break s;
+    loop {
+        let out = talaria(&home, tmp.path(), &["gateway", "status", "--json"]);
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if status["status"]["accounts"]["relay"].as_str().is_some_and(|s| s.starts_with("connected")) {
+            break;
         }
-        assert!(start.elapsed() < std::time::Duration::from_secs(30), "{lang}: the gateway never listened");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+        assert!(start.elapsed() < std::time::Duration::from_secs(180), "{lang}: the adapter never connected: {status}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let mut stream = std::net::TcpStream::connect(&addr).expect("the listener");
     let body = r#"{"chat": "c1", "user": "u1", "name": "Ana", "text": "echo hello from the starter"}"#;
     let request = format!(
         "POST /webhooks/relay/in HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nX-Token: relay-secret\r\nContent-Length: {}\r\n\r\n{body}",

@@ -139,7 +139,9 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
     };
     let mut warnings = Vec::new();
     let chain = models::chain(&host.home, &host.config, &start.model, &mut warnings)?;
-    let (plugins, _) = host.plugins(&workspace)?;
+    // A front door serving many workspaces of its own making (the gateway's chats) shares one
+    // set of plugins; any other workspace has its own (its project's plugins differ).
+    let (plugins, _) = host.plugins(start.plugins_from.as_deref().unwrap_or(&workspace))?;
     warnings.extend(plugins.take_warnings());
     let store = host.store.clone();
     let mut resume = match start.resume.clone() {

@@ -161,6 +161,10 @@ pub struct Start {
     /// Share the owner's memory (MEMORY.md, USER.md, the memory provider) with this session;
     /// off for chats strangers may be in.
     pub memory: bool,
+    /// Take the plugins of this directory (found there once, shared) instead of the
+    /// workspace's: for workspaces a front door makes itself, which hold no project of their own
+    /// (the gateway's chats). Tools still act in `workspace`.
+    pub plugins_from: Option<PathBuf>,
 }
 
 impl Default for Start {
@@ -181,6 +185,7 @@ impl Default for Start {
             offered: Offered::default(),
             auto_title: false,
             memory: true,
+            plugins_from: None,
         }
     }
 }

@@ -38,6 +38,8 @@ pub enum Refusal {
     Unsigned { header: String },
     #[error("the {header} header does not match the body")]
     BadSignature { header: String },
+    #[error("the {header} header does not hold the route's token")]
+    BadToken { header: String },
     #[error("delivery {id} was received before")]
     Replayed { id: String },
 }
@@ -47,7 +49,7 @@ impl Refusal {
     pub fn status(&self) -> u16 {
         match self {
             Self::TooLarge { .. } => 413,
-            Self::Unsigned { .. } | Self::BadSignature { .. } => 401,
+            Self::Unsigned { .. } | Self::BadSignature { .. } | Self::BadToken { .. } => 401,
             Self::Replayed { .. } => 409,
         }
     }
@@ -86,7 +88,7 @@ pub fn verify(
         Secret::Token { header: name, token } => {
             let given = header(headers, name).ok_or_else(|| Refusal::Unsigned { header: name.clone() })?;
             if !bool::from(given.trim().as_bytes().ct_eq(token.as_bytes())) {
-                return Err(Refusal::BadSignature { header: name.clone() });
+                return Err(Refusal::BadToken { header: name.clone() });
             }
         }
     }
@@ -152,7 +154,10 @@ mod tests {
         let r = route(Secret::Token { header: "X-Token".into(), token: "t0ken".into() });
         let mut never = |_: &str| false;
         assert_eq!(verify(&r, &h(&[("X-Token", "t0ken")]), b"{}", &mut never), Ok(()));
-        assert!(verify(&r, &h(&[("X-Token", "t0ke")]), b"{}", &mut never).is_err());
+        assert_eq!(
+            verify(&r, &h(&[("X-Token", "t0ke")]), b"{}", &mut never),
+            Err(Refusal::BadToken { header: "X-Token".into() })
+        );
         assert!(verify(&r, &h(&[("X-Token", "t0kenX")]), b"{}", &mut never).is_err());
     }
 }

@@ -29,8 +29,9 @@ use crate::webhook::{Route, Secret, verify};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8644";
 /// The largest body a route takes unless it says.
 const DEFAULT_MAX_BODY_KB: usize = 1024;
-/// How long a request waits for its adapter to connect.
-const CONNECT_WAIT: Duration = Duration::from_secs(10);
+/// How long a request waits for its adapter to connect (a large component is compiled on its
+/// first start).
+const CONNECT_WAIT: Duration = Duration::from_secs(30);
 /// How long a request waits for the agent's reply.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(300);
 

@@ -460,8 +460,11 @@ async fn open(gateway: &Gateway, account: &Account, key: &str, resume: bool) -> 
         interactive: true,
         toolsets: Some(gateway.config.toolsets_for(&account.name)),
         resume,
-        auto_title: true,
+        // A title would cost a model call per chat (per delivery, for webhooks).
+        auto_title: false,
         memory: gateway.config.memory,
+        // Chats' workspaces hold no project: every chat shares the gateway's plugins.
+        plugins_from: Some(gateway.host.workspace().to_path_buf()),
         ..Start::default()
     };
     let conversation = match gateway.host.start(start(stored.clone())).await {

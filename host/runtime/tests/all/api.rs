@@ -206,3 +206,56 @@ async fn each_kind_has_its_default_deadline() {
     assert_eq!(rt.plugins_of_kind("memory").len(), 2);
     assert!(rt.plugins_of_kind("gadget").is_empty());
 }
+
+/// A bundled adapter's component, written out to install under other manifests.
+fn adapter_wasm(env: &Env) -> std::path::PathBuf {
+    let telegram = talaria_bundled::PLUGINS
+        .iter()
+        .find(|p| p.manifest.contains("name = \"telegram\""))
+        .expect("the bundled telegram adapter");
+    let path = env.home.path().join("telegram.wasm");
+    std::fs::write(&path, telegram.wasm).expect("write");
+    path
+}
+
+#[tokio::test]
+async fn api_0_3_0_adds_adapters_and_keeps_every_0_2_0_component_loading() {
+    let env = Env::new();
+    let adapter = adapter_wasm(&env);
+    let manifest = |name: &str, api: &str, kind: &str| {
+        let hook = if kind == "hook" { HOOK } else { "" };
+        format!("name = \"{name}\"\nversion = \"0.1.0\"\napi = \"{api}\"\nkind = [\"{kind}\"]\n{hook}\n")
+    };
+    env.install("adapter-as-tool", &adapter, &manifest("adapter-as-tool", "0.3.0", "tool"));
+    env.install("adapter-at-0-2", &adapter, &manifest("adapter-at-0-2", "0.2.0", "tool"));
+    env.install(
+        "hook-as-platform",
+        Path::new(support::PROBE_HOOK_WASM),
+        &manifest("hook-as-platform", "0.3.0", "platform"),
+    );
+    env.install("hook-at-0-3", Path::new(support::PROBE_HOOK_WASM), &manifest("hook-at-0-3", "0.3.0", "hook"));
+    env.install("adapter", &adapter, &manifest("adapter", "0.3.0", "platform"));
+    let rt = env.runtime();
+    assert_eq!(
+        prepare_error(&env, &rt, "adapter-as-tool"),
+        "the component does not export talaria:plugin/tools@0.2.0: it exports talaria:plugin/adapter@0.3.0. It was built for another world; a tool plugin targets world `tool-plugin` (talaria-sdk's export_tools! does this)"
+    );
+    let e = prepare_error(&env, &rt, "adapter-at-0-2");
+    assert!(
+        e.starts_with("plugin.toml says api = \"0.2.0\" but the component was built against API 0.3.0 (it exports talaria:plugin/adapter@0.3.0)"),
+        "{e}"
+    );
+    assert_eq!(
+        prepare_error(&env, &rt, "hook-as-platform"),
+        "the component does not export talaria:plugin/adapter@0.3.0: it exports talaria:plugin/hooks@0.2.0. It was built for another world; a platform plugin targets world `platform-plugin` (talaria-sdk's export_adapter! does this)"
+    );
+    // A 0.2.0 component is a 0.3.0 one: it loads and answers under either api.
+    let hook = rt.plugin("hook-at-0-3").expect("hook").clone();
+    assert!(rt.prepare(&hook).is_ok());
+    let decision = rt.hook(&hook, &pre_tool_call("block_me"), &env.session()).await.expect("answered");
+    assert!(matches!(decision, HookDecision::Block(_)), "{decision:?}");
+    // The adapter itself loads as a platform plugin, and not as anything else.
+    let adapter = rt.plugin("adapter").expect("adapter").clone();
+    assert!(rt.prepare(&adapter).is_ok());
+    assert!(adapter.is(Kind::Platform) && !adapter.is(Kind::Tool));
+}
