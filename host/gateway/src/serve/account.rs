@@ -18,6 +18,9 @@ const IDLE_POLL: Duration = Duration::from_secs(25);
 /// How long a poll waits while replies are being written: they wait for the poll to end.
 const BUSY_POLL: Duration = Duration::from_millis(200);
 
+/// How long after an event polls stay short, whatever else is going on.
+const RECENT_EVENT: Duration = Duration::from_secs(3);
+
 /// The least time between two polls that brought nothing.
 const MIN_EMPTY_POLL: Duration = Duration::from_millis(100);
 
@@ -45,7 +48,10 @@ impl Backoff {
 /// overlap), so it is short while turns run or replies are queued, and ends when the ledger's
 /// next retry comes due.
 fn poll_wait(gateway: &Gateway, account: &Account) -> Duration {
-    if account.busy.load(Ordering::SeqCst) > 0 || account.pending.load(Ordering::SeqCst) > 0 {
+    // An event that just came has a turn about to start (and replies to send): a long poll now
+    // would hold the adapter while they wait.
+    let recent = super::lock(&account.last_event).is_some_and(|at| at.elapsed() < RECENT_EVENT);
+    if recent || account.busy.load(Ordering::SeqCst) > 0 || account.pending.load(Ordering::SeqCst) > 0 {
         return BUSY_POLL;
     }
     match gateway.store.delivery_next_at(&account.name) {

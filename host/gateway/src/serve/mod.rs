@@ -60,6 +60,9 @@ pub(crate) struct Account {
     pub busy: AtomicUsize,
     /// Deliveries queued and not yet tried.
     pub pending: AtomicUsize,
+    /// When an event last came in: its turn may not have started yet, but its replies will
+    /// want the adapter soon.
+    pub last_event: Mutex<Option<Instant>>,
     pub outbox: tokio::sync::Notify,
     pub state: Mutex<String>,
     /// The platform's admins, by user id (`[gateway.platforms.NAME] admins`).
@@ -185,6 +188,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
                 info: Mutex::new(None),
                 busy: AtomicUsize::new(0),
                 pending: AtomicUsize::new(0),
+                last_event: Mutex::new(None),
                 outbox: tokio::sync::Notify::new(),
                 state: Mutex::new("starting".into()),
                 admins: platform.admins.clone(),
@@ -339,6 +343,7 @@ impl Gateway {
 
     /// Handle one event from `account`'s adapter.
     pub(crate) async fn dispatch(self: &Arc<Self>, account: &Arc<Account>, event: PlatformEvent) {
+        *lock(&account.last_event) = Some(Instant::now());
         match event {
             PlatformEvent::Message(m) => {
                 self.on_message(account, m).await;
