@@ -64,6 +64,17 @@ impl Error {
     }
 }
 
+impl Error {
+    /// A WebSocket failure of `what` (`"Discord gateway"`): refused by the host, permanent
+    /// until the operator grants it; anything else, transient.
+    pub fn from_websocket(what: &str, e: crate::websocket::Error) -> Self {
+        match e {
+            crate::websocket::Error::Denied(reason) => Self::permanent(reason),
+            other => Self::transient(format!("{what}: {}", other.describe()), None),
+        }
+    }
+}
+
 impl From<crate::http::Error> for Error {
     /// A request that could not be made: refused by the host (permanent until the operator
     /// grants it) or failed on the way (transient).

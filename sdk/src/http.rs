@@ -278,3 +278,17 @@ fn join_url(base: &str, location: &str) -> Result<String, Error> {
     let dir = uri.path().rsplit_once('/').map_or("", |(d, _)| d);
     Ok(format!("{scheme}://{authority}{dir}/{location}"))
 }
+
+/// `text` as one component of a URL (a path segment, a query value): everything but letters,
+/// digits and `-._~` percent-encoded (RFC 3986). Matrix room ids (`!abc:example.org`) need it.
+pub fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

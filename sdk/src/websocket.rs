@@ -52,3 +52,14 @@ impl Connection {
         self.0.close(code, reason);
     }
 }
+
+impl Error {
+    /// The failure in words, for logs and adapter errors.
+    pub fn describe(&self) -> String {
+        match self {
+            Error::Denied(reason) => format!("refused: {reason}"),
+            Error::Failed(reason) => reason.clone(),
+            Error::Closed => "closed".to_string(),
+        }
+    }
+}

@@ -145,7 +145,7 @@ impl Gateway {
                 Ok(Some(Frame::Close((code, reason)))) => closed(code, &reason)?,
                 Err(websocket::Error::Denied(reason)) => return Err(Error::permanent(reason)),
                 Err(e) => {
-                    log::info(&format!("the Discord gateway connection broke ({}); resuming", describe(&e)));
+                    log::info(&format!("the Discord gateway connection broke ({}); resuming", e.describe()));
                     Step::Resume
                 }
             };
@@ -232,7 +232,7 @@ impl Gateway {
             }
             Err(websocket::Error::Denied(reason)) => return Err(Error::permanent(reason)),
             Err(e) => {
-                log::info(&format!("a heartbeat could not be sent ({}); resuming", describe(&e)));
+                log::info(&format!("a heartbeat could not be sent ({}); resuming", e.describe()));
                 self.leave();
             }
         }
@@ -364,18 +364,7 @@ fn closed(code: u16, reason: &str) -> Result<Step, Error> {
 }
 
 fn ws_error(e: websocket::Error) -> Error {
-    match e {
-        websocket::Error::Denied(reason) => Error::permanent(reason),
-        other => Error::transient(format!("Discord gateway: {}", describe(&other)), None),
-    }
-}
-
-fn describe(e: &websocket::Error) -> String {
-    match e {
-        websocket::Error::Denied(reason) => format!("refused: {reason}"),
-        websocket::Error::Failed(reason) => reason.clone(),
-        websocket::Error::Closed => "closed".to_string(),
-    }
+    Error::from_websocket("Discord gateway", e)
 }
 
 fn millis(d: Duration) -> u32 {

@@ -41,19 +41,6 @@ fn base_url() -> String {
     config::get_str("base_url").unwrap_or_else(|| DEFAULT_BASE_URL.to_string()).trim_end_matches('/').to_string()
 }
 
-/// A path segment, percent-encoded (room ids hold `!` and `:`).
-fn seg(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// Call the client API; the JSON answer.
 fn api(method: http::Method, path: &str, body: Option<&Value>) -> Result<Value, Error> {
     let url = format!("{}/_matrix/client/v3{path}", base_url());
@@ -84,7 +71,7 @@ fn member_count(room: &str) -> usize {
     if let Some(n) = STATE.with_borrow(|s| s.members.get(room).copied()) {
         return n;
     }
-    let n = api(http::Method::GET, &format!("/rooms/{}/joined_members", seg(room)), None)
+    let n = api(http::Method::GET, &format!("/rooms/{}/joined_members", http::encode(room)), None)
         .ok()
         .and_then(|v| v["joined"].as_object().map(serde_json::Map::len))
         .unwrap_or(3);
@@ -133,7 +120,7 @@ fn join_invited(sync: &Value) {
         return;
     }
     for room in sync["rooms"]["invite"].as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
-        match api(http::Method::POST, &format!("/rooms/{}/join", seg(&room)), Some(&json!({}))) {
+        match api(http::Method::POST, &format!("/rooms/{}/join", http::encode(&room)), Some(&json!({}))) {
             Ok(_) => log::info(&format!("joined {room}")),
             Err(e) => log::warn(&format!("cannot join {room}: {e}")),
         }
@@ -152,7 +139,7 @@ fn content(message: &Outbound) -> Value {
 }
 
 fn send_event(room: &str, content: &Value) -> Result<String, Error> {
-    let path = format!("/rooms/{}/send/m.room.message/{}", seg(room), txn_id());
+    let path = format!("/rooms/{}/send/m.room.message/{}", http::encode(room), txn_id());
     let sent = api(http::Method::PUT, &path, Some(content))?;
     Ok(sent["event_id"].as_str().unwrap_or_default().to_string())
 }
@@ -167,7 +154,7 @@ impl Adapter for Matrix {
         let me = api(http::Method::GET, "/account/whoami", None)?;
         let user_id = me["user_id"].as_str().unwrap_or_default().to_string();
         // Start from now: what was said before the gateway came is not answered.
-        let path = format!("/sync?timeout=0&filter={}", seg(FILTER));
+        let path = format!("/sync?timeout=0&filter={}", http::encode(FILTER));
         let first = api(http::Method::GET, &path, None)?;
         STATE.with_borrow_mut(|s| {
             s.user_id = user_id.clone();
@@ -189,8 +176,12 @@ impl Adapter for Matrix {
 
     fn poll(timeout_ms: u32) -> Result<Vec<Event>, Error> {
         let (since, user_id) = STATE.with_borrow(|s| (s.since.clone(), s.user_id.clone()));
-        let path =
-            format!("/sync?timeout={}&filter={}&since={}", timeout_ms.min(MAX_POLL_MS), seg(FILTER), seg(&since));
+        let path = format!(
+            "/sync?timeout={}&filter={}&since={}",
+            timeout_ms.min(MAX_POLL_MS),
+            http::encode(FILTER),
+            http::encode(&since)
+        );
         let sync = api(http::Method::GET, &path, None)?;
         if let Some(next) = sync["next_batch"].as_str() {
             STATE.with_borrow_mut(|s| s.since = next.to_string());
@@ -235,12 +226,12 @@ impl Adapter for Matrix {
 
     fn typing(chat_id: String, _thread_id: Option<String>) -> Result<(), Error> {
         let user_id = STATE.with_borrow(|s| s.user_id.clone());
-        let path = format!("/rooms/{}/typing/{}", seg(&chat_id), seg(&user_id));
+        let path = format!("/rooms/{}/typing/{}", http::encode(&chat_id), http::encode(&user_id));
         api(http::Method::PUT, &path, Some(&json!({ "typing": true, "timeout": 6000 }))).map(drop)
     }
 
     fn chat_info(chat_id: String) -> Result<Chat, Error> {
-        let name = api(http::Method::GET, &format!("/rooms/{}/state/m.room.name", seg(&chat_id)), None)
+        let name = api(http::Method::GET, &format!("/rooms/{}/state/m.room.name", http::encode(&chat_id)), None)
             .ok()
             .and_then(|v| v["name"].as_str().map(str::to_string))
             .unwrap_or_default();
@@ -257,7 +248,7 @@ mod tests {
 
     #[test]
     fn room_ids_are_escaped_in_paths() {
-        assert_eq!(seg("!abc:localhost"), "%21abc%3Alocalhost");
-        assert_eq!(seg("@bot:example.org"), "%40bot%3Aexample.org");
+        assert_eq!(http::encode("!abc:localhost"), "%21abc%3Alocalhost");
+        assert_eq!(http::encode("@bot:example.org"), "%40bot%3Aexample.org");
     }
 }

@@ -34,7 +34,7 @@ pub fn call(token: &str, method: &str, body: Body<'_>) -> Result<Value, Error> {
             .header("content-type", "application/json; charset=utf-8")
             .body(serde_json::to_vec(body).map_err(|e| Error::permanent(e.to_string()))?),
         Body::Query(pairs) => {
-            let query: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
+            let query: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={}", http::encode(v))).collect();
             http::Request::get(format!("{url}?{}", query.join("&")))
         }
     };
@@ -57,17 +57,4 @@ pub fn call(token: &str, method: &str, body: Body<'_>) -> Result<Value, Error> {
     } else {
         Err(Error::from_status(response.status, message, retry))
     }
-}
-
-/// `text` percent-encoded for a query string.
-fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

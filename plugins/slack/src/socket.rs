@@ -116,7 +116,7 @@ impl Socket {
                 }
                 Err(websocket::Error::Denied(reason)) => return Err(Error::permanent(reason)),
                 Err(e) => {
-                    log::info(&format!("the Socket Mode connection broke ({}); reconnecting", describe(&e)));
+                    log::info(&format!("the Socket Mode connection broke ({}); reconnecting", e.describe()));
                     self.lost();
                     continue;
                 }
@@ -129,7 +129,7 @@ impl Socket {
                 let ack = json!({ "envelope_id": id }).to_string();
                 if let Err(e) = link.send_text(&ack) {
                     // Slack sends it again on the next connection.
-                    log::info(&format!("cannot acknowledge envelope {id} ({}); reconnecting", describe(&e)));
+                    log::info(&format!("cannot acknowledge envelope {id} ({}); reconnecting", e.describe()));
                     self.lost();
                     continue;
                 }
@@ -156,18 +156,7 @@ fn kind(text: &str) -> Option<String> {
 }
 
 fn ws_error(e: websocket::Error) -> Error {
-    match e {
-        websocket::Error::Denied(reason) => Error::permanent(reason),
-        other => Error::transient(format!("Slack Socket Mode: {}", describe(&other)), None),
-    }
-}
-
-fn describe(e: &websocket::Error) -> String {
-    match e {
-        websocket::Error::Denied(reason) => format!("refused: {reason}"),
-        websocket::Error::Failed(reason) => reason.clone(),
-        websocket::Error::Closed => "closed".to_string(),
-    }
+    Error::from_websocket("Slack Socket Mode", e)
 }
 
 fn millis(d: Duration) -> u32 {
