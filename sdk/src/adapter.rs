@@ -64,6 +64,16 @@ impl Error {
     }
 }
 
+/// The `kind` of an attachment with media type `mime`: `image`, `audio`, `video` or `file`.
+pub fn attachment_kind(mime: &str) -> &'static str {
+    match mime.split('/').next().unwrap_or_default() {
+        "image" => "image",
+        "audio" => "audio",
+        "video" => "video",
+        _ => "file",
+    }
+}
+
 impl Error {
     /// A WebSocket failure of `what` (`"Discord gateway"`): refused by the host, permanent
     /// until the operator grants it; anything else, transient.

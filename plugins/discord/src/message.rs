@@ -69,14 +69,8 @@ fn readable(content: &str, me: &Me) -> String {
 
 fn attachment(a: &Value) -> Attachment {
     let mime = a["content_type"].as_str().unwrap_or_default().to_string();
-    let kind = match mime.split('/').next().unwrap_or_default() {
-        "image" => "image",
-        "audio" => "audio",
-        "video" => "video",
-        _ => "file",
-    };
     Attachment {
-        kind: kind.into(),
+        kind: talaria_sdk::adapter::attachment_kind(&mime).into(),
         name: a["filename"].as_str().unwrap_or_default().to_string(),
         mime,
         size: a["size"].as_u64().unwrap_or(0),

@@ -77,14 +77,8 @@ fn unescape(text: &str) -> String {
 
 fn attachment(file: &Value) -> Attachment {
     let mime = file["mimetype"].as_str().unwrap_or_default().to_string();
-    let kind = match mime.split('/').next().unwrap_or_default() {
-        "image" => "image",
-        "audio" => "audio",
-        "video" => "video",
-        _ => "file",
-    };
     Attachment {
-        kind: kind.into(),
+        kind: talaria_sdk::adapter::attachment_kind(&mime).into(),
         name: file["name"].as_str().unwrap_or_default().to_string(),
         mime,
         size: file["size"].as_u64().unwrap_or(0),
