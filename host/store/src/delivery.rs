@@ -38,6 +38,19 @@ pub const RETRY_MAX_MS: i64 = 5 * 60 * 1_000;
 /// How long a webhook delivery id is remembered.
 pub const WEBHOOK_MEMORY_MS: i64 = 24 * 60 * 60 * 1_000;
 
+/// The ledger key of part `part` of cron run `run`'s answer.
+pub fn cron_key(run: i64, part: usize) -> String {
+    format!("{CRON_KEY_PREFIX}{run}:{part}")
+}
+
+/// Keys of scheduled jobs' answers start with this.
+pub const CRON_KEY_PREFIX: &str = "cron:";
+
+/// The cron run a ledger key belongs to.
+fn cron_run_of(key: &str) -> Option<i64> {
+    key.strip_prefix(CRON_KEY_PREFIX)?.split(':').next()?.parse().ok()
+}
+
 /// A message to deliver.
 #[derive(Debug, Clone, Copy)]
 pub struct NewDelivery<'a> {
@@ -167,11 +180,18 @@ impl Store {
             let attempts = attempts.unwrap_or(MAX_ATTEMPTS - 1) + 1;
             let now = now_ms();
             if attempts >= MAX_ATTEMPTS {
-                tx.execute(
-                    "UPDATE deliveries SET state = 'failed', attempts = ?2, last_error = ?3, done_at = ?4
-                     WHERE id = ?1 AND state = 'pending'",
-                    params![id, attempts, error, now],
-                )?;
+                let key: Option<String> = tx
+                    .query_row(
+                        "UPDATE deliveries SET state = 'failed', attempts = ?2, last_error = ?3, done_at = ?4
+                         WHERE id = ?1 AND state = 'pending' RETURNING key",
+                        params![id, attempts, error, now],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                // A scheduled job's answer (`cron:RUN:PART`): its run learns it was not delivered.
+                if let Some(run) = key.as_deref().and_then(cron_run_of) {
+                    crate::cron::mark_delivery_failed(tx, run, error)?;
+                }
                 return Ok(Failed::GaveUp);
             }
             let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);

@@ -166,7 +166,7 @@ fn millis(d: Duration) -> i64 {
 }
 
 /// This machine's name, as leases record it.
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()
@@ -177,7 +177,7 @@ fn machine() -> String {
 
 /// Whether process `pid` of this machine still runs. Where that cannot be told, it is assumed
 /// to (the lease then ends by expiry).
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     if pid == std::process::id() {
         return true;
     }

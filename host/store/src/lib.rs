@@ -33,6 +33,7 @@
 //! # Ok::<(), talaria_store::Error>(())
 //! ```
 
+pub mod cron;
 pub mod delivery;
 pub mod kv;
 pub mod lease;
@@ -122,6 +123,10 @@ pub enum Error {
         "no pairing code {code} is waiting (it is unknown, used, or over an hour old): `talaria pairing list` shows the codes"
     )]
     PairingNotFound { code: String },
+    #[error("no scheduled job matches \"{key}\": `talaria cron list` shows them")]
+    JobNotFound { key: String },
+    #[error("several jobs match: {}; give more of the id", candidates.join(", "))]
+    AmbiguousJob { candidates: Vec<String> },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -19,9 +19,10 @@
 //!    owner's approval (see [`crate::pairing`]).
 //! 7. `deliveries`: the gateway's delivery ledger (see [`crate::delivery`]).
 //! 8. `webhook_seen`: webhook delivery ids of the last day, per route ([`crate::Store::webhook_seen`]).
+//! 9. `cron_jobs` and `cron_runs`: scheduled jobs and their runs (see [`crate::cron`]).
 //!
 //! ```
-//! assert_eq!(talaria_store::schema::VERSION, 8);
+//! assert_eq!(talaria_store::schema::VERSION, 9);
 //! ```
 
 use std::time::{Duration, Instant};
@@ -198,6 +199,57 @@ pub const MIGRATIONS: &[&str] = &[
         seen_at     INTEGER NOT NULL,
         PRIMARY KEY (route, delivery_id)
     ) WITHOUT ROWID;",
+    // 9: scheduled jobs and their runs (one run per job and due time).
+    "CREATE TABLE cron_jobs (
+        id               TEXT PRIMARY KEY,
+        name             TEXT NOT NULL,
+        prompt           TEXT NOT NULL,
+        schedule_kind    TEXT NOT NULL,
+        schedule_expr    TEXT NOT NULL,
+        schedule_display TEXT NOT NULL,
+        deliver          TEXT NOT NULL,
+        origin           TEXT,
+        repeat_times     INTEGER,
+        repeat_done      INTEGER NOT NULL DEFAULT 0,
+        enabled          INTEGER NOT NULL DEFAULT 1,
+        state            TEXT NOT NULL DEFAULT 'scheduled',
+        next_run_at      INTEGER,
+        last_run_at      INTEGER,
+        last_status      TEXT,
+        last_output      TEXT,
+        last_error       TEXT,
+        model            TEXT,
+        provider         TEXT,
+        toolsets         TEXT,
+        max_turns        INTEGER,
+        timeout_secs     INTEGER,
+        workspace        TEXT,
+        allow            TEXT NOT NULL DEFAULT '[]',
+        creator          TEXT NOT NULL,
+        created_at       INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL
+    );
+    CREATE INDEX cron_jobs_due ON cron_jobs (state, next_run_at);
+    CREATE TABLE cron_runs (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id      TEXT NOT NULL,
+        due_at      INTEGER NOT NULL,
+        started_at  INTEGER NOT NULL,
+        finished_at INTEGER,
+        status      TEXT NOT NULL,
+        manual      INTEGER NOT NULL DEFAULT 0,
+        output      TEXT,
+        error       TEXT,
+        delivery    TEXT,
+        session_id  TEXT,
+        pid         INTEGER NOT NULL,
+        host        TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        token       TEXT NOT NULL,
+        lease_until INTEGER NOT NULL,
+        UNIQUE (job_id, due_at)
+    );
+    CREATE INDEX cron_runs_running ON cron_runs (status) WHERE status = 'running';",
 ];
 
 fn migrations() -> Migrations<'static> {

@@ -2,6 +2,7 @@
 //! migrations from older files.
 
 mod concurrency;
+mod cron;
 mod indexing;
 mod migrations;
 mod search;

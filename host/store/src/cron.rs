@@ -1,0 +1,713 @@
+//! Scheduled jobs (table `cron_jobs`) and their runs (table `cron_runs`).
+//!
+//! The store knows nothing of schedules: whoever claims due jobs says when each runs next
+//! ([`Store::cron_claim_due`] takes that as a function). What it guarantees:
+//!
+//! 1. **Once per due time.** A due job is claimed in one `BEGIN IMMEDIATE` transaction that also
+//!    moves its next run on and writes a run row unique per (job, due time): two tickers racing
+//!    (two gateways, a gateway and `talaria cron tick`) get one claim between them.
+//! 2. **A backlog is one run.** The claimer computes the next run after *now*, so a job missed
+//!    for days (the machine slept) runs once, not once per missed time.
+//! 3. **A crashed run is reported, not run again.** A run holds a lease (renewed while it works);
+//!    when its process is gone (this machine) or the lease expired (any machine),
+//!    [`Store::cron_reap`] marks it `interrupted` and returns it so it can be reported. Its job's
+//!    next run was already moved on when it was claimed.
+//!
+//! ```
+//! use talaria_store::Store;
+//! use talaria_store::cron::{Finish, Job, RunStatus};
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(&dir.path().join("state.db"))?;
+//! let job = Job { name: "inbox".into(), enabled: true, next_run_at: Some(1_000), ..Job::default() };
+//! let id = store.cron_insert(&job)?;
+//! // Every hour: the claimer says when it runs next.
+//! let claims = store.cron_claim_due(5_000, "tick", 60_000, |_job, now| Some(now + 3_600_000))?;
+//! assert_eq!((claims.len(), claims[0].due_at), (1, 1_000));
+//! assert!(store.cron_claim_due(5_000, "tick", 60_000, |_, now| Some(now))?.is_empty(), "claimed once");
+//! let finish = Finish { status: RunStatus::Ok, output: "3 new mails".into(), ..Finish::default() };
+//! store.cron_finish(claims[0].run_id, &claims[0].token, &finish, 6_000)?;
+//! let job = store.cron_job(&id)?;
+//! assert_eq!((job.last_status, job.next_run_at), (Some(RunStatus::Ok), Some(3_605_000)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use rusqlite::{OptionalExtension as _, Row, Transaction, params};
+
+use crate::lease::{alive, machine};
+use crate::{Error, Result, Store};
+
+/// Whether a job waits for its time, is paused, runs now, or has run its last time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JobState {
+    #[default]
+    Scheduled,
+    Paused,
+    Running,
+    Completed,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Paused => "paused",
+            Self::Running => "running",
+            Self::Completed => "completed",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "scheduled" => Self::Scheduled,
+            "paused" => Self::Paused,
+            "running" => Self::Running,
+            "completed" => Self::Completed,
+            other => return Err(Error::Corrupt { what: format!("a cron job in the unknown state `{other}`") }),
+        })
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunStatus {
+    /// Still running (or its process died and nobody has noticed yet).
+    #[default]
+    Running,
+    /// It answered, and the answer was delivered (or needed no delivery).
+    Ok,
+    /// The agent failed, or the run was interrupted.
+    Error,
+    /// It answered, but the answer could not be delivered.
+    DeliveryFailed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Ok => "ok",
+            Self::Error => "error",
+            Self::DeliveryFailed => "delivery_failed",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "running" => Self::Running,
+            "ok" => Self::Ok,
+            "error" => Self::Error,
+            "delivery_failed" => Self::DeliveryFailed,
+            other => return Err(Error::Corrupt { what: format!("a cron run with the unknown status `{other}`") }),
+        })
+    }
+}
+
+/// A scheduled job. Times are milliseconds since the Unix epoch. The schedule and the delivery
+/// target are kept as their owners (talaria-cron) write them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Job {
+    /// Eight hex digits, given by [`Store::cron_insert`].
+    pub id: String,
+    pub name: String,
+    pub prompt: String,
+    pub schedule_kind: String,
+    pub schedule_expr: String,
+    pub schedule_display: String,
+    /// Where answers go: `origin`, `local`, `<account>`, `<account>:<chat>[:<thread>]`.
+    pub deliver: String,
+    /// The chat the job was made from (`<account>:<chat>[:<thread>]`), if any.
+    pub origin: Option<String>,
+    /// Runs wanted in all (`None`: until removed) and done so far.
+    pub repeat_times: Option<i64>,
+    pub repeat_done: i64,
+    /// False: paused (note that `Job::default()` is paused).
+    pub enabled: bool,
+    pub state: JobState,
+    pub next_run_at: Option<i64>,
+    pub last_run_at: Option<i64>,
+    pub last_status: Option<RunStatus>,
+    pub last_output: Option<String>,
+    pub last_error: Option<String>,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    /// Toolsets its runs get (`None`: the configured defaults).
+    pub toolsets: Option<Vec<String>>,
+    pub max_turns: Option<i64>,
+    pub timeout_secs: Option<i64>,
+    pub workspace: Option<String>,
+    /// Approval keys the user allowed its runs (`rm-recursive`, `net:api.example.com`).
+    pub allow: Vec<String>,
+    /// Who made it: `user` (the command line), or `chat:<account>:<user id>`.
+    pub creator: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// One run of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    pub id: i64,
+    pub job_id: String,
+    /// The time it ran for (its schedule's time, or when `cron run` asked).
+    pub due_at: i64,
+    pub started_at: i64,
+    pub finished_at: Option<i64>,
+    pub status: RunStatus,
+    /// Started by hand (`talaria cron run`), outside the schedule.
+    pub manual: bool,
+    pub output: Option<String>,
+    pub error: Option<String>,
+    /// How the answer went out: `sent`, `queued`, `local`, `silent`, or `failed: ...`.
+    pub delivery: Option<String>,
+    pub session_id: Option<String>,
+    pub pid: u32,
+    pub host: String,
+    pub holder: String,
+}
+
+/// A run claimed by this process: do it, renew its lease meanwhile, then finish it.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub job: Job,
+    pub run_id: i64,
+    pub token: String,
+    pub due_at: i64,
+}
+
+/// The answer to [`Store::cron_claim_now`].
+#[derive(Debug, Clone)]
+pub enum Claimed {
+    Granted(Claim),
+    /// The job runs already, in this run.
+    Busy(Run),
+}
+
+/// How a run ended, for [`Store::cron_finish`].
+#[derive(Debug, Clone, Default)]
+pub struct Finish {
+    pub status: RunStatus,
+    pub output: String,
+    pub error: Option<String>,
+    pub delivery: Option<String>,
+    pub session_id: Option<String>,
+}
+
+const JOB_COLUMNS: &str = "id, name, prompt, schedule_kind, schedule_expr, schedule_display, deliver, origin,
+    repeat_times, repeat_done, enabled, state, next_run_at, last_run_at, last_status, last_output, last_error,
+    model, provider, toolsets, max_turns, timeout_secs, workspace, allow, creator, created_at, updated_at";
+
+const RUN_COLUMNS: &str =
+    "id, job_id, due_at, started_at, finished_at, status, manual, output, error, delivery, session_id, pid, host, holder";
+
+fn job(r: &Row<'_>) -> rusqlite::Result<(Job, String, Option<String>, Option<String>, Option<String>)> {
+    let job = Job {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        prompt: r.get(2)?,
+        schedule_kind: r.get(3)?,
+        schedule_expr: r.get(4)?,
+        schedule_display: r.get(5)?,
+        deliver: r.get(6)?,
+        origin: r.get(7)?,
+        repeat_times: r.get(8)?,
+        repeat_done: r.get(9)?,
+        enabled: r.get(10)?,
+        state: JobState::Scheduled,
+        next_run_at: r.get(12)?,
+        last_run_at: r.get(13)?,
+        last_status: None,
+        last_output: r.get(15)?,
+        last_error: r.get(16)?,
+        model: r.get(17)?,
+        provider: r.get(18)?,
+        toolsets: None,
+        max_turns: r.get(20)?,
+        timeout_secs: r.get(21)?,
+        workspace: r.get(22)?,
+        allow: Vec::new(),
+        creator: r.get(24)?,
+        created_at: r.get(25)?,
+        updated_at: r.get(26)?,
+    };
+    Ok((job, r.get(11)?, r.get(14)?, r.get(19)?, r.get(23)?))
+}
+
+/// A job row with its enums and lists read.
+fn finish_job(raw: (Job, String, Option<String>, Option<String>, Option<String>)) -> Result<Job> {
+    let (mut job, state, status, toolsets, allow) = raw;
+    job.state = JobState::parse(&state)?;
+    job.last_status = status.as_deref().map(RunStatus::parse).transpose()?;
+    job.toolsets = toolsets.as_deref().map(list).transpose()?;
+    job.allow = allow.as_deref().map(list).transpose()?.unwrap_or_default();
+    Ok(job)
+}
+
+fn list(json: &str) -> Result<Vec<String>> {
+    serde_json::from_str(json).map_err(|e| Error::Corrupt { what: format!("a cron job's list `{json}` ({e})") })
+}
+
+fn to_json(items: &[String]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
+}
+
+fn run(r: &Row<'_>) -> rusqlite::Result<(Run, String)> {
+    let run = Run {
+        id: r.get(0)?,
+        job_id: r.get(1)?,
+        due_at: r.get(2)?,
+        started_at: r.get(3)?,
+        finished_at: r.get(4)?,
+        status: RunStatus::Running,
+        manual: r.get(6)?,
+        output: r.get(7)?,
+        error: r.get(8)?,
+        delivery: r.get(9)?,
+        session_id: r.get(10)?,
+        pid: r.get(11)?,
+        host: r.get(12)?,
+        holder: r.get(13)?,
+    };
+    Ok((run, r.get(5)?))
+}
+
+fn finish_run(raw: (Run, String)) -> Result<Run> {
+    let (mut run, status) = raw;
+    run.status = RunStatus::parse(&status)?;
+    Ok(run)
+}
+
+fn jobs_where(tx: &rusqlite::Connection, filter: &str, args: impl rusqlite::Params) -> Result<Vec<Job>> {
+    let mut stmt = tx.prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM cron_jobs {filter}"))?;
+    let raws = stmt.query_map(args, job)?.collect::<rusqlite::Result<Vec<_>>>()?;
+    raws.into_iter().map(finish_job).collect()
+}
+
+fn one_job(tx: &rusqlite::Connection, id: &str) -> Result<Option<Job>> {
+    Ok(jobs_where(tx, "WHERE id = ?1", [id])?.pop())
+}
+
+fn running_run(tx: &rusqlite::Connection, job_id: &str) -> Result<Option<Run>> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = ?1 AND status = 'running' ORDER BY id DESC LIMIT 1"
+    ))?;
+    stmt.query_row([job_id], run).optional()?.map(finish_run).transpose()
+}
+
+fn new_token() -> String {
+    format!("{}-{:016x}", std::process::id(), fastrand::u64(..))
+}
+
+/// Start a run of `job` due at `due_at`, leased until `now + ttl_ms`. None when that due time
+/// has a run already.
+fn start_run(
+    tx: &Transaction<'_>,
+    job: &Job,
+    due_at: i64,
+    manual: bool,
+    holder: &str,
+    now: i64,
+    ttl_ms: i64,
+) -> Result<Option<Claim>> {
+    let token = new_token();
+    let added = tx.execute(
+        "INSERT INTO cron_runs (job_id, due_at, started_at, status, manual, pid, host, holder, token, lease_until)
+         VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (job_id, due_at) DO NOTHING",
+        params![job.id, due_at, now, manual, std::process::id(), machine(), holder, token, now.saturating_add(ttl_ms)],
+    )?;
+    if added == 0 {
+        return Ok(None);
+    }
+    let run_id = tx.last_insert_rowid();
+    Ok(Some(Claim { job: job.clone(), run_id, token, due_at }))
+}
+
+/// The state a job is in when none of its runs is running.
+fn resting_state(job: &Job) -> JobState {
+    if job.repeat_times.is_some_and(|times| job.repeat_done >= times) {
+        JobState::Completed
+    } else if !job.enabled {
+        JobState::Paused
+    } else if job.next_run_at.is_none() {
+        JobState::Completed
+    } else {
+        JobState::Scheduled
+    }
+}
+
+impl Store {
+    /// Save a new job (its `id`, state and times are given here); returns its id.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn cron_insert(&self, job: &Job) -> Result<String> {
+        let now = crate::now_ms();
+        self.write(|tx| {
+            let id = loop {
+                let id = format!("{:08x}", fastrand::u32(..));
+                let taken: bool =
+                    tx.query_row("SELECT EXISTS (SELECT 1 FROM cron_jobs WHERE id = ?1)", [&id], |r| r.get(0))?;
+                if !taken {
+                    break id;
+                }
+            };
+            let state = if job.enabled { JobState::Scheduled } else { JobState::Paused };
+            tx.execute(
+                "INSERT INTO cron_jobs (id, name, prompt, schedule_kind, schedule_expr, schedule_display, deliver,
+                    origin, repeat_times, repeat_done, enabled, state, next_run_at, model, provider, toolsets,
+                    max_turns, timeout_secs, workspace, allow, creator, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+                    ?20, ?21, ?21)",
+                params![
+                    id,
+                    job.name,
+                    job.prompt,
+                    job.schedule_kind,
+                    job.schedule_expr,
+                    job.schedule_display,
+                    job.deliver,
+                    job.origin,
+                    job.repeat_times,
+                    job.enabled,
+                    state.as_str(),
+                    job.next_run_at,
+                    job.model,
+                    job.provider,
+                    job.toolsets.as_deref().map(to_json),
+                    job.max_turns,
+                    job.timeout_secs,
+                    job.workspace,
+                    to_json(&job.allow),
+                    job.creator,
+                    now,
+                ],
+            )?;
+            Ok(id)
+        })
+    }
+
+    /// Save what can be edited of `job` (found by its id): name, prompt, schedule, delivery,
+    /// repeats, model, toolsets, limits, workspace, allowances, whether it is enabled and its
+    /// next run. A running job keeps its state until its run ends.
+    ///
+    /// # Errors
+    /// No such job ([`Error::JobNotFound`]), or the database cannot be written.
+    pub fn cron_update(&self, job: &Job) -> Result<()> {
+        let now = crate::now_ms();
+        self.write(|tx| {
+            let Some(current) = one_job(tx, &job.id)? else {
+                return Err(Error::JobNotFound { key: job.id.clone() });
+            };
+            let state = if current.state == JobState::Running { JobState::Running } else { resting_state(job) };
+            tx.execute(
+                "UPDATE cron_jobs SET name = ?2, prompt = ?3, schedule_kind = ?4, schedule_expr = ?5,
+                    schedule_display = ?6, deliver = ?7, repeat_times = ?8, enabled = ?9, state = ?10,
+                    next_run_at = ?11, model = ?12, provider = ?13, toolsets = ?14, max_turns = ?15,
+                    timeout_secs = ?16, workspace = ?17, allow = ?18, updated_at = ?19
+                 WHERE id = ?1",
+                params![
+                    job.id,
+                    job.name,
+                    job.prompt,
+                    job.schedule_kind,
+                    job.schedule_expr,
+                    job.schedule_display,
+                    job.deliver,
+                    job.repeat_times,
+                    job.enabled,
+                    state.as_str(),
+                    job.next_run_at,
+                    job.model,
+                    job.provider,
+                    job.toolsets.as_deref().map(to_json),
+                    job.max_turns,
+                    job.timeout_secs,
+                    job.workspace,
+                    to_json(&job.allow),
+                    now,
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The job with this id.
+    ///
+    /// # Errors
+    /// No such job, or the database cannot be read.
+    pub fn cron_job(&self, id: &str) -> Result<Job> {
+        one_job(&self.conn(), id)?.ok_or_else(|| Error::JobNotFound { key: id.to_string() })
+    }
+
+    /// The job `key` names: its id, a unique prefix of its id, or its name.
+    ///
+    /// # Errors
+    /// None or several match, or the database cannot be read.
+    pub fn cron_find(&self, key: &str) -> Result<Job> {
+        let key = key.trim();
+        let all = self.cron_jobs()?;
+        if let Some(job) = all.iter().find(|j| j.id == key) {
+            return Ok(job.clone());
+        }
+        let matches: Vec<&Job> =
+            all.iter().filter(|j| (!key.is_empty() && j.id.starts_with(key)) || j.name == key).collect();
+        match matches.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => Err(Error::JobNotFound { key: key.to_string() }),
+            many => Err(Error::AmbiguousJob {
+                candidates: many.iter().map(|j| format!("{} ({})", j.id, j.name)).collect(),
+            }),
+        }
+    }
+
+    /// Every job, by next run (paused and completed ones last).
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn cron_jobs(&self) -> Result<Vec<Job>> {
+        jobs_where(&self.conn(), "ORDER BY next_run_at IS NULL, next_run_at, created_at", [])
+    }
+
+    /// Remove a job and its history. False when there was none.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn cron_remove(&self, id: &str) -> Result<bool> {
+        self.write(|tx| {
+            tx.execute("DELETE FROM cron_runs WHERE job_id = ?1", [id])?;
+            Ok(tx.execute("DELETE FROM cron_jobs WHERE id = ?1", [id])? == 1)
+        })
+    }
+
+    /// Claim every job due at `now` (enabled, waiting, next run not after `now`): each gets a
+    /// run leased for `ttl_ms`, and its next run becomes `next(job, now)` (`None`: none). A job
+    /// another process claimed first is not returned.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn cron_claim_due(
+        &self,
+        now: i64,
+        holder: &str,
+        ttl_ms: i64,
+        next: impl Fn(&Job, i64) -> Option<i64>,
+    ) -> Result<Vec<Claim>> {
+        self.write(|tx| {
+            let due = jobs_where(
+                tx,
+                "WHERE enabled AND state = 'scheduled' AND next_run_at <= ?1 ORDER BY next_run_at",
+                [now],
+            )?;
+            let mut claims = Vec::new();
+            for job in due {
+                let Some(due_at) = job.next_run_at else { continue };
+                let after = next(&job, now);
+                tx.execute(
+                    "UPDATE cron_jobs SET state = 'running', next_run_at = ?2 WHERE id = ?1",
+                    params![job.id, after],
+                )?;
+                if let Some(mut claim) = start_run(tx, &job, due_at, false, holder, now, ttl_ms)? {
+                    claim.job.next_run_at = after;
+                    claim.job.state = JobState::Running;
+                    claims.push(claim);
+                } else {
+                    // That time ran already (a clock set back): only move on.
+                    tx.execute("UPDATE cron_jobs SET state = 'scheduled' WHERE id = ?1", [&job.id])?;
+                }
+            }
+            Ok(claims)
+        })
+    }
+
+    /// Claim a run of job `id` now, outside its schedule (`talaria cron run`): its next run
+    /// stays as it is and the run does not count towards its repeats.
+    ///
+    /// # Errors
+    /// No such job, or the database cannot be written.
+    pub fn cron_claim_now(&self, id: &str, now: i64, holder: &str, ttl_ms: i64) -> Result<Claimed> {
+        self.write(|tx| {
+            let job = one_job(tx, id)?.ok_or_else(|| Error::JobNotFound { key: id.to_string() })?;
+            if let Some(run) = running_run(tx, id)? {
+                return Ok(Claimed::Busy(run));
+            }
+            // Unique per due time: a second `cron run` in the same millisecond waits one.
+            let mut at = now;
+            loop {
+                if let Some(mut claim) = start_run(tx, &job, at, true, holder, now, ttl_ms)? {
+                    tx.execute("UPDATE cron_jobs SET state = 'running' WHERE id = ?1", [id])?;
+                    claim.job.state = JobState::Running;
+                    return Ok(Claimed::Granted(claim));
+                }
+                at += 1;
+            }
+        })
+    }
+
+    /// Extend the lease of run `run_id` to `now + ttl_ms`. False when it is no longer ours
+    /// (reaped as interrupted).
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn cron_renew(&self, run_id: i64, token: &str, now: i64, ttl_ms: i64) -> Result<bool> {
+        self.write(|tx| {
+            Ok(tx.execute(
+                "UPDATE cron_runs SET lease_until = ?3 WHERE id = ?1 AND token = ?2 AND status = 'running'",
+                params![run_id, token, now.saturating_add(ttl_ms)],
+            )? == 1)
+        })
+    }
+
+    /// Record how run `run_id` ended, and its job's last status. False when the run is no
+    /// longer ours (it was reaped as interrupted meanwhile; nothing is changed).
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn cron_finish(&self, run_id: i64, token: &str, finish: &Finish, now: i64) -> Result<bool> {
+        self.write(|tx| {
+            let job_id: Option<(String, bool)> = tx
+                .query_row(
+                    "SELECT job_id, manual FROM cron_runs WHERE id = ?1 AND token = ?2 AND status = 'running'",
+                    params![run_id, token],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let Some((job_id, manual)) = job_id else { return Ok(false) };
+            tx.execute(
+                "UPDATE cron_runs SET status = ?2, finished_at = ?3, output = ?4, error = ?5, delivery = ?6,
+                    session_id = ?7 WHERE id = ?1",
+                params![
+                    run_id,
+                    finish.status.as_str(),
+                    now,
+                    finish.output,
+                    finish.error,
+                    finish.delivery,
+                    finish.session_id
+                ],
+            )?;
+            settle_job(tx, &job_id, !manual, finish.status, &finish.output, finish.error.as_deref(), now)?;
+            Ok(true)
+        })
+    }
+
+    /// Mark runs whose process is gone (this machine) or whose lease expired (any machine) as
+    /// interrupted, and return them: they are reported, never run again.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn cron_reap(&self, now: i64) -> Result<Vec<Run>> {
+        let me = machine();
+        self.write(|tx| {
+            let running: Vec<(Run, i64)> = {
+                let mut stmt = tx.prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS}, lease_until FROM cron_runs WHERE status = 'running'"
+                ))?;
+                let rows = stmt
+                    .query_map([], |r| Ok((run(r)?, r.get::<_, i64>(14)?)))?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                rows.into_iter().map(|(raw, until)| Ok((finish_run(raw)?, until))).collect::<Result<_>>()?
+            };
+            let mut reaped = Vec::new();
+            for (mut r, until) in running {
+                let gone = until <= now || (r.host == me && !alive(r.pid));
+                if !gone {
+                    continue;
+                }
+                let error = format!(
+                    "interrupted: {} (pid {} on {}) stopped before the run finished; it is not run again",
+                    r.holder, r.pid, r.host
+                );
+                tx.execute(
+                    "UPDATE cron_runs SET status = 'error', finished_at = ?2, error = ?3 WHERE id = ?1",
+                    params![r.id, now, error],
+                )?;
+                settle_job(tx, &r.job_id, !r.manual, RunStatus::Error, "", Some(&error), now)?;
+                r.status = RunStatus::Error;
+                r.finished_at = Some(now);
+                r.error = Some(error);
+                reaped.push(r);
+            }
+            Ok(reaped)
+        })
+    }
+
+    /// The last `limit` runs of job `id`, newest first.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn cron_runs(&self, id: &str, limit: usize) -> Result<Vec<Run>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = ?1 ORDER BY started_at DESC, id DESC LIMIT ?2"
+        ))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let raws = stmt.query_map(params![id, limit], run)?.collect::<rusqlite::Result<Vec<_>>>()?;
+        raws.into_iter().map(finish_run).collect()
+    }
+
+    /// The run with this id.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn cron_run(&self, run_id: i64) -> Result<Option<Run>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM cron_runs WHERE id = ?1"))?;
+        stmt.query_row([run_id], run).optional()?.map(finish_run).transpose()
+    }
+
+    /// A run's answer could not be delivered after all (the ledger gave up on it later).
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn cron_delivery_failed(&self, run_id: i64, error: &str) -> Result<()> {
+        self.write(|tx| mark_delivery_failed(tx, run_id, error))
+    }
+}
+
+/// Run `run_id`'s answer did not reach its chat: the run and (if it is its job's latest) the
+/// job say so.
+pub(crate) fn mark_delivery_failed(tx: &Transaction<'_>, run_id: i64, error: &str) -> Result<()> {
+    let job_id: Option<String> = tx
+        .query_row(
+            "UPDATE cron_runs SET status = 'delivery_failed', delivery = ?2 WHERE id = ?1 AND status = 'ok'
+             RETURNING job_id",
+            params![run_id, format!("failed: {error}")],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(job_id) = job_id {
+        let latest: Option<i64> =
+            tx.query_row("SELECT max(id) FROM cron_runs WHERE job_id = ?1", [&job_id], |r| r.get(0))?;
+        if latest == Some(run_id) {
+            tx.execute(
+                "UPDATE cron_jobs SET last_status = 'delivery_failed', last_error = ?2 WHERE id = ?1",
+                params![job_id, format!("delivery failed: {error}")],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// After a run of `job_id` ended: its last status, one more repeat done (`counts`: it ran on
+/// schedule), and the state it rests in.
+fn settle_job(
+    tx: &Transaction<'_>,
+    job_id: &str,
+    counts: bool,
+    status: RunStatus,
+    output: &str,
+    error: Option<&str>,
+    now: i64,
+) -> Result<()> {
+    let Some(mut job) = one_job(tx, job_id)? else { return Ok(()) };
+    if counts {
+        job.repeat_done += 1;
+    }
+    // Paused meanwhile: stays paused.
+    let state = resting_state(&job);
+    tx.execute(
+        "UPDATE cron_jobs SET repeat_done = ?2, state = ?3, last_run_at = ?4, last_status = ?5, last_output = ?6,
+            last_error = ?7, updated_at = ?4 WHERE id = ?1",
+        params![job_id, job.repeat_done, state.as_str(), now, status.as_str(), output, error],
+    )?;
+    Ok(())
+}

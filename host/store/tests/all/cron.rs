@@ -1,0 +1,205 @@
+//! Scheduled jobs: claimed once per due time across processes, backlogs collapsed, crashed runs
+//! reported and never re-run.
+
+use std::sync::{Arc, Barrier};
+
+use talaria_store::cron::{Claimed, Finish, Job, JobState, RunStatus};
+use talaria_store::delivery::{MAX_ATTEMPTS, NewDelivery, cron_key};
+use talaria_store::{Error, Store};
+
+const HOUR: i64 = 3_600_000;
+const TTL: i64 = 60_000;
+
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("state.db")).expect("open");
+    (dir, store)
+}
+
+fn hourly(next: i64) -> Job {
+    Job {
+        name: "hourly".into(),
+        prompt: "check".into(),
+        schedule_kind: "every".into(),
+        deliver: "local".into(),
+        enabled: true,
+        next_run_at: Some(next),
+        creator: "user".into(),
+        ..Job::default()
+    }
+}
+
+fn ok(output: &str) -> Finish {
+    Finish { status: RunStatus::Ok, output: output.into(), ..Finish::default() }
+}
+
+/// The next whole hour after `now`.
+fn next_hour(_: &Job, now: i64) -> Option<i64> {
+    Some((now / HOUR + 1) * HOUR)
+}
+
+#[test]
+fn racing_tickers_claim_a_due_job_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("state.db");
+    let ids: Vec<String> = {
+        let s = Store::open(&path).expect("open");
+        (0..5).map(|_| s.cron_insert(&hourly(HOUR)).expect("insert")).collect()
+    };
+    let barrier = Arc::new(Barrier::new(4));
+    let tickers: Vec<_> = (0..4)
+        .map(|t| {
+            let (path, barrier) = (path.clone(), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let s = Store::open(&path).expect("open");
+                barrier.wait();
+                let claims = s.cron_claim_due(HOUR + 10, &format!("ticker {t}"), TTL, next_hour).expect("claim");
+                claims.into_iter().map(|c| c.job.id).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut claimed: Vec<String> = tickers.into_iter().flat_map(|t| t.join().expect("ticker")).collect();
+    claimed.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(claimed, want, "every job claimed, each by one ticker");
+    let s = Store::open(&path).expect("open");
+    for id in &ids {
+        assert_eq!(s.cron_runs(id, 10).expect("runs").len(), 1);
+        let job = s.cron_job(id).expect("job");
+        assert_eq!((job.state, job.next_run_at), (JobState::Running, Some(2 * HOUR)));
+    }
+}
+
+#[test]
+fn a_missed_backlog_is_one_run_and_the_next_is_in_the_future() {
+    let (_d, s) = store();
+    let id = s.cron_insert(&hourly(HOUR)).expect("insert");
+    // The machine slept for three days.
+    let now = 73 * HOUR + 5;
+    let claims = s.cron_claim_due(now, "tick", TTL, next_hour).expect("claim");
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].due_at, HOUR, "it runs for the time it missed first");
+    assert!(s.cron_finish(claims[0].run_id, &claims[0].token, &ok("done"), now + 1).expect("finish"));
+    assert!(s.cron_claim_due(now + 2, "tick", TTL, next_hour).expect("claim").is_empty());
+    let job = s.cron_job(&id).expect("job");
+    assert_eq!((job.state, job.next_run_at, job.repeat_done), (JobState::Scheduled, Some(74 * HOUR), 1));
+    assert_eq!((job.last_status, job.last_output.as_deref()), (Some(RunStatus::Ok), Some("done")));
+}
+
+#[test]
+fn a_run_whose_process_died_is_reported_and_not_run_again() {
+    let (_d, s) = store();
+    let id = s.cron_insert(&hourly(HOUR)).expect("insert");
+    let claims = s.cron_claim_due(HOUR, "gateway", TTL, next_hour).expect("claim");
+    assert_eq!(claims.len(), 1);
+    // Still ours: nothing to reap before the lease expires.
+    assert!(s.cron_reap(HOUR + 1).expect("reap").is_empty());
+    // Its lease ran out: the process is gone (or stuck on another machine).
+    let reaped = s.cron_reap(HOUR + TTL + 1).expect("reap");
+    assert_eq!(reaped.len(), 1);
+    assert_eq!(reaped[0].status, RunStatus::Error);
+    let error = reaped[0].error.clone().expect("error");
+    assert!(error.starts_with("interrupted: gateway (pid "), "{error}");
+    assert!(error.ends_with("it is not run again"), "{error}");
+    let job = s.cron_job(&id).expect("job");
+    assert_eq!(job.state, JobState::Scheduled);
+    assert_eq!(job.last_status, Some(RunStatus::Error));
+    assert_eq!(job.next_run_at, Some(2 * HOUR), "the missed time is not run again");
+    assert!(s.cron_claim_due(HOUR + TTL + 2, "tick", TTL, next_hour).expect("claim").is_empty());
+    // The dead run's process cannot finish it late.
+    assert!(!s.cron_finish(claims[0].run_id, &claims[0].token, &ok("late"), HOUR + TTL + 3).expect("finish"));
+    assert!(!s.cron_renew(claims[0].run_id, &claims[0].token, HOUR + TTL + 3, TTL).expect("renew"));
+    assert_eq!(s.cron_runs(&id, 5).expect("runs")[0].output, None);
+}
+
+#[test]
+fn a_once_job_completes_and_a_repeated_one_stops_at_its_count() {
+    let (_d, s) = store();
+    let once = s.cron_insert(&Job { schedule_kind: "once".into(), ..hourly(HOUR) }).expect("insert");
+    let twice = s.cron_insert(&Job { repeat_times: Some(2), ..hourly(HOUR) }).expect("insert");
+    for (at, want) in [(HOUR, 2), (2 * HOUR, 1), (3 * HOUR, 0)] {
+        let claims = s
+            .cron_claim_due(
+                at,
+                "tick",
+                TTL,
+                |job, now| if job.schedule_kind == "once" { None } else { next_hour(job, now) },
+            )
+            .expect("claim");
+        assert_eq!(claims.len(), want, "at {at}");
+        for c in claims {
+            s.cron_finish(c.run_id, &c.token, &ok("x"), at + 1).expect("finish");
+        }
+    }
+    assert_eq!(s.cron_job(&once).expect("job").state, JobState::Completed);
+    let twice = s.cron_job(&twice).expect("job");
+    assert_eq!((twice.state, twice.repeat_done), (JobState::Completed, 2));
+}
+
+#[test]
+fn pausing_a_running_job_keeps_it_paused_after_the_run() {
+    let (_d, s) = store();
+    let id = s.cron_insert(&hourly(HOUR)).expect("insert");
+    let c = s.cron_claim_due(HOUR, "tick", TTL, next_hour).expect("claim").remove(0);
+    let mut job = s.cron_job(&id).expect("job");
+    job.enabled = false;
+    s.cron_update(&job).expect("pause");
+    assert_eq!(s.cron_job(&id).expect("job").state, JobState::Running, "its run goes on");
+    s.cron_finish(c.run_id, &c.token, &ok("x"), HOUR + 1).expect("finish");
+    assert_eq!(s.cron_job(&id).expect("job").state, JobState::Paused);
+    assert!(s.cron_claim_due(5 * HOUR, "tick", TTL, next_hour).expect("claim").is_empty());
+}
+
+#[test]
+fn a_run_by_hand_leaves_the_schedule_alone_and_one_runs_at_a_time() {
+    let (_d, s) = store();
+    let id = s.cron_insert(&Job { repeat_times: Some(1), ..hourly(10 * HOUR) }).expect("insert");
+    let Claimed::Granted(c) = s.cron_claim_now(&id, HOUR, "cron run", TTL).expect("claim") else {
+        panic!("granted")
+    };
+    let Claimed::Busy(run) = s.cron_claim_now(&id, HOUR + 1, "cron run", TTL).expect("claim") else {
+        panic!("busy")
+    };
+    assert_eq!((run.id, run.holder.as_str(), run.manual), (c.run_id, "cron run", true));
+    assert!(s.cron_claim_due(11 * HOUR, "tick", TTL, next_hour).expect("claim").is_empty(), "running already");
+    s.cron_finish(c.run_id, &c.token, &ok("by hand"), HOUR + 2).expect("finish");
+    let job = s.cron_job(&id).expect("job");
+    assert_eq!((job.state, job.next_run_at, job.repeat_done), (JobState::Scheduled, Some(10 * HOUR), 0));
+}
+
+#[test]
+fn jobs_are_found_by_id_prefix_or_name() {
+    let (_d, s) = store();
+    let a = s.cron_insert(&Job { name: "inbox".into(), ..hourly(HOUR) }).expect("insert");
+    s.cron_insert(&Job { name: "backup".into(), ..hourly(HOUR) }).expect("insert");
+    assert_eq!(s.cron_find(&a).expect("id").name, "inbox");
+    assert_eq!(s.cron_find(&a[..5]).expect("prefix").id, a);
+    assert_eq!(s.cron_find("backup").expect("name").name, "backup");
+    assert!(matches!(s.cron_find("nothing"), Err(Error::JobNotFound { .. })));
+    s.cron_insert(&Job { name: "inbox".into(), ..hourly(HOUR) }).expect("insert");
+    let Err(e @ Error::AmbiguousJob { .. }) = s.cron_find("inbox") else { panic!("ambiguous") };
+    assert!(e.to_string().contains("(inbox)"), "{e}");
+    assert!(s.cron_remove(&a).expect("remove"));
+    assert!(!s.cron_remove(&a).expect("remove again"));
+}
+
+#[test]
+fn an_answer_the_ledger_gives_up_on_marks_its_run_delivery_failed() {
+    let (_d, s) = store();
+    let id = s.cron_insert(&hourly(HOUR)).expect("insert");
+    let c = s.cron_claim_due(HOUR, "tick", TTL, next_hour).expect("claim").remove(0);
+    let delivery = Finish { delivery: Some("queued".into()), ..ok("summary") };
+    s.cron_finish(c.run_id, &c.token, &delivery, HOUR + 1).expect("finish");
+    let key = cron_key(c.run_id, 0);
+    let new = NewDelivery { platform: "telegram", chat_id: "42", thread_id: None, body: "{}", key: &key };
+    let d = s.delivery_enqueue(&new).expect("enqueue");
+    for _ in 0..MAX_ATTEMPTS {
+        s.delivery_failed(d, "HTTP 403 bot was blocked").expect("fail");
+    }
+    let run = s.cron_runs(&id, 1).expect("runs").remove(0);
+    assert_eq!(run.status, RunStatus::DeliveryFailed);
+    assert_eq!(run.delivery.as_deref(), Some("failed: HTTP 403 bot was blocked"));
+    let job = s.cron_job(&id).expect("job");
+    assert_eq!(job.last_status, Some(RunStatus::DeliveryFailed));
+}
