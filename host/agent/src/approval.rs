@@ -16,6 +16,10 @@
 //! assert_eq!(gate.ask_approval(&rm, "rm-recursive").await, Decision::Deny);
 //! let docs = Ask { kind: Network, ..Ask::command("web", "docs.rs", "allowed by its wildcard grant net:*") };
 //! assert_eq!(gate.ask_approval(&docs, "net:docs.rs").await, Decision::Deny);
+//! // A scheduled job the user allowed this host beforehand.
+//! let job = Gate::new(false).with_allowed(vec!["net:docs.rs".into()]);
+//! assert_eq!(job.ask_approval(&docs, "net:docs.rs").await, Decision::Once);
+//! assert_eq!(job.ask_approval(&rm, "rm-recursive").await, Decision::Deny);
 //! gate.set_yolo(true);
 //! assert_eq!(gate.ask_approval(&rm, "rm-recursive").await, Decision::Once);
 //! # });
@@ -76,6 +80,8 @@ pub struct Gate {
     save_always: Option<AlwaysSaver>,
     /// Notes the user sent to the running turn, for its next tool result.
     steers: Mutex<Vec<String>>,
+    /// Approval keys answered "once" without asking: what the user allowed a scheduled job.
+    allowed: Vec<String>,
 }
 
 impl Gate {
@@ -91,7 +97,16 @@ impl Gate {
             emitter: Mutex::new(Emitter::muted()),
             save_always: None,
             steers: Mutex::new(Vec::new()),
+            allowed: Vec::new(),
         }
+    }
+
+    /// Answer approvals under these keys (a dangerous pattern's key such as `rm-recursive`, or
+    /// `net:HOST`) "once" without asking: allowances a human gave beforehand (a scheduled
+    /// job's). Every other approval is asked (or, with no one to ask, denied) as before.
+    pub fn with_allowed(mut self, keys: Vec<String>) -> Self {
+        self.allowed = keys;
+        self
     }
 
     /// Keep `text` for the running turn's next tool result.
@@ -144,7 +159,7 @@ impl Gate {
     /// connect to the host `command`). Yolo answers "once" at once; with no one to ask, or no
     /// answer within the timeout, the answer is "deny". An "always" answer is saved under `key`.
     pub async fn ask_approval(&self, ask: &Ask<'_>, key: &str) -> Decision {
-        if self.yolo() {
+        if self.yolo() || self.allowed.iter().any(|k| k == key) {
             return Decision::Once;
         }
         let decision = self.ask(ask).await;

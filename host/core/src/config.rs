@@ -42,6 +42,10 @@
 //! [terminal]
 //! busy_input = "interrupt"  # a message sent while a reply runs: interrupt | queue | steer
 //!
+//! [cron]               # scheduled jobs (`talaria cron`); each job may set its own
+//! toolsets = ["files", "web"]
+//! timeout_secs = 600
+//!
 //! [auxiliary]          # the model for summaries, titles and plugins' llm calls (default: [model])
 //! provider = "openai"
 //! model = "gpt-4.1-nano"
@@ -97,6 +101,21 @@ pub struct ConfigToml {
     pub terminal: TerminalToml,
     #[serde(default)]
     pub gateway: GatewayToml,
+    #[serde(default)]
+    pub cron: CronToml,
+}
+
+/// `[cron]`: how scheduled jobs run (each job may set its own toolsets, turns and timeout).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CronToml {
+    /// The toolsets of jobs that name none (default: `[agent] toolsets`). The `cronjob` tool
+    /// is never among them: no job makes jobs.
+    pub toolsets: Option<Vec<String>>,
+    /// How long a run may take before it is stopped (default 600 s).
+    pub timeout_secs: Option<u64>,
+    /// Model calls per run (default: `[agent] max_turns`).
+    pub max_turns: Option<u32>,
 }
 
 /// `[gateway]`: who the messaging gateway answers, and how chats become sessions. Deny by
@@ -125,7 +144,7 @@ pub struct GatewayToml {
     #[serde(default)]
     pub busy_input: BusyInput,
     /// The toolsets chat sessions get, unless their platform names its own (default: files,
-    /// web, todo and clarify: no terminal, no child agents, no memory or session search).
+    /// web, todo, clarify and cronjob: no terminal, no child agents, no memory or session search).
     pub toolsets: Option<Vec<String>>,
     /// Where the webhook listener binds (default `127.0.0.1:8644`). Binding anywhere but
     /// loopback needs `listen_public = true`, and then every route must be authenticated.
@@ -140,8 +159,9 @@ pub struct GatewayToml {
 }
 
 /// The toolsets of chat sessions when nothing else is configured: no terminal, no child agents,
-/// and nothing that reads other people's conversations (memory, session search).
-pub const GATEWAY_TOOLSETS: &[&str] = &["files", "web", "todo", "clarify"];
+/// and nothing that reads other people's conversations (memory, session search). Jobs a chat
+/// schedules (`cronjob`) are made only once a platform admin confirmed them.
+pub const GATEWAY_TOOLSETS: &[&str] = &["files", "web", "todo", "clarify", "cronjob"];
 
 impl GatewayToml {
     /// The toolsets a session on `platform` gets.
@@ -202,6 +222,9 @@ pub struct PlatformToml {
     /// Its webhook routes, served at `/webhooks/ACCOUNT/ROUTE` by the gateway's listener.
     #[serde(default)]
     pub routes: BTreeMap<String, RouteToml>,
+    /// Where scheduled jobs delivering to this account (`--deliver NAME`) send their answers:
+    /// a chat id, or `CHAT:THREAD`.
+    pub home_channel: Option<String>,
 }
 
 /// `[gateway.platforms.NAME.routes.ROUTE]`: one webhook route. Every route is authenticated;

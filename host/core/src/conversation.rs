@@ -165,6 +165,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
     let home = host.home.clone();
     let gate = Arc::new(
         Gate::new(start.interactive)
+            .with_allowed(start.allow.clone())
             .with_saver(Box::new(move |key| config::allow_always(&home, key)))
             .with_emitter(emitter.clone()),
     );
@@ -236,6 +237,7 @@ fn agent_config(home: &std::path::Path, config: &ConfigToml, start: &Start, work
     cfg.platform = start.platform;
     cfg.holder = start.holder.clone();
     cfg.shared_memory = start.memory;
+    cfg.origin.clone_from(&start.origin);
     cfg.max_turns = start.max_turns.or(a.max_turns).unwrap_or(cfg.max_turns).max(1);
     cfg.stream = start.stream.unwrap_or(true) && a.stream.unwrap_or(true);
     cfg.system_message = a.system_message.clone();

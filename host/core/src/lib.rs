@@ -165,6 +165,12 @@ pub struct Start {
     /// workspace's: for workspaces a front door makes itself, which hold no project of their own
     /// (the gateway's chats). Tools still act in `workspace`.
     pub plugins_from: Option<PathBuf>,
+    /// Approval keys answered yes without asking (`rm-recursive`, `net:HOST`): the allowances
+    /// a user confirmed for a scheduled job. Every other approval is asked as usual.
+    pub allow: Vec<String>,
+    /// The chat this conversation serves (`ACCOUNT:CHAT[:THREAD]`): jobs it schedules deliver
+    /// there unless told otherwise, and are made by that chat.
+    pub origin: Option<String>,
 }
 
 impl Default for Start {
@@ -186,6 +192,8 @@ impl Default for Start {
             auto_title: false,
             memory: true,
             plugins_from: None,
+            allow: Vec::new(),
+            origin: None,
         }
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod command;
+pub mod cron;
 pub mod format;
 pub mod lease;
 pub mod serve;

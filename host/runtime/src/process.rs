@@ -312,7 +312,7 @@ impl ProcessRunner {
                         Err(CommandError::Denied(format!("the user denied `{command}` ({reason})")))
                     }
                     Approval::Deny => Err(CommandError::Denied(format!(
-                        "`{command}` needs approval ({reason}) and no one is here to approve it; rerun with --yolo to allow dangerous commands"
+                        "`{command}` needs approval ({reason}) and no one is here to approve it; rerun with --yolo to allow dangerous commands (a scheduled job may be allowed them beforehand: `talaria cron edit JOB --allow {key}`)"
                     ))),
                 }
             }

@@ -177,9 +177,9 @@ pub struct Claim {
 /// The answer to [`Store::cron_claim_now`].
 #[derive(Debug, Clone)]
 pub enum Claimed {
-    Granted(Claim),
+    Granted(Box<Claim>),
     /// The job runs already, in this run.
-    Busy(Run),
+    Busy(Box<Run>),
 }
 
 /// How a run ended, for [`Store::cron_finish`].
@@ -196,10 +196,12 @@ const JOB_COLUMNS: &str = "id, name, prompt, schedule_kind, schedule_expr, sched
     repeat_times, repeat_done, enabled, state, next_run_at, last_run_at, last_status, last_output, last_error,
     model, provider, toolsets, max_turns, timeout_secs, workspace, allow, creator, created_at, updated_at";
 
-const RUN_COLUMNS: &str =
-    "id, job_id, due_at, started_at, finished_at, status, manual, output, error, delivery, session_id, pid, host, holder";
+const RUN_COLUMNS: &str = "id, job_id, due_at, started_at, finished_at, status, manual, output, error, delivery, session_id, pid, host, holder";
 
-fn job(r: &Row<'_>) -> rusqlite::Result<(Job, String, Option<String>, Option<String>, Option<String>)> {
+/// A job row as read: the job, then its state, last status, toolsets and allowances as stored.
+type RawJob = (Job, String, Option<String>, Option<String>, Option<String>);
+
+fn job(r: &Row<'_>) -> rusqlite::Result<RawJob> {
     let job = Job {
         id: r.get(0)?,
         name: r.get(1)?,
@@ -233,7 +235,7 @@ fn job(r: &Row<'_>) -> rusqlite::Result<(Job, String, Option<String>, Option<Str
 }
 
 /// A job row with its enums and lists read.
-fn finish_job(raw: (Job, String, Option<String>, Option<String>, Option<String>)) -> Result<Job> {
+fn finish_job(raw: RawJob) -> Result<Job> {
     let (mut job, state, status, toolsets, allow) = raw;
     job.state = JobState::parse(&state)?;
     job.last_status = status.as_deref().map(RunStatus::parse).transpose()?;
@@ -453,9 +455,9 @@ impl Store {
         match matches.as_slice() {
             [one] => Ok((*one).clone()),
             [] => Err(Error::JobNotFound { key: key.to_string() }),
-            many => Err(Error::AmbiguousJob {
-                candidates: many.iter().map(|j| format!("{} ({})", j.id, j.name)).collect(),
-            }),
+            many => {
+                Err(Error::AmbiguousJob { candidates: many.iter().map(|j| format!("{} ({})", j.id, j.name)).collect() })
+            }
         }
     }
 
@@ -527,7 +529,7 @@ impl Store {
         self.write(|tx| {
             let job = one_job(tx, id)?.ok_or_else(|| Error::JobNotFound { key: id.to_string() })?;
             if let Some(run) = running_run(tx, id)? {
-                return Ok(Claimed::Busy(run));
+                return Ok(Claimed::Busy(Box::new(run)));
             }
             // Unique per due time: a second `cron run` in the same millisecond waits one.
             let mut at = now;
@@ -535,7 +537,7 @@ impl Store {
                 if let Some(mut claim) = start_run(tx, &job, at, true, holder, now, ttl_ms)? {
                     tx.execute("UPDATE cron_jobs SET state = 'running' WHERE id = ?1", [id])?;
                     claim.job.state = JobState::Running;
-                    return Ok(Claimed::Granted(claim));
+                    return Ok(Claimed::Granted(Box::new(claim)));
                 }
                 at += 1;
             }

@@ -72,6 +72,8 @@ pub struct Delivery {
     pub thread_id: Option<String>,
     pub body: String,
     pub attempts: i64,
+    /// What it was queued under.
+    pub key: String,
 }
 
 /// What became of a failed send.
@@ -122,7 +124,7 @@ impl Store {
     pub fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT id, platform, chat_id, thread_id, body, attempts FROM deliveries
+            "SELECT id, platform, chat_id, thread_id, body, attempts, key FROM deliveries
              WHERE state = 'pending' AND platform = ?1 AND next_at <= ?2 ORDER BY id LIMIT ?3",
         )?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -134,6 +136,7 @@ impl Store {
                 thread_id: r.get(3)?,
                 body: r.get(4)?,
                 attempts: r.get(5)?,
+                key: r.get(6)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
@@ -157,12 +160,36 @@ impl Store {
     /// The database cannot be written.
     pub fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
         self.write(|tx| {
-            tx.execute(
-                "UPDATE deliveries SET state = 'sent', sent_id = ?2, done_at = ?3 WHERE id = ?1",
-                params![id, sent_id, now_ms()],
-            )?;
+            let key: Option<String> = tx
+                .query_row(
+                    "UPDATE deliveries SET state = 'sent', sent_id = ?2, done_at = ?3 WHERE id = ?1 RETURNING key",
+                    params![id, sent_id, now_ms()],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            // A scheduled job's answer: its run learns it arrived.
+            if let Some(run) = key.as_deref().and_then(cron_run_of) {
+                tx.execute(
+                    "UPDATE cron_runs SET delivery = 'sent' WHERE id = ?1 AND delivery LIKE 'queued%'",
+                    params![run],
+                )?;
+            }
             Ok(())
         })
+    }
+
+    /// The deliveries queued under keys starting with `prefix`: (key, state, last error), in
+    /// the order they were queued.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub fn deliveries_by_prefix(&self, prefix: &str) -> Result<Vec<(String, String, Option<String>)>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT key, state, last_error FROM deliveries WHERE substr(key, 1, length(?1)) = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map(params![prefix], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// Sending delivery `id` failed with `error`: schedule the next try, or give up. A delivery

@@ -76,6 +76,9 @@ pub struct AgentConfig {
     /// `memory` tool, and the memory provider. Off for chats a gateway serves to several people,
     /// whose notes must not reach each other.
     pub shared_memory: bool,
+    /// The chat the session serves (`ACCOUNT:CHAT[:THREAD]`), if a gateway's: jobs it
+    /// schedules deliver there by default.
+    pub origin: Option<String>,
 }
 
 impl AgentConfig {
@@ -99,6 +102,7 @@ impl AgentConfig {
             lease_wait: Duration::from_secs(30),
             holder: "talaria".into(),
             shared_memory: true,
+            origin: None,
         }
     }
 }

@@ -14,7 +14,7 @@
 
 mod account;
 mod listen;
-mod outbox;
+pub(crate) mod outbox;
 mod session;
 
 use std::collections::{BTreeMap, HashMap};
@@ -142,58 +142,10 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
         if platform.enabled == Some(false) || (!options.only.is_empty() && !options.only.contains(name)) {
             continue;
         }
-        let plugin = platform.plugin.clone().unwrap_or_else(|| name.clone());
-        let mut settings = platform.settings.clone();
-        if !platform.routes.is_empty() {
-            // The adapter reads each route's settings (never its secret: that is the host's).
-            let routes: toml::Table = platform
-                .routes
-                .iter()
-                .map(|(name, r)| (name.clone(), toml::Value::Table(r.settings.clone())))
-                .collect();
-            settings.insert("routes".into(), toml::Value::Table(routes));
-        }
-        let host_override = match &platform.base_url {
-            Some(url) => {
-                settings.insert("base_url".into(), toml::Value::String(url.clone()));
-                Some(base_host(url).map_err(|e| format!("[gateway.platforms.{name}] base_url: {e}"))?)
-            }
-            None => None,
-        };
-        let spec = AccountSpec {
-            name: name.clone(),
-            config: settings,
-            host: host_override,
-            secret_names: platform.secrets.clone(),
-        };
-        let adapter = runtime.adapter(&plugin, spec).map_err(|e| format!("[gateway.platforms.{name}]: {e}"))?;
-        // One gateway per bot: the lease is named after the account's credentials.
-        let credentials: Vec<String> = adapter
-            .grants()
-            .caps
-            .iter()
-            .filter_map(|c| match c {
-                talaria_runtime::Capability::Secret { name, .. } => adapter.secret_value(name),
-                _ => None,
-            })
-            .collect();
-        let lease_token = format!("{}\n{}", plugin, credentials.join("\n"));
+        let (account, lease_token) = open_account(&runtime, name, platform)?;
         let lease = crate::lease::claim_account(&store, name, &lease_token)?;
         leases.push((crate::lease::account_key(name, &lease_token), lease));
-        accounts.insert(
-            name.clone(),
-            Arc::new(Account {
-                name: name.clone(),
-                adapter,
-                info: Mutex::new(None),
-                busy: AtomicUsize::new(0),
-                pending: AtomicUsize::new(0),
-                last_event: Mutex::new(None),
-                outbox: tokio::sync::Notify::new(),
-                state: Mutex::new("starting".into()),
-                admins: platform.admins.clone(),
-            }),
-        );
+        accounts.insert(name.clone(), Arc::new(account));
     }
     if accounts.is_empty() {
         return Err(if config.platforms.is_empty() {
@@ -237,6 +189,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     }
     let renew = gateway.tasks.spawn(renew_leases(store.clone(), leases.clone(), gateway.stop.clone()));
     gateway.tasks.spawn(report(gateway.clone()));
+    gateway.tasks.spawn(crate::cron::serve(gateway.clone()));
     tracing::info!(accounts = gateway.accounts.len(), "gateway running");
     shutdown.await;
     tracing::info!("gateway stopping: finishing running turns");
@@ -250,6 +203,60 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     gateway.write_status(false);
     tracing::info!("gateway stopped");
     Ok(())
+}
+
+/// Account `name` as `[gateway.platforms.NAME]` describes it, its adapter made (not connected
+/// yet), and the token its lease is named after (its plugin and credentials).
+pub(crate) fn open_account(
+    runtime: &Arc<talaria_runtime::Runtime>,
+    name: &str,
+    platform: &talaria_core::config::PlatformToml,
+) -> Result<(Account, String), String> {
+    let plugin = platform.plugin.clone().unwrap_or_else(|| name.to_string());
+    let mut settings = platform.settings.clone();
+    if !platform.routes.is_empty() {
+        // The adapter reads each route's settings (never its secret: that is the host's).
+        let routes: toml::Table =
+            platform.routes.iter().map(|(name, r)| (name.clone(), toml::Value::Table(r.settings.clone()))).collect();
+        settings.insert("routes".into(), toml::Value::Table(routes));
+    }
+    let host_override = match &platform.base_url {
+        Some(url) => {
+            settings.insert("base_url".into(), toml::Value::String(url.clone()));
+            Some(base_host(url).map_err(|e| format!("[gateway.platforms.{name}] base_url: {e}"))?)
+        }
+        None => None,
+    };
+    let spec = AccountSpec {
+        name: name.to_string(),
+        config: settings,
+        host: host_override,
+        secret_names: platform.secrets.clone(),
+    };
+    let adapter = runtime.adapter(&plugin, spec).map_err(|e| format!("[gateway.platforms.{name}]: {e}"))?;
+    // One gateway per bot: the lease is named after the account's credentials.
+    let credentials: Vec<String> = adapter
+        .grants()
+        .caps
+        .iter()
+        .filter_map(|c| match c {
+            talaria_runtime::Capability::Secret { name, .. } => adapter.secret_value(name),
+            _ => None,
+        })
+        .collect();
+    let lease_token = format!("{}\n{}", plugin, credentials.join("\n"));
+    let account = Account {
+        name: name.to_string(),
+        adapter,
+        info: Mutex::new(None),
+        busy: AtomicUsize::new(0),
+        pending: AtomicUsize::new(0),
+        last_event: Mutex::new(None),
+        outbox: tokio::sync::Notify::new(),
+        state: Mutex::new("starting".into()),
+        admins: platform.admins.clone(),
+    };
+    Ok((account, lease_token))
 }
 
 /// Where chat sessions' workspaces go by default: beside talaria's home, never inside it (a

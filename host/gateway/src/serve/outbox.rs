@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use talaria_runtime::adapter::{AccountInfo, AdapterError, Button, Outbound, TextFormat};
+use talaria_store::Store;
 use talaria_store::delivery::{Delivery, Failed, NewDelivery};
 
 use super::{Account, Gateway};
@@ -40,6 +41,10 @@ struct Body {
     reply_to: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     buttons: Vec<(String, String)>,
+    /// `text` is markdown not rendered yet: queued where the platform's markup and limits were
+    /// not known (a scheduled job's answer). The sender renders it and queues its parts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    markdown: bool,
 }
 
 /// The `format` module's name for a platform's markup.
@@ -90,6 +95,7 @@ pub(crate) fn queue(
             edit: if i == 0 { reply.edit.clone() } else { None },
             reply_to: if i == 0 { reply.reply_to.clone() } else { None },
             buttons: if i + 1 == count { reply.buttons.clone() } else { Vec::new() },
+            markdown: false,
         };
         let body = serde_json::to_string(&body).unwrap_or_default();
         let key = format!("{key}:{i}");
@@ -133,45 +139,123 @@ async fn wait_for_sessions(gateway: &Gateway) {
 }
 
 async fn send_due(gateway: &Gateway, account: &Account) {
+    send_due_in(&gateway.store, account).await;
+}
+
+/// Queue `markdown` to a chat of `account` without knowing its platform's markup and limits
+/// (its adapter is not connected here): the account's sender renders and cuts it when it
+/// sends, each part then a delivery of its own (`KEY:N`).
+///
+/// # Errors
+/// The ledger cannot be written.
+pub fn queue_markdown(
+    store: &Store,
+    account: &str,
+    chat_id: &str,
+    thread_id: Option<&str>,
+    markdown: &str,
+    key: &str,
+) -> talaria_store::Result<i64> {
+    let body = Body { text: markdown.to_string(), markdown: true, ..Body::default() };
+    let body = serde_json::to_string(&body).unwrap_or_default();
+    store.delivery_enqueue(&NewDelivery { platform: account, chat_id, thread_id, body: &body, key })
+}
+
+/// Send what the ledger holds for `account` and is due now (rendering markdown queued
+/// unrendered first).
+pub(crate) async fn send_due_in(store: &Store, account: &Account) {
     let Some(info) = account.info() else { return };
-    let due = match gateway.store.deliveries_due(&account.name, BATCH) {
-        Ok(due) => due,
-        Err(e) => return tracing::error!(account = %account.name, "cannot read the ledger: {e}"),
-    };
-    for delivery in due {
-        let outcome = deliver(account, &info, &delivery).await;
-        let _ = account.pending.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)));
-        let recorded = match outcome {
-            Ok(id) => gateway.store.delivery_sent(delivery.id, &id).map(|()| None),
-            Err(AdapterError::Permanent(e)) => {
-                tracing::warn!(account = %account.name, chat = %delivery.chat_id, "the platform refused a message: {e}");
-                give_up(gateway, &delivery, &e).map(|()| None)
-            }
-            Err(e) => gateway.store.delivery_failed(delivery.id, &e.to_string()).map(Some),
+    // Rendering markdown queues its parts: they are sent in the next round.
+    for _ in 0..3 {
+        let due = match store.deliveries_due(&account.name, BATCH) {
+            Ok(due) => due,
+            Err(e) => return tracing::error!(account = %account.name, "cannot read the ledger: {e}"),
         };
-        match recorded {
-            Ok(Some(Failed::Retry { attempts })) => {
-                tracing::warn!(account = %account.name, chat = %delivery.chat_id, attempts, "sending failed; it will be tried again");
+        let mut rendered = false;
+        for delivery in due {
+            let body: Body = match serde_json::from_str(&delivery.body) {
+                Ok(body) => body,
+                Err(e) => {
+                    let e = format!("a ledger entry that is not a message: {e}");
+                    if let Err(e) = give_up(store, &delivery, &e) {
+                        tracing::error!(account = %account.name, "cannot record a delivery: {e}");
+                    }
+                    continue;
+                }
+            };
+            if body.markdown {
+                render_queued(store, account, &info, &delivery, &body.text);
+                rendered = true;
+                continue;
             }
-            Ok(Some(Failed::GaveUp)) => {
-                tracing::error!(account = %account.name, chat = %delivery.chat_id, "sending failed too often; given up");
-            }
-            Ok(None) => {}
-            Err(e) => tracing::error!(account = %account.name, "cannot record a delivery: {e}"),
+            let outcome = deliver(account, &info, &delivery, body).await;
+            let _ = account.pending.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)));
+            record(store, account, &delivery, outcome);
+        }
+        if !rendered {
+            return;
         }
     }
 }
 
+/// Queue the parts of markdown that was queued unrendered, and mark it done.
+fn render_queued(store: &Store, account: &Account, info: &AccountInfo, delivery: &Delivery, markdown: &str) {
+    let parts = render_parts(markdown, info);
+    for (i, (text, plain)) in parts.iter().enumerate() {
+        let body = Body { text: text.clone(), plain: plain.clone(), ..Body::default() };
+        let body = serde_json::to_string(&body).unwrap_or_default();
+        let key = format!("{}:{i}", delivery.key);
+        let new = NewDelivery {
+            platform: &account.name,
+            chat_id: &delivery.chat_id,
+            thread_id: delivery.thread_id.as_deref(),
+            body: &body,
+            key: &key,
+        };
+        if let Err(e) = store.delivery_enqueue(&new) {
+            return tracing::error!(account = %account.name, "cannot write a reply to the ledger: {e}");
+        }
+    }
+    if let Err(e) = store.delivery_sent(delivery.id, &format!("rendered into {} parts", parts.len())) {
+        tracing::error!(account = %account.name, "cannot record a delivery: {e}");
+    }
+}
+
+/// Write down how sending `delivery` went.
+fn record(store: &Store, account: &Account, delivery: &Delivery, outcome: Result<String, AdapterError>) {
+    let recorded = match outcome {
+        Ok(id) => store.delivery_sent(delivery.id, &id).map(|()| None),
+        Err(AdapterError::Permanent(e)) => {
+            tracing::warn!(account = %account.name, chat = %delivery.chat_id, "the platform refused a message: {e}");
+            give_up(store, delivery, &e).map(|()| None)
+        }
+        Err(e) => store.delivery_failed(delivery.id, &e.to_string()).map(Some),
+    };
+    match recorded {
+        Ok(Some(Failed::Retry { attempts })) => {
+            tracing::warn!(account = %account.name, chat = %delivery.chat_id, attempts, "sending failed; it will be tried again");
+        }
+        Ok(Some(Failed::GaveUp)) => {
+            tracing::error!(account = %account.name, chat = %delivery.chat_id, "sending failed too often; given up");
+        }
+        Ok(None) => {}
+        Err(e) => tracing::error!(account = %account.name, "cannot record a delivery: {e}"),
+    }
+}
+
 /// Mark a delivery failed for good.
-fn give_up(gateway: &Gateway, delivery: &Delivery, error: &str) -> talaria_store::Result<()> {
-    while let Failed::Retry { .. } = gateway.store.delivery_failed(delivery.id, error)? {}
+fn give_up(store: &Store, delivery: &Delivery, error: &str) -> talaria_store::Result<()> {
+    while let Failed::Retry { .. } = store.delivery_failed(delivery.id, error)? {}
     Ok(())
 }
 
 /// Send one delivery: a new message, or an edit of the streamed one.
-async fn deliver(account: &Account, info: &AccountInfo, delivery: &Delivery) -> Result<String, AdapterError> {
-    let body: Body = serde_json::from_str(&delivery.body)
-        .map_err(|e| AdapterError::Permanent(format!("a ledger entry that is not a message: {e}")))?;
+async fn deliver(
+    account: &Account,
+    info: &AccountInfo,
+    delivery: &Delivery,
+    body: Body,
+) -> Result<String, AdapterError> {
     let message = Outbound {
         chat_id: delivery.chat_id.clone(),
         thread_id: delivery.thread_id.clone(),

@@ -311,7 +311,10 @@ async fn process_needs_its_grant_and_the_danger_check() {
     assert_eq!(ok(call(&rt, "run", json!({ "text": "echo hi" })).await), "exit=Some(0)\nhi\n");
     let e = failed(call(&rt, "run", json!({ "text": "rm -rf build" })).await);
     assert!(e.starts_with("command refused: `rm -rf build` needs approval ("), "{e}");
-    assert!(e.ends_with("and no one is here to approve it; rerun with --yolo to allow dangerous commands"), "{e}");
+    assert!(
+        e.ends_with("and no one is here to approve it; rerun with --yolo to allow dangerous commands (a scheduled job may be allowed them beforehand: `talaria cron edit JOB --allow rm-recursive`)"),
+        "{e}"
+    );
     assert!(env.ws().join("build").exists());
 
     let yolo = env.runtime_yolo();
@@ -417,23 +420,24 @@ async fn disguised_dangerous_commands_are_caught_at_the_process_import() {
     std::fs::create_dir(env.ws().join("build")).expect("mkdir");
     std::fs::write(env.ws().join("build/keep.txt"), "kept").expect("write");
     let rt = env.runtime();
-    let needs_approval = |command: &str, reason: &str| {
+    let needs_approval = |command: &str, reason: &str, key: &str| {
         format!(
-            "command refused: `{command}` needs approval ({reason}) and no one is here to approve it; rerun with --yolo to allow dangerous commands"
+            "command refused: `{command}` needs approval ({reason}) and no one is here to approve it; rerun with --yolo to allow dangerous commands (a scheduled job may be allowed them beforehand: `talaria cron edit JOB --allow {key}`)"
         )
     };
-    for (command, reason) in [
-        ("setsid rm -rf build", "recursive delete"),
-        ("$(echo rm) -rf build", "recursive delete"),
-        ("flock -w 5 /tmp/talaria-test.lock rm --r build", "recursive delete"),
+    for (command, reason, key) in [
+        ("setsid rm -rf build", "recursive delete", "rm-recursive"),
+        ("$(echo rm) -rf build", "recursive delete", "rm-recursive"),
+        ("flock -w 5 /tmp/talaria-test.lock rm --r build", "recursive delete", "rm-recursive"),
         (
             "X=$(cat list); $X -rf build",
             "runs a command whose name or script is only known at run time (a variable, substitution, glob or eval)",
+            "dynamic-command",
         ),
-        ("cat $TALARIA_HOME/.env", "reads talaria's secrets (.env) or a process's environment"),
-        ("echo x > ./.git//hooks/pre-commit", "writes git's config or hooks, which git runs by itself"),
+        ("cat $TALARIA_HOME/.env", "reads talaria's secrets (.env) or a process's environment", "read-secrets"),
+        ("echo x > ./.git//hooks/pre-commit", "writes git's config or hooks, which git runs by itself", "write-git"),
     ] {
-        assert_eq!(failed(call(&rt, "run", json!({ "text": command })).await), needs_approval(command, reason));
+        assert_eq!(failed(call(&rt, "run", json!({ "text": command })).await), needs_approval(command, reason, key));
     }
     assert_eq!(std::fs::read_to_string(env.ws().join("build/keep.txt")).expect("still there"), "kept");
     assert!(!env.ws().join(".git").exists());

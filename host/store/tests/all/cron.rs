@@ -155,12 +155,8 @@ fn pausing_a_running_job_keeps_it_paused_after_the_run() {
 fn a_run_by_hand_leaves_the_schedule_alone_and_one_runs_at_a_time() {
     let (_d, s) = store();
     let id = s.cron_insert(&Job { repeat_times: Some(1), ..hourly(10 * HOUR) }).expect("insert");
-    let Claimed::Granted(c) = s.cron_claim_now(&id, HOUR, "cron run", TTL).expect("claim") else {
-        panic!("granted")
-    };
-    let Claimed::Busy(run) = s.cron_claim_now(&id, HOUR + 1, "cron run", TTL).expect("claim") else {
-        panic!("busy")
-    };
+    let Claimed::Granted(c) = s.cron_claim_now(&id, HOUR, "cron run", TTL).expect("claim") else { panic!("granted") };
+    let Claimed::Busy(run) = s.cron_claim_now(&id, HOUR + 1, "cron run", TTL).expect("claim") else { panic!("busy") };
     assert_eq!((run.id, run.holder.as_str(), run.manual), (c.run_id, "cron run", true));
     assert!(s.cron_claim_due(11 * HOUR, "tick", TTL, next_hour).expect("claim").is_empty(), "running already");
     s.cron_finish(c.run_id, &c.token, &ok("by hand"), HOUR + 2).expect("finish");

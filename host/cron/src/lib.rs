@@ -1,0 +1,5 @@
+//! talaria's scheduled jobs.
+
+pub mod jobs;
+pub mod schedule;
+pub mod target;

@@ -1,0 +1,454 @@
+//! Scheduled jobs, run: the gateway ticks every minute ([`serve`]); `talaria cron tick` ticks
+//! once for people who prefer the system's cron or a systemd timer; `talaria cron run` runs one
+//! job now. All of them go through a [`Runner`]:
+//!
+//! 1. Runs whose process died are reaped from the store and reported to their job's target,
+//!    never run again ([`talaria_store::cron`] moved their job on when they were claimed).
+//! 2. Due jobs are claimed in the store (once per due time, whoever else ticks) and run at
+//!    once, each a fresh conversation of the agent service: source and platform `cron`, no
+//!    history, the job's toolsets without the `cronjob` tool, nobody to ask (dangerous commands
+//!    and new hosts are denied unless the job was allowed them), a deadline.
+//! 3. The answer is kept (the run's history, and a file under `cron/output/` in the home) and
+//!    delivered: nowhere more for `local`, else to a chat through the delivery ledger. The
+//!    gateway running in this process sends it; a gateway running elsewhere picks it up from
+//!    the ledger; with none, the adapter is started here for the send. An answer starting with
+//!    `[SILENT]` is kept but not delivered; a failed run is reported where its answer would go.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use talaria_core::{Host, ModelChoice, Platform, Start};
+use talaria_cron::jobs;
+use talaria_cron::target::Target;
+use talaria_protocol::{Event, Op, Outcome};
+use talaria_store::cron::{Claim, Claimed, Finish, Job, Run, RunStatus};
+use talaria_store::delivery::CRON_KEY_PREFIX;
+use tokio_util::sync::CancellationToken;
+
+use crate::serve::{Gateway, Status};
+
+/// How often the gateway looks for due jobs.
+pub const TICK_EVERY: Duration = Duration::from_secs(60);
+/// How long a run's lease lasts unless renewed (every third of it while the run works).
+pub const RUN_LEASE: Duration = Duration::from_secs(120);
+/// How long a run may take when neither the job nor `[cron] timeout_secs` says.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// An answer starting with this is kept, not delivered.
+pub const SILENT: &str = "[SILENT]";
+/// How recent a gateway's status must be for it to count as serving its accounts.
+const LIVE_STATUS_MS: i64 = 15_000;
+
+/// What one run came to.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub job_id: String,
+    pub name: String,
+    pub run_id: i64,
+    pub status: RunStatus,
+    pub output: String,
+    pub error: Option<String>,
+    /// How the answer went out (`local: PATH`, `sent`, `queued`, `silent`, `failed: ...`).
+    pub delivery: Option<String>,
+    pub session_id: Option<String>,
+}
+
+/// What a tick did.
+#[derive(Debug, Default)]
+pub struct Tick {
+    /// Runs found interrupted (their process died).
+    pub interrupted: Vec<Run>,
+    /// Jobs run.
+    pub ran: Vec<Report>,
+}
+
+/// Runs scheduled jobs for one host.
+#[derive(Clone)]
+pub struct Runner {
+    host: Arc<Host>,
+    /// The gateway of this process, if it runs one: it sends to the accounts it serves.
+    gateway: Option<Arc<Gateway>>,
+    /// What this process is, as other processes see it in a run's record.
+    holder: String,
+}
+
+impl Runner {
+    /// A runner for `host`; `holder` names this process (`talaria cron tick`).
+    pub fn new(host: Arc<Host>, holder: impl Into<String>) -> Self {
+        Self { host, gateway: None, holder: holder.into() }
+    }
+
+    pub(crate) fn for_gateway(gateway: &Arc<Gateway>) -> Self {
+        let holder = format!("talaria gateway (pid {})", std::process::id());
+        Self { host: gateway.host.clone(), gateway: Some(gateway.clone()), holder }
+    }
+
+    /// Report runs whose process died, then run every job due at `now` (at once) and wait for
+    /// them.
+    ///
+    /// # Errors
+    /// The store cannot be read or written.
+    pub async fn tick(&self, now: Timestamp) -> Result<Tick, String> {
+        let store = self.host.store().clone();
+        let at = now.as_millisecond();
+        let interrupted = blocking(move || store.cron_reap(at)).await?;
+        for run in &interrupted {
+            tracing::warn!(job = %run.job_id, run = run.id, "a scheduled run was interrupted: {}", run.error.as_deref().unwrap_or(""));
+            self.report_interrupted(run).await;
+        }
+        let store = self.host.store().clone();
+        let holder = self.holder.clone();
+        let ttl = millis(RUN_LEASE);
+        let claims = blocking(move || store.cron_claim_due(at, &holder, ttl, jobs::next_run)).await?;
+        let mut running = tokio::task::JoinSet::new();
+        for claim in claims {
+            let runner = self.clone();
+            running.spawn(async move { runner.execute(claim).await });
+        }
+        let mut ran = Vec::new();
+        while let Some(done) = running.join_next().await {
+            match done {
+                Ok(report) => ran.push(report),
+                Err(e) => tracing::error!("a scheduled run stopped: {e}"),
+            }
+        }
+        ran.sort_by_key(|r| r.run_id);
+        Ok(Tick { interrupted, ran })
+    }
+
+    /// Run job `id` now, outside its schedule.
+    ///
+    /// # Errors
+    /// No such job, it is running already, or the store cannot be written.
+    pub async fn run_now(&self, id: &str) -> Result<Report, String> {
+        let store = self.host.store().clone();
+        let (id, holder) = (id.to_string(), self.holder.clone());
+        let now = Timestamp::now().as_millisecond();
+        let claimed = blocking(move || store.cron_claim_now(&id, now, &holder, millis(RUN_LEASE))).await?;
+        match claimed {
+            Claimed::Granted(claim) => Ok(self.execute(*claim).await),
+            Claimed::Busy(run) => Err(format!(
+                "job {} is running already (run {}, started by {} pid {} on {}); wait for it, or see `talaria cron history {}`",
+                run.job_id, run.id, run.holder, run.pid, run.host, run.job_id
+            )),
+        }
+    }
+
+    /// Run a claimed job, keep its answer, deliver it, and record the run.
+    async fn execute(&self, claim: Claim) -> Report {
+        let store = self.host.store().clone();
+        let stop = CancellationToken::new();
+        let renewing = tokio::spawn(renew(store.clone(), claim.run_id, claim.token.clone(), stop.clone()));
+        let job = &claim.job;
+        tracing::info!(job = %job.id, name = %job.name, run = claim.run_id, "running a scheduled job");
+        let (outcome, session_id) = self.converse(job, claim.due_at).await;
+        let (status, output, error) = match outcome {
+            Ok(text) => (RunStatus::Ok, text, None),
+            Err(e) => (RunStatus::Error, String::new(), Some(e)),
+        };
+        let saved = save_output(self.host.home(), job, claim.run_id, &output, error.as_deref());
+        let (status, delivery) = match (&error, output.trim_start().starts_with(SILENT)) {
+            (None, true) => (status, "silent".to_string()),
+            (None, false) => self
+                .deliver(job, claim.run_id, &output, saved.as_deref())
+                .await
+                .map_or_else(|e| (RunStatus::DeliveryFailed, format!("failed: {e}")), |how| (status, how)),
+            (Some(e), _) => {
+                let notice = format!("Scheduled job **{}** failed: {e}", job.name);
+                let how = self.deliver(job, claim.run_id, &notice, saved.as_deref()).await;
+                (status, how.unwrap_or_else(|e| format!("failed: {e}")))
+            }
+        };
+        stop.cancel();
+        let _ = renewing.await;
+        let finish =
+            Finish { status, output: output.clone(), error: error.clone(), delivery: Some(delivery), session_id };
+        let (run_id, token) = (claim.run_id, claim.token.clone());
+        let record = finish.clone();
+        let now = Timestamp::now().as_millisecond();
+        match blocking(move || store.cron_finish(run_id, &token, &record, now)).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(run = run_id, "the run was reaped as interrupted before it finished"),
+            Err(e) => tracing::error!(run = run_id, "cannot record the run: {e}"),
+        }
+        tracing::info!(job = %job.id, run = run_id, status = status.as_str(), "scheduled job done");
+        Report {
+            job_id: job.id.clone(),
+            name: job.name.clone(),
+            run_id,
+            status: finish.status,
+            output,
+            error,
+            delivery: finish.delivery,
+            session_id: finish.session_id,
+        }
+    }
+
+    /// One turn of a fresh conversation with the job's prompt: its final answer.
+    async fn converse(&self, job: &Job, due_at: i64) -> (Result<String, String>, Option<String>) {
+        let workspace = match &job.workspace {
+            Some(dir) if !Path::new(dir).is_dir() => {
+                return (
+                    Err(format!(
+                        "its workspace {dir} does not exist any more; give it another: `talaria cron edit {} --workspace DIR`",
+                        job.id
+                    )),
+                    None,
+                );
+            }
+            Some(dir) => Some(PathBuf::from(dir)),
+            None => None,
+        };
+        let from_chat = job.creator.starts_with("chat:");
+        let cron = &self.host.config().cron;
+        let start = Start {
+            workspace,
+            source: "cron".into(),
+            platform: Platform::Cron,
+            holder: format!("{} (job {})", self.holder, job.id),
+            interactive: false,
+            yolo: false,
+            model: ModelChoice { provider: job.provider.clone(), model: job.model.clone(), ..ModelChoice::default() },
+            toolsets: job.toolsets.clone().or_else(|| cron.toolsets.clone()),
+            max_turns: job.max_turns.and_then(|n| u32::try_from(n).ok()).or(cron.max_turns),
+            stream: Some(false),
+            auto_title: false,
+            // A chat's job reads what that chat's sessions read: not the owner's memory.
+            memory: !from_chat,
+            plugins_from: from_chat.then(|| self.host.workspace().to_path_buf()),
+            allow: job.allow.clone(),
+            ..Start::default()
+        };
+        let mut conversation = match self.host.start(start).await {
+            Ok(c) => c,
+            Err(e) => return (Err(format!("cannot start its conversation: {e}")), None),
+        };
+        let timeout = job
+            .timeout_secs
+            .and_then(|s| u64::try_from(s).ok())
+            .or(cron.timeout_secs)
+            .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+        let prompt = framed(job, due_at, self.host.config());
+        let turn = conversation.submit(Op::UserTurn { text: prompt, images: Vec::new() });
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut timed_out = false;
+        let mut session_id = None;
+        let outcome = loop {
+            let next = tokio::select! {
+                next = conversation.next_event() => next,
+                () = tokio::time::sleep_until(deadline), if !timed_out => {
+                    timed_out = true;
+                    conversation.submit(Op::Interrupt);
+                    continue;
+                }
+            };
+            let Some(stamped) = next else { break Err("its conversation stopped before answering".to_string()) };
+            session_id = Some(stamped.session_id.clone());
+            if let Event::TurnEnd(end) = &stamped.event
+                && stamped.turn_id == Some(turn)
+            {
+                break match &end.outcome {
+                    _ if timed_out => Err(format!("stopped after its timeout of {} s", timeout.as_secs())),
+                    Outcome::Completed | Outcome::BudgetExhausted | Outcome::Truncated => Ok(end.text.clone()),
+                    Outcome::Interrupted => Err("interrupted".to_string()),
+                    Outcome::Failed(e) => Err(e.clone()),
+                };
+            }
+        };
+        conversation.shutdown_with("cron", |_| {}).await;
+        (outcome, session_id)
+    }
+
+    /// Send `text` where `job` delivers; how it went. `saved`: the file the answer was kept in.
+    async fn deliver(&self, job: &Job, run_id: i64, text: &str, saved: Option<&Path>) -> Result<String, String> {
+        let local = || Ok(saved.map_or_else(|| "local".to_string(), |p| format!("local: {}", p.display())));
+        let target: Target = job.deliver.parse().map_err(|e| format!("{e}"))?;
+        let (account, chat, thread) = match target {
+            Target::Local => return local(),
+            Target::Origin => match job.origin.as_deref().map(str::parse::<Target>) {
+                Some(Ok(Target::Chat { account, chat, thread })) => (account, chat, thread),
+                Some(Ok(_) | Err(_)) | None => return local(),
+            },
+            Target::Platform { account } => {
+                let (chat, thread) = self.home_channel(&account)?;
+                (account, chat, thread)
+            }
+            Target::Chat { account, chat, thread } => (account, chat, thread),
+        };
+        let config = &self.host.config().gateway;
+        let Some(platform) = config.platforms.get(&account) else {
+            return Err(format!(
+                "no account `{account}` is configured: add [gateway.platforms.{account}] to config.toml"
+            ));
+        };
+        let store = self.host.store();
+        let key = format!("{CRON_KEY_PREFIX}{run_id}:0");
+        crate::serve::outbox::queue_markdown(store, &account, &chat, thread.as_deref(), text, &key)
+            .map_err(|e| format!("cannot write it to the delivery ledger: {e}"))?;
+        // The gateway of this process serves the account: its sender takes it at once.
+        if let Some(served) = self.gateway.as_ref().and_then(|g| g.accounts.get(&account)) {
+            served.outbox.notify_one();
+            return Ok("queued".into());
+        }
+        // Another gateway serves it: it finds it in the ledger.
+        if serving_elsewhere(store, &account) {
+            return Ok("queued".into());
+        }
+        // No gateway serves it: start its adapter here for the send.
+        send_here(&self.host, &account, platform, &format!("{CRON_KEY_PREFIX}{run_id}:")).await
+    }
+
+    /// The chat (and thread) of `account`'s home channel.
+    fn home_channel(&self, account: &str) -> Result<(String, Option<String>), String> {
+        let platform = self.host.config().gateway.platforms.get(account).ok_or_else(|| {
+            format!("no account `{account}` is configured: add [gateway.platforms.{account}] to config.toml")
+        })?;
+        let home = platform.home_channel.as_deref().ok_or_else(|| {
+            format!(
+                "account `{account}` has no home channel: set [gateway.platforms.{account}] home_channel = \"CHAT_ID\", or deliver to {account}:CHAT_ID"
+            )
+        })?;
+        match format!("{account}:{home}").parse::<Target>() {
+            Ok(Target::Chat { chat, thread, .. }) => Ok((chat, thread)),
+            Ok(_) | Err(_) => Err(format!(
+                "[gateway.platforms.{account}] home_channel = \"{home}\" is not a chat id (or CHAT:THREAD)"
+            )),
+        }
+    }
+
+    /// Tell an interrupted run's job target that it did not finish.
+    async fn report_interrupted(&self, run: &Run) {
+        let store = self.host.store().clone();
+        let id = run.job_id.clone();
+        let Ok(job) = blocking(move || store.cron_job(&id)).await else { return };
+        let notice = format!(
+            "Scheduled job **{}** did not finish: {}",
+            job.name,
+            run.error.as_deref().unwrap_or("its process stopped")
+        );
+        if let Err(e) = self.deliver(&job, run.id, &notice, None).await {
+            tracing::warn!(job = %job.id, "cannot report the interrupted run: {e}");
+        }
+    }
+}
+
+/// Tick every [`TICK_EVERY`] while `gateway` runs (each tick's runs go on beside the next ticks).
+pub(crate) async fn serve(gateway: Arc<Gateway>) {
+    let runner = Runner::for_gateway(&gateway);
+    loop {
+        let tick = runner.clone();
+        gateway.tasks.spawn(async move {
+            if let Err(e) = tick.tick(Timestamp::now()).await {
+                tracing::error!("cannot run scheduled jobs: {e}");
+            }
+        });
+        tokio::select! {
+            () = gateway.stop.cancelled() => return,
+            () = tokio::time::sleep(TICK_EVERY) => {}
+        }
+    }
+}
+
+/// Whether a gateway in another process serves `account` now (its status is fresh).
+fn serving_elsewhere(store: &talaria_store::Store, account: &str) -> bool {
+    let Some(status) = Status::read(store) else { return false };
+    let fresh = Timestamp::now().as_millisecond() - status.at < LIVE_STATUS_MS;
+    status.running && fresh && status.pid != std::process::id() && status.accounts.contains_key(account)
+}
+
+/// Start `account`'s adapter in this process, send what the ledger holds for it, and say how
+/// the deliveries under `prefix` went.
+async fn send_here(
+    host: &Host,
+    account: &str,
+    platform: &talaria_core::config::PlatformToml,
+    prefix: &str,
+) -> Result<String, String> {
+    let (plugins, _) = host.plugins(host.workspace()).map_err(|e| e.to_string())?;
+    let (opened, _) = crate::serve::open_account(&plugins.runtime, account, platform)?;
+    let info = opened.adapter.connect().await.map_err(|e| format!("cannot connect to {account}: {e}"))?;
+    *crate::serve::lock(&opened.info) = Some(info);
+    crate::serve::outbox::send_due_in(host.store(), &opened).await;
+    let states = host.store().deliveries_by_prefix(prefix).map_err(|e| e.to_string())?;
+    // The markdown entry is done once rendered: its parts say how it went.
+    let parts: Vec<_> = states.iter().filter(|(key, ..)| key.matches(':').count() > 2).collect();
+    if let Some((_, _, error)) = parts.iter().find(|(_, state, _)| state == "failed") {
+        return Err(error.clone().unwrap_or_else(|| "the platform refused it".into()));
+    }
+    if let Some((_, _, error)) = parts.iter().find(|(_, state, _)| state == "pending") {
+        return Ok(format!("queued (will be retried: {})", error.as_deref().unwrap_or("not sent yet")));
+    }
+    if parts.is_empty() {
+        return Ok("queued".into());
+    }
+    Ok("sent".into())
+}
+
+/// Keep a run's lease while it works.
+async fn renew(store: Arc<talaria_store::Store>, run_id: i64, token: String, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(RUN_LEASE / 3) => {}
+        }
+        let (store, token) = (store.clone(), token.clone());
+        let now = Timestamp::now().as_millisecond();
+        match blocking(move || store.cron_renew(run_id, &token, now, millis(RUN_LEASE))).await {
+            Ok(true) => {}
+            Ok(false) => return tracing::warn!(run = run_id, "the run's lease was lost"),
+            Err(e) => tracing::warn!(run = run_id, "cannot renew the run's lease: {e}"),
+        }
+    }
+}
+
+/// The turn a run sends: what it is, where its answer goes, then the job's prompt.
+fn framed(job: &Job, due_at: i64, config: &talaria_core::ConfigToml) -> String {
+    let when = Timestamp::from_millisecond(due_at).map_or_else(
+        |_| due_at.to_string(),
+        |t| t.to_zoned(talaria_store::local_time::zone()).strftime("%Y-%m-%d %H:%M %Z").to_string(),
+    );
+    let target = match job.deliver.parse::<Target>() {
+        Ok(Target::Local) | Err(_) => "kept in the job's history (nobody is sent it)".to_string(),
+        Ok(Target::Origin) if job.origin.is_none() => "kept in the job's history (nobody is sent it)".to_string(),
+        Ok(Target::Origin) => "sent to the chat that scheduled the job".to_string(),
+        Ok(Target::Platform { account } | Target::Chat { account, .. }) => {
+            let plugin = config.gateway.platforms.get(&account).and_then(|p| p.plugin.clone()).unwrap_or(account);
+            format!("sent as a message on {plugin}")
+        }
+    };
+    format!(
+        "[Scheduled job \"{}\" ({}), run for {when}. Your final answer is {target}. If there is nothing worth \
+         reporting this time, start your final answer with {SILENT} and it is kept but not sent.]\n\n{}",
+        job.name, job.schedule_display, job.prompt
+    )
+}
+
+/// Keep a run's answer (or error) in `home/cron/output/JOB/`; the file's path.
+fn save_output(home: &Path, job: &Job, run_id: i64, output: &str, error: Option<&str>) -> Option<PathBuf> {
+    let dir = home.join("cron").join("output").join(&job.id);
+    let stamp = Timestamp::now().strftime("%Y-%m-%dT%H-%M-%SZ").to_string();
+    let path = dir.join(format!("{stamp}-run{run_id}.md"));
+    let body = match error {
+        Some(e) => format!("# {} (run {run_id}): failed\n\n{e}\n", job.name),
+        None => format!("# {} (run {run_id})\n\n{output}\n", job.name),
+    };
+    let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, body));
+    match written {
+        Ok(()) => Some(path),
+        Err(e) => {
+            tracing::warn!(job = %job.id, "cannot keep the run's answer in {}: {e}", dir.display());
+            None
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> talaria_store::Result<T> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
