@@ -103,6 +103,8 @@ impl AcpSession {
             auto_title: true,
             memory: true,
             plugins_from: None,
+            allow: Vec::new(),
+            origin: None,
         };
         let mut conversation = host.start(start).await.map_err(|e| match e {
             talaria_core::Error::Store(talaria_store::Error::SessionNotFound { .. }) => error(

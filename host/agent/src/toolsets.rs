@@ -69,6 +69,7 @@ impl Toolsets {
             ("session_search", set("search and read past conversations", &["session_search"], &[])),
             ("delegation", set("hand sub-tasks to child agents", &["delegate_task"], &[])),
             ("clarify", set("ask the user a question", &["clarify"], &[])),
+            ("cronjob", set("schedule jobs that run later or repeatedly", &["cronjob"], &[])),
             ("coding", set("files, terminal, web and todo", &[], &["files", "terminal", "web", "todo"])),
         ] {
             sets.insert(name.to_string(), ts);

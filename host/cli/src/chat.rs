@@ -150,6 +150,8 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         auto_title: args.query.is_none(),
         memory: true,
         plugins_from: None,
+        allow: Vec::new(),
+        origin: None,
     };
     let mut conversation = host.start(start).await?;
     // Warnings, then the session it is in.

@@ -25,6 +25,7 @@ mod acp;
 mod busy;
 mod chat;
 mod context;
+mod cron;
 mod doctor;
 mod exit;
 mod gateway;
@@ -90,6 +91,9 @@ enum Command {
     /// Chat-platform users paired with the gateway: list, approve a code, revoke
     #[command(subcommand)]
     Pairing(pairing::PairingCmd),
+    /// Scheduled jobs: add, list, edit, pause, resume, run, remove, history, tick
+    #[command(subcommand)]
+    Cron(cron::CronCmd),
     /// Choose a provider and model and write them to config.toml
     Setup(setup::SetupArgs),
     /// Check config, provider reachability, plugins and grants
@@ -178,6 +182,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),
         Command::Pairing(cmd) => pairing::run(&ctx, cmd),
         Command::Gateway(cmd) => gateway::run(&ctx, cmd).await,
+        Command::Cron(cmd) => cron::run(&ctx, cmd).await,
         Command::Setup(args) => setup::run(&ctx, args).await,
         Command::Doctor(args) => doctor::run(&ctx, args).await,
         Command::Plugins(cmd) => plugins::run(&ctx, cmd).await,

@@ -422,6 +422,9 @@ impl Repl {
                             ApprovalKind::Network => {
                                 format!("plugin '{}' wants to connect to {} ({}).", a.plugin, a.command, a.reason)
                             }
+                            ApprovalKind::Schedule => {
+                                format!("the agent wants to schedule {} — {}.", a.command, a.reason)
+                            }
                         };
                         r.progress(&format!(
                             "{} {what}\n  Allow? {} once  {} this session  {} always  {} no   (Enter: no; no answer in {}s: no)",

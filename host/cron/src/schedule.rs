@@ -331,7 +331,7 @@ pub fn show(at: Timestamp, zone: &str) -> String {
 }
 
 /// The system's IANA zone name, "UTC" when it has none.
-fn system_zone() -> String {
+pub fn system_zone() -> String {
     talaria_store::local_time::zone().iana_name().unwrap_or("UTC").to_owned()
 }
 

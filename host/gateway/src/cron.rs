@@ -91,8 +91,9 @@ impl Runner {
     /// The store cannot be read or written.
     pub async fn tick(&self, now: Timestamp) -> Result<Tick, String> {
         let store = self.host.store().clone();
-        let at = now.as_millisecond();
-        let interrupted = blocking(move || store.cron_reap(at)).await?;
+        // Leases are the wall clock's; only what is due is judged at `now`.
+        let clock = Timestamp::now().as_millisecond();
+        let interrupted = blocking(move || store.cron_reap(clock)).await?;
         for run in &interrupted {
             tracing::warn!(job = %run.job_id, run = run.id, "a scheduled run was interrupted: {}", run.error.as_deref().unwrap_or(""));
             self.report_interrupted(run).await;
@@ -100,7 +101,8 @@ impl Runner {
         let store = self.host.store().clone();
         let holder = self.holder.clone();
         let ttl = millis(RUN_LEASE);
-        let claims = blocking(move || store.cron_claim_due(at, &holder, ttl, jobs::next_run)).await?;
+        let due_by = now.as_millisecond();
+        let claims = blocking(move || store.cron_claim_due_by(due_by, clock, &holder, ttl, jobs::next_run)).await?;
         let mut running = tokio::task::JoinSet::new();
         for claim in claims {
             let runner = self.clone();

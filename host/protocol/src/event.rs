@@ -272,6 +272,9 @@ pub enum ApprovalKind {
     Command,
     /// An HTTP connection to a host that only a wildcard network grant (`net:*`) allows.
     Network,
+    /// A job the agent wants to schedule (the `cronjob` tool); `command` describes it: what
+    /// runs, when, and where its answers go.
+    Schedule,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -137,7 +137,8 @@ pub struct Job {
     pub workspace: Option<String>,
     /// Approval keys the user allowed its runs (`rm-recursive`, `net:api.example.com`).
     pub allow: Vec<String>,
-    /// Who made it: `user` (the command line), or `chat:<account>:<user id>`.
+    /// Who made it: `user` (the command line), or the chat it was made from
+    /// (`chat:ACCOUNT:CHAT[:THREAD]`).
     pub creator: String,
     pub created_at: i64,
     pub updated_at: i64,
@@ -482,7 +483,8 @@ impl Store {
 
     /// Claim every job due at `now` (enabled, waiting, next run not after `now`): each gets a
     /// run leased for `ttl_ms`, and its next run becomes `next(job, now)` (`None`: none). A job
-    /// another process claimed first is not returned.
+    /// another process claimed first is not returned. [`Store::cron_claim_due_by`] when what is
+    /// due is judged by another clock than the lease's.
     ///
     /// # Errors
     /// The database cannot be written.
@@ -493,16 +495,32 @@ impl Store {
         ttl_ms: i64,
         next: impl Fn(&Job, i64) -> Option<i64>,
     ) -> Result<Vec<Claim>> {
+        self.cron_claim_due_by(now, now, holder, ttl_ms, next)
+    }
+
+    /// [`Store::cron_claim_due`] with the jobs due by `due_by` (and their next runs after it),
+    /// while the runs start and are leased at `now`: a tick "as if it were" another time.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn cron_claim_due_by(
+        &self,
+        due_by: i64,
+        now: i64,
+        holder: &str,
+        ttl_ms: i64,
+        next: impl Fn(&Job, i64) -> Option<i64>,
+    ) -> Result<Vec<Claim>> {
         self.write(|tx| {
             let due = jobs_where(
                 tx,
                 "WHERE enabled AND state = 'scheduled' AND next_run_at <= ?1 ORDER BY next_run_at",
-                [now],
+                [due_by],
             )?;
             let mut claims = Vec::new();
             for job in due {
                 let Some(due_at) = job.next_run_at else { continue };
-                let after = next(&job, now);
+                let after = next(&job, due_by);
                 tx.execute(
                     "UPDATE cron_jobs SET state = 'running', next_run_at = ?2 WHERE id = ?1",
                     params![job.id, after],

@@ -196,8 +196,9 @@ pub struct Start {
 pub const INTERRUPTED_RESULT: &str =
     "interrupted: talaria was stopped (Ctrl-C or a signal) before this call finished; it may have had partial effects";
 
-/// Tools no child agent gets (reference §2: children cannot delegate, ask the user or write memory).
-const CHILD_EXCLUDED: [&str; 3] = ["delegate_task", "clarify", "memory"];
+/// Tools no child agent gets (reference §2: children cannot delegate, ask the user, write memory
+/// or schedule jobs).
+const CHILD_EXCLUDED: [&str; 4] = ["delegate_task", "clarify", "memory", builtin::cronjob::NAME];
 
 /// One conversation with the model.
 pub struct Agent {
@@ -286,6 +287,8 @@ impl Agent {
             .into_iter()
             .filter(|s| chosen.contains(&s.name))
             .filter(|s| start.parent.is_none() || !CHILD_EXCLUDED.contains(&s.name.as_str()))
+            // No job makes jobs.
+            .filter(|s| platform != Platform::Cron || s.name != builtin::cronjob::NAME)
             .collect();
 
         let todos = Todos::default();
@@ -819,6 +822,9 @@ impl Agent {
                     .map(|v| v.to_string())
             }
             "clarify" => builtin::clarify(&shared.gate, args).await.map(|v| v.to_string()),
+            builtin::cronjob::NAME => builtin::cronjob::call(&shared.store, &shared.gate, &shared.config, args, &call.id)
+                .await
+                .map(|v| v.to_string()),
             "delegate_task" => self.delegate(args, cancel).await.map(|v| v.to_string()),
             _ => {
                 let ctx = ToolContext {

@@ -1,7 +1,8 @@
 //! Agent-level tools: their schemas are offered like any tool's, but calls are handled by the
 //! loop itself because they need its state — the todo list, memory files, the session store,
-//! child agents, the user.
+//! child agents, the user, scheduled jobs.
 
+pub mod cronjob;
 pub mod delegate;
 pub mod memory;
 pub mod search;
@@ -17,7 +18,7 @@ pub const PROVIDER: &str = "talaria";
 
 /// Every agent-level tool's spec.
 pub fn specs() -> Vec<ToolSpec> {
-    vec![todo::Todos::spec(), memory::Memory::spec(), search::spec(), delegate::spec(), clarify_spec()]
+    vec![todo::Todos::spec(), memory::Memory::spec(), search::spec(), delegate::spec(), clarify_spec(), cronjob::spec()]
 }
 
 fn clarify_spec() -> ToolSpec {

@@ -78,7 +78,7 @@ pub(crate) async fn run(
     chat: Chat,
     mut rx: mpsc::UnboundedReceiver<Work>,
 ) {
-    let conversation = match open(&gateway, &account, &key, true).await {
+    let conversation = match open(&gateway, &account, &key, &chat, true).await {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(account = %account.name, session = %key, "cannot start a conversation: {e}");
@@ -235,7 +235,7 @@ impl Worker {
                 }
                 self.queue.clear();
                 let _ = self.gateway.store.kv_delete(SESSIONS_SPACE, &self.key);
-                match open(&self.gateway, &self.account, &self.key, false).await {
+                match open(&self.gateway, &self.account, &self.key, &self.chat, false).await {
                     Ok(fresh) => {
                         let mut old = std::mem::replace(&mut self.conversation, fresh);
                         old.shutdown_with("new", |_| {}).await;
@@ -400,11 +400,16 @@ impl Worker {
     async fn ask_approval(&mut self, a: talaria_protocol::ApprovalNeeded) {
         let Some(message_id) = self.turn.as_ref().map(|t| t.message_id.clone()) else { return };
         let key = format!("approval:{}:{message_id}:{}", self.key, a.id);
+        let what = match a.kind {
+            talaria_protocol::ApprovalKind::Network => format!("connect to **{}**", a.command),
+            talaria_protocol::ApprovalKind::Command => format!("run `{}`", a.command),
+            talaria_protocol::ApprovalKind::Schedule => format!("schedule {}", a.command),
+        };
         if self.account.admins.is_empty() {
             self.conversation.submit(Op::Approve { id: a.id, decision: Decision::Deny });
             let text = format!(
-                "I wanted to run `{}` ({}), which needs an admin's approval, and no admin is configured for {}; refused.",
-                a.command, a.reason, self.account.name
+                "I wanted to {what} ({}), which needs an admin's approval, and no admin is configured for {}; refused.",
+                a.reason, self.account.name
             );
             return self.say(&text, &key);
         }
@@ -412,10 +417,6 @@ impl Worker {
             turn.approval = Some(a.id);
         }
         let token = self.gateway.approval_token(&self.key, &self.account.name, &self.chat, a.id);
-        let what = match a.kind {
-            talaria_protocol::ApprovalKind::Network => format!("connect to **{}**", a.command),
-            _ => format!("run `{}`", a.command),
-        };
         let text = format!(
             "**Approval needed**: {} wants to {what}.\n{}\n\nAn admin can answer with the buttons, or /approve, /approve session, /deny (within {}s).",
             if a.plugin.is_empty() { "the agent".to_string() } else { format!("plugin {}", a.plugin) },
@@ -444,7 +445,13 @@ impl Worker {
 }
 
 /// The conversation of session `key`: the stored one when `resume` and there is one, else new.
-async fn open(gateway: &Gateway, account: &Account, key: &str, resume: bool) -> Result<Conversation, String> {
+async fn open(
+    gateway: &Gateway,
+    account: &Account,
+    key: &str,
+    chat: &Chat,
+    resume: bool,
+) -> Result<Conversation, String> {
     let stored = if resume {
         gateway.store.kv_get(SESSIONS_SPACE, key).ok().flatten().and_then(|id| String::from_utf8(id).ok())
     } else {
@@ -452,6 +459,12 @@ async fn open(gateway: &Gateway, account: &Account, key: &str, resume: bool) -> 
     };
     let workspace = gateway.root.join(workspace_name(&account.name, key));
     std::fs::create_dir_all(&workspace).map_err(|e| format!("cannot make {}: {e}", workspace.display()))?;
+    let origin = talaria_cron::target::Target::Chat {
+        account: account.name.clone(),
+        chat: chat.chat_id.clone(),
+        thread: chat.thread_id.clone(),
+    }
+    .to_string();
     let start = |resume: Option<String>| Start {
         workspace: Some(workspace.clone()),
         source: "gateway".into(),
@@ -465,6 +478,8 @@ async fn open(gateway: &Gateway, account: &Account, key: &str, resume: bool) -> 
         memory: gateway.config.memory,
         // Chats' workspaces hold no project: every chat shares the gateway's plugins.
         plugins_from: Some(gateway.host.workspace().to_path_buf()),
+        // Jobs it schedules answer here.
+        origin: Some(origin.clone()),
         ..Start::default()
     };
     let conversation = match gateway.host.start(start(stored.clone())).await {
