@@ -82,7 +82,7 @@ impl Drop for Gateway {
 
 /// A home with the mock model, the bot's token, and `[gateway]` settings `gateway` (the
 /// Telegram account pointed at `fake`).
-fn setup(mock: &MockLlm, fake: &TelegramFake, gateway: &str, telegram: &str) -> Talaria {
+pub(crate) fn setup(mock: &MockLlm, fake: &TelegramFake, gateway: &str, telegram: &str) -> Talaria {
     let t = Talaria::new();
     let chats = t.workspace.path().join("chats");
     let extra = format!(

@@ -10,6 +10,7 @@ mod acp;
 mod authoring;
 mod boundary;
 mod chat;
+mod cron;
 mod egress;
 mod extensions;
 mod faults;

@@ -334,6 +334,9 @@ fn html_ok(text: &str) -> bool {
     open.is_empty()
 }
 
+/// A user who blocked the bot: sending to them is refused for good (403).
+pub const BLOCKED_CHAT: i64 = 404;
+
 fn send_message(shared: &Arc<Shared>, body: &Value) -> Response {
     let mut inner = lock(shared);
     if inner.failing_sends > 0 {
@@ -341,6 +344,9 @@ fn send_message(shared: &Arc<Shared>, body: &Value) -> Response {
         return error(502, "Bad Gateway");
     }
     let Some(chat_id) = body["chat_id"].as_i64() else { return error(400, "Bad Request: chat not found") };
+    if chat_id == BLOCKED_CHAT {
+        return error(403, "Forbidden: bot was blocked by the user");
+    }
     let text = body["text"].as_str().unwrap_or_default().to_string();
     if text.is_empty() {
         return error(400, "Bad Request: message text is empty");
