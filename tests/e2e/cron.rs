@@ -373,3 +373,17 @@ fn an_admin_schedules_from_a_chat_and_the_answers_come_back_there() {
     assert!(out.status.success(), "{out:?}");
     fake.wait_for(42, WAIT, |m| m.text == "build is green");
 }
+
+#[test]
+fn a_run_past_its_timeout_is_stopped_and_reported() {
+    let mock = MockLlm::start(Script::new([Step::text("too slow").delayed(15_000)]));
+    let t = home_with(&mock, "");
+    let id = add(&t, "every 1h", "check the build", &["--timeout", "1"]);
+    let started = Instant::now();
+    let out = tick(&t, LATER);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(10), "the run was not stopped at its timeout");
+    let runs = history(&t, &id);
+    assert_eq!(runs[0]["status"], "error");
+    assert_eq!(runs[0]["error"], "stopped after its timeout of 1 s");
+}

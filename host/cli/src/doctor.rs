@@ -112,6 +112,7 @@ pub async fn run(ctx: &Ctx, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     check_grants(ctx, runtime.as_ref(), &mut r);
     check_installed(ctx, &mut r);
     check_gateway(ctx, runtime.as_ref(), &secrets, &mut r);
+    check_cron(ctx, &mut r);
     let [ok, warned, failed] = r.counts;
     let summary = format!(
         "{}: {ok} ok, {}, {failed} failed",
@@ -199,6 +200,55 @@ fn check_gateway(ctx: &Ctx, runtime: Option<&Runtime>, secrets: &Secrets, r: &mu
             crate::ui::count(waiting, "code", "codes")
         ),
     );
+}
+
+/// Scheduled jobs (only when there are some): where they deliver, where they run, whether
+/// anything ticks them.
+fn check_cron(ctx: &Ctx, r: &mut Report) {
+    let Ok(store) = talaria_store::Store::open_for_reading(&ctx.home.join("state.db")) else { return };
+    let Ok(jobs) = store.cron_jobs() else { return };
+    let active: Vec<_> = jobs.iter().filter(|j| j.enabled && j.next_run_at.is_some()).collect();
+    if jobs.is_empty() {
+        return;
+    }
+    let platforms = &ctx.config.gateway.platforms;
+    for job in &jobs {
+        let at = format!("job {} ({})", job.id, job.name);
+        let account = match job.deliver.parse::<talaria_cron::target::Target>() {
+            Ok(
+                talaria_cron::target::Target::Platform { account } | talaria_cron::target::Target::Chat { account, .. },
+            ) => Some(account),
+            Ok(_) => None,
+            Err(e) => {
+                r.fail("cron", &format!("{at}: {e}"));
+                continue;
+            }
+        };
+        if let Some(account) = account
+            && !platforms.contains_key(&account)
+        {
+            r.fail("cron", &format!("{at} delivers to `{account}`, which is not configured: add [gateway.platforms.{account}] or `talaria cron edit {} --deliver local`", job.id));
+        }
+        if let Some(ws) = &job.workspace
+            && !Path::new(ws).is_dir()
+        {
+            r.fail(
+                "cron",
+                &format!("{at} runs in {ws}, which does not exist: `talaria cron edit {} --workspace DIR`", job.id),
+            );
+        }
+    }
+    let gateway = talaria_gateway::serve::Status::read(&store)
+        .is_some_and(|s| s.running && jiff::Timestamp::now().as_millisecond() - s.at < 10_000);
+    let summary = format!("{} ({} active)", ui::count(jobs.len(), "job", "jobs"), active.len());
+    if active.is_empty() || gateway {
+        r.ok("cron", &format!("{summary}{}", if gateway { "; the running gateway ticks them" } else { "" }));
+    } else {
+        r.warn(
+            "cron",
+            &format!("{summary}, and no gateway is running: jobs run only while `talaria gateway run` does, or when `talaria cron tick` is called (a cron entry or systemd timer, every minute)"),
+        );
+    }
 }
 
 fn check_home(home: &Path, r: &mut Report) {

@@ -27,7 +27,7 @@ use talaria_store::cron::{Claim, Claimed, Finish, Job, Run, RunStatus};
 use talaria_store::delivery::CRON_KEY_PREFIX;
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::{Gateway, Status};
+use crate::serve::Gateway;
 
 /// How often the gateway looks for due jobs.
 pub const TICK_EVERY: Duration = Duration::from_secs(60);
@@ -35,10 +35,10 @@ pub const TICK_EVERY: Duration = Duration::from_secs(60);
 pub const RUN_LEASE: Duration = Duration::from_secs(120);
 /// How long a run may take when neither the job nor `[cron] timeout_secs` says.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long runs may go on once the gateway is stopping.
+pub const STOP_GRACE: Duration = Duration::from_secs(20);
 /// An answer starting with this is kept, not delivered.
 pub const SILENT: &str = "[SILENT]";
-/// How recent a gateway's status must be for it to count as serving its accounts.
-const LIVE_STATUS_MS: i64 = 15_000;
 
 /// What one run came to.
 #[derive(Debug, Clone)]
@@ -71,17 +71,19 @@ pub struct Runner {
     gateway: Option<Arc<Gateway>>,
     /// What this process is, as other processes see it in a run's record.
     holder: String,
+    /// Cancelled when the process stops: runs still going after [`STOP_GRACE`] are interrupted.
+    stop: Option<CancellationToken>,
 }
 
 impl Runner {
     /// A runner for `host`; `holder` names this process (`talaria cron tick`).
     pub fn new(host: Arc<Host>, holder: impl Into<String>) -> Self {
-        Self { host, gateway: None, holder: holder.into() }
+        Self { host, gateway: None, holder: holder.into(), stop: None }
     }
 
     pub(crate) fn for_gateway(gateway: &Arc<Gateway>) -> Self {
         let holder = format!("talaria gateway (pid {})", std::process::id());
-        Self { host: gateway.host.clone(), gateway: Some(gateway.clone()), holder }
+        Self { host: gateway.host.clone(), gateway: Some(gateway.clone()), holder, stop: Some(gateway.stop.clone()) }
     }
 
     /// Report runs whose process died, then run every job due at `now` (at once) and wait for
@@ -234,13 +236,29 @@ impl Runner {
         let prompt = framed(job, due_at, self.host.config());
         let turn = conversation.submit(Op::UserTurn { text: prompt, images: Vec::new() });
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut timed_out = false;
+        let stop = self.stop.clone();
+        let stopping = async move {
+            match stop {
+                Some(stop) => {
+                    stop.cancelled().await;
+                    tokio::time::sleep(STOP_GRACE).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(stopping);
+        let (mut timed_out, mut stopped) = (false, false);
         let mut session_id = None;
         let outcome = loop {
             let next = tokio::select! {
                 next = conversation.next_event() => next,
-                () = tokio::time::sleep_until(deadline), if !timed_out => {
+                () = tokio::time::sleep_until(deadline), if !timed_out && !stopped => {
                     timed_out = true;
+                    conversation.submit(Op::Interrupt);
+                    continue;
+                }
+                () = &mut stopping, if !timed_out && !stopped => {
+                    stopped = true;
                     conversation.submit(Op::Interrupt);
                     continue;
                 }
@@ -252,6 +270,7 @@ impl Runner {
             {
                 break match &end.outcome {
                     _ if timed_out => Err(format!("stopped after its timeout of {} s", timeout.as_secs())),
+                    _ if stopped => Err(format!("interrupted: {} stopped", self.holder)),
                     Outcome::Completed | Outcome::BudgetExhausted | Outcome::Truncated => Ok(end.text.clone()),
                     Outcome::Interrupted => Err("interrupted".to_string()),
                     Outcome::Failed(e) => Err(e.clone()),
@@ -293,11 +312,6 @@ impl Runner {
             served.outbox.notify_one();
             return Ok("queued".into());
         }
-        // Another gateway serves it: it finds it in the ledger.
-        if serving_elsewhere(store, &account) {
-            return Ok("queued".into());
-        }
-        // No gateway serves it: start its adapter here for the send.
         send_here(&self.host, &account, platform, &format!("{CRON_KEY_PREFIX}{run_id}:")).await
     }
 
@@ -352,15 +366,9 @@ pub(crate) async fn serve(gateway: Arc<Gateway>) {
     }
 }
 
-/// Whether a gateway in another process serves `account` now (its status is fresh).
-fn serving_elsewhere(store: &talaria_store::Store, account: &str) -> bool {
-    let Some(status) = Status::read(store) else { return false };
-    let fresh = Timestamp::now().as_millisecond() - status.at < LIVE_STATUS_MS;
-    status.running && fresh && status.pid != std::process::id() && status.accounts.contains_key(account)
-}
-
-/// Start `account`'s adapter in this process, send what the ledger holds for it, and say how
-/// the deliveries under `prefix` went.
+/// Send what the ledger holds for `account` (the deliveries under `prefix` among it) and say
+/// how they went. A gateway serving the account elsewhere (it holds the account's lease) finds
+/// them in the ledger; with none, the account's adapter is started here for the send.
 async fn send_here(
     host: &Host,
     account: &str,
@@ -368,12 +376,17 @@ async fn send_here(
     prefix: &str,
 ) -> Result<String, String> {
     let (plugins, _) = host.plugins(host.workspace()).map_err(|e| e.to_string())?;
-    let (opened, _) = crate::serve::open_account(&plugins.runtime, account, platform)?;
+    let (opened, lease_token) = crate::serve::open_account(&plugins.runtime, account, platform)?;
+    let key = crate::lease::account_key(account, &lease_token);
+    if let Ok(Some(by)) = host.store().lease_holder(&key) {
+        tracing::debug!(account, "{by} serves the account: it sends the answer");
+        return Ok("queued".into());
+    }
     let info = opened.adapter.connect().await.map_err(|e| format!("cannot connect to {account}: {e}"))?;
     *crate::serve::lock(&opened.info) = Some(info);
     crate::serve::outbox::send_due_in(host.store(), &opened).await;
     let states = host.store().deliveries_by_prefix(prefix).map_err(|e| e.to_string())?;
-    // The markdown entry is done once rendered: its parts say how it went.
+    // The markdown entry is done once rendered: its parts (`cron:RUN:0:N`) say how it went.
     let parts: Vec<_> = states.iter().filter(|(key, ..)| key.matches(':').count() > 2).collect();
     if let Some((_, _, error)) = parts.iter().find(|(_, state, _)| state == "failed") {
         return Err(error.clone().unwrap_or_else(|| "the platform refused it".into()));

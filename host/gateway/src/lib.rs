@@ -3,7 +3,8 @@
 //!
 //! This crate holds the gateway's decisions, kept apart from the adapters and the loop so each is
 //! tested on its own: who is answered ([`authorize`]), which session a message belongs to
-//! ([`session_key`]), and how an answer is written for each platform ([`mod@format`]).
+//! ([`session_key`]), and how an answer is written for each platform ([`mod@format`]). The
+//! gateway also runs scheduled jobs ([`cron`]).
 
 pub mod auth;
 pub mod command;
