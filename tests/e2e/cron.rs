@@ -368,6 +368,10 @@ fn an_admin_schedules_from_a_chat_and_the_answers_come_back_there() {
     assert_eq!(jobs.len(), 1, "{}", gw.log());
     assert_eq!((jobs[0]["deliver"].as_str(), jobs[0]["origin"].as_str()), (Some("origin"), Some("telegram:42")));
     assert_eq!(jobs[0]["creator"], "chat:telegram:42");
+    // Its runs get the chat's tools, not the owner's (no terminal), and never `cronjob`.
+    let tools: Vec<&str> = jobs[0]["toolsets"].as_array().expect("toolsets").iter().filter_map(Value::as_str).collect();
+    assert!(tools.contains(&"read_file") && tools.contains(&"clarify"), "{tools:?}");
+    assert!(!tools.contains(&"terminal") && !tools.contains(&"cronjob"), "{tools:?}");
     // Its run answers in the chat it came from (ticked beside the gateway).
     let out = tick(&t, LATER);
     assert!(out.status.success(), "{out:?}");

@@ -388,7 +388,7 @@ fn pause(store: &Store, key: &str, paused: bool) -> anyhow::Result<ExitCode> {
     }
     store.cron_update(&job)?;
     let job = store.cron_job(&job.id)?;
-    let next = job.next_run_at.map_or_else(|| "none".into(), |at| when(at));
+    let next = job.next_run_at.map_or_else(|| "none".into(), when);
     println!(
         "{} {} ({}): {}, next run {next}",
         if paused { "paused" } else { "resumed" },

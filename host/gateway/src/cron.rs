@@ -1,6 +1,6 @@
-//! Scheduled jobs, run: the gateway ticks every minute ([`serve`]); `talaria cron tick` ticks
-//! once for people who prefer the system's cron or a systemd timer; `talaria cron run` runs one
-//! job now. All of them go through a [`Runner`]:
+//! Scheduled jobs, run: the gateway ticks every minute while `talaria gateway run` runs;
+//! `talaria cron tick` ticks once for people who prefer the system's cron or a systemd timer;
+//! `talaria cron run` runs one job now. All of them go through a [`Runner`]:
 //!
 //! 1. Runs whose process died are reaped from the store and reported to their job's target,
 //!    never run again ([`talaria_store::cron`] moved their job on when they were claimed).

@@ -324,6 +324,39 @@ fn start_run(
     Ok(Some(Claim { job: job.clone(), run_id, token, due_at }))
 }
 
+/// Write what can be edited of `job` into row `id`, in `state`.
+fn write_fields(tx: &Transaction<'_>, id: &str, job: &Job, state: JobState, now: i64) -> Result<()> {
+    tx.execute(
+        "UPDATE cron_jobs SET name = ?2, prompt = ?3, schedule_kind = ?4, schedule_expr = ?5,
+            schedule_display = ?6, deliver = ?7, repeat_times = ?8, enabled = ?9, state = ?10,
+            next_run_at = ?11, model = ?12, provider = ?13, toolsets = ?14, max_turns = ?15,
+            timeout_secs = ?16, workspace = ?17, allow = ?18, updated_at = ?19
+         WHERE id = ?1",
+        params![
+            id,
+            job.name,
+            job.prompt,
+            job.schedule_kind,
+            job.schedule_expr,
+            job.schedule_display,
+            job.deliver,
+            job.repeat_times,
+            job.enabled,
+            state.as_str(),
+            job.next_run_at,
+            job.model,
+            job.provider,
+            job.toolsets.as_deref().map(to_json),
+            job.max_turns,
+            job.timeout_secs,
+            job.workspace,
+            to_json(&job.allow),
+            now,
+        ],
+    )?;
+    Ok(())
+}
+
 /// The state a job is in when none of its runs is running.
 fn resting_state(job: &Job) -> JobState {
     if job.repeat_times.is_some_and(|times| job.repeat_done >= times) {
@@ -353,37 +386,14 @@ impl Store {
                     break id;
                 }
             };
-            let state = if job.enabled { JobState::Scheduled } else { JobState::Paused };
             tx.execute(
                 "INSERT INTO cron_jobs (id, name, prompt, schedule_kind, schedule_expr, schedule_display, deliver,
-                    origin, repeat_times, repeat_done, enabled, state, next_run_at, model, provider, toolsets,
-                    max_turns, timeout_secs, workspace, allow, creator, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-                    ?20, ?21, ?21)",
-                params![
-                    id,
-                    job.name,
-                    job.prompt,
-                    job.schedule_kind,
-                    job.schedule_expr,
-                    job.schedule_display,
-                    job.deliver,
-                    job.origin,
-                    job.repeat_times,
-                    job.enabled,
-                    state.as_str(),
-                    job.next_run_at,
-                    job.model,
-                    job.provider,
-                    job.toolsets.as_deref().map(to_json),
-                    job.max_turns,
-                    job.timeout_secs,
-                    job.workspace,
-                    to_json(&job.allow),
-                    job.creator,
-                    now,
-                ],
+                    origin, creator, created_at, updated_at)
+                 VALUES (?1, '', '', '', '', '', '', ?2, ?3, ?4, ?4)",
+                params![id, job.origin, job.creator, now],
             )?;
+            let state = if job.enabled { JobState::Scheduled } else { JobState::Paused };
+            write_fields(tx, &id, job, state, now)?;
             Ok(id)
         })
     }
@@ -401,35 +411,7 @@ impl Store {
                 return Err(Error::JobNotFound { key: job.id.clone() });
             };
             let state = if current.state == JobState::Running { JobState::Running } else { resting_state(job) };
-            tx.execute(
-                "UPDATE cron_jobs SET name = ?2, prompt = ?3, schedule_kind = ?4, schedule_expr = ?5,
-                    schedule_display = ?6, deliver = ?7, repeat_times = ?8, enabled = ?9, state = ?10,
-                    next_run_at = ?11, model = ?12, provider = ?13, toolsets = ?14, max_turns = ?15,
-                    timeout_secs = ?16, workspace = ?17, allow = ?18, updated_at = ?19
-                 WHERE id = ?1",
-                params![
-                    job.id,
-                    job.name,
-                    job.prompt,
-                    job.schedule_kind,
-                    job.schedule_expr,
-                    job.schedule_display,
-                    job.deliver,
-                    job.repeat_times,
-                    job.enabled,
-                    state.as_str(),
-                    job.next_run_at,
-                    job.model,
-                    job.provider,
-                    job.toolsets.as_deref().map(to_json),
-                    job.max_turns,
-                    job.timeout_secs,
-                    job.workspace,
-                    to_json(&job.allow),
-                    now,
-                ],
-            )?;
-            Ok(())
+            write_fields(tx, &job.id, job, state, now)
         })
     }
 

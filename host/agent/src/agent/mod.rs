@@ -822,7 +822,7 @@ impl Agent {
                     .map(|v| v.to_string())
             }
             "clarify" => builtin::clarify(&shared.gate, args).await.map(|v| v.to_string()),
-            builtin::cronjob::NAME => builtin::cronjob::call(&shared.store, &shared.gate, &shared.config, args, &call.id)
+            builtin::cronjob::NAME => builtin::cronjob::call(&shared.store, &shared.gate, &shared.config, &self.tools, args, &call.id)
                 .await
                 .map(|v| v.to_string()),
             "delegate_task" => self.delegate(args, cancel).await.map(|v| v.to_string()),

@@ -9,6 +9,9 @@
 //!    call that arrives anyway is refused.
 //! 3. A job made from a chat delivers there by default and is made by that chat
 //!    (`chat:ACCOUNT:CHAT`); `list` and `remove` see only that chat's jobs, the terminal sees all.
+//! 4. **A job can do no more than the chat that made it:** its runs get exactly the tools that
+//!    chat's session has (never the owner's defaults, which may include a terminal), and no
+//!    allowances (only `talaria cron edit --allow` gives those).
 
 use serde_json::{Value, json};
 use talaria_cron::jobs::{Draft, prepare};
@@ -63,6 +66,7 @@ pub async fn call(
     store: &std::sync::Arc<Store>,
     gate: &Gate,
     config: &AgentConfig,
+    tools: &[ToolSpec],
     args: &Value,
     call_id: &str,
 ) -> Result<Value, ToolError> {
@@ -72,7 +76,14 @@ pub async fn call(
     let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
     let creator = config.origin.as_ref().map(|o| format!("chat:{o}"));
     match text("action") {
-        Some("add") => add(store, gate, config, args, creator, call_id).await,
+        Some("add") => {
+            // From a chat: the session's own tools, and nothing the owner's defaults would add.
+            let toolsets = config
+                .origin
+                .as_ref()
+                .map(|_| tools.iter().map(|t| t.name.clone()).filter(|name| name != NAME).collect::<Vec<_>>());
+            add(store, gate, config, args, Made { creator, toolsets }, call_id).await
+        }
         Some("list") => {
             let jobs = mine(store, creator.as_deref()).await?;
             let listed: Vec<Value> = jobs.iter().map(brief).collect();
@@ -93,12 +104,18 @@ pub async fn call(
     }
 }
 
+/// Who makes a job, and the tools its runs get (`None`: the configured defaults).
+struct Made {
+    creator: Option<String>,
+    toolsets: Option<Vec<String>>,
+}
+
 async fn add(
     store: &std::sync::Arc<Store>,
     gate: &Gate,
     config: &AgentConfig,
     args: &Value,
-    creator: Option<String>,
+    made: Made,
     call_id: &str,
 ) -> Result<Value, ToolError> {
     let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::to_string);
@@ -111,7 +128,8 @@ async fn add(
         repeat: args.get("repeat").and_then(Value::as_i64),
         workspace: Some(config.workspace.clone()),
         origin: config.origin.clone(),
-        creator,
+        creator: made.creator,
+        toolsets: made.toolsets,
         ..Draft::default()
     };
     let now = jiff::Timestamp::now();
