@@ -29,25 +29,22 @@ pub const NAME: &str = "cronjob";
 pub fn spec() -> ToolSpec {
     ToolSpec {
         name: NAME.into(),
-        description: "Schedule a task for later or on a recurring basis, list scheduled jobs, or remove one. \
-                      At each due time a fresh agent (with no memory of this conversation, so the prompt must \
-                      say everything needed) runs `prompt`, and its final answer is delivered (by default to \
-                      where the user is talking to you now). The user is shown the job and must confirm it. \
-                      Schedules: \"30m\" / \"2h\" / \"1d\" (once, after that delay), \"every 2h\", a five-field \
-                      cron expression such as \"0 8 * * 1-5\" (weekdays at 08:00), or a time \
-                      \"2026-12-01T08:00\" (once)."
+        description: "Schedule a task to run later or repeatedly, list scheduled jobs, or remove one. Each run \
+                      is a fresh agent with no memory of this chat (make the prompt self-contained); its answer \
+                      is delivered here. The user must confirm. Schedules: 30m | 2h | 1d (once), every 2h, \
+                      cron \"0 8 * * 1-5\", or 2026-12-01T08:00 (once)."
             .into(),
         parameters: json!({
             "type": "object",
             "properties": {
                 "action": {"type": "string", "enum": ["add", "list", "remove"]},
-                "schedule": {"type": "string", "description": "add: when it runs."},
-                "prompt": {"type": "string", "description": "add: the complete, self-contained task for each run."},
-                "name": {"type": "string", "description": "add: a short name."},
-                "timezone": {"type": "string", "description": "add: IANA zone for cron expressions and times, e.g. Europe/Paris (default: the user's)."},
-                "deliver": {"type": "string", "description": "add: where answers go: origin (here, the default), local (kept, not sent), an account name (its home channel) or account:chat_id."},
-                "repeat": {"type": "integer", "minimum": 1, "description": "add: stop after this many runs."},
-                "job_id": {"type": "string", "description": "remove: the job's id (from list)."}
+                "schedule": {"type": "string"},
+                "prompt": {"type": "string", "description": "The whole task for each run."},
+                "name": {"type": "string"},
+                "timezone": {"type": "string", "description": "IANA zone, e.g. Europe/Paris (default: the user's)."},
+                "deliver": {"type": "string", "description": "origin (here, default), local (kept only), ACCOUNT or ACCOUNT:CHAT."},
+                "repeat": {"type": "integer", "minimum": 1, "description": "Stop after this many runs."},
+                "job_id": {"type": "string", "description": "For remove."}
             },
             "required": ["action"],
             "additionalProperties": false
