@@ -52,7 +52,7 @@ pub enum CronCmd {
     },
     /// Change a job (only what is given)
     Edit {
-        /// Its id, a prefix of it, or its name
+        /// Its id (or the start of it), or its name (or the start of it)
         job: String,
         /// A new schedule (as for `add`)
         #[arg(long)]
@@ -77,29 +77,29 @@ pub enum CronCmd {
     },
     /// Stop a job from running until resumed
     Pause {
-        /// Its id, a prefix of it, or its name
+        /// Its id (or the start of it), or its name (or the start of it)
         job: String,
     },
     /// Let a paused job run again (from its next time after now)
     Resume {
-        /// Its id, a prefix of it, or its name
+        /// Its id (or the start of it), or its name (or the start of it)
         job: String,
     },
     /// Run a job now, outside its schedule, and print its answer (delivered as usual)
     ///
     /// Exits 0 when the run succeeded, 1 when it failed or could not be delivered.
     Run {
-        /// Its id, a prefix of it, or its name
+        /// Its id (or the start of it), or its name (or the start of it)
         job: String,
     },
     /// Remove a job and its history
     Remove {
-        /// Its id, a prefix of it, or its name
+        /// Its id (or the start of it), or its name (or the start of it)
         job: String,
     },
     /// A job's last runs, and its last answer
     History {
-        /// Its id, a prefix of it, or its name
+        /// Its id (or the start of it), or its name (or the start of it)
         job: String,
         /// How many runs
         #[arg(long, default_value_t = 10)]

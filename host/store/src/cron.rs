@@ -423,7 +423,8 @@ impl Store {
         one_job(&self.conn(), id)?.ok_or_else(|| Error::JobNotFound { key: id.to_string() })
     }
 
-    /// The job `key` names: its id, a unique prefix of its id, or its name.
+    /// The job `key` names: its id, a unique prefix of its id, its name, or the unique start of
+    /// a name (in any letter case).
     ///
     /// # Errors
     /// None or several match, or the database cannot be read.
@@ -433,8 +434,13 @@ impl Store {
         if let Some(job) = all.iter().find(|j| j.id == key) {
             return Ok(job.clone());
         }
-        let matches: Vec<&Job> =
+        let mut matches: Vec<&Job> =
             all.iter().filter(|j| (!key.is_empty() && j.id.starts_with(key)) || j.name == key).collect();
+        if matches.is_empty() && !key.is_empty() {
+            // The start of a name, in any letter case.
+            let lower = key.to_lowercase();
+            matches = all.iter().filter(|j| j.name.to_lowercase().starts_with(&lower)).collect();
+        }
         match matches.as_slice() {
             [one] => Ok((*one).clone()),
             [] => Err(Error::JobNotFound { key: key.to_string() }),

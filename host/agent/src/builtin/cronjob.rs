@@ -153,7 +153,11 @@ async fn add(
         kind: ApprovalKind::Schedule,
         plugin: super::PROVIDER,
         command: &described,
-        reason: "each run is a new agent with this conversation's tools and nobody to ask",
+        reason: if config.origin.is_some() {
+            "each run is a new agent with this chat's tools and nobody to ask"
+        } else {
+            "each run is a new agent with nobody to ask: dangerous commands and new hosts are denied"
+        },
         call_id,
     };
     match gate.ask_human(&ask).await {

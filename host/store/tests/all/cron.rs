@@ -172,6 +172,7 @@ fn jobs_are_found_by_id_prefix_or_name() {
     assert_eq!(s.cron_find(&a).expect("id").name, "inbox");
     assert_eq!(s.cron_find(&a[..5]).expect("prefix").id, a);
     assert_eq!(s.cron_find("backup").expect("name").name, "backup");
+    assert_eq!(s.cron_find("BACK").expect("the start of a name").name, "backup");
     assert!(matches!(s.cron_find("nothing"), Err(Error::JobNotFound { .. })));
     s.cron_insert(&Job { name: "inbox".into(), ..hourly(HOUR) }).expect("insert");
     let Err(e @ Error::AmbiguousJob { .. }) = s.cron_find("inbox") else { panic!("ambiguous") };
