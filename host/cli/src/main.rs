@@ -33,6 +33,7 @@ mod live;
 mod logging;
 mod markdown;
 mod market;
+mod mcp;
 mod memory;
 mod mentions;
 mod pairing;
@@ -94,6 +95,9 @@ enum Command {
     /// Scheduled jobs: add, list, edit, pause, resume, run, remove, history, tick
     #[command(subcommand)]
     Cron(cron::CronCmd),
+    /// MCP servers whose tools the agent uses: list, add, remove, test
+    #[command(subcommand)]
+    Mcp(mcp::McpCmd),
     /// Choose a provider and model and write them to config.toml
     Setup(setup::SetupArgs),
     /// Check config, provider reachability, plugins and grants
@@ -183,6 +187,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pairing(cmd) => pairing::run(&ctx, cmd),
         Command::Gateway(cmd) => gateway::run(&ctx, cmd).await,
         Command::Cron(cmd) => cron::run(&ctx, cmd).await,
+        Command::Mcp(cmd) => mcp::run(&ctx, cmd).await,
         Command::Setup(args) => setup::run(&ctx, args).await,
         Command::Doctor(args) => doctor::run(&ctx, args).await,
         Command::Plugins(cmd) => plugins::run(&ctx, cmd).await,

@@ -425,6 +425,9 @@ impl Repl {
                             ApprovalKind::Schedule => {
                                 format!("the agent wants to schedule {} — {}.", a.command, a.reason)
                             }
+                            ApprovalKind::McpTool => {
+                                format!("{} wants to call `{}` — {}.", a.plugin, a.command, a.reason)
+                            }
                         };
                         r.progress(&format!(
                             "{} {what}\n  Allow? {} once  {} this session  {} always  {} no   (Enter: no; no answer in {}s: no)",

@@ -103,6 +103,9 @@ pub struct ConfigToml {
     pub gateway: GatewayToml,
     #[serde(default)]
     pub cron: CronToml,
+    /// MCP servers whose tools the agent may use: `[mcp_servers.NAME]`.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, talaria_mcp::config::ServerToml>,
 }
 
 /// `[cron]`: how scheduled jobs run (each job may set its own toolsets, turns and timeout).

@@ -23,7 +23,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, ConfigToml};
-use crate::offered::Overlaid;
+use crate::offered::{Joined, Overlaid};
 use crate::router::{Route, Router};
 use crate::{Error, Host, ModelChoice, Start, canonical_workspace, lock, models};
 
@@ -171,10 +171,16 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
     );
     gate.set_yolo(start.yolo);
     let agent_config = agent_config(&host.home, &host.config, &start, workspace.clone());
-    let tools: Arc<dyn talaria_agent::ToolHost> = match &start.offered.tools {
+    let mut tools: Arc<dyn talaria_agent::ToolHost> = match &start.offered.tools {
         Some(overlay) => Arc::new(Overlaid::new(plugins.tools.clone(), overlay.clone())),
         None => plugins.tools.clone(),
     };
+    if !host.mcp.is_empty() {
+        // Their tool lists (cached, or listed by starting them) before the agent lists tools.
+        host.mcp.prepare().await;
+        warnings.extend(host.mcp.take_warnings());
+        tools = Arc::new(Joined::new(tools, host.mcp.clone()));
+    }
     let mut shared = Shared::new(agent_config, chain, store.clone(), tools, gate.clone())
         .with_hooks(plugins.hooks.clone())
         .with_memory_provider(if start.memory { plugins.memory.clone() } else { None })

@@ -212,6 +212,8 @@ pub struct Host {
     /// Plugins by workspace (project plugins differ), made on first use (the default
     /// workspace's when the host opens); whether nobody has asked for them yet.
     plugins: Mutex<HashMap<PathBuf, (Arc<Plugins>, bool)>>,
+    /// The `[mcp_servers]`, started when a conversation first needs their tools.
+    mcp: Arc<talaria_mcp::client::Servers>,
 }
 
 /// The plugins as seen from `workspace`; those every conversation calls first start loading.
@@ -262,6 +264,13 @@ impl Host {
             plugins.insert(options.workspace.clone(), (made, true));
         }
         let aux = Arc::new(plugins::LazyAux::new(&options.home, config.clone(), client.clone()));
+        let mcp = Arc::new(talaria_mcp::client::Servers::new(
+            &options.home,
+            &options.workspace,
+            &config.mcp_servers,
+            router.clone(),
+            &config.approvals.allow,
+        ));
         Ok(Self {
             home: options.home,
             workspace: options.workspace,
@@ -271,7 +280,13 @@ impl Host {
             router,
             aux,
             plugins: Mutex::new(plugins),
+            mcp,
         })
+    }
+
+    /// The configured MCP servers (`[mcp_servers]`), shared by every conversation.
+    pub fn mcp(&self) -> &Arc<talaria_mcp::client::Servers> {
+        &self.mcp
     }
 
     pub fn home(&self) -> &Path {

@@ -84,3 +84,44 @@ impl ToolHost for Overlaid {
         }
     }
 }
+
+/// The plugins' tools and the MCP servers' side by side (MCP tools are all `mcp_…`, and a
+/// plugin tool of the same name keeps it).
+pub(crate) struct Joined {
+    pub plugins: Arc<dyn ToolHost>,
+    pub mcp: Arc<talaria_mcp::client::Servers>,
+    /// The MCP tools' names, as of the last listing.
+    mcp_names: Mutex<HashSet<String>>,
+}
+
+impl Joined {
+    pub fn new(plugins: Arc<dyn ToolHost>, mcp: Arc<talaria_mcp::client::Servers>) -> Self {
+        Self { plugins, mcp, mcp_names: Mutex::new(HashSet::new()) }
+    }
+}
+
+impl ToolHost for Joined {
+    fn specs(&self) -> BoxFuture<'_, Vec<ToolSpec>> {
+        Box::pin(async move {
+            let (mut specs, mcp) = futures_util::future::join(self.plugins.specs(), self.mcp.specs()).await;
+            let taken: HashSet<String> = specs.iter().map(|s| s.name.clone()).collect();
+            let mcp: Vec<ToolSpec> = mcp.into_iter().filter(|s| !taken.contains(&s.name)).collect();
+            *crate::lock(&self.mcp_names) = mcp.iter().map(|s| s.name.clone()).collect();
+            specs.extend(mcp);
+            specs
+        })
+    }
+
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: &'a str,
+        ctx: ToolContext,
+    ) -> BoxFuture<'a, Result<String, ToolError>> {
+        if crate::lock(&self.mcp_names).contains(name) {
+            self.mcp.call(name, arguments, ctx)
+        } else {
+            self.plugins.call(name, arguments, ctx)
+        }
+    }
+}

@@ -275,6 +275,9 @@ pub enum ApprovalKind {
     /// A job the agent wants to schedule (the `cronjob` tool); `command` describes it: what
     /// runs, when, and where its answers go.
     Schedule,
+    /// A tool of an MCP server (which runs outside the sandbox, with the user's rights);
+    /// `command` is the call: the tool and its arguments.
+    McpTool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

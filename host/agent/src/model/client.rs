@@ -130,8 +130,13 @@ impl Client {
     }
 }
 
-/// A client whose connections must be up within `connect`.
-fn http_client(connect: Duration) -> Result<reqwest::Client, ModelError> {
+/// An HTTP client as the model calls use (rustls on *ring*, the platform's roots, HTTP/2),
+/// whose connections must be up within `connect`: for other services talaria itself talks to
+/// (MCP servers over HTTP).
+///
+/// # Errors
+/// TLS cannot be set up.
+pub fn http_client(connect: Duration) -> Result<reqwest::Client, ModelError> {
     let setup = |e: &dyn std::fmt::Display| ModelError::Config(format!("cannot set up the HTTP client: {e}"));
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls_config().map_err(|e| setup(&e))?)

@@ -38,6 +38,7 @@ mod tests;
 mod transport;
 
 pub use chain::{Chain, ChainState};
+pub use client::http_client;
 pub use provider::{
     ApiMode, PRESETS, Preset, Provider, ProviderError, ProviderSpec, TimeoutPhase, Timeouts, ToolChoice,
 };

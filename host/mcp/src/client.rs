@@ -1,0 +1,543 @@
+//! External MCP servers as tools ([`Servers`], a [`ToolHost`]): each `[mcp_servers.NAME]` tool
+//! becomes `mcp_<server>_<tool>` in the toolset `mcp-<server>`.
+//!
+//! 1. **They run outside the sandbox**, with the user's rights, so the policy is explicit: a
+//!    call of a tool not marked read-only asks the user first (once, for the session, always,
+//!    or no: `[approvals] allow = ["mcp:SERVER:TOOL"]` is "always"), unless the server's `ask`
+//!    says otherwise. With nobody to ask it is refused, saying how to allow it.
+//! 2. **A stdio server gets a small environment** (PATH, HOME, the locale, proxies) plus its
+//!    own `env`: talaria's API keys never reach it unless named there.
+//! 3. **Servers start lazily**, when a conversation first needs their tools, all at once; their
+//!    tool lists are cached between runs (keyed by how the server is reached), so a later start
+//!    lists tools without starting any server, and the server starts on its first call.
+//! 4. **A server that fails is reported once** and the others carry on. One that stops (killed,
+//!    crashed) fails the call in flight and is started again on the next call; one that does not
+//!    answer in time (`tool_timeout_secs`) fails the call with a message naming the setting.
+//! 5. Results over [`RESULT_CAP`] characters go to a file (`results/SESSION/CALL.txt`) and the
+//!    model gets a preview, as with other tools.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock, Implementation,
+    ProtocolVersion, ResourceContents, Tool,
+};
+use rmcp::service::{Peer, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{ConfigureCommandExt as _, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt as _};
+use serde_json::Value;
+use talaria_agent::{BoxFuture, ToolContext, ToolHost};
+use talaria_protocol::{ToolAnnotations, ToolError, ToolSpec};
+use talaria_runtime::{Approval, ApprovalKind, ApprovalRequest, Approvals, Approver, Secrets};
+
+use crate::config::{self, Ask, ServerToml, Transport};
+
+/// Results longer than this (in characters) are saved to a file.
+pub const RESULT_CAP: usize = 50_000;
+/// Characters of a saved result the model sees.
+const PREVIEW_CHARS: usize = 1_500;
+/// The environment a stdio server gets from talaria's own (besides its `env`).
+const PASSED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+];
+
+/// What talaria says it is to servers; it declares no client capabilities (no sampling, roots
+/// or elicitation).
+#[derive(Clone)]
+struct Handler;
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("talaria", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+}
+
+type Session = RunningService<RoleClient, Handler>;
+
+/// One configured server.
+struct Server {
+    name: String,
+    config: ServerToml,
+    /// Its tools, as last listed (live or from the cache); `None` until known.
+    tools: Mutex<Option<Vec<Tool>>>,
+    /// The running session, if started.
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    /// It failed to start and was reported.
+    reported: Mutex<bool>,
+}
+
+/// The MCP servers of a home, shared by every conversation.
+pub struct Servers {
+    home: PathBuf,
+    /// Where stdio servers run when their config names no `cwd`.
+    workspace: PathBuf,
+    secrets: Secrets,
+    servers: BTreeMap<String, Arc<Server>>,
+    approvals: Approvals,
+    warnings: Mutex<Vec<String>>,
+}
+
+impl Servers {
+    /// The enabled servers of `configs`. Nothing starts until tools are asked for.
+    pub fn new(
+        home: &Path,
+        workspace: &Path,
+        configs: &BTreeMap<String, ServerToml>,
+        approver: Arc<dyn Approver>,
+        always: &[String],
+    ) -> Self {
+        let servers = configs
+            .iter()
+            .filter(|(_, c)| c.enabled())
+            .map(|(name, config)| {
+                let server = Server {
+                    name: name.clone(),
+                    config: config.clone(),
+                    tools: Mutex::new(None),
+                    session: tokio::sync::Mutex::new(None),
+                    reported: Mutex::new(false),
+                };
+                (name.clone(), Arc::new(server))
+            })
+            .collect();
+        Self {
+            home: home.to_path_buf(),
+            workspace: workspace.to_path_buf(),
+            secrets: Secrets::load(&home.join(".env")),
+            servers,
+            approvals: Approvals::new(approver, always),
+            warnings: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// Problems found since the last call (a server that would not start), each said once.
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.warnings))
+    }
+
+    /// Make every server's tool list known: from the cache, else by starting the servers (all
+    /// at once, each within its startup timeout).
+    pub async fn prepare(&self) {
+        let unknown: Vec<&Arc<Server>> = self.servers.values().filter(|s| lock(&s.tools).is_none()).collect();
+        let listings = unknown.iter().map(|server| async move {
+            if let Some(cached) = self.cached(server) {
+                *lock(&server.tools) = Some(cached);
+                return;
+            }
+            match self.list_live(server).await {
+                Ok(tools) => {
+                    self.save_cache(server, &tools);
+                    *lock(&server.tools) = Some(tools);
+                }
+                Err(e) => self.report(server, &e),
+            }
+        });
+        futures_util::future::join_all(listings).await;
+    }
+
+    /// Start `name` (again) and list its tools now, whatever the cache holds: `talaria mcp test`.
+    ///
+    /// # Errors
+    /// No such server, or it does not start or list its tools.
+    pub async fn check(&self, name: &str) -> Result<Checked, String> {
+        let server = self.servers.get(name).ok_or_else(|| format!("no enabled server `{name}`"))?;
+        let started = std::time::Instant::now();
+        *server.session.lock().await = None;
+        let tools = self.list_live(server).await?;
+        let session = server.session.lock().await.clone();
+        let info = session.as_ref().and_then(|s| s.peer_info());
+        self.save_cache(server, &tools);
+        *lock(&server.tools) = Some(tools.clone());
+        Ok(Checked {
+            server: info.as_ref().and_then(|i| i.server_info.as_ref()).map(|i| format!("{} {}", i.name, i.version)),
+            protocol: info.as_ref().map(|i| i.protocol_version.to_string()).unwrap_or_default(),
+            tools: tools.iter().map(|t| spec(&server.name, t)).collect(),
+            took: started.elapsed(),
+        })
+    }
+
+    /// Stop every running server.
+    pub async fn shutdown(&self) {
+        for server in self.servers.values() {
+            if let Some(session) = server.session.lock().await.take()
+                && let Ok(session) = Arc::try_unwrap(session)
+            {
+                let _ = session.cancel().await;
+            }
+        }
+    }
+
+    fn report(&self, server: &Server, error: &str) {
+        let mut reported = lock(&server.reported);
+        if !*reported {
+            *reported = true;
+            lock(&self.warnings).push(format!(
+                "MCP server `{}` is left out: {error} (`talaria mcp test {}` tries it again)",
+                server.name, server.name
+            ));
+        }
+        tracing::warn!(server = %server.name, "MCP server failed: {error}");
+    }
+
+    fn cache_path(&self, server: &Server) -> PathBuf {
+        self.home.join("cache").join("mcp").join(format!("{}-{}.json", server.name, server.config.digest()))
+    }
+
+    fn cached(&self, server: &Server) -> Option<Vec<Tool>> {
+        let text = std::fs::read_to_string(self.cache_path(server)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    fn save_cache(&self, server: &Server, tools: &[Tool]) {
+        let path = self.cache_path(server);
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&path, serde_json::to_vec(tools).unwrap_or_default()));
+        if let Err(e) = written {
+            tracing::warn!(server = %server.name, "cannot cache the tool list in {}: {e}", path.display());
+        }
+    }
+
+    /// Start `server` if needed and list its tools.
+    async fn list_live(&self, server: &Server) -> Result<Vec<Tool>, String> {
+        let session = self.session(server).await?;
+        let listed = tokio::time::timeout(server.config.startup_timeout(), session.peer().list_all_tools()).await;
+        let tools = match listed {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => return Err(format!("cannot list its tools: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "it did not list its tools within {} s (startup_timeout_secs)",
+                    server.config.startup_timeout().as_secs()
+                ));
+            }
+        };
+        Ok(tools.into_iter().filter(|t| server.config.tools.allows(&t.name)).collect())
+    }
+
+    /// The running session of `server`, started now when there is none (or it stopped).
+    async fn session(&self, server: &Server) -> Result<Arc<Session>, String> {
+        let mut slot = server.session.lock().await;
+        if let Some(session) = slot.as_ref()
+            && !session.is_transport_closed()
+        {
+            return Ok(session.clone());
+        }
+        *slot = None;
+        let started = self.start(server).await?;
+        let session = Arc::new(started);
+        *slot = Some(session.clone());
+        Ok(session)
+    }
+
+    async fn start(&self, server: &Server) -> Result<Session, String> {
+        let timeout = server.config.startup_timeout();
+        let expand = |v: &str| config::expand(v, |name| self.secrets.value(name));
+        let serving = match server.config.transport(&server.name)? {
+            Transport::Stdio { command, args, env, cwd } => {
+                let mut vars = Vec::new();
+                for (key, value) in &env {
+                    vars.push((key.clone(), expand(value).map_err(|e| format!("env {key}: {e}"))?));
+                }
+                let dir = cwd.unwrap_or_else(|| self.workspace.clone());
+                let cmd = tokio::process::Command::new(&command).configure(|c| {
+                    c.args(&args).env_clear().current_dir(&dir);
+                    for name in PASSED_ENV {
+                        if let Ok(value) = std::env::var(name) {
+                            c.env(name, value);
+                        }
+                    }
+                    c.envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                });
+                let (transport, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+                if let Some(stderr) = stderr {
+                    tokio::spawn(drain(server.name.clone(), stderr));
+                }
+                tokio::time::timeout(timeout, Handler.serve(transport)).await
+            }
+            Transport::Http { url, headers } => {
+                let mut custom = std::collections::HashMap::new();
+                for (key, value) in &headers {
+                    let value = expand(value).map_err(|e| format!("header {key}: {e}"))?;
+                    let name = http::HeaderName::try_from(key.as_str()).map_err(|e| format!("header `{key}`: {e}"))?;
+                    let value = http::HeaderValue::try_from(value).map_err(|e| format!("header `{key}`: {e}"))?;
+                    custom.insert(name, value);
+                }
+                let client = talaria_agent::model::http_client(timeout).map_err(|e| e.to_string())?;
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                tokio::time::timeout(timeout, Handler.serve(transport)).await
+            }
+        };
+        let session = match serving {
+            Ok(Ok(session)) => session,
+            Ok(Err(e)) => return Err(format!("it did not start: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "it did not answer within {} s (startup_timeout_secs under [mcp_servers.{}])",
+                    timeout.as_secs(),
+                    server.name
+                ));
+            }
+        };
+        if let Some(info) = session.peer_info()
+            && !ProtocolVersion::KNOWN_VERSIONS.contains(&info.protocol_version)
+        {
+            return Err(format!("it speaks MCP revision {}, which talaria does not know", info.protocol_version));
+        }
+        Ok(session)
+    }
+
+    /// The server and tool a model-facing name stands for.
+    fn find(&self, name: &str) -> Option<(Arc<Server>, Tool)> {
+        self.servers.values().find_map(|server| {
+            let tools = lock(&server.tools);
+            let tool = tools.as_ref()?.iter().find(|t| config::tool_name(&server.name, &t.name) == name)?.clone();
+            Some((server.clone(), tool))
+        })
+    }
+
+    async fn call_tool(&self, name: &str, arguments: &str, ctx: ToolContext) -> Result<String, ToolError> {
+        let Some((server, tool)) = self.find(name) else {
+            return Err(ToolError::UnknownTool(name.to_string()));
+        };
+        let args = match serde_json::from_str::<Value>(if arguments.trim().is_empty() { "{}" } else { arguments }) {
+            Ok(Value::Object(map)) => map,
+            _ => return Err(ToolError::InvalidArgs("the arguments must be a JSON object".into())),
+        };
+        self.approve(&server, &tool, &args, &ctx).await?;
+        let session = self
+            .session(&server)
+            .await
+            .map_err(|e| ToolError::Failed(format!("MCP server `{}` is not available: {e}", server.name)))?;
+        let peer: Peer<RoleClient> = session.peer().clone();
+        drop(session);
+        let params = CallToolRequestParams::new(tool.name.to_string()).with_arguments(args);
+        let timeout = server.config.tool_timeout();
+        let result = match tokio::time::timeout(timeout, peer.call_tool(params)).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(ServiceError::TransportClosed)) => {
+                // It stopped: the next call starts it again.
+                *server.session.lock().await = None;
+                return Err(ToolError::Failed(format!(
+                    "MCP server `{}` stopped during the call (it is started again on the next call)",
+                    server.name
+                )));
+            }
+            Ok(Err(ServiceError::McpError(e))) => {
+                return Err(ToolError::Failed(format!("MCP server `{}`: {} ({})", server.name, e.message, e.code.0)));
+            }
+            Ok(Err(e)) => return Err(ToolError::Failed(format!("MCP server `{}`: {e}", server.name))),
+            Err(_) => {
+                return Err(ToolError::Failed(format!(
+                    "MCP server `{}` did not answer `{}` within {} s (tool_timeout_secs under [mcp_servers.{}])",
+                    server.name,
+                    tool.name,
+                    timeout.as_secs(),
+                    server.name
+                )));
+            }
+        };
+        let text = result_text(&result);
+        if result.is_error == Some(true) {
+            return Err(ToolError::Failed(text));
+        }
+        Ok(self.capped(text, &ctx))
+    }
+
+    /// Ask the user before a call the server's policy says needs it.
+    async fn approve(
+        &self,
+        server: &Server,
+        tool: &Tool,
+        args: &serde_json::Map<String, Value>,
+        ctx: &ToolContext,
+    ) -> Result<(), ToolError> {
+        let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint).unwrap_or(false);
+        let ask = match server.config.ask.unwrap_or_default() {
+            Ask::Never => false,
+            Ask::Always => true,
+            Ask::Writes => !read_only,
+        };
+        if !ask {
+            return Ok(());
+        }
+        let shown: String = Value::Object(args.clone()).to_string().chars().take(300).collect();
+        let key = format!("mcp:{}:{}", server.name, tool.name);
+        let request = ApprovalRequest {
+            kind: ApprovalKind::McpTool,
+            plugin: config::toolset(&server.name),
+            command: format!("{} {shown}", tool.name),
+            key: key.clone(),
+            reason: if read_only {
+                format!("MCP server {} runs outside the sandbox with your rights", server.name)
+            } else {
+                format!(
+                    "MCP server {} runs outside the sandbox with your rights, and this tool is not marked read-only",
+                    server.name
+                )
+            },
+            session_id: ctx.session_id.clone(),
+            call_id: ctx.call_id.clone(),
+        };
+        match self.approvals.ask(&request).await {
+            Approval::Once | Approval::Session | Approval::Always => Ok(()),
+            Approval::Deny if self.approvals.interactive(&ctx.session_id) => {
+                Err(ToolError::Denied(format!("the user did not allow `{}` of MCP server {}", tool.name, server.name)))
+            }
+            Approval::Deny => Err(ToolError::Denied(format!(
+                "`{}` of MCP server {} needs approval and no one is here to give it; allow it with [approvals] allow = [\"{key}\"], or ask = \"never\" under [mcp_servers.{}] to trust the whole server",
+                tool.name, server.name, server.name
+            ))),
+        }
+    }
+
+    /// `text`, or a preview of it and the file the whole was saved to.
+    fn capped(&self, text: String, ctx: &ToolContext) -> String {
+        let len = text.chars().count();
+        if len <= RESULT_CAP {
+            return text;
+        }
+        let safe = |s: &str| -> String {
+            s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+        };
+        let dir = self.home.join("results").join(safe(&ctx.session_id));
+        let path = dir.join(format!("{}.txt", safe(&ctx.call_id)));
+        let saved = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &text));
+        let head: String = text.chars().take(PREVIEW_CHARS).collect();
+        let note = match saved {
+            Ok(()) => format!("the full result ({len} chars) was saved to {}", path.display()),
+            Err(e) => format!("the full result ({len} chars) could not be saved ({e})"),
+        };
+        format!(
+            "{head}\n\n[output cut after {} of {len} chars: {note}. Ask for less at a time — a narrower query, a line range, or a filter.]",
+            head.chars().count()
+        )
+    }
+}
+
+/// What `talaria mcp test` learned of a server.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// Its name and version, as it says.
+    pub server: Option<String>,
+    pub protocol: String,
+    pub tools: Vec<ToolSpec>,
+    pub took: Duration,
+}
+
+impl ToolHost for Servers {
+    fn specs(&self) -> BoxFuture<'_, Vec<ToolSpec>> {
+        Box::pin(async move {
+            self.prepare().await;
+            self.servers
+                .values()
+                .flat_map(|server| {
+                    let tools = lock(&server.tools).clone().unwrap_or_default();
+                    tools.iter().map(|t| spec(&server.name, t)).collect::<Vec<_>>()
+                })
+                .collect()
+        })
+    }
+
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: &'a str,
+        ctx: ToolContext,
+    ) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(self.call_tool(name, arguments, ctx))
+    }
+}
+
+/// The spec the model sees for `tool` of `server`.
+pub fn spec(server: &str, tool: &Tool) -> ToolSpec {
+    let description = tool.description.as_deref().or(tool.title.as_deref()).unwrap_or("").trim().to_string();
+    let a = tool.annotations.as_ref();
+    let annotations = ToolAnnotations {
+        read_only: a.and_then(|a| a.read_only_hint).unwrap_or(false),
+        destructive: a.and_then(|a| a.destructive_hint).unwrap_or(true),
+        idempotent: a.and_then(|a| a.idempotent_hint).unwrap_or(false),
+        open_world: a.and_then(|a| a.open_world_hint).unwrap_or(true),
+        paths: Vec::new(),
+    };
+    ToolSpec {
+        name: config::tool_name(server, &tool.name),
+        description: format!("{description} (MCP server {server}: `{}`)", tool.name),
+        parameters: Value::Object((*tool.input_schema).clone()),
+        plugin: config::toolset(server),
+        annotations,
+    }
+}
+
+/// A tool result as text for the model.
+fn result_text(result: &CallToolResult) -> String {
+    let mut parts: Vec<String> = result.content.iter().map(content_text).collect();
+    if parts.iter().all(String::is_empty)
+        && let Some(structured) = &result.structured_content
+    {
+        parts = vec![structured.to_string()];
+    }
+    parts.join("\n")
+}
+
+fn content_text(block: &ContentBlock) -> String {
+    match block {
+        ContentBlock::Text(t) => t.text.clone(),
+        ContentBlock::Image(i) => format!("[image, {}, {} bytes of base64]", i.mime_type, i.data.len()),
+        ContentBlock::Audio(a) => format!("[audio, {}, {} bytes of base64]", a.mime_type, a.data.len()),
+        ContentBlock::ResourceLink(r) => format!("[resource {} ({})]", r.uri, r.name),
+        ContentBlock::Resource(e) => match &e.resource {
+            ResourceContents::TextResourceContents { uri, text, .. } => format!("[resource {uri}]\n{text}"),
+            ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => format!(
+                "[resource {uri}, {}, {} bytes of base64]",
+                mime_type.as_deref().unwrap_or("binary"),
+                blob.len()
+            ),
+            _ => "[a resource of a kind talaria does not read]".into(),
+        },
+        _ => "[content of a kind talaria does not read]".into(),
+    }
+}
+
+/// Keep a stdio server's stderr out of the terminal: its lines go to the log.
+async fn drain(server: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(server = %server, "{line}");
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
