@@ -19,6 +19,7 @@ mod gateway_discord;
 mod gateway_slack;
 mod journal_race;
 mod market;
+mod mcp;
 mod oneshot;
 
 mod plugin_test;

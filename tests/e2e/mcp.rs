@@ -1,0 +1,301 @@
+//! MCP servers as tools, against the real reference servers from npm
+//! (`@modelcontextprotocol/server-everything` over stdio and streamable HTTP,
+//! `@modelcontextprotocol/server-filesystem`), installed into tests/mcp on first use, with the
+//! real binary and the mock model.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use talaria_mock_llm::{MockLlm, Script, Step};
+
+use crate::Talaria;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// tests/mcp, with its npm packages installed (once per test binary).
+pub(crate) fn peers_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp").canonicalize().expect("tests/mcp");
+        if !dir.join("node_modules/@modelcontextprotocol/server-everything").exists() {
+            let out = Command::new("npm")
+                .args(["ci", "--no-fund", "--no-audit"])
+                .current_dir(&dir)
+                .output()
+                .expect("npm (Node.js) is needed for the MCP tests");
+            assert!(out.status.success(), "npm ci in tests/mcp failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        dir
+    })
+}
+
+fn everything_js() -> String {
+    peers_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js").display().to_string()
+}
+
+fn filesystem_js() -> String {
+    peers_dir().join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js").display().to_string()
+}
+
+/// A home with the mock model and `servers` (TOML) as its `[mcp_servers]`.
+fn home(mock: &MockLlm, servers: &str) -> Talaria {
+    let t = Talaria::new();
+    t.use_mock(mock, "chat_completions", servers);
+    t
+}
+
+fn stdio_everything(extra: &str) -> String {
+    format!("[mcp_servers.everything]\ncommand = \"node\"\nargs = [\"{}\", \"stdio\"]\n{extra}\n", everything_js())
+}
+
+/// What the model was given as the result of call number `n` (0-based) of the conversation.
+fn tool_results(mock: &MockLlm) -> Vec<String> {
+    let requests = mock.requests();
+    let Some(last) = requests.last() else { return Vec::new() };
+    last.body["messages"]
+        .as_array()
+        .map(|m| m.iter().filter(|m| m["role"] == "tool").map(|m| m["content"].to_string()).collect())
+        .unwrap_or_default()
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t["function"]["name"].as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn servers_are_added_tested_and_their_tools_called_from_a_chat() {
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("mcp_everything_echo", json!({"message": "hi from talaria"})),
+        Step::tool_call("mcp_everything_get-sum", json!({"a": "two", "b": 3})),
+        Step::text("done"),
+    ]));
+    let t = home(&mock, "");
+    let everything = everything_js();
+    let out = t.ok(&["mcp", "add", "everything", "--", "node", &everything, "stdio"]);
+    assert!(out.contains("mcp_everything_TOOL"), "{out}");
+    let listed = t.ok(&["mcp", "list"]);
+    assert!(listed.contains("everything") && listed.contains("mcp-everything"), "{listed}");
+    let tested = t.ok(&["mcp", "test", "everything"]);
+    assert!(tested.contains("(MCP 2025-11-25)"), "{tested}");
+    assert!(tested.contains("mcp_everything_echo  (read-only)"), "{tested}");
+    assert!(tested.contains("mcp_everything_toggle-simulated-logging  (may change things: asks first)"), "{tested}");
+
+    let out = t.chat(&["-q", "echo and add"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "done");
+    let requests = mock.requests();
+    let names = tool_names(&requests[0].body);
+    assert!(
+        names.contains(&"mcp_everything_echo".to_string()) && names.contains(&"read_file".to_string()),
+        "{names:?}"
+    );
+    let results = tool_results(&mock);
+    assert!(results[0].contains("Echo: hi from talaria"), "{results:?}");
+    // A tool's own failure reaches the model as an error.
+    assert!(results[1].contains("error") && results[1].contains("-32602"), "{results:?}");
+    // The tool list was cached for the next run.
+    let cache = t.home.path().join("cache/mcp");
+    assert!(
+        std::fs::read_dir(&cache)
+            .expect("cache")
+            .any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("everything-")))
+    );
+    t.ok(&["mcp", "remove", "everything"]);
+    assert!(t.ok(&["mcp", "list"]).starts_with("no MCP servers"));
+}
+
+#[test]
+fn a_tool_that_may_change_things_asks_first_and_is_refused_with_nobody_to_ask() {
+    let calls =
+        || Script::new([Step::tool_call("mcp_everything_toggle-simulated-logging", json!({})), Step::text("done")]);
+    let mock = MockLlm::start(calls());
+    let t = home(&mock, &stdio_everything(""));
+    assert!(t.chat(&["-q", "toggle logging"]).status.success());
+    let refused = tool_results(&mock).join("\n");
+    assert!(
+        refused.contains(
+            "`toggle-simulated-logging` of MCP server everything needs approval and no one is here to give it"
+        ),
+        "{refused}"
+    );
+    assert!(refused.contains("mcp:everything:toggle-simulated-logging"), "{refused}");
+
+    // Allowed "always" in config: it runs.
+    let mock = MockLlm::start(calls());
+    let config =
+        format!("[approvals]\nallow = [\"mcp:everything:toggle-simulated-logging\"]\n{}", stdio_everything(""));
+    let t = home(&mock, &config);
+    assert!(t.chat(&["-q", "toggle logging"]).status.success());
+    let ran = tool_results(&mock).join("\n");
+    assert!(ran.contains("logging"), "{ran}");
+    assert!(!ran.contains("needs approval"), "{ran}");
+}
+
+#[test]
+fn a_server_killed_mid_call_fails_that_call_and_is_started_again_on_the_next() {
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("mcp_everything_trigger-long-running-operation", json!({"duration": 20, "steps": 20})),
+        Step::tool_call("mcp_everything_echo", json!({"message": "after restart"})),
+        Step::text("done"),
+    ]));
+    let pids = tempfile::tempdir().expect("tempdir");
+    let pidfile = pids.path().join("pids");
+    let server = format!(
+        "[mcp_servers.everything]\ncommand = \"sh\"\nargs = [\"-c\", \"echo $$ >> {}; exec node {} stdio\"]\n",
+        pidfile.display(),
+        everything_js()
+    );
+    let t = home(&mock, &server);
+    let child = spawn_chat(&t, "run the long operation");
+    // The long call is in flight once the model asked for it: kill the server under it.
+    let start = Instant::now();
+    while mock.requests().is_empty() || !pidfile.exists() {
+        assert!(start.elapsed() < WAIT, "the call never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    let first = std::fs::read_to_string(&pidfile).expect("pid").lines().next().expect("a pid").trim().to_string();
+    assert!(Command::new("kill").args(["-9", &first]).status().expect("kill").success());
+    let out = child.wait_with_output().expect("chat");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let results = tool_results(&mock);
+    assert!(results[0].contains("MCP server `everything` stopped during the call"), "{results:?}");
+    assert!(results[1].contains("Echo: after restart"), "{results:?}");
+    let started = std::fs::read_to_string(&pidfile).expect("pids");
+    assert_eq!(started.lines().count(), 2, "started once more for the next call: {started}");
+}
+
+fn spawn_chat(t: &Talaria, prompt: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_talaria"))
+        .args(["chat", "-q", prompt])
+        .current_dir(t.workspace.path())
+        .env("TALARIA_HOME", t.home.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+#[test]
+fn a_slow_tool_times_out_with_the_setting_named() {
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("mcp_everything_trigger-long-running-operation", json!({"duration": 10, "steps": 10})),
+        Step::text("done"),
+    ]));
+    let t = home(&mock, &stdio_everything("tool_timeout_secs = 1"));
+    let started = Instant::now();
+    assert!(t.chat(&["-q", "run the long operation"]).status.success());
+    assert!(started.elapsed() < Duration::from_secs(8), "not stopped at its timeout");
+    let results = tool_results(&mock).join("\n");
+    assert!(
+        results.contains(
+            "MCP server `everything` did not answer `trigger-long-running-operation` within 1 s (tool_timeout_secs under [mcp_servers.everything])"
+        ),
+        "{results}"
+    );
+}
+
+#[test]
+fn a_server_that_will_not_start_is_reported_once_and_the_others_carry_on() {
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("mcp_everything_echo", json!({"message": "still here"})),
+        Step::text("done"),
+    ]));
+    let servers = format!("{}[mcp_servers.broken]\ncommand = \"/nonexistent/mcp-server\"\n", stdio_everything(""));
+    let t = home(&mock, &servers);
+    let out = t.chat(&["-q", "echo"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.matches("MCP server `broken` is left out").count(), 1, "{err}");
+    assert!(err.contains("cannot start `/nonexistent/mcp-server`"), "{err}");
+    assert!(tool_results(&mock)[0].contains("Echo: still here"));
+}
+
+/// server-everything in streamable HTTP mode on a loopback port; killed when dropped.
+struct HttpEverything {
+    child: Child,
+    port: u16,
+}
+
+impl HttpEverything {
+    fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+        let child = Command::new("node")
+            .arg("--import")
+            .arg(peers_dir().join("loopback.mjs"))
+            .args([everything_js().as_str(), "streamableHttp"])
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("node");
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(start.elapsed() < WAIT, "server-everything did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { child, port }
+    }
+}
+
+impl Drop for HttpEverything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_streamable_http_server_serves_its_tools() {
+    let server = HttpEverything::start();
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("mcp_web_echo", json!({"message": "over http"})),
+        Step::text("done"),
+    ]));
+    let config = format!(
+        "[mcp_servers.web]\nurl = \"http://127.0.0.1:{}/mcp\"\nheaders = {{ X-Talaria-Test = \"${{MCP_TEST_TOKEN}}\" }}\n",
+        server.port
+    );
+    let t = home(&mock, &config);
+    std::fs::write(t.home.path().join(".env"), "MCP_TEST_TOKEN=abc123\n").expect(".env");
+    let tested = t.ok(&["mcp", "test", "web"]);
+    assert!(tested.contains("mcp_web_echo"), "{tested}");
+    assert!(t.chat(&["-q", "echo over http"]).status.success());
+    assert!(tool_results(&mock)[0].contains("Echo: over http"), "{:?}", tool_results(&mock));
+}
+
+#[test]
+fn the_filesystem_server_reads_what_it_was_given_and_refuses_the_rest() {
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("mcp_fs_list_directory", json!({"path": "."})),
+        Step::tool_call("mcp_fs_read_text_file", json!({"path": "/etc/hostname"})),
+        Step::tool_call("mcp_fs_write_file", json!({"path": "new.txt", "content": "x"})),
+        Step::text("done"),
+    ]));
+    let t = Talaria::new();
+    std::fs::write(t.workspace.path().join("notes.md"), "hello").expect("write");
+    let config = format!(
+        "[mcp_servers.fs]\ncommand = \"node\"\nargs = [\"{}\", \"{}\"]\ncwd = \"{}\"\n",
+        filesystem_js(),
+        t.ws().display(),
+        t.ws().display()
+    );
+    t.use_mock(&mock, "chat_completions", &config);
+    assert!(t.chat(&["-q", "look around"]).status.success());
+    let results = tool_results(&mock);
+    assert!(results[0].contains("notes.md"), "{results:?}");
+    assert!(results[1].contains("Access denied") || results[1].contains("outside allowed"), "{results:?}");
+    assert!(results[2].contains("needs approval"), "{results:?}");
+    assert!(!t.workspace.path().join("new.txt").exists());
+}
