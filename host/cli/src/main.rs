@@ -146,7 +146,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The gateway is a service: its log goes to stderr, at info unless asked otherwise; it
     // serves many chats at once, on every core.
-    let service = matches!(cli.command, Command::Gateway(gateway::GatewayCmd::Run { .. }));
+    let service = matches!(
+        cli.command,
+        Command::Gateway(gateway::GatewayCmd::Run { .. }) | Command::Mcp(mcp::McpCmd::Serve { http: Some(_), .. })
+    );
     logging::init(if service { cli.verbose.max(1) } else { cli.verbose });
     let runtime = if service {
         tokio::runtime::Builder::new_multi_thread().enable_all().build()
@@ -170,7 +173,13 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    if matches!(cli.command, Command::Chat(_) | Command::Acp(_) | Command::Gateway(gateway::GatewayCmd::Run { .. })) {
+    if matches!(
+        cli.command,
+        Command::Chat(_)
+            | Command::Acp(_)
+            | Command::Gateway(gateway::GatewayCmd::Run { .. })
+            | Command::Mcp(mcp::McpCmd::Serve { .. })
+    ) {
         // They run plugins: the WebAssembly engine is made while config and the store open.
         talaria_runtime::start_engine();
     }

@@ -45,6 +45,24 @@ pub enum McpCmd {
     Remove { name: String },
     /// Start a server, list its tools, and say how long it took (exit 1 when it fails)
     Test { name: String },
+    /// Serve talaria's plugin tools to other agents over MCP (stdio, or --http)
+    ///
+    /// The tools run as in the agent: sandboxed, with their grants, deadlines and limits, in the
+    /// current directory (-C). A call that needs approval is asked through the client's
+    /// elicitation, and refused when the client cannot ask. Logs go to talaria's log file (-v:
+    /// stderr); stdout carries only the protocol.
+    Serve {
+        /// Streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8650); any
+        /// address beyond loopback needs a bearer token
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// The environment variable holding the bearer token HTTP clients must send
+        #[arg(long, value_name = "NAME", default_value = "TALARIA_MCP_TOKEN")]
+        token_env: String,
+        /// Serve only this plugin's tools (repeatable) [default: every enabled tool plugin]
+        #[arg(long = "plugin", value_name = "NAME")]
+        plugins: Vec<String>,
+    },
 }
 
 pub async fn run(ctx: &Ctx, cmd: McpCmd) -> anyhow::Result<ExitCode> {
@@ -67,6 +85,58 @@ pub async fn run(ctx: &Ctx, cmd: McpCmd) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         McpCmd::Test { name } => test(ctx, &name).await,
+        McpCmd::Serve { http, token_env, plugins } => serve(ctx, http, &token_env, &plugins).await,
+    }
+}
+
+async fn serve(
+    ctx: &Ctx,
+    http: Option<std::net::SocketAddr>,
+    token_env: &str,
+    only: &[String],
+) -> anyhow::Result<ExitCode> {
+    use talaria_agent::ToolHost as _;
+    use talaria_mcp::server::{Asker, Served};
+    let workspace = talaria_core::canonical_workspace(&ctx.workspace)?;
+    let asker = Arc::new(Asker::default());
+    let rc = talaria_core::runtime_config(&ctx.home, &workspace, &ctx.config, asker.clone(), None);
+    let runtime = Arc::new(talaria_runtime::Runtime::new(rc, &talaria_core::bundled())?);
+    let tools = Arc::new(talaria_core::adapters::PluginTools { runtime: runtime.clone() });
+    let mut specs = tools.specs().await;
+    if !only.is_empty() {
+        let known: std::collections::BTreeSet<&str> = specs.iter().map(|s| s.plugin.as_str()).collect();
+        if let Some(missing) = only.iter().find(|p| !known.contains(p.as_str())) {
+            ui::error(&format!(
+                "no enabled tool plugin `{missing}`; the tool plugins are: {}",
+                known.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+            return Ok(ExitCode::from(2));
+        }
+        specs.retain(|s| only.contains(&s.plugin));
+    }
+    let served = Served::new(tools, specs, asker, workspace);
+    let outcome = match http {
+        None => talaria_mcp::server::serve_stdio(served).await,
+        Some(addr) => {
+            let token = std::env::var(token_env).ok().filter(|t| !t.is_empty());
+            let ready = |bound: std::net::SocketAddr| {
+                ui::note(&format!(
+                    "serving MCP at http://{bound}/mcp{}",
+                    if token.is_some() { " (bearer token required)" } else { "" }
+                ));
+            };
+            let shutdown = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            talaria_mcp::server::serve_http(served, addr, token.clone(), ready, shutdown).await
+        }
+    };
+    match outcome {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            ui::error(&e);
+            Ok(ExitCode::FAILURE)
+        }
     }
 }
 

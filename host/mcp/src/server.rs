@@ -1,0 +1,269 @@
+//! `talaria mcp serve`: talaria's sandboxed plugin tools served to other agents over MCP, on
+//! stdio or streamable HTTP ([`serve_stdio`], [`serve_http`]).
+//!
+//! 1. **The tools run exactly as in the agent**: through the plugin runtime with their grants,
+//!    deadlines, memory and output limits; a refused capability comes back as a tool error
+//!    (`isError`), never as a success.
+//! 2. **Nothing that needs approval runs silently.** A dangerous command or a new host is asked
+//!    of the client's user through MCP elicitation when the client offers it (a yes/no form);
+//!    with no elicitation, or no yes, it is refused. Every call is its own approval scope: a
+//!    "session" answer covers that call only.
+//! 3. **Over HTTP, a bearer token is required for any bind beyond loopback**; with a token,
+//!    every request must carry it (compared in constant time), and a refused one gets 401 with
+//!    `WWW-Authenticate: Bearer`.
+//! 4. It speaks the current MCP revision (2026-07-28, stateless) and the earlier ones with the
+//!    `initialize` handshake (2024-11-05 to 2025-11-25), as rmcp does.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams, ElicitationAction,
+    ElicitationSchema, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations as McpAnnotations,
+};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
+use talaria_agent::{ToolContext, ToolHost};
+use talaria_protocol::{ToolError, ToolSpec};
+use talaria_runtime::{Approval, ApprovalKind, ApprovalRequest, Approver};
+
+/// How long a client's user has to answer an approval.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The clients' peers of the calls running now, by the session id each call runs under: the
+/// runtime's approvals for a call are asked of its client.
+#[derive(Default)]
+pub struct Asker {
+    calls: Mutex<HashMap<String, (Peer<RoleServer>, bool)>>,
+}
+
+impl Asker {
+    fn begin(&self, session: &str, peer: Peer<RoleServer>, elicits: bool) {
+        lock(&self.calls).insert(session.to_string(), (peer, elicits));
+    }
+
+    fn end(&self, session: &str) {
+        lock(&self.calls).remove(session);
+    }
+}
+
+impl Approver for Asker {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
+        Box::pin(async move {
+            let Some((peer, true)) = lock(&self.calls).get(&request.session_id).cloned() else {
+                return Approval::Deny;
+            };
+            let what = match request.kind {
+                ApprovalKind::Network => format!("Let plugin '{}' connect to {}", request.plugin, request.command),
+                ApprovalKind::Command | ApprovalKind::Schedule | ApprovalKind::McpTool => {
+                    format!("Let plugin '{}' run `{}`", request.plugin, request.command)
+                }
+            };
+            let schema =
+                ElicitationSchema::builder().required_bool("allow").description("Check to allow it this once").build();
+            let Ok(schema) = schema else { return Approval::Deny };
+            let params = ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: format!("{what}? ({})", request.reason),
+                requested_schema: schema,
+            };
+            match peer.create_elicitation_with_timeout(params, Some(ANSWER_TIMEOUT)).await {
+                Ok(answer) if answer.action == ElicitationAction::Accept => {
+                    let allowed =
+                        answer.content.as_ref().and_then(|c| c.get("allow")).and_then(serde_json::Value::as_bool);
+                    if allowed == Some(true) { Approval::Once } else { Approval::Deny }
+                }
+                Ok(_) => Approval::Deny,
+                Err(e) => {
+                    tracing::info!("the client could not be asked: {e}");
+                    Approval::Deny
+                }
+            }
+        })
+    }
+
+    fn interactive(&self, session_id: &str) -> bool {
+        lock(&self.calls).get(session_id).is_some_and(|(_, elicits)| *elicits)
+    }
+}
+
+/// The MCP server: `tools` (the plugin runtime's), listed as `specs`.
+#[derive(Clone)]
+pub struct Served {
+    tools: Arc<dyn ToolHost>,
+    specs: Arc<Vec<ToolSpec>>,
+    asker: Arc<Asker>,
+    workspace: PathBuf,
+    next: Arc<AtomicU64>,
+}
+
+impl Served {
+    /// Serve `specs` (a subset of what `tools` offers), calling them in `workspace`; `asker`
+    /// must be the approver of the runtime behind `tools`.
+    pub fn new(tools: Arc<dyn ToolHost>, specs: Vec<ToolSpec>, asker: Arc<Asker>, workspace: PathBuf) -> Self {
+        Self { tools, specs: Arc::new(specs), asker, workspace, next: Arc::new(AtomicU64::new(1)) }
+    }
+
+    /// The tools as MCP lists them.
+    pub fn listed(&self) -> Vec<Tool> {
+        self.specs.iter().map(tool).collect()
+    }
+}
+
+/// A spec as an MCP tool, with its annotations.
+fn tool(spec: &ToolSpec) -> Tool {
+    let schema: JsonObject = spec.parameters.as_object().cloned().unwrap_or_default();
+    let a = &spec.annotations;
+    let annotations = McpAnnotations::new()
+        .read_only(a.read_only)
+        .destructive(a.destructive)
+        .idempotent(a.idempotent)
+        .open_world(a.open_world);
+    Tool::new(spec.name.clone(), spec.description.clone(), schema).with_annotations(annotations)
+}
+
+impl ServerHandler for Served {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("talaria", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "talaria's sandboxed plugin tools. Each runs with only the files, hosts and secrets its user granted; \
+                 a call that needs approval (a dangerous command, a new host) is asked through elicitation, and refused \
+                 when it cannot be asked.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.listed()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.specs.iter().find(|s| s.name == name).map(tool)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        if !self.specs.iter().any(|s| s.name == name) {
+            return Err(ErrorData::invalid_params(format!("unknown tool `{name}`: tools/list shows the tools"), None));
+        }
+        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let session = format!("mcp-{}-{n}", std::process::id());
+        let elicits = context.client_capabilities().and_then(|c| c.elicitation.clone()).is_some();
+        self.asker.begin(&session, context.peer.clone(), elicits);
+        let ctx = ToolContext {
+            session_id: session.clone(),
+            call_id: format!("call-{n}"),
+            workspace: self.workspace.clone(),
+        };
+        let result = tokio::select! {
+            r = self.tools.call(&name, &arguments, ctx) => Some(r),
+            () = context.ct.cancelled() => None,
+        };
+        self.asker.end(&session);
+        match result {
+            Some(Ok(text)) => Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into()),
+            Some(Err(ToolError::UnknownTool(e))) => Err(ErrorData::invalid_params(format!("unknown tool: {e}"), None)),
+            Some(Err(e)) => Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into()),
+            None => Err(ErrorData::internal_error("the call was cancelled by the client", None)),
+        }
+    }
+}
+
+/// Serve on stdin/stdout until the client closes them.
+///
+/// # Errors
+/// The client's handshake failed.
+pub async fn serve_stdio(served: Served) -> Result<(), String> {
+    let running = served.serve(rmcp::transport::stdio()).await.map_err(|e| format!("MCP handshake failed: {e}"))?;
+    running.waiting().await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Serve streamable HTTP at `http://ADDR/mcp` until `shutdown` resolves. A bind beyond
+/// loopback needs `token`; with one, every request must carry `Authorization: Bearer TOKEN`.
+///
+/// # Errors
+/// A public bind with no token, or the address cannot be bound.
+pub async fn serve_http(
+    served: Served,
+    addr: SocketAddr,
+    token: Option<String>,
+    ready: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    if !addr.ip().is_loopback() && token.is_none() {
+        return Err(format!(
+            "{addr} is reachable from other machines: give a bearer token (set TALARIA_MCP_TOKEN, or --token-env NAME) or bind 127.0.0.1"
+        ));
+    }
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());
+    if !addr.ip().is_loopback() {
+        config = config.with_allowed_hosts([addr.ip().to_string(), addr.to_string()]);
+    }
+    let service =
+        StreamableHttpService::new(move || Ok(served.clone()), Arc::new(LocalSessionManager::default()), config);
+    let token = Arc::new(token);
+    let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let token = token.clone();
+            async move { bearer(token.as_deref(), request, next).await }
+        },
+    ));
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    ready(listener.local_addr().map_err(|e| e.to_string())?);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            stop.cancel();
+        })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn bearer(
+    token: Option<&str>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let Some(token) = token else { return next.run(request).await };
+    let given = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if constant_time_eq(given.as_bytes(), token.as_bytes()) {
+        next.run(request).await
+    } else {
+        (http::StatusCode::UNAUTHORIZED, [(http::header::WWW_AUTHENTICATE, "Bearer")], "a bearer token is required")
+            .into_response()
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
