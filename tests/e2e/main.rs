@@ -20,6 +20,7 @@ mod gateway_slack;
 mod journal_race;
 mod market;
 mod mcp;
+mod mcp_serve;
 mod oneshot;
 
 mod plugin_test;

@@ -1,0 +1,270 @@
+//! `talaria mcp serve` driven by real MCP clients: the official TypeScript SDK (npm, in
+//! tests/mcp) and the official Python SDK (PyPI `mcp`, in a virtual environment under
+//! ~/.cache/talaria-tests), over stdio and streamable HTTP. Malformed JSON-RPC is written by
+//! hand, since no SDK sends it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::Talaria;
+use crate::mcp::peers_dir;
+
+const WAIT: Duration = Duration::from_secs(30);
+/// The Python SDK's version the tests use.
+const PY_MCP: &str = "2.3.0";
+
+/// A virtual environment with the Python SDK (made once per machine, checked once per binary).
+fn python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        let home = std::env::var_os("HOME").map(PathBuf::from).expect("HOME");
+        let venv = home.join(".cache/talaria-tests/mcp-venv");
+        let py = venv.join("bin/python");
+        let ready = Command::new(&py)
+            .args(["-c", &format!("import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '{PY_MCP}')")])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ready {
+            let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().expect("python3");
+            assert!(made.success(), "cannot make {}", venv.display());
+            let out = Command::new(venv.join("bin/pip"))
+                .args(["install", "-q", &format!("mcp=={PY_MCP}")])
+                .output()
+                .expect("pip");
+            assert!(out.status.success(), "pip install mcp: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        py
+    })
+}
+
+/// The server as a stdio command for `t`.
+fn stdio(t: &Talaria, extra: &[&str]) -> Value {
+    let mut args = vec!["mcp", "serve"];
+    args.extend_from_slice(extra);
+    json!({
+        "command": env!("CARGO_BIN_EXE_talaria"),
+        "args": args,
+        "cwd": t.ws(),
+        "env": {"TALARIA_HOME": t.home.path()},
+    })
+}
+
+/// Run a client (`node client.mjs` or `python client.py`) on `plan`; what it saw.
+fn client(t: &Talaria, program: &Path, script: &str, plan: &Value) -> Value {
+    let file = t.home.path().join(format!("plan-{}.json", fastrand_suffix()));
+    std::fs::write(&file, plan.to_string()).expect("plan");
+    let out = Command::new(program)
+        .arg(peers_dir().join(script))
+        .arg(&file)
+        .current_dir(peers_dir())
+        .output()
+        .expect("client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| {
+        panic!("{script} printed no result ({e}):\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+fn fastrand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default()
+}
+
+fn ts(t: &Talaria, plan: &Value) -> Value {
+    client(t, Path::new("node"), "client.mjs", plan)
+}
+
+fn py(t: &Talaria, plan: &Value) -> Value {
+    client(t, python(), "client.py", plan)
+}
+
+#[test]
+fn the_typescript_client_lists_calls_and_gets_refusals_as_tool_errors() {
+    let t = Talaria::new();
+    std::fs::write(t.ws().join("notes.txt"), "hello from the workspace").expect("write");
+    std::os::unix::fs::symlink("/etc/passwd", t.ws().join("passwd")).expect("symlink");
+    std::fs::create_dir(t.ws().join("build")).expect("mkdir");
+    let plan = json!({
+        "stdio": stdio(&t, &[]),
+        "calls": [
+            {"name": "read_file", "arguments": {"path": "notes.txt"}},
+            {"name": "read_file", "arguments": {"path": "/etc/passwd"}},
+            {"name": "read_file", "arguments": {"path": "passwd"}},
+            {"name": "terminal", "arguments": {"command": "rm -rf build"}},
+            {"name": "no_such_tool", "arguments": {}},
+        ],
+    });
+    let seen = ts(&t, &plan);
+    assert_eq!(seen["server"]["name"], "talaria", "{seen}");
+    let tools = seen["tools"].as_array().expect("tools");
+    let read = tools.iter().find(|t| t["name"] == "read_file").expect("read_file listed");
+    assert_eq!(read["annotations"]["readOnlyHint"], true);
+    assert!(tools.iter().any(|t| t["name"] == "terminal" && t["annotations"]["destructiveHint"] == true));
+    let calls = seen["calls"].as_array().expect("calls");
+    assert_eq!(calls[0], json!({"isError": false, "text": "     1\thello from the workspace"}));
+    // A capability the plugin was not granted: a tool error, not a success.
+    assert_eq!(calls[1]["isError"], true);
+    assert!(
+        calls[1]["text"].as_str().expect("text").contains("outside the directories this plugin was granted"),
+        "{}",
+        calls[1]
+    );
+    // The sandbox escape through a link the workspace holds.
+    assert_eq!(calls[2]["isError"], true, "{}", calls[2]);
+    assert!(!calls[2]["text"].as_str().expect("text").contains("root:"), "{}", calls[2]);
+    // A dangerous command with no one to ask: refused, never run silently.
+    assert_eq!(calls[3]["isError"], true);
+    assert!(
+        calls[3]["text"]
+            .as_str()
+            .expect("text")
+            .contains("`rm -rf build` needs approval (recursive delete) and no one is here to approve it"),
+        "{}",
+        calls[3]
+    );
+    assert!(t.ws().join("build").exists());
+    assert_eq!(calls[4]["rpcError"]["code"], -32602, "{}", calls[4]);
+}
+
+#[test]
+fn an_approval_is_asked_through_the_clients_elicitation() {
+    let t = Talaria::new();
+    std::fs::create_dir(t.ws().join("build")).expect("mkdir");
+    let call = json!([{"name": "terminal", "arguments": {"command": "rm -rf build"}}]);
+    let declined = ts(&t, &json!({"stdio": stdio(&t, &["--plugin", "terminal"]), "elicit": "decline", "calls": call}));
+    assert_eq!(declined["asked"], json!(["Let plugin 'terminal' run `rm -rf build`? (recursive delete)"]));
+    assert_eq!(declined["calls"][0]["isError"], true);
+    assert!(
+        declined["calls"][0]["text"].as_str().expect("text").contains("the user denied `rm -rf build`"),
+        "{declined}"
+    );
+    assert!(t.ws().join("build").exists());
+    // --plugin chose what is served.
+    let names: Vec<&str> =
+        declined["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["terminal"]);
+
+    let accepted = ts(&t, &json!({"stdio": stdio(&t, &["--plugin", "terminal"]), "elicit": "accept", "calls": call}));
+    assert_eq!(accepted["calls"][0]["isError"], false, "{accepted}");
+    assert!(!t.ws().join("build").exists(), "the allowed command did not run");
+}
+
+#[test]
+fn the_python_client_speaks_both_revisions() {
+    let t = Talaria::new();
+    std::fs::write(t.ws().join("notes.txt"), "py").expect("write");
+    let calls = json!([{"name": "read_file", "arguments": {"path": "notes.txt"}}]);
+    let old = py(&t, &json!({"stdio": stdio(&t, &[]), "calls": calls}));
+    assert_eq!((old["server"].as_str(), old["protocol"].as_str()), (Some("talaria"), Some("2025-11-25")), "{old}");
+    assert_eq!(old["calls"][0]["text"], "     1\tpy");
+    let current = py(&t, &json!({"stdio": stdio(&t, &[]), "discover": true, "calls": calls}));
+    assert_eq!(current["protocol"], "2026-07-28", "{current}");
+    assert!(current["supported"].as_array().expect("versions").contains(&json!("2025-11-25")));
+    assert_eq!(current["calls"][0]["text"], "     1\tpy");
+}
+
+/// `talaria mcp serve --http` on a free loopback port; killed when dropped.
+struct HttpServe {
+    child: Child,
+    url: String,
+}
+
+impl HttpServe {
+    fn start(t: &Talaria, token: Option<&str>) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_talaria"));
+        command
+            .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
+            .current_dir(t.workspace.path())
+            .env("TALARIA_HOME", t.home.path())
+            .env_remove("TALARIA_MCP_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(token) = token {
+            command.env("TALARIA_MCP_TOKEN", token);
+        }
+        let child = command.spawn().expect("talaria mcp serve --http");
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(start.elapsed() < WAIT, "mcp serve did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, url: format!("http://127.0.0.1:{port}/mcp") }
+    }
+}
+
+impl Drop for HttpServe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn over_http_a_bearer_token_is_checked_and_required_beyond_loopback() {
+    let t = Talaria::new();
+    std::fs::write(t.ws().join("notes.txt"), "over http").expect("write");
+    let out = t.run(&["mcp", "serve", "--http", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is reachable from other machines: give a bearer token"), "{err}");
+
+    let server = HttpServe::start(&t, Some("s3cret-token"));
+    let calls = json!([{"name": "read_file", "arguments": {"path": "notes.txt"}}]);
+    let refused = ts(&t, &json!({"http": {"url": server.url, "token": "wrong"}, "calls": calls}));
+    assert!(refused["error"].as_str().is_some_and(|e| e.contains("a bearer token is required")), "{refused}");
+    assert!(refused["tools"].is_null(), "nothing was served: {refused}");
+    let ok = py(&t, &json!({"http": {"url": server.url, "token": "s3cret-token"}, "calls": calls}));
+    assert_eq!(ok["calls"][0]["text"], "     1\tover http", "{ok}");
+    let older = ts(
+        &t,
+        &json!({"http": {"url": server.url, "token": "s3cret-token"}, "protocol": "2025-03-26", "calls": calls}),
+    );
+    assert_eq!(older["protocol"], "2025-03-26", "{older}");
+    assert_eq!(older["calls"][0]["text"], "     1\tover http");
+}
+
+#[test]
+fn malformed_requests_get_the_right_json_rpc_errors() {
+    let t = Talaria::new();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_talaria"))
+        .args(["mcp", "serve"])
+        .current_dir(t.workspace.path())
+        .env("TALARIA_HOME", t.home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut ask = move |message: Value| -> Value {
+        writeln!(stdin, "{message}").expect("write");
+        if message.get("id").is_none() && message.get("method").is_some() {
+            return Value::Null; // a notification: no answer
+        }
+        let line = lines.next().expect("an answer").expect("read");
+        serde_json::from_str(&line).expect("json")
+    };
+    let init = ask(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    ask(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let unknown = ask(json!({"jsonrpc": "2.0", "id": 2, "method": "no/such_method"}));
+    assert_eq!((unknown["id"].as_i64(), unknown["error"]["code"].as_i64()), (Some(2), Some(-32601)), "{unknown}");
+    let no_tool =
+        ask(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nope", "arguments": {}}}));
+    assert_eq!(no_tool["error"]["code"], -32602, "{no_tool}");
+    let not_rpc = ask(json!({"hello": "world"}));
+    assert_eq!(not_rpc["error"]["code"], -32600, "{not_rpc}");
+    let listed = ask(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}));
+    assert!(listed["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "still serving: {listed}");
+    drop(ask);
+    let status = child.wait().expect("exit");
+    assert!(status.success(), "stdin closed: it stops cleanly ({status:?})");
+}
