@@ -125,7 +125,9 @@ fn a_prompt_shows_tool_calls_their_results_and_file_edits_as_diffs() {
     assert_eq!(ups[0]["sessionUpdate"], "available_commands_update", "{:?}", kinds(&seen, "a"));
     let names: Vec<_> = ups[0]["availableCommands"].as_array().expect("commands").iter().map(|c| &c["name"]).collect();
     assert!(names.contains(&&json!("compact")) && names.contains(&&json!("undo")), "{names:?}");
-    assert!(text(&seen, "a", "agent_thought_chunk").contains("MCP servers from the editor are not used yet"));
+    // The editor's MCP server that does not speak MCP (it exits at once) is reported, and the
+    // session carries on with talaria's tools.
+    assert!(text(&seen, "a", "agent_thought_chunk").contains("MCP server `fs` is left out"), "{:?}", kinds(&seen, "a"));
 
     let read = ups.iter().find(|u| u["sessionUpdate"] == "tool_call" && u["kind"] == "read").expect("a read call");
     assert_eq!(read["title"], "read_file a.txt");
@@ -170,6 +172,32 @@ fn tool_results(mock: &MockLlm) -> Vec<String> {
         .filter(|m| m["role"] == "tool")
         .map(|m| m["content"].as_str().unwrap_or_default().to_string())
         .collect()
+}
+
+#[test]
+fn the_editors_mcp_servers_serve_their_tools_in_its_session() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("mcp_everything_echo", json!({"message": "from the editor's server"})),
+        Step::text("done"),
+    ]));
+    t.mock_model(&mock);
+    let ws = t.ws();
+    let everything = crate::mcp::peers_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let mcp = json!([{"name": "everything", "command": "node", "args": [everything, "stdio"], "env": []}]);
+    let seen = t.acp(&json!({"steps": [
+        {"do": "new", "as": "a", "cwd": ws, "mcpServers": mcp},
+        {"do": "prompt", "session": "a", "text": "echo"},
+    ]}));
+    assert_eq!(seen["initialize"]["agentCapabilities"]["mcpCapabilities"]["http"], true, "{}", seen["initialize"]);
+    assert_eq!(seen["results"][1]["stopReason"], "end_turn", "{seen}");
+    let results = tool_results(&mock);
+    assert!(results[0].contains("Echo: from the editor's server"), "{results:?}");
+    let names: Vec<String> = mock.requests()[0].body["tools"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t["function"]["name"].as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    assert!(names.contains(&"mcp_everything_echo".to_string()), "{names:?}");
 }
 
 #[test]

@@ -299,3 +299,29 @@ fn the_filesystem_server_reads_what_it_was_given_and_refuses_the_rest() {
     assert!(results[2].contains("needs approval"), "{results:?}");
     assert!(!t.workspace.path().join("new.txt").exists());
 }
+
+#[test]
+fn resources_and_prompts_are_offered_as_tools() {
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("mcp_everything_resources_list", json!({})),
+        Step::tool_call("mcp_everything_resource_read", json!({"uri": "demo://resource/dynamic/text/1"})),
+        Step::tool_call("mcp_everything_prompt_get", json!({"name": "args-prompt", "arguments": {"city": "Lisbon"}})),
+        Step::text("done"),
+    ]));
+    let t = home(&mock, &stdio_everything(""));
+    let out = t.chat(&["-q", "look at its resources and prompts"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let names = tool_names(&mock.requests()[0].body);
+    for name in [
+        "mcp_everything_resources_list",
+        "mcp_everything_resource_read",
+        "mcp_everything_prompts_list",
+        "mcp_everything_prompt_get",
+    ] {
+        assert!(names.contains(&name.to_string()), "{name} missing: {names:?}");
+    }
+    let results = tool_results(&mock);
+    assert!(results[0].contains("demo://resource/static/document"), "{results:?}");
+    assert!(results[1].contains("[resource demo://resource/dynamic/text/1]"), "{results:?}");
+    assert!(results[2].contains("Lisbon"), "{results:?}");
+}

@@ -55,9 +55,10 @@ use agent_client_protocol_schema::ProtocolVersion;
 use agent_client_protocol_schema::v1::{
     AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse, Error, ErrorCode, Implementation,
     InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
-    LoadSessionResponse, McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
-    RequestId, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionInfo,
-    SessionListCapabilities, SessionResumeCapabilities, SetSessionModeRequest, SetSessionModeResponse,
+    LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+    PromptRequest, RequestId, ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities,
+    SessionCloseCapabilities, SessionInfo, SessionListCapabilities, SessionResumeCapabilities, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -289,7 +290,7 @@ impl Server {
         let capabilities = AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
-            .mcp_capabilities(McpCapabilities::new())
+            .mcp_capabilities(McpCapabilities::new().http(true))
             .session_capabilities(session);
         InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(capabilities)
@@ -298,7 +299,7 @@ impl Server {
 
     async fn new_session(self: Arc<Self>, r: NewSessionRequest) -> Result<(NewSessionResponse, Opened), Error> {
         let cwd = workspace(&r.cwd)?;
-        let opened = self.open(cwd, None, !r.mcp_servers.is_empty()).await?;
+        let opened = self.open(cwd, None, &r.mcp_servers).await?;
         let response = NewSessionResponse::new(opened.session.id.clone()).modes(opened.session.modes());
         Ok((response, opened))
     }
@@ -306,7 +307,7 @@ impl Server {
     /// `session/load`: the history is replayed as updates before the answer.
     async fn load(self: Arc<Self>, r: LoadSessionRequest) -> Result<(LoadSessionResponse, Opened), Error> {
         let cwd = workspace(&r.cwd)?;
-        let opened = self.open(cwd, Some(r.session_id.0.to_string()), !r.mcp_servers.is_empty()).await?;
+        let opened = self.open(cwd, Some(r.session_id.0.to_string()), &r.mcp_servers).await?;
         opened.session.replay().await?;
         let response = LoadSessionResponse::new().modes(opened.session.modes());
         Ok((response, opened))
@@ -314,14 +315,14 @@ impl Server {
 
     async fn resume(self: Arc<Self>, r: ResumeSessionRequest) -> Result<(ResumeSessionResponse, Opened), Error> {
         let cwd = workspace(&r.cwd)?;
-        let opened = self.open(cwd, Some(r.session_id.0.to_string()), !r.mcp_servers.is_empty()).await?;
+        let opened = self.open(cwd, Some(r.session_id.0.to_string()), &r.mcp_servers).await?;
         let response = ResumeSessionResponse::new().modes(opened.session.modes());
         Ok((response, opened))
     }
 
     /// Start (or continue) a conversation as an ACP session; a session already open here is
     /// closed first (its conversation saved), so one stored session has one conversation.
-    async fn open(&self, cwd: PathBuf, resume: Option<String>, mcp: bool) -> Result<Opened, Error> {
+    async fn open(&self, cwd: PathBuf, resume: Option<String>, mcp: &[McpServer]) -> Result<Opened, Error> {
         if let Some(id) = &resume {
             let open = lock(&self.sessions).remove(id);
             if let Some(open) = open {

@@ -64,7 +64,7 @@ impl AcpSession {
         out: Out,
         workspace: PathBuf,
         resume: Option<String>,
-        mcp_servers: bool,
+        mcp_servers: &[agent_client_protocol_schema::v1::McpServer],
         offers: Offers,
     ) -> Result<(Arc<Self>, Conversation, Vec<String>), Error> {
         let store = host.store().clone();
@@ -77,6 +77,7 @@ impl AcpSession {
             let grants = editor::files_grants(host, &workspace);
             Arc::new(Editor::new(out.clone(), resume.clone().unwrap_or_default(), offers, grants, host.home()))
         });
+        let (servers, skipped) = editor_servers(mcp_servers);
         let mut offered = Offered::default();
         if let Some(e) = &editor {
             if offers.terminal {
@@ -105,6 +106,7 @@ impl AcpSession {
             plugins_from: None,
             allow: Vec::new(),
             origin: None,
+            mcp_servers: servers,
         };
         let mut conversation = host.start(start).await.map_err(|e| match e {
             talaria_core::Error::Store(talaria_store::Error::SessionNotFound { .. }) => error(
@@ -134,13 +136,7 @@ impl AcpSession {
             editor,
         });
         let mut notes = Vec::new();
-        if mcp_servers {
-            notes.push(
-                "MCP servers from the editor are not used yet: talaria does not speak MCP in this version. \
-                 The session runs with talaria's own tools."
-                    .to_string(),
-            );
-        }
+        notes.extend(skipped);
         // Problems found while starting (a plugin that did not load) come before the session.
         while let Some(stamped) = conversation.try_next_event() {
             if let Event::Notice { text, .. } = stamped.event {
@@ -357,4 +353,54 @@ async fn latest_of(store: &Arc<Store>, id: &str) -> Result<String, Error> {
     })
     .await
     .map_err(internal)?
+}
+
+/// The editor's MCP servers as talaria runs them (their env and headers taken as given); the
+/// ones it cannot, in words.
+fn editor_servers(
+    servers: &[agent_client_protocol_schema::v1::McpServer],
+) -> (std::collections::BTreeMap<String, talaria_mcp::config::ServerToml>, Vec<String>) {
+    use agent_client_protocol_schema::v1::McpServer;
+    use talaria_mcp::config::ServerToml;
+    let mut out = std::collections::BTreeMap::new();
+    let mut skipped = Vec::new();
+    for server in servers {
+        let (name, config) = match server {
+            McpServer::Stdio(s) => (
+                s.name.clone(),
+                ServerToml {
+                    command: Some(s.command.display().to_string()),
+                    args: s.args.clone(),
+                    env: s.env.iter().map(|v| (v.name.clone(), v.value.clone())).collect(),
+                    verbatim: true,
+                    ..ServerToml::default()
+                },
+            ),
+            McpServer::Http(s) => (
+                s.name.clone(),
+                ServerToml {
+                    url: Some(s.url.clone()),
+                    headers: s.headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
+                    verbatim: true,
+                    ..ServerToml::default()
+                },
+            ),
+            McpServer::Sse(s) => {
+                skipped.push(format!(
+                    "MCP server `{}` is left out: it speaks the old SSE transport, which talaria does not (streamable HTTP and stdio work)",
+                    s.name
+                ));
+                continue;
+            }
+            _ => {
+                skipped.push("an MCP server of a transport talaria does not know is left out".to_string());
+                continue;
+            }
+        };
+        // Names become tool-name prefixes: keep them to what every provider takes.
+        let clean: String =
+            name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+        out.insert(clean, config);
+    }
+    (out, skipped)
 }

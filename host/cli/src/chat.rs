@@ -152,6 +152,7 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         plugins_from: None,
         allow: Vec::new(),
         origin: None,
+        mcp_servers: std::collections::BTreeMap::new(),
     };
     let mut conversation = host.start(start).await?;
     // Warnings, then the session it is in.

@@ -63,6 +63,13 @@ pub const COMMANDS: &[Slash] = &[
     },
     Slash { name: "retry", aliases: &[], args: "", help: "send your last message again", while_busy: false },
     Slash {
+        name: "prompt",
+        aliases: &[],
+        args: "SERVER NAME [ARG=VALUE...]",
+        help: "send an MCP server's prompt template, filled with its arguments, as your message",
+        while_busy: false,
+    },
+    Slash {
         name: "compress",
         aliases: &[],
         args: "[FOCUS]",
@@ -579,6 +586,24 @@ impl Repl {
                 _ => ui::note("nothing to undo"),
             },
             "retry" => self.turn(Op::Retry, interactive).await,
+            "prompt" => {
+                let mut words = arg.split_whitespace();
+                let (Some(server), Some(name)) = (words.next(), words.next()) else {
+                    anyhow::bail!(
+                        "usage: /prompt SERVER NAME [ARG=VALUE...] (the mcp_SERVER_prompts_list tool lists them)"
+                    );
+                };
+                let mut arguments = serde_json::Map::new();
+                for pair in words {
+                    let Some((key, value)) = pair.split_once('=') else {
+                        anyhow::bail!("`{pair}`: give prompt arguments as NAME=VALUE");
+                    };
+                    arguments.insert(key.to_string(), serde_json::Value::String(value.to_string()));
+                }
+                let text = self.session.host.mcp().prompt(server, name, arguments).await.map_err(anyhow::Error::msg)?;
+                ui::note(&format!("sending prompt {name} of {server} ({} chars)", text.chars().count()));
+                self.turn(Op::UserTurn { text, images: Vec::new() }, interactive).await;
+            }
             "stop" => ui::note("nothing is running"),
             "usage" => self.usage()?,
             "title" if arg.is_empty() => anyhow::bail!("usage: /title NAME"),

@@ -181,6 +181,18 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         warnings.extend(host.mcp.take_warnings());
         tools = Arc::new(Joined::new(tools, host.mcp.clone()));
     }
+    if !start.mcp_servers.is_empty() {
+        let own = Arc::new(talaria_mcp::client::Servers::new(
+            &host.home,
+            &workspace,
+            &start.mcp_servers,
+            host.router.clone(),
+            &host.config.approvals.allow,
+        ));
+        own.prepare().await;
+        warnings.extend(own.take_warnings());
+        tools = Arc::new(Joined::new(tools, own));
+    }
     let mut shared = Shared::new(agent_config, chain, store.clone(), tools, gate.clone())
         .with_hooks(plugins.hooks.clone())
         .with_memory_provider(if start.memory { plugins.memory.clone() } else { None })

@@ -171,6 +171,9 @@ pub struct Start {
     /// The chat this conversation serves (`ACCOUNT:CHAT[:THREAD]`): jobs it schedules deliver
     /// there unless told otherwise, and are made by that chat.
     pub origin: Option<String>,
+    /// MCP servers of this conversation only, beside `[mcp_servers]` (an editor's, over ACP);
+    /// they stop when it ends.
+    pub mcp_servers: std::collections::BTreeMap<String, talaria_mcp::config::ServerToml>,
 }
 
 impl Default for Start {
@@ -194,6 +197,7 @@ impl Default for Start {
             plugins_from: None,
             allow: Vec::new(),
             origin: None,
+            mcp_servers: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock, Implementation,
-    ProtocolVersion, ResourceContents, Tool,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock, GetPromptRequestParams,
+    Implementation, ProtocolVersion, ReadResourceRequestParams, ResourceContents, Tool,
 };
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -75,12 +75,85 @@ impl ClientHandler for Handler {
 
 type Session = RunningService<RoleClient, Handler>;
 
+/// What a server offers, as listed (and cached between runs).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct Listing {
+    tools: Vec<Tool>,
+    /// It has resources: offered as `…_resources_list` and `…_resource_read` tools.
+    resources: bool,
+    /// It has prompts: offered as `…_prompts_list` and `…_prompt_get` tools, and `/prompt`.
+    prompts: bool,
+}
+
+/// The tools talaria adds for a server's resources and prompts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Extra {
+    ResourcesList,
+    ResourceRead,
+    PromptsList,
+    PromptGet,
+}
+
+impl Extra {
+    const ALL: [Extra; 4] = [Extra::ResourcesList, Extra::ResourceRead, Extra::PromptsList, Extra::PromptGet];
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Extra::ResourcesList => "resources_list",
+            Extra::ResourceRead => "resource_read",
+            Extra::PromptsList => "prompts_list",
+            Extra::PromptGet => "prompt_get",
+        }
+    }
+
+    fn offered(self, listing: &Listing) -> bool {
+        match self {
+            Extra::ResourcesList | Extra::ResourceRead => listing.resources,
+            Extra::PromptsList | Extra::PromptGet => listing.prompts,
+        }
+    }
+
+    fn spec(self, server: &str) -> ToolSpec {
+        let (description, parameters) = match self {
+            Extra::ResourcesList => (
+                format!("List the resources (documents, data) MCP server {server} offers, with their URIs."),
+                serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            ),
+            Extra::ResourceRead => (
+                format!("Read a resource of MCP server {server} by its URI (from its resources list)."),
+                serde_json::json!({"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"], "additionalProperties": false}),
+            ),
+            Extra::PromptsList => (
+                format!("List the prompt templates MCP server {server} offers, with their arguments."),
+                serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            ),
+            Extra::PromptGet => (
+                format!("Get a prompt template of MCP server {server}, filled with its arguments."),
+                serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}, "arguments": {"type": "object", "additionalProperties": {"type": "string"}}}, "required": ["name"], "additionalProperties": false}),
+            ),
+        };
+        ToolSpec {
+            name: config::tool_name(server, self.suffix()),
+            description,
+            parameters,
+            plugin: config::toolset(server),
+            annotations: ToolAnnotations { open_world: true, ..ToolAnnotations::fetches() },
+        }
+    }
+}
+
+/// What a model-facing name stands for.
+enum Found {
+    Tool(Box<Tool>),
+    Extra(Extra),
+}
+
 /// One configured server.
 struct Server {
     name: String,
     config: ServerToml,
-    /// Its tools, as last listed (live or from the cache); `None` until known.
-    tools: Mutex<Option<Vec<Tool>>>,
+    /// What it offers, as last listed (live or from the cache); `None` until known.
+    tools: Mutex<Option<Listing>>,
     /// The running session, if started.
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     /// It failed to start and was reported.
@@ -150,9 +223,9 @@ impl Servers {
                 return;
             }
             match self.list_live(server).await {
-                Ok(tools) => {
-                    self.save_cache(server, &tools);
-                    *lock(&server.tools) = Some(tools);
+                Ok(listing) => {
+                    self.save_cache(server, &listing);
+                    *lock(&server.tools) = Some(listing);
                 }
                 Err(e) => self.report(server, &e),
             }
@@ -168,15 +241,16 @@ impl Servers {
         let server = self.servers.get(name).ok_or_else(|| format!("no enabled server `{name}`"))?;
         let started = std::time::Instant::now();
         *server.session.lock().await = None;
-        let tools = self.list_live(server).await?;
+        let listing = self.list_live(server).await?;
         let session = server.session.lock().await.clone();
         let info = session.as_ref().and_then(|s| s.peer_info());
-        self.save_cache(server, &tools);
-        *lock(&server.tools) = Some(tools.clone());
+        self.save_cache(server, &listing);
+        let tools = specs_of(&server.name, &listing);
+        *lock(&server.tools) = Some(listing);
         Ok(Checked {
             server: info.as_ref().and_then(|i| i.server_info.as_ref()).map(|i| format!("{} {}", i.name, i.version)),
             protocol: info.as_ref().map(|i| i.protocol_version.to_string()).unwrap_or_default(),
-            tools: tools.iter().map(|t| spec(&server.name, t)).collect(),
+            tools,
             took: started.elapsed(),
         })
     }
@@ -208,12 +282,12 @@ impl Servers {
         self.home.join("cache").join("mcp").join(format!("{}-{}.json", server.name, server.config.digest()))
     }
 
-    fn cached(&self, server: &Server) -> Option<Vec<Tool>> {
+    fn cached(&self, server: &Server) -> Option<Listing> {
         let text = std::fs::read_to_string(self.cache_path(server)).ok()?;
         serde_json::from_str(&text).ok()
     }
 
-    fn save_cache(&self, server: &Server, tools: &[Tool]) {
+    fn save_cache(&self, server: &Server, tools: &Listing) {
         let path = self.cache_path(server);
         let written = path
             .parent()
@@ -224,9 +298,10 @@ impl Servers {
         }
     }
 
-    /// Start `server` if needed and list its tools.
-    async fn list_live(&self, server: &Server) -> Result<Vec<Tool>, String> {
+    /// Start `server` if needed and list what it offers.
+    async fn list_live(&self, server: &Server) -> Result<Listing, String> {
         let session = self.session(server).await?;
+        let caps = session.peer_info().map(|i| i.capabilities.clone());
         let listed = tokio::time::timeout(server.config.startup_timeout(), session.peer().list_all_tools()).await;
         let tools = match listed {
             Ok(Ok(tools)) => tools,
@@ -238,7 +313,12 @@ impl Servers {
                 ));
             }
         };
-        Ok(tools.into_iter().filter(|t| server.config.tools.allows(&t.name)).collect())
+        let tools = tools.into_iter().filter(|t| server.config.tools.allows(&t.name)).collect();
+        Ok(Listing {
+            tools,
+            resources: caps.as_ref().is_some_and(|c| c.resources.is_some()),
+            prompts: caps.as_ref().is_some_and(|c| c.prompts.is_some()),
+        })
     }
 
     /// The running session of `server`, started now when there is none (or it stopped).
@@ -258,7 +338,9 @@ impl Servers {
 
     async fn start(&self, server: &Server) -> Result<Session, String> {
         let timeout = server.config.startup_timeout();
-        let expand = |v: &str| config::expand(v, |name| self.secrets.value(name));
+        let expand = |v: &str| {
+            if server.config.verbatim { Ok(v.to_string()) } else { config::expand(v, |name| self.secrets.value(name)) }
+        };
         let serving = match server.config.transport(&server.name)? {
             Transport::Stdio { command, args, env, cwd } => {
                 let mut vars = Vec::new();
@@ -318,21 +400,34 @@ impl Servers {
     }
 
     /// The server and tool a model-facing name stands for.
-    fn find(&self, name: &str) -> Option<(Arc<Server>, Tool)> {
+    fn find(&self, name: &str) -> Option<(Arc<Server>, Found)> {
         self.servers.values().find_map(|server| {
-            let tools = lock(&server.tools);
-            let tool = tools.as_ref()?.iter().find(|t| config::tool_name(&server.name, &t.name) == name)?.clone();
-            Some((server.clone(), tool))
+            let listing = lock(&server.tools);
+            let listing = listing.as_ref()?;
+            if let Some(tool) = listing.tools.iter().find(|t| config::tool_name(&server.name, &t.name) == name) {
+                return Some((server.clone(), Found::Tool(Box::new(tool.clone()))));
+            }
+            let extra = Extra::ALL
+                .into_iter()
+                .find(|e| e.offered(listing) && config::tool_name(&server.name, e.suffix()) == name)?;
+            Some((server.clone(), Found::Extra(extra)))
         })
     }
 
     async fn call_tool(&self, name: &str, arguments: &str, ctx: ToolContext) -> Result<String, ToolError> {
-        let Some((server, tool)) = self.find(name) else {
+        let Some((server, found)) = self.find(name) else {
             return Err(ToolError::UnknownTool(name.to_string()));
         };
         let args = match serde_json::from_str::<Value>(if arguments.trim().is_empty() { "{}" } else { arguments }) {
             Ok(Value::Object(map)) => map,
             _ => return Err(ToolError::InvalidArgs("the arguments must be a JSON object".into())),
+        };
+        let tool = match found {
+            Found::Tool(tool) => *tool,
+            Found::Extra(extra) => {
+                let text = self.extra(&server, extra, &args).await?;
+                return Ok(self.capped(text, &ctx));
+            }
         };
         self.approve(&server, &tool, &args, &ctx).await?;
         let session = self
@@ -372,6 +467,105 @@ impl Servers {
             return Err(ToolError::Failed(text));
         }
         Ok(self.capped(text, &ctx))
+    }
+
+    /// A resources or prompts call of `server`.
+    async fn extra(
+        &self,
+        server: &Server,
+        extra: Extra,
+        args: &serde_json::Map<String, Value>,
+    ) -> Result<String, ToolError> {
+        let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::to_string);
+        let session = self
+            .session(server)
+            .await
+            .map_err(|e| ToolError::Failed(format!("MCP server `{}` is not available: {e}", server.name)))?;
+        let peer = session.peer().clone();
+        drop(session);
+        let failed = |e: ServiceError| ToolError::Failed(format!("MCP server `{}`: {e}", server.name));
+        let timeout = server.config.tool_timeout();
+        let within = |future| tokio::time::timeout(timeout, future);
+        let late = || {
+            ToolError::Failed(format!(
+                "MCP server `{}` did not answer within {} s (tool_timeout_secs)",
+                server.name,
+                timeout.as_secs()
+            ))
+        };
+        match extra {
+            Extra::ResourcesList => {
+                let resources = within(peer.list_all_resources()).await.map_err(|_| late())?.map_err(failed)?;
+                let templates = tokio::time::timeout(timeout, peer.list_all_resource_templates())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default();
+                Ok(serde_json::json!({ "resources": resources, "templates": templates }).to_string())
+            }
+            Extra::ResourceRead => {
+                let uri = text("uri").ok_or_else(|| ToolError::InvalidArgs("`uri` is required".into()))?;
+                let read = tokio::time::timeout(timeout, peer.read_resource(ReadResourceRequestParams::new(uri)))
+                    .await
+                    .map_err(|_| late())?
+                    .map_err(failed)?;
+                Ok(read.contents.iter().map(resource_text).collect::<Vec<_>>().join("\n"))
+            }
+            Extra::PromptsList => {
+                let prompts = tokio::time::timeout(timeout, peer.list_all_prompts())
+                    .await
+                    .map_err(|_| late())?
+                    .map_err(failed)?;
+                Ok(serde_json::json!({ "prompts": prompts }).to_string())
+            }
+            Extra::PromptGet => {
+                let name = text("name").ok_or_else(|| ToolError::InvalidArgs("`name` is required".into()))?;
+                let arguments = args.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
+                self.fill_prompt(&peer, &name, arguments, timeout).await.map_err(ToolError::Failed)
+            }
+        }
+    }
+
+    async fn fill_prompt(
+        &self,
+        peer: &Peer<RoleClient>,
+        name: &str,
+        arguments: serde_json::Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<String, String> {
+        let mut params = GetPromptRequestParams::new(name);
+        if !arguments.is_empty() {
+            params = params.with_arguments(arguments);
+        }
+        let got = tokio::time::timeout(timeout, peer.get_prompt(params))
+            .await
+            .map_err(|_| format!("no answer within {} s", timeout.as_secs()))?
+            .map_err(|e| e.to_string())?;
+        Ok(got.messages.iter().map(|m| content_text(&m.content)).collect::<Vec<_>>().join("\n\n"))
+    }
+
+    /// Prompt `name` of `server` filled with `arguments`, as text: what `/prompt` sends.
+    ///
+    /// # Errors
+    /// No such server, it does not start, or it refuses.
+    pub async fn prompt(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<String, String> {
+        let found = self.servers.get(server).ok_or_else(|| {
+            format!(
+                "no MCP server `{server}` (configured: {})",
+                self.servers.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        let session = self.session(found).await?;
+        let peer = session.peer().clone();
+        drop(session);
+        self.fill_prompt(&peer, name, arguments, found.config.tool_timeout())
+            .await
+            .map_err(|e| format!("MCP server `{server}`, prompt `{name}`: {e}"))
     }
 
     /// Ask the user before a call the server's policy says needs it.
@@ -462,8 +656,8 @@ impl ToolHost for Servers {
             self.servers
                 .values()
                 .flat_map(|server| {
-                    let tools = lock(&server.tools).clone().unwrap_or_default();
-                    tools.iter().map(|t| spec(&server.name, t)).collect::<Vec<_>>()
+                    let listing = lock(&server.tools).clone().unwrap_or_default();
+                    specs_of(&server.name, &listing)
                 })
                 .collect()
         })
@@ -477,6 +671,19 @@ impl ToolHost for Servers {
     ) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(self.call_tool(name, arguments, ctx))
     }
+}
+
+/// Every spec a server's listing gives: its tools, then the resources and prompts tools (unless
+/// a tool of its own has that name).
+fn specs_of(server: &str, listing: &Listing) -> Vec<ToolSpec> {
+    let mut specs: Vec<ToolSpec> = listing.tools.iter().map(|t| spec(server, t)).collect();
+    for extra in Extra::ALL.into_iter().filter(|e| e.offered(listing)) {
+        let extra = extra.spec(server);
+        if !specs.iter().any(|s| s.name == extra.name) {
+            specs.push(extra);
+        }
+    }
+    specs
 }
 
 /// The spec the model sees for `tool` of `server`.
@@ -510,21 +717,23 @@ fn result_text(result: &CallToolResult) -> String {
     parts.join("\n")
 }
 
+fn resource_text(contents: &ResourceContents) -> String {
+    match contents {
+        ResourceContents::TextResourceContents { uri, text, .. } => format!("[resource {uri}]\n{text}"),
+        ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => {
+            format!("[resource {uri}, {}, {} bytes of base64]", mime_type.as_deref().unwrap_or("binary"), blob.len())
+        }
+        _ => "[a resource of a kind talaria does not read]".into(),
+    }
+}
+
 fn content_text(block: &ContentBlock) -> String {
     match block {
         ContentBlock::Text(t) => t.text.clone(),
         ContentBlock::Image(i) => format!("[image, {}, {} bytes of base64]", i.mime_type, i.data.len()),
         ContentBlock::Audio(a) => format!("[audio, {}, {} bytes of base64]", a.mime_type, a.data.len()),
         ContentBlock::ResourceLink(r) => format!("[resource {} ({})]", r.uri, r.name),
-        ContentBlock::Resource(e) => match &e.resource {
-            ResourceContents::TextResourceContents { uri, text, .. } => format!("[resource {uri}]\n{text}"),
-            ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => format!(
-                "[resource {uri}, {}, {} bytes of base64]",
-                mime_type.as_deref().unwrap_or("binary"),
-                blob.len()
-            ),
-            _ => "[a resource of a kind talaria does not read]".into(),
-        },
+        ContentBlock::Resource(e) => resource_text(&e.resource),
         _ => "[content of a kind talaria does not read]".into(),
     }
 }

@@ -56,6 +56,10 @@ pub struct ServerToml {
     pub tool_timeout_secs: Option<u64>,
     /// Which calls ask the user first (default: those of tools not marked read-only).
     pub ask: Option<Ask>,
+    /// Its `env` and `headers` are taken as they are, with no `${NAME}` filled from talaria's
+    /// secrets (servers an editor names over ACP).
+    #[serde(skip)]
+    pub verbatim: bool,
 }
 
 /// Tools offered: those in `include` (all when empty), minus those in `exclude`.
