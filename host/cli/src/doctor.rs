@@ -113,6 +113,7 @@ pub async fn run(ctx: &Ctx, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     check_installed(ctx, &mut r);
     check_gateway(ctx, runtime.as_ref(), &secrets, &mut r);
     check_cron(ctx, &mut r);
+    check_mcp(ctx, &secrets, &mut r);
     let [ok, warned, failed] = r.counts;
     let summary = format!(
         "{}: {ok} ok, {}, {failed} failed",
@@ -200,6 +201,46 @@ fn check_gateway(ctx: &Ctx, runtime: Option<&Runtime>, secrets: &Secrets, r: &mu
             crate::ui::count(waiting, "code", "codes")
         ),
     );
+}
+
+/// The MCP servers (only when there are some): each reachable as configured, its program found,
+/// its `${NAME}` secrets set. Nothing is started (`talaria mcp test NAME` does that).
+fn check_mcp(ctx: &Ctx, secrets: &Secrets, r: &mut Report) {
+    for (name, server) in &ctx.config.mcp_servers {
+        if !server.enabled() {
+            continue;
+        }
+        let at = format!("[mcp_servers.{name}]");
+        let transport = match server.transport(name) {
+            Ok(t) => t,
+            Err(e) => {
+                r.fail("mcp", &e);
+                continue;
+            }
+        };
+        let values: Vec<&String> = server.env.values().chain(server.headers.values()).collect();
+        let missing: Vec<String> =
+            values.iter().filter_map(|v| talaria_mcp::config::expand(v, |n| secrets.value(n)).err()).collect();
+        if let Some(e) = missing.first() {
+            r.fail("mcp", &format!("{at}: {e}"));
+            continue;
+        }
+        match transport {
+            talaria_mcp::config::Transport::Stdio { command, .. } => {
+                let found = command.contains('/') && Path::new(&command).exists()
+                    || std::env::var_os("PATH")
+                        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(&command).is_file()));
+                if found {
+                    r.ok("mcp", &format!("{name}: `{command}` found (`talaria mcp test {name}` starts it)"));
+                } else {
+                    r.fail("mcp", &format!("{at}: `{command}` is not found on PATH"));
+                }
+            }
+            talaria_mcp::config::Transport::Http { url, .. } => {
+                r.ok("mcp", &format!("{name}: {url} (`talaria mcp test {name}` connects)"));
+            }
+        }
+    }
 }
 
 /// Scheduled jobs (only when there are some): where they deliver, where they run, whether
