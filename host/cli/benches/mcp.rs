@@ -3,8 +3,9 @@
 //! - start-up: from spawning the process to its answer to the first `tools/list` (after
 //!   `initialize`), with a warm compile cache (one process has run before);
 //! - a `tools/call` round trip of the bundled `read_file` with 200 bytes of arguments (a file
-//!   with a long name), p50 / p90 / p99 over many calls on one connection, and the same for
-//!   `tools/list` (no tool runs: the protocol and dispatch cost alone).
+//!   with a long name), p50 / p90 / p99 over many calls on one connection;
+//! - the same call made in-process on the plugin runtime (the tool alone), so the difference is
+//!   what serving it over MCP costs; and a `ping` round trip (the protocol and the pipe alone).
 //!
 //! Run: `cargo bench -p talaria-cli --bench mcp`
 
@@ -120,6 +121,13 @@ fn main() {
 
     let mut serve = Serve::spawn(home.path(), workspace.path());
     serve.initialize();
+    let mut pings = Vec::new();
+    for _ in 0..CALLS {
+        let started = Instant::now();
+        serve.call("ping", json!({}));
+        pings.push(started.elapsed());
+    }
+    report("ping round trip (protocol and pipe)", pings);
     let mut lists = Vec::new();
     for _ in 0..CALLS {
         let started = Instant::now();
@@ -135,4 +143,26 @@ fn main() {
         assert_eq!(result["isError"], false, "{result}");
     }
     report("tools/call read_file, 200-byte arguments", calls);
+
+    // The tool alone: the same call on the plugin runtime, in this process.
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+    let config = talaria_core::ConfigToml::load(home.path()).expect("config");
+    let ws = workspace.path().canonicalize().expect("workspace");
+    let runtime = talaria_core::unattended_runtime(home.path(), &ws, &config, false).expect("runtime");
+    let args = args.to_string();
+    let mut alone = Vec::new();
+    tokio.block_on(async {
+        for i in 0..CALLS {
+            let ctx = talaria_runtime::CallContext {
+                session_id: "bench".into(),
+                call_id: format!("c{i}"),
+                workspace: ws.clone(),
+            };
+            let started = Instant::now();
+            let out = runtime.call("read_file", &args, ctx).await.expect("read_file");
+            alone.push(started.elapsed());
+            assert!(out.output.contains("one line"));
+        }
+    });
+    report("read_file alone, in-process on the runtime", alone);
 }
