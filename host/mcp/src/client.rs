@@ -5,8 +5,9 @@
 //!    call of a tool not marked read-only asks the user first (once, for the session, always,
 //!    or no: `[approvals] allow = ["mcp:SERVER:TOOL"]` is "always"), unless the server's `ask`
 //!    says otherwise. With nobody to ask it is refused, saying how to allow it.
-//! 2. **A stdio server gets a small environment** (PATH, HOME, the locale, proxies) plus its
-//!    own `env`: talaria's API keys never reach it unless named there.
+//! 2. **A stdio server gets the environment commands get** (PATH, HOME, the locale, proxies,
+//!    toolchain homes; never a variable whose name marks a credential) plus its own `env`:
+//!    talaria's API keys never reach it unless named there.
 //! 3. **Servers start lazily**, when a conversation first needs their tools, all at once; their
 //!    tool lists are cached between runs (keyed by how the server is reached), so a later start
 //!    lists tools without starting any server, and the server starts on its first call.
@@ -40,26 +41,6 @@ use crate::config::{self, Ask, ServerToml, Transport};
 pub const RESULT_CAP: usize = 50_000;
 /// Characters of a saved result the model sees.
 const PREVIEW_CHARS: usize = 1_500;
-/// The environment a stdio server gets from talaria's own (besides its `env`).
-const PASSED_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TZ",
-    "TMPDIR",
-    "TERM",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-];
 
 /// What talaria says it is to servers; it declares no client capabilities (no sampling, roots
 /// or elicitation).
@@ -348,13 +329,12 @@ impl Servers {
                     vars.push((key.clone(), expand(value).map_err(|e| format!("env {key}: {e}"))?));
                 }
                 let dir = cwd.unwrap_or_else(|| self.workspace.clone());
+                // What commands get from talaria's environment (PATH, HOME, the locale, proxies),
+                // never a variable whose name marks a credential.
+                let inherited = talaria_runtime::ChildEnv::from_host(&[], &talaria_runtime::leak::SecretScan::new([]));
                 let cmd = tokio::process::Command::new(&command).configure(|c| {
                     c.args(&args).env_clear().current_dir(&dir);
-                    for name in PASSED_ENV {
-                        if let Ok(value) = std::env::var(name) {
-                            c.env(name, value);
-                        }
-                    }
+                    c.envs(inherited.vars().iter().map(|(k, v)| (k.as_str(), v.as_str())));
                     c.envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
                 });
                 let (transport, stderr) = TokioChildProcess::builder(cmd)
