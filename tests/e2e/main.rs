@@ -323,3 +323,24 @@ fn web_fetch_reads_pages_but_never_loopback_through_its_wildcard() {
     assert!(page.contains(&format!("[decapods]({})", site.url("/more"))), "{page}");
     assert!(!page.contains("<p>"), "{page}");
 }
+
+#[test]
+fn tools_call_says_which_plugin_runs_a_name_two_plugins_offer() {
+    let t = Talaria::new();
+    // A copy of the bundled weather plugin under another name: both offer `get_weather`.
+    let wasm = t.bundled_wasm("weather");
+    let manifest = talaria_bundled::PLUGINS
+        .iter()
+        .find(|p| p.manifest.contains("name = \"weather\""))
+        .expect("bundled weather")
+        .manifest
+        .replace("name = \"weather\"", "name = \"weather2\"");
+    support::install(t.home.path(), "weather2", &wasm, &manifest);
+    let out = t.run(&["tools", "call", "get_weather", r#"{"location": "Lisbon"}"#]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tool `get_weather` is already provided by plugin 'weather'; it was not registered (set `allow_override = true` under [plugins.weather2] in config.toml to let it replace it)"),
+        "{err}"
+    );
+    assert!(err.contains("running `get_weather` of plugin 'weather' ('weather2' left out"), "{err}");
+}

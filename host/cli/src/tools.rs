@@ -61,6 +61,24 @@ async fn call(ctx: &Ctx, name: &str, args: &str, yolo: bool) -> anyhow::Result<E
     let runtime = ctx.runtime(yolo)?;
     announce_compiles(&runtime);
     let (tools, problems) = runtime.tools().await;
+    // Another plugin offering the same name was left out: say so, and whose tool runs.
+    let clash = format!("tool `{name}` is already provided by plugin ");
+    let left_out: Vec<_> = problems.iter().filter(|p| p.message.starts_with(&clash)).collect();
+    if let Some(owner) = tools.iter().find(|t| t.name == name).filter(|_| !left_out.is_empty()) {
+        for p in &left_out {
+            ui::warn(&p.to_string());
+        }
+        ui::note(&format!(
+            "running `{name}` of plugin '{}' ({} left out; `talaria plugins list` shows who offers what)",
+            owner.plugin,
+            left_out
+                .iter()
+                .filter_map(|p| p.plugin.as_deref())
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     if !tools.iter().any(|t| t.name == name) {
         for p in runtime.problems().iter().chain(&problems) {
             ui::warn(&p.to_string());

@@ -110,10 +110,10 @@ pub(super) fn check(case: &Case, result: &Result<String, String>, imports: &[Rec
             reasons.push(format!("expected an error containing {wanted:?}, but the call succeeded: {}", shown(output)));
         }
         (Err(e), Some(wanted)) if !e.contains(wanted.as_str()) => {
-            reasons.push(format!("expected an error containing {wanted:?}, got: {}", shown(e)));
+            reasons.push(format!("expected an error containing {wanted:?}, got: {}", whole(e)));
         }
         (Err(_), Some(_)) => {}
-        (Err(e), None) => reasons.push(format!("the call failed: {}", shown(e))),
+        (Err(e), None) => reasons.push(format!("the call failed: {}", whole(e))),
         (Ok(output), None) => {
             if let Some(wanted) = &case.expect_contains
                 && !output.contains(wanted.as_str())
@@ -169,9 +169,14 @@ fn json_mismatch(wanted: &Value, got: &Value, at: &str) -> Option<String> {
     }
 }
 
-/// Text in a reason: quoted, cut.
+/// Text in a reason: quoted, cut (a tool's output may be long).
 fn shown(text: &str) -> String {
     format!("{:?}", clip(text, MAX_SHOWN))
+}
+
+/// An error in a reason: quoted and whole, since its end is often the hint that fixes it.
+fn whole(error: &str) -> String {
+    format!("{error:?}")
 }
 
 pub(super) fn clip(text: &str, max: usize) -> String {
@@ -216,6 +221,16 @@ mod tests {
 
     fn ok(text: &str) -> Result<String, String> {
         Ok(text.to_string())
+    }
+
+    #[test]
+    fn an_error_is_shown_whole_and_an_output_cut() {
+        let hint = "grant it: `talaria plugins grant p net:api.example.com`";
+        let error = format!("{} {hint}", "x".repeat(300));
+        let reasons = check(&case("expect_contains = \"ok\""), &Err(error), &[]);
+        assert!(reasons[0].ends_with(&format!("{hint}\"")), "{reasons:?}");
+        let reasons = check(&case("expect_contains = \"ok\""), &ok(&"y".repeat(500)), &[]);
+        assert!(reasons[0].ends_with("…\""), "{reasons:?}");
     }
 
     #[test]
