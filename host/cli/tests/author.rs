@@ -17,6 +17,20 @@ fn new_build_install_call(lang: Lang) {
     let project = tmp.path().join("hello");
     talaria_author::new_plugin(&project, "hello", lang).expect("new plugin");
     assert_eq!(talaria_author::detect(&project).expect("detect"), lang);
+    if lang == Lang::Python {
+        // An author's tool using a host import it was not granted: talaria's message must reach
+        // them whole, not as a Python panic.
+        let app = std::fs::read_to_string(project.join("app.py")).expect("app.py");
+        let app = app.replace("from wit_world.imports import log", "from wit_world.imports import kv, log").replace(
+            "\n\n# Each tool:",
+            "\n\ndef remember(args: dict, context: CallContext) -> str:\n    \"\"\"Remember a value.\"\"\"\n    kv.set(\"k\", b\"v\")\n    return \"kept\"\n\n\n# Each tool:",
+        );
+        let app = app.replace(
+            "TOOLS = {\n",
+            "TOOLS = {\n    \"remember\": (remember, {\"type\": \"object\", \"properties\": {}}),\n",
+        );
+        std::fs::write(project.join("app.py"), app).expect("app.py");
+    }
 
     let wasm = match lang {
         // One target directory for every run, so the dependencies are built once.
@@ -64,6 +78,16 @@ fn new_build_install_call(lang: Lang) {
         String::from_utf8_lossy(&talaria(&home, &workspace, &["tools", "call", "hello", r#"{"name":"Ada"}"#]).stdout),
         "Hello, Ada!\n"
     );
+    if lang == Lang::Python {
+        let refused = talaria(&home, &workspace, &["tools", "call", "remember", "{}"]);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("the kv capability is not granted to plugin 'hello' (request `kv = true` in plugin.toml and grant it: `talaria plugins grant hello kv`)"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
     // The template's one `log` call reaches talaria's log.
     let logged = talaria(&home, &workspace, &["-v", "tools", "call", "hello", r#"{"name":"Grace"}"#]);
     let stderr = String::from_utf8_lossy(&logged.stderr);

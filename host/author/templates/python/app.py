@@ -57,8 +57,12 @@ class Tools(exports.Tools):
         run, _ = TOOLS[name]
         try:
             return run(json.loads(args_json), context)
-        except Err:
-            raise
+        except Err as e:
+            if isinstance(e.value, (ToolError_Failed, ToolError_InvalidArgs, ToolError_UnknownTool)):
+                raise
+            # A host import refused (kv without its grant, a host never granted...): its value is
+            # talaria's own explanation, with the fix. Pass it on as this tool's failure.
+            raise Err(ToolError_Failed(str(getattr(e.value, "value", e.value))))
         except Exception as e:
             # Anything else raised would crash the call: report it as a failure instead.
             raise Err(ToolError_Failed(f"{type(e).__name__}: {e}"))
