@@ -17,6 +17,15 @@ fn new_build_install_call(lang: Lang) {
     let project = tmp.path().join("hello");
     talaria_author::new_plugin(&project, "hello", lang).expect("new plugin");
     assert_eq!(talaria_author::detect(&project).expect("detect"), lang);
+    if lang == Lang::Js {
+        // An author's tool returning data instead of text: named, not a wasm trap.
+        let app = std::fs::read_to_string(project.join("app.js")).expect("app.js");
+        let app = app.replace(
+            "const TOOLS = {\n",
+            "const TOOLS = {\n  stats: {\n    description: 'Counts.',\n    parameters: { type: 'object', properties: {} },\n    run() {\n      return { count: 3 };\n    },\n  },\n",
+        );
+        std::fs::write(project.join("app.js"), app).expect("app.js");
+    }
     if lang == Lang::Python {
         // An author's tool using a host import it was not granted: talaria's message must reach
         // them whole, not as a Python panic.
@@ -78,6 +87,15 @@ fn new_build_install_call(lang: Lang) {
         String::from_utf8_lossy(&talaria(&home, &workspace, &["tools", "call", "hello", r#"{"name":"Ada"}"#]).stdout),
         "Hello, Ada!\n"
     );
+    if lang == Lang::Js {
+        let wrong = talaria(&home, &workspace, &["tools", "call", "stats", "{}"]);
+        let stderr = String::from_utf8_lossy(&wrong.stderr);
+        assert_eq!(wrong.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("tool `stats` must return a string; got object (use JSON.stringify for data)"),
+            "{stderr}"
+        );
+    }
     if lang == Lang::Python {
         let refused = talaria(&home, &workspace, &["tools", "call", "remember", "{}"]);
         let stderr = String::from_utf8_lossy(&refused.stderr);

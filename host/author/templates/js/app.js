@@ -50,10 +50,26 @@ export const tools = {
       throw toolError('unknown-tool', name);
     }
     try {
-      return tool.run(JSON.parse(argsJson), context);
+      return text(name, tool.run(JSON.parse(argsJson), context));
     } catch (e) {
-      // Anything else thrown would crash the call with no message: report it as a failure.
-      throw e?.tag !== undefined ? e : toolError('failed', String(e?.message ?? e));
+      throw failure(e);
     }
   },
 };
+
+/** Anything thrown that is not a `tool-error` would crash the call with no message: a failure. */
+function failure(e) {
+  return e?.tag !== undefined ? e : toolError('failed', String(e?.message ?? e));
+}
+
+/** A tool's result must be a string: anything else would crash the call with no message. */
+function text(name, out) {
+  if (typeof out === 'string') {
+    return out;
+  }
+  if (out instanceof Promise) {
+    return out.then((done) => text(name, done), (e) => { throw failure(e); });
+  }
+  const got = out === null ? 'null' : Array.isArray(out) ? 'array' : typeof out;
+  throw toolError('failed', `tool \`${name}\` must return a string; got ${got} (use JSON.stringify for data)`);
+}
