@@ -26,7 +26,7 @@ pub use agent::{
     Agent, AgentConfig, Compression, ContextBudget, DEFAULT_CONTEXT_LENGTH, Shared, Start, estimate_tokens,
 };
 pub use extensions::{ContextEngine, HookReply, Hooks, MemoryProvider, NoHooks};
-pub use tools::{BoxFuture, ToolContext, ToolHost};
+pub use tools::{BoxFuture, Spilled, ToolContext, ToolHost, spill};
 
 use talaria_protocol::{Event, NoticeLevel};
 use tokio::sync::mpsc;

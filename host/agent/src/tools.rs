@@ -36,6 +36,45 @@ pub trait ToolHost: Send + Sync {
     ) -> BoxFuture<'a, Result<String, ToolError>>;
 }
 
+/// A result too long for the conversation, saved whole ([`spill`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spilled {
+    /// What the model gets instead: the start of the result and where the rest is.
+    pub text: String,
+    /// Where the whole result was saved (`None`: it could not be).
+    pub saved: Option<PathBuf>,
+    /// Bytes of the result the preview keeps.
+    pub head_len: usize,
+}
+
+/// Save `text`, the result of call `call_id` in session `session_id`, as
+/// `home/results/SESSION/CALL.txt`, and give the model its first `preview` characters and the
+/// path.
+pub fn spill(home: &Path, session_id: &str, call_id: &str, text: &str, preview: usize) -> Spilled {
+    let dir = home.join("results").join(file_safe(session_id));
+    let path = dir.join(format!("{}.txt", file_safe(call_id)));
+    let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text));
+    let len = text.chars().count();
+    let head: String = text.chars().take(preview).collect();
+    let note = match &written {
+        Ok(()) => format!("the full result ({len} chars) was saved to {}", path.display()),
+        Err(e) => format!("the full result ({len} chars) could not be saved ({e})"),
+    };
+    Spilled {
+        text: format!(
+            "{head}\n\n[output cut after {} of {len} chars: {note}. Ask for less at a time — a narrower query, a line range, or a filter.]",
+            head.chars().count()
+        ),
+        saved: written.ok().map(|()| path),
+        head_len: head.len(),
+    }
+}
+
+/// An id as a file name: letters, digits, `_` and `-` (others become `_`), at most 80.
+fn file_safe(id: &str) -> String {
+    id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).take(80).collect()
+}
+
 /// No plugins at all (tests, or a host that failed to start).
 pub struct NoTools;
 

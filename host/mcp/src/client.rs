@@ -465,7 +465,6 @@ impl Servers {
         drop(session);
         let failed = |e: ServiceError| ToolError::Failed(format!("MCP server `{}`: {e}", server.name));
         let timeout = server.config.tool_timeout();
-        let within = |future| tokio::time::timeout(timeout, future);
         let late = || {
             ToolError::Failed(format!(
                 "MCP server `{}` did not answer within {} s (tool_timeout_secs)",
@@ -475,7 +474,10 @@ impl Servers {
         };
         match extra {
             Extra::ResourcesList => {
-                let resources = within(peer.list_all_resources()).await.map_err(|_| late())?.map_err(failed)?;
+                let resources = tokio::time::timeout(timeout, peer.list_all_resources())
+                    .await
+                    .map_err(|_| late())?
+                    .map_err(failed)?;
                 let templates = tokio::time::timeout(timeout, peer.list_all_resource_templates())
                     .await
                     .ok()
@@ -597,25 +599,10 @@ impl Servers {
 
     /// `text`, or a preview of it and the file the whole was saved to.
     fn capped(&self, text: String, ctx: &ToolContext) -> String {
-        let len = text.chars().count();
-        if len <= RESULT_CAP {
+        if text.chars().count() <= RESULT_CAP {
             return text;
         }
-        let safe = |s: &str| -> String {
-            s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
-        };
-        let dir = self.home.join("results").join(safe(&ctx.session_id));
-        let path = dir.join(format!("{}.txt", safe(&ctx.call_id)));
-        let saved = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &text));
-        let head: String = text.chars().take(PREVIEW_CHARS).collect();
-        let note = match saved {
-            Ok(()) => format!("the full result ({len} chars) was saved to {}", path.display()),
-            Err(e) => format!("the full result ({len} chars) could not be saved ({e})"),
-        };
-        format!(
-            "{head}\n\n[output cut after {} of {len} chars: {note}. Ask for less at a time — a narrower query, a line range, or a filter.]",
-            head.chars().count()
-        )
+        talaria_agent::spill(&self.home, &ctx.session_id, &ctx.call_id, &text, PREVIEW_CHARS).text
     }
 }
 

@@ -888,30 +888,16 @@ impl Agent {
             *budget = budget.saturating_sub(len);
             return text;
         }
-        let dir = cfg.home.join("results").join(&self.session_id);
-        let path = dir.join(format!("{}.txt", sanitize_id(&call.id)));
-        let saved = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &text));
-        let head: String = text.chars().take(cfg.preview_chars).collect();
-        *budget = budget.saturating_sub(head.len());
-        let note = match saved {
-            Ok(()) => {
-                self.emitter.emit(Event::Notice {
-                    level: NoticeLevel::Info,
-                    text: format!("{} returned {len} chars; saved to {}", call.name, path.display()),
-                });
-                format!("the full result ({len} chars) was saved to {}", path.display())
-            }
-            Err(e) => format!("the full result ({len} chars) could not be saved ({e})"),
-        };
-        format!(
-            "{head}\n\n[output cut after {} of {len} chars: {note}. Ask for less at a time — a narrower query, a line range, or a filter.]",
-            head.chars().count()
-        )
+        let spilled = crate::tools::spill(&cfg.home, &self.session_id, &call.id, &text, cfg.preview_chars);
+        *budget = budget.saturating_sub(spilled.head_len);
+        if let Some(path) = &spilled.saved {
+            self.emitter.emit(Event::Notice {
+                level: NoticeLevel::Info,
+                text: format!("{} returned {len} chars; saved to {}", call.name, path.display()),
+            });
+        }
+        spilled.text
     }
-}
-
-fn sanitize_id(id: &str) -> String {
-    id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).take(80).collect()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
