@@ -325,3 +325,23 @@ fn resources_and_prompts_are_offered_as_tools() {
     assert!(results[1].contains("[resource demo://resource/dynamic/text/1]"), "{results:?}");
     assert!(results[2].contains("Lisbon"), "{results:?}");
 }
+
+#[test]
+fn a_stdio_server_gets_its_own_env_and_none_of_talarias_keys() {
+    let mock = MockLlm::start(Script::new([Step::tool_call("mcp_everything_get-env", json!({})), Step::text("done")]));
+    let t = home(&mock, &stdio_everything("env = { GIVEN = \"${GIVEN_SECRET}\" }"));
+    std::fs::write(t.home.path().join(".env"), "GIVEN_SECRET=meant-for-the-server\n").expect(".env");
+    let out = Command::new(env!("CARGO_BIN_EXE_talaria"))
+        .args(["chat", "-q", "show your environment"])
+        .current_dir(t.workspace.path())
+        .env("TALARIA_HOME", t.home.path())
+        .env("OPENAI_API_KEY", "sk-never-to-an-mcp-server")
+        .env("GITHUB_TOKEN", "ghp-never-either")
+        .output()
+        .expect("chat");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let seen = tool_results(&mock).join("\n");
+    assert!(seen.contains("meant-for-the-server"), "its own env is passed: {seen}");
+    assert!(seen.contains("PATH"), "{seen}");
+    assert!(!seen.contains("sk-never-to-an-mcp-server") && !seen.contains("ghp-never-either"), "{seen}");
+}
