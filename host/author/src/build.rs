@@ -3,7 +3,7 @@
 //! | language | compiler | command |
 //! |---|---|---|
 //! | Rust | cargo | `cargo build --release --target wasm32-wasip2 --target-dir target`, then the `.wasm` is copied |
-//! | JavaScript | componentize-js | `componentize-js app.js --wit wit -n WORLD -d stdio fetch-event http -o plugin.wasm` |
+//! | JavaScript | componentize-js | `componentize-js app.js --wit wit -n WORLD -d fetch-event http -o plugin.wasm` |
 //! | Python | componentize-py | `componentize-py -d wit -w WORLD componentize app -o plugin.wasm` |
 //!
 //! WORLD follows the manifest's `kind` (`tool-plugin` for a tool). A JavaScript build keeps
@@ -171,7 +171,9 @@ fn javascript(dir: &Path, manifest: &Manifest, out: &Path) -> anyhow::Result<()>
         );
     };
     let wit = wit_dir(dir)?;
-    let mut disabled = vec!["stdio", "fetch-event"];
+    // stdio stays: an uncaught exception's message and stack go to stderr, where the host finds
+    // them for the error (stdout goes nowhere).
+    let mut disabled = vec!["fetch-event"];
     if !wants_network(manifest) {
         disabled.push("http");
     }

@@ -16,13 +16,14 @@ use crate::{self as author, Place, plugin_test, ui};
 /// `talaria plugin ...`.
 #[derive(Subcommand)]
 pub enum PluginCmd {
-    /// Start a plugin project in Rust, JavaScript or Python: a tool, or a platform adapter
+    /// Start a plugin project of any kind in Rust, JavaScript or Python; it builds, tests and
+    /// installs as it is
     New {
         /// The plugin's name (a-z, 0-9, `-`, `_`)
         name: String,
         #[arg(long, value_enum, default_value = "rust")]
         lang: author::Lang,
-        /// What it is: a tool plugin, or a platform adapter for the gateway (API 0.3.0)
+        /// What it is
         #[arg(long, value_enum, default_value = "tool")]
         kind: author::Starter,
         /// Where to create it [default: ./NAME]
@@ -98,18 +99,19 @@ pub async fn run(ctx: &Place<'_>, cmd: PluginCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         PluginCmd::New { name, lang, dir, kind } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
-            match kind {
-                author::Starter::Tool => {
-                    author::new_plugin(&dir, &name, lang)?;
-                    println!("created {name} ({lang}) in {}", dir.display());
-                    println!("next: cd {} && talaria plugin build && talaria plugin test", dir.display());
-                }
-                author::Starter::Platform => {
-                    author::new_adapter(&dir, &name, lang)?;
-                    println!("created the platform adapter {name} ({lang}) in {}", dir.display());
-                    println!("next: cd {} && talaria plugin build; its README says how to serve it", dir.display());
-                }
-            }
+            author::new_project(&dir, &name, kind, lang)?;
+            let what = match kind {
+                author::Starter::Tool => "the tool plugin",
+                author::Starter::Memory => "the memory provider",
+                author::Starter::Context => "the context engine",
+                author::Starter::Hook => "the hook",
+                author::Starter::Adapter => "the platform adapter",
+            };
+            println!("created {what} {name} ({lang}) in {}", dir.display());
+            println!(
+                "next: cd {} && talaria plugin build && talaria plugin test (its README says more)",
+                dir.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
         PluginCmd::Build { dir, lang } => {

@@ -1,5 +1,6 @@
 //! Plugin authoring, the `talaria plugin` commands ([`commands`]): `new` writes a working
-//! tool-plugin project in Rust, JavaScript or Python, `build` compiles one into the component its
+//! project of any kind (tool, memory provider, context engine, hook, platform adapter) in Rust,
+//! JavaScript or Python, `build` compiles one into the component its
 //! `plugin.toml` names, `test` runs it in the sandbox against its `plugin-tests.toml`
 //! ([`plugin_test`]), and `pack`, `keygen`, `sign` and `publish` ship it.
 //!
@@ -40,7 +41,7 @@ use talaria_core::ConfigToml;
 
 pub use build::build;
 pub use commands::{PluginCmd, run};
-pub use new::{new_adapter, new_plugin};
+pub use new::{Starter, new_adapter, new_plugin, new_project};
 
 /// Where a command runs: talaria's home, the directory it was started in, and the config.
 #[derive(Debug, Clone, Copy)]
@@ -61,15 +62,6 @@ pub enum Lang {
     /// Python, built by componentize-py
     #[value(alias = "py")]
     Python,
-}
-
-/// What `talaria plugin new` starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Starter {
-    /// A tool plugin (API 0.2.0) with one tool, `hello`
-    Tool,
-    /// A platform adapter for the gateway (API 0.3.0), serving a webhook route
-    Platform,
 }
 
 impl Lang {

@@ -30,9 +30,9 @@ fn new_build_install_call(lang: Lang) {
         // An author's tool using a host import it was not granted: talaria's message must reach
         // them whole, not as a Python panic.
         let app = std::fs::read_to_string(project.join("app.py")).expect("app.py");
-        let app = app.replace("from wit_world.imports import log", "from wit_world.imports import kv, log").replace(
+        let app = app.replace(
             "\n\n# Each tool:",
-            "\n\ndef remember(args: dict, context: CallContext) -> str:\n    \"\"\"Remember a value.\"\"\"\n    kv.set(\"k\", b\"v\")\n    return \"kept\"\n\n\n# Each tool:",
+            "\n\ndef remember(args: dict, context: CallContext) -> str:\n    \"\"\"Remember a value.\"\"\"\n    talaria.kv.set(\"k\", b\"v\")\n    return \"kept\"\n\n\n# Each tool:",
         );
         let app = app.replace(
             "TOOLS = {\n",

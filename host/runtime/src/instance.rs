@@ -245,6 +245,9 @@ fn describe_trap(trap: &wasmtime::Error, refused_memory: Option<usize>, limits: 
     if let Some(panic) = panic_message(stderr) {
         return format!("panicked: {panic}");
     }
+    if let Some(exception) = js_exception(stderr) {
+        return format!("threw an uncaught exception: {exception}");
+    }
     let kind = trap.downcast_ref::<Trap>().map_or_else(|| format!("{trap:#}"), ToString::to_string);
     format!("trapped: {kind}")
 }
@@ -259,6 +262,22 @@ fn python_exception(stderr: &str) -> Option<String> {
     Some(match place {
         Some(place) => format!("{exception} ({})", place.trim()),
         None => exception.to_string(),
+    })
+}
+
+/// The uncaught exception a componentize-js plugin printed before it aborted, with where it was
+/// thrown: `no table (at list@app.js:39:48)`. StarlingMonkey prints the message, then
+/// `Stack:` and one frame per line.
+fn js_exception(stderr: &str) -> Option<String> {
+    let stack = stderr.rfind("\nStack:\n")?;
+    let before = &stderr[..stack];
+    // The message may span lines; it starts after the last blank line before the stack.
+    let message = before.rsplit_once("\n\n").map_or(before, |(_, m)| m).trim();
+    let frame = stderr[stack + "\nStack:\n".len()..].lines().next().map(str::trim).filter(|f| !f.is_empty());
+    let message = if message.is_empty() { "an exception" } else { message };
+    Some(match frame {
+        Some(frame) => format!("{message} (at {frame})"),
+        None => message.to_string(),
     })
 }
 
@@ -295,6 +314,16 @@ mod tests {
             Some("ModuleNotFoundError: No module named 'decimal' (File \"/app.py\", line 31, in hello)")
         );
         assert_eq!(python_exception("thread 'x' panicked at a:1:1:\nboom\n"), None);
+    }
+
+    #[test]
+    fn javascript_exceptions_are_extracted_with_where_they_were_thrown() {
+        let stderr = "list broke: missing table\nStack:\n  list@app.js:39:48\n  export_tools_0_2_0$list@/tmp/x/initializer.js:992:15\n\n\
+                      Redirecting call to abort() to mozalloc_abort\n";
+        assert_eq!(js_exception(stderr).as_deref(), Some("list broke: missing table (at list@app.js:39:48)"));
+        let two = "earlier line\n\nTypeError: x is undefined\nStack:\n  run@app.js:3:1\n";
+        assert_eq!(js_exception(two).as_deref(), Some("TypeError: x is undefined (at run@app.js:3:1)"));
+        assert_eq!(js_exception("Traceback (most recent call last):\n"), None);
     }
 
     #[test]

@@ -11,13 +11,59 @@ use talaria_runtime::{HttpStub, RecordedImport};
 /// Longest text quoted in a reason.
 pub(super) const MAX_SHOWN: usize = 200;
 
-/// One case of `plugin-tests.toml`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+/// One case of `plugin-tests.toml`. Which kind of plugin it exercises follows from its keys
+/// ([`Case::target`]); the expectations apply to the text (or JSON) the call gave.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Case {
-    pub(super) tool: String,
+    /// A tool to call; with `event`, the tool of the event.
+    pub(super) tool: Option<String>,
+    /// The tool's arguments (a tool call, or a hook event's call).
     #[serde(default)]
     pub(super) args: toml::Table,
+
+    /// Hooks: the event to send, by its manifest name.
+    pub(super) event: Option<String>,
+    /// post_tool_call / transform_tool_result: what the tool returned, and whether it worked.
+    pub(super) result: Option<String>,
+    pub(super) ok: Option<bool>,
+    /// pre_llm_call / post_llm_call.
+    pub(super) user_message: Option<String>,
+    pub(super) assistant_response: Option<String>,
+    /// on_session_end / on_session_finalize.
+    pub(super) reason: Option<String>,
+    /// What a hook must answer: proceed, block, require_approval, add_context, replace_result.
+    pub(super) expect_decision: Option<String>,
+
+    /// Memory providers: finished turns to sync first, in order.
+    #[serde(default)]
+    pub(super) turns: Vec<TurnToml>,
+    /// The new message to recall for.
+    pub(super) prefetch: Option<String>,
+    /// Ask for the system-prompt block instead.
+    #[serde(default)]
+    pub(super) system_prompt: bool,
+
+    /// Context engines: the history, a number of generated messages or a list of messages.
+    pub(super) history: Option<toml::Value>,
+    pub(super) prompt_tokens: Option<u64>,
+    pub(super) context_length: Option<u64>,
+    /// Call compress (forced), not only should_compress.
+    #[serde(default)]
+    pub(super) compress: bool,
+    pub(super) focus: Option<String>,
+    pub(super) expect_should_compress: Option<bool>,
+    /// The compressed history's length.
+    pub(super) expect_messages: Option<usize>,
+
+    /// Adapters: a request to one of its webhook routes.
+    pub(super) webhook: Option<WebhookToml>,
+    /// Poll once.
+    #[serde(default)]
+    pub(super) poll: bool,
+    /// Send a reply.
+    pub(super) send: Option<SendToml>,
+
     pub(super) expect_contains: Option<String>,
     pub(super) expect_equals: Option<String>,
     pub(super) expect_json: Option<toml::Value>,
@@ -30,6 +76,132 @@ pub(super) struct Case {
     /// Canned HTTP answers; with any, the case never reaches the network.
     #[serde(default)]
     pub(super) http: Vec<StubToml>,
+}
+
+/// What a case exercises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Target {
+    Tool,
+    Hook,
+    Memory,
+    Context,
+    Adapter,
+}
+
+impl Target {
+    /// The plugin kind (manifest name) that answers it.
+    pub(super) fn kind(self) -> talaria_runtime::Kind {
+        use talaria_runtime::Kind;
+        match self {
+            Target::Tool => Kind::Tool,
+            Target::Hook => Kind::Hook,
+            Target::Memory => Kind::Memory,
+            Target::Context => Kind::ContextEngine,
+            Target::Adapter => Kind::Platform,
+        }
+    }
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Target::Tool => "tool",
+            Target::Hook => "hook",
+            Target::Memory => "memory",
+            Target::Context => "context",
+            Target::Adapter => "adapter",
+        }
+    }
+}
+
+/// What each kind's case is told by, for the message when a case says nothing or too much.
+const TARGET_KEYS: &str = "`tool` (a tool), `event` (a hook), `prefetch` or `system_prompt` (a memory provider), \
+                           `history` (a context engine), or `webhook`, `poll` or `send` (an adapter)";
+
+impl Case {
+    /// What this case exercises.
+    ///
+    /// # Errors
+    /// Its keys name no target, or several.
+    pub(super) fn target(&self) -> Result<Target, String> {
+        let mut found = Vec::new();
+        if self.event.is_some() {
+            found.push(Target::Hook);
+        } else if self.tool.is_some() {
+            found.push(Target::Tool);
+        }
+        if self.prefetch.is_some() || self.system_prompt || !self.turns.is_empty() {
+            found.push(Target::Memory);
+        }
+        if self.history.is_some() {
+            found.push(Target::Context);
+        }
+        if self.webhook.is_some() || self.poll || self.send.is_some() {
+            found.push(Target::Adapter);
+        }
+        match found.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(format!("it says nothing to do: give {TARGET_KEYS}")),
+            many => {
+                let names: Vec<&str> = many.iter().map(|t| t.name()).collect();
+                Err(format!(
+                    "it mixes the keys of {}: one case exercises one kind, so give only one of {TARGET_KEYS}",
+                    names.join(" and ")
+                ))
+            }
+        }
+    }
+
+    /// How the case is named in the report: the tool, the event, the memory or context call, or
+    /// the adapter call.
+    pub(super) fn label(&self) -> String {
+        match self.target() {
+            Ok(Target::Tool) => self.tool.clone().unwrap_or_default(),
+            Ok(Target::Hook) => self.event.clone().unwrap_or_default(),
+            Ok(Target::Memory) if self.system_prompt => "system_prompt".into(),
+            Ok(Target::Memory) if self.prefetch.is_some() => "prefetch".into(),
+            Ok(Target::Memory) => "sync_turn".into(),
+            Ok(Target::Context) if self.compress => "compress".into(),
+            Ok(Target::Context) => "should_compress".into(),
+            Ok(Target::Adapter) if self.webhook.is_some() => "webhook".into(),
+            Ok(Target::Adapter) if self.poll => "poll".into(),
+            Ok(Target::Adapter) => "send".into(),
+            Err(_) => "?".into(),
+        }
+    }
+}
+
+/// One finished turn a memory case syncs.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TurnToml {
+    pub(super) user: String,
+    pub(super) assistant: String,
+}
+
+/// A request to an adapter's webhook route.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WebhookToml {
+    /// POST when absent.
+    pub(super) method: Option<String>,
+    /// The route's path, as the adapter sees it ("/" when absent).
+    pub(super) path: Option<String>,
+    #[serde(default)]
+    pub(super) query: String,
+    #[serde(default)]
+    pub(super) headers: std::collections::BTreeMap<String, String>,
+    /// The body as text, or `json` for a JSON body.
+    pub(super) body: Option<String>,
+    pub(super) json: Option<toml::Value>,
+}
+
+/// A reply an adapter sends.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SendToml {
+    pub(super) chat_id: String,
+    pub(super) text: String,
+    pub(super) thread_id: Option<String>,
+    pub(super) reply_to: Option<String>,
 }
 
 /// One `[[test.http]]` answer.
@@ -89,18 +261,56 @@ pub(super) fn load_cases(path: &Path) -> anyhow::Result<Option<Vec<Case>>> {
 fn parse_cases(text: &str) -> anyhow::Result<Vec<Case>> {
     let file: CasesFile = toml::from_str(text).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
     for (i, case) in file.test.iter().enumerate() {
+        let n = i + 1;
+        let target = case.target().map_err(|why| anyhow::anyhow!("test {n}: {why}"))?;
+        let label = case.label();
         let expects_output =
             case.expect_contains.is_some() || case.expect_equals.is_some() || case.expect_json.is_some();
         if case.expect_error.is_some() && expects_output {
             anyhow::bail!(
-                "test {} (tool `{}`): expect_error cannot be combined with expect_contains, expect_equals or expect_json",
-                i + 1,
-                case.tool
+                "test {n} ({} `{label}`): expect_error cannot be combined with expect_contains, expect_equals or expect_json",
+                target.name()
             );
+        }
+        let misplaced = |key: &str, wanted: Target| {
+            anyhow::anyhow!("test {n} ({} `{label}`): `{key}` belongs to {} cases", target.name(), wanted.name())
+        };
+        if case.expect_decision.is_some() && target != Target::Hook {
+            return Err(misplaced("expect_decision", Target::Hook));
+        }
+        if (case.expect_should_compress.is_some() || case.expect_messages.is_some()) && target != Target::Context {
+            return Err(misplaced("expect_should_compress / expect_messages", Target::Context));
+        }
+        if case.expect_messages.is_some() && !case.compress {
+            anyhow::bail!("test {n} (context `{label}`): `expect_messages` needs `compress = true`");
+        }
+        if let Some(decision) = &case.expect_decision
+            && !DECISIONS.contains(&decision.as_str())
+        {
+            anyhow::bail!(
+                "test {n} (hook `{label}`): expect_decision = {decision:?} is not one of {}",
+                DECISIONS.join(", ")
+            );
+        }
+        if target == Target::Hook {
+            let event = case.event.as_deref().unwrap_or_default();
+            if talaria_protocol::HookKind::parse(event).is_none() {
+                let names: Vec<&str> = talaria_protocol::HookKind::ALL.iter().map(|k| k.name()).collect();
+                anyhow::bail!("test {n}: event = {event:?} is not an event; use one of {}", names.join(", "));
+            }
+        }
+        if let Some(hook) = &case.webhook
+            && hook.body.is_some()
+            && hook.json.is_some()
+        {
+            anyhow::bail!("test {n} (adapter `webhook`): give the webhook a `body` or `json`, not both");
         }
     }
     Ok(file.test)
 }
+
+/// What a hook may answer, as `expect_decision` names it.
+pub(super) const DECISIONS: [&str; 5] = ["proceed", "block", "require_approval", "add_context", "replace_result"];
 
 /// Why `case` failed, given what the call gave and which imports it made; empty if it passed.
 pub(super) fn check(case: &Case, result: &Result<String, String>, imports: &[RecordedImport]) -> Vec<String> {
@@ -235,9 +445,9 @@ mod tests {
 
     #[test]
     fn the_template_parses() {
-        let cases = parse_cases(include_str!("../../templates/plugin-tests.toml")).expect("template");
+        let cases = parse_cases(include_str!("../../templates/tool/plugin-tests.toml")).expect("template");
         assert_eq!(cases.len(), 2);
-        assert_eq!(cases[0].tool, "hello");
+        assert_eq!(cases[0].tool.as_deref(), Some("hello"));
         assert_eq!(cases[0].args.get("name").and_then(|v| v.as_str()), Some("Ada"));
         assert_eq!(cases[0].expect_contains.as_deref(), Some("Hello, Ada"));
         assert_eq!(cases[1].expect_error.as_deref(), Some("name"));
@@ -262,7 +472,48 @@ mod tests {
         let e = parse_cases("[[tests]]\ntool = \"t\"\n").expect_err("refused").to_string();
         assert!(e.contains("unknown field `tests`"), "{e}");
         let e = parse_cases("[[test]]\nargs = {}\n").expect_err("refused").to_string();
-        assert!(e.contains("missing field `tool`"), "{e}");
+        assert!(e.starts_with("test 1: it says nothing to do: give `tool` (a tool), `event` (a hook)"), "{e}");
+    }
+
+    #[test]
+    fn each_kind_is_told_by_its_keys_and_one_case_is_one_kind() {
+        let target = |toml: &str| parse_cases(&format!("[[test]]\n{toml}")).map(|mut c| c.remove(0).target());
+        assert_eq!(target("tool = \"t\"").expect("tool"), Ok(Target::Tool));
+        assert_eq!(target("event = \"pre_tool_call\"\ntool = \"terminal\"").expect("hook"), Ok(Target::Hook));
+        assert_eq!(target("prefetch = \"q\"").expect("memory"), Ok(Target::Memory));
+        assert_eq!(target("system_prompt = true").expect("memory"), Ok(Target::Memory));
+        assert_eq!(target("history = 4").expect("context"), Ok(Target::Context));
+        assert_eq!(target("poll = true").expect("adapter"), Ok(Target::Adapter));
+        assert_eq!(target("send = { chat_id = \"c\", text = \"t\" }").expect("adapter"), Ok(Target::Adapter));
+        let e = target("tool = \"t\"\nprefetch = \"q\"").expect_err("mixed").to_string();
+        assert!(e.starts_with("test 1: it mixes the keys of tool and memory: one case exercises one kind"), "{e}");
+        let e = target("event = \"before_tool\"").expect_err("bad event").to_string();
+        assert!(
+            e.starts_with("test 1: event = \"before_tool\" is not an event; use one of pre_tool_call, post_tool_call"),
+            "{e}"
+        );
+        let e = target("event = \"pre_tool_call\"\nexpect_decision = \"deny\"").expect_err("bad decision").to_string();
+        assert_eq!(
+            e,
+            "test 1 (hook `pre_tool_call`): expect_decision = \"deny\" is not one of proceed, block, require_approval, add_context, replace_result"
+        );
+        let e = target("tool = \"t\"\nexpect_decision = \"block\"").expect_err("misplaced").to_string();
+        assert_eq!(e, "test 1 (tool `t`): `expect_decision` belongs to hook cases");
+        let e = target("history = 4\nexpect_messages = 2").expect_err("no compress").to_string();
+        assert_eq!(e, "test 1 (context `should_compress`): `expect_messages` needs `compress = true`");
+    }
+
+    #[test]
+    fn every_templates_cases_parse() {
+        for text in [
+            include_str!("../../templates/memory/plugin-tests.toml"),
+            include_str!("../../templates/context/plugin-tests.toml"),
+            include_str!("../../templates/hook/plugin-tests.toml"),
+            include_str!("../../templates/adapter/plugin-tests.toml"),
+        ] {
+            let cases = parse_cases(text).expect("parses");
+            assert!(cases.len() >= 2);
+        }
     }
 
     #[test]

@@ -71,15 +71,16 @@ use owo_colors::OwoColorize as _;
 use serde::Serialize;
 use serde_json::Value;
 use talaria_runtime::{
-    BoxFuture, CallContext, Capability, HttpStub, HttpStubs, LlmBackend, LlmCompletion, LlmRequest, Manifest,
-    PluginSettings, RecordedImport, Runtime, RuntimeConfig, Secrets,
+    BoxFuture, Capability, HttpStub, HttpStubs, LlmBackend, LlmCompletion, LlmRequest, Manifest, PluginSettings,
+    RecordedImport, Runtime, RuntimeConfig, Secrets,
 };
 
 use crate::{Place, ui};
 
 mod cases;
+mod kinds;
 
-use cases::{Case, MAX_SHOWN, StubToml, check, clip, load_cases};
+use cases::{Case, MAX_SHOWN, StubToml, Target, check, clip, load_cases};
 
 /// The cases file, beside plugin.toml.
 const TESTS_FILE: &str = "plugin-tests.toml";
@@ -138,7 +139,7 @@ async fn test_plugin(ctx: &Place<'_>, dir: &Path, out: &Printer) -> anyhow::Resu
                 test_runtime(ctx, &scratch, &manifest.name, &group).await?
             }
         };
-        let result = run_case(&runtime, &scratch, n, case).await;
+        let result = run_case(&runtime, &scratch, &manifest.name, n, case).await;
         out.case(&result);
         if result.passed {
             report.passed += 1;
@@ -153,7 +154,12 @@ async fn test_plugin(ctx: &Place<'_>, dir: &Path, out: &Printer) -> anyhow::Resu
 
 /// Load, compile and check the plugin, install it into the scratch home, list its tools, and
 /// build the runtime for cases without `config`; the result of the check goes into `report`.
-async fn prepare(ctx: &Place<'_>, dir: &Path, scratch: &Scratch, report: &mut Report) -> Option<(Manifest, Runtime)> {
+async fn prepare(
+    ctx: &Place<'_>,
+    dir: &Path,
+    scratch: &Scratch,
+    report: &mut Report,
+) -> Option<(Manifest, Arc<Runtime>)> {
     let compat = &mut report.compatibility;
     let manifest = match Manifest::load(&dir.join("plugin.toml")) {
         Ok(m) => m,
@@ -277,14 +283,14 @@ struct Group {
 
 /// A recording runtime over the scratch home, with `group`'s plugin config and model, and its
 /// tools listed (so what listing records is not put on the first case).
-async fn test_runtime(ctx: &Place<'_>, scratch: &Scratch, plugin: &str, group: &Group) -> anyhow::Result<Runtime> {
+async fn test_runtime(ctx: &Place<'_>, scratch: &Scratch, plugin: &str, group: &Group) -> anyhow::Result<Arc<Runtime>> {
     let runtime = runtime(ctx, scratch, plugin, group)?;
     runtime.tools().await;
     runtime.take_recorded_imports();
     Ok(runtime)
 }
 
-fn runtime(ctx: &Place<'_>, scratch: &Scratch, plugin: &str, group: &Group) -> anyhow::Result<Runtime> {
+fn runtime(ctx: &Place<'_>, scratch: &Scratch, plugin: &str, group: &Group) -> anyhow::Result<Arc<Runtime>> {
     let mut config = RuntimeConfig::new(scratch.home(), scratch.workspace());
     config.limits = ctx.config.limits();
     config.command_policy = ctx.config.command_policy(ctx.home);
@@ -296,7 +302,7 @@ fn runtime(ctx: &Place<'_>, scratch: &Scratch, plugin: &str, group: &Group) -> a
     let settings = PluginSettings { config: group.config.clone(), allow_override: false, enabled: Some(true) };
     config.plugins.insert(plugin.to_string(), settings);
     config.llm = group.llm_reply.clone().map(|text| Arc::new(Canned { text }) as Arc<dyn LlmBackend>);
-    Ok(Runtime::new(config, &[])?)
+    Ok(Arc::new(Runtime::new(config, &[])?))
 }
 
 /// A model that answers every completion with the same text.
@@ -317,34 +323,35 @@ impl LlmBackend for Canned {
     }
 }
 
-/// Call case `n` and check it.
-async fn run_case(runtime: &Runtime, scratch: &Scratch, n: usize, case: Case) -> CaseResult {
-    let args = serde_json::to_value(&case.args).unwrap_or_else(|_| Value::Object(serde_json::Map::new()));
-    let context = CallContext {
-        session_id: "plugin-test".into(),
-        call_id: format!("test-{}", n + 1),
-        workspace: scratch.workspace(),
-    };
+/// Run case `n` and check it.
+async fn run_case(runtime: &Arc<Runtime>, scratch: &Scratch, plugin: &str, n: usize, case: Case) -> CaseResult {
     let stubs: anyhow::Result<Vec<HttpStub>> = case.http.iter().map(StubToml::to_stub).collect();
+    let target = case.target().unwrap_or(Target::Tool);
     let started = Instant::now();
-    let result = match stubs {
+    let (result, extra) = match stubs {
         Ok(stubs) => {
             scratch.stubs.set((!stubs.is_empty()).then_some(stubs));
-            runtime.call(&case.tool, &args.to_string(), context).await.map(|o| o.output).map_err(|e| e.to_string())
+            match runtime.plugin(plugin).cloned() {
+                Some(p) if !p.is(target.kind()) => (Err(wrong_kind(&p, target)), Vec::new()),
+                Some(p) => kinds::run(runtime, &p, scratch, n, &case, target).await,
+                None => (Err(format!("plugin '{plugin}' did not load")), Vec::new()),
+            }
         }
-        Err(e) => Err(format!("plugin-tests.toml: {e}")),
+        Err(e) => (Err(format!("plugin-tests.toml: {e}")), Vec::new()),
     };
     scratch.stubs.set(None);
     let elapsed = started.elapsed();
     let imports = runtime.take_recorded_imports();
-    let reasons = check(&case, &result, &imports);
+    let mut reasons = extra;
+    reasons.extend(check(&case, &result, &imports));
     let (output, error) = match result {
         Ok(o) => (Some(o), None),
         Err(e) => (None, Some(e)),
     };
     CaseResult {
-        tool: case.tool,
-        args,
+        kind: target.name(),
+        label: case.label(),
+        args: kinds::shown_input(&case, target),
         passed: reasons.is_empty(),
         reasons,
         output,
@@ -352,6 +359,17 @@ async fn run_case(runtime: &Runtime, scratch: &Scratch, n: usize, case: Case) ->
         elapsed_ms: ms(elapsed),
         imports: imports.into_iter().map(|i| Recorded { line: i.to_string(), import: i }).collect(),
     }
+}
+
+/// Why a case cannot run against this plugin: it is of another kind.
+fn wrong_kind(plugin: &talaria_runtime::Plugin, target: Target) -> String {
+    let kinds: Vec<&str> = plugin.kinds().iter().map(|k| k.name()).collect();
+    format!(
+        "this is a {} case, but plugin '{}' is {} (plugin.toml `kind`): change the case or the kind",
+        target.name(),
+        plugin.name(),
+        kinds.join(", ")
+    )
 }
 
 fn ms(d: Duration) -> f64 {
@@ -396,7 +414,11 @@ struct Compat {
 /// One case's result.
 #[derive(Debug, Serialize)]
 struct CaseResult {
-    tool: String,
+    /// What it exercised: tool, hook, memory, context or adapter.
+    kind: &'static str,
+    /// The tool, the event, or the call (prefetch, compress, webhook, ...).
+    label: String,
+    /// What went in, in short.
     args: Value,
     passed: bool,
     /// Why it failed.
@@ -484,7 +506,8 @@ impl Printer {
             format!("{:.2} s", r.elapsed_ms / 1000.0)
         };
         let args = clip(&r.args.to_string(), MAX_SHOWN);
-        anstream::println!("{} {} {args}  ({took})", self.mark(r.passed), r.tool.bold());
+        let label = if r.kind == "tool" { r.label.clone() } else { format!("{} {}", r.kind, r.label) };
+        anstream::println!("{} {} {args}  ({took})", self.mark(r.passed), label.bold());
         for reason in &r.reasons {
             anstream::println!("     {reason}");
         }

@@ -7,7 +7,8 @@
 // `{ tag: 'permanent' | 'transient', val }` instead of returning it. Exports may be `async`
 // (to await fetch() to the platform's API).
 
-import { log } from 'talaria:plugin/log@0.2.0';
+// `talaria.js`, beside this file, wraps the host's interfaces (log, config, kv, secrets, ...).
+import { log } from './talaria.js';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -43,7 +44,7 @@ export const adapter = {
     } catch (e) {
       return { response: jsonResponse(400, { error: `expected {"chat", "user", "text"}: ${e}` }), events: [] };
     }
-    log('info', `a message from ${posted.user} in ${posted.chat}`);
+    log.info(`a message from ${posted.user} in ${posted.chat}`);
     const message = {
       id: String(posted.id ?? `${posted.chat}-${request.body.length}`),
       chatId: String(posted.chat),

@@ -4,7 +4,8 @@ The host keeps one instance per configured account and drives it: `connect` once
 loop when the account polls, `handle_webhook` for requests to the account's routes, `send` and
 `edit` for replies. This one serves a webhook route: each POSTed JSON message goes to the agent,
 and the reply goes back in the HTTP response. A function whose WIT result is an error raises
-`componentize_py_types.Err` instead of returning it.
+`componentize_py_types.Err` instead of returning it. `talaria.py`, beside this file, wraps the
+host's interfaces (log, config, kv, `fetch` for the platform's API, secrets, ...).
 
 Import every module you need here, at the top: the component is a snapshot of this file after
 it ran, and a module first imported inside a call cannot be found.
@@ -12,9 +13,9 @@ it ran, and a module first imported inside a call cannot be found.
 
 import json
 
+import talaria
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.imports import log
 from wit_world.exports.adapter import (
     Account,
     AdapterError_Permanent,
@@ -48,7 +49,7 @@ class Adapter(exports.Adapter):
             posted = json.loads(bytes(request.body))
         except ValueError as e:
             return WebhookResult(json_response(400, {"error": f'expected {{"chat", "user", "text"}}: {e}'}), [])
-        log.log(log.Level.INFO, f"a message from {posted.get('user')} in {posted.get('chat')}")
+        talaria.log.info(f"a message from {posted.get('user')} in {posted.get('chat')}")
         message = Message(
             str(posted.get("id") or f"{posted.get('chat')}-{len(request.body)}"),
             str(posted.get("chat", "")),

@@ -1,11 +1,11 @@
 // A talaria tool plugin with one tool, `hello`.
 //
 // The host calls `tools.list` once to learn the tools, then `tools.call` each time the model uses
-// one, in a fresh instance. Host imports are ES modules named after their WIT interface
-// (`talaria:plugin/log@0.2.0`, `.../config@0.2.0`, `.../kv@0.2.0`, ...); `wit/plugin.wit` lists
-// them all. A function whose WIT result is an error throws instead of returning it.
+// one, in a fresh instance. `talaria.js`, beside this file, wraps the host's interfaces (log,
+// config, kv, secrets, ...); a host call talaria refuses throws a `TalariaError` with talaria's
+// message. HTTP is `fetch()` (with `network` requested in plugin.toml).
 
-import { log } from 'talaria:plugin/log@0.2.0';
+import { failure, log } from './talaria.js';
 
 // Each tool: what it does (for the model), the JSON Schema of its arguments, and the function.
 const TOOLS = {
@@ -22,8 +22,8 @@ const TOOLS = {
         // The caller's mistake: `invalid-args` tells the model to fix its arguments.
         throw toolError('invalid-args', '`name` must not be empty: say who to greet');
       }
-      // A host import: this line goes to talaria's log (`talaria -v` shows it).
-      log('info', `greeting ${name}`);
+      // A host call: this line goes to talaria's log (`talaria -v` shows it).
+      log.info(`greeting ${name}`);
       return `Hello, ${name}!`;
     },
   },
@@ -43,7 +43,7 @@ export const tools = {
     }));
   },
 
-  // `context` is { sessionId, callId, workspace }. `call` may also be `async` (to await fetch()).
+  // `context` is { sessionId, callId, workspace }. A tool's `run` may be `async` (to await fetch()).
   call(name, argsJson, context) {
     const tool = TOOLS[name];
     if (tool === undefined) {
@@ -56,11 +56,6 @@ export const tools = {
     }
   },
 };
-
-/** Anything thrown that is not a `tool-error` would crash the call with no message: a failure. */
-function failure(e) {
-  return e?.tag !== undefined ? e : toolError('failed', String(e?.message ?? e));
-}
 
 /** A tool's result must be a string: anything else would crash the call with no message. */
 function text(name, out) {

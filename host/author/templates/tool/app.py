@@ -1,9 +1,9 @@
 """A talaria tool plugin with one tool, `hello`.
 
 The host calls `Tools.list` once to learn the tools, then `Tools.call` each time the model uses
-one, in a fresh instance. Host imports are modules under `wit_world.imports` (`log`, `config`,
-`kv`, ...); `wit/plugin.wit` lists them all. A function whose WIT result is an error raises
-`componentize_py_types.Err` instead of returning it.
+one, in a fresh instance. `talaria.py`, beside this file, wraps the host's interfaces (log,
+config, kv, HTTP, secrets, ...); a host call talaria refuses raises `talaria.TalariaError`
+with talaria's message. The raw bindings are under `wit_world` (see wit/).
 
 Import every module you need here, at the top: the component is a snapshot of this file after
 it ran, and a module first imported inside a call cannot be found.
@@ -11,10 +11,10 @@ it ran, and a module first imported inside a call cannot be found.
 
 import json
 
+import talaria
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.imports import log
-from wit_world.imports.types import (
+from wit_world.imports.talaria_plugin_types import (
     CallContext,
     ToolError_Failed,
     ToolError_InvalidArgs,
@@ -29,8 +29,8 @@ def hello(args: dict, context: CallContext) -> str:
     if not name:
         # The caller's mistake: ToolError_InvalidArgs tells the model to fix its arguments.
         raise Err(ToolError_InvalidArgs("`name` must not be empty: say who to greet"))
-    # A host import: this line goes to talaria's log (`talaria -v` shows it).
-    log.log(log.Level.INFO, f"greeting {name}")
+    # A host call: this line goes to talaria's log (`talaria -v` shows it).
+    talaria.log.info(f"greeting {name}")
     return f"Hello, {name}!"
 
 
@@ -56,13 +56,18 @@ class Tools(exports.Tools):
             raise Err(ToolError_UnknownTool(name))
         run, _ = TOOLS[name]
         try:
-            return run(json.loads(args_json), context)
+            result = run(json.loads(args_json), context)
         except Err as e:
             if isinstance(e.value, (ToolError_Failed, ToolError_InvalidArgs, ToolError_UnknownTool)):
                 raise
-            # A host import refused (kv without its grant, a host never granted...): its value is
-            # talaria's own explanation, with the fix. Pass it on as this tool's failure.
-            raise Err(ToolError_Failed(str(getattr(e.value, "value", e.value))))
+            # A raw host import refused: its value is talaria's explanation, with the fix.
+            raise Err(ToolError_Failed(talaria._message(e.value))) from None
+        except talaria.TalariaError as e:
+            raise Err(ToolError_Failed(str(e))) from None
         except Exception as e:
             # Anything else raised would crash the call: report it as a failure instead.
-            raise Err(ToolError_Failed(f"{type(e).__name__}: {e}"))
+            raise Err(ToolError_Failed(f"{type(e).__name__}: {e}")) from None
+        if not isinstance(result, str):
+            got = type(result).__name__
+            raise Err(ToolError_Failed(f"tool `{name}` must return a str; got {got} (use json.dumps for data)"))
+        return result
