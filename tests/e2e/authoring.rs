@@ -40,3 +40,52 @@ fn a_javascript_plugin_from_new_to_installed() {
 fn a_python_plugin_from_new_to_installed() {
     author_to_user("python");
 }
+
+/// `talaria plugin dev` reloads a running chat: a turn before the hook exists runs the command;
+/// after `plugin dev --once` builds, tests and installs the hook, the chat's next turn is
+/// blocked by it, and the chat says which plugin it reloaded.
+#[test]
+fn plugin_dev_reloads_the_hook_into_a_running_chat() {
+    use serde_json::json;
+    use talaria_mock_llm::{MockLlm, Reply, Script, Step};
+
+    let t = Talaria::new();
+    let call = || Step::tool_call("terminal", json!({"command": "echo forbidden-word"}));
+    let mock =
+        MockLlm::start(Script::new([call(), Reply::text("ran it").into(), call(), Reply::text("stopped").into()]));
+    t.use_model(
+        &mock.base_url(),
+        "chat_completions",
+        "",
+        "[memory]\nprovider = \"none\"\n\n[plugins.keeper.config]\nblock = [\"forbidden-word\"]\n",
+    );
+    let mut repl = super::repl::Repl::start(&t).within(std::time::Duration::from_secs(120));
+    repl.send("say the word");
+    repl.wait_for("ran it", 1);
+    let first = mock.requests()[1].body.to_string();
+    assert!(first.contains("forbidden-word") && !first.contains("keeper blocked"), "{first}");
+
+    t.ok(&["plugin", "new", "keeper", "--kind", "hook", "--lang", "rust"]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_talaria"))
+        .args(["plugin", "dev", "--once"])
+        .current_dir(t.ws().join("keeper"))
+        .env("TALARIA_HOME", t.home.path())
+        .env("NO_COLOR", "1")
+        .env("CARGO_TARGET_DIR", std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("author-rust"))
+        .env_remove("TALARIA_LOG")
+        .output()
+        .expect("plugin dev");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.contains("3 passed, 0 failed"), "{said}");
+
+    repl.send("say it again");
+    let shown = repl.wait_for("stopped", 1);
+    assert!(shown.contains("reloaded the plugins: keeper (new)"), "{shown}");
+    let second = mock.requests()[3].body.to_string();
+    assert!(
+        second.contains("keeper blocked this terminal call: its arguments contain")
+            && second.contains("forbidden-word"),
+        "the reloaded hook must block the call: {second}"
+    );
+    repl.close();
+}

@@ -69,7 +69,8 @@ impl Offers {
 /// The directories the files plugin is granted in `workspace`, and how.
 pub fn files_grants(host: &Host, workspace: &Path) -> Vec<(PathBuf, Access)> {
     let Ok((plugins, _)) = host.plugins(workspace) else { return Vec::new() };
-    let Some(files) = plugins.runtime.plugin(FILES_PLUGIN) else { return Vec::new() };
+    let runtime = plugins.runtime();
+    let Some(files) = runtime.plugin(FILES_PLUGIN) else { return Vec::new() };
     files
         .grants
         .dirs(workspace, host.home())

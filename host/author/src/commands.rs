@@ -30,6 +30,22 @@ pub enum PluginCmd {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Build, test and install the plugin, then again on every save; running chats and
+    /// gateways reload it before their next turn
+    Dev {
+        /// The plugin project [default: .]
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// The project's language [default: detected from its files]
+        #[arg(long, value_enum)]
+        lang: Option<author::Lang>,
+        /// Install after a good build even when tests fail
+        #[arg(long)]
+        skip_tests: bool,
+        /// One round (build, test, install), then stop
+        #[arg(long)]
+        once: bool,
+    },
     /// Build the component with the language's toolchain
     Build {
         /// The plugin project [default: .]
@@ -125,6 +141,9 @@ pub async fn run(ctx: &Place<'_>, cmd: PluginCmd) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         PluginCmd::Test { dir, json } => plugin_test::run(ctx, &dir, json).await,
+        PluginCmd::Dev { dir, lang, skip_tests, once } => {
+            author::dev::run(ctx, &dir, lang, author::dev::DevOptions { skip_tests, once }).await
+        }
         PluginCmd::Pack { dir, output } => pack(&dir, output),
         PluginCmd::Keygen { name, force } => keygen(ctx, &name, force),
         PluginCmd::Sign { bundle, key } => sign(ctx, &bundle, &key),

@@ -30,6 +30,7 @@ macro_rules! putln {
 
 pub mod build;
 pub mod commands;
+pub mod dev;
 mod new;
 pub mod plugin_test;
 pub mod ui;

@@ -101,7 +101,7 @@ async fn serve(
     let asker = Arc::new(Asker::default());
     let rc = talaria_core::runtime_config(&ctx.home, &workspace, &ctx.config, asker.clone(), None);
     let runtime = Arc::new(talaria_runtime::Runtime::new(rc, &talaria_core::bundled())?);
-    let tools = Arc::new(talaria_core::adapters::PluginTools { runtime: runtime.clone() });
+    let tools = Arc::new(talaria_core::adapters::PluginTools::new(runtime.clone()));
     let mut specs = tools.specs().await;
     if !only.is_empty() {
         let known: std::collections::BTreeSet<&str> = specs.iter().map(|s| s.plugin.as_str()).collect();

@@ -115,6 +115,26 @@ const CAPABILITY_HELP: &str = "Capabilities:
   llm                       completions from the auxiliary model ([auxiliary], else [model])";
 
 pub async fn run(ctx: &Ctx, cmd: PluginsCmd) -> anyhow::Result<ExitCode> {
+    let changes = matches!(
+        cmd,
+        PluginsCmd::Grant { .. }
+            | PluginsCmd::Revoke { .. }
+            | PluginsCmd::Install { .. }
+            | PluginsCmd::Update { .. }
+            | PluginsCmd::Remove { .. }
+            | PluginsCmd::Rollback { .. }
+    );
+    let code = commands(ctx, cmd).await?;
+    if changes && code == ExitCode::SUCCESS {
+        // Running chats and gateways reload their plugins before their next turn.
+        if let Err(e) = talaria_runtime::mark_plugins_changed(&ctx.home) {
+            tracing::warn!("cannot tell running sessions that plugins changed: {e}");
+        }
+    }
+    Ok(code)
+}
+
+async fn commands(ctx: &Ctx, cmd: PluginsCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         PluginsCmd::List { json } => list(ctx, json),
         PluginsCmd::Info { name } => info(ctx, &name).await,

@@ -5,7 +5,7 @@
 //!
 //! The authoring library is the `talaria-author` crate the binary mounts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use talaria_author::Lang;
@@ -224,4 +224,250 @@ fn a_new_javascript_adapter_builds_and_serves_a_message() {
 #[test]
 fn a_new_python_adapter_builds_and_serves_a_message() {
     new_adapter_serves_a_message(Lang::Python);
+}
+
+/// A home whose model is the mock, with `extra` config; and a workspace beside it.
+fn home_with_model(tmp: &Path, mock: &talaria_mock_llm::MockLlm, model_extra: &str, extra: &str) -> (PathBuf, PathBuf) {
+    let home = tmp.join("home");
+    let workspace = tmp.join("workspace");
+    for dir in [&home, &workspace] {
+        std::fs::create_dir_all(dir).expect("dir");
+    }
+    let config = format!(
+        "[model]\nprovider = \"custom\"\nname = \"mock\"\nbase_url = \"{}\"\napi_mode = \"chat_completions\"\n{model_extra}\n\
+         [agent]\nauto_title = false\nretries = 1\nretry_delay_ms = 5\n\n{extra}\n",
+        mock.base_url()
+    );
+    std::fs::write(home.join("config.toml"), config).expect("config");
+    (home, workspace)
+}
+
+/// `talaria plugin dev --once` in the project: build, `plugin test`, install. Its output.
+fn dev_once(home: &Path, project: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_talaria"))
+        .args(["plugin", "dev", "--once"])
+        .current_dir(project)
+        .env("TALARIA_HOME", home)
+        .env("NO_COLOR", "1")
+        // Rust projects share one target directory, so their dependencies are built once.
+        .env("CARGO_TARGET_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("author-rust"))
+        .env_remove("TALARIA_LOG")
+        .output()
+        .expect("plugin dev");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "plugin dev --once in {}:\n{text}", project.display());
+    assert!(text.contains(" passed, 0 failed"), "{text}");
+    assert!(text.contains("running sessions reload it before their next turn"), "{text}");
+    text
+}
+
+/// `chat -q PROMPT` plus `args`: its stdout, after asserting it worked.
+fn ask(home: &Path, workspace: &Path, prompt: &str, args: &[&str]) -> String {
+    let mut all = vec!["chat", "-q", prompt];
+    all.extend_from_slice(args);
+    let out = talaria(home, workspace, &all);
+    assert!(out.status.success(), "chat -q {prompt:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Everything the model was sent in `request`, as text.
+fn sent(mock: &talaria_mock_llm::MockLlm, request: usize) -> String {
+    mock.requests().get(request).map(|r| r.body.to_string()).unwrap_or_default()
+}
+
+/// The hook, memory provider and context engine starters of `lang`, each from `plugin new`
+/// through `plugin dev --once` (build, its own cases, install) to a real session: the hook
+/// blocks a call, the memory provider recalls an earlier turn, the context engine compresses.
+fn every_kind_works_in_a_session(lang: Lang) {
+    use serde_json::json;
+    use talaria_author::Starter;
+    use talaria_mock_llm::{MockLlm, Reply, Script, Step};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let new = |kind: Starter, name: &str| {
+        let project = tmp.path().join(name);
+        talaria_author::new_project(&project, name, kind, lang).expect("new project");
+        project
+    };
+
+    // A hook blocks a call.
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": "echo 'DROP TABLE users'"})),
+        Reply::text("could not").into(),
+    ]));
+    let (home, workspace) = home_with_model(&tmp.path().join("hook"), &mock, "", "[memory]\nprovider = \"none\"");
+    dev_once(&home, &new(Starter::Hook, "keeper"));
+    ask(&home, &workspace, "empty the users table", &[]);
+    let after = sent(&mock, 1);
+    assert!(
+        after.contains("keeper blocked this terminal call: its arguments contain") && after.contains("DROP TABLE"),
+        "{lang}: the hook's block must reach the model: {after}"
+    );
+
+    // A memory provider recalls a turn of an earlier session.
+    let mock = MockLlm::start(Script::new([Reply::text("Noted.").into(), Reply::text("Mochi.").into()]));
+    let (home, workspace) = home_with_model(&tmp.path().join("memory"), &mock, "", "[memory]\nprovider = \"recall\"");
+    dev_once(&home, &new(Starter::Memory, "recall"));
+    ask(&home, &workspace, "My cat is called Mochi.", &[]);
+    ask(&home, &workspace, "What is my cat called?", &[]);
+    let second = sent(&mock, 1);
+    assert!(
+        second.contains("From earlier conversations") && second.contains("the user said: My cat is called Mochi."),
+        "{lang}: the provider must recall the first session: {second}"
+    );
+
+    // A context engine compresses when the conversation reaches its threshold: 10% of the room
+    // the system prompt and tool schemas leave in a 10,000-token window, passed once the third
+    // turn has read a long file.
+    let mock = MockLlm::start(Script::new([
+        Reply::text("one").into(),
+        Reply::text("two").into(),
+        Step::tool_call("read_file", json!({"path": "notes.txt"})),
+        Reply::text("three").into(),
+    ]));
+    let (home, workspace) = home_with_model(
+        &tmp.path().join("context"),
+        &mock,
+        "context_length = 10000",
+        "[memory]\nprovider = \"none\"\n\n[context]\nengine = \"trim\"\n\n[plugins.trim.config]\nkeep = 2\nthreshold = 0.1\n",
+    );
+    std::fs::write(workspace.join("notes.txt"), "a line of the notes the third turn reads\n".repeat(200))
+        .expect("notes");
+    dev_once(&home, &new(Starter::Context, "trim"));
+    ask(&home, &workspace, "first", &[]);
+    ask(&home, &workspace, "second", &["--continue"]);
+    assert_eq!(ask(&home, &workspace, "third", &["--continue"]).trim(), "three");
+    let last = sent(&mock, 3);
+    assert!(last.contains("4 earlier messages were removed to save room"), "{lang}: not compressed: {last}");
+    assert!(!last.contains("\"content\":\"second\""), "{lang}: the dropped turn is gone: {last}");
+}
+
+#[test]
+fn rust_starters_of_every_kind_work_in_a_session() {
+    every_kind_works_in_a_session(Lang::Rust);
+}
+
+#[test]
+fn javascript_starters_of_every_kind_work_in_a_session() {
+    every_kind_works_in_a_session(Lang::Js);
+}
+
+#[test]
+fn python_starters_of_every_kind_work_in_a_session() {
+    every_kind_works_in_a_session(Lang::Python);
+}
+
+/// A loopback API: answers every request with `{"quote": ...}` and keeps each request's
+/// `authorization` header. Its port, and the headers seen.
+fn quote_api() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = std::io::BufReader::new(stream.try_clone().expect("clone"));
+            let mut authorization = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("authorization")
+                {
+                    authorization = value.trim().to_string();
+                }
+            }
+            log.lock().expect("lock").push(authorization);
+            let body = r#"{"quote": "Simplicity is prerequisite for reliability."}"#;
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
+/// What docs/authors/{python,javascript}.md tell an author to do for an API with a key: ask for
+/// the host and the secret in plugin.toml, put the key in `.env`, send the secret's placeholder
+/// in a header. The tool gets the API's answer; the API gets the key; the plugin never sees it.
+/// A host that was not granted is refused with talaria's message.
+fn a_tool_calls_an_api_with_an_injected_secret(lang: Lang) {
+    let (port, seen) = quote_api();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = tmp.path().join("quotes");
+    talaria_author::new_plugin(&project, "quotes", lang).expect("new plugin");
+    let manifest = std::fs::read_to_string(project.join("plugin.toml")).expect("plugin.toml").replace(
+        "[capabilities]\n",
+        &format!(
+            "[capabilities]\nnetwork = [\"127.0.0.1:{port}\"]\nsecrets = [{{ name = \"QUOTE_KEY\", host = \"127.0.0.1:{port}\" }}]\n"
+        ),
+    );
+    std::fs::write(project.join("plugin.toml"), manifest).expect("plugin.toml");
+    match lang {
+        Lang::Python => {
+            let code = format!(
+                "\n\ndef quote(args: dict, context: CallContext) -> str:\n    \"\"\"Today's quote.\"\"\"\n    reply = talaria.fetch(\n        \"http://127.0.0.1:{port}/v1/quote\",\n        headers={{\"authorization\": \"Bearer \" + talaria.secret(\"QUOTE_KEY\")}},\n    )\n    return reply.raise_for_status().json()[\"quote\"]\n\n\ndef elsewhere(args: dict, context: CallContext) -> str:\n    \"\"\"A host that was not granted.\"\"\"\n    return talaria.fetch(\"http://127.0.0.2:{port}/\").text()\n\n\n# Each tool:"
+            );
+            let app = std::fs::read_to_string(project.join("app.py")).expect("app.py");
+            let app = app.replace("\n\n# Each tool:", &code).replace(
+                "TOOLS = {\n",
+                "TOOLS = {\n    \"quote\": (quote, {\"type\": \"object\", \"properties\": {}}),\n    \"elsewhere\": (elsewhere, {\"type\": \"object\", \"properties\": {}}),\n",
+            );
+            std::fs::write(project.join("app.py"), app).expect("app.py");
+        }
+        Lang::Js => {
+            let tool = format!(
+                "const TOOLS = {{\n  quote: {{\n    description: \"Today's quote.\",\n    parameters: {{ type: 'object', properties: {{}} }},\n    async run() {{\n      const reply = await fetch('http://127.0.0.1:{port}/v1/quote', {{\n        headers: {{ authorization: `Bearer ${{secret('QUOTE_KEY')}}` }},\n      }});\n      if (!reply.ok) throw new TalariaError(`the API answered ${{reply.status}}`);\n      return (await reply.json()).quote;\n    }},\n  }},\n  elsewhere: {{\n    description: 'A host that was not granted.',\n    parameters: {{ type: 'object', properties: {{}} }},\n    async run() {{\n      return (await fetch('http://127.0.0.2:{port}/')).text();\n    }},\n  }},\n"
+            );
+            let app = std::fs::read_to_string(project.join("app.js")).expect("app.js");
+            let app = app
+                .replace(
+                    "import { failure, log } from './talaria.js';",
+                    "import { TalariaError, failure, log, secret } from './talaria.js';",
+                )
+                .replace("const TOOLS = {\n", &tool);
+            std::fs::write(project.join("app.js"), app).expect("app.js");
+        }
+        Lang::Rust => unreachable!("the Rust starter's HTTP is wasi:http through a crate of the author's choice"),
+    }
+    let home = tmp.path().join("home");
+    let workspace = tmp.path().join("workspace");
+    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    std::fs::write(home.join(".env"), "QUOTE_KEY=s3cret-quote-key\n").expect(".env");
+    let installed = dev_once(&home, &project);
+    assert!(
+        installed.contains(&format!("granted: net:127.0.0.1:{port}, secret:QUOTE_KEY@127.0.0.1:{port}")),
+        "{installed}"
+    );
+
+    let out = talaria(&home, &workspace, &["tools", "call", "quote", "{}"]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{lang}: {stderr}");
+    assert_eq!(stdout.trim(), "Simplicity is prerequisite for reliability.", "{lang}");
+    assert_eq!(seen.lock().expect("lock").as_slice(), ["Bearer s3cret-quote-key"], "{lang}: the API gets the key");
+
+    let refused = talaria(&home, &workspace, &["tools", "call", "elsewhere", "{}"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{lang}: {stderr}");
+    assert!(
+        stderr.contains(&format!("plugin 'quotes' has no network grant for 127.0.0.2:{port}")),
+        "{lang}: talaria's reason must reach the author: {stderr}"
+    );
+    assert_eq!(seen.lock().expect("lock").len(), 1, "{lang}: the refused request never left");
+}
+
+#[test]
+fn a_python_tool_calls_an_api_with_an_injected_secret() {
+    a_tool_calls_an_api_with_an_injected_secret(Lang::Python);
+}
+
+#[test]
+fn a_javascript_tool_calls_an_api_with_an_injected_secret() {
+    a_tool_calls_an_api_with_an_injected_secret(Lang::Js);
 }

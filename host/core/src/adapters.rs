@@ -2,8 +2,7 @@
 //! [`ContextEngine`] over [`Runtime`], and auxiliary completions ([`AuxLlm`]) for plugins granted
 //! `llm`.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use talaria_agent::model::{Chain, ChainState, Client, ModelRequest};
 use talaria_agent::{BoxFuture, ContextEngine, HookReply, Hooks, MemoryProvider, ToolContext, ToolHost};
@@ -12,15 +11,49 @@ use talaria_protocol::{
 };
 use talaria_runtime::{CallContext, LlmBackend, LlmCompletion, LlmRequest, Plugin, Runtime};
 
+/// The runtime a workspace's plugins run in now. [`crate::Plugins::refresh`] replaces it whole
+/// when the plugins change on disk; every adapter below asks it for the current one at each
+/// call, so a running conversation uses the new plugins from its next call on.
+pub struct LiveRuntime {
+    current: RwLock<Arc<Runtime>>,
+}
+
+impl LiveRuntime {
+    pub fn new(runtime: Arc<Runtime>) -> Arc<Self> {
+        Arc::new(Self { current: RwLock::new(runtime) })
+    }
+
+    /// The runtime in use now.
+    pub fn get(&self) -> Arc<Runtime> {
+        self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    pub(crate) fn replace(&self, runtime: Arc<Runtime>) {
+        *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = runtime;
+    }
+}
+
 /// Plugin tools, as the loop calls them.
 pub struct PluginTools {
-    pub runtime: Arc<Runtime>,
+    live: Arc<LiveRuntime>,
+}
+
+impl PluginTools {
+    /// The tools of `runtime`, for good.
+    pub fn new(runtime: Arc<Runtime>) -> Self {
+        Self { live: LiveRuntime::new(runtime) }
+    }
+
+    /// The tools of whichever runtime `live` holds at each call.
+    pub fn live(live: Arc<LiveRuntime>) -> Self {
+        Self { live }
+    }
 }
 
 impl ToolHost for PluginTools {
     fn specs(&self) -> BoxFuture<'_, Vec<ToolSpec>> {
         Box::pin(async move {
-            let (tools, problems) = self.runtime.tools().await;
+            let (tools, problems) = self.live.get().tools().await;
             for p in problems {
                 tracing::warn!("{p}");
             }
@@ -36,7 +69,7 @@ impl ToolHost for PluginTools {
     ) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
             let ctx = CallContext { session_id: ctx.session_id, call_id: ctx.call_id, workspace: ctx.workspace };
-            let out = self.runtime.call(name, arguments, ctx).await?;
+            let out = self.live.get().call(name, arguments, ctx).await?;
             for d in &out.denials {
                 tracing::info!("{name}: {d}");
             }
@@ -45,35 +78,34 @@ impl ToolHost for PluginTools {
     }
 }
 
-/// The hook plugins, by the events they asked for.
+/// The hook plugins of the current runtime, each called for the events it asked for.
 pub struct PluginHooks {
-    runtime: Arc<Runtime>,
-    by_kind: HashMap<HookKind, Vec<Arc<Plugin>>>,
+    live: Arc<LiveRuntime>,
 }
 
 impl PluginHooks {
-    pub fn new(runtime: Arc<Runtime>) -> Self {
-        let mut by_kind: HashMap<HookKind, Vec<Arc<Plugin>>> = HashMap::new();
-        for plugin in runtime.plugins_of_kind("hook") {
-            for kind in plugin.hook_events() {
-                by_kind.entry(*kind).or_default().push(plugin.clone());
-            }
-        }
-        Self { runtime, by_kind }
+    pub fn new(live: Arc<LiveRuntime>) -> Self {
+        Self { live }
+    }
+
+    /// The hook plugins that want `kind`, in the runtime's order.
+    fn wanting(runtime: &Runtime, kind: HookKind) -> Vec<Arc<Plugin>> {
+        runtime.plugins_of_kind("hook").into_iter().filter(|p| p.hook_events().contains(&kind)).collect()
     }
 }
 
 impl Hooks for PluginHooks {
     fn wants(&self, kind: HookKind) -> bool {
-        self.by_kind.contains_key(&kind)
+        !Self::wanting(&self.live.get(), kind).is_empty()
     }
 
     fn dispatch<'a>(&'a self, event: &'a HookEvent, session: &'a PluginSession) -> BoxFuture<'a, Vec<HookReply>> {
         Box::pin(async move {
-            let Some(plugins) = self.by_kind.get(&event.kind()) else { return Vec::new() };
+            let runtime = self.live.get();
+            let plugins = Self::wanting(&runtime, event.kind());
             let mut replies = Vec::with_capacity(plugins.len());
             for plugin in plugins {
-                let decision = self.runtime.hook(plugin, event, session).await;
+                let decision = runtime.hook(&plugin, event, session).await;
                 // The loop reports failures (it knows what each one meant: a block, a skipped
                 // context); here they are only logged for -vv.
                 if let Err(e) = &decision {
@@ -86,23 +118,41 @@ impl Hooks for PluginHooks {
     }
 }
 
+/// The plugin called `name` of `kind` in the current runtime; after a reload that lost it, an
+/// error saying so.
+fn current(live: &LiveRuntime, name: &str, kind: &str) -> Result<(Arc<Runtime>, Arc<Plugin>), String> {
+    let runtime = live.get();
+    let plugin = runtime
+        .plugins_of_kind(kind)
+        .into_iter()
+        .find(|p| p.name() == name)
+        .ok_or_else(|| format!("the {kind} plugin '{name}' is gone since the plugins were reloaded"))?;
+    Ok((runtime, plugin))
+}
+
 /// The active memory provider plugin.
 pub struct PluginMemory {
-    runtime: Arc<Runtime>,
-    plugin: Arc<Plugin>,
+    live: Arc<LiveRuntime>,
+    name: String,
 }
 
 impl MemoryProvider for PluginMemory {
     fn name(&self) -> &str {
-        self.plugin.name()
+        &self.name
     }
 
     fn system_prompt_block<'a>(&'a self, session: &'a PluginSession) -> BoxFuture<'a, Result<String, String>> {
-        Box::pin(self.runtime.memory_prompt_block(&self.plugin, session))
+        Box::pin(async move {
+            let (runtime, plugin) = current(&self.live, &self.name, "memory")?;
+            runtime.memory_prompt_block(&plugin, session).await
+        })
     }
 
     fn prefetch<'a>(&'a self, query: &'a str, session: &'a PluginSession) -> BoxFuture<'a, Result<String, String>> {
-        Box::pin(self.runtime.memory_prefetch(&self.plugin, query, session))
+        Box::pin(async move {
+            let (runtime, plugin) = current(&self.live, &self.name, "memory")?;
+            runtime.memory_prefetch(&plugin, query, session).await
+        })
     }
 
     fn sync_turn<'a>(
@@ -111,7 +161,10 @@ impl MemoryProvider for PluginMemory {
         assistant: &'a str,
         session: &'a PluginSession,
     ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(self.runtime.memory_sync_turn(&self.plugin, user, assistant, session))
+        Box::pin(async move {
+            let (runtime, plugin) = current(&self.live, &self.name, "memory")?;
+            runtime.memory_sync_turn(&plugin, user, assistant, session).await
+        })
     }
 
     fn on_pre_compress<'a>(
@@ -119,7 +172,10 @@ impl MemoryProvider for PluginMemory {
         messages: &'a [Message],
         session: &'a PluginSession,
     ) -> BoxFuture<'a, Result<String, String>> {
-        Box::pin(self.runtime.memory_pre_compress(&self.plugin, messages, session))
+        Box::pin(async move {
+            let (runtime, plugin) = current(&self.live, &self.name, "memory")?;
+            runtime.memory_pre_compress(&plugin, messages, session).await
+        })
     }
 
     fn on_session_end<'a>(
@@ -127,7 +183,10 @@ impl MemoryProvider for PluginMemory {
         messages: &'a [Message],
         session: &'a PluginSession,
     ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(self.runtime.memory_session_end(&self.plugin, messages, session))
+        Box::pin(async move {
+            let (runtime, plugin) = current(&self.live, &self.name, "memory")?;
+            runtime.memory_session_end(&plugin, messages, session).await
+        })
     }
 
     fn on_memory_write<'a>(
@@ -137,19 +196,22 @@ impl MemoryProvider for PluginMemory {
         content: &'a str,
         session: &'a PluginSession,
     ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(self.runtime.memory_on_write(&self.plugin, action, target, content, session))
+        Box::pin(async move {
+            let (runtime, plugin) = current(&self.live, &self.name, "memory")?;
+            runtime.memory_on_write(&plugin, action, target, content, session).await
+        })
     }
 }
 
 /// The active context engine plugin.
 pub struct PluginContext {
-    runtime: Arc<Runtime>,
-    plugin: Arc<Plugin>,
+    live: Arc<LiveRuntime>,
+    name: String,
 }
 
 impl ContextEngine for PluginContext {
     fn name(&self) -> &str {
-        self.plugin.name()
+        &self.name
     }
 
     fn should_compress<'a>(
@@ -157,7 +219,10 @@ impl ContextEngine for PluginContext {
         status: ContextStatus,
         session: &'a PluginSession,
     ) -> BoxFuture<'a, Result<bool, String>> {
-        Box::pin(self.runtime.context_should_compress(&self.plugin, status, session))
+        Box::pin(async move {
+            let (runtime, plugin) = current(&self.live, &self.name, "context-engine")?;
+            runtime.context_should_compress(&plugin, status, session).await
+        })
     }
 
     fn compress<'a>(
@@ -165,7 +230,10 @@ impl ContextEngine for PluginContext {
         request: CompressRequest,
         session: &'a PluginSession,
     ) -> BoxFuture<'a, Result<Compressed, String>> {
-        Box::pin(self.runtime.context_compress(&self.plugin, request, session))
+        Box::pin(async move {
+            let (runtime, plugin) = current(&self.live, &self.name, "context-engine")?;
+            runtime.context_compress(&plugin, request, session).await
+        })
     }
 
     fn report<'a>(
@@ -173,7 +241,10 @@ impl ContextEngine for PluginContext {
         status: ContextStatus,
         session: &'a PluginSession,
     ) -> BoxFuture<'a, Result<Vec<(String, String)>, String>> {
-        Box::pin(self.runtime.context_report(&self.plugin, status, session))
+        Box::pin(async move {
+            let (runtime, plugin) = current(&self.live, &self.name, "context-engine")?;
+            runtime.context_report(&plugin, status, session).await
+        })
     }
 }
 
@@ -196,11 +267,13 @@ pub type Extensions = (Option<Arc<dyn MemoryProvider>>, Option<Arc<dyn ContextEn
 
 /// The memory provider and context engine chosen in config (`none` turns one off). A chosen
 /// plugin that is missing is reported in `warnings` and left out.
-pub fn extensions(runtime: &Arc<Runtime>, memory: &str, context: &str, warnings: &mut Vec<String>) -> Extensions {
+pub fn extensions(live: &Arc<LiveRuntime>, memory: &str, context: &str, warnings: &mut Vec<String>) -> Extensions {
+    let runtime = live.get();
     let memory = match memory {
         "" | "none" => None,
-        name => match single(runtime, "memory", name) {
-            Ok(plugin) => Some(Arc::new(PluginMemory { runtime: runtime.clone(), plugin }) as Arc<dyn MemoryProvider>),
+        name => match single(&runtime, "memory", name) {
+            Ok(plugin) => Some(Arc::new(PluginMemory { live: live.clone(), name: plugin.name().to_string() })
+                as Arc<dyn MemoryProvider>),
             Err(e) => {
                 warnings.push(format!(
                     "memory provider not loaded: {e} (set `provider` under [memory] in config.toml, or \"none\")"
@@ -211,8 +284,9 @@ pub fn extensions(runtime: &Arc<Runtime>, memory: &str, context: &str, warnings:
     };
     let context = match context {
         "" | "none" => None,
-        name => match single(runtime, "context-engine", name) {
-            Ok(plugin) => Some(Arc::new(PluginContext { runtime: runtime.clone(), plugin }) as Arc<dyn ContextEngine>),
+        name => match single(&runtime, "context-engine", name) {
+            Ok(plugin) => Some(Arc::new(PluginContext { live: live.clone(), name: plugin.name().to_string() })
+                as Arc<dyn ContextEngine>),
             Err(e) => {
                 warnings.push(format!(
                     "context engine not loaded: {e} (set `engine` under [context] in config.toml, or \"none\")"

@@ -233,6 +233,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         info: info.clone(),
         aux: (start.auto_title && host.config.agent.auto_title.unwrap_or(true)).then(|| host.aux.clone()),
         titled: false,
+        plugins: plugins.clone(),
     };
     actor.update_info();
     tokio::spawn(actor.run());
@@ -374,6 +375,8 @@ struct Actor {
     aux: Option<Arc<dyn talaria_runtime::LlmBackend>>,
     /// A title was asked for (or found) for the current session.
     titled: bool,
+    /// The workspace's plugins, reloaded before an op when they changed on disk.
+    plugins: Arc<crate::Plugins>,
 }
 
 impl Actor {
@@ -398,6 +401,11 @@ impl Actor {
     }
 
     async fn carry_out(&mut self, op: Op) {
+        if !matches!(op, Op::Shutdown { .. })
+            && let Some(text) = self.plugins.refresh().await
+        {
+            self.outbox.send(Event::Notice { level: NoticeLevel::Info, text });
+        }
         match op {
             Op::UserTurn { text, images } => {
                 let end = self.turn(text.clone(), images).await;

@@ -230,10 +230,16 @@ fn make_plugins(
 ) -> Result<Arc<Plugins>, Error> {
     let approver: Arc<dyn Approver> = router.clone();
     let llm: Arc<dyn LlmBackend> = Arc::new(plugins::LazyAux::new(home, config.clone(), client.clone()));
-    let mut rc = runtime_config(home, workspace, config, approver, Some(llm));
-    rc.terminals = Some(router.clone());
-    let runtime = Arc::new(Runtime::new(rc, &bundled())?);
-    Ok(Arc::new(Plugins::new(runtime, config)))
+    let stamp_home = home.to_path_buf();
+    let (home, workspace, config_, router) =
+        (home.to_path_buf(), workspace.to_path_buf(), config.clone(), router.clone());
+    let remake: plugins::Remake = Box::new(move || {
+        let mut rc = runtime_config(&home, &workspace, &config_, approver.clone(), Some(llm.clone()));
+        rc.terminals = Some(router.clone());
+        Runtime::new(rc, &bundled())
+    });
+    let runtime = Arc::new(remake()?);
+    Ok(Arc::new(Plugins::new(runtime, config, Some((stamp_home, remake)))))
 }
 
 impl Host {

@@ -8,13 +8,17 @@ use talaria_agent::model::{Chain, Client};
 use talaria_agent::{ContextEngine, Hooks, MemoryProvider, ToolHost};
 use talaria_runtime::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, Runtime};
 
-use crate::adapters::{AuxLlm, PluginHooks, PluginTools, extensions};
+use crate::adapters::{AuxLlm, LiveRuntime, PluginHooks, PluginTools, extensions};
 use crate::config::ConfigToml;
 use crate::{ModelChoice, models};
 
-/// One workspace's plugins.
+/// Makes the workspace's runtime again from what is on disk now.
+pub type Remake = Box<dyn Fn() -> Result<Runtime, talaria_runtime::Error> + Send + Sync>;
+
+/// One workspace's plugins. Conversations hold its adapters, which call whichever runtime is
+/// current; [`Plugins::refresh`] swaps in a new one when the plugins changed on disk.
 pub struct Plugins {
-    pub runtime: Arc<Runtime>,
+    live: Arc<LiveRuntime>,
     pub tools: Arc<dyn ToolHost>,
     pub hooks: Arc<dyn Hooks>,
     pub memory: Option<Arc<dyn MemoryProvider>>,
@@ -22,29 +26,48 @@ pub struct Plugins {
     /// What went wrong while finding them (a manifest refused, a provider missing), in words;
     /// reported once, to the first conversation.
     warnings: Mutex<Vec<String>>,
+    /// The home whose [`talaria_runtime::CHANGED_STAMP`] tells that plugins changed, its text
+    /// when the current runtime was made, and how to make a new one.
+    reload: Option<Reload>,
+}
+
+struct Reload {
+    home: PathBuf,
+    stamp: tokio::sync::Mutex<String>,
+    remake: Remake,
+    memory: String,
+    context: String,
 }
 
 impl Plugins {
-    pub fn new(runtime: Arc<Runtime>, config: &ConfigToml) -> Self {
+    /// The plugins of `runtime`. With `remake`, [`Plugins::refresh`] makes a new runtime when
+    /// the stamp under `home` moves.
+    pub fn new(runtime: Arc<Runtime>, config: &ConfigToml, remake: Option<(PathBuf, Remake)>) -> Self {
         let mut warnings: Vec<String> = runtime.problems().iter().map(ToString::to_string).collect();
-        let (memory, context) = extensions(&runtime, config.memory.provider(), config.context.engine(), &mut warnings);
-        // Every conversation calls these first (the memory provider for its prompt, the context
-        // engine before each model call, hooks around each tool call): load them while the
-        // conversation opens its session.
-        let first: Vec<_> = [config.memory.provider(), config.context.engine()]
-            .into_iter()
-            .filter_map(|name| runtime.plugin(name).filter(|p| p.enabled).cloned())
-            .chain(runtime.plugins_of_kind("hook"))
-            .collect();
-        runtime.warm(first);
+        let live = LiveRuntime::new(runtime.clone());
+        let (memory, context) = extensions(&live, config.memory.provider(), config.context.engine(), &mut warnings);
+        warm(&runtime, config.memory.provider(), config.context.engine());
+        let reload = remake.map(|(home, remake)| Reload {
+            stamp: tokio::sync::Mutex::new(talaria_runtime::plugins_stamp(&home)),
+            home,
+            remake,
+            memory: config.memory.provider().to_string(),
+            context: config.context.engine().to_string(),
+        });
         Self {
-            tools: Arc::new(PluginTools { runtime: runtime.clone() }),
-            hooks: Arc::new(PluginHooks::new(runtime.clone())),
-            runtime,
+            tools: Arc::new(PluginTools::live(live.clone())),
+            hooks: Arc::new(PluginHooks::new(live.clone())),
+            live,
             memory,
             context,
             warnings: Mutex::new(warnings),
+            reload,
         }
+    }
+
+    /// The runtime in use now.
+    pub fn runtime(&self) -> Arc<Runtime> {
+        self.live.get()
     }
 
     /// The problems found, the first time this is called (empty afterwards).
@@ -54,9 +77,81 @@ impl Plugins {
 
     /// The plugins a first use will compile (each takes a second or so; cached afterwards).
     pub fn to_compile(&self) -> Vec<String> {
-        let rt = &self.runtime;
+        let rt = self.live.get();
         rt.plugins().iter().filter(|p| rt.needs_compile(p)).map(|p| p.name().to_string()).collect()
     }
+
+    /// If the plugins changed on disk since the current runtime was made (installed, removed,
+    /// regranted, or rebuilt by `talaria plugin dev`), make a new runtime and use it from the
+    /// next call on; a call running keeps the old one to its end. Returns what to tell the
+    /// user, or `None` when nothing changed. Cheap when nothing did: one small file read.
+    pub async fn refresh(&self) -> Option<String> {
+        let reload = self.reload.as_ref()?;
+        let mut seen = reload.stamp.lock().await;
+        let now = talaria_runtime::plugins_stamp(&reload.home);
+        if now == *seen {
+            return None;
+        }
+        *seen = now;
+        let old = self.live.get();
+        let made = match (reload.remake)() {
+            Ok(runtime) => Arc::new(runtime),
+            Err(e) => return Some(format!("the plugins changed on disk, but they could not be reloaded: {e}")),
+        };
+        warm(&made, &reload.memory, &reload.context);
+        let changed = changed(&old, &made);
+        let problems: Vec<String> = made.problems().iter().map(ToString::to_string).collect();
+        self.live.replace(made);
+        let mut text = if changed.is_empty() {
+            "reloaded the plugins (their grants or settings changed)".to_string()
+        } else {
+            format!("reloaded the plugins: {}", changed.join(", "))
+        };
+        for p in problems {
+            text.push_str(&format!("\n{p}"));
+        }
+        Some(text)
+    }
+}
+
+/// Start loading what every conversation calls first: the memory provider for its prompt, the
+/// context engine before each model call, hooks around each tool call.
+fn warm(runtime: &Arc<Runtime>, memory: &str, context: &str) {
+    let first: Vec<_> = [memory, context]
+        .into_iter()
+        .filter_map(|name| runtime.plugin(name).filter(|p| p.enabled).cloned())
+        .chain(runtime.plugins_of_kind("hook"))
+        .collect();
+    runtime.warm(first);
+}
+
+/// What differs between two runtimes' plugins, in words: `NAME (new)`, `NAME (removed)`,
+/// `NAME (rebuilt)`, `NAME 0.1.0 → 0.2.0`.
+fn changed(old: &Runtime, new: &Runtime) -> Vec<String> {
+    let fingerprint = |p: &talaria_runtime::Plugin| {
+        let file = p.wasm_path().and_then(|path| std::fs::metadata(path).ok());
+        (p.manifest.version.to_string(), file.map(|m| (m.len(), m.modified().ok())))
+    };
+    let mut out = Vec::new();
+    for p in new.plugins() {
+        match old.plugin(p.name()) {
+            None => out.push(format!("{} (new)", p.name())),
+            Some(before) => {
+                let (a, b) = (fingerprint(before), fingerprint(p));
+                if a.0 != b.0 {
+                    out.push(format!("{} {} → {}", p.name(), a.0, b.0));
+                } else if a.1 != b.1 || before.location != p.location {
+                    out.push(format!("{} (rebuilt)", p.name()));
+                }
+            }
+        }
+    }
+    for p in old.plugins() {
+        if new.plugin(p.name()).is_none() {
+            out.push(format!("{} (removed)", p.name()));
+        }
+    }
+    out
 }
 
 /// The auxiliary model for plugins' `llm` calls, resolved from config on the first call (a host

@@ -244,6 +244,26 @@ impl RuntimeConfig {
     }
 }
 
+/// The file whose text changes each time plugins are installed, removed, regranted or rebuilt
+/// by `talaria plugin dev`: running hosts compare it before each turn and reload their plugins
+/// when it moved.
+pub const CHANGED_STAMP: &str = "plugins.changed";
+
+/// Tell running hosts that the plugins under `home` changed (see [`CHANGED_STAMP`]).
+///
+/// # Errors
+/// The stamp cannot be written.
+pub fn mark_plugins_changed(home: &Path) -> std::io::Result<()> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let text = format!("{}.{:09} {}\n", now.as_secs(), now.subsec_nanos(), std::process::id());
+    fsutil::write_private_cached(&home.join(CHANGED_STAMP), text.as_bytes())
+}
+
+/// The stamp's text now ("" when plugins never changed since the home was made).
+pub fn plugins_stamp(home: &Path) -> String {
+    std::fs::read_to_string(home.join(CHANGED_STAMP)).unwrap_or_default()
+}
+
 /// A plugin's private directory (`$PLUGIN_DATA`) for its key-value space.
 pub fn plugin_data_dir(home: &Path, kv_space: &str) -> PathBuf {
     home.join("plugin-data").join(kv_space.replace('/', "_"))

@@ -134,7 +134,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     let root = config.workspaces.clone().unwrap_or_else(|| default_workspaces(host.home()));
     std::fs::create_dir_all(&root).map_err(|e| format!("cannot make {}: {e}", root.display()))?;
     let (plugins, _) = host.plugins(host.workspace()).map_err(|e| e.to_string())?;
-    let runtime = plugins.runtime.clone();
+    let runtime = plugins.runtime();
     let secrets = Secrets::load(&host.home().join(".env"));
     let mut accounts = BTreeMap::new();
     let mut leases = Vec::new();
