@@ -110,6 +110,22 @@ fn new_build_install_call(lang: Lang) {
     let logged = talaria(&home, &workspace, &["-v", "tools", "call", "hello", r#"{"name":"Grace"}"#]);
     let stderr = String::from_utf8_lossy(&logged.stderr);
     assert!(stderr.contains("greeting Grace") && stderr.contains("plugin=\"hello\""), "{lang}: {stderr}");
+
+    if lang == Lang::Js {
+        // An exception outside the template's wrappers: its message and place, not a bare trap.
+        let app = std::fs::read_to_string(project.join("app.js")).expect("app.js");
+        let app = app.replacen("  list() {\n", "  list() {\n    throw new Error('no tool table yet');\n", 1);
+        std::fs::write(project.join("app.js"), app).expect("app.js");
+        talaria_author::build(&project, lang, true).expect("rebuilt");
+        let out = talaria(&home, &project, &["plugin", "test"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{stdout}");
+        assert!(
+            stdout.contains("plugin 'hello' threw an uncaught exception: no tool table yet (at list@app.js:"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("unreachable"), "{stdout}");
+    }
 }
 
 fn talaria(home: &Path, workspace: &Path, args: &[&str]) -> Output {
@@ -470,4 +486,74 @@ fn a_python_tool_calls_an_api_with_an_injected_secret() {
 #[test]
 fn a_javascript_tool_calls_an_api_with_an_injected_secret() {
     a_tool_calls_an_api_with_an_injected_secret(Lang::Js);
+}
+
+/// POST `body` to the gateway's route `path` at `addr` with the route's token; the raw answer.
+fn post(addr: &str, path: &str, body: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else { return String::new() };
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nX-Token: relay-secret\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+}
+
+/// `plugin dev` reloads an adapter into a running gateway: after the adapter's source changes
+/// and `plugin dev --once` installs it again, the same account answers with the new code,
+/// without restarting the gateway.
+#[test]
+fn plugin_dev_reloads_an_adapter_into_a_running_gateway() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = tmp.path().join("relay");
+    talaria_author::new_adapter(&project, "relay", Lang::Rust).expect("new adapter");
+    let mock = talaria_mock_llm::MockLlm::start(talaria_mock_llm::Script::auto());
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let extra = format!(
+        "[gateway]\nworkspaces = \"{}\"\nlisten = \"127.0.0.1:{port}\"\n\
+         [gateway.platforms.relay]\nallow_all = true\n\
+         [gateway.platforms.relay.routes.in]\nauth = \"token\"\nheader = \"X-Token\"\nsecret = \"RELAY_TOKEN\"\n",
+        tmp.path().join("chats").display()
+    );
+    let (home, workspace) = home_with_model(tmp.path(), &mock, "", &extra);
+    std::fs::write(home.join(".env"), "RELAY_TOKEN=relay-secret\n").expect(".env");
+    dev_once(&home, &project);
+    let mut gateway = Command::new(env!("CARGO_BIN_EXE_talaria"))
+        .args(["gateway", "run"])
+        .current_dir(&workspace)
+        .env("TALARIA_HOME", &home)
+        .env_remove("TALARIA_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("talaria gateway run");
+    let addr = format!("127.0.0.1:{port}");
+    let answer_to = |body: &str, want: &str| {
+        let start = std::time::Instant::now();
+        loop {
+            let answer = post(&addr, "/webhooks/relay/in", body);
+            if answer.contains(want) {
+                return answer;
+            }
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                return answer;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+    };
+    let before = answer_to("not json", "expected");
+    let source = std::fs::read_to_string(project.join("src/lib.rs")).expect("lib.rs");
+    std::fs::write(project.join("src/lib.rs"), source.replace("expected {{", "version two wants {{")).expect("edit");
+    dev_once(&home, &project);
+    let after = answer_to("not json", "version two wants");
+    let echoed = answer_to(r#"{"chat": "c1", "user": "u1", "text": "echo still answering"}"#, "still answering");
+    let _ = gateway.kill();
+    let output = gateway.wait_with_output().expect("wait");
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(before.starts_with("HTTP/1.1 400") && before.contains("expected {"), "{before}\n{log}");
+    assert!(after.starts_with("HTTP/1.1 400") && after.contains("version two wants {"), "{after}\n{log}");
+    assert!(echoed.starts_with("HTTP/1.1 200") && echoed.contains(r#"{"reply":"still answering"}"#), "{echoed}\n{log}");
 }

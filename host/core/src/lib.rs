@@ -55,7 +55,7 @@ pub mod config;
 mod conversation;
 pub mod models;
 mod offered;
-mod plugins;
+pub mod plugins;
 mod router;
 mod title;
 

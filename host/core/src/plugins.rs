@@ -128,22 +128,15 @@ fn warm(runtime: &Arc<Runtime>, memory: &str, context: &str) {
 /// What differs between two runtimes' plugins, in words: `NAME (new)`, `NAME (removed)`,
 /// `NAME (rebuilt)`, `NAME 0.1.0 → 0.2.0`.
 fn changed(old: &Runtime, new: &Runtime) -> Vec<String> {
-    let fingerprint = |p: &talaria_runtime::Plugin| {
-        let file = p.wasm_path().and_then(|path| std::fs::metadata(path).ok());
-        (p.manifest.version.to_string(), file.map(|m| (m.len(), m.modified().ok())))
-    };
     let mut out = Vec::new();
     for p in new.plugins() {
         match old.plugin(p.name()) {
             None => out.push(format!("{} (new)", p.name())),
-            Some(before) => {
-                let (a, b) = (fingerprint(before), fingerprint(p));
-                if a.0 != b.0 {
-                    out.push(format!("{} {} → {}", p.name(), a.0, b.0));
-                } else if a.1 != b.1 || before.location != p.location {
-                    out.push(format!("{} (rebuilt)", p.name()));
-                }
+            Some(before) if before.manifest.version != p.manifest.version => {
+                out.push(format!("{} {} → {}", p.name(), before.manifest.version, p.manifest.version));
             }
+            Some(before) if differs(before, p) => out.push(format!("{} (rebuilt)", p.name())),
+            Some(_) => {}
         }
     }
     for p in old.plugins() {
@@ -152,6 +145,17 @@ fn changed(old: &Runtime, new: &Runtime) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether `new` is another build, grant or place of the plugin `old` was: its component (by
+/// digest: `old`'s was taken when it was first loaded), its grants, or where it was loaded from
+/// changed.
+pub fn differs(old: &talaria_runtime::Plugin, new: &talaria_runtime::Plugin) -> bool {
+    old.manifest.version != new.manifest.version
+        || old.location != new.location
+        || old.sha256().ok() != new.sha256().ok()
+        || old.grants.caps != new.grants.caps
+        || old.enabled != new.enabled
 }
 
 /// The auxiliary model for plugins' `llm` calls, resolved from config on the first call (a host

@@ -214,14 +214,24 @@ pub struct AccountSpec {
 
 /// The resident instance of an adapter plugin for one account.
 pub struct Adapter {
-    runtime: Arc<Runtime>,
-    plugin: Arc<Plugin>,
-    env: Arc<PluginEnv>,
-    account: String,
+    /// The runtime, plugin and environment the account runs in; [`Adapter::rebind`] replaces
+    /// them when the plugins are reloaded.
+    bound: std::sync::RwLock<Arc<Bound>>,
+    /// What the account was opened with, to bind it again.
+    spec: AccountSpec,
     slot: tokio::sync::Mutex<Option<Resident<wit::Guest>>>,
     /// Whether the instance in `slot` has connected: every other call waits for that, so an
     /// instance made again after a crash is never used before its `connect`.
     connected: std::sync::atomic::AtomicBool,
+    /// The instance in `slot` belongs to a binding that was replaced: the next call drops it.
+    stale: std::sync::atomic::AtomicBool,
+}
+
+/// An account bound to one runtime's plugin.
+struct Bound {
+    runtime: Arc<Runtime>,
+    plugin: Arc<Plugin>,
+    env: Arc<PluginEnv>,
 }
 
 /// `grants` with every host replaced by `host`.
@@ -245,6 +255,18 @@ impl Runtime {
     /// # Errors
     /// No enabled plugin of that name, or it is not a platform adapter.
     pub fn adapter(self: &Arc<Self>, plugin: &str, account: AccountSpec) -> Result<Adapter, String> {
+        let bound = self.bind(plugin, &account)?;
+        Ok(Adapter {
+            bound: std::sync::RwLock::new(Arc::new(bound)),
+            spec: account,
+            slot: Default::default(),
+            connected: Default::default(),
+            stale: Default::default(),
+        })
+    }
+
+    /// `account` bound to this runtime's plugin `plugin`.
+    fn bind(self: &Arc<Self>, plugin: &str, account: &AccountSpec) -> Result<Bound, String> {
         let found = self.plugins.iter().find(|p| p.name() == plugin).cloned().ok_or_else(|| {
             let adapters: Vec<&str> = self.plugins.iter().filter(|p| p.is(Kind::Platform)).map(|p| p.name()).collect();
             format!(
@@ -258,7 +280,7 @@ impl Runtime {
             return Err(format!("plugin '{plugin}' is not a platform adapter (its kinds: {})", kinds.join(", ")));
         }
         let mut config = found.env.config.clone();
-        config.extend(account.config);
+        config.extend(account.config.clone());
         config.insert("account".into(), toml::Value::String(account.name.clone()));
         let grants = match &account.host {
             Some(host) => Arc::new(rehosted(&found.env.grants, host)),
@@ -278,31 +300,44 @@ impl Runtime {
             Arc::new(crate::secrets::Secrets::from_pairs(values.iter().map(|(k, v)| (k.as_str(), v.as_str()))))
         });
         let env = Arc::new(found.env.for_account(config, grants, own_secrets));
-        Ok(Adapter {
-            runtime: self.clone(),
-            plugin: found,
-            env,
-            account: account.name,
-            slot: Default::default(),
-            connected: Default::default(),
-        })
+        Ok(Bound { runtime: self.clone(), plugin: found, env })
     }
 }
 
 impl Adapter {
+    fn bound(&self) -> Arc<Bound> {
+        self.bound.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
     /// The plugin's name.
-    pub fn plugin(&self) -> &str {
-        self.plugin.name()
+    pub fn plugin(&self) -> String {
+        self.bound().plugin.name().to_string()
     }
 
     /// The grants this account's instance runs with.
-    pub fn grants(&self) -> &Grants {
-        &self.env.grants
+    pub fn grants(&self) -> Arc<Grants> {
+        self.bound().env.grants.clone()
     }
 
     /// The value of the secret the adapter asks for as `name`, for this account.
     pub fn secret_value(&self, name: &str) -> Option<String> {
-        self.env.secrets().value(name)
+        self.bound().env.secrets().value(name)
+    }
+
+    /// Run the account on `runtime`'s plugin of the same name from now on (the plugins were
+    /// reloaded): a call running finishes on the old instance; the next call drops it and is
+    /// refused until the account connects again.
+    ///
+    /// # Errors
+    /// `runtime` has no such enabled platform adapter; the old binding stays.
+    pub fn rebind(&self, runtime: &Arc<Runtime>) -> Result<(), String> {
+        use std::sync::atomic::Ordering;
+        let plugin = self.bound().plugin.name().to_string();
+        let bound = runtime.bind(&plugin, &self.spec)?;
+        *self.bound.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(bound);
+        self.stale.store(true, Ordering::SeqCst);
+        self.connected.store(false, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Whether the instance has connected (and not crashed since).
@@ -321,11 +356,7 @@ impl Adapter {
         use std::sync::atomic::Ordering;
         if what != "connect" && !self.is_connected() {
             return Err(AdapterError::Transient {
-                message: format!(
-                    "platform adapter '{}' (account {}) is not connected",
-                    self.plugin.name(),
-                    self.account
-                ),
+                message: format!("platform adapter '{}' (account {}) is not connected", self.plugin(), self.spec.name),
                 retry_after: None,
             });
         }
@@ -343,19 +374,24 @@ impl Adapter {
         what: &str,
         f: impl AsyncFnOnce(&mut Store<HostState>, &wit::Guest) -> wasmtime::Result<Result<T, wit::AdapterError>>,
     ) -> Result<T, AdapterError> {
-        let who = format!("platform adapter '{}' (account {})", self.plugin.name(), self.account);
-        let (prepared, _) = self.runtime.prepared(&self.plugin).map_err(AdapterError::Crashed)?;
-        let (engine, _) = self.runtime.engine().map_err(|e| AdapterError::Crashed(e.to_string()))?;
+        let bound = self.bound();
+        let who = format!("platform adapter '{}' (account {})", bound.plugin.name(), self.spec.name);
+        if self.stale.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            // The instance of the binding that was replaced goes; this call makes a new one.
+            self.slot.lock().await.take();
+        }
+        let (prepared, _) = bound.runtime.prepared(&bound.plugin).map_err(AdapterError::Crashed)?;
+        let (engine, _) = bound.runtime.engine().map_err(|e| AdapterError::Crashed(e.to_string()))?;
         let indices =
             prepared.adapter.as_ref().ok_or_else(|| AdapterError::Crashed(format!("{who} exports no adapter")))?;
-        let limits = self.plugin.limits_for(Kind::Platform);
+        let limits = bound.plugin.limits_for(Kind::Platform);
         let site = Site {
-            workspace: self.runtime.workspace.clone(),
-            caller: Caller { session_id: format!("gateway:{}", self.account), call_id: String::new() },
+            workspace: bound.runtime.workspace.clone(),
+            caller: Caller { session_id: format!("gateway:{}", self.spec.name), call_id: String::new() },
         };
         let result = instance::run_resident(
             engine,
-            &self.env,
+            &bound.env,
             ResidentSlot {
                 slot: &self.slot,
                 pre: &prepared.pre,
@@ -366,7 +402,7 @@ impl Adapter {
             async |store, guest| f(store, guest).await.map(Ok),
         )
         .await;
-        let scan = &self.env.services.scan;
+        let scan = &bound.env.services.scan;
         match result {
             Ok((Ok(value), _)) => Ok(value),
             Ok((Err(wit::AdapterError::Transient((message, after))), denials)) => Err(AdapterError::Transient {

@@ -33,7 +33,7 @@ class TalariaError(Exception):
     """A host call talaria refused, or that failed. `str(e)` is talaria's message, with the fix."""
 
 
-def _message(value) -> str:
+def message_of(value) -> str:
     """The text of an error value: a string, or a variant case carrying one."""
     inner = getattr(value, "value", value)
     if isinstance(inner, str):
@@ -46,7 +46,7 @@ def _host(function, *args):
     try:
         return function(*args)
     except Err as e:
-        raise TalariaError(_message(e.value)) from None
+        raise TalariaError(message_of(e.value)) from None
 
 
 class _Log:
@@ -205,7 +205,7 @@ def fetch(url: str, method: str = "GET", headers: dict[str, str] | None = None, 
     try:
         fields = _http.Fields.from_list([(k.lower(), v.encode()) for k, v in headers.items()])
     except Err as e:
-        raise TalariaError(f"cannot fetch {url}: a header is not allowed ({_message(e.value)})") from None
+        raise TalariaError(f"cannot fetch {url}: a header is not allowed ({message_of(e.value)})") from None
     request = _http.OutgoingRequest(fields)
     request.set_method(_METHODS.get(method.upper(), lambda: _http.Method_Other(method))())
     request.set_scheme(_http.Scheme_Https() if scheme == "https" else _http.Scheme_Http())
@@ -215,7 +215,7 @@ def fetch(url: str, method: str = "GET", headers: dict[str, str] | None = None, 
     try:
         future = _outgoing.handle(request, None)
     except Err as e:
-        raise TalariaError(f"{method} {url} was refused: {_message(e.value)}") from None
+        raise TalariaError(f"{method} {url} was refused: {message_of(e.value)}") from None
     with outgoing.write() as stream:
         data = body or b""
         while data:
@@ -227,7 +227,7 @@ def fetch(url: str, method: str = "GET", headers: dict[str, str] | None = None, 
     outcome = future.get()
     if not isinstance(outcome, Ok) or not isinstance(outcome.value, Ok):
         why = outcome.value.value if isinstance(outcome, Ok) else outcome
-        raise TalariaError(f"{method} {url} failed: {_message(why)}")
+        raise TalariaError(f"{method} {url} failed: {message_of(why)}")
     # Resources are dropped child first: the stream, then the body, then the response.
     with outcome.value.value as response:
         with response.headers() as fields:
@@ -241,5 +241,5 @@ def fetch(url: str, method: str = "GET", headers: dict[str, str] | None = None, 
                     except Err as e:
                         if isinstance(e.value, _streams.StreamError_Closed):
                             break
-                        raise TalariaError(f"{method} {url}: the answer broke off: {_message(e.value)}") from None
+                        raise TalariaError(f"{method} {url}: the answer broke off: {message_of(e.value)}") from None
         return Response(url, response.status(), received, data)

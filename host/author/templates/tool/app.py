@@ -61,7 +61,7 @@ class Tools(exports.Tools):
             if isinstance(e.value, (ToolError_Failed, ToolError_InvalidArgs, ToolError_UnknownTool)):
                 raise
             # A raw host import refused: its value is talaria's explanation, with the fix.
-            raise Err(ToolError_Failed(talaria._message(e.value))) from None
+            raise Err(ToolError_Failed(talaria.message_of(e.value))) from None
         except talaria.TalariaError as e:
             raise Err(ToolError_Failed(str(e))) from None
         except Exception as e:

@@ -189,6 +189,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     }
     let renew = gateway.tasks.spawn(renew_leases(store.clone(), leases.clone(), gateway.stop.clone()));
     gateway.tasks.spawn(report(gateway.clone()));
+    gateway.tasks.spawn(reload(gateway.clone(), plugins.clone()));
     gateway.tasks.spawn(crate::cron::serve(gateway.clone()));
     tracing::info!(accounts = gateway.accounts.len(), "gateway running");
     shutdown.await;
@@ -307,6 +308,49 @@ impl Status {
     pub fn read(store: &Store) -> Option<Status> {
         let bytes = store.kv_get(STATUS_SPACE, "current").ok()??;
         serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// How often the gateway looks whether its plugins changed on disk.
+const RELOAD_EVERY: Duration = Duration::from_secs(2);
+
+/// Reload the plugins when they change on disk (`talaria plugin dev`, `plugins install`, ...):
+/// conversations use the new ones from their next call; an account whose adapter plugin changed
+/// is bound to the new one and connected again.
+async fn reload(gateway: Arc<Gateway>, plugins: Arc<talaria_core::Plugins>) {
+    let mut last = plugins.runtime();
+    loop {
+        tokio::select! {
+            () = gateway.stop.cancelled() => return,
+            () = tokio::time::sleep(RELOAD_EVERY) => {}
+        }
+        if let Some(text) = plugins.refresh().await {
+            tracing::info!("{text}");
+        }
+        let now = plugins.runtime();
+        if Arc::ptr_eq(&now, &last) {
+            continue;
+        }
+        for account in gateway.accounts.values() {
+            let name = account.adapter.plugin();
+            let (Some(old), Some(new)) = (last.plugin(&name), now.plugin(&name)) else { continue };
+            if !talaria_core::plugins::differs(old, new) {
+                continue;
+            }
+            if let Err(e) = account.adapter.rebind(&now) {
+                tracing::warn!(account = %account.name, "the reloaded plugins have no adapter for it ({e}); it keeps the old one");
+                continue;
+            }
+            match account.adapter.connect().await {
+                Ok(info) => {
+                    tracing::info!(account = %account.name, plugin = %name, "adapter reloaded and connected");
+                    account.set_state(format!("connected as {}", info.bot_name));
+                    *lock(&account.info) = Some(info);
+                }
+                Err(e) => account.set_state(format!("reloaded; cannot connect: {e}")),
+            }
+        }
+        last = now;
     }
 }
 
