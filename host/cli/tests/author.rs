@@ -53,6 +53,10 @@ fn new_build_install_call(lang: Lang) {
     assert_eq!(wasm, project.join("plugin.wasm"));
 
     let home = tmp.path().join("home");
+    // The starter's own cases pass in the sandbox (and its compiled code is cached for the calls).
+    let tested = talaria(&home, &project, &["plugin", "test"]);
+    let out = String::from_utf8_lossy(&tested.stdout);
+    assert!(tested.status.success() && out.contains("2 passed, 0 failed"), "{lang}: {out}");
     let installed = home.join("plugins/hello");
     std::fs::create_dir_all(&installed).expect("plugin dir");
     for file in ["plugin.toml", "plugin.wasm"] {
@@ -163,20 +167,11 @@ fn new_adapter_serves_a_message(lang: Lang) {
     talaria_author::new_adapter(&project, "relay", lang).expect("new adapter");
     let manifest = talaria_runtime::Manifest::load(&project.join("plugin.toml")).expect("manifest");
     assert_eq!((manifest.api.to_string(), manifest.kinds.clone()), ("0.3.0".to_string(), vec!["platform".to_string()]));
-    let wasm = match lang {
-        Lang::Rust => {
-            let target_dir = Some(Path::new(env!("CARGO_TARGET_TMPDIR")).join("author-rust"));
-            build_with(&project, lang, &BuildOptions { release: true, target_dir })
-        }
-        Lang::Js | Lang::Python => talaria_author::build(&project, lang, true),
-    }
-    .unwrap_or_else(|e| panic!("building the {lang} adapter starter failed: {e:#}"));
-
     let home = tmp.path().join("home");
-    let installed = home.join("plugins/relay");
-    std::fs::create_dir_all(&installed).expect("plugin dir");
-    std::fs::copy(project.join("plugin.toml"), installed.join("plugin.toml")).expect("install");
-    std::fs::copy(&wasm, installed.join("plugin.wasm")).expect("install");
+    std::fs::create_dir_all(&home).expect("home");
+    // It builds, its own cases pass, and it is installed as `plugin dev` installs it.
+    dev_once(&home, &project);
+    assert!(project.join("plugin.wasm").is_file());
     let mock = talaria_mock_llm::MockLlm::start(talaria_mock_llm::Script::auto());
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
     let config = format!(
