@@ -12,8 +12,9 @@
 //! - A failed build or failing test installs nothing: the running sessions keep the last good
 //!   component (`--skip-tests` installs after a good build whatever the tests say).
 //! - Sources are polled twice a second: every file under the project except build outputs
-//!   (`target/`, `node_modules/`, `dist/`, `__pycache__/`, `wit_world/`, hidden directories)
-//!   and the component itself.
+//!   (`target/`, `node_modules/`, `dist/`, `__pycache__/`, `wit_world/`, hidden directories,
+//!   `Cargo.lock`, `package-lock.json`) and the component itself. An edit made during a round
+//!   starts the next one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,8 @@ use crate::{Lang, Place, ui};
 const POLL: Duration = Duration::from_millis(500);
 /// Directories that hold what builds make, never sources.
 const SKIPPED: &[&str] = &["target", "node_modules", "dist", "__pycache__", "wit_world"];
+/// Files the toolchains write during a build.
+const WRITTEN_BY_BUILDS: &[&str] = &["Cargo.lock", "package-lock.json"];
 
 /// What `plugin dev` does each round.
 #[derive(Debug, Clone, Copy)]
@@ -62,14 +65,13 @@ pub async fn run(ctx: &Place<'_>, dir: &Path, lang: Option<Lang>, options: DevOp
         anstream::eprintln!("{} for changes in {} (Ctrl-C stops)", "watching".cyan().bold(), dir.display());
         loop {
             tokio::time::sleep(POLL).await;
-            let now = sources(&dir, &manifest.wasm);
-            if now != seen {
+            if sources(&dir, &manifest.wasm) != seen {
                 // An editor may write in several steps: let it finish.
                 tokio::time::sleep(POLL).await;
-                seen = sources(&dir, &manifest.wasm);
-                if let Some(file) = first_change(&now, &seen).or_else(|| Some(String::new())) {
-                    anstream::eprintln!("{} {file}", "changed".cyan().bold());
-                }
+                let now = sources(&dir, &manifest.wasm);
+                let file = first_change(&seen, &now).unwrap_or_default();
+                anstream::eprintln!("{} {file}", "changed".cyan().bold());
+                seen = now;
                 break;
             }
         }
@@ -195,7 +197,7 @@ fn sources(dir: &Path, wasm: &str) -> BTreeMap<PathBuf, (u64, Option<SystemTime>
                 if !name.starts_with('.') && !SKIPPED.contains(&name.as_ref()) {
                     stack.push(path);
                 }
-            } else if path != output && !name.ends_with(".dev-tmp") {
+            } else if path != output && !name.ends_with(".dev-tmp") && !WRITTEN_BY_BUILDS.contains(&name.as_ref()) {
                 out.insert(path, (meta.len(), meta.modified().ok()));
             }
         }

@@ -158,45 +158,39 @@ fn a_new_python_plugin_builds_installs_and_greets() {
     new_build_install_call(Lang::Python);
 }
 
-/// Create and build a platform-adapter starter in `lang`, install it, serve it from a real
-/// `talaria gateway run`, and have its webhook route answered by the mock model.
-fn new_adapter_serves_a_message(lang: Lang) {
-    use std::io::{Read as _, Write as _};
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let project = tmp.path().join("relay");
+/// A `relay` adapter project in `lang`, built, tested and installed by `plugin dev --once` into
+/// a home whose gateway serves it on a webhook route (token `relay-secret`), with the mock as
+/// its model; then `talaria gateway run`, waited for until the account is connected. The
+/// gateway process, its address and the project.
+fn relay_gateway(tmp: &Path, lang: Lang, mock: &talaria_mock_llm::MockLlm) -> (std::process::Child, String, PathBuf) {
+    let project = tmp.join("relay");
     talaria_author::new_adapter(&project, "relay", lang).expect("new adapter");
     let manifest = talaria_runtime::Manifest::load(&project.join("plugin.toml")).expect("manifest");
     assert_eq!((manifest.api.to_string(), manifest.kinds.clone()), ("0.3.0".to_string(), vec!["platform".to_string()]));
-    let home = tmp.path().join("home");
-    std::fs::create_dir_all(&home).expect("home");
-    // It builds, its own cases pass, and it is installed as `plugin dev` installs it.
-    dev_once(&home, &project);
-    assert!(project.join("plugin.wasm").is_file());
-    let mock = talaria_mock_llm::MockLlm::start(talaria_mock_llm::Script::auto());
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let config = format!(
-        "[model]\nprovider = \"custom\"\nname = \"mock\"\nbase_url = \"{}\"\n[agent]\nauto_title = false\n\
-         [gateway]\nworkspaces = \"{}\"\nlisten = \"127.0.0.1:{port}\"\n\
+    let extra = format!(
+        "[gateway]\nworkspaces = \"{}\"\nlisten = \"127.0.0.1:{port}\"\n\
          [gateway.platforms.relay]\nallow_all = true\n\
          [gateway.platforms.relay.routes.in]\nauth = \"token\"\nheader = \"X-Token\"\nsecret = \"RELAY_TOKEN\"\n",
-        mock.base_url(),
-        tmp.path().join("chats").display()
+        tmp.join("chats").display()
     );
-    std::fs::write(home.join("config.toml"), config).expect("config");
+    let (home, workspace) = home_with_model(tmp, mock, "", &extra);
     std::fs::write(home.join(".env"), "RELAY_TOKEN=relay-secret\n").expect(".env");
-    let mut gateway = Command::new(env!("CARGO_BIN_EXE_talaria"))
+    // It builds, its own cases pass, and it is installed as `plugin dev` installs it.
+    dev_once(&home, &project);
+    let gateway = Command::new(env!("CARGO_BIN_EXE_talaria"))
         .args(["gateway", "run"])
+        .current_dir(&workspace)
         .env("TALARIA_HOME", &home)
         .env_remove("TALARIA_LOG")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("talaria gateway run");
-    let addr = format!("127.0.0.1:{port}");
-    // The adapter's first start compiles it (a Python component takes a while on a busy machine).
+    // The adapter's first start may compile it (a Python component takes a while on a busy machine).
     let start = std::time::Instant::now();
     loop {
-        let out = talaria(&home, tmp.path(), &["gateway", "status", "--json"]);
+        let out = talaria(&home, &workspace, &["gateway", "status", "--json"]);
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         if status["status"]["accounts"]["relay"].as_str().is_some_and(|s| s.starts_with("connected")) {
             break;
@@ -204,21 +198,42 @@ fn new_adapter_serves_a_message(lang: Lang) {
         assert!(start.elapsed() < std::time::Duration::from_secs(180), "{lang}: the adapter never connected: {status}");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    let mut stream = std::net::TcpStream::connect(&addr).expect("the listener");
-    let body = r#"{"chat": "c1", "user": "u1", "name": "Ana", "text": "echo hello from the starter"}"#;
+    (gateway, format!("127.0.0.1:{port}"), project)
+}
+
+/// POST `body` to the gateway's route `path` at `addr` with the route's token; the raw answer.
+fn post(addr: &str, path: &str, body: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else { return String::new() };
     let request = format!(
-        "POST /webhooks/relay/in HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nX-Token: relay-secret\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nX-Token: relay-secret\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).expect("write");
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
+    answer
+}
+
+/// Stop the gateway; what it logged.
+fn stop(mut gateway: std::process::Child) -> String {
     let _ = gateway.kill();
     let output = gateway.wait_with_output().expect("wait");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A platform-adapter starter in `lang`, served from a real `talaria gateway run`, has its
+/// webhook route answered by the mock model.
+fn new_adapter_serves_a_message(lang: Lang) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mock = talaria_mock_llm::MockLlm::start(talaria_mock_llm::Script::auto());
+    let (gateway, addr, _) = relay_gateway(tmp.path(), lang, &mock);
+    let body = r#"{"chat": "c1", "user": "u1", "name": "Ana", "text": "echo hello from the starter"}"#;
+    let answer = post(&addr, "/webhooks/relay/in", body);
+    let log = stop(gateway);
     assert!(
         answer.starts_with("HTTP/1.1 200") && answer.contains(r#"{"reply":"hello from the starter"}"#),
-        "{lang}: {answer}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+        "{lang}: {answer}\n{log}"
     );
 }
 
@@ -483,57 +498,19 @@ fn a_javascript_tool_calls_an_api_with_an_injected_secret() {
     a_tool_calls_an_api_with_an_injected_secret(Lang::Js);
 }
 
-/// POST `body` to the gateway's route `path` at `addr` with the route's token; the raw answer.
-fn post(addr: &str, path: &str, body: &str) -> String {
-    use std::io::{Read as _, Write as _};
-    let Ok(mut stream) = std::net::TcpStream::connect(addr) else { return String::new() };
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nX-Token: relay-secret\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).expect("write");
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    answer
-}
-
 /// `plugin dev` reloads an adapter into a running gateway: after the adapter's source changes
 /// and `plugin dev --once` installs it again, the same account answers with the new code,
 /// without restarting the gateway.
 #[test]
 fn plugin_dev_reloads_an_adapter_into_a_running_gateway() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let project = tmp.path().join("relay");
-    talaria_author::new_adapter(&project, "relay", Lang::Rust).expect("new adapter");
     let mock = talaria_mock_llm::MockLlm::start(talaria_mock_llm::Script::auto());
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let extra = format!(
-        "[gateway]\nworkspaces = \"{}\"\nlisten = \"127.0.0.1:{port}\"\n\
-         [gateway.platforms.relay]\nallow_all = true\n\
-         [gateway.platforms.relay.routes.in]\nauth = \"token\"\nheader = \"X-Token\"\nsecret = \"RELAY_TOKEN\"\n",
-        tmp.path().join("chats").display()
-    );
-    let (home, workspace) = home_with_model(tmp.path(), &mock, "", &extra);
-    std::fs::write(home.join(".env"), "RELAY_TOKEN=relay-secret\n").expect(".env");
-    dev_once(&home, &project);
-    let mut gateway = Command::new(env!("CARGO_BIN_EXE_talaria"))
-        .args(["gateway", "run"])
-        .current_dir(&workspace)
-        .env("TALARIA_HOME", &home)
-        .env_remove("TALARIA_LOG")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("talaria gateway run");
-    let addr = format!("127.0.0.1:{port}");
+    let (gateway, addr, project) = relay_gateway(tmp.path(), Lang::Rust, &mock);
     let answer_to = |body: &str, want: &str| {
         let start = std::time::Instant::now();
         loop {
             let answer = post(&addr, "/webhooks/relay/in", body);
-            if answer.contains(want) {
-                return answer;
-            }
-            if start.elapsed() > std::time::Duration::from_secs(60) {
+            if answer.contains(want) || start.elapsed() > std::time::Duration::from_secs(60) {
                 return answer;
             }
             std::thread::sleep(std::time::Duration::from_millis(250));
@@ -542,13 +519,12 @@ fn plugin_dev_reloads_an_adapter_into_a_running_gateway() {
     let before = answer_to("not json", "expected");
     let source = std::fs::read_to_string(project.join("src/lib.rs")).expect("lib.rs");
     std::fs::write(project.join("src/lib.rs"), source.replace("expected {{", "version two wants {{")).expect("edit");
-    dev_once(&home, &project);
+    dev_once(&tmp.path().join("home"), &project);
     let after = answer_to("not json", "version two wants");
     let echoed = answer_to(r#"{"chat": "c1", "user": "u1", "text": "echo still answering"}"#, "still answering");
-    let _ = gateway.kill();
-    let output = gateway.wait_with_output().expect("wait");
-    let log = String::from_utf8_lossy(&output.stderr);
+    let log = stop(gateway);
     assert!(before.starts_with("HTTP/1.1 400") && before.contains("expected {"), "{before}\n{log}");
     assert!(after.starts_with("HTTP/1.1 400") && after.contains("version two wants {"), "{after}\n{log}");
     assert!(echoed.starts_with("HTTP/1.1 200") && echoed.contains(r#"{"reply":"still answering"}"#), "{echoed}\n{log}");
+    assert!(log.contains("adapter reloaded and connected"), "{log}");
 }
