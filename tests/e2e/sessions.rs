@@ -349,3 +349,75 @@ fn doctor_checks_the_gateway_rules_and_counts_pairings() {
     assert!(stdout.contains("1 warning, 3 failed"), "{stdout}");
     assert!(stdout.contains("gateway: 0 users paired, 1 code waiting for approval"), "{stdout}");
 }
+
+/// Two profiles are two homes: each chat uses its own profile's config and key, keeps its
+/// session there, and never sees the other's. `-p`, `TALARIA_PROFILE` and `talaria profile use`
+/// all pick one; a profile that does not exist is refused with how to make it.
+#[test]
+fn two_profiles_never_see_each_others_sessions_or_keys() {
+    use talaria_mock_llm::{MockLlm, Reply, Script};
+    let t = Talaria::new();
+    let home = t.home.path();
+    let mock = MockLlm::start(Script::new([Reply::text("from default").into(), Reply::text("from work").into()]));
+    let config = |name: &str| {
+        format!(
+            "[model]\nprovider = \"custom\"\nname = \"{name}-model\"\nbase_url = \"{}\"\napi_mode = \"chat_completions\"\nkey_env = \"MOCK_KEY\"\n[agent]\nauto_title = false\n[memory]\nprovider = \"none\"\n",
+            mock.base_url()
+        )
+    };
+    std::fs::write(home.join("config.toml"), config("default")).expect("config");
+    std::fs::write(home.join(".env"), "MOCK_KEY=key-of-default\n").expect(".env");
+    let created = t.ok(&["profile", "create", "work"]);
+    assert!(created.contains("created profile work"), "{created}");
+    let work = home.join("profiles/work");
+    std::fs::write(work.join("config.toml"), config("work")).expect("config");
+    std::fs::write(work.join(".env"), "MOCK_KEY=key-of-work\n").expect(".env");
+
+    assert_eq!(t.ok(&["chat", "-q", "hello default"]).trim(), "from default");
+    assert_eq!(t.ok(&["-p", "work", "chat", "-q", "hello work"]).trim(), "from work");
+    let requests = mock.requests();
+    assert_eq!(requests[0].header("authorization"), Some("Bearer key-of-default"));
+    assert_eq!(requests[1].header("authorization"), Some("Bearer key-of-work"));
+    assert_eq!(requests[1].body["model"], "work-model");
+
+    let default_sessions = t.ok(&["sessions", "list"]);
+    let work_sessions = t.ok(&["sessions", "list", "-p", "work"]);
+    assert!(
+        default_sessions.contains("hello default") && !default_sessions.contains("hello work"),
+        "{default_sessions}"
+    );
+    assert!(work_sessions.contains("hello work") && !work_sessions.contains("hello default"), "{work_sessions}");
+    let by_env = std::process::Command::new(env!("CARGO_BIN_EXE_talaria"))
+        .args(["sessions", "list"])
+        .current_dir(t.ws())
+        .env("TALARIA_HOME", home)
+        .env("TALARIA_PROFILE", "work")
+        .output()
+        .expect("run");
+    assert_eq!(String::from_utf8_lossy(&by_env.stdout), work_sessions, "TALARIA_PROFILE picks the same home");
+
+    t.ok(&["profile", "use", "work"]);
+    assert_eq!(t.ok(&["sessions", "list"]), work_sessions, "`profile use` makes it the default");
+    let listed = t.ok(&["profile", "list"]);
+    assert!(listed.contains("* work") && listed.contains("  default"), "{listed}");
+    t.ok(&["profile", "use", "default"]);
+    assert_eq!(t.ok(&["sessions", "list"]), default_sessions);
+
+    // A copy takes config and keys, not sessions.
+    t.ok(&["profile", "copy", "work", "play"]);
+    assert_eq!(std::fs::read_to_string(home.join("profiles/play/.env")).expect(".env"), "MOCK_KEY=key-of-work\n");
+    assert!(!t.ok(&["-p", "play", "sessions", "list"]).contains("hello work"));
+
+    let missing = t.run(&["-p", "nosuch", "sessions", "list"]);
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        err.contains("there is no profile named `nosuch` (chosen by -p;")
+            && err.contains("`talaria profile create nosuch`"),
+        "{err}"
+    );
+    let refused = t.run(&["profile", "remove", "play"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("pass --yes to confirm"));
+    t.ok(&["profile", "remove", "play", "--yes"]);
+    assert!(!home.join("profiles/play").exists());
+}

@@ -39,6 +39,7 @@ mod mentions;
 mod pairing;
 mod piped;
 mod plugins;
+mod profile;
 mod render;
 mod repl;
 mod screen;
@@ -72,6 +73,11 @@ struct Cli {
     /// TALARIA_LOG takes a tracing filter and also logs to stderr
     #[arg(short, long, action = ArgAction::Count, global = true)]
     verbose: u8,
+
+    /// Use this profile: a separate home with its own config, keys, memories, sessions and
+    /// plugins [default: TALARIA_PROFILE, else the one `talaria profile use` chose]
+    #[arg(short = 'p', long, global = true, value_name = "NAME")]
+    profile: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -117,6 +123,9 @@ enum Command {
     /// The context engine that compresses long conversations
     #[command(subcommand)]
     Context(context::ContextCmd),
+    /// Separate homes: list, create, copy, remove, use
+    #[command(subcommand)]
+    Profile(profile::ProfileCmd),
     /// Print a shell completion script: bash, zsh, fish, powershell or elvish
     ///
     /// bash: `source <(talaria completions bash)` (or save it under
@@ -144,6 +153,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(name) = &cli.profile {
+        // Before anything works out where home is (the log file is there).
+        config::set_profile(name);
+    }
     // The gateway is a service: its log goes to stderr, at info unless asked otherwise; it
     // serves many chats at once, on every core.
     let service = matches!(
@@ -187,9 +200,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         // Needs no home, config or workspace: it works before `talaria setup` and anywhere.
         return Ok(completions(shell));
     }
+    if let Command::Profile(cmd) = cli.command {
+        // Works on the base home, whichever profile is in use (or missing).
+        return profile::run(cmd);
+    }
     let ctx = Ctx::new(cli.workspace)?;
     match cli.command {
         Command::Completions { shell } => Ok(completions(shell)),
+        Command::Profile(cmd) => profile::run(cmd),
         Command::Chat(args) => chat_command(&ctx, args).await,
         Command::Acp(args) => acp::run(&ctx, args).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),
