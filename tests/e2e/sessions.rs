@@ -421,3 +421,64 @@ fn two_profiles_never_see_each_others_sessions_or_keys() {
     t.ok(&["profile", "remove", "play", "--yes"]);
     assert!(!home.join("profiles/play").exists());
 }
+
+/// `sessions export --format sharegpt` writes the reference's trajectory shape: one JSON object
+/// per session with `conversations` (system, human, gpt, tool turns; tool calls in
+/// `<tool_call>` blocks with the arguments as an object, results in `<tool_response>` blocks
+/// naming their call, in order), `timestamp`, `model` and `completed`. With
+/// `[agent] save_trajectories`, a session that ends is appended to trajectories/completed.jsonl.
+#[test]
+fn sessions_export_as_sharegpt_trajectories_with_tool_calls_in_order() {
+    use serde_json::json;
+    use talaria_mock_llm::{MockLlm, Reply, Script, Step};
+    let t = Talaria::new();
+    std::fs::write(t.ws().join("notes.txt"), "buy milk\n").expect("notes");
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("read_file", json!({"path": "notes.txt"})),
+        Reply::text("It says: buy milk.").into(),
+        Reply::text("Hello.").into(),
+    ]));
+    t.use_model(&mock.base_url(), "chat_completions", "", "save_trajectories = true\n[memory]\nprovider = \"none\"\n");
+    assert_eq!(t.ok(&["chat", "-q", "what is in notes.txt?"]).trim(), "It says: buy milk.");
+    assert_eq!(t.ok(&["chat", "-q", "hi"]).trim(), "Hello.");
+
+    let exported = t.ok(&["sessions", "export", "--all", "--format", "sharegpt"]);
+    let lines: Vec<Value> = exported.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(lines.len(), 2, "{exported}");
+    let first = &lines[0];
+    let object = first.as_object().expect("object");
+    let mut keys: Vec<&str> = object.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["completed", "conversations", "model", "timestamp"]);
+    assert_eq!(first["model"], "mock-model");
+    assert_eq!(first["completed"], true);
+    assert!(first["timestamp"].as_str().expect("timestamp").parse::<jiff::Timestamp>().is_ok(), "{first}");
+    let turns = first["conversations"].as_array().expect("conversations");
+    let from: Vec<&str> = turns.iter().map(|t| t["from"].as_str().expect("from")).collect();
+    assert_eq!(from, ["system", "human", "gpt", "tool", "gpt"]);
+    assert!(turns.iter().all(|t| t.as_object().is_some_and(|o| o.len() == 2) && t["value"].is_string()));
+    assert!(turns[0]["value"].as_str().expect("system").starts_with("You are talaria"));
+    assert_eq!(turns[1]["value"], "what is in notes.txt?");
+    assert_eq!(
+        turns[2]["value"],
+        "<think>\n</think>\n<tool_call>\n{\"name\":\"read_file\",\"arguments\":{\"path\":\"notes.txt\"}}\n</tool_call>"
+    );
+    let response = turns[3]["value"].as_str().expect("tool");
+    let inner =
+        response.strip_prefix("<tool_response>\n").and_then(|r| r.strip_suffix("\n</tool_response>")).expect("tags");
+    let inner: Value = serde_json::from_str(inner).expect("the response is JSON");
+    assert_eq!(inner["tool_call_id"], "call_1");
+    assert_eq!(inner["name"], "read_file");
+    assert!(inner["content"].as_str().expect("content").contains("buy milk"), "{inner}");
+    assert_eq!(turns[4]["value"], "<think>\n</think>\nIt says: buy milk.");
+    assert_eq!(lines[1]["conversations"][1]["value"], "hi");
+
+    // One session by key, and the automatic export of both as they ended.
+    let one = t.ok(&["sessions", "export", "latest", "--format", "sharegpt"]);
+    assert_eq!(serde_json::from_str::<Value>(one.trim()).expect("json"), lines[1]);
+    let saved = std::fs::read_to_string(t.home.path().join("trajectories/completed.jsonl")).expect("saved");
+    let saved: Vec<Value> = saved.lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    assert_eq!(saved, lines);
+    let refused = t.run(&["sessions", "export", "--all", "--format", "json"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("needs --format sharegpt"));
+}

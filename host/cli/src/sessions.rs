@@ -69,15 +69,31 @@ pub enum SessionsCmd {
     },
     /// Write a conversation out as JSON Lines, JSON or Markdown
     Export {
-        /// The session: its id (or a unique prefix), its title, or `latest`
-        #[arg(value_name = "ID|TITLE|latest")]
-        session: String,
-        /// jsonl: a session line, then one line per message; json: one document; markdown: for reading
+        /// The session: its id (or a unique prefix), its title, or `latest` (sharegpt: leave it
+        /// out with --all, --source or --since for many)
+        #[arg(value_name = "ID|TITLE|latest", required_unless_present_any = ["all", "source", "since"])]
+        session: Option<String>,
+        /// jsonl: a session line, then one line per message; json: one document; markdown: for
+        /// reading; sharegpt: one training trajectory per line (conversations with
+        /// system/human/gpt/tool turns, tool calls in <tool_call> tags and results in
+        /// <tool_response> tags, timestamp, model, completed)
         #[arg(short, long, value_enum, default_value_t = ExportFormat::Jsonl)]
         format: ExportFormat,
         /// Write to FILE instead of standard output
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// sharegpt: every session (subagents' included)
+        #[arg(long, conflicts_with = "session")]
+        all: bool,
+        /// sharegpt: only sessions from this source (cli, acp, gateway, cron, subagent)
+        #[arg(long, conflicts_with = "session")]
+        source: Option<String>,
+        /// sharegpt: only sessions started on or after this day (YYYY-MM-DD, local time)
+        #[arg(long, conflicts_with = "session", value_name = "YYYY-MM-DD")]
+        since: Option<String>,
+        /// sharegpt: only sessions whose last message is a final answer
+        #[arg(long)]
+        completed: bool,
     },
     /// Delete sessions and their messages (asks first unless --yes)
     Delete {
@@ -130,6 +146,8 @@ pub enum ExportFormat {
     Jsonl,
     Json,
     Markdown,
+    /// Training trajectories (the reference agent's ShareGPT JSONL)
+    Sharegpt,
 }
 
 pub fn run(ctx: &Ctx, cmd: SessionsCmd) -> anyhow::Result<ExitCode> {
@@ -141,7 +159,15 @@ pub fn run(ctx: &Ctx, cmd: SessionsCmd) -> anyhow::Result<ExitCode> {
         SessionsCmd::List { limit, json } => list(&store, limit, json),
         SessionsCmd::Show { session, json } => show(&store, &session, json),
         SessionsCmd::Search { query, limit, role, json } => search(&store, &query.join(" "), limit, role, json),
-        SessionsCmd::Export { session, format, output } => export(&store, &session, format, output.as_deref()),
+        SessionsCmd::Export { session, format, output, all, source, since, completed } => {
+            let many = Many { all, source, since, completed };
+            match session {
+                Some(key) if format != ExportFormat::Sharegpt || !completed => {
+                    export(&store, &key, format, output.as_deref())
+                }
+                key => export_trajectories(&store, key.as_deref(), &many, format, output.as_deref()),
+            }
+        }
         SessionsCmd::Delete { sessions, yes } => delete(&store, &sessions, yes),
         SessionsCmd::Rename { session, title } => rename(&store, &session, &title),
     }
@@ -360,10 +386,93 @@ fn highlight(snippet: &str, styled: bool) -> String {
     out
 }
 
+/// Which sessions a many-session export takes.
+struct Many {
+    all: bool,
+    source: Option<String>,
+    since: Option<String>,
+    completed: bool,
+}
+
+/// The trajectories of one session (`key`) or of the sessions `many` selects, one JSON line
+/// each, oldest first.
+fn export_trajectories(
+    store: &Store,
+    key: Option<&str>,
+    many: &Many,
+    format: ExportFormat,
+    output: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    if format != ExportFormat::Sharegpt {
+        anyhow::bail!("exporting several sessions at once needs --format sharegpt (one trajectory per line)");
+    }
+    let since = match &many.since {
+        Some(day) => {
+            let date: jiff::civil::Date =
+                day.parse().with_context(|| format!("--since {day}: give a day as YYYY-MM-DD"))?;
+            let start = date
+                .to_zoned(jiff::tz::TimeZone::system())
+                .with_context(|| format!("--since {day}: not a day in this time zone"))?;
+            Some(start.timestamp().as_millisecond())
+        }
+        None => None,
+    };
+    let sessions = match key {
+        Some(key) => vec![store.resolve_session(key)?],
+        None => {
+            let query = talaria_store::ListQuery {
+                limit: usize::MAX >> 1,
+                offset: 0,
+                include_children: many.all,
+                source: many.source.as_deref(),
+                parent_id: None,
+            };
+            let mut found = store.list_sessions_with(&query)?;
+            found.retain(|s| since.is_none_or(|t| s.started_at >= t));
+            found.sort_by_key(|s| s.started_at);
+            found
+        }
+    };
+    let mut text = String::new();
+    let mut written = 0;
+    for info in &sessions {
+        let messages = store.messages(&info.id)?;
+        if messages.is_empty() {
+            continue;
+        }
+        let line = talaria_store::trajectory::session(info, &store.system_prompt(&info.id)?, &messages);
+        if many.completed && line["completed"] != true {
+            continue;
+        }
+        text.push_str(&serde_json::to_string(&line)?);
+        text.push('\n');
+        written += 1;
+    }
+    match output {
+        Some(path) => {
+            std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+            ui::note(&format!("exported {} to {}", ui::count(written, "trajectory", "trajectories"), path.display()));
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write to standard output")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn export(store: &Store, key: &str, format: ExportFormat, output: Option<&Path>) -> anyhow::Result<ExitCode> {
     let info = store.resolve_session(key)?;
     let messages = store.messages(&info.id)?;
     let text = match format {
+        ExportFormat::Sharegpt => format!(
+            "{}\n",
+            serde_json::to_string(&talaria_store::trajectory::session(
+                &info,
+                &store.system_prompt(&info.id)?,
+                &messages
+            ))?
+        ),
         ExportFormat::Jsonl => {
             let header = HeaderJson { kind: "session", session: session_json(&info) };
             let mut text = format!("{}\n", serde_json::to_string(&header)?);

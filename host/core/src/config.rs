@@ -480,6 +480,10 @@ pub struct AgentToml {
     pub max_children: Option<usize>,
     /// How long a turn waits while another talaria process is answering the same session.
     pub session_wait_secs: Option<u64>,
+    /// Append each session that ends (exit, `/new`, `/resume`) to
+    /// `trajectories/completed.jsonl` or `trajectories/failed.jsonl` in the home, as a ShareGPT
+    /// training trajectory (default false).
+    pub save_trajectories: Option<bool>,
 }
 
 /// `[custom_toolsets.NAME]`.

@@ -575,6 +575,7 @@ impl Actor {
         if let Err(e) = old.close(reason).await {
             self.outbox.send(Event::Notice { level: NoticeLevel::Warn, text: e.to_string() });
         }
+        self.save_trajectory(old.session_id().to_string()).await;
         self.outbox.pump();
         for w in self.agent.warnings().to_vec() {
             self.outbox.send(Event::Notice { level: NoticeLevel::Warn, text: w });
@@ -587,7 +588,47 @@ impl Actor {
         if let Err(e) = self.agent.close(reason).await {
             self.outbox.send(Event::Notice { level: NoticeLevel::Warn, text: e.to_string() });
         }
+        self.save_trajectory(self.agent.session_id().to_string()).await;
         self.outbox.pump();
+    }
+
+    /// With `[agent] save_trajectories`, append the session that ended to the home's
+    /// `trajectories/completed.jsonl` (its last message is an answer) or `failed.jsonl`.
+    async fn save_trajectory(&mut self, session_id: String) {
+        if self.config.agent.save_trajectories != Some(true) {
+            return;
+        }
+        let dir = self.home.join("trajectories");
+        let saved = blocking(&self.shared.store, move |s| {
+            let info = s.resolve_session(&session_id)?;
+            let messages = s.messages(&info.id)?;
+            let prompt = s.system_prompt(&info.id)?;
+            Ok((!messages.is_empty()).then(|| talaria_store::trajectory::session(&info, &prompt, &messages)))
+        })
+        .await;
+        let line = match saved {
+            Ok(Some(line)) => line,
+            Ok(None) => return,
+            Err(e) => {
+                return self.outbox.send(Event::Notice {
+                    level: NoticeLevel::Warn,
+                    text: format!("the trajectory was not saved: {e}"),
+                });
+            }
+        };
+        let file = dir.join(if line["completed"] == true { "completed.jsonl" } else { "failed.jsonl" });
+        let written = talaria_runtime::fsutil::private_dir(&dir).and_then(|()| {
+            use std::io::Write as _;
+            let mut out = std::fs::OpenOptions::new().create(true).append(true).open(&file)?;
+            // One write per line, so two processes appending never interleave inside a line.
+            out.write_all(format!("{line}\n").as_bytes())
+        });
+        if let Err(e) = written {
+            self.outbox.send(Event::Notice {
+                level: NoticeLevel::Warn,
+                text: format!("the trajectory was not saved to {}: {e}", file.display()),
+            });
+        }
     }
 
     fn update_info(&self) {

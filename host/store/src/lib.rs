@@ -43,6 +43,7 @@ pub mod recover;
 pub mod schema;
 pub mod search;
 pub mod sessions;
+pub mod trajectory;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
