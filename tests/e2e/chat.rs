@@ -508,3 +508,58 @@ fn the_repl_asks_before_a_dangerous_command_and_remembers_always(mode: Mode) {
     let id = listed[0]["id"].as_str().expect("id");
     assert!(shown.contains(&format!("resume this conversation with: talaria chat --resume {id}")), "{shown}");
 }
+
+/// Checkpoints: a `patch` the model made is put back byte for byte by `/rollback 1` in the
+/// REPL, and the REPL lists what it kept.
+#[test]
+fn a_patch_is_rolled_back_byte_for_byte() {
+    let t = Talaria::new();
+    let original = "fn main() {\n    println!(\"hello\");\n}\n\t trailing tab and no newline";
+    std::fs::write(t.ws().join("main.rs"), original).expect("write");
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("patch", json!({"path": "main.rs", "old_string": "hello", "new_string": "goodbye"})),
+        Reply::text("patched").into(),
+    ]));
+    t.use_mock(&mock, "chat_completions", "[memory]\nprovider = \"none\"\n");
+    let mut repl = Repl::start(&t);
+    repl.send("say goodbye instead");
+    repl.wait_for("patched", 1);
+    assert!(std::fs::read_to_string(t.ws().join("main.rs")).expect("read").contains("goodbye"));
+    repl.send("/rollback");
+    repl.wait_for("patch main.rs", 1);
+    repl.send("/rollback 1");
+    let shown = repl.wait_for("undid `patch main.rs`: restored main.rs", 1);
+    assert_eq!(std::fs::read_to_string(t.ws().join("main.rs")).expect("read"), original, "{shown}");
+    repl.close();
+}
+
+/// Checkpoints: a `rm -rf` the user let through (--yolo) is undone by
+/// `talaria checkpoints restore`, every file back; `list` and `diff` show what was kept.
+#[test]
+fn an_approved_recursive_delete_is_restored() {
+    let t = Talaria::new();
+    let dir = t.ws().join("reports");
+    std::fs::create_dir_all(dir.join("2026")).expect("mkdir");
+    std::fs::write(dir.join("q3.md"), "# Q3\nrevenue up\n").expect("write");
+    std::fs::write(dir.join("2026/jan.csv"), "a,b\n1,2\n").expect("write");
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": "rm -rf reports"})),
+        Reply::text("deleted").into(),
+    ]));
+    t.use_mock(&mock, "chat_completions", "[memory]\nprovider = \"none\"\n");
+    let out = t.run(&["chat", "-q", "clean up the reports", "--yolo"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!dir.exists(), "the command ran");
+
+    let listed = t.ok(&["checkpoints", "list"]);
+    assert!(listed.contains("1  ") && listed.contains("terminal: rm -rf reports  (2 files)"), "{listed}");
+    let diff = t.ok(&["checkpoints", "diff", "1"]);
+    assert!(diff.contains("reports/q3.md: gone now; restoring puts it back"), "{diff}");
+    let restored = t.ok(&["checkpoints", "restore", "1", "--yes"]);
+    assert!(restored.contains("2 written, 0 removed"), "{restored}");
+    assert_eq!(std::fs::read_to_string(dir.join("q3.md")).expect("q3"), "# Q3\nrevenue up\n");
+    assert_eq!(std::fs::read_to_string(dir.join("2026/jan.csv")).expect("jan"), "a,b\n1,2\n");
+    // The kept contents live in talaria's home, never in the workspace.
+    assert!(t.home.path().join("checkpoints/objects").is_dir());
+    assert!(!t.ws().join("checkpoints").exists());
+}

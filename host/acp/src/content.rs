@@ -5,13 +5,14 @@ use agent_client_protocol_schema::v1::{ContentBlock, EmbeddedResourceResource};
 use talaria_protocol::Op;
 
 /// The commands a prompt may be: name, description, what follows the name (if anything).
-pub const COMMANDS: [(&str, &str, Option<&str>); 6] = [
+pub const COMMANDS: [(&str, &str, Option<&str>); 7] = [
     ("compact", "Summarize older messages now to free context", Some("optional focus")),
     ("undo", "Forget the last message and its answer", None),
     ("retry", "Send the last message again", None),
     ("model", "Use another model from the next call on", Some("[provider:]model")),
     ("title", "Name this session", Some("title")),
     ("context", "How full the context window is", None),
+    ("rollback", "List the files kept before tools changed them, or put back the last N changes", Some("[N] [force]")),
 ];
 
 /// Longest embedded resource text passed on, in characters.
@@ -89,6 +90,18 @@ fn command(text: &str) -> Option<Command> {
         "undo" => Command::Op(Op::Undo),
         "retry" => Command::Op(Op::Retry),
         "context" => Command::Op(Op::ContextReport),
+        "rollback" => {
+            let mut steps = None;
+            let mut force = false;
+            for word in args.split_whitespace() {
+                match (word, word.parse::<u32>()) {
+                    ("force", _) => force = true,
+                    (_, Ok(n)) if n > 0 && steps.is_none() => steps = Some(n),
+                    _ => return Some(usage("[N] [force]")),
+                }
+            }
+            Command::Op(Op::Rollback { steps, force })
+        }
         "model" if args.is_empty() => usage("[provider:]model"),
         "model" => Command::Op(Op::SetModel { model: args.to_string() }),
         "title" if args.is_empty() => usage("title"),

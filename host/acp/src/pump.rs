@@ -126,6 +126,7 @@ impl Pump {
                 Some(t) => format!("Undone: \"{}\"", talaria_agent::tools::one_line(t, 80)),
                 None => "Nothing to undo.".into(),
             })),
+            Event::RolledBack { text, .. } if answered => s.send(message(text)),
             Event::ModelChanged { model } if answered => s.send(message(&format!("Model: {model}"))),
             Event::ContextReport { engine, status, lines } if answered => {
                 let mut text =

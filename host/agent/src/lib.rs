@@ -14,6 +14,7 @@
 mod agent;
 pub mod approval;
 pub mod builtin;
+pub mod checkpoints;
 pub mod extensions;
 pub mod history;
 mod injection;

@@ -24,6 +24,7 @@ macro_rules! put {
 mod acp;
 mod busy;
 mod chat;
+mod checkpoints;
 mod context;
 mod cron;
 mod doctor;
@@ -123,6 +124,9 @@ enum Command {
     /// The context engine that compresses long conversations
     #[command(subcommand)]
     Context(context::ContextCmd),
+    /// Files kept before tools changed them: list, diff, restore
+    #[command(subcommand)]
+    Checkpoints(checkpoints::CheckpointsCmd),
     /// Separate homes: list, create, copy, remove, use
     #[command(subcommand)]
     Profile(profile::ProfileCmd),
@@ -208,6 +212,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Completions { shell } => Ok(completions(shell)),
         Command::Profile(cmd) => profile::run(cmd),
+        Command::Checkpoints(cmd) => checkpoints::run(&ctx, cmd),
         Command::Chat(args) => chat_command(&ctx, args).await,
         Command::Acp(args) => acp::run(&ctx, args).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),

@@ -190,6 +190,7 @@ impl Renderer {
             | Event::SessionStarted(_)
             | Event::TurnStarted { .. }
             | Event::Undone { .. }
+            | Event::RolledBack { .. }
             | Event::Compacted { .. }
             | Event::ModelChanged { .. }
             | Event::TitleChanged { .. }

@@ -63,6 +63,13 @@ pub const COMMANDS: &[Slash] = &[
     },
     Slash { name: "retry", aliases: &[], args: "", help: "send your last message again", while_busy: false },
     Slash {
+        name: "rollback",
+        aliases: &[],
+        args: "[N] [force]",
+        help: "list the files kept before tools changed them, or put them back as before the last N changes",
+        while_busy: false,
+    },
+    Slash {
         name: "prompt",
         aliases: &[],
         args: "SERVER NAME [ARG=VALUE...]",
@@ -586,6 +593,18 @@ impl Repl {
                 _ => ui::note("nothing to undo"),
             },
             "retry" => self.turn(Op::Retry, interactive).await,
+            "rollback" => {
+                let (steps, force) = parse_rollback(arg)?;
+                match self.request(Op::Rollback { steps, force }).await? {
+                    Event::RolledBack { text, ok: true } => {
+                        for line in text.lines() {
+                            ui::note(line);
+                        }
+                    }
+                    Event::RolledBack { text, ok: false } => ui::warn(&text),
+                    _ => {}
+                }
+            }
             "prompt" => {
                 let mut words = arg.split_whitespace();
                 let (Some(server), Some(name)) = (words.next(), words.next()) else {
@@ -894,6 +913,25 @@ fn show_tail(history: &[Message], n: usize) {
             _ => {}
         }
     }
+}
+
+/// `/rollback [N] [force]`: how many checkpoints to undo (none: list them), and whether to
+/// overwrite files changed since.
+fn parse_rollback(arg: &str) -> anyhow::Result<(Option<u32>, bool)> {
+    let mut steps = None;
+    let mut force = false;
+    for word in arg.split_whitespace() {
+        match word {
+            "force" | "--force" => force = true,
+            n => match n.parse::<u32>() {
+                Ok(n) if n > 0 && steps.is_none() => steps = Some(n),
+                _ => anyhow::bail!(
+                    "usage: /rollback [N] [force]: N is how many of the latest changes to undo (1 or more)"
+                ),
+            },
+        }
+    }
+    Ok((steps, force))
 }
 
 #[cfg(test)]

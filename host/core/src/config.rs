@@ -103,9 +103,21 @@ pub struct ConfigToml {
     pub gateway: GatewayToml,
     #[serde(default)]
     pub cron: CronToml,
+    #[serde(default)]
+    pub checkpoints: CheckpointsToml,
     /// MCP servers whose tools the agent may use: `[mcp_servers.NAME]`.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, talaria_mcp::config::ServerToml>,
+}
+
+/// `[checkpoints]`: files kept before tool calls change them, for `/rollback`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointsToml {
+    /// Keep them (default true).
+    pub enabled: Option<bool>,
+    /// Cap of all kept contents, in MiB (default 512); the oldest checkpoints go first.
+    pub max_mb: Option<u64>,
 }
 
 /// `[cron]`: how scheduled jobs run (each job may set its own toolsets, turns and timeout).

@@ -196,7 +196,8 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
     let mut shared = Shared::new(agent_config, chain, store.clone(), tools, gate.clone())
         .with_hooks(plugins.hooks.clone())
         .with_memory_provider(if start.memory { plugins.memory.clone() } else { None })
-        .with_context_engine(plugins.context.clone());
+        .with_context_engine(plugins.context.clone())
+        .with_checkpoints(host.checkpoints.clone());
     shared.client = host.client.clone();
     let shared = Arc::new(shared);
     let agent =
@@ -429,6 +430,10 @@ impl Actor {
                 }
                 Err(e) => self.outbox.error(e.to_string()),
             },
+            Op::Rollback { steps, force } => {
+                let event = self.rollback(steps, force).await;
+                self.outbox.send(event);
+            }
             Op::Undo => match self.agent.undo().await {
                 Ok(text) => self.outbox.send(Event::Undone { text }),
                 Err(e) => self.outbox.error(e.to_string()),
@@ -592,6 +597,18 @@ impl Actor {
         self.outbox.pump();
     }
 
+    /// `Rollback`: with `steps`, undo the session's last `steps` checkpoints, newest first;
+    /// without, list them.
+    async fn rollback(&self, steps: Option<u32>, force: bool) -> Event {
+        let Some(store) = self.shared.checkpoints.clone() else {
+            return Event::RolledBack { text: "checkpoints are off ([checkpoints] enabled = false)".into(), ok: false };
+        };
+        let session = self.agent.session_id().to_string();
+        tokio::task::spawn_blocking(move || crate::rollback::run(&store, &session, steps, force))
+            .await
+            .unwrap_or_else(|e| Event::RolledBack { text: format!("the rollback stopped: {e}"), ok: false })
+    }
+
     /// With `[agent] save_trajectories`, append the session that ended to the home's
     /// `trajectories/completed.jsonl` (its last message is an answer) or `failed.jsonl`.
     async fn save_trajectory(&mut self, session_id: String) {
@@ -688,6 +705,7 @@ fn immediate(op: Op, outbox: &mut Outbox, cancel: Option<&CancellationToken>) {
         | Op::SetTitle { .. }
         | Op::NewSession
         | Op::Resume { .. }
+        | Op::Rollback { .. }
         | Op::ContextReport
         | Op::Shutdown { .. }) => tracing::warn!("{other:?} is not carried out at once"),
     }

@@ -56,6 +56,7 @@ mod conversation;
 pub mod models;
 mod offered;
 pub mod plugins;
+pub mod rollback;
 mod router;
 mod title;
 
@@ -218,6 +219,24 @@ pub struct Host {
     plugins: Mutex<HashMap<PathBuf, (Arc<Plugins>, bool)>>,
     /// The `[mcp_servers]`, started when a conversation first needs their tools.
     mcp: Arc<talaria_mcp::client::Servers>,
+    /// Where files are kept before tool calls change them; none when `[checkpoints]` is off.
+    checkpoints: Option<Arc<talaria_agent::checkpoints::Checkpoints>>,
+}
+
+/// The checkpoints of `home`, as `[checkpoints]` says: kept before file-writing tools and before
+/// shell commands the dangerous-command check flags.
+fn checkpoints(home: &Path, config: &ConfigToml) -> Option<Arc<talaria_agent::checkpoints::Checkpoints>> {
+    if config.checkpoints.enabled == Some(false) {
+        return None;
+    }
+    let max = config.checkpoints.max_mb.map_or(talaria_agent::checkpoints::DEFAULT_MAX_BYTES, |mb| mb * 1024 * 1024);
+    // Every command the check would stop, whatever was approved "always": a rollback is wanted
+    // most after one that was let through.
+    let policy = talaria_runtime::CommandPolicy { home: Some(home.to_path_buf()), ..Default::default() };
+    let destructive = Box::new(move |command: &str| {
+        !matches!(talaria_runtime::danger::check(command, &policy), talaria_runtime::danger::Verdict::Safe)
+    });
+    Some(Arc::new(talaria_agent::checkpoints::Checkpoints::new(home, max, destructive)))
 }
 
 /// The plugins as seen from `workspace`; those every conversation calls first start loading.
@@ -281,6 +300,7 @@ impl Host {
             router.clone(),
             &config.approvals.allow,
         ));
+        let checkpoints = checkpoints(&options.home, &config);
         Ok(Self {
             home: options.home,
             workspace: options.workspace,
@@ -291,6 +311,7 @@ impl Host {
             aux,
             plugins: Mutex::new(plugins),
             mcp,
+            checkpoints,
         })
     }
 

@@ -18,6 +18,12 @@ pub enum Command {
     },
     /// Answer the waiting approval: refuse it (admins only).
     Deny,
+    /// List the files kept before tools changed them, or put back the last N changes
+    /// (admins only); `force` overwrites files changed since.
+    Rollback {
+        steps: Option<u32>,
+        force: bool,
+    },
     Help,
 }
 
@@ -38,6 +44,13 @@ pub fn parse(text: &str, bot: &str) -> Option<Command> {
         "status" => Command::Status,
         "approve" => Command::Approve { session: arg == "session" },
         "deny" => Command::Deny,
+        "rollback" => {
+            let words: Vec<&str> = arg.split_whitespace().collect();
+            Command::Rollback {
+                steps: words.iter().find_map(|w| w.parse::<u32>().ok()).filter(|n| *n > 0),
+                force: words.contains(&"force"),
+            }
+        }
         "help" | "start" => Command::Help,
         _ => return None,
     })
@@ -45,7 +58,8 @@ pub fn parse(text: &str, bot: &str) -> Option<Command> {
 
 /// What `/help` answers.
 pub const HELP: &str = "Write to me as to a person. Commands: /new starts over, /stop interrupts me, /status says \
-what I am doing, /approve or /deny answers a question about a risky action (admins only), /help shows this.";
+what I am doing, /approve or /deny answers a question about a risky action (admins only), /rollback [N] lists or \
+undoes my last file changes (admins only), /help shows this.";
 
 #[cfg(test)]
 mod tests {
@@ -58,6 +72,8 @@ mod tests {
         assert_eq!(parse("/stop@Talaria_Bot", "talaria_bot"), Some(Command::Stop));
         assert_eq!(parse("/stop@other_bot", "talaria_bot"), None, "for another bot");
         assert_eq!(parse("/approve session", "b"), Some(Command::Approve { session: true }));
+        assert_eq!(parse("/rollback", "b"), Some(Command::Rollback { steps: None, force: false }));
+        assert_eq!(parse("/rollback 2 force", "b"), Some(Command::Rollback { steps: Some(2), force: true }));
         assert_eq!(parse("/approve", "b"), Some(Command::Approve { session: false }));
         assert_eq!(parse("/start", "b"), Some(Command::Help));
         assert_eq!(parse("/usr/bin/env is a path", "b"), None, "not a command, a message");

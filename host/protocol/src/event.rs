@@ -79,6 +79,12 @@ pub enum Event {
     Undone {
         text: Option<String>,
     },
+    /// `Rollback`: what was restored (or, with no steps, the checkpoints there are), in lines
+    /// for people; `ok` false when nothing was restored because of a problem the text names.
+    RolledBack {
+        text: String,
+        ok: bool,
+    },
     /// `Compact` is done; the conversation continues in `session_id`.
     Compacted {
         note: String,

@@ -29,6 +29,14 @@ pub enum Op {
     Undo,
     /// Forget the last user message and send it again.
     Retry,
+    /// Put files back as they were before the session's last `steps` checkpointed tool calls
+    /// (none: list the checkpoints). A file changed since is left alone unless `force`.
+    Rollback {
+        #[serde(default)]
+        steps: Option<u32>,
+        #[serde(default)]
+        force: bool,
+    },
     /// Use another model from the next call on: `[PROVIDER:]NAME`.
     SetModel { model: String },
     /// Name the session.
@@ -67,6 +75,7 @@ impl Op {
             | Self::Compact { .. }
             | Self::Undo
             | Self::Retry
+            | Self::Rollback { .. }
             | Self::SetModel { .. }
             | Self::SetTitle { .. }
             | Self::NewSession
@@ -87,6 +96,7 @@ impl Op {
             Self::UserTurn { .. } | Self::Retry => matches!(event, Event::TurnEnd(_)),
             Self::Compact { .. } => matches!(event, Event::Compacted { .. }),
             Self::Undo => matches!(event, Event::Undone { .. }),
+            Self::Rollback { .. } => matches!(event, Event::RolledBack { .. }),
             Self::SetModel { .. } => matches!(event, Event::ModelChanged { .. }),
             Self::SetTitle { .. } => matches!(event, Event::TitleChanged { .. }),
             Self::SetYolo { .. } => matches!(event, Event::YoloChanged { .. }),

@@ -124,6 +124,8 @@ pub struct Shared {
     pub memory_provider: Option<Arc<dyn MemoryProvider>>,
     /// The context engine, if one is active.
     pub context_engine: Option<Arc<dyn ContextEngine>>,
+    /// Where files are kept before calls that change them ([`crate::checkpoints`]); none: off.
+    pub checkpoints: Option<Arc<crate::checkpoints::Checkpoints>>,
     /// Work left running after a turn (memory syncs); [`Agent::close`] waits for it.
     background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -142,6 +144,7 @@ impl Shared {
             hooks: Arc::new(NoHooks),
             memory_provider: None,
             context_engine: None,
+            checkpoints: None,
             background: Mutex::new(Vec::new()),
         }
     }
@@ -158,6 +161,11 @@ impl Shared {
 
     pub fn with_context_engine(mut self, engine: Option<Arc<dyn ContextEngine>>) -> Self {
         self.context_engine = engine;
+        self
+    }
+
+    pub fn with_checkpoints(mut self, checkpoints: Option<Arc<crate::checkpoints::Checkpoints>>) -> Self {
+        self.checkpoints = checkpoints;
         self
     }
 
@@ -729,7 +737,14 @@ impl Agent {
                 };
                 let result = match args {
                     Ok(args) => match this.tool_allowed(call, args).await {
-                        Ok(()) => this.dispatch(call, args, cancel).await,
+                        Ok(()) => {
+                            let ticket = this.checkpoint(call, args).await;
+                            let result = this.dispatch(call, args, cancel).await;
+                            if let (Some(ticket), Some(store)) = (ticket, this.shared.checkpoints.clone()) {
+                                let _ = tokio::task::spawn_blocking(move || store.after(&ticket)).await;
+                            }
+                            result
+                        }
                         Err(e) => Err(e),
                     },
                     Err(e) => Err(e.clone()),
@@ -788,6 +803,18 @@ impl Agent {
             out.push(Message::tool(call.id.clone(), call.name.clone(), text));
         }
         (out, interrupted)
+    }
+
+    /// Keep the files `call` may change, when checkpoints are on and it changes any.
+    async fn checkpoint(&self, call: &ToolCall, args: &Value) -> Option<crate::checkpoints::Ticket> {
+        let store = self.shared.checkpoints.clone()?;
+        let annotations = self.tools.iter().find(|t| t.name == call.name).map(|t| t.annotations.clone());
+        let (session, tool, id, args) = (self.session_id.clone(), call.name.clone(), call.id.clone(), args.clone());
+        let workspace = self.shared.config.workspace.clone();
+        tokio::task::spawn_blocking(move || store.before(&session, &tool, &id, &args, annotations.as_ref(), &workspace))
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Agent-level tools first, then the plugins.

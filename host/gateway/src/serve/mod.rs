@@ -455,6 +455,11 @@ impl Gateway {
                 self.on_approval_command(account, &m, admin, talaria_protocol::Decision::Deny);
                 return true;
             }
+            Some(Command::Rollback { .. }) if !admin => {
+                let text = "Only an admin of this bot can roll back file changes.";
+                self.reply(account, &m.chat_id, m.thread_id.as_deref(), text, &format!("rollback:{}", m.id));
+                return true;
+            }
             Some(command) => session::Work::Command { command, message_id: m.id.clone() },
             None => session::Work::Message { message: m.clone() },
         };
@@ -643,7 +648,7 @@ pub(crate) fn reply_key(account: &str, chat_id: &str, message_id: &str) -> Strin
 }
 
 fn help_text() -> String {
-    "Commands:\n/new: start a new conversation\n/stop: stop what I am doing\n/status: what I am doing, and this session's usage\n/approve [session]: allow what I asked to do (admins)\n/deny: refuse it (admins)\n/help: this list".to_string()
+    "Commands:\n/new: start a new conversation\n/stop: stop what I am doing\n/status: what I am doing, and this session's usage\n/approve [session]: allow what I asked to do (admins)\n/deny: refuse it (admins)\n/rollback [N] [force]: list or undo my last file changes (admins)\n/help: this list".to_string()
 }
 
 #[cfg(test)]

@@ -244,6 +244,19 @@ impl Worker {
                     Err(e) => self.say(&format!("I cannot start a new conversation: {e}"), &key),
                 }
             }
+            Command::Rollback { steps, force } => {
+                if self.turn.is_some() {
+                    self.say("I am working: /stop me first, or roll back when I am done.", &key);
+                    return;
+                }
+                let answer = self.conversation.run(Op::Rollback { steps, force }, |_| {}).await;
+                let text = match answer.map(|s| s.event) {
+                    Some(Event::RolledBack { text, .. }) => text,
+                    Some(Event::Error { text, .. }) => text,
+                    _ => "I could not roll back.".to_string(),
+                };
+                self.say(&text, &key);
+            }
             Command::Status => {
                 let info = self.conversation.info();
                 let state = match &self.turn {
