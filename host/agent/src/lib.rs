@@ -20,6 +20,7 @@ pub mod history;
 mod injection;
 pub mod model;
 pub mod prompt;
+pub mod skills;
 pub mod tools;
 pub mod toolsets;
 

@@ -25,6 +25,7 @@
 //!     now: "2026-05-04T14:03:00+02:00[Europe/Paris]".parse()?,
 //!     model: "gpt-5",
 //!     provider_block: None,
+//!     skills: None,
 //! });
 //! assert!(prompt.text.contains("Run `make check` before committing."));
 //! assert_eq!(prompt.context_file, Some(dir.path().join("AGENTS.md")));
@@ -63,6 +64,8 @@ pub struct PromptInputs<'a> {
     pub model: &'a str,
     /// The external memory provider's block, if one is active.
     pub provider_block: Option<&'a str>,
+    /// The index of the skills the session can use, if any.
+    pub skills: Option<&'a str>,
 }
 
 /// Where the agent's output goes; decides the closing hint.
@@ -108,6 +111,9 @@ pub fn build(inputs: &PromptInputs) -> Prompt {
     }
     if let Some(block) = inputs.memory.and_then(MemorySnapshot::render) {
         layers.push(block);
+    }
+    if let Some(index) = inputs.skills.map(str::trim).filter(|i| !i.is_empty()) {
+        layers.push(index.to_owned());
     }
     let context = context(inputs.workspace, &mut warnings);
     if let Some(layer) = context.layer {
@@ -380,6 +386,7 @@ mod tests {
             now: now(),
             model: "test-model",
             provider_block: None,
+            skills: None,
         })
     }
 
@@ -439,6 +446,7 @@ mod tests {
             now: now(),
             model: "test-model",
             provider_block: None,
+            skills: None,
         });
         assert!(p.text.chars().count() < 2_000, "{} chars:\n{}", p.text.chars().count(), p.text);
     }

@@ -70,6 +70,10 @@ impl Toolsets {
             ("delegation", set("hand sub-tasks to child agents", &["delegate_task"], &[])),
             ("clarify", set("ask the user a question", &["clarify"], &[])),
             ("cronjob", set("schedule jobs that run later or repeatedly", &["cronjob"], &[])),
+            (
+                "skills",
+                set("list and read skills: procedures for recurring tasks", &["skills_list", "skill_view"], &[]),
+            ),
             ("coding", set("files, terminal, web and todo", &[], &["files", "terminal", "web", "todo"])),
         ] {
             sets.insert(name.to_string(), ts);

@@ -47,6 +47,7 @@ mod screen;
 mod sessions;
 mod setup;
 mod signals;
+mod skills;
 mod status;
 mod tools;
 mod ui;
@@ -124,6 +125,9 @@ enum Command {
     /// The context engine that compresses long conversations
     #[command(subcommand)]
     Context(context::ContextCmd),
+    /// Skills (procedures the agent loads for recurring tasks): list, show
+    #[command(subcommand)]
+    Skills(skills::SkillsCmd),
     /// Files kept before tools changed them: list, diff, restore
     #[command(subcommand)]
     Checkpoints(checkpoints::CheckpointsCmd),
@@ -213,6 +217,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Completions { shell } => Ok(completions(shell)),
         Command::Profile(cmd) => profile::run(cmd),
         Command::Checkpoints(cmd) => checkpoints::run(&ctx, cmd),
+        Command::Skills(cmd) => skills::run(&ctx, cmd),
         Command::Chat(args) => chat_command(&ctx, args).await,
         Command::Acp(args) => acp::run(&ctx, args).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),

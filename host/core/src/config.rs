@@ -176,7 +176,7 @@ pub struct GatewayToml {
 /// The toolsets of chat sessions when nothing else is configured: no terminal, no child agents,
 /// and nothing that reads other people's conversations (memory, session search). Jobs a chat
 /// schedules (`cronjob`) are made only once a platform admin confirmed them.
-pub const GATEWAY_TOOLSETS: &[&str] = &["files", "web", "todo", "clarify", "cronjob"];
+pub const GATEWAY_TOOLSETS: &[&str] = &["files", "web", "todo", "clarify", "cronjob", "skills"];
 
 impl GatewayToml {
     /// The toolsets a session on `platform` gets.

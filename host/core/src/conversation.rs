@@ -257,6 +257,8 @@ fn agent_config(home: &std::path::Path, config: &ConfigToml, start: &Start, work
     cfg.platform = start.platform;
     cfg.holder = start.holder.clone();
     cfg.shared_memory = start.memory;
+    cfg.project_trusted =
+        talaria_runtime::GrantFile::load(&home.join("grants.toml")).is_ok_and(|g| g.is_trusted(&cfg.workspace));
     cfg.origin.clone_from(&start.origin);
     cfg.max_turns = start.max_turns.or(a.max_turns).unwrap_or(cfg.max_turns).max(1);
     cfg.stream = start.stream.unwrap_or(true) && a.stream.unwrap_or(true);

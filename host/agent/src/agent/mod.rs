@@ -76,6 +76,8 @@ pub struct AgentConfig {
     /// `memory` tool, and the memory provider. Off for chats a gateway serves to several people,
     /// whose notes must not reach each other.
     pub shared_memory: bool,
+    /// The workspace is a project the user trusted: its `.talaria/skills` are read.
+    pub project_trusted: bool,
     /// The chat the session serves (`ACCOUNT:CHAT[:THREAD]`), if a gateway's: jobs it
     /// schedules deliver there by default.
     pub origin: Option<String>,
@@ -102,6 +104,7 @@ impl AgentConfig {
             lease_wait: Duration::from_secs(30),
             holder: "talaria".into(),
             shared_memory: true,
+            project_trusted: false,
             origin: None,
         }
     }
@@ -210,6 +213,8 @@ const CHILD_EXCLUDED: [&str; 4] = ["delegate_task", "clarify", "memory", builtin
 
 /// One conversation with the model.
 pub struct Agent {
+    /// The skills it can use (their requirements met), for `skills_list` and `skill_view`.
+    skills: Vec<crate::skills::Skill>,
     shared: Arc<Shared>,
     emitter: Emitter,
     session_id: String,
@@ -299,6 +304,7 @@ impl Agent {
             .filter(|s| platform != Platform::Cron || s.name != builtin::cronjob::NAME)
             .collect();
 
+        let skills = Self::skills(cfg, &toolsets, &tools, &mut warnings);
         let todos = Todos::default();
         let mut compressions = 0;
         let mut mark = (0, 0);
@@ -346,6 +352,7 @@ impl Agent {
                     now: talaria_store::local_time::now(),
                     model: &model,
                     provider_block: provider_block.as_deref(),
+                    skills: crate::skills::index(&skills.iter().collect::<Vec<_>>()).as_deref(),
                 });
                 warnings.extend(built.warnings);
                 (session_id, false, built.text, Vec::new(), start.parent)
@@ -355,6 +362,7 @@ impl Agent {
             if parent.is_some() && platform == Platform::Subagent { cfg.child_max_turns } else { cfg.max_turns };
         let tools_chars = serde_json::to_string(&tools).map_or(0, |t| t.len());
         Ok(Self {
+            skills,
             chain: shared.chain.clone(),
             shared,
             emitter,
@@ -385,6 +393,40 @@ impl Agent {
 
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// The skills a session with `tools` can use: found in the three places, kept when their
+    /// tools are offered and their toolsets enabled. None when `skill_view` is not offered.
+    fn skills(
+        cfg: &AgentConfig,
+        toolsets: &crate::toolsets::Toolsets,
+        tools: &[ToolSpec],
+        warnings: &mut Vec<String>,
+    ) -> Vec<crate::skills::Skill> {
+        if !tools.iter().any(|t| t.name == builtin::skills::VIEW) {
+            return Vec::new();
+        }
+        let found = crate::skills::discover(&cfg.home, &cfg.workspace, cfg.project_trusted);
+        warnings.extend(found.warnings);
+        if let Some(dir) = found.untrusted_project {
+            warnings.push(format!(
+                "the skills in {} are not read: this project is not trusted (review them, then `talaria trust`)",
+                dir.display()
+            ));
+        }
+        let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+        let enabled: Vec<String> = toolsets
+            .names()
+            .filter(|set| {
+                let selection =
+                    crate::toolsets::Selection { enabled: Some(vec![(*set).to_string()]), disabled: Vec::new() };
+                toolsets
+                    .resolve(&selection, &names)
+                    .is_ok_and(|got| !got.is_empty() && got.iter().all(|t| names.contains(t)))
+            })
+            .map(str::to_string)
+            .collect();
+        found.skills.into_iter().filter(|s| s.available(&names, &enabled)).collect()
     }
 
     pub fn history(&self) -> &[Message] {
@@ -849,6 +891,8 @@ impl Agent {
                     .map(|v| v.to_string())
             }
             "clarify" => builtin::clarify(&shared.gate, args).await.map(|v| v.to_string()),
+            builtin::skills::LIST => Ok(builtin::skills::list(&self.skills, args).to_string()),
+            builtin::skills::VIEW => builtin::skills::view(&self.skills, args),
             builtin::cronjob::NAME => builtin::cronjob::call(&shared.store, &shared.gate, &shared.config, &self.tools, args, &call.id)
                 .await
                 .map(|v| v.to_string()),

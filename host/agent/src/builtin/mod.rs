@@ -6,6 +6,7 @@ pub mod cronjob;
 pub mod delegate;
 pub mod memory;
 pub mod search;
+pub mod skills;
 pub mod todo;
 
 use serde_json::{Value, json};
@@ -18,7 +19,16 @@ pub const PROVIDER: &str = "talaria";
 
 /// Every agent-level tool's spec.
 pub fn specs() -> Vec<ToolSpec> {
-    vec![todo::Todos::spec(), memory::Memory::spec(), search::spec(), delegate::spec(), clarify_spec(), cronjob::spec()]
+    let mut all = vec![
+        todo::Todos::spec(),
+        memory::Memory::spec(),
+        search::spec(),
+        delegate::spec(),
+        clarify_spec(),
+        cronjob::spec(),
+    ];
+    all.extend(skills::specs());
+    all
 }
 
 fn clarify_spec() -> ToolSpec {
