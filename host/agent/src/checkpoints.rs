@@ -192,14 +192,14 @@ impl Checkpoints {
                 return None;
             }
             let base = match args.get("workdir").and_then(Value::as_str) {
-                Some(dir) => normal(&workspace.join(dir)),
+                Some(dir) => talaria_protocol::lexical(&workspace.join(dir)),
                 None => workspace.to_path_buf(),
             };
             let words =
                 shlex::split(command).unwrap_or_else(|| command.split_whitespace().map(str::to_string).collect());
             let mut paths = Vec::new();
             for word in words.iter().filter(|w| !w.starts_with('-') && !w.is_empty()) {
-                let path = normal(&base.join(word));
+                let path = talaria_protocol::lexical(&base.join(word));
                 if let Ok(rel) = path.strip_prefix(workspace)
                     && std::fs::symlink_metadata(&path).is_ok()
                     && !paths.contains(&rel.to_path_buf())
@@ -457,21 +457,6 @@ fn current(root: &talaria_beneath::Root, rel: &Path) -> Option<String> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// `path` with `.` and `..` resolved lexically.
-fn normal(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// Whether `rel` is plain: no `..`, not absolute, not empty.

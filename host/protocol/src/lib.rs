@@ -40,7 +40,7 @@ pub use extension::{
 };
 pub use message::{Image, Message, Role, ToolCall, Usage};
 pub use op::{Decision, Op};
-pub use tool::ToolAnnotations;
+pub use tool::{ToolAnnotations, lexical};
 
 use serde::{Deserialize, Serialize};
 

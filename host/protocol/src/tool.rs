@@ -90,8 +90,9 @@ impl ToolAnnotations {
     }
 }
 
-/// `path` with `.` and `..` resolved without touching the file system.
-fn lexical(path: &Path) -> PathBuf {
+/// `path` with `.` and `..` resolved without touching the file system (links are not resolved:
+/// a containment check must still look at the real path).
+pub fn lexical(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {

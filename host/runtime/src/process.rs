@@ -20,7 +20,7 @@
 //! # let _ = runner;
 //! ```
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -347,17 +347,7 @@ fn working_dir(workspace: &Path, cwd: Option<&str>) -> Result<PathBuf, CommandEr
 /// Remove `.` and `..` lexically, without touching the filesystem (links are not resolved: a
 /// containment check must still resolve the result).
 pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
+    talaria_protocol::lexical(path)
 }
 
 /// How long to wait for output after the command itself has ended.
