@@ -149,6 +149,40 @@ pub fn discover(home: &Path, workspace: &Path, project_trusted: bool) -> Found {
     found
 }
 
+/// The skills a session in `workspace` offering `tools` can use: found in the three places,
+/// kept when their tools are offered and their toolsets enabled. Why others were left out goes
+/// into `warnings`.
+pub fn usable(
+    home: &Path,
+    workspace: &Path,
+    project_trusted: bool,
+    toolsets: &crate::toolsets::Toolsets,
+    tools: &[talaria_protocol::ToolSpec],
+    warnings: &mut Vec<String>,
+) -> Vec<Skill> {
+    let found = discover(home, workspace, project_trusted);
+    warnings.extend(found.warnings);
+    if let Some(dir) = found.untrusted_project {
+        warnings.push(format!(
+            "the skills in {} are not read: this project is not trusted (review them, then `talaria trust`)",
+            dir.display()
+        ));
+    }
+    let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+    let enabled: Vec<String> = toolsets
+        .names()
+        .filter(|set| {
+            let selection =
+                crate::toolsets::Selection { enabled: Some(vec![(*set).to_string()]), disabled: Vec::new() };
+            toolsets
+                .resolve(&selection, &names)
+                .is_ok_and(|got| !got.is_empty() && got.iter().all(|t| names.contains(t)))
+        })
+        .map(str::to_string)
+        .collect();
+    found.skills.into_iter().filter(|s| s.available(&names, &enabled)).collect()
+}
+
 /// The skills under `root`: `root/NAME/SKILL.md` and `root/CATEGORY/NAME/SKILL.md`.
 fn read_dir(root: &Path, source: Source, warnings: &mut Vec<String>) -> Vec<Skill> {
     let mut out = Vec::new();

@@ -304,7 +304,11 @@ impl Agent {
             .filter(|s| platform != Platform::Cron || s.name != builtin::cronjob::NAME)
             .collect();
 
-        let skills = Self::skills(cfg, &toolsets, &tools, &mut warnings);
+        let skills = if tools.iter().any(|t| t.name == builtin::skills::VIEW) {
+            crate::skills::usable(&cfg.home, &cfg.workspace, cfg.project_trusted, &toolsets, &tools, &mut warnings)
+        } else {
+            Vec::new()
+        };
         let todos = Todos::default();
         let mut compressions = 0;
         let mut mark = (0, 0);
@@ -393,40 +397,6 @@ impl Agent {
 
     pub fn session_id(&self) -> &str {
         &self.session_id
-    }
-
-    /// The skills a session with `tools` can use: found in the three places, kept when their
-    /// tools are offered and their toolsets enabled. None when `skill_view` is not offered.
-    fn skills(
-        cfg: &AgentConfig,
-        toolsets: &crate::toolsets::Toolsets,
-        tools: &[ToolSpec],
-        warnings: &mut Vec<String>,
-    ) -> Vec<crate::skills::Skill> {
-        if !tools.iter().any(|t| t.name == builtin::skills::VIEW) {
-            return Vec::new();
-        }
-        let found = crate::skills::discover(&cfg.home, &cfg.workspace, cfg.project_trusted);
-        warnings.extend(found.warnings);
-        if let Some(dir) = found.untrusted_project {
-            warnings.push(format!(
-                "the skills in {} are not read: this project is not trusted (review them, then `talaria trust`)",
-                dir.display()
-            ));
-        }
-        let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-        let enabled: Vec<String> = toolsets
-            .names()
-            .filter(|set| {
-                let selection =
-                    crate::toolsets::Selection { enabled: Some(vec![(*set).to_string()]), disabled: Vec::new() };
-                toolsets
-                    .resolve(&selection, &names)
-                    .is_ok_and(|got| !got.is_empty() && got.iter().all(|t| names.contains(t)))
-            })
-            .map(str::to_string)
-            .collect();
-        found.skills.into_iter().filter(|s| s.available(&names, &enabled)).collect()
     }
 
     pub fn history(&self) -> &[Message] {
