@@ -26,6 +26,7 @@ mod oneshot;
 mod plugin_test;
 mod repl;
 mod sessions;
+mod skills;
 mod terminal;
 mod wire;
 

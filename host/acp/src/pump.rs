@@ -156,6 +156,7 @@ impl Pump {
             ApprovalKind::Network => (ToolKind::Fetch, format!("Connect to {}? ({})", a.command, a.reason)),
             ApprovalKind::Schedule => (ToolKind::Other, format!("Schedule {}? ({})", a.command, a.reason)),
             ApprovalKind::McpTool => (ToolKind::Other, format!("Call `{}`? ({})", a.command, a.reason)),
+            ApprovalKind::Skill => (ToolKind::Edit, format!("Let the agent {}? ({})", a.command, a.reason)),
         };
         let call_id = if a.call_id.is_empty() { format!("approval-{}", a.id) } else { a.call_id.clone() };
         let fields = ToolCallUpdateFields::new()

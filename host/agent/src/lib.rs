@@ -17,7 +17,7 @@ pub mod builtin;
 pub mod checkpoints;
 pub mod extensions;
 pub mod history;
-mod injection;
+pub mod injection;
 pub mod model;
 pub mod prompt;
 pub mod skills;

@@ -74,6 +74,7 @@ impl Toolsets {
                 "skills",
                 set("list and read skills: procedures for recurring tasks", &["skills_list", "skill_view"], &[]),
             ),
+            ("skill_manage", set("create, edit and delete your skills", &["skill_manage"], &[])),
             ("coding", set("files, terminal, web and todo", &[], &["files", "terminal", "web", "todo"])),
         ] {
             sets.insert(name.to_string(), ts);

@@ -200,7 +200,11 @@ fn keygen(ctx: &Place<'_>, name: &str, force: bool) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-fn load_key(ctx: &Place<'_>, key: &str) -> anyhow::Result<SecretKey> {
+/// A signing key: a name from `plugin keygen` (in `$TALARIA_HOME/keys`), or a key file.
+///
+/// # Errors
+/// No such key, or not a key.
+pub fn load_key(ctx: &Place<'_>, key: &str) -> anyhow::Result<SecretKey> {
     let path = if Path::new(key).is_file() { PathBuf::from(key) } else { key_path(ctx, key) };
     let text = std::fs::read_to_string(&path).with_context(|| {
         format!("no signing key at {}; make one with `talaria plugin keygen --name {key}`", path.display())

@@ -47,6 +47,7 @@ mod screen;
 mod sessions;
 mod setup;
 mod signals;
+mod skill_install;
 mod skills;
 mod status;
 mod tools;
@@ -125,7 +126,7 @@ enum Command {
     /// The context engine that compresses long conversations
     #[command(subcommand)]
     Context(context::ContextCmd),
-    /// Skills (procedures the agent loads for recurring tasks): list, show
+    /// Skills (procedures the agent loads for recurring tasks): list, show, edit, remove, install, pack
     #[command(subcommand)]
     Skills(skills::SkillsCmd),
     /// Files kept before tools changed them: list, diff, restore
@@ -217,7 +218,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Completions { shell } => Ok(completions(shell)),
         Command::Profile(cmd) => profile::run(cmd),
         Command::Checkpoints(cmd) => checkpoints::run(&ctx, cmd),
-        Command::Skills(cmd) => skills::run(&ctx, cmd),
+        Command::Skills(cmd) => skills::run(&ctx, cmd).await,
         Command::Chat(args) => chat_command(&ctx, args).await,
         Command::Acp(args) => acp::run(&ctx, args).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),

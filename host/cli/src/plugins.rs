@@ -361,6 +361,33 @@ fn change(ctx: &Ctx, name: &str, requested: &[String], grant: bool) -> anyhow::R
     Ok(ExitCode::SUCCESS)
 }
 
+/// Show the skills the project brings; their digest, to pin.
+fn project_skills(dir: &std::path::Path) -> Option<String> {
+    use talaria_agent::skills;
+    let skills_dir = skills::project_dir(dir);
+    let digest = skills::installed::tree_digest(&skills_dir)?;
+    let mut warnings = Vec::new();
+    let found = skills::read_project(&skills_dir, &mut warnings);
+    println!("{} brings {} skill{}:", skills_dir.display(), found.len(), if found.len() == 1 { "" } else { "s" });
+    for s in &found {
+        println!("  {} ({}): {}", s.name, s.category, ui::first_line(&s.description, 70));
+        let needs: Vec<&str> = s.requires_tools.iter().chain(&s.requires_toolsets).map(String::as_str).collect();
+        let files = s.files();
+        if !needs.is_empty() || !files.is_empty() {
+            println!(
+                "    needs: {}; files: {}",
+                if needs.is_empty() { "nothing".into() } else { needs.join(", ") },
+                if files.is_empty() { "none".into() } else { files.join(", ") }
+            );
+        }
+    }
+    for w in &warnings {
+        ui::warn(w);
+    }
+    println!("  (pinned as {digest}: if they change, they are not read until you run `talaria trust` again)");
+    Some(digest)
+}
+
 /// `talaria trust`: show what the project brings, pin it, and trust it (or `--revoke`).
 pub fn trust(ctx: &Ctx, dir: Option<PathBuf>, revoke: bool, replace: &[String]) -> anyhow::Result<ExitCode> {
     let dir = match dir {
@@ -435,7 +462,8 @@ pub fn trust(ctx: &Ctx, dir: Option<PathBuf>, revoke: bool, replace: &[String]) 
             }
         }
     }
-    let pins = survey.pins(&accepted);
+    let mut pins = survey.pins(&accepted);
+    pins.skills = project_skills(&dir);
     let pinned = pins.plugins.len();
     file.set_project_pins(&dir, pins);
     file.save(&path).map_err(anyhow::Error::msg)?;

@@ -442,6 +442,7 @@ impl Repl {
                             ApprovalKind::McpTool => {
                                 format!("{} wants to call `{}` — {}.", a.plugin, a.command, a.reason)
                             }
+                            ApprovalKind::Skill => format!("the agent wants to {} — {}.", a.command, a.reason),
                         };
                         r.progress(&format!(
                             "{} {what}\n  Allow? {} once  {} this session  {} always  {} no   (Enter: no; no answer in {}s: no)",
@@ -533,6 +534,11 @@ impl Repl {
     async fn slash(&mut self, line: &str, interactive: bool) -> anyhow::Result<bool> {
         let Some((name, arg)) = parse_slash(line) else { return Ok(true) };
         let Some(cmd) = lookup(name) else {
+            if let Some(text) = self.skill_message(name, arg) {
+                ui::note(&format!("loading skill {name}"));
+                self.turn(Op::UserTurn { text, images: Vec::new() }, interactive).await;
+                return Ok(true);
+            }
             let close: Vec<String> = COMMANDS
                 .iter()
                 .filter(|c| c.name.starts_with(&name[..name.len().min(2)]))
@@ -552,6 +558,11 @@ impl Repl {
                     };
                     putln!(anstream::stdout(), "  {:<28} {}{}", head.trim_end().bold(), c.help, aliases.dimmed());
                 }
+                putln!(
+                    anstream::stdout(),
+                    "  {:<28} load a skill into the conversation (`talaria skills list` shows them)",
+                    "/SKILL-NAME [REQUEST]".bold()
+                );
             }
             "exit" => return Ok(false),
             "new" => {
@@ -648,6 +659,15 @@ impl Repl {
             other => anyhow::bail!("/{other} is not available here"),
         }
         Ok(true)
+    }
+
+    /// `/<skill-name> [request]`: the message loading the skill, if there is one of that name.
+    fn skill_message(&self, name: &str, request: &str) -> Option<String> {
+        let host = &self.session.host;
+        let trust = talaria_core::project_skills(host.home(), host.workspace());
+        let found = talaria_agent::skills::discover(host.home(), host.workspace(), &trust);
+        let skill = found.skills.iter().find(|s| s.name == name)?;
+        Some(talaria_agent::skills::load_message(skill, request))
     }
 
     /// What a million tokens of `model` cost: `[model]`'s prices, else the bundled table's.

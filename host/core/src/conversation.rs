@@ -249,6 +249,16 @@ async fn blocking<T: Send + 'static>(
     Ok(talaria_agent::on_store(store, f).await?)
 }
 
+/// Whether the workspace is trusted, with its skills as the user reviewed them.
+pub fn project_skills(home: &std::path::Path, workspace: &std::path::Path) -> talaria_agent::skills::ProjectTrust {
+    match talaria_runtime::GrantFile::load(&home.join("grants.toml")) {
+        Ok(g) if g.is_trusted(workspace) => {
+            talaria_agent::skills::ProjectTrust::Pinned(g.project_pins(workspace).and_then(|p| p.skills.clone()))
+        }
+        _ => talaria_agent::skills::ProjectTrust::No,
+    }
+}
+
 /// The loop's settings from config and the start options.
 fn agent_config(home: &std::path::Path, config: &ConfigToml, start: &Start, workspace: PathBuf) -> AgentConfig {
     let a = &config.agent;
@@ -257,8 +267,7 @@ fn agent_config(home: &std::path::Path, config: &ConfigToml, start: &Start, work
     cfg.platform = start.platform;
     cfg.holder = start.holder.clone();
     cfg.shared_memory = start.memory;
-    cfg.project_trusted =
-        talaria_runtime::GrantFile::load(&home.join("grants.toml")).is_ok_and(|g| g.is_trusted(&cfg.workspace));
+    cfg.project_skills = project_skills(home, &cfg.workspace);
     cfg.origin.clone_from(&start.origin);
     cfg.max_turns = start.max_turns.or(a.max_turns).unwrap_or(cfg.max_turns).max(1);
     cfg.stream = start.stream.unwrap_or(true) && a.stream.unwrap_or(true);

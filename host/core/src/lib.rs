@@ -69,7 +69,7 @@ use talaria_runtime::{Approver, Embedded, LlmBackend, Runtime, RuntimeConfig, Un
 use talaria_store::Store;
 
 pub use config::ConfigToml;
-pub use conversation::{Conversation, Info, Submitter};
+pub use conversation::{Conversation, Info, Submitter, project_skills};
 pub use models::ModelChoice;
 pub use offered::{CommandError, CommandOutput, CommandRun, Offered, Terminal, ToolOverlay};
 pub use plugins::Plugins;

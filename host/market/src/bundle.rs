@@ -57,6 +57,8 @@ pub enum BundleError {
     Duplicate(String),
     #[error("the bundle has no plugin.toml at its root (nor under a single top-level directory)")]
     NoManifest,
+    #[error("the bundle has no {0} at its root (nor under a single top-level directory)")]
+    NoRoot(String),
     #[error("not a plugin bundle (a .tar.gz): {0}")]
     Format(String),
     #[error("{0}")]
@@ -85,6 +87,15 @@ pub fn pack(dir: &Path) -> Result<(Vec<u8>, Manifest), String> {
     let manifest = Manifest::load(&manifest_path).map_err(|e| format!("{}: {}", e.path.display(), e.message))?;
     let mut names = vec!["plugin.toml".to_string(), manifest.wasm.clone()];
     names.extend(DOCUMENTS.iter().filter(|d| dir.join(d).is_file()).map(|d| (*d).to_string()));
+    pack_files(dir, names).map(|bytes| (bytes, manifest))
+}
+
+/// Pack the files `names` (paths relative to `dir`, `/`-separated) into a bundle, reproducibly:
+/// sorted, with fixed times, owners and modes.
+///
+/// # Errors
+/// A file cannot be read.
+pub fn pack_files(dir: &Path, mut names: Vec<String>) -> Result<Vec<u8>, String> {
     names.sort();
     names.dedup();
     let mut tar = tar::Builder::new(Vec::new());
@@ -102,7 +113,7 @@ pub fn pack(dir: &Path) -> Result<(Vec<u8>, Manifest), String> {
     }
     let tar = tar.into_inner().map_err(|e| e.to_string())?;
     let mut gz = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::best());
-    gz.write_all(&tar).and_then(|()| gz.finish()).map(|bytes| (bytes, manifest)).map_err(|e| e.to_string())
+    gz.write_all(&tar).and_then(|()| gz.finish()).map_err(|e| e.to_string())
 }
 
 /// A reader that fails once more than `left` bytes have come through.
@@ -130,6 +141,14 @@ impl<R: Read> Read for Capped<R> {
 /// The first thing that makes the bundle unsafe or unreadable; what was written so far stays in
 /// `into` for the caller to remove.
 pub fn unpack(bytes: &[u8], into: &Path, limits: &Limits) -> Result<PathBuf, BundleError> {
+    unpack_rooted(bytes, into, limits, "plugin.toml")
+}
+
+/// [`unpack`] for a bundle whose root holds `marker` (a skill's `SKILL.md`).
+///
+/// # Errors
+/// As [`unpack`]; [`BundleError::NoRoot`] when no `marker` is found.
+pub fn unpack_rooted(bytes: &[u8], into: &Path, limits: &Limits, marker: &str) -> Result<PathBuf, BundleError> {
     if bytes.len() as u64 > limits.max_bundle_bytes {
         return Err(BundleError::BundleTooLarge { size: bytes.len() as u64, limit: limits.max_bundle_bytes });
     }
@@ -184,7 +203,7 @@ pub fn unpack(bytes: &[u8], into: &Path, limits: &Limits) -> Result<PathBuf, Bun
         // On disk before the lockfile can point at it.
         file.sync_all().map_err(|e| BundleError::Io(format!("{}: {e}", target.display())))?;
     }
-    root_of(into)
+    root_of(into, marker)
 }
 
 /// The path with `.` dropped, if it is relative and never climbs.
@@ -211,16 +230,17 @@ fn kind_name(kind: tar::EntryType) -> &'static str {
     }
 }
 
-/// Where plugin.toml is: the root, or the one directory at the root.
-fn root_of(into: &Path) -> Result<PathBuf, BundleError> {
-    if into.join("plugin.toml").is_file() {
+/// Where `marker` is: the root, or the one directory at the root.
+fn root_of(into: &Path, marker: &str) -> Result<PathBuf, BundleError> {
+    if into.join(marker).is_file() {
         return Ok(into.to_path_buf());
     }
     let entries: Vec<PathBuf> =
         std::fs::read_dir(into).map_err(|e| BundleError::Io(e.to_string()))?.flatten().map(|e| e.path()).collect();
     match entries.as_slice() {
-        [only] if only.is_dir() && only.join("plugin.toml").is_file() => Ok(only.clone()),
-        _ => Err(BundleError::NoManifest),
+        [only] if only.is_dir() && only.join(marker).is_file() => Ok(only.clone()),
+        _ if marker == "plugin.toml" => Err(BundleError::NoManifest),
+        _ => Err(BundleError::NoRoot(marker.to_string())),
     }
 }
 

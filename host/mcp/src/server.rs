@@ -65,6 +65,7 @@ impl Approver for Asker {
                 ApprovalKind::Command | ApprovalKind::Schedule | ApprovalKind::McpTool => {
                     format!("Let plugin '{}' run `{}`", request.plugin, request.command)
                 }
+                ApprovalKind::Skill => format!("Let the agent {}", request.command),
             };
             let schema =
                 ElicitationSchema::builder().required_bool("allow").description("Check to allow it this once").build();

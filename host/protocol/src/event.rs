@@ -284,6 +284,9 @@ pub enum ApprovalKind {
     /// A tool of an MCP server (which runs outside the sandbox, with the user's rights);
     /// `command` is the call: the tool and its arguments.
     McpTool,
+    /// A change the agent wants to make to a skill the user wrote (the `skill_manage` tool);
+    /// `command` says what: "delete your skill `deploy`".
+    Skill,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,6 +15,10 @@ pub struct ProjectPins {
     /// Plugin name → what it was.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginPin>,
+    /// The digest of its `.talaria/skills` as reviewed (none when it had none): its skills are
+    /// read only while they still match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<String>,
 }
 
 /// One project plugin as the user reviewed it.

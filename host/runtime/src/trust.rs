@@ -86,7 +86,7 @@ impl Survey {
                 ))
             })
             .collect();
-        ProjectPins { trusted: jiff::Timestamp::now().to_string(), plugins }
+        ProjectPins { trusted: jiff::Timestamp::now().to_string(), plugins, skills: None }
     }
 }
 

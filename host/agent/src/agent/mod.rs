@@ -12,6 +12,7 @@
 //!   SIGHUP) leave an error result for each call that did not finish, so the model knows;
 //! - the model always receives a JSON string (errors are `{"error": "..."}`).
 
+mod calls;
 mod extend;
 mod lease;
 mod truncation;
@@ -19,13 +20,9 @@ mod truncation;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures_util::StreamExt as _;
-use serde_json::Value;
-use talaria_protocol::{
-    Event, Message, NoticeLevel, Outcome, ToolCall, ToolError, ToolFinished, ToolSpec, ToolStarted, TurnEnd, Usage,
-};
+use talaria_protocol::{Event, Message, NoticeLevel, Outcome, ToolSpec, TurnEnd, Usage};
 use talaria_store::{NewSession, SessionInfo, Store};
 use tokio_util::sync::CancellationToken;
 
@@ -34,7 +31,7 @@ use crate::builtin::{self, memory::Memory, todo::Todos};
 use crate::extensions::{ContextEngine, Hooks, MemoryProvider, NoHooks};
 use crate::model::{Chain, ChainState, Client, Delta, ModelRequest, Provider};
 use crate::prompt::{self, Platform, PromptInputs};
-use crate::tools::{self, ToolContext, ToolHost};
+use crate::tools::{self, ToolHost};
 use crate::toolsets::{Selection, Toolset, Toolsets};
 use crate::{Emitter, Error};
 
@@ -76,8 +73,9 @@ pub struct AgentConfig {
     /// `memory` tool, and the memory provider. Off for chats a gateway serves to several people,
     /// whose notes must not reach each other.
     pub shared_memory: bool,
-    /// The workspace is a project the user trusted: its `.talaria/skills` are read.
-    pub project_trusted: bool,
+    /// Whether the workspace is a project the user trusted, and its skills as they were then:
+    /// its `.talaria/skills` are read while they match.
+    pub project_skills: crate::skills::ProjectTrust,
     /// The chat the session serves (`ACCOUNT:CHAT[:THREAD]`), if a gateway's: jobs it
     /// schedules deliver there by default.
     pub origin: Option<String>,
@@ -104,7 +102,7 @@ impl AgentConfig {
             lease_wait: Duration::from_secs(30),
             holder: "talaria".into(),
             shared_memory: true,
-            project_trusted: false,
+            project_skills: crate::skills::ProjectTrust::No,
             origin: None,
         }
     }
@@ -209,7 +207,8 @@ pub const INTERRUPTED_RESULT: &str =
 
 /// Tools no child agent gets (reference §2: children cannot delegate, ask the user, write memory
 /// or schedule jobs).
-const CHILD_EXCLUDED: [&str; 4] = ["delegate_task", "clarify", "memory", builtin::cronjob::NAME];
+const CHILD_EXCLUDED: [&str; 5] =
+    ["delegate_task", "clarify", "memory", builtin::cronjob::NAME, builtin::skills::MANAGE];
 
 /// One conversation with the model.
 pub struct Agent {
@@ -300,12 +299,14 @@ impl Agent {
             .into_iter()
             .filter(|s| chosen.contains(&s.name))
             .filter(|s| start.parent.is_none() || !CHILD_EXCLUDED.contains(&s.name.as_str()))
-            // No job makes jobs.
-            .filter(|s| platform != Platform::Cron || s.name != builtin::cronjob::NAME)
+            // No job makes jobs, nor skills (with nobody there to see them made).
+            .filter(|s| {
+                platform != Platform::Cron || (s.name != builtin::cronjob::NAME && s.name != builtin::skills::MANAGE)
+            })
             .collect();
 
         let skills = if tools.iter().any(|t| t.name == builtin::skills::VIEW) {
-            crate::skills::usable(&cfg.home, &cfg.workspace, cfg.project_trusted, &toolsets, &tools, &mut warnings)
+            crate::skills::usable(&cfg.home, &cfg.workspace, &cfg.project_skills, &toolsets, &tools, &mut warnings)
         } else {
             Vec::new()
         };
@@ -720,224 +721,6 @@ impl Agent {
         let end = TurnEnd { outcome, text, partial, usage: turn.usage, api_calls: turn.api_calls };
         self.emitter.emit(Event::TurnEnd(end.clone()));
         end
-    }
-
-    /// Run a batch of tool calls; results come back in call order. Returns whether the user
-    /// interrupted (unfinished calls then carry an error result).
-    async fn run_tools(&self, calls: &[ToolCall], cancel: &CancellationToken) -> (Vec<Message>, bool) {
-        let parsed: Vec<Result<Value, ToolError>> = calls.iter().map(tools::parse_arguments).collect();
-        let annotations = |name: &str| self.tools.iter().find(|t| t.name == name).map(|t| &t.annotations);
-        let rows: Vec<_> = calls.iter().zip(&parsed).map(|(c, a)| (c, a.as_ref().ok(), annotations(&c.name))).collect();
-        let parallel = tools::parallel_safe(&rows, &self.shared.config.workspace);
-        let slots: Mutex<Vec<Option<(String, bool)>>> = Mutex::new(vec![None; calls.len()]);
-        let this = self;
-        let run_one = |i: usize| {
-            let slots = &slots;
-            let call = &calls[i];
-            let args = &parsed[i];
-            async move {
-                let started = Instant::now();
-                this.emitter.emit(Event::ToolStarted(ToolStarted {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                    preview: tools::preview(&call.name, args.as_ref().ok()),
-                }));
-                let writes = match (args, annotations(&call.name)) {
-                    (Ok(args), Some(a)) => tools::Snapshot::before(a, args, &this.shared.config.workspace),
-                    _ => tools::Snapshot::default(),
-                };
-                let result = match args {
-                    Ok(args) => match this.tool_allowed(call, args).await {
-                        Ok(()) => {
-                            let ticket = this.checkpoint(call, args).await;
-                            let result = this.dispatch(call, args, cancel).await;
-                            if let (Some(ticket), Some(store)) = (ticket, this.shared.checkpoints.clone()) {
-                                let _ = tokio::task::spawn_blocking(move || store.after(&ticket)).await;
-                            }
-                            result
-                        }
-                        Err(e) => Err(e),
-                    },
-                    Err(e) => Err(e.clone()),
-                };
-                let (text, ok) = match result {
-                    Ok(text) => (text, true),
-                    Err(e) => (e.to_json().to_string(), false),
-                };
-                let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                let text = this.tool_finished(call, text, ok, millis).await;
-                this.emitter.emit(Event::ToolFinished(ToolFinished {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    ok,
-                    preview: tools::one_line(&text, 100),
-                    result: text.clone(),
-                    duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                    changes: writes.changes(),
-                }));
-                lock(slots)[i] = Some((text, ok));
-            }
-        };
-        let work = async {
-            if parallel {
-                futures_util::stream::iter(0..calls.len()).map(run_one).buffer_unordered(8).collect::<Vec<()>>().await;
-            } else {
-                for i in 0..calls.len() {
-                    run_one(i).await;
-                }
-            }
-        };
-        let interrupted = tokio::select! {
-            biased;
-            () = cancel.cancelled() => true,
-            () = work => false,
-        };
-        let slots = slots.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut budget = self.shared.config.batch_result_cap;
-        let mut out = Vec::with_capacity(calls.len());
-        for (call, slot) in calls.iter().zip(slots) {
-            let text = match slot {
-                Some((text, _)) => self.cap_result(call, text, &mut budget),
-                None => {
-                    self.emitter.emit(Event::ToolFinished(ToolFinished {
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        ok: false,
-                        preview: "interrupted".into(),
-                        result: INTERRUPTED_RESULT.into(),
-                        duration_ms: 0,
-                        changes: Vec::new(),
-                    }));
-                    serde_json::json!({"error": INTERRUPTED_RESULT}).to_string()
-                }
-            };
-            out.push(Message::tool(call.id.clone(), call.name.clone(), text));
-        }
-        (out, interrupted)
-    }
-
-    /// Keep the files `call` may change, when checkpoints are on and it changes any.
-    async fn checkpoint(&self, call: &ToolCall, args: &Value) -> Option<crate::checkpoints::Ticket> {
-        let store = self.shared.checkpoints.clone()?;
-        let annotations = self.tools.iter().find(|t| t.name == call.name).map(|t| t.annotations.clone());
-        let (session, tool, id, args) = (self.session_id.clone(), call.name.clone(), call.id.clone(), args.clone());
-        let workspace = self.shared.config.workspace.clone();
-        tokio::task::spawn_blocking(move || store.before(&session, &tool, &id, &args, annotations.as_ref(), &workspace))
-            .await
-            .ok()
-            .flatten()
-    }
-
-    /// Agent-level tools first, then the plugins.
-    async fn dispatch(&self, call: &ToolCall, args: &Value, cancel: &CancellationToken) -> Result<String, ToolError> {
-        if !self.tools.iter().any(|t| t.name == call.name) {
-            let known: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
-            return Err(ToolError::UnknownTool(format!(
-                "{}; the tools available are: {}",
-                call.name,
-                known.join(", ")
-            )));
-        }
-        let shared = &self.shared;
-        match call.name.as_str() {
-            "todo" => self.todos.call(args).map(|v| v.to_string()),
-            "memory" if !shared.config.shared_memory => Err(ToolError::Failed(
-                "memory is off in this session: it serves a chat, and the owner's notes stay private (set [gateway] memory = true to share them)".into(),
-            )),
-            "memory" => {
-                let result = shared.memory.call(args).map(|v| v.to_string());
-                if result.is_ok() {
-                    self.memory_written(args);
-                }
-                result
-            }
-            "session_search" => {
-                // Search reads the store: off the async threads.
-                let (store, current, args) = (shared.store.clone(), self.session_id.clone(), args.clone());
-                tokio::task::spawn_blocking(move || builtin::search::call(&store, &current, &args))
-                    .await
-                    .unwrap_or_else(|e| Err(ToolError::Crashed(format!("session search stopped: {e}"))))
-                    .map(|v| v.to_string())
-            }
-            "clarify" => builtin::clarify(&shared.gate, args).await.map(|v| v.to_string()),
-            builtin::skills::LIST => Ok(builtin::skills::list(&self.skills, args).to_string()),
-            builtin::skills::VIEW => builtin::skills::view(&self.skills, args),
-            builtin::cronjob::NAME => builtin::cronjob::call(&shared.store, &shared.gate, &shared.config, &self.tools, args, &call.id)
-                .await
-                .map(|v| v.to_string()),
-            "delegate_task" => self.delegate(args, cancel).await.map(|v| v.to_string()),
-            _ => {
-                let ctx = ToolContext {
-                    session_id: self.session_id.clone(),
-                    call_id: call.id.clone(),
-                    workspace: shared.config.workspace.clone(),
-                };
-                shared.host.call(&call.name, &call.arguments, ctx).await
-            }
-        }
-    }
-
-    /// `delegate_task`: child agents with their own budget and a restricted toolset, run
-    /// concurrently; only each child's final answer comes back.
-    async fn delegate(&self, args: &Value, cancel: &CancellationToken) -> Result<Value, ToolError> {
-        let tasks = builtin::delegate::tasks(args)?;
-        let limit = self.shared.config.max_children.max(1);
-        let runs = futures_util::stream::iter(tasks.into_iter().enumerate())
-            .map(|(i, task)| {
-                let shared = self.shared.clone();
-                let shared_hooks = self.shared.hooks.clone();
-                let emitter = self.emitter.child(format!("child {}", i + 1));
-                let parent = self.session_id.clone();
-                let cancel = cancel.child_token();
-                async move {
-                    let selection = task.toolsets.clone().map(|t| Selection { enabled: Some(t), disabled: Vec::new() });
-                    let start = Start { resume: None, parent: Some(parent), selection };
-                    let started = Instant::now();
-                    let child = Agent::start(shared, emitter, start).await;
-                    let mut child = match child {
-                        Ok(c) => c,
-                        Err(e) => return builtin::delegate::failed(i, &task, &e.to_string()),
-                    };
-                    let end = Box::pin(child.run_turn(&task.prompt(), &cancel)).await;
-                    if shared_hooks.wants(talaria_protocol::HookKind::SubagentStop) {
-                        self.observe(talaria_protocol::HookEvent::SubagentStop {
-                            parent_session_id: self.session_id.clone(),
-                            child_session_id: child.session_id().to_string(),
-                            goal: task.goal.clone(),
-                            summary: end.text.clone(),
-                            status: end.outcome.name().to_string(),
-                            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                        })
-                        .await;
-                    }
-                    builtin::delegate::report(i, &task, child.session_id(), &end, started.elapsed())
-                }
-            })
-            .buffered(limit)
-            .collect::<Vec<Value>>()
-            .await;
-        Ok(serde_json::json!({ "results": runs }))
-    }
-
-    /// Results over the cap go to a file; the model gets a preview and the path.
-    fn cap_result(&self, call: &ToolCall, text: String, budget: &mut usize) -> String {
-        let cfg = &self.shared.config;
-        let len = text.chars().count();
-        let cap = cfg.result_cap.min(*budget);
-        if len <= cap {
-            *budget = budget.saturating_sub(len);
-            return text;
-        }
-        let spilled = crate::tools::spill(&cfg.home, &self.session_id, &call.id, &text, cfg.preview_chars);
-        *budget = budget.saturating_sub(spilled.head_len);
-        if let Some(path) = &spilled.saved {
-            self.emitter.emit(Event::Notice {
-                level: NoticeLevel::Info,
-                text: format!("{} returned {len} chars; saved to {}", call.name, path.display()),
-            });
-        }
-        spilled.text
     }
 }
 

@@ -1,5 +1,6 @@
 //! `skills_list` and `skill_view`: the skills of this session ([`crate::skills`]), as the model
 //! reads them. Only the skills whose requirements are met are offered; reading one runs nothing.
+//! `skill_manage`: the agent writing skills ([`crate::skills::manage`]).
 
 use serde_json::{Value, json};
 use talaria_protocol::{ToolAnnotations, ToolError, ToolSpec};
@@ -9,6 +10,7 @@ use crate::skills::Skill;
 
 pub const LIST: &str = "skills_list";
 pub const VIEW: &str = "skill_view";
+pub const MANAGE: &str = "skill_manage";
 
 /// The two tools' specs.
 pub fn specs() -> Vec<ToolSpec> {
@@ -43,6 +45,30 @@ pub fn specs() -> Vec<ToolSpec> {
             }),
             plugin: PROVIDER.into(),
             annotations: ToolAnnotations::reads(&[]),
+        },
+        ToolSpec {
+            name: MANAGE.into(),
+            description: "Keep what you learned as a skill the next sessions can use: `create` one (the whole \
+                          SKILL.md: front matter with `name` and `description`, then When to use, Procedure, \
+                          Pitfalls, Verification), `edit` it (the whole new SKILL.md), `write_file` or \
+                          `remove_file` one file under references/, templates/ or scripts/, or `delete` it. \
+                          Make one after a task that took several steps to get right. The user is told; \
+                          changing a skill they wrote needs their yes."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "action": {"type": "string", "enum": ["create", "edit", "delete", "write_file", "remove_file"]},
+                    "name": {"type": "string", "description": "The skill's name: lowercase letters, digits and `-`."},
+                    "category": {"type": "string", "description": "For create: its category (default general)."},
+                    "content": {"type": "string", "description": "The whole SKILL.md (create, edit), or the file's text (write_file)."},
+                    "file": {"type": "string", "description": "For write_file and remove_file: a path under references/, templates/ or scripts/."}
+                },
+                "required": ["action", "name"],
+                "additionalProperties": false
+            }),
+            plugin: PROVIDER.into(),
+            annotations: ToolAnnotations { open_world: false, ..ToolAnnotations::default() },
         },
     ]
 }

@@ -418,6 +418,7 @@ impl Worker {
             talaria_protocol::ApprovalKind::Command => format!("run `{}`", a.command),
             talaria_protocol::ApprovalKind::Schedule => format!("schedule {}", a.command),
             talaria_protocol::ApprovalKind::McpTool => format!("call `{}`", a.command),
+            talaria_protocol::ApprovalKind::Skill => a.command.clone(),
         };
         if self.account.admins.is_empty() {
             self.conversation.submit(Op::Approve { id: a.id, decision: Decision::Deny });

@@ -2,9 +2,14 @@
 //! `SKILL.md` (YAML front matter, then markdown) and optional `references/`, `templates/` and
 //! `scripts/`.
 //!
-//! - **Where.** Bundled with talaria, then `$TALARIA_HOME/skills/[CATEGORY/]NAME/`, then a
-//!   trusted project's `.talaria/skills/[CATEGORY/]NAME/`; a later place replaces a skill of the
-//!   same name from an earlier one. An untrusted project's skills are not read at all.
+//! - **Where.** Bundled with talaria, then installed from a marketplace ([`installed`]), then
+//!   `$TALARIA_HOME/skills/[CATEGORY/]NAME/`, then a trusted project's
+//!   `.talaria/skills/[CATEGORY/]NAME/`; a later place replaces a skill of the same name from an
+//!   earlier one. An untrusted project's skills are not read at all, nor a trusted project's
+//!   whose skills changed since it was trusted.
+//! - **Written by the agent.** `skill_manage` ([`manage`]) creates skills in
+//!   `$TALARIA_HOME/skills/` and edits or deletes the ones it made; changing one the user wrote
+//!   needs their yes.
 //! - **Index.** The system prompt lists the skills whose requirements are met (their tools are
 //!   offered, their toolsets enabled, their platform is this one), by category, one line each.
 //! - **Data, not authority.** A skill's text is screened like context files; one that looks like
@@ -15,6 +20,9 @@
 //! `description` (required), `version`, `platforms` (`linux`, `macos`, `windows`), `tags`,
 //! `category` (the parent directory's name when absent), `requires_toolsets`,
 //! `requires_tools`.
+
+pub mod installed;
+pub mod manage;
 
 use std::path::{Path, PathBuf};
 
@@ -29,12 +37,14 @@ pub const FILE_DIRS: [&str; 3] = ["references", "templates", "scripts"];
 
 /// Skills shipped with talaria: (category, name, SKILL.md).
 const BUNDLED: &[(&str, &str, &str)] =
-    &[("talaria", "write-a-plugin", include_str!("../../../skills/talaria/write-a-plugin/SKILL.md"))];
+    &[("talaria", "write-a-plugin", include_str!("../../../../skills/talaria/write-a-plugin/SKILL.md"))];
 
 /// Where a skill was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     Bundled,
+    /// Installed from a marketplace, its files matching the lockfile.
+    Installed,
     User,
     Project,
 }
@@ -43,6 +53,7 @@ impl Source {
     pub fn name(self) -> &'static str {
         match self {
             Source::Bundled => "bundled",
+            Source::Installed => "installed",
             Source::User => "user",
             Source::Project => "project",
         }
@@ -114,13 +125,30 @@ pub struct Found {
     pub skills: Vec<Skill>,
     /// Skills left out, and why.
     pub warnings: Vec<String>,
-    /// The project's skills directory, when it has one but is not trusted.
+    /// The project's skills directory, when it has one but is not trusted (or changed since).
     pub untrusted_project: Option<PathBuf>,
 }
 
-/// The skills for a session in `workspace`: bundled, then `home/skills`, then (when
-/// `project_trusted`) the workspace's `.talaria/skills`.
-pub fn discover(home: &Path, workspace: &Path, project_trusted: bool) -> Found {
+/// Whether the project's own skills are read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ProjectTrust {
+    /// Not trusted: its skills are not read.
+    #[default]
+    No,
+    /// Trusted, its skills pinned as they were then ([`installed::tree_digest`]; `None` when it
+    /// had none): read while they still match.
+    Pinned(Option<String>),
+}
+
+impl ProjectTrust {
+    pub fn trusted(&self) -> bool {
+        !matches!(self, ProjectTrust::No)
+    }
+}
+
+/// The skills for a session in `workspace`: bundled, then installed, then `home/skills`, then
+/// (when the project is trusted and its skills are as pinned) the workspace's `.talaria/skills`.
+pub fn discover(home: &Path, workspace: &Path, project: &ProjectTrust) -> Found {
     let mut found = Found::default();
     let add = |skill: Skill, found: &mut Found| {
         found.skills.retain(|s| s.name != skill.name);
@@ -132,35 +160,56 @@ pub fn discover(home: &Path, workspace: &Path, project_trusted: bool) -> Found {
             Err(e) => found.warnings.push(format!("bundled skill {name}: {e}")),
         }
     }
+    for skill in installed::read(home, &mut found.warnings) {
+        add(skill, &mut found);
+    }
     for skill in read_dir(&home.join("skills"), Source::User, &mut found.warnings) {
         add(skill, &mut found);
     }
-    let project = workspace.join(".talaria").join("skills");
-    if project.is_dir() {
-        if project_trusted {
-            for skill in read_dir(&project, Source::Project, &mut found.warnings) {
+    let dir = project_dir(workspace);
+    if dir.is_dir() {
+        let readable = match project {
+            ProjectTrust::No => false,
+            ProjectTrust::Pinned(pin) => {
+                let now = installed::tree_digest(&dir);
+                if now.as_ref() != pin.as_ref() {
+                    found.warnings.push(format!(
+                        "the skills in {} changed since you trusted this project; they are not read until you review them and run `talaria trust` again",
+                        dir.display()
+                    ));
+                }
+                now.as_ref() == pin.as_ref()
+            }
+        };
+        if readable {
+            for skill in read_dir(&dir, Source::Project, &mut found.warnings) {
                 add(skill, &mut found);
             }
-        } else {
-            found.untrusted_project = Some(project);
+        } else if !project.trusted() {
+            found.untrusted_project = Some(dir);
         }
     }
     found.skills.sort_by(|a, b| (&a.category, &a.name).cmp(&(&b.category, &b.name)));
     found
 }
 
-/// The skills a session in `workspace` offering `tools` can use: found in the three places,
+/// A project's skills directory.
+pub fn project_dir(workspace: &Path) -> PathBuf {
+    workspace.join(".talaria").join("skills")
+}
+
+/// The skills a session in `workspace` offering `tools` can use: found in the four places,
 /// kept when their tools are offered and their toolsets enabled. Why others were left out goes
 /// into `warnings`.
 pub fn usable(
     home: &Path,
     workspace: &Path,
-    project_trusted: bool,
+    project: &ProjectTrust,
     toolsets: &crate::toolsets::Toolsets,
     tools: &[talaria_protocol::ToolSpec],
     warnings: &mut Vec<String>,
 ) -> Vec<Skill> {
-    let found = discover(home, workspace, project_trusted);
+    let found = discover(home, workspace, project);
     warnings.extend(found.warnings);
     if let Some(dir) = found.untrusted_project {
         warnings.push(format!(
@@ -183,11 +232,17 @@ pub fn usable(
     found.skills.into_iter().filter(|s| s.available(&names, &enabled)).collect()
 }
 
-/// The skills under `root`: `root/NAME/SKILL.md` and `root/CATEGORY/NAME/SKILL.md`.
-fn read_dir(root: &Path, source: Source, warnings: &mut Vec<String>) -> Vec<Skill> {
+/// The skills under `root`: `root/NAME/SKILL.md` and `root/CATEGORY/NAME/SKILL.md` (names
+/// starting with `.` are talaria's own: installed skills, records).
+pub(crate) fn read_dir(root: &Path, source: Source, warnings: &mut Vec<String>) -> Vec<Skill> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(root) else { return out };
-    let mut dirs: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| real_dir(p)).collect();
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .filter(|p| real_dir(p))
+        .collect();
     dirs.sort();
     for dir in dirs {
         if dir.join("SKILL.md").is_file() {
@@ -207,12 +262,27 @@ fn read_dir(root: &Path, source: Source, warnings: &mut Vec<String>) -> Vec<Skil
     out
 }
 
+/// The skills in a project's skills directory, as they would be read once it is trusted.
+pub fn read_project(dir: &Path, warnings: &mut Vec<String>) -> Vec<Skill> {
+    read_dir(dir, Source::Project, warnings)
+}
+
+/// The skill in `dir` as discovery reads it.
+///
+/// # Errors
+/// Why discovery would leave it out.
+pub fn read_one(dir: &Path, source: Source) -> Result<Skill, String> {
+    let (mut warnings, mut out) = (Vec::new(), Vec::new());
+    load(dir, "general", source, &mut warnings, &mut out);
+    out.pop().ok_or_else(|| warnings.join("; "))
+}
+
 /// A directory that is not a link.
 fn real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
-fn load(dir: &Path, category: &str, source: Source, warnings: &mut Vec<String>, out: &mut Vec<Skill>) {
+pub(crate) fn load(dir: &Path, category: &str, source: Source, warnings: &mut Vec<String>, out: &mut Vec<Skill>) {
     let file = dir.join("SKILL.md");
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let text = match std::fs::symlink_metadata(&file) {
@@ -329,6 +399,30 @@ pub fn index(skills: &[&Skill]) -> Option<String> {
     Some(text)
 }
 
+/// The message `/<skill-name> [request]` sends: the skill's whole text, and what the user asked
+/// of it.
+pub fn load_message(skill: &Skill, request: &str) -> String {
+    let files = skill.files();
+    let mut text = format!(
+        "I am loading the skill `{}` ({}) for this task: {}\n\n<skill name=\"{}\">\n{}\n</skill>",
+        skill.name,
+        skill.category,
+        skill.description,
+        skill.name,
+        skill.body.trim()
+    );
+    if !files.is_empty() {
+        text.push_str(&format!("\n\nIts files (read them with skill_view when needed): {}", files.join(", ")));
+    }
+    let request = request.trim();
+    if request.is_empty() {
+        text.push_str("\n\nAsk me what I want done with it.");
+    } else {
+        text.push_str(&format!("\n\n{request}"));
+    }
+    text
+}
+
 /// The text of `file` of `skill` (a path under `references/`, `templates/` or `scripts/`).
 ///
 /// # Errors
@@ -347,7 +441,16 @@ pub fn read_file(skill: &Skill, file: &str) -> Result<String, String> {
     }
     let root = talaria_beneath::Root::open(dir).map_err(|e| format!("cannot open skill {}: {e}", skill.name))?;
     match root.read(rel, MAX_FILE_BYTES) {
-        Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|_| format!("{file} is not text")),
+        Ok(Some(bytes)) => {
+            let text = String::from_utf8(bytes).map_err(|_| format!("{file} is not text"))?;
+            match crate::injection::scan(&text) {
+                Some(reason) => Err(format!(
+                    "{file} of skill {} looks like a prompt injection ({reason}); it is not shown: tell the user",
+                    skill.name
+                )),
+                None => Ok(text),
+            }
+        }
         Ok(None) => Err(format!("skill {} has no file {file} (its files: {})", skill.name, skill.files().join(", "))),
         Err(e) => Err(format!("{file}: {e}")),
     }

@@ -1,0 +1,271 @@
+//! Running the model's tool calls: hooks and approvals first, a checkpoint of what the call may
+//! change, then the agent-level tools (todo, memory, search, clarify, skills, cron, delegation)
+//! or the plugins; results in call order, capped, with what the user steered in.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use futures_util::StreamExt as _;
+use serde_json::Value;
+use talaria_protocol::{Event, Message, NoticeLevel, ToolCall, ToolError, ToolFinished, ToolStarted};
+use tokio_util::sync::CancellationToken;
+
+use crate::tools::ToolContext;
+
+use super::{Agent, INTERRUPTED_RESULT, Selection, Start, builtin, lock, tools};
+
+impl Agent {
+    /// Run a batch of tool calls; results come back in call order. Returns whether the user
+    /// interrupted (unfinished calls then carry an error result).
+    pub(super) async fn run_tools(&self, calls: &[ToolCall], cancel: &CancellationToken) -> (Vec<Message>, bool) {
+        let parsed: Vec<Result<Value, ToolError>> = calls.iter().map(tools::parse_arguments).collect();
+        let annotations = |name: &str| self.tools.iter().find(|t| t.name == name).map(|t| &t.annotations);
+        let rows: Vec<_> = calls.iter().zip(&parsed).map(|(c, a)| (c, a.as_ref().ok(), annotations(&c.name))).collect();
+        let parallel = tools::parallel_safe(&rows, &self.shared.config.workspace);
+        let slots: Mutex<Vec<Option<(String, bool)>>> = Mutex::new(vec![None; calls.len()]);
+        let this = self;
+        let run_one = |i: usize| {
+            let slots = &slots;
+            let call = &calls[i];
+            let args = &parsed[i];
+            async move {
+                let started = Instant::now();
+                this.emitter.emit(Event::ToolStarted(ToolStarted {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    preview: tools::preview(&call.name, args.as_ref().ok()),
+                }));
+                let writes = match (args, annotations(&call.name)) {
+                    (Ok(args), Some(a)) => tools::Snapshot::before(a, args, &this.shared.config.workspace),
+                    _ => tools::Snapshot::default(),
+                };
+                let result = match args {
+                    Ok(args) => match this.tool_allowed(call, args).await {
+                        Ok(()) => {
+                            let ticket = this.checkpoint(call, args).await;
+                            let result = this.dispatch(call, args, cancel).await;
+                            if let (Some(ticket), Some(store)) = (ticket, this.shared.checkpoints.clone()) {
+                                let _ = tokio::task::spawn_blocking(move || store.after(&ticket)).await;
+                            }
+                            result
+                        }
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e.clone()),
+                };
+                let (text, ok) = match result {
+                    Ok(text) => (text, true),
+                    Err(e) => (e.to_json().to_string(), false),
+                };
+                let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let text = this.tool_finished(call, text, ok, millis).await;
+                this.emitter.emit(Event::ToolFinished(ToolFinished {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    ok,
+                    preview: tools::one_line(&text, 100),
+                    result: text.clone(),
+                    duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    changes: writes.changes(),
+                }));
+                lock(slots)[i] = Some((text, ok));
+            }
+        };
+        let work = async {
+            if parallel {
+                futures_util::stream::iter(0..calls.len()).map(run_one).buffer_unordered(8).collect::<Vec<()>>().await;
+            } else {
+                for i in 0..calls.len() {
+                    run_one(i).await;
+                }
+            }
+        };
+        let interrupted = tokio::select! {
+            biased;
+            () = cancel.cancelled() => true,
+            () = work => false,
+        };
+        let slots = slots.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut budget = self.shared.config.batch_result_cap;
+        let mut out = Vec::with_capacity(calls.len());
+        for (call, slot) in calls.iter().zip(slots) {
+            let text = match slot {
+                Some((text, _)) => self.cap_result(call, text, &mut budget),
+                None => {
+                    self.emitter.emit(Event::ToolFinished(ToolFinished {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        ok: false,
+                        preview: "interrupted".into(),
+                        result: INTERRUPTED_RESULT.into(),
+                        duration_ms: 0,
+                        changes: Vec::new(),
+                    }));
+                    serde_json::json!({"error": INTERRUPTED_RESULT}).to_string()
+                }
+            };
+            out.push(Message::tool(call.id.clone(), call.name.clone(), text));
+        }
+        (out, interrupted)
+    }
+
+    /// Keep the files `call` may change, when checkpoints are on and it changes any.
+    async fn checkpoint(&self, call: &ToolCall, args: &Value) -> Option<crate::checkpoints::Ticket> {
+        let store = self.shared.checkpoints.clone()?;
+        let annotations = self.tools.iter().find(|t| t.name == call.name).map(|t| t.annotations.clone());
+        let (session, tool, id, args) = (self.session_id.clone(), call.name.clone(), call.id.clone(), args.clone());
+        let workspace = self.shared.config.workspace.clone();
+        tokio::task::spawn_blocking(move || store.before(&session, &tool, &id, &args, annotations.as_ref(), &workspace))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Agent-level tools first, then the plugins.
+    async fn dispatch(&self, call: &ToolCall, args: &Value, cancel: &CancellationToken) -> Result<String, ToolError> {
+        if !self.tools.iter().any(|t| t.name == call.name) {
+            let known: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
+            return Err(ToolError::UnknownTool(format!(
+                "{}; the tools available are: {}",
+                call.name,
+                known.join(", ")
+            )));
+        }
+        let shared = &self.shared;
+        match call.name.as_str() {
+            "todo" => self.todos.call(args).map(|v| v.to_string()),
+            "memory" if !shared.config.shared_memory => Err(ToolError::Failed(
+                "memory is off in this session: it serves a chat, and the owner's notes stay private (set [gateway] memory = true to share them)".into(),
+            )),
+            "memory" => {
+                let result = shared.memory.call(args).map(|v| v.to_string());
+                if result.is_ok() {
+                    self.memory_written(args);
+                }
+                result
+            }
+            "session_search" => {
+                // Search reads the store: off the async threads.
+                let (store, current, args) = (shared.store.clone(), self.session_id.clone(), args.clone());
+                tokio::task::spawn_blocking(move || builtin::search::call(&store, &current, &args))
+                    .await
+                    .unwrap_or_else(|e| Err(ToolError::Crashed(format!("session search stopped: {e}"))))
+                    .map(|v| v.to_string())
+            }
+            "clarify" => builtin::clarify(&shared.gate, args).await.map(|v| v.to_string()),
+            builtin::skills::LIST => Ok(builtin::skills::list(&self.skills, args).to_string()),
+            builtin::skills::VIEW => builtin::skills::view(&self.skills, args),
+            builtin::skills::MANAGE => self.manage_skill(call, args).await,
+            builtin::cronjob::NAME => builtin::cronjob::call(&shared.store, &shared.gate, &shared.config, &self.tools, args, &call.id)
+                .await
+                .map(|v| v.to_string()),
+            "delegate_task" => self.delegate(args, cancel).await.map(|v| v.to_string()),
+            _ => {
+                let ctx = ToolContext {
+                    session_id: self.session_id.clone(),
+                    call_id: call.id.clone(),
+                    workspace: shared.config.workspace.clone(),
+                };
+                shared.host.call(&call.name, &call.arguments, ctx).await
+            }
+        }
+    }
+
+    /// `skill_manage`: checked, asked about when the skill is the user's, done, and told.
+    async fn manage_skill(&self, call: &ToolCall, args: &Value) -> Result<String, ToolError> {
+        let cfg = &self.shared.config;
+        let plan = crate::skills::manage::plan(&cfg.home, &cfg.workspace, &cfg.project_skills, args)
+            .map_err(ToolError::InvalidArgs)?;
+        if let Some(what) = &plan.ask {
+            let gate = &self.shared.gate;
+            if !gate.interactive() {
+                return Err(ToolError::Failed(format!(
+                    "nobody here can allow you to {what}; it was not changed (the user can, with `talaria skills edit`)"
+                )));
+            }
+            let ask = crate::approval::Ask {
+                kind: talaria_protocol::ApprovalKind::Skill,
+                plugin: builtin::PROVIDER,
+                command: what,
+                reason: "the user wrote it; the agent changes only its own skills without asking",
+                call_id: &call.id,
+            };
+            if matches!(gate.ask_human(&ask).await, crate::approval::Decision::Deny) {
+                return Err(ToolError::Failed(format!(
+                    "the user did not allow you to {what}; it was not changed. Do not try again unless they ask"
+                )));
+            }
+        }
+        let notice = plan.notice();
+        let home = cfg.home.clone();
+        let done = tokio::task::spawn_blocking(move || plan.apply(&home))
+            .await
+            .unwrap_or_else(|e| Err(format!("skill_manage stopped: {e}")))
+            .map_err(ToolError::Failed)?;
+        self.emitter.emit(Event::Notice { level: NoticeLevel::Info, text: notice });
+        Ok(done.to_string())
+    }
+
+    /// `delegate_task`: child agents with their own budget and a restricted toolset, run
+    /// concurrently; only each child's final answer comes back.
+    async fn delegate(&self, args: &Value, cancel: &CancellationToken) -> Result<Value, ToolError> {
+        let tasks = builtin::delegate::tasks(args)?;
+        let limit = self.shared.config.max_children.max(1);
+        let runs = futures_util::stream::iter(tasks.into_iter().enumerate())
+            .map(|(i, task)| {
+                let shared = self.shared.clone();
+                let shared_hooks = self.shared.hooks.clone();
+                let emitter = self.emitter.child(format!("child {}", i + 1));
+                let parent = self.session_id.clone();
+                let cancel = cancel.child_token();
+                async move {
+                    let selection = task.toolsets.clone().map(|t| Selection { enabled: Some(t), disabled: Vec::new() });
+                    let start = Start { resume: None, parent: Some(parent), selection };
+                    let started = Instant::now();
+                    let child = Agent::start(shared, emitter, start).await;
+                    let mut child = match child {
+                        Ok(c) => c,
+                        Err(e) => return builtin::delegate::failed(i, &task, &e.to_string()),
+                    };
+                    let end = Box::pin(child.run_turn(&task.prompt(), &cancel)).await;
+                    if shared_hooks.wants(talaria_protocol::HookKind::SubagentStop) {
+                        self.observe(talaria_protocol::HookEvent::SubagentStop {
+                            parent_session_id: self.session_id.clone(),
+                            child_session_id: child.session_id().to_string(),
+                            goal: task.goal.clone(),
+                            summary: end.text.clone(),
+                            status: end.outcome.name().to_string(),
+                            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                        })
+                        .await;
+                    }
+                    builtin::delegate::report(i, &task, child.session_id(), &end, started.elapsed())
+                }
+            })
+            .buffered(limit)
+            .collect::<Vec<Value>>()
+            .await;
+        Ok(serde_json::json!({ "results": runs }))
+    }
+
+    /// Results over the cap go to a file; the model gets a preview and the path.
+    fn cap_result(&self, call: &ToolCall, text: String, budget: &mut usize) -> String {
+        let cfg = &self.shared.config;
+        let len = text.chars().count();
+        let cap = cfg.result_cap.min(*budget);
+        if len <= cap {
+            *budget = budget.saturating_sub(len);
+            return text;
+        }
+        let spilled = crate::tools::spill(&cfg.home, &self.session_id, &call.id, &text, cfg.preview_chars);
+        *budget = budget.saturating_sub(spilled.head_len);
+        if let Some(path) = &spilled.saved {
+            self.emitter.emit(Event::Notice {
+                level: NoticeLevel::Info,
+                text: format!("{} returned {len} chars; saved to {}", call.name, path.display()),
+            });
+        }
+        spilled.text
+    }
+}
