@@ -230,7 +230,7 @@ in_both_modes!(a_small_window_does_not_make_every_turn_compress);
 fn a_small_window_does_not_make_every_turn_compress(mode: Mode) {
     let t = Talaria::new();
     let mock = mode.start(Script::new([Step::text("one"), Step::text("two"), Step::text("three")]));
-    t.use_model(&mock.base_url(), "chat_completions", "context_length = 4608\n", "");
+    t.use_model(&mock.base_url(), "chat_completions", "context_length = 5632\n", "");
     for (i, prompt) in ["first", "second", "third"].iter().enumerate() {
         let args: Vec<&str> = if i == 0 { vec!["-q", prompt] } else { vec!["--continue", "-q", prompt] };
         let out = t.chat(&args);

@@ -13,7 +13,7 @@ use crate::{Ctx, ui};
 
 #[derive(Subcommand)]
 pub enum SkillsCmd {
-    /// Every skill found here (bundled, yours in ~/.talaria/skills, a trusted project's), by category
+    /// Every skill found here (bundled, installed, yours in ~/.talaria/skills, a trusted project's), by category
     List {
         /// As JSON
         #[arg(long)]
