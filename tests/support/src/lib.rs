@@ -13,6 +13,8 @@
 //! - [`discord::DiscordFake`] and [`slack::SlackFake`]: Discord (REST and Gateway) and Slack (Web
 //!   API and Socket Mode) doubles for the gateway.
 //! - [`synapse::Synapse`]: a real Matrix homeserver (PyPI `matrix-synapse`), once per test binary.
+//! - [`postgres::Postgres`]: a real PostgreSQL server (Debian's `postgresql`), a throwaway cluster
+//!   once per test binary, a fresh database per test.
 //!
 //! ```no_run
 //! let server = talaria_test_support::FakeServer::start(|req| (200, vec![], format!("you asked for {}", req.path)));
@@ -20,6 +22,7 @@
 //! ```
 
 pub mod discord;
+pub mod postgres;
 pub mod registry;
 pub mod slack;
 pub mod synapse;
