@@ -420,7 +420,7 @@ impl Store {
     /// # Errors
     /// No such job, or the database cannot be read.
     pub fn cron_job(&self, id: &str) -> Result<Job> {
-        one_job(&self.conn(), id)?.ok_or_else(|| Error::JobNotFound { key: id.to_string() })
+        one_job(&*self.conn()?, id)?.ok_or_else(|| Error::JobNotFound { key: id.to_string() })
     }
 
     /// The job `key` names: its id, a unique prefix of its id, its name, or the unique start of
@@ -455,7 +455,7 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn cron_jobs(&self) -> Result<Vec<Job>> {
-        jobs_where(&self.conn(), "ORDER BY next_run_at IS NULL, next_run_at, created_at", [])
+        jobs_where(&*self.conn()?, "ORDER BY next_run_at IS NULL, next_run_at, created_at", [])
     }
 
     /// Remove a job and its history. False when there was none.
@@ -643,7 +643,7 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn cron_runs(&self, id: &str, limit: usize) -> Result<Vec<Run>> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = ?1 ORDER BY started_at DESC, id DESC LIMIT ?2"
         ))?;
@@ -657,7 +657,7 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn cron_run(&self, run_id: i64) -> Result<Option<Run>> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM cron_runs WHERE id = ?1"))?;
         stmt.query_row([run_id], run).optional()?.map(finish_run).transpose()
     }

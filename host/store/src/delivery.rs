@@ -122,7 +122,7 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
             "SELECT id, platform, chat_id, thread_id, body, attempts, key FROM deliveries
              WHERE state = 'pending' AND platform = ?1 AND next_at <= ?2 ORDER BY id LIMIT ?3",
@@ -148,7 +148,7 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn delivery_next_at(&self, platform: &str) -> Result<Option<i64>> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt =
             conn.prepare_cached("SELECT MIN(next_at) FROM deliveries WHERE state = 'pending' AND platform = ?1")?;
         Ok(stmt.query_row(params![platform], |r| r.get(0))?)
@@ -184,7 +184,7 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn deliveries_by_prefix(&self, prefix: &str) -> Result<Vec<(String, String, Option<String>)>> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
             "SELECT key, state, last_error FROM deliveries WHERE substr(key, 1, length(?1)) = ?1 ORDER BY id",
         )?;
@@ -253,7 +253,7 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn delivery_counts(&self) -> Result<Counts> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached("SELECT state, count(*) FROM deliveries GROUP BY state")?;
         let mut counts = Counts::default();
         for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {

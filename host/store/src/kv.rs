@@ -49,7 +49,10 @@ impl Store {
     /// The key is empty or too long, or the database cannot be read.
     pub fn kv_get(&self, plugin: &str, key: &str) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        let conn = self.conn();
+        if let Some(pg) = self.pg() {
+            return pg.kv_get(plugin, key);
+        }
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2")?;
         Ok(stmt.query_row(params![plugin, key], |r| r.get(0)).optional()?)
     }
@@ -62,6 +65,9 @@ impl Store {
     pub fn kv_set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
         check_key(key)?;
         check_value(value)?;
+        if let Some(pg) = self.pg() {
+            return pg.kv_set(plugin, key, value);
+        }
         self.write(|tx| put(tx, plugin, key, value))
     }
 
@@ -71,6 +77,9 @@ impl Store {
     /// The key is empty or too long, or the database cannot be written.
     pub fn kv_delete(&self, plugin: &str, key: &str) -> Result<()> {
         check_key(key)?;
+        if let Some(pg) = self.pg() {
+            return pg.kv_delete(plugin, key);
+        }
         self.write(|tx| {
             tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1 AND key = ?2", params![plugin, key])?;
             Ok(())
@@ -94,6 +103,9 @@ impl Store {
         check_key(key)?;
         if let Some(new) = new {
             check_value(new)?;
+        }
+        if let Some(pg) = self.pg() {
+            return pg.kv_compare_and_set(plugin, key, expected, new);
         }
         self.write(|tx| {
             let current: Option<Vec<u8>> = tx
@@ -125,6 +137,9 @@ impl Store {
     /// the quota would be exceeded, or the database cannot be written.
     pub fn kv_increment(&self, plugin: &str, key: &str, delta: i64) -> Result<i64> {
         check_key(key)?;
+        if let Some(pg) = self.pg() {
+            return pg.kv_increment(plugin, key, delta);
+        }
         self.write(|tx| {
             let current: Option<Vec<u8>> = tx
                 .prepare_cached("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2")?
@@ -149,6 +164,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn kv_clear(&self, plugin: &str) -> Result<u64> {
+        if let Some(pg) = self.pg() {
+            return pg.kv_clear(plugin);
+        }
         self.write(|tx| Ok(tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1", params![plugin])? as u64))
     }
 
@@ -157,6 +175,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn kv_adopt(&self, from: &str, to: &str) -> Result<u64> {
+        if let Some(pg) = self.pg() {
+            return pg.kv_adopt(from, to);
+        }
         self.write(|tx| {
             let moved = tx.execute(
                 "UPDATE plugin_kv SET plugin = ?2 WHERE plugin = ?1 AND NOT EXISTS (SELECT 1 FROM plugin_kv WHERE plugin = ?2)",
@@ -171,7 +192,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn kv_keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>> {
-        let conn = self.conn();
+        if let Some(pg) = self.pg() {
+            return pg.kv_keys(plugin, prefix);
+        }
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached("SELECT key FROM plugin_kv WHERE plugin = ?1 AND key >= ?2 ORDER BY key")?;
         let mut rows = stmt.query(params![plugin, prefix])?;
         let mut out = Vec::new();
@@ -192,7 +216,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn kv_list(&self, plugin: &str, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
-        let conn = self.conn();
+        if let Some(pg) = self.pg() {
+            return pg.kv_entries(plugin, prefix);
+        }
+        let conn = self.conn()?;
         let mut stmt =
             conn.prepare_cached("SELECT key, value FROM plugin_kv WHERE plugin = ?1 AND key >= ?2 ORDER BY key")?;
         let mut rows = stmt.query(params![plugin, prefix])?;
@@ -212,7 +239,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn kv_usage(&self, plugin: &str) -> Result<(u64, u64)> {
-        let conn = self.conn();
+        if let Some(pg) = self.pg() {
+            return pg.kv_usage(plugin);
+        }
+        let conn = self.conn()?;
         let mut stmt =
             conn.prepare_cached("SELECT COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM plugin_kv WHERE plugin = ?1")?;
         let (keys, bytes): (i64, i64) = stmt.query_row(params![plugin], |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -248,7 +278,7 @@ fn put(tx: &Transaction<'_>, plugin: &str, key: &str, value: &[u8]) -> Result<()
 }
 
 /// A counter's value: decimal ASCII digits, `-` first when negative, nothing else.
-fn parse_counter(bytes: &[u8]) -> Option<i64> {
+pub(crate) fn parse_counter(bytes: &[u8]) -> Option<i64> {
     let text = std::str::from_utf8(bytes).ok()?;
     let digits = text.strip_prefix('-').unwrap_or(text);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -275,15 +305,34 @@ fn check_value(value: &[u8]) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// Each case runs on SQLite and on a real PostgreSQL.
+    macro_rules! on_both_engines {
+        ($($name:ident),* $(,)?) => {
+            mod sqlite {
+                $( #[test] fn $name() { let (_dir, s) = super::store(); super::$name(&s); } )*
+            }
+            mod postgres {
+                $( #[test] fn $name() { let s = crate::pg::tests::store(); super::$name(&s); } )*
+            }
+        };
+    }
+    on_both_engines!(
+        values_are_scoped_to_their_plugin,
+        keys_are_listed_by_prefix_in_order,
+        limits_are_enforced,
+        compare_and_set_changes_only_what_was_expected,
+        increment_counts_from_zero_in_decimal_text,
+        list_returns_keys_under_a_prefix_with_their_values,
+        the_new_writes_keep_the_same_limits
+    );
+
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(&dir.path().join("state.db")).expect("open");
         (dir, store)
     }
 
-    #[test]
-    fn values_are_scoped_to_their_plugin() {
-        let (_dir, s) = store();
+    fn values_are_scoped_to_their_plugin(s: &Store) {
         s.kv_set("a", "k", b"one").expect("set");
         s.kv_set("b", "k", b"two").expect("set");
         assert_eq!(s.kv_get("a", "k").expect("get"), Some(b"one".to_vec()));
@@ -309,9 +358,7 @@ mod tests {
         assert_eq!(Store::open(&path).expect("reopen").kv_get("p", "k").expect("get"), Some(b"v".to_vec()));
     }
 
-    #[test]
-    fn keys_are_listed_by_prefix_in_order() {
-        let (_dir, s) = store();
+    fn keys_are_listed_by_prefix_in_order(s: &Store) {
         for k in ["b/2", "a/1", "b/1", "c"] {
             s.kv_set("p", k, b"x").expect("set");
         }
@@ -319,9 +366,7 @@ mod tests {
         assert_eq!(s.kv_keys("p", "").expect("keys").len(), 4);
     }
 
-    #[test]
-    fn limits_are_enforced() {
-        let (_dir, s) = store();
+    fn limits_are_enforced(s: &Store) {
         assert!(matches!(s.kv_set("p", "", b"x"), Err(Error::BadKey)));
         let big = vec![0u8; MAX_VALUE_BYTES + 1];
         assert!(matches!(s.kv_set("p", "k", &big), Err(Error::ValueTooLarge(n)) if n == MAX_VALUE_BYTES + 1));
@@ -336,9 +381,7 @@ mod tests {
         s.kv_set("q", "k", &chunk).expect("other plugin");
     }
 
-    #[test]
-    fn compare_and_set_changes_only_what_was_expected() {
-        let (_dir, s) = store();
+    fn compare_and_set_changes_only_what_was_expected(s: &Store) {
         // From nothing: creates once.
         assert!(s.kv_compare_and_set("p", "k", None, Some(b"one")).expect("cas"));
         assert!(!s.kv_compare_and_set("p", "k", None, Some(b"other")).expect("cas"), "the key exists now");
@@ -363,9 +406,7 @@ mod tests {
         assert_eq!(s.kv_get("q", "k").expect("get"), Some(b"theirs".to_vec()));
     }
 
-    #[test]
-    fn increment_counts_from_zero_in_decimal_text() {
-        let (_dir, s) = store();
+    fn increment_counts_from_zero_in_decimal_text(s: &Store) {
         assert_eq!(s.kv_increment("p", "n", 1).expect("inc"), 1);
         assert_eq!(s.kv_increment("p", "n", 41).expect("inc"), 42);
         assert_eq!(s.kv_get("p", "n").expect("get"), Some(b"42".to_vec()));
@@ -389,9 +430,7 @@ mod tests {
         assert_eq!(s.kv_increment("p", "big", -1).expect("inc"), i64::MAX - 1);
     }
 
-    #[test]
-    fn list_returns_keys_under_a_prefix_with_their_values() {
-        let (_dir, s) = store();
+    fn list_returns_keys_under_a_prefix_with_their_values(s: &Store) {
         for (k, v) in [("e/2", "two"), ("e/1", "one"), ("e", "bare"), ("f/1", "f"), ("e/10", "ten"), ("d", "d")] {
             s.kv_set("p", k, v.as_bytes()).expect("set");
         }
@@ -406,9 +445,7 @@ mod tests {
         assert_eq!(s.kv_keys("p", "e").expect("keys"), ["e", "e/1", "e/10", "e/2"]);
     }
 
-    #[test]
-    fn the_new_writes_keep_the_same_limits() {
-        let (_dir, s) = store();
+    fn the_new_writes_keep_the_same_limits(s: &Store) {
         let long_key = "k".repeat(MAX_KEY_BYTES + 1);
         assert!(matches!(s.kv_compare_and_set("p", "", None, Some(b"x")), Err(Error::BadKey)));
         assert!(matches!(s.kv_compare_and_set("p", &long_key, None, None), Err(Error::BadKey)));

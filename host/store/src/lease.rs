@@ -120,7 +120,7 @@ impl Store {
     pub fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {
         let now = now_ms();
         let me = machine();
-        let current = current(&self.conn(), session_id)?;
+        let current = current(&*self.conn()?, session_id)?;
         Ok(current.filter(|c| holds(c, now, &me)))
     }
 
@@ -130,7 +130,7 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn
             .prepare_cached("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM messages WHERE session_id = ?1 AND active")?;
         Ok(stmt.query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?)

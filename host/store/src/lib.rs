@@ -39,6 +39,7 @@ pub mod kv;
 pub mod lease;
 pub mod local_time;
 pub mod pairing;
+mod pg;
 pub mod recover;
 pub mod schema;
 pub mod search;
@@ -124,6 +125,12 @@ pub enum Error {
         "no pairing code {code} is waiting (it is unknown, used, or over an hour old): `talaria pairing list` shows the codes"
     )]
     PairingNotFound { code: String },
+    #[error("PostgreSQL at {url}: {detail}")]
+    Postgres { url: String, detail: String },
+    #[error("state database (PostgreSQL): {0}")]
+    Pg(String),
+    #[error("{what} is not available on PostgreSQL yet; use the SQLite store (remove `url` under [store]) for it")]
+    NotOnPostgres { what: &'static str },
     #[error("no scheduled job matches \"{key}\": `talaria cron list` shows them")]
     JobNotFound { key: String },
     #[error("several jobs match: {}; give more of the id", candidates.join(", "))]
@@ -171,9 +178,15 @@ fn sql_busy(e: &rusqlite::Error) -> bool {
 
 /// The open state database.
 pub struct Store {
-    conn: Mutex<Connection>,
+    engine: Engine,
     /// Appends since this `Store` was opened, to checkpoint the WAL now and then.
     appends: AtomicU32,
+}
+
+/// Which database holds the state.
+enum Engine {
+    Sqlite(Mutex<Connection>),
+    Postgres(pg::Pg),
 }
 
 impl Store {
@@ -207,7 +220,30 @@ impl Store {
         // queue instead of both creating the same tables.
         conn.set_transaction_behavior(TransactionBehavior::Immediate);
         schema::migrate(&mut conn)?;
-        Ok(Self { conn: Mutex::new(conn), appends: AtomicU32::new(0) })
+        Ok(Self { engine: Engine::Sqlite(Mutex::new(conn)), appends: AtomicU32::new(0) })
+    }
+
+    /// Connect to the PostgreSQL database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB`,
+    /// or `postgresql:///DB?host=/run/postgresql` for a unix socket) and bring its schema up to
+    /// date. Several processes, on several machines, may share it.
+    ///
+    /// # Errors
+    /// The URL is malformed, the server cannot be reached or refuses us, or a migration fails.
+    pub fn connect(url: &str) -> Result<Self> {
+        Ok(Self { engine: Engine::Postgres(pg::Pg::connect(url)?), appends: AtomicU32::new(0) })
+    }
+
+    /// Whether this store is on PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.engine, Engine::Postgres(_))
+    }
+
+    /// The PostgreSQL engine, when the store is on it.
+    fn pg(&self) -> Option<&pg::Pg> {
+        match &self.engine {
+            Engine::Postgres(pg) => Some(pg),
+            Engine::Sqlite(_) => None,
+        }
     }
 
     /// Open the database only to read it, for commands that never write (`sessions list`,
@@ -222,7 +258,7 @@ impl Store {
             let mut conn = Connection::open_in_memory()?;
             conn.set_transaction_behavior(TransactionBehavior::Immediate);
             schema::migrate(&mut conn)?;
-            return Ok(Self { conn: Mutex::new(conn), appends: AtomicU32::new(0) });
+            return Ok(Self { engine: Engine::Sqlite(Mutex::new(conn)), appends: AtomicU32::new(0) });
         }
         Self::read_only_inner(path).map_err(|e| named(e, path))
     }
@@ -253,7 +289,7 @@ impl Store {
                 ),
             });
         }
-        Ok(Self { conn: Mutex::new(conn), appends: AtomicU32::new(0) })
+        Ok(Self { engine: Engine::Sqlite(Mutex::new(conn)), appends: AtomicU32::new(0) })
     }
 
     /// Move everything written so far from the WAL into the database file and empty the WAL,
@@ -262,15 +298,20 @@ impl Store {
     /// one's. Best effort, and it never waits: while another process reads or writes, it does
     /// what it can and the rest is moved later (as closing would).
     pub fn checkpoint(&self) {
-        let conn = self.conn();
+        let Ok(conn) = self.conn() else { return };
         let _ = conn.busy_timeout(Duration::ZERO);
         let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
         let _ = conn.busy_timeout(BUSY_TIMEOUT);
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        // A panic while holding the lock leaves the connection itself usable.
-        self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The SQLite connection; on PostgreSQL, [`Error::NotOnPostgres`] for what has no
+    /// PostgreSQL version yet.
+    fn conn(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {
+        match &self.engine {
+            // A panic while holding the lock leaves the connection itself usable.
+            Engine::Sqlite(conn) => Ok(conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)),
+            Engine::Postgres(_) => Err(Error::NotOnPostgres { what: "this operation" }),
+        }
     }
 
     /// Run `f` in one `BEGIN IMMEDIATE` transaction, committed if `f` succeeds. While another
@@ -278,7 +319,7 @@ impl Store {
     /// up to [`BUSY_RETRY_FOR`]; the mutex is released between attempts.
     fn write<T>(&self, mut f: impl FnMut(&Transaction<'_>) -> Result<T>) -> Result<T> {
         retry_busy(|| {
-            let mut conn = self.conn();
+            let mut conn = self.conn()?;
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let out = f(&tx)?;
             tx.commit()?;

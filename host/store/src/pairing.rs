@@ -162,7 +162,7 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn is_paired(&self, platform: &str, user_id: &str) -> Result<bool> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
             "SELECT 1 FROM pairings WHERE platform = ?1 AND user_id = ?2 AND approved_at IS NOT NULL",
         )?;
@@ -174,7 +174,7 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn pairings(&self) -> Result<Vec<Pairing>> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM pairings ORDER BY requested_at DESC"))?;
         let rows = stmt.query_map([], row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)

@@ -160,7 +160,7 @@ impl Store {
 
     /// Whether messages were committed since the indexes last caught up.
     fn search_pending(&self) -> Result<bool> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt =
             conn.prepare_cached("SELECT (SELECT coalesce(max(id), 0) FROM messages) > indexed FROM search_watermark")?;
         Ok(stmt.query_row([], |r| r.get(0))?)
@@ -221,7 +221,7 @@ impl Store {
             None => (i64::MIN, i64::MAX),
             Some(session) => {
                 let range: (Option<i64>, Option<i64>) = self
-                    .conn()
+                    .conn()?
                     .prepare_cached("SELECT min(id), max(id) FROM messages WHERE session_id = ?1 AND active")?
                     .query_row([session], |r| Ok((r.get(0)?, r.get(1)?)))?;
                 match range {
@@ -293,7 +293,7 @@ impl Store {
                  ORDER BY m.id DESC LIMIT ?5"
             ),
         };
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(params_from_iter(args), |r| {
             Ok((

@@ -277,7 +277,9 @@ impl Store {
         })?;
         if self.appends.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1 {
             // Best effort: a checkpoint blocked by readers simply does less; the next one catches up.
-            let _ = self.conn().query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+            if let Ok(conn) = self.conn() {
+                let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+            }
         }
         Ok(ids)
     }
@@ -294,7 +296,7 @@ impl Store {
 
     /// The session with exactly this id, if any.
     pub fn session(&self, id: &str) -> Result<Option<SessionInfo>> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!("{SESSION_COLUMNS} WHERE s.id = ?1"))?;
         Ok(stmt.query_row([id], session_from_row).optional()?)
     }
@@ -304,7 +306,7 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub fn system_prompt(&self, id: &str) -> Result<String> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached("SELECT system_prompt FROM sessions WHERE id = ?1")?;
         stmt.query_row([id], |r| r.get(0)).optional()?.ok_or_else(|| not_found(id))
     }
@@ -327,7 +329,7 @@ impl Store {
             return Ok(s);
         }
         let by_title: Option<String> = {
-            let conn = self.conn();
+            let conn = self.conn()?;
             let mut stmt = conn.prepare_cached("SELECT id FROM sessions WHERE title = ?1")?;
             stmt.query_row([key], |r| r.get(0)).optional()?
         };
@@ -335,7 +337,7 @@ impl Store {
             return self.session(&id)?.ok_or_else(|| not_found(key));
         }
         let mut ids: Vec<String> = {
-            let conn = self.conn();
+            let conn = self.conn()?;
             let mut stmt = conn.prepare_cached(
                 "SELECT id FROM sessions WHERE substr(id, 1, length(?1)) = ?1 ORDER BY updated_at DESC, id LIMIT ?2",
             )?;
@@ -365,7 +367,7 @@ impl Store {
 
     /// Sessions matching `q`, newest (last updated) first.
     pub fn list_sessions_with(&self, q: &ListQuery<'_>) -> Result<Vec<SessionInfo>> {
-        let conn = self.conn();
+        let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!(
             "{SESSION_COLUMNS}
              WHERE (?1 OR ?2 IS NOT NULL OR ?3 IS NOT NULL OR s.source <> 'subagent')
@@ -385,13 +387,13 @@ impl Store {
     /// [`Error::SessionNotFound`].
     pub fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>> {
         let raw: Vec<RawMessage> = {
-            let conn = self.conn();
+            let conn = self.conn()?;
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ?1 AND active ORDER BY id"
             ))?;
             stmt.query_map([session_id], RawMessage::from_row)?.collect::<Result<_, _>>()?
         };
-        if raw.is_empty() && !exists(&self.conn(), session_id)? {
+        if raw.is_empty() && !exists(&*self.conn()?, session_id)? {
             return Err(not_found(session_id));
         }
         raw.into_iter().map(RawMessage::into_stored).collect()
@@ -404,7 +406,7 @@ impl Store {
     /// [`Error::MessageNotFound`].
     pub fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<StoredMessage>> {
         let raw: Vec<RawMessage> = {
-            let conn = self.conn();
+            let conn = self.conn()?;
             let session: Option<String> = conn
                 .prepare_cached("SELECT session_id FROM messages WHERE id = ?1")?
                 .query_row([message_id], |r| r.get(0))

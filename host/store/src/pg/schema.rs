@@ -1,0 +1,204 @@
+//! The PostgreSQL schema as numbered migrations, applied in order on connect and never edited
+//! once released: a change is a new migration at the end of [`MIGRATIONS`]. The version is kept
+//! in `talaria_schema`; every migration runs in one transaction holding an advisory lock, so
+//! processes connecting at once migrate one after the other and the later ones find nothing to
+//! do.
+//!
+//! 1. Everything SQLite's nine migrations make ([`crate::schema`]), in PostgreSQL's terms:
+//!    `BIGINT` times (Unix milliseconds), `BYTEA` values, identity ids. Search is a `tsvector`
+//!    (English stemming, like SQLite's porter tokenizer) with a GIN index for words and phrases,
+//!    and `pg_trgm` trigram GIN indexes for substrings, CJK text and code fragments; both cover
+//!    only active messages.
+
+use crate::pg::{Client, sql};
+use crate::{Error, Result};
+
+/// The advisory lock key migrations hold ("talaria" in ASCII).
+const MIGRATION_LOCK: i64 = 0x0074_616c_6172_6961;
+
+/// Every migration, oldest first.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: the whole schema of SQLite's version 9.
+    "CREATE EXTENSION IF NOT EXISTS pg_trgm;
+
+    CREATE TABLE plugin_kv (
+        plugin     TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        value      BYTEA NOT NULL,
+        updated_at BIGINT NOT NULL DEFAULT (extract(epoch FROM now())::bigint),
+        PRIMARY KEY (plugin, key)
+    );
+
+    CREATE TABLE sessions (
+        id            TEXT PRIMARY KEY,
+        source        TEXT NOT NULL,
+        model         TEXT NOT NULL,
+        provider      TEXT NOT NULL,
+        system_prompt TEXT NOT NULL,
+        parent_id     TEXT REFERENCES sessions (id) ON DELETE SET NULL,
+        title         TEXT,
+        cwd           TEXT NOT NULL,
+        started_at    BIGINT NOT NULL,
+        updated_at    BIGINT NOT NULL,
+        ended_at      BIGINT,
+        end_reason    TEXT,
+        message_count      BIGINT NOT NULL DEFAULT 0,
+        tool_call_count    BIGINT NOT NULL DEFAULT 0,
+        api_call_count     BIGINT NOT NULL DEFAULT 0,
+        input_tokens       BIGINT NOT NULL DEFAULT 0,
+        output_tokens      BIGINT NOT NULL DEFAULT 0,
+        cache_read_tokens  BIGINT NOT NULL DEFAULT 0,
+        cache_write_tokens BIGINT NOT NULL DEFAULT 0,
+        reasoning_tokens   BIGINT NOT NULL DEFAULT 0,
+        estimated_calls    BIGINT NOT NULL DEFAULT 0
+    );
+    -- Titles are unique without regard to case, as SQLite's COLLATE NOCASE makes them.
+    CREATE UNIQUE INDEX sessions_title ON sessions (lower(title));
+    CREATE INDEX sessions_by_update ON sessions (updated_at);
+    CREATE INDEX sessions_by_parent ON sessions (parent_id);
+
+    CREATE TABLE messages (
+        id           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        session_id   TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        role         TEXT NOT NULL,
+        active       BOOLEAN NOT NULL DEFAULT TRUE,
+        created_at   BIGINT NOT NULL,
+        tool_call_id TEXT,
+        tool_name    TEXT,
+        content      TEXT NOT NULL,
+        tool_calls   TEXT,
+        reasoning    TEXT,
+        extra        TEXT,
+        words        tsvector GENERATED ALWAYS AS (
+            to_tsvector('english', content || ' ' || coalesce(tool_name, '') || ' ' || coalesce(tool_calls, ''))
+        ) STORED
+    );
+    CREATE INDEX messages_by_session ON messages (session_id, id);
+    CREATE INDEX messages_words ON messages USING gin (words) WHERE active;
+    CREATE INDEX messages_trigram ON messages USING gin (content gin_trgm_ops) WHERE active;
+    CREATE INDEX messages_calls_trigram ON messages USING gin (tool_calls gin_trgm_ops) WHERE active;
+
+    CREATE TABLE session_leases (
+        session_id  TEXT PRIMARY KEY,
+        token       TEXT NOT NULL,
+        pid         BIGINT NOT NULL,
+        host        TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        acquired_at BIGINT NOT NULL,
+        expires_at  BIGINT NOT NULL
+    );
+
+    CREATE TABLE pairings (
+        platform     TEXT NOT NULL,
+        user_id      TEXT NOT NULL,
+        user_name    TEXT NOT NULL,
+        code         TEXT,
+        requested_at BIGINT NOT NULL,
+        expires_at   BIGINT NOT NULL,
+        approved_at  BIGINT,
+        PRIMARY KEY (platform, user_id)
+    );
+    CREATE UNIQUE INDEX pairing_codes ON pairings (code) WHERE code IS NOT NULL;
+
+    CREATE TABLE deliveries (
+        id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        platform   TEXT NOT NULL,
+        chat_id    TEXT NOT NULL,
+        thread_id  TEXT,
+        body       TEXT NOT NULL,
+        key        TEXT NOT NULL UNIQUE,
+        state      TEXT NOT NULL DEFAULT 'pending',
+        attempts   BIGINT NOT NULL DEFAULT 0,
+        next_at    BIGINT NOT NULL,
+        last_error TEXT,
+        sent_id    TEXT,
+        created_at BIGINT NOT NULL,
+        done_at    BIGINT
+    );
+    CREATE INDEX deliveries_due ON deliveries (state, platform, next_at);
+
+    CREATE TABLE webhook_seen (
+        route       TEXT NOT NULL,
+        delivery_id TEXT NOT NULL,
+        seen_at     BIGINT NOT NULL,
+        PRIMARY KEY (route, delivery_id)
+    );
+
+    CREATE TABLE cron_jobs (
+        id               TEXT PRIMARY KEY,
+        name             TEXT NOT NULL,
+        prompt           TEXT NOT NULL,
+        schedule_kind    TEXT NOT NULL,
+        schedule_expr    TEXT NOT NULL,
+        schedule_display TEXT NOT NULL,
+        deliver          TEXT NOT NULL,
+        origin           TEXT,
+        repeat_times     BIGINT,
+        repeat_done      BIGINT NOT NULL DEFAULT 0,
+        enabled          BOOLEAN NOT NULL DEFAULT TRUE,
+        state            TEXT NOT NULL DEFAULT 'scheduled',
+        next_run_at      BIGINT,
+        last_run_at      BIGINT,
+        last_status      TEXT,
+        last_output      TEXT,
+        last_error       TEXT,
+        model            TEXT,
+        provider         TEXT,
+        toolsets         TEXT,
+        max_turns        BIGINT,
+        timeout_secs     BIGINT,
+        workspace        TEXT,
+        allow            TEXT NOT NULL DEFAULT '[]',
+        creator          TEXT NOT NULL,
+        created_at       BIGINT NOT NULL,
+        updated_at       BIGINT NOT NULL
+    );
+    CREATE INDEX cron_jobs_due ON cron_jobs (state, next_run_at);
+    CREATE TABLE cron_runs (
+        id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        job_id      TEXT NOT NULL,
+        due_at      BIGINT NOT NULL,
+        started_at  BIGINT NOT NULL,
+        finished_at BIGINT,
+        status      TEXT NOT NULL,
+        manual      BOOLEAN NOT NULL DEFAULT FALSE,
+        output      TEXT,
+        error       TEXT,
+        delivery    TEXT,
+        session_id  TEXT,
+        pid         BIGINT NOT NULL,
+        host        TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        token       TEXT NOT NULL,
+        lease_until BIGINT NOT NULL,
+        UNIQUE (job_id, due_at)
+    );
+    CREATE INDEX cron_runs_running ON cron_runs (status) WHERE status = 'running';",
+];
+
+/// The schema version this code writes.
+pub(crate) const VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Bring the database to [`VERSION`], one transaction per migration, under the advisory lock.
+pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
+    loop {
+        let tx = client.transaction().await.map_err(sql)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(sql)?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS talaria_schema (version BIGINT NOT NULL)").await.map_err(sql)?;
+        let at: i64 =
+            tx.query_opt("SELECT version FROM talaria_schema", &[]).await.map_err(sql)?.map_or(0, |row| row.get(0));
+        if at > VERSION {
+            return Err(Error::Corrupt {
+                what: format!("its schema is version {at}, newer than this talaria's {VERSION}: update talaria"),
+            });
+        }
+        if at == VERSION {
+            return tx.commit().await.map_err(sql);
+        }
+        let index = usize::try_from(at).unwrap_or_default();
+        tx.batch_execute(MIGRATIONS[index]).await.map_err(sql)?;
+        tx.execute("DELETE FROM talaria_schema", &[]).await.map_err(sql)?;
+        tx.execute("INSERT INTO talaria_schema (version) VALUES ($1)", &[&(at + 1)]).await.map_err(sql)?;
+        tx.commit().await.map_err(sql)?;
+    }
+}
