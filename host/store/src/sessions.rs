@@ -147,6 +147,9 @@ impl Store {
             return Err(Error::UnknownSource { name: s.source.clone() });
         }
         let now = now_ms();
+        if let Some(pg) = self.pg() {
+            return pg.create_session(s, now);
+        }
         self.write(|tx| {
             if exists(tx, &s.id)? {
                 return Err(Error::SessionExists { id: s.id.clone() });
@@ -179,6 +182,10 @@ impl Store {
             return Err(Error::BadSessionId { id: new_id.to_string() });
         }
         let now = now_ms();
+        if let Some(pg) = self.pg() {
+            pg.fork_session(from, new_id, now)?;
+            return self.session(new_id)?.ok_or_else(|| not_found(new_id));
+        }
         self.write(|tx| {
             if !exists(tx, from)? {
                 return Err(not_found(from));
@@ -238,6 +245,10 @@ impl Store {
         // it once there are enough of them, rather than each commit writing index segments.
         let ends_turn = matches!(messages.last(), Some(Message::Assistant { tool_calls, .. }) if tool_calls.is_empty());
         let now = now_ms();
+        if let Some(pg) = self.pg() {
+            let owned = rows.iter().map(MessageRow::to_owned_row).collect();
+            return pg.append(session_id, owned, calls, usage.map(|(u, c)| (*u, c)), now);
+        }
         let ids = self.write(|tx| {
             let touched = tx.execute(
                 "UPDATE sessions SET message_count = message_count + ?2, tool_call_count = tool_call_count + ?3,
@@ -291,11 +302,17 @@ impl Store {
     /// [`Error::SessionNotFound`].
     pub fn add_usage(&self, session_id: &str, usage: &Usage, api_calls: u32) -> Result<()> {
         let now = now_ms();
+        if let Some(pg) = self.pg() {
+            return pg.add_usage(session_id, usage, api_calls, now);
+        }
         self.write(|tx| add_usage(tx, session_id, usage, api_calls, now))
     }
 
     /// The session with exactly this id, if any.
     pub fn session(&self, id: &str) -> Result<Option<SessionInfo>> {
+        if let Some(pg) = self.pg() {
+            return pg.session(id);
+        }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!("{SESSION_COLUMNS} WHERE s.id = ?1"))?;
         Ok(stmt.query_row([id], session_from_row).optional()?)
@@ -306,6 +323,9 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub fn system_prompt(&self, id: &str) -> Result<String> {
+        if let Some(pg) = self.pg() {
+            return pg.system_prompt(id);
+        }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached("SELECT system_prompt FROM sessions WHERE id = ?1")?;
         stmt.query_row([id], |r| r.get(0)).optional()?.ok_or_else(|| not_found(id))
@@ -328,7 +348,9 @@ impl Store {
         if let Some(s) = self.session(key)? {
             return Ok(s);
         }
-        let by_title: Option<String> = {
+        let by_title: Option<String> = if let Some(pg) = self.pg() {
+            pg.session_titled(key)?
+        } else {
             let conn = self.conn()?;
             let mut stmt = conn.prepare_cached("SELECT id FROM sessions WHERE title = ?1")?;
             stmt.query_row([key], |r| r.get(0)).optional()?
@@ -336,7 +358,9 @@ impl Store {
         if let Some(id) = by_title {
             return self.session(&id)?.ok_or_else(|| not_found(key));
         }
-        let mut ids: Vec<String> = {
+        let mut ids: Vec<String> = if let Some(pg) = self.pg() {
+            pg.session_ids_starting(key, MAX_CANDIDATES + 1)?
+        } else {
             let conn = self.conn()?;
             let mut stmt = conn.prepare_cached(
                 "SELECT id FROM sessions WHERE substr(id, 1, length(?1)) = ?1 ORDER BY updated_at DESC, id LIMIT ?2",
@@ -367,6 +391,9 @@ impl Store {
 
     /// Sessions matching `q`, newest (last updated) first.
     pub fn list_sessions_with(&self, q: &ListQuery<'_>) -> Result<Vec<SessionInfo>> {
+        if let Some(pg) = self.pg() {
+            return pg.list_sessions(q);
+        }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!(
             "{SESSION_COLUMNS}
@@ -386,6 +413,10 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>> {
+        if let Some(pg) = self.pg() {
+            let raw = pg.messages(session_id)?.ok_or_else(|| not_found(session_id))?;
+            return raw.into_iter().map(RawMessage::into_stored).collect();
+        }
         let raw: Vec<RawMessage> = {
             let conn = self.conn()?;
             let mut stmt = conn.prepare_cached(&format!(
@@ -405,6 +436,9 @@ impl Store {
     /// # Errors
     /// [`Error::MessageNotFound`].
     pub fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<StoredMessage>> {
+        if let Some(pg) = self.pg() {
+            return pg.messages_around(message_id, window)?.into_iter().map(RawMessage::into_stored).collect();
+        }
         let raw: Vec<RawMessage> = {
             let conn = self.conn()?;
             let session: Option<String> = conn
@@ -468,6 +502,9 @@ impl Store {
         if title.eq_ignore_ascii_case("latest") {
             return bad("\"latest\" is reserved: it always means the most recent session");
         }
+        if let Some(pg) = self.pg() {
+            return pg.title(id, title, replace);
+        }
         self.write(|tx| {
             if !exists(tx, id)? {
                 return Err(not_found(id));
@@ -493,6 +530,9 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub fn delete_session(&self, id: &str) -> Result<()> {
+        if let Some(pg) = self.pg() {
+            return pg.delete_session(id);
+        }
         self.write(|tx| {
             // The foreign keys would do both; saying it keeps the behaviour independent of them.
             tx.execute("DELETE FROM messages WHERE session_id = ?1", [id])?;
@@ -511,6 +551,9 @@ impl Store {
     /// [`Error::SessionNotFound`].
     pub fn end_session(&self, id: &str, reason: &str) -> Result<()> {
         let now = now_ms();
+        if let Some(pg) = self.pg() {
+            return pg.end_session(id, reason, now);
+        }
         self.write(|tx| {
             if tx
                 .execute("UPDATE sessions SET ended_at = ?2, end_reason = ?3 WHERE id = ?1", params![id, now, reason])?
@@ -530,6 +573,9 @@ impl Store {
     /// [`Error::SessionNotFound`].
     pub fn undo_last_turn(&self, session_id: &str) -> Result<usize> {
         let now = now_ms();
+        if let Some(pg) = self.pg() {
+            return pg.undo_last_turn(session_id, now);
+        }
         self.write(|tx| {
             if !exists(tx, session_id)? {
                 return Err(not_found(session_id));
@@ -561,7 +607,7 @@ impl Store {
     }
 }
 
-fn not_found(key: &str) -> Error {
+pub(crate) fn not_found(key: &str) -> Error {
     Error::SessionNotFound { key: key.to_owned() }
 }
 
@@ -604,7 +650,7 @@ fn session_from_row(r: &Row<'_>) -> rusqlite::Result<SessionInfo> {
 }
 
 /// `text` on one line, whitespace collapsed, cut to [`PREVIEW_CHARS`] characters with `…`.
-fn preview(text: &str) -> String {
+pub(crate) fn preview(text: &str) -> String {
     let words: Vec<&str> = text.split_whitespace().collect();
     let line = words.join(" ");
     if line.chars().count() <= PREVIEW_CHARS {
@@ -664,18 +710,43 @@ impl<'a> MessageRow<'a> {
     }
 }
 
+/// [`MessageRow`] owning its text, to cross to PostgreSQL's runtime.
+pub(crate) struct OwnedRow {
+    pub(crate) role: &'static str,
+    pub(crate) content: String,
+    pub(crate) tool_call_id: Option<String>,
+    pub(crate) tool_calls: Option<String>,
+    pub(crate) tool_name: Option<String>,
+    pub(crate) reasoning: Option<String>,
+    pub(crate) extra: Option<String>,
+}
+
+impl MessageRow<'_> {
+    fn to_owned_row(&self) -> OwnedRow {
+        OwnedRow {
+            role: self.role,
+            content: self.content.to_string(),
+            tool_call_id: self.tool_call_id.map(String::from),
+            tool_calls: self.tool_calls.clone(),
+            tool_name: self.tool_name.map(String::from),
+            reasoning: self.reasoning.map(String::from),
+            extra: self.extra.clone(),
+        }
+    }
+}
+
 /// A `messages` row as read, before it is checked and turned back into a [`Message`].
-struct RawMessage {
-    id: i64,
-    session_id: String,
-    role: String,
-    content: String,
-    tool_call_id: Option<String>,
-    tool_calls: Option<String>,
-    tool_name: Option<String>,
-    reasoning: Option<String>,
-    extra: Option<String>,
-    created_at: i64,
+pub(crate) struct RawMessage {
+    pub(crate) id: i64,
+    pub(crate) session_id: String,
+    pub(crate) role: String,
+    pub(crate) content: String,
+    pub(crate) tool_call_id: Option<String>,
+    pub(crate) tool_calls: Option<String>,
+    pub(crate) tool_name: Option<String>,
+    pub(crate) reasoning: Option<String>,
+    pub(crate) extra: Option<String>,
+    pub(crate) created_at: i64,
 }
 
 impl RawMessage {
@@ -695,7 +766,7 @@ impl RawMessage {
         })
     }
 
-    fn into_stored(self) -> Result<StoredMessage> {
+    pub(crate) fn into_stored(self) -> Result<StoredMessage> {
         let id = self.id;
         let corrupt = |what: String| Error::Corrupt { what: format!("message {id}: {what}") };
         let message = match self.role.as_str() {

@@ -13,6 +13,7 @@
 
 mod kv;
 mod schema;
+mod sessions;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -170,7 +171,7 @@ pub(crate) mod tests {
     #[test]
     fn what_has_no_postgresql_version_yet_says_so() {
         let s = store();
-        let e = s.session("x").expect_err("not yet");
+        let e = s.cron_jobs().expect_err("not yet");
         assert!(e.to_string().contains("is not available on PostgreSQL yet"), "{e}");
     }
 

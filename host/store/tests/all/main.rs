@@ -1,5 +1,6 @@
 //! talaria-store's integration tests: sessions and messages, search, two writers at once,
-//! migrations from older files.
+//! migrations from older files. The cases [`on_both_engines!`] names run on SQLite and on a real
+//! PostgreSQL.
 
 mod concurrency;
 mod cron;
@@ -16,6 +17,26 @@ fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(&dir.path().join("state.db")).expect("open");
     (dir, store)
+}
+
+/// A store on a fresh database of this test process's PostgreSQL.
+fn pg_store() -> Store {
+    let url = talaria_test_support::postgres::Postgres::shared().database();
+    Store::connect(&url).expect("connect to PostgreSQL")
+}
+
+/// Run each named case (a `fn(&Store)`) on SQLite and on PostgreSQL: `sqlite::NAME` and
+/// `postgres::NAME`.
+#[macro_export]
+macro_rules! on_both_engines {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $name() { let (_dir, s) = $crate::store(); super::$name(&s); } )*
+        }
+        mod postgres {
+            $( #[test] fn $name() { let s = $crate::pg_store(); super::$name(&s); } )*
+        }
+    };
 }
 
 fn new_session(id: &str) -> NewSession {

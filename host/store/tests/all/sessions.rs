@@ -6,6 +6,21 @@ use talaria_store::{Error, ListQuery, NewSession, PREVIEW_CHARS, SearchQuery, St
 
 use crate::{calls, create, new_session, store, tool_call, turn};
 
+// The same cases on SQLite and on a real PostgreSQL.
+crate::on_both_engines!(
+    every_message_kind_round_trips,
+    counts_usage_and_preview_follow_appends,
+    bad_creates_and_appends_are_refused_and_change_nothing,
+    sessions_resolve_by_latest_id_title_and_prefix,
+    latest_and_lists_leave_out_subagents_unless_asked,
+    lists_are_newest_first_and_paged,
+    titles_are_unique_and_checked,
+    ending_records_time_and_reason,
+    messages_around_a_hit_skip_inactive_ones,
+    an_answer_and_its_usage_are_stored_together_or_not_at_all,
+    a_fork_copies_the_conversation_and_leaves_the_original,
+);
+
 fn every_kind() -> Vec<Message> {
     vec![
         Message::system("Be brief."),
@@ -32,10 +47,8 @@ fn every_kind() -> Vec<Message> {
     ]
 }
 
-#[test]
-fn every_message_kind_round_trips() {
-    let (_dir, s) = store();
-    create(&s, "s1");
+fn every_message_kind_round_trips(s: &Store) {
+    create(s, "s1");
     let sent = every_kind();
     let ids = s.append_messages("s1", &sent).expect("append");
     assert_eq!(ids.len(), sent.len());
@@ -46,10 +59,8 @@ fn every_message_kind_round_trips() {
     assert!(got.iter().all(|m| m.session_id == "s1" && m.created_at > 1_600_000_000_000));
 }
 
-#[test]
-fn counts_usage_and_preview_follow_appends() {
-    let (_dir, s) = store();
-    create(&s, "s1");
+fn counts_usage_and_preview_follow_appends(s: &Store) {
+    create(s, "s1");
     let fresh = s.session("s1").expect("session").expect("exists");
     assert_eq!((fresh.message_count, fresh.tool_call_count, fresh.api_call_count), (0, 0, 0));
     assert_eq!(fresh.preview, None);
@@ -97,16 +108,14 @@ fn counts_usage_and_preview_follow_appends() {
     assert_eq!((info.model.as_str(), info.provider.as_str(), info.source.as_str()), ("test-model", "test", "cli"));
     assert_eq!(s.system_prompt("s1").expect("prompt"), "You are the assistant of session s1.");
 
-    create(&s, "long");
-    turn(&s, "long", &"x".repeat(500), "ok");
+    create(s, "long");
+    turn(s, "long", &"x".repeat(500), "ok");
     let preview = s.session("long").expect("session").expect("exists").preview.expect("preview");
     assert_eq!(preview.chars().count(), PREVIEW_CHARS);
 }
 
-#[test]
-fn bad_creates_and_appends_are_refused_and_change_nothing() {
-    let (_dir, s) = store();
-    create(&s, "s1");
+fn bad_creates_and_appends_are_refused_and_change_nothing(s: &Store) {
+    create(s, "s1");
     assert!(matches!(s.create_session(&new_session("s1")), Err(Error::SessionExists { id }) if id == "s1"));
     let bad_source = NewSession { source: "telegraph".into(), ..new_session("s2") };
     let err = s.create_session(&bad_source).expect_err("unknown source");
@@ -128,16 +137,14 @@ fn bad_creates_and_appends_are_refused_and_change_nothing() {
     assert_eq!(s.append_messages("s1", &[]).expect("empty append"), Vec::<i64>::new());
 }
 
-#[test]
-fn sessions_resolve_by_latest_id_title_and_prefix() {
-    let (_dir, s) = store();
+fn sessions_resolve_by_latest_id_title_and_prefix(s: &Store) {
     for id in ["20250101_100000_aaaaaa", "20250101_100000_aabbbb", "20250202_120000_cccccc"] {
-        create(&s, id);
-        turn(&s, id, "hello", "hi");
+        create(s, id);
+        turn(s, id, "hello", "hi");
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
     assert_eq!(s.resolve_session("latest").expect("latest").id, "20250202_120000_cccccc");
-    turn(&s, "20250101_100000_aaaaaa", "again", "yes");
+    turn(s, "20250101_100000_aaaaaa", "again", "yes");
     assert_eq!(s.resolve_session(" LATEST ").expect("latest").id, "20250101_100000_aaaaaa");
     assert_eq!(s.resolve_session("20250101_100000_aabbbb").expect("id").id, "20250101_100000_aabbbb");
     assert_eq!(s.resolve_session("202502").expect("prefix").id, "20250202_120000_cccccc");
@@ -160,11 +167,9 @@ fn sessions_resolve_by_latest_id_title_and_prefix() {
     assert!(matches!(s.resolve_session("  "), Err(Error::SessionNotFound { .. })));
 }
 
-#[test]
-fn latest_and_lists_leave_out_subagents_unless_asked() {
-    let (_dir, s) = store();
-    create(&s, "parent");
-    turn(&s, "parent", "spawn a helper", "ok");
+fn latest_and_lists_leave_out_subagents_unless_asked(s: &Store) {
+    create(s, "parent");
+    turn(s, "parent", "spawn a helper", "ok");
     std::thread::sleep(std::time::Duration::from_millis(2));
     s.create_session(&NewSession {
         source: "subagent".into(),
@@ -172,7 +177,7 @@ fn latest_and_lists_leave_out_subagents_unless_asked() {
         ..new_session("child")
     })
     .expect("child");
-    turn(&s, "child", "sub task", "done");
+    turn(s, "child", "sub task", "done");
     assert_eq!(s.resolve_session("latest").expect("latest").id, "parent");
     let ids = |v: Vec<talaria_store::SessionInfo>| v.into_iter().map(|i| i.id).collect::<Vec<_>>();
     assert_eq!(ids(s.list_sessions(10, 0).expect("list")), ["parent"]);
@@ -184,15 +189,13 @@ fn latest_and_lists_leave_out_subagents_unless_asked() {
     assert_eq!(s.session("child").expect("get").expect("exists").parent_id.as_deref(), Some("parent"));
 }
 
-#[test]
-fn lists_are_newest_first_and_paged() {
-    let (_dir, s) = store();
+fn lists_are_newest_first_and_paged(s: &Store) {
     for i in 0..5 {
-        create(&s, &format!("s{i}"));
-        turn(&s, &format!("s{i}"), "q", "a");
+        create(s, &format!("s{i}"));
+        turn(s, &format!("s{i}"), "q", "a");
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    turn(&s, "s1", "bump", "ok");
+    turn(s, "s1", "bump", "ok");
     let page = |limit, offset| -> Vec<String> {
         s.list_sessions(limit, offset).expect("list").into_iter().map(|i| i.id).collect()
     };
@@ -203,11 +206,9 @@ fn lists_are_newest_first_and_paged() {
     assert!(cron.is_empty());
 }
 
-#[test]
-fn titles_are_unique_and_checked() {
-    let (_dir, s) = store();
-    create(&s, "a");
-    create(&s, "b");
+fn titles_are_unique_and_checked(s: &Store) {
+    create(s, "a");
+    create(s, "b");
     s.set_title("a", "  Refactor the parser  ").expect("title");
     assert_eq!(s.session("a").expect("get").expect("exists").title.as_deref(), Some("Refactor the parser"));
     s.set_title("a", "Refactor the parser").expect("same title again on the same session");
@@ -251,10 +252,8 @@ fn deleting_a_session_takes_its_messages_and_keeps_its_children() {
     assert!(s.search(&SearchQuery::new("zanzib")).expect("substring search").iter().all(|h| h.session_id != "parent"));
 }
 
-#[test]
-fn ending_records_time_and_reason() {
-    let (_dir, s) = store();
-    create(&s, "s");
+fn ending_records_time_and_reason(s: &Store) {
+    create(s, "s");
     assert_eq!(s.session("s").expect("get").expect("exists").ended_at, None);
     s.end_session("s", "user_exit").expect("end");
     let info = s.session("s").expect("get").expect("exists");
@@ -303,15 +302,13 @@ fn undo_hides_the_last_turn_everywhere() {
     assert_eq!(s.session("s").expect("get").expect("exists").message_count, 1);
 }
 
-#[test]
-fn messages_around_a_hit_skip_inactive_ones() {
-    let (_dir, s) = store();
-    create(&s, "s");
-    create(&s, "noise");
+fn messages_around_a_hit_skip_inactive_ones(s: &Store) {
+    create(s, "s");
+    create(s, "noise");
     let mut ids = Vec::new();
     for i in 0..5 {
-        ids.extend(turn(&s, "s", &format!("q{i}"), &format!("a{i}")));
-        turn(&s, "noise", "other", "other");
+        ids.extend(turn(s, "s", &format!("q{i}"), &format!("a{i}")));
+        turn(s, "noise", "other", "other");
     }
     let around = |id, w| -> Vec<String> {
         s.messages_around(id, w).expect("around").into_iter().map(|m| m.message.content().to_owned()).collect()
@@ -346,10 +343,8 @@ fn everything_survives_reopening() {
     assert_eq!(s.kv_get("p", "k").expect("kv"), Some(b"v".to_vec()));
 }
 
-#[test]
-fn a_fork_copies_the_conversation_and_leaves_the_original() {
-    let (_dir, store) = store();
-    create(&store, "orig");
+fn a_fork_copies_the_conversation_and_leaves_the_original(store: &Store) {
+    create(store, "orig");
     store.append_messages("orig", &[Message::user("one"), Message::assistant("two")]).expect("append");
     store.append_messages("orig", &[Message::user("undone")]).expect("append");
     store.undo_last_turn("orig").expect("undo");
@@ -365,10 +360,8 @@ fn a_fork_copies_the_conversation_and_leaves_the_original() {
     assert!(matches!(store.fork_session("nope", "x"), Err(Error::SessionNotFound { .. })));
 }
 
-#[test]
-fn an_answer_and_its_usage_are_stored_together_or_not_at_all() {
-    let (_dir, s) = store();
-    create(&s, "s1");
+fn an_answer_and_its_usage_are_stored_together_or_not_at_all(s: &Store) {
+    create(s, "s1");
     let usage = Usage { input_tokens: 40, output_tokens: 5, estimated: true, ..Usage::default() };
     let ids = s.append_messages_with_usage("s1", &[Message::assistant("done")], Some((&usage, 2))).expect("append");
     assert_eq!(ids.len(), 1);

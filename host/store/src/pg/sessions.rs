@@ -1,0 +1,489 @@
+//! Sessions and their messages on PostgreSQL, with the behaviour of [`crate::sessions`]: a turn
+//! is appended in one transaction, titles are unique without regard to case, undo marks the last
+//! turn inactive. Messages are searchable as soon as they are committed (their `tsvector` is a
+//! generated column, and the GIN indexes are updated with the row), so nothing is indexed in
+//! batches as on SQLite.
+
+use talaria_protocol::Usage;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::{Pg, sql};
+use crate::sessions::{ListQuery, OwnedRow, RawMessage, SessionInfo, count, not_found, preview};
+use crate::{Error, NewSession, Result};
+
+const SESSION_COLUMNS: &str = "
+    SELECT s.id, s.source, s.model, s.provider, s.title, s.parent_id, s.cwd,
+           s.started_at, s.updated_at, s.ended_at, s.end_reason,
+           s.message_count, s.tool_call_count, s.api_call_count,
+           s.input_tokens, s.output_tokens, s.cache_read_tokens, s.cache_write_tokens, s.reasoning_tokens,
+           (SELECT substr(m.content, 1, 400) FROM messages m
+             WHERE m.session_id = s.id AND m.role = 'user' AND m.active ORDER BY m.id LIMIT 1),
+           s.estimated_calls
+    FROM sessions s";
+
+const MESSAGE_COLUMNS: &str =
+    "id, session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at";
+
+fn session_from_row(r: &Row) -> SessionInfo {
+    let tokens = |i: usize| u64::try_from(r.get::<_, i64>(i)).unwrap_or(0);
+    SessionInfo {
+        id: r.get(0),
+        source: r.get(1),
+        model: r.get(2),
+        provider: r.get(3),
+        title: r.get(4),
+        parent_id: r.get(5),
+        cwd: r.get(6),
+        started_at: r.get(7),
+        updated_at: r.get(8),
+        ended_at: r.get(9),
+        end_reason: r.get(10),
+        message_count: r.get(11),
+        tool_call_count: r.get(12),
+        api_call_count: r.get(13),
+        usage: Usage {
+            input_tokens: tokens(14),
+            output_tokens: tokens(15),
+            cache_read_tokens: tokens(16),
+            cache_write_tokens: tokens(17),
+            reasoning_tokens: tokens(18),
+            estimated: r.get::<_, i64>(20) > 0,
+        },
+        preview: r.get::<_, Option<String>>(19).map(|p| preview(&p)),
+    }
+}
+
+pub(crate) fn raw_message(r: &Row) -> RawMessage {
+    RawMessage {
+        id: r.get(0),
+        session_id: r.get(1),
+        role: r.get(2),
+        content: r.get(3),
+        tool_call_id: r.get(4),
+        tool_calls: r.get(5),
+        tool_name: r.get(6),
+        reasoning: r.get(7),
+        extra: r.get(8),
+        created_at: r.get(9),
+    }
+}
+
+async fn exists(c: &impl deadpool_postgres::GenericClient, id: &str) -> Result<bool> {
+    Ok(c.query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)?.is_some())
+}
+
+/// Add usage to a session's totals.
+async fn add_usage(
+    c: &impl deadpool_postgres::GenericClient,
+    session_id: &str,
+    usage: &Usage,
+    api_calls: u32,
+    now: i64,
+) -> Result<()> {
+    let t = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let calls = i64::from(api_calls);
+    let estimated = if usage.estimated { calls } else { 0 };
+    let params: [&(dyn ToSql + Sync); 9] = [
+        &session_id,
+        &calls,
+        &t(usage.input_tokens),
+        &t(usage.output_tokens),
+        &t(usage.cache_read_tokens),
+        &t(usage.cache_write_tokens),
+        &t(usage.reasoning_tokens),
+        &now,
+        &estimated,
+    ];
+    let touched = c
+        .execute(
+            "UPDATE sessions SET api_call_count = api_call_count + $2,
+                    input_tokens = input_tokens + $3, output_tokens = output_tokens + $4,
+                    cache_read_tokens = cache_read_tokens + $5, cache_write_tokens = cache_write_tokens + $6,
+                    reasoning_tokens = reasoning_tokens + $7, updated_at = greatest(updated_at, $8),
+                    estimated_calls = estimated_calls + $9
+             WHERE id = $1",
+            &params,
+        )
+        .await
+        .map_err(sql)?;
+    if touched == 0 {
+        return Err(not_found(session_id));
+    }
+    Ok(())
+}
+
+impl Pg {
+    pub(crate) fn create_session(&self, s: &NewSession, now: i64) -> Result<()> {
+        let s = s.clone();
+        self.run(move |mut client| {
+            Box::pin(async move {
+                let tx = client.transaction().await.map_err(sql)?;
+                if exists(&tx, &s.id).await? {
+                    return Err(Error::SessionExists { id: s.id.clone() });
+                }
+                if let Some(parent) = &s.parent_id
+                    && !exists(&tx, parent).await?
+                {
+                    return Err(Error::UnknownParent { id: parent.clone() });
+                }
+                let inserted = tx
+                    .execute(
+                        "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (id) DO NOTHING",
+                        &[&s.id, &s.source, &s.model, &s.provider, &s.system_prompt, &s.parent_id, &s.cwd, &now],
+                    )
+                    .await
+                    .map_err(sql)?;
+                if inserted == 0 {
+                    return Err(Error::SessionExists { id: s.id.clone() });
+                }
+                tx.commit().await.map_err(sql)
+            })
+        })
+    }
+
+    pub(crate) fn fork_session(&self, from: &str, new_id: &str, now: i64) -> Result<()> {
+        let (from, new_id) = (from.to_string(), new_id.to_string());
+        self.run(move |mut client| {
+            Box::pin(async move {
+                let tx = client.transaction().await.map_err(sql)?;
+                if !exists(&tx, &from).await? {
+                    return Err(not_found(&from));
+                }
+                if exists(&tx, &new_id).await? {
+                    return Err(Error::SessionExists { id: new_id.clone() });
+                }
+                tx.execute(
+                    "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at,
+                                           message_count, tool_call_count)
+                     SELECT $2, source, model, provider, system_prompt, id, cwd, $3, $3, message_count, tool_call_count
+                     FROM sessions WHERE id = $1",
+                    &[&from, &new_id, &now],
+                )
+                .await
+                .map_err(sql)?;
+                tx.execute(
+                    "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
+                     SELECT $2, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at
+                     FROM messages WHERE session_id = $1 AND active ORDER BY id",
+                    &[&from, &new_id],
+                )
+                .await
+                .map_err(sql)?;
+                tx.commit().await.map_err(sql)
+            })
+        })
+    }
+
+    pub(crate) fn append(
+        &self,
+        session_id: &str,
+        rows: Vec<OwnedRow>,
+        calls: usize,
+        usage: Option<(Usage, u32)>,
+        now: i64,
+    ) -> Result<Vec<i64>> {
+        let session_id = session_id.to_string();
+        self.run(move |mut client| {
+            Box::pin(async move {
+                let tx = client.transaction().await.map_err(sql)?;
+                let touched = tx
+                    .execute(
+                        "UPDATE sessions SET message_count = message_count + $2, tool_call_count = tool_call_count + $3,
+                                             updated_at = greatest(updated_at, $4)
+                         WHERE id = $1",
+                        &[&session_id, &count(rows.len()), &count(calls), &now],
+                    )
+                    .await
+                    .map_err(sql)?;
+                if touched == 0 {
+                    return Err(not_found(&session_id));
+                }
+                let insert = tx
+                    .prepare(
+                        "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+                    )
+                    .await
+                    .map_err(sql)?;
+                let mut ids = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    let row = tx
+                        .query_one(
+                            &insert,
+                            &[
+                                &session_id,
+                                &r.role,
+                                &r.content,
+                                &r.tool_call_id,
+                                &r.tool_calls,
+                                &r.tool_name,
+                                &r.reasoning,
+                                &r.extra,
+                                &now,
+                            ],
+                        )
+                        .await
+                        .map_err(sql)?;
+                    ids.push(row.get(0));
+                }
+                if let Some((usage, calls)) = &usage {
+                    add_usage(&tx, &session_id, usage, *calls, now).await?;
+                }
+                tx.commit().await.map_err(sql)?;
+                Ok(ids)
+            })
+        })
+    }
+
+    pub(crate) fn add_usage(&self, session_id: &str, usage: &Usage, api_calls: u32, now: i64) -> Result<()> {
+        let (session_id, usage) = (session_id.to_string(), *usage);
+        self.run(move |client| Box::pin(async move { add_usage(&client, &session_id, &usage, api_calls, now).await }))
+    }
+
+    pub(crate) fn session(&self, id: &str) -> Result<Option<SessionInfo>> {
+        let id = id.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                let row = client.query_opt(&format!("{SESSION_COLUMNS} WHERE s.id = $1"), &[&id]).await.map_err(sql)?;
+                Ok(row.as_ref().map(session_from_row))
+            })
+        })
+    }
+
+    pub(crate) fn system_prompt(&self, id: &str) -> Result<String> {
+        let id = id.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                let row =
+                    client.query_opt("SELECT system_prompt FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)?;
+                row.map(|r| r.get(0)).ok_or_else(|| not_found(&id))
+            })
+        })
+    }
+
+    /// The id of the session titled `title` (ignoring case), if any.
+    pub(crate) fn session_titled(&self, title: &str) -> Result<Option<String>> {
+        let title = title.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                let row = client
+                    .query_opt("SELECT id FROM sessions WHERE lower(title) = lower($1)", &[&title])
+                    .await
+                    .map_err(sql)?;
+                Ok(row.map(|r| r.get(0)))
+            })
+        })
+    }
+
+    /// Ids starting with `prefix`, newest first, at most `limit`.
+    pub(crate) fn session_ids_starting(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let prefix = prefix.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                let rows = client
+                    .query(
+                        "SELECT id FROM sessions WHERE starts_with(id, $1) ORDER BY updated_at DESC, id LIMIT $2",
+                        &[&prefix, &count(limit)],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(rows.iter().map(|r| r.get(0)).collect())
+            })
+        })
+    }
+
+    pub(crate) fn list_sessions(&self, q: &ListQuery<'_>) -> Result<Vec<SessionInfo>> {
+        let (children, source, parent) =
+            (q.include_children, q.source.map(String::from), q.parent_id.map(String::from));
+        let (limit, offset) = (count(q.limit), count(q.offset));
+        self.run(move |client| {
+            Box::pin(async move {
+                let rows = client
+                    .query(
+                        &format!(
+                            "{SESSION_COLUMNS}
+                             WHERE ($1 OR $2::text IS NOT NULL OR $3::text IS NOT NULL OR s.source <> 'subagent')
+                               AND ($2::text IS NULL OR s.source = $2) AND ($3::text IS NULL OR s.parent_id = $3)
+                             ORDER BY s.updated_at DESC, s.id DESC LIMIT $4 OFFSET $5"
+                        ),
+                        &[&children, &source, &parent, &limit, &offset],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(rows.iter().map(session_from_row).collect())
+            })
+        })
+    }
+
+    /// The session's active messages, or `None` when there is no such session.
+    pub(crate) fn messages(&self, session_id: &str) -> Result<Option<Vec<RawMessage>>> {
+        let session_id = session_id.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                let rows = client
+                    .query(
+                        &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND active ORDER BY id"),
+                        &[&session_id],
+                    )
+                    .await
+                    .map_err(sql)?;
+                if rows.is_empty() && !exists(&client, &session_id).await? {
+                    return Ok(None);
+                }
+                Ok(Some(rows.iter().map(raw_message).collect()))
+            })
+        })
+    }
+
+    pub(crate) fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<RawMessage>> {
+        self.run(move |client| {
+            Box::pin(async move {
+                let session: Option<String> = client
+                    .query_opt("SELECT session_id FROM messages WHERE id = $1", &[&message_id])
+                    .await
+                    .map_err(sql)?
+                    .map(|r| r.get(0));
+                let Some(session) = session else { return Err(Error::MessageNotFound { id: message_id }) };
+                let before = client
+                    .query(
+                        &format!(
+                            "SELECT {MESSAGE_COLUMNS} FROM messages
+                             WHERE session_id = $1 AND active AND id < $2 ORDER BY id DESC LIMIT $3"
+                        ),
+                        &[&session, &message_id, &count(window)],
+                    )
+                    .await
+                    .map_err(sql)?;
+                let after = client
+                    .query(
+                        &format!(
+                            "SELECT {MESSAGE_COLUMNS} FROM messages
+                             WHERE session_id = $1 AND active AND id >= $2 ORDER BY id LIMIT $3"
+                        ),
+                        &[&session, &message_id, &count(window.saturating_add(1))],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(before.iter().rev().chain(after.iter()).map(raw_message).collect())
+            })
+        })
+    }
+
+    pub(crate) fn title(&self, id: &str, title: &str, replace: bool) -> Result<bool> {
+        let (id, title) = (id.to_string(), title.to_string());
+        self.run(move |mut client| {
+            Box::pin(async move {
+                let tx = client.transaction().await.map_err(sql)?;
+                // Titles are checked and set one at a time, across processes.
+                tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('talaria-titles', 0))", &[])
+                    .await
+                    .map_err(sql)?;
+                if !exists(&tx, &id).await? {
+                    return Err(not_found(&id));
+                }
+                let other = tx
+                    .query_opt("SELECT id FROM sessions WHERE lower(title) = lower($1) AND id <> $2", &[&title, &id])
+                    .await
+                    .map_err(sql)?;
+                if let Some(other) = other {
+                    return Err(Error::TitleTaken { title: title.clone(), other_id: other.get(0) });
+                }
+                let sql_text = if replace {
+                    "UPDATE sessions SET title = $2 WHERE id = $1"
+                } else {
+                    "UPDATE sessions SET title = $2 WHERE id = $1 AND title IS NULL"
+                };
+                let set = tx.execute(sql_text, &[&id, &title]).await.map_err(sql)? > 0;
+                tx.commit().await.map_err(sql)?;
+                Ok(set)
+            })
+        })
+    }
+
+    pub(crate) fn delete_session(&self, id: &str) -> Result<()> {
+        let id = id.to_string();
+        self.run(move |mut client| {
+            Box::pin(async move {
+                let tx = client.transaction().await.map_err(sql)?;
+                tx.execute("DELETE FROM messages WHERE session_id = $1", &[&id]).await.map_err(sql)?;
+                tx.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = $1", &[&id]).await.map_err(sql)?;
+                if tx.execute("DELETE FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)? == 0 {
+                    return Err(not_found(&id));
+                }
+                tx.commit().await.map_err(sql)
+            })
+        })
+    }
+
+    pub(crate) fn end_session(&self, id: &str, reason: &str, now: i64) -> Result<()> {
+        let (id, reason) = (id.to_string(), reason.to_string());
+        self.run(move |client| {
+            Box::pin(async move {
+                let touched = client
+                    .execute("UPDATE sessions SET ended_at = $2, end_reason = $3 WHERE id = $1", &[&id, &now, &reason])
+                    .await
+                    .map_err(sql)?;
+                if touched == 0 {
+                    return Err(not_found(&id));
+                }
+                Ok(())
+            })
+        })
+    }
+
+    pub(crate) fn undo_last_turn(&self, session_id: &str, now: i64) -> Result<usize> {
+        let session_id = session_id.to_string();
+        self.run(move |mut client| {
+            Box::pin(async move {
+                let tx = client.transaction().await.map_err(sql)?;
+                // One undo at a time per session: the row lock queues the others.
+                let locked = tx
+                    .query_opt("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&session_id])
+                    .await
+                    .map_err(sql)?;
+                if locked.is_none() {
+                    return Err(not_found(&session_id));
+                }
+                let last_user: Option<i64> = tx
+                    .query_one(
+                        "SELECT max(id) FROM messages WHERE session_id = $1 AND role = 'user' AND active",
+                        &[&session_id],
+                    )
+                    .await
+                    .map_err(sql)?
+                    .get(0);
+                let Some(from) = last_user else { return Ok(0) };
+                let calls: i64 = tx
+                    .query_one(
+                        "SELECT coalesce(sum(json_array_length(tool_calls::json)), 0)::bigint FROM messages
+                         WHERE session_id = $1 AND active AND id >= $2",
+                        &[&session_id, &from],
+                    )
+                    .await
+                    .map_err(sql)?
+                    .get(0);
+                let undone = tx
+                    .execute(
+                        "UPDATE messages SET active = FALSE WHERE session_id = $1 AND active AND id >= $2",
+                        &[&session_id, &from],
+                    )
+                    .await
+                    .map_err(sql)?;
+                let undone = usize::try_from(undone).unwrap_or(usize::MAX);
+                tx.execute(
+                    "UPDATE sessions SET message_count = greatest(message_count - $2, 0),
+                                         tool_call_count = greatest(tool_call_count - $3, 0),
+                                         updated_at = greatest(updated_at, $4)
+                     WHERE id = $1",
+                    &[&session_id, &count(undone), &calls, &now],
+                )
+                .await
+                .map_err(sql)?;
+                tx.commit().await.map_err(sql)?;
+                Ok(undone)
+            })
+        })
+    }
+}
