@@ -68,6 +68,9 @@ impl Store {
     pub fn try_lease(&self, session_id: &str, holder: &str, ttl: Duration) -> Result<Leased> {
         let now = now_ms();
         let expires = now.saturating_add(millis(ttl));
+        if let Some(pg) = self.pg() {
+            return pg.try_lease(session_id, holder, now, expires);
+        }
         let me = machine();
         let pid = std::process::id();
         self.write(|tx| {
@@ -93,6 +96,9 @@ impl Store {
     /// The database cannot be written.
     pub fn renew_lease(&self, session_id: &str, token: &str, ttl: Duration) -> Result<bool> {
         let expires = now_ms().saturating_add(millis(ttl));
+        if let Some(pg) = self.pg() {
+            return pg.renew_lease(session_id, token, expires);
+        }
         self.write(|tx| {
             let n = tx.execute(
                 "UPDATE session_leases SET expires_at = ?3 WHERE session_id = ?1 AND token = ?2",
@@ -107,6 +113,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn release_lease(&self, session_id: &str, token: &str) -> Result<()> {
+        if let Some(pg) = self.pg() {
+            return pg.release_lease(session_id, token);
+        }
         self.write(|tx| {
             tx.execute("DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2", params![session_id, token])?;
             Ok(())
@@ -120,7 +129,10 @@ impl Store {
     pub fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {
         let now = now_ms();
         let me = machine();
-        let current = current(&*self.conn()?, session_id)?;
+        let current = match self.pg() {
+            Some(pg) => pg.lease_holder(session_id)?,
+            None => current(&*self.conn()?, session_id)?,
+        };
         Ok(current.filter(|c| holds(c, now, &me)))
     }
 
@@ -130,6 +142,9 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
+        if let Some(pg) = self.pg() {
+            return pg.message_mark(session_id);
+        }
         let conn = self.conn()?;
         let mut stmt = conn
             .prepare_cached("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM messages WHERE session_id = ?1 AND active")?;
@@ -157,7 +172,7 @@ fn current(conn: &Connection, session_id: &str) -> Result<Option<LeaseHolder>> {
 }
 
 /// Whether `c` still holds its lease: not expired, and not a process of this machine that is gone.
-fn holds(c: &LeaseHolder, now: i64, me: &str) -> bool {
+pub(crate) fn holds(c: &LeaseHolder, now: i64, me: &str) -> bool {
     c.expires_at > now && (c.host != me || alive(c.pid))
 }
 
@@ -196,15 +211,26 @@ pub(crate) fn alive(pid: u32) -> bool {
 mod tests {
     use super::*;
 
+    /// Each case runs on SQLite and on a real PostgreSQL.
+    macro_rules! on_both_engines {
+        ($($name:ident),* $(,)?) => {
+            mod sqlite {
+                $( #[test] fn $name() { let (_dir, s) = super::store(); super::$name(&s); } )*
+            }
+            mod postgres {
+                $( #[test] fn $name() { let s = crate::pg::tests::store(); super::$name(&s); } )*
+            }
+        };
+    }
+    on_both_engines!(a_second_taker_learns_who_holds_it, an_expired_lease_is_free_and_its_old_token_is_void);
+
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(&dir.path().join("state.db")).expect("open");
         (dir, store)
     }
 
-    #[test]
-    fn a_second_taker_learns_who_holds_it() {
-        let (_d, store) = store();
+    fn a_second_taker_learns_who_holds_it(store: &Store) {
         let ttl = Duration::from_secs(30);
         let Leased::Granted(token) = store.try_lease("s", "talaria chat", ttl).expect("lease") else {
             panic!("first taker gets it")
@@ -221,9 +247,7 @@ mod tests {
         assert!(!store.renew_lease("s", &token, ttl).expect("renew"), "a released lease is not renewed");
     }
 
-    #[test]
-    fn an_expired_lease_is_free_and_its_old_token_is_void() {
-        let (_d, store) = store();
+    fn an_expired_lease_is_free_and_its_old_token_is_void(store: &Store) {
         let Leased::Granted(old) = store.try_lease("s", "a", Duration::ZERO).expect("lease") else { panic!() };
         std::thread::sleep(Duration::from_millis(5));
         let Leased::Granted(new) = store.try_lease("s", "b", Duration::from_secs(30)).expect("lease") else {
@@ -265,6 +289,27 @@ mod tests {
                     let path = &path;
                     scope.spawn(move || {
                         let store = Store::open(path).expect("open");
+                        let got = store.try_lease("s", &format!("taker {i}"), Duration::from_secs(30)).expect("lease");
+                        usize::from(matches!(got, Leased::Granted(_)))
+                    })
+                })
+                .collect();
+            takers.into_iter().map(|t| t.join().expect("join")).sum()
+        });
+        assert_eq!(granted, 1);
+    }
+
+    /// Processes (here: stores) sharing one PostgreSQL get one lease among them.
+    #[test]
+    fn racing_takers_on_postgresql_get_one_lease() {
+        let url = talaria_test_support::postgres::Postgres::shared().database();
+        Store::connect(&url).expect("migrate");
+        let granted: usize = std::thread::scope(|scope| {
+            let takers: Vec<_> = (0..8)
+                .map(|i| {
+                    let url = &url;
+                    scope.spawn(move || {
+                        let store = Store::connect(url).expect("connect");
                         let got = store.try_lease("s", &format!("taker {i}"), Duration::from_secs(30)).expect("lease");
                         usize::from(matches!(got, Leased::Granted(_)))
                     })

@@ -12,6 +12,7 @@
 //! starting together migrate once.
 
 mod kv;
+mod lease;
 mod schema;
 mod sessions;
 

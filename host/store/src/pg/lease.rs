@@ -1,0 +1,116 @@
+//! Session leases on PostgreSQL, as [`crate::lease`] describes them. Taking a lease holds a
+//! transaction-scoped advisory lock on the session's lease, so processes on any machine asking at
+//! once get one answer each: one holds it, the others learn who does.
+
+use tokio_postgres::Transaction;
+
+use super::{Pg, sql};
+use crate::Result;
+use crate::lease::{LeaseHolder, Leased, holds, machine};
+
+async fn current(c: &impl deadpool_postgres::GenericClient, session_id: &str) -> Result<Option<LeaseHolder>> {
+    let row = c
+        .query_opt(
+            "SELECT pid, host, holder, acquired_at, expires_at FROM session_leases WHERE session_id = $1",
+            &[&session_id],
+        )
+        .await
+        .map_err(sql)?;
+    Ok(row.map(|r| LeaseHolder {
+        session_id: session_id.to_string(),
+        pid: u32::try_from(r.get::<_, i64>(0)).unwrap_or_default(),
+        host: r.get(1),
+        holder: r.get(2),
+        acquired_at: r.get(3),
+        expires_at: r.get(4),
+    }))
+}
+
+async fn lock(tx: &Transaction<'_>, session_id: &str) -> Result<()> {
+    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('talaria-lease:' || $1, 0))", &[&session_id])
+        .await
+        .map_err(sql)?;
+    Ok(())
+}
+
+impl Pg {
+    pub(crate) fn try_lease(&self, session_id: &str, holder: &str, now: i64, expires: i64) -> Result<Leased> {
+        let (session_id, holder) = (session_id.to_string(), holder.to_string());
+        self.run(move |mut client| {
+            Box::pin(async move {
+                let tx = client.transaction().await.map_err(sql)?;
+                lock(&tx, &session_id).await?;
+                let me = machine();
+                if let Some(current) = current(&tx, &session_id).await?
+                    && holds(&current, now, &me)
+                {
+                    return Ok(Leased::Held(current));
+                }
+                let pid = std::process::id();
+                let token = format!("{pid}-{:016x}", fastrand::u64(..));
+                tx.execute(
+                    "INSERT INTO session_leases (session_id, token, pid, host, holder, acquired_at, expires_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)
+                     ON CONFLICT (session_id) DO UPDATE SET token = excluded.token, pid = excluded.pid,
+                         host = excluded.host, holder = excluded.holder, acquired_at = excluded.acquired_at,
+                         expires_at = excluded.expires_at",
+                    &[&session_id, &token, &i64::from(pid), &me, &holder, &now, &expires],
+                )
+                .await
+                .map_err(sql)?;
+                tx.commit().await.map_err(sql)?;
+                Ok(Leased::Granted(token))
+            })
+        })
+    }
+
+    pub(crate) fn renew_lease(&self, session_id: &str, token: &str, expires: i64) -> Result<bool> {
+        let (session_id, token) = (session_id.to_string(), token.to_string());
+        self.run(move |client| {
+            Box::pin(async move {
+                let n = client
+                    .execute(
+                        "UPDATE session_leases SET expires_at = $3 WHERE session_id = $1 AND token = $2",
+                        &[&session_id, &token, &expires],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(n == 1)
+            })
+        })
+    }
+
+    pub(crate) fn release_lease(&self, session_id: &str, token: &str) -> Result<()> {
+        let (session_id, token) = (session_id.to_string(), token.to_string());
+        self.run(move |client| {
+            Box::pin(async move {
+                client
+                    .execute("DELETE FROM session_leases WHERE session_id = $1 AND token = $2", &[&session_id, &token])
+                    .await
+                    .map_err(sql)?;
+                Ok(())
+            })
+        })
+    }
+
+    pub(crate) fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {
+        let session_id = session_id.to_string();
+        self.run(move |client| Box::pin(async move { current(&client, &session_id).await }))
+    }
+
+    pub(crate) fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
+        let session_id = session_id.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                let row = client
+                    .query_one(
+                        "SELECT COUNT(*)::bigint, COALESCE(MAX(id), 0)::bigint FROM messages WHERE session_id = $1 AND active",
+                        &[&session_id],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok((row.get(0), row.get(1)))
+            })
+        })
+    }
+}
