@@ -47,7 +47,7 @@ pub fn cron_key(run: i64, part: usize) -> String {
 pub const CRON_KEY_PREFIX: &str = "cron:";
 
 /// The cron run a ledger key belongs to.
-fn cron_run_of(key: &str) -> Option<i64> {
+pub(crate) fn cron_run_of(key: &str) -> Option<i64> {
     key.strip_prefix(CRON_KEY_PREFIX)?.split(':').next()?.parse().ok()
 }
 
@@ -99,6 +99,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
+        if let Some(pg) = self.pg() {
+            return pg.delivery_enqueue(d);
+        }
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
@@ -122,6 +125,9 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
+        if let Some(pg) = self.pg() {
+            return pg.deliveries_due_at(platform, at, limit);
+        }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
             "SELECT id, platform, chat_id, thread_id, body, attempts, key FROM deliveries
@@ -148,6 +154,9 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn delivery_next_at(&self, platform: &str) -> Result<Option<i64>> {
+        if let Some(pg) = self.pg() {
+            return pg.delivery_next_at(platform);
+        }
         let conn = self.conn()?;
         let mut stmt =
             conn.prepare_cached("SELECT MIN(next_at) FROM deliveries WHERE state = 'pending' AND platform = ?1")?;
@@ -159,6 +168,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
+        if let Some(pg) = self.pg() {
+            return pg.delivery_sent(id, sent_id);
+        }
         self.write(|tx| {
             let key: Option<String> = tx
                 .query_row(
@@ -184,6 +196,9 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn deliveries_by_prefix(&self, prefix: &str) -> Result<Vec<(String, String, Option<String>)>> {
+        if let Some(pg) = self.pg() {
+            return pg.deliveries_by_prefix(prefix);
+        }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
             "SELECT key, state, last_error FROM deliveries WHERE substr(key, 1, length(?1)) = ?1 ORDER BY id",
@@ -198,6 +213,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn delivery_failed(&self, id: i64, error: &str) -> Result<Failed> {
+        if let Some(pg) = self.pg() {
+            return pg.delivery_failed(id, error);
+        }
         self.write(|tx| {
             let attempts: Option<i64> = tx
                 .query_row("SELECT attempts FROM deliveries WHERE id = ?1 AND state = 'pending'", params![id], |r| {
@@ -236,6 +254,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn webhook_seen(&self, route: &str, id: &str) -> Result<bool> {
+        if let Some(pg) = self.pg() {
+            return pg.webhook_seen(route, id);
+        }
         self.write(|tx| {
             let now = now_ms();
             tx.execute("DELETE FROM webhook_seen WHERE seen_at < ?1", params![now - WEBHOOK_MEMORY_MS])?;
@@ -253,6 +274,9 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn delivery_counts(&self) -> Result<Counts> {
+        if let Some(pg) = self.pg() {
+            return pg.delivery_counts();
+        }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached("SELECT state, count(*) FROM deliveries GROUP BY state")?;
         let mut counts = Counts::default();

@@ -86,6 +86,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn pairing_request(&self, platform: &str, user_id: &str, user_name: &str, code: &str) -> Result<Request> {
+        if let Some(pg) = self.pg() {
+            return pg.pairing_request(platform, user_id, user_name, code);
+        }
         self.write(|tx| {
             let now = now_ms();
             let row: Option<(Option<String>, i64, Option<i64>)> = tx
@@ -126,6 +129,9 @@ impl Store {
     /// [`Error::PairingNotFound`] when no valid code matches (unknown, already used, or expired).
     pub fn pairing_approve(&self, code: &str) -> Result<Pairing> {
         let code = code.trim().to_ascii_uppercase();
+        if let Some(pg) = self.pg() {
+            return pg.pairing_approve(&code);
+        }
         self.write(|tx| {
             let now = now_ms();
             let found = tx
@@ -152,6 +158,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn pairing_revoke(&self, platform: &str, user_id: &str) -> Result<bool> {
+        if let Some(pg) = self.pg() {
+            return pg.pairing_revoke(platform, user_id);
+        }
         self.write(|tx| {
             Ok(tx.execute("DELETE FROM pairings WHERE platform = ?1 AND user_id = ?2", params![platform, user_id])? > 0)
         })
@@ -162,6 +171,9 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn is_paired(&self, platform: &str, user_id: &str) -> Result<bool> {
+        if let Some(pg) = self.pg() {
+            return pg.is_paired(platform, user_id);
+        }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
             "SELECT 1 FROM pairings WHERE platform = ?1 AND user_id = ?2 AND approved_at IS NOT NULL",
@@ -174,6 +186,9 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn pairings(&self) -> Result<Vec<Pairing>> {
+        if let Some(pg) = self.pg() {
+            return pg.pairings();
+        }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM pairings ORDER BY requested_at DESC"))?;
         let rows = stmt.query_map([], row)?;

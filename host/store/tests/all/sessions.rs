@@ -19,6 +19,9 @@ crate::on_both_engines!(
     messages_around_a_hit_skip_inactive_ones,
     an_answer_and_its_usage_are_stored_together_or_not_at_all,
     a_fork_copies_the_conversation_and_leaves_the_original,
+    a_pairing_code_is_given_once_approved_by_the_owner_and_revoked,
+    deliveries_are_queued_once_retried_with_backoff_and_given_up_at_last,
+    a_webhook_delivery_id_is_seen_once_per_route,
 );
 
 fn every_kind() -> Vec<Message> {
@@ -413,10 +416,8 @@ fn a_user_messages_images_come_back_with_it_and_its_text_alone_is_searched() {
     assert_eq!(hits.len(), 1);
 }
 
-#[test]
-fn a_pairing_code_is_given_once_approved_by_the_owner_and_revoked() {
+fn a_pairing_code_is_given_once_approved_by_the_owner_and_revoked(s: &Store) {
     use talaria_store::pairing::{MAX_PENDING, Request};
-    let (_dir, s) = store();
     let code = Store::new_pairing_code();
     assert_eq!(s.pairing_request("telegram", "42", "Ana", &code).expect("request"), Request::New(code.clone()));
     assert!(!s.is_paired("telegram", "42").expect("paired?"));
@@ -445,10 +446,8 @@ fn a_pairing_code_is_given_once_approved_by_the_owner_and_revoked() {
     assert!(matches!(elsewhere, Request::New(_)));
 }
 
-#[test]
-fn deliveries_are_queued_once_retried_with_backoff_and_given_up_at_last() {
+fn deliveries_are_queued_once_retried_with_backoff_and_given_up_at_last(s: &Store) {
     use talaria_store::delivery::{Counts, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS};
-    let (_dir, s) = store();
     let new = |key| NewDelivery { platform: "telegram", chat_id: "42", thread_id: Some("7"), body: "hello", key };
     let first = s.delivery_enqueue(&new("turn1:0")).expect("enqueue");
     assert_eq!(s.delivery_enqueue(&new("turn1:0")).expect("again"), first, "the same key is queued once");
@@ -479,9 +478,7 @@ fn deliveries_are_queued_once_retried_with_backoff_and_given_up_at_last() {
     assert_eq!(s.delivery_counts().expect("counts"), Counts { pending: 0, sent: 1, failed: 1 });
 }
 
-#[test]
-fn a_webhook_delivery_id_is_seen_once_per_route() {
-    let (_dir, s) = store();
+fn a_webhook_delivery_id_is_seen_once_per_route(s: &Store) {
     assert!(!s.webhook_seen("ci", "d1").expect("first"));
     assert!(s.webhook_seen("ci", "d1").expect("again"));
     assert!(!s.webhook_seen("alerts", "d1").expect("another route"));

@@ -1,0 +1,369 @@
+//! The gateway's state on PostgreSQL, as [`crate::pairing`] and [`crate::delivery`] describe it:
+//! pairings and their codes, the delivery ledger (queued once per key, retried with backoff,
+//! given up at last; a scheduled job's run learns what became of its answer) and the webhook
+//! ids seen. Writes that read first hold a transaction-scoped advisory lock (a platform's
+//! pairings) or a row lock (a delivery), so gateway processes on several machines agree.
+
+use tokio_postgres::Row;
+
+use super::{Pg, sql};
+use crate::delivery::{
+    Counts, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS, RETRY_MAX_MS, WEBHOOK_MEMORY_MS, cron_run_of,
+};
+use crate::pairing::{MAX_PENDING, PAIRING_TTL_MS, Pairing, Request};
+use crate::{Error, Result, now_ms};
+
+const PAIRING_COLUMNS: &str = "platform, user_id, user_name, code, requested_at, expires_at, approved_at";
+
+fn pairing(r: &Row) -> Pairing {
+    Pairing {
+        platform: r.get(0),
+        user_id: r.get(1),
+        user_name: r.get(2),
+        code: r.get(3),
+        requested_at: r.get(4),
+        expires_at: r.get(5),
+        approved_at: r.get(6),
+    }
+}
+
+impl Pg {
+    pub(crate) fn pairing_request(
+        &self,
+        platform: &str,
+        user_id: &str,
+        user_name: &str,
+        code: &str,
+    ) -> Result<Request> {
+        let (platform, user_id, user_name, code) =
+            (platform.to_string(), user_id.to_string(), user_name.to_string(), code.to_string());
+        self.run(move |mut client| {
+            Box::pin(async move {
+                let tx = client.transaction().await.map_err(sql)?;
+                tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('talaria-pairing:' || $1, 0))", &[&platform])
+                    .await
+                    .map_err(sql)?;
+                let now = now_ms();
+                let row = tx
+                    .query_opt(
+                        "SELECT code, expires_at, approved_at FROM pairings WHERE platform = $1 AND user_id = $2",
+                        &[&platform, &user_id],
+                    )
+                    .await
+                    .map_err(sql)?;
+                if let Some(r) = row {
+                    let (old, expires, approved): (Option<String>, i64, Option<i64>) = (r.get(0), r.get(1), r.get(2));
+                    match (old, approved) {
+                        (_, Some(_)) => return Ok(Request::Approved),
+                        (Some(old), None) if expires > now => return Ok(Request::Pending(old)),
+                        _ => {}
+                    }
+                }
+                let waiting: i64 = tx
+                    .query_one(
+                        "SELECT count(*)::bigint FROM pairings WHERE platform = $1 AND approved_at IS NULL AND expires_at > $2",
+                        &[&platform, &now],
+                    )
+                    .await
+                    .map_err(sql)?
+                    .get(0);
+                if waiting >= MAX_PENDING {
+                    return Ok(Request::TooMany);
+                }
+                tx.execute(
+                    "INSERT INTO pairings (platform, user_id, user_name, code, requested_at, expires_at)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (platform, user_id) DO UPDATE SET
+                         user_name = excluded.user_name, code = excluded.code,
+                         requested_at = excluded.requested_at, expires_at = excluded.expires_at",
+                    &[&platform, &user_id, &user_name, &code, &now, &(now + PAIRING_TTL_MS)],
+                )
+                .await
+                .map_err(sql)?;
+                tx.commit().await.map_err(sql)?;
+                Ok(Request::New(code))
+            })
+        })
+    }
+
+    pub(crate) fn pairing_approve(&self, code: &str) -> Result<Pairing> {
+        let code = code.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                // One statement: of two approvals of one code, one finds it.
+                let row = client
+                    .query_opt(
+                        &format!(
+                            "UPDATE pairings SET approved_at = $2, code = NULL
+                             WHERE code = $1 AND approved_at IS NULL AND expires_at > $2
+                             RETURNING {PAIRING_COLUMNS}"
+                        ),
+                        &[&code, &now_ms()],
+                    )
+                    .await
+                    .map_err(sql)?;
+                row.as_ref().map(pairing).ok_or(Error::PairingNotFound { code })
+            })
+        })
+    }
+
+    pub(crate) fn pairing_revoke(&self, platform: &str, user_id: &str) -> Result<bool> {
+        let (platform, user_id) = (platform.to_string(), user_id.to_string());
+        self.run(move |client| {
+            Box::pin(async move {
+                let n = client
+                    .execute("DELETE FROM pairings WHERE platform = $1 AND user_id = $2", &[&platform, &user_id])
+                    .await
+                    .map_err(sql)?;
+                Ok(n > 0)
+            })
+        })
+    }
+
+    pub(crate) fn is_paired(&self, platform: &str, user_id: &str) -> Result<bool> {
+        let (platform, user_id) = (platform.to_string(), user_id.to_string());
+        self.run(move |client| {
+            Box::pin(async move {
+                let row = client
+                    .query_opt(
+                        "SELECT 1 FROM pairings WHERE platform = $1 AND user_id = $2 AND approved_at IS NOT NULL",
+                        &[&platform, &user_id],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(row.is_some())
+            })
+        })
+    }
+
+    pub(crate) fn pairings(&self) -> Result<Vec<Pairing>> {
+        self.run(move |client| {
+            Box::pin(async move {
+                let rows = client
+                    .query(&format!("SELECT {PAIRING_COLUMNS} FROM pairings ORDER BY requested_at DESC"), &[])
+                    .await
+                    .map_err(sql)?;
+                Ok(rows.iter().map(pairing).collect())
+            })
+        })
+    }
+
+    pub(crate) fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
+        let (platform, chat, thread, body, key) = (
+            d.platform.to_string(),
+            d.chat_id.to_string(),
+            d.thread_id.map(String::from),
+            d.body.to_string(),
+            d.key.to_string(),
+        );
+        self.run(move |client| {
+            Box::pin(async move {
+                let now = now_ms();
+                client
+                    .execute(
+                        "INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (key) DO NOTHING",
+                        &[&platform, &chat, &thread, &body, &key, &now],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(client.query_one("SELECT id FROM deliveries WHERE key = $1", &[&key]).await.map_err(sql)?.get(0))
+            })
+        })
+    }
+
+    pub(crate) fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
+        let platform = platform.to_string();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(move |client| {
+            Box::pin(async move {
+                let rows = client
+                    .query(
+                        "SELECT id, platform, chat_id, thread_id, body, attempts, key FROM deliveries
+                         WHERE state = 'pending' AND platform = $1 AND next_at <= $2 ORDER BY id LIMIT $3",
+                        &[&platform, &at, &limit],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(rows
+                    .iter()
+                    .map(|r| Delivery {
+                        id: r.get(0),
+                        platform: r.get(1),
+                        chat_id: r.get(2),
+                        thread_id: r.get(3),
+                        body: r.get(4),
+                        attempts: r.get(5),
+                        key: r.get(6),
+                    })
+                    .collect())
+            })
+        })
+    }
+
+    pub(crate) fn delivery_next_at(&self, platform: &str) -> Result<Option<i64>> {
+        let platform = platform.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                let row = client
+                    .query_one(
+                        "SELECT MIN(next_at) FROM deliveries WHERE state = 'pending' AND platform = $1",
+                        &[&platform],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(row.get(0))
+            })
+        })
+    }
+
+    pub(crate) fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
+        let sent_id = sent_id.to_string();
+        self.run(move |mut client| {
+            Box::pin(async move {
+                let tx = client.transaction().await.map_err(sql)?;
+                let key: Option<String> = tx
+                    .query_opt(
+                        "UPDATE deliveries SET state = 'sent', sent_id = $2, done_at = $3 WHERE id = $1 RETURNING key",
+                        &[&id, &sent_id, &now_ms()],
+                    )
+                    .await
+                    .map_err(sql)?
+                    .map(|r| r.get(0));
+                if let Some(run) = key.as_deref().and_then(cron_run_of) {
+                    tx.execute(
+                        "UPDATE cron_runs SET delivery = 'sent' WHERE id = $1 AND delivery LIKE 'queued%'",
+                        &[&run],
+                    )
+                    .await
+                    .map_err(sql)?;
+                }
+                tx.commit().await.map_err(sql)
+            })
+        })
+    }
+
+    pub(crate) fn deliveries_by_prefix(&self, prefix: &str) -> Result<Vec<(String, String, Option<String>)>> {
+        let prefix = prefix.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                let rows = client
+                    .query(
+                        "SELECT key, state, last_error FROM deliveries WHERE starts_with(key, $1) ORDER BY id",
+                        &[&prefix],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+            })
+        })
+    }
+
+    pub(crate) fn delivery_failed(&self, id: i64, error: &str) -> Result<Failed> {
+        let error = error.to_string();
+        self.run(move |mut client| {
+            Box::pin(async move {
+                let tx = client.transaction().await.map_err(sql)?;
+                let attempts: Option<i64> = tx
+                    .query_opt("SELECT attempts FROM deliveries WHERE id = $1 AND state = 'pending' FOR UPDATE", &[&id])
+                    .await
+                    .map_err(sql)?
+                    .map(|r| r.get(0));
+                let attempts = attempts.unwrap_or(MAX_ATTEMPTS - 1) + 1;
+                let now = now_ms();
+                if attempts >= MAX_ATTEMPTS {
+                    let key: Option<String> = tx
+                        .query_opt(
+                            "UPDATE deliveries SET state = 'failed', attempts = $2, last_error = $3, done_at = $4
+                             WHERE id = $1 AND state = 'pending' RETURNING key",
+                            &[&id, &attempts, &error, &now],
+                        )
+                        .await
+                        .map_err(sql)?
+                        .map(|r| r.get(0));
+                    if let Some(run) = key.as_deref().and_then(cron_run_of) {
+                        let failed = format!("failed: {error}");
+                        let job: Option<String> = tx
+                            .query_opt(
+                                "UPDATE cron_runs SET status = 'delivery_failed', delivery = $2
+                                 WHERE id = $1 AND status = 'ok' RETURNING job_id",
+                                &[&run, &failed],
+                            )
+                            .await
+                            .map_err(sql)?
+                            .map(|r| r.get(0));
+                        if let Some(job) = job {
+                            let latest: Option<i64> = tx
+                                .query_one("SELECT max(id) FROM cron_runs WHERE job_id = $1", &[&job])
+                                .await
+                                .map_err(sql)?
+                                .get(0);
+                            if latest == Some(run) {
+                                tx.execute(
+                                    "UPDATE cron_jobs SET last_status = 'delivery_failed', last_error = $2 WHERE id = $1",
+                                    &[&job, &format!("delivery failed: {error}")],
+                                )
+                                .await
+                                .map_err(sql)?;
+                            }
+                        }
+                    }
+                    tx.commit().await.map_err(sql)?;
+                    return Ok(Failed::GaveUp);
+                }
+                let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
+                tx.execute(
+                    "UPDATE deliveries SET attempts = $2, last_error = $3, next_at = $4 WHERE id = $1 AND state = 'pending'",
+                    &[&id, &attempts, &error, &(now + wait)],
+                )
+                .await
+                .map_err(sql)?;
+                tx.commit().await.map_err(sql)?;
+                Ok(Failed::Retry { attempts })
+            })
+        })
+    }
+
+    pub(crate) fn webhook_seen(&self, route: &str, id: &str) -> Result<bool> {
+        let (route, id) = (route.to_string(), id.to_string());
+        self.run(move |client| {
+            Box::pin(async move {
+                let now = now_ms();
+                client
+                    .execute("DELETE FROM webhook_seen WHERE seen_at < $1", &[&(now - WEBHOOK_MEMORY_MS)])
+                    .await
+                    .map_err(sql)?;
+                let added = client
+                    .execute(
+                        "INSERT INTO webhook_seen (route, delivery_id, seen_at) VALUES ($1, $2, $3)
+                         ON CONFLICT (route, delivery_id) DO NOTHING",
+                        &[&route, &id, &now],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(added == 0)
+            })
+        })
+    }
+
+    pub(crate) fn delivery_counts(&self) -> Result<Counts> {
+        self.run(move |client| {
+            Box::pin(async move {
+                let rows = client
+                    .query("SELECT state, count(*)::bigint FROM deliveries GROUP BY state", &[])
+                    .await
+                    .map_err(sql)?;
+                let mut counts = Counts::default();
+                for r in &rows {
+                    let (state, n): (String, i64) = (r.get(0), r.get(1));
+                    match state.as_str() {
+                        "pending" => counts.pending = n,
+                        "sent" => counts.sent = n,
+                        _ => counts.failed += n,
+                    }
+                }
+                Ok(counts)
+            })
+        })
+    }
+}
