@@ -193,14 +193,15 @@ pub struct Finish {
     pub session_id: Option<String>,
 }
 
-const JOB_COLUMNS: &str = "id, name, prompt, schedule_kind, schedule_expr, schedule_display, deliver, origin,
+pub(crate) const JOB_COLUMNS: &str =
+    "id, name, prompt, schedule_kind, schedule_expr, schedule_display, deliver, origin,
     repeat_times, repeat_done, enabled, state, next_run_at, last_run_at, last_status, last_output, last_error,
     model, provider, toolsets, max_turns, timeout_secs, workspace, allow, creator, created_at, updated_at";
 
-const RUN_COLUMNS: &str = "id, job_id, due_at, started_at, finished_at, status, manual, output, error, delivery, session_id, pid, host, holder";
+pub(crate) const RUN_COLUMNS: &str = "id, job_id, due_at, started_at, finished_at, status, manual, output, error, delivery, session_id, pid, host, holder";
 
 /// A job row as read: the job, then its state, last status, toolsets and allowances as stored.
-type RawJob = (Job, String, Option<String>, Option<String>, Option<String>);
+pub(crate) type RawJob = (Job, String, Option<String>, Option<String>, Option<String>);
 
 fn job(r: &Row<'_>) -> rusqlite::Result<RawJob> {
     let job = Job {
@@ -236,7 +237,7 @@ fn job(r: &Row<'_>) -> rusqlite::Result<RawJob> {
 }
 
 /// A job row with its enums and lists read.
-fn finish_job(raw: RawJob) -> Result<Job> {
+pub(crate) fn finish_job(raw: RawJob) -> Result<Job> {
     let (mut job, state, status, toolsets, allow) = raw;
     job.state = JobState::parse(&state)?;
     job.last_status = status.as_deref().map(RunStatus::parse).transpose()?;
@@ -249,7 +250,7 @@ fn list(json: &str) -> Result<Vec<String>> {
     serde_json::from_str(json).map_err(|e| Error::Corrupt { what: format!("a cron job's list `{json}` ({e})") })
 }
 
-fn to_json(items: &[String]) -> String {
+pub(crate) fn to_json(items: &[String]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
 }
 
@@ -273,7 +274,7 @@ fn run(r: &Row<'_>) -> rusqlite::Result<(Run, String)> {
     Ok((run, r.get(5)?))
 }
 
-fn finish_run(raw: (Run, String)) -> Result<Run> {
+pub(crate) fn finish_run(raw: (Run, String)) -> Result<Run> {
     let (mut run, status) = raw;
     run.status = RunStatus::parse(&status)?;
     Ok(run)
@@ -296,7 +297,7 @@ fn running_run(tx: &rusqlite::Connection, job_id: &str) -> Result<Option<Run>> {
     stmt.query_row([job_id], run).optional()?.map(finish_run).transpose()
 }
 
-fn new_token() -> String {
+pub(crate) fn new_token() -> String {
     format!("{}-{:016x}", std::process::id(), fastrand::u64(..))
 }
 
@@ -358,7 +359,7 @@ fn write_fields(tx: &Transaction<'_>, id: &str, job: &Job, state: JobState, now:
 }
 
 /// The state a job is in when none of its runs is running.
-fn resting_state(job: &Job) -> JobState {
+pub(crate) fn resting_state(job: &Job) -> JobState {
     if job.repeat_times.is_some_and(|times| job.repeat_done >= times) {
         JobState::Completed
     } else if !job.enabled {
@@ -377,6 +378,9 @@ impl Store {
     /// The database cannot be written.
     pub fn cron_insert(&self, job: &Job) -> Result<String> {
         let now = crate::now_ms();
+        if let Some(pg) = self.pg() {
+            return pg.cron_insert(job, now);
+        }
         self.write(|tx| {
             let id = loop {
                 let id = format!("{:08x}", fastrand::u32(..));
@@ -406,6 +410,9 @@ impl Store {
     /// No such job ([`Error::JobNotFound`]), or the database cannot be written.
     pub fn cron_update(&self, job: &Job) -> Result<()> {
         let now = crate::now_ms();
+        if let Some(pg) = self.pg() {
+            return pg.cron_update(job, now);
+        }
         self.write(|tx| {
             let Some(current) = one_job(tx, &job.id)? else {
                 return Err(Error::JobNotFound { key: job.id.clone() });
@@ -420,7 +427,11 @@ impl Store {
     /// # Errors
     /// No such job, or the database cannot be read.
     pub fn cron_job(&self, id: &str) -> Result<Job> {
-        one_job(&*self.conn()?, id)?.ok_or_else(|| Error::JobNotFound { key: id.to_string() })
+        let found = match self.pg() {
+            Some(pg) => pg.cron_job(id)?,
+            None => one_job(&*self.conn()?, id)?,
+        };
+        found.ok_or_else(|| Error::JobNotFound { key: id.to_string() })
     }
 
     /// The job `key` names: its id, a unique prefix of its id, its name, or the unique start of
@@ -455,6 +466,9 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn cron_jobs(&self) -> Result<Vec<Job>> {
+        if let Some(pg) = self.pg() {
+            return pg.cron_jobs();
+        }
         jobs_where(&*self.conn()?, "ORDER BY next_run_at IS NULL, next_run_at, created_at", [])
     }
 
@@ -463,6 +477,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn cron_remove(&self, id: &str) -> Result<bool> {
+        if let Some(pg) = self.pg() {
+            return pg.cron_remove(id);
+        }
         self.write(|tx| {
             tx.execute("DELETE FROM cron_runs WHERE job_id = ?1", [id])?;
             Ok(tx.execute("DELETE FROM cron_jobs WHERE id = ?1", [id])? == 1)
@@ -499,6 +516,24 @@ impl Store {
         ttl_ms: i64,
         next: impl Fn(&Job, i64) -> Option<i64>,
     ) -> Result<Vec<Claim>> {
+        if let Some(pg) = self.pg() {
+            // Claimed in one transaction, moved on in the next: `next` runs here, between them.
+            let taken = pg.cron_claim(due_by, now, holder, ttl_ms)?;
+            let moves: Vec<(String, Option<i64>)> =
+                taken.iter().map(|(job, _)| (job.id.clone(), next(job, due_by))).collect();
+            pg.cron_set_next(moves.clone())?;
+            return Ok(taken
+                .into_iter()
+                .zip(moves)
+                .filter_map(|((_, claim), (_, after))| {
+                    claim.map(|mut claim| {
+                        claim.job.next_run_at = after;
+                        claim.job.state = JobState::Running;
+                        claim
+                    })
+                })
+                .collect());
+        }
         self.write(|tx| {
             let due = jobs_where(
                 tx,
@@ -532,6 +567,9 @@ impl Store {
     /// # Errors
     /// No such job, or the database cannot be written.
     pub fn cron_claim_now(&self, id: &str, now: i64, holder: &str, ttl_ms: i64) -> Result<Claimed> {
+        if let Some(pg) = self.pg() {
+            return pg.cron_claim_now(id, now, holder, ttl_ms);
+        }
         self.write(|tx| {
             let job = one_job(tx, id)?.ok_or_else(|| Error::JobNotFound { key: id.to_string() })?;
             if let Some(run) = running_run(tx, id)? {
@@ -556,6 +594,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn cron_renew(&self, run_id: i64, token: &str, now: i64, ttl_ms: i64) -> Result<bool> {
+        if let Some(pg) = self.pg() {
+            return pg.cron_renew(run_id, token, now.saturating_add(ttl_ms));
+        }
         self.write(|tx| {
             Ok(tx.execute(
                 "UPDATE cron_runs SET lease_until = ?3 WHERE id = ?1 AND token = ?2 AND status = 'running'",
@@ -570,6 +611,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn cron_finish(&self, run_id: i64, token: &str, finish: &Finish, now: i64) -> Result<bool> {
+        if let Some(pg) = self.pg() {
+            return pg.cron_finish(run_id, token, finish, now);
+        }
         self.write(|tx| {
             let job_id: Option<(String, bool)> = tx
                 .query_row(
@@ -603,6 +647,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn cron_reap(&self, now: i64) -> Result<Vec<Run>> {
+        if let Some(pg) = self.pg() {
+            return pg.cron_reap(now);
+        }
         let me = machine();
         self.write(|tx| {
             let running: Vec<(Run, i64)> = {
@@ -643,6 +690,9 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn cron_runs(&self, id: &str, limit: usize) -> Result<Vec<Run>> {
+        if let Some(pg) = self.pg() {
+            return pg.cron_runs(id, limit);
+        }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = ?1 ORDER BY started_at DESC, id DESC LIMIT ?2"
@@ -657,6 +707,9 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub fn cron_run(&self, run_id: i64) -> Result<Option<Run>> {
+        if let Some(pg) = self.pg() {
+            return pg.cron_run(run_id);
+        }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM cron_runs WHERE id = ?1"))?;
         stmt.query_row([run_id], run).optional()?.map(finish_run).transpose()
@@ -667,6 +720,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn cron_delivery_failed(&self, run_id: i64, error: &str) -> Result<()> {
+        if let Some(pg) = self.pg() {
+            return pg.cron_delivery_failed(run_id, error);
+        }
         self.write(|tx| mark_delivery_failed(tx, run_id, error))
     }
 }

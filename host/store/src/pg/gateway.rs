@@ -282,31 +282,7 @@ impl Pg {
                         .map_err(sql)?
                         .map(|r| r.get(0));
                     if let Some(run) = key.as_deref().and_then(cron_run_of) {
-                        let failed = format!("failed: {error}");
-                        let job: Option<String> = tx
-                            .query_opt(
-                                "UPDATE cron_runs SET status = 'delivery_failed', delivery = $2
-                                 WHERE id = $1 AND status = 'ok' RETURNING job_id",
-                                &[&run, &failed],
-                            )
-                            .await
-                            .map_err(sql)?
-                            .map(|r| r.get(0));
-                        if let Some(job) = job {
-                            let latest: Option<i64> = tx
-                                .query_one("SELECT max(id) FROM cron_runs WHERE job_id = $1", &[&job])
-                                .await
-                                .map_err(sql)?
-                                .get(0);
-                            if latest == Some(run) {
-                                tx.execute(
-                                    "UPDATE cron_jobs SET last_status = 'delivery_failed', last_error = $2 WHERE id = $1",
-                                    &[&job, &format!("delivery failed: {error}")],
-                                )
-                                .await
-                                .map_err(sql)?;
-                            }
-                        }
+                        super::cron::mark_delivery_failed(&tx, run, &error).await?;
                     }
                     tx.commit().await.map_err(sql)?;
                     return Ok(Failed::GaveUp);

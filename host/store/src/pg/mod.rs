@@ -11,6 +11,7 @@
 //! (a plugin's quota), and numbered migrations applied under one advisory lock, so processes
 //! starting together migrate once.
 
+mod cron;
 mod gateway;
 mod kv;
 mod lease;
@@ -173,7 +174,7 @@ pub(crate) mod tests {
     #[test]
     fn what_has_no_postgresql_version_yet_says_so() {
         let s = store();
-        let e = s.cron_jobs().expect_err("not yet");
+        let e = s.search(&crate::SearchQuery::new("lisbon")).expect_err("not yet");
         assert!(e.to_string().contains("is not available on PostgreSQL yet"), "{e}");
     }
 

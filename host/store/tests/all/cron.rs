@@ -1,7 +1,7 @@
 //! Scheduled jobs: claimed once per due time across processes, backlogs collapsed, crashed runs
 //! reported and never re-run.
 
-use std::sync::{Arc, Barrier};
+use std::sync::Barrier;
 
 use talaria_store::cron::{Claimed, Finish, Job, JobState, RunStatus};
 use talaria_store::delivery::{MAX_ATTEMPTS, NewDelivery, cron_key};
@@ -10,11 +10,16 @@ use talaria_store::{Error, Store};
 const HOUR: i64 = 3_600_000;
 const TTL: i64 = 60_000;
 
-fn store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(&dir.path().join("state.db")).expect("open");
-    (dir, store)
-}
+// The same cases on SQLite and on a real PostgreSQL.
+crate::on_both_engines!(
+    a_missed_backlog_is_one_run_and_the_next_is_in_the_future,
+    a_run_whose_process_died_is_reported_and_not_run_again,
+    a_once_job_completes_and_a_repeated_one_stops_at_its_count,
+    pausing_a_running_job_keeps_it_paused_after_the_run,
+    a_run_by_hand_leaves_the_schedule_alone_and_one_runs_at_a_time,
+    jobs_are_found_by_id_prefix_or_name,
+    an_answer_the_ledger_gives_up_on_marks_its_run_delivery_failed,
+);
 
 fn hourly(next: i64) -> Job {
     Job {
@@ -38,32 +43,33 @@ fn next_hour(_: &Job, now: i64) -> Option<i64> {
     Some((now / HOUR + 1) * HOUR)
 }
 
-#[test]
-fn racing_tickers_claim_a_due_job_once() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("state.db");
+/// Four tickers, each with its own store (as separate processes have), claim five due jobs at
+/// the same moment: every job is claimed once.
+fn racing_tickers_claim_a_due_job_once(open: &(dyn Fn() -> Store + Sync)) {
     let ids: Vec<String> = {
-        let s = Store::open(&path).expect("open");
+        let s = open();
         (0..5).map(|_| s.cron_insert(&hourly(HOUR)).expect("insert")).collect()
     };
-    let barrier = Arc::new(Barrier::new(4));
-    let tickers: Vec<_> = (0..4)
-        .map(|t| {
-            let (path, barrier) = (path.clone(), Arc::clone(&barrier));
-            std::thread::spawn(move || {
-                let s = Store::open(&path).expect("open");
-                barrier.wait();
-                let claims = s.cron_claim_due(HOUR + 10, &format!("ticker {t}"), TTL, next_hour).expect("claim");
-                claims.into_iter().map(|c| c.job.id).collect::<Vec<_>>()
+    let barrier = Barrier::new(4);
+    let mut claimed: Vec<String> = std::thread::scope(|scope| {
+        let tickers: Vec<_> = (0..4)
+            .map(|t| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    let s = open();
+                    barrier.wait();
+                    let claims = s.cron_claim_due(HOUR + 10, &format!("ticker {t}"), TTL, next_hour).expect("claim");
+                    claims.into_iter().map(|c| c.job.id).collect::<Vec<_>>()
+                })
             })
-        })
-        .collect();
-    let mut claimed: Vec<String> = tickers.into_iter().flat_map(|t| t.join().expect("ticker")).collect();
+            .collect();
+        tickers.into_iter().flat_map(|t| t.join().expect("ticker")).collect()
+    });
     claimed.sort();
     let mut want = ids.clone();
     want.sort();
     assert_eq!(claimed, want, "every job claimed, each by one ticker");
-    let s = Store::open(&path).expect("open");
+    let s = open();
     for id in &ids {
         assert_eq!(s.cron_runs(id, 10).expect("runs").len(), 1);
         let job = s.cron_job(id).expect("job");
@@ -72,8 +78,19 @@ fn racing_tickers_claim_a_due_job_once() {
 }
 
 #[test]
-fn a_missed_backlog_is_one_run_and_the_next_is_in_the_future() {
-    let (_d, s) = store();
+fn racing_tickers_on_sqlite_claim_a_due_job_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("state.db");
+    racing_tickers_claim_a_due_job_once(&|| Store::open(&path).expect("open"));
+}
+
+#[test]
+fn racing_tickers_on_postgresql_claim_a_due_job_once() {
+    let url = talaria_test_support::postgres::Postgres::shared().database();
+    racing_tickers_claim_a_due_job_once(&|| Store::connect(&url).expect("connect"));
+}
+
+fn a_missed_backlog_is_one_run_and_the_next_is_in_the_future(s: &Store) {
     let id = s.cron_insert(&hourly(HOUR)).expect("insert");
     // The machine slept for three days.
     let now = 73 * HOUR + 5;
@@ -87,9 +104,7 @@ fn a_missed_backlog_is_one_run_and_the_next_is_in_the_future() {
     assert_eq!((job.last_status, job.last_output.as_deref()), (Some(RunStatus::Ok), Some("done")));
 }
 
-#[test]
-fn a_run_whose_process_died_is_reported_and_not_run_again() {
-    let (_d, s) = store();
+fn a_run_whose_process_died_is_reported_and_not_run_again(s: &Store) {
     let id = s.cron_insert(&hourly(HOUR)).expect("insert");
     let claims = s.cron_claim_due(HOUR, "gateway", TTL, next_hour).expect("claim");
     assert_eq!(claims.len(), 1);
@@ -113,9 +128,7 @@ fn a_run_whose_process_died_is_reported_and_not_run_again() {
     assert_eq!(s.cron_runs(&id, 5).expect("runs")[0].output, None);
 }
 
-#[test]
-fn a_once_job_completes_and_a_repeated_one_stops_at_its_count() {
-    let (_d, s) = store();
+fn a_once_job_completes_and_a_repeated_one_stops_at_its_count(s: &Store) {
     let once = s.cron_insert(&Job { schedule_kind: "once".into(), ..hourly(HOUR) }).expect("insert");
     let twice = s.cron_insert(&Job { repeat_times: Some(2), ..hourly(HOUR) }).expect("insert");
     for (at, want) in [(HOUR, 2), (2 * HOUR, 1), (3 * HOUR, 0)] {
@@ -137,9 +150,7 @@ fn a_once_job_completes_and_a_repeated_one_stops_at_its_count() {
     assert_eq!((twice.state, twice.repeat_done), (JobState::Completed, 2));
 }
 
-#[test]
-fn pausing_a_running_job_keeps_it_paused_after_the_run() {
-    let (_d, s) = store();
+fn pausing_a_running_job_keeps_it_paused_after_the_run(s: &Store) {
     let id = s.cron_insert(&hourly(HOUR)).expect("insert");
     let c = s.cron_claim_due(HOUR, "tick", TTL, next_hour).expect("claim").remove(0);
     let mut job = s.cron_job(&id).expect("job");
@@ -151,9 +162,7 @@ fn pausing_a_running_job_keeps_it_paused_after_the_run() {
     assert!(s.cron_claim_due(5 * HOUR, "tick", TTL, next_hour).expect("claim").is_empty());
 }
 
-#[test]
-fn a_run_by_hand_leaves_the_schedule_alone_and_one_runs_at_a_time() {
-    let (_d, s) = store();
+fn a_run_by_hand_leaves_the_schedule_alone_and_one_runs_at_a_time(s: &Store) {
     let id = s.cron_insert(&Job { repeat_times: Some(1), ..hourly(10 * HOUR) }).expect("insert");
     let Claimed::Granted(c) = s.cron_claim_now(&id, HOUR, "cron run", TTL).expect("claim") else { panic!("granted") };
     let Claimed::Busy(run) = s.cron_claim_now(&id, HOUR + 1, "cron run", TTL).expect("claim") else { panic!("busy") };
@@ -164,9 +173,7 @@ fn a_run_by_hand_leaves_the_schedule_alone_and_one_runs_at_a_time() {
     assert_eq!((job.state, job.next_run_at, job.repeat_done), (JobState::Scheduled, Some(10 * HOUR), 0));
 }
 
-#[test]
-fn jobs_are_found_by_id_prefix_or_name() {
-    let (_d, s) = store();
+fn jobs_are_found_by_id_prefix_or_name(s: &Store) {
     let a = s.cron_insert(&Job { name: "inbox".into(), ..hourly(HOUR) }).expect("insert");
     s.cron_insert(&Job { name: "backup".into(), ..hourly(HOUR) }).expect("insert");
     assert_eq!(s.cron_find(&a).expect("id").name, "inbox");
@@ -181,9 +188,7 @@ fn jobs_are_found_by_id_prefix_or_name() {
     assert!(!s.cron_remove(&a).expect("remove again"));
 }
 
-#[test]
-fn an_answer_the_ledger_gives_up_on_marks_its_run_delivery_failed() {
-    let (_d, s) = store();
+fn an_answer_the_ledger_gives_up_on_marks_its_run_delivery_failed(s: &Store) {
     let id = s.cron_insert(&hourly(HOUR)).expect("insert");
     let c = s.cron_claim_due(HOUR, "tick", TTL, next_hour).expect("claim").remove(0);
     let delivery = Finish { delivery: Some("queued".into()), ..ok("summary") };
