@@ -34,7 +34,7 @@
 //! # Ok::<(), talaria_store::Error>(())
 //! ```
 
-mod query;
+pub(crate) mod query;
 
 use rusqlite::types::Value;
 use rusqlite::{Transaction, params, params_from_iter};
@@ -50,7 +50,7 @@ pub const MAX_SEARCH_LIMIT: usize = 200;
 pub const MATCH_START: &str = ">>>";
 pub const MATCH_END: &str = "<<<";
 /// Marks text cut from either end of a snippet.
-const ELLIPSIS: &str = "...";
+pub(crate) const ELLIPSIS: &str = "...";
 /// How many of the newest matches are ranked by relevance. A query matching more messages than
 /// this (a very common word) finds the best of the most recent ones: relevance among tens of
 /// thousands of matches means little, and ranking them all costs 1-2 ms per 1000 (ranking all
@@ -152,6 +152,10 @@ impl Store {
     /// # Errors
     /// Database failures, including a store opened read-only.
     pub fn index_pending(&self) -> Result<usize> {
+        // PostgreSQL indexes each message as it is committed.
+        if self.pg().is_some() {
+            return Ok(0);
+        }
         if !self.search_pending()? {
             return Ok(0);
         }
@@ -175,6 +179,9 @@ impl Store {
         let limit = q.limit.min(MAX_SEARCH_LIMIT);
         if limit == 0 {
             return Ok(Vec::new());
+        }
+        if let Some(pg) = self.pg() {
+            return pg.search(q, limit);
         }
         // A store that cannot be written (opened read-only, or locked for longer than a write
         // waits) searches what was indexed: the messages of turns still under way are missing.
@@ -317,7 +324,7 @@ impl Store {
     }
 }
 
-fn escape_like(term: &str) -> String {
+pub(crate) fn escape_like(term: &str) -> String {
     let mut out = String::with_capacity(term.len());
     for c in term.chars() {
         if matches!(c, '\\' | '%' | '_') {
@@ -330,7 +337,7 @@ fn escape_like(term: &str) -> String {
 
 /// A snippet for a message found by `LIKE`: some context around the first term's first
 /// occurrence, every term marked.
-fn like_snippet(content: &str, terms: &[&str]) -> String {
+pub(crate) fn like_snippet(content: &str, terms: &[&str]) -> String {
     let chars: Vec<char> = content.chars().collect();
     let lower: Vec<char> = chars.iter().map(|c| c.to_ascii_lowercase()).collect();
     let term_chars: Vec<Vec<char>> = terms

@@ -16,6 +16,7 @@ mod gateway;
 mod kv;
 mod lease;
 mod schema;
+mod search;
 mod sessions;
 
 use std::future::Future;
@@ -169,13 +170,6 @@ pub(crate) mod tests {
         });
         assert_eq!(filled.iter().filter(|ok| **ok).count(), 9, "ten MiB hold nine one-MiB values and their keys");
         assert!(a.kv_usage("q").expect("usage").1 <= 10 * 1024 * 1024);
-    }
-
-    #[test]
-    fn what_has_no_postgresql_version_yet_says_so() {
-        let s = store();
-        let e = s.search(&crate::SearchQuery::new("lisbon")).expect_err("not yet");
-        assert!(e.to_string().contains("is not available on PostgreSQL yet"), "{e}");
     }
 
     #[test]

@@ -69,14 +69,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         tool_calls   TEXT,
         reasoning    TEXT,
         extra        TEXT,
+        -- Punctuation splits words, as SQLite's unicode61 tokenizer splits them: `containers.conf`
+        -- holds the word `conf`, `config_loader` the word `config`.
         words        tsvector GENERATED ALWAYS AS (
-            to_tsvector('english', content || ' ' || coalesce(tool_name, '') || ' ' || coalesce(tool_calls, ''))
+            to_tsvector('english', regexp_replace(
+                content || ' ' || coalesce(tool_name, '') || ' ' || coalesce(tool_calls, ''),
+                '[[:punct:]]', ' ', 'g'))
         ) STORED
     );
     CREATE INDEX messages_by_session ON messages (session_id, id);
     CREATE INDEX messages_words ON messages USING gin (words) WHERE active;
     CREATE INDEX messages_trigram ON messages USING gin (content gin_trgm_ops) WHERE active;
     CREATE INDEX messages_calls_trigram ON messages USING gin (tool_calls gin_trgm_ops) WHERE active;
+    CREATE INDEX messages_name_trigram ON messages USING gin (tool_name gin_trgm_ops) WHERE active;
 
     CREATE TABLE session_leases (
         session_id  TEXT PRIMARY KEY,

@@ -109,6 +109,34 @@ impl Query {
         render(&tokens, false)
     }
 
+    /// The terms for an engine that takes a query as an expression (PostgreSQL): groups to OR,
+    /// each a list of terms to AND, a term being (negated, text, prefix). The same terms and
+    /// precedence as [`Query::words`] (`for_words`) or [`Query::substrings`].
+    pub(crate) fn groups(&self, for_words: bool) -> Vec<Vec<(bool, String, bool)>> {
+        let tokens = if for_words {
+            normalize(&self.tokens, |t| t.text.chars().any(char::is_alphanumeric))
+        } else {
+            normalize(&self.tokens, |t| t.text.chars().count() >= TRIGRAM_MIN_CHARS)
+        };
+        let mut groups: Vec<Vec<(bool, String, bool)>> = Vec::new();
+        let mut current = Vec::new();
+        let mut negated = false;
+        for token in tokens {
+            match token {
+                Token::Op(Op::Or) => groups.push(std::mem::take(&mut current)),
+                Token::Op(Op::Not) => negated = true,
+                Token::Op(Op::And) => {}
+                Token::Term(t) => {
+                    current.push((negated, t.text.clone(), for_words && t.prefix));
+                    negated = false;
+                }
+            }
+        }
+        groups.push(current);
+        groups.retain(|g| g.iter().any(|(negated, ..)| !negated));
+        groups
+    }
+
     /// Terms shorter than the trigram index can find, checked with `LIKE` instead: those that
     /// must appear, and those after `NOT` that must not. `AND`/`OR` are not honoured for them:
     /// every one is required.
@@ -259,6 +287,16 @@ mod tests {
         let q = Query::parse("数据 库存管理 NOT 表 ab");
         assert_eq!(q.substrings().as_deref(), Some(r#""库存管理""#));
         assert_eq!(q.short_terms(), (vec!["数据", "ab"], vec!["表"]));
+    }
+
+    #[test]
+    fn groups_follow_the_operators_precedence() {
+        let g = |q: &str| Query::parse(q).groups(true);
+        let t = |text: &str| (false, text.to_string(), false);
+        assert_eq!(g("a b OR c NOT d"), vec![vec![t("a"), t("b")], vec![t("c"), (true, "d".to_string(), false)]]);
+        assert_eq!(g("smol* \"tokio rt\""), vec![vec![(false, "smol".to_string(), true), t("tokio rt")]]);
+        assert!(g("NOT a").is_empty());
+        assert_eq!(Query::parse("ab cdef").groups(false), vec![vec![t("cdef")]]);
     }
 
     #[test]

@@ -3,13 +3,25 @@
 use talaria_protocol::{Message, Role};
 use talaria_store::{SearchHit, SearchQuery, Store};
 
-use crate::{calls, create, store, tool_call};
+use crate::{calls, create, tool_call};
+
+// The same cases on SQLite and on a real PostgreSQL.
+crate::on_both_engines!(
+    words_are_anded_and_stemmed,
+    phrases_prefixes_or_and_not,
+    filters_by_role_and_session,
+    hits_carry_session_role_and_a_marked_snippet,
+    substrings_are_found_when_words_are_not,
+    cjk_is_found_by_substring,
+    nasty_inputs_never_fail,
+    random_inputs_never_fail,
+    ranking_is_bm25_then_newest,
+);
 
 /// Three sessions of known text. Returns the store and the ids of every message, by name.
-fn fixture() -> (tempfile::TempDir, Store, Ids) {
-    let (dir, s) = store();
+fn fixture(s: &Store) -> Ids {
     for id in ["alpha", "beta", "gamma"] {
-        create(&s, id);
+        create(s, id);
     }
     s.set_title("alpha", "Docker notes").expect("title");
     let a = s
@@ -45,7 +57,7 @@ fn fixture() -> (tempfile::TempDir, Store, Ids) {
             ],
         )
         .expect("append");
-    (dir, s, Ids { a, b, g })
+    Ids { a, b, g }
 }
 
 struct Ids {
@@ -70,39 +82,36 @@ fn sorted(mut v: Vec<i64>) -> Vec<i64> {
     v
 }
 
-#[test]
-fn words_are_anded_and_stemmed() {
-    let (_dir, s, m) = fixture();
-    assert_eq!(ids(&s, "docker network"), [m.a[0], m.a[1]], "porter: networks = network");
-    assert_eq!(ids(&s, "custom network"), [m.a[0]]);
-    assert_eq!(ids(&s, "runs DOCKER"), [m.a[0]], "porter: runs = run, case folded");
-    assert_eq!(ids(&s, "async-std"), [m.b[2], m.b[3]], "hyphenated words");
-    assert_eq!(ids(&s, "terminal"), [m.a[2], m.a[3]], "tool names, in tool messages and tool calls");
-    assert_eq!(ids(&s, "filter"), [m.a[2]], "tool call arguments");
+fn words_are_anded_and_stemmed(s: &Store) {
+    let m = fixture(s);
+    assert_eq!(ids(s, "docker network"), [m.a[0], m.a[1]], "porter: networks = network");
+    assert_eq!(ids(s, "custom network"), [m.a[0]]);
+    assert_eq!(ids(s, "runs DOCKER"), [m.a[0]], "porter: runs = run, case folded");
+    assert_eq!(ids(s, "async-std"), [m.b[2], m.b[3]], "hyphenated words");
+    assert_eq!(ids(s, "terminal"), [m.a[2], m.a[3]], "tool names, in tool messages and tool calls");
+    assert_eq!(ids(s, "filter"), [m.a[2]], "tool call arguments");
 }
 
-#[test]
-fn phrases_prefixes_or_and_not() {
-    let (_dir, s, m) = fixture();
-    assert_eq!(ids(&s, "\"tokio runtime\""), [m.b[2], m.b[3]]);
-    assert_eq!(ids(&s, "\"runtime tokio\""), Vec::<i64>::new(), "phrase order matters");
-    assert_eq!(ids(&s, "\"tokio runtime"), [m.b[2], m.b[3]], "an unclosed quote is closed");
-    assert_eq!(ids(&s, "conf"), [m.b[1]]);
-    assert_eq!(ids(&s, "conf*"), [m.b[0], m.b[1], m.g[3]]);
-    assert_eq!(ids(&s, "podman OR compose"), sorted(vec![m.a[0], m.a[1], m.b[0], m.b[1]]));
-    assert_eq!(ids(&s, "docker NOT podman"), [m.a[0], m.a[1], m.a[2]]);
-    assert_eq!(ids(&s, "docker podman"), [m.b[0]]);
-    assert_eq!(ids(&s, "NOT podman"), Vec::<i64>::new(), "nothing to subtract from");
-    assert_eq!(ids(&s, "docker or"), [m.a[0], m.a[1]], "lower-case `or` is a word (found in network)");
-    assert_eq!(ids(&s, "docker xq"), Vec::<i64>::new(), "short words count in the substring search");
-    assert_eq!(ids(&s, "OR docker AND"), [m.a[0], m.a[1], m.a[2], m.b[0]], "dangling operators are dropped");
+fn phrases_prefixes_or_and_not(s: &Store) {
+    let m = fixture(s);
+    assert_eq!(ids(s, "\"tokio runtime\""), [m.b[2], m.b[3]]);
+    assert_eq!(ids(s, "\"runtime tokio\""), Vec::<i64>::new(), "phrase order matters");
+    assert_eq!(ids(s, "\"tokio runtime"), [m.b[2], m.b[3]], "an unclosed quote is closed");
+    assert_eq!(ids(s, "conf"), [m.b[1]]);
+    assert_eq!(ids(s, "conf*"), [m.b[0], m.b[1], m.g[3]]);
+    assert_eq!(ids(s, "podman OR compose"), sorted(vec![m.a[0], m.a[1], m.b[0], m.b[1]]));
+    assert_eq!(ids(s, "docker NOT podman"), [m.a[0], m.a[1], m.a[2]]);
+    assert_eq!(ids(s, "docker podman"), [m.b[0]]);
+    assert_eq!(ids(s, "NOT podman"), Vec::<i64>::new(), "nothing to subtract from");
+    assert_eq!(ids(s, "docker or"), [m.a[0], m.a[1]], "lower-case `or` is a word (found in network)");
+    assert_eq!(ids(s, "docker xq"), Vec::<i64>::new(), "short words count in the substring search");
+    assert_eq!(ids(s, "OR docker AND"), [m.a[0], m.a[1], m.a[2], m.b[0]], "dangling operators are dropped");
 }
 
-#[test]
-fn filters_by_role_and_session() {
-    let (_dir, s, m) = fixture();
+fn filters_by_role_and_session(s: &Store) {
+    let m = fixture(s);
     let q = SearchQuery::new("docker");
-    let got = |q: SearchQuery<'_>| sorted(find(&s, &q).into_iter().map(|h| h.message_id).collect());
+    let got = |q: SearchQuery<'_>| sorted(find(s, &q).into_iter().map(|h| h.message_id).collect());
     assert_eq!(got(SearchQuery { role: Some(Role::User), ..q }), [m.a[0], m.b[0]]);
     assert_eq!(got(SearchQuery { role: Some(Role::Assistant), ..q }), [m.a[1], m.a[2]]);
     assert_eq!(got(SearchQuery { session_id: Some("beta"), ..q }), [m.b[0]]);
@@ -111,14 +120,13 @@ fn filters_by_role_and_session() {
         got(SearchQuery { exclude_session: Some("alpha"), role: Some(Role::Assistant), ..q }),
         Vec::<i64>::new()
     );
-    assert_eq!(find(&s, &SearchQuery { limit: 1, ..q }).len(), 1);
-    assert!(find(&s, &SearchQuery { limit: 0, ..q }).is_empty());
+    assert_eq!(find(s, &SearchQuery { limit: 1, ..q }).len(), 1);
+    assert!(find(s, &SearchQuery { limit: 0, ..q }).is_empty());
 }
 
-#[test]
-fn hits_carry_session_role_and_a_marked_snippet() {
-    let (_dir, s, m) = fixture();
-    let hits = find(&s, &SearchQuery::new("custom network"));
+fn hits_carry_session_role_and_a_marked_snippet(s: &Store) {
+    let m = fixture(s);
+    let hits = find(s, &SearchQuery::new("custom network"));
     assert_eq!(hits.len(), 1);
     let h = &hits[0];
     assert_eq!(
@@ -127,42 +135,38 @@ fn hits_carry_session_role_and_a_marked_snippet() {
     );
     assert!(h.created_at > 1_600_000_000_000);
     assert!(h.snippet.contains(">>>custom<<<") && h.snippet.contains(">>>network<<<"), "{}", h.snippet);
-    let hits = find(&s, &SearchQuery::new("podman"));
+    let hits = find(s, &SearchQuery::new("podman"));
     assert!(hits.iter().all(|h| h.snippet.to_lowercase().contains(">>>podman<<<") && h.session_title.is_none()));
 }
 
-#[test]
-fn substrings_are_found_when_words_are_not() {
-    let (_dir, s, m) = fixture();
-    assert_eq!(ids(&s, "onfig_load"), [m.g[3]]);
-    let hit = &find(&s, &SearchQuery::new("onfig_load"))[0];
+fn substrings_are_found_when_words_are_not(s: &Store) {
+    let m = fixture(s);
+    assert_eq!(ids(s, "onfig_load"), [m.g[3]]);
+    let hit = &find(s, &SearchQuery::new("onfig_load"))[0];
     assert!(hit.snippet.contains(">>>onfig_load<<<") || hit.snippet.contains(">>>"), "{}", hit.snippet);
-    assert_eq!(ids(&s, "erver-0"), [m.a[3]]);
-    assert_eq!(ids(&s, "emonle"), [m.b[1]]);
-    assert_eq!(ids(&s, "zz"), Vec::<i64>::new(), "too short for substrings");
-    assert_eq!(ids(&s, "onfig_load NOT reload"), Vec::<i64>::new(), "NOT holds for substrings");
+    assert_eq!(ids(s, "erver-0"), [m.a[3]]);
+    assert_eq!(ids(s, "emonle"), [m.b[1]]);
+    assert_eq!(ids(s, "zz"), Vec::<i64>::new(), "too short for substrings");
+    assert_eq!(ids(s, "onfig_load NOT reload"), Vec::<i64>::new(), "NOT holds for substrings");
 }
 
-#[test]
-fn cjk_is_found_by_substring() {
-    let (_dir, s, m) = fixture();
-    assert_eq!(ids(&s, "数据库迁移"), [m.g[0], m.g[1]]);
-    assert_eq!(ids(&s, "迁移工具"), [m.g[1]]);
-    assert_eq!(ids(&s, "数据"), [m.g[0], m.g[1]], "two-character words");
-    assert_eq!(ids(&s, "カタ"), [m.g[2]]);
-    assert_eq!(ids(&s, "数据 sqlx"), [m.g[1]], "mixed with a latin word");
-    assert_eq!(ids(&s, "数据 NOT 工具"), [m.g[0]]);
-    assert_eq!(ids(&s, "漢字"), Vec::<i64>::new());
-    let hit = &find(&s, &SearchQuery::new("迁移工具"))[0];
+fn cjk_is_found_by_substring(s: &Store) {
+    let m = fixture(s);
+    assert_eq!(ids(s, "数据库迁移"), [m.g[0], m.g[1]]);
+    assert_eq!(ids(s, "迁移工具"), [m.g[1]]);
+    assert_eq!(ids(s, "数据"), [m.g[0], m.g[1]], "two-character words");
+    assert_eq!(ids(s, "カタ"), [m.g[2]]);
+    assert_eq!(ids(s, "数据 sqlx"), [m.g[1]], "mixed with a latin word");
+    assert_eq!(ids(s, "数据 NOT 工具"), [m.g[0]]);
+    assert_eq!(ids(s, "漢字"), Vec::<i64>::new());
+    let hit = &find(s, &SearchQuery::new("迁移工具"))[0];
     assert!(hit.snippet.contains(">>>"), "{}", hit.snippet);
-    let hit = &find(&s, &SearchQuery { role: Some(Role::User), ..SearchQuery::new("数据") })[0];
+    let hit = &find(s, &SearchQuery { role: Some(Role::User), ..SearchQuery::new("数据") })[0];
     assert_eq!(hit.snippet, ">>>数据<<<库迁移怎么做？");
 }
 
-#[test]
-fn ranking_is_bm25_then_newest() {
-    let (_dir, s) = store();
-    create(&s, "r");
+fn ranking_is_bm25_then_newest(s: &Store) {
+    create(s, "r");
     let long = format!("kiwi {}", "filler words about nothing in particular ".repeat(20));
     let ids = s
         .append_messages(
@@ -175,7 +179,7 @@ fn ranking_is_bm25_then_newest() {
             ],
         )
         .expect("append");
-    let order = |q| find(&s, &SearchQuery::new(q)).into_iter().map(|h| h.message_id).collect::<Vec<_>>();
+    let order = |q| find(s, &SearchQuery::new(q)).into_iter().map(|h| h.message_id).collect::<Vec<_>>();
     assert_eq!(order("kiwi"), [ids[1], ids[0]]);
     assert_eq!(order("mango"), [ids[3], ids[2]]);
 }
@@ -265,9 +269,8 @@ const NASTY: &[&str] = &[
     "\u{fffd}",
 ];
 
-#[test]
-fn nasty_inputs_never_fail() {
-    let (_dir, s, _) = fixture();
+fn nasty_inputs_never_fail(s: &Store) {
+    fixture(s);
     for text in NASTY {
         for role in [None, Some(Role::Tool)] {
             let q = SearchQuery { role, session_id: None, ..SearchQuery::new(text) };
@@ -285,9 +288,8 @@ fn nasty_inputs_never_fail() {
     assert!(s.search(&SearchQuery::new(&long_quote)).is_ok());
 }
 
-#[test]
-fn random_inputs_never_fail() {
-    let (_dir, s, _) = fixture();
+fn random_inputs_never_fail(s: &Store) {
+    fixture(s);
     let pieces: &[&str] = &[
         "docker",
         "compose",

@@ -4,7 +4,7 @@ use serde_json::json;
 use talaria_protocol::{Message, Usage};
 use talaria_store::{Error, ListQuery, NewSession, PREVIEW_CHARS, SearchQuery, Store};
 
-use crate::{calls, create, new_session, store, tool_call, turn};
+use crate::{calls, create, new_session, tool_call, turn};
 
 // The same cases on SQLite and on a real PostgreSQL.
 crate::on_both_engines!(
@@ -22,6 +22,9 @@ crate::on_both_engines!(
     a_pairing_code_is_given_once_approved_by_the_owner_and_revoked,
     deliveries_are_queued_once_retried_with_backoff_and_given_up_at_last,
     a_webhook_delivery_id_is_seen_once_per_route,
+    deleting_a_session_takes_its_messages_and_keeps_its_children,
+    undo_hides_the_last_turn_everywhere,
+    a_user_messages_images_come_back_with_it_and_its_text_alone_is_searched,
 );
 
 fn every_kind() -> Vec<Message> {
@@ -230,16 +233,14 @@ fn titles_are_unique_and_checked(s: &Store) {
     s.set_title("b", "Refactor the parser").expect("the old title is free again");
 }
 
-#[test]
-fn deleting_a_session_takes_its_messages_and_keeps_its_children() {
-    let (_dir, s) = store();
-    create(&s, "parent");
-    create(&s, "other");
-    let ids = turn(&s, "parent", "the zanzibar plan", "noted");
-    turn(&s, "other", "zanzibar elsewhere", "fine");
+fn deleting_a_session_takes_its_messages_and_keeps_its_children(s: &Store) {
+    create(s, "parent");
+    create(s, "other");
+    let ids = turn(s, "parent", "the zanzibar plan", "noted");
+    turn(s, "other", "zanzibar elsewhere", "fine");
     s.create_session(&NewSession { source: "subagent".into(), parent_id: Some("parent".into()), ..new_session("kid") })
         .expect("child");
-    turn(&s, "kid", "child work on zanzibar", "done");
+    turn(s, "kid", "child work on zanzibar", "done");
 
     s.delete_session("parent").expect("delete");
     assert_eq!(s.session("parent").expect("get"), None);
@@ -264,12 +265,10 @@ fn ending_records_time_and_reason(s: &Store) {
     assert_eq!(info.end_reason.as_deref(), Some("user_exit"));
 }
 
-#[test]
-fn undo_hides_the_last_turn_everywhere() {
-    let (_dir, s) = store();
-    create(&s, "s");
+fn undo_hides_the_last_turn_everywhere(s: &Store) {
+    create(s, "s");
     s.append_messages("s", &[Message::system("sys")]).expect("append");
-    turn(&s, "s", "first question about walruses", "first answer");
+    turn(s, "s", "first question about walruses", "first answer");
     s.append_messages(
         "s",
         &[
@@ -296,7 +295,7 @@ fn undo_hides_the_last_turn_everywhere() {
     assert_eq!(s.search(&SearchQuery::new("walruses")).expect("search").len(), 1);
 
     // A new turn after an undo continues from what is left.
-    turn(&s, "s", "third", "answer three");
+    turn(s, "s", "third", "answer three");
     assert_eq!(s.messages("s").expect("messages").len(), 5);
     assert_eq!(s.undo_last_turn("s").expect("undo"), 2);
     assert_eq!(s.undo_last_turn("s").expect("undo"), 2);
@@ -401,10 +400,8 @@ fn a_checkpoint_before_exit_leaves_an_empty_wal_and_everything_in_the_file() {
     assert_eq!(texts, ["where is the harbour?", "down the hill"]);
 }
 
-#[test]
-fn a_user_messages_images_come_back_with_it_and_its_text_alone_is_searched() {
-    let (_dir, s) = store();
-    create(&s, "s1");
+fn a_user_messages_images_come_back_with_it_and_its_text_alone_is_searched(s: &Store) {
+    create(s, "s1");
     let image = talaria_protocol::Image { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() };
     let sent = Message::User { content: "what is in this picture?".into(), images: vec![image] };
     s.append_messages("s1", &[sent.clone(), Message::assistant("a harbour")]).expect("append");
