@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Subcommand;
 use talaria_agent::checkpoints::{Checkpoints, RestoreError};
-use talaria_store::Store;
 
 use crate::{Ctx, ui};
 
@@ -44,7 +43,7 @@ pub enum CheckpointsCmd {
 
 pub fn run(ctx: &Ctx, cmd: CheckpointsCmd) -> anyhow::Result<ExitCode> {
     let store = Checkpoints::open(&ctx.home);
-    let sessions = Store::open_for_reading(&ctx.home.join("state.db"))?;
+    let sessions = ctx.store_for_reading()?;
     let resolve = |key: &str| -> anyhow::Result<String> { Ok(sessions.resolve_session(key)?.id) };
     match cmd {
         CheckpointsCmd::List { session, all } => {

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use talaria_agent::{Agent, ContextBudget};
 use talaria_protocol::{ContextStatus, Message, PluginSession};
-use talaria_store::Store;
 
 use crate::plugin_host::single;
 use crate::{Ctx, ui};
@@ -60,7 +59,7 @@ pub async fn run(ctx: &Ctx, cmd: ContextCmd) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let store = Store::open_for_reading(&ctx.home.join("state.db"))?;
+    let store = ctx.store_for_reading()?;
     let found = match store.resolve_session(&session) {
         Ok(info) => Some(info),
         Err(e) if session == "latest" => {

@@ -159,27 +159,26 @@ pub struct JobOptions {
 }
 
 pub async fn run(ctx: &Ctx, cmd: CronCmd) -> anyhow::Result<ExitCode> {
-    let path = ctx.home.join("state.db");
     match cmd {
-        CronCmd::List { json } => list(&Store::open_for_reading(&path)?, json),
+        CronCmd::List { json } => list(&ctx.store_for_reading()?, json),
         CronCmd::Add { schedule, prompt, options, dry_run, yes } => add(ctx, schedule, prompt, options, dry_run, yes),
         CronCmd::Edit { job, schedule, prompt, options, disallow, forever, workspace, yes } => {
             let edit = Edit { schedule, prompt, options, disallow, forever, workspace, yes };
-            edit_job(ctx, &Store::open(&path)?, &job, edit)
+            edit_job(ctx, &ctx.store()?, &job, edit)
         }
-        CronCmd::Pause { job } => pause(&Store::open(&path)?, &job, true),
-        CronCmd::Resume { job } => pause(&Store::open(&path)?, &job, false),
+        CronCmd::Pause { job } => pause(&ctx.store()?, &job, true),
+        CronCmd::Resume { job } => pause(&ctx.store()?, &job, false),
         CronCmd::Remove { job } => {
-            let store = Store::open(&path)?;
+            let store = ctx.store()?;
             let found = store.cron_find(&job)?;
             store.cron_remove(&found.id)?;
             println!("removed {} ({})", found.id, found.name);
             Ok(ExitCode::SUCCESS)
         }
-        CronCmd::History { job, limit, json } => history(&Store::open_for_reading(&path)?, &job, limit, json),
+        CronCmd::History { job, limit, json } => history(&ctx.store_for_reading()?, &job, limit, json),
         CronCmd::Run { job } => {
             let runner = runner(ctx)?;
-            let found = Store::open(&path)?.cron_find(&job)?;
+            let found = ctx.store()?.cron_find(&job)?;
             ui::note(&format!("running {} ({})...", found.id, found.name));
             match runner.run_now(&found.id).await {
                 Ok(report) => {
@@ -285,7 +284,7 @@ fn add(
         Ok(false) => return refuse("nothing saved"),
         Err(e) => return refuse(&e),
     }
-    let store = Store::open(&ctx.home.join("state.db"))?;
+    let store = ctx.store()?;
     let id = store.cron_insert(&job)?;
     println!("saved job {id}; it runs when a gateway or `talaria cron tick` is running");
     Ok(ExitCode::SUCCESS)

@@ -98,7 +98,7 @@ pub async fn run(ctx: &Ctx, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let mut r = Report::new();
     check_config(ctx, &mut r);
     check_home(&ctx.home, &mut r);
-    check_state(&ctx.home, args.repair, &mut r);
+    check_state(&ctx.home, &ctx.store_location(), args.repair, &mut r);
     let secrets = Secrets::load(&ctx.home.join(".env"));
     let primary = check_model(ctx, &mut r);
     check_key(ctx, primary.as_ref(), &secrets, &mut r);
@@ -185,7 +185,7 @@ fn check_gateway(ctx: &Ctx, runtime: Option<&Runtime>, secrets: &Secrets, r: &mu
             }
         }
     }
-    let Ok(store) = talaria_store::Store::open_for_reading(&ctx.home.join("state.db")) else { return };
+    let Ok(store) = ctx.store_for_reading() else { return };
     let Ok(all) = store.pairings() else { return };
     if all.is_empty() {
         return;
@@ -246,7 +246,7 @@ fn check_mcp(ctx: &Ctx, secrets: &Secrets, r: &mut Report) {
 /// Scheduled jobs (only when there are some): where they deliver, where they run, whether
 /// anything ticks them.
 fn check_cron(ctx: &Ctx, r: &mut Report) {
-    let Ok(store) = talaria_store::Store::open_for_reading(&ctx.home.join("state.db")) else { return };
+    let Ok(store) = ctx.store_for_reading() else { return };
     let Ok(jobs) = store.cron_jobs() else { return };
     let active: Vec<_> = jobs.iter().filter(|j| j.enabled && j.next_run_at.is_some()).collect();
     if jobs.is_empty() {
@@ -302,7 +302,22 @@ fn check_home(home: &Path, r: &mut Report) {
     }
 }
 
-fn check_state(home: &Path, repair: bool, r: &mut Report) {
+fn check_state(home: &Path, location: &talaria_store::Location, repair: bool, r: &mut Report) {
+    if let talaria_store::Location::Postgres(_) = location {
+        // Connecting migrates the schema, which needs the pg_trgm extension: a store that opens
+        // has both.
+        let all = ListQuery { limit: usize::MAX, include_children: true, ..ListQuery::default() };
+        return match location.open().and_then(|store| store.list_sessions_with(&all)) {
+            Ok(sessions) => r.ok(
+                "state",
+                &format!(
+                    "{location}: connected, schema current, pg_trgm present, {}",
+                    ui::count(sessions.len(), "session", "sessions")
+                ),
+            ),
+            Err(e) => r.fail("state", &e.to_string()),
+        };
+    }
     let path = home.join("state.db");
     match talaria_store::recover::check(&path) {
         Ok(None) => {}

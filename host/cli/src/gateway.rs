@@ -8,7 +8,6 @@ use clap::Subcommand;
 use owo_colors::OwoColorize as _;
 use talaria_core::{Host, HostOptions};
 use talaria_gateway::serve::{Options, SESSIONS_SPACE, Status};
-use talaria_store::Store;
 
 use crate::{Ctx, ui};
 
@@ -64,7 +63,7 @@ async fn serve(ctx: &Ctx, only: Vec<String>) -> anyhow::Result<ExitCode> {
 }
 
 fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
-    let store = Store::open_for_reading(&ctx.home.join("state.db"))?;
+    let store = ctx.store_for_reading()?;
     let status = Status::read(&store);
     let counts = store.delivery_counts()?;
     let sessions = store.kv_keys(SESSIONS_SPACE, "")?.len();

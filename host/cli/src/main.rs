@@ -276,6 +276,21 @@ impl Ctx {
         Ok(Self { home, workspace, config })
     }
 
+    /// Where the state lives (`state.db`, or `[store] url`).
+    pub fn store_location(&self) -> talaria_store::Location {
+        self.config.store_location(&self.home)
+    }
+
+    /// The store, to read and write.
+    pub fn store(&self) -> Result<talaria_store::Store, talaria_store::Error> {
+        self.store_location().open()
+    }
+
+    /// The store, for a command that only reads.
+    pub fn store_for_reading(&self) -> Result<talaria_store::Store, talaria_store::Error> {
+        self.store_location().open_for_reading()
+    }
+
     /// Discover plugins (compiles nothing).
     pub fn runtime(&self, yolo: bool) -> anyhow::Result<Runtime> {
         self.runtime_with(Arc::new(Unattended { yolo }))

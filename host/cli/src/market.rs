@@ -379,7 +379,7 @@ pub fn remove_cmd(ctx: &Ctx, name: &str, project: bool, purge: bool) -> anyhow::
             let space = talaria_runtime::identity::kv_space(&target.scope, name, Some(&entry.publisher()));
             let data_dir = talaria_runtime::plugin_data_dir(&ctx.home, &space);
             if purge {
-                let store = talaria_store::Store::open(&ctx.home.join("state.db"))?;
+                let store = ctx.store()?;
                 let keys = store.kv_clear(&space)?;
                 match std::fs::remove_dir_all(&data_dir) {
                     Ok(()) => println!("  deleted {keys} key-value entries and {}", data_dir.display()),

@@ -4,7 +4,6 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 use talaria_agent::builtin::memory::{Memory, Target};
-use talaria_store::Store;
 
 use crate::plugin_host::single;
 use crate::{Ctx, ui};
@@ -58,7 +57,7 @@ fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
     );
     let granted: Vec<String> = plugin.grants.caps.iter().map(ToString::to_string).collect();
     println!("  granted: {}", if granted.is_empty() { "-".to_string() } else { granted.join(", ") });
-    let store = Store::open_for_reading(&ctx.home.join("state.db"))?;
+    let store = ctx.store_for_reading()?;
     let (keys, bytes) = store.kv_usage(plugin.kv_space())?;
     println!("  stored: {keys} keys, {}", human_bytes(bytes));
     Ok(ExitCode::SUCCESS)

@@ -33,10 +33,9 @@ pub enum PairingCmd {
 }
 
 pub fn run(ctx: &Ctx, cmd: PairingCmd) -> anyhow::Result<ExitCode> {
-    let path = ctx.home.join("state.db");
     let store = match cmd {
-        PairingCmd::List { .. } => Store::open_for_reading(&path)?,
-        PairingCmd::Approve { .. } | PairingCmd::Revoke { .. } => Store::open(&path)?,
+        PairingCmd::List { .. } => ctx.store_for_reading()?,
+        PairingCmd::Approve { .. } | PairingCmd::Revoke { .. } => ctx.store()?,
     };
     match cmd {
         PairingCmd::List { json } => list(&store, json),

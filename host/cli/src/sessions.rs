@@ -151,10 +151,9 @@ pub enum ExportFormat {
 }
 
 pub fn run(ctx: &Ctx, cmd: SessionsCmd) -> anyhow::Result<ExitCode> {
-    let path = ctx.home.join("state.db");
     // Reading works in a read-only home; only delete and rename need to write.
     let writes = matches!(cmd, SessionsCmd::Delete { .. } | SessionsCmd::Rename { .. });
-    let store = if writes { Store::open(&path)? } else { Store::open_for_reading(&path)? };
+    let store = if writes { ctx.store()? } else { ctx.store_for_reading()? };
     match cmd {
         SessionsCmd::List { limit, json } => list(&store, limit, json),
         SessionsCmd::Show { session, json } => show(&store, &session, json),

@@ -105,9 +105,21 @@ pub struct ConfigToml {
     pub cron: CronToml,
     #[serde(default)]
     pub checkpoints: CheckpointsToml,
+    #[serde(default)]
+    pub store: StoreToml,
     /// MCP servers whose tools the agent may use: `[mcp_servers.NAME]`.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, talaria_mcp::config::ServerToml>,
+}
+
+/// `[store]`: where sessions, memory, plugin data, jobs and ledgers live.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreToml {
+    /// A PostgreSQL database several talaria processes (and machines) share:
+    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE`. Default: `state.db` in the home.
+    /// `TALARIA_STORE_URL` wins over it (and keeps the password out of this file).
+    pub url: Option<String>,
 }
 
 /// `[checkpoints]`: files kept before tool calls change them, for `/rollback`.
@@ -648,6 +660,11 @@ pub fn home() -> Result<PathBuf, Error> {
 }
 
 impl ConfigToml {
+    /// Where `home`'s state lives (see [`StoreToml`]).
+    pub fn store_location(&self, home: &std::path::Path) -> talaria_store::Location {
+        talaria_store::Location::of_home(home, self.store.url.as_deref())
+    }
+
     /// Read `home/config.toml`; a missing file means defaults.
     ///
     /// # Errors

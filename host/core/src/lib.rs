@@ -278,9 +278,9 @@ impl Host {
         let router = Arc::new(router::Router::new());
         // The store opens (schema check, WAL) while the default workspace's plugins are found,
         // and those the first conversation calls first start loading.
-        let path = options.home.join("state.db");
+        let location = config.store_location(&options.home);
         let (store, default) = std::thread::scope(|scope| {
-            let opening = scope.spawn(|| Store::open(&path));
+            let opening = scope.spawn(|| location.open());
             let default = make_plugins(&options.home, &options.workspace, &config, &client, &router);
             let store = opening.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (store, default)
@@ -380,6 +380,7 @@ pub fn runtime_config(
     rc.llm = llm;
     rc.secret_names = config.secret_names();
     rc.pass_env = config.process.pass_env.clone();
+    rc.store = Some(config.store_location(home));
     rc
 }
 

@@ -76,7 +76,7 @@ pub(crate) struct Services {
     pub home: PathBuf,
     /// Canonical forms of workspaces seen (chosen by the user, never by a plugin).
     pub workspaces: Mutex<std::collections::HashMap<PathBuf, PathBuf>>,
-    pub state_db: PathBuf,
+    pub store_at: talaria_store::Location,
     pub store: OnceLock<Result<talaria_store::Store, String>>,
     pub secrets: Arc<Secrets>,
     pub process: ProcessRunner,
@@ -130,10 +130,7 @@ impl Services {
     }
 
     fn store(&self) -> Result<&talaria_store::Store, String> {
-        self.store
-            .get_or_init(|| talaria_store::Store::open(&self.state_db).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(Clone::clone)
+        self.store.get_or_init(|| self.store_at.open().map_err(|e| e.to_string())).as_ref().map_err(Clone::clone)
     }
 
     /// The data directory (`$PLUGIN_DATA`) of the plugin with key-value space `kv_space`.

@@ -219,6 +219,8 @@ pub struct RuntimeConfig {
     pub pass_env: Vec<String>,
     /// Terminals front ends offer, by session (an editor's); `None`: every command runs here.
     pub terminals: Option<Arc<dyn Terminals>>,
+    /// Where plugins' key-value data lives; by default `$TALARIA_HOME/state.db`.
+    pub store: Option<talaria_store::Location>,
 }
 
 impl RuntimeConfig {
@@ -240,6 +242,7 @@ impl RuntimeConfig {
             secret_names: Vec::new(),
             pass_env: Vec::new(),
             terminals: None,
+            store: None,
         }
     }
 }
@@ -333,7 +336,10 @@ impl Runtime {
         let services = Arc::new(Services {
             home: config.home.canonicalize().unwrap_or_else(|_| config.home.clone()),
             workspaces: std::sync::Mutex::new(HashMap::new()),
-            state_db: config.home.join("state.db"),
+            store_at: config
+                .store
+                .clone()
+                .unwrap_or_else(|| talaria_store::Location::File(config.home.join("state.db"))),
             store: OnceLock::new(),
             secrets,
             process: ProcessRunner::new(config.command_policy, approvals.clone(), child_env, scan.clone())

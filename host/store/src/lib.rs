@@ -38,6 +38,7 @@ pub mod delivery;
 pub mod kv;
 pub mod lease;
 pub mod local_time;
+pub mod location;
 pub mod pairing;
 mod pg;
 pub mod recover;
@@ -55,6 +56,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use kv::{MAX_KEY_BYTES, MAX_PLUGIN_BYTES, MAX_VALUE_BYTES};
 pub use lease::{LeaseHolder, Leased};
+pub use location::Location;
 pub use search::{SearchHit, SearchQuery};
 pub use sessions::{ListQuery, MAX_TITLE_CHARS, NewSession, PREVIEW_CHARS, SOURCES, SessionInfo, StoredMessage};
 

@@ -53,7 +53,7 @@ impl Drop for Pg {
 }
 
 /// `url` with any password replaced by `***`.
-fn without_password(url: &str) -> String {
+pub(crate) fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
     let (auth, host) = match rest.split_once('@') {
         Some(parts) => parts,
