@@ -50,6 +50,7 @@ mod signals;
 mod skill_install;
 mod skills;
 mod status;
+mod store;
 mod tools;
 mod ui;
 mod waiting;
@@ -132,6 +133,9 @@ enum Command {
     /// Files kept before tools changed them: list, diff, restore
     #[command(subcommand)]
     Checkpoints(checkpoints::CheckpointsCmd),
+    /// Where the state lives: migrate state.db into PostgreSQL
+    #[command(subcommand)]
+    Store(store::StoreCmd),
     /// Separate homes: list, create, copy, remove, use
     #[command(subcommand)]
     Profile(profile::ProfileCmd),
@@ -218,6 +222,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Completions { shell } => Ok(completions(shell)),
         Command::Profile(cmd) => profile::run(cmd),
         Command::Checkpoints(cmd) => checkpoints::run(&ctx, cmd),
+        Command::Store(cmd) => store::run(&ctx, cmd),
         Command::Skills(cmd) => skills::run(&ctx, cmd).await,
         Command::Chat(args) => chat_command(&ctx, args).await,
         Command::Acp(args) => acp::run(&ctx, args).await,

@@ -11,6 +11,7 @@
 //! (a plugin's quota), and numbered migrations applied under one advisory lock, so processes
 //! starting together migrate once.
 
+mod copy;
 mod cron;
 mod gateway;
 mod kv;

@@ -3,6 +3,7 @@
 //! PostgreSQL.
 
 mod concurrency;
+mod copy;
 mod cron;
 mod indexing;
 mod migrations;
