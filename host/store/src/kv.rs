@@ -305,17 +305,7 @@ fn check_value(value: &[u8]) -> Result<()> {
 mod tests {
     use super::*;
 
-    /// Each case runs on SQLite and on a real PostgreSQL.
-    macro_rules! on_both_engines {
-        ($($name:ident),* $(,)?) => {
-            mod sqlite {
-                $( #[test] fn $name() { let (_dir, s) = super::store(); super::$name(&s); } )*
-            }
-            mod postgres {
-                $( #[test] fn $name() { let s = crate::pg::tests::store(); super::$name(&s); } )*
-            }
-        };
-    }
+    // Each case runs on SQLite and on a real PostgreSQL.
     on_both_engines!(
         values_are_scoped_to_their_plugin,
         keys_are_listed_by_prefix_in_order,

@@ -211,17 +211,7 @@ pub(crate) fn alive(pid: u32) -> bool {
 mod tests {
     use super::*;
 
-    /// Each case runs on SQLite and on a real PostgreSQL.
-    macro_rules! on_both_engines {
-        ($($name:ident),* $(,)?) => {
-            mod sqlite {
-                $( #[test] fn $name() { let (_dir, s) = super::store(); super::$name(&s); } )*
-            }
-            mod postgres {
-                $( #[test] fn $name() { let s = crate::pg::tests::store(); super::$name(&s); } )*
-            }
-        };
-    }
+    // Each case runs on SQLite and on a real PostgreSQL.
     on_both_engines!(a_second_taker_learns_who_holds_it, an_expired_lease_is_free_and_its_old_token_is_void);
 
     fn store() -> (tempfile::TempDir, Store) {

@@ -33,6 +33,20 @@
 //! # Ok::<(), talaria_store::Error>(())
 //! ```
 
+/// In a unit test module: run each named case (a `fn(&Store)`) on SQLite (`sqlite::NAME`, with
+/// the module's `store()`) and on a real PostgreSQL (`postgres::NAME`).
+#[cfg(test)]
+macro_rules! on_both_engines {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $name() { let (_dir, s) = super::store(); super::$name(&s); } )*
+        }
+        mod postgres {
+            $( #[test] fn $name() { let s = crate::pg::tests::store(); super::$name(&s); } )*
+        }
+    };
+}
+
 pub mod cron;
 pub mod delivery;
 pub mod kv;

@@ -108,7 +108,7 @@ impl Default for ListQuery<'_> {
     }
 }
 
-const SESSION_COLUMNS: &str = "
+pub(crate) const SESSION_COLUMNS: &str = "
     SELECT s.id, s.source, s.model, s.provider, s.title, s.parent_id, s.cwd,
            s.started_at, s.updated_at, s.ended_at, s.end_reason,
            s.message_count, s.tool_call_count, s.api_call_count,

@@ -9,21 +9,10 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::{Pg, sql};
-use crate::sessions::{ListQuery, OwnedRow, RawMessage, SessionInfo, count, not_found, preview};
+use crate::sessions::{
+    ListQuery, MESSAGE_COLUMNS, OwnedRow, RawMessage, SESSION_COLUMNS, SessionInfo, count, not_found, preview,
+};
 use crate::{Error, NewSession, Result};
-
-const SESSION_COLUMNS: &str = "
-    SELECT s.id, s.source, s.model, s.provider, s.title, s.parent_id, s.cwd,
-           s.started_at, s.updated_at, s.ended_at, s.end_reason,
-           s.message_count, s.tool_call_count, s.api_call_count,
-           s.input_tokens, s.output_tokens, s.cache_read_tokens, s.cache_write_tokens, s.reasoning_tokens,
-           (SELECT substr(m.content, 1, 400) FROM messages m
-             WHERE m.session_id = s.id AND m.role = 'user' AND m.active ORDER BY m.id LIMIT 1),
-           s.estimated_calls
-    FROM sessions s";
-
-const MESSAGE_COLUMNS: &str =
-    "id, session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at";
 
 fn session_from_row(r: &Row) -> SessionInfo {
     let tokens = |i: usize| u64::try_from(r.get::<_, i64>(i)).unwrap_or(0);
