@@ -85,15 +85,19 @@ impl Postgres {
             .output()
             .expect("initdb");
         assert!(init.status.success(), "initdb failed: {}", String::from_utf8_lossy(&init.stderr));
-        // It goes when this process goes: a watchdog shell stops it once the parent is gone.
+        // It goes when this process goes: a watchdog shell stops it (`pg_ctl stop`, as its owner)
+        // once the parent is gone, and removes its directory.
         let runner = if is_root() { "runuser -u postgres -- " } else { "" };
         let script = format!(
-            "{runner}{} -D {} -k {} -c listen_addresses= -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 & child=$!; \
-             while kill -0 {} 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; done; kill -INT $child 2>/dev/null",
+            "{runner}{} -D {data} -k {sock} -c listen_addresses= -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 & child=$!; \
+             while kill -0 {parent} 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; done; \
+             {runner}{} -D {data} -m immediate stop >/dev/null 2>&1; wait $child; rm -rf {dir}",
             bin.join("postgres").display(),
-            data.display(),
-            socket_dir.display(),
-            std::process::id()
+            bin.join("pg_ctl").display(),
+            data = data.display(),
+            sock = socket_dir.display(),
+            parent = std::process::id(),
+            dir = dir.path().display(),
         );
         let process = Command::new("sh")
             .args(["-c", &script])
