@@ -246,8 +246,7 @@ impl Store {
         let ends_turn = matches!(messages.last(), Some(Message::Assistant { tool_calls, .. }) if tool_calls.is_empty());
         let now = now_ms();
         if let Some(pg) = self.pg() {
-            let owned = rows.iter().map(MessageRow::to_owned_row).collect();
-            return pg.append(session_id, owned, calls, usage.map(|(u, c)| (*u, c)), now);
+            return pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), now);
         }
         let ids = self.write(|tx| {
             let touched = tx.execute(
@@ -661,25 +660,26 @@ pub(crate) fn preview(text: &str) -> String {
     cut
 }
 
-/// A message flattened into the `messages` columns.
-struct MessageRow<'a> {
-    role: &'static str,
-    content: &'a str,
-    tool_call_id: Option<&'a str>,
-    tool_calls: Option<String>,
-    tool_name: Option<&'a str>,
-    reasoning: Option<&'a str>,
-    extra: Option<String>,
+/// A message flattened into the `messages` columns (owning its text: on PostgreSQL it crosses
+/// to the engine's runtime).
+pub(crate) struct MessageRow {
+    pub(crate) role: &'static str,
+    pub(crate) content: String,
+    pub(crate) tool_call_id: Option<String>,
+    pub(crate) tool_calls: Option<String>,
+    pub(crate) tool_name: Option<String>,
+    pub(crate) reasoning: Option<String>,
+    pub(crate) extra: Option<String>,
 }
 
-impl<'a> MessageRow<'a> {
-    fn new(m: &'a Message) -> Result<Self> {
+impl MessageRow {
+    fn new(m: &Message) -> Result<Self> {
         let json = |what: &str, v: Result<String, serde_json::Error>| {
             v.map_err(|e| Error::Corrupt { what: format!("the {what} of a message cannot be written as JSON: {e}") })
         };
         let mut row = MessageRow {
             role: m.role().as_str(),
-            content: m.content(),
+            content: m.content().to_string(),
             tool_call_id: None,
             tool_calls: None,
             tool_name: None,
@@ -698,40 +698,15 @@ impl<'a> MessageRow<'a> {
                 if !tool_calls.is_empty() {
                     row.tool_calls = Some(json("tool calls", serde_json::to_string(tool_calls))?);
                 }
-                row.reasoning = reasoning.as_deref();
+                row.reasoning.clone_from(reasoning);
                 row.extra = extra.as_ref().map(|e| json("extra data", serde_json::to_string(e))).transpose()?;
             }
             Message::Tool { tool_call_id, name, content: _ } => {
-                row.tool_call_id = Some(tool_call_id);
-                row.tool_name = Some(name);
+                row.tool_call_id = Some(tool_call_id.clone());
+                row.tool_name = Some(name.clone());
             }
         }
         Ok(row)
-    }
-}
-
-/// [`MessageRow`] owning its text, to cross to PostgreSQL's runtime.
-pub(crate) struct OwnedRow {
-    pub(crate) role: &'static str,
-    pub(crate) content: String,
-    pub(crate) tool_call_id: Option<String>,
-    pub(crate) tool_calls: Option<String>,
-    pub(crate) tool_name: Option<String>,
-    pub(crate) reasoning: Option<String>,
-    pub(crate) extra: Option<String>,
-}
-
-impl MessageRow<'_> {
-    fn to_owned_row(&self) -> OwnedRow {
-        OwnedRow {
-            role: self.role,
-            content: self.content.to_string(),
-            tool_call_id: self.tool_call_id.map(String::from),
-            tool_calls: self.tool_calls.clone(),
-            tool_name: self.tool_name.map(String::from),
-            reasoning: self.reasoning.map(String::from),
-            extra: self.extra.clone(),
-        }
     }
 }
 

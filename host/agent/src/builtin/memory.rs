@@ -221,7 +221,8 @@ impl Memory {
 
     fn write(&self, path: &Path, entries: &[String]) -> Result<(), ToolError> {
         let text = if entries.is_empty() { String::new() } else { entries.join(SEPARATOR) + "\n" };
-        write_atomic(path, &text).map_err(|e| ToolError::Failed(format!("could not write {}: {e}", path.display())))
+        write_atomic(path, text.as_bytes())
+            .map_err(|e| ToolError::Failed(format!("could not write {}: {e}", path.display())))
     }
 
     fn lock(&self) -> MutexGuard<'_, ()> {
@@ -420,16 +421,16 @@ fn parse(text: &str) -> Vec<String> {
     entries
 }
 
-/// Writes `text` to a temporary file beside `path`, syncs it, and renames it over `path`: readers
+/// Writes `bytes` to a temporary file beside `path`, syncs it, and renames it over `path`: readers
 /// see the old file or the new one, never half of one.
-fn write_atomic(path: &Path, text: &str) -> io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no parent directory"))?;
     fs::create_dir_all(dir)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("memory");
     let tmp = dir.join(format!(".{name}.{}.{:016x}.tmp", std::process::id(), fastrand::u64(..)));
     let result = File::create_new(&tmp)
         .and_then(|mut f| {
-            f.write_all(text.as_bytes())?;
+            f.write_all(bytes)?;
             f.sync_all()
         })
         .and_then(|()| fs::rename(&tmp, path));

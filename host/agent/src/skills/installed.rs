@@ -77,22 +77,9 @@ impl Lock {
     }
 }
 
-/// Write `bytes` to `path` through a temporary file beside it.
+/// [`crate::builtin::memory::write_atomic`], its error naming the file.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let dir = path.parent().ok_or_else(|| format!("{}: no parent directory", path.display()))?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            format!("{}: {e}", path.display())
-        })
+    crate::builtin::memory::write_atomic(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Where the installed skill `name` lives.

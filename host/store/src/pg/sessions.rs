@@ -10,7 +10,7 @@ use tokio_postgres::types::ToSql;
 
 use super::{Pg, sql};
 use crate::sessions::{
-    ListQuery, MESSAGE_COLUMNS, OwnedRow, RawMessage, SESSION_COLUMNS, SessionInfo, count, not_found, preview,
+    ListQuery, MESSAGE_COLUMNS, MessageRow, RawMessage, SESSION_COLUMNS, SessionInfo, count, not_found, preview,
 };
 use crate::{Error, NewSession, Result};
 
@@ -168,7 +168,7 @@ impl Pg {
     pub(crate) fn append(
         &self,
         session_id: &str,
-        rows: Vec<OwnedRow>,
+        rows: Vec<MessageRow>,
         calls: usize,
         usage: Option<(Usage, u32)>,
         now: i64,
