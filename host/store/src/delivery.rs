@@ -51,6 +51,27 @@ pub(crate) fn cron_run_of(key: &str) -> Option<i64> {
     key.strip_prefix(CRON_KEY_PREFIX)?.split(':').next()?.parse().ok()
 }
 
+/// The columns a [`Delivery`] is read from.
+pub(crate) const DELIVERY_COLUMNS: &str = "id, platform, chat_id, thread_id, body, attempts, key";
+
+/// Which deliveries of platform `$1` may be claimed at `$2` (at most `$3`): of each chat, the
+/// oldest pending one, when it is due and nobody holds it.
+pub(crate) const CLAIMABLE: &str = "d.state = 'pending' AND d.platform = $1 AND d.next_at <= $2 AND d.claimed_until <= $2
+    AND d.id = (SELECT MIN(e.id) FROM deliveries e WHERE e.state = 'pending' AND e.platform = $1 AND e.chat_id = d.chat_id)
+    ORDER BY d.id LIMIT $3";
+
+fn delivery(r: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
+    Ok(Delivery {
+        id: r.get(0)?,
+        platform: r.get(1)?,
+        chat_id: r.get(2)?,
+        thread_id: r.get(3)?,
+        body: r.get(4)?,
+        attempts: r.get(5)?,
+        key: r.get(6)?,
+    })
+}
+
 /// A message to deliver.
 #[derive(Debug, Clone, Copy)]
 pub struct NewDelivery<'a> {
@@ -134,18 +155,34 @@ impl Store {
              WHERE state = 'pending' AND platform = ?1 AND next_at <= ?2 ORDER BY id LIMIT ?3",
         )?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = stmt.query_map(params![platform, at, limit], |r| {
-            Ok(Delivery {
-                id: r.get(0)?,
-                platform: r.get(1)?,
-                chat_id: r.get(2)?,
-                thread_id: r.get(3)?,
-                body: r.get(4)?,
-                attempts: r.get(5)?,
-                key: r.get(6)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![platform, at, limit], delivery)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Claim up to `limit` deliveries of `platform` to send now, holding each for `hold` (then
+    /// a process that died sending it leaves it to the others): of each chat, the oldest
+    /// pending delivery when it is due and no process holds it. Processes sharing the ledger
+    /// so send every delivery once, and a chat's in the order they were queued. Oldest first.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub fn deliveries_claim(&self, platform: &str, limit: usize, hold: std::time::Duration) -> Result<Vec<Delivery>> {
+        let now = now_ms();
+        let until = now.saturating_add(i64::try_from(hold.as_millis()).unwrap_or(i64::MAX));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        if let Some(pg) = self.pg() {
+            return pg.deliveries_claim(platform, now, until, limit);
+        }
+        self.write(|tx| {
+            let mut stmt = tx.prepare_cached(&format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE {CLAIMABLE}"))?;
+            let rows = stmt.query_map(params![platform, now, limit], delivery)?;
+            let due = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut claim = tx.prepare_cached("UPDATE deliveries SET claimed_until = ?2 WHERE id = ?1")?;
+            for d in &due {
+                claim.execute(params![d.id, until])?;
+            }
+            Ok(due)
+        })
     }
 
     /// When the next pending delivery of `platform` comes due (milliseconds since the epoch;
@@ -241,7 +278,8 @@ impl Store {
             }
             let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
             tx.execute(
-                "UPDATE deliveries SET attempts = ?2, last_error = ?3, next_at = ?4 WHERE id = ?1 AND state = 'pending'",
+                "UPDATE deliveries SET attempts = ?2, last_error = ?3, next_at = ?4, claimed_until = 0
+                 WHERE id = ?1 AND state = 'pending'",
                 params![id, attempts, error, now + wait],
             )?;
             Ok(Failed::Retry { attempts })

@@ -108,18 +108,24 @@ impl Store {
         })
     }
 
-    /// Give the lease back (nothing happens when it is no longer ours).
+    /// Give the lease back (nothing happens when it is no longer ours), and tell whoever waits
+    /// for it ([`crate::notice::LEASE_FREED`]).
     ///
     /// # Errors
     /// The database cannot be written.
     pub fn release_lease(&self, session_id: &str, token: &str) -> Result<()> {
-        if let Some(pg) = self.pg() {
-            return pg.release_lease(session_id, token);
+        match self.pg() {
+            Some(pg) => pg.release_lease(session_id, token)?,
+            None => self.write(|tx| {
+                tx.execute(
+                    "DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2",
+                    params![session_id, token],
+                )?;
+                Ok(())
+            })?,
         }
-        self.write(|tx| {
-            tx.execute("DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2", params![session_id, token])?;
-            Ok(())
-        })
+        // Whoever waits for it may take it now.
+        self.notify(crate::notice::LEASE_FREED, session_id)
     }
 
     /// Who holds the lease of `session_id` now, if anyone live does.

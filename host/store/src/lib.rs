@@ -51,7 +51,9 @@ pub mod cron;
 pub mod delivery;
 pub mod kv;
 pub mod lease;
+pub mod inbox;
 pub mod local_time;
+pub mod notice;
 pub mod location;
 pub mod pairing;
 mod pg;
@@ -197,6 +199,8 @@ pub struct Store {
     engine: Engine,
     /// Appends since this `Store` was opened, to checkpoint the WAL now and then.
     appends: AtomicU32,
+    /// This process's subscribers to [`notice`]s.
+    hub: notice::Hub,
 }
 
 /// Which database holds the state.
@@ -236,7 +240,7 @@ impl Store {
         // queue instead of both creating the same tables.
         conn.set_transaction_behavior(TransactionBehavior::Immediate);
         schema::migrate(&mut conn)?;
-        Ok(Self { engine: Engine::Sqlite(Mutex::new(conn)), appends: AtomicU32::new(0) })
+        Ok(Self { engine: Engine::Sqlite(Mutex::new(conn)), appends: AtomicU32::new(0), hub: notice::Hub::default() })
     }
 
     /// Connect to the PostgreSQL database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB`,
@@ -246,7 +250,7 @@ impl Store {
     /// # Errors
     /// The URL is malformed, the server cannot be reached or refuses us, or a migration fails.
     pub fn connect(url: &str) -> Result<Self> {
-        Ok(Self { engine: Engine::Postgres(pg::Pg::connect(url)?), appends: AtomicU32::new(0) })
+        Ok(Self { engine: Engine::Postgres(pg::Pg::connect(url)?), appends: AtomicU32::new(0), hub: notice::Hub::default() })
     }
 
     /// Whether this store is on PostgreSQL.
@@ -274,7 +278,7 @@ impl Store {
             let mut conn = Connection::open_in_memory()?;
             conn.set_transaction_behavior(TransactionBehavior::Immediate);
             schema::migrate(&mut conn)?;
-            return Ok(Self { engine: Engine::Sqlite(Mutex::new(conn)), appends: AtomicU32::new(0) });
+            return Ok(Self { engine: Engine::Sqlite(Mutex::new(conn)), appends: AtomicU32::new(0), hub: notice::Hub::default() });
         }
         Self::read_only_inner(path).map_err(|e| named(e, path))
     }
@@ -305,7 +309,7 @@ impl Store {
                 ),
             });
         }
-        Ok(Self { engine: Engine::Sqlite(Mutex::new(conn)), appends: AtomicU32::new(0) })
+        Ok(Self { engine: Engine::Sqlite(Mutex::new(conn)), appends: AtomicU32::new(0), hub: notice::Hub::default() })
     }
 
     /// Move everything written so far from the WAL into the database file and empty the WAL,

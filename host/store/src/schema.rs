@@ -20,9 +20,12 @@
 //! 7. `deliveries`: the gateway's delivery ledger (see [`crate::delivery`]).
 //! 8. `webhook_seen`: webhook delivery ids of the last day, per route ([`crate::Store::webhook_seen`]).
 //! 9. `cron_jobs` and `cron_runs`: scheduled jobs and their runs (see [`crate::cron`]).
+//! 10. `inbox`: messages the gateway took and has not answered yet (see [`crate::inbox`]), and
+//!     `deliveries.claimed_until`: a gateway process sending a delivery holds it till then, so
+//!     processes sharing the ledger send each delivery once, and a chat's in order.
 //!
 //! ```
-//! assert_eq!(talaria_store::schema::VERSION, 9);
+//! assert_eq!(talaria_store::schema::VERSION, 10);
 //! ```
 
 use std::time::{Duration, Instant};
@@ -250,6 +253,29 @@ pub const MIGRATIONS: &[&str] = &[
         UNIQUE (job_id, due_at)
     );
     CREATE INDEX cron_runs_running ON cron_runs (status) WHERE status = 'running';",
+    // 10: the gateway's inbox, and deliveries claimed by the process sending them.
+    "CREATE TABLE inbox (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        account       TEXT NOT NULL,
+        chat_id       TEXT NOT NULL,
+        thread_id     TEXT,
+        session_key   TEXT NOT NULL,
+        message_id    TEXT NOT NULL,
+        kind          TEXT NOT NULL,
+        body          TEXT NOT NULL,
+        respond       INTEGER NOT NULL DEFAULT 0,
+        state         TEXT NOT NULL DEFAULT 'pending',
+        session_id    TEXT,
+        started_count INTEGER,
+        streamed      TEXT,
+        reply         TEXT,
+        created_at    INTEGER NOT NULL,
+        done_at       INTEGER,
+        UNIQUE (account, chat_id, message_id)
+    );
+    CREATE INDEX inbox_open ON inbox (session_key, id) WHERE state <> 'done';
+    ALTER TABLE deliveries ADD COLUMN claimed_until INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX deliveries_chat ON deliveries (platform, chat_id, id) WHERE state = 'pending';",
 ];
 
 fn migrations() -> Migrations<'static> {

@@ -93,6 +93,28 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
             ("sent_id", Text),
             ("created_at", Int),
             ("done_at", Int),
+            ("claimed_until", Int),
+        ],
+    ),
+    (
+        "inbox",
+        &[
+            ("id", Int),
+            ("account", Text),
+            ("chat_id", Text),
+            ("thread_id", Text),
+            ("session_key", Text),
+            ("message_id", Text),
+            ("kind", Text),
+            ("body", Text),
+            ("respond", Bool),
+            ("state", Text),
+            ("session_id", Text),
+            ("started_count", Int),
+            ("streamed", Text),
+            ("reply", Text),
+            ("created_at", Int),
+            ("done_at", Int),
         ],
     ),
     ("webhook_seen", &[("route", Text), ("delivery_id", Text), ("seen_at", Int)]),
@@ -152,7 +174,7 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
 ];
 
 /// Tables whose ids PostgreSQL generates: their sequences go on after the copied ids.
-const IDENTITY: &[&str] = &["messages", "deliveries", "cron_runs"];
+const IDENTITY: &[&str] = &["messages", "deliveries", "inbox", "cron_runs"];
 
 /// One value, as PostgreSQL takes it.
 type Value = Box<dyn ToSql + Sync + Send>;

@@ -8,12 +8,24 @@ use tokio_postgres::Row;
 
 use super::{Pg, sql};
 use crate::delivery::{
-    Counts, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS, RETRY_MAX_MS, WEBHOOK_MEMORY_MS, cron_run_of,
+    CLAIMABLE, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS, RETRY_MAX_MS, WEBHOOK_MEMORY_MS, cron_run_of,
 };
 use crate::pairing::{MAX_PENDING, PAIRING_TTL_MS, Pairing, Request};
 use crate::{Error, Result, now_ms};
 
 const PAIRING_COLUMNS: &str = "platform, user_id, user_name, code, requested_at, expires_at, approved_at";
+
+fn delivery(r: &Row) -> Delivery {
+    Delivery {
+        id: r.get(0),
+        platform: r.get(1),
+        chat_id: r.get(2),
+        thread_id: r.get(3),
+        body: r.get(4),
+        attempts: r.get(5),
+        key: r.get(6),
+    }
+}
 
 fn pairing(r: &Row) -> Pairing {
     Pairing {
@@ -185,18 +197,34 @@ impl Pg {
                     )
                     .await
                     .map_err(sql)?;
-                Ok(rows
-                    .iter()
-                    .map(|r| Delivery {
-                        id: r.get(0),
-                        platform: r.get(1),
-                        chat_id: r.get(2),
-                        thread_id: r.get(3),
-                        body: r.get(4),
-                        attempts: r.get(5),
-                        key: r.get(6),
-                    })
-                    .collect())
+                Ok(rows.iter().map(delivery).collect())
+            })
+        })
+    }
+
+    pub(crate) fn deliveries_claim(&self, platform: &str, now: i64, until: i64, limit: i64) -> Result<Vec<Delivery>> {
+        let platform = platform.to_string();
+        self.run(move |mut client| {
+            Box::pin(async move {
+                let tx = client.transaction().await.map_err(sql)?;
+                // Claims of one platform queue: two processes never see the same chat free.
+                tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('talaria-deliveries:' || $1, 0))", &[&platform])
+                    .await
+                    .map_err(sql)?;
+                let rows = tx
+                    .query(
+                        &format!(
+                            "UPDATE deliveries SET claimed_until = $4 WHERE id IN (SELECT d.id FROM deliveries d WHERE {CLAIMABLE})
+                             RETURNING {DELIVERY_COLUMNS}"
+                        ),
+                        &[&platform, &now, &limit, &until],
+                    )
+                    .await
+                    .map_err(sql)?;
+                tx.commit().await.map_err(sql)?;
+                let mut due: Vec<Delivery> = rows.iter().map(delivery).collect();
+                due.sort_by_key(|d| d.id);
+                Ok(due)
             })
         })
     }
@@ -289,7 +317,8 @@ impl Pg {
                 }
                 let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
                 tx.execute(
-                    "UPDATE deliveries SET attempts = $2, last_error = $3, next_at = $4 WHERE id = $1 AND state = 'pending'",
+                    "UPDATE deliveries SET attempts = $2, last_error = $3, next_at = $4, claimed_until = 0
+                         WHERE id = $1 AND state = 'pending'",
                     &[&id, &attempts, &error, &(now + wait)],
                 )
                 .await

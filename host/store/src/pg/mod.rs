@@ -14,6 +14,7 @@
 mod copy;
 mod cron;
 mod gateway;
+mod inbox;
 mod kv;
 mod lease;
 mod schema;
@@ -40,6 +41,8 @@ type Work<T> = Box<dyn FnOnce(Client) -> Pin<Box<dyn Future<Output = Result<T>> 
 pub(crate) struct Pg {
     runtime: Option<tokio::runtime::Runtime>,
     pool: Pool,
+    /// Where to connect, for the connection that listens for notices.
+    config: tokio_postgres::Config,
     /// The URL without its password, for messages.
     shown: String,
 }
@@ -81,7 +84,7 @@ impl Pg {
             .build()
             .map_err(|e| failed(format!("cannot start its runtime: {e}")))?;
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             tokio_postgres::NoTls,
             ManagerConfig { recycling_method: RecyclingMethod::Fast },
         );
@@ -93,7 +96,7 @@ impl Pg {
                 .build()
                 .map_err(|e| failed(e.to_string()))?
         };
-        let pg = Self { runtime: Some(runtime), pool, shown };
+        let pg = Self { runtime: Some(runtime), pool, config, shown };
         pg.run(|mut client| Box::pin(async move { schema::migrate(&mut client).await }))?;
         Ok(pg)
     }
@@ -119,6 +122,70 @@ impl Pg {
         rx.recv().unwrap_or_else(|_| {
             Err(Error::Postgres { url: self.shown.clone(), detail: "the database call stopped".into() })
         })
+    }
+}
+
+impl Pg {
+    /// `NOTIFY` every listener of the database.
+    pub(crate) fn notify(&self, text: &str) -> Result<()> {
+        let text = text.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                client.execute("SELECT pg_notify($1, $2)", &[&crate::notice::CHANNEL, &text]).await.map_err(sql)?;
+                Ok(())
+            })
+        })
+    }
+
+    /// Listen for notices on a connection of its own, handing each to `tx`, for as long as the
+    /// engine runs; a lost connection is made again, and its subscribers told to look again.
+    /// Returns once the first connection listens (or after a few seconds without one), so
+    /// what is notified after it is heard.
+    pub(crate) fn listen(&self, tx: tokio::sync::broadcast::Sender<crate::notice::Notice>) {
+        let Some(runtime) = &self.runtime else { return };
+        let config = self.config.clone();
+        let (ready, listening) = std::sync::mpsc::channel::<()>();
+        runtime.spawn(async move {
+            loop {
+                match config.connect(tokio_postgres::NoTls).await {
+                    Ok((client, mut connection)) => {
+                        let forward = tx.clone();
+                        let driver = tokio::spawn(async move {
+                            while let Some(message) =
+                                std::future::poll_fn(|cx| connection.poll_message(cx)).await
+                            {
+                                match message {
+                                    Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                                        let _ = forward.send(crate::notice::Notice::decode(n.payload()));
+                                    }
+                                    Ok(_) => {}
+                                    Err(e) => {
+                                        tracing::warn!("the connection listening for notices failed: {e}");
+                                        return;
+                                    }
+                                }
+                            }
+                        });
+                        let listen = format!("LISTEN {}", crate::notice::CHANNEL);
+                        if client.batch_execute(&listen).await.is_ok() {
+                            let _ = ready.send(());
+                            // Whatever happened while nobody listened.
+                            let _ = tx.send(crate::notice::Notice::decode(crate::notice::RESYNC));
+                            let _ = driver.await;
+                        } else {
+                            driver.abort();
+                        }
+                        drop(client);
+                    }
+                    Err(e) => tracing::warn!("cannot connect to listen for notices: {e}"),
+                }
+                if tx.receiver_count() == 0 {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        });
+        let _ = listening.recv_timeout(std::time::Duration::from_secs(5));
     }
 }
 

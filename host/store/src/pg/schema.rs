@@ -9,6 +9,7 @@
 //!    (English stemming, like SQLite's porter tokenizer) with a GIN index for words and phrases,
 //!    and `pg_trgm` trigram GIN indexes for substrings, CJK text and code fragments; both cover
 //!    only active messages.
+//! 2. SQLite's tenth: the gateway's `inbox` and `deliveries.claimed_until`.
 
 use crate::pg::{Client, sql};
 use crate::{Error, Result};
@@ -179,6 +180,29 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         UNIQUE (job_id, due_at)
     );
     CREATE INDEX cron_runs_running ON cron_runs (status) WHERE status = 'running';",
+    // 2: SQLite's tenth, the gateway's inbox and deliveries claimed by the process sending them.
+    "CREATE TABLE inbox (
+        id            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        account       TEXT NOT NULL,
+        chat_id       TEXT NOT NULL,
+        thread_id     TEXT,
+        session_key   TEXT NOT NULL,
+        message_id    TEXT NOT NULL,
+        kind          TEXT NOT NULL,
+        body          TEXT NOT NULL,
+        respond       BOOLEAN NOT NULL DEFAULT false,
+        state         TEXT NOT NULL DEFAULT 'pending',
+        session_id    TEXT,
+        started_count BIGINT,
+        streamed      TEXT,
+        reply         TEXT,
+        created_at    BIGINT NOT NULL,
+        done_at       BIGINT,
+        UNIQUE (account, chat_id, message_id)
+    );
+    CREATE INDEX inbox_open ON inbox (session_key, id) WHERE state <> 'done';
+    ALTER TABLE deliveries ADD COLUMN claimed_until BIGINT NOT NULL DEFAULT 0;
+    CREATE INDEX deliveries_chat ON deliveries (platform, chat_id, id) WHERE state = 'pending';",
 ];
 
 /// The schema version this code writes.

@@ -5,6 +5,7 @@
 mod concurrency;
 mod copy;
 mod cron;
+mod gateway;
 mod indexing;
 mod migrations;
 mod search;

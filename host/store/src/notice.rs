@@ -1,0 +1,153 @@
+//! Notices: how one process learns that another changed something it waits for (a lease given
+//! back, a message queued for a chat it serves, a reply written).
+//!
+//! A notice is a topic and a payload. On PostgreSQL it travels as `NOTIFY talaria` to every
+//! process listening on the database, this one included; on SQLite it reaches only this
+//! process's subscribers, so whoever waits across processes there also looks again now and then
+//! ([`Store::notices_cross_process`] says which). A notice is a hint, never the state itself:
+//! a subscriber reads the store when one comes, and a missed one (a lagging subscriber, a lost
+//! connection) arrives as [`RESYNC`], which means "look at everything again".
+//!
+//! ```
+//! let dir = tempfile::tempdir()?;
+//! let store = talaria_store::Store::open(&dir.path().join("state.db"))?;
+//! let mut notices = store.notices();
+//! store.notify("inbox", "chat-1")?;
+//! let notice = notices.try_recv()?;
+//! assert_eq!((notice.topic.as_str(), notice.payload.as_str()), ("inbox", "chat-1"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::sync::OnceLock;
+
+use tokio::sync::broadcast;
+
+use crate::{Result, Store};
+
+/// The PostgreSQL channel every notice goes through.
+pub(crate) const CHANNEL: &str = "talaria";
+/// The topic of a notice that stands for any number of missed ones.
+pub const RESYNC: &str = "resync";
+/// A lease was given back; the payload is its name.
+pub const LEASE_FREED: &str = "lease-freed";
+/// Notices a subscriber may fall behind by before it is sent [`RESYNC`] instead.
+const BACKLOG: usize = 4096;
+
+/// Something changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub topic: String,
+    pub payload: String,
+}
+
+impl Notice {
+    fn resync() -> Self {
+        Self { topic: RESYNC.into(), payload: String::new() }
+    }
+
+    /// The wire form (`topic\npayload`), and back.
+    pub(crate) fn encode(topic: &str, payload: &str) -> String {
+        format!("{topic}\n{payload}")
+    }
+
+    pub(crate) fn decode(text: &str) -> Self {
+        let (topic, payload) = text.split_once('\n').unwrap_or((text, ""));
+        Self { topic: topic.to_string(), payload: payload.to_string() }
+    }
+}
+
+/// The notices of one process: a broadcast channel its subscribers share.
+pub(crate) struct Hub {
+    tx: broadcast::Sender<Notice>,
+    /// Set once PostgreSQL's notices are being listened for.
+    listening: OnceLock<()>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self { tx: broadcast::channel(BACKLOG).0, listening: OnceLock::new() }
+    }
+}
+
+impl Hub {
+    pub(crate) fn send(&self, notice: Notice) {
+        // Nobody subscribed: nobody waits.
+        let _ = self.tx.send(notice);
+    }
+
+    pub(crate) fn sender(&self) -> broadcast::Sender<Notice> {
+        self.tx.clone()
+    }
+}
+
+/// A subscription to the store's notices.
+pub struct Notices {
+    rx: broadcast::Receiver<Notice>,
+}
+
+impl Notices {
+    /// The next notice; [`RESYNC`] when some were missed. `None` once the store is gone.
+    pub async fn recv(&mut self) -> Option<Notice> {
+        match self.rx.recv().await {
+            Ok(notice) => Some(notice),
+            Err(broadcast::error::RecvError::Lagged(_)) => Some(Notice::resync()),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+
+    /// A notice that already arrived, without waiting.
+    ///
+    /// # Errors
+    /// None has arrived (or the store is gone).
+    pub fn try_recv(&mut self) -> std::result::Result<Notice, broadcast::error::TryRecvError> {
+        match self.rx.try_recv() {
+            Err(broadcast::error::TryRecvError::Lagged(_)) => Ok(Notice::resync()),
+            other => other,
+        }
+    }
+}
+
+impl Store {
+    /// Tell every subscriber (on PostgreSQL, in every process) that `topic` changed.
+    ///
+    /// # Errors
+    /// PostgreSQL cannot be reached.
+    pub fn notify(&self, topic: &str, payload: &str) -> Result<()> {
+        match self.pg() {
+            // Every subscriber of this process hears it back through the listener it started.
+            Some(pg) => pg.notify(&Notice::encode(topic, payload)),
+            None => {
+                self.hub.send(Notice { topic: topic.into(), payload: payload.into() });
+                Ok(())
+            }
+        }
+    }
+
+    /// Subscribe to the notices from now on (on PostgreSQL, the first subscriber starts
+    /// listening on the database).
+    pub fn notices(&self) -> Notices {
+        let rx = self.hub.tx.subscribe();
+        if let Some(pg) = self.pg() {
+            self.hub.listening.get_or_init(|| pg.listen(self.hub.sender()));
+        }
+        Notices { rx }
+    }
+
+    /// Whether notices reach other processes (PostgreSQL). When they do not, a process waiting
+    /// for another's change must also look again now and then.
+    pub fn notices_cross_process(&self) -> bool {
+        self.is_postgres()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wire_form_keeps_topic_and_payload_apart() {
+        let n = Notice::decode(&Notice::encode("inbox", "agent:main:telegram:dm:1\nodd"));
+        assert_eq!((n.topic.as_str(), n.payload.as_str()), ("inbox", "agent:main:telegram:dm:1\nodd"));
+        assert_eq!(Notice::decode("resync").topic, RESYNC);
+    }
+}

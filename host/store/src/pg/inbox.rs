@@ -1,0 +1,166 @@
+//! The gateway's inbox on PostgreSQL, as [`crate::inbox`] describes it. Keeping an entry once
+//! is the unique key's work (`ON CONFLICT DO NOTHING`); every other write touches one row.
+
+use tokio_postgres::Row;
+
+use super::{Pg, sql};
+use crate::inbox::{COLUMNS, Entry, NewEntry, Put};
+use crate::{Result, now_ms};
+
+fn entry(r: &Row) -> Entry {
+    Entry {
+        id: r.get(0),
+        account: r.get(1),
+        chat_id: r.get(2),
+        thread_id: r.get(3),
+        session_key: r.get(4),
+        message_id: r.get(5),
+        kind: r.get(6),
+        body: r.get(7),
+        respond: r.get(8),
+        state: r.get(9),
+        session_id: r.get(10),
+        started_count: r.get(11),
+        streamed: r.get(12),
+        reply: r.get(13),
+        created_at: r.get(14),
+    }
+}
+
+impl Pg {
+    pub(crate) fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
+        let (account, chat_id, thread_id, session_key, message_id, kind, body) = (
+            e.account.to_string(),
+            e.chat_id.to_string(),
+            e.thread_id.map(str::to_string),
+            e.session_key.to_string(),
+            e.message_id.to_string(),
+            e.kind.to_string(),
+            e.body.to_string(),
+        );
+        let respond = e.respond;
+        self.run(move |client| {
+            Box::pin(async move {
+                let inserted = client
+                    .query_opt(
+                        "INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                         ON CONFLICT (account, chat_id, message_id) DO NOTHING RETURNING id",
+                        &[&account, &chat_id, &thread_id, &session_key, &message_id, &kind, &body, &respond, &now_ms()],
+                    )
+                    .await
+                    .map_err(sql)?;
+                if let Some(row) = inserted {
+                    return Ok(Put::New(row.get(0)));
+                }
+                let known = client
+                    .query_one(
+                        &format!(
+                            "SELECT {COLUMNS} FROM inbox WHERE account = $1 AND chat_id = $2 AND message_id = $3"
+                        ),
+                        &[&account, &chat_id, &message_id],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(Put::Known(entry(&known)))
+            })
+        })
+    }
+
+    pub(crate) fn inbox_get(&self, id: i64) -> Result<Option<Entry>> {
+        self.run(move |client| {
+            Box::pin(async move {
+                let row = client
+                    .query_opt(&format!("SELECT {COLUMNS} FROM inbox WHERE id = $1"), &[&id])
+                    .await
+                    .map_err(sql)?;
+                Ok(row.as_ref().map(entry))
+            })
+        })
+    }
+
+    pub(crate) fn inbox_open(&self, session_key: &str) -> Result<Vec<Entry>> {
+        let session_key = session_key.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                let rows = client
+                    .query(
+                        &format!("SELECT {COLUMNS} FROM inbox WHERE session_key = $1 AND state <> 'done' ORDER BY id"),
+                        &[&session_key],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(rows.iter().map(entry).collect())
+            })
+        })
+    }
+
+    pub(crate) fn inbox_open_keys(&self) -> Result<Vec<String>> {
+        self.run(move |client| {
+            Box::pin(async move {
+                let rows = client
+                    .query(
+                        "SELECT session_key FROM inbox WHERE state <> 'done' GROUP BY session_key ORDER BY MIN(id) LIMIT 1000",
+                        &[],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(rows.iter().map(|r| r.get(0)).collect())
+            })
+        })
+    }
+
+    pub(crate) fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
+        let session_id = session_id.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                client
+                    .execute(
+                        "UPDATE inbox SET state = 'running', session_id = $2, started_count = $3 WHERE id = $1 AND state <> 'done'",
+                        &[&id, &session_id, &count],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(())
+            })
+        })
+    }
+
+    pub(crate) fn inbox_streamed(&self, id: i64, streamed: &str) -> Result<()> {
+        let streamed = streamed.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                client.execute("UPDATE inbox SET streamed = $2 WHERE id = $1", &[&id, &streamed]).await.map_err(sql)?;
+                Ok(())
+            })
+        })
+    }
+
+    pub(crate) fn inbox_done(&self, id: i64, reply: Option<&str>) -> Result<()> {
+        let reply = reply.map(str::to_string);
+        self.run(move |client| {
+            Box::pin(async move {
+                client
+                    .execute(
+                        "UPDATE inbox SET state = 'done', reply = $2, done_at = $3 WHERE id = $1",
+                        &[&id, &reply, &now_ms()],
+                    )
+                    .await
+                    .map_err(sql)?;
+                Ok(())
+            })
+        })
+    }
+
+    pub(crate) fn inbox_prune(&self, before: i64) -> Result<usize> {
+        self.run(move |client| {
+            Box::pin(async move {
+                let n = client
+                    .execute("DELETE FROM inbox WHERE state = 'done' AND done_at < $1", &[&before])
+                    .await
+                    .map_err(sql)?;
+                Ok(usize::try_from(n).unwrap_or(usize::MAX))
+            })
+        })
+    }
+}
