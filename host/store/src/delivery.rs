@@ -174,7 +174,8 @@ impl Store {
             return pg.deliveries_claim(platform, now, until, limit);
         }
         self.write(|tx| {
-            let mut stmt = tx.prepare_cached(&format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE {CLAIMABLE}"))?;
+            let mut stmt =
+                tx.prepare_cached(&format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE {CLAIMABLE}"))?;
             let rows = stmt.query_map(params![platform, now, limit], delivery)?;
             let due = rows.collect::<rusqlite::Result<Vec<_>>>()?;
             let mut claim = tx.prepare_cached("UPDATE deliveries SET claimed_until = ?2 WHERE id = ?1")?;

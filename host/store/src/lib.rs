@@ -49,12 +49,12 @@ macro_rules! on_both_engines {
 
 pub mod cron;
 pub mod delivery;
+pub mod inbox;
 pub mod kv;
 pub mod lease;
-pub mod inbox;
 pub mod local_time;
-pub mod notice;
 pub mod location;
+pub mod notice;
 pub mod pairing;
 mod pg;
 pub mod recover;
@@ -250,7 +250,11 @@ impl Store {
     /// # Errors
     /// The URL is malformed, the server cannot be reached or refuses us, or a migration fails.
     pub fn connect(url: &str) -> Result<Self> {
-        Ok(Self { engine: Engine::Postgres(pg::Pg::connect(url)?), appends: AtomicU32::new(0), hub: notice::Hub::default() })
+        Ok(Self {
+            engine: Engine::Postgres(pg::Pg::connect(url)?),
+            appends: AtomicU32::new(0),
+            hub: notice::Hub::default(),
+        })
     }
 
     /// Whether this store is on PostgreSQL.
@@ -278,7 +282,11 @@ impl Store {
             let mut conn = Connection::open_in_memory()?;
             conn.set_transaction_behavior(TransactionBehavior::Immediate);
             schema::migrate(&mut conn)?;
-            return Ok(Self { engine: Engine::Sqlite(Mutex::new(conn)), appends: AtomicU32::new(0), hub: notice::Hub::default() });
+            return Ok(Self {
+                engine: Engine::Sqlite(Mutex::new(conn)),
+                appends: AtomicU32::new(0),
+                hub: notice::Hub::default(),
+            });
         }
         Self::read_only_inner(path).map_err(|e| named(e, path))
     }

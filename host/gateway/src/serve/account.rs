@@ -1,14 +1,22 @@
 //! One account's supervisor: connect its adapter, poll it, and reconnect with backoff when it
 //! fails. A crashed adapter instance is re-created by the runtime on the next call; this loop
 //! only decides when that call comes.
+//!
+//! Of the gateway processes sharing a store, one polls each bot: the one holding the account's
+//! lease ([`crate::lease`]). The others stand by, connected (they send replies, stream, serve
+//! webhooks and run turns), and take the lease when it is given back or its holder dies.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use talaria_runtime::adapter::AdapterError;
+use talaria_store::Leased;
+use talaria_store::notice::{LEASE_FREED, RESYNC};
+use tokio_util::sync::CancellationToken;
 
 use super::{Account, Gateway};
+use crate::lease::ACCOUNT_LEASE_TTL;
 
 /// First wait after a failure; each further one doubles, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -20,6 +28,9 @@ const BUSY_POLL: Duration = Duration::from_millis(200);
 
 /// How long after an event polls stay short, whatever else is going on.
 const RECENT_EVENT: Duration = Duration::from_secs(3);
+
+/// How often a process standing by looks whether the poller is still alive.
+const STANDBY_LOOK: Duration = Duration::from_secs(5);
 
 /// The least time between two polls that brought nothing.
 const MIN_EMPTY_POLL: Duration = Duration::from_millis(100);
@@ -99,11 +110,88 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, account: Arc<Account>) {
             break;
         }
         backoff.reset();
+        let Some(lease) = take_lease(&gateway, &account).await else { break };
+        let lost = CancellationToken::new();
+        let renewer = tokio::spawn(renew(gateway.clone(), account.clone(), lease.clone(), lost.clone()));
+        let reconnect = poll(&gateway, &account, &mut backoff, &lost).await;
+        renewer.abort();
+        let _ = gateway.store.release_lease(&account.lease_key, &lease);
+        if !reconnect {
+            return;
+        }
+    }
+}
+
+/// Wait until this process holds `account`'s lease (it polls the bot); `None` when the gateway
+/// stops first.
+async fn take_lease(gateway: &Gateway, account: &Account) -> Option<String> {
+    let mut notices = gateway.store.notices();
+    let holder = format!("talaria gateway (pid {})", std::process::id());
+    let mut told = false;
+    loop {
+        if gateway.stop.is_cancelled() {
+            return None;
+        }
+        match gateway.store.try_lease(&account.lease_key, &holder, ACCOUNT_LEASE_TTL) {
+            Ok(Leased::Granted(lease)) => {
+                if told {
+                    tracing::info!(account = %account.name, "this process polls the bot now");
+                }
+                let bot = account.info().map(|i| i.bot_name).unwrap_or_default();
+                account.set_state(format!("connected as {bot}"));
+                return Some(lease);
+            }
+            Ok(Leased::Held(by)) => {
+                if !told {
+                    tracing::info!(account = %account.name, "{by} polls this bot; standing by (webhooks and turns are served here too)");
+                    told = true;
+                }
+                let bot = account.info().map(|i| i.bot_name).unwrap_or_default();
+                account.set_state(format!("connected as {bot}; standing by while pid {} on {} polls", by.pid, by.host));
+            }
+            Err(e) => tracing::warn!(account = %account.name, "cannot take the account's lease: {e}"),
+        }
+        let until = tokio::time::Instant::now() + STANDBY_LOOK;
+        loop {
+            tokio::select! {
+                () = gateway.stop.cancelled() => return None,
+                notice = notices.recv() => match notice {
+                    Some(n) if (n.topic == LEASE_FREED && n.payload == account.lease_key) || n.topic == RESYNC => break,
+                    Some(_) => {}
+                    None => return None,
+                },
+                () = tokio::time::sleep_until(until) => break,
+            }
+        }
+    }
+}
+
+/// Keep the account's lease while polling; cancel `lost` when another process has it now.
+async fn renew(gateway: Arc<Gateway>, account: Arc<Account>, lease: String, lost: CancellationToken) {
+    loop {
+        tokio::time::sleep(ACCOUNT_LEASE_TTL / 3).await;
+        match gateway.store.renew_lease(&account.lease_key, &lease, ACCOUNT_LEASE_TTL) {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(account = %account.name, "another process polls the bot now; this one stands by");
+                return lost.cancel();
+            }
+            Err(e) => tracing::warn!(account = %account.name, "cannot renew the account's lease: {e}"),
+        }
+    }
+}
+
+/// Poll `account` until the gateway stops (`false`), the lease is lost or the adapter failed
+/// (`true`: connect again).
+async fn poll(gateway: &Arc<Gateway>, account: &Arc<Account>, backoff: &mut Backoff, lost: &CancellationToken) -> bool {
+    {
+        let (gateway, account) = (gateway.clone(), account.clone());
         loop {
             let wait = poll_wait(&gateway, &account);
             let started = tokio::time::Instant::now();
             let polled = tokio::select! {
-                () = gateway.stop.cancelled() => return,
+                () = gateway.stop.cancelled() => return false,
+                () = lost.cancelled() => return true,
                 polled = account.adapter.poll(wait) => polled,
             };
             match polled {
@@ -111,7 +199,7 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, account: Arc<Account>) {
                 // spin: its next poll waits a little.
                 Ok(events) if events.is_empty() && started.elapsed() < MIN_EMPTY_POLL && wait > MIN_EMPTY_POLL => {
                     if pause(&gateway, MIN_EMPTY_POLL - started.elapsed()).await {
-                        return;
+                        return false;
                     }
                 }
                 Ok(events) => {
@@ -126,7 +214,7 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, account: Arc<Account>) {
                     let wait = retry_after.unwrap_or_else(|| backoff.next());
                     tracing::warn!(account = %account.name, "poll failed: {message}; trying again in {:.1}s", wait.as_secs_f32());
                     if pause(&gateway, wait).await {
-                        return;
+                        return false;
                     }
                 }
                 Err(e) => {
@@ -134,10 +222,7 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, account: Arc<Account>) {
                     account.set_state(format!("reconnecting: {e}"));
                     tracing::warn!(account = %account.name, "adapter failed: {e}; reconnecting in {}s", wait.as_secs());
                     account.adapter.reset().await;
-                    if pause(&gateway, wait).await {
-                        return;
-                    }
-                    break;
+                    return !pause(&gateway, wait).await;
                 }
             }
         }

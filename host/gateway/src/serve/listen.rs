@@ -184,26 +184,21 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
             .body(Body::from(response.body))
             .unwrap_or_else(|_| refuse(StatusCode::BAD_GATEWAY, "bad response"));
     }
-    // The answer is the agent's reply to the first message.
+    // The answer is the agent's reply to the first message (by whichever process answers it).
     let mut events = outcome.events.into_iter();
     let Some(PlatformEvent::Message(first)) = events.next() else {
         return refuse(StatusCode::BAD_GATEWAY, "the adapter made nothing of the request");
     };
-    let waiting = gateway.await_reply(account_name, &first.chat_id, &first.id);
-    let taken = gateway.on_message(account, first).await;
+    let taken = gateway.on_message(account, first, true);
     for event in events {
         gateway.dispatch(account, event).await;
     }
-    if !taken {
-        gateway.forget_reply(account_name, &waiting.1);
+    let Some(entry) = taken else {
         return refuse(StatusCode::FORBIDDEN, "this route's messages are not answered: allow its sender in [gateway]");
-    }
-    match tokio::time::timeout(REPLY_TIMEOUT, waiting.0).await {
-        Ok(Ok(reply)) => axum::Json(json!({ "reply": reply })).into_response(),
-        _ => {
-            gateway.forget_reply(account_name, &waiting.1);
-            refuse(StatusCode::GATEWAY_TIMEOUT, "no reply in time; it will not be sent here")
-        }
+    };
+    match super::inbox::reply_to(gateway, entry, REPLY_TIMEOUT).await {
+        Some(reply) => axum::Json(json!({ "reply": reply })).into_response(),
+        None => refuse(StatusCode::GATEWAY_TIMEOUT, "no reply in time; it will not be sent here"),
     }
 }
 

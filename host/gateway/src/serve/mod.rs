@@ -3,6 +3,8 @@
 //!
 //! - `account`: one supervisor per account: connect, poll, reconnect with backoff; an adapter
 //!   that traps is re-created and the other accounts never notice.
+//! - `inbox`: every message taken is kept in the store first, and answered by the process
+//!   serving its chat (several gateway processes may share one store, see docs/scale-out.md).
 //! - `session`: one worker per active chat session: its conversation, the queue of messages that
 //!   came while it worked, streaming by edits, typing, approvals asked of the platform's admins.
 //! - `outbox`: the ledger's sender per account: every final message is written to the store
@@ -13,6 +15,7 @@
 //! and only the platform's configured admins answer approvals.
 
 mod account;
+mod inbox;
 mod listen;
 pub(crate) mod outbox;
 mod session;
@@ -42,6 +45,9 @@ pub use outbox::Reply;
 
 /// Where session keys map to session ids (a key-value space of the store no plugin can name).
 pub const SESSIONS_SPACE: &str = "@gateway/sessions";
+/// Where approvals waiting for an admin are kept, by the token their buttons carry (and the
+/// latest of each chat, by `latest:ACCOUNT:CHAT`), so any gateway process takes the answer.
+const APPROVALS_SPACE: &str = "@gateway/approvals";
 /// A stranger is told about pairing at most this often.
 const PAIRING_REPLY_EVERY: Duration = Duration::from_secs(10 * 60);
 
@@ -67,6 +73,8 @@ pub(crate) struct Account {
     pub state: Mutex<String>,
     /// The platform's admins, by user id (`[gateway.platforms.NAME] admins`).
     pub admins: Vec<String>,
+    /// The lease whose holder polls the account (named after its credentials).
+    pub lease_key: String,
 }
 
 impl Account {
@@ -79,13 +87,15 @@ impl Account {
     }
 }
 
-/// An approval a chat was asked, by the token its buttons carry.
+/// An approval a chat was asked, as [`APPROVALS_SPACE`] keeps it under the token its buttons
+/// carry.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct PendingApproval {
     session_key: String,
     account: String,
     chat_id: String,
+    thread_id: Option<String>,
     id: u64,
-    asked: Instant,
 }
 
 /// The running gateway.
@@ -96,13 +106,10 @@ pub(crate) struct Gateway {
     /// Sessions' workspaces are made beneath it.
     pub root: PathBuf,
     pub accounts: BTreeMap<String, Arc<Account>>,
-    /// Live session workers, by session key.
-    sessions: Mutex<HashMap<String, mpsc::UnboundedSender<session::Work>>>,
-    approvals: Mutex<HashMap<String, PendingApproval>>,
+    /// Live session workers of this process, by session key: told to look at their inbox.
+    sessions: Mutex<HashMap<String, mpsc::UnboundedSender<()>>>,
     /// When each stranger was last told about pairing.
     told: Mutex<HashMap<(String, String), Instant>>,
-    /// Webhook requests waiting for a reply, by its ledger key.
-    responders: Mutex<HashMap<String, tokio::sync::oneshot::Sender<String>>>,
     pub stop: CancellationToken,
     pub tasks: tokio_util::task::TaskTracker,
 }
@@ -125,9 +132,11 @@ pub fn base_host(base_url: &str) -> Result<HostPattern, String> {
 /// running turns end (interrupting those still running after a grace period), send what the
 /// ledger holds, and release the accounts.
 ///
+/// Other gateway processes may share the store: each serves every account's webhooks and runs
+/// turns; one at a time polls each bot (the account's lease), and one answers each chat.
+///
 /// # Errors
-/// No account is configured, one names a plugin that is not a platform adapter, or another
-/// gateway serves one of the bots already.
+/// No account is configured, or one names a plugin that is not a platform adapter.
 pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output = ()>) -> Result<(), String> {
     let config = host.config().gateway.clone();
     let store = host.store().clone();
@@ -137,14 +146,11 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     let runtime = plugins.runtime();
     let secrets = Secrets::load(&host.home().join(".env"));
     let mut accounts = BTreeMap::new();
-    let mut leases = Vec::new();
     for (name, platform) in &config.platforms {
         if platform.enabled == Some(false) || (!options.only.is_empty() && !options.only.contains(name)) {
             continue;
         }
-        let (account, lease_token) = open_account(&runtime, name, platform)?;
-        let lease = crate::lease::claim_account(&store, name, &lease_token)?;
-        leases.push((crate::lease::account_key(name, &lease_token), lease));
+        let (account, _) = open_account(&runtime, name, platform)?;
         accounts.insert(name.clone(), Arc::new(account));
     }
     if accounts.is_empty() {
@@ -174,9 +180,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
         root,
         accounts,
         sessions: Mutex::default(),
-        approvals: Mutex::default(),
         told: Mutex::default(),
-        responders: Mutex::default(),
         stop: CancellationToken::new(),
         tasks: tokio_util::task::TaskTracker::new(),
     });
@@ -187,7 +191,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     if let Some(listener) = listener {
         gateway.tasks.spawn(listen::serve(gateway.clone(), routes, listener));
     }
-    let renew = gateway.tasks.spawn(renew_leases(store.clone(), leases.clone(), gateway.stop.clone()));
+    gateway.tasks.spawn(inbox::serve(gateway.clone()));
     gateway.tasks.spawn(report(gateway.clone()));
     gateway.tasks.spawn(reload(gateway.clone(), plugins.clone()));
     gateway.tasks.spawn(crate::cron::serve(gateway.clone()));
@@ -197,10 +201,6 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     gateway.stop.cancel();
     gateway.tasks.close();
     gateway.tasks.wait().await;
-    drop(renew);
-    for (key, lease) in leases {
-        let _ = store.release_lease(&key, &lease);
-    }
     gateway.write_status(false);
     tracing::info!("gateway stopped");
     Ok(())
@@ -247,6 +247,7 @@ pub(crate) fn open_account(
         .collect();
     let lease_token = format!("{}\n{}", plugin, credentials.join("\n"));
     let account = Account {
+        lease_key: crate::lease::account_key(name, &lease_token),
         name: name.to_string(),
         adapter,
         info: Mutex::new(None),
@@ -265,22 +266,6 @@ pub(crate) fn open_account(
 pub fn default_workspaces(home: &std::path::Path) -> PathBuf {
     let name = home.file_name().map_or_else(|| "talaria".into(), |n| n.to_string_lossy().into_owned());
     home.with_file_name(format!("{name}-chats"))
-}
-
-/// Keep the accounts' leases alive while the gateway runs.
-async fn renew_leases(store: Arc<Store>, leases: Vec<(String, String)>, stop: CancellationToken) {
-    let every = crate::lease::ACCOUNT_LEASE_TTL / 3;
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(every) => {}
-        }
-        for (key, lease) in &leases {
-            if let Err(e) = store.renew_lease(key, lease, crate::lease::ACCOUNT_LEASE_TTL) {
-                tracing::warn!(lease = %key, "cannot renew the account's lease: {e}");
-            }
-        }
-    }
 }
 
 /// Where the running gateway writes how it stands, for `talaria gateway status`.
@@ -397,27 +382,24 @@ impl Gateway {
         *lock(&account.last_event) = Some(Instant::now());
         match event {
             PlatformEvent::Message(m) => {
-                self.on_message(account, m).await;
+                self.on_message(account, m, false);
             }
             PlatformEvent::Button(b) => self.on_button(account, b),
         }
     }
 
-    /// Handle a message; whether it went to the agent (or was a command for it).
-    pub(crate) async fn on_message(self: &Arc<Self>, account: &Arc<Account>, m: InboundMessage) -> bool {
-        let Some(info) = account.info() else { return false };
+    /// Handle a message: the inbox entry it went to (its chat's worker answers it there, and
+    /// with `respond` its reply is kept there for whoever waits), unless it was ignored or
+    /// answered at once (pairing, help, approvals).
+    pub(crate) fn on_message(
+        self: &Arc<Self>,
+        account: &Arc<Account>,
+        m: InboundMessage,
+        respond: bool,
+    ) -> Option<i64> {
+        let info = account.info()?;
         if m.sender_id == info.bot_id {
-            return false;
-        }
-        // A platform may hand the same message in twice (a poll retried after a crash).
-        let route = format!("inbound:{}:{}", account.name, m.chat_id);
-        match self.store.webhook_seen(&route, &m.id) {
-            Ok(true) => {
-                tracing::debug!(account = %account.name, message = %m.id, "message seen before; dropped");
-                return false;
-            }
-            Ok(false) => {}
-            Err(e) => tracing::warn!("cannot record message {}: {e}", m.id),
+            return None;
         }
         let inbound = Inbound {
             platform: account.name.clone(),
@@ -431,100 +413,48 @@ impl Gateway {
         };
         let paired = self.store.is_paired(&account.name, &m.sender_id).unwrap_or(false);
         let admin = match authorize(&self.config, &inbound, paired) {
-            Decision::Ignore => return false,
+            Decision::Ignore => return None,
             Decision::OfferPairing => {
                 self.offer_pairing(account, &m);
-                return false;
+                return None;
             }
             Decision::Answer { admin } => admin,
         };
         let key = session_key(&self.config, &inbound);
         let command = crate::command::parse(&m.text, &info.bot_name);
-        let work = match command {
+        let (kind, body) = match command {
             Some(Command::Help) => {
                 self.reply(account, &m.chat_id, m.thread_id.as_deref(), &help_text(), &format!("help:{}", m.id));
-                return true;
+                return None;
             }
             Some(Command::Approve { session }) => {
                 let decision =
                     if session { talaria_protocol::Decision::Session } else { talaria_protocol::Decision::Once };
                 self.on_approval_command(account, &m, admin, decision);
-                return true;
+                return None;
             }
             Some(Command::Deny) => {
                 self.on_approval_command(account, &m, admin, talaria_protocol::Decision::Deny);
-                return true;
+                return None;
             }
             Some(Command::Rollback { .. }) if !admin => {
                 let text = "Only an admin of this bot can roll back file changes.";
                 self.reply(account, &m.chat_id, m.thread_id.as_deref(), text, &format!("rollback:{}", m.id));
-                return true;
+                return None;
             }
-            Some(command) => session::Work::Command { command, message_id: m.id.clone() },
-            None => session::Work::Message { message: m.clone() },
+            Some(_) => (inbox::Kind::Command, m.text.clone()),
+            None => (inbox::Kind::Message, serde_json::to_string(&prompt_of(&m)).unwrap_or_default()),
         };
-        self.to_session(account, &key, &m.chat_id, m.thread_id.as_deref(), work);
-        true
-    }
-
-    /// The reply to message `message_id` in `chat_id` goes to the receiver (a webhook request
-    /// waiting for it) instead of the chat; the key to forget it by.
-    pub(crate) fn await_reply(
-        &self,
-        account: &str,
-        chat_id: &str,
-        message_id: &str,
-    ) -> (tokio::sync::oneshot::Receiver<String>, String) {
-        let key = reply_key(account, chat_id, message_id);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        lock(&self.responders).insert(key.clone(), tx);
-        (rx, key)
-    }
-
-    pub(crate) fn forget_reply(&self, _account: &str, key: &str) {
-        lock(&self.responders).remove(key);
-    }
-
-    /// Who waits for the reply of `key` instead of the chat, if anyone.
-    pub(crate) fn take_responder(&self, key: &str) -> Option<tokio::sync::oneshot::Sender<String>> {
-        lock(&self.responders).remove(key)
-    }
-
-    /// Hand `work` to the session's worker, starting one if there is none.
-    fn to_session(
-        self: &Arc<Self>,
-        account: &Arc<Account>,
-        key: &str,
-        chat_id: &str,
-        thread_id: Option<&str>,
-        work: session::Work,
-    ) {
-        let mut sessions = lock(&self.sessions);
-        let work = match sessions.get(key) {
-            Some(tx) => match tx.send(work) {
-                Ok(()) => return,
-                // The worker ended meanwhile (idle): start another.
-                Err(mpsc::error::SendError(work)) => work,
-            },
-            None => work,
-        };
-        if self.stop.is_cancelled() {
-            return;
-        }
-        let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(work);
-        sessions.insert(key.to_string(), tx);
-        let chat = session::Chat { chat_id: chat_id.to_string(), thread_id: thread_id.map(str::to_string) };
-        self.tasks.spawn(session::run(self.clone(), account.clone(), key.to_string(), chat, rx));
-    }
-
-    /// A worker of `key` ended (having dropped its receiver): forget it, unless another took
-    /// its place meanwhile.
-    fn session_ended(&self, key: &str) {
-        let mut sessions = lock(&self.sessions);
-        if sessions.get(key).is_some_and(mpsc::UnboundedSender::is_closed) {
-            sessions.remove(key);
-        }
+        self.enqueue(&inbox::Incoming {
+            account,
+            session_key: &key,
+            chat_id: &m.chat_id,
+            thread_id: m.thread_id.as_deref(),
+            message_id: &m.id,
+            kind,
+            body: &body,
+            respond,
+        })
     }
 
     fn offer_pairing(&self, account: &Account, m: &InboundMessage) {
@@ -574,15 +504,20 @@ impl Gateway {
                 &format!("refuse:{}:{token}:{}", b.sender_id, b.message_id),
             );
         }
-        let pending = lock(&self.approvals).remove(token);
-        if let Some(pending) = pending {
-            self.resolve(pending, decision, &b.sender_name);
+        if let Some(pending) = self.pending_approval(token) {
+            self.resolve(account, token, &pending, decision, &b.sender_name);
         }
+    }
+
+    /// The approval whose buttons carry `token`, while it waits.
+    fn pending_approval(&self, token: &str) -> Option<PendingApproval> {
+        let bytes = self.store.kv_get(APPROVALS_SPACE, token).ok()??;
+        serde_json::from_slice(&bytes).ok()
     }
 
     /// An admin typed /approve or /deny in a chat: the approval its chat was asked last.
     fn on_approval_command(
-        &self,
+        self: &Arc<Self>,
         account: &Account,
         m: &InboundMessage,
         admin: bool,
@@ -598,41 +533,59 @@ impl Gateway {
                 &key,
             );
         }
-        let pending = {
-            let mut approvals = lock(&self.approvals);
-            let latest = approvals
-                .iter()
-                .filter(|(_, p)| p.account == account.name && p.chat_id == m.chat_id)
-                .max_by_key(|(_, p)| p.asked)
-                .map(|(token, _)| token.clone());
-            latest.and_then(|token| approvals.remove(&token))
-        };
+        let latest = self.store.kv_get(APPROVALS_SPACE, &latest_approval(&account.name, &m.chat_id)).ok().flatten();
+        let token = latest.and_then(|t| String::from_utf8(t).ok());
+        let pending = token.as_deref().and_then(|t| Some((t, self.pending_approval(t)?)));
         match pending {
-            Some(pending) => self.resolve(pending, decision, &m.sender_name),
+            Some((token, pending)) => self.resolve(account, token, &pending, decision, &m.sender_name),
             None => {
                 self.reply(account, &m.chat_id, m.thread_id.as_deref(), "Nothing is waiting for approval here.", &key)
             }
         }
     }
 
-    fn resolve(&self, pending: PendingApproval, decision: talaria_protocol::Decision, by: &str) {
-        let tx = lock(&self.sessions).get(&pending.session_key).cloned();
-        if let Some(tx) = tx {
-            let _ = tx.send(session::Work::Approval { id: pending.id, decision, by: by.to_string() });
-        }
+    /// Hand an admin's answer to the session that asked (in whichever process serves it):
+    /// through its inbox, once per approval however many answer.
+    fn resolve(
+        self: &Arc<Self>,
+        account: &Account,
+        token: &str,
+        pending: &PendingApproval,
+        decision: talaria_protocol::Decision,
+        by: &str,
+    ) {
+        let answer = session::Answer { id: pending.id, decision, by: by.to_string() };
+        let body = serde_json::to_string(&answer).unwrap_or_default();
+        self.enqueue(&inbox::Incoming {
+            account,
+            session_key: &pending.session_key,
+            chat_id: &pending.chat_id,
+            thread_id: pending.thread_id.as_deref(),
+            message_id: &format!("approval:{token}"),
+            kind: inbox::Kind::Approval,
+            body: &body,
+            respond: false,
+        });
     }
 
-    /// Remember an approval the chat of `session_key` is asked; the token its buttons carry.
+    /// Keep an approval the chat of `session_key` is asked; the token its buttons carry.
     fn approval_token(&self, session_key: &str, account: &str, chat: &session::Chat, id: u64) -> String {
         let token = Store::new_pairing_code();
         let pending = PendingApproval {
             session_key: session_key.to_string(),
             account: account.to_string(),
             chat_id: chat.chat_id.clone(),
+            thread_id: chat.thread_id.clone(),
             id,
-            asked: Instant::now(),
         };
-        lock(&self.approvals).insert(token.clone(), pending);
+        let kept = serde_json::to_vec(&pending).map_err(|e| e.to_string()).and_then(|json| {
+            self.store.kv_set(APPROVALS_SPACE, &token, &json).map_err(|e| e.to_string())?;
+            let latest = latest_approval(account, &chat.chat_id);
+            self.store.kv_set(APPROVALS_SPACE, &latest, token.as_bytes()).map_err(|e| e.to_string())
+        });
+        if let Err(e) = kept {
+            tracing::warn!(session = %session_key, "cannot keep an approval: {e}");
+        }
         token
     }
 
@@ -640,6 +593,37 @@ impl Gateway {
     pub(crate) fn reply(&self, account: &Account, chat_id: &str, thread_id: Option<&str>, markdown: &str, key: &str) {
         outbox::queue(self, account, chat_id, thread_id, markdown, &outbox::Reply::default(), key);
     }
+}
+
+/// Forget the approval of `token` (its turn ended).
+pub(crate) fn forget_approval(store: &Store, token: &str) {
+    let _ = store.kv_delete(APPROVALS_SPACE, token);
+}
+
+/// Where the latest approval a chat was asked is kept.
+fn latest_approval(account: &str, chat_id: &str) -> String {
+    format!("latest:{account}:{chat_id}")
+}
+
+/// What the agent is given of a message: its text, images (the others named, as the agent
+/// cannot open them).
+fn prompt_of(m: &InboundMessage) -> session::Prompt {
+    use base64::Engine as _;
+    let mut text = m.text.clone();
+    let mut images = Vec::new();
+    for a in &m.attachments {
+        if a.kind == "image" && !a.data.is_empty() {
+            let media_type = if a.mime.is_empty() { "image/jpeg".to_string() } else { a.mime.clone() };
+            images.push(talaria_protocol::Image {
+                media_type,
+                data: base64::engine::general_purpose::STANDARD.encode(&a.data),
+            });
+        } else {
+            let name = if a.name.is_empty() { a.kind.as_str() } else { a.name.as_str() };
+            text.push_str(&format!("\n[the user attached {name} ({}), which you cannot open]", a.mime));
+        }
+    }
+    session::Prompt { text, images }
 }
 
 /// The ledger key of the reply to a message.

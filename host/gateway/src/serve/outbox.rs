@@ -19,6 +19,11 @@ use crate::format::{self, Format};
 const TICK: Duration = Duration::from_secs(1);
 /// Deliveries taken from the ledger at once.
 const BATCH: usize = 32;
+/// Rounds of claims one call of [`send_due_in`] makes at most.
+const ROUNDS: usize = 64;
+/// How long a claimed delivery is this process's to send: after that (the process died
+/// sending it), another sends it.
+const CLAIM: Duration = Duration::from_secs(120);
 
 /// How a reply goes out besides its text.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -162,16 +167,20 @@ pub fn queue_markdown(
 }
 
 /// Send what the ledger holds for `account` and is due now (rendering markdown queued
-/// unrendered first).
+/// unrendered first). Each delivery is claimed first, so gateway processes sharing the ledger
+/// send it once, and a chat's one after the other.
 pub(crate) async fn send_due_in(store: &Store, account: &Account) {
     let Some(info) = account.info() else { return };
-    // Rendering markdown queues its parts: they are sent in the next round.
-    for _ in 0..3 {
-        let due = match store.deliveries_due(&account.name, BATCH) {
+    // A chat's next delivery is claimable once the one before it was sent: round after round
+    // until nothing is due (or a bound, so one sender never starves the others).
+    for _ in 0..ROUNDS {
+        let due = match store.deliveries_claim(&account.name, BATCH, CLAIM) {
             Ok(due) => due,
             Err(e) => return tracing::error!(account = %account.name, "cannot read the ledger: {e}"),
         };
-        let mut rendered = false;
+        if due.is_empty() {
+            return;
+        }
         for delivery in due {
             let body: Body = match serde_json::from_str(&delivery.body) {
                 Ok(body) => body,
@@ -185,15 +194,11 @@ pub(crate) async fn send_due_in(store: &Store, account: &Account) {
             };
             if body.markdown {
                 render_queued(store, account, &info, &delivery, &body.text);
-                rendered = true;
                 continue;
             }
             let outcome = deliver(account, &info, &delivery, body).await;
             let _ = account.pending.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)));
             record(store, account, &delivery, outcome);
-        }
-        if !rendered {
-            return;
         }
     }
 }

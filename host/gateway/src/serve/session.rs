@@ -1,21 +1,28 @@
-//! One chat session's worker: its conversation of the agent service, the messages that came
-//! while it worked, the reply streamed by edits, typing shown while it works, and approvals
-//! asked of the platform's admins. It ends after a while without messages (the session stays in
-//! the store and the next message resumes it) or when the gateway stops.
+//! One chat session's worker: it holds the chat's lease, so it alone answers the chat, and
+//! takes what the chat's inbox holds in order: messages become turns of its conversation
+//! (or wait, interrupt, steer while one runs, as `[gateway] busy_input` says), commands and
+//! approvals act at once. The reply streams by edits, typing shows while it works, approvals
+//! are asked of the platform's admins. A message whose turn a dead process left half done is
+//! finished here: its answer sent if it was committed, else the turn run again.
+//!
+//! It ends after a while without messages (the session stays in the store and the next message
+//! resumes it) or when the gateway stops; a turn the stop interrupts stays open in the inbox
+//! for the next process to answer.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
+use serde::{Deserialize, Serialize};
 use talaria_core::config::BusyInput;
 use talaria_core::{Conversation, Platform, Start};
-use talaria_protocol::{Decision, Event, Image, Op, Outcome};
-use talaria_runtime::adapter::{InboundMessage, Outbound};
-use talaria_store::Store;
+use talaria_protocol::{Decision, Event, Image, Message, Op, Outcome};
+use talaria_runtime::adapter::Outbound;
+use talaria_store::inbox::Entry;
 use tokio::sync::mpsc;
 
+use super::inbox::{CHAT_LEASE_TTL, Kind, chat_lease};
 use super::outbox::{self, Reply};
 use super::{Account, Gateway, SESSIONS_SPACE};
 use crate::command::Command;
@@ -26,15 +33,23 @@ const IDLE: Duration = Duration::from_secs(10 * 60);
 const TYPING_EVERY: Duration = Duration::from_secs(4);
 /// When the gateway stops, a running turn gets this long to finish before it is interrupted.
 const STOP_GRACE: Duration = Duration::from_secs(20);
+/// How often the worker looks at its inbox when nothing told it to.
+const LOOK_EVERY: Duration = Duration::from_secs(5);
 
-/// What a session worker is handed.
-pub(crate) enum Work {
-    /// A message for the agent.
-    Message { message: InboundMessage },
-    /// A chat command for the session (`/new`, `/stop`, `/status`).
-    Command { command: Command, message_id: String },
-    /// An admin answered the approval `id`.
-    Approval { id: u64, decision: Decision, by: String },
+/// A message for the agent, as the inbox keeps it: the turn's text and images.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct Prompt {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
+}
+
+/// An admin's answer to an approval, as the inbox keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Answer {
+    pub id: u64,
+    pub decision: Decision,
+    pub by: String,
 }
 
 /// Where the session's replies go.
@@ -47,8 +62,8 @@ pub(crate) struct Chat {
 /// The turn running now.
 struct Turn {
     op: u64,
-    /// The message it answers (its id keys the reply in the ledger).
-    message_id: String,
+    /// The inbox entry it answers.
+    entry: Entry,
     /// The answer so far.
     text: String,
     /// The message the answer streams into, once sent.
@@ -57,6 +72,8 @@ struct Turn {
     last_typing: Instant,
     /// The approval it waits for, if any.
     approval: Option<u64>,
+    /// Approval tokens it handed out (forgotten when it ends).
+    tokens: Vec<String>,
 }
 
 /// The worker of one session.
@@ -66,47 +83,73 @@ struct Worker {
     key: String,
     chat: Chat,
     conversation: Conversation,
-    queue: VecDeque<InboundMessage>,
+    /// Entries taken from the inbox (queued, running or done here).
+    taken: HashSet<i64>,
+    queue: VecDeque<Entry>,
     turn: Option<Turn>,
+    /// The chat's lease, and when it was last renewed.
+    lease: String,
+    renewed: Instant,
 }
 
-/// Serve session `key` of `account` until it is idle or the gateway stops.
+/// Serve session `key` of `account`, whose lease this process took (`lease`), until it is idle
+/// or the gateway stops.
 pub(crate) async fn run(
     gateway: Arc<Gateway>,
     account: Arc<Account>,
     key: String,
     chat: Chat,
-    mut rx: mpsc::UnboundedReceiver<Work>,
+    lease: String,
+    mut rx: mpsc::UnboundedReceiver<()>,
 ) {
     let conversation = match open(&gateway, &account, &key, &chat, true).await {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(account = %account.name, session = %key, "cannot start a conversation: {e}");
-            let text = format!("I cannot start a conversation: {e}");
-            let id = format!("open-failed:{key}:{}", Store::new_pairing_code());
-            gateway.reply(&account, &chat.chat_id, chat.thread_id.as_deref(), &text, &id);
-            // Let the next message try again.
+            // Its messages are answered with the reason, so the chat is not left waiting.
+            for entry in gateway.store.inbox_open(&key).unwrap_or_default() {
+                let text = format!("I cannot start a conversation: {e}");
+                finish(&gateway, &account, &chat, &entry, &text, None);
+            }
+            lock_and_forget(&gateway, &key);
             drop(rx);
-            gateway.session_ended(&key);
+            let _ = gateway.store.release_lease(&chat_lease(&key), &lease);
             return;
         }
     };
-    let mut worker = Worker { gateway, account, key, chat, conversation, queue: VecDeque::new(), turn: None };
+    let mut worker = Worker {
+        gateway,
+        account,
+        key,
+        chat,
+        conversation,
+        taken: HashSet::new(),
+        queue: VecDeque::new(),
+        turn: None,
+        lease,
+        renewed: Instant::now(),
+    };
+    worker.look().await;
     let mut stop_at: Option<tokio::time::Instant> = None;
+    let mut idle_since = tokio::time::Instant::now();
     loop {
         if worker.turn.is_none()
             && !worker.gateway.stop.is_cancelled()
-            && let Some(message) = worker.queue.pop_front()
+            && let Some(entry) = worker.queue.pop_front()
         {
-            worker.start_turn(message).await;
+            worker.start_turn(entry).await;
             continue;
         }
         let busy = worker.turn.is_some();
+        if busy {
+            idle_since = tokio::time::Instant::now();
+        }
         let typing_due =
             worker.turn.as_ref().map_or_else(tokio::time::Instant::now, |t| (t.last_typing + TYPING_EVERY).into());
+        let renew_due: tokio::time::Instant = (worker.renewed + CHAT_LEASE_TTL / 3).into();
         tokio::select! {
-            work = rx.recv() => match work {
-                Some(work) => worker.on_work(work).await,
+            woken = rx.recv() => match woken {
+                Some(()) => worker.look().await,
                 None => break,
             },
             stamped = worker.conversation.next_event(), if busy => match stamped {
@@ -114,9 +157,20 @@ pub(crate) async fn run(
                 None => break,
             },
             () = tokio::time::sleep_until(typing_due), if busy => worker.typing().await,
+            () = tokio::time::sleep_until(renew_due) => {
+                if !worker.renew() {
+                    // Another process serves the chat now: this one must not answer it too.
+                    if busy {
+                        worker.conversation.submit(Op::Interrupt);
+                    }
+                    lock_and_forget(&worker.gateway, &worker.key);
+                    break;
+                }
+            }
+            () = tokio::time::sleep(LOOK_EVERY) => worker.look().await,
             () = worker.gateway.stop.cancelled(), if stop_at.is_none() => {
                 stop_at = Some(tokio::time::Instant::now() + STOP_GRACE);
-                if !busy && worker.can_end(&mut rx) {
+                if !busy && worker.can_end(&mut rx).await {
                     break;
                 }
             }
@@ -125,95 +179,179 @@ pub(crate) async fn run(
                 worker.conversation.submit(Op::Interrupt);
                 stop_at = Some(tokio::time::Instant::now() + STOP_GRACE);
             }
-            () = tokio::time::sleep(IDLE), if !busy => {
-                if worker.can_end(&mut rx) {
+            () = tokio::time::sleep_until(idle_since + IDLE), if !busy => {
+                if worker.can_end(&mut rx).await {
                     break;
                 }
+                idle_since = tokio::time::Instant::now();
             }
         }
-        if stop_at.is_some() && worker.turn.is_none() && worker.can_end(&mut rx) {
+        if stop_at.is_some() && worker.turn.is_none() && worker.can_end(&mut rx).await {
             break;
         }
     }
-    if !worker.queue.is_empty() {
-        let text = "I am restarting and did not get to your last message; please send it again in a minute.";
-        worker.say(text, &format!("restart:{}", worker.queue.back().map_or("", |m| m.id.as_str())));
-    }
     worker.conversation.shutdown().await;
     drop(rx);
-    worker.gateway.session_ended(&worker.key);
+    // Whatever is still open (the stop came first) is answered by the next process to look.
+    let _ = worker.gateway.store.release_lease(&chat_lease(&worker.key), &worker.lease);
+}
+
+/// Forget the worker of `key` (it is ending).
+fn lock_and_forget(gateway: &Gateway, key: &str) {
+    super::lock(&gateway.sessions).remove(key);
+}
+
+/// Answer `entry` with `markdown`: to whoever waits on it, or to the chat through the ledger
+/// (replacing the streamed message `edit`), then mark it done.
+fn finish(gateway: &Gateway, account: &Account, chat: &Chat, entry: &Entry, markdown: &str, edit: Option<String>) {
+    let reply = if entry.respond {
+        Some(markdown)
+    } else {
+        let key = super::reply_key(&account.name, &chat.chat_id, &entry.message_id);
+        let reply = Reply { edit, reply_to: None, buttons: Vec::new() };
+        outbox::queue(gateway, account, &chat.chat_id, chat.thread_id.as_deref(), markdown, &reply, &key);
+        None
+    };
+    if let Err(e) = gateway.store.inbox_done(entry.id, reply) {
+        tracing::error!(account = %account.name, "cannot mark a message answered: {e}");
+    }
+}
+
+/// Mark `entry` done without an answer.
+fn drop_entry(gateway: &Gateway, entry: &Entry) {
+    if let Err(e) = gateway.store.inbox_done(entry.id, None) {
+        tracing::error!("cannot mark a message done: {e}");
+    }
+}
+
+/// How to finish a message a dead process left running.
+enum Recovery {
+    /// Its answer was committed: send it.
+    Answered(String),
+    /// Its user message was committed, not the answer: forget the partial turn and run it again.
+    Again,
+    /// Nothing of it was committed: run it.
+    Fresh,
 }
 
 impl Worker {
-    /// Whether the worker may end: nothing is waiting for it. Checked under the sessions' lock,
-    /// so a message handed over meanwhile is never lost: it is taken, and the worker goes on.
-    fn can_end(&mut self, rx: &mut mpsc::UnboundedReceiver<Work>) -> bool {
-        let mut sessions = super::lock(&self.gateway.sessions);
-        match rx.try_recv() {
-            Ok(work) => {
-                drop(sessions);
-                // Handled on the next round.
-                if let Work::Message { message } = work {
-                    self.queue.push_back(message);
-                } else {
-                    tracing::debug!(session = %self.key, "a command arrived as the session closed; ignored");
+    /// Take what the inbox holds for the chat and this worker has not taken yet.
+    async fn look(&mut self) {
+        let open = match self.gateway.store.inbox_open(&self.key) {
+            Ok(open) => open,
+            Err(e) => return tracing::warn!(session = %self.key, "cannot read the inbox: {e}"),
+        };
+        for entry in open {
+            if !self.taken.insert(entry.id) {
+                continue;
+            }
+            match Kind::of(&entry) {
+                Some(Kind::Message) => self.on_message(entry),
+                Some(Kind::Command) => {
+                    self.on_command(&entry).await;
+                    drop_entry(&self.gateway, &entry);
                 }
+                Some(Kind::Approval) => {
+                    self.on_approval(&entry);
+                    drop_entry(&self.gateway, &entry);
+                }
+                None => {
+                    tracing::warn!(session = %self.key, kind = %entry.kind, "an inbox entry of an unknown kind; dropped");
+                    drop_entry(&self.gateway, &entry);
+                }
+            }
+        }
+    }
+
+    /// Renew the chat's lease; whether it is still this process's.
+    fn renew(&mut self) -> bool {
+        self.renewed = Instant::now();
+        match self.gateway.store.renew_lease(&chat_lease(&self.key), &self.lease, CHAT_LEASE_TTL) {
+            Ok(true) => true,
+            Ok(false) => {
+                tracing::warn!(session = %self.key, "the chat's lease was taken by another process; leaving it to that one");
                 false
             }
-            Err(_) => {
-                sessions.remove(&self.key);
+            Err(e) => {
+                tracing::warn!(session = %self.key, "cannot renew the chat's lease: {e}");
                 true
             }
         }
+    }
+
+    /// Whether the worker may end: nothing is waiting for it. Checked under the sessions' lock,
+    /// so a message handed over meanwhile is never lost: it is taken, and the worker goes on.
+    async fn can_end(&mut self, rx: &mut mpsc::UnboundedReceiver<()>) -> bool {
+        self.look().await;
+        if self.turn.is_some() || (!self.queue.is_empty() && !self.gateway.stop.is_cancelled()) {
+            return false;
+        }
+        let mut sessions = super::lock(&self.gateway.sessions);
+        if rx.try_recv().is_ok() {
+            return false;
+        }
+        sessions.remove(&self.key);
+        true
     }
 
     fn say(&self, markdown: &str, key: &str) {
         self.gateway.reply(&self.account, &self.chat.chat_id, self.chat.thread_id.as_deref(), markdown, key);
     }
 
-    async fn on_work(&mut self, work: Work) {
-        match work {
-            Work::Message { message } => {
-                if self.turn.is_none() {
-                    return self.queue.push_back(message);
-                }
-                match self.gateway.config.busy_input {
-                    BusyInput::Queue => self.queue.push_back(message),
-                    BusyInput::Interrupt => {
-                        self.conversation.submit(Op::Interrupt);
-                        self.queue.push_back(message);
-                    }
-                    BusyInput::Steer => {
-                        self.conversation.submit(Op::Steer { text: message.text });
-                    }
-                }
+    fn on_message(&mut self, entry: Entry) {
+        // Left running by a process that died: first of all.
+        if entry.state == "running" {
+            return self.queue.push_front(entry);
+        }
+        if self.turn.is_none() {
+            return self.queue.push_back(entry);
+        }
+        match self.gateway.config.busy_input {
+            BusyInput::Queue => self.queue.push_back(entry),
+            BusyInput::Interrupt => {
+                self.conversation.submit(Op::Interrupt);
+                self.queue.push_back(entry);
             }
-            Work::Command { command, message_id } => self.on_command(command, &message_id).await,
-            Work::Approval { id, decision, by } => {
-                let waiting = self.turn.as_ref().and_then(|t| t.approval);
-                if waiting == Some(id) {
-                    self.conversation.submit(Op::Approve { id, decision });
-                    let verdict = match decision {
-                        Decision::Deny => "refused it",
-                        Decision::Session => "allowed it for this session",
-                        Decision::Once | Decision::Always => "allowed it",
-                    };
-                    self.say(&format!("{by} {verdict}."), &format!("approved:{}:{id}:{}", self.key, self.turn_key()));
-                }
+            BusyInput::Steer => {
+                let prompt: Prompt = serde_json::from_str(&entry.body).unwrap_or_default();
+                self.conversation.submit(Op::Steer { text: prompt.text });
+                drop_entry(&self.gateway, &entry);
             }
         }
     }
 
-    fn turn_key(&self) -> String {
-        self.turn.as_ref().map_or_else(String::new, |t| t.message_id.clone())
+    fn on_approval(&mut self, entry: &Entry) {
+        let Ok(answer) = serde_json::from_str::<Answer>(&entry.body) else { return };
+        let waiting = self.turn.as_ref().and_then(|t| t.approval);
+        if waiting != Some(answer.id) {
+            return;
+        }
+        self.conversation.submit(Op::Approve { id: answer.id, decision: answer.decision });
+        let verdict = match answer.decision {
+            Decision::Deny => "refused it",
+            Decision::Session => "allowed it for this session",
+            Decision::Once | Decision::Always => "allowed it",
+        };
+        self.say(
+            &format!("{} {verdict}.", answer.by),
+            &format!("approved:{}:{}:{}", self.key, self.turn_key(), answer.id),
+        );
     }
 
-    async fn on_command(&mut self, command: Command, message_id: &str) {
-        let key = format!("cmd:{}:{message_id}", self.key);
+    fn turn_key(&self) -> String {
+        self.turn.as_ref().map_or_else(String::new, |t| t.entry.message_id.clone())
+    }
+
+    async fn on_command(&mut self, entry: &Entry) {
+        let key = format!("cmd:{}:{}", self.key, entry.message_id);
+        let bot = self.account.info().map(|i| i.bot_name).unwrap_or_default();
+        let Some(command) = crate::command::parse(&entry.body, &bot) else { return };
         match command {
             Command::Stop => {
                 let queued = self.queue.len();
-                self.queue.clear();
+                for dropped in std::mem::take(&mut self.queue) {
+                    drop_entry(&self.gateway, &dropped);
+                }
                 if self.turn.is_some() {
                     self.conversation.submit(Op::Interrupt);
                     self.say("Stopped.", &key);
@@ -231,9 +369,13 @@ impl Worker {
                             break;
                         }
                     }
-                    self.end_turn();
+                    if let Some(turn) = self.end_turn() {
+                        drop_entry(&self.gateway, &turn.entry);
+                    }
                 }
-                self.queue.clear();
+                for dropped in std::mem::take(&mut self.queue) {
+                    drop_entry(&self.gateway, &dropped);
+                }
                 let _ = self.gateway.store.kv_delete(SESSIONS_SPACE, &self.key);
                 match open(&self.gateway, &self.account, &self.key, &self.chat, false).await {
                     Ok(fresh) => {
@@ -275,42 +417,87 @@ impl Worker {
                 );
                 self.say(&text, &key);
             }
-            // Answered by the gateway, which knows every session's approvals.
+            // Answered by the gateway, which finds the approval in the store.
             Command::Approve { .. } | Command::Deny | Command::Help => {}
         }
     }
 
-    async fn start_turn(&mut self, message: InboundMessage) {
-        let mut text = message.text.clone();
-        let mut images = Vec::new();
-        for a in &message.attachments {
-            if a.kind == "image" && !a.data.is_empty() {
-                let media_type = if a.mime.is_empty() { "image/jpeg".to_string() } else { a.mime.clone() };
-                images.push(Image { media_type, data: base64::engine::general_purpose::STANDARD.encode(&a.data) });
-            } else {
-                let name = if a.name.is_empty() { a.kind.as_str() } else { a.name.as_str() };
-                text.push_str(&format!("\n[the user attached {name} ({}), which you cannot open]", a.mime));
+    /// How far a dead process got with `entry`, from what it committed to the session.
+    fn recovery(&self, entry: &Entry) -> Recovery {
+        let (Some(session_id), Some(count)) = (&entry.session_id, entry.started_count) else {
+            return Recovery::Fresh;
+        };
+        if *session_id != self.conversation.info().session_id {
+            return Recovery::Fresh;
+        }
+        let messages = match self.gateway.store.messages(session_id) {
+            Ok(messages) => messages,
+            Err(e) => {
+                tracing::warn!(session = %self.key, "cannot read the session to finish a turn: {e}");
+                return Recovery::Fresh;
+            }
+        };
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        if messages.len() <= count {
+            return Recovery::Fresh;
+        }
+        match messages.last().map(|m| &m.message) {
+            Some(Message::Assistant { content, tool_calls, .. })
+                if tool_calls.is_empty() && messages.len() > count + 1 =>
+            {
+                Recovery::Answered(content.clone())
+            }
+            _ => Recovery::Again,
+        }
+    }
+
+    async fn start_turn(&mut self, entry: Entry) {
+        let prompt: Prompt = serde_json::from_str(&entry.body).unwrap_or_default();
+        if entry.state == "running" {
+            match self.recovery(&entry) {
+                Recovery::Answered(text) => {
+                    tracing::info!(session = %self.key, message = %entry.message_id, "a dead process answered this message; sending its answer");
+                    let text = if text.trim().is_empty() { "(no answer)".to_string() } else { text };
+                    return finish(&self.gateway, &self.account, &self.chat, &entry, &text, entry.streamed.clone());
+                }
+                Recovery::Again => {
+                    tracing::info!(session = %self.key, message = %entry.message_id, "a dead process left this turn half done; running it again");
+                    self.conversation.submit(Op::Undo);
+                }
+                Recovery::Fresh => {}
             }
         }
-        let op = self.conversation.submit(Op::UserTurn { text, images });
+        let info = self.conversation.info();
+        let count = self.gateway.store.message_mark(&info.session_id).map_or(0, |(count, _)| count);
+        if entry.state != "running"
+            && let Err(e) = self.gateway.store.inbox_started(entry.id, &info.session_id, count)
+        {
+            tracing::warn!(session = %self.key, "cannot mark a message started: {e}");
+        }
+        let op = self.conversation.submit(Op::UserTurn { text: prompt.text, images: prompt.images });
         self.account.busy.fetch_add(1, Ordering::SeqCst);
         let now = Instant::now();
         self.turn = Some(Turn {
             op,
-            message_id: message.id,
+            streamed: entry.streamed.clone(),
+            entry,
             text: String::new(),
-            streamed: None,
             last_edit: now,
             last_typing: now - TYPING_EVERY,
             approval: None,
+            tokens: Vec::new(),
         });
         self.typing().await;
     }
 
-    fn end_turn(&mut self) {
-        if self.turn.take().is_some() {
-            self.account.busy.fetch_sub(1, Ordering::SeqCst);
+    /// The turn is over: forget it (and the approvals it asked).
+    fn end_turn(&mut self) -> Option<Turn> {
+        let turn = self.turn.take()?;
+        self.account.busy.fetch_sub(1, Ordering::SeqCst);
+        for token in &turn.tokens {
+            super::forget_approval(&self.gateway.store, token);
         }
+        Some(turn)
     }
 
     async fn typing(&mut self) {
@@ -337,7 +524,7 @@ impl Worker {
                 }
                 self.stream().await;
             }
-            Event::ApprovalNeeded(a) => self.ask_approval(a).await,
+            Event::ApprovalNeeded(a) => self.ask_approval(a),
             Event::ApprovalResolved { id, .. } => {
                 if let Some(turn) = &mut self.turn
                     && turn.approval == Some(id)
@@ -346,35 +533,27 @@ impl Worker {
                 }
             }
             Event::TurnEnd(end) => {
-                let Some(turn) = &self.turn else { return };
-                let (markdown, reply) = match end.outcome {
+                let stopping = self.gateway.stop.is_cancelled();
+                let Some(turn) = self.end_turn() else { return };
+                let markdown = match end.outcome {
                     Outcome::Completed | Outcome::BudgetExhausted | Outcome::Truncated => {
-                        let text = if end.text.trim().is_empty() { "(no answer)".to_string() } else { end.text };
-                        (Some(text), true)
+                        Some(if end.text.trim().is_empty() { "(no answer)".to_string() } else { end.text })
                     }
-                    Outcome::Interrupted => {
-                        (turn.streamed.as_ref().map(|_| format!("{}\n\n(stopped)", turn.text)), true)
+                    // Stopped by the gateway's own stop: the next process to serve the chat
+                    // answers it (its entry stays open).
+                    Outcome::Interrupted if stopping => {
+                        tracing::info!(session = %self.key, "the interrupted turn is left for the next gateway to answer");
+                        return;
                     }
-                    Outcome::Failed(why) => (Some(format!("Sorry, I could not answer: {why}")), true),
+                    Outcome::Interrupted => turn.streamed.as_ref().map(|_| format!("{}\n\n(stopped)", turn.text)),
+                    Outcome::Failed(why) => Some(format!("Sorry, I could not answer: {why}")),
                 };
-                let key = super::reply_key(&self.account.name, &self.chat.chat_id, &turn.message_id);
-                let responder = self.gateway.take_responder(&key);
-                if let (Some(markdown), Some(responder)) = (&markdown, responder) {
-                    // A webhook request waits for it: the answer goes there.
-                    let _ = responder.send(markdown.clone());
-                } else if let (Some(markdown), true) = (markdown, reply) {
-                    let reply = Reply { edit: turn.streamed.clone(), reply_to: None, buttons: Vec::new() };
-                    outbox::queue(
-                        &self.gateway,
-                        &self.account,
-                        &self.chat.chat_id,
-                        self.chat.thread_id.as_deref(),
-                        &markdown,
-                        &reply,
-                        &key,
-                    );
+                match markdown {
+                    Some(markdown) => {
+                        finish(&self.gateway, &self.account, &self.chat, &turn.entry, &markdown, turn.streamed.clone());
+                    }
+                    None => drop_entry(&self.gateway, &turn.entry),
                 }
-                self.end_turn();
             }
             _ => {}
         }
@@ -384,7 +563,11 @@ impl Worker {
     async fn stream(&mut self) {
         let Some(info) = self.account.info() else { return };
         let Some(turn) = &mut self.turn else { return };
-        if !info.can_edit || turn.last_edit.elapsed() < info.edit_interval || turn.text.trim().is_empty() {
+        if turn.entry.respond
+            || !info.can_edit
+            || turn.last_edit.elapsed() < info.edit_interval
+            || turn.text.trim().is_empty()
+        {
             return;
         }
         turn.last_edit = Instant::now();
@@ -399,7 +582,13 @@ impl Worker {
         };
         match &turn.streamed {
             None => match self.account.adapter.send(&message).await {
-                Ok(id) => turn.streamed = Some(id),
+                Ok(id) => {
+                    // A process finishing this turn after this one died edits it, too.
+                    if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, &id) {
+                        tracing::debug!(account = %self.account.name, "cannot note the streamed message: {e}");
+                    }
+                    turn.streamed = Some(id);
+                }
                 Err(e) => tracing::debug!(account = %self.account.name, "streaming a reply: {e}"),
             },
             Some(id) => {
@@ -410,8 +599,8 @@ impl Worker {
         }
     }
 
-    async fn ask_approval(&mut self, a: talaria_protocol::ApprovalNeeded) {
-        let Some(message_id) = self.turn.as_ref().map(|t| t.message_id.clone()) else { return };
+    fn ask_approval(&mut self, a: talaria_protocol::ApprovalNeeded) {
+        let Some(message_id) = self.turn.as_ref().map(|t| t.entry.message_id.clone()) else { return };
         let key = format!("approval:{}:{message_id}:{}", self.key, a.id);
         let what = match a.kind {
             talaria_protocol::ApprovalKind::Network => format!("connect to **{}**", a.command),
@@ -428,10 +617,11 @@ impl Worker {
             );
             return self.say(&text, &key);
         }
+        let token = self.gateway.approval_token(&self.key, &self.account.name, &self.chat, a.id);
         if let Some(turn) = &mut self.turn {
             turn.approval = Some(a.id);
+            turn.tokens.push(token.clone());
         }
-        let token = self.gateway.approval_token(&self.key, &self.account.name, &self.chat, a.id);
         let text = format!(
             "**Approval needed**: {} wants to {what}.\n{}\n\nAn admin can answer with the buttons, or /approve, /approve session, /deny (within {}s).",
             if a.plugin.is_empty() { "the agent".to_string() } else { format!("plugin {}", a.plugin) },

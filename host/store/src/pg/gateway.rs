@@ -8,7 +8,8 @@ use tokio_postgres::Row;
 
 use super::{Pg, sql};
 use crate::delivery::{
-    CLAIMABLE, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS, RETRY_MAX_MS, WEBHOOK_MEMORY_MS, cron_run_of,
+    CLAIMABLE, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS, RETRY_MAX_MS,
+    WEBHOOK_MEMORY_MS, cron_run_of,
 };
 use crate::pairing::{MAX_PENDING, PAIRING_TTL_MS, Pairing, Request};
 use crate::{Error, Result, now_ms};

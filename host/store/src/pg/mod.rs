@@ -151,9 +151,7 @@ impl Pg {
                     Ok((client, mut connection)) => {
                         let forward = tx.clone();
                         let driver = tokio::spawn(async move {
-                            while let Some(message) =
-                                std::future::poll_fn(|cx| connection.poll_message(cx)).await
-                            {
+                            while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                                 match message {
                                     Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
                                         let _ = forward.send(crate::notice::Notice::decode(n.payload()));

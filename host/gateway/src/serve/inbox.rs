@@ -1,0 +1,235 @@
+//! Messages in, through the store: what an adapter hands the gateway (a poll, a webhook) is kept
+//! in the store's inbox ([`talaria_store::inbox`]) before anything else happens, and answered by
+//! whichever gateway process serves its chat. A process serves a chat while it holds the
+//! chat's lease (`chat:SESSION-KEY`): one worker, in one process, answers a chat at a time, in
+//! order. The process that took a message starts the chat's worker when nobody serves it; when
+//! another process does, that one hears of it ([`QUEUED`] notice) and takes it from the store.
+//!
+//! Every process also looks for chats with open messages and no live worker: when a process
+//! dies mid-turn, its chats' leases lapse (at once on this machine, whose pids are checked;
+//! after [`CHAT_LEASE_TTL`] elsewhere) and the next process to look answers what it left.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use talaria_store::Leased;
+use talaria_store::inbox::{DONE, Entry, NewEntry, Put, QUEUED};
+use talaria_store::notice::{LEASE_FREED, RESYNC};
+use tokio::sync::mpsc;
+
+use super::{Account, Gateway, lock, session};
+
+/// How long a chat's lease lasts unless renewed (its worker renews it every third of it).
+pub(crate) const CHAT_LEASE_TTL: Duration = Duration::from_secs(30);
+/// How often a process looks for chats nobody serves, when notices cross processes (they tell
+/// of most of them at once) ...
+const SWEEP_WITH_NOTICES: Duration = Duration::from_secs(5);
+/// ... and when they do not (SQLite: another process on this machine may have queued one).
+const SWEEP_WITHOUT: Duration = Duration::from_secs(1);
+/// Answered messages are kept this long (a platform sending one again within it is not
+/// answered twice), then forgotten.
+const KEEP_DONE: Duration = Duration::from_secs(24 * 60 * 60);
+/// How often they are forgotten.
+const PRUNE_EVERY: Duration = Duration::from_secs(60 * 60);
+
+/// The lease of the chat (session) `key`.
+pub(crate) fn chat_lease(key: &str) -> String {
+    format!("chat:{key}")
+}
+
+/// What a kept message asks of its chat's worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A message for the agent.
+    Message,
+    /// A chat command (`/new`, `/stop`, `/status`, `/rollback`).
+    Command,
+    /// An admin's answer to an approval.
+    Approval,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Message => "message",
+            Self::Command => "command",
+            Self::Approval => "approval",
+        }
+    }
+
+    pub fn of(entry: &Entry) -> Option<Self> {
+        match entry.kind.as_str() {
+            "message" => Some(Self::Message),
+            "command" => Some(Self::Command),
+            "approval" => Some(Self::Approval),
+            _ => None,
+        }
+    }
+}
+
+/// Where a kept message came from and goes.
+pub(crate) struct Incoming<'a> {
+    pub account: &'a Account,
+    pub session_key: &'a str,
+    pub chat_id: &'a str,
+    pub thread_id: Option<&'a str>,
+    pub message_id: &'a str,
+    pub kind: Kind,
+    pub body: &'a str,
+    /// Its reply goes to whoever waits on the entry (a webhook request), not to the chat.
+    pub respond: bool,
+}
+
+impl Gateway {
+    /// Keep a message and see that its chat's worker takes it; its entry's id, also when it was
+    /// kept before (a platform handing it in again starts nothing new).
+    pub(crate) fn enqueue(self: &Arc<Self>, m: &Incoming<'_>) -> Option<i64> {
+        let new = NewEntry {
+            account: &m.account.name,
+            chat_id: m.chat_id,
+            thread_id: m.thread_id,
+            session_key: m.session_key,
+            message_id: m.message_id,
+            kind: m.kind.as_str(),
+            body: m.body,
+            respond: m.respond,
+        };
+        match self.store.inbox_put(&new) {
+            Ok(Put::New(id)) => {
+                self.wake(m.session_key);
+                Some(id)
+            }
+            Ok(Put::Known(entry)) => {
+                tracing::debug!(account = %m.account.name, message = %m.message_id, "message seen before; not answered again");
+                Some(entry.id)
+            }
+            Err(e) => {
+                tracing::error!(account = %m.account.name, "cannot keep a message: {e}");
+                None
+            }
+        }
+    }
+
+    /// Tell the worker of `key` in this process to look at its inbox; with none here, start
+    /// one if nobody else serves the chat.
+    pub(crate) fn wake(self: &Arc<Self>, key: &str) {
+        if let Some(tx) = lock(&self.sessions).get(key)
+            && tx.send(()).is_ok()
+        {
+            return;
+        }
+        self.adopt(key);
+    }
+
+    /// Serve chat `key` here when no live process does and it has open messages of an account
+    /// this process serves.
+    fn adopt(self: &Arc<Self>, key: &str) {
+        if self.stop.is_cancelled() || lock(&self.sessions).contains_key(key) {
+            return;
+        }
+        let open = match self.store.inbox_open(key) {
+            Ok(open) => open,
+            Err(e) => return tracing::warn!(session = %key, "cannot read the inbox: {e}"),
+        };
+        let Some(first) = open.first() else { return };
+        let Some(account) = self.accounts.get(&first.account).cloned() else { return };
+        let holder = format!("talaria gateway (pid {})", std::process::id());
+        let token = match self.store.try_lease(&chat_lease(key), &holder, CHAT_LEASE_TTL) {
+            Ok(Leased::Granted(token)) => token,
+            // Served elsewhere (or by this process's worker, starting or ending right now).
+            Ok(Leased::Held(_)) => return,
+            Err(e) => return tracing::warn!(session = %key, "cannot take the chat's lease: {e}"),
+        };
+        let chat = session::Chat { chat_id: first.chat_id.clone(), thread_id: first.thread_id.clone() };
+        let (tx, rx) = mpsc::unbounded_channel();
+        {
+            let mut sessions = lock(&self.sessions);
+            if self.stop.is_cancelled() || sessions.contains_key(key) {
+                drop(sessions);
+                let _ = self.store.release_lease(&chat_lease(key), &token);
+                return;
+            }
+            sessions.insert(key.to_string(), tx);
+        }
+        self.tasks.spawn(session::run(self.clone(), account, key.to_string(), chat, token, rx));
+    }
+
+    /// Serve every chat with open messages that nobody serves.
+    fn sweep(self: &Arc<Self>) {
+        match self.store.inbox_open_keys() {
+            Ok(keys) => {
+                for key in keys {
+                    self.adopt(&key);
+                }
+            }
+            Err(e) => tracing::warn!("cannot read the inbox: {e}"),
+        }
+    }
+}
+
+/// Look after the inbox while the gateway runs: start workers for chats queued by other
+/// processes or left by dead ones, and forget long-answered messages.
+pub(crate) async fn serve(gateway: Arc<Gateway>) {
+    let mut notices = gateway.store.notices();
+    let every = if gateway.store.notices_cross_process() { SWEEP_WITH_NOTICES } else { SWEEP_WITHOUT };
+    let mut pruned = tokio::time::Instant::now() - PRUNE_EVERY;
+    gateway.sweep();
+    loop {
+        tokio::select! {
+            () = gateway.stop.cancelled() => return,
+            notice = notices.recv() => match notice {
+                Some(n) if n.topic == QUEUED => gateway.wake(&n.payload),
+                Some(n) if n.topic == LEASE_FREED => {
+                    if let Some(key) = n.payload.strip_prefix("chat:") {
+                        gateway.adopt(key);
+                    }
+                }
+                Some(n) if n.topic == RESYNC => gateway.sweep(),
+                Some(_) => {}
+                None => return,
+            },
+            () = tokio::time::sleep(every) => {
+                gateway.sweep();
+                if pruned.elapsed() >= PRUNE_EVERY {
+                    pruned = tokio::time::Instant::now();
+                    let before = jiff::Timestamp::now().as_millisecond() - i64::try_from(KEEP_DONE.as_millis()).unwrap_or(0);
+                    if let Err(e) = gateway.store.inbox_prune(before) {
+                        tracing::warn!("cannot forget answered messages: {e}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The reply to entry `id` once it is answered (by whichever process), or `None` after
+/// `timeout`.
+pub(crate) async fn reply_to(gateway: &Gateway, id: i64, timeout: Duration) -> Option<String> {
+    let mut notices = gateway.store.notices();
+    let deadline = tokio::time::Instant::now() + timeout;
+    // Without notices from other processes, look now and then.
+    let every = if gateway.store.notices_cross_process() { Duration::from_secs(2) } else { Duration::from_millis(250) };
+    let wanted = id.to_string();
+    loop {
+        match gateway.store.inbox_get(id) {
+            Ok(Some(entry)) if entry.is_done() => return Some(entry.reply.unwrap_or_default()),
+            Ok(Some(_)) => {}
+            Ok(None) => return None,
+            Err(e) => tracing::warn!("cannot read the inbox: {e}"),
+        }
+        let until = (tokio::time::Instant::now() + every).min(deadline);
+        loop {
+            tokio::select! {
+                notice = notices.recv() => match notice {
+                    Some(n) if (n.topic == DONE && n.payload == wanted) || n.topic == RESYNC => break,
+                    Some(_) => continue,
+                    None => return None,
+                },
+                () = tokio::time::sleep_until(until) => break,
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+    }
+}
