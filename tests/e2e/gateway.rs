@@ -10,8 +10,8 @@ use talaria_test_support::telegram::{BOT_USERNAME, Shown, TelegramFake};
 
 use crate::Talaria;
 
-const TOKEN: &str = "123456:TEST-token-value";
-const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const TOKEN: &str = "123456:TEST-token-value";
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
 /// The platform tokens a gateway under test never takes from the test's environment: they come
 /// from the home's `.env`.
@@ -62,8 +62,13 @@ impl Gateway {
         }
     }
 
+    /// The process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
     /// SIGKILL: no chance to clean up.
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -200,7 +205,7 @@ fn a_reply_the_platform_refuses_for_a_while_is_sent_from_the_ledger() {
 
 /// POST `body` to `path` on `addr` with `headers` (HTTP/1.1, one request per connection): the
 /// status and the body of the answer.
-fn post(addr: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+pub(crate) fn post(addr: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
     use std::io::{Read as _, Write as _};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
     stream.set_read_timeout(Some(WAIT)).expect("timeout");
@@ -227,7 +232,7 @@ fn sign(key: &[u8], body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
@@ -330,6 +335,7 @@ fn a_gateway_killed_mid_turn_loses_no_message_and_sends_nothing_twice() {
         Step::text("one"),
         Step::text("two"),
         Step::text("three").delayed(30_000),
+        Step::text("three, after all"),
         Step::text("four"),
     ]));
     let t = setup(&mock, &fake, "", "allowed_users = [\"42\"]");
@@ -361,14 +367,19 @@ fn a_gateway_killed_mid_turn_loses_no_message_and_sends_nothing_twice() {
     }
 
     // The platform is back and the gateway starts again: the waiting reply goes out once, the
-    // one acknowledged before does not go again, and the chat carries on.
+    // one acknowledged before does not go again, the turn the kill cut short is run again
+    // (its half is forgotten: the model sees the third message once), and the chat carries on.
     fake.fail_sends(0);
     let gw = Gateway::start(&t);
     fake.wait_for(42, WAIT, |m| m.text == "two");
+    fake.wait_for(42, WAIT, |m| m.text == "three, after all");
     fake.dm(42, "Ana", "fourth");
     fake.wait_for(42, WAIT, |m| m.text == "four");
     let texts: Vec<String> = fake.chat(42).into_iter().map(|m| m.text).collect();
-    assert_eq!(texts, ["one", "two", "four"], "{}", gw.log());
+    assert_eq!(texts, ["one", "two", "three, after all", "four"], "{}", gw.log());
+    let last = mock.requests().last().expect("requests").body["messages"].to_string();
+    assert_eq!(last.matches("\"third\"").count(), 1, "the cut turn's message twice in the history: {last}");
+    assert!(last.contains("three, after all"), "{last}");
 }
 
 #[test]

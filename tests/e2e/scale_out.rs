@@ -1,6 +1,8 @@
 //! One PostgreSQL behind several homes (standing for gateway processes on several machines):
 //! what one writes, the others read; nothing goes to a local `state.db`.
 
+use std::time::{Duration, Instant};
+
 use talaria_mock_llm::{MockLlm, Reply, Script};
 use talaria_test_support::postgres::Postgres;
 
@@ -57,4 +59,203 @@ fn a_home_migrated_to_postgresql_goes_on_there() {
     assert_eq!(t.ask("and then?", &["--continue"]).trim(), "still here");
     let history = mock.requests()[1].body["messages"].to_string();
     assert!(history.contains("where next after Lisbon?") && history.contains("Porto, then"), "{history}");
+}
+
+/// A POST that may fail (the process behind `addr` was killed): the status and body, or `None`
+/// when the connection failed or broke before an answer.
+fn try_post(addr: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Option<(u16, String)> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(150))).ok()?;
+    let mut head =
+        format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).ok()?;
+    stream.write_all(body).ok()?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).ok()?;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer.split_whitespace().nth(1)?.parse().ok()?;
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((status, body))
+}
+
+/// Three gateway processes (three homes, as on three machines) share one PostgreSQL, one
+/// Telegram bot and one webhook route: 100 Telegram chats and 100 webhook deliveries, the
+/// webhooks spread over the three listeners. The process polling the bot is killed while turns
+/// run: another takes over polling, the chats it was answering are answered by the others,
+/// every message is answered exactly once and in its own chat, nothing committed is lost, and a
+/// job due while the three tick runs once.
+#[test]
+fn three_gateways_on_one_postgresql_answer_every_chat_once_though_one_dies_mid_turn() {
+    use std::collections::BTreeMap;
+
+    use talaria_test_support::telegram::TelegramFake;
+
+    use crate::gateway::{Gateway, TOKEN, free_port};
+
+    const CHATS: i64 = 100;
+    const HOOKS: usize = 100;
+    const LIMIT: Duration = Duration::from_secs(180);
+    let pg = Postgres::shared();
+    let url = pg.database();
+    let db = url.split(":///").nth(1).and_then(|rest| rest.split('?').next()).expect("database name").to_string();
+    let fake = TelegramFake::start(TOKEN);
+    // Each answer streams over about a second, so the kill finds turns running.
+    let mock = MockLlm::start(Script::auto().auto_paced(120));
+
+    // A job due now, before any gateway starts: the three tick it at once.
+    let job = {
+        let store = talaria_store::Store::connect(&url).expect("store");
+        let now = jiff::Timestamp::now().as_millisecond();
+        store
+            .cron_insert(&talaria_store::cron::Job {
+                name: "due".into(),
+                prompt: "echo the job ran".into(),
+                schedule_kind: "every".into(),
+                schedule_expr: format!("PT1H@{}", jiff::Timestamp::now()),
+                schedule_display: "every 1h".into(),
+                deliver: "local".into(),
+                enabled: true,
+                next_run_at: Some(now - 1_000),
+                creator: "user".into(),
+                ..talaria_store::cron::Job::default()
+            })
+            .expect("insert the job")
+    };
+
+    let homes: Vec<Talaria> = (0..3).map(|_| Talaria::new()).collect();
+    let addrs: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+    for (t, addr) in homes.iter().zip(&addrs) {
+        let extra = format!(
+            "[store]\nurl = \"{url}\"\n\n[memory]\nprovider = \"none\"\n\n\
+             [gateway]\nworkspaces = \"{}\"\nlisten = \"{addr}\"\nallow_all = true\n\
+             [gateway.platforms.telegram]\nbase_url = \"{}\"\n\
+             [gateway.platforms.hooks]\nplugin = \"webhook\"\n\
+             [gateway.platforms.hooks.routes.ask]\nauth = \"token\"\nheader = \"X-Token\"\nsecret = \"HOOK_TOKEN\"\nprompt = \"{{text}}\"\n",
+            t.workspace.path().join("chats").display(),
+            fake.base_url()
+        );
+        t.configure(&mock, "", &extra);
+        std::fs::write(t.home.path().join(".env"), format!("TELEGRAM_BOT_TOKEN={TOKEN}\nHOOK_TOKEN=h00k\n"))
+            .expect(".env");
+    }
+    let mut gateways: Vec<Gateway> = homes.iter().map(Gateway::start).collect();
+    fake.wait_polling(LIMIT);
+    let start = Instant::now();
+    for addr in &addrs {
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(start.elapsed() < LIMIT, "a listener never came up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    for user in 1..=CHATS {
+        fake.dm(2000 + user, &format!("user {user}"), &format!("echo answer for chat {user}"));
+    }
+    // Webhook deliveries from ten senders, each retried at the next listener when the one it
+    // reached dies (with the same delivery id: it is one delivery).
+    let hooks = std::thread::scope(|scope| {
+        let senders: Vec<_> = (0..10)
+            .map(|sender| {
+                let addrs = &addrs;
+                scope.spawn(move || {
+                    let mut replies = BTreeMap::new();
+                    for n in (sender..HOOKS).step_by(10) {
+                        let body = serde_json::json!({ "text": format!("echo answer for hook {n}") }).to_string();
+                        let id = format!("hook-{n}");
+                        let headers = [("X-Token", "h00k"), ("X-Delivery-Id", id.as_str())];
+                        let mut at = n % addrs.len();
+                        let reply = loop {
+                            match try_post(&addrs[at], "/webhooks/hooks/ask", &headers, body.as_bytes()) {
+                                Some((200, body)) => break body,
+                                Some((status, body)) if status != 502 && status != 503 => {
+                                    panic!("hook {n}: HTTP {status}: {body}")
+                                }
+                                _ => at = (at + 1) % addrs.len(),
+                            }
+                        };
+                        replies.insert(n, reply);
+                    }
+                    replies
+                })
+            })
+            .collect();
+
+        // Kill the process polling the bot while the chats' turns run.
+        let poller = loop {
+            let pid = pg.psql(&db, "SELECT pid FROM session_leases WHERE session_id LIKE 'gateway:telegram:%'");
+            if let Ok(pid) = pid.trim().parse::<u32>() {
+                break pid;
+            }
+            assert!(start.elapsed() < LIMIT, "nobody polls the bot");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let answered = |fake: &TelegramFake| {
+            (1..=CHATS).filter(|u| fake.chat(2000 + u).iter().any(|m| m.text == format!("answer for chat {u}"))).count()
+        };
+        while mock.requests().len() < 60 {
+            assert!(start.elapsed() < LIMIT, "the turns never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let killed = gateways.iter().position(|g| g.pid() == poller).expect("the poller is one of ours");
+        gateways[killed].kill();
+        let at_kill = answered(&fake);
+        assert!(at_kill < usize::try_from(CHATS).expect("count"), "every chat was answered before the kill");
+
+        // Every chat is answered, by the two left.
+        loop {
+            if answered(&fake) == usize::try_from(CHATS).expect("count") {
+                break;
+            }
+            assert!(
+                start.elapsed() < LIMIT,
+                "{} of {CHATS} chats answered:\n{}",
+                answered(&fake),
+                gateways.iter().map(Gateway::log).collect::<Vec<_>>().join("\n----\n")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut all = BTreeMap::new();
+        for sender in senders {
+            all.extend(sender.join().expect("a webhook sender failed"));
+        }
+        (all, killed, at_kill)
+    });
+    let (replies, killed, at_kill) = hooks;
+
+    // Each chat: one message from the bot, its own answer (a streamed one edited into it).
+    for user in 1..=CHATS {
+        let texts: Vec<String> = fake.chat(2000 + user).into_iter().map(|m| m.text).collect();
+        assert_eq!(texts, [format!("answer for chat {user}")], "chat {user}");
+    }
+    assert_eq!(fake.all_shown().len(), usize::try_from(CHATS).expect("count"), "replies crossed or doubled");
+    assert_eq!(replies.len(), HOOKS);
+    for (n, reply) in &replies {
+        let reply: serde_json::Value = serde_json::from_str(reply).expect("json");
+        assert_eq!(reply["reply"], format!("answer for hook {n}"), "hook {n}");
+    }
+    let survivors: String = gateways.iter().enumerate().filter(|(i, _)| *i != killed).map(|(_, g)| g.log()).collect();
+    assert!(survivors.contains("this process polls the bot now"), "nobody took over polling:\n{survivors}");
+    // The kill came mid-turn: the others finished turns it had started.
+    let finished =
+        survivors.matches("left this turn half done").count() + survivors.matches("a dead process answered").count();
+    assert!(finished > 0, "no turn was left half done by the kill:\n{survivors}");
+    eprintln!("{at_kill} of {CHATS} chats were answered at the kill; {finished} turns were finished by the others");
+
+    // Nothing committed was lost or doubled: every message is in its session once, answered
+    // once, and the inbox holds nothing open.
+    let count = |sql: &str| pg.psql(&db, sql).trim().parse::<i64>().expect("a count");
+    let messages = i64::try_from(HOOKS).expect("count") + CHATS + 1;
+    assert_eq!(count("SELECT count(*) FROM messages WHERE active AND role = 'user'"), messages);
+    assert_eq!(count("SELECT count(DISTINCT content) FROM messages WHERE active AND role = 'user'"), messages);
+    assert_eq!(count("SELECT count(*) FROM messages WHERE active AND role = 'assistant'"), messages);
+    assert_eq!(count("SELECT count(*) FROM inbox WHERE state <> 'done'"), 0);
+    assert_eq!(count(&format!("SELECT count(*) FROM cron_runs WHERE job_id = '{job}'")), 1, "the job ran once");
+    for t in &homes {
+        assert!(!t.home.path().join("state.db").exists(), "nothing is kept locally");
+    }
 }

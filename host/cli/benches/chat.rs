@@ -73,7 +73,7 @@ fn main() {
     let workspace = tempfile::tempdir().expect("workspace");
     std::fs::write(workspace.path().join("small.txt"), "a small file\nwith two lines\n").expect("write");
     let mock = MockLlm::start(Script {
-        auto: Some(Auto { tool: "read_file".into(), args: serde_json::json!({"path": "small.txt"}) }),
+        auto: Some(Auto { tool: "read_file".into(), args: serde_json::json!({"path": "small.txt"}), pace_ms: None }),
         ..Script::default()
     });
     let config = format!(

@@ -87,7 +87,7 @@ pub enum Put {
     /// Kept, under this id.
     New(i64),
     /// It was kept before: as it stands.
-    Known(Entry),
+    Known(Box<Entry>),
 }
 
 pub(crate) const COLUMNS: &str = "id, account, chat_id, thread_id, session_key, message_id, kind, body, respond, state, \
@@ -149,7 +149,7 @@ impl Store {
                     params![e.account, e.chat_id, e.message_id],
                     entry,
                 )?;
-                Ok(Put::Known(known))
+                Ok(Put::Known(Box::new(known)))
             })?,
         };
         if matches!(put, Put::New(_)) {

@@ -206,7 +206,7 @@ pub struct Store {
 /// Which database holds the state.
 enum Engine {
     Sqlite(Mutex<Connection>),
-    Postgres(pg::Pg),
+    Postgres(Box<pg::Pg>),
 }
 
 impl Store {
@@ -251,7 +251,7 @@ impl Store {
     /// The URL is malformed, the server cannot be reached or refuses us, or a migration fails.
     pub fn connect(url: &str) -> Result<Self> {
         Ok(Self {
-            engine: Engine::Postgres(pg::Pg::connect(url)?),
+            engine: Engine::Postgres(Box::new(pg::Pg::connect(url)?)),
             appends: AtomicU32::new(0),
             hub: notice::Hub::default(),
         })

@@ -26,6 +26,14 @@ use crate::wire::Wire;
 
 /// What the auto rule answers to `body`, a request in `wire` format.
 pub(crate) fn answer(wire: Wire, body: &Value, auto: &Auto) -> Reply {
+    let reply = rule(wire, body, auto);
+    match auto.pace_ms {
+        Some(ms) => reply.paced(ms),
+        None => reply,
+    }
+}
+
+fn rule(wire: Wire, body: &Value, auto: &Auto) -> Reply {
     let (instruction, results) = last_user_text(wire, body);
     if let Some(echo) = instruction.as_deref().and_then(|t| t.strip_prefix("echo ")) {
         return Reply::text(echo);
@@ -173,7 +181,7 @@ mod tests {
 
     #[test]
     fn counts_tool_results_after_the_last_user_text() {
-        let auto = Auto { tool: "grep".into(), args: json!({"path": "f{n}.txt"}) };
+        let auto = Auto { tool: "grep".into(), args: json!({"path": "f{n}.txt"}), pace_ms: None };
         let mut messages = vec![
             json!({"role": "user", "content": "use read_file 1 times"}),
             json!({"role": "tool", "content": "x"}),

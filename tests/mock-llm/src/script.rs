@@ -53,11 +53,14 @@ pub struct Auto {
     /// (1-based). Default `{}`.
     #[serde(default = "empty_object")]
     pub args: Value,
+    /// Stream its answers one event every this many milliseconds (a model at that pace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace_ms: Option<u64>,
 }
 
 impl Default for Auto {
     fn default() -> Self {
-        Self { tool: default_auto_tool(), args: empty_object() }
+        Self { tool: default_auto_tool(), args: empty_object(), pace_ms: None }
     }
 }
 
@@ -307,7 +310,14 @@ impl Script {
 
     /// The tool and arguments the auto rule uses when the prompt names no tool (turns auto on).
     pub fn auto_tool(mut self, tool: impl Into<String>, args: impl Into<Value>) -> Self {
-        self.auto = Some(Auto { tool: tool.into(), args: args.into() });
+        let pace_ms = self.auto.as_ref().and_then(|a| a.pace_ms);
+        self.auto = Some(Auto { tool: tool.into(), args: args.into(), pace_ms });
+        self
+    }
+
+    /// Stream the auto rule's answers one event every `ms` milliseconds (turns auto on).
+    pub fn auto_paced(mut self, ms: u64) -> Self {
+        self.auto.get_or_insert_with(Auto::default).pace_ms = Some(ms);
         self
     }
 

@@ -23,7 +23,7 @@ const BATCH: usize = 32;
 const ROUNDS: usize = 64;
 /// How long a claimed delivery is this process's to send: after that (the process died
 /// sending it), another sends it.
-const CLAIM: Duration = Duration::from_secs(120);
+const CLAIM: Duration = Duration::from_secs(60);
 
 /// How a reply goes out besides its text.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

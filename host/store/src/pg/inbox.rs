@@ -62,7 +62,7 @@ impl Pg {
                     )
                     .await
                     .map_err(sql)?;
-                Ok(Put::Known(entry(&known)))
+                Ok(Put::Known(Box::new(entry(&known))))
             })
         })
     }
