@@ -108,13 +108,13 @@ fn three_gateways_on_one_postgresql_answer_every_chat_once_though_one_dies_mid_t
     let mock = MockLlm::start(Script::auto().auto_paced(120));
 
     // A job due now, before any gateway starts: the three tick it at once.
-    let job = {
-        let store = talaria_store::Store::connect(&url).expect("store");
+    let store = talaria_store::Store::connect(&url).expect("store");
+    let due_job = |prompt: &str| {
         let now = jiff::Timestamp::now().as_millisecond();
         store
             .cron_insert(&talaria_store::cron::Job {
-                name: "due".into(),
-                prompt: "echo the job ran".into(),
+                name: prompt.into(),
+                prompt: format!("echo {prompt}"),
                 schedule_kind: "every".into(),
                 schedule_expr: format!("PT1H@{}", jiff::Timestamp::now()),
                 schedule_display: "every 1h".into(),
@@ -126,6 +126,7 @@ fn three_gateways_on_one_postgresql_answer_every_chat_once_though_one_dies_mid_t
             })
             .expect("insert the job")
     };
+    let job = due_job("the job ran");
 
     let homes: Vec<Talaria> = (0..3).map(|_| Talaria::new()).collect();
     let addrs: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
@@ -250,11 +251,24 @@ fn three_gateways_on_one_postgresql_answer_every_chat_once_though_one_dies_mid_t
     // once, and the inbox holds nothing open.
     let count = |sql: &str| pg.psql(&db, sql).trim().parse::<i64>().expect("a count");
     let messages = i64::try_from(HOOKS).expect("count") + CHATS + 1;
+    // (The job's run has its own session: one more message each way.)
     assert_eq!(count("SELECT count(*) FROM messages WHERE active AND role = 'user'"), messages);
     assert_eq!(count("SELECT count(DISTINCT content) FROM messages WHERE active AND role = 'user'"), messages);
     assert_eq!(count("SELECT count(*) FROM messages WHERE active AND role = 'assistant'"), messages);
     assert_eq!(count("SELECT count(*) FROM inbox WHERE state <> 'done'"), 0);
     assert_eq!(count(&format!("SELECT count(*) FROM cron_runs WHERE job_id = '{job}'")), 1, "the job ran once");
+
+    // A job added by another process (this test) is heard of at once, not at the next minute's
+    // tick, and run once by the two left.
+    let added = Instant::now();
+    let later = due_job("added while they run");
+    while store.cron_runs(&later, 10).expect("runs").is_empty() {
+        assert!(added.elapsed() < Duration::from_secs(30), "the added job did not run");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!("the added job started {} ms after it was added", added.elapsed().as_millis());
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(store.cron_runs(&later, 10).expect("runs").len(), 1, "the added job ran once");
     for t in &homes {
         assert!(!t.home.path().join("state.db").exists(), "nothing is kept locally");
     }

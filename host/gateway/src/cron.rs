@@ -1,4 +1,5 @@
-//! Scheduled jobs, run: the gateway ticks every minute while `talaria gateway run` runs;
+//! Scheduled jobs, run: the gateway ticks every minute while `talaria gateway run` runs (and
+//! when a job is added or changed, in this process or another sharing the store);
 //! `talaria cron tick` ticks once for people who prefer the system's cron or a systemd timer;
 //! `talaria cron run` runs one job now. All of them go through a [`Runner`]:
 //!
@@ -349,9 +350,12 @@ impl Runner {
     }
 }
 
-/// Tick every [`TICK_EVERY`] while `gateway` runs (each tick's runs go on beside the next ticks).
+/// Tick every [`TICK_EVERY`] while `gateway` runs, and at once when a job is added or changed
+/// (by any process sharing the store: a job resumed or moved to now runs now). Each tick's
+/// runs go on beside the next ticks.
 pub(crate) async fn serve(gateway: Arc<Gateway>) {
     let runner = Runner::for_gateway(&gateway);
+    let mut notices = gateway.store.notices();
     loop {
         let tick = runner.clone();
         gateway.tasks.spawn(async move {
@@ -359,9 +363,22 @@ pub(crate) async fn serve(gateway: Arc<Gateway>) {
                 tracing::error!("cannot run scheduled jobs: {e}");
             }
         });
-        tokio::select! {
-            () = gateway.stop.cancelled() => return,
-            () = tokio::time::sleep(TICK_EVERY) => {}
+        let next = tokio::time::Instant::now() + TICK_EVERY;
+        loop {
+            tokio::select! {
+                () = gateway.stop.cancelled() => return,
+                () = tokio::time::sleep_until(next) => break,
+                notice = notices.recv() => match notice {
+                    Some(n) if n.topic == talaria_store::notice::JOB_CHANGED => break,
+                    Some(_) => {}
+                    None => {
+                        tokio::select! {
+                            () = gateway.stop.cancelled() => return,
+                            () = tokio::time::sleep_until(next) => break,
+                        }
+                    }
+                },
+            }
         }
     }
 }

@@ -378,9 +378,16 @@ impl Store {
     /// The database cannot be written.
     pub fn cron_insert(&self, job: &Job) -> Result<String> {
         let now = crate::now_ms();
-        if let Some(pg) = self.pg() {
-            return pg.cron_insert(job, now);
-        }
+        let id = match self.pg() {
+            Some(pg) => pg.cron_insert(job, now)?,
+            None => self.insert_job(job, now)?,
+        };
+        // A gateway ticking elsewhere looks at once.
+        self.hint(crate::notice::JOB_CHANGED, &id);
+        Ok(id)
+    }
+
+    fn insert_job(&self, job: &Job, now: i64) -> Result<String> {
         self.write(|tx| {
             let id = loop {
                 let id = format!("{:08x}", fastrand::u32(..));
@@ -410,16 +417,18 @@ impl Store {
     /// No such job ([`Error::JobNotFound`]), or the database cannot be written.
     pub fn cron_update(&self, job: &Job) -> Result<()> {
         let now = crate::now_ms();
-        if let Some(pg) = self.pg() {
-            return pg.cron_update(job, now);
+        match self.pg() {
+            Some(pg) => pg.cron_update(job, now)?,
+            None => self.write(|tx| {
+                let Some(current) = one_job(tx, &job.id)? else {
+                    return Err(Error::JobNotFound { key: job.id.clone() });
+                };
+                let state = if current.state == JobState::Running { JobState::Running } else { resting_state(job) };
+                write_fields(tx, &job.id, job, state, now)
+            })?,
         }
-        self.write(|tx| {
-            let Some(current) = one_job(tx, &job.id)? else {
-                return Err(Error::JobNotFound { key: job.id.clone() });
-            };
-            let state = if current.state == JobState::Running { JobState::Running } else { resting_state(job) };
-            write_fields(tx, &job.id, job, state, now)
-        })
+        self.hint(crate::notice::JOB_CHANGED, &job.id);
+        Ok(())
     }
 
     /// The job with this id.

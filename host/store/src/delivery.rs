@@ -60,6 +60,24 @@ pub(crate) const CLAIMABLE: &str = "d.state = 'pending' AND d.platform = $1 AND 
     AND d.id = (SELECT MIN(e.id) FROM deliveries e WHERE e.state = 'pending' AND e.platform = $1 AND e.chat_id = d.chat_id)
     ORDER BY d.id LIMIT $3";
 
+/// Who holds claims of platform `$1` at `$2`.
+pub(crate) const CLAIMERS: &str = "SELECT DISTINCT claimed_by FROM deliveries
+    WHERE state = 'pending' AND platform = $1 AND claimed_until > $2 AND claimed_by IS NOT NULL";
+/// Free the claims of platform `$1` that `$2` holds.
+pub(crate) const VOID_CLAIMS: &str =
+    "UPDATE deliveries SET claimed_until = 0 WHERE state = 'pending' AND platform = $1 AND claimed_by = $2";
+
+/// This process, as a claim names it: `PID@HOST`.
+pub(crate) fn claimer() -> String {
+    format!("{}@{}", std::process::id(), crate::lease::machine())
+}
+
+/// Whether the process a claim names ran on this machine and is gone (its claims are void).
+pub(crate) fn is_gone(claimer: &str) -> bool {
+    let Some((pid, host)) = claimer.split_once('@') else { return false };
+    host == crate::lease::machine() && pid.parse().is_ok_and(|pid| !crate::lease::alive(pid))
+}
+
 fn delivery(r: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
     Ok(Delivery {
         id: r.get(0)?,
@@ -170,17 +188,24 @@ impl Store {
         let now = now_ms();
         let until = now.saturating_add(i64::try_from(hold.as_millis()).unwrap_or(i64::MAX));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let me = claimer();
         if let Some(pg) = self.pg() {
-            return pg.deliveries_claim(platform, now, until, limit);
+            return pg.deliveries_claim(platform, now, until, limit, &me);
         }
         self.write(|tx| {
+            let mut held = tx.prepare_cached(CLAIMERS)?;
+            let claimers = held.query_map(params![platform, now], |r| r.get::<_, String>(0))?;
+            for gone in claimers.collect::<rusqlite::Result<Vec<_>>>()?.into_iter().filter(|c| is_gone(c)) {
+                tx.execute(VOID_CLAIMS, params![platform, gone])?;
+            }
             let mut stmt =
                 tx.prepare_cached(&format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE {CLAIMABLE}"))?;
             let rows = stmt.query_map(params![platform, now, limit], delivery)?;
             let due = rows.collect::<rusqlite::Result<Vec<_>>>()?;
-            let mut claim = tx.prepare_cached("UPDATE deliveries SET claimed_until = ?2 WHERE id = ?1")?;
+            let mut claim =
+                tx.prepare_cached("UPDATE deliveries SET claimed_until = ?2, claimed_by = ?3 WHERE id = ?1")?;
             for d in &due {
-                claim.execute(params![d.id, until])?;
+                claim.execute(params![d.id, until, me])?;
             }
             Ok(due)
         })

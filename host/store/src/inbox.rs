@@ -153,7 +153,7 @@ impl Store {
             })?,
         };
         if matches!(put, Put::New(_)) {
-            self.notify(QUEUED, e.session_key)?;
+            self.hint(QUEUED, e.session_key);
         }
         Ok(put)
     }
@@ -249,7 +249,8 @@ impl Store {
                 Ok(())
             })?,
         }
-        self.notify(DONE, &id.to_string())
+        self.hint(DONE, &id.to_string());
+        Ok(())
     }
 
     /// Forget entries done before `before` (milliseconds since the epoch); how many.

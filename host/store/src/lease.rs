@@ -125,7 +125,8 @@ impl Store {
             })?,
         }
         // Whoever waits for it may take it now.
-        self.notify(crate::notice::LEASE_FREED, session_id)
+        self.hint(crate::notice::LEASE_FREED, session_id);
+        Ok(())
     }
 
     /// Who holds the lease of `session_id` now, if anyone live does.

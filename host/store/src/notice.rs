@@ -28,6 +28,8 @@ use crate::{Result, Store};
 pub(crate) const CHANNEL: &str = "talaria";
 /// The topic of a notice that stands for any number of missed ones.
 pub const RESYNC: &str = "resync";
+/// A scheduled job was added or changed; the payload is its id.
+pub const JOB_CHANGED: &str = "cron-job";
 /// A lease was given back; the payload is its name.
 pub const LEASE_FREED: &str = "lease-freed";
 /// Notices a subscriber may fall behind by before it is sent [`RESYNC`] instead.
@@ -120,6 +122,14 @@ impl Store {
                 self.hub.send(Notice { topic: topic.into(), payload: payload.into() });
                 Ok(())
             }
+        }
+    }
+
+    /// [`Store::notify`] after a change that is already made: a notice that cannot be sent is
+    /// logged, not an error (whoever waits also looks again now and then).
+    pub(crate) fn hint(&self, topic: &str, payload: &str) {
+        if let Err(e) = self.notify(topic, payload) {
+            tracing::warn!(topic, "cannot send a notice: {e}");
         }
     }
 

@@ -21,8 +21,9 @@
 //! 8. `webhook_seen`: webhook delivery ids of the last day, per route ([`crate::Store::webhook_seen`]).
 //! 9. `cron_jobs` and `cron_runs`: scheduled jobs and their runs (see [`crate::cron`]).
 //! 10. `inbox`: messages the gateway took and has not answered yet (see [`crate::inbox`]), and
-//!     `deliveries.claimed_until`: a gateway process sending a delivery holds it till then, so
-//!     processes sharing the ledger send each delivery once, and a chat's in order.
+//!     `deliveries.claimed_until` and `claimed_by`: a gateway process sending a delivery holds
+//!     it till then, so processes sharing the ledger send each delivery once, and a chat's in
+//!     order (a claim of a process of this machine that is gone is void at once).
 //!
 //! ```
 //! assert_eq!(talaria_store::schema::VERSION, 10);
@@ -275,6 +276,7 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX inbox_open ON inbox (session_key, id) WHERE state <> 'done';
     ALTER TABLE deliveries ADD COLUMN claimed_until INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE deliveries ADD COLUMN claimed_by TEXT;
     CREATE INDEX deliveries_chat ON deliveries (platform, chat_id, id) WHERE state = 'pending';",
 ];
 

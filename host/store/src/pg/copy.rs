@@ -94,6 +94,7 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
             ("created_at", Int),
             ("done_at", Int),
             ("claimed_until", Int),
+            ("claimed_by", Text),
         ],
     ),
     (

@@ -8,8 +8,8 @@ use tokio_postgres::Row;
 
 use super::{Pg, sql};
 use crate::delivery::{
-    CLAIMABLE, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS, RETRY_MAX_MS,
-    WEBHOOK_MEMORY_MS, cron_run_of,
+    CLAIMABLE, CLAIMERS, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS,
+    RETRY_MAX_MS, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of, is_gone,
 };
 use crate::pairing::{MAX_PENDING, PAIRING_TTL_MS, Pairing, Request};
 use crate::{Error, Result, now_ms};
@@ -203,22 +203,39 @@ impl Pg {
         })
     }
 
-    pub(crate) fn deliveries_claim(&self, platform: &str, now: i64, until: i64, limit: i64) -> Result<Vec<Delivery>> {
-        let platform = platform.to_string();
+    pub(crate) fn deliveries_claim(
+        &self,
+        platform: &str,
+        now: i64,
+        until: i64,
+        limit: i64,
+        me: &str,
+    ) -> Result<Vec<Delivery>> {
+        let (platform, me) = (platform.to_string(), me.to_string());
         self.run(move |mut client| {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
                 // Claims of one platform queue: two processes never see the same chat free.
-                tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('talaria-deliveries:' || $1, 0))", &[&platform])
-                    .await
-                    .map_err(sql)?;
+                tx.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended('talaria-deliveries:' || $1, 0))",
+                    &[&platform],
+                )
+                .await
+                .map_err(sql)?;
+                for row in tx.query(CLAIMERS, &[&platform, &now]).await.map_err(sql)? {
+                    let claimer: String = row.get(0);
+                    if is_gone(&claimer) {
+                        tx.execute(VOID_CLAIMS, &[&platform, &claimer]).await.map_err(sql)?;
+                    }
+                }
                 let rows = tx
                     .query(
                         &format!(
-                            "UPDATE deliveries SET claimed_until = $4 WHERE id IN (SELECT d.id FROM deliveries d WHERE {CLAIMABLE})
+                            "UPDATE deliveries SET claimed_until = $4, claimed_by = $5
+                             WHERE id IN (SELECT d.id FROM deliveries d WHERE {CLAIMABLE})
                              RETURNING {DELIVERY_COLUMNS}"
                         ),
-                        &[&platform, &now, &limit, &until],
+                        &[&platform, &now, &limit, &until, &me],
                     )
                     .await
                     .map_err(sql)?;

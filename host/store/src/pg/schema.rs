@@ -9,7 +9,7 @@
 //!    (English stemming, like SQLite's porter tokenizer) with a GIN index for words and phrases,
 //!    and `pg_trgm` trigram GIN indexes for substrings, CJK text and code fragments; both cover
 //!    only active messages.
-//! 2. SQLite's tenth: the gateway's `inbox` and `deliveries.claimed_until`.
+//! 2. SQLite's tenth: the gateway's `inbox`, and `deliveries.claimed_until` and `claimed_by`.
 
 use crate::pg::{Client, sql};
 use crate::{Error, Result};
@@ -202,6 +202,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX inbox_open ON inbox (session_key, id) WHERE state <> 'done';
     ALTER TABLE deliveries ADD COLUMN claimed_until BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE deliveries ADD COLUMN claimed_by TEXT;
     CREATE INDEX deliveries_chat ON deliveries (platform, chat_id, id) WHERE state = 'pending';",
 ];
 

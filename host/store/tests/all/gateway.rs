@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 use talaria_store::Store;
 use talaria_store::delivery::NewDelivery;
 use talaria_store::inbox::{DONE, NewEntry, Put, QUEUED};
-use talaria_store::notice::{LEASE_FREED, Notice, Notices};
+use talaria_store::notice::{JOB_CHANGED, LEASE_FREED, Notice, Notices};
 
 crate::on_both_engines!(
     the_inbox_keeps_a_message_once_and_walks_it_to_done,
     open_chats_come_longest_waiting_first,
     a_chat_s_deliveries_go_one_at_a_time_in_order,
-    notices_tell_of_queued_messages_answers_and_freed_leases,
+    notices_tell_of_queued_messages_answers_freed_leases_and_changed_jobs,
 );
 
 fn entry<'a>(key: &'a str, chat: &'a str, id: &'a str) -> NewEntry<'a> {
@@ -118,7 +118,7 @@ pub(crate) fn next_on(notices: &mut Notices, topic: &str) -> Notice {
     }
 }
 
-fn notices_tell_of_queued_messages_answers_and_freed_leases(s: &Store) {
+fn notices_tell_of_queued_messages_answers_freed_leases_and_changed_jobs(s: &Store) {
     let mut notices = s.notices();
     let Put::New(id) = s.inbox_put(&entry("dm:9", "9", "1")).expect("put") else { panic!("new") };
     assert_eq!(next_on(&mut notices, QUEUED).payload, "dm:9");
@@ -131,6 +131,21 @@ fn notices_tell_of_queued_messages_answers_and_freed_leases(s: &Store) {
     };
     s.release_lease("gateway:x", &token).expect("release");
     assert_eq!(next_on(&mut notices, LEASE_FREED).payload, "gateway:x");
+    let job = talaria_store::cron::Job {
+        name: "j".into(),
+        prompt: "p".into(),
+        schedule_kind: "every".into(),
+        schedule_expr: "PT1H".into(),
+        schedule_display: "every 1h".into(),
+        deliver: "local".into(),
+        enabled: true,
+        creator: "user".into(),
+        ..talaria_store::cron::Job::default()
+    };
+    let id = s.cron_insert(&job).expect("insert");
+    assert_eq!(next_on(&mut notices, JOB_CHANGED).payload, id);
+    s.cron_update(&talaria_store::cron::Job { id: id.clone(), enabled: false, ..job }).expect("update");
+    assert_eq!(next_on(&mut notices, JOB_CHANGED).payload, id);
 }
 
 /// Two processes on one PostgreSQL: a notice one sends reaches the other.
@@ -209,4 +224,47 @@ fn senders_share_the_ledger_on_postgresql() {
     let url = talaria_test_support::postgres::Postgres::shared().database();
     let (a, b) = (Store::connect(&url).expect("a"), Store::connect(&url).expect("b"));
     senders_share_the_ledger(&a, &b);
+}
+
+/// The pid of a process that has finished.
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().expect("spawn true");
+    let pid = child.id();
+    child.wait().expect("wait");
+    pid
+}
+
+/// A delivery claimed by a process of this machine that died is sent by the next claimer at
+/// once, not when the claim runs out. `sql` runs a statement on the store's database.
+fn a_dead_sender_s_claim_is_void(s: &Store, sql: &dyn Fn(&str)) {
+    queue(s, "1", "d:0");
+    assert_eq!(s.deliveries_claim("telegram", 10, Duration::from_secs(60)).expect("claim").len(), 1);
+    assert!(s.deliveries_claim("telegram", 10, Duration::from_secs(60)).expect("claim").is_empty(), "held");
+    sql(&format!("UPDATE deliveries SET claimed_by = '{}' || CLAIM_HOST", dead_pid()));
+    let again = s.deliveries_claim("telegram", 10, Duration::from_secs(60)).expect("claim");
+    assert_eq!(again.iter().map(|d| d.key.as_str()).collect::<Vec<_>>(), ["d:0"], "its claim died with it");
+}
+
+#[test]
+fn a_dead_sender_s_claim_is_void_on_sqlite() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("state.db");
+    let s = Store::open(&path).expect("store");
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    a_dead_sender_s_claim_is_void(&s, &|statement| {
+        let statement = statement.replace("CLAIM_HOST", "substr(claimed_by, instr(claimed_by, '@'))");
+        conn.execute(&statement, []).expect("sql");
+    });
+}
+
+#[test]
+fn a_dead_sender_s_claim_is_void_on_postgresql() {
+    let pg = talaria_test_support::postgres::Postgres::shared();
+    let url = pg.database();
+    let db = url.split(":///").nth(1).and_then(|rest| rest.split('?').next()).expect("name").to_string();
+    let s = Store::connect(&url).expect("store");
+    a_dead_sender_s_claim_is_void(&s, &|statement| {
+        let statement = statement.replace("CLAIM_HOST", "substring(claimed_by from position('@' in claimed_by))");
+        pg.psql(&db, &statement);
+    });
 }
