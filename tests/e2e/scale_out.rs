@@ -247,6 +247,19 @@ fn three_gateways_on_one_postgresql_answer_every_chat_once_though_one_dies_mid_t
     assert!(finished > 0, "no turn was left half done by the kill:\n{survivors}");
     eprintln!("{at_kill} of {CHATS} chats were answered at the kill; {finished} turns were finished by the others");
 
+    // `gateway status`, anywhere, shows the two left: one polls the bot, the other stands by.
+    // (The killed one's last status counts as gone ten seconds after it was written.)
+    let status = loop {
+        let status = homes[(killed + 1) % 3].ok(&["gateway", "status"]);
+        if status.contains("gateway running (2 processes sharing the store)") {
+            break status;
+        }
+        assert!(start.elapsed() < LIMIT, "{status}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(status.matches("telegram: connected as").count(), 2, "{status}");
+    assert_eq!(status.matches("; standing by while pid").count(), 1, "{status}");
+
     // Nothing committed was lost or doubled: every message is in its session once, answered
     // once, and the inbox holds nothing open.
     let count = |sql: &str| pg.psql(&db, sql).trim().parse::<i64>().expect("a count");

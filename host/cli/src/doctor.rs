@@ -279,8 +279,8 @@ fn check_cron(ctx: &Ctx, r: &mut Report) {
             );
         }
     }
-    let gateway = talaria_gateway::serve::Status::read(&store)
-        .is_some_and(|s| s.running && jiff::Timestamp::now().as_millisecond() - s.at < 10_000);
+    let now = jiff::Timestamp::now().as_millisecond();
+    let gateway = talaria_gateway::serve::Status::read_all(&store).iter().any(|s| s.live(now));
     let summary = format!("{} ({} active)", ui::count(jobs.len(), "job", "jobs"), active.len());
     if active.is_empty() || gateway {
         r.ok("cron", &format!("{summary}{}", if gateway { "; the running gateway ticks them" } else { "" }));

@@ -64,34 +64,48 @@ async fn serve(ctx: &Ctx, only: Vec<String>) -> anyhow::Result<ExitCode> {
 
 fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
     let store = ctx.store_for_reading()?;
-    let status = Status::read(&store);
+    let all = Status::read_all(&store);
     let counts = store.delivery_counts()?;
     let sessions = store.kv_keys(SESSIONS_SPACE, "")?.len();
     let now = jiff::Timestamp::now().as_millisecond();
-    // A gateway writes every two seconds: older than ten, it is gone (killed, or the machine).
-    let live = status.as_ref().is_some_and(|s| s.running && now - s.at < 10_000);
+    // Each process writes every two seconds: older than ten, it is gone (killed, or the machine).
+    let live: Vec<&Status> = all.iter().filter(|s| s.live(now)).collect();
     if json {
         let value = serde_json::json!({
-            "running": live,
-            "status": status,
+            "running": !live.is_empty(),
+            "status": all.first(),
+            "processes": live,
             "sessions": sessions,
             "deliveries": { "pending": counts.pending, "sent": counts.sent, "failed": counts.failed },
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(ExitCode::SUCCESS);
     }
-    match &status {
-        Some(s) if live => {
-            anstream::println!("{} (pid {})", "gateway running".green(), s.pid);
-            for (name, state) in &s.accounts {
-                println!("  {name}: {state}");
-            }
-            println!("  {} chats active, {} turns running", s.active_sessions, s.busy);
+    match (live.as_slice(), all.first()) {
+        ([], Some(s)) => {
+            anstream::println!("{} (last seen pid {} on {})", "gateway not running".yellow(), s.pid, s.host)
         }
-        Some(s) => anstream::println!("{} (last seen pid {})", "gateway not running".yellow(), s.pid),
-        None => anstream::println!("{}", "gateway never ran here".yellow()),
+        ([], None) => anstream::println!("{}", "gateway never ran here".yellow()),
+        ([one], _) => {
+            anstream::println!("{} (pid {} on {})", "gateway running".green(), one.pid, one.host);
+            print_process(one, "  ");
+        }
+        (many, _) => {
+            anstream::println!("{} ({} processes sharing the store)", "gateway running".green(), many.len());
+            for s in many {
+                println!("  pid {} on {}", s.pid, s.host);
+                print_process(s, "    ");
+            }
+        }
     }
     println!("sessions: {sessions} chats known");
     println!("deliveries: {} pending, {} sent, {} failed", counts.pending, counts.sent, counts.failed);
-    Ok(if live { ExitCode::SUCCESS } else { ExitCode::from(3) })
+    Ok(if live.is_empty() { ExitCode::from(3) } else { ExitCode::SUCCESS })
+}
+
+fn print_process(s: &Status, indent: &str) {
+    for (name, state) in &s.accounts {
+        println!("{indent}{name}: {state}");
+    }
+    println!("{indent}{} chats active, {} turns running", s.active_sessions, s.busy);
 }

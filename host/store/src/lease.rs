@@ -188,7 +188,7 @@ fn millis(d: Duration) -> i64 {
 }
 
 /// This machine's name, as leases record it.
-pub(crate) fn machine() -> String {
+pub fn machine() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()

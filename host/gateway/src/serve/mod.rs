@@ -273,11 +273,14 @@ pub const STATUS_SPACE: &str = "@gateway/status";
 /// How often it does.
 const REPORT_EVERY: Duration = Duration::from_secs(2);
 
-/// How a gateway stands, as `gateway status` reads it.
+/// How a gateway process stands, as `gateway status` reads it (each process writes its own).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Status {
     pub running: bool,
     pub pid: u32,
+    /// The machine it runs on.
+    #[serde(default)]
+    pub host: String,
     /// Milliseconds since the epoch when this was written.
     pub at: i64,
     /// Each account: its state in words.
@@ -288,12 +291,35 @@ pub struct Status {
     pub busy: usize,
 }
 
+/// A status older than this is of a process that is gone (it writes every two seconds).
+pub const STATUS_STALE_MS: i64 = 10_000;
+
 impl Status {
-    /// The last status a gateway wrote into `store`, if any.
+    /// The status written last by any gateway process sharing `store`, if any.
     pub fn read(store: &Store) -> Option<Status> {
-        let bytes = store.kv_get(STATUS_SPACE, "current").ok()??;
-        serde_json::from_slice(&bytes).ok()
+        Self::read_all(store).into_iter().max_by_key(|s| s.at)
     }
+
+    /// Every gateway process's last status, newest first.
+    pub fn read_all(store: &Store) -> Vec<Status> {
+        let keys = store.kv_keys(STATUS_SPACE, "").unwrap_or_default();
+        let mut all: Vec<Status> = keys
+            .iter()
+            .filter_map(|key| serde_json::from_slice(&store.kv_get(STATUS_SPACE, key).ok()??).ok())
+            .collect();
+        all.sort_by_key(|s| std::cmp::Reverse(s.at));
+        all
+    }
+
+    /// Whether the process was running when it last wrote, and wrote lately.
+    pub fn live(&self, now_ms: i64) -> bool {
+        self.running && now_ms - self.at < STATUS_STALE_MS
+    }
+}
+
+/// Where this process writes its status: `HOST:PID`.
+fn status_key() -> String {
+    format!("{}:{}", talaria_store::lease::machine(), std::process::id())
 }
 
 /// How often the gateway looks whether its plugins changed on disk.
@@ -340,6 +366,11 @@ async fn reload(gateway: Arc<Gateway>, plugins: Arc<talaria_core::Plugins>) {
 }
 
 async fn report(gateway: Arc<Gateway>) {
+    // Forget processes gone for a day.
+    let day_ago = jiff::Timestamp::now().as_millisecond() - 24 * 60 * 60 * 1000;
+    for old in Status::read_all(&gateway.store).into_iter().filter(|s| s.at < day_ago) {
+        let _ = gateway.store.kv_delete(STATUS_SPACE, &format!("{}:{}", old.host, old.pid));
+    }
     loop {
         gateway.write_status(true);
         tokio::select! {
@@ -362,6 +393,7 @@ impl Gateway {
         let status = Status {
             running,
             pid: std::process::id(),
+            host: talaria_store::lease::machine(),
             at: i64::try_from(
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis(),
             )
@@ -371,7 +403,7 @@ impl Gateway {
             busy: self.accounts.values().map(|a| a.busy.load(std::sync::atomic::Ordering::SeqCst)).sum(),
         };
         if let Ok(json) = serde_json::to_vec(&status)
-            && let Err(e) = self.store.kv_set(STATUS_SPACE, "current", &json)
+            && let Err(e) = self.store.kv_set(STATUS_SPACE, &status_key(), &json)
         {
             tracing::warn!("cannot write the gateway's status: {e}");
         }
