@@ -2,7 +2,9 @@
 //! (1000 sessions of 100 messages: questions, answers, tool calls and tool output, some CJK),
 //! then prints p50/p99 for a set of queries. Target (DESIGN.md): session search < 10 ms p50.
 //!
-//! `cargo bench -p talaria-store --bench search` (set `SEARCH_BENCH_MESSAGES` for another size).
+//! `cargo bench -p talaria-store --bench search` (set `SEARCH_BENCH_MESSAGES` for another size,
+//! `SEARCH_BENCH_ENGINES=sqlite` or `postgres` for one engine; PostgreSQL is a throwaway local
+//! cluster, which needs Debian's `postgresql`).
 
 use std::time::{Duration, Instant};
 
@@ -353,12 +355,33 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let engines = std::env::var("SEARCH_BENCH_ENGINES").unwrap_or_else(|_| "sqlite,postgres".into());
+    for engine in engines.split(',') {
+        match engine.trim() {
+            "sqlite" => {
+                println!("== SQLite ==");
+                let dir = tempfile::tempdir()?;
+                // SEARCH_BENCH_DB keeps the filled database at that path and reuses it on the next run.
+                let path = std::env::var_os("SEARCH_BENCH_DB").map_or_else(|| dir.path().join("state.db"), Into::into);
+                let reuse = path.exists();
+                let store = Store::open(&path)?;
+                bench(&store, reuse, Some(&path))?;
+            }
+            "postgres" => {
+                println!("== PostgreSQL (a local cluster on a unix socket, default durability) ==");
+                let url = talaria_test_support::postgres::Postgres::shared().database();
+                bench(&Store::connect(&url)?, false, None)?;
+            }
+            other => return Err(format!("SEARCH_BENCH_ENGINES: unknown engine `{other}` (sqlite, postgres)").into()),
+        }
+    }
+    Ok(())
+}
+
+/// Fill `store` (unless `reuse`), then time appends and searches. `path`: the SQLite file, for
+/// its size.
+fn bench(store: &Store, reuse: bool, path: Option<&std::path::Path>) -> Result<(), Box<dyn std::error::Error>> {
     let total: usize = std::env::var("SEARCH_BENCH_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
-    let dir = tempfile::tempdir()?;
-    // SEARCH_BENCH_DB keeps the filled database at that path and reuses it on the next run.
-    let path = std::env::var_os("SEARCH_BENCH_DB").map_or_else(|| dir.path().join("state.db"), Into::into);
-    let reuse = path.exists();
-    let store = Store::open(&path)?;
     let mut rng = fastrand::Rng::with_seed(42);
     let vocab = Vocab::new(&mut rng);
 
@@ -382,17 +405,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let fill = started.elapsed();
-    let size: u64 = std::fs::read_dir(path.parent().unwrap_or(dir.path()))?
-        .filter_map(|e| e.ok()?.metadata().ok())
-        .map(|m| m.len())
-        .sum();
+    let size = match path.and_then(std::path::Path::parent) {
+        Some(dir) => {
+            let bytes: u64 = std::fs::read_dir(dir)?.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum();
+            format!("; files {:.0} MiB", bytes as f64 / 1048576.0)
+        }
+        None => String::new(),
+    };
     println!(
-        "filled {} messages in {} sessions in {:.1} s ({:.0} µs per turn commit); files {:.0} MiB",
+        "filled {} messages in {} sessions in {:.1} s ({:.0} µs per turn commit){size}",
         sessions * MESSAGES_PER_SESSION,
         sessions,
         fill.as_secs_f64(),
         fill.as_micros() as f64 / commits.max(1) as f64,
-        size as f64 / 1048576.0
     );
 
     // What a cheap tool turn costs the loop: one commit of a tool call and its short result.

@@ -1,0 +1,173 @@
+//! Gateways sharing one store, as whole processes: turns per second with one, two and three
+//! `talaria gateway run` processes on one PostgreSQL (a throwaway cluster on a unix socket), and
+//! the same load on SQLite with one process. The load is webhook deliveries answered in the HTTP
+//! response: `CHATS` chats (one route each, so each chat is one session answered in order), each
+//! sending `TURNS` messages one after the other, spread over the processes' listeners as a load
+//! balancer would. The model is the instant mock, so the figures are the gateway's and the
+//! store's own cost. The latency is the sender's: request sent to reply received.
+//!
+//! Run: `cargo bench -p talaria-cli --bench scale_out` (needs Debian's `postgresql`).
+
+use std::io::{Read as _, Write as _};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use talaria_mock_llm::{MockLlm, Script};
+
+const CHATS: usize = 24;
+const TURNS: usize = 25;
+const WAIT: Duration = Duration::from_secs(180);
+
+struct Gateway(Child);
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// A home whose gateway listens on `addr` and answers `CHATS` webhook routes, on `store` (a
+/// PostgreSQL URL, or none for the home's own SQLite file).
+fn home(mock: &MockLlm, addr: &str, store: Option<&str>, chats: &Path) -> tempfile::TempDir {
+    let home = tempfile::tempdir().expect("home");
+    let mut config = format!(
+        "[model]\nprovider = \"custom\"\nname = \"mock\"\nbase_url = \"{}\"\n[agent]\nauto_title = false\n\
+         [memory]\nprovider = \"none\"\n\
+         [gateway]\nallow_all = true\nlisten = \"{addr}\"\nworkspaces = \"{}\"\n\
+         [gateway.platforms.hooks]\nplugin = \"webhook\"\n",
+        mock.base_url(),
+        chats.display()
+    );
+    for chat in 0..CHATS {
+        config.push_str(&format!(
+            "[gateway.platforms.hooks.routes.c{chat}]\nauth = \"token\"\nheader = \"X-Token\"\nsecret = \"HOOK_TOKEN\"\nprompt = \"{{text}}\"\nsession = \"route\"\n"
+        ));
+    }
+    if let Some(url) = store {
+        config.push_str(&format!("[store]\nurl = \"{url}\"\n"));
+    }
+    std::fs::write(home.path().join("config.toml"), config).expect("config");
+    std::fs::write(home.path().join(".env"), "HOOK_TOKEN=bench\n").expect(".env");
+    home
+}
+
+fn start(home: &Path) -> Gateway {
+    let child = Command::new(env!("CARGO_BIN_EXE_talaria"))
+        .args(["gateway", "run"])
+        .env("TALARIA_HOME", home)
+        .env_remove("TALARIA_LOG")
+        .env_remove("TALARIA_STORE_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn talaria gateway run");
+    Gateway(child)
+}
+
+/// POST one delivery; the reply text.
+fn ask(addr: &str, chat: usize, id: &str, text: &str) -> String {
+    let body = serde_json::json!({ "text": text }).to_string();
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(WAIT)).expect("timeout");
+    let head = format!(
+        "POST /webhooks/hooks/c{chat} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nX-Token: bench\r\nX-Delivery-Id: {id}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).expect("write");
+    stream.write_all(body.as_bytes()).expect("write");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read");
+    let (_, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let reply: serde_json::Value = serde_json::from_str(body).expect("json");
+    reply["reply"].as_str().expect("a reply").to_string()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// `CHATS` senders, each `TURNS` turns over the listeners `addrs` (round robin): turns per
+/// second and the latencies.
+fn load(addrs: &[String], label: &str) -> (f64, Vec<f64>) {
+    let started = Instant::now();
+    let mut latencies: Vec<f64> = std::thread::scope(|scope| {
+        let senders: Vec<_> = (0..CHATS)
+            .map(|chat| {
+                scope.spawn(move || {
+                    (0..TURNS)
+                        .map(|turn| {
+                            let addr = &addrs[(chat + turn) % addrs.len()];
+                            let at = Instant::now();
+                            let text = format!("{label} chat {chat} turn {turn}");
+                            let reply = ask(addr, chat, &format!("{label}-{chat}-{turn}"), &format!("echo {text}"));
+                            assert_eq!(reply, text, "a reply went astray");
+                            at.elapsed().as_secs_f64() * 1000.0
+                        })
+                        .collect::<Vec<f64>>()
+                })
+            })
+            .collect();
+        senders.into_iter().flat_map(|s| s.join().expect("a sender failed")).collect()
+    });
+    let rate = latencies.len() as f64 / started.elapsed().as_secs_f64();
+    latencies.sort_by(f64::total_cmp);
+    (rate, latencies)
+}
+
+/// `processes` gateways on `store`: their listeners, once every one answers.
+fn run(mock: &MockLlm, store: Option<&str>, processes: usize, label: &str) -> (f64, Vec<f64>) {
+    let chats = tempfile::tempdir().expect("chats");
+    let addrs: Vec<String> = (0..processes).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+    let homes: Vec<_> = addrs.iter().map(|addr| home(mock, addr, store, chats.path())).collect();
+    let gateways: Vec<Gateway> = homes.iter().map(|h| start(h.path())).collect();
+    let begin = Instant::now();
+    for (i, addr) in addrs.iter().enumerate() {
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(begin.elapsed() < WAIT, "a listener never came up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Warm: each process compiles its plugins and opens its first sessions.
+        for chat in 0..CHATS {
+            ask(addr, chat, &format!("warm-{label}-{i}-{chat}"), "echo warm");
+        }
+    }
+    let measured = load(&addrs, label);
+    drop(gateways);
+    measured
+}
+
+fn main() {
+    let mock = MockLlm::start(Script::auto());
+    let pg = talaria_test_support::postgres::Postgres::shared();
+    println!("{CHATS} chats at once, {TURNS} turns each (webhook deliveries answered in the response; instant model):");
+    println!("{:<34} {:>8} {:>10} {:>10}", "store, processes", "turns/s", "p50", "p99");
+    let mut p50 = Vec::new();
+    let cases: [(&str, usize); 4] = [("sqlite", 1), ("postgres", 1), ("postgres", 2), ("postgres", 3)];
+    for (engine, processes) in cases {
+        let url = (engine == "postgres").then(|| pg.database());
+        let label = format!("{engine}{processes}");
+        let (rate, latencies) = run(&mock, url.as_deref(), processes, &label);
+        let name = format!(
+            "{}, {processes} gateway process{}",
+            if url.is_some() { "PostgreSQL" } else { "SQLite" },
+            if processes == 1 { "" } else { "es" }
+        );
+        println!(
+            "{name:<34} {rate:>8.0} {:>8.1}ms {:>8.1}ms",
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99)
+        );
+        if processes == 1 {
+            p50.push(percentile(&latencies, 0.5));
+        }
+    }
+    println!("PostgreSQL adds {:.1} ms to a turn's median latency over SQLite (one process each)", p50[1] - p50[0]);
+}
