@@ -17,6 +17,8 @@ use talaria_mock_llm::{MockLlm, Script};
 
 const CHATS: usize = 24;
 const TURNS: usize = 25;
+/// Turns of the lone chat.
+const SEQUENTIAL: usize = 40;
 const WAIT: Duration = Duration::from_secs(180);
 
 struct Gateway(Child);
@@ -122,8 +124,30 @@ fn load(addrs: &[String], label: &str) -> (f64, Vec<f64>) {
     (rate, latencies)
 }
 
-/// `processes` gateways on `store`: their listeners, once every one answers.
-fn run(mock: &MockLlm, store: Option<&str>, processes: usize, label: &str) -> (f64, Vec<f64>) {
+/// One chat's turns one after the other on a gateway otherwise idle: each turn's latency.
+fn sequential(addr: &str, label: &str) -> Vec<f64> {
+    let mut latencies: Vec<f64> = (0..SEQUENTIAL)
+        .map(|turn| {
+            let at = Instant::now();
+            let text = format!("{label} alone turn {turn}");
+            assert_eq!(ask(addr, 0, &format!("{label}-alone-{turn}"), &format!("echo {text}")), text);
+            at.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    latencies
+}
+
+/// What a run measured.
+struct Measured {
+    rate: f64,
+    latencies: Vec<f64>,
+    /// One process alone: one chat's turns one after the other.
+    alone: Option<Vec<f64>>,
+}
+
+/// `processes` gateways on `store`, warmed, then loaded.
+fn run(mock: &MockLlm, store: Option<&str>, processes: usize, label: &str) -> Measured {
     let chats = tempfile::tempdir().expect("chats");
     let addrs: Vec<String> = (0..processes).map(|_| format!("127.0.0.1:{}", free_port())).collect();
     let homes: Vec<_> = addrs.iter().map(|addr| home(mock, addr, store, chats.path())).collect();
@@ -139,9 +163,23 @@ fn run(mock: &MockLlm, store: Option<&str>, processes: usize, label: &str) -> (f
             ask(addr, chat, &format!("warm-{label}-{i}-{chat}"), "echo warm");
         }
     }
-    let measured = load(&addrs, label);
+    let commits = || {
+        let db = store?.split(":///").nth(1)?.split('?').next()?.to_string();
+        // Statistics reach the view within a second.
+        std::thread::sleep(Duration::from_millis(1500));
+        let sql = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()";
+        talaria_test_support::postgres::Postgres::shared().psql(&db, sql).trim().parse::<u64>().ok()
+    };
+    let before = commits();
+    let alone = (processes == 1).then(|| sequential(&addrs[0], label));
+    if let (Some(before), Some(after), true) = (before, commits(), processes == 1) {
+        // Less the two reads' own.
+        let per_turn = (after - before).saturating_sub(2) as f64 / SEQUENTIAL as f64;
+        println!("({label}: {per_turn:.1} PostgreSQL transactions per lone turn)");
+    }
+    let (rate, latencies) = load(&addrs, label);
     drop(gateways);
-    measured
+    Measured { rate, latencies, alone }
 }
 
 fn main() {
@@ -149,25 +187,33 @@ fn main() {
     let pg = talaria_test_support::postgres::Postgres::shared();
     println!("{CHATS} chats at once, {TURNS} turns each (webhook deliveries answered in the response; instant model):");
     println!("{:<34} {:>8} {:>10} {:>10}", "store, processes", "turns/s", "p50", "p99");
-    let mut p50 = Vec::new();
+    let mut alone = Vec::new();
     let cases: [(&str, usize); 4] = [("sqlite", 1), ("postgres", 1), ("postgres", 2), ("postgres", 3)];
     for (engine, processes) in cases {
         let url = (engine == "postgres").then(|| pg.database());
         let label = format!("{engine}{processes}");
-        let (rate, latencies) = run(&mock, url.as_deref(), processes, &label);
+        let measured = run(&mock, url.as_deref(), processes, &label);
         let name = format!(
             "{}, {processes} gateway process{}",
             if url.is_some() { "PostgreSQL" } else { "SQLite" },
             if processes == 1 { "" } else { "es" }
         );
         println!(
-            "{name:<34} {rate:>8.0} {:>8.1}ms {:>8.1}ms",
-            percentile(&latencies, 0.5),
-            percentile(&latencies, 0.99)
+            "{name:<34} {:>8.0} {:>8.1}ms {:>8.1}ms",
+            measured.rate,
+            percentile(&measured.latencies, 0.5),
+            percentile(&measured.latencies, 0.99)
         );
-        if processes == 1 {
-            p50.push(percentile(&latencies, 0.5));
+        if let Some(latencies) = measured.alone {
+            alone.push((name, latencies));
         }
     }
-    println!("PostgreSQL adds {:.1} ms to a turn's median latency over SQLite (one process each)", p50[1] - p50[0]);
+    println!("one chat alone, {SEQUENTIAL} turns one after the other:");
+    for (name, latencies) in &alone {
+        println!("{name:<34} {:>8} {:>8.1}ms {:>8.1}ms", "", percentile(latencies, 0.5), percentile(latencies, 0.99));
+    }
+    println!(
+        "PostgreSQL adds {:.1} ms to a lone turn's median latency over SQLite",
+        percentile(&alone[1].1, 0.5) - percentile(&alone[0].1, 0.5)
+    );
 }

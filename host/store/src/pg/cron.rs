@@ -10,7 +10,7 @@
 use deadpool_postgres::Transaction;
 use tokio_postgres::Row;
 
-use super::{Pg, sql};
+use super::{Cached as _, Pg, sql};
 use crate::cron::{
     Claim, Claimed, Finish, JOB_COLUMNS, Job, JobState, RUN_COLUMNS, RawJob, Run, RunStatus, finish_job, finish_run,
     new_token, resting_state, to_json,
@@ -76,7 +76,7 @@ async fn jobs(
     filter: &str,
     args: &[&(dyn tokio_postgres::types::ToSql + Sync)],
 ) -> Result<Vec<Job>> {
-    let rows = c.query(&format!("SELECT {JOB_COLUMNS} FROM cron_jobs {filter}"), args).await.map_err(sql)?;
+    let rows = c.q(&format!("SELECT {JOB_COLUMNS} FROM cron_jobs {filter}"), args).await.map_err(sql)?;
     rows.iter().map(|r| finish_job(raw_job(r))).collect()
 }
 
@@ -86,7 +86,7 @@ async fn one_job(c: &impl deadpool_postgres::GenericClient, id: &str, lock: bool
 }
 
 async fn write_fields(tx: &Transaction<'_>, id: &str, job: &Job, state: JobState, now: i64) -> Result<()> {
-    tx.execute(
+    tx.exec(
         "UPDATE cron_jobs SET name = $2, prompt = $3, schedule_kind = $4, schedule_expr = $5,
             schedule_display = $6, deliver = $7, repeat_times = $8, enabled = $9, state = $10,
             next_run_at = $11, model = $12, provider = $13, toolsets = $14, max_turns = $15,
@@ -131,7 +131,7 @@ async fn start_run(
 ) -> Result<Option<Claim>> {
     let token = new_token();
     let row = tx
-        .query_opt(
+        .qopt(
             "INSERT INTO cron_runs (job_id, due_at, started_at, status, manual, pid, host, holder, token, lease_until)
              VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8, $9) ON CONFLICT (job_id, due_at) DO NOTHING
              RETURNING id",
@@ -167,7 +167,7 @@ async fn settle_job(
         job.repeat_done += 1;
     }
     let state = resting_state(&job);
-    tx.execute(
+    tx.exec(
         "UPDATE cron_jobs SET repeat_done = $2, state = $3, last_run_at = $4, last_status = $5, last_output = $6,
             last_error = $7, updated_at = $4 WHERE id = $1",
         &[&job_id, &job.repeat_done, &state.as_str(), &now, &status.as_str(), &output, &error],
@@ -181,7 +181,7 @@ async fn settle_job(
 /// job say so.
 pub(crate) async fn mark_delivery_failed(tx: &Transaction<'_>, run_id: i64, error: &str) -> Result<()> {
     let job: Option<String> = tx
-        .query_opt(
+        .qopt(
             "UPDATE cron_runs SET status = 'delivery_failed', delivery = $2 WHERE id = $1 AND status = 'ok'
              RETURNING job_id",
             &[&run_id, &format!("failed: {error}")],
@@ -191,9 +191,9 @@ pub(crate) async fn mark_delivery_failed(tx: &Transaction<'_>, run_id: i64, erro
         .map(|r| r.get(0));
     if let Some(job) = job {
         let latest: Option<i64> =
-            tx.query_one("SELECT max(id) FROM cron_runs WHERE job_id = $1", &[&job]).await.map_err(sql)?.get(0);
+            tx.q1("SELECT max(id) FROM cron_runs WHERE job_id = $1", &[&job]).await.map_err(sql)?.get(0);
         if latest == Some(run_id) {
-            tx.execute(
+            tx.exec(
                 "UPDATE cron_jobs SET last_status = 'delivery_failed', last_error = $2 WHERE id = $1",
                 &[&job, &format!("delivery failed: {error}")],
             )
@@ -213,7 +213,7 @@ impl Pg {
                 let id = loop {
                     let id = format!("{:08x}", fastrand::u32(..));
                     let added = tx
-                        .execute(
+                        .exec(
                             "INSERT INTO cron_jobs (id, name, prompt, schedule_kind, schedule_expr, schedule_display,
                                 deliver, origin, creator, created_at, updated_at)
                              VALUES ($1, '', '', '', '', '', '', $2, $3, $4, $4) ON CONFLICT (id) DO NOTHING",
@@ -264,8 +264,8 @@ impl Pg {
         self.run(move |mut client| {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
-                tx.execute("DELETE FROM cron_runs WHERE job_id = $1", &[&id]).await.map_err(sql)?;
-                let removed = tx.execute("DELETE FROM cron_jobs WHERE id = $1", &[&id]).await.map_err(sql)? == 1;
+                tx.exec("DELETE FROM cron_runs WHERE job_id = $1", &[&id]).await.map_err(sql)?;
+                let removed = tx.exec("DELETE FROM cron_jobs WHERE id = $1", &[&id]).await.map_err(sql)? == 1;
                 tx.commit().await.map_err(sql)?;
                 Ok(removed)
             })
@@ -298,7 +298,7 @@ impl Pg {
                     let Some(due_at) = job.next_run_at else { continue };
                     let claim = start_run(&tx, &job, due_at, false, &holder, now, ttl_ms).await?;
                     if claim.is_some() {
-                        tx.execute("UPDATE cron_jobs SET state = 'running' WHERE id = $1", &[&job.id])
+                        tx.exec("UPDATE cron_jobs SET state = 'running' WHERE id = $1", &[&job.id])
                             .await
                             .map_err(sql)?;
                     }
@@ -316,7 +316,7 @@ impl Pg {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
                 for (id, at) in &next {
-                    tx.execute("UPDATE cron_jobs SET next_run_at = $2 WHERE id = $1", &[id, at]).await.map_err(sql)?;
+                    tx.exec("UPDATE cron_jobs SET next_run_at = $2 WHERE id = $1", &[id, at]).await.map_err(sql)?;
                 }
                 tx.commit().await.map_err(sql)
             })
@@ -330,7 +330,7 @@ impl Pg {
                 let tx = client.transaction().await.map_err(sql)?;
                 let job = one_job(&tx, &id, true).await?.ok_or_else(|| Error::JobNotFound { key: id.clone() })?;
                 let running = tx
-                    .query_opt(
+                    .qopt(
                         &format!(
                             "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = $1 AND status = 'running'
                              ORDER BY id DESC LIMIT 1"
@@ -345,9 +345,7 @@ impl Pg {
                 let mut at = now;
                 loop {
                     if let Some(mut claim) = start_run(&tx, &job, at, true, &holder, now, ttl_ms).await? {
-                        tx.execute("UPDATE cron_jobs SET state = 'running' WHERE id = $1", &[&id])
-                            .await
-                            .map_err(sql)?;
+                        tx.exec("UPDATE cron_jobs SET state = 'running' WHERE id = $1", &[&id]).await.map_err(sql)?;
                         tx.commit().await.map_err(sql)?;
                         claim.job.state = JobState::Running;
                         return Ok(Claimed::Granted(Box::new(claim)));
@@ -363,7 +361,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let n = client
-                    .execute(
+                    .exec(
                         "UPDATE cron_runs SET lease_until = $3 WHERE id = $1 AND token = $2 AND status = 'running'",
                         &[&run_id, &token, &until],
                     )
@@ -380,7 +378,7 @@ impl Pg {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
                 let row = tx
-                    .query_opt(
+                    .qopt(
                         "SELECT job_id, manual FROM cron_runs WHERE id = $1 AND token = $2 AND status = 'running'
                          FOR UPDATE",
                         &[&run_id, &token],
@@ -389,7 +387,7 @@ impl Pg {
                     .map_err(sql)?;
                 let Some(row) = row else { return Ok(false) };
                 let (job_id, manual): (String, bool) = (row.get(0), row.get(1));
-                tx.execute(
+                tx.exec(
                     "UPDATE cron_runs SET status = $2, finished_at = $3, output = $4, error = $5, delivery = $6,
                         session_id = $7 WHERE id = $1",
                     &[
@@ -417,7 +415,7 @@ impl Pg {
                 let me = machine();
                 let tx = client.transaction().await.map_err(sql)?;
                 let rows = tx
-                    .query(
+                    .q(
                         &format!(
                             "SELECT {RUN_COLUMNS}, lease_until FROM cron_runs WHERE status = 'running'
                              FOR UPDATE SKIP LOCKED"
@@ -437,7 +435,7 @@ impl Pg {
                         "interrupted: {} (pid {} on {}) stopped before the run finished; it is not run again",
                         r.holder, r.pid, r.host
                     );
-                    tx.execute(
+                    tx.exec(
                         "UPDATE cron_runs SET status = 'error', finished_at = $2, error = $3 WHERE id = $1",
                         &[&r.id, &now, &error],
                     )
@@ -461,7 +459,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
-                    .query(
+                    .q(
                         &format!(
                             "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2"
                         ),
@@ -478,7 +476,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let row = client
-                    .query_opt(&format!("SELECT {RUN_COLUMNS} FROM cron_runs WHERE id = $1"), &[&run_id])
+                    .qopt(&format!("SELECT {RUN_COLUMNS} FROM cron_runs WHERE id = $1"), &[&run_id])
                     .await
                     .map_err(sql)?;
                 row.map(|r| finish_run(raw_run(&r))).transpose()

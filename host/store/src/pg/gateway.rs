@@ -6,7 +6,7 @@
 
 use tokio_postgres::Row;
 
-use super::{Pg, sql};
+use super::{Cached as _, Pg, sql};
 use crate::delivery::{
     CLAIMABLE, CLAIMERS, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS,
     RETRY_MAX_MS, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of, is_gone,
@@ -53,12 +53,12 @@ impl Pg {
         self.run(move |mut client| {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
-                tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('talaria-pairing:' || $1, 0))", &[&platform])
+                tx.exec("SELECT pg_advisory_xact_lock(hashtextextended('talaria-pairing:' || $1, 0))", &[&platform])
                     .await
                     .map_err(sql)?;
                 let now = now_ms();
                 let row = tx
-                    .query_opt(
+                    .qopt(
                         "SELECT code, expires_at, approved_at FROM pairings WHERE platform = $1 AND user_id = $2",
                         &[&platform, &user_id],
                     )
@@ -73,7 +73,7 @@ impl Pg {
                     }
                 }
                 let waiting: i64 = tx
-                    .query_one(
+                    .q1(
                         "SELECT count(*)::bigint FROM pairings WHERE platform = $1 AND approved_at IS NULL AND expires_at > $2",
                         &[&platform, &now],
                     )
@@ -83,7 +83,7 @@ impl Pg {
                 if waiting >= MAX_PENDING {
                     return Ok(Request::TooMany);
                 }
-                tx.execute(
+                tx.exec(
                     "INSERT INTO pairings (platform, user_id, user_name, code, requested_at, expires_at)
                      VALUES ($1, $2, $3, $4, $5, $6)
                      ON CONFLICT (platform, user_id) DO UPDATE SET
@@ -105,7 +105,7 @@ impl Pg {
             Box::pin(async move {
                 // One statement: of two approvals of one code, one finds it.
                 let row = client
-                    .query_opt(
+                    .qopt(
                         &format!(
                             "UPDATE pairings SET approved_at = $2, code = NULL
                              WHERE code = $1 AND approved_at IS NULL AND expires_at > $2
@@ -125,7 +125,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let n = client
-                    .execute("DELETE FROM pairings WHERE platform = $1 AND user_id = $2", &[&platform, &user_id])
+                    .exec("DELETE FROM pairings WHERE platform = $1 AND user_id = $2", &[&platform, &user_id])
                     .await
                     .map_err(sql)?;
                 Ok(n > 0)
@@ -138,7 +138,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let row = client
-                    .query_opt(
+                    .qopt(
                         "SELECT 1 FROM pairings WHERE platform = $1 AND user_id = $2 AND approved_at IS NOT NULL",
                         &[&platform, &user_id],
                     )
@@ -153,7 +153,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
-                    .query(&format!("SELECT {PAIRING_COLUMNS} FROM pairings ORDER BY requested_at DESC"), &[])
+                    .q(&format!("SELECT {PAIRING_COLUMNS} FROM pairings ORDER BY requested_at DESC"), &[])
                     .await
                     .map_err(sql)?;
                 Ok(rows.iter().map(pairing).collect())
@@ -173,14 +173,14 @@ impl Pg {
             Box::pin(async move {
                 let now = now_ms();
                 client
-                    .execute(
+                    .exec(
                         "INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
                          VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (key) DO NOTHING",
                         &[&platform, &chat, &thread, &body, &key, &now],
                     )
                     .await
                     .map_err(sql)?;
-                Ok(client.query_one("SELECT id FROM deliveries WHERE key = $1", &[&key]).await.map_err(sql)?.get(0))
+                Ok(client.q1("SELECT id FROM deliveries WHERE key = $1", &[&key]).await.map_err(sql)?.get(0))
             })
         })
     }
@@ -191,7 +191,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
-                    .query(
+                    .q(
                         "SELECT id, platform, chat_id, thread_id, body, attempts, key FROM deliveries
                          WHERE state = 'pending' AND platform = $1 AND next_at <= $2 ORDER BY id LIMIT $3",
                         &[&platform, &at, &limit],
@@ -216,20 +216,17 @@ impl Pg {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
                 // Claims of one platform queue: two processes never see the same chat free.
-                tx.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended('talaria-deliveries:' || $1, 0))",
-                    &[&platform],
-                )
-                .await
-                .map_err(sql)?;
-                for row in tx.query(CLAIMERS, &[&platform, &now]).await.map_err(sql)? {
+                tx.exec("SELECT pg_advisory_xact_lock(hashtextextended('talaria-deliveries:' || $1, 0))", &[&platform])
+                    .await
+                    .map_err(sql)?;
+                for row in tx.q(CLAIMERS, &[&platform, &now]).await.map_err(sql)? {
                     let claimer: String = row.get(0);
                     if is_gone(&claimer) {
-                        tx.execute(VOID_CLAIMS, &[&platform, &claimer]).await.map_err(sql)?;
+                        tx.exec(VOID_CLAIMS, &[&platform, &claimer]).await.map_err(sql)?;
                     }
                 }
                 let rows = tx
-                    .query(
+                    .q(
                         &format!(
                             "UPDATE deliveries SET claimed_until = $4, claimed_by = $5
                              WHERE id IN (SELECT d.id FROM deliveries d WHERE {CLAIMABLE})
@@ -252,10 +249,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let row = client
-                    .query_one(
-                        "SELECT MIN(next_at) FROM deliveries WHERE state = 'pending' AND platform = $1",
-                        &[&platform],
-                    )
+                    .q1("SELECT MIN(next_at) FROM deliveries WHERE state = 'pending' AND platform = $1", &[&platform])
                     .await
                     .map_err(sql)?;
                 Ok(row.get(0))
@@ -269,7 +263,7 @@ impl Pg {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
                 let key: Option<String> = tx
-                    .query_opt(
+                    .qopt(
                         "UPDATE deliveries SET state = 'sent', sent_id = $2, done_at = $3 WHERE id = $1 RETURNING key",
                         &[&id, &sent_id, &now_ms()],
                     )
@@ -277,7 +271,7 @@ impl Pg {
                     .map_err(sql)?
                     .map(|r| r.get(0));
                 if let Some(run) = key.as_deref().and_then(cron_run_of) {
-                    tx.execute(
+                    tx.exec(
                         "UPDATE cron_runs SET delivery = 'sent' WHERE id = $1 AND delivery LIKE 'queued%'",
                         &[&run],
                     )
@@ -294,7 +288,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
-                    .query(
+                    .q(
                         "SELECT key, state, last_error FROM deliveries WHERE starts_with(key, $1) ORDER BY id",
                         &[&prefix],
                     )
@@ -311,7 +305,7 @@ impl Pg {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
                 let attempts: Option<i64> = tx
-                    .query_opt("SELECT attempts FROM deliveries WHERE id = $1 AND state = 'pending' FOR UPDATE", &[&id])
+                    .qopt("SELECT attempts FROM deliveries WHERE id = $1 AND state = 'pending' FOR UPDATE", &[&id])
                     .await
                     .map_err(sql)?
                     .map(|r| r.get(0));
@@ -319,7 +313,7 @@ impl Pg {
                 let now = now_ms();
                 if attempts >= MAX_ATTEMPTS {
                     let key: Option<String> = tx
-                        .query_opt(
+                        .qopt(
                             "UPDATE deliveries SET state = 'failed', attempts = $2, last_error = $3, done_at = $4
                              WHERE id = $1 AND state = 'pending' RETURNING key",
                             &[&id, &attempts, &error, &now],
@@ -334,7 +328,7 @@ impl Pg {
                     return Ok(Failed::GaveUp);
                 }
                 let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
-                tx.execute(
+                tx.exec(
                     "UPDATE deliveries SET attempts = $2, last_error = $3, next_at = $4, claimed_until = 0
                          WHERE id = $1 AND state = 'pending'",
                     &[&id, &attempts, &error, &(now + wait)],
@@ -353,11 +347,11 @@ impl Pg {
             Box::pin(async move {
                 let now = now_ms();
                 client
-                    .execute("DELETE FROM webhook_seen WHERE seen_at < $1", &[&(now - WEBHOOK_MEMORY_MS)])
+                    .exec("DELETE FROM webhook_seen WHERE seen_at < $1", &[&(now - WEBHOOK_MEMORY_MS)])
                     .await
                     .map_err(sql)?;
                 let added = client
-                    .execute(
+                    .exec(
                         "INSERT INTO webhook_seen (route, delivery_id, seen_at) VALUES ($1, $2, $3)
                          ON CONFLICT (route, delivery_id) DO NOTHING",
                         &[&route, &id, &now],
@@ -373,7 +367,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
-                    .query("SELECT state, count(*)::bigint FROM deliveries GROUP BY state", &[])
+                    .q("SELECT state, count(*)::bigint FROM deliveries GROUP BY state", &[])
                     .await
                     .map_err(sql)?;
                 let mut counts = Counts::default();

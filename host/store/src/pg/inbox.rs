@@ -3,7 +3,7 @@
 
 use tokio_postgres::Row;
 
-use super::{Pg, sql};
+use super::{Cached as _, Pg, sql};
 use crate::inbox::{COLUMNS, Entry, NewEntry, Put};
 use crate::{Result, now_ms};
 
@@ -42,7 +42,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let inserted = client
-                    .query_opt(
+                    .qopt(
                         "INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                          ON CONFLICT (account, chat_id, message_id) DO NOTHING RETURNING id",
@@ -54,7 +54,7 @@ impl Pg {
                     return Ok(Put::New(row.get(0)));
                 }
                 let known = client
-                    .query_one(
+                    .q1(
                         &format!(
                             "SELECT {COLUMNS} FROM inbox WHERE account = $1 AND chat_id = $2 AND message_id = $3"
                         ),
@@ -70,10 +70,8 @@ impl Pg {
     pub(crate) fn inbox_get(&self, id: i64) -> Result<Option<Entry>> {
         self.run(move |client| {
             Box::pin(async move {
-                let row = client
-                    .query_opt(&format!("SELECT {COLUMNS} FROM inbox WHERE id = $1"), &[&id])
-                    .await
-                    .map_err(sql)?;
+                let row =
+                    client.qopt(&format!("SELECT {COLUMNS} FROM inbox WHERE id = $1"), &[&id]).await.map_err(sql)?;
                 Ok(row.as_ref().map(entry))
             })
         })
@@ -84,7 +82,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
-                    .query(
+                    .q(
                         &format!("SELECT {COLUMNS} FROM inbox WHERE session_key = $1 AND state <> 'done' ORDER BY id"),
                         &[&session_key],
                     )
@@ -99,7 +97,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
-                    .query(
+                    .q(
                         "SELECT session_key FROM inbox WHERE state <> 'done' GROUP BY session_key ORDER BY MIN(id) LIMIT 1000",
                         &[],
                     )
@@ -115,7 +113,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 client
-                    .execute(
+                    .exec(
                         "UPDATE inbox SET state = 'running', session_id = $2, started_count = $3 WHERE id = $1 AND state <> 'done'",
                         &[&id, &session_id, &count],
                     )
@@ -130,7 +128,7 @@ impl Pg {
         let streamed = streamed.to_string();
         self.run(move |client| {
             Box::pin(async move {
-                client.execute("UPDATE inbox SET streamed = $2 WHERE id = $1", &[&id, &streamed]).await.map_err(sql)?;
+                client.exec("UPDATE inbox SET streamed = $2 WHERE id = $1", &[&id, &streamed]).await.map_err(sql)?;
                 Ok(())
             })
         })
@@ -141,7 +139,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 client
-                    .execute(
+                    .exec(
                         "UPDATE inbox SET state = 'done', reply = $2, done_at = $3 WHERE id = $1",
                         &[&id, &reply, &now_ms()],
                     )
@@ -156,7 +154,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let n = client
-                    .execute("DELETE FROM inbox WHERE state = 'done' AND done_at < $1", &[&before])
+                    .exec("DELETE FROM inbox WHERE state = 'done' AND done_at < $1", &[&before])
                     .await
                     .map_err(sql)?;
                 Ok(usize::try_from(n).unwrap_or(usize::MAX))

@@ -3,9 +3,9 @@
 //! increment) first take a transaction-scoped advisory lock on the plugin's space, so writers in
 //! other processes or on other machines queue behind them.
 
-use tokio_postgres::Transaction;
+use deadpool_postgres::Transaction;
 
-use super::{Pg, sql};
+use super::{Cached as _, Pg, sql};
 use crate::kv::{MAX_PLUGIN_BYTES, parse_counter};
 use crate::{Error, Result};
 
@@ -14,17 +14,13 @@ const ROW_BYTES: &str = "octet_length(key) + octet_length(value)";
 
 /// Queue behind other writers of `plugin`'s space until the transaction ends.
 async fn lock_space(tx: &Transaction<'_>, plugin: &str) -> Result<()> {
-    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('talaria-kv:' || $1, 0))", &[&plugin])
-        .await
-        .map_err(sql)?;
+    tx.exec("SELECT pg_advisory_xact_lock(hashtextextended('talaria-kv:' || $1, 0))", &[&plugin]).await.map_err(sql)?;
     Ok(())
 }
 
 async fn current(tx: &Transaction<'_>, plugin: &str, key: &str) -> Result<Option<Vec<u8>>> {
-    let row = tx
-        .query_opt("SELECT value FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key])
-        .await
-        .map_err(sql)?;
+    let row =
+        tx.qopt("SELECT value FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key]).await.map_err(sql)?;
     Ok(row.map(|r| r.get(0)))
 }
 
@@ -32,13 +28,13 @@ async fn current(tx: &Transaction<'_>, plugin: &str, key: &str) -> Result<Option
 async fn put(tx: &Transaction<'_>, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
     let len = i64::try_from(key.len() + value.len()).unwrap_or(i64::MAX);
     let before: Option<i32> = tx
-        .query_opt(&format!("SELECT {ROW_BYTES} FROM plugin_kv WHERE plugin = $1 AND key = $2"), &[&plugin, &key])
+        .qopt(&format!("SELECT {ROW_BYTES} FROM plugin_kv WHERE plugin = $1 AND key = $2"), &[&plugin, &key])
         .await
         .map_err(sql)?
         .map(|r| r.get(0));
     if before.is_none_or(|before| len > i64::from(before)) {
         let used: i64 = tx
-            .query_one(
+            .q1(
                 &format!("SELECT COALESCE(SUM({ROW_BYTES}), 0)::bigint FROM plugin_kv WHERE plugin = $1 AND key <> $2"),
                 &[&plugin, &key],
             )
@@ -49,7 +45,7 @@ async fn put(tx: &Transaction<'_>, plugin: &str, key: &str, value: &[u8]) -> Res
             return Err(Error::QuotaExceeded);
         }
     }
-    tx.execute(
+    tx.exec(
         "INSERT INTO plugin_kv (plugin, key, value) VALUES ($1, $2, $3)
          ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value,
              updated_at = extract(epoch FROM now())::bigint",
@@ -66,7 +62,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let row = client
-                    .query_opt("SELECT value FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key])
+                    .qopt("SELECT value FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key])
                     .await
                     .map_err(sql)?;
                 Ok(row.map(|r| r.get(0)))
@@ -91,7 +87,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 client
-                    .execute("DELETE FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key])
+                    .exec("DELETE FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key])
                     .await
                     .map_err(sql)?;
                 Ok(())
@@ -119,7 +115,7 @@ impl Pg {
                     Some(new) if Some(new) != expected.as_ref() => put(&tx, &plugin, &key, new).await?,
                     Some(_) => {}
                     None => {
-                        tx.execute("DELETE FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key])
+                        tx.exec("DELETE FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key])
                             .await
                             .map_err(sql)?;
                     }
@@ -156,7 +152,7 @@ impl Pg {
         let plugin = plugin.to_string();
         self.run(move |client| {
             Box::pin(
-                async move { client.execute("DELETE FROM plugin_kv WHERE plugin = $1", &[&plugin]).await.map_err(sql) },
+                async move { client.exec("DELETE FROM plugin_kv WHERE plugin = $1", &[&plugin]).await.map_err(sql) },
             )
         })
     }
@@ -168,7 +164,7 @@ impl Pg {
                 let tx = client.transaction().await.map_err(sql)?;
                 lock_space(&tx, &to).await?;
                 let moved = tx
-                    .execute(
+                    .exec(
                         "UPDATE plugin_kv SET plugin = $2 WHERE plugin = $1
                          AND NOT EXISTS (SELECT 1 FROM plugin_kv WHERE plugin = $2)",
                         &[&from, &to],
@@ -187,7 +183,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
-                    .query(
+                    .q(
                         "SELECT key, value FROM plugin_kv WHERE plugin = $1 AND starts_with(key, $2)
                          ORDER BY key COLLATE \"C\"",
                         &[&plugin, &prefix],
@@ -204,7 +200,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
-                    .query(
+                    .q(
                         "SELECT key FROM plugin_kv WHERE plugin = $1 AND starts_with(key, $2) ORDER BY key COLLATE \"C\"",
                         &[&plugin, &prefix],
                     )
@@ -220,7 +216,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let row = client
-                    .query_one(
+                    .q1(
                         "SELECT COUNT(*)::bigint, COALESCE(SUM(octet_length(value)), 0)::bigint FROM plugin_kv WHERE plugin = $1",
                         &[&plugin],
                     )

@@ -2,15 +2,15 @@
 //! transaction-scoped advisory lock on the session's lease, so processes on any machine asking at
 //! once get one answer each: one holds it, the others learn who does.
 
-use tokio_postgres::Transaction;
+use deadpool_postgres::Transaction;
 
-use super::{Pg, sql};
+use super::{Cached as _, Pg, sql};
 use crate::Result;
 use crate::lease::{LeaseHolder, Leased, holds, machine};
 
 async fn current(c: &impl deadpool_postgres::GenericClient, session_id: &str) -> Result<Option<LeaseHolder>> {
     let row = c
-        .query_opt(
+        .qopt(
             "SELECT pid, host, holder, acquired_at, expires_at FROM session_leases WHERE session_id = $1",
             &[&session_id],
         )
@@ -27,7 +27,7 @@ async fn current(c: &impl deadpool_postgres::GenericClient, session_id: &str) ->
 }
 
 async fn lock(tx: &Transaction<'_>, session_id: &str) -> Result<()> {
-    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('talaria-lease:' || $1, 0))", &[&session_id])
+    tx.exec("SELECT pg_advisory_xact_lock(hashtextextended('talaria-lease:' || $1, 0))", &[&session_id])
         .await
         .map_err(sql)?;
     Ok(())
@@ -48,7 +48,7 @@ impl Pg {
                 }
                 let pid = std::process::id();
                 let token = format!("{pid}-{:016x}", fastrand::u64(..));
-                tx.execute(
+                tx.exec(
                     "INSERT INTO session_leases (session_id, token, pid, host, holder, acquired_at, expires_at)
                      VALUES ($1, $2, $3, $4, $5, $6, $7)
                      ON CONFLICT (session_id) DO UPDATE SET token = excluded.token, pid = excluded.pid,
@@ -69,7 +69,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let n = client
-                    .execute(
+                    .exec(
                         "UPDATE session_leases SET expires_at = $3 WHERE session_id = $1 AND token = $2",
                         &[&session_id, &token, &expires],
                     )
@@ -85,7 +85,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 client
-                    .execute("DELETE FROM session_leases WHERE session_id = $1 AND token = $2", &[&session_id, &token])
+                    .exec("DELETE FROM session_leases WHERE session_id = $1 AND token = $2", &[&session_id, &token])
                     .await
                     .map_err(sql)?;
                 Ok(())
@@ -103,7 +103,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let row = client
-                    .query_one(
+                    .q1(
                         "SELECT COUNT(*)::bigint, COALESCE(MAX(id), 0)::bigint FROM messages WHERE session_id = $1 AND active",
                         &[&session_id],
                     )

@@ -187,6 +187,56 @@ impl Pg {
     }
 }
 
+/// Queries through statements each pooled connection prepares once and keeps (a query by text
+/// alone is parsed and planned on every call, one more round trip each).
+pub(crate) trait Cached: deadpool_postgres::GenericClient {
+    fn q<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> impl Future<Output = std::result::Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>> + Send + 'a {
+        async move {
+            let statement = self.prepare_cached(sql).await?;
+            self.query(&statement, params).await
+        }
+    }
+
+    fn q1<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> impl Future<Output = std::result::Result<tokio_postgres::Row, tokio_postgres::Error>> + Send + 'a {
+        async move {
+            let statement = self.prepare_cached(sql).await?;
+            self.query_one(&statement, params).await
+        }
+    }
+
+    fn qopt<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> impl Future<Output = std::result::Result<Option<tokio_postgres::Row>, tokio_postgres::Error>> + Send + 'a {
+        async move {
+            let statement = self.prepare_cached(sql).await?;
+            self.query_opt(&statement, params).await
+        }
+    }
+
+    fn exec<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> impl Future<Output = std::result::Result<u64, tokio_postgres::Error>> + Send + 'a {
+        async move {
+            let statement = self.prepare_cached(sql).await?;
+            self.execute(&statement, params).await
+        }
+    }
+}
+
+impl<C: deadpool_postgres::GenericClient> Cached for C {}
+
 /// A driver error as a store error.
 pub(crate) fn sql(e: tokio_postgres::Error) -> Error {
     match e.as_db_error() {

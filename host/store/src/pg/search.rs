@@ -17,7 +17,7 @@
 
 use tokio_postgres::types::ToSql;
 
-use super::{Pg, sql};
+use super::{Cached as _, Pg, sql};
 use crate::search::query::{Query, TRIGRAM_MIN_CHARS, has_cjk};
 use crate::search::{ELLIPSIS, MATCH_END, MATCH_START, RANK_WINDOW, SearchHit, SearchQuery, escape_like, like_snippet};
 use crate::{Error, Result};
@@ -182,7 +182,7 @@ impl Pg {
         let rows = self.run(move |client| {
             Box::pin(async move {
                 let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| &**v as &(dyn ToSql + Sync)).collect();
-                client.query(&sql_text, &params).await.map_err(sql)
+                client.q(&sql_text, &params).await.map_err(sql)
             })
         })?;
         let marks: Vec<&str> = marks.iter().map(String::as_str).collect();

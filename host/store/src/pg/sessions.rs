@@ -8,7 +8,7 @@ use talaria_protocol::Usage;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::{Pg, sql};
+use super::{Cached as _, Pg, sql};
 use crate::sessions::{
     ListQuery, MESSAGE_COLUMNS, MessageRow, RawMessage, SESSION_COLUMNS, SessionInfo, count, not_found, preview,
 };
@@ -59,7 +59,7 @@ pub(crate) fn raw_message(r: &Row) -> RawMessage {
 }
 
 async fn exists(c: &impl deadpool_postgres::GenericClient, id: &str) -> Result<bool> {
-    Ok(c.query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)?.is_some())
+    Ok(c.qopt("SELECT 1 FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)?.is_some())
 }
 
 /// Add usage to a session's totals.
@@ -85,7 +85,7 @@ async fn add_usage(
         &estimated,
     ];
     let touched = c
-        .execute(
+        .exec(
             "UPDATE sessions SET api_call_count = api_call_count + $2,
                     input_tokens = input_tokens + $3, output_tokens = output_tokens + $4,
                     cache_read_tokens = cache_read_tokens + $5, cache_write_tokens = cache_write_tokens + $6,
@@ -117,7 +117,7 @@ impl Pg {
                     return Err(Error::UnknownParent { id: parent.clone() });
                 }
                 let inserted = tx
-                    .execute(
+                    .exec(
                         "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at)
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (id) DO NOTHING",
                         &[&s.id, &s.source, &s.model, &s.provider, &s.system_prompt, &s.parent_id, &s.cwd, &now],
@@ -143,7 +143,7 @@ impl Pg {
                 if exists(&tx, &new_id).await? {
                     return Err(Error::SessionExists { id: new_id.clone() });
                 }
-                tx.execute(
+                tx.exec(
                     "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at,
                                            message_count, tool_call_count)
                      SELECT $2, source, model, provider, system_prompt, id, cwd, $3, $3, message_count, tool_call_count
@@ -152,7 +152,7 @@ impl Pg {
                 )
                 .await
                 .map_err(sql)?;
-                tx.execute(
+                tx.exec(
                     "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
                      SELECT $2, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at
                      FROM messages WHERE session_id = $1 AND active ORDER BY id",
@@ -178,7 +178,7 @@ impl Pg {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
                 let touched = tx
-                    .execute(
+                    .exec(
                         "UPDATE sessions SET message_count = message_count + $2, tool_call_count = tool_call_count + $3,
                                              updated_at = greatest(updated_at, $4)
                          WHERE id = $1",
@@ -190,7 +190,7 @@ impl Pg {
                     return Err(not_found(&session_id));
                 }
                 let insert = tx
-                    .prepare(
+                    .prepare_cached(
                         "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
                     )
@@ -235,7 +235,7 @@ impl Pg {
         let id = id.to_string();
         self.run(move |client| {
             Box::pin(async move {
-                let row = client.query_opt(&format!("{SESSION_COLUMNS} WHERE s.id = $1"), &[&id]).await.map_err(sql)?;
+                let row = client.qopt(&format!("{SESSION_COLUMNS} WHERE s.id = $1"), &[&id]).await.map_err(sql)?;
                 Ok(row.as_ref().map(session_from_row))
             })
         })
@@ -245,8 +245,7 @@ impl Pg {
         let id = id.to_string();
         self.run(move |client| {
             Box::pin(async move {
-                let row =
-                    client.query_opt("SELECT system_prompt FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)?;
+                let row = client.qopt("SELECT system_prompt FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)?;
                 row.map(|r| r.get(0)).ok_or_else(|| not_found(&id))
             })
         })
@@ -258,7 +257,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let row = client
-                    .query_opt("SELECT id FROM sessions WHERE lower(title) = lower($1)", &[&title])
+                    .qopt("SELECT id FROM sessions WHERE lower(title) = lower($1)", &[&title])
                     .await
                     .map_err(sql)?;
                 Ok(row.map(|r| r.get(0)))
@@ -272,7 +271,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
-                    .query(
+                    .q(
                         "SELECT id FROM sessions WHERE starts_with(id, $1) ORDER BY updated_at DESC, id LIMIT $2",
                         &[&prefix, &count(limit)],
                     )
@@ -290,7 +289,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
-                    .query(
+                    .q(
                         &format!(
                             "{SESSION_COLUMNS}
                              WHERE ($1 OR $2::text IS NOT NULL OR $3::text IS NOT NULL OR s.source <> 'subagent')
@@ -312,7 +311,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
-                    .query(
+                    .q(
                         &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND active ORDER BY id"),
                         &[&session_id],
                     )
@@ -330,13 +329,13 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let session: Option<String> = client
-                    .query_opt("SELECT session_id FROM messages WHERE id = $1", &[&message_id])
+                    .qopt("SELECT session_id FROM messages WHERE id = $1", &[&message_id])
                     .await
                     .map_err(sql)?
                     .map(|r| r.get(0));
                 let Some(session) = session else { return Err(Error::MessageNotFound { id: message_id }) };
                 let before = client
-                    .query(
+                    .q(
                         &format!(
                             "SELECT {MESSAGE_COLUMNS} FROM messages
                              WHERE session_id = $1 AND active AND id < $2 ORDER BY id DESC LIMIT $3"
@@ -346,7 +345,7 @@ impl Pg {
                     .await
                     .map_err(sql)?;
                 let after = client
-                    .query(
+                    .q(
                         &format!(
                             "SELECT {MESSAGE_COLUMNS} FROM messages
                              WHERE session_id = $1 AND active AND id >= $2 ORDER BY id LIMIT $3"
@@ -366,14 +365,14 @@ impl Pg {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
                 // Titles are checked and set one at a time, across processes.
-                tx.execute("SELECT pg_advisory_xact_lock(hashtextextended('talaria-titles', 0))", &[])
+                tx.exec("SELECT pg_advisory_xact_lock(hashtextextended('talaria-titles', 0))", &[])
                     .await
                     .map_err(sql)?;
                 if !exists(&tx, &id).await? {
                     return Err(not_found(&id));
                 }
                 let other = tx
-                    .query_opt("SELECT id FROM sessions WHERE lower(title) = lower($1) AND id <> $2", &[&title, &id])
+                    .qopt("SELECT id FROM sessions WHERE lower(title) = lower($1) AND id <> $2", &[&title, &id])
                     .await
                     .map_err(sql)?;
                 if let Some(other) = other {
@@ -384,7 +383,7 @@ impl Pg {
                 } else {
                     "UPDATE sessions SET title = $2 WHERE id = $1 AND title IS NULL"
                 };
-                let set = tx.execute(sql_text, &[&id, &title]).await.map_err(sql)? > 0;
+                let set = tx.exec(sql_text, &[&id, &title]).await.map_err(sql)? > 0;
                 tx.commit().await.map_err(sql)?;
                 Ok(set)
             })
@@ -396,9 +395,9 @@ impl Pg {
         self.run(move |mut client| {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
-                tx.execute("DELETE FROM messages WHERE session_id = $1", &[&id]).await.map_err(sql)?;
-                tx.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = $1", &[&id]).await.map_err(sql)?;
-                if tx.execute("DELETE FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)? == 0 {
+                tx.exec("DELETE FROM messages WHERE session_id = $1", &[&id]).await.map_err(sql)?;
+                tx.exec("UPDATE sessions SET parent_id = NULL WHERE parent_id = $1", &[&id]).await.map_err(sql)?;
+                if tx.exec("DELETE FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)? == 0 {
                     return Err(not_found(&id));
                 }
                 tx.commit().await.map_err(sql)
@@ -411,7 +410,7 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let touched = client
-                    .execute("UPDATE sessions SET ended_at = $2, end_reason = $3 WHERE id = $1", &[&id, &now, &reason])
+                    .exec("UPDATE sessions SET ended_at = $2, end_reason = $3 WHERE id = $1", &[&id, &now, &reason])
                     .await
                     .map_err(sql)?;
                 if touched == 0 {
@@ -428,15 +427,13 @@ impl Pg {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
                 // One undo at a time per session: the row lock queues the others.
-                let locked = tx
-                    .query_opt("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&session_id])
-                    .await
-                    .map_err(sql)?;
+                let locked =
+                    tx.qopt("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&session_id]).await.map_err(sql)?;
                 if locked.is_none() {
                     return Err(not_found(&session_id));
                 }
                 let last_user: Option<i64> = tx
-                    .query_one(
+                    .q1(
                         "SELECT max(id) FROM messages WHERE session_id = $1 AND role = 'user' AND active",
                         &[&session_id],
                     )
@@ -445,7 +442,7 @@ impl Pg {
                     .get(0);
                 let Some(from) = last_user else { return Ok(0) };
                 let calls: i64 = tx
-                    .query_one(
+                    .q1(
                         "SELECT coalesce(sum(json_array_length(tool_calls::json)), 0)::bigint FROM messages
                          WHERE session_id = $1 AND active AND id >= $2",
                         &[&session_id, &from],
@@ -454,14 +451,14 @@ impl Pg {
                     .map_err(sql)?
                     .get(0);
                 let undone = tx
-                    .execute(
+                    .exec(
                         "UPDATE messages SET active = FALSE WHERE session_id = $1 AND active AND id >= $2",
                         &[&session_id, &from],
                     )
                     .await
                     .map_err(sql)?;
                 let undone = usize::try_from(undone).unwrap_or(usize::MAX);
-                tx.execute(
+                tx.exec(
                     "UPDATE sessions SET message_count = greatest(message_count - $2, 0),
                                          tool_call_count = greatest(tool_call_count - $3, 0),
                                          updated_at = greatest(updated_at, $4)
