@@ -368,7 +368,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 bench(&store, reuse, Some(&path))?;
             }
             "postgres" => {
-                println!("== PostgreSQL (a local cluster on a unix socket, default durability) ==");
+                println!("== PostgreSQL 15 (a local cluster on a unix socket, fsync off) ==");
                 let url = talaria_test_support::postgres::Postgres::shared().database();
                 bench(&Store::connect(&url)?, false, None)?;
             }

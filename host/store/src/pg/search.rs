@@ -75,10 +75,12 @@ fn tsquery(groups: &[Vec<(bool, String, bool)>], p: &mut Params) -> Option<Strin
     (!ors.is_empty()).then(|| ors.join(" || "))
 }
 
-/// `term` somewhere in a message's text, as SQL.
+/// `term` somewhere in a message's text, as SQL. A term without letters that have a case (CJK
+/// text, digits) goes through `LIKE`, which need not fold every row's case as `ILIKE` does.
 fn contains(term: &str, p: &mut Params) -> String {
     let k = p.push(format!("%{}%", escape_like(term)));
-    format!("(m.content ILIKE {k} OR m.tool_name ILIKE {k} OR m.tool_calls ILIKE {k})")
+    let like = if term.to_lowercase() == term.to_uppercase() { "LIKE" } else { "ILIKE" };
+    format!("(m.content {like} {k} OR m.tool_name {like} {k} OR m.tool_calls {like} {k})")
 }
 
 fn not_contains(term: &str, p: &mut Params) -> String {
