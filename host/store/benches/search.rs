@@ -4,7 +4,7 @@
 //!
 //! `cargo bench -p talaria-store --bench search` (set `SEARCH_BENCH_MESSAGES` for another size,
 //! `SEARCH_BENCH_ENGINES=sqlite` or `postgres` for one engine; PostgreSQL is a throwaway local
-//! cluster, which needs Debian's `postgresql`).
+//! cluster, which needs Debian's `postgresql`, unless `SEARCH_BENCH_URL` names a database).
 
 use std::time::{Duration, Instant};
 
@@ -369,8 +369,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             "postgres" => {
                 println!("== PostgreSQL 15 (a local cluster on a unix socket, fsync off) ==");
-                let url = talaria_test_support::postgres::Postgres::shared().database();
-                bench(&Store::connect(&url)?, false, None)?;
+                // SEARCH_BENCH_URL: a database of your own (filled on the first run, reused after).
+                let (url, reuse) = match std::env::var("SEARCH_BENCH_URL") {
+                    Ok(url) => {
+                        let store = Store::connect(&url)?;
+                        let filled = !store.list_sessions(1, 0)?.is_empty();
+                        (url, filled)
+                    }
+                    Err(_) => (talaria_test_support::postgres::Postgres::shared().database(), false),
+                };
+                bench(&Store::connect(&url)?, reuse, None)?;
             }
             other => return Err(format!("SEARCH_BENCH_ENGINES: unknown engine `{other}` (sqlite, postgres)").into()),
         }

@@ -158,15 +158,19 @@ impl Pg {
                 format!(
                     "WITH q AS (SELECT {expr} AS q),
                      recent AS (
-                         SELECT m.id FROM messages m, q WHERE m.words @@ q.q AND {filters}
+                         SELECT m.id, m.words FROM messages m, q WHERE m.words @@ q.q AND {filters}
                          ORDER BY m.id DESC LIMIT {RANK_WINDOW}
+                     ),
+                     top AS (
+                         SELECT recent.id, ts_rank_cd(recent.words, q.q) AS rank FROM recent, q
+                         ORDER BY rank DESC, recent.id DESC LIMIT {limit_param}
                      )
                      SELECT m.id, m.session_id, s.title, m.role,
                             ts_headline('english', m.content, q.q,
                                 'StartSel=\"{MATCH_START}\", StopSel=\"{MATCH_END}\", MaxWords=24, MinWords=8, MaxFragments=2, FragmentDelimiter=\"{ELLIPSIS}\"'),
                             m.created_at
-                     FROM recent JOIN messages m ON m.id = recent.id JOIN sessions s ON s.id = m.session_id, q
-                     ORDER BY ts_rank_cd(m.words, q.q) DESC, m.id DESC LIMIT {limit_param}"
+                     FROM top JOIN messages m ON m.id = top.id JOIN sessions s ON s.id = m.session_id, q
+                     ORDER BY top.rank DESC, m.id DESC"
                 ),
                 true,
             ),
