@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use talaria_protocol::{Event, NoticeLevel, Outcome};
+use talaria_store::notice::LEASE_FREED;
 use talaria_store::{Leased, Store};
 use tokio_util::sync::CancellationToken;
 
@@ -71,6 +72,9 @@ impl Agent {
         let wait = self.shared.config.lease_wait;
         let deadline = Instant::now() + wait;
         let mut told = false;
+        // Told when a lease is given back (by any process, on PostgreSQL): a waiting turn starts
+        // at once instead of at its next look.
+        let mut freed = store.notices();
         let token = loop {
             let (id, holder) = (self.session_id.clone(), self.shared.config.holder.clone());
             match crate::on_store(&store, move |store| store.try_lease(&id, &holder, TTL)).await {
@@ -93,10 +97,18 @@ impl Agent {
                             ),
                         });
                     }
-                    tokio::select! {
-                        biased;
-                        () = cancel.cancelled() => return Err(Outcome::Interrupted),
-                        () = tokio::time::sleep(POLL + Duration::from_millis(fastrand::u64(0..100))) => {}
+                    let until = tokio::time::Instant::now() + POLL + Duration::from_millis(fastrand::u64(0..100));
+                    loop {
+                        tokio::select! {
+                            biased;
+                            () = cancel.cancelled() => return Err(Outcome::Interrupted),
+                            () = tokio::time::sleep_until(until) => break,
+                            notice = freed.recv() => match notice {
+                                Some(n) if n.topic == LEASE_FREED && n.payload == self.session_id => break,
+                                Some(_) => {}
+                                None => tokio::time::sleep_until(until).await,
+                            },
+                        }
                     }
                 }
                 Err(e) => return Err(Outcome::Failed(e.to_string())),
