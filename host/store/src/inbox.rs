@@ -62,8 +62,7 @@ pub struct Entry {
     pub kind: String,
     pub body: String,
     pub respond: bool,
-    /// `pending`, `running` (a turn answers it) or `done`.
-    pub state: String,
+    pub state: State,
     /// The session and its message count when its turn started.
     pub session_id: Option<String>,
     pub started_count: Option<i64>,
@@ -77,7 +76,30 @@ pub struct Entry {
 
 impl Entry {
     pub fn is_done(&self) -> bool {
-        self.state == "done"
+        self.state == State::Done
+    }
+}
+
+/// Where an entry stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Kept, not taken up yet.
+    Pending,
+    /// A turn answers it ([`Store::inbox_started`]); still so after its process died.
+    Running,
+    /// Answered, or dropped.
+    Done,
+}
+
+impl State {
+    /// The state the column holds (`pending`, `running`, `done`); an unknown word reads as
+    /// pending, so the entry is answered rather than lost.
+    pub(crate) fn parse(text: &str) -> Self {
+        match text {
+            "running" => Self::Running,
+            "done" => Self::Done,
+            _ => Self::Pending,
+        }
     }
 }
 
@@ -104,7 +126,7 @@ fn entry(r: &Row<'_>) -> rusqlite::Result<Entry> {
         kind: r.get(6)?,
         body: r.get(7)?,
         respond: r.get(8)?,
-        state: r.get(9)?,
+        state: State::parse(&r.get::<_, String>(9)?),
         session_id: r.get(10)?,
         started_count: r.get(11)?,
         streamed: r.get(12)?,

@@ -19,7 +19,7 @@ use talaria_core::config::BusyInput;
 use talaria_core::{Conversation, Platform, Start};
 use talaria_protocol::{Decision, Event, Image, Message, Op, Outcome};
 use talaria_runtime::adapter::Outbound;
-use talaria_store::inbox::Entry;
+use talaria_store::inbox::{Entry, State};
 use tokio::sync::mpsc;
 
 use super::inbox::{CHAT_LEASE_TTL, Kind, chat_lease};
@@ -300,7 +300,7 @@ impl Worker {
 
     fn on_message(&mut self, entry: Entry) {
         // Left running by a process that died: first of all.
-        if entry.state == "running" {
+        if entry.state == State::Running {
             return self.queue.push_front(entry);
         }
         if self.turn.is_none() {
@@ -453,7 +453,7 @@ impl Worker {
 
     async fn start_turn(&mut self, entry: Entry) {
         let prompt: Prompt = serde_json::from_str(&entry.body).unwrap_or_default();
-        if entry.state == "running" {
+        if entry.state == State::Running {
             match self.recovery(&entry) {
                 Recovery::Answered(text) => {
                     tracing::info!(session = %self.key, message = %entry.message_id, "a dead process answered this message; sending its answer");
@@ -469,7 +469,7 @@ impl Worker {
         }
         let info = self.conversation.info();
         let count = self.gateway.store.message_mark(&info.session_id).map_or(0, |(count, _)| count);
-        if entry.state != "running"
+        if entry.state != State::Running
             && let Err(e) = self.gateway.store.inbox_started(entry.id, &info.session_id, count)
         {
             tracing::warn!(session = %self.key, "cannot mark a message started: {e}");

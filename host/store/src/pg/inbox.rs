@@ -4,7 +4,7 @@
 use tokio_postgres::Row;
 
 use super::{Cached as _, Pg, sql};
-use crate::inbox::{COLUMNS, Entry, NewEntry, Put};
+use crate::inbox::{COLUMNS, Entry, NewEntry, Put, State};
 use crate::{Result, now_ms};
 
 fn entry(r: &Row) -> Entry {
@@ -18,7 +18,7 @@ fn entry(r: &Row) -> Entry {
         kind: r.get(6),
         body: r.get(7),
         respond: r.get(8),
-        state: r.get(9),
+        state: State::parse(r.get(9)),
         session_id: r.get(10),
         started_count: r.get(11),
         streamed: r.get(12),

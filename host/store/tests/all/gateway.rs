@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use talaria_store::Store;
 use talaria_store::delivery::NewDelivery;
-use talaria_store::inbox::{DONE, NewEntry, Put, QUEUED};
+use talaria_store::inbox::{DONE, NewEntry, Put, QUEUED, State};
 use talaria_store::notice::{JOB_CHANGED, LEASE_FREED, Notice, Notices};
 
 crate::on_both_engines!(
@@ -34,7 +34,7 @@ fn the_inbox_keeps_a_message_once_and_walks_it_to_done(s: &Store) {
     let new = NewEntry { respond: true, thread_id: Some("t1"), ..entry("dm:42", "42", "7") };
     let Put::New(id) = s.inbox_put(&new).expect("put") else { panic!("a new message is kept") };
     let Put::Known(known) = s.inbox_put(&new).expect("again") else { panic!("the same message twice") };
-    assert_eq!((known.id, known.state.as_str(), known.respond), (id, "pending", true));
+    assert_eq!((known.id, known.state, known.respond), (id, State::Pending, true));
     assert_eq!(known.thread_id.as_deref(), Some("t1"));
     // Another chat may use the same message id.
     assert!(matches!(s.inbox_put(&entry("dm:43", "43", "7")).expect("put"), Put::New(other) if other != id));
@@ -44,8 +44,8 @@ fn the_inbox_keeps_a_message_once_and_walks_it_to_done(s: &Store) {
     let open = s.inbox_open("dm:42").expect("open");
     assert_eq!(open.len(), 1);
     assert_eq!(
-        (open[0].state.as_str(), open[0].session_id.as_deref(), open[0].started_count, open[0].streamed.as_deref()),
-        ("running", Some("s-1"), Some(4), Some("m-900"))
+        (open[0].state, open[0].session_id.as_deref(), open[0].started_count, open[0].streamed.as_deref()),
+        (State::Running, Some("s-1"), Some(4), Some("m-900"))
     );
     s.inbox_done(id, Some("the answer")).expect("done");
     assert!(s.inbox_open("dm:42").expect("open").is_empty());
