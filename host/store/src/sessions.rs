@@ -131,7 +131,14 @@ impl Store {
     /// ```
     pub fn new_session_id() -> String {
         let now = crate::local_time::now();
-        format!("{}_{:06x}", now.strftime("%Y%m%d_%H%M%S"), fastrand::u32(..0x100_0000))
+        // From the operating system: processes started in the same instant seed their own
+        // generators alike, and then named their sessions alike.
+        let mut bytes = [0u8; 3];
+        let suffix = match getrandom::fill(&mut bytes) {
+            Ok(()) => u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]),
+            Err(_) => fastrand::u32(..0x100_0000),
+        };
+        format!("{}_{suffix:06x}", now.strftime("%Y%m%d_%H%M%S"))
     }
 
     /// Record a new, empty session.
