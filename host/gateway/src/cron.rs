@@ -393,9 +393,8 @@ async fn send_here(
     prefix: &str,
 ) -> Result<String, String> {
     let (plugins, _) = host.plugins(host.workspace()).map_err(|e| e.to_string())?;
-    let (opened, lease_token) = crate::serve::open_account(&plugins.runtime(), account, platform)?;
-    let key = crate::lease::account_key(account, &lease_token);
-    if let Ok(Some(by)) = host.store().lease_holder(&key) {
+    let opened = crate::serve::open_account(&plugins.runtime(), account, platform)?;
+    if let Ok(Some(by)) = host.store().lease_holder(&opened.lease_key) {
         tracing::debug!(account, "{by} serves the account: it sends the answer");
         return Ok("queued".into());
     }

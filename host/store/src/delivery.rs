@@ -68,8 +68,9 @@ pub(crate) const VOID_CLAIMS: &str =
     "UPDATE deliveries SET claimed_until = 0 WHERE state = 'pending' AND platform = $1 AND claimed_by = $2";
 
 /// This process, as a claim names it: `PID@HOST`.
-pub(crate) fn claimer() -> String {
-    format!("{}@{}", std::process::id(), crate::lease::machine())
+pub(crate) fn claimer() -> &'static str {
+    static ME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ME.get_or_init(|| format!("{}@{}", std::process::id(), crate::lease::machine()))
 }
 
 /// Whether the process a claim names ran on this machine and is gone (its claims are void).
@@ -190,7 +191,7 @@ impl Store {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let me = claimer();
         if let Some(pg) = self.pg() {
-            return pg.deliveries_claim(platform, now, until, limit, &me);
+            return pg.deliveries_claim(platform, now, until, limit, me);
         }
         self.write(|tx| {
             let mut held = tx.prepare_cached(CLAIMERS)?;

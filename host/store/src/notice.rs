@@ -40,21 +40,39 @@ const BACKLOG: usize = 4096;
 pub struct Notice {
     pub topic: String,
     pub payload: String,
+    /// The process that sent it (`PID@HOST`; empty for [`RESYNC`]).
+    pub from: String,
+}
+
+/// This process, as notices name their sender: `PID@HOST`, as claims name it.
+fn me() -> &'static str {
+    crate::delivery::claimer()
 }
 
 impl Notice {
-    fn resync() -> Self {
-        Self { topic: RESYNC.into(), payload: String::new() }
+    fn new(topic: &str, payload: &str) -> Self {
+        Self { topic: topic.into(), payload: payload.into(), from: me().into() }
     }
 
-    /// The wire form (`topic\npayload`), and back.
-    pub(crate) fn encode(topic: &str, payload: &str) -> String {
-        format!("{topic}\n{payload}")
+    pub(crate) fn resync() -> Self {
+        Self { topic: RESYNC.into(), payload: String::new(), from: String::new() }
+    }
+
+    /// Whether this process sent it (it knows what changed already).
+    pub fn is_mine(&self) -> bool {
+        self.from == me()
+    }
+
+    /// The wire form (`topic\nfrom\npayload`), and back.
+    pub(crate) fn encode(&self) -> String {
+        format!("{}\n{}\n{}", self.topic, self.from, self.payload)
     }
 
     pub(crate) fn decode(text: &str) -> Self {
-        let (topic, payload) = text.split_once('\n').unwrap_or((text, ""));
-        Self { topic: topic.to_string(), payload: payload.to_string() }
+        let mut parts = text.splitn(3, '\n');
+        let (topic, from, payload) =
+            (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        Self { topic: topic.to_string(), payload: payload.to_string(), from: from.to_string() }
     }
 }
 
@@ -117,9 +135,9 @@ impl Store {
     pub fn notify(&self, topic: &str, payload: &str) -> Result<()> {
         match self.pg() {
             // Every subscriber of this process hears it back through the listener it started.
-            Some(pg) => pg.notify(&Notice::encode(topic, payload)),
+            Some(pg) => pg.notify(&Notice::new(topic, payload).encode()),
             None => {
-                self.hub.send(Notice { topic: topic.into(), payload: payload.into() });
+                self.hub.send(Notice::new(topic, payload));
                 Ok(())
             }
         }
@@ -156,8 +174,10 @@ mod tests {
 
     #[test]
     fn the_wire_form_keeps_topic_and_payload_apart() {
-        let n = Notice::decode(&Notice::encode("inbox", "agent:main:telegram:dm:1\nodd"));
+        let n = Notice::decode(&Notice::new("inbox", "agent:main:telegram:dm:1\nodd").encode());
         assert_eq!((n.topic.as_str(), n.payload.as_str()), ("inbox", "agent:main:telegram:dm:1\nodd"));
+        assert!(n.is_mine());
+        assert!(!Notice::decode("inbox\n1@elsewhere\nchat").is_mine());
         assert_eq!(Notice::decode("resync").topic, RESYNC);
     }
 }

@@ -178,6 +178,8 @@ pub(crate) async fn serve(gateway: Arc<Gateway>) {
         tokio::select! {
             () = gateway.stop.cancelled() => return,
             notice = notices.recv() => match notice {
+                // Queued here: `enqueue` woke its worker already.
+                Some(n) if n.topic == QUEUED && n.is_mine() => {}
                 Some(n) if n.topic == QUEUED => gateway.wake(&n.payload),
                 Some(n) if n.topic == LEASE_FREED => {
                     if let Some(key) = n.payload.strip_prefix("chat:") {

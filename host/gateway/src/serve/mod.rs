@@ -150,7 +150,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
         if platform.enabled == Some(false) || (!options.only.is_empty() && !options.only.contains(name)) {
             continue;
         }
-        let (account, _) = open_account(&runtime, name, platform)?;
+        let account = open_account(&runtime, name, platform)?;
         accounts.insert(name.clone(), Arc::new(account));
     }
     if accounts.is_empty() {
@@ -207,12 +207,12 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
 }
 
 /// Account `name` as `[gateway.platforms.NAME]` describes it, its adapter made (not connected
-/// yet), and the token its lease is named after (its plugin and credentials).
+/// yet), its lease named after its plugin and credentials.
 pub(crate) fn open_account(
     runtime: &Arc<talaria_runtime::Runtime>,
     name: &str,
     platform: &talaria_core::config::PlatformToml,
-) -> Result<(Account, String), String> {
+) -> Result<Account, String> {
     let plugin = platform.plugin.clone().unwrap_or_else(|| name.to_string());
     let mut settings = platform.settings.clone();
     if !platform.routes.is_empty() {
@@ -258,7 +258,7 @@ pub(crate) fn open_account(
         state: Mutex::new("starting".into()),
         admins: platform.admins.clone(),
     };
-    Ok((account, lease_token))
+    Ok(account)
 }
 
 /// Where chat sessions' workspaces go by default: beside talaria's home, never inside it (a
@@ -311,15 +311,15 @@ impl Status {
         all
     }
 
+    /// Where its process writes it: `HOST:PID`.
+    fn key(&self) -> String {
+        format!("{}:{}", self.host, self.pid)
+    }
+
     /// Whether the process was running when it last wrote, and wrote lately.
     pub fn live(&self, now_ms: i64) -> bool {
         self.running && now_ms - self.at < STATUS_STALE_MS
     }
-}
-
-/// Where this process writes its status: `HOST:PID`.
-fn status_key() -> String {
-    format!("{}:{}", talaria_store::lease::machine(), std::process::id())
 }
 
 /// How often the gateway looks whether its plugins changed on disk.
@@ -369,7 +369,7 @@ async fn report(gateway: Arc<Gateway>) {
     // Forget processes gone for a day.
     let day_ago = jiff::Timestamp::now().as_millisecond() - 24 * 60 * 60 * 1000;
     for old in Status::read_all(&gateway.store).into_iter().filter(|s| s.at < day_ago) {
-        let _ = gateway.store.kv_delete(STATUS_SPACE, &format!("{}:{}", old.host, old.pid));
+        let _ = gateway.store.kv_delete(STATUS_SPACE, &old.key());
     }
     loop {
         gateway.write_status(true);
@@ -403,7 +403,7 @@ impl Gateway {
             busy: self.accounts.values().map(|a| a.busy.load(std::sync::atomic::Ordering::SeqCst)).sum(),
         };
         if let Ok(json) = serde_json::to_vec(&status)
-            && let Err(e) = self.store.kv_set(STATUS_SPACE, &status_key(), &json)
+            && let Err(e) = self.store.kv_set(STATUS_SPACE, &status.key(), &json)
         {
             tracing::warn!("cannot write the gateway's status: {e}");
         }

@@ -168,7 +168,7 @@ impl Pg {
                         if client.batch_execute(&listen).await.is_ok() {
                             let _ = ready.send(());
                             // Whatever happened while nobody listened.
-                            let _ = tx.send(crate::notice::Notice::decode(crate::notice::RESYNC));
+                            let _ = tx.send(crate::notice::Notice::resync());
                             let _ = driver.await;
                         } else {
                             driver.abort();
