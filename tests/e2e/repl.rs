@@ -113,10 +113,15 @@ impl Repl {
     /// [`Repl::close`], returning everything the REPL printed.
     pub(crate) fn close_showing(mut self) -> String {
         self.ctrl_d();
+        self.wait_exit()
+    }
+
+    /// Wait for a clean exit, returning everything the REPL printed.
+    pub(crate) fn wait_exit(mut self) -> String {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
-                assert!(status.success(), "the REPL exits cleanly on Ctrl-D");
+                assert!(status.success(), "the REPL exits cleanly on Ctrl-D: {status}");
                 // What it printed last may still be on its way through the pipe.
                 std::thread::sleep(Duration::from_millis(100));
                 return self.text();

@@ -439,3 +439,33 @@ fn an_image_goes_to_a_model_that_takes_images_and_is_refused_for_one_that_does_n
     let last = requests.last().expect("request").body["messages"].to_string();
     assert!(!last.contains("base64"), "{last}");
 }
+
+/// A Ctrl-D pressed while the REPL is busy between prompts (here a `/compress` waiting for the
+/// model) is read when the prompt comes back, and the REPL leaves: the terminal's own line
+/// buffering never gets to swallow it.
+#[test]
+fn ctrl_d_pressed_between_prompts_is_not_lost() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Step::text("first answer"),
+        Step::text("second answer"),
+        Step::text("the summary").delayed(1500),
+    ]));
+    let keep_little = "[plugins.compressor.config]\nprotect_first_n = 1\nprotect_last_n = 1\ntail_ratio = 0.0\n";
+    t.use_mock(&mock, "chat_completions", keep_little);
+    let mut repl = Repl::start(&t);
+    repl.wait_for("Alt-Enter", 1);
+    repl.send("one");
+    repl.wait_for("first answer", 1);
+    repl.send("two");
+    repl.wait_for("second answer", 1);
+    repl.send("/compress");
+    let asked = std::time::Instant::now();
+    while mock.requests().len() < 3 {
+        assert!(asked.elapsed() < std::time::Duration::from_secs(30), "/compress asks the model: {}", repl.text());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    repl.ctrl_d();
+    let shown = repl.wait_exit();
+    assert!(shown.contains("resume this conversation with"), "{shown}");
+}

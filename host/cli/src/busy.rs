@@ -26,14 +26,15 @@ pub struct BusyInput {
     single_key: Arc<AtomicBool>,
     typed: Arc<Mutex<String>>,
     thread: Option<JoinHandle<()>>,
-    saved: Option<libc::termios>,
+    /// Bracketed paste is on until [`BusyInput::stop`].
+    pasting: bool,
     pub lines: mpsc::UnboundedReceiver<String>,
 }
 
 impl BusyInput {
-    /// Start reading keys, with `typed` already in the line.
-    pub fn start(typed: String) -> Self {
-        let saved = cbreak();
+    /// Start reading keys, with `typed` already in the line. The terminal is the REPL's
+    /// ([`KeysHeld`]): echo and line buffering are already off.
+    pub fn start(typed: String, _held: &KeysHeld) -> Self {
         // Ask the terminal to mark pastes (the line editor turned this off when it returned).
         crate::screen::write(b"\x1b[?2004h", false);
         let stop = Arc::new(AtomicBool::new(false));
@@ -44,7 +45,7 @@ impl BusyInput {
         let (flag, single, line) = (stop.clone(), single_key.clone(), typed.clone());
         let thread =
             std::thread::Builder::new().name("keys".into()).spawn(move || read_keys(&flag, &single, &line, &tx)).ok();
-        Self { stop, single_key, typed, thread, saved, lines }
+        Self { stop, single_key, typed, thread, pasting: true, lines }
     }
 
     /// Set while an approval waits: then one key answers.
@@ -52,18 +53,15 @@ impl BusyInput {
         self.single_key.clone()
     }
 
-    /// Stop reading and give the terminal back as it was; returns the line left half typed.
+    /// Stop reading and turn bracketed paste off again; returns the line left half typed.
     /// Lines already handed over stay in `lines`.
     pub fn stop(&mut self) -> String {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        if let Some(saved) = self.saved.take() {
+        if std::mem::take(&mut self.pasting) {
             crate::screen::write(b"\x1b[?2004l", false);
-            // SAFETY: restores the attributes read from the same descriptor.
-            unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &saved) };
-            SAVED.lock().unwrap_or_else(PoisonError::into_inner).take();
         }
         std::mem::take(&mut *self.typed.lock().unwrap_or_else(PoisonError::into_inner))
     }
@@ -75,11 +73,36 @@ impl Drop for BusyInput {
     }
 }
 
+/// The REPL's hold on its terminal: echo and line buffering stay off from its start to its end,
+/// between turns too. With line buffering on, a Ctrl-D pressed as a turn ends (after the keys
+/// thread stopped, before the line editor took the terminal) would become an end-of-line the
+/// editor never sees, and the REPL would wait for a key the user already pressed. The line
+/// editor saves and restores these attributes around each line it reads.
+pub struct KeysHeld {
+    saved: Option<libc::termios>,
+}
+
+impl KeysHeld {
+    pub fn take() -> Self {
+        Self { saved: cbreak() }
+    }
+}
+
+impl Drop for KeysHeld {
+    fn drop(&mut self) {
+        if let Some(saved) = self.saved.take() {
+            // SAFETY: restores the attributes read from the same descriptor.
+            unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &saved) };
+            SAVED.lock().unwrap_or_else(PoisonError::into_inner).take();
+        }
+    }
+}
+
 /// The terminal's attributes before [`cbreak`], for [`restore_terminal`] on an exit that skips
 /// the destructors.
 static SAVED: Mutex<Option<libc::termios>> = Mutex::new(None);
 
-/// Give the terminal back as it was before a turn took its keys (echo, line buffering, no
+/// Give the terminal back as it was before the REPL took its keys (echo, line buffering, no
 /// bracketed paste): for an exit that does not unwind (a second Ctrl-C).
 pub fn restore_terminal() {
     if let Some(saved) = SAVED.lock().unwrap_or_else(PoisonError::into_inner).take() {

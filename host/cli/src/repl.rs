@@ -20,7 +20,7 @@ use talaria_agent::model::Provider;
 use talaria_core::config::BusyInput as BusyPolicy;
 use talaria_protocol::{ApprovalKind, Decision, Event, Image, Message, Op, Outcome, Stamped};
 
-use crate::busy::BusyInput;
+use crate::busy::{BusyInput, KeysHeld};
 use crate::chat::{self, ChatArgs, Session, Step, drive};
 use crate::render::Renderer;
 use crate::{Ctx, ui};
@@ -296,6 +296,8 @@ struct Repl {
     busy_policy: BusyPolicy,
     /// Typed during the last turn and not sent: the next prompt starts with it.
     typed: String,
+    /// At a terminal, its keys for as long as the REPL runs.
+    keys: Option<KeysHeld>,
 }
 
 /// Run the REPL until Ctrl-D or /exit.
@@ -317,6 +319,7 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
         prices,
         busy_policy: ctx.config.terminal.busy_input,
         typed: String::new(),
+        keys: lines.interactive().then(KeysHeld::take),
     };
     repl.banner(lines.interactive());
     let stop = repl.session.stop.clone();
@@ -413,7 +416,8 @@ impl Repl {
         if interactive {
             crate::screen::begin(ui::color_wanted(), busy_hint(policy));
         }
-        let mut busy = interactive.then(|| BusyInput::start(std::mem::take(&mut self.typed)));
+        let mut busy =
+            self.keys.as_ref().filter(|_| interactive).map(|k| BusyInput::start(std::mem::take(&mut self.typed), k));
         let answer_keys = busy.as_ref().map(BusyInput::answer_keys);
         let yolo = Rc::new(std::cell::Cell::new(self.session.conversation.yolo()));
         let state: Rc<RefCell<Busy>> = Rc::new(RefCell::new(Busy::default()));
