@@ -483,8 +483,8 @@ fn bench(store: &Store, reuse: bool, path: Option<&std::path::Path>) -> Result<(
         ("substring fallback", SearchQuery::new("rc/docke")),
         ("nothing found", SearchQuery::new("xyzzyplugh")),
         ("CJK, 3+ chars", SearchQuery::new("服务器启动")),
-        ("CJK, 2 chars (scan)", SearchQuery::new("缓存")),
-        ("CJK, 2 chars, rare (scan)", SearchQuery::new("漢字")),
+        ("CJK, 2 chars", SearchQuery::new("缓存")),
+        ("CJK, 2 chars, rare", SearchQuery::new("漢字")),
     ];
     println!("{:<28} {:>6} {:>10} {:>10}", "query (limit 20)", "hits", "p50", "p99");
     for (name, q) in &queries {

@@ -10,6 +10,10 @@
 //!    and `pg_trgm` trigram GIN indexes for substrings, CJK text and code fragments; both cover
 //!    only active messages.
 //! 2. SQLite's tenth: the gateway's `inbox`, and `deliveries.claimed_until` and `claimed_by`.
+//! 3. `messages.cjk`: every one- and two-character run of CJK script in a message (its text,
+//!    tool name and call arguments), with a GIN index, for the search terms too short for
+//!    `pg_trgm` (which finds nothing in fewer than three characters, and scanned every message
+//!    for them). SQLite needs nothing new: the same search there takes 5 ms over 100k messages.
 
 use crate::pg::{Client, sql};
 use crate::{Error, Result};
@@ -204,6 +208,20 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ALTER TABLE deliveries ADD COLUMN claimed_until BIGINT NOT NULL DEFAULT 0;
     ALTER TABLE deliveries ADD COLUMN claimed_by TEXT;
     CREATE INDEX deliveries_chat ON deliveries (platform, chat_id, id) WHERE state = 'pending';",
+    // 3: CJK unigrams and bigrams, for search terms of one or two CJK characters. The pattern's
+    // ranges are `search::query::CJK_RANGES`. The statistics of the new column tell the planner
+    // which grams are rare.
+    r"CREATE FUNCTION talaria_cjk_grams(t TEXT) RETURNS TEXT[]
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $f$
+        SELECT coalesce(array_agg(DISTINCT substr(m.run[1], i, n)), '{}')
+        FROM regexp_matches(t, '[\u1100-\u11FF\u2E80-\u2FDF\u3040-\u30FF\u3100-\u318F\u3400-\u4DBF\u4E00-\u9FFF\uAC00-\uD7AF\uF900-\uFAFF\uFF66-\uFF9F\U00020000-\U0003134F]+', 'g') AS m(run),
+             generate_series(1, 2) AS n,
+             generate_series(1, length(m.run[1]) - n + 1) AS i
+    $f$;
+    ALTER TABLE messages ADD COLUMN cjk TEXT[] GENERATED ALWAYS AS
+        (talaria_cjk_grams(content || ' ' || coalesce(tool_name, '') || ' ' || coalesce(tool_calls, ''))) STORED;
+    CREATE INDEX messages_cjk ON messages USING gin (cjk) WHERE active;
+    ANALYZE messages;",
 ];
 
 /// The schema version this code writes.
@@ -230,5 +248,19 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
         tx.execute("DELETE FROM talaria_schema", &[]).await.map_err(sql)?;
         tx.execute("INSERT INTO talaria_schema (version) VALUES ($1)", &[&(at + 1)]).await.map_err(sql)?;
         tx.commit().await.map_err(sql)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MIGRATIONS;
+    use crate::search::query::CJK_RANGES;
+
+    /// PostgreSQL's gram pattern and the query's CJK test agree on what is CJK.
+    #[test]
+    fn the_gram_pattern_spells_the_cjk_ranges() {
+        let escape = |c: u32| if c > 0xFFFF { format!("\\U{c:08X}") } else { format!("\\u{c:04X}") };
+        let class: String = CJK_RANGES.iter().map(|&(from, to)| format!("{}-{}", escape(from), escape(to))).collect();
+        assert!(MIGRATIONS[2].contains(&format!("'[{class}]+'")), "{class}");
     }
 }

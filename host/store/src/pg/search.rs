@@ -8,7 +8,8 @@
 //! 2. when that finds nothing and the query is three characters or more, or when it holds CJK
 //!    text, every term of three characters or more must appear as a substring (`ILIKE`, which
 //!    the `pg_trgm` GIN indexes serve), newest first;
-//! 3. shorter terms must appear too, checked with `ILIKE` on those hits.
+//! 3. shorter terms must appear too, checked with `ILIKE` on those hits; one or two CJK
+//!    characters are looked up in the message's CJK grams, through their GIN index.
 //!
 //! A term made only of stop words (`or`, `the`) is required as SQLite requires it: no message's
 //! words hold it, so such a query goes on to the substring search.
@@ -18,9 +19,12 @@
 use tokio_postgres::types::ToSql;
 
 use super::{Cached as _, Pg, sql};
-use crate::search::query::{Query, TRIGRAM_MIN_CHARS, has_cjk};
+use crate::search::query::{Query, TRIGRAM_MIN_CHARS, has_cjk, is_cjk};
 use crate::search::{ELLIPSIS, MATCH_END, MATCH_START, RANK_WINDOW, SearchHit, SearchQuery, escape_like, like_snippet};
 use crate::{Error, Result};
+
+/// The longest CJK gram `messages.cjk` holds (PostgreSQL migration 3).
+const CJK_GRAM_MAX: usize = 2;
 
 /// A tsquery nothing matches.
 const NEVER: &str = "'never & !never'::tsquery";
@@ -31,8 +35,11 @@ fn words_of(text: &str) -> String {
 }
 
 /// Builds the SQL of a query and its parameters (`$1`.. are the fixed filters).
+#[derive(Default)]
 struct Params {
     values: Vec<Box<dyn ToSql + Sync + Send>>,
+    /// A term is looked up in the CJK grams: plan the query for its values (see `run_search`).
+    grams: bool,
 }
 
 impl Params {
@@ -75,9 +82,16 @@ fn tsquery(groups: &[Vec<(bool, String, bool)>], p: &mut Params) -> Option<Strin
     (!ors.is_empty()).then(|| ors.join(" || "))
 }
 
-/// `term` somewhere in a message's text, as SQL. A term without letters that have a case (CJK
-/// text, digits) goes through `LIKE`, which need not fold every row's case as `ILIKE` does.
+/// `term` somewhere in a message's text, as SQL. One or two CJK characters are looked up in
+/// the message's CJK grams (`messages.cjk`, which a GIN index serves); the grams are every such
+/// run in the text, tool name and arguments, so the lookup is exact. A longer term without
+/// letters that have a case (CJK text, digits) goes through `LIKE`, which need not fold every
+/// row's case as `ILIKE` does.
 fn contains(term: &str, p: &mut Params) -> String {
+    if (1..=CJK_GRAM_MAX).contains(&term.chars().count()) && term.chars().all(is_cjk) {
+        p.grams = true;
+        return format!("(m.cjk @> ARRAY[{}::text])", p.push(term.to_string()));
+    }
     let k = p.push(format!("%{}%", escape_like(term)));
     let like = if term.to_lowercase() == term.to_uppercase() { "LIKE" } else { "ILIKE" };
     format!("(m.content {like} {k} OR m.tool_name {like} {k} OR m.tool_calls {like} {k})")
@@ -114,7 +128,7 @@ impl Pg {
         let cjk = has_cjk(q.text);
         if !cjk {
             let groups = parsed.groups(true);
-            let mut p = Params { values: Vec::new() };
+            let mut p = Params::default();
             if let Some(expr) = tsquery(&groups, &mut p) {
                 let hits = self.run_search(q, limit, p, SearchKind::Words(expr), Vec::new())?;
                 if !hits.is_empty() {
@@ -130,7 +144,7 @@ impl Pg {
         if groups.is_empty() && (wanted.is_empty() || !cjk) {
             return Ok(Vec::new());
         }
-        let mut p = Params { values: Vec::new() };
+        let mut p = Params::default();
         let condition = substrings(&groups, (&wanted, &unwanted), &mut p);
         let mut marks: Vec<String> = groups.iter().flatten().filter(|(n, ..)| !n).map(|(_, t, _)| t.clone()).collect();
         marks.extend(wanted.iter().map(|t| (*t).to_string()));
@@ -184,11 +198,19 @@ impl Pg {
                 false,
             ),
         };
-        let values = p.values;
+        let (values, grams) = (p.values, p.grams);
         let rows = self.run(move |client| {
             Box::pin(async move {
                 let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| &**v as &(dyn ToSql + Sync)).collect();
-                client.q(&sql_text, &params).await.map_err(sql)
+                if grams {
+                    // Planned for these very grams: the planner knows from the column's
+                    // statistics whether one is rare (the index finds it at once) or common (the
+                    // newest messages hold it). A kept statement soon gets one generic plan, which
+                    // scans every message, newest first, for a gram no message has.
+                    client.query(sql_text.as_str(), &params).await.map_err(sql)
+                } else {
+                    client.q(&sql_text, &params).await.map_err(sql)
+                }
             })
         })?;
         let marks: Vec<&str> = marks.iter().map(String::as_str).collect();

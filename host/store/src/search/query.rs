@@ -221,21 +221,28 @@ fn render(tokens: &[&Token], prefixes: bool) -> Option<String> {
     Some(out)
 }
 
-/// Whether `text` holds Chinese, Japanese or Korean script, which the word index cannot split.
+/// The Chinese, Japanese and Korean scripts, which the word index cannot split into words.
+/// PostgreSQL's migration 3 spells the same ranges in its pattern for `talaria_cjk_grams`.
+pub(crate) const CJK_RANGES: &[(u32, u32)] = &[
+    (0x1100, 0x11FF),   // Hangul Jamo
+    (0x2E80, 0x2FDF),   // CJK radicals
+    (0x3040, 0x30FF),   // Hiragana, Katakana
+    (0x3100, 0x318F),   // Bopomofo, Hangul compatibility Jamo
+    (0x3400, 0x4DBF),   // CJK extension A
+    (0x4E00, 0x9FFF),   // CJK unified ideographs
+    (0xAC00, 0xD7AF),   // Hangul syllables
+    (0xF900, 0xFAFF),   // CJK compatibility ideographs
+    (0xFF66, 0xFF9F),   // half-width Katakana
+    (0x20000, 0x3134F), // CJK extensions B to G
+];
+
+pub(crate) fn is_cjk(c: char) -> bool {
+    CJK_RANGES.iter().any(|&(from, to)| (from..=to).contains(&u32::from(c)))
+}
+
+/// Whether `text` holds Chinese, Japanese or Korean script.
 pub(crate) fn has_cjk(text: &str) -> bool {
-    text.chars().any(|c| {
-        matches!(c as u32,
-            0x1100..=0x11FF      // Hangul Jamo
-            | 0x2E80..=0x2FDF    // CJK radicals
-            | 0x3040..=0x30FF    // Hiragana, Katakana
-            | 0x3100..=0x318F    // Bopomofo, Hangul compatibility Jamo
-            | 0x3400..=0x4DBF    // CJK extension A
-            | 0x4E00..=0x9FFF    // CJK unified ideographs
-            | 0xAC00..=0xD7AF    // Hangul syllables
-            | 0xF900..=0xFAFF    // CJK compatibility ideographs
-            | 0xFF66..=0xFF9F    // half-width Katakana
-            | 0x20000..=0x3134F) // CJK extensions B to G
-    })
+    text.chars().any(is_cjk)
 }
 
 #[cfg(test)]

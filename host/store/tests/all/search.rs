@@ -159,6 +159,19 @@ fn cjk_is_found_by_substring(s: &Store) {
     assert_eq!(ids(s, "数据 sqlx"), [m.g[1]], "mixed with a latin word");
     assert_eq!(ids(s, "数据 NOT 工具"), [m.g[0]]);
     assert_eq!(ids(s, "漢字"), Vec::<i64>::new());
+    // One and two characters: exactly where they stand next to each other, never across a gap.
+    assert_eq!(ids(s, "做"), [m.g[0]], "one character");
+    assert_eq!(ids(s, "移工"), [m.g[1]]);
+    assert_eq!(ids(s, "据使"), Vec::<i64>::new(), "not next to each other anywhere");
+    assert_eq!(ids(s, "テ NOT 迁"), [m.g[2]]);
+    // In a tool's name and arguments too, as the substring search finds longer terms there.
+    create(s, "delta");
+    let d = s
+        .append_messages("delta", &[calls("", vec![tool_call("c9", "検索", r#"{"query":"東京 天気"}"#)])])
+        .expect("append");
+    assert_eq!(ids(s, "検索"), [d[0]], "a tool's name");
+    assert_eq!(ids(s, "天気"), [d[0]], "a call's arguments");
+    assert_eq!(ids(s, "京天"), Vec::<i64>::new(), "a space between them");
     let hit = &find(s, &SearchQuery::new("迁移工具"))[0];
     assert!(hit.snippet.contains(">>>"), "{}", hit.snippet);
     let hit = &find(s, &SearchQuery { role: Some(Role::User), ..SearchQuery::new("数据") })[0];
