@@ -1,27 +1,23 @@
-//! The interactive chat: a line editor with history and tab completion, slash commands from one
-//! registry, streamed answers, and approvals answered in place.
+//! The interactive chat: lines from [`crate::lines`], slash commands from one registry, streamed
+//! answers, and approvals answered in place.
 //!
-//! While a turn runs, the editor is idle and [`BusyInput`] reads whole lines: `/stop` interrupts,
-//! an answer goes to a waiting approval or question, anything else is queued for after the turn.
+//! While a turn runs, the editor is idle and [`BusyInput`] reads whole lines; [`crate::during`]
+//! says what each means (an answer, `/stop`, or a message for the busy-input policy).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::io::{BufRead as _, IsTerminal as _};
 use std::process::ExitCode;
 use std::rc::Rc;
 
 use owo_colors::OwoColorize as _;
-use reedline::{
-    ColumnarMenu, Completer, DefaultHinter, EditCommand, Emacs, FileBackedHistory, KeyCode, KeyModifiers, MenuBuilder,
-    Prompt, PromptEditMode, PromptHistorySearch, Reedline, ReedlineEvent, ReedlineMenu, Signal, Span, Suggestion,
-    default_emacs_keybindings,
-};
 use talaria_agent::model::Provider;
 use talaria_core::config::BusyInput as BusyPolicy;
-use talaria_protocol::{ApprovalKind, Decision, Event, Image, Message, Op, Outcome, Stamped};
+use talaria_protocol::{ApprovalKind, Event, Image, Message, Op, Outcome, Stamped};
 
 use crate::busy::{BusyInput, KeysHeld};
 use crate::chat::{self, ChatArgs, Session, Step, drive};
+use crate::during::{Busy, Waiting, busy_hint, decision, describe};
+use crate::lines::{Input, Lines};
 use crate::render::Renderer;
 use crate::{Ctx, ui};
 
@@ -129,159 +125,10 @@ pub fn lookup(name: &str) -> Option<&'static Slash> {
 }
 
 /// Split `/name rest` into the command and its argument.
-fn parse_slash(line: &str) -> Option<(&str, &str)> {
+pub(crate) fn parse_slash(line: &str) -> Option<(&str, &str)> {
     let body = line.strip_prefix('/')?;
     let (name, rest) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
     Some((name, rest.trim()))
-}
-
-/// Completes slash commands at the start of the line, and `@path` mentions of workspace files
-/// anywhere in it.
-struct SlashCompleter {
-    workspace: std::path::PathBuf,
-}
-
-impl Completer for SlashCompleter {
-    fn complete(&mut self, line: &str, pos: usize) -> reedline::CompletionResult {
-        let line = &line[..pos.min(line.len())];
-        let mut out = Vec::new();
-        let word_start = line.rfind(char::is_whitespace).map_or(0, |i| i + 1);
-        if let Some(typed) = line[word_start..].strip_prefix('@') {
-            for value in crate::mentions::complete(&self.workspace, typed) {
-                let dir = value.ends_with('/');
-                out.push(Suggestion {
-                    value,
-                    span: Span::new(word_start, pos),
-                    append_whitespace: !dir,
-                    ..Suggestion::default()
-                });
-            }
-            return reedline::CompletionResult::fresh(out);
-        }
-        if let Some(typed) = line.strip_prefix('/')
-            && !typed.contains(char::is_whitespace)
-        {
-            for c in COMMANDS {
-                if c.name.starts_with(typed) {
-                    out.push(Suggestion {
-                        value: format!("/{}", c.name),
-                        description: Some(c.help.to_string()),
-                        span: Span::new(0, pos),
-                        append_whitespace: !c.args.is_empty(),
-                        ..Suggestion::default()
-                    });
-                }
-            }
-        }
-        reedline::CompletionResult::fresh(out)
-    }
-}
-
-struct ChatPrompt;
-
-impl Prompt for ChatPrompt {
-    fn render_prompt_left(&self) -> std::borrow::Cow<'_, str> {
-        "".into()
-    }
-    fn render_prompt_right(&self) -> std::borrow::Cow<'_, str> {
-        "".into()
-    }
-    fn render_prompt_indicator(&self, _: PromptEditMode) -> std::borrow::Cow<'_, str> {
-        "› ".into()
-    }
-    fn render_prompt_multiline_indicator(&self) -> std::borrow::Cow<'_, str> {
-        "· ".into()
-    }
-    fn render_prompt_history_search_indicator(&self, search: PromptHistorySearch) -> std::borrow::Cow<'_, str> {
-        format!("(search: {}) ", search.term).into()
-    }
-}
-
-/// Where lines come from: the line editor on a terminal, plain stdin otherwise.
-enum Lines {
-    Editor(Option<Box<Reedline>>),
-    Plain,
-}
-
-enum Input {
-    Line(String),
-    /// Ctrl-C at the prompt: clear and ask again.
-    Cancelled,
-    Eof,
-    /// The terminal is gone (a read failed with EIO).
-    HungUp,
-}
-
-impl Lines {
-    fn new(ctx: &Ctx) -> Self {
-        if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-            return Self::Plain;
-        }
-        let mut keys = default_emacs_keybindings();
-        keys.add_binding(
-            KeyModifiers::NONE,
-            KeyCode::Tab,
-            ReedlineEvent::UntilFound(vec![ReedlineEvent::Menu("completion_menu".into()), ReedlineEvent::MenuNext]),
-        );
-        let mut editor = Reedline::create()
-            .with_completer(Box::new(SlashCompleter { workspace: ctx.workspace.clone() }))
-            .with_menu(ReedlineMenu::EngineCompleter(Box::new(ColumnarMenu::default().with_name("completion_menu"))))
-            .with_hinter(Box::new(DefaultHinter::default()))
-            // One match completes at once; several complete as far as they agree.
-            .with_quick_completions(true)
-            .with_partial_completions(true)
-            .with_edit_mode(Box::new(Emacs::new(keys)))
-            // A paste arrives whole, newlines and all, as one message to send with Enter.
-            .use_bracketed_paste(true)
-            .with_ansi_colors(ui::color_wanted());
-        match FileBackedHistory::with_file(1_000, ctx.home.join("chat_history")) {
-            Ok(h) => editor = editor.with_history(Box::new(h)),
-            Err(e) => ui::warn(&format!("line history is off: {e}")),
-        }
-        Self::Editor(Some(Box::new(editor)))
-    }
-
-    /// The next line; an editor starts with `prefill` typed.
-    async fn next(&mut self, prefill: String) -> Input {
-        match self {
-            Self::Plain => {
-                let read = tokio::task::spawn_blocking(|| {
-                    let mut line = String::new();
-                    std::io::stdin().lock().read_line(&mut line).map(|n| (n, line))
-                })
-                .await;
-                match read {
-                    Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => Input::HungUp,
-                    Ok(Ok((0, _))) | Ok(Err(_)) | Err(_) => Input::Eof,
-                    Ok(Ok((_, line))) => Input::Line(line.trim_end_matches(['\n', '\r']).to_string()),
-                }
-            }
-            Self::Editor(slot) => {
-                let Some(mut editor) = slot.take() else { return Input::Eof };
-                if !prefill.is_empty() {
-                    editor.run_edit_commands(&[EditCommand::InsertString(prefill)]);
-                }
-                let joined = tokio::task::spawn_blocking(move || {
-                    let signal = editor.read_line(&ChatPrompt);
-                    (editor, signal)
-                })
-                .await;
-                let Ok((editor, signal)) = joined else { return Input::Eof };
-                *slot = Some(editor);
-                match signal {
-                    Ok(Signal::Success(line)) => Input::Line(line),
-                    Ok(Signal::CtrlC) => Input::Cancelled,
-                    Err(e) if e.raw_os_error() == Some(libc::EIO) => Input::HungUp,
-                    Ok(Signal::CtrlD) | Err(_) => Input::Eof,
-                    Ok(_) => Input::Cancelled,
-                }
-            }
-        }
-    }
-
-    fn interactive(&self) -> bool {
-        matches!(self, Self::Editor(_))
-    }
 }
 
 /// What the REPL keeps between turns.
@@ -416,8 +263,7 @@ impl Repl {
         if interactive {
             crate::screen::begin(ui::color_wanted(), busy_hint(policy));
         }
-        let mut busy =
-            self.keys.as_ref().filter(|_| interactive).map(|k| BusyInput::start(std::mem::take(&mut self.typed), k));
+        let mut busy = self.keys.as_ref().map(|k| BusyInput::start(std::mem::take(&mut self.typed), k));
         let answer_keys = busy.as_ref().map(BusyInput::answer_keys);
         let yolo = Rc::new(std::cell::Cell::new(self.session.conversation.yolo()));
         let state: Rc<RefCell<Busy>> = Rc::new(RefCell::new(Busy::default()));
@@ -771,121 +617,7 @@ impl Repl {
     }
 }
 
-#[derive(Default)]
-enum Waiting {
-    #[default]
-    None,
-    Approval(u64),
-    Question(u64, Vec<String>),
-}
-
-/// Messages typed while a turn runs, and what becomes of them. Enter hands a line to the
-/// `[terminal] busy_input` policy: `interrupt` (the default) stops the turn and sends it in its
-/// place, `queue` sends it after the turn, `steer` tells the running turn (the model reads it
-/// with the next tool result; if none comes, it is sent after the turn). `/queue TEXT` and
-/// `/steer TEXT` choose for one message. Whatever was queued is not sent when the user stops the
-/// turn (Ctrl-C, /stop): it goes back into the input line.
-#[derive(Default)]
-struct Busy {
-    waiting: Waiting,
-    /// To send after the turn, in order.
-    queued: Vec<String>,
-    /// Sent to the running turn, not yet delivered.
-    steering: Vec<String>,
-    /// The turn is being stopped to send this.
-    interrupt_with: Option<String>,
-}
-
-impl Busy {
-    /// A line typed with no question waiting.
-    fn typed_line(
-        &mut self,
-        line: String,
-        policy: BusyPolicy,
-        r: &mut Renderer,
-        submit: &talaria_core::Submitter,
-        yolo: &std::cell::Cell<bool>,
-    ) {
-        let text = line.trim();
-        if text.is_empty() {
-            return;
-        }
-        let (policy, text) = match parse_slash(text) {
-            Some(("stop", _)) => {
-                submit.submit(Op::Interrupt);
-                return r.progress("stopping…");
-            }
-            Some(("yolo", _)) => {
-                yolo.set(!yolo.get());
-                submit.submit(Op::SetYolo { on: yolo.get() });
-                return r.progress(&yolo_state(yolo.get()));
-            }
-            Some(("queue", rest)) if !rest.is_empty() => (BusyPolicy::Queue, rest.to_string()),
-            Some(("steer", rest)) if !rest.is_empty() => (BusyPolicy::Steer, rest.to_string()),
-            Some((name, _)) if lookup(name).is_some_and(|c| !c.while_busy) || matches!(name, "queue" | "steer") => {
-                r.progress(&format!("/{name} waits until the reply is done (or /stop it)"));
-                return self.queued.push(text.to_string());
-            }
-            Some(_) => return self.queued.push(text.to_string()),
-            None => (policy, text.to_string()),
-        };
-        match policy {
-            BusyPolicy::Queue => self.queued.push(text),
-            BusyPolicy::Steer => {
-                submit.submit(Op::Steer { text: text.clone() });
-                self.steering.push(text);
-            }
-            BusyPolicy::Interrupt => {
-                if let Some(earlier) = self.interrupt_with.replace(text) {
-                    self.queued.insert(0, earlier);
-                } else {
-                    submit.submit(Op::Interrupt);
-                }
-            }
-        }
-    }
-
-    /// The footer's lines for what waits.
-    fn pending(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if let Some(t) = &self.interrupt_with {
-            out.push(format!("↳ stopping the reply to send: {}", ui::first_line(t, 70)));
-        }
-        out.extend(self.steering.iter().map(|t| format!("↳ for the model's next step: {}", ui::first_line(t, 70))));
-        out.extend(self.queued.iter().map(|t| format!("↳ queued: {}", ui::first_line(t, 70))));
-        out
-    }
-}
-
-/// The footer's hint under a running turn.
-fn busy_hint(policy: BusyPolicy) -> &'static str {
-    match policy {
-        BusyPolicy::Interrupt => "type a message: Enter stops this reply and sends it (/queue, /steer) · Ctrl-C stops",
-        BusyPolicy::Queue => "type a message: Enter queues it for after this reply (/steer) · Ctrl-C stops",
-        BusyPolicy::Steer => "type a message: Enter tells the model now (/queue) · Ctrl-C stops",
-    }
-}
-
-/// An approval's answer: a key or a word; anything else (Enter too) denies.
-fn decision(answer: &str) -> Decision {
-    match answer.trim().to_ascii_lowercase().as_str() {
-        "o" | "once" | "y" | "yes" => Decision::Once,
-        "s" | "session" => Decision::Session,
-        "a" | "always" => Decision::Always,
-        _ => Decision::Deny,
-    }
-}
-
-fn describe(d: Decision) -> &'static str {
-    match d {
-        Decision::Once => "allowed once",
-        Decision::Session => "allowed for this session",
-        Decision::Always => "allowed from now on (saved in config.toml)",
-        Decision::Deny => "denied",
-    }
-}
-
-fn yolo_state(on: bool) -> String {
+pub(crate) fn yolo_state(on: bool) -> String {
     if on {
         "yolo is on: dangerous commands and new hosts go ahead without asking (forbidden commands stay refused)".into()
     } else {
@@ -970,16 +702,6 @@ mod tests {
                 assert_eq!(lookup(a).map(|s| s.name), Some(c.name));
             }
         }
-        let got = SlashCompleter { workspace: std::env::temp_dir() }.complete("/re", 3);
-        let names: Vec<String> = match got {
-            reedline::CompletionResult::Fresh { suggestions, .. } => {
-                suggestions.iter().map(|s| s.value.clone()).collect()
-            }
-            _ => Vec::new(),
-        };
-        assert_eq!(names, ["/resume", "/retry"]);
         assert_eq!(parse_slash("/title  my work "), Some(("title", "my work")));
-        assert_eq!(decision("A"), Decision::Always);
-        assert_eq!(decision(""), Decision::Deny);
     }
 }
