@@ -25,6 +25,7 @@ mod oneshot;
 
 mod plugin_test;
 mod repl;
+mod sandbox;
 mod scale_out;
 mod sessions;
 mod skills;

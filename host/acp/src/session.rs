@@ -80,7 +80,8 @@ impl AcpSession {
         let (servers, skipped) = editor_servers(mcp_servers);
         let mut offered = Offered::default();
         if let Some(e) = &editor {
-            if offers.terminal {
+            // The editor runs commands outside talaria's sandbox: only when the user said so.
+            if offers.terminal && host.config().editor_terminal() {
                 offered.terminal = Some(e.clone() as Arc<dyn talaria_core::Terminal>);
             }
             if offers.read || offers.write {
@@ -107,6 +108,7 @@ impl AcpSession {
             allow: Vec::new(),
             origin: None,
             mcp_servers: servers,
+            unconfined_commands: false,
         };
         let mut conversation = host.start(start).await.map_err(|e| match e {
             talaria_core::Error::Store(talaria_store::Error::SessionNotFound { .. }) => error(

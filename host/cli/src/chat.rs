@@ -153,6 +153,7 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         allow: Vec::new(),
         origin: None,
         mcp_servers: std::collections::BTreeMap::new(),
+        unconfined_commands: false,
     };
     let mut conversation = host.start(start).await?;
     // Warnings, then the session it is in.

@@ -108,6 +108,7 @@ pub async fn run(ctx: &Ctx, args: DoctorArgs) -> anyhow::Result<ExitCode> {
         (None, _) => {}
     }
     check_fallbacks(ctx, &secrets, &mut r);
+    check_sandbox(ctx, &mut r).await;
     let runtime = check_plugins(ctx, &mut r).await;
     check_grants(ctx, runtime.as_ref(), &mut r);
     check_installed(ctx, &mut r);
@@ -595,6 +596,73 @@ impl Target {
             return None;
         }
         Some(Self { tls, authority: authority.to_string(), host: host.to_string(), port, path })
+    }
+}
+
+/// Whether commands run confined here: a sandbox is started and runs a command. Running them
+/// unconfined is flagged, for the whole home or for a gateway platform or scheduled job.
+async fn check_sandbox(ctx: &Ctx, r: &mut Report) {
+    use talaria_core::config::CommandsMode;
+    use talaria_runtime::process::Confinement;
+    let sandbox = ctx.config.command_sandbox(&ctx.home);
+    match (sandbox.confinement, &sandbox.launcher) {
+        (Confinement::Unconfined, _) => r.warn(
+            "sandbox",
+            "commands run UNCONFINED ([sandbox] commands = \"unconfined\"): as you, with all your files, processes and network; gateway chats and scheduled jobs stay confined unless their own settings say otherwise",
+        ),
+        (Confinement::Confined, Err(e)) => r.fail("sandbox", &e.to_string()),
+        (Confinement::Confined, Ok(launcher)) => match talaria_sandbox::probe(launcher).await {
+            Ok(p) => {
+                r.ok(
+                    "sandbox",
+                    &format!(
+                        "commands are confined: {} ({}) started a sandbox and ran a command in it in {} ms",
+                        p.version,
+                        launcher.bwrap.display(),
+                        p.took.as_millis()
+                    ),
+                );
+                let toolchains: Vec<String> =
+                    sandbox.read.iter().filter(|p| p.exists()).map(|p| ui::tilde(p)).collect();
+                r.ok(
+                    "sandbox",
+                    &format!(
+                        "they see the workspace (its .git/config, .git/hooks and .talaria read-only), the system read-only, {}{}; never talaria's home, ~/.ssh, ~/.aws, ~/.config; hosts only through the egress proxy, each allowed by a grant or approved (net:HOST)",
+                        if toolchains.is_empty() { "no toolchain places".to_string() } else { format!("and read {}", toolchains.join(", ")) },
+                        if sandbox.write.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; they may change {}", sandbox.write.iter().map(|p| ui::tilde(p)).collect::<Vec<_>>().join(", "))
+                        }
+                    ),
+                );
+                match p.process_limit {
+                    talaria_sandbox::ProcessLimit::Cgroup | talaria_sandbox::ProcessLimit::Rlimit => r.ok(
+                        "sandbox",
+                        &format!(
+                            "at most {} processes per sandbox, files of at most {} MiB, a private /tmp of {} MiB",
+                            sandbox.limits.max_processes, sandbox.limits.max_file_mb, sandbox.limits.tmp_mb
+                        ),
+                    ),
+                    talaria_sandbox::ProcessLimit::Unbounded => r.warn(
+                        "sandbox",
+                        "the number of processes a command starts is not bounded: talaria runs as root, which RLIMIT_NPROC does not hold, and no pids control group can be made here",
+                    ),
+                }
+            }
+            Err(e) => r.fail("sandbox", &e.to_string()),
+        },
+    }
+    for (name, platform) in &ctx.config.gateway.platforms {
+        if platform.commands == Some(CommandsMode::Unconfined) {
+            r.warn(
+                "sandbox",
+                &format!("commands of [gateway.platforms.{name}] chats run UNCONFINED: what strangers write steers commands that run as you"),
+            );
+        }
+    }
+    for job in &ctx.config.cron.unconfined_jobs {
+        r.warn("sandbox", &format!("scheduled job {job} runs its commands UNCONFINED ([cron] unconfined_jobs)"));
     }
 }
 

@@ -100,6 +100,23 @@ fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
     }
     println!("sessions: {sessions} chats known");
     println!("deliveries: {} pending, {} sent, {} failed", counts.pending, counts.sent, counts.failed);
+    let unconfined: Vec<&str> = ctx
+        .config
+        .gateway
+        .platforms
+        .keys()
+        .filter(|name| ctx.config.gateway.unconfined(name))
+        .map(String::as_str)
+        .collect();
+    if unconfined.is_empty() {
+        println!("commands: confined in the OS sandbox");
+    } else {
+        anstream::println!(
+            "commands: {} for {} (as you, with all your files and network); confined elsewhere",
+            "UNCONFINED".yellow().bold(),
+            unconfined.join(", ")
+        );
+    }
     Ok(if live.is_empty() { ExitCode::from(3) } else { ExitCode::SUCCESS })
 }
 

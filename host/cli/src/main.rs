@@ -167,6 +167,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Inside a command sandbox, this executable is its helper (talaria_sandbox::helper).
+    if std::env::args_os().nth(1).is_some_and(|a| a == talaria_sandbox::bwrap::HELPER_ARG) {
+        talaria_sandbox::helper::main();
+    }
     let cli = Cli::parse();
     if let Some(name) = &cli.profile {
         // Before anything works out where home is (the log file is there).

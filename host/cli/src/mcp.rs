@@ -142,7 +142,14 @@ async fn serve(
 
 fn servers(ctx: &Ctx) -> Servers {
     let approver = Arc::new(talaria_runtime::Unattended { yolo: false });
-    Servers::new(&ctx.home, &ctx.workspace, &ctx.config.mcp_servers, approver, &ctx.config.approvals.allow)
+    Servers::new(
+        &ctx.home,
+        &ctx.workspace,
+        &ctx.config.mcp_servers,
+        approver,
+        &ctx.config.approvals.allow,
+        ctx.config.command_sandbox(&ctx.home),
+    )
 }
 
 fn reached(config: &ServerToml) -> String {

@@ -243,6 +243,44 @@ fn find<'r>(runtime: &'r Runtime, name: &str) -> anyhow::Result<&'r std::sync::A
     })
 }
 
+/// Where a plugin's commands run and what they reach, for `plugins info`.
+fn commands_policy(ctx: &Ctx, grants: &talaria_runtime::Grants) -> Vec<String> {
+    use talaria_runtime::process::Confinement;
+    let sandbox = ctx.config.command_sandbox(&ctx.home);
+    let policy = sandbox.policy(&ctx.workspace, grants);
+    let places = |paths: &[std::path::PathBuf]| {
+        let shown: Vec<String> = paths.iter().filter(|p| p.exists()).map(|p| ui::tilde(p)).collect();
+        if shown.is_empty() { "nothing else".to_string() } else { shown.join(", ") }
+    };
+    let hosts: Vec<String> = grants.network().map(|h| h.to_string()).collect();
+    let mut lines = match (sandbox.confinement, &sandbox.launcher) {
+        (Confinement::Unconfined, _) => vec![
+            "commands:   UNCONFINED ([sandbox] commands = \"unconfined\"): they run as you, with all your files, processes and network".to_string(),
+        ],
+        (Confinement::Confined, Err(e)) => vec![format!("commands:   refused here: {e}")],
+        (Confinement::Confined, Ok(_)) => vec![
+            format!(
+                "commands:   in the OS sandbox: the workspace read-write (.git/config, .git/hooks, .talaria read-only), the system read-only"
+            ),
+            format!("            also read: {}", places(&policy.read)),
+            format!("            also write: {}", places(&policy.write)),
+            "            never: talaria's home, ~/.ssh, ~/.aws, ~/.config and the rest of your home; other processes".to_string(),
+            format!(
+                "            network: only through talaria's proxy; {}, any other host asked (net:HOST)",
+                if hosts.is_empty() { "no host granted".to_string() } else { format!("granted {}", hosts.join(", ")) }
+            ),
+            format!(
+                "            limits: {} processes, {} MiB per file, {} MiB of /tmp",
+                policy.limits.max_processes, policy.limits.max_file_mb, policy.limits.tmp_mb
+            ),
+        ],
+    };
+    if ctx.config.gateway.platforms.keys().any(|n| ctx.config.gateway.unconfined(n)) {
+        lines.push("            (gateway platforms set unconfined run its commands as you there)".into());
+    }
+    lines
+}
+
 async fn info(ctx: &Ctx, name: &str) -> anyhow::Result<ExitCode> {
     let runtime = ctx.runtime(false)?;
     let p = find(&runtime, name)?;
@@ -283,6 +321,11 @@ async fn info(ctx: &Ctx, name: &str) -> anyhow::Result<ExitCode> {
     }
     if !p.grants.ignored.is_empty() {
         println!("ignored:    {} (granted but no longer requested)", caps_text(&p.grants.ignored));
+    }
+    if p.grants.has_process() {
+        for line in commands_policy(ctx, &p.grants) {
+            println!("{line}");
+        }
     }
     println!(
         "limits:     {} MiB memory, {}s per call, {} KiB output",

@@ -169,6 +169,9 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
         keys: lines.interactive().then(KeysHeld::take),
     };
     repl.banner(lines.interactive());
+    if let Some(note) = sandbox_note(ctx) {
+        ui::warn(&note);
+    }
     let stop = repl.session.stop.clone();
     loop {
         if stop.signal().is_some() {
@@ -232,6 +235,20 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
         crate::signals::exit_now(code);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the banner says about where commands run, when it is not the confined default.
+fn sandbox_note(ctx: &Ctx) -> Option<String> {
+    use talaria_runtime::process::Confinement;
+    let sandbox = ctx.config.command_sandbox(&ctx.home);
+    match (sandbox.confinement, &sandbox.launcher) {
+        (Confinement::Unconfined, _) => Some(
+            "commands run UNCONFINED ([sandbox] commands = \"unconfined\"): as you, with all your files, processes and network"
+                .into(),
+        ),
+        (Confinement::Confined, Err(e)) => Some(format!("shell commands will be refused: {e}")),
+        (Confinement::Confined, Ok(_)) => None,
+    }
 }
 
 impl Repl {

@@ -51,6 +51,18 @@ pub fn first_line(text: &str, max: usize) -> String {
     }
 }
 
+/// `path` with the home directory written `~`.
+pub fn tilde(path: &std::path::Path) -> String {
+    match std::env::var_os("HOME").map(std::path::PathBuf::from) {
+        Some(home) if !home.as_os_str().is_empty() => match path.strip_prefix(&home) {
+            Ok(rest) if rest.as_os_str().is_empty() => "~".into(),
+            Ok(rest) => format!("~/{}", rest.display()),
+            Err(_) => path.display().to_string(),
+        },
+        _ => path.display().to_string(),
+    }
+}
+
 /// `text` as one shell word: bare when it is plain, else in single quotes.
 pub fn shell_quote(text: &str) -> String {
     let plain = !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=".contains(c));

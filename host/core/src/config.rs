@@ -100,6 +100,8 @@ pub struct ConfigToml {
     #[serde(default)]
     pub terminal: TerminalToml,
     #[serde(default)]
+    pub acp: AcpToml,
+    #[serde(default)]
     pub gateway: GatewayToml,
     #[serde(default)]
     pub cron: CronToml,
@@ -143,6 +145,10 @@ pub struct CronToml {
     pub timeout_secs: Option<u64>,
     /// Model calls per run (default: `[agent] max_turns`).
     pub max_turns: Option<u32>,
+    /// Jobs (by id) whose commands run outside the OS sandbox; every other job's are confined,
+    /// whatever `[sandbox] commands` says.
+    #[serde(default)]
+    pub unconfined_jobs: Vec<String>,
 }
 
 /// `[gateway]`: who the messaging gateway answers, and how chats become sessions. Deny by
@@ -203,6 +209,12 @@ impl GatewayToml {
             },
         )
     }
+
+    /// Whether commands of this platform's chats run outside the OS sandbox: only when its own
+    /// table says `commands = "unconfined"`, never because `[sandbox] commands` does.
+    pub fn unconfined(&self, platform: &str) -> bool {
+        self.platforms.get(platform).and_then(|p| p.commands) == Some(CommandsMode::Unconfined)
+    }
 }
 
 /// How a group chat maps to sessions.
@@ -252,6 +264,9 @@ pub struct PlatformToml {
     /// Where scheduled jobs delivering to this account (`--deliver NAME`) send their answers:
     /// a chat id, or `CHAT:THREAD`.
     pub home_channel: Option<String>,
+    /// How its chats' commands run: confined in the OS sandbox (the default, whatever
+    /// `[sandbox] commands` says) or `"unconfined"`.
+    pub commands: Option<CommandsMode>,
 }
 
 /// `[gateway.platforms.NAME.routes.ROUTE]`: one webhook route. Every route is authenticated;
@@ -534,6 +549,68 @@ pub struct SandboxToml {
     pub max_tools_per_plugin: Option<usize>,
     /// Largest tool spec (name, description and parameters) a plugin may list, in KiB.
     pub max_spec_kb: Option<usize>,
+    /// How commands run: `"confined"` (the default) or `"unconfined"` (as you, with all your
+    /// files and network). Gateway chats and scheduled jobs stay confined unless their platform
+    /// or job says otherwise.
+    pub commands: Option<CommandsMode>,
+    /// Toolchain places commands may read (default: `~/.cargo`, `~/.rustup`, `~/.npm`,
+    /// `~/.cache/pip`, `~/.pyenv`, `~/.nvm`, `~/.volta`); `[]` for none.
+    pub toolchains: Option<Vec<String>>,
+    /// More places commands may read.
+    #[serde(default)]
+    pub read: Vec<String>,
+    /// Places commands may change beside the workspace.
+    #[serde(default)]
+    pub write: Vec<String>,
+    /// Processes (and threads) one sandbox may hold at once.
+    pub max_processes: Option<u64>,
+    /// Largest file a command may write, in MiB.
+    pub max_file_mb: Option<u64>,
+    /// Size of a sandbox's private /tmp, in MiB.
+    pub tmp_mb: Option<u64>,
+    /// The bubblewrap executable (default: `bwrap` on PATH).
+    pub bwrap: Option<PathBuf>,
+    /// Hosts that resolve to an address of your own network (a package mirror, a proxy):
+    /// commands may reach those addresses once the host is allowed. Other names that resolve
+    /// to loopback, private or link-local addresses are refused.
+    #[serde(default)]
+    pub local_hosts: Vec<String>,
+}
+
+/// `[acp]`: what talaria takes from an editor.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcpToml {
+    /// Run commands in the editor's terminal when it offers one. The editor runs them outside
+    /// talaria's sandbox (as you, with your files and network), so while commands are confined
+    /// this is off unless set; with `[sandbox] commands = "unconfined"` the editor's terminal is
+    /// used whenever offered.
+    #[serde(default)]
+    pub editor_terminal: bool,
+}
+
+impl ConfigToml {
+    /// Whether an editor's terminal may run this home's commands (see [`AcpToml`]).
+    pub fn editor_terminal(&self) -> bool {
+        self.acp.editor_terminal || self.sandbox.commands == Some(CommandsMode::Unconfined)
+    }
+}
+
+/// `[sandbox] commands`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommandsMode {
+    Confined,
+    Unconfined,
+}
+
+impl CommandsMode {
+    pub fn confinement(self) -> talaria_runtime::process::Confinement {
+        match self {
+            Self::Confined => talaria_runtime::process::Confinement::Confined,
+            Self::Unconfined => talaria_runtime::process::Confinement::Unconfined,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -701,6 +778,45 @@ impl ConfigToml {
         let main = self.model.as_ref().and_then(|m| m.key_env.clone());
         let others = self.fallback_providers.iter().chain(self.auxiliary.as_ref()).filter_map(|f| f.key_env.clone());
         main.into_iter().chain(others).collect()
+    }
+
+    /// How commands are confined, from `[sandbox]`: talaria's homes (this one, the base home
+    /// with its profiles, and `~/.talaria`) are never visible to them.
+    pub fn command_sandbox(&self, home: &Path) -> talaria_runtime::process::CommandSandbox {
+        use talaria_runtime::process::{CommandLimits, CommandSandbox, Confinement, default_toolchains};
+        let s = &self.sandbox;
+        let mut sandbox = CommandSandbox::confined(home);
+        if let Ok(base) = base_home()
+            && !sandbox.hidden.contains(&base)
+        {
+            sandbox.hidden.push(base);
+        }
+        sandbox.confinement = s.commands.map_or(Confinement::Confined, CommandsMode::confinement);
+        let user_home = sandbox.home.clone();
+        let expand = |p: &String| match (p.strip_prefix("~/"), &user_home) {
+            (Some(rest), Some(h)) => h.join(rest),
+            _ if p == "~" => user_home.clone().unwrap_or_else(|| PathBuf::from(p)),
+            _ => PathBuf::from(p),
+        };
+        if let Some(toolchains) = &s.toolchains {
+            sandbox.read = toolchains.iter().map(expand).collect();
+        } else {
+            sandbox.read = default_toolchains(user_home.as_deref());
+        }
+        sandbox.read.extend(s.read.iter().map(expand));
+        sandbox.write = s.write.iter().map(expand).collect();
+        let d = CommandLimits::default();
+        sandbox.limits = CommandLimits {
+            max_processes: s.max_processes.unwrap_or(d.max_processes),
+            max_file_mb: s.max_file_mb.unwrap_or(d.max_file_mb),
+            tmp_mb: s.tmp_mb.unwrap_or(d.tmp_mb),
+        };
+        sandbox.local_hosts = s.local_hosts.iter().filter_map(|h| talaria_runtime::HostPattern::parse(h).ok()).collect();
+        if let Some(bwrap) = &s.bwrap {
+            let helper = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("talaria"));
+            sandbox.launcher = talaria_runtime::process::Launcher::find(Some(bwrap), helper);
+        }
+        sandbox
     }
 
     pub fn command_policy(&self, home: &Path) -> CommandPolicy {

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{self, ConfigToml};
 use crate::offered::{Joined, Overlaid};
 use crate::router::{Route, Router};
-use crate::{Error, Host, ModelChoice, Start, canonical_workspace, lock, models};
+use crate::{Error, Host, ModelChoice, Platform, Start, canonical_workspace, lock, models};
 
 /// How many recent user and assistant messages [`Info::tail`] keeps.
 const TAIL: usize = 12;
@@ -188,6 +188,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
             &start.mcp_servers,
             host.router.clone(),
             &host.config.approvals.allow,
+            host.config.command_sandbox(&host.home),
         ));
         own.prepare().await;
         warnings.extend(own.take_warnings());
@@ -213,7 +214,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         turn: None,
         session_id: agent.session_id().to_string(),
         router: host.router.clone(),
-        route: Route::new(&gate, start.offered.terminal.as_ref()),
+        route: Route::new(&gate, start.offered.terminal.as_ref(), commands_confinement(&start)),
         _terminal: start.offered.terminal.clone(),
         gate: gate.clone(),
         agent_events,
@@ -719,5 +720,18 @@ fn immediate(op: Op, outbox: &mut Outbox, cancel: Option<&CancellationToken>) {
         | Op::Rollback { .. }
         | Op::ContextReport
         | Op::Shutdown { .. }) => tracing::warn!("{other:?} is not carried out at once"),
+    }
+}
+
+/// How a conversation's commands run: a gateway chat's and a scheduled job's in the sandbox
+/// unless the operator set that platform or job unconfined (never `[sandbox] commands` alone);
+/// the others' as `[sandbox] commands` says.
+fn commands_confinement(start: &Start) -> Option<talaria_runtime::process::Confinement> {
+    use talaria_runtime::process::Confinement;
+    match start.platform {
+        Platform::Gateway | Platform::Cron => {
+            Some(if start.unconfined_commands { Confinement::Unconfined } else { Confinement::Confined })
+        }
+        Platform::Cli | Platform::Acp | Platform::Subagent => None,
     }
 }

@@ -175,6 +175,10 @@ pub struct Start {
     /// MCP servers of this conversation only, beside `[mcp_servers]` (an editor's, over ACP);
     /// they stop when it ends.
     pub mcp_servers: std::collections::BTreeMap<String, talaria_mcp::config::ServerToml>,
+    /// Run this conversation's commands outside the OS sandbox. A gateway chat or scheduled
+    /// job is confined whatever `[sandbox] commands` says, unless its own platform or job set
+    /// this (the operator's decision for that very place).
+    pub unconfined_commands: bool,
 }
 
 impl Default for Start {
@@ -199,6 +203,7 @@ impl Default for Start {
             allow: Vec::new(),
             origin: None,
             mcp_servers: std::collections::BTreeMap::new(),
+            unconfined_commands: false,
         }
     }
 }
@@ -299,6 +304,7 @@ impl Host {
             &config.mcp_servers,
             router.clone(),
             &config.approvals.allow,
+            config.command_sandbox(&options.home),
         ));
         let checkpoints = checkpoints(&options.home, &config);
         Ok(Self {
@@ -380,6 +386,7 @@ pub fn runtime_config(
     rc.llm = llm;
     rc.secret_names = config.secret_names();
     rc.pass_env = config.process.pass_env.clone();
+    rc.commands = config.command_sandbox(home);
     rc.store = Some(config.store_location(home));
     rc
 }

@@ -4,7 +4,9 @@
 //! parent. A request for a session no conversation holds is refused: nobody there can answer.
 //!
 //! It also finds the terminal a session's front end offers ([`Terminals`]): commands of a
-//! session whose conversation was started with [`crate::Start::terminal`] run there.
+//! session whose conversation was started with [`crate::Start::offered`] run there; and how a
+//! session's commands are confined (a gateway chat's or a scheduled job's stay in the sandbox
+//! unless its platform or job was set otherwise: [`crate::Start::unconfined_commands`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -12,6 +14,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use talaria_agent::approval::{Ask, Decision, Gate};
+use talaria_runtime::process::Confinement;
 use talaria_runtime::{Approval, ApprovalRequest, Approver, Terminal, Terminals};
 use talaria_store::Store;
 
@@ -30,11 +33,13 @@ pub(crate) struct Router {
 pub(crate) struct Route {
     pub gate: Weak<Gate>,
     pub terminal: Option<Weak<dyn Terminal>>,
+    /// How the session's commands run; `None`: as `[sandbox] commands` says.
+    pub confinement: Option<Confinement>,
 }
 
 impl Route {
-    pub fn new(gate: &Arc<Gate>, terminal: Option<&Arc<dyn Terminal>>) -> Self {
-        Self { gate: Arc::downgrade(gate), terminal: terminal.map(Arc::downgrade) }
+    pub fn new(gate: &Arc<Gate>, terminal: Option<&Arc<dyn Terminal>>, confinement: Option<Confinement>) -> Self {
+        Self { gate: Arc::downgrade(gate), terminal: terminal.map(Arc::downgrade), confinement }
     }
 }
 
@@ -95,6 +100,16 @@ impl Terminals for Router {
                 return None;
             }
             self.find(session_id, |r| r.terminal.as_ref().and_then(Weak::upgrade)).await
+        })
+    }
+
+    fn confinement<'a>(&'a self, session_id: &'a str) -> Pin<Box<dyn Future<Output = Option<Confinement>> + Send + 'a>> {
+        Box::pin(async move {
+            if crate::lock(&self.routes).values().all(|r| r.confinement.is_none()) {
+                return None;
+            }
+            // A child session (delegate_task) runs as its parent's does.
+            self.find(session_id, |r| r.confinement.filter(|_| r.gate.strong_count() > 0)).await
         })
     }
 }

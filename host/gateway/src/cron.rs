@@ -223,6 +223,7 @@ impl Runner {
             memory: !from_chat,
             plugins_from: from_chat.then(|| self.host.workspace().to_path_buf()),
             allow: job.allow.clone(),
+            unconfined_commands: cron.unconfined_jobs.contains(&job.id),
             ..Start::default()
         };
         let mut conversation = match self.host.start(start).await {

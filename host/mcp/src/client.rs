@@ -1,10 +1,14 @@
 //! External MCP servers as tools ([`Servers`], a [`ToolHost`]): each `[mcp_servers.NAME]` tool
 //! becomes `mcp_<server>_<tool>` in the toolset `mcp-<server>`.
 //!
-//! 1. **They run outside the sandbox**, with the user's rights, so the policy is explicit: a
-//!    call of a tool not marked read-only asks the user first (once, for the session, always,
-//!    or no: `[approvals] allow = ["mcp:SERVER:TOOL"]` is "always"), unless the server's `ask`
-//!    says otherwise. With nobody to ask it is refused, saying how to allow it.
+//! 1. **A stdio server runs in the OS sandbox** (see [`crate::confined`]): the system, its own
+//!    directory and a data directory of its own, hosts through the egress proxy's approvals,
+//!    and what `[mcp_servers.NAME] sandbox` adds; where the sandbox cannot start, it does not
+//!    start (`[sandbox] commands = "unconfined"` runs servers as the user). What its tools do
+//!    within that is still the user's call: a call of a tool not marked read-only asks first
+//!    (once, for the session, always, or no: `[approvals] allow = ["mcp:SERVER:TOOL"]` is
+//!    "always"), unless the server's `ask` says otherwise. With nobody to ask it is refused,
+//!    saying how to allow it.
 //! 2. **A stdio server gets the environment commands get** (PATH, HOME, the locale, proxies,
 //!    toolchain homes; never a variable whose name marks a credential) plus its own `env`:
 //!    talaria's API keys never reach it unless named there.
@@ -33,7 +37,8 @@ use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt as _};
 use serde_json::Value;
 use talaria_agent::{BoxFuture, ToolContext, ToolHost};
 use talaria_protocol::{ToolAnnotations, ToolError, ToolSpec};
-use talaria_runtime::{Approval, ApprovalKind, ApprovalRequest, Approvals, Approver, Secrets};
+use talaria_runtime::process::CommandSandbox;
+use talaria_runtime::{Approval, ApprovalKind, ApprovalRequest, Approvals, Approver, Caller, Secrets};
 
 use crate::config::{self, Ask, ServerToml, Transport};
 
@@ -137,6 +142,8 @@ struct Server {
     tools: Mutex<Option<Listing>>,
     /// The running session, if started.
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    /// A stdio server's sandbox and process, while its session runs.
+    jail: Mutex<Option<crate::confined::Jailed>>,
     /// It failed to start and was reported.
     reported: Mutex<bool>,
 }
@@ -148,7 +155,9 @@ pub struct Servers {
     workspace: PathBuf,
     secrets: Secrets,
     servers: BTreeMap<String, Arc<Server>>,
-    approvals: Approvals,
+    approvals: Arc<Approvals>,
+    /// How stdio servers are confined (`[sandbox]`).
+    sandbox: CommandSandbox,
     warnings: Mutex<Vec<String>>,
 }
 
@@ -160,6 +169,7 @@ impl Servers {
         configs: &BTreeMap<String, ServerToml>,
         approver: Arc<dyn Approver>,
         always: &[String],
+        sandbox: CommandSandbox,
     ) -> Self {
         let servers = configs
             .iter()
@@ -170,6 +180,7 @@ impl Servers {
                     config: config.clone(),
                     tools: Mutex::new(None),
                     session: tokio::sync::Mutex::new(None),
+                    jail: Mutex::new(None),
                     reported: Mutex::new(false),
                 };
                 (name.clone(), Arc::new(server))
@@ -180,7 +191,8 @@ impl Servers {
             workspace: workspace.to_path_buf(),
             secrets: Secrets::load(&home.join(".env")),
             servers,
-            approvals: Approvals::new(approver, always),
+            approvals: Arc::new(Approvals::new(approver, always)),
+            sandbox,
             warnings: Mutex::new(Vec::new()),
         }
     }
@@ -328,10 +340,39 @@ impl Servers {
                 for (key, value) in &env {
                     vars.push((key.clone(), expand(value).map_err(|e| format!("env {key}: {e}"))?));
                 }
-                let dir = cwd.unwrap_or_else(|| self.workspace.clone());
                 // What commands get from talaria's environment (PATH, HOME, the locale, proxies),
                 // never a variable whose name marks a credential.
                 let inherited = talaria_runtime::ChildEnv::from_host(&[], &talaria_runtime::leak::SecretScan::new([]));
+                if crate::confined::confined(&self.sandbox) {
+                    let plan = crate::confined::plan(
+                        &self.sandbox,
+                        &self.home,
+                        &server.name,
+                        &server.config,
+                        &command,
+                        &args,
+                        cwd.as_deref(),
+                        &self.workspace,
+                    )?;
+                    let argv = std::iter::once(command.clone()).chain(args.iter().cloned()).collect();
+                    let env = inherited.vars().iter().cloned().chain(vars).collect();
+                    let mut jailed = crate::confined::start(
+                        &self.sandbox,
+                        plan,
+                        &server.name,
+                        self.approvals.clone(),
+                        argv,
+                        env,
+                    )
+                    .await?;
+                    if let Some(stderr) = jailed.stderr() {
+                        tokio::spawn(drain(server.name.clone(), stderr));
+                    }
+                    let transport = jailed.pipes().ok_or("its pipes were not made")?;
+                    *lock(&server.jail) = Some(jailed);
+                    tokio::time::timeout(timeout, Handler.serve(transport)).await
+                } else {
+                let dir = cwd.unwrap_or_else(|| self.workspace.clone());
                 let cmd = tokio::process::Command::new(&command).configure(|c| {
                     c.args(&args).env_clear().current_dir(&dir);
                     c.envs(inherited.vars().iter().map(|(k, v)| (k.as_str(), v.as_str())));
@@ -345,6 +386,7 @@ impl Servers {
                     tokio::spawn(drain(server.name.clone(), stderr));
                 }
                 tokio::time::timeout(timeout, Handler.serve(transport)).await
+                }
             }
             Transport::Http { url, headers } => {
                 let mut custom = std::collections::HashMap::new();
@@ -410,6 +452,9 @@ impl Servers {
             }
         };
         self.approve(&server, &tool, &args, &ctx).await?;
+        if let Some(jail) = lock(&server.jail).as_ref() {
+            jail.gate.acting_for(&Caller { session_id: ctx.session_id.clone(), call_id: ctx.call_id.clone() });
+        }
         let session = self
             .session(&server)
             .await
@@ -706,7 +751,7 @@ fn content_text(block: &ContentBlock) -> String {
 }
 
 /// Keep a stdio server's stderr out of the terminal: its lines go to the log.
-async fn drain(server: String, stderr: tokio::process::ChildStderr) {
+async fn drain(server: String, stderr: impl tokio::io::AsyncRead + Unpin) {
     use tokio::io::AsyncBufReadExt as _;
     let mut lines = tokio::io::BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {

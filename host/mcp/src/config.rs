@@ -16,7 +16,12 @@
 //! ask = "writes"                      # writes (default): a tool not read-only asks first;
 //!                                     # always: every tool asks; never: none does
 //! enabled = true
+//! sandbox = { read = ["~/docs"], write = ["$WORKSPACE"], net = ["api.example.com"] }
 //! ```
+//!
+//! A stdio server runs in the OS sandbox (see [`crate::client`]): by default it sees the system,
+//! its own directory and a data directory of its own, and reaches hosts through the egress
+//! proxy's approvals; `sandbox` widens that.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -56,10 +61,30 @@ pub struct ServerToml {
     pub tool_timeout_secs: Option<u64>,
     /// Which calls ask the user first (default: those of tools not marked read-only).
     pub ask: Option<Ask>,
+    /// What a stdio server may reach from its sandbox beside the system, its own directory and
+    /// its data directory: `{ read = [...], write = [...], net = [...] }` (`$WORKSPACE` is the
+    /// conversation's workspace; `net` names hosts it reaches without asking).
+    pub sandbox: Option<ServerSandbox>,
     /// Its `env` and `headers` are taken as they are, with no `${NAME}` filled from talaria's
     /// secrets (servers an editor names over ACP).
     #[serde(skip)]
     pub verbatim: bool,
+}
+
+/// `[mcp_servers.NAME] sandbox`: what a stdio server may reach beside its defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSandbox {
+    /// Places it may read (`~/`, `$WORKSPACE` expanded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<String>,
+    /// Places it may change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write: Vec<String>,
+    /// Hosts (`HOST[:PORT]`, `*.suffix`) it reaches through the egress proxy without asking;
+    /// any other host is asked about (`net:HOST`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub net: Vec<String>,
 }
 
 /// Tools offered: those in `include` (all when empty), minus those in `exclude`.

@@ -3,4 +3,5 @@
 
 pub mod client;
 pub mod config;
+mod confined;
 pub mod server;

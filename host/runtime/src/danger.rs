@@ -131,6 +131,49 @@ pub fn check(command: &str, policy: &CommandPolicy) -> Verdict {
     forbidden.or(dangerous).cloned().unwrap_or(Verdict::Safe)
 }
 
+/// Dangerous findings that stop mattering when the command runs in the OS sandbox, because it
+/// hides or locks what they are about: the command fails there with an ordinary error instead
+/// of asking first. Findings about what the sandbox still lets happen (deleting or rewriting
+/// the workspace, git history and remotes, another machine, a database, a start-up file) ask as
+/// before, and forbidden ones are refused as before.
+pub const ENFORCED_BY_SANDBOX: &[&str] = &[
+    // Hidden: talaria's home, the keys and credentials, other processes' environments.
+    "read-secrets",
+    // Read-only or invisible: /etc, ~/.ssh, talaria's home, .git's config and hooks, .talaria/.
+    "write-etc",
+    "write-ssh",
+    "write-talaria",
+    "write-git",
+    "write-project",
+    // Its own PID namespace, no capabilities, no system bus: talaria and the machine's
+    // processes, services and disks are out of reach.
+    "kill-self",
+    "mass-kill",
+    "shutdown",
+    "service-stop",
+    "crontab",
+    "chown-root",
+    "mkfs",
+    "partition",
+    "dd",
+    // Code the classifier cannot read runs with the same bounds as a script on disk, and
+    // reaches the network only through the proxy's per-host approvals.
+    "inline-code",
+    "shell-c",
+    "pipe-to-shell",
+    "dynamic-command",
+    "dynamic-arguments",
+    "git-config-exec",
+];
+
+/// [`check`] for a command that will run in the OS sandbox: findings in
+/// [`ENFORCED_BY_SANDBOX`] do not ask.
+pub fn check_confined(command: &str, policy: &CommandPolicy) -> Verdict {
+    let mut confined = policy.clone();
+    confined.allow_keys.extend(ENFORCED_BY_SANDBOX.iter().map(|k| (*k).to_string()));
+    check(command, &confined)
+}
+
 /// A dangerous finding made in code: its key and reason.
 type Finding = (&'static str, &'static str);
 

@@ -217,8 +217,14 @@ pub struct RuntimeConfig {
     pub secret_names: Vec<String>,
     /// Environment variables commands get beside [`process::PASSED_ENV`] (`[process] pass_env`).
     pub pass_env: Vec<String>,
-    /// Terminals front ends offer, by session (an editor's); `None`: every command runs here.
+    /// Terminals front ends offer, by session (an editor's), and how each session's commands
+    /// are confined; `None`: every command runs here, as `commands` says.
     pub terminals: Option<Arc<dyn Terminals>>,
+    /// How commands run: in the OS sandbox (the default: bubblewrap from `PATH`, this
+    /// executable as its helper, so a binary embedding the runtime must call
+    /// [`talaria_sandbox::helper::main`] when started with [`talaria_sandbox::bwrap::HELPER_ARG`]),
+    /// or unconfined.
+    pub commands: process::CommandSandbox,
     /// Where plugins' key-value data lives; by default `$TALARIA_HOME/state.db`.
     pub store: Option<talaria_store::Location>,
 }
@@ -226,6 +232,7 @@ pub struct RuntimeConfig {
 impl RuntimeConfig {
     /// Defaults: unattended approvals without yolo, default limits, no plugin settings.
     pub fn new(home: PathBuf, workspace: PathBuf) -> Self {
+        let commands = process::CommandSandbox::confined(&home);
         Self {
             home,
             workspace,
@@ -242,6 +249,7 @@ impl RuntimeConfig {
             secret_names: Vec::new(),
             pass_env: Vec::new(),
             terminals: None,
+            commands,
             store: None,
         }
     }
@@ -342,7 +350,7 @@ impl Runtime {
                 .unwrap_or_else(|| talaria_store::Location::File(config.home.join("state.db"))),
             store: OnceLock::new(),
             secrets,
-            process: ProcessRunner::new(config.command_policy, approvals.clone(), child_env, scan.clone())
+            process: ProcessRunner::new(config.command_policy, approvals.clone(), child_env, scan.clone(), config.commands)
                 .with_terminals(config.terminals),
             approvals,
             llm: config.llm,

@@ -424,6 +424,72 @@ async fn ask_to_connect(egress: &Egress, dest: &Destination, wildcards: &[&HostP
     }
 }
 
+/// The egress gate for a connection a confined command makes through the sandbox's proxy
+/// (see [`crate::process`]): the same rules as a plugin's own requests, except that a host no
+/// grant names is asked about rather than refused. An explicit grant of the host never asks;
+/// a wildcard grant, or none, asks the runtime's approvals (key `net:HOST`); internal addresses
+/// are reached only through a grant of the address itself, and are refused before anyone is
+/// asked. The name is resolved here, outside the sandbox, and the checked address returned.
+///
+/// `local_hosts` are names the operator said resolve to an address of their own network (a
+/// package mirror, a corporate proxy): their internal addresses are reached once the host is
+/// allowed.
+pub(crate) async fn admit_command(
+    plugin: &str,
+    grants: &Grants,
+    local_hosts: &[HostPattern],
+    approvals: &Approvals,
+    caller: &Caller,
+    host: &str,
+    port: u16,
+) -> Result<SocketAddr, talaria_sandbox::proxy::Refusal> {
+    use talaria_sandbox::proxy::Refusal as Proxy;
+    let dest = Destination { host: host.to_ascii_lowercase(), port, tls: port != 80 };
+    let to_proxy = |r: Refusal| match r {
+        Refusal::Denied(m) => Proxy::Denied(m),
+        Refusal::Dns(m) => Proxy::Unreachable(m),
+    };
+    let matching: Vec<&HostPattern> = grants.network().filter(|p| p.matches(&dest.host, dest.port)).collect();
+    let explicit = matching.iter().any(|p| p.names_internal_host())
+        || local_hosts.iter().any(|p| p.matches(&dest.host, dest.port));
+    let local = dest.host.parse::<IpAddr>().is_ok() || is_localhost_name(&dest.host);
+    let early =
+        if local { Some(allowed_address(plugin, &dest, explicit, resolve(&dest).await.map_err(to_proxy)?).map_err(to_proxy)?) } else { None };
+    if matching.iter().all(|p| p.is_wildcard()) {
+        let host = dest.approval_host();
+        let reason = if matching.is_empty() {
+            format!("a command of plugin '{plugin}' connects to {host} through the sandbox's proxy")
+        } else {
+            let grants = matching.iter().map(|p| format!("net:{p}")).collect::<Vec<_>>().join(", ");
+            format!("a command of plugin '{plugin}' connects to {host}, allowed by its wildcard grant {grants}")
+        };
+        let request = ApprovalRequest {
+            kind: ApprovalKind::Network,
+            plugin: plugin.to_string(),
+            command: host.clone(),
+            key: format!("net:{host}"),
+            reason,
+            session_id: caller.session_id.clone(),
+            call_id: caller.call_id.clone(),
+        };
+        match approvals.ask(&request).await {
+            Approval::Once | Approval::Session | Approval::Always => {}
+            Approval::Deny if approvals.interactive(&request.session_id) => {
+                return Err(Proxy::Denied(format!("the user did not allow a command of plugin '{plugin}' to connect to {host}")));
+            }
+            Approval::Deny => {
+                return Err(Proxy::Denied(format!(
+                    "a command of plugin '{plugin}' needs approval to connect to {host} and no one is here to give it; rerun with --yolo, or add \"net:{host}\" to [approvals] allow in config.toml"
+                )));
+            }
+        }
+    }
+    match early {
+        Some(addr) => Ok(addr),
+        None => allowed_address(plugin, &dest, explicit, resolve(&dest).await.map_err(to_proxy)?).map_err(to_proxy),
+    }
+}
+
 /// Fill in secret placeholders where they may go; drop every header carrying one anywhere else.
 /// Returns the request and why each dropped header was dropped.
 fn inject_secrets(

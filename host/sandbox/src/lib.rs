@@ -51,4 +51,4 @@ pub mod seccomp;
 pub mod wire;
 
 pub use policy::{Limits, Policy};
-pub use sandbox::{Child, Command, Exit, Launcher, Sandbox, Unavailable};
+pub use sandbox::{Child, Command, Exit, Launcher, Probe, ProcessLimit, Sandbox, Unavailable, probe};

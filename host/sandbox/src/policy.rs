@@ -244,6 +244,9 @@ impl Policy {
             }
         }
 
+        // A file the workspace shares, as a hard link, with a secret or a start-up file outside.
+        plan.extend(self.linked_out(&writable));
+
         // Hidden last, so nothing mounted above can show them again.
         let mut hidden: Vec<PathBuf> = self.hidden.clone();
         if let Some(home) = &self.home {
@@ -329,6 +332,81 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// Hard links inside `writable` to the files that must not be read (talaria's homes, the
+    /// home's credentials) or changed (its start-up files) from a sandbox: hidden, or made
+    /// read-only. Only when one of those files has more than one link is anything walked.
+    fn linked_out(&self, writable: &[PathBuf]) -> Vec<Mount> {
+        use std::os::unix::fs::MetadataExt as _;
+        let mut secret = Vec::new();
+        let mut startup = Vec::new();
+        let collect = |root: &Path, into: &mut Vec<(u64, u64)>| {
+            walk(root, WALK_BUDGET / 8, &mut |_, m| {
+                if m.is_file() && m.nlink() > 1 {
+                    into.push((m.dev(), m.ino()));
+                }
+            });
+        };
+        for home in &self.hidden {
+            collect(home, &mut secret);
+        }
+        if let Some(home) = &self.home {
+            for rel in HOME_SECRETS {
+                collect(&home.join(rel), &mut secret);
+            }
+            for rel in HOME_STARTUP {
+                collect(&home.join(rel), &mut startup);
+            }
+        }
+        if secret.is_empty() && startup.is_empty() {
+            return Vec::new();
+        }
+        let mut found = Vec::new();
+        for place in writable {
+            walk(place, WALK_BUDGET, &mut |path, m| {
+                if !m.is_file() || m.nlink() < 2 {
+                    return;
+                }
+                let id = (m.dev(), m.ino());
+                if secret.contains(&id) {
+                    found.push(Mount::HideFile(path.to_path_buf()));
+                } else if startup.contains(&id) {
+                    found.push(Mount::ReadOnly(path.to_path_buf()));
+                }
+            });
+        }
+        found
+    }
+}
+
+/// Most entries one walk looks at (a huge tree is not walked to its end).
+const WALK_BUDGET: usize = 200_000;
+
+/// Visit `root` and everything under it without following links or leaving its file system,
+/// up to `budget` entries.
+fn walk(root: &Path, budget: usize, visit: &mut impl FnMut(&Path, &std::fs::Metadata)) {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(top) = std::fs::symlink_metadata(root) else { return };
+    visit(root, &top);
+    let mut stack = vec![root.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > budget {
+                return;
+            }
+            let path = entry.path();
+            let Ok(m) = std::fs::symlink_metadata(&path) else { continue };
+            visit(&path, &m);
+            if m.is_dir() && m.dev() == top.dev() {
+                stack.push(path);
+            }
+        }
+    }
+}
+
 fn existing(places: &[PathBuf]) -> Vec<PathBuf> {
     places.iter().filter(|p| p.exists()).cloned().collect()
 }
@@ -406,6 +484,20 @@ mod tests {
         let config = plan.iter().position(|m| m == &Mount::ReadOnly(git.join("config"))).expect("config ro");
         let hooks = plan.iter().position(|m| m == &Mount::ReadOnly(git.join("hooks"))).expect("hooks ro");
         assert!(at < config && at < hooks);
+    }
+
+    #[test]
+    fn hard_links_to_secrets_and_startup_files_are_covered() {
+        let home = home_with_secrets();
+        let h = home.path();
+        std::fs::write(h.join(".talaria/.env"), "KEY=v").expect("env");
+        std::fs::hard_link(h.join(".talaria/.env"), h.join("proj/env-copy")).expect("link env");
+        std::fs::hard_link(h.join(".bashrc"), h.join("proj/rc")).expect("link rc");
+        std::fs::write(h.join("proj/plain"), "x").expect("plain");
+        let plan = policy(&h.join("proj"), h).plan();
+        assert!(plan.contains(&Mount::HideFile(h.join("proj/env-copy"))), "{plan:?}");
+        assert!(plan.contains(&Mount::ReadOnly(h.join("proj/rc"))), "{plan:?}");
+        assert!(!plan.iter().any(|m| matches!(m, Mount::HideFile(p) | Mount::ReadOnly(p) if p.ends_with("plain"))));
     }
 
     #[test]

@@ -146,15 +146,17 @@ pub struct Child {
 }
 
 impl Child {
-    /// Wait for it to end.
+    /// Wait for it to end. Cancelling the wait (a deadline) loses nothing: waiting again
+    /// picks up where it left off.
     pub async fn wait(&mut self) -> Exit {
         if let Some(exit) = self.ended {
             return exit;
         }
-        let exit = match self.exit.take() {
+        let exit = match self.exit.as_mut() {
             Some(rx) => rx.await.unwrap_or(Exit::Lost),
             None => Exit::Lost,
         };
+        self.exit = None;
         self.ended = Some(exit);
         exit
     }
@@ -209,7 +211,7 @@ pub struct Sandbox {
     max_file_bytes: u64,
     max_processes: u64,
     /// The process-count group, when one could be made (removed when the sandbox ends).
-    _group: Option<ProcessGroup>,
+    group: Option<ProcessGroup>,
 }
 
 impl Drop for Sandbox {
@@ -290,7 +292,7 @@ impl Sandbox {
             // A process-count group bounds the whole sandbox; without one the user's limit does,
             // as far as the kernel applies it (not to root).
             max_processes: if group.is_some() { 0 } else { policy.limits.max_processes },
-            _group: group,
+            group,
         })
     }
 
@@ -419,4 +421,98 @@ fn read_all(shared: &Shared, gate: Arc<dyn Gate>, runtime: &tokio::runtime::Hand
     for (_, tx) in waiting {
         let _ = tx.send(Exit::Lost);
     }
+}
+
+/// What [`probe`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// `bwrap --version`'s answer.
+    pub version: String,
+    /// What bounds the number of processes.
+    pub process_limit: ProcessLimit,
+    /// How long starting the sandbox and running `true` took.
+    pub took: Duration,
+}
+
+/// What keeps a fork bomb in a sandbox from filling the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessLimit {
+    /// A `pids` control group per sandbox.
+    Cgroup,
+    /// `RLIMIT_NPROC` (the kernel applies it to users other than root).
+    Rlimit,
+    /// Nothing: talaria runs as root and no `pids` control group can be made.
+    Unbounded,
+}
+
+/// Start a throwaway sandbox and run `true` in it: whether commands can run confined here, as
+/// `talaria doctor` reports it.
+///
+/// # Errors
+/// [`Unavailable`] with the reason and the fix.
+pub async fn probe(launcher: &Launcher) -> Result<Probe, Unavailable> {
+    struct Gone(PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    struct Nobody;
+    impl Gate for Nobody {
+        fn admit<'a>(
+            &'a self,
+            _host: &'a str,
+            _port: u16,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<std::net::SocketAddr, crate::proxy::Refusal>> + Send + 'a>>
+        {
+            Box::pin(async { Err(crate::proxy::Refusal::Denied("no network in the probe".into())) })
+        }
+    }
+    let started = std::time::Instant::now();
+    let dir = std::env::temp_dir().join(format!("talaria-probe-{}-{}", std::process::id(), started.elapsed().as_nanos()));
+    std::fs::create_dir_all(&dir).map_err(|e| Unavailable::new(format!("cannot make {}: {e}", dir.display()), String::new()))?;
+    let dir = Gone(dir.canonicalize().unwrap_or(dir));
+    let policy = Policy {
+        workspace: dir.0.clone(),
+        read: Vec::new(),
+        write: Vec::new(),
+        hidden: Vec::new(),
+        home: None,
+        limits: crate::policy::Limits::default(),
+    };
+    let sandbox = Sandbox::start(launcher, &policy, Arc::new(Nobody)).await?;
+    let command = Command {
+        argv: vec!["sh".into(), "-c".into(), "true".into()],
+        cwd: dir.0.clone(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        stdin: false,
+    };
+    let mut child = sandbox.spawn(command).map_err(|e| Unavailable::new(format!("cannot run a command in it: {e}"), String::new()))?;
+    let mut said = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut said).await;
+    }
+    match child.wait().await {
+        Exit::Code(0) => {}
+        other => {
+            return Err(Unavailable::new(
+                format!("a command in the sandbox failed ({other:?}): {}", said.trim()),
+                OPT_OUT.to_string() + ".",
+            ));
+        }
+    }
+    let took = started.elapsed();
+    let version = std::process::Command::new(&launcher.bwrap)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let process_limit = if sandbox.group.is_some() {
+        ProcessLimit::Cgroup
+    } else if nix::unistd::getuid().is_root() {
+        ProcessLimit::Unbounded
+    } else {
+        ProcessLimit::Rlimit
+    };
+    Ok(Probe { version, process_limit, took })
 }

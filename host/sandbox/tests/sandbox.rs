@@ -234,3 +234,23 @@ async fn limits_hold_and_privileges_are_gone() {
     let (exit, out, _) = sh(&sb, &s, "echo alive").await;
     assert_eq!((exit, out.as_str()), (Exit::Code(0), "alive\n"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_cut_short_by_a_deadline_still_sees_the_kill_and_nothing_is_left() {
+    let s = setup();
+    let Some(sb) = start(&s, nobody()).await else { return };
+    let marker = format!("sleep 48{}", std::process::id() % 100);
+    let mut child = sb
+        .spawn(Command {
+            argv: vec!["sh".into(), "-c".into(), format!("{marker} & {marker}")],
+            cwd: s.workspace.clone(),
+            env: env(&s.home),
+            stdin: false,
+        })
+        .expect("spawn");
+    assert!(tokio::time::timeout(Duration::from_millis(300), child.wait()).await.is_err(), "still running");
+    child.kill();
+    assert_eq!(child.wait().await, Exit::Signal(9));
+    let ps = std::process::Command::new("pgrep").args(["-f", &marker]).output().expect("pgrep");
+    assert_eq!(String::from_utf8_lossy(&ps.stdout), "", "gone by the time the exit is known");
+}

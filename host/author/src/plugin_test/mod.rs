@@ -294,6 +294,10 @@ fn runtime(ctx: &Place<'_>, scratch: &Scratch, plugin: &str, group: &Group) -> a
     let mut config = RuntimeConfig::new(scratch.home(), scratch.workspace());
     config.limits = ctx.config.limits();
     config.command_policy = ctx.config.command_policy(ctx.home);
+    // The user's own home stays hidden from the plugin's commands, as the scratch one does.
+    let mut commands = ctx.config.command_sandbox(ctx.home);
+    commands.hidden.push(scratch.home());
+    config.commands = commands;
     config.secrets = Some(Secrets::load(&ctx.home.join(".env")));
     // Compiled once for every later run, `plugins install` and chat.
     config.cache_dir = Some(ctx.home.join("cache").join("plugins"));

@@ -685,6 +685,7 @@ async fn open(
         plugins_from: Some(gateway.host.workspace().to_path_buf()),
         // Jobs it schedules answer here.
         origin: Some(origin.clone()),
+        unconfined_commands: gateway.config.unconfined(&account.name),
         ..Start::default()
     };
     let conversation = match gateway.host.start(start(stored.clone())).await {

@@ -215,7 +215,7 @@ impl HostState {
             cwd: cmd.cwd,
             timeout: cmd.timeout_ms.map(|ms| Duration::from_millis(u64::from(ms))),
         };
-        match self.env.services.process.run(name, &self.workspace, &self.caller, request).await {
+        match self.env.services.process.run(name, &self.env.grants, &self.workspace, &self.caller, request).await {
             Ok(o) => Ok(process::Output {
                 exit_code: o.exit_code,
                 stdout: o.stdout,

@@ -91,6 +91,9 @@ impl Env {
         let mut config = RuntimeConfig::new(self.home.path().to_path_buf(), self.ws());
         config.secrets = Some(Secrets::from_pairs([("WEATHER_API_KEY", "k-123-secret")]));
         config.cache_dir = Some(shared_cache());
+        // These tests are about what happens before a command runs (grants, checks,
+        // approvals); the OS sandbox itself is tested with the real binary (tests/e2e).
+        config.commands = talaria_runtime::process::CommandSandbox::unconfined();
         config
     }
 
