@@ -65,7 +65,8 @@ impl Unavailable {
             "setting up uid map",
             "Operation not permitted",
             "No space left on device",
-            "user namespace",
+            "ENOSPC",
+            "namespace",
             "Permission denied",
         ];
         if userns.iter().any(|p| said.contains(p)) {
@@ -341,6 +342,12 @@ impl Sandbox {
         env.push(("NO_PROXY".into(), "localhost,127.0.0.1,::1".into()));
         env.push(("no_proxy".into(), "localhost,127.0.0.1,::1".into()));
         env.push(("TMPDIR".into(), "/tmp".into()));
+        // The home directory is read-only: caches go to the sandbox's /tmp, unless told otherwise.
+        for (name, place) in [("XDG_CACHE_HOME", "/tmp/.cache"), ("npm_config_cache", "/tmp/.npm"), ("PIP_CACHE_DIR", "/tmp/.cache/pip")] {
+            if !env.iter().any(|(k, _)| k == name) {
+                env.push((name.into(), place.into()));
+            }
+        }
         let spawn = Spawn {
             id,
             argv: command.argv,
