@@ -201,6 +201,32 @@ fn the_editors_mcp_servers_serve_their_tools_in_its_session() {
 }
 
 #[test]
+fn an_editors_terminal_is_not_used_unless_the_user_opts_in_and_commands_stay_confined() {
+    let t = Talaria::new();
+    let ws = t.ws();
+    std::fs::write(t.home.path().join("outside.txt"), "not yours\n").expect("write");
+    let outside = t.home.path().join("outside.txt");
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": format!("echo in the sandbox; cat {}", outside.display())})),
+        Step::text("Done."),
+    ]));
+    t.mock_model(&mock);
+    let seen = t.acp(&json!({
+        "clientCapabilities": {"terminal": true},
+        "steps": [
+            {"do": "new", "as": "a", "cwd": ws.to_str().expect("utf8")},
+            {"do": "prompt", "session": "a", "text": "look"},
+        ]
+    }));
+    assert_eq!(seen["results"][1]["stopReason"], "end_turn", "{}", seen["results"]);
+    let results = tool_results(&mock);
+    assert!(results[0].contains("in the sandbox") && results[0].contains("No such file or directory"), "{results:?}");
+    assert!(!results[0].contains("not yours"), "{results:?}");
+    let asked = seen["editor"].as_array().map_or(0, Vec::len);
+    assert_eq!(asked, 0, "the editor's terminal was not used: {}", seen["editor"]);
+}
+
+#[test]
 fn an_editor_that_offers_its_files_and_terminal_serves_the_tools_within_their_limits() {
     let t = Talaria::new();
     let ws = t.ws();
@@ -215,7 +241,8 @@ fn an_editor_that_offers_its_files_and_terminal_serves_the_tools_within_their_li
         Step::tool_call("terminal", json!({"command": "echo hi; echo key=${AWS_SECRET_ACCESS_KEY:-none}; exit 3"})),
         Step::text("Done."),
     ]));
-    t.mock_model(&mock);
+    // The editor's terminal runs commands outside talaria's sandbox: used only when asked for.
+    t.use_mock(&mock, "chat_completions", "[acp]\neditor_terminal = true\n");
     let file = |p: &str| ws.join(p).to_str().expect("utf8").to_string();
     let seen = t.acp(&json!({
         "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true},

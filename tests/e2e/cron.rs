@@ -391,3 +391,31 @@ fn a_run_past_its_timeout_is_stopped_and_reported() {
     assert_eq!(runs[0]["status"], "error");
     assert_eq!(runs[0]["error"], "stopped after its timeout of 1 s");
 }
+
+#[test]
+fn a_jobs_commands_stay_confined_unless_that_job_is_set_unconfined() {
+    let outside = tempfile::tempdir().expect("outside");
+    let marker = outside.path().join("marker.txt");
+    std::fs::write(&marker, "outside the workspace\n").expect("marker");
+    let read = json!({"command": format!("cat {}", marker.display())});
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", read.clone()),
+        Step::text("looked"),
+        Step::tool_call("terminal", read),
+        Step::text("looked again"),
+    ]));
+    // The home runs commands unconfined; a scheduled run stays confined all the same.
+    let unconfined = "[sandbox]\ncommands = \"unconfined\"\n";
+    let t = home_with(&mock, unconfined);
+    let id = add(&t, "every 1h", "look at the marker", &["--toolsets", "terminal"]);
+    assert!(tick(&t, LATER).status.success());
+    let confined = last_tool_result(&mock);
+    assert!(confined.contains("No such file or directory"), "{confined}");
+    assert!(!confined.contains("outside the workspace"), "{confined}");
+
+    // Only the operator naming that very job runs it unconfined.
+    t.use_mock(&mock, "chat_completions", &format!("{unconfined}[cron]\nunconfined_jobs = [\"{id}\"]\n"));
+    assert!(tick(&t, "2099-01-02T00:00:00Z").status.success());
+    let ran = last_tool_result(&mock);
+    assert!(ran.contains("outside the workspace"), "{ran}");
+}

@@ -150,10 +150,16 @@ fn a_server_killed_mid_call_fails_that_call_and_is_started_again_on_the_next() {
     ]));
     let pids = tempfile::tempdir().expect("tempdir");
     let pidfile = pids.path().join("pids");
+    // A name of its own, to find this test's server among the others (its pid inside its
+    // sandbox means nothing outside).
+    let script = pids.path().join("everything-under-test.js");
+    std::os::unix::fs::symlink(everything_js(), &script).expect("symlink");
     let server = format!(
-        "[mcp_servers.everything]\ncommand = \"sh\"\nargs = [\"-c\", \"echo $$ >> {}; exec node {} stdio\"]\n",
+        "[mcp_servers.everything]\ncommand = \"sh\"\nargs = [\"-c\", \"echo started >> {}; exec node {} stdio\"]\nsandbox = {{ read = [\"{}\"], write = [\"{}\"] }}\n",
         pidfile.display(),
-        everything_js()
+        script.display(),
+        peers_dir().display(),
+        pids.path().display()
     );
     let t = home(&mock, &server);
     let child = spawn_chat(&t, "run the long operation");
@@ -164,8 +170,8 @@ fn a_server_killed_mid_call_fails_that_call_and_is_started_again_on_the_next() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(700));
-    let first = std::fs::read_to_string(&pidfile).expect("pid").lines().next().expect("a pid").trim().to_string();
-    assert!(Command::new("kill").args(["-9", &first]).status().expect("kill").success());
+    let pattern = format!("{} stdio", script.display());
+    assert!(Command::new("pkill").args(["-9", "-f", &pattern]).status().expect("pkill").success());
     let out = child.wait_with_output().expect("chat");
     assert!(out.status.success(), "{}", stderr(&out));
     let results = tool_results(&mock);

@@ -811,7 +811,8 @@ impl ConfigToml {
             max_file_mb: s.max_file_mb.unwrap_or(d.max_file_mb),
             tmp_mb: s.tmp_mb.unwrap_or(d.tmp_mb),
         };
-        sandbox.local_hosts = s.local_hosts.iter().filter_map(|h| talaria_runtime::HostPattern::parse(h).ok()).collect();
+        sandbox.local_hosts =
+            s.local_hosts.iter().filter_map(|h| talaria_runtime::HostPattern::parse(h).ok()).collect();
         if let Some(bwrap) = &s.bwrap {
             let helper = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("talaria"));
             sandbox.launcher = talaria_runtime::process::Launcher::find(Some(bwrap), helper);

@@ -103,7 +103,10 @@ impl Terminals for Router {
         })
     }
 
-    fn confinement<'a>(&'a self, session_id: &'a str) -> Pin<Box<dyn Future<Output = Option<Confinement>> + Send + 'a>> {
+    fn confinement<'a>(
+        &'a self,
+        session_id: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Option<Confinement>> + Send + 'a>> {
         Box::pin(async move {
             if crate::lock(&self.routes).values().all(|r| r.confinement.is_none()) {
                 return None;

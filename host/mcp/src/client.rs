@@ -356,15 +356,9 @@ impl Servers {
                     )?;
                     let argv = std::iter::once(command.clone()).chain(args.iter().cloned()).collect();
                     let env = inherited.vars().iter().cloned().chain(vars).collect();
-                    let mut jailed = crate::confined::start(
-                        &self.sandbox,
-                        plan,
-                        &server.name,
-                        self.approvals.clone(),
-                        argv,
-                        env,
-                    )
-                    .await?;
+                    let mut jailed =
+                        crate::confined::start(&self.sandbox, plan, &server.name, self.approvals.clone(), argv, env)
+                            .await?;
                     if let Some(stderr) = jailed.stderr() {
                         tokio::spawn(drain(server.name.clone(), stderr));
                     }
@@ -372,20 +366,20 @@ impl Servers {
                     *lock(&server.jail) = Some(jailed);
                     tokio::time::timeout(timeout, Handler.serve(transport)).await
                 } else {
-                let dir = cwd.unwrap_or_else(|| self.workspace.clone());
-                let cmd = tokio::process::Command::new(&command).configure(|c| {
-                    c.args(&args).env_clear().current_dir(&dir);
-                    c.envs(inherited.vars().iter().map(|(k, v)| (k.as_str(), v.as_str())));
-                    c.envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-                });
-                let (transport, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-                if let Some(stderr) = stderr {
-                    tokio::spawn(drain(server.name.clone(), stderr));
-                }
-                tokio::time::timeout(timeout, Handler.serve(transport)).await
+                    let dir = cwd.unwrap_or_else(|| self.workspace.clone());
+                    let cmd = tokio::process::Command::new(&command).configure(|c| {
+                        c.args(&args).env_clear().current_dir(&dir);
+                        c.envs(inherited.vars().iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                        c.envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                    });
+                    let (transport, stderr) = TokioChildProcess::builder(cmd)
+                        .stderr(std::process::Stdio::piped())
+                        .spawn()
+                        .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+                    if let Some(stderr) = stderr {
+                        tokio::spawn(drain(server.name.clone(), stderr));
+                    }
+                    tokio::time::timeout(timeout, Handler.serve(transport)).await
                 }
             }
             Transport::Http { url, headers } => {

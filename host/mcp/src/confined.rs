@@ -116,6 +116,11 @@ pub(crate) async fn start(
     env: Vec<(String, String)>,
 ) -> Result<Jailed, String> {
     let launcher = settings.launcher.as_ref().map_err(ToString::to_string)?;
+    let program = argv.first().map(String::as_str).unwrap_or_default();
+    let path = env.iter().find(|(k, _)| k == "PATH").map_or("/usr/bin:/bin", |(_, v)| v.as_str());
+    if find_program(program, path, &plan.cwd).is_none() {
+        return Err(format!("cannot start `{program}`: no such program"));
+    }
     let gate = Arc::new(
         CommandGate::new(&format!("mcp:{name}"), plan.grants.clone(), approvals, Caller::default())
             .with_local_hosts(settings.local_hosts.clone()),
@@ -125,6 +130,18 @@ pub(crate) async fn start(
         .spawn(Command { argv, cwd: plan.cwd, env, stdin: true })
         .map_err(|e| format!("cannot start it in the sandbox: {e}"))?;
     Ok(Jailed { _sandbox: sandbox, child, gate })
+}
+
+/// Where `program` is: itself when it names a path (from `cwd`), else the first executable of
+/// that name on `path`.
+fn find_program(program: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        let p = cwd.join(program);
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(path).map(|d| d.join(program)).find(|p| executable(p))
 }
 
 /// The directories a server's program and path arguments live in, shown read-only: a package
@@ -138,9 +155,9 @@ fn own_directories(command: &str, args: &[String], cwd: &Path) -> Vec<PathBuf> {
     } else {
         std::env::split_paths(&path_var).map(|d| d.join(command)).find(|p| p.is_file())
     };
-    let candidates = program.into_iter().chain(
-        args.iter().filter(|a| !a.starts_with('-')).map(|a| cwd.join(a)).filter(|p| p.exists()),
-    );
+    let candidates = program
+        .into_iter()
+        .chain(args.iter().filter(|a| !a.starts_with('-')).map(|a| cwd.join(a)).filter(|p| p.exists()));
     let system = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/opt"];
     let mut dirs: Vec<PathBuf> = candidates
         .filter_map(|p| p.canonicalize().ok())
@@ -158,7 +175,11 @@ fn root_of(path: &Path) -> PathBuf {
     if let Some(at) = parts.iter().position(|c| c.as_os_str() == "node_modules") {
         return parts[..at].iter().collect();
     }
-    let dir = if path.is_dir() { path.to_path_buf() } else { path.parent().map_or_else(|| path.to_path_buf(), Path::to_path_buf) };
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent().map_or_else(|| path.to_path_buf(), Path::to_path_buf)
+    };
     match dir.parent() {
         Some(env) if dir.ends_with("bin") && env.join("pyvenv.cfg").is_file() => env.to_path_buf(),
         _ => dir,
@@ -185,6 +206,6 @@ mod tests {
         let plain = r.join("tools/server.py");
         std::fs::create_dir_all(r.join("tools")).expect("mkdir");
         std::fs::write(&plain, "").expect("plain");
-        assert_eq!(own_directories("python3", &["tools/server.py".into(), "--flag".into()], &r), [r.join("tools")]);
+        assert_eq!(own_directories("sh", &["tools/server.py".into(), "--flag".into()], &r), [r.join("tools")]);
     }
 }

@@ -90,30 +90,40 @@ fn main() {
         })
         .collect();
     let count = |commands: &[&str], confined: bool| {
-        commands
-            .iter()
-            .filter(|c| asks(&if confined { check_confined(c, &policy) } else { check(c, &policy) }))
-            .count()
+        commands.iter().filter(|c| asks(&if confined { check_confined(c, &policy) } else { check(c, &policy) })).count()
     };
     let all: Vec<&str> = corpus.iter().map(|(_, c)| c.as_str()).collect();
     let safe: Vec<&str> = corpus.iter().filter(|(v, _)| v == "safe").map(|(_, c)| c.as_str()).collect();
     let refused = |confined: bool| {
         all.iter()
             .filter(|c| {
-                matches!(if confined { check_confined(c, &policy) } else { check(c, &policy) }, Verdict::Forbidden { .. })
+                matches!(
+                    if confined { check_confined(c, &policy) } else { check(c, &policy) },
+                    Verdict::Forbidden { .. }
+                )
             })
             .count()
     };
     println!("questions asked before a command runs (dangerous-command check):");
     println!("{:<46} {:>10} {:>12}", "", "unconfined", "in sandbox");
-    println!("{:<46} {:>10} {:>12}", format!("corpus, all {} commands", all.len()), count(&all, false), count(&all, true));
+    println!(
+        "{:<46} {:>10} {:>12}",
+        format!("corpus, all {} commands", all.len()),
+        count(&all, false),
+        count(&all, true)
+    );
     println!(
         "{:<46} {:>10} {:>12}",
         format!("corpus, its {} safe commands", safe.len()),
         count(&safe, false),
         count(&safe, true)
     );
-    println!("{:<46} {:>10} {:>12}", format!("everyday commands ({})", EVERYDAY.len()), count(EVERYDAY, false), count(EVERYDAY, true));
+    println!(
+        "{:<46} {:>10} {:>12}",
+        format!("everyday commands ({})", EVERYDAY.len()),
+        count(EVERYDAY, false),
+        count(EVERYDAY, true)
+    );
     println!("{:<46} {:>10} {:>12}", "corpus commands refused outright", refused(false), refused(true));
     println!("\neveryday commands that no longer ask in the sandbox (it bounds them instead):");
     for c in EVERYDAY {

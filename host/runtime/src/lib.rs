@@ -350,8 +350,14 @@ impl Runtime {
                 .unwrap_or_else(|| talaria_store::Location::File(config.home.join("state.db"))),
             store: OnceLock::new(),
             secrets,
-            process: ProcessRunner::new(config.command_policy, approvals.clone(), child_env, scan.clone(), config.commands)
-                .with_terminals(config.terminals),
+            process: ProcessRunner::new(
+                config.command_policy,
+                approvals.clone(),
+                child_env,
+                scan.clone(),
+                config.commands,
+            )
+            .with_terminals(config.terminals),
             approvals,
             llm: config.llm,
             http_stubs: config.http_stubs,

@@ -453,8 +453,11 @@ pub(crate) async fn admit_command(
     let explicit = matching.iter().any(|p| p.names_internal_host())
         || local_hosts.iter().any(|p| p.matches(&dest.host, dest.port));
     let local = dest.host.parse::<IpAddr>().is_ok() || is_localhost_name(&dest.host);
-    let early =
-        if local { Some(allowed_address(plugin, &dest, explicit, resolve(&dest).await.map_err(to_proxy)?).map_err(to_proxy)?) } else { None };
+    let early = if local {
+        Some(allowed_address(plugin, &dest, explicit, resolve(&dest).await.map_err(to_proxy)?).map_err(to_proxy)?)
+    } else {
+        None
+    };
     if matching.iter().all(|p| p.is_wildcard()) {
         let host = dest.approval_host();
         let reason = if matching.is_empty() {
@@ -475,7 +478,9 @@ pub(crate) async fn admit_command(
         match approvals.ask(&request).await {
             Approval::Once | Approval::Session | Approval::Always => {}
             Approval::Deny if approvals.interactive(&request.session_id) => {
-                return Err(Proxy::Denied(format!("the user did not allow a command of plugin '{plugin}' to connect to {host}")));
+                return Err(Proxy::Denied(format!(
+                    "the user did not allow a command of plugin '{plugin}' to connect to {host}"
+                )));
             }
             Approval::Deny => {
                 return Err(Proxy::Denied(format!(

@@ -70,7 +70,8 @@ fn sweep(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("talaria-sandbox-")).and_then(|r| r.split('-').next())
+        let Some(pid) =
+            name.to_str().and_then(|n| n.strip_prefix("talaria-sandbox-")).and_then(|r| r.split('-').next())
         else {
             continue;
         };

@@ -67,8 +67,8 @@ fn serve() -> std::io::Result<()> {
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None).map_err(std::io::Error::from)?;
-    let children = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-        .map_err(std::io::Error::from)?;
+    let children =
+        SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(std::io::Error::from)?;
     let say = |m: &FromHelper, fds: &[BorrowedFd<'_>]| wire::send(control.as_fd(), m, fds, true);
     say(&FromHelper::Ready { proxy_port: PROXY_PORT }, &[])?;
 
@@ -263,8 +263,7 @@ fn first_process(p: &Prepared, argv: &[*const c_char], envp: &[*const c_char], f
             return fail("talaria sandbox: clearing ambient capabilities: ");
         }
         for cap in 0..=p.last_cap {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0 && Errno::last() != Errno::EINVAL
-            {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0 && Errno::last() != Errno::EINVAL {
                 return fail("talaria sandbox: dropping capabilities: ");
             }
         }

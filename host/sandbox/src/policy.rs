@@ -465,8 +465,7 @@ mod tests {
         assert!(!plan.iter().any(|m| matches!(m, Mount::Tmpfs { path, .. } if path == h)), "{plan:?}");
         let rw = plan.iter().position(|m| m == &Mount::ReadWrite(h.to_path_buf())).expect("home writable");
         let hide_ssh = plan.iter().position(|m| m == &Mount::HideDir(h.join(".ssh"))).expect("ssh hidden");
-        let hide_talaria =
-            plan.iter().position(|m| m == &Mount::HideDir(h.join(".talaria"))).expect("talaria hidden");
+        let hide_talaria = plan.iter().position(|m| m == &Mount::HideDir(h.join(".talaria"))).expect("talaria hidden");
         assert!(rw < hide_ssh && rw < hide_talaria, "hidden after being shown: {plan:?}");
         assert!(plan.contains(&Mount::ReadOnly(h.join(".bashrc"))));
         assert!(plan.contains(&Mount::ReadOnly(h.join(".cargo/bin"))));

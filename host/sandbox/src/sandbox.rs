@@ -23,16 +23,26 @@ use crate::wire::{self, FromHelper, MAX_MESSAGE, Received, Spawn, ToHelper};
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why commands cannot run confined, and what would fix it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("commands cannot run in talaria's sandbox: {reason}. {fix}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unavailable {
     pub reason: String,
     pub fix: String,
 }
 
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "commands cannot run in talaria's sandbox: {}", self.reason)?;
+        if !self.fix.is_empty() {
+            write!(f, ". {}", self.fix)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
 /// What to tell a user who cannot fix the sandbox right now.
-pub const OPT_OUT: &str =
-    "Or, knowing that commands then run as you with all your files and network, set `commands = \"unconfined\"` under [sandbox] in config.toml";
+pub const OPT_OUT: &str = "Or, knowing that commands then run as you with all your files and network, set `commands = \"unconfined\"` under [sandbox] in config.toml";
 
 impl Unavailable {
     fn new(reason: impl Into<String>, fix: impl Into<String>) -> Self {
@@ -238,7 +248,9 @@ impl Sandbox {
             .stderr(Stdio::piped())
             .env_clear()
             .kill_on_drop(true);
-        let mut bwrap = cmd.spawn().map_err(|e| Unavailable::from_bwrap(&format!("cannot run {}: {e}", launcher.bwrap.display())))?;
+        let mut bwrap = cmd
+            .spawn()
+            .map_err(|e| Unavailable::from_bwrap(&format!("cannot run {}: {e}", launcher.bwrap.display())))?;
         let mut stderr = bwrap.stderr.take();
         let shared = Arc::new(Shared {
             control: ours,
@@ -343,7 +355,9 @@ impl Sandbox {
         env.push(("no_proxy".into(), "localhost,127.0.0.1,::1".into()));
         env.push(("TMPDIR".into(), "/tmp".into()));
         // The home directory is read-only: caches go to the sandbox's /tmp, unless told otherwise.
-        for (name, place) in [("XDG_CACHE_HOME", "/tmp/.cache"), ("npm_config_cache", "/tmp/.npm"), ("PIP_CACHE_DIR", "/tmp/.cache/pip")] {
+        for (name, place) in
+            [("XDG_CACHE_HOME", "/tmp/.cache"), ("npm_config_cache", "/tmp/.npm"), ("PIP_CACHE_DIR", "/tmp/.cache/pip")]
+        {
             if !env.iter().any(|(k, _)| k == name) {
                 env.push((name.into(), place.into()));
             }
@@ -409,10 +423,11 @@ fn read_all(shared: &Shared, gate: Arc<dyn Gate>, runtime: &tokio::runtime::Hand
                     let gate = gate.clone();
                     runtime.spawn(async move {
                         let stream = std::net::TcpStream::from(fd);
-                        let stream = match stream.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(stream)) {
-                            Ok(s) => s,
-                            Err(e) => return tracing::debug!("sandbox proxy: {e}"),
-                        };
+                        let stream =
+                            match stream.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(stream)) {
+                                Ok(s) => s,
+                                Err(e) => return tracing::debug!("sandbox proxy: {e}"),
+                            };
                         match crate::proxy::serve(stream, gate.as_ref()).await {
                             Ok(served) => tracing::debug!("sandbox proxy: {served:?}"),
                             Err(e) => tracing::debug!("sandbox proxy: {e}"),
@@ -470,14 +485,17 @@ pub async fn probe(launcher: &Launcher) -> Result<Probe, Unavailable> {
             &'a self,
             _host: &'a str,
             _port: u16,
-        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<std::net::SocketAddr, crate::proxy::Refusal>> + Send + 'a>>
-        {
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<std::net::SocketAddr, crate::proxy::Refusal>> + Send + 'a>,
+        > {
             Box::pin(async { Err(crate::proxy::Refusal::Denied("no network in the probe".into())) })
         }
     }
     let started = std::time::Instant::now();
-    let dir = std::env::temp_dir().join(format!("talaria-probe-{}-{}", std::process::id(), started.elapsed().as_nanos()));
-    std::fs::create_dir_all(&dir).map_err(|e| Unavailable::new(format!("cannot make {}: {e}", dir.display()), String::new()))?;
+    let dir =
+        std::env::temp_dir().join(format!("talaria-probe-{}-{}", std::process::id(), started.elapsed().as_nanos()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Unavailable::new(format!("cannot make {}: {e}", dir.display()), String::new()))?;
     let dir = Gone(dir.canonicalize().unwrap_or(dir));
     let policy = Policy {
         workspace: dir.0.clone(),
@@ -494,7 +512,9 @@ pub async fn probe(launcher: &Launcher) -> Result<Probe, Unavailable> {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         stdin: false,
     };
-    let mut child = sandbox.spawn(command).map_err(|e| Unavailable::new(format!("cannot run a command in it: {e}"), String::new()))?;
+    let mut child = sandbox
+        .spawn(command)
+        .map_err(|e| Unavailable::new(format!("cannot run a command in it: {e}"), String::new()))?;
     let mut said = String::new();
     if let Some(mut err) = child.stderr.take() {
         let _ = err.read_to_string(&mut said).await;

@@ -81,8 +81,7 @@ pub fn send<T: Serialize>(
     let rights = [ControlMessage::ScmRights(&raw)];
     let control: &[ControlMessage<'_>] = if raw.is_empty() { &[] } else { &rights };
     let flags = if wait { MsgFlags::MSG_NOSIGNAL } else { MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT };
-    sendmsg::<()>(socket.as_raw_fd(), &[IoSlice::new(&bytes)], control, flags, None)
-        .map_err(std::io::Error::from)?;
+    sendmsg::<()>(socket.as_raw_fd(), &[IoSlice::new(&bytes)], control, flags, None).map_err(std::io::Error::from)?;
     Ok(())
 }
 
@@ -138,8 +137,8 @@ mod tests {
 
     #[test]
     fn messages_and_descriptors_cross_the_socket() {
-        let (a, b) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
-            .expect("socketpair");
+        let (a, b) =
+            socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC).expect("socketpair");
         let (mut r, w) = std::io::pipe().expect("pipe");
         let spawn = Spawn {
             id: 7,

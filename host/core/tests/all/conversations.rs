@@ -20,11 +20,18 @@ impl Env {
         Self::with_config("")
     }
 
-    /// A home whose config.toml is `config`.
+    /// A home whose config.toml is `config`. Commands run unconfined: these tests are about how
+    /// conversations keep apart (the OS sandbox needs talaria's own binary as its helper, and is
+    /// tested with it, in tests/e2e/sandbox.rs).
     fn with_config(config: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let (home, workspace) = (dir.path().join("home"), dir.path().join("work"));
         std::fs::create_dir_all(&home).expect("home");
+        let config = if config.contains("[sandbox]") {
+            config.to_string()
+        } else {
+            format!("[sandbox]\ncommands = \"unconfined\"\n{config}")
+        };
         std::fs::write(home.join("config.toml"), config).expect("config");
         std::fs::create_dir_all(&workspace).expect("workspace");
         let workspace = workspace.canonicalize().expect("canonical");

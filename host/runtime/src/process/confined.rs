@@ -68,6 +68,9 @@ pub struct CommandSandbox {
     pub write: Vec<PathBuf>,
     /// Never visible: talaria's homes.
     pub hidden: Vec<PathBuf>,
+    /// The home's skills, read-only, so that a skill's scripts can be run by their path (the
+    /// one part of talaria's home commands see; `None`: not even that).
+    pub skills: Option<PathBuf>,
     /// The user's home directory.
     pub home: Option<PathBuf>,
     pub limits: Limits,
@@ -89,6 +92,7 @@ impl CommandSandbox {
         }
         let read = default_toolchains(home.as_deref());
         Self {
+            skills: Some(talaria_home.join("skills")),
             confinement: Confinement::Confined,
             launcher: Launcher::find(None, helper),
             read,
@@ -108,6 +112,7 @@ impl CommandSandbox {
             read: Vec::new(),
             write: Vec::new(),
             hidden: Vec::new(),
+            skills: None,
             home: None,
             limits: Limits::default(),
             local_hosts: Vec::new(),
@@ -117,6 +122,7 @@ impl CommandSandbox {
     /// The policy for a command of a plugin with `grants` in `workspace`.
     pub fn policy(&self, workspace: &Path, grants: &Grants) -> Policy {
         let mut read = self.read.clone();
+        read.extend(self.skills.clone());
         let mut write = self.write.clone();
         for dir in grants.dirs(workspace, Path::new("")) {
             // A plugin's data directory is inside talaria's home: never shown to commands.
@@ -189,7 +195,8 @@ impl Sandboxes {
         let launcher = self.settings.launcher.as_ref().map_err(Clone::clone)?;
         let policy = self.settings.policy(workspace, grants);
         let protected = policy.protected_now();
-        let key = Key { session: caller.session_id.clone(), plugin: plugin.to_string(), workspace: policy.workspace.clone() };
+        let key =
+            Key { session: caller.session_id.clone(), plugin: plugin.to_string(), workspace: policy.workspace.clone() };
         let mut kept = self.kept.lock().await;
         let now = Instant::now();
         kept.retain(|_, k| k.sandbox.is_alive() && now.duration_since(k.used) < IDLE);
@@ -206,8 +213,10 @@ impl Sandboxes {
         {
             kept.remove(&oldest);
         }
-        let gate = Arc::new(CommandGate::new(plugin, grants.clone(), approvals.clone(), caller.clone())
-            .with_local_hosts(self.settings.local_hosts.clone()));
+        let gate = Arc::new(
+            CommandGate::new(plugin, grants.clone(), approvals.clone(), caller.clone())
+                .with_local_hosts(self.settings.local_hosts.clone()),
+        );
         let sandbox = Arc::new(Sandbox::start(launcher, &policy, gate.clone()).await?);
         kept.insert(key, Kept { sandbox: sandbox.clone(), gate, protected, used: now });
         Ok(sandbox)
@@ -253,8 +262,16 @@ impl Gate for CommandGate {
     ) -> Pin<Box<dyn std::future::Future<Output = Result<SocketAddr, Refusal>> + Send + 'a>> {
         let caller = self.caller.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         Box::pin(async move {
-            crate::net::admit_command(&self.plugin, &self.grants, &self.local_hosts, &self.approvals, &caller, host, port)
-                .await
+            crate::net::admit_command(
+                &self.plugin,
+                &self.grants,
+                &self.local_hosts,
+                &self.approvals,
+                &caller,
+                host,
+                port,
+            )
+            .await
         })
     }
 }
