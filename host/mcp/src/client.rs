@@ -1,7 +1,7 @@
 //! External MCP servers as tools ([`Servers`], a [`ToolHost`]): each `[mcp_servers.NAME]` tool
 //! becomes `mcp_<server>_<tool>` in the toolset `mcp-<server>`.
 //!
-//! 1. **A stdio server runs in the OS sandbox** (see [`crate::confined`]): the system, its own
+//! 1. **A stdio server runs in the OS sandbox** (`talaria_sandbox`): the system, its own
 //!    directory and a data directory of its own, hosts through the egress proxy's approvals,
 //!    and what `[mcp_servers.NAME] sandbox` adds; where the sandbox cannot start, it does not
 //!    start (`[sandbox] commands = "unconfined"` runs servers as the user). What its tools do
@@ -349,9 +349,7 @@ impl Servers {
                         &self.home,
                         &server.name,
                         &server.config,
-                        &command,
-                        &args,
-                        cwd.as_deref(),
+                        &crate::confined::Program { command: &command, args: &args, cwd: cwd.as_deref() },
                         &self.workspace,
                     )?;
                     let argv = std::iter::once(command.clone()).chain(args.iter().cloned()).collect();

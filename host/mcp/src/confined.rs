@@ -46,6 +46,13 @@ pub(crate) struct Plan {
     pub grants: Arc<Grants>,
 }
 
+/// How a stdio server is started: its program, arguments and `cwd`.
+pub(crate) struct Program<'a> {
+    pub command: &'a str,
+    pub args: &'a [String],
+    pub cwd: Option<&'a Path>,
+}
+
 /// The sandbox of server `name` for a conversation in `workspace`.
 ///
 /// # Errors
@@ -55,11 +62,10 @@ pub(crate) fn plan(
     home: &Path,
     name: &str,
     config: &ServerToml,
-    command: &str,
-    args: &[String],
-    cwd: Option<&Path>,
+    program: &Program<'_>,
     workspace: &Path,
 ) -> Result<Plan, String> {
+    let Program { command, args, cwd } = *program;
     let data = home.join("mcp-data").join(name);
     std::fs::create_dir_all(&data).map_err(|e| format!("cannot make its data directory {}: {e}", data.display()))?;
     let user_home = settings.home.clone();

@@ -97,3 +97,51 @@ fn the_corpus_covers_safe_and_every_dangerous_family() {
         assert!(asked >= 2, "the corpus asks with key {key} {asked} times; give each family several spellings");
     }
 }
+
+#[test]
+fn in_the_sandbox_the_corpus_asks_only_about_what_the_sandbox_lets_happen() {
+    use super::{ENFORCED_BY_SANDBOX, check_confined};
+    let policy = CommandPolicy { home: Some("/srv/tal".into()), ..CommandPolicy::default() };
+    let (mut asked_before, mut asked_after) = (0, 0);
+    let mut wrong = Vec::new();
+    for (number, expected, command) in cases() {
+        let confined = check_confined(&command, &policy);
+        let fits = match (&expected, &confined) {
+            // Safe stays safe, refused stays refused.
+            (Expected::Safe, Verdict::Safe) | (Expected::Refuse(_), Verdict::Forbidden { .. }) => true,
+            // A question the sandbox answers goes, or leaves another finding's question.
+            (Expected::Ask(key), Verdict::Safe) => ENFORCED_BY_SANDBOX.contains(key),
+            (Expected::Ask(key), Verdict::Dangerous { key: got, .. }) => {
+                got == key || (ENFORCED_BY_SANDBOX.contains(key) && !ENFORCED_BY_SANDBOX.contains(got))
+            }
+            _ => false,
+        };
+        if !fits {
+            wrong.push(format!("corpus.txt:{number}: {command:?}: {expected:?} became {confined:?}"));
+        }
+        asked_before += usize::from(matches!(expected, Expected::Ask(_)));
+        asked_after += usize::from(matches!(confined, Verdict::Dangerous { .. }));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(asked_after < asked_before, "{asked_after} of {asked_before} still ask");
+    // What the sandbox does not stop still asks: the workspace, its history, its remotes.
+    for (command, key) in [
+        ("rm -rf .", "rm-root"),
+        ("rm -rf src", "rm-recursive"),
+        ("git push --force origin main", "git-force-push"),
+        ("git reset --hard HEAD~3", "git-reset-hard"),
+        ("echo 'evil' >> ~/.bashrc", "write-startup"),
+    ] {
+        assert!(
+            matches!(check_confined(command, &policy), Verdict::Dangerous { key: k, .. } if k == key),
+            "{command}: {:?}",
+            check_confined(command, &policy)
+        );
+    }
+    // What it does stop no longer asks.
+    for command in
+        ["cat ~/.talaria/.env", "python3 -c 'print(1)'", "sh -c 'make test'", "echo x > /etc/hosts", "kill -9 -1"]
+    {
+        assert_eq!(check_confined(command, &policy), Verdict::Safe, "{command}");
+    }
+}
