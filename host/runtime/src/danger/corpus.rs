@@ -126,7 +126,7 @@ fn in_the_sandbox_the_corpus_asks_only_about_what_the_sandbox_lets_happen() {
     assert!(asked_after < asked_before, "{asked_after} of {asked_before} still ask");
     // What the sandbox does not stop still asks: the workspace, its history, its remotes.
     for (command, key) in [
-        ("rm -rf .", "rm-root"),
+        ("rm -rf .", "rm-recursive"),
         ("rm -rf src", "rm-recursive"),
         ("git push --force origin main", "git-force-push"),
         ("git reset --hard HEAD~3", "git-reset-hard"),
