@@ -172,6 +172,28 @@ const GIT_PROTECTED: &[&str] = &["config", "hooks"];
 const HOME_READABLE: &[&str] = &[".gitconfig", ".config/git/config", ".config/git/ignore"];
 
 impl Policy {
+    /// Whether the workspace can be a sandbox's: not `/` (the whole machine, writable), and not
+    /// inside `/proc`, `/sys` or `/dev` (the machine's processes and devices).
+    ///
+    /// # Errors
+    /// Why not, in words that end a sentence.
+    pub fn check(&self) -> Result<(), String> {
+        let ws = &self.workspace;
+        if ws.parent().is_none() {
+            return Err(format!(
+                "the workspace {} would give commands the whole machine, writable; start talaria in a project directory",
+                ws.display()
+            ));
+        }
+        if ["/proc", "/sys", "/dev"].iter().any(|d| ws.starts_with(d)) {
+            return Err(format!(
+                "the workspace {} is the kernel's, not a project's; start talaria in a project directory",
+                ws.display()
+            ));
+        }
+        Ok(())
+    }
+
     /// The mounts, in order, for bubblewrap.
     pub fn plan(&self) -> Vec<Mount> {
         let mut plan = Vec::new();
@@ -483,6 +505,17 @@ mod tests {
         let config = plan.iter().position(|m| m == &Mount::ReadOnly(git.join("config"))).expect("config ro");
         let hooks = plan.iter().position(|m| m == &Mount::ReadOnly(git.join("hooks"))).expect("hooks ro");
         assert!(at < config && at < hooks);
+    }
+
+    #[test]
+    fn the_root_and_the_kernels_directories_are_no_workspace() {
+        let home = home_with_secrets();
+        let mut p = policy(Path::new("/"), home.path());
+        assert!(p.check().expect_err("root").contains("the whole machine"));
+        p.workspace = "/proc/1".into();
+        assert!(p.check().expect_err("proc").contains("the kernel's"));
+        p.workspace = home.path().join("proj");
+        assert_eq!(p.check(), Ok(()));
     }
 
     #[test]

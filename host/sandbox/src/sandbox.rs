@@ -239,6 +239,7 @@ impl Sandbox {
     /// # Errors
     /// [`Unavailable`] with bubblewrap's reason when it cannot start.
     pub async fn start(launcher: &Launcher, policy: &Policy, gate: Arc<dyn Gate>) -> Result<Self, Unavailable> {
+        policy.check().map_err(|why| Unavailable::new(why, ""))?;
         let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
             .map_err(|e| Unavailable::new(format!("cannot make a socket pair: {e}"), OPT_OUT.to_string() + "."))?;
         let mut cmd = tokio::process::Command::new(&launcher.bwrap);

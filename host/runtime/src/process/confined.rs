@@ -49,8 +49,12 @@ const TOOLCHAIN_VARS: &[&str] = &["CARGO_HOME", "RUSTUP_HOME", "PYENV_ROOT", "NV
 pub fn default_toolchains(home: Option<&Path>) -> Vec<PathBuf> {
     let under_home = home.into_iter().flat_map(|h| DEFAULT_TOOLCHAINS.iter().map(move |t| h.join(t)));
     let moved = TOOLCHAIN_VARS.iter().filter_map(std::env::var_os).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let mut places: Vec<PathBuf> = under_home.chain(moved).collect();
-    places.dedup();
+    let mut places: Vec<PathBuf> = Vec::new();
+    for place in under_home.chain(moved) {
+        if !places.contains(&place) {
+            places.push(place);
+        }
+    }
     places
 }
 
