@@ -124,7 +124,7 @@ pub(crate) async fn start(
     let launcher = settings.launcher.as_ref().map_err(ToString::to_string)?;
     let program = argv.first().map(String::as_str).unwrap_or_default();
     let path = env.iter().find(|(k, _)| k == "PATH").map_or("/usr/bin:/bin", |(_, v)| v.as_str());
-    if find_program(program, path, &plan.cwd).is_none() {
+    if talaria_sandbox::helper::find_program(program, path, &plan.cwd).is_none() {
         return Err(format!("cannot start `{program}`: no such program"));
     }
     let gate = Arc::new(
@@ -136,18 +136,6 @@ pub(crate) async fn start(
         .spawn(Command { argv, cwd: plan.cwd, env, stdin: true })
         .map_err(|e| format!("cannot start it in the sandbox: {e}"))?;
     Ok(Jailed { _sandbox: sandbox, child, gate })
-}
-
-/// Where `program` is: itself when it names a path (from `cwd`), else the first executable of
-/// that name on `path`.
-fn find_program(program: &str, path: &str, cwd: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-    if program.contains('/') {
-        let p = cwd.join(program);
-        return executable(&p).then_some(p);
-    }
-    std::env::split_paths(path).map(|d| d.join(program)).find(|p| executable(p))
 }
 
 /// The directories a server's program and path arguments live in, shown read-only: a package

@@ -23,11 +23,8 @@
 //! ```
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use tokio::io::AsyncReadExt as _;
 
 use crate::approval::{Approval, ApprovalKind, ApprovalRequest, Approvals, Caller};
 use crate::danger::{self, CommandPolicy, Verdict};
@@ -35,7 +32,12 @@ use crate::grant::Grants;
 use crate::leak::SecretScan;
 use crate::llm::BoxFuture;
 
+mod capture;
 mod confined;
+mod unconfined;
+
+use capture::Capture;
+pub use unconfined::{kill_all, running};
 
 pub use confined::{CommandGate, CommandSandbox, Confinement, DEFAULT_TOOLCHAINS, default_toolchains};
 pub use talaria_sandbox::{Launcher, Limits as CommandLimits, Unavailable};
@@ -349,58 +351,14 @@ impl ProcessRunner {
         Ok(CommandOutput { exit_code, stdout: out, stderr: err, truncated: out_cut || err_cut, timed_out })
     }
 
-    /// Run `command` as the user (`[sandbox] commands = "unconfined"`), in its own process
-    /// group, killed at the deadline or when the call is abandoned.
+    /// Run `command` as the user (`[sandbox] commands = "unconfined"`).
     async fn run_unconfined(
         &self,
         command: &str,
         cwd: &Path,
         timeout: Duration,
     ) -> Result<CommandOutput, CommandError> {
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c")
-            .arg(command)
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0)
-            .env_clear()
-            .envs(self.env.vars().iter().map(|(k, v)| (k, v)));
-        let mut child = cmd.spawn().map_err(|e| CommandError::Failed(format!("cannot start sh: {e}")))?;
-        let pid = child.id();
-        // If the call is abandoned (its deadline passed), the whole group goes with it.
-        let _group = GroupGuard::new(pid);
-        let (stdout, stderr) = (Capture::new(self.output_cap), Capture::new(self.output_cap));
-        let readers = [
-            tokio::spawn(stdout.clone().fill(child.stdout.take())),
-            tokio::spawn(stderr.clone().fill(child.stderr.take())),
-        ];
-        let status = tokio::time::timeout(timeout, child.wait()).await;
-        let timed_out = status.is_err();
-        if timed_out {
-            kill_group(pid);
-            let _ = child.wait().await;
-        }
-        // Background children may keep the pipes open: take what arrived within a short grace.
-        let _ = tokio::time::timeout(PIPE_GRACE, async {
-            for r in readers {
-                let _ = r.await;
-            }
-        })
-        .await;
-        let (out, out_cut) = stdout.text();
-        let (mut err, err_cut) = stderr.text();
-        if timed_out {
-            err.push_str(&format!("\n[command timed out after {}s and was killed]", timeout.as_secs()));
-        }
-        let exit_code = match status {
-            Ok(Ok(status)) => status.code(),
-            Ok(Err(e)) => return Err(CommandError::Failed(format!("waiting for the command: {e}"))),
-            Err(_) => None,
-        };
-        Ok(CommandOutput { exit_code, stdout: out, stderr: err, truncated: out_cut || err_cut, timed_out })
+        unconfined::run(command, cwd, timeout, self.env.vars(), self.output_cap).await
     }
 
     async fn authorize(
@@ -475,111 +433,6 @@ fn working_dir(workspace: &Path, cwd: Option<&str>) -> Result<PathBuf, CommandEr
 /// containment check must still resolve the result).
 pub fn normalize(path: &Path) -> PathBuf {
     talaria_protocol::lexical(path)
-}
-
-/// How long to wait for output after the command itself has ended.
-const PIPE_GRACE: Duration = Duration::from_millis(500);
-
-/// A stream's output, keeping the first and last `cap / 2` bytes.
-#[derive(Clone)]
-struct Capture(Arc<Mutex<CaptureBuf>>);
-
-struct CaptureBuf {
-    half: usize,
-    head: Vec<u8>,
-    tail: std::collections::VecDeque<u8>,
-    total: usize,
-}
-
-impl Capture {
-    fn new(cap: usize) -> Self {
-        let buf = CaptureBuf { half: cap / 2, head: Vec::new(), tail: std::collections::VecDeque::new(), total: 0 };
-        Self(Arc::new(Mutex::new(buf)))
-    }
-
-    /// Read `reader` to its end.
-    async fn fill<R: tokio::io::AsyncRead + Unpin>(self, reader: Option<R>) {
-        let Some(mut reader) = reader else { return };
-        let mut chunk = vec![0u8; 16 * 1024];
-        while let Ok(n) = reader.read(&mut chunk).await {
-            if n == 0 {
-                break;
-            }
-            let mut b = lock(&self.0);
-            b.total += n;
-            let mut rest = &chunk[..n];
-            if b.head.len() < b.half {
-                let take = rest.len().min(b.half - b.head.len());
-                b.head.extend_from_slice(&rest[..take]);
-                rest = &rest[take..];
-            }
-            b.tail.extend(rest.iter().copied());
-            let excess = b.tail.len().saturating_sub(b.half);
-            b.tail.drain(..excess);
-        }
-    }
-
-    /// The text so far, and whether anything was cut.
-    fn text(&self) -> (String, bool) {
-        let mut b = lock(&self.0);
-        let kept = b.head.len() + b.tail.len();
-        let cut = b.total > kept;
-        let mut text = String::from_utf8_lossy(&b.head).into_owned();
-        if cut {
-            text.push_str(&format!("\n[... {} bytes omitted ...]\n", b.total - kept));
-        }
-        text.push_str(&String::from_utf8_lossy(b.tail.make_contiguous()));
-        (text, cut)
-    }
-}
-
-/// Process groups of commands still running, so that an exit which skips destructors (a
-/// second Ctrl-C, a signal) can still take them down: see [`kill_all`].
-static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-
-/// Kill the process group of every command still running in this process. Call it before
-/// exiting without unwinding (`std::process::exit`), so no command outlives talaria.
-pub fn kill_all() {
-    let groups: Vec<u32> = std::mem::take(&mut *lock(&RUNNING));
-    for pid in groups {
-        kill_group(Some(pid));
-    }
-}
-
-/// How many commands are running right now (their groups not yet reaped).
-pub fn running() -> usize {
-    lock(&RUNNING).len()
-}
-
-/// Kills the command's process group when dropped (normal end or cancellation).
-struct GroupGuard(Option<u32>);
-
-impl GroupGuard {
-    fn new(pid: Option<u32>) -> Self {
-        if let Some(pid) = pid {
-            lock(&RUNNING).push(pid);
-        }
-        Self(pid)
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        kill_group(self.0);
-        if let Some(pid) = self.0 {
-            lock(&RUNNING).retain(|p| *p != pid);
-        }
-    }
-}
-
-#[allow(unsafe_code)]
-fn kill_group(pid: Option<u32>) {
-    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-        // SAFETY: killpg only sends a signal; the group id is our child's, which leads its group.
-        unsafe {
-            libc::killpg(pid, libc::SIGKILL);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -184,7 +184,8 @@ fn start(spawn: &Spawn, fds: &[OwnedFd], filters: &Filters, last_cap: u32) -> Re
     }
     let first = spawn.argv.first().ok_or("no program to run")?;
     let path = spawn.env.iter().find(|(k, _)| k == "PATH").map_or("/usr/bin:/bin", |(_, v)| v.as_str());
-    let program = find_program(first, path).ok_or_else(|| format!("{first}: command not found"))?;
+    let program =
+        find_program(first, path, Path::new(&spawn.cwd)).ok_or_else(|| format!("{first}: command not found"))?;
     let c = |s: &str| CString::new(s).map_err(|_| format!("`{s}` holds a NUL byte"));
     let prepared = Prepared {
         program: CString::new(program.into_os_string().into_encoded_bytes()).map_err(|_| "NUL in the path")?,
@@ -287,10 +288,12 @@ fn first_process(p: &Prepared, argv: &[*const c_char], envp: &[*const c_char], f
     }
 }
 
-/// `program` itself when it names a path; else the first executable of that name on `path`.
-fn find_program(program: &str, path: &str) -> Option<std::path::PathBuf> {
+/// Where `program` is: itself (from `cwd`) when it names a path that exists (`execve` says
+/// what is wrong with it, if anything); else the first executable of that name on `path`.
+pub fn find_program(program: &str, path: &str, cwd: &Path) -> Option<std::path::PathBuf> {
     if program.contains('/') {
-        return Some(program.into());
+        let p = cwd.join(program);
+        return p.exists().then_some(p);
     }
     path.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(program)).find(|p| is_executable(p))
 }
