@@ -107,9 +107,18 @@ impl Jail {
     }
 
     pub fn run_args(&self, args: &Value) -> Ran {
-        let out =
-            self.talaria().args(["tools", "call", "terminal", &args.to_string(), "--yolo"]).output().expect("talaria");
-        ran(&out)
+        self.call(args, true)
+    }
+
+    /// The terminal tool with `args`, approvals answered yes when `yolo`, else with nobody to
+    /// answer them.
+    pub fn call(&self, args: &Value, yolo: bool) -> Ran {
+        let args = args.to_string();
+        let mut all = vec!["tools", "call", "terminal", args.as_str()];
+        if yolo {
+            all.push("--yolo");
+        }
+        ran(&self.talaria().args(all).output().expect("talaria"))
     }
 
     /// Every file outside the workspace and its contents, with modes.
@@ -504,13 +513,9 @@ fn package_registries_are_reached_through_the_proxy_once_approved() {
     let pip = "python3 -m venv .venv && .venv/bin/pip install --disable-pip-version-check -q six && .venv/bin/python -c 'import six; print(\"six\", six.__version__)'";
     let npm = "echo '{\"name\":\"w\",\"version\":\"1.0.0\"}' > package.json && npm install --no-fund --no-audit is-number@7.0.0 && node -e 'console.log(require(\"is-number\")(5))'";
     // Nobody to ask and nothing approved: the proxy refuses, with the reason.
-    let out = jail
-        .talaria()
-        .args(["tools", "call", "terminal", &serde_json::json!({"command": pip, "timeout_secs": 300}).to_string()])
-        .output()
-        .expect("talaria");
-    let r = ran(&out);
+    let r = jail.call(&serde_json::json!({"command": pip, "timeout_secs": 300}), false);
     assert_ne!(r.exit_code, Some(0), "{}", r.printed);
+    assert!(r.output.contains("403"), "the proxy's refusal: {}", r.output);
     assert!(
         !jail
             .ws
@@ -524,20 +529,10 @@ fn package_registries_are_reached_through_the_proxy_once_approved() {
         "{local}[approvals]\nallow = [\"net:pypi.org\", \"net:files.pythonhosted.org\", \"net:registry.npmjs.org\"]\n"
     );
     std::fs::write(jail.talaria_home().join("config.toml"), approved).expect("config");
-    let out = jail
-        .talaria()
-        .args(["tools", "call", "terminal", &serde_json::json!({"command": pip, "timeout_secs": 300}).to_string()])
-        .output()
-        .expect("talaria");
-    let r = ran(&out);
+    let r = jail.call(&serde_json::json!({"command": pip, "timeout_secs": 300}), false);
     assert_eq!(r.exit_code, Some(0), "{}", r.printed);
     assert!(r.output.contains("six 1."), "{}", r.output);
-    let out = jail
-        .talaria()
-        .args(["tools", "call", "terminal", &serde_json::json!({"command": npm, "timeout_secs": 300}).to_string()])
-        .output()
-        .expect("talaria");
-    let r = ran(&out);
+    let r = jail.call(&serde_json::json!({"command": npm, "timeout_secs": 300}), false);
     assert_eq!(r.exit_code, Some(0), "{}", r.printed);
     assert!(r.output.contains("added 1 package") && r.output.contains("\ntrue\n"), "{}", r.output);
 }
@@ -546,13 +541,9 @@ fn package_registries_are_reached_through_the_proxy_once_approved() {
 fn npm_is_refused_before_its_registry_is_approved() {
     let jail = Jail::with_config("[sandbox]\nlocal_hosts = [\"registry.npmjs.org\"]\n");
     let npm = "echo '{\"name\":\"w\",\"version\":\"1.0.0\"}' > package.json && npm install --no-fund --no-audit --fetch-retries=0 is-number@7.0.0";
-    let out = jail
-        .talaria()
-        .args(["tools", "call", "terminal", &serde_json::json!({"command": npm, "timeout_secs": 120}).to_string()])
-        .output()
-        .expect("talaria");
-    let r = ran(&out);
+    let r = jail.call(&serde_json::json!({"command": npm, "timeout_secs": 120}), false);
     assert_ne!(r.exit_code, Some(0), "{}", r.printed);
+    assert!(r.output.contains("403"), "the proxy's refusal: {}", r.output);
     assert!(!jail.ws.join("node_modules/is-number").exists());
 }
 
