@@ -273,11 +273,14 @@ pub struct PlatformToml {
 /// the adapter reads the route's other settings (a prompt template, where replies go).
 #[derive(Debug, Clone, Deserialize)]
 pub struct RouteToml {
-    /// `hmac` (the header holds the body's HMAC-SHA256 in hex, `sha256=` optional) or `token`
-    /// (the header holds the secret itself).
+    /// How requests are signed ([`RouteAuth`]): `hmac`, `slack-v0`, `stripe` or `token`.
     pub auth: RouteAuth,
-    /// The header carrying the signature or token.
+    /// The header carrying the signature or token (`X-Slack-Signature` for `slack-v0`,
+    /// `Stripe-Signature` for `stripe`).
     pub header: String,
+    /// `slack-v0` only: the header carrying the signed timestamp (default
+    /// `X-Slack-Request-Timestamp`).
+    pub timestamp_header: Option<String>,
     /// The environment variable (or `.env` entry) holding the key or token.
     pub secret: String,
     /// Largest body taken, in KiB (default 1024).
@@ -289,11 +292,22 @@ pub struct RouteToml {
     pub settings: toml::Table,
 }
 
-/// How a webhook route authenticates.
+/// How a webhook route authenticates, and what it can tell of replays (docs/gateway.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum RouteAuth {
+    /// The header holds the body's HMAC-SHA256 in hex (`sha256=` optional), as GitHub's. Nothing
+    /// signed says when: a body seen in the last day is refused as a replay.
     Hmac,
+    /// Slack's scheme: `v0=HEX` of HMAC-SHA256 over `v0:TIMESTAMP:BODY`, the timestamp in its
+    /// own header. Older than five minutes (or as far ahead) is refused, and so is a signature
+    /// seen before.
+    SlackV0,
+    /// Stripe's scheme: `t=TIMESTAMP,v1=HEX[,v1=HEX]` of HMAC-SHA256 over `TIMESTAMP.BODY`;
+    /// stale or seen before is refused, as for `slack-v0`.
+    Stripe,
+    /// The header holds the secret itself (compared in constant time). It signs nothing, so it
+    /// cannot tell a replay from a new request: only `delivery_header` refuses repeats.
     Token,
 }
 

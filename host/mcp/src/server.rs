@@ -11,7 +11,10 @@
 //! 3. **Over HTTP, a bearer token is required for any bind beyond loopback**; with a token,
 //!    every request must carry it (compared in constant time), and a refused one gets 401 with
 //!    `WWW-Authenticate: Bearer`.
-//! 4. It speaks the current MCP revision (2026-07-28, stateless) and the earlier ones with the
+//! 4. Connections are taken through [`talaria_listen::serve`], as every HTTP door of talaria's:
+//!    headers within 10 s, bodies at a minimum rate, connections capped in all and per address
+//!    (503 with `Retry-After` when every one is working).
+//! 5. It speaks the current MCP revision (2026-07-28, stateless) and the earlier ones with the
 //!    `initialize` handshake (2024-11-05 to 2025-11-25), as rmcp does.
 
 use std::collections::HashMap;
@@ -231,13 +234,13 @@ pub async fn serve_http(
     ));
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     ready(listener.local_addr().map_err(|e| e.to_string())?);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            stop.cancel();
-        })
-        .await
-        .map_err(|e| e.to_string())
+    let stopping = stop.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        stopping.cancel();
+    });
+    talaria_listen::serve(listener, router, talaria_listen::Limits::for_process(), stop).await;
+    Ok(())
 }
 
 async fn bearer(

@@ -110,6 +110,23 @@ mod tests {
     }
 
     #[test]
+    fn only_the_bot_s_id_among_the_mentions_or_a_reply_to_it_addresses_it() {
+        let said = |content: &str, mentions: Value, reply: Value| {
+            let d = json!({ "id": "3", "channel_id": "6", "guild_id": "7", "type": 0, "content": content,
+                "author": { "id": "2", "username": "ana" }, "mentions": mentions, "referenced_message": reply });
+            message(event(&d, &me())).mentions_bot
+        };
+        // Another user whose id starts with the bot's, and the bot's mention typed without
+        // Discord marking it: not the bot.
+        assert!(!said("ask <@90> about it", json!([{ "id": "90" }]), Value::Null));
+        assert!(!said("ask <@9> about it", json!([]), Value::Null));
+        assert!(!said("ask talaria about it", json!([]), Value::Null));
+        assert!(said("<@!9> hi", json!([{ "id": "9" }]), Value::Null));
+        assert!(said("thanks", json!([]), json!({ "author": { "id": "9" } })));
+        assert!(!said("thanks", json!([]), json!({ "author": { "id": "90" } })));
+    }
+
+    #[test]
     fn bots_webhooks_and_system_messages_are_not_handed_in() {
         let own = json!({ "id": "1", "channel_id": "5", "content": "x", "author": { "id": "9" } });
         let bot = json!({ "id": "1", "channel_id": "5", "content": "x", "author": { "id": "3", "bot": true } });

@@ -31,7 +31,12 @@ struct State {
     since: String,
     /// Members of rooms seen, by room id (a DM has two).
     members: HashMap<String, usize>,
+    /// The bot's latest messages' event ids, newest last: a reply to one addresses the bot.
+    sent: std::collections::VecDeque<String>,
 }
+
+/// How many of the bot's messages are remembered for telling replies to them.
+const SENT_KEPT: usize = 512;
 
 thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
@@ -79,6 +84,67 @@ fn member_count(room: &str) -> usize {
     n
 }
 
+/// Whether a message's `content` addresses `user_id` (the bot), from the message's structure
+/// only: its `m.mentions.user_ids`, or a pill (a link to the bot's `https://matrix.to/#/` or
+/// `matrix:u/` address) in its HTML. The plain body is never searched: a name written there
+/// (`talbotfan`, or the bot's id typed out) does not address it.
+fn addresses(content: &Value, user_id: &str) -> bool {
+    if user_id.is_empty() {
+        return false;
+    }
+    let listed = content["m.mentions"]["user_ids"].as_array().is_some_and(|ids| ids.iter().any(|i| i == user_id));
+    let html = (content["format"] == "org.matrix.custom.html").then(|| content["formatted_body"].as_str()).flatten();
+    listed || html.is_some_and(|html| links(html).any(|href| pill_user(&href).as_deref() == Some(user_id)))
+}
+
+/// The `href`s of the links in `html`.
+fn links(html: &str) -> impl Iterator<Item = String> + '_ {
+    html.split('<').skip(1).filter_map(|tag| {
+        let tag = tag.split('>').next()?;
+        let mut words = tag.split_ascii_whitespace();
+        if !words.next()?.eq_ignore_ascii_case("a") {
+            return None;
+        }
+        let at = tag.find("href=")? + "href=".len();
+        let rest = &tag[at..];
+        let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+        let value = rest[1..].split(quote).next()?;
+        Some(value.replace("&amp;", "&"))
+    })
+}
+
+/// The user a pill links to: `https://matrix.to/#/@user:server` or `matrix:u/user:server`
+/// (percent-encoding undone, any `?via=` dropped).
+fn pill_user(href: &str) -> Option<String> {
+    let href = href.trim();
+    let id = if let Some(rest) = href.strip_prefix("https://matrix.to/#/") {
+        percent_decode(rest.split('?').next()?)
+    } else {
+        format!("@{}", percent_decode(href.strip_prefix("matrix:u/")?.split('?').next()?))
+    };
+    id.starts_with('@').then_some(id)
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn message_event(room: &str, event: &Value, user_id: &str) -> Option<Event> {
     if event["type"] != "m.room.message" || event["sender"].as_str() == Some(user_id) {
         return None;
@@ -93,10 +159,8 @@ fn message_event(room: &str, event: &Value, user_id: &str) -> Option<Event> {
     let thread_id =
         (relates["rel_type"] == "m.thread").then(|| relates["event_id"].as_str().map(str::to_string)).flatten();
     let reply_to = relates["m.in_reply_to"]["event_id"].as_str().map(str::to_string);
-    let localpart = user_id.trim_start_matches('@').split(':').next().unwrap_or_default();
-    let mentioned = content["m.mentions"]["user_ids"].as_array().is_some_and(|ids| ids.iter().any(|i| i == user_id))
-        || text.contains(user_id)
-        || (!localpart.is_empty() && text.to_lowercase().contains(&localpart.to_lowercase()));
+    let replied_to_bot = reply_to.as_ref().is_some_and(|id| STATE.with_borrow(|s| s.sent.iter().any(|e| e == id)));
+    let mentioned = replied_to_bot || addresses(content, user_id);
     let sender = event["sender"].as_str().unwrap_or_default().to_string();
     let chat_type = if member_count(room) <= 2 { ChatType::Dm } else { ChatType::Group };
     Some(Event::Message(Message {
@@ -208,7 +272,14 @@ impl Adapter for Matrix {
         } else if let Some(reply) = &message.reply_to {
             body["m.relates_to"] = json!({ "m.in_reply_to": { "event_id": reply } });
         }
-        send_event(&message.chat_id, &body)
+        let id = send_event(&message.chat_id, &body)?;
+        STATE.with_borrow_mut(|s| {
+            s.sent.push_back(id.clone());
+            if s.sent.len() > SENT_KEPT {
+                s.sent.pop_front();
+            }
+        });
+        Ok(id)
     }
 
     fn edit(message_id: String, message: Outbound) -> Result<(), Error> {
@@ -244,7 +315,38 @@ talaria_sdk::export_adapter!(Matrix);
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    const BOT: &str = "@talbot:example.org";
+
+    #[test]
+    fn only_the_mentions_list_or_a_pill_to_the_bot_addresses_it() {
+        let listed = json!({ "body": "hi", "m.mentions": { "user_ids": ["@ana:example.org", BOT] } });
+        assert!(addresses(&listed, BOT));
+        let pill = json!({ "body": "talbot: hi", "format": "org.matrix.custom.html",
+            "formatted_body": "<a href=\"https://matrix.to/#/@talbot:example.org\">talbot</a>: hi" });
+        assert!(addresses(&pill, BOT));
+        let encoded = json!({ "body": "hi", "format": "org.matrix.custom.html",
+            "formatted_body": "hi <A class='x' href='https://matrix.to/#/%40talbot%3Aexample.org?via=example.org'>t</A>" });
+        assert!(addresses(&encoded, BOT));
+        let uri = json!({ "body": "hi", "format": "org.matrix.custom.html",
+            "formatted_body": "<a href=\"matrix:u/talbot:example.org\">t</a> hi" });
+        assert!(addresses(&uri, BOT));
+        // Names in the plain body, a longer name's pill, an empty mentions list: not the bot.
+        for content in [
+            json!({ "body": "ask talbotfan about it" }),
+            json!({ "body": "ask @talbot:example.org about it", "m.mentions": {} }),
+            json!({ "body": "ask talbot about it", "m.mentions": { "user_ids": ["@talbotfan:example.org"] } }),
+            json!({ "body": "ask talbotfan", "format": "org.matrix.custom.html",
+                "formatted_body": "ask <a href=\"https://matrix.to/#/@talbotfan:example.org\">talbotfan</a>" }),
+            json!({ "body": "see https://matrix.to/#/@talbot:example.org", "format": "org.matrix.custom.html",
+                "formatted_body": "see https://matrix.to/#/@talbot:example.org" }),
+        ] {
+            assert!(!addresses(&content, BOT), "{content}");
+        }
+    }
 
     #[test]
     fn room_ids_are_escaped_in_paths() {

@@ -32,9 +32,9 @@ pub fn message(e: &Value, me: &Me) -> Option<Event> {
         return None;
     }
     let raw = e["text"].as_str().unwrap_or_default();
-    let mention = format!("<@{}>", me.user_id);
-    let mentions_bot = kind == "app_mention" || (!me.user_id.is_empty() && raw.contains(&mention));
-    let text = unescape(&raw.replace(&mention, &format!("@{}", me.name))).trim().to_string();
+    let (said, mentioned) = readable(raw, me);
+    let mentions_bot = kind == "app_mention" || mentioned;
+    let text = unescape(&said).trim().to_string();
     let attachments: Vec<Attachment> =
         e["files"].as_array().map(Vec::as_slice).unwrap_or_default().iter().map(attachment).collect();
     if text.is_empty() && attachments.is_empty() {
@@ -68,6 +68,35 @@ pub fn message(e: &Value, me: &Me) -> Option<Event> {
         reply_to: None,
         attachments,
     }))
+}
+
+/// `raw` with the bot's mention tokens (`<@UBOT>`, `<@UBOT|name>`) written as `@name`, and
+/// whether there was one. Tokens are read whole: `<@UBOTX>` is someone else, and the bot's
+/// name or id typed as plain text is not a mention.
+fn readable(raw: &str, me: &Me) -> (String, bool) {
+    let mut out = String::with_capacity(raw.len());
+    let mut mentioned = false;
+    let mut rest = raw;
+    while let Some(start) = rest.find("<@") {
+        out.push_str(&rest[..start]);
+        let token = &rest[start..];
+        let Some(end) = token.find('>') else {
+            out.push_str(token);
+            rest = "";
+            break;
+        };
+        let id = token[2..end].split('|').next().unwrap_or_default();
+        if !me.user_id.is_empty() && id == me.user_id {
+            mentioned = true;
+            out.push('@');
+            out.push_str(&me.name);
+        } else {
+            out.push_str(&token[..=end]);
+        }
+        rest = &token[end + 1..];
+    }
+    out.push_str(rest);
+    (out, mentioned)
 }
 
 /// Slack's text with its three escapes undone (`&lt;`, `&gt;`, `&amp;`).
@@ -114,6 +143,22 @@ mod tests {
             "text": "<@UBOT> hi", "ts": "2.2", "thread_ts": "1.5" }));
         assert_eq!((mention.chat_type, mention.thread_id.as_deref()), (ChatType::Group, Some("1.5")));
         assert_eq!((mention.mentions_bot, mention.text.as_str()), (true, "@talaria hi"));
+    }
+
+    #[test]
+    fn only_a_whole_mention_token_of_the_bot_addresses_it() {
+        let said = |text: &str| {
+            message_of(&json!({ "type": "message", "channel": "C1", "channel_type": "channel", "user": "U1",
+                "text": text, "ts": "1.1" }))
+        };
+        let m = said("<@UBOT|talaria> hi");
+        assert_eq!((m.mentions_bot, m.text.as_str()), (true, "@talaria hi"));
+        for text in ["ask <@UBOTFAN> about it", "ask @talaria about it", "UBOT hi", "<@UBO> hi", "<@UBOT hi"] {
+            let m = said(text);
+            assert!(!m.mentions_bot, "{text}");
+        }
+        assert_eq!(said("ask <@UBOTFAN> about it").text, "ask <@UBOTFAN> about it");
+        assert!(said("x <@U2> and <@UBOT>").mentions_bot);
     }
 
     #[test]

@@ -91,11 +91,34 @@ fn person_name(from: &Value) -> String {
     if name.is_empty() { from["username"].as_str().unwrap_or_default().to_string() } else { name }
 }
 
-/// Whether `message` addresses the bot: an @mention of it, or a reply to one of its messages.
+/// Whether `message` addresses the bot, read from the entities Telegram marked in it (never
+/// from the text around them): a `mention` whose text is exactly `@username` (any letter
+/// case; `@talbotfan` is not `@talbot`), a `text_mention` of the bot's user id, a
+/// `bot_command` written to it (`/approve@username`), or a reply to one of its messages.
 fn mentions_bot(message: &Value, text: &str, state: &State) -> bool {
     let replied_to_bot = message["reply_to_message"]["from"]["id"].as_i64() == Some(state.bot_id);
-    let mention = !state.username.is_empty() && text.to_lowercase().contains(&format!("@{}", state.username));
-    replied_to_bot || mention
+    let entities = if message["text"].is_string() { &message["entities"] } else { &message["caption_entities"] };
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let handle = format!("@{}", state.username);
+    let mentioned = entities.as_array().map(Vec::as_slice).unwrap_or_default().iter().any(|entity| {
+        let said = || entity_text(&units, entity).unwrap_or_default().to_lowercase();
+        match entity["type"].as_str() {
+            Some("mention") => !state.username.is_empty() && said() == handle,
+            Some("bot_command") => !state.username.is_empty() && said().ends_with(&handle),
+            Some("text_mention") => entity["user"]["id"].as_i64().is_some_and(|id| id == state.bot_id && id != 0),
+            _ => false,
+        }
+    });
+    replied_to_bot || mentioned
+}
+
+/// The part of a message an entity marks (Telegram counts `offset` and `length` in UTF-16 code
+/// units); none when it lies outside the text.
+fn entity_text(units: &[u16], entity: &Value) -> Option<String> {
+    let offset = usize::try_from(entity["offset"].as_u64()?).ok()?;
+    let length = usize::try_from(entity["length"].as_u64()?).ok()?;
+    let part = units.get(offset..offset.checked_add(length)?)?;
+    Some(String::from_utf16_lossy(part))
 }
 
 fn message_event(message: &Value, state: &State) -> Option<Event> {
@@ -294,3 +317,78 @@ impl Adapter for Telegram {
 }
 
 talaria_sdk::export_adapter!(Telegram);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bot() -> State {
+        State { offset: 0, bot_id: 77, username: "talbot".into() }
+    }
+
+    /// A group message with `text` and the entities Telegram would mark: every `@name`, as
+    /// Telegram marks usernames (whole, up to the first character that cannot be in one).
+    fn said(text: &str) -> Value {
+        let units: Vec<u16> = text.encode_utf16().collect();
+        let mut entities = Vec::new();
+        let mut i = 0;
+        while i < units.len() {
+            if units[i] == u16::from(b'@') {
+                let end = (i + 1..units.len())
+                    .find(|&j| {
+                        !char::from_u32(u32::from(units[j])).is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                    })
+                    .unwrap_or(units.len());
+                entities.push(json!({ "type": "mention", "offset": i, "length": end - i }));
+                i = end;
+            } else {
+                i += 1;
+            }
+        }
+        json!({ "message_id": 1, "from": { "id": 5 }, "chat": { "id": -1, "type": "supergroup" }, "text": text,
+            "entities": entities })
+    }
+
+    fn addressed(message: &Value) -> bool {
+        mentions_bot(message, message["text"].as_str().or_else(|| message["caption"].as_str()).unwrap_or(""), &bot())
+    }
+
+    #[test]
+    fn only_a_whole_mention_of_the_bot_addresses_it() {
+        assert!(!addressed(&said("ask @talbotfan about it")));
+        assert!(!addressed(&said("ask @TalBotFan about it")));
+        assert!(addressed(&said("@talbot hi")));
+        assert!(addressed(&said("hi @TalBot!")));
+        assert!(addressed(&said("¿qué tal, 🙂 @talbot?")), "offsets are UTF-16 code units");
+        assert!(!addressed(&said("hi @talbo")));
+        // The text names the bot but Telegram marked no mention (inside a word, or in code).
+        let unmarked = json!({ "text": "mail talbot@talbot.example", "entities": [] });
+        assert!(!addressed(&unmarked));
+        let in_code = json!({ "text": "`@talbot`", "entities": [{ "type": "code", "offset": 0, "length": 9 }] });
+        assert!(!addressed(&in_code));
+    }
+
+    #[test]
+    fn a_text_mention_a_command_to_the_bot_and_a_reply_to_it_address_it() {
+        let text_mention = json!({ "text": "Talbot, hi", "entities": [
+            { "type": "text_mention", "offset": 0, "length": 6, "user": { "id": 77 } }] });
+        assert!(addressed(&text_mention));
+        let someone_else = json!({ "text": "Talbot, hi", "entities": [
+            { "type": "text_mention", "offset": 0, "length": 6, "user": { "id": 78 } }] });
+        assert!(!addressed(&someone_else));
+        let command =
+            json!({ "text": "/approve@talbot", "entities": [{ "type": "bot_command", "offset": 0, "length": 15 }] });
+        assert!(addressed(&command));
+        let other_bot =
+            json!({ "text": "/approve@talbotfan", "entities": [{ "type": "bot_command", "offset": 0, "length": 18 }] });
+        assert!(!addressed(&other_bot));
+        let reply = json!({ "text": "thanks", "reply_to_message": { "from": { "id": 77 } } });
+        assert!(addressed(&reply));
+        let caption = json!({ "caption": "look @talbot", "caption_entities": [
+            { "type": "mention", "offset": 5, "length": 7 }] });
+        assert!(addressed(&caption));
+        // Entities past the end of the text are ignored, not a panic.
+        let broken = json!({ "text": "hi", "entities": [{ "type": "mention", "offset": 1, "length": 40 }] });
+        assert!(!addressed(&broken));
+    }
+}

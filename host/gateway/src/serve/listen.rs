@@ -5,7 +5,10 @@
 //! the agent gets the reply in the HTTP response (`{"reply": TEXT}`).
 //!
 //! It binds loopback (`127.0.0.1:8644`) unless `[gateway] listen` says otherwise; anywhere else
-//! needs `listen_public = true`.
+//! needs `listen_public = true`. Connections are taken through [`talaria_listen::serve`]:
+//! headers within 10 s, bodies at a minimum rate (a slower one is answered 408), connections
+//! capped in all and per address (503 with `Retry-After` when every one is working), so a flood
+//! of half-sent requests cannot take the files the accounts' polling needs.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -23,7 +26,7 @@ use talaria_runtime::Secrets;
 use talaria_runtime::adapter::{PlatformEvent, WebhookRequest};
 
 use super::Gateway;
-use crate::webhook::{Route, Secret, verify};
+use crate::webhook::{Memory, Route, SLACK_TIMESTAMP_HEADER, Secret, verify};
 
 /// Where the listener binds unless configured.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8644";
@@ -50,9 +53,19 @@ pub(crate) fn routes(config: &GatewayToml, secrets: &Secrets, accounts: &[String
             let value = secrets.value(&route.secret).ok_or_else(|| {
                 format!("{at}: its secret {} has no value: set it in the environment or in .env", route.secret)
             })?;
+            if route.timestamp_header.is_some() && route.auth != RouteAuth::SlackV0 {
+                return Err(format!("{at}: timestamp_header is for auth = \"slack-v0\" only; remove it"));
+            }
+            let header = route.header.clone();
             let secret = match route.auth {
-                RouteAuth::Hmac => Secret::Hmac { header: route.header.clone(), key: value.into_bytes() },
-                RouteAuth::Token => Secret::Token { header: route.header.clone(), token: value },
+                RouteAuth::Hmac => Secret::Hmac { header, key: value.into_bytes() },
+                RouteAuth::SlackV0 => Secret::SlackV0 {
+                    header,
+                    timestamp_header: route.timestamp_header.clone().unwrap_or_else(|| SLACK_TIMESTAMP_HEADER.into()),
+                    key: value.into_bytes(),
+                },
+                RouteAuth::Stripe => Secret::Stripe { header, key: value.into_bytes() },
+                RouteAuth::Token => Secret::Token { header, token: value },
             };
             let rules = Route {
                 name: name.clone(),
@@ -96,9 +109,7 @@ pub(crate) async fn serve(gateway: Arc<Gateway>, routes: Routes, listener: tokio
         .route("/webhooks/{account}/{route}/{*rest}", axum::routing::any(handle_nested))
         .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such route") })
         .with_state(state);
-    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await }).await {
-        tracing::error!("the webhook listener stopped: {e}");
-    }
+    talaria_listen::serve(listener, app, talaria_listen::Limits::for_process(), stop).await;
 }
 
 fn refuse(status: StatusCode, error: &str) -> Response {
@@ -137,11 +148,19 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
     let (parts, body) = request.into_parts();
     let body = match http_body_util::Limited::new(body, route.max_body).collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(_) => {
+        Err(e) if talaria_listen::too_slow(&*e) => {
+            tracing::warn!(account = %account_name, route = %route_name, "webhook refused: {e}");
+            return refuse(StatusCode::REQUEST_TIMEOUT, &e.to_string());
+        }
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
             return refuse(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 &format!("the body is larger than the route's {} bytes", route.max_body),
             );
+        }
+        Err(e) => {
+            tracing::debug!(account = %account_name, route = %route_name, "a webhook's body could not be read: {e}");
+            return refuse(StatusCode::BAD_REQUEST, "the body could not be read");
         }
     };
     let headers: Vec<(String, String)> = parts
@@ -151,8 +170,20 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
         .collect();
     let store = &served.gateway.store;
     let seen_route = format!("webhook:{account_name}:{route_name}");
-    let mut seen = |id: &str| store.webhook_seen(&seen_route, id).unwrap_or(false);
-    if let Err(refusal) = verify(route, &headers, &body, &mut seen) {
+    // Each memory in its own space of the store's, so a delivery id cannot pass for a digest.
+    let mut seen = |memory: Memory, id: &str| {
+        let space = match memory {
+            Memory::Delivery => seen_route.clone(),
+            Memory::Body => format!("{seen_route}#body"),
+            Memory::Signature => format!("{seen_route}#signature"),
+        };
+        store.webhook_seen(&space, id).unwrap_or_else(|e| {
+            tracing::warn!(account = %account_name, route = %route_name, "cannot remember a webhook for refusing replays: {e}");
+            false
+        })
+    };
+    let now = jiff::Timestamp::now().as_second();
+    if let Err(refusal) = verify(route, &headers, &body, now, &mut seen) {
         tracing::warn!(account = %account_name, route = %route_name, "webhook refused: {refusal}");
         let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::BAD_REQUEST);
         return refuse(status, &refusal.to_string());
