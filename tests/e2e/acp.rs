@@ -358,7 +358,9 @@ fn dangerous_commands_ask_the_editor_and_two_sessions_get_their_own_answers() {
         let req = &p["request"];
         let options: Vec<_> = req["options"].as_array().expect("options").iter().map(|o| o["kind"].clone()).collect();
         assert_eq!(options, [json!("allow_once"), json!("allow_always"), json!("reject_once"), json!("reject_always")]);
-        assert!(req["toolCall"]["title"].as_str().expect("title").contains("rm -rf build"), "{req}");
+        // The title is one plain line; the command is in the content, fenced.
+        assert_eq!(req["toolCall"]["title"], "Run this command? (recursive delete)", "{req}");
+        assert_eq!(req["toolCall"]["content"][0]["content"]["text"], "```\nrm -rf build\n```", "{req}");
         assert_eq!(req["toolCall"]["kind"], "execute");
         // The permission names the tool call the session showed.
         let alias = p["alias"].as_str().expect("alias");

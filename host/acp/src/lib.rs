@@ -362,7 +362,7 @@ impl Server {
                 .filter(|s| cwd.as_ref().is_none_or(|c| std::path::Path::new(&s.cwd) == c))
                 .map(|s| {
                     SessionInfo::new(s.id.clone(), PathBuf::from(&s.cwd))
-                        .title(s.title.clone().or(s.preview.clone()))
+                        .title(s.title.as_ref().or(s.preview.as_ref()).map(|t| updates::title(t)))
                         .updated_at(content::rfc3339(s.updated_at))
                 })
                 .collect();

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use agent_client_protocol_schema::v1::{
     CurrentModeUpdate, PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SessionInfoUpdate, SessionUpdate, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind,
+    RequestPermissionResponse, SessionInfoUpdate, SessionUpdate, ToolCallContent, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
 };
 use talaria_agent::builtin::todo;
 use talaria_core::Conversation;
@@ -114,7 +114,7 @@ impl Pump {
                 s.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(if *on { "yolo" } else { "ask" })));
             }
             Event::TitleChanged { title } => {
-                s.send(SessionUpdate::SessionInfoUpdate(SessionInfoUpdate::new().title(title.clone())));
+                s.send(SessionUpdate::SessionInfoUpdate(SessionInfoUpdate::new().title(updates::title(title))));
                 if answered {
                     s.send(message(&format!("Title: {title}")));
                 }
@@ -151,19 +151,31 @@ impl Pump {
             return;
         }
         let rejected = self.rejected.clone();
-        let (kind, title) = match a.kind {
-            ApprovalKind::Command => (ToolKind::Execute, format!("Run `{}`? ({})", a.command, a.reason)),
-            ApprovalKind::Network => (ToolKind::Fetch, format!("Connect to {}? ({})", a.command, a.reason)),
-            ApprovalKind::Schedule => (ToolKind::Other, format!("Schedule {}? ({})", a.command, a.reason)),
-            ApprovalKind::McpTool => (ToolKind::Other, format!("Call `{}`? ({})", a.command, a.reason)),
-            ApprovalKind::Skill => (ToolKind::Edit, format!("Let the agent {}? ({})", a.command, a.reason)),
+        // The title is one plain line the model cannot shape; what it proposed (a command, a
+        // job) is in the content, fenced, its controls escaped.
+        let reason = updates::title(&a.reason);
+        let (kind, title, content) = match a.kind {
+            ApprovalKind::Command => (ToolKind::Execute, format!("Run this command? ({reason})"), Some(&a.command)),
+            ApprovalKind::Network => {
+                (ToolKind::Fetch, format!("Connect to {}? ({reason})", updates::title(&a.command)), None)
+            }
+            ApprovalKind::Schedule => (ToolKind::Other, format!("Schedule this job? ({reason})"), Some(&a.command)),
+            ApprovalKind::McpTool => {
+                (ToolKind::Other, format!("Call `{}`? ({reason})", updates::title(&a.command)), None)
+            }
+            ApprovalKind::Skill => {
+                (ToolKind::Edit, format!("Let the agent {}? ({reason})", updates::title(&a.command)), None)
+            }
         };
         let call_id = if a.call_id.is_empty() { format!("approval-{}", a.id) } else { a.call_id.clone() };
-        let fields = ToolCallUpdateFields::new()
-            .title(title)
+        let mut fields = ToolCallUpdateFields::new()
+            .title(updates::title(&title))
             .kind(kind)
             .status(ToolCallStatus::Pending)
             .raw_input(serde_json::json!({"plugin": a.plugin, "command": a.command, "reason": a.reason}));
+        if let Some(text) = content {
+            fields = fields.content(vec![ToolCallContent::from(updates::fenced(text))]);
+        }
         let options = vec![
             PermissionOption::new("allow_once", "Allow once", PermissionOptionKind::AllowOnce),
             PermissionOption::new("allow_always", "Always allow", PermissionOptionKind::AllowAlways),

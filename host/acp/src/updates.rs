@@ -57,7 +57,7 @@ pub(crate) fn tool_call(t: &ToolStarted, a: Option<&ToolAnnotations>, workspace:
         .map(|a| a.touched(&args, workspace).into_iter().map(ToolCallLocation::new).collect())
         .unwrap_or_default();
     let kind = if t.name == todo::NAME { ToolKind::Think } else { kind(a, &args) };
-    ToolCall::new(t.call_id.clone(), t.preview.clone())
+    ToolCall::new(t.call_id.clone(), title(&t.preview))
         .kind(kind)
         .status(ToolCallStatus::InProgress)
         .locations(locations)
@@ -95,7 +95,25 @@ fn shown(result: &str, fenced: bool) -> Option<String> {
     if text.len() < result.len() {
         text.push_str("\n[... cut for display]");
     }
-    Some(if fenced { format!("```\n{text}\n```") } else { text })
+    Some(if fenced { self::fenced(&text) } else { text })
+}
+
+/// Most characters of a title (a tool call's, a permission request's).
+const MAX_TITLE_CHARS: usize = 200;
+
+/// A title the editor shows: one plain line, its controls and line breaks escaped, cut to
+/// [`MAX_TITLE_CHARS`]. What the model or a plugin wrote in it cannot add lines, markdown
+/// blocks or escape codes to the editor's list.
+pub(crate) fn title(text: &str) -> String {
+    talaria_runtime::visible(text, MAX_TITLE_CHARS)
+}
+
+/// `text` (its controls escaped, its lines kept) in a code fence longer than any run of
+/// backticks it holds, so nothing in it can close the fence and be read as markdown.
+pub(crate) fn fenced(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}\n{}\n{fence}", talaria_runtime::shown::visible_lines(text))
 }
 
 /// The todo tool's result as a plan (cancelled items left out).

@@ -286,7 +286,14 @@ pub async fn one_shot(
         anyhow::bail!("{}", refused.unwrap_or_else(|| "the conversation stopped before answering".into()));
     };
     if !end.text.is_empty() {
-        putln!(std::io::stdout(), "{}", end.text.trim_end());
+        // A script gets the answer as the model wrote it; a person at a terminal sees its
+        // control characters escaped, never obeyed.
+        let answer = end.text.trim_end();
+        if std::io::stdout().is_terminal() {
+            putln!(std::io::stdout(), "{}", talaria_runtime::shown::visible_lines(answer));
+        } else {
+            putln!(std::io::stdout(), "{answer}");
+        }
     }
     let reason = if stop.signal().is_some() { "signal" } else { end.outcome.name() };
     close(&mut session, reason).await;

@@ -54,7 +54,7 @@ pub fn run(ctx: &Ctx, cmd: CheckpointsCmd) -> anyhow::Result<ExitCode> {
                 }
                 for (session, list) in everything {
                     let last = list.last().map(|c| c.what.clone()).unwrap_or_default();
-                    println!("{session}  {} checkpoints  last: {last}", list.len());
+                    println!("{}", ui::for_stdout(&format!("{session}  {} checkpoints  last: {last}", list.len())));
                 }
                 let size = store.size()?;
                 ui::note(&format!("kept contents take {:.1} MiB", size as f64 / 1_048_576.0));
@@ -62,14 +62,14 @@ pub fn run(ctx: &Ctx, cmd: CheckpointsCmd) -> anyhow::Result<ExitCode> {
             }
             let id = resolve(&session)?;
             println!("session {id}");
-            println!("{}", talaria_core::rollback::listing(&store.load(&id)?));
+            println!("{}", ui::for_stdout(&talaria_core::rollback::listing(&store.load(&id)?)));
             Ok(ExitCode::SUCCESS)
         }
         CheckpointsCmd::Diff { n, session } => {
             let id = resolve(&session)?;
             let cp = nth(&store, &id, n)?;
             let workspace = Path::new(&cp.workspace);
-            println!("checkpoint {n} of {id}: before `{}`", cp.what);
+            println!("{}", ui::for_stdout(&format!("checkpoint {n} of {id}: before `{}`", cp.what)));
             for f in &cp.files {
                 let now = std::fs::read(workspace.join(&f.path)).ok();
                 let kept = match &f.before {
@@ -80,23 +80,24 @@ pub fn run(ctx: &Ctx, cmd: CheckpointsCmd) -> anyhow::Result<ExitCode> {
                 };
                 match (&kept, &now) {
                     (None, None) => {}
-                    (None, Some(_)) => println!("{}: made after; restoring removes it", f.path),
-                    (Some(_), None) => println!("{}: gone now; restoring puts it back", f.path),
+                    (None, Some(_)) => println!("{}: made after; restoring removes it", ui::for_stdout(&f.path)),
+                    (Some(_), None) => println!("{}: gone now; restoring puts it back", ui::for_stdout(&f.path)),
                     (Some(a), Some(b)) if a == b => {}
                     (Some(a), Some(b)) => match (std::str::from_utf8(b), std::str::from_utf8(a)) {
                         (Ok(now), Ok(then)) => {
                             let diff = similar::TextDiff::from_lines(now, then);
-                            print!(
-                                "{}",
-                                diff.unified_diff().header(&format!("{} (now)", f.path), &format!("{} (kept)", f.path))
-                            );
+                            let unified = diff
+                                .unified_diff()
+                                .header(&format!("{} (now)", f.path), &format!("{} (kept)", f.path))
+                                .to_string();
+                            print!("{}", ui::for_stdout(&unified));
                         }
-                        _ => println!("{}: binary, {} bytes now, {} kept", f.path, b.len(), a.len()),
+                        _ => println!("{}: binary, {} bytes now, {} kept", ui::for_stdout(&f.path), b.len(), a.len()),
                     },
                 }
             }
             for s in &cp.skipped {
-                println!("not kept: {s}");
+                println!("not kept: {}", ui::for_stdout(s));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -122,12 +123,12 @@ pub fn run(ctx: &Ctx, cmd: CheckpointsCmd) -> anyhow::Result<ExitCode> {
             };
             println!(
                 "restored checkpoint {n} (before `{}`): {} written, {} removed",
-                cp.what,
+                ui::for_stdout(&cp.what),
                 done.written.len(),
                 done.removed.len()
             );
             for f in done.written.iter().chain(&done.removed) {
-                println!("  {f}");
+                println!("  {}", ui::for_stdout(f));
             }
             Ok(ExitCode::SUCCESS)
         }

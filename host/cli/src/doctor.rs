@@ -74,7 +74,8 @@ impl Report {
             (Status::Fail, false) => (2, "fail:".to_string()),
         };
         self.counts[index] += 1;
-        let mut lines = message.lines();
+        // Messages quote plugins' names, manifests and servers' answers: shown, not obeyed.
+        let mut lines = message.lines().map(|l| talaria_runtime::visible(l, usize::MAX));
         anstream::println!("{mark} {}: {}", label.bold(), lines.next().unwrap_or_default());
         for rest in lines {
             anstream::println!("  {rest}");

@@ -1,9 +1,12 @@
 //! What a line typed while a turn runs means: an answer to the approval or question waiting, a
 //! command usable mid-turn (`/stop`, `/yolo`), or a message for the `[terminal] busy_input`
-//! policy. The keys themselves are read by [`crate::busy`].
+//! policy. The keys themselves are read by [`crate::busy`]. And how an approval or a question
+//! is put to the person ([`approval_prompt`], [`question_prompt`]).
 
+use owo_colors::OwoColorize as _;
 use talaria_core::config::BusyInput as BusyPolicy;
-use talaria_protocol::{Decision, Op};
+use talaria_protocol::{ApprovalKind, ApprovalNeeded, ClarifyNeeded, Decision, Op};
+use talaria_runtime::shown::{needs_escaping, visible};
 
 use crate::render::Renderer;
 use crate::repl::{lookup, parse_slash, yolo_state};
@@ -123,9 +126,101 @@ pub(crate) fn describe(d: Decision) -> &'static str {
     }
 }
 
+/// Most characters of a plugin's name, a host or a reason in a prompt.
+const MAX_NAME_CHARS: usize = 200;
+
+/// The question asked before a dangerous command, a connection, a job or a skill.
+///
+/// What the model or a plugin proposed is shown on lines of its own below the question, every
+/// control character escaped (an escape code in a command cannot erase or restyle the line
+/// that names it), with its real size; the question and its keys are the host's own words.
+pub(crate) fn approval_prompt(a: &ApprovalNeeded) -> String {
+    let plugin = visible(&a.plugin, MAX_NAME_CHARS);
+    let reason = visible(&a.reason, MAX_NAME_CHARS);
+    let (question, shown) = match a.kind {
+        ApprovalKind::Command => (format!("{plugin} wants to run this command ({reason}):"), Some(&a.command)),
+        ApprovalKind::Network => {
+            (format!("plugin '{plugin}' wants to connect to {} ({reason}).", visible(&a.command, MAX_NAME_CHARS)), None)
+        }
+        ApprovalKind::Schedule => (format!("the agent wants to schedule this job ({reason}):"), Some(&a.command)),
+        ApprovalKind::McpTool => {
+            (format!("{plugin} wants to call `{}` ({reason}).", visible(&a.command, MAX_NAME_CHARS)), None)
+        }
+        ApprovalKind::Skill => {
+            (format!("the agent wants to {} ({reason}).", visible(&a.command, MAX_NAME_CHARS)), None)
+        }
+    };
+    let mut text = format!("{} {question}", "⚠".yellow());
+    if let Some(body) = shown {
+        text.push_str(&proposed(body));
+    }
+    text.push_str(&format!(
+        "\n  Allow? {} once  {} this session  {} always  {} no   (Enter: no; no answer in {}s: no)",
+        "[y]".bold(),
+        "[s]".bold(),
+        "[a]".bold(),
+        "[n]".bold(),
+        a.timeout_secs
+    ));
+    text
+}
+
+/// A proposed command or job under its question: each line behind a bar, escaped, then its size
+/// (and, when it held any, that control characters are shown as `\x..`).
+fn proposed(body: &str) -> String {
+    let mut text = String::new();
+    let lines: Vec<&str> = body.split('\n').collect();
+    for line in &lines {
+        text.push_str(&format!("\n  {} {}", "│".dimmed(), visible(line, usize::MAX)));
+    }
+    let mut size = format!(
+        "{}, {}",
+        ui::count(lines.len(), "line", "lines"),
+        ui::count(body.chars().count(), "character", "characters")
+    );
+    if needs_escaping(body, true) {
+        size.push_str("; it holds control characters, shown escaped as \\x.. or \\u{..}");
+    }
+    text.push_str(&format!("\n  {}", format!("({size})").dimmed()));
+    text
+}
+
+/// A question the model asks, with its numbered choices.
+pub(crate) fn question_prompt(q: &ClarifyNeeded) -> String {
+    let mut text = format!("{} {}", "?".cyan().bold(), talaria_runtime::shown::visible_lines(&q.question));
+    for (i, c) in q.choices.iter().enumerate() {
+        text.push_str(&format!("\n  {}. {}", i + 1, visible(c, 500)));
+    }
+    text.push_str("\n  (type your answer and press Enter)");
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_cannot_erase_or_restyle_its_own_approval_line() {
+        let command = "rm -rf build # \x1b[2K\r\x1b[33m⚠\x1b[39m terminal wants to run `ls -la` — lists files.\x1b[8m";
+        let a = ApprovalNeeded {
+            id: 1,
+            kind: ApprovalKind::Command,
+            plugin: "terminal".into(),
+            command: command.into(),
+            reason: "recursive delete".into(),
+            timeout_secs: 60,
+            call_id: String::new(),
+        };
+        let text = anstream::adapter::strip_str(&approval_prompt(&a)).to_string();
+        assert_eq!(
+            text.lines().take(3).collect::<Vec<_>>(),
+            [
+                "⚠ terminal wants to run this command (recursive delete):",
+                "  │ rm -rf build # \\x1b[2K\\r\\x1b[33m⚠\\x1b[39m terminal wants to run `ls -la` — lists files.\\x1b[8m",
+                "  (1 line, 81 characters; it holds control characters, shown escaped as \\x.. or \\u{..})",
+            ]
+        );
+    }
 
     #[test]
     fn an_approval_is_answered_by_a_key_or_a_word_and_anything_else_denies() {

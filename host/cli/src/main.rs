@@ -337,6 +337,10 @@ async fn chat_command(ctx: &Ctx, args: chat::ChatArgs) -> anyhow::Result<ExitCod
     let interactive = args.query.is_none() && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     // What stdin holds is read (and refused if unusable) before anything starts.
     let prompt = args.query.as_deref().map(piped::prompt).transpose()?;
+    if interactive {
+        // Before the session reads its skills: what the agent wrote earlier, shown once.
+        skills::show_new_at_start(ctx);
+    }
     let session = chat::start(ctx, &args, interactive).await?;
     match (prompt, args.query.as_deref()) {
         (Some(mut prompt), Some(query)) => {

@@ -143,10 +143,11 @@ impl Renderer {
             Event::ReasoningDelta { text } => self.reasoning(text),
             Event::MessageEnd => self.end_text(),
             Event::ToolStarted(t) => {
+                let preview = talaria_runtime::visible(&t.preview, usize::MAX);
                 let line = if self.fancy_progress() {
-                    format!("{} {}", "┊ ⚙".dimmed(), t.preview.dimmed())
+                    format!("{} {}", "┊ ⚙".dimmed(), preview.dimmed())
                 } else {
-                    format!("tool: {}", t.preview)
+                    format!("tool: {preview}")
                 };
                 self.progress(&line);
             }
@@ -242,7 +243,7 @@ impl Renderer {
     }
 
     fn progress_warn(&self, text: &str) {
-        self.say(&format!("{} {text}", "warning:".yellow().bold()), true);
+        self.say(&format!("{} {}", "warning:".yellow().bold(), talaria_runtime::shown::visible_lines(text)), true);
     }
 
     /// An error line on stderr.
@@ -251,7 +252,7 @@ impl Renderer {
     }
 
     fn progress_error(&self, text: &str) {
-        self.say(&format!("{} {text}", "error:".red().bold()), true);
+        self.say(&format!("{} {}", "error:".red().bold(), talaria_runtime::shown::visible_lines(text)), true);
     }
 
     /// Write a line to stdout (or stderr), styled where that stream is a terminal and colour is
@@ -367,6 +368,7 @@ fn draw(live: &mut Live, step: impl FnOnce(&mut Live, &mut Vec<u8>, (usize, usiz
 
 /// A notice on stderr; `fancy` (a terminal) marks info notices with the progress bar.
 fn notice(out: &Renderer, level: NoticeLevel, text: &str, fancy: bool) {
+    let text = talaria_runtime::shown::visible_lines(text);
     match (level, fancy) {
         (NoticeLevel::Warn, _) => out.say(&format!("{} {text}", "warning:".yellow().bold()), true),
         (NoticeLevel::Info, true) => out.say(&format!("┊ {text}").dimmed().to_string(), true),

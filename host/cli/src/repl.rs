@@ -12,11 +12,11 @@ use std::rc::Rc;
 use owo_colors::OwoColorize as _;
 use talaria_agent::model::Provider;
 use talaria_core::config::BusyInput as BusyPolicy;
-use talaria_protocol::{ApprovalKind, Event, Image, Message, Op, Outcome, Stamped};
+use talaria_protocol::{Event, Image, Message, Op, Outcome, Stamped};
 
 use crate::busy::{BusyInput, KeysHeld};
 use crate::chat::{self, ChatArgs, Session, Step, drive};
-use crate::during::{Busy, Waiting, busy_hint, decision, describe};
+use crate::during::{Busy, Waiting, approval_prompt, busy_hint, decision, describe, question_prompt};
 use crate::lines::{Input, Lines};
 use crate::render::Renderer;
 use crate::{Ctx, ui};
@@ -296,40 +296,12 @@ impl Repl {
                 };
                 match step {
                     Step::Event(Stamped { event: Event::ApprovalNeeded(a), .. }) => {
-                        let what = match a.kind {
-                            ApprovalKind::Command => {
-                                format!("{} wants to run `{}` — {}.", a.plugin, a.command, a.reason)
-                            }
-                            ApprovalKind::Network => {
-                                format!("plugin '{}' wants to connect to {} ({}).", a.plugin, a.command, a.reason)
-                            }
-                            ApprovalKind::Schedule => {
-                                format!("the agent wants to schedule {} — {}.", a.command, a.reason)
-                            }
-                            ApprovalKind::McpTool => {
-                                format!("{} wants to call `{}` — {}.", a.plugin, a.command, a.reason)
-                            }
-                            ApprovalKind::Skill => format!("the agent wants to {} — {}.", a.command, a.reason),
-                        };
-                        r.progress(&format!(
-                            "{} {what}\n  Allow? {} once  {} this session  {} always  {} no   (Enter: no; no answer in {}s: no)",
-                            "⚠".yellow(),
-                            "[y]".bold(),
-                            "[s]".bold(),
-                            "[a]".bold(),
-                            "[n]".bold(),
-                            a.timeout_secs
-                        ));
+                        r.progress(&approval_prompt(a));
                         st.waiting = Waiting::Approval(a.id);
                         keys(true);
                     }
                     Step::Event(Stamped { event: Event::ClarifyNeeded(q), .. }) => {
-                        let mut text = format!("{} {}", "?".cyan().bold(), q.question);
-                        for (i, c) in q.choices.iter().enumerate() {
-                            text.push_str(&format!("\n  {}. {c}", i + 1));
-                        }
-                        text.push_str("\n  (type your answer and press Enter)");
-                        r.progress(&text);
+                        r.progress(&question_prompt(q));
                         st.waiting = Waiting::Question(q.id, q.choices.clone());
                     }
                     Step::Event(Stamped { event: Event::Steered { text, delivered }, .. }) => {

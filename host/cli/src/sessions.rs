@@ -21,6 +21,7 @@ use clap::{Subcommand, ValueEnum};
 use owo_colors::OwoColorize as _;
 use serde::Serialize;
 use talaria_protocol::{Message, Role, ToolCall, Usage};
+use talaria_runtime::shown::{visible, visible_lines};
 use talaria_store::search::{MATCH_END, MATCH_START};
 use talaria_store::{SearchHit, SearchQuery, SessionInfo, Store, StoredMessage};
 
@@ -216,10 +217,12 @@ fn show(store: &Store, key: &str, json: bool) -> anyhow::Result<ExitCode> {
 
 fn print_header(s: &SessionInfo) {
     match &s.title {
-        Some(title) => anstream::println!("{} {}", s.id.bold(), format!("\"{title}\"").bold()),
+        Some(title) => anstream::println!("{} {}", s.id.bold(), format!("\"{}\"", visible(title, usize::MAX)).bold()),
         None => anstream::println!("{}", s.id.bold()),
     }
-    let field = |name: &str, value: String| anstream::println!("{}  {value}", format!("{name:<9}").dimmed());
+    let field = |name: &str, value: String| {
+        anstream::println!("{}  {}", format!("{name:<9}").dimmed(), visible(&value, usize::MAX));
+    };
     field("model:", model_label(s));
     let mut started = local_time(s.started_at);
     if let Some(ended) = s.ended_at {
@@ -272,20 +275,20 @@ fn print_message(m: &StoredMessage) {
         }
         Message::User { content, .. } => {
             anstream::println!("{} {}", "user".green().bold(), time.dimmed());
-            anstream::println!("{content}");
+            anstream::println!("{}", visible_lines(content));
         }
         Message::Assistant { content, tool_calls, .. } => {
             anstream::println!("{} {}", "assistant".cyan().bold(), time.dimmed());
             if !content.is_empty() {
-                anstream::println!("{content}");
+                anstream::println!("{}", visible_lines(content));
             }
             for call in tool_calls {
                 let args = ui::first_line(&compact_json(&call.arguments), LINE_CHARS);
-                anstream::println!("{} {}({args})", "→".yellow(), call.name.yellow());
+                anstream::println!("{} {}({args})", "→".yellow(), visible(&call.name, LINE_CHARS).yellow());
             }
         }
         Message::Tool { name, content, .. } => {
-            anstream::println!("{} {}", format!("tool {name}").yellow().bold(), time.dimmed());
+            anstream::println!("{} {}", format!("tool {}", visible(name, LINE_CHARS)).yellow().bold(), time.dimmed());
             for line in shortened(content, RESULT_LINES) {
                 anstream::println!("  {}", line.dimmed());
             }
@@ -347,7 +350,8 @@ fn search(store: &Store, text: &str, limit: usize, role: Option<RoleArg>, json: 
         if i > 0 {
             anstream::println!();
         }
-        let title = hit.session_title.as_deref().map(|t| format!(" \"{t}\"")).unwrap_or_default();
+        let title =
+            hit.session_title.as_deref().map(|t| format!(" \"{}\"", visible(t, usize::MAX))).unwrap_or_default();
         anstream::println!(
             "{}{}  {}  {}",
             hit.session_id.bold(),
@@ -361,7 +365,7 @@ fn search(store: &Store, text: &str, limit: usize, role: Option<RoleArg>, json: 
 }
 
 fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    visible(&text.split_whitespace().collect::<Vec<_>>().join(" "), usize::MAX)
 }
 
 /// The snippet with its matches in bold colour, or with the plain markers when not styled.

@@ -20,6 +20,7 @@ use talaria_agent::skills::{self, Skill, Source as SkillSource};
 use talaria_market::bundle::{self, Limits};
 use talaria_market::sign::{Signature, TrustStore};
 use talaria_market::source::{FetchOptions, Fetched, Source};
+use talaria_runtime::shown::visible;
 
 use crate::{Ctx, ui};
 
@@ -198,16 +199,18 @@ pub async fn install(ctx: &Ctx, spec: &str, flags: &InstallFlags) -> anyhow::Res
         }
     }
 
-    // What it expects, then the user's yes.
-    let version = skill.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
-    eprintln!("skill {name}{version}: {}", skill.description);
+    // What it expects, then the user's yes. Every field is the bundle's own text: one line
+    // each, its controls shown escaped.
+    let one = |text: &str| visible(text, usize::MAX);
+    let version = skill.version.as_deref().map(|v| format!(" {}", one(v))).unwrap_or_default();
+    eprintln!("skill {}{version}: {}", one(&name), one(&skill.description));
     eprintln!(
         "  from:      {} ({})",
-        fetched.source,
-        signed_by.as_deref().map_or("unsigned".into(), |s| format!("signed by {s}"))
+        one(&fetched.source.to_string()),
+        signed_by.as_deref().map_or("unsigned".into(), |s| format!("signed by {}", one(s)))
     );
     eprintln!("  digest:    {digest}");
-    let list = |items: &[String]| if items.is_empty() { "none".to_string() } else { items.join(", ") };
+    let list = |items: &[String]| if items.is_empty() { "none".to_string() } else { one(&items.join(", ")) };
     eprintln!("  tools:     {}", list(&skill.requires_tools));
     eprintln!("  toolsets:  {}", list(&skill.requires_toolsets));
     let files = skill.files();
@@ -217,7 +220,7 @@ pub async fn install(ctx: &Ctx, spec: &str, flags: &InstallFlags) -> anyhow::Res
     if !commands.is_empty() {
         eprintln!("  commands its text shows:");
         for c in commands.iter().take(12) {
-            eprintln!("    {c}");
+            eprintln!("    {}", one(c));
         }
         if commands.len() > 12 {
             eprintln!(

@@ -16,10 +16,13 @@ pub fn count<N: std::fmt::Display + PartialEq + From<u8>>(n: N, one: &str, many:
     format!("{n} {word}")
 }
 
-/// Rows as aligned columns; the header row is bold.
+/// Rows as aligned columns; the header row is bold. Cells are plain text: whatever controls
+/// they hold are shown escaped ([`talaria_runtime::shown`]).
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let rows: Vec<Vec<String>> =
+        rows.iter().map(|r| r.iter().map(|c| talaria_runtime::visible(c, usize::MAX)).collect()).collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
+    for row in &rows {
         for (i, cell) in row.iter().enumerate() {
             if i < widths.len() {
                 widths[i] = widths[i].max(cell.chars().count());
@@ -36,19 +39,26 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
             .join("  ")
     };
     putln!(anstream::stdout(), "{}", line(header.iter().map(|h| h.to_string()).collect()).bold());
-    for row in rows {
+    for row in &rows {
         putln!(anstream::stdout(), "{}", line(row.clone()));
     }
 }
 
-/// The first line of a description, cut to `max` characters.
-pub fn first_line(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    if line.chars().count() > max {
-        format!("{}…", line.chars().take(max.saturating_sub(1)).collect::<String>())
+/// Text from outside (a file, the model, a tool, a plugin) for stdout: on a terminal its
+/// control characters are shown escaped, never obeyed; piped, it goes as it is, so a script (or
+/// `git apply`) gets the bytes.
+pub fn for_stdout(text: &str) -> std::borrow::Cow<'_, str> {
+    use std::io::IsTerminal as _;
+    if std::io::stdout().is_terminal() && talaria_runtime::shown::needs_escaping(text, true) {
+        talaria_runtime::shown::visible_lines(text).into()
     } else {
-        line.to_string()
+        text.into()
     }
+}
+
+/// The first line of a description, cut to `max` characters, its controls shown escaped.
+pub fn first_line(text: &str, max: usize) -> String {
+    talaria_runtime::visible(text.lines().next().unwrap_or_default(), max)
 }
 
 /// `path` with the home directory written `~`.

@@ -108,6 +108,8 @@ pub struct ConfigToml {
     #[serde(default)]
     pub checkpoints: CheckpointsToml,
     #[serde(default)]
+    pub skills: SkillsToml,
+    #[serde(default)]
     pub store: StoreToml,
     /// MCP servers whose tools the agent may use: `[mcp_servers.NAME]`.
     #[serde(default)]
@@ -122,6 +124,18 @@ pub struct StoreToml {
     /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE`. Default: `state.db` in the home.
     /// `TALARIA_STORE_URL` wins over it (and keeps the password out of this file).
     pub url: Option<String>,
+}
+
+/// `[skills]`: what the agent may do with skills.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsToml {
+    /// Offer `skill_manage` (the agent creating and editing its skills) in sessions nobody
+    /// answers: `chat -q`, scheduled jobs, gateway chats (default false: only where a person
+    /// is at the terminal or in the editor). Whatever the agent makes, here or anywhere, stays
+    /// out of every session's index until you have seen it (`talaria skills review`).
+    #[serde(default)]
+    pub manage_unattended: bool,
 }
 
 /// `[checkpoints]`: files kept before tool calls change them, for `/rollback`.

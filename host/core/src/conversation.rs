@@ -283,6 +283,11 @@ fn agent_config(home: &std::path::Path, config: &ConfigToml, start: &Start, work
         enabled: start.toolsets.clone().or(a.toolsets.clone()),
         disabled: if start.toolsets.is_some() { Vec::new() } else { a.disabled_toolsets.clone() },
     };
+    // Nobody can look at a skill the agent writes where nobody answers: unless the operator
+    // wants it, the tool is not offered there.
+    if !start.interactive && !config.skills.manage_unattended {
+        cfg.selection.disabled.push(talaria_agent::builtin::skills::MANAGE.to_string());
+    }
     let mut sets = Toolsets::builtin();
     for (name, t) in &config.custom_toolsets {
         sets.insert(

@@ -69,6 +69,7 @@ mod plugin;
 pub mod process;
 mod record;
 mod secrets;
+pub mod shown;
 pub mod stub;
 pub mod trust;
 
@@ -88,13 +89,13 @@ pub use grant::{Access, Capability, GrantFile, GrantedDir, Grants, HostPattern, 
 pub use instance::CallLimits;
 pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS};
 pub use lock::{LOCK_FILE, LockEntry, Lockfile, reinstall_hint, scope_paths, short_digest};
-pub use logline::visible;
 pub use manifest::{Kind, Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS, check_api, check_name};
 pub use net::{AddressKind, internal_kind};
 pub use plugin::{CallContext, CallOutput, Plugin};
 pub use process::{ChildEnv, CommandError, CommandOutput, CommandRun, ProcessRunner, Terminal, Terminals};
 pub use record::RecordedImport;
 pub use secrets::Secrets;
+pub use shown::visible;
 pub use stub::{HttpStub, HttpStubs};
 
 use crate::cache::{Listed, Listing};

@@ -26,7 +26,7 @@ use talaria_protocol::{ToolAnnotations, ToolSpec};
 
 use crate::HostLimits;
 use crate::instance;
-use crate::logline::visible;
+use crate::shown::visible;
 
 /// Longest tool description kept.
 const MAX_DESCRIPTION_CHARS: usize = 4096;

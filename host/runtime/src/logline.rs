@@ -6,7 +6,7 @@
 //!    calls: a token bucket of [`LOG_BURST`] lines refilled at [`LOG_LINES_PER_SECOND`]. Lines
 //!    beyond it are dropped and counted; the next line that gets through is preceded by one
 //!    warning saying how many were dropped.
-//! 2. A line is made [`visible`]: control characters (CR, LF, ESC, BEL, DEL, the C1 controls,
+//! 2. A line is made [`visible`](crate::shown::visible): control characters (CR, LF, ESC, BEL, DEL, the C1 controls,
 //!    ...; TAB stays), the bidi controls (U+202A..U+202E, U+2066..U+2069, U+200E, U+200F,
 //!    U+061C) and the line and paragraph separators (U+2028, U+2029) are escaped visibly as
 //!    `\n`, `\r`, `\x1b`, `\u{202e}`. So a plugin can neither repaint the user's terminal nor
@@ -19,7 +19,6 @@
 //! the log shows:  done\r\nINFO host: all checks passed\x1b[2J      (one line)
 //! ```
 
-use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -89,80 +88,11 @@ pub(crate) fn dropped_note(plugin: &str, n: u64) -> String {
     }
 }
 
-/// `text` with its control characters escaped (see the module docs), at most `max_chars`
-/// characters long: a longer text is cut between escapes and ends with `…`. Only the characters
-/// kept are looked at, so a huge text costs no more than a short one.
-pub fn visible(text: &str, max_chars: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max_chars));
-    let mut used = 0;
-    // The length of `out` at the last boundary where the cut mark still fits.
-    let mut room_for_mark = 0;
-    for c in text.chars() {
-        used += push_visible(&mut out, c);
-        if used > max_chars {
-            out.truncate(room_for_mark);
-            out.push('…');
-            return out;
-        }
-        if used < max_chars {
-            room_for_mark = out.len();
-        }
-    }
-    out
-}
-
-/// Push `c`, escaped if it must be; returns the characters pushed.
-fn push_visible(out: &mut String, c: char) -> usize {
-    let before = out.len();
-    match c {
-        '\t' => out.push(c),
-        '\n' => out.push_str("\\n"),
-        '\r' => out.push_str("\\r"),
-        c if c.is_control() && c.is_ascii() => {
-            let _ = write!(out, "\\x{:02x}", u32::from(c));
-        }
-        c if c.is_control() || invisible_format(c) => {
-            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-        }
-        c => {
-            out.push(c);
-            return 1;
-        }
-    }
-    // Every escape is ASCII.
-    out.len() - before
-}
-
-/// Characters that are not controls but reorder or break the text around them.
-fn invisible_format(c: char) -> bool {
-    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    #[test]
-    fn controls_and_bidi_overrides_are_escaped_visibly() {
-        let forged = "ok\r\nINFO host: all good\x1b[2J\x07\x7f\u{9b}\u{202e}txt.exe\u{2066}\u{2028}\ttab\\n";
-        assert_eq!(
-            visible(forged, MAX_LOG_CHARS),
-            "ok\\r\\nINFO host: all good\\x1b[2J\\x07\\x7f\\u{9b}\\u{202e}txt.exe\\u{2066}\\u{2028}\ttab\\n"
-        );
-        assert_eq!(visible("plain café ✓", MAX_LOG_CHARS), "plain café ✓");
-    }
-
-    #[test]
-    fn a_long_line_is_cut_between_escapes() {
-        assert_eq!(visible(&"é".repeat(5000), MAX_LOG_CHARS).chars().count(), MAX_LOG_CHARS);
-        assert_eq!(visible("abcdef", 6), "abcdef");
-        assert_eq!(visible("abcdefg", 6), "abcde…");
-        // `\x1b` would not fit whole before the mark: it is left out, not split.
-        assert_eq!(visible("abc\x1bdefg", 6), "abc…");
-        assert_eq!(visible("abc\x1b", 7), "abc\\x1b");
-    }
 
     #[test]
     fn the_bucket_lets_a_burst_through_then_the_rate() {

@@ -14,7 +14,13 @@
 //! again. Bundled, installed and project skills are never changed here.
 //!
 //! The skills the agent made are listed in `skills/.agent-made`; it changes those freely.
-//! Changing one the user wrote needs the user's yes ([`Plan::ask`]).
+//! Changing one the user wrote needs the user's yes ([`Plan::ask`]), and makes it the agent's.
+//!
+//! What the agent writes is not trusted until a person has read it: a skill the agent made or
+//! changed stays out of every session's index ([`super::Found::pending`]) until the user has
+//! seen it as it is now (`talaria skills review`, or the REPL shows it at its next start). The
+//! review is recorded in `skills/.agent-reviewed` with the digest of the skill's files, so a
+//! later change by the agent needs another look.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -25,6 +31,8 @@ use super::{FILE_DIRS, MAX_FILE_BYTES, MAX_SKILL_BYTES, ProjectTrust, Source};
 
 /// The list of the skills the agent made, under `$TALARIA_HOME/skills/`.
 pub const AGENT_MADE: &str = ".agent-made";
+/// The agent's skills the user has seen, each with the digest of its files then.
+pub const AGENT_REVIEWED: &str = ".agent-reviewed";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -70,6 +78,45 @@ pub fn agent_made(home: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The agent's skills the user has seen: name and the digest of its files then.
+fn reviews(home: &Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(home.join("skills").join(AGENT_REVIEWED))
+        .map(|t| {
+            t.lines()
+                .filter(|l| !l.starts_with('#'))
+                .filter_map(|l| l.split_once(' '))
+                .map(|(n, d)| (n.trim().to_string(), d.trim().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether the user has seen the agent's skill `name` in `dir` as its files are now.
+pub fn is_reviewed(home: &Path, name: &str, dir: &Path) -> bool {
+    let Some(now) = super::installed::tree_digest(dir) else { return false };
+    reviews(home).iter().any(|(n, d)| n == name && *d == now)
+}
+
+/// Record that the user has seen the agent's skill `name` in `dir` as it is now (or, with
+/// `dir` `None`, forget it).
+///
+/// # Errors
+/// The record cannot be written.
+pub fn mark_reviewed(home: &Path, name: &str, dir: Option<&Path>) -> Result<(), String> {
+    let mut list = reviews(home);
+    list.retain(|(n, _)| n != name);
+    if let Some(digest) = dir.and_then(super::installed::tree_digest) {
+        list.push((name.to_string(), digest));
+    }
+    list.sort();
+    let lines: Vec<String> = list.iter().map(|(n, d)| format!("{n} {d}")).collect();
+    let text = format!(
+        "# The agent's skills you have seen (`talaria skills review`), with their files' digest then.\n{}\n",
+        lines.join("\n")
+    );
+    write_atomic(&home.join("skills").join(AGENT_REVIEWED), text.as_bytes())
+}
+
 /// Record that the agent made `name` (or, `made` false, forget it).
 ///
 /// # Errors
@@ -108,7 +155,7 @@ pub fn plan(home: &Path, workspace: &Path, project: &ProjectTrust, args: &Value)
         return Err(format!("`content` is required for {}", text_arg(args, "action").unwrap_or_default()));
     }
     let found = super::discover(home, workspace, project);
-    let existing = found.skills.iter().find(|s| s.name == name);
+    let existing = found.skills.iter().chain(&found.pending).find(|s| s.name == name);
 
     if action == Action::Create {
         if let Some(s) = existing {
@@ -134,7 +181,7 @@ pub fn plan(home: &Path, workspace: &Path, project: &ProjectTrust, args: &Value)
         return Err(format!("no skill named `{name}` here; the skills are: {}", names.join(", ")));
     };
     let dir = match (&skill.source, &skill.dir) {
-        (Source::User, Some(dir)) => dir.clone(),
+        (Source::User | Source::Agent, Some(dir)) => dir.clone(),
         (source, _) => {
             return Err(format!(
                 "`{name}` is a {} skill, which skill_manage does not change (only the skills in ~/.talaria/skills); \
@@ -226,32 +273,39 @@ impl Plan {
         let skill_md = self.dir.join("SKILL.md");
         let shown = self.dir.display().to_string();
         match self.action {
-            Action::Create => {
-                write_atomic(&skill_md, self.content.unwrap_or_default().as_bytes())?;
-                mark(home, &self.name, true)?;
-                Ok(json!({"created": self.name, "path": shown,
-                    "note": "the user is told; it is in the skills index from the next session on"}))
-            }
-            Action::Edit => {
-                write_atomic(&skill_md, self.content.unwrap_or_default().as_bytes())?;
-                Ok(json!({"edited": self.name, "path": shown}))
-            }
             Action::Delete => {
                 std::fs::remove_dir_all(&self.dir).map_err(|e| format!("{shown}: {e}"))?;
                 mark(home, &self.name, false)?;
-                Ok(json!({"deleted": self.name}))
+                mark_reviewed(home, &self.name, None)?;
+                return Ok(json!({"deleted": self.name}));
+            }
+            // What it writes is the agent's, and waits for the user's review (its digest
+            // changes, so no earlier review counts).
+            Action::Create | Action::Edit | Action::WriteFile | Action::RemoveFile => mark(home, &self.name, true)?,
+        }
+        const PENDING: &str = "the user is told; sessions use it only after the user has reviewed it \
+                               (`talaria skills review`), from the next session on";
+        match self.action {
+            Action::Create => {
+                write_atomic(&skill_md, self.content.unwrap_or_default().as_bytes())?;
+                Ok(json!({"created": self.name, "path": shown, "note": PENDING}))
+            }
+            Action::Edit => {
+                write_atomic(&skill_md, self.content.unwrap_or_default().as_bytes())?;
+                Ok(json!({"edited": self.name, "path": shown, "note": PENDING}))
             }
             Action::WriteFile => {
                 let file = self.file.unwrap_or_default();
                 write_atomic(&self.dir.join(&file), self.content.unwrap_or_default().as_bytes())?;
-                Ok(json!({"written": file, "skill": self.name}))
+                Ok(json!({"written": file, "skill": self.name, "note": PENDING}))
             }
             Action::RemoveFile => {
                 let file = self.file.unwrap_or_default();
                 let path = self.dir.join(&file);
                 std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                Ok(json!({"removed": file, "skill": self.name}))
+                Ok(json!({"removed": file, "skill": self.name, "note": PENDING}))
             }
+            Action::Delete => Ok(json!({"deleted": self.name})),
         }
     }
 
@@ -259,12 +313,17 @@ impl Plan {
     pub fn notice(&self) -> String {
         match self.action {
             Action::Create => format!(
-                "the agent made a skill: {} (review it with `talaria skills show {}`; `talaria skills remove {}` deletes it)",
+                "the agent made a skill: {}; no session uses it until you have reviewed it (`talaria skills review {}`; `talaria skills remove {}` deletes it)",
                 self.dir.display(),
                 self.name,
                 self.name
             ),
-            other => format!("the agent changed skills: {}", describe(other, &self.name, self.file.as_deref())),
+            Action::Delete => format!("the agent changed skills: {}", describe(Action::Delete, &self.name, None)),
+            other => format!(
+                "the agent changed skills: {}; no session uses it until you have reviewed it (`talaria skills review {}`)",
+                describe(other, &self.name, self.file.as_deref()),
+                self.name
+            ),
         }
     }
 }
@@ -292,7 +351,10 @@ mod tests {
         assert_eq!(std::fs::read_to_string(h.join("skills/dev/tidy/SKILL.md")).unwrap(), SKILL);
         assert_eq!(agent_made(h), ["tidy"]);
         let e = run(h, json!({"action": "create", "name": "tidy", "content": SKILL})).unwrap_err();
-        assert_eq!(e, "a skill named `tidy` exists already (user); edit it with action `edit`, or choose another name");
+        assert_eq!(
+            e,
+            "a skill named `tidy` exists already (agent); edit it with action `edit`, or choose another name"
+        );
 
         let edited = SKILL.replace("cargo fmt", "cargo fmt --all");
         let (_, ask) = run(h, json!({"action": "edit", "name": "tidy", "content": edited})).unwrap();
@@ -307,6 +369,40 @@ mod tests {
         run(h, json!({"action": "delete", "name": "tidy"})).unwrap();
         assert!(!h.join("skills/dev/tidy").exists());
         assert!(agent_made(h).is_empty());
+    }
+
+    /// A skill the agent writes is in no session's index until the user has seen it as it is.
+    #[test]
+    fn what_the_agent_writes_waits_for_the_users_review() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let found = |h: &Path| super::super::discover(h, h, &ProjectTrust::No);
+        run(h, json!({"action": "create", "name": "tidy", "content": SKILL})).unwrap();
+        let f = found(h);
+        assert!(f.skills.iter().all(|s| s.name != "tidy"), "not in the index before a review");
+        assert_eq!(
+            f.pending.iter().map(|s| (s.name.as_str(), s.source)).collect::<Vec<_>>(),
+            [("tidy", Source::Agent)]
+        );
+        let dir = f.pending[0].dir.clone().unwrap();
+        mark_reviewed(h, "tidy", Some(&dir)).unwrap();
+        let f = found(h);
+        assert!(f.pending.is_empty());
+        assert_eq!(f.skills.iter().find(|s| s.name == "tidy").map(|s| s.source), Some(Source::Agent));
+        // Changed by the agent: another look is needed.
+        run(h, json!({"action": "write_file", "name": "tidy", "file": "scripts/t.sh", "content": "cargo fmt\n"}))
+            .unwrap();
+        assert_eq!(found(h).pending.len(), 1);
+        // A skill the user wrote, rewritten by the agent with their yes, is the agent's now.
+        std::fs::create_dir_all(h.join("skills/mine")).unwrap();
+        std::fs::write(h.join("skills/mine/SKILL.md"), SKILL.replace("tidy", "mine")).unwrap();
+        let (_, ask) =
+            run(h, json!({"action": "edit", "name": "mine", "content": SKILL.replace("tidy", "mine") + "more\n"}))
+                .unwrap();
+        assert!(ask.is_some());
+        assert!(found(h).pending.iter().any(|s| s.name == "mine"));
+        run(h, json!({"action": "delete", "name": "tidy"})).unwrap();
+        assert!(!std::fs::read_to_string(h.join("skills").join(AGENT_REVIEWED)).unwrap().contains("tidy "));
     }
 
     #[test]

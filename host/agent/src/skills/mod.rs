@@ -9,7 +9,8 @@
 //!   whose skills changed since it was trusted.
 //! - **Written by the agent.** `skill_manage` ([`manage`]) creates skills in
 //!   `$TALARIA_HOME/skills/` and edits or deletes the ones it made; changing one the user wrote
-//!   needs their yes.
+//!   needs their yes. They are the agent's ([`Source::Agent`]), and none is in the index until
+//!   the user has seen it as it is now ([`Found::pending`], `talaria skills review`).
 //! - **Index.** The system prompt lists the skills whose requirements are met (their tools are
 //!   offered, their toolsets enabled, their platform is this one), by category, one line each.
 //! - **Data, not authority.** A skill's text is screened like context files; one that looks like
@@ -46,6 +47,8 @@ pub enum Source {
     /// Installed from a marketplace, its files matching the lockfile.
     Installed,
     User,
+    /// In `$TALARIA_HOME/skills/` too, but written by the agent (`skill_manage`).
+    Agent,
     Project,
 }
 
@@ -55,6 +58,7 @@ impl Source {
             Source::Bundled => "bundled",
             Source::Installed => "installed",
             Source::User => "user",
+            Source::Agent => "agent",
             Source::Project => "project",
         }
     }
@@ -125,6 +129,9 @@ pub struct Found {
     pub skills: Vec<Skill>,
     /// Skills left out, and why.
     pub warnings: Vec<String>,
+    /// The agent's skills the user has not seen as they are now: left out of sessions until
+    /// reviewed ([`manage::is_reviewed`]).
+    pub pending: Vec<Skill>,
     /// The project's skills directory, when it has one but is not trusted (or changed since).
     pub untrusted_project: Option<PathBuf>,
 }
@@ -163,7 +170,16 @@ pub fn discover(home: &Path, workspace: &Path, project: &ProjectTrust) -> Found 
     for skill in installed::read(home, &mut found.warnings) {
         add(skill, &mut found);
     }
-    for skill in read_dir(&home.join("skills"), Source::User, &mut found.warnings) {
+    let by_agent = manage::agent_made(home);
+    for mut skill in read_dir(&home.join("skills"), Source::User, &mut found.warnings) {
+        if by_agent.contains(&skill.name) {
+            skill.source = Source::Agent;
+            let seen = skill.dir.as_deref().is_some_and(|d| manage::is_reviewed(home, &skill.name, d));
+            if !seen {
+                found.pending.push(skill);
+                continue;
+            }
+        }
         add(skill, &mut found);
     }
     let dir = project_dir(workspace);
@@ -211,6 +227,13 @@ pub fn usable(
 ) -> Vec<Skill> {
     let found = discover(home, workspace, project);
     warnings.extend(found.warnings);
+    if !found.pending.is_empty() {
+        let names: Vec<&str> = found.pending.iter().map(|s| s.name.as_str()).collect();
+        warnings.push(format!(
+            "skills the agent wrote wait for your review before any session uses them: {} (`talaria skills review`)",
+            names.join(", ")
+        ));
+    }
     if let Some(dir) = found.untrusted_project {
         warnings.push(format!(
             "the skills in {} are not read: this project is not trusted (review them, then `talaria trust`)",

@@ -7,9 +7,10 @@ use talaria_protocol::Role;
 use super::HostState;
 use super::bindings::v2::talaria::plugin::{config, kv, llm, log, process, secrets, types};
 use crate::llm::{LlmRequest, MAX_LLM_CALLS};
-use crate::logline::{Admit, MAX_LOG_CHARS, dropped_note, visible};
+use crate::logline::{Admit, MAX_LOG_CHARS, dropped_note};
 use crate::process::{CommandError, CommandRequest};
 use crate::record::{quoted, short, word};
+use crate::shown::visible;
 
 impl types::Host for HostState {}
 
