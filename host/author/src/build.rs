@@ -9,10 +9,18 @@
 //! WORLD follows the manifest's `kind` (`tool-plugin` for a tool). A JavaScript build keeps
 //! `fetch()` (the `http` feature) when the manifest requests `network` or `secrets`; it always
 //! keeps clocks and randomness, without which `Date.now()` and `Math.random()` trap.
+//!
+//! `talaria plugin build` and `plugin dev` run every one of these programs in the command
+//! sandbox ([`confine`]): a build runs the project's own code (`build.rs`, `app.py`), so it gets
+//! no more than a command the model runs would.
+
+mod confine;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Instant;
+
+pub use confine::{BuildSandbox, Confine, REGISTRIES};
+use confine::{Runner, Step};
 
 use anyhow::{Context as _, bail};
 use owo_colors::OwoColorize as _;
@@ -38,6 +46,8 @@ pub struct BuildOptions {
     pub release: bool,
     /// Rust: cargo's target directory [default: `$CARGO_TARGET_DIR`, else the project's `target/`].
     pub target_dir: Option<PathBuf>,
+    /// Where the compilers run [default: as the user; the `talaria` commands confine them].
+    pub confine: Confine,
 }
 
 /// Build the project in `dir` into the component its plugin.toml names (`wasm`, default
@@ -72,8 +82,8 @@ pub fn build_with(dir: &Path, lang: Lang, options: &BuildOptions) -> anyhow::Res
     let started = Instant::now();
     match lang {
         Lang::Rust => rust(&root, &manifest, options, &out)?,
-        Lang::Js => javascript(&root, &manifest, &out)?,
-        Lang::Python => python(&root, &manifest, &out)?,
+        Lang::Js => javascript(&Runner::new(&options.confine, &root, &[]), &root, &manifest, &out)?,
+        Lang::Python => python(&Runner::new(&options.confine, &root, &[]), &root, &manifest, &out)?,
     }
     check_component(&out)?;
     let size = std::fs::metadata(&out).map(|m| m.len()).unwrap_or_default();
@@ -96,25 +106,30 @@ fn rust(dir: &Path, manifest: &Manifest, options: &BuildOptions, out: &Path) -> 
     let cargo_toml = dir.join("Cargo.toml");
     let text = std::fs::read_to_string(&cargo_toml).with_context(|| format!("cannot read {}", cargo_toml.display()))?;
     let lib = lib_name(&text).with_context(|| format!("in {}", cargo_toml.display()))?;
-    check_rust_target(dir)?;
     let target_dir = match &options.target_dir {
         Some(t) => t.clone(),
         None => std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| dir.join("target"), PathBuf::from),
     };
     let target_dir = std::path::absolute(&target_dir).unwrap_or(target_dir);
+    // A target directory outside the project is written too; it must exist to be shown.
+    let outside = if target_dir.starts_with(dir) { Vec::new() } else { vec![target_dir.clone()] };
+    for t in &outside {
+        std::fs::create_dir_all(t).with_context(|| format!("cannot create {}", t.display()))?;
+    }
+    let runner = Runner::new(&options.confine, dir, &outside);
+    check_rust_target(&runner, dir)?;
     let profile = if options.release { "release" } else { "debug" };
     announce(manifest, Lang::Rust, &format!("cargo ({profile})"));
-    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cargo
-        .current_dir(dir)
-        .args(["build", "--quiet", "--color", "never", "--target", RUST_TARGET, "--target-dir"])
-        .arg(&target_dir);
+    let cargo =
+        std::env::var_os("CARGO").map_or_else(|| on_path("cargo").unwrap_or_else(|| "cargo".into()), PathBuf::from);
+    let mut step = Step::new(cargo, dir);
+    step.args(["build", "--quiet", "--color", "never", "--target", RUST_TARGET, "--target-dir"]).arg(&target_dir);
     if options.release {
-        cargo.arg("--release");
+        step.arg("--release");
     }
     // Quiet, cargo writes only the compiler's warnings and errors: show the warnings.
     let missing = format!("install Rust from https://rustup.rs, then run `{INSTALL_RUST_TARGET}`");
-    let warnings = run(cargo, "cargo", &missing)?;
+    let warnings = run(&runner, &step, "cargo", &missing)?;
     if !warnings.trim().is_empty() {
         anstream::eprintln!("{}", warnings.trim_end());
     }
@@ -136,10 +151,14 @@ fn lib_name(cargo_toml: &str) -> anyhow::Result<String> {
     }
 }
 
-/// The wasm32-wasip2 standard library must be installed for the toolchain `dir` uses.
-fn check_rust_target(dir: &Path) -> anyhow::Result<()> {
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let output = match Command::new(rustc).current_dir(dir).args(["--print", "sysroot"]).output() {
+/// The wasm32-wasip2 standard library must be installed for the toolchain `dir` uses (which
+/// its `rust-toolchain.toml` may choose: so this runs where the build does).
+fn check_rust_target(runner: &Runner<'_>, dir: &Path) -> anyhow::Result<()> {
+    let rustc =
+        std::env::var_os("RUSTC").map_or_else(|| on_path("rustc").unwrap_or_else(|| "rustc".into()), PathBuf::from);
+    let mut step = Step::new(rustc, dir);
+    step.args(["--print", "sysroot"]);
+    let output = match runner.output(&step) {
         Ok(output) => output,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             bail!(
@@ -148,7 +167,7 @@ fn check_rust_target(dir: &Path) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e).context("cannot run rustc"),
     };
-    if !output.status.success() {
+    if !output.exit.success() {
         return Ok(()); // cargo will say what is wrong
     }
     let sysroot = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
@@ -161,7 +180,7 @@ fn check_rust_target(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn javascript(dir: &Path, manifest: &Manifest, out: &Path) -> anyhow::Result<()> {
+fn javascript(runner: &Runner<'_>, dir: &Path, manifest: &Manifest, out: &Path) -> anyhow::Result<()> {
     let entry = js_entry(dir)?;
     let local = dir.join("node_modules/.bin/componentize-js");
     let Some(program) = on_path("componentize-js").or_else(|| is_executable(&local).then_some(local)) else {
@@ -178,20 +197,13 @@ fn javascript(dir: &Path, manifest: &Manifest, out: &Path) -> anyhow::Result<()>
         disabled.push("http");
     }
     announce(manifest, Lang::Js, "componentize-js");
-    let mut cmd = Command::new(program);
-    cmd.current_dir(dir)
-        .arg(&entry)
-        .arg("--wit")
-        .arg(&wit)
-        .args(["-n", world(manifest), "-d"])
-        .args(&disabled)
-        .arg("-o")
-        .arg(out);
+    let mut step = Step::new(program, dir);
+    step.arg(&entry).arg("--wit").arg(&wit).args(["-n", world(manifest), "-d"]).args(&disabled).arg("-o").arg(out);
     let missing = format!("it needs Node.js 18 or later; reinstall it with `{INSTALL_COMPONENTIZE_JS}`");
-    match run(cmd, "componentize-js", &missing) {
+    match run(runner, &step, "componentize-js", &missing) {
         Ok(_) => Ok(()),
         // componentize-js does not say where the syntax error is; node does.
-        Err(e) if e.to_string().contains("failed to parse JS source") => match syntax_error(dir, &entry) {
+        Err(e) if e.to_string().contains("failed to parse JS source") => match syntax_error(runner, dir, &entry) {
             Some(why) => bail!("{entry} is not valid JavaScript:\n{why}"),
             None => Err(e),
         },
@@ -200,10 +212,12 @@ fn javascript(dir: &Path, manifest: &Manifest, out: &Path) -> anyhow::Result<()>
 }
 
 /// What `node --check` says about `entry`, when node is there and finds an error.
-fn syntax_error(dir: &Path, entry: &str) -> Option<String> {
-    let output = Command::new("node").current_dir(dir).args(["--check", entry]).stdin(Stdio::null()).output().ok()?;
+fn syntax_error(runner: &Runner<'_>, dir: &Path, entry: &str) -> Option<String> {
+    let mut step = Step::new(on_path("node")?, dir);
+    step.args(["--check", entry]);
+    let output = runner.output(&step).ok()?;
     let text = String::from_utf8_lossy(&output.stderr);
-    (!output.status.success() && !text.trim().is_empty()).then(|| tail(&text, OUTPUT_LINES))
+    (!output.exit.success() && !text.trim().is_empty()).then(|| tail(&text, OUTPUT_LINES))
 }
 
 /// The module componentize-js compiles: package.json's `main`, else `app.js`.
@@ -229,7 +243,7 @@ fn wants_network(manifest: &Manifest) -> bool {
     manifest.requests.iter().any(|c| matches!(c, Capability::Net(_) | Capability::Secret { .. }))
 }
 
-fn python(dir: &Path, manifest: &Manifest, out: &Path) -> anyhow::Result<()> {
+fn python(runner: &Runner<'_>, dir: &Path, manifest: &Manifest, out: &Path) -> anyhow::Result<()> {
     if !dir.join("app.py").is_file() {
         bail!("{} has no app.py, the plugin's module", dir.display());
     }
@@ -238,11 +252,11 @@ fn python(dir: &Path, manifest: &Manifest, out: &Path) -> anyhow::Result<()> {
     };
     let wit = wit_dir(dir)?;
     announce(manifest, Lang::Python, "componentize-py");
-    let mut cmd = Command::new(program);
-    cmd.current_dir(dir).arg("-d").arg(&wit).args(["-w", world(manifest), "componentize", "app", "-o"]).arg(out);
+    let mut step = Step::new(program, dir);
+    step.arg("-d").arg(&wit).args(["-w", world(manifest), "componentize", "app", "-o"]).arg(out);
     // Its errors come first; a Rust backtrace after them would push them out of the tail.
-    cmd.env("RUST_BACKTRACE", "0").env_remove("RUST_LIB_BACKTRACE");
-    run(cmd, "componentize-py", &format!("reinstall it with `{INSTALL_COMPONENTIZE_PY}`")).map(drop)
+    step.env("RUST_BACKTRACE", "0").env_remove("RUST_LIB_BACKTRACE");
+    run(runner, &step, "componentize-py", &format!("reinstall it with `{INSTALL_COMPONENTIZE_PY}`")).map(drop)
 }
 
 /// The project's WIT directory.
@@ -274,18 +288,18 @@ fn world(manifest: &Manifest) -> &'static str {
 
 /// Run a compiler to the end; its output is shown only when it fails, and its stderr returned
 /// when it succeeds. `missing` says how to install it when it cannot be started.
-fn run(mut cmd: Command, tool: &str, missing: &str) -> anyhow::Result<String> {
-    let output = match cmd.stdin(Stdio::null()).output() {
+fn run(runner: &Runner<'_>, step: &Step, tool: &str, missing: &str) -> anyhow::Result<String> {
+    let output = match runner.output(step) {
         Ok(output) => output,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("cannot run {tool} ({e}): {missing}"),
         Err(e) => return Err(e).with_context(|| format!("cannot run {tool}")),
     };
-    if output.status.success() {
+    if output.exit.success() {
         return Ok(String::from_utf8_lossy(&output.stderr).into_owned());
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
     let text = if stderr.trim().is_empty() { String::from_utf8_lossy(&output.stdout) } else { stderr };
-    bail!("{tool} failed ({}); its output ends:\n{}", output.status, tail(&text, OUTPUT_LINES))
+    bail!("{tool} failed ({}); its output ends:\n{}", output.exit, tail(&text, OUTPUT_LINES))
 }
 
 /// The last `max` lines of `text`, saying how many came before.
@@ -391,11 +405,13 @@ mod tests {
 
     #[test]
     fn a_failing_compiler_is_reported_with_its_output() {
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "echo progress; echo 'error: it broke' >&2; exit 3"]);
-        let e = run(cmd, "fake", "install it").expect_err("fails").to_string();
+        let runner = Runner::new(&Confine::Unconfined, Path::new("."), &[]);
+        let mut step = Step::new("sh", Path::new("."));
+        step.args(["-c", "echo progress; echo 'error: it broke' >&2; exit 3"]);
+        let e = run(&runner, &step, "fake", "install it").expect_err("fails").to_string();
         assert_eq!(e, "fake failed (exit status: 3); its output ends:\nerror: it broke");
-        let e = run(Command::new("/nonexistent/compiler"), "compiler", "install it with `x`").expect_err("missing");
+        let missing = Step::new("/nonexistent/compiler", Path::new("."));
+        let e = run(&runner, &missing, "compiler", "install it with `x`").expect_err("missing");
         assert!(e.to_string().starts_with("cannot run compiler ("), "{e}");
         assert!(e.to_string().ends_with("): install it with `x`"), "{e}");
     }

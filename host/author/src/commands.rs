@@ -11,6 +11,9 @@ use talaria_market::index::{Index, IndexVersion};
 use talaria_market::oci::{self, OciRef};
 use talaria_market::sign::{SecretKey, Signature, TrustStore};
 
+use talaria_market::install::consent::GrantFlags;
+
+use crate::build::{BuildOptions, BuildSandbox, Confine};
 use crate::{self as author, Place, plugin_test, ui};
 
 /// `talaria plugin ...`.
@@ -45,8 +48,19 @@ pub enum PluginCmd {
         /// One round (build, test, install), then stop
         #[arg(long)]
         once: bool,
+        /// Grant a capability plugin.toml requests now, without asking (repeatable; `all` =
+        /// everything it requests now). A later plugin.toml that asks for more is asked about
+        #[arg(long = "grant", value_name = "CAP")]
+        grants: Vec<String>,
+        /// Grant everything plugin.toml requests now, without asking
+        #[arg(short = 'y', long)]
+        yes: bool,
+        /// Run the build as you, outside the command sandbox (its build.rs, app.py or module
+        /// then reach all your files and network)
+        #[arg(long)]
+        unconfined_build: bool,
     },
-    /// Build the component with the language's toolchain
+    /// Build the component with the language's toolchain, in the command sandbox
     Build {
         /// The plugin project [default: .]
         #[arg(default_value = ".")]
@@ -54,6 +68,10 @@ pub enum PluginCmd {
         /// The project's language [default: detected from its files]
         #[arg(long, value_enum)]
         lang: Option<author::Lang>,
+        /// Run the build as you, outside the command sandbox (its build.rs, app.py or module
+        /// then reach all your files and network)
+        #[arg(long)]
+        unconfined_build: bool,
     },
     /// Check the component against this talaria and run plugin-tests.toml in the sandbox
     Test {
@@ -130,25 +148,46 @@ pub async fn run(ctx: &Place<'_>, cmd: PluginCmd) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        PluginCmd::Build { dir, lang } => {
+        PluginCmd::Build { dir, lang, unconfined_build } => {
+            let dir = if dir == Path::new(".") { ctx.workspace.to_path_buf() } else { ctx.workspace.join(dir) };
             let lang = match lang {
                 Some(l) => l,
                 None => author::detect(&dir)?,
             };
+            let options = BuildOptions { release: true, target_dir: None, confine: confine(ctx, unconfined_build)? };
             // Progress and size are on stderr; stdout has the component's path, for scripts.
-            let wasm = author::build(&dir, lang, true)?;
+            let wasm = tokio::task::spawn_blocking(move || author::build::build_with(&dir, lang, &options)).await??;
             println!("{}", wasm.display());
             Ok(ExitCode::SUCCESS)
         }
         PluginCmd::Test { dir, json } => plugin_test::run(ctx, &dir, json).await,
-        PluginCmd::Dev { dir, lang, skip_tests, once } => {
-            author::dev::run(ctx, &dir, lang, author::dev::DevOptions { skip_tests, once }).await
+        PluginCmd::Dev { dir, lang, skip_tests, once, grants, yes, unconfined_build } => {
+            let options = author::dev::DevOptions {
+                skip_tests,
+                once,
+                grants: GrantFlags { yes, grants },
+                confine: confine(ctx, unconfined_build)?,
+            };
+            author::dev::run(ctx, &dir, lang, options).await
         }
         PluginCmd::Pack { dir, output } => pack(&dir, output),
         PluginCmd::Keygen { name, force } => keygen(ctx, &name, force),
         PluginCmd::Sign { bundle, key } => sign(ctx, &bundle, &key),
         PluginCmd::Publish { bundle, oci, index, url } => publish(&bundle, oci.as_deref(), index.zip(url)).await,
     }
+}
+
+/// Where builds run: in the command sandbox as `[sandbox]` sets it, or as the user when asked.
+///
+/// # Errors
+/// The sandbox cannot start here: why, the fix, and `--unconfined-build`.
+fn confine(ctx: &Place<'_>, unconfined: bool) -> anyhow::Result<Confine> {
+    if unconfined {
+        ui::warn("--unconfined-build: the build runs as you, with all your files and network");
+        return Ok(Confine::Unconfined);
+    }
+    let sandbox = BuildSandbox::new(ctx.config.command_sandbox(ctx.home)).map_err(anyhow::Error::msg)?;
+    Ok(Confine::Sandbox(std::sync::Arc::new(sandbox)))
 }
 
 fn pack(dir: &Path, output: Option<PathBuf>) -> anyhow::Result<ExitCode> {

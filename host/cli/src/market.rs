@@ -4,11 +4,12 @@
 //! for consent: on a terminal it asks, otherwise `--grant CAP` (or `--yes`) says what to grant
 //! and nothing else is granted.
 
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
+use talaria_market::install::consent::{self, GrantFlags, Nobody};
 use talaria_market::install::{self, Consent, Options, Report, Target, caps_list};
 use talaria_market::sign::{PublicKey, TrustStore};
 use talaria_market::source::{FetchOptions, Source};
@@ -122,87 +123,14 @@ impl Progress {
     }
 }
 
-/// What each capability lets a plugin do, for the consent prompt.
-pub fn describe(cap: &Capability) -> String {
-    use talaria_runtime::Access;
-    match cap {
-        Capability::Fs { path, access: Access::Read } => format!("read files under {path}"),
-        Capability::Fs { path, access: Access::ReadWrite } => format!("read and write files under {path}"),
-        Capability::Net(host) => format!("make HTTP requests to {host}"),
-        Capability::Secret { name, host } => {
-            format!("have your secret {name} sent to {host} (the plugin never sees its value)")
-        }
-        Capability::Process => "run shell commands (dangerous ones still need your approval)".into(),
-        Capability::Kv => "keep private data in talaria's key-value store".into(),
-        Capability::Llm => "ask the auxiliary model for completions (uses your tokens)".into(),
-    }
-}
-
-/// Decide which newly requested capabilities to grant: `--yes`, `--grant`, or ask on a terminal.
+/// Decide which newly requested capabilities to grant: `--yes`, `--grant`, or ask on a terminal
+/// (with nobody to ask, nothing new is granted).
 fn decide(flags: &InstallFlags, consent: &Consent) -> Result<Vec<Capability>, String> {
-    let heading = match &consent.previous {
-        Some(prev) => format!(
-            "{} {prev} → {} requests capabilities the installed version did not:",
-            consent.name, consent.version
-        ),
-        None => format!("{} {} requests:", consent.name, consent.version),
-    };
-    anstream::eprintln!("{heading}");
-    for cap in &consent.new {
-        anstream::eprintln!("  {:<32} {}", cap.to_string(), describe(cap));
-    }
-    if !consent.kept.is_empty() {
-        anstream::eprintln!("  (still granted: {})", caps_list(&consent.kept));
-    }
-    if !consent.dropped.is_empty() {
-        anstream::eprintln!("  (no longer requested, so no longer granted: {})", caps_list(&consent.dropped));
-    }
-    if flags.yes || flags.grants.iter().any(|g| g == "all") {
-        return Ok(consent.new.clone());
-    }
-    if !flags.grants.is_empty() {
-        let mut out = Vec::new();
-        for g in &flags.grants {
-            let cap: Capability = g.parse()?;
-            if consent.new.iter().any(|r| r.covers(&cap)) {
-                out.push(cap);
-            } else if !consent.requested.iter().any(|r| r.covers(&cap)) {
-                return Err(format!(
-                    "{} does not request {cap} (it requests: {}); a grant can only allow what the manifest asks for",
-                    consent.name,
-                    caps_list(&consent.requested)
-                ));
-            }
-        }
-        return Ok(out);
-    }
-    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-        return Ok(Vec::new());
-    }
-    let answer = ask("Grant them? [a]ll, [n]one, or [c]hoose one by one: ")?;
-    match answer.as_str() {
-        "a" | "all" | "y" | "yes" => Ok(consent.new.clone()),
-        "c" | "choose" => {
-            let mut out = Vec::new();
-            for cap in &consent.new {
-                if matches!(ask(&format!("  grant {cap}? [y/N] "))?.as_str(), "y" | "yes") {
-                    out.push(cap.clone());
-                }
-            }
-            Ok(out)
-        }
-        _ => Ok(Vec::new()),
-    }
+    let given = GrantFlags { yes: flags.yes, grants: flags.grants.clone() };
+    consent::decide(consent, &given, &Nobody::GrantNothing)
 }
 
-pub(crate) fn ask(prompt: &str) -> Result<String, String> {
-    let mut err = std::io::stderr();
-    let _ = write!(err, "{prompt}");
-    let _ = err.flush();
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).map_err(|e| e.to_string())?;
-    Ok(line.trim().to_lowercase())
-}
+pub(crate) use talaria_market::install::consent::ask;
 
 fn print_report(report: &Report, target: &Target) {
     if report.unchanged {

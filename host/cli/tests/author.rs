@@ -45,7 +45,7 @@ fn new_build_install_call(lang: Lang) {
         // One target directory for every run, so the dependencies are built once.
         Lang::Rust => {
             let target_dir = Some(Path::new(env!("CARGO_TARGET_TMPDIR")).join("author-rust"));
-            build_with(&project, lang, &BuildOptions { release: true, target_dir })
+            build_with(&project, lang, &BuildOptions { release: true, target_dir, ..BuildOptions::default() })
         }
         Lang::Js | Lang::Python => talaria_author::build(&project, lang, true),
     }

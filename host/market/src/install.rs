@@ -29,6 +29,8 @@ use crate::bundle::{self, BundleError, Limits};
 use crate::sign::{Signature, SignatureError, Signer, TrustStore};
 use crate::source::Fetched;
 
+pub mod consent;
+
 const STAGING: &str = ".staging";
 const STORE: &str = ".store";
 
@@ -376,17 +378,8 @@ pub fn install(
     check(&manifest, &wasm).map_err(InstallError::Compile)?;
 
     // Consent: only for what the installed version did not request.
-    let previously_requested = previous.as_ref().map(|prev| old_requests(target, prev));
-    let granted_before = previous.as_ref().map(LockEntry::granted_caps).unwrap_or_default();
     let covered = |cap: &Capability, by: &[Capability]| by.iter().any(|r| r.covers(cap));
-    let kept: Vec<Capability> = granted_before.iter().filter(|g| covered(g, &manifest.requests)).cloned().collect();
-    let dropped: Vec<Capability> = granted_before.iter().filter(|g| !covered(g, &manifest.requests)).cloned().collect();
-    let new: Vec<Capability> = manifest
-        .requests
-        .iter()
-        .filter(|r| previously_requested.as_ref().is_none_or(|old| !old.contains(r)))
-        .cloned()
-        .collect();
+    let Split { kept, new, dropped } = split(target, previous.as_ref(), &manifest.requests);
     let mut granted = kept.clone();
     if !new.is_empty() {
         let consent = Consent {
@@ -464,6 +457,56 @@ pub fn install(
         dir,
         unchanged: false,
         notes,
+    })
+}
+
+/// What a version's requests mean for the grants of the version it replaces.
+struct Split {
+    /// Granted before and still requested.
+    kept: Vec<Capability>,
+    /// Requested now and not by the installed version (everything, for a first install).
+    new: Vec<Capability>,
+    /// Granted before and no longer requested.
+    dropped: Vec<Capability>,
+}
+
+fn split(target: &Target, previous: Option<&LockEntry>, requests: &[Capability]) -> Split {
+    let previously_requested = previous.map(|prev| old_requests(target, prev));
+    let granted_before = previous.map(LockEntry::granted_caps).unwrap_or_default();
+    let covered = |cap: &Capability| requests.iter().any(|r| r.covers(cap));
+    Split {
+        kept: granted_before.iter().filter(|g| covered(g)).cloned().collect(),
+        dropped: granted_before.iter().filter(|g| !covered(g)).cloned().collect(),
+        new: requests
+            .iter()
+            .filter(|r| previously_requested.as_ref().is_none_or(|old| !old.contains(r)))
+            .cloned()
+            .collect(),
+    }
+}
+
+/// What installing `manifest` from `source` over what `target` holds would ask the user, before
+/// anything is built into a bundle or staged (`talaria plugin dev` asks before it runs the
+/// plugin's tests). `new` is empty when nothing needs consent. As [`install`] decides it for an
+/// unsigned local source: the installed entry of that name is the one replaced.
+///
+/// # Errors
+/// The lockfile cannot be read.
+pub fn pending(target: &Target, manifest: &Manifest, source: &str) -> Result<Consent, InstallError> {
+    let lock = target.lockfile()?;
+    let previous = lock.get(&manifest.name);
+    let Split { kept, new, dropped } = split(target, previous, &manifest.requests);
+    Ok(Consent {
+        name: manifest.name.clone(),
+        version: manifest.version.clone(),
+        previous: previous.map(|p| p.version.clone()),
+        requested: manifest.requests.clone(),
+        kept,
+        new,
+        dropped,
+        signer: None,
+        digest: String::new(),
+        source: source.to_string(),
     })
 }
 

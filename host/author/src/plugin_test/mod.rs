@@ -100,16 +100,35 @@ const GATED_IMPORTS: &[(&str, &str, &str)] = &[
 /// `plugin-tests.toml` cannot be read or has a bad case, or no temporary directory can be
 /// made. A plugin that is not compatible, or a case that fails, is reported, not an error.
 pub async fn run(ctx: &Place<'_>, dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    run_granted(ctx, dir, json, None).await
+}
+
+/// [`run`] with the plugin granted `granted` instead of everything its manifest requests
+/// (`talaria plugin dev` tests it with what the user consented to).
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_granted(
+    ctx: &Place<'_>,
+    dir: &Path,
+    json: bool,
+    granted: Option<&[Capability]>,
+) -> anyhow::Result<ExitCode> {
     let out = Printer { json };
     let dir = ctx.workspace.join(dir);
     let dir = dir.canonicalize().unwrap_or(dir);
-    let report = test_plugin(ctx, &dir, &out).await?;
+    let report = test_plugin(ctx, &dir, &out, granted).await?;
     out.summary(&report);
     Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Check the plugin in `dir` and run its cases, printing each result as it comes.
-async fn test_plugin(ctx: &Place<'_>, dir: &Path, out: &Printer) -> anyhow::Result<Report> {
+async fn test_plugin(
+    ctx: &Place<'_>,
+    dir: &Path,
+    out: &Printer,
+    granted: Option<&[Capability]>,
+) -> anyhow::Result<Report> {
     if !dir.join("plugin.toml").is_file() {
         anyhow::bail!(
             "{} has no plugin.toml: run this in a plugin project (`talaria plugin new` makes one)",
@@ -119,7 +138,7 @@ async fn test_plugin(ctx: &Place<'_>, dir: &Path, out: &Printer) -> anyhow::Resu
     let cases = load_cases(&dir.join(TESTS_FILE))?;
     let scratch = Scratch::new()?;
     let mut report = Report::default();
-    let prepared = prepare(ctx, dir, &scratch, &mut report).await;
+    let prepared = prepare(ctx, dir, &scratch, &mut report, granted).await;
     out.header(&report, dir);
     out.compat(&report.compatibility);
     let Some((manifest, runtime)) = prepared else {
@@ -159,6 +178,7 @@ async fn prepare(
     dir: &Path,
     scratch: &Scratch,
     report: &mut Report,
+    granted: Option<&[Capability]>,
 ) -> Option<(Manifest, Arc<Runtime>)> {
     let compat = &mut report.compatibility;
     let manifest = match Manifest::load(&dir.join("plugin.toml")) {
@@ -183,7 +203,7 @@ async fn prepare(
             return None;
         }
     };
-    if let Err(e) = scratch.install(dir, &manifest, &wasm) {
+    if let Err(e) = scratch.install(dir, &manifest, &wasm, granted.unwrap_or(&manifest.requests)) {
         compat.error = Some(e);
         return None;
     }
@@ -578,12 +598,12 @@ impl Scratch {
         self.root.join("workspace")
     }
 
-    /// Put the plugin into the home as a user plugin, granted everything it requests.
-    fn install(&self, dir: &Path, manifest: &Manifest, wasm: &[u8]) -> Result<(), String> {
+    /// Put the plugin into the home as a user plugin, granted `granted`.
+    fn install(&self, dir: &Path, manifest: &Manifest, wasm: &[u8], granted: &[Capability]) -> Result<(), String> {
         let target = self.home().join("plugins").join(&manifest.name);
         let wasm_path = target.join(&manifest.wasm);
         let manifest_text = std::fs::read_to_string(dir.join("plugin.toml")).map_err(|e| e.to_string())?;
-        let granted: Vec<String> = manifest.requests.iter().map(ToString::to_string).collect();
+        let granted: Vec<String> = granted.iter().map(ToString::to_string).collect();
         // [grants.user.NAME] granted = [...]
         let nest =
             |key: &str, value: toml::Value| toml::Value::Table(toml::Table::from_iter([(key.to_string(), value)]));
@@ -649,7 +669,7 @@ mod tests {
         let manifest = Manifest::load(&project.path().join("plugin.toml")).expect("loads");
         let scratch = Scratch::new().expect("scratch");
         let root = scratch.root.clone();
-        scratch.install(project.path(), &manifest, b"wasm").expect("installed");
+        scratch.install(project.path(), &manifest, b"wasm", &manifest.requests).expect("installed");
         let grants = talaria_runtime::GrantFile::load(&scratch.home().join("grants.toml")).expect("grants");
         let granted = grants.recorded(&talaria_runtime::Scope::User, "hello").expect("granted");
         assert_eq!(granted, manifest.requests);
@@ -687,7 +707,7 @@ mod tests {
     }
 
     async fn report(ctx: &Owned) -> Report {
-        test_plugin(&ctx.place(), &ctx.workspace, &Printer { json: true }).await.expect("ran")
+        test_plugin(&ctx.place(), &ctx.workspace, &Printer { json: true }, None).await.expect("ran")
     }
 
     #[tokio::test]

@@ -35,6 +35,7 @@ def json_response(status: int, body: dict) -> Response:
     return Response(status, [("content-type", "application/json")], json.dumps(body).encode())
 
 
+@talaria.export  # a wrong return type fails the call naming the method and the type it must return
 class Adapter(exports.Adapter):
     def connect(self) -> Account:
         # A real platform: log in here (its token in a header as "Bearer {{secret:PLATFORM_TOKEN}}").

@@ -10,7 +10,9 @@
 //   });
 //
 // A host call that talaria refuses, or that fails, throws a `TalariaError` whose message is
-// talaria's own (it names what was missing and how to grant it). The template's exports pass it
+// talaria's own (it names what was missing and how to grant it). `checked(...)` around an export
+// checks what its methods return, naming the method and the type it must return; `describe(e)`
+// is an exception with the file and line it was thrown at. The template's exports pass it
 // on to the host as the call's error. HTTP is the platform's own `fetch()`. Nothing here is
 // needed: the raw imports are the `talaria:plugin/...@0.2.0` modules listed in wit/.
 
@@ -129,6 +131,84 @@ export function complete(prompt, { purpose = 'plugin', system, maxTokens } = {})
 export function failure(e) {
   if (e?.tag !== undefined) return e;
   if (e instanceof TalariaError) return { tag: 'failed', val: e.message };
+  return { tag: 'failed', val: describe(e) };
+}
+
+/**
+ * An exception as one line, with where in your code it was thrown:
+ * `TypeError: x is undefined (at weather@app.js:12:5)`.
+ */
+export function describe(e) {
   const name = e?.name && e.name !== 'Error' ? `${e.name}: ` : '';
-  return { tag: 'failed', val: `${name}${e?.message ?? String(e)}` };
+  const text = `${name}${e?.message ?? String(e)}`;
+  // StarlingMonkey's frames read `function@file:line:column`; the first in your own files.
+  const frames = String(e?.stack ?? '').split('\n').map((f) => f.trim()).filter(Boolean);
+  const mine = frames.find((f) => !f.includes('talaria.js') && !f.includes('initializer.js'));
+  return mine ? `${text} (at ${mine})` : text;
+}
+
+const isString = (v) => typeof v === 'string';
+const typeOf = (v) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `a ${typeof v}`);
+const shown = (v) => {
+  let text;
+  try {
+    text = JSON.stringify(v);
+  } catch {
+    text = String(v);
+  }
+  text = text === undefined ? String(v) : text;
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+};
+
+/** Checks of what exports return: the type in JavaScript's terms, and why a value is not one. */
+const DECISION_TAGS = ['proceed', 'block', 'require-approval', 'add-context', 'replace-result'];
+const RETURNS = {
+  'hooks.onEvent': [
+    "a decision: { tag: 'proceed' }, or { tag: 'block' | 'require-approval' | 'add-context' | 'replace-result', val: 'text' }",
+    (v) => {
+      if (v === null || typeof v !== 'object' || !DECISION_TAGS.includes(v.tag)) return `it returned ${typeOf(v)} ${shown(v)}`;
+      if (v.tag !== 'proceed' && !isString(v.val)) return `its val is ${typeOf(v.val)} ${shown(v.val)}, not a string`;
+      return null;
+    },
+  ],
+  'tools.list': [
+    'an array of { name, description, parameters } whose values are strings (parameters: JSON.stringify(schema))',
+    (v) => {
+      if (!Array.isArray(v)) return `it returned ${typeOf(v)} ${shown(v)}`;
+      for (const [i, spec] of v.entries()) {
+        if (spec === null || typeof spec !== 'object') return `[${i}] is ${typeOf(spec)} ${shown(spec)}`;
+        for (const key of ['name', 'description', 'parameters']) {
+          if (!isString(spec[key])) {
+            const hint = key === 'parameters' && typeof spec[key] === 'object' ? ' (use JSON.stringify)' : '';
+            return `[${i}].${key} is ${typeOf(spec[key])} ${shown(spec[key])}, not a string${hint}`;
+          }
+        }
+      }
+      return null;
+    },
+  ],
+  'tools.call': ['a string (use JSON.stringify for data)', (v) => (isString(v) ? null : `it returned ${typeOf(v)} ${shown(v)}`)],
+};
+
+/**
+ * Check what the methods of an export (`export const hooks = checked('hooks', { ... })`) return:
+ * a wrong type throws a TypeError naming the method and what it must return, instead of an
+ * error from the bindings. An `async` method's result is checked when it settles.
+ */
+export function checked(name, object) {
+  for (const [method, run] of Object.entries(object)) {
+    const check = RETURNS[`${name}.${method}`];
+    if (typeof run !== 'function' || check === undefined) continue;
+    const [expected, why] = check;
+    const verify = (value) => {
+      const wrong = why(value);
+      if (wrong !== null) throw new TypeError(`${name}.${method} must return ${expected}, but ${wrong}`);
+      return value;
+    };
+    object[method] = function (...args) {
+      const out = run.apply(this, args);
+      return out instanceof Promise ? out.then(verify) : verify(out);
+    };
+  }
+  return object;
 }

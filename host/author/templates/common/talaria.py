@@ -12,9 +12,18 @@ A host call that talaria refuses, or that fails, raises `talaria.TalariaError`; 
 talaria's own message, which names what was missing and how to grant it. The template's exports
 pass it on to the host as the call's error. Nothing here is needed: the raw bindings are under
 `wit_world.imports` (see wit/ and `componentize-py -d wit -w WORLD bindings .`).
+
+`@talaria.export` on an export class checks what each of its methods returns against the
+contract in wit/: a wrong type fails the call with a message naming the method, the type it must
+return and where the method is, instead of a panic in the bindings. `talaria.describe(e)` is an
+exception as one line with the file and line it was raised at, for a tool's error.
 """
 
+import dataclasses as _dataclasses
+import functools as _functools
 import json as _json
+import re as _re
+import typing as _typing
 
 from componentize_py_types import Err, Ok
 from wit_world.imports import config as _config
@@ -243,3 +252,178 @@ def fetch(url: str, method: str = "GET", headers: dict[str, str] | None = None, 
                             break
                         raise TalariaError(f"{method} {url}: the answer broke off: {message_of(e.value)}") from None
         return Response(url, response.status(), received, data)
+
+
+# --- What exports return, checked against wit/ ----------------------------------------------
+
+_PROJECT_FILE = _re.compile(r"^/\d+/")
+
+
+def _where(filename: str) -> str:
+    """A file of the project as the author knows it: componentize-py shows `app.py` as `/0/app.py`."""
+    return _PROJECT_FILE.sub("", filename)
+
+
+def _authors_frame(tb):
+    """The last frame of a traceback in the author's own files (not this one, the bindings or
+    Python's library); else the last frame."""
+    last = mine = None
+    while tb is not None:
+        last = tb
+        name = tb.tb_frame.f_code.co_filename
+        if _PROJECT_FILE.match(name) and _where(name) not in ("talaria.py",) and "wit_world" not in name:
+            mine = tb
+        tb = tb.tb_next
+    return mine or last
+
+
+def describe(error: BaseException) -> str:
+    """`KeyError: 'temperature' (app.py, line 12, in weather)`: the exception, and where in your
+    code it was raised."""
+    text = f"{type(error).__name__}: {error}"
+    frame = _authors_frame(error.__traceback__)
+    if frame is None:
+        return text
+    code = frame.tb_frame.f_code
+    return f"{text} ({_where(code.co_filename)}, line {frame.tb_lineno}, in {code.co_name})"
+
+
+def _alias(t):
+    """The name the bindings give a union (`Decision`), if they give it one."""
+    import sys
+
+    for arg in _typing.get_args(t):
+        module = sys.modules.get(getattr(arg, "__module__", ""))
+        for name, value in vars(module or object).items():
+            if value == t and not name.startswith("_"):
+                return name
+    return None
+
+
+def _type_name(t) -> str:
+    """A type as it is written in Python: `list[ToolSpec]`, `str | None`, `Decision (one of
+    Decision_Proceed, Decision_Block)`."""
+    origin, args = _typing.get_origin(t), _typing.get_args(t)
+    if origin is _typing.Union:
+        alias = _alias(t) if type(None) not in args else None
+        members = " | ".join(_type_name(a) for a in args)
+        return f"{alias} (one of {members.replace(' | ', ', ')})" if alias else members
+    if origin in (list, _typing.List):
+        return f"list[{_type_name(args[0])}]" if args else "list"
+    if origin in (tuple, _typing.Tuple):
+        return f"tuple[{', '.join(_type_name(a) for a in args)}]"
+    if t is type(None):
+        return "None"
+    return getattr(t, "__name__", str(t))
+
+
+def _value_name(value) -> str:
+    text = repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _wrong(value, t, path: str, hint: str = "") -> str:
+    if not path:
+        return f"it returned {_value_name(value)}{hint}"
+    return f"in what it returned, {path} is {_value_name(value)}, not {_type_name(t)}{hint}"
+
+
+def _mismatch(value, t, path: str = ""):
+    """Why `value` is not a `t` (`path` says where it is in what was returned), or None when it is."""
+    origin, args = _typing.get_origin(t), _typing.get_args(t)
+    if t is _typing.Any:
+        return None
+    if origin is _typing.Union:
+        if any(_mismatch(value, a, path) is None for a in args):
+            return None
+        return _wrong(value, t, path)
+    if origin in (list, _typing.List):
+        if not isinstance(value, list):
+            return _wrong(value, t, path)
+        for i, item in enumerate(value):
+            why = _mismatch(item, args[0], f"{path}[{i}]") if args else None
+            if why:
+                return why
+        return None
+    if origin in (tuple, _typing.Tuple):
+        if not isinstance(value, tuple) or len(value) != len(args):
+            return _wrong(value, t, path)
+        for i, (item, a) in enumerate(zip(value, args)):
+            why = _mismatch(item, a, f"{path}[{i}]")
+            if why:
+                return why
+        return None
+    if t is type(None):
+        return None if value is None else _wrong(value, t, path)
+    if t is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif t is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif t is bytes:
+        ok = isinstance(value, (bytes, bytearray))
+    elif isinstance(t, type):
+        ok = isinstance(value, t)
+    else:
+        return None  # a type this check does not know: the bindings decide
+    if not ok:
+        hint = " (use json.dumps)" if t is str and isinstance(value, (dict, list)) else ""
+        return _wrong(value, t, path, hint)
+    if _dataclasses.is_dataclass(t):
+        hints = _typing.get_type_hints(t)
+        for field in _dataclasses.fields(t):
+            why = _mismatch(getattr(value, field.name), hints.get(field.name, _typing.Any), f"{path}.{field.name}" if path else field.name)
+            if why:
+                return why
+    return None
+
+
+def _raise_at(error: BaseException, code) -> None:
+    """Raise `error` from the first line of the author's function `code`: the last frame of its
+    traceback, which talaria shows, is then the author's file and line, not this one's."""
+    line = max(code.co_firstlineno, 2)
+    source = "\n" * (line - 2) + f"def {code.co_name}(error):\n    raise error\n"
+    scope = {}
+    exec(compile(source, code.co_filename, "exec"), scope)
+    scope[code.co_name](error)
+
+
+def _checked(owner: str, name: str, method, expected):
+    label = f"{owner}.{name}"
+    inner = method
+    while hasattr(inner, "__wrapped__"):  # the author's own decorators
+        inner = inner.__wrapped__
+    code = inner.__code__
+
+    @_functools.wraps(method)
+    def call(self, *args, **kwargs):
+        result = method(self, *args, **kwargs)
+        why = _mismatch(result, expected)
+        if why is not None:
+            message = (
+                f"{label} ({_where(code.co_filename)}, line {code.co_firstlineno}) must return {_type_name(expected)}, "
+                f"but {why}"
+            )
+            _raise_at(TypeError(message), code)
+        return result
+
+    return call
+
+
+def export(cls):
+    """Check what the methods of an export class (`class Tools(exports.Tools)`) return against the
+    types of wit/: a wrong one fails the call with `TypeError: Tools.list (app.py, line 40) must
+    return list[ToolSpec], but in what it returned, [0].parameters is dict {...}, not str (use
+    json.dumps)`. A pre_tool_call hook that fails blocks the call."""
+    for base in cls.__mro__[1:]:
+        for name, contract in vars(base).items():
+            if name.startswith("_") or name not in vars(cls) or not callable(contract):
+                continue
+            expected = getattr(contract, "__annotations__", {}).get("return", _typing.Any)
+            if isinstance(expected, str):
+                try:
+                    expected = _typing.get_type_hints(contract).get("return", _typing.Any)
+                except Exception:
+                    expected = _typing.Any
+            setattr(cls, name, _checked(cls.__name__, name, vars(cls)[name], expected))
+    return cls

@@ -37,6 +37,7 @@ def cut(messages: list, keep: int) -> int:
     return earlier[-1] if earlier else 0
 
 
+@talaria.export  # a wrong return type fails the call naming the method and the type it must return
 class Context(exports.Context):
     def should_compress(self, status: Status, session: SessionInfo) -> bool:
         threshold, _ = settings()
@@ -64,7 +65,8 @@ class Context(exports.Context):
         except talaria.TalariaError as e:
             raise Err(str(e)) from None
         except Exception as e:
-            raise Err(f"{type(e).__name__}: {e}") from None
+            # The exception and where in your code it was raised: `KeyError: 'x' (app.py, line 9, in cut)`.
+            raise Err(talaria.describe(e)) from None
 
     def report(self, status: Status, session: SessionInfo) -> list[tuple[str, str]]:
         threshold, keep = settings()

@@ -24,21 +24,21 @@ from wit_world.exports.hooks import (
 DEFAULT_BLOCK = ["rm -rf", "DROP TABLE"]
 
 
+@talaria.export  # a wrong return type fails the call naming the method and the type it must return
 class Hooks(exports.Hooks):
     def on_event(self, event: Event) -> Decision:
-        # An exception here would crash the call, and the host would carry on without the hook:
-        # answer proceed (or block, for a guard that must fail closed) instead.
-        try:
-            if isinstance(event, Event_PreToolCall):
-                call = event.value
-                for phrase in talaria.config.get("block", DEFAULT_BLOCK):
-                    if phrase.lower() in call.arguments.lower():
-                        talaria.log.info(f"blocked {call.tool}: {phrase!r}")
-                        return Decision_Block(
-                            f"{{name}} blocked this {call.tool} call: its arguments contain {phrase!r}. "
-                            "Do it another way, or ask the user to change [plugins.{{name}}.config] block."
-                        )
-            return Decision_Proceed()
-        except Exception as e:
-            talaria.log.error(f"{type(e).__name__}: {e}")
-            return Decision_Proceed()
+        # An exception here (or a wrong return type) fails the call, and a failed hook fails
+        # closed: talaria blocks the tool call (pre_tool_call), showing the exception with its
+        # file and line; for other events it warns and goes on without this hook's answer. A
+        # hook that should let calls through when it breaks must catch and return
+        # Decision_Proceed() itself.
+        if isinstance(event, Event_PreToolCall):
+            call = event.value
+            for phrase in talaria.config.get("block", DEFAULT_BLOCK):
+                if phrase.lower() in call.arguments.lower():
+                    talaria.log.info(f"blocked {call.tool}: {phrase!r}")
+                    return Decision_Block(
+                        f"{{name}} blocked this {call.tool} call: its arguments contain {phrase!r}. "
+                        "Do it another way, or ask the user to change [plugins.{{name}}.config] block."
+                    )
+        return Decision_Proceed()

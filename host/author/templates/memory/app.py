@@ -10,6 +10,7 @@ Import every module you need here, at the top: the component is a snapshot of th
 it ran, and a module first imported inside a call cannot be found.
 """
 
+import functools
 import re
 
 import talaria
@@ -28,8 +29,10 @@ def words(text: str) -> set[str]:
 
 
 def failing(function):
-    """Hand any exception to the host as the call's error (a string), never a crash."""
+    """Hand any exception to the host as the call's error (a string naming the exception and
+    where in your code it was raised), never a crash."""
 
+    @functools.wraps(function)
     def wrapped(*args):
         try:
             return function(*args)
@@ -38,11 +41,12 @@ def failing(function):
         except Err:
             raise
         except Exception as e:
-            raise Err(f"{type(e).__name__}: {e}") from None
+            raise Err(talaria.describe(e)) from None
 
     return wrapped
 
 
+@talaria.export  # a wrong return type fails the call naming the method and the type it must return
 class Memory(exports.Memory):
     @failing
     def system_prompt_block(self, session: SessionInfo) -> str:
@@ -84,6 +88,7 @@ class Memory(exports.Memory):
         return None
 
 
+@talaria.export
 class Tools(exports.Tools):
     """A memory provider may offer tools too; this one offers none."""
 

@@ -5,7 +5,7 @@
 // config, kv, secrets, ...); a host call talaria refuses throws a `TalariaError` with talaria's
 // message. HTTP is `fetch()` (with `network` requested in plugin.toml).
 
-import { failure, log } from './talaria.js';
+import { checked, failure, log } from './talaria.js';
 
 // Each tool: what it does (for the model), the JSON Schema of its arguments, and the function.
 const TOOLS = {
@@ -34,7 +34,8 @@ function toolError(tag, message) {
   return { tag, val: message };
 }
 
-export const tools = {
+// `checked` makes a wrong return type fail the call naming the method and what it must return.
+export const tools = checked('tools', {
   list() {
     return Object.entries(TOOLS).map(([name, tool]) => ({
       name,
@@ -55,7 +56,7 @@ export const tools = {
       throw failure(e);
     }
   },
-};
+});
 
 /** A tool's result must be a string: anything else would crash the call with no message. */
 function text(name, out) {

@@ -47,6 +47,7 @@ TOOLS = {
 }
 
 
+@talaria.export  # a wrong return type fails the call naming the method and the type it must return
 class Tools(exports.Tools):
     def list(self) -> list[ToolSpec]:
         return [ToolSpec(name, run.__doc__ or "", json.dumps(schema)) for name, (run, schema) in TOOLS.items()]
@@ -65,8 +66,10 @@ class Tools(exports.Tools):
         except talaria.TalariaError as e:
             raise Err(ToolError_Failed(str(e))) from None
         except Exception as e:
-            # Anything else raised would crash the call: report it as a failure instead.
-            raise Err(ToolError_Failed(f"{type(e).__name__}: {e}")) from None
+            # Anything else raised: a failure naming the exception and where in your code it
+            # was raised (`KeyError: 'city' (app.py, line 30, in hello)`), for the model and
+            # `talaria plugin test`.
+            raise Err(ToolError_Failed(talaria.describe(e))) from None
         if not isinstance(result, str):
             got = type(result).__name__
             raise Err(ToolError_Failed(f"tool `{name}` must return a str; got {got} (use json.dumps for data)"))
