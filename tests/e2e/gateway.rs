@@ -26,9 +26,20 @@ pub(crate) struct Gateway {
 
 impl Gateway {
     pub(crate) fn start(t: &Talaria) -> Self {
+        Self::spawn(t, Command::new(env!("CARGO_BIN_EXE_talaria")))
+    }
+
+    /// The gateway allowed `files` open files at most (soft and hard limit, through util-linux
+    /// `prlimit`), as on a host whose limit is low.
+    pub(crate) fn start_with_file_limit(t: &Talaria, files: u64) -> Self {
+        let mut command = Command::new("prlimit");
+        command.arg(format!("--nofile={files}:{files}")).arg("--").arg(env!("CARGO_BIN_EXE_talaria"));
+        Self::spawn(t, command)
+    }
+
+    fn spawn(t: &Talaria, mut command: Command) -> Self {
         let log = t.home.path().join("gateway.log");
         let file = std::fs::File::create(&log).expect("log");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_talaria"));
         command
             .args(["gateway", "run"])
             .current_dir(t.workspace.path())
@@ -522,4 +533,230 @@ fn two_accounts_of_one_adapter_each_use_their_own_token() {
     work.wait_for(42, WAIT, |m| m.text == "from work");
     home_bot.wait_for(42, WAIT, |m| m.text == "from home");
     assert_eq!((work.chat(42).len(), home_bot.chat(42).len()), (1, 1), "{}", gw.log());
+}
+
+/// Wait until something listens on `addr`.
+fn wait_listening(addr: &str, gw: &Gateway) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(start.elapsed() < WAIT, "the listener never came up:\n{}", gw.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The `[gateway.platforms.hooks]` account (the webhook adapter) with route `ci` (`hmac` over
+/// the body, key `CI_HOOK_KEY`, answered with the agent's reply to `echo {text}`) and route
+/// `slack` (Slack's `v0` scheme, key `SLACK_SIGNING_SECRET`).
+const HOOKS: &str = "[gateway.platforms.hooks]\nplugin = \"webhook\"\nallow_all = true\n\
+    [gateway.platforms.hooks.routes.ci]\nauth = \"hmac\"\nheader = \"X-Signature-256\"\nsecret = \"CI_HOOK_KEY\"\n\
+    delivery_header = \"X-GitHub-Delivery\"\nprompt = \"echo {text}\"\n\
+    [gateway.platforms.hooks.routes.slack]\nauth = \"slack-v0\"\nheader = \"X-Slack-Signature\"\n\
+    secret = \"SLACK_SIGNING_SECRET\"\nprompt = \"echo {text}\"\n";
+const HOOK_KEYS: &str = "CI_HOOK_KEY=hook-s3cret\nSLACK_SIGNING_SECRET=slack-s3cret\n";
+
+/// The process's soft and hard limits on open files.
+fn file_limits() -> (u64, u64) {
+    let limits = std::fs::read_to_string("/proc/self/limits").expect("/proc/self/limits");
+    let line = limits.lines().find_map(|l| l.strip_prefix("Max open files")).expect("open files");
+    let mut words =
+        line.split_whitespace().map(|w| if w == "unlimited" { u64::MAX } else { w.parse().expect("a number") });
+    (words.next().expect("soft"), words.next().expect("hard"))
+}
+
+/// Let the test process open `want` files (raising its soft limit, util-linux `prlimit`).
+fn raise_file_limit(want: u64) {
+    let (soft, hard) = file_limits();
+    if soft >= want {
+        return;
+    }
+    assert!(hard >= want, "this test opens {want} files: raise the hard open-file limit (ulimit -Hn) from {hard}");
+    let pid = std::process::id().to_string();
+    let raised = Command::new("prlimit").args(["--pid", &pid, &format!("--nofile={want}:{hard}")]).status();
+    assert!(raised.is_ok_and(|s| s.success()), "prlimit could not raise the open-file limit to {want}");
+}
+
+#[test]
+fn a_signed_webhook_is_answered_while_1100_slow_clients_hang_and_telegram_keeps_polling() {
+    use std::io::{Read as _, Write as _};
+    const SLOW: usize = 1100;
+    raise_file_limit(SLOW as u64 + 1024);
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::auto());
+    let addr = format!("127.0.0.1:{}", free_port());
+    let t = setup(&mock, &fake, &format!("listen = \"{addr}\""), &format!("allowed_users = [\"42\"]\n{HOOKS}"));
+    std::fs::write(t.home.path().join(".env"), format!("TELEGRAM_BOT_TOKEN={TOKEN}\n{HOOK_KEYS}")).expect(".env");
+    // The file limit of the attack: 1,024.
+    let mut gw = Gateway::start_with_file_limit(&t, 1024);
+    wait_listening(&addr, &gw);
+    fake.wait_polling(WAIT);
+
+    // 1,100 clients each send half a request's headers, and hang.
+    let socket: std::net::SocketAddr = addr.parse().expect("addr");
+    let mut slow = Vec::with_capacity(SLOW);
+    let mut not_connected = 0;
+    for _ in 0..SLOW {
+        let connected = std::net::TcpStream::connect_timeout(&socket, Duration::from_secs(5));
+        match connected {
+            Ok(mut s) => match s.write_all(b"POST /webhooks/hooks/ci HTTP/1.1\r\nHost: x\r\nX-Slow: ") {
+                Ok(()) => slow.push(s),
+                Err(_) => not_connected += 1,
+            },
+            Err(_) => not_connected += 1,
+        }
+    }
+    let flooded = Instant::now();
+
+    // A valid delivery is answered at once, while they hang.
+    let body = br#"{"text": "deploy finished"}"#;
+    let signed = sign(b"hook-s3cret", body);
+    let started = Instant::now();
+    let (status, answer) =
+        post(&addr, "/webhooks/hooks/ci", &[("X-Signature-256", &signed), ("X-GitHub-Delivery", "d-1")], body);
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{answer}\n{}", gw.log());
+    let answer: serde_json::Value = serde_json::from_str(&answer).expect("json");
+    assert_eq!(answer["reply"], "deploy finished");
+    assert!(took < Duration::from_secs(5), "the valid delivery took {took:?}");
+    eprintln!("answered in {took:?} with {} slow clients connected ({not_connected} not)", slow.len());
+
+    // Telegram is still polled and answered.
+    fake.dm(42, "Ana", "echo still here");
+    fake.wait_for(42, WAIT, |m| m.text == "still here");
+
+    // Every slow client has been cut off (to make room, or at its 10 s header deadline) or
+    // answered 503: none is still open.
+    std::thread::sleep((flooded + Duration::from_secs(12)).saturating_duration_since(Instant::now()));
+    let (mut open, mut busy) = (0, 0);
+    for s in &mut slow {
+        s.set_nonblocking(true).expect("nonblocking");
+        let mut said = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => said.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    open += 1;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        busy += usize::from(said.starts_with(b"HTTP/1.1 503"));
+    }
+    assert_eq!(open, 0, "{open} of {} slow clients are still connected after 12 s", slow.len());
+    eprintln!("{} slow clients cut off, {busy} of them answered 503", slow.len());
+    drop(slow);
+
+    // And the gateway still serves.
+    let body = br#"{"text": "second deploy"}"#;
+    let (status, answer) = post(
+        &addr,
+        "/webhooks/hooks/ci",
+        &[("X-Signature-256", &sign(b"hook-s3cret", body)), ("X-GitHub-Delivery", "d-2")],
+        body,
+    );
+    assert_eq!((status, answer.contains("second deploy")), (200, true), "{answer}");
+    let status = gw.terminate();
+    assert!(status.success(), "{status:?}");
+    let log = gw.log();
+    assert!(!log.contains("Too many open files") && !log.contains("os error 24"), "{log}");
+    assert!(log.contains("were closed to make room"), "the listener did not say it was full:\n{log}");
+}
+
+/// Slack's `v0` signature of `body` at `timestamp` under `key`.
+fn slack_sign(key: &[u8], timestamp: i64, body: &[u8]) -> String {
+    use hmac::{KeyInit as _, Mac as _};
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("key");
+    mac.update(format!("v0:{timestamp}:").as_bytes());
+    mac.update(body);
+    format!("v0={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+#[test]
+fn a_replayed_webhook_is_refused_with_a_new_delivery_id_or_none_even_after_a_restart_and_so_is_a_stale_slack_one() {
+    let mock = MockLlm::start(Script::auto());
+    let t = Talaria::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let extra = format!(
+        "[gateway]\nworkspaces = \"{}\"\nlisten = \"{addr}\"\n{HOOKS}",
+        t.workspace.path().join("chats").display()
+    );
+    t.use_mock(&mock, "chat_completions", &extra);
+    std::fs::write(t.home.path().join(".env"), HOOK_KEYS).expect(".env");
+    let mut gw = Gateway::start(&t);
+    wait_listening(&addr, &gw);
+
+    let body = br#"{"text": "release v1.2"}"#;
+    let signed = sign(b"hook-s3cret", body);
+    let ci = |delivery: Option<&str>| {
+        let mut headers = vec![("X-Signature-256", signed.as_str())];
+        headers.extend(delivery.map(|d| ("X-GitHub-Delivery", d)));
+        post(&addr, "/webhooks/hooks/ci", &headers, body)
+    };
+    let (status, answer) = ci(Some("d-1"));
+    assert_eq!((status, answer.contains("release v1.2")), (200, true), "{answer}\n{}", gw.log());
+    // The same signed body with a new delivery id, and with none: refused, the agent not asked.
+    for delivery in [Some("d-2"), None] {
+        let (status, answer) = ci(delivery);
+        assert_eq!(status, 409, "{delivery:?}: {answer}");
+        assert!(answer.contains("this body was received in the last day"), "{answer}");
+    }
+    assert_eq!(mock.requests().len(), 1, "a replay reached the model");
+    let log = gw.log();
+    assert_eq!(log.matches("webhook refused: this body was received in the last day").count(), 2, "{log}");
+
+    // The memory is the store's: a restart does not forget it.
+    assert!(gw.terminate().success());
+    let gw = Gateway::start(&t);
+    wait_listening(&addr, &gw);
+    let (status, answer) = ci(Some("d-3"));
+    assert_eq!((status, answer.contains("received in the last day")), (409, true), "{answer}\n{}", gw.log());
+
+    // Slack's v0: a signature six minutes old is refused; a fresh one is answered once.
+    let slack = |at: i64| {
+        let stamp = at.to_string();
+        let signature = slack_sign(b"slack-s3cret", at, body);
+        post(
+            &addr,
+            "/webhooks/hooks/slack",
+            &[("X-Slack-Signature", &signature), ("X-Slack-Request-Timestamp", &stamp)],
+            body,
+        )
+    };
+    let now = jiff::Timestamp::now().as_second();
+    let (status, answer) = slack(now - 360);
+    assert_eq!(status, 401, "{answer}");
+    assert!(answer.contains("is 360 s old") || answer.contains("is 361 s old"), "{answer}");
+    let (status, answer) = slack(now);
+    assert_eq!((status, answer.contains("release v1.2")), (200, true), "{answer}\n{}", gw.log());
+    let (status, answer) = slack(now);
+    assert_eq!((status, answer.contains("this signature was received before")), (409, true), "{answer}");
+    assert_eq!(mock.requests().len(), 2, "a refused request reached the model");
+    let log = gw.log();
+    assert!(log.contains("webhook refused: the signature's timestamp is 36"), "{log}");
+}
+
+#[test]
+fn a_group_message_naming_a_longer_username_is_ignored_and_a_mention_of_the_bot_is_answered() {
+    const GROUP: i64 = -1002;
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::new([Step::text("hello, group")]));
+    let t = setup(&mock, &fake, "", "allowed_users = [\"2\"]");
+    let gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+
+    // `@talaria_test_botfan` is someone else, though its name starts with the bot's.
+    fake.group_marked(GROUP, 2, "Bo", &format!("ask @{BOT_USERNAME}fan about it"));
+    fake.group_marked(GROUP, 2, "Bo", &format!("mail ops{BOT_USERNAME} about it, or @{}", &BOT_USERNAME[..8]));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(fake.chat(GROUP).is_empty(), "answered a message not addressed to the bot: {:#?}", fake.chat(GROUP));
+    assert!(mock.requests().is_empty(), "a message to someone else reached the model");
+
+    fake.group_marked(GROUP, 2, "Bo", &format!("@{BOT_USERNAME} hi"));
+    fake.wait_for(GROUP, WAIT, |m| m.text == "hello, group");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1, "{}", gw.log());
+    let asked = requests[0].body.to_string();
+    assert!(asked.contains(" hi") && !asked.contains("about it"), "{asked}");
 }

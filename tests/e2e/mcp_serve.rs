@@ -176,8 +176,18 @@ struct HttpServe {
 
 impl HttpServe {
     fn start(t: &Talaria, token: Option<&str>) -> Self {
+        Self::spawn(t, token, Command::new(env!("CARGO_BIN_EXE_talaria")))
+    }
+
+    /// The server allowed `files` open files at most (util-linux `prlimit`).
+    fn start_with_file_limit(t: &Talaria, files: u64) -> Self {
+        let mut command = Command::new("prlimit");
+        command.arg(format!("--nofile={files}:{files}")).arg("--").arg(env!("CARGO_BIN_EXE_talaria"));
+        Self::spawn(t, None, command)
+    }
+
+    fn spawn(t: &Talaria, token: Option<&str>, mut command: Command) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_talaria"));
         command
             .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
             .current_dir(t.workspace.path())
@@ -267,4 +277,53 @@ fn malformed_requests_get_the_right_json_rpc_errors() {
     drop(ask);
     let status = child.wait().expect("exit");
     assert!(status.success(), "stdin closed: it stops cleanly ({status:?})");
+}
+
+#[test]
+fn over_http_a_client_is_answered_while_300_slow_ones_hang() {
+    use std::io::{Read as _, Write as _};
+    const SLOW: usize = 300;
+    let t = Talaria::new();
+    // 256 files: 64 connections in all, 8 per address.
+    let server = HttpServe::start_with_file_limit(&t, 256);
+    let addr = server.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string();
+    let socket: std::net::SocketAddr = addr.parse().expect("addr");
+    let mut slow = Vec::new();
+    for _ in 0..SLOW {
+        if let Ok(mut s) = std::net::TcpStream::connect_timeout(&socket, Duration::from_secs(5))
+            && s.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: appl").is_ok()
+        {
+            slow.push(s);
+        }
+    }
+    let flooded = Instant::now();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+    let headers = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];
+    let started = Instant::now();
+    let (status, answer) = crate::gateway::post(&addr, "/mcp", &headers, init.to_string().as_bytes());
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("\"protocolVersion\":\"2025-06-18\""), "{answer}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+
+    // Past the 10 s header deadline none of the slow clients is still connected.
+    std::thread::sleep((flooded + Duration::from_secs(12)).saturating_duration_since(Instant::now()));
+    let mut open = 0;
+    for s in &mut slow {
+        s.set_nonblocking(true).expect("nonblocking");
+        let mut buf = [0u8; 1024];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    open += 1;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    assert_eq!(open, 0, "{open} of {} slow clients are still connected", slow.len());
 }

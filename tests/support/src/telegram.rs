@@ -171,6 +171,37 @@ impl TelegramFake {
         id
     }
 
+    /// User `user_id` writes `text` in group `chat_id`, with the entities Telegram's clients
+    /// mark: every `@name` a `mention` entity over the whole name (letters, digits and `_`),
+    /// however it relates to the bot's, offsets and lengths in UTF-16 code units.
+    pub fn group_marked(&self, chat_id: i64, user_id: i64, name: &str, text: &str) -> i64 {
+        let id = self.next_message_id();
+        let units: Vec<u16> = text.encode_utf16().collect();
+        let in_name = |u: u16| char::from_u32(u32::from(u)).is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        let mut entities = Vec::new();
+        let mut i = 0;
+        while i < units.len() {
+            if units[i] == u16::from(b'@') && units.get(i + 1).is_some_and(|u| in_name(*u)) {
+                let end = (i + 1..units.len()).find(|&j| !in_name(units[j])).unwrap_or(units.len());
+                entities.push(json!({ "type": "mention", "offset": i, "length": end - i }));
+                i = end;
+            } else {
+                i += 1;
+            }
+        }
+        self.push(json!({
+            "message": {
+                "message_id": id,
+                "from": { "id": user_id, "is_bot": false, "first_name": name },
+                "chat": { "id": chat_id, "type": "supergroup", "title": "Test group" },
+                "date": 0,
+                "text": text,
+                "entities": entities,
+            }
+        }));
+        id
+    }
+
     /// User `user_id` presses the button with `data` under message `message_id` in `chat_id`.
     pub fn press(&self, chat_id: i64, user_id: i64, name: &str, message_id: i64, data: &str) {
         self.push(json!({
