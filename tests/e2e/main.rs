@@ -27,6 +27,7 @@ mod plugin_test;
 mod repl;
 mod sandbox;
 mod scale_out;
+mod screen;
 mod sessions;
 mod skills;
 mod terminal;

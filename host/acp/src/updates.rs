@@ -108,12 +108,13 @@ pub(crate) fn title(text: &str) -> String {
     talaria_runtime::visible(text, MAX_TITLE_CHARS)
 }
 
-/// `text` (its controls escaped, its lines kept) in a code fence longer than any run of
+/// `text` (its controls escaped, a carriage return too, its lines kept) in a code fence longer than any run of
 /// backticks it holds, so nothing in it can close the fence and be read as markdown.
 pub(crate) fn fenced(text: &str) -> String {
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest.max(2) + 1);
-    format!("{fence}\n{}\n{fence}", talaria_runtime::shown::visible_lines(text))
+    let lines: Vec<String> = text.split('\n').map(|l| talaria_runtime::visible(l, usize::MAX)).collect();
+    format!("{fence}\n{}\n{fence}", lines.join("\n"))
 }
 
 /// The todo tool's result as a plan (cancelled items left out).
