@@ -3,6 +3,11 @@
 //! `-v` / `TALARIA_LOG`. The file is opened when the first line is written (a run that logs
 //! nothing touches nothing), is readable only by the user, and starts afresh once it passes
 //! [`LIMIT`] (the previous one kept as `talaria.log.1`).
+//!
+//! A line often quotes what a plugin, a platform or a server sent. tracing escapes the ESC and
+//! BEL in values; [`OneLine`] escapes what is left (a carriage return, a line break inside the
+//! line, the other controls, the bidi overrides), so a quoted text can neither rewrite a line on
+//! the terminal nor forge one of its own.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -31,9 +36,11 @@ pub fn init(verbose: u8) {
     let fmt = tracing_subscriber::fmt().with_env_filter(EnvFilter::new(filter));
     let file = if to_stderr { None } else { talaria_core::config::home().ok() };
     let _ = match file {
-        Some(home) => fmt.with_writer(LogFile::new(home.join("logs").join("talaria.log"))).with_ansi(false).try_init(),
+        Some(home) => {
+            fmt.with_writer(OneLine(LogFile::new(home.join("logs").join("talaria.log")))).with_ansi(false).try_init()
+        }
         None => fmt
-            .with_writer(io::stderr)
+            .with_writer(OneLine(io::stderr))
             .with_ansi(std::env::var_os("NO_COLOR").is_none() && io::IsTerminal::is_terminal(&io::stderr()))
             .without_time()
             .try_init(),
@@ -94,9 +101,54 @@ impl Write for LogWriter<'_> {
     }
 }
 
+/// Writers whose every write (one formatted event) becomes one line: see the module docs.
+struct OneLine<M>(M);
+
+impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for OneLine<M> {
+    type Writer = Escaped<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        Escaped(self.0.make_writer())
+    }
+}
+
+struct Escaped<W>(W);
+
+impl<W: Write> Write for Escaped<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write_all(one_line(buf).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// A formatted event as one line: its own line end kept, every other control but the ESC of
+/// tracing's colours escaped (the ESC in values tracing escaped already).
+fn one_line(buf: &[u8]) -> String {
+    let text = String::from_utf8_lossy(buf);
+    let (body, end) = match text.strip_suffix('\n') {
+        Some(body) => (body, "\n"),
+        None => (&*text, ""),
+    };
+    let parts: Vec<String> = body.split('\x1b').map(|p| talaria_runtime::visible(p, usize::MAX)).collect();
+    parts.join("\x1b") + end
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quoted_text_cannot_rewrite_or_forge_a_line() {
+        let event = "\x1b[33mWARN\x1b[0m adapter said: ok\rINFO all good\nERROR forged \u{202e}txt\n";
+        assert_eq!(
+            one_line(event.as_bytes()),
+            "\x1b[33mWARN\x1b[0m adapter said: ok\\rINFO all good\\nERROR forged \\u{202e}txt\n"
+        );
+    }
 
     #[test]
     fn lines_go_to_a_private_file_made_on_first_write_and_a_full_one_starts_afresh() {
