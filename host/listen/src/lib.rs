@@ -19,8 +19,9 @@
 //!    `Retry-After` and a one-line body, and closed. At most [`REFUSING`] such answers are
 //!    written at once (others are closed unanswered), so refusing costs few files too.
 //!
-//! The listener itself never holds more than `max_connections + REFUSING` sockets; when
-//! `accept` fails for want of files it pauses instead of spinning.
+//! The listener itself never holds more than `max_connections + REFUSING` sockets, each
+//! reading at most 64 KiB of request head; when `accept` fails for want of files it pauses
+//! instead of spinning. What it turned away is logged every 10 s at most, as one warning.
 //!
 //! # Examples
 //! ```no_run
@@ -59,6 +60,8 @@ pub const MIN_BODY_RATE: u64 = 16 * 1024;
 pub const REFUSING: usize = 32;
 /// What a refused client is told to wait.
 pub const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// The most a connection's request head may take in memory (hyper's read buffer).
+const MAX_HEAD: usize = 64 * 1024;
 /// The open-file limit assumed where the process's cannot be read.
 const ASSUMED_FILE_LIMIT: u64 = 1024;
 
@@ -117,9 +120,14 @@ pub async fn serve(listener: TcpListener, router: axum::Router, limits: Limits, 
     let refusing = Arc::new(Semaphore::new(REFUSING));
     let tasks = TaskTracker::new();
     let mut tally = Tally::default();
+    let mut every = tokio::time::interval(Tally::EVERY);
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => break,
+            _ = every.tick() => {
+                tally.report();
+                continue;
+            }
             accepted = listener.accept() => accepted,
         };
         let (stream, peer): (TcpStream, SocketAddr) = match accepted {
@@ -212,7 +220,7 @@ async fn connection(stream: TcpStream, slot: Slot, router: axum::Router, limits:
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    builder.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout).max_buf_size(MAX_HEAD);
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     let mut conn = std::pin::pin!(conn);
     tokio::select! {
