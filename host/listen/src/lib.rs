@@ -10,7 +10,8 @@
 //!    have come at [`MIN_BODY_RATE`] (16 KiB/s) on average, or reading it fails with
 //!    [`TooSlow`] (tell it apart with [`too_slow`]; the gateway answers 408).
 //! 3. **Connections capped in all and per client address**: a quarter of the process's open-file
-//!    limit in all (256 of 1,024; at least 16, at most 4,096), an eighth of that per address.
+//!    limit in all (256 of 1,024; at least 16, at most 4,096), an eighth of that per client
+//!    address (an IPv6 /64 counts as one address).
 //!    When a new connection finds its address's share, or the whole, taken, the connection
 //!    that has waited longest without a request in progress (headers not yet complete, or idle
 //!    between requests) is closed to make room: a flood of half-sent headers only ever pushes
@@ -121,6 +122,17 @@ pub async fn serve(listener: TcpListener, router: axum::Router, limits: Limits, 
     let tasks = TaskTracker::new();
     let mut tally = Tally::default();
     let mut every = tokio::time::interval(Tally::EVERY);
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(
+            %addr,
+            connections = limits.max_connections,
+            per_client = limits.max_per_client,
+            "HTTP listener: headers within {} s, bodies at {} B/s after {} s",
+            limits.header_timeout.as_secs(),
+            limits.min_body_rate,
+            limits.body_grace.as_secs()
+        );
+    }
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => break,

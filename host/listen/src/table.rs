@@ -116,6 +116,7 @@ impl Table {
     /// # Errors
     /// Every connection that would have to make room is working on a request.
     pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<(Slot, bool), Full> {
+        let ip = client(ip);
         let mut open = lock(&self.open);
         let mut evicted = false;
         if open.conns.values().filter(|e| e.ip == ip).count() >= self.per_client {
@@ -141,6 +142,37 @@ impl Table {
     }
 }
 
+/// The client an address counts as: an IPv4 address (also when mapped into IPv6), or an IPv6
+/// address's /64 network (what one subscriber is usually given), written with zeros after it.
+fn client(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ipv6_network_counts_as_one_client_and_a_mapped_ipv4_as_itself() {
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        assert_eq!(client(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(client(ip("2001:db8:1:2:bbbb::9")), ip("2001:db8:1:2::"));
+        assert_ne!(client(ip("2001:db8:1:3::1")), ip("2001:db8:1:2::"));
+        assert_eq!(client(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        let table = Arc::new(Table::new(8, 1));
+        let (first, _) = table.admit(ip("2001:db8::1")).expect("room");
+        let _working = Working::begin(first.state());
+        assert_eq!(table.admit(ip("2001:db8::2")).err(), Some(Full::Client(ip("2001:db8::"), 1)));
+        assert!(table.admit(ip("2001:db8:0:1::2")).is_ok());
+    }
 }
