@@ -160,3 +160,179 @@ status = 500
     assert!(stdout.ends_with("3 passed, 0 failed\n"), "{stdout}");
     assert!(stdout.contains("http GET https://api.example.com/v2/other -> refused: no stub"), "{stdout}");
 }
+
+/// A new project `name` of `kind` in `lang`, its file `file` edited (`from` → `to`) and
+/// `cases` added to its plugin-tests.toml; then built (in the sandbox). The project directory.
+fn starter(
+    t: &Talaria,
+    name: &str,
+    kind: &str,
+    lang: &str,
+    file: &str,
+    edits: &[(&str, &str)],
+    cases: &str,
+) -> PathBuf {
+    t.ok(&["plugin", "new", name, "--kind", kind, "--lang", lang]);
+    let dir = t.ws().join(name);
+    let path = dir.join(file);
+    let mut source = std::fs::read_to_string(&path).expect("read");
+    for (from, to) in edits {
+        assert!(source.contains(from), "{file} has no {from:?}:\n{source}");
+        source = source.replacen(from, to, 1);
+    }
+    std::fs::write(&path, source).expect("write");
+    let tests = dir.join("plugin-tests.toml");
+    let mut all = std::fs::read_to_string(&tests).expect("tests");
+    all.push_str(cases);
+    std::fs::write(&tests, all).expect("tests");
+    t.ok(&["plugin", "build", dir.to_str().expect("utf8")]);
+    dir
+}
+
+/// The 1-based number of the line of `file` in `dir` that contains `text`.
+fn line_of(dir: &std::path::Path, file: &str, text: &str) -> usize {
+    let source = std::fs::read_to_string(dir.join(file)).expect("read");
+    source.lines().position(|l| l.contains(text)).unwrap_or_else(|| panic!("no {text:?} in {file}")) + 1
+}
+
+/// The hook starter in Python: a wrong return type names the method, the type it must return
+/// and where the method is (not a panic in the bindings); an exception fails the call with its
+/// file and line, and is not turned into `proceed`.
+#[test]
+fn python_hook_errors_name_the_method_the_type_and_the_line() {
+    let t = Talaria::new();
+    let cases = r#"
+[[test]]
+event = "pre_tool_call"
+tool = "terminal"
+args = { command = "as-text" }
+expect_error = "it returned str 'block'"
+
+[[test]]
+event = "pre_tool_call"
+tool = "terminal"
+args = { command = "boom" }
+expect_error = "KeyError: 'temperature'"
+"#;
+    let edits = [(
+        "        if isinstance(event, Event_PreToolCall):\n",
+        "        if isinstance(event, Event_PreToolCall) and \"as-text\" in event.value.arguments:\n            return \"block\"\n        if isinstance(event, Event_PreToolCall) and \"boom\" in event.value.arguments:\n            settings = {}\n            return Decision_Block(settings[\"temperature\"])\n        if isinstance(event, Event_PreToolCall):\n",
+    )];
+    let dir = starter(&t, "stopper", "hook", "python", "app.py", &edits, cases);
+    let out = t.run(&["plugin", "test", dir.to_str().expect("utf8")]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("5 passed, 0 failed") && !stdout.contains("panicked"), "{stdout}");
+
+    // What the errors read, in full, as `plugin test --json` reports them.
+    let out = t.run(&["plugin", "test", "--json", dir.to_str().expect("utf8")]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let error = |n: usize| report["tests"][n]["error"].as_str().unwrap_or_default().to_string();
+    let def = line_of(&dir, "app.py", "def on_event(");
+    let wrong = error(3);
+    assert!(
+        wrong.contains(&format!(
+            "TypeError: Hooks.on_event (app.py, line {def}) must return Decision (one of Decision_Proceed, Decision_Block,"
+        )) && wrong.contains("but it returned str 'block'"),
+        "{wrong}"
+    );
+    let raised = line_of(&dir, "app.py", "settings[\"temperature\"]");
+    let boom = error(4);
+    assert!(
+        boom.contains("KeyError: 'temperature'") && boom.contains(&format!("app.py\", line {raised}, in on_event")),
+        "{boom}"
+    );
+}
+
+/// The tool starter in Python: an exception reaches the caller (the model, `plugin test`,
+/// `tools call`) with the file and line it was raised at; a ToolSpec whose schema is a dict
+/// names `Tools.list`, `list[ToolSpec]` and the field.
+#[test]
+fn python_tool_errors_name_the_file_line_and_type() {
+    let t = Talaria::new();
+    let cases = r#"
+[[test]]
+tool = "hello"
+args = { name = "weather" }
+expect_error = "KeyError: 'temperature' (app.py, line"
+"#;
+    let edits = [(
+        "    talaria.log.info(f\"greeting {name}\")\n",
+        "    talaria.log.info(f\"greeting {name}\")\n    if name == \"weather\":\n        return args[\"temperature\"]\n",
+    )];
+    let dir = starter(&t, "hello", "tool", "python", "app.py", &edits, cases);
+    let dir_arg = dir.to_str().expect("utf8");
+    let out = t.run(&["plugin", "test", dir_arg]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    t.ok(&["plugin", "dev", "--once", dir_arg]);
+    let line = line_of(&dir, "app.py", "return args[\"temperature\"]");
+    let err = t.fails(&["tools", "call", "hello", r#"{"name":"weather"}"#]);
+    assert!(err.contains(&format!("KeyError: 'temperature' (app.py, line {line}, in hello)")), "{err}");
+
+    // The schema as a dict: the whole tool list is refused, saying why.
+    let edits =
+        [("ToolSpec(name, run.__doc__ or \"\", json.dumps(schema))", "ToolSpec(name, run.__doc__ or \"\", schema)")];
+    let dir = starter(&t, "schema", "tool", "python", "app.py", &edits, "");
+    let out = t.run(&["plugin", "test", dir.to_str().expect("utf8")]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let def = line_of(&dir, "app.py", "def list(self)");
+    assert!(
+        stdout.contains(&format!("Tools.list (app.py, line {def}) must return list[ToolSpec], but in what it returned, [0].parameters is dict"))
+            && stdout.contains("not str (use json.dumps)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("panicked"), "{stdout}");
+}
+
+/// The hook starter in JavaScript: a wrong return type names `hooks.onEvent` and the decision
+/// it must return; an exception fails the call with its file and line.
+#[test]
+fn javascript_hook_errors_name_the_method_and_the_type() {
+    let t = Talaria::new();
+    let cases = r#"
+[[test]]
+event = "pre_tool_call"
+tool = "terminal"
+args = { command = "as-text" }
+expect_error = "hooks.onEvent must return a decision: { tag: 'proceed' }"
+
+[[test]]
+event = "pre_tool_call"
+tool = "terminal"
+args = { command = "boom" }
+expect_error = "app.js:"
+"#;
+    let edits = [(
+        "    if (event.tag === 'pre-tool-call') {\n",
+        "    if (event.val?.arguments?.includes('as-text')) return 'block';\n    if (event.val?.arguments?.includes('boom')) return { tag: 'block', val: undefined.temperature };\n    if (event.tag === 'pre-tool-call') {\n",
+    )];
+    let dir = starter(&t, "stopper", "hook", "js", "app.js", &edits, cases);
+    let out = t.run(&["plugin", "test", dir.to_str().expect("utf8")]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success() && stdout.contains("5 passed, 0 failed"), "{stdout}\n{}", text(&out.stderr));
+}
+
+/// `plugin build` on a manifest with a typo says what is wrong (and exits 1), as does `plugin
+/// dev`, whatever the typo.
+#[test]
+fn plugin_build_prints_every_manifest_error() {
+    let t = Talaria::new();
+    t.ok(&["plugin", "new", "typo", "--lang", "python"]);
+    let dir = t.ws().join("typo");
+    let manifest = std::fs::read_to_string(dir.join("plugin.toml")).expect("read");
+    let typos = [
+        ("version = ", "verison = ", "unknown field `verison`"),
+        ("kind = [\"tool\"]", "kind = [\"tools\"]", "unknown kind `tools`"),
+        ("# kv = true", "kv = yes", "plugin.toml: TOML parse error"),
+        ("# kv = true", "netwrok = [\"x\"]", "unknown field `netwrok`"),
+    ];
+    for (from, to, said) in typos {
+        std::fs::write(dir.join("plugin.toml"), manifest.replacen(from, to, 1)).expect("write");
+        for command in [&["plugin", "build"][..], &["plugin", "dev", "--once"]] {
+            let args: Vec<&str> = command.iter().copied().chain([dir.to_str().expect("utf8")]).collect();
+            let err = t.fails(&args);
+            assert!(err.contains(said) && err.starts_with("error: "), "{command:?} with {to:?}: {err}");
+        }
+    }
+}

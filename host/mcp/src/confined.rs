@@ -104,6 +104,7 @@ pub(crate) fn plan(
         write: write.into_iter().map(canonical).collect(),
         hidden: settings.hidden.iter().cloned().map(canonical).collect(),
         home: settings.home.clone().map(canonical),
+        scratch: Vec::new(),
         limits: settings.limits,
     };
     Ok(Plan { policy, cwd, grants })

@@ -53,6 +53,7 @@ fn main() {
             write: Vec::new(),
             hidden: Vec::new(),
             home: std::env::var_os("HOME").map(PathBuf::from),
+            scratch: Vec::new(),
             limits: Limits::default(),
         };
         let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];

@@ -75,6 +75,7 @@ mod tests {
             write: Vec::new(),
             hidden: Vec::new(),
             home: None,
+            scratch: Vec::new(),
             limits: Limits::default(),
         };
         let args: Vec<String> =

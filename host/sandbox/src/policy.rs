@@ -43,6 +43,10 @@ pub struct Policy {
     /// The user's home directory (`$HOME`): shown empty and read-only unless something visible
     /// contains it.
     pub home: Option<PathBuf>,
+    /// Empty writable directories, private to the sandbox and gone with it, at these places
+    /// inside the (empty) home: where a tool insists on writing a cache (a plugin build's wizer
+    /// writes `~/.cache/wasmtime`). Places elsewhere are ignored.
+    pub scratch: Vec<PathBuf>,
     pub limits: Limits,
 }
 
@@ -240,9 +244,6 @@ impl Policy {
         }
         plan.push(Mount::ReadWrite(self.workspace.clone()));
         visible.push(self.workspace.clone());
-        if let Some(home) = &home_shown_empty {
-            plan.push(Mount::RemountReadOnly(home.clone()));
-        }
 
         // What would act later, outside: read-only inside what is writable.
         let writable: Vec<PathBuf> = std::iter::once(self.workspace.clone()).chain(existing(&self.write)).collect();
@@ -264,6 +265,16 @@ impl Policy {
                 }
                 visible.push(git);
             }
+        }
+        // Only now: the mounts above may need directories made in the empty home (a repository
+        // in the home whose subdirectory is the workspace).
+        if let Some(home) = &home_shown_empty {
+            for place in self.scratch.iter().filter(|p| p.starts_with(home) && *p != home) {
+                if !visible.iter().any(|v| place.starts_with(v) || v.starts_with(place)) {
+                    plan.push(Mount::Tmpfs { path: place.clone(), bytes: self.limits.tmp_mb.saturating_mul(1 << 20) });
+                }
+            }
+            plan.push(Mount::RemountReadOnly(home.clone()));
         }
 
         // A file the workspace shares, as a hard link, with a secret or a start-up file outside.
@@ -444,6 +455,7 @@ mod tests {
             write: Vec::new(),
             hidden: vec![home.join(".talaria")],
             home: Some(home.to_path_buf()),
+            scratch: Vec::new(),
             limits: Limits::default(),
         }
     }
@@ -457,6 +469,27 @@ mod tests {
             std::fs::write(home.path().join(file), "x").expect("write");
         }
         home
+    }
+
+    /// A plugin project in a subdirectory of a repository in the home: the repository's git
+    /// directory and the scratch places are made in the empty home before it turns read-only.
+    #[test]
+    fn mounts_inside_the_empty_home_come_before_it_turns_read_only() {
+        let home = home_with_secrets();
+        let h = home.path().canonicalize().expect("canonical");
+        std::fs::create_dir_all(h.join("proj/plugin")).expect("mkdir");
+        let mut p = policy(&h.join("proj/plugin"), &h);
+        p.scratch = vec![h.join(".cache/wasmtime"), PathBuf::from("/opt/elsewhere"), h.join(".cargo/x")];
+        let plan = p.plan();
+        let at = |m: &Mount| plan.iter().position(|x| x == m).unwrap_or_else(|| panic!("no {m:?} in {plan:#?}"));
+        let remount = at(&Mount::RemountReadOnly(h.clone()));
+        assert!(at(&Mount::ReadWrite(h.join("proj/.git"))) < remount);
+        let scratch = Mount::Tmpfs { path: h.join(".cache/wasmtime"), bytes: Limits::default().tmp_mb << 20 };
+        assert!(at(&scratch) < remount);
+        // Outside the home, or inside something already shown: not made.
+        assert!(!plan.iter().any(
+            |m| matches!(m, Mount::Tmpfs { path, .. } if path.starts_with("/opt") || path.starts_with(h.join(".cargo")))
+        ));
     }
 
     #[test]

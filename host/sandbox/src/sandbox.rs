@@ -504,6 +504,7 @@ pub async fn probe(launcher: &Launcher) -> Result<Probe, Unavailable> {
         write: Vec::new(),
         hidden: Vec::new(),
         home: None,
+        scratch: Vec::new(),
         limits: crate::policy::Limits::default(),
     };
     let sandbox = Sandbox::start(launcher, &policy, Arc::new(Nobody)).await?;

@@ -71,6 +71,7 @@ fn setup() -> Setup {
         write: Vec::new(),
         hidden: vec![home.join(".talaria")],
         home: Some(home.clone()),
+        scratch: Vec::new(),
         limits: Limits { max_processes: 64, max_file_mb: 1, tmp_mb: 16 },
     };
     Setup { _dirs: dirs, home, workspace, policy }

@@ -22,8 +22,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use talaria_runtime::process::{CommandGate, CommandSandbox, Unavailable};
+use talaria_runtime::process::{CommandGate, CommandSandbox};
 use talaria_runtime::{Approvals, Caller, Capability, Grants, HostPattern, Unattended};
+use talaria_sandbox::sandbox::OPT_OUT;
 use talaria_sandbox::{Exit, Policy, Sandbox};
 use tokio::io::AsyncReadExt as _;
 
@@ -78,24 +79,22 @@ impl BuildSandbox {
     /// # Errors
     /// The sandbox cannot start here (no bubblewrap, not Linux): why, how to fix it, and that
     /// `--unconfined-build` runs the build as the user instead.
-    pub fn new(settings: CommandSandbox) -> Result<Self, Unavailable> {
+    pub fn new(settings: CommandSandbox) -> Result<Self, String> {
         if let Err(e) = &settings.launcher {
-            return Err(Unavailable {
-                reason: format!("builds run in talaria's command sandbox, and {}", e.reason),
-                fix: format!(
-                    "{} Or, for a project whose every file you trust (cargo runs its build.rs, componentize-py its app.py), pass --unconfined-build to build it as you",
-                    e.fix
-                ),
-            });
+            // `[sandbox] commands = "unconfined"` is no answer here: it leaves builds confined.
+            let fix = e.fix.replace(&format!(" {OPT_OUT}."), "").replace(&format!("{OPT_OUT}."), "");
+            let fix = if fix.trim().is_empty() { String::new() } else { format!("{} ", fix.trim()) };
+            return Err(format!(
+                "builds run in talaria's command sandbox, which cannot start here: {}. {fix}Or, for a project whose every file you trust (cargo runs its build.rs, componentize-py its app.py), pass --unconfined-build to build it as you",
+                e.reason
+            ));
         }
         let cargo_home = std::env::var_os("CARGO_HOME")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
             .or_else(|| settings.home.as_ref().map(|h| h.join(".cargo")));
-        let runtime = tokio::runtime::Handle::try_current().map_err(|e| Unavailable {
-            reason: format!("no async runtime to serve the sandbox's proxy ({e})"),
-            fix: String::new(),
-        })?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| format!("no async runtime to serve the build sandbox's proxy ({e})"))?;
         Ok(Self { settings, cargo_home, runtime })
     }
 
@@ -115,6 +114,8 @@ impl BuildSandbox {
             write: write.into_iter().map(canonical).collect(),
             hidden: s.hidden.iter().cloned().map(canonical).collect(),
             home: s.home.clone().map(canonical),
+            // componentize-js's wizer writes a cache there, wherever it is told to.
+            scratch: s.home.iter().map(|h| canonical(h.clone()).join(".cache/wasmtime")).collect(),
             limits: s.limits,
         }
     }

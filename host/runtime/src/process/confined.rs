@@ -145,6 +145,7 @@ impl CommandSandbox {
             write: write.into_iter().map(canonical).collect(),
             hidden: self.hidden.iter().cloned().map(canonical).collect(),
             home: self.home.clone().map(canonical),
+            scratch: Vec::new(),
             limits: self.limits,
         }
     }
