@@ -83,17 +83,17 @@ fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
     }
     match (live.as_slice(), all.first()) {
         ([], Some(s)) => {
-            anstream::println!("{} (last seen pid {} on {})", "gateway not running".yellow(), s.pid, s.host)
+            anstream::println!("{} (last seen pid {} on {})", "gateway not running".yellow(), s.pid, shown(&s.host))
         }
         ([], None) => anstream::println!("{}", "gateway never ran here".yellow()),
         ([one], _) => {
-            anstream::println!("{} (pid {} on {})", "gateway running".green(), one.pid, one.host);
+            anstream::println!("{} (pid {} on {})", "gateway running".green(), one.pid, shown(&one.host));
             print_process(one, "  ");
         }
         (many, _) => {
             anstream::println!("{} ({} processes sharing the store)", "gateway running".green(), many.len());
             for s in many {
-                println!("  pid {} on {}", s.pid, s.host);
+                println!("  pid {} on {}", s.pid, shown(&s.host));
                 print_process(s, "    ");
             }
         }
@@ -120,9 +120,15 @@ fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
     Ok(if live.is_empty() { ExitCode::from(3) } else { ExitCode::SUCCESS })
 }
 
+/// A text of the status record (a host name, an adapter's state, which may quote a platform's
+/// error) on one line, its controls escaped.
+fn shown(text: &str) -> String {
+    talaria_runtime::visible(text, 500)
+}
+
 fn print_process(s: &Status, indent: &str) {
     for (name, state) in &s.accounts {
-        println!("{indent}{name}: {state}");
+        println!("{indent}{}: {}", shown(name), shown(&state.to_string()));
     }
     println!("{indent}{} chats active, {} turns running", s.active_sessions, s.busy);
 }
