@@ -136,11 +136,8 @@ fn preapproved(manifest: &Manifest, flags: &GrantFlags) -> anyhow::Result<Vec<Ca
     Ok(out)
 }
 
-/// Why a round stopped short of installing.
-enum Stop {
-    /// Said already; nothing changed.
-    Quiet,
-}
+/// A round stopped short of installing, and said why; nothing changed.
+struct Stopped;
 
 impl Dev<'_> {
     /// Build, consent, test, install, signal. Whether it installed.
@@ -150,17 +147,17 @@ impl Dev<'_> {
                 anstream::eprintln!("{} {line}", "installed".green().bold());
                 true
             }
-            Err(Stop::Quiet) => {
+            Err(Stopped) => {
                 ui::note("not installed: what was installed stays as it was, and running sessions keep it");
                 false
             }
         }
     }
 
-    async fn try_round(&self) -> Result<String, Stop> {
+    async fn try_round(&self) -> Result<String, Stopped> {
         let fail = |e: anyhow::Error| {
             ui::error(&format!("{e:#}"));
-            Stop::Quiet
+            Stopped
         };
         let built = {
             let (dir, lang) = (self.dir.clone(), self.lang);
@@ -188,7 +185,7 @@ impl Dev<'_> {
             Ok(_) if self.options.skip_tests => ui::warn("tests failed; installing anyway (--skip-tests)"),
             Ok(_) => {
                 ui::error("the tests failed: fix them (or pass --skip-tests)");
-                return Err(Stop::Quiet);
+                return Err(Stopped);
             }
             Err(e) => return Err(fail(e)),
         }
