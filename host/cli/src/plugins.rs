@@ -285,9 +285,11 @@ async fn info(ctx: &Ctx, name: &str) -> anyhow::Result<ExitCode> {
     let runtime = ctx.runtime(false)?;
     let p = find(&runtime, name)?;
     let m = &p.manifest;
+    // The manifest's words are the author's: one line each, their controls escaped.
+    let one = |text: &str| talaria_runtime::visible(text, 500);
     println!("{} {} ({})", m.name, m.version, p.scope.label());
     if !m.description.is_empty() {
-        println!("  {}", m.description);
+        println!("  {}", one(&m.description));
     }
     println!("location:   {}", p.location);
     if let Some(path) = p.wasm_path() {
@@ -297,14 +299,17 @@ async fn info(ctx: &Ctx, name: &str) -> anyhow::Result<ExitCode> {
     println!("api:        {}", m.api);
     println!("kinds:      {}", m.kinds.join(", "));
     if let Some(author) = &m.author {
-        println!("author:     {author}");
+        println!("author:     {}", one(author));
     }
     if let Some(license) = &m.license {
-        println!("license:    {license}");
+        println!("license:    {}", one(license));
     }
     if let Some(installed) = p.installed() {
-        println!("installed:  from {}", installed.source);
-        println!("signed by:  {}", installed.signer.as_deref().unwrap_or("nobody (installed with --allow-unsigned)"));
+        println!("installed:  from {}", one(&installed.source));
+        println!(
+            "signed by:  {}",
+            one(installed.signer.as_deref().unwrap_or("nobody (installed with --allow-unsigned)"))
+        );
     }
     println!("requested:  {}", caps_text(&m.requests));
     for (secret, headers) in m.secret_headers.iter() {
@@ -340,7 +345,7 @@ async fn info(ctx: &Ctx, name: &str) -> anyhow::Result<ExitCode> {
         Ok(tools) => {
             println!("tools:");
             for t in tools {
-                println!("  {:<16} {}", t.name, ui::first_line(&t.description, 70));
+                println!("  {:<16} {}", one(&t.name), ui::first_line(&t.description, 70));
             }
         }
         Err(e) => ui::error(&e.to_string()),
