@@ -268,10 +268,11 @@ fn home_with_model(tmp: &Path, mock: &talaria_mock_llm::MockLlm, model_extra: &s
     (home, workspace)
 }
 
-/// `talaria plugin dev --once` in the project: build, `plugin test`, install. Its output.
+/// `talaria plugin dev --once --yes` in the project: build, `plugin test`, install, granting
+/// what its plugin.toml requests (there is no terminal to ask). Its output.
 fn dev_once(home: &Path, project: &Path) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_talaria"))
-        .args(["plugin", "dev", "--once"])
+        .args(["plugin", "dev", "--once", "--yes"])
         .current_dir(project)
         .env("TALARIA_HOME", home)
         .env("NO_COLOR", "1")
@@ -453,8 +454,8 @@ fn a_tool_calls_an_api_with_an_injected_secret(lang: Lang) {
             let app = std::fs::read_to_string(project.join("app.js")).expect("app.js");
             let app = app
                 .replace(
-                    "import { failure, log } from './talaria.js';",
-                    "import { TalariaError, failure, log, secret } from './talaria.js';",
+                    "import { checked, failure, log } from './talaria.js';",
+                    "import { TalariaError, checked, failure, log, secret } from './talaria.js';",
                 )
                 .replace("const TOOLS = {\n", &tool);
             std::fs::write(project.join("app.js"), app).expect("app.js");
