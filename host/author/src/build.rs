@@ -11,8 +11,8 @@
 //! keeps clocks and randomness, without which `Date.now()` and `Math.random()` trap.
 //!
 //! `talaria plugin build` and `plugin dev` run every one of these programs in the command
-//! sandbox ([`confine`]): a build runs the project's own code (`build.rs`, `app.py`), so it gets
-//! no more than a command the model runs would.
+//! sandbox ([`Confine`], [`BuildSandbox`]): a build runs the project's own code (`build.rs`,
+//! `app.py`), so it gets no more than a command the model runs would.
 
 mod confine;
 
