@@ -10,7 +10,7 @@
 // alternate properly, and every tool call is followed by its results. The host checks, and keeps
 // the old history when it is not.
 
-import { TalariaError, config, log } from './talaria.js';
+import { TalariaError, config, describe, log } from './talaria.js';
 
 function settings() {
   return { threshold: Number(config.get('threshold', 0.75)), keep: Math.max(2, Number(config.get('keep', 8))) };
@@ -54,7 +54,7 @@ export const context = {
       return { messages: kept, note: `dropped ${start} earlier messages, kept the last ${kept.length}` };
     } catch (e) {
       // The error is a string: the host keeps the old history and says why.
-      throw e instanceof TalariaError ? e.message : `${e?.name ?? 'Error'}: ${e?.message ?? e}`;
+      throw e instanceof TalariaError ? e.message : describe(e); // with where it was thrown
     }
   },
 

@@ -6,7 +6,7 @@
 // `talaria.js`, beside this file, wraps the host's interfaces; a host call talaria refuses throws
 // a `TalariaError`, which `failing` below hands to the host as the call's error.
 
-import { TalariaError, kv, log } from './talaria.js';
+import { TalariaError, describe, kv, log } from './talaria.js';
 
 // Words too common to say two messages are about the same thing.
 const COMMON = new Set('the and for are but not you your with this that what have was were from they them about into'.split(' '));
@@ -23,7 +23,7 @@ function failing(f) {
     try {
       return f(...args);
     } catch (e) {
-      throw e instanceof TalariaError ? e.message : `${e?.name ?? 'Error'}: ${e?.message ?? e}`;
+      throw e instanceof TalariaError ? e.message : describe(e); // with where it was thrown
     }
   };
 }
