@@ -81,7 +81,7 @@ pub async fn run(ctx: &Ctx, cmd: SkillsCmd) -> anyhow::Result<ExitCode> {
             if found.skills.is_empty() && found.pending.is_empty() {
                 println!("no skills");
             }
-            let rows: Vec<Vec<String>> = found
+            let mut rows: Vec<Vec<String>> = found
                 .skills
                 .iter()
                 .map(|s| (s, s.source.name()))
@@ -90,6 +90,7 @@ pub async fn run(ctx: &Ctx, cmd: SkillsCmd) -> anyhow::Result<ExitCode> {
                     vec![s.category.clone(), s.name.clone(), from.to_string(), ui::first_line(&s.description, 70)]
                 })
                 .collect();
+            rows.sort_by(|a, b| (&a[0], &a[1]).cmp(&(&b[0], &b[1])));
             ui::table(&["CATEGORY", "NAME", "FROM", "DESCRIPTION"], &rows);
             Ok(ExitCode::SUCCESS)
         }
