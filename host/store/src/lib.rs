@@ -402,15 +402,30 @@ fn named(e: Error, path: &Path) -> Error {
 
 /// A database file shorter than its header says was cut (a full disk, a copy stopped half
 /// way): SQLite would only notice when it reads a missing page, so look before opening.
+///
+/// Another process may be growing the file (a checkpoint writes the header and the pages it
+/// adds) while this one looks: a file is called cut only when it is short twice, 50 ms apart.
 fn check_length(path: &Path) -> Result<()> {
+    match check_length_once(path) {
+        Err(Error::Damaged { .. }) => {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            check_length_once(path)
+        }
+        other => other,
+    }
+}
+
+fn check_length_once(path: &Path) -> Result<()> {
     use std::io::Read as _;
     let Ok(mut file) = std::fs::File::open(path) else { return Ok(()) };
     let mut header = [0u8; 100];
+    // The header first, then the length: a file growing meanwhile only gets longer.
+    let whole = file.read_exact(&mut header).is_ok();
     let Ok(len) = file.metadata().map(|m| m.len()) else { return Ok(()) };
     if len == 0 {
         return Ok(());
     }
-    if file.read_exact(&mut header).is_err() || &header[..16] != b"SQLite format 3\0" {
+    if !whole || &header[..16] != b"SQLite format 3\0" {
         return Err(Error::Damaged {
             path: Some(path.to_path_buf()),
             detail: format!(
