@@ -222,16 +222,23 @@ pub(crate) fn http_error(
     retry_after: Option<Duration>,
 ) -> ModelError {
     let reason = reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("no details");
-    let mut message = error_message(body).unwrap_or_else(|| {
+    let said = error_message(body).filter(|m| !m.trim().is_empty());
+    let mut message = said.clone().unwrap_or_else(|| {
         let body = body.trim();
         if body.is_empty() {
             reason.to_string()
+        } else if let Some(fields) = other_fields(body) {
+            format!("{reason}, with an empty message ({fields})")
         } else if transport::looks_like_html(body) {
             format!("{reason}, with {}", transport::describe(body, content_type))
         } else {
             truncate(body, MAX_BODY_IN_MESSAGE)
         }
     });
+    let nothing_said = said.is_none() && (body.trim().is_empty() || other_fields(body.trim()).is_some());
+    if nothing_said && status >= 500 {
+        message.push_str("; the server did not say why: its own log or console tells what failed");
+    }
     if status == 404 {
         message.push_str(&format!(
             " (talaria posted to this URL because api_mode is `{}`: check base_url and api_mode)",
@@ -239,6 +246,22 @@ pub(crate) fn http_error(
         ));
     }
     ModelError::Http { provider: provider.name.clone(), url: url.to_string(), status, message, retry_after }
+}
+
+/// The other fields of a JSON error whose message is empty (`type: server_error, code: 500`),
+/// so that an error with nothing to say still says something.
+fn other_fields(body: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(body).ok()?;
+    let error = value.get("error").filter(|e| e.is_object()).unwrap_or(&value);
+    let fields: Vec<String> = error
+        .as_object()?
+        .iter()
+        .filter(|(k, v)| k.as_str() != "message" && !v.is_null() && !v.is_object() && !v.is_array())
+        .filter(|(_, v)| v.as_str().is_none_or(|s| !s.trim().is_empty()))
+        .map(|(k, v)| format!("{k}: {}", v.as_str().map_or_else(|| v.to_string(), |s| truncate(s, 100))))
+        .take(6)
+        .collect();
+    (!fields.is_empty()).then(|| fields.join(", "))
 }
 
 /// The message in an error body: `{"error": {"message"}}` (OpenAI, Anthropic, OpenRouter),
@@ -383,6 +406,26 @@ mod tests {
         assert!(wait > Duration::from_secs(110) && wait <= Duration::from_secs(120), "{wait:?}");
         h.insert("retry-after", HeaderValue::from_static("soon"));
         assert_eq!(retry_after(&h), None);
+    }
+
+    /// An HTTP 500 with an empty message (llama-cpp-python) still says what happened.
+    #[test]
+    fn an_error_with_an_empty_message_says_what_there_is() {
+        let p = super::super::Provider::preset("ollama", "m", None).expect("preset");
+        let body = r#"{"error": {"message": "", "type": "server_error", "code": 500}}"#;
+        let e = http_error(&p, "http://127.0.0.1:8080/v1/chat/completions", 500, body, None, None);
+        assert_eq!(
+            e.to_string(),
+            "http://127.0.0.1:8080/v1/chat/completions answered HTTP 500: Internal Server Error, with an empty \
+             message (code: 500, type: server_error); the server did not say why: its own log or console tells what failed"
+        );
+        let e = http_error(&p, "u", 502, "  ", None, None);
+        assert_eq!(
+            e.to_string(),
+            "u answered HTTP 502: Bad Gateway; the server did not say why: its own log or console tells what failed"
+        );
+        let e = http_error(&p, "u", 400, "", None, None);
+        assert_eq!(e.to_string(), "u answered HTTP 400: Bad Request");
     }
 
     #[test]

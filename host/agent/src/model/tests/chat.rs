@@ -193,7 +193,8 @@ async fn chat_http_errors_carry_the_provider_message_and_retry_after() {
     );
     let (err, _) = call(&p, &[Message::user("hi")], true).await;
     assert!(
-        matches!(err, Err(ModelError::Http { status: 502, ref message, .. }) if message == "Bad Gateway"),
+        matches!(err, Err(ModelError::Http { status: 502, ref message, .. })
+            if message == "Bad Gateway; the server did not say why: its own log or console tells what failed"),
         "{err:?}"
     );
 }
