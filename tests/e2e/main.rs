@@ -131,6 +131,17 @@ fn bundled_tools_are_listed_without_color_when_piped() {
     let read = json.as_array().expect("array").iter().find(|t| t["name"] == "read_file").expect("read_file");
     assert_eq!(read["plugin"], "files");
     assert_eq!(read["parameters"]["type"], "object");
+    // Searching the journal changes nothing (it was announced as destructive: issue 36).
+    let search = json.as_array().expect("array").iter().find(|t| t["name"] == "journal_search").expect("journal");
+    assert_eq!(
+        (
+            &search["annotations"]["read_only"],
+            &search["annotations"]["destructive"],
+            &search["annotations"]["open_world"]
+        ),
+        (&serde_json::json!(true), &serde_json::json!(false), &serde_json::json!(false)),
+        "{search}"
+    );
 }
 
 #[test]
