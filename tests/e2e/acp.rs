@@ -522,6 +522,7 @@ fn malformed_json_rpc_and_unknown_methods_get_json_rpc_errors_and_the_server_liv
             r#"{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":"relative/dir","mcpServers":[]}}"#,
             r#"{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"mcpServers":[]}}"#,
             r#"{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"nope","prompt":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"session/cancel","params":{"sessionId":"nope"}}"#,
             r#"{"jsonrpc":"2.0","id":"last","method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#,
         ],
     );
@@ -536,6 +537,9 @@ fn malformed_json_rpc_and_unknown_methods_get_json_rpc_errors_and_the_server_liv
     assert_eq!(code(5), Some(-32602), "missing cwd: {}", answers[5]);
     assert!(answers[5]["error"]["message"].as_str().expect("message").contains("cwd"), "{}", answers[5]);
     assert_eq!(code(6), Some(-32002), "{}", answers[6]);
-    assert_eq!(answers[7]["id"], "last");
-    assert_eq!(answers[7]["result"]["protocolVersion"], 1, "still serving: {}", answers[7]);
+    // session/cancel is a notification; sent as a request, it is told so (issue 36).
+    assert_eq!((code(7), &answers[7]["id"]), (Some(-32600), &json!(7)), "{}", answers[7]);
+    assert!(answers[7]["error"]["message"].as_str().expect("message").contains("is a notification"), "{}", answers[7]);
+    assert_eq!(answers[8]["id"], "last");
+    assert_eq!(answers[8]["result"]["protocolVersion"], 1, "still serving: {}", answers[8]);
 }

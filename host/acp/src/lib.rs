@@ -213,6 +213,14 @@ impl Server {
             "session/close" => self.spawn(id, params, |s, r| async move { s.close(r).await }),
             "session/prompt" => self.spawn(id, params, |s, r| async move { s.prompt(r).await }),
             "session/set_mode" => self.spawn(id, params, |s, r| async move { s.set_mode(r).await }),
+            // Notifications sent with an id: say so, rather than "no such method".
+            "session/cancel" => out.respond::<Value>(
+                id,
+                Err(error(
+                    ErrorCode::InvalidRequest,
+                    format!("`{method}` is a notification: send it without an `id`; nothing was cancelled"),
+                )),
+            ),
             _ => out.respond::<Value>(
                 id,
                 Err(error(ErrorCode::MethodNotFound, format!("talaria does not offer the method `{method}`"))),
