@@ -62,6 +62,10 @@ pub enum McpCmd {
         /// Serve only this plugin's tools (repeatable) [default: every enabled tool plugin]
         #[arg(long = "plugin", value_name = "NAME")]
         plugins: Vec<String>,
+        /// With --http: a web origin whose pages may call the server besides loopback ones
+        /// (repeatable), e.g. https://inspector.example; any other Origin gets 403
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        origins: Vec<String>,
     },
 }
 
@@ -85,7 +89,7 @@ pub async fn run(ctx: &Ctx, cmd: McpCmd) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         McpCmd::Test { name } => test(ctx, &name).await,
-        McpCmd::Serve { http, token_env, plugins } => serve(ctx, http, &token_env, &plugins).await,
+        McpCmd::Serve { http, token_env, plugins, origins } => serve(ctx, http, &token_env, &plugins, origins).await,
     }
 }
 
@@ -94,6 +98,7 @@ async fn serve(
     http: Option<std::net::SocketAddr>,
     token_env: &str,
     only: &[String],
+    origins: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
     use talaria_agent::ToolHost as _;
     use talaria_mcp::server::{Asker, Served};
@@ -128,7 +133,7 @@ async fn serve(
             let shutdown = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
-            talaria_mcp::server::serve_http(served, addr, token.clone(), ready, shutdown).await
+            talaria_mcp::server::serve_http(served, addr, token.clone(), origins, ready, shutdown).await
         }
     };
     match outcome {

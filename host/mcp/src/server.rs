@@ -201,6 +201,9 @@ pub async fn serve_stdio(served: Served) -> Result<(), String> {
 
 /// Serve streamable HTTP at `http://ADDR/mcp` until `shutdown` resolves. A bind beyond
 /// loopback needs `token`; with one, every request must carry `Authorization: Bearer TOKEN`.
+/// A request that carries an `Origin` (a browser's) is refused with 403 unless the origin is
+/// a loopback one (`http://localhost:PORT`, `127.0.0.1`, `[::1]`) or among `origins`: a web
+/// page the user visits cannot drive the tools (DNS rebinding, the transport spec's rule).
 ///
 /// # Errors
 /// A public bind with no token, or the address cannot be bound.
@@ -208,6 +211,7 @@ pub async fn serve_http(
     served: Served,
     addr: SocketAddr,
     token: Option<String>,
+    origins: Vec<String>,
     ready: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
@@ -226,10 +230,25 @@ pub async fn serve_http(
     let service =
         StreamableHttpService::new(move || Ok(served.clone()), Arc::new(LocalSessionManager::default()), config);
     let token = Arc::new(token);
+    let origins: Arc<Vec<String>> = Arc::new(origins.iter().map(|o| o.trim_end_matches('/').to_lowercase()).collect());
     let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
         move |request: axum::extract::Request, next: axum::middleware::Next| {
-            let token = token.clone();
-            async move { bearer(token.as_deref(), request, next).await }
+            let (token, origins) = (token.clone(), origins.clone());
+            async move {
+                use axum::response::IntoResponse as _;
+                let origin = request.headers().get(http::header::ORIGIN).map(|v| v.to_str().unwrap_or("?").to_string());
+                match origin {
+                    Some(o) if !origin_allowed(&o, &origins) => (
+                        http::StatusCode::FORBIDDEN,
+                        format!(
+                            "Origin `{}` is not allowed: only loopback origins are, unless `talaria mcp serve --allow-origin ORIGIN` names it",
+                            o.chars().take(200).collect::<String>()
+                        ),
+                    )
+                        .into_response(),
+                    _ => bearer(token.as_deref(), request, next).await,
+                }
+            }
         },
     ));
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
@@ -264,10 +283,61 @@ async fn bearer(
     }
 }
 
+/// Whether a request from a page at `origin` may use the server: a loopback origin
+/// (`http(s)://localhost`, `127.0.0.1`, `[::1]`, any port) or one of `allowed` (lowercase, no
+/// trailing slash). `null` (a sandboxed frame, a file) is never allowed.
+fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
+    let origin = origin.trim().trim_end_matches('/').to_lowercase();
+    if allowed.contains(&origin) {
+        return true;
+    }
+    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+        return false;
+    };
+    let host = match rest.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => rest.split(':').next().unwrap_or_default(),
+    };
+    if rest.contains(['/', '@', '?', '#']) {
+        return false;
+    }
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin_allowed;
+
+    #[test]
+    fn only_loopback_origins_and_the_ones_named_are_allowed() {
+        let named = ["https://inspector.example".to_string()];
+        for ok in [
+            "http://localhost:6274",
+            "http://127.0.0.1",
+            "https://[::1]:8080",
+            "https://inspector.example/",
+            "HTTP://LOCALHOST",
+        ] {
+            assert!(origin_allowed(ok, &named), "{ok}");
+        }
+        for bad in [
+            "http://evil.example",
+            "null",
+            "http://localhost.evil.example",
+            "http://127.0.0.1.nip.io",
+            "http://user@localhost",
+            "file://",
+            "",
+        ] {
+            assert!(!origin_allowed(bad, &named), "{bad}");
+        }
+    }
 }
