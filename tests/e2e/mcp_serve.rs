@@ -245,15 +245,9 @@ fn over_http_a_bearer_token_is_checked_and_required_beyond_loopback() {
 fn over_http_a_foreign_origin_is_refused() {
     let t = Talaria::new();
     let server = HttpServe::start(&t, None);
-    let post = |origin: Option<&str>| -> String {
+    let addr = server.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string();
+    let exchange = |request: String| -> String {
         use std::io::{Read as _, Write as _};
-        let addr = server.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string();
-        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}"#;
-        let origin = origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default();
-        let request = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\n{origin}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
         let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
         stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
         stream.write_all(request.as_bytes()).expect("send");
@@ -261,16 +255,37 @@ fn over_http_a_foreign_origin_is_refused() {
         let _ = stream.read_to_string(&mut answer);
         answer
     };
+    let post = |origin: Option<&str>| -> String {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}"#;
+        let origin = origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default();
+        exchange(format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\n{origin}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ))
+    };
     let refused = post(Some("http://evil.example"));
     assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
     assert!(
         refused.contains("Origin `http://evil.example` is not allowed") && refused.contains("--allow-origin"),
         "{refused}"
     );
+    let mut session = String::new();
     for fine in [Some("http://localhost:6274"), Some("http://127.0.0.1:3000"), None] {
         let answer = post(fine);
         assert!(answer.starts_with("HTTP/1.1 200"), "{fine:?}: {answer}");
+        session = answer
+            .lines()
+            .find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("mcp-session-id").then(|| value.trim().to_string())
+            })
+            .expect("a session id");
     }
+    // Closing the session is answered as the SDKs expect (200, not 202).
+    let closed = exchange(format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\nMcp-Session-Id: {session}\r\nConnection: close\r\n\r\n"
+    ));
+    assert!(closed.starts_with("HTTP/1.1 200"), "{closed}");
 }
 
 #[test]
