@@ -253,9 +253,11 @@ pub(crate) fn http_error(
 fn other_fields(body: &str) -> Option<String> {
     let value: Value = serde_json::from_str(body).ok()?;
     let error = value.get("error").filter(|e| e.is_object()).unwrap_or(&value);
-    let fields: Vec<String> = error
-        .as_object()?
-        .iter()
+    // Sorted by name: the map's order depends on serde_json's features.
+    let mut entries: Vec<(&String, &Value)> = error.as_object()?.iter().collect();
+    entries.sort_by_key(|(k, _)| *k);
+    let fields: Vec<String> = entries
+        .into_iter()
         .filter(|(k, v)| k.as_str() != "message" && !v.is_null() && !v.is_object() && !v.is_array())
         .filter(|(_, v)| v.as_str().is_none_or(|s| !s.trim().is_empty()))
         .map(|(k, v)| format!("{k}: {}", v.as_str().map_or_else(|| v.to_string(), |s| truncate(s, 100))))
