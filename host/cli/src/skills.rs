@@ -71,6 +71,8 @@ pub async fn run(ctx: &Ctx, cmd: SkillsCmd) -> anyhow::Result<ExitCode> {
             dir.display()
         ));
     }
+    // `show`, `edit` and `remove` reach the agent's skills waiting for review too.
+    let all: Vec<Skill> = found.skills.iter().chain(&found.pending).cloned().collect();
     match cmd {
         SkillsCmd::List { json } => {
             if json {
@@ -95,7 +97,6 @@ pub async fn run(ctx: &Ctx, cmd: SkillsCmd) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         SkillsCmd::Show { name } => {
-            let all: Vec<Skill> = found.skills.iter().chain(&found.pending).cloned().collect();
             let skill = find(&all, &name)?;
             if found.pending.iter().any(|p| p.name == name) {
                 ui::note(&format!(
@@ -118,14 +119,8 @@ pub async fn run(ctx: &Ctx, cmd: SkillsCmd) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         SkillsCmd::Review { name, yes } => review(ctx, &found.pending, name.as_deref(), yes),
-        SkillsCmd::Edit { name } => {
-            let all: Vec<Skill> = found.skills.iter().chain(&found.pending).cloned().collect();
-            edit(ctx, find(&all, &name)?)
-        }
-        SkillsCmd::Remove { name } => {
-            let all: Vec<Skill> = found.skills.iter().chain(&found.pending).cloned().collect();
-            remove(ctx, &all, &name)
-        }
+        SkillsCmd::Edit { name } => edit(ctx, find(&all, &name)?),
+        SkillsCmd::Remove { name } => remove(ctx, &all, &name),
         SkillsCmd::Install { .. } | SkillsCmd::Pack { .. } => unreachable!("handled above"),
     }
 }
