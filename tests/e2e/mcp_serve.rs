@@ -56,6 +56,11 @@ fn stdio(t: &Talaria, extra: &[&str]) -> Value {
 
 /// Run a client (`node client.mjs` or `python client.py`) on `plan`; what it saw.
 fn client(t: &Talaria, program: &Path, script: &str, plan: &Value) -> Value {
+    client_and_stderr(t, program, script, plan).0
+}
+
+/// [`client`], and what the client wrote to stderr.
+fn client_and_stderr(t: &Talaria, program: &Path, script: &str, plan: &Value) -> (Value, String) {
     let file = t.home.path().join(format!("plan-{}.json", fastrand_suffix()));
     std::fs::write(&file, plan.to_string()).expect("plan");
     let out = Command::new(program)
@@ -65,10 +70,11 @@ fn client(t: &Talaria, program: &Path, script: &str, plan: &Value) -> Value {
         .output()
         .expect("client");
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| {
-        panic!("{script} printed no result ({e}):\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr))
-    })
+    let seen =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("{script} printed no result ({e}):\n{stdout}\n{stderr}"));
+    (seen, stderr)
 }
 
 fn fastrand_suffix() -> u128 {
@@ -81,6 +87,20 @@ fn ts(t: &Talaria, plan: &Value) -> Value {
 
 fn py(t: &Talaria, plan: &Value) -> Value {
     client(t, python(), "client.py", plan)
+}
+
+/// The Python SDK's `Client` in its default mode (`server/discover`, then 2026-07-28), or
+/// the mode the plan names: what it saw, with every SDK log record at WARNING or above under
+/// `logged`, and its stderr.
+fn py_default(t: &Talaria, plan: &Value) -> (Value, String) {
+    client_and_stderr(t, python(), "default_client.py", plan)
+}
+
+/// An SDK run that logged no warning or error and wrote no traceback.
+fn assert_quiet(seen: &Value, stderr: &str) {
+    assert_eq!(seen["logged"], json!([]), "{seen}");
+    let loud = ["ERROR", "WARNING", "Traceback", "Exception"];
+    assert!(!loud.iter().any(|w| stderr.contains(w)), "{stderr}");
 }
 
 #[test]
@@ -166,6 +186,90 @@ fn the_python_client_speaks_both_revisions() {
     assert_eq!(current["protocol"], "2026-07-28", "{current}");
     assert!(current["supported"].as_array().expect("versions").contains(&json!("2025-11-25")));
     assert_eq!(current["calls"][0]["text"], "     1\tpy");
+}
+
+const DENIED: &str = "the user denied `rm -rf build` (recursive delete)";
+const RAN: &str = r#"{"exit_code":0,"output":"","timed_out":false,"truncated":false}"#;
+
+/// Issue 36, item 4: on 2026-07-28 (the Python SDK's default) the question goes out inside an
+/// `input_required` result and the SDK calls again with the answer; the held call goes on
+/// from where it asked, as after `elicitation/create` on 2025-11-25.
+#[test]
+fn the_python_clients_default_mode_is_asked_through_input_required() {
+    let t = Talaria::new();
+    let server = HttpServe::start(&t, None);
+    let call = json!([{"name": "terminal", "arguments": {"command": "rm -rf build"}}]);
+    for (how, transport) in [("stdio", stdio(&t, &["--plugin", "terminal"])), ("http", json!({"url": server.url}))] {
+        std::fs::create_dir(t.ws().join("build")).expect("mkdir");
+        let (declined, stderr) = py_default(&t, &json!({how: transport, "elicit": "decline", "calls": call}));
+        assert_eq!(declined["protocol"], "2026-07-28", "{how}: {declined}");
+        assert_eq!(declined["asked"], json!(["Let plugin 'terminal' run `rm -rf build`? (recursive delete)"]), "{how}");
+        assert_eq!(declined["calls"][0]["isError"], true, "{how}: {declined}");
+        let text = declined["calls"][0]["text"].as_str().expect("text");
+        assert!(
+            text.starts_with("BLOCKED by the safety policy, the command did not run") && text.contains(DENIED),
+            "{how}: {text}"
+        );
+        assert!(t.ws().join("build").exists(), "{how}: the declined command ran");
+        assert_quiet(&declined, &stderr);
+
+        let (accepted, stderr) = py_default(&t, &json!({how: transport, "elicit": "accept", "calls": call}));
+        assert_eq!(accepted["asked"], declined["asked"], "{how}");
+        assert_eq!(accepted["calls"][0], json!({"isError": false, "text": RAN}), "{how}: {accepted}");
+        assert!(!t.ws().join("build").exists(), "{how}: the allowed command did not run");
+        assert_quiet(&accepted, &stderr);
+        if how == "http" {
+            // Stateless: discover, tools/list, the call that asks, the call that answers.
+            assert_eq!(accepted["exchanges"], json!([["POST", 200], ["POST", 200], ["POST", 200], ["POST", 200]]));
+        }
+    }
+    // Without elicitation nobody is asked, and the refusal says so.
+    std::fs::create_dir(t.ws().join("build")).expect("mkdir");
+    let (unasked, _) = py_default(&t, &json!({"stdio": stdio(&t, &[]), "calls": call}));
+    assert_eq!((&unasked["protocol"], &unasked["asked"]), (&json!("2026-07-28"), &json!([])), "{unasked}");
+    let text = unasked["calls"][0]["text"].as_str().expect("text");
+    assert!(text.contains("no one is here to approve it"), "{text}");
+    assert!(t.ws().join("build").exists());
+}
+
+/// A `requestState` the server never gave (or gave and took back) resumes nothing: a tool
+/// error that says to call again, and the command does not run.
+#[test]
+fn an_answer_for_no_waiting_call_runs_nothing() {
+    let t = Talaria::new();
+    std::fs::create_dir(t.ws().join("build")).expect("mkdir");
+    let plan = json!({"stdio": stdio(&t, &[]), "elicit": "accept", "calls": [
+        {"name": "terminal", "arguments": {"command": "rm -rf build"}, "requestState": "00112233445566778899aabbccddeeff"},
+    ]});
+    let (seen, _) = py_default(&t, &plan);
+    assert_eq!(seen["calls"][0]["isError"], true, "{seen}");
+    let text = seen["calls"][0]["text"].as_str().expect("text");
+    assert!(text.contains("no call is waiting for this answer") && text.contains("call the tool again"), "{text}");
+    assert!(t.ws().join("build").exists());
+}
+
+/// Issue 36, items 5 and 7 with the Python SDK: a page's foreign `Origin` gets nothing (403
+/// to the discover probe and to the handshake it falls back to); a closed session is
+/// answered as the SDK expects, so it logs nothing.
+#[test]
+fn over_http_the_python_client_is_refused_from_a_foreign_origin_and_closes_cleanly() {
+    let t = Talaria::new();
+    let server = HttpServe::start(&t, None);
+    let foreign = json!({"http": {"url": server.url, "headers": {"Origin": "http://evil.example"}}, "calls": []});
+    let (refused, _) = py_default(&t, &foreign);
+    assert!(refused["error"].is_string() && refused["tools"].is_null(), "{refused}");
+    assert_eq!(refused["exchanges"], json!([["POST", 403], ["POST", 403]]), "{refused}");
+
+    let port = server.url.trim_start_matches("http://127.0.0.1:").trim_end_matches("/mcp");
+    let local = json!({"url": server.url, "headers": {"Origin": format!("http://localhost:{port}")}});
+    let (legacy, stderr) = py_default(&t, &json!({"http": local, "mode": "legacy", "calls": []}));
+    assert_eq!(legacy["protocol"], "2025-11-25", "{legacy}");
+    let exchanges = legacy["exchanges"].as_array().expect("exchanges");
+    assert_eq!(exchanges.last(), Some(&json!(["DELETE", 200])), "{legacy}");
+    assert_quiet(&legacy, &stderr);
+    let (current, stderr) = py_default(&t, &json!({"http": local, "calls": []}));
+    assert_eq!(current["protocol"], "2026-07-28", "{current}");
+    assert_quiet(&current, &stderr);
 }
 
 /// `talaria mcp serve --http` on a free loopback port; killed when dropped.

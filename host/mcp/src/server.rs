@@ -5,8 +5,10 @@
 //!    deadlines, memory and output limits; a refused capability comes back as a tool error
 //!    (`isError`), never as a success.
 //! 2. **Nothing that needs approval runs silently.** A dangerous command or a new host is asked
-//!    of the client's user through MCP elicitation when the client offers it (a yes/no form);
-//!    with no elicitation, or no yes, it is refused. Every call is its own approval scope: a
+//!    of the client's user through MCP elicitation when the client offers it (a yes/no form):
+//!    on 2025-11-25 and earlier as an `elicitation/create` request, on 2026-07-28 as an
+//!    `input_required` result the client answers by calling again ([`rounds`]); with no
+//!    elicitation, or no yes, it is refused. Every call is its own approval scope: a
 //!    "session" answer covers that call only.
 //! 3. **Over HTTP, a bearer token is required for any bind beyond loopback**; with a token,
 //!    every request must carry it (compared in constant time), and a refused one gets 401 with
@@ -27,29 +29,43 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams, ElicitationAction,
-    ElicitationSchema, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations as McpAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, Tool, ToolAnnotations as McpAnnotations,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
 use talaria_agent::{ToolContext, ToolHost};
 use talaria_protocol::{ToolError, ToolSpec};
 use talaria_runtime::{Approval, ApprovalKind, ApprovalRequest, Approver};
+use tokio::sync::{mpsc, oneshot};
+
+mod rounds;
 
 /// How long a client's user has to answer an approval.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The clients' peers of the calls running now, by the session id each call runs under: the
-/// runtime's approvals for a call are asked of its client.
+/// Where the approvals of the calls running now go, by the session id each call runs under:
+/// the runtime's approvals for a call are asked of its client.
 #[derive(Default)]
 pub struct Asker {
-    calls: Mutex<HashMap<String, (Peer<RoleServer>, bool)>>,
+    calls: Mutex<HashMap<String, Route>>,
+}
+
+/// How a call's client is asked.
+#[derive(Clone)]
+enum Route {
+    /// With `elicitation/create` (2025-11-25 and earlier).
+    Request(Peer<RoleServer>),
+    /// Through the `input_required` rounds of the call (2026-07-28).
+    Rounds(mpsc::UnboundedSender<rounds::Question>),
+    /// The client takes no elicitation: no one can be asked.
+    Nobody,
 }
 
 impl Asker {
-    fn begin(&self, session: &str, peer: Peer<RoleServer>, elicits: bool) {
-        lock(&self.calls).insert(session.to_string(), (peer, elicits));
+    fn begin(&self, session: &str, route: Route) {
+        lock(&self.calls).insert(session.to_string(), route);
     }
 
     fn end(&self, session: &str) {
@@ -57,44 +73,86 @@ impl Asker {
     }
 }
 
+/// Ends a call's route when dropped: when the call finishes, or its task is aborted.
+struct Begun {
+    asker: Arc<Asker>,
+    session: String,
+}
+
+impl Begun {
+    fn new(asker: Arc<Asker>, session: String, route: Route) -> Self {
+        asker.begin(&session, route);
+        Self { asker, session }
+    }
+}
+
+impl Drop for Begun {
+    fn drop(&mut self) {
+        self.asker.end(&self.session);
+    }
+}
+
+/// The yes/no form that asks for `request`.
+fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
+    let what = match request.kind {
+        ApprovalKind::Network => format!("Let plugin '{}' connect to {}", request.plugin, request.command),
+        ApprovalKind::Command | ApprovalKind::Schedule | ApprovalKind::McpTool => {
+            format!("Let plugin '{}' run `{}`", request.plugin, request.command)
+        }
+        ApprovalKind::Skill => format!("Let the agent {}", request.command),
+    };
+    let schema =
+        ElicitationSchema::builder().required_bool("allow").description("Check to allow it this once").build().ok()?;
+    Some(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!("{what}? ({})", request.reason),
+        requested_schema: schema,
+    })
+}
+
+/// What the user's answer to [`question`] allows: this once on an accepted `allow: true`,
+/// nothing otherwise.
+fn approval(answer: &ElicitResult) -> Approval {
+    let allowed = answer.content.as_ref().and_then(|c| c.get("allow")).and_then(serde_json::Value::as_bool);
+    if answer.action == ElicitationAction::Accept && allowed == Some(true) { Approval::Once } else { Approval::Deny }
+}
+
 impl Approver for Asker {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
         Box::pin(async move {
-            let Some((peer, true)) = lock(&self.calls).get(&request.session_id).cloned() else {
-                return Approval::Deny;
-            };
-            let what = match request.kind {
-                ApprovalKind::Network => format!("Let plugin '{}' connect to {}", request.plugin, request.command),
-                ApprovalKind::Command | ApprovalKind::Schedule | ApprovalKind::McpTool => {
-                    format!("Let plugin '{}' run `{}`", request.plugin, request.command)
+            let route = lock(&self.calls).get(&request.session_id).cloned();
+            let Some(params) = question(request) else { return Approval::Deny };
+            match route {
+                Some(Route::Request(peer)) => {
+                    match peer.create_elicitation_with_timeout(params, Some(ANSWER_TIMEOUT)).await {
+                        Ok(answer) => approval(&answer),
+                        Err(e) => {
+                            tracing::info!("the client could not be asked: {e}");
+                            Approval::Deny
+                        }
+                    }
                 }
-                ApprovalKind::Skill => format!("Let the agent {}", request.command),
-            };
-            let schema =
-                ElicitationSchema::builder().required_bool("allow").description("Check to allow it this once").build();
-            let Ok(schema) = schema else { return Approval::Deny };
-            let params = ElicitRequestParams::FormElicitationParams {
-                meta: None,
-                message: format!("{what}? ({})", request.reason),
-                requested_schema: schema,
-            };
-            match peer.create_elicitation_with_timeout(params, Some(ANSWER_TIMEOUT)).await {
-                Ok(answer) if answer.action == ElicitationAction::Accept => {
-                    let allowed =
-                        answer.content.as_ref().and_then(|c| c.get("allow")).and_then(serde_json::Value::as_bool);
-                    if allowed == Some(true) { Approval::Once } else { Approval::Deny }
+                Some(Route::Rounds(questions)) => {
+                    let (answer, answered) = oneshot::channel();
+                    if questions.send(rounds::Question { params, answer }).is_err() {
+                        return Approval::Deny;
+                    }
+                    match tokio::time::timeout(ANSWER_TIMEOUT, answered).await {
+                        Ok(Ok(decided)) => decided,
+                        Ok(Err(_)) => Approval::Deny,
+                        Err(_) => {
+                            tracing::info!("the client did not answer within {} s", ANSWER_TIMEOUT.as_secs());
+                            Approval::Deny
+                        }
+                    }
                 }
-                Ok(_) => Approval::Deny,
-                Err(e) => {
-                    tracing::info!("the client could not be asked: {e}");
-                    Approval::Deny
-                }
+                Some(Route::Nobody) | None => Approval::Deny,
             }
         })
     }
 
     fn interactive(&self, session_id: &str) -> bool {
-        lock(&self.calls).get(session_id).is_some_and(|(_, elicits)| *elicits)
+        lock(&self.calls).get(session_id).is_some_and(|route| !matches!(route, Route::Nobody))
     }
 }
 
@@ -104,6 +162,7 @@ pub struct Served {
     tools: Arc<dyn ToolHost>,
     specs: Arc<Vec<ToolSpec>>,
     asker: Arc<Asker>,
+    held: Arc<rounds::Held>,
     workspace: PathBuf,
     next: Arc<AtomicU64>,
 }
@@ -112,7 +171,14 @@ impl Served {
     /// Serve `specs` (a subset of what `tools` offers), calling them in `workspace`; `asker`
     /// must be the approver of the runtime behind `tools`.
     pub fn new(tools: Arc<dyn ToolHost>, specs: Vec<ToolSpec>, asker: Arc<Asker>, workspace: PathBuf) -> Self {
-        Self { tools, specs: Arc::new(specs), asker, workspace, next: Arc::new(AtomicU64::new(1)) }
+        Self {
+            tools,
+            specs: Arc::new(specs),
+            asker,
+            held: Arc::default(),
+            workspace,
+            next: Arc::new(AtomicU64::new(1)),
+        }
     }
 
     /// The tools as MCP lists them.
@@ -165,28 +231,81 @@ impl ServerHandler for Served {
         if !self.specs.iter().any(|s| s.name == name) {
             return Err(ErrorData::invalid_params(format!("unknown tool `{name}`: tools/list shows the tools"), None));
         }
-        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
+        let arguments = request.arguments.unwrap_or_default();
+        let elicits = context.client_capabilities().and_then(|c| c.elicitation.clone()).is_some();
+        let in_rounds = context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        if let Some(state) = request.request_state {
+            // A call that asked, answered (2026-07-28).
+            return match self.held.resume(&state, &name, &arguments, request.input_responses.as_ref()) {
+                Ok(running) => self.step(running, &context).await,
+                Err(stale) => Ok(CallToolResult::error(vec![ContentBlock::text(stale.to_string())]).into()),
+            };
+        }
+        let (session, ctx) = self.context();
+        if in_rounds && elicits {
+            let (questions, asked) = mpsc::unbounded_channel();
+            let begun = Begun::new(self.asker.clone(), session, Route::Rounds(questions));
+            let (tools, tool) = (self.tools.clone(), name.clone());
+            let text = serde_json::Value::Object(arguments.clone()).to_string();
+            let task = tokio::spawn(async move {
+                let _begun = begun;
+                tools.call(&tool, &text, ctx).await
+            });
+            return self.step(rounds::Running::new(name, arguments, task, asked), &context).await;
+        }
+        let route = if elicits { Route::Request(context.peer.clone()) } else { Route::Nobody };
+        let begun = Begun::new(self.asker.clone(), session, route);
+        let text = serde_json::Value::Object(arguments).to_string();
+        let result = tokio::select! {
+            r = self.tools.call(&name, &text, ctx) => Some(r),
+            () = context.ct.cancelled() => None,
+        };
+        drop(begun);
+        match result {
+            Some(r) => finished(r),
+            None => Err(cancelled()),
+        }
+    }
+}
+
+impl Served {
+    /// A fresh approval scope for a call: its session id, and the context it runs with.
+    fn context(&self) -> (String, ToolContext) {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let session = format!("mcp-{}-{n}", std::process::id());
-        let elicits = context.client_capabilities().and_then(|c| c.elicitation.clone()).is_some();
-        self.asker.begin(&session, context.peer.clone(), elicits);
         let ctx = ToolContext {
             session_id: session.clone(),
             call_id: format!("call-{n}"),
             workspace: self.workspace.clone(),
         };
-        let result = tokio::select! {
-            r = self.tools.call(&name, &arguments, ctx) => Some(r),
-            () = context.ct.cancelled() => None,
-        };
-        self.asker.end(&session);
-        match result {
-            Some(Ok(text)) => Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into()),
-            Some(Err(ToolError::UnknownTool(e))) => Err(ErrorData::invalid_params(format!("unknown tool: {e}"), None)),
-            Some(Err(e)) => Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into()),
-            None => Err(ErrorData::internal_error("the call was cancelled by the client", None)),
+        (session, ctx)
+    }
+
+    /// Run a held call on until it finishes or asks again.
+    async fn step(
+        &self,
+        running: rounds::Running,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match self.held.step(running, &context.ct).await {
+            rounds::Step::Done(r) => finished(r),
+            rounds::Step::Asking(input) => Ok(input.into()),
+            rounds::Step::Cancelled => Err(cancelled()),
         }
     }
+}
+
+/// A finished call as MCP answers it: a refusal or failure is a tool error, not a success.
+fn finished(result: Result<String, ToolError>) -> Result<CallToolResponse, ErrorData> {
+    match result {
+        Ok(text) => Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into()),
+        Err(ToolError::UnknownTool(e)) => Err(ErrorData::invalid_params(format!("unknown tool: {e}"), None)),
+        Err(e) => Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into()),
+    }
+}
+
+fn cancelled() -> ErrorData {
+    ErrorData::internal_error("the call was cancelled by the client", None)
 }
 
 /// Serve on stdin/stdout until the client closes them.
