@@ -16,10 +16,42 @@ use crate::repl::Repl;
 const QUICK: &str = "connect_timeout_secs = 2\nfirst_byte_timeout_secs = 0.5\nidle_timeout_secs = 0.5\n";
 
 #[test]
-fn a_server_that_accepts_and_never_answers_is_given_up_on_in_time() {
+fn a_server_that_accepts_and_never_answers_gets_one_request_then_the_fallback_and_the_setting_is_named() {
+    // llama-cpp-python goes on generating after the client leaves: every retry of a request it
+    // accepted would queue one more copy of the same work behind the first.
+    let t = Talaria::new();
+    let stalled = Mode::Normal.start(Script::new([Step::hang()]).repeat_last(true));
+    let fallback = Mode::Normal.start(Script::new([Step::text("the backup answers")]));
+    let extra = format!(
+        "retries = 3\n\n[[fallback_providers]]\nprovider = \"custom\"\nmodel = \"backup\"\nbase_url = \"{}\"\n",
+        fallback.base_url()
+    );
+    t.use_model(&stalled.base_url(), "chat_completions", QUICK, &extra);
+    let out = t.chat(&["-q", "hello?", "--no-stream"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(stdout(&out).trim(), "the backup answers");
+    assert_eq!(stalled.requests().len(), 1, "the stalled server was asked once: {err}");
+    assert_eq!(fallback.requests().len(), 1, "{err}");
+    assert!(
+        err.contains(
+            "custom/mock-model did not answer within 0.5 s (first_byte_timeout_secs) after accepting the request; \
+             not retried, since a server may keep generating after the client leaves (set `retry_timeouts = true` \
+             under [model] to retry) — trying fallback custom/backup"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("retrying"), "{err}");
+    // A whole reply is bounded even though no max_tokens is configured.
+    assert_eq!(stalled.requests()[0].body["max_tokens"], json!(4096));
+    assert_eq!(fallback.requests()[0].body["max_tokens"], json!(4096));
+}
+
+#[test]
+fn with_retry_timeouts_a_server_that_never_answers_is_asked_again_and_given_up_on_in_time() {
     let t = Talaria::new();
     let mock = Mode::Normal.start(Script::new([Step::hang(), Step::hang()]));
-    t.use_model(&mock.base_url(), "chat_completions", QUICK, "retries = 1\n");
+    t.use_model(&mock.base_url(), "chat_completions", &format!("{QUICK}retry_timeouts = true\n"), "retries = 1\n");
     let started = Instant::now();
     let out = t.chat(&["-q", "hello?"]);
     let took = started.elapsed();
@@ -29,9 +61,27 @@ fn a_server_that_accepts_and_never_answers_is_given_up_on_in_time() {
     assert!(err.contains(&format!("error: no reply from {url} within 0.5 s (first_byte_timeout_secs)")), "{err}");
     assert!(err.contains("no reply within 0.5 s (first_byte_timeout_secs) from custom/mock-model, retrying"), "{err}");
     assert!(err.contains("giving up after 2 attempts over"), "the total is said: {err}");
-    assert_eq!(mock.requests().len(), 2);
+    assert!(!err.contains("not retried"), "{err}");
+    assert_eq!(mock.requests().len(), 2, "the same endpoint was asked again");
     assert!(took < Duration::from_secs(20), "bounded by the limits: {took:?}");
     assert!(stdout(&out).trim().is_empty());
+}
+
+#[test]
+fn without_a_fallback_a_request_left_unanswered_is_one_request_and_the_setting_is_named() {
+    let t = Talaria::new();
+    let mock = Mode::Normal.start(Script::new([Step::hang()]).repeat_last(true));
+    t.use_model(&mock.base_url(), "chat_completions", QUICK, "retries = 3\n");
+    let out = t.chat(&["-q", "hello?"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    let url = format!("{}/chat/completions", mock.base_url());
+    assert!(err.contains(&format!("error: no reply from {url} within 0.5 s (first_byte_timeout_secs)")), "{err}");
+    assert!(
+        err.contains("(set `retry_timeouts = true` under [model] to retry); no fallback provider remains"),
+        "{err}"
+    );
+    assert_eq!(mock.requests().len(), 1, "{err}");
 }
 
 #[test]
@@ -50,7 +100,16 @@ fn each_fallback_entry_has_its_own_timeouts() {
     let err = stderr(&out);
     assert!(
         err.contains(
-            "custom/mock-model failed (no reply within 0.5 s (first_byte_timeout_secs)); falling back to custom/backup"
+            "custom/mock-model did not answer within 0.5 s (first_byte_timeout_secs) after accepting the request; \
+             not retried"
+        ) && err.contains("— trying fallback custom/backup"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "custom/backup did not answer within 0.7 s (first_byte_timeout_secs) after accepting the request; not \
+             retried, since a server may keep generating after the client leaves (set `retry_timeouts = true` in its \
+             [[fallback_providers]] entry to retry); no fallback provider remains"
         ),
         "{err}"
     );

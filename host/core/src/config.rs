@@ -408,6 +408,8 @@ pub struct ModelToml {
     pub base_url: Option<String>,
     pub api_mode: Option<String>,
     pub key_env: Option<String>,
+    /// The output-token limit of every request; unset, a whole (`stream = false`) reply gets
+    /// 4096 and a streamed one the server's default (Anthropic: 8192 either way).
     pub max_tokens: Option<u32>,
     /// The model's context window in tokens (default 128000); compression measures against it.
     pub context_length: Option<u64>,
@@ -419,6 +421,9 @@ pub struct ModelToml {
     pub idle_timeout_secs: Option<f64>,
     /// Longest a whole call may take, the streamed answer included (default 600).
     pub request_timeout_secs: Option<f64>,
+    /// Send a request again after a first-byte, idle or total limit ran out (default false:
+    /// the server accepted it and may still be generating, so the next fallback is tried).
+    pub retry_timeouts: Option<bool>,
     /// `tool_choice` sent with the tools: auto (default), required, none, or off (not sent).
     pub tool_choice: Option<String>,
     /// Whether the model takes images (`@photo.png` in the terminal); default: guessed from
@@ -435,7 +440,7 @@ pub struct ModelToml {
 }
 
 impl ModelToml {
-    /// The timeouts and `tool_choice` of `[model]`, onto `spec`.
+    /// The timeouts, `retry_timeouts` and `tool_choice` of `[model]`, onto `spec`.
     ///
     /// # Errors
     /// A timeout that is not a number of seconds above 0, or an unknown `tool_choice`.
@@ -448,15 +453,18 @@ impl ModelToml {
                 self.idle_timeout_secs,
                 self.request_timeout_secs,
             ],
+            self.retry_timeouts,
             self.tool_choice.as_deref(),
         )
     }
 }
 
-/// Sets the four timeouts (connect, first byte, idle, total; seconds) and `tool_choice`.
+/// Sets the four timeouts (connect, first byte, idle, total; seconds), `retry_timeouts` and
+/// `tool_choice`.
 fn wire(
     mut spec: ProviderSpec,
     secs: [Option<f64>; 4],
+    retry_timeouts: Option<bool>,
     tool_choice: Option<&str>,
 ) -> Result<ProviderSpec, ProviderError> {
     let phases = [TimeoutPhase::Connect, TimeoutPhase::FirstByte, TimeoutPhase::Idle, TimeoutPhase::Total];
@@ -471,6 +479,7 @@ fn wire(
     spec.first_byte_timeout = first_byte.or(spec.first_byte_timeout);
     spec.idle_timeout = idle.or(spec.idle_timeout);
     spec.request_timeout = total.or(spec.request_timeout);
+    spec.retry_timeouts = retry_timeouts.or(spec.retry_timeouts);
     if let Some(choice) = tool_choice {
         spec.tool_choice = Some(ToolChoice::parse(choice)?);
     }
@@ -492,6 +501,7 @@ pub struct FallbackToml {
     pub first_byte_timeout_secs: Option<f64>,
     pub idle_timeout_secs: Option<f64>,
     pub request_timeout_secs: Option<f64>,
+    pub retry_timeouts: Option<bool>,
     pub tool_choice: Option<String>,
 }
 
@@ -518,6 +528,7 @@ impl FallbackToml {
                 self.idle_timeout_secs,
                 self.request_timeout_secs,
             ],
+            self.retry_timeouts,
             self.tool_choice.as_deref(),
         )
     }
@@ -925,19 +936,22 @@ mod tests {
     }
 
     #[test]
-    fn timeouts_and_tool_choice_are_read_per_provider() {
+    fn timeouts_retry_timeouts_and_tool_choice_are_read_per_provider() {
         let parsed: ConfigToml = toml::from_str(
-            "[model]\nname = \"m\"\nfirst_byte_timeout_secs = 2.5\ntool_choice = \"off\"\n\
-             [[fallback_providers]]\nmodel = \"f\"\nidle_timeout_secs = 5\n",
+            "[model]\nname = \"m\"\nfirst_byte_timeout_secs = 2.5\ntool_choice = \"off\"\nretry_timeouts = true\n\
+             [[fallback_providers]]\nmodel = \"f\"\nidle_timeout_secs = 5\n\
+             [[fallback_providers]]\nmodel = \"g\"\nretry_timeouts = false\n",
         )
         .expect("valid");
         let spec = parsed.model.as_ref().expect("model").wire(ProviderSpec::default()).expect("wire");
         assert_eq!(spec.first_byte_timeout, Some(Duration::from_millis(2500)));
         assert_eq!(spec.tool_choice, Some(ToolChoice::Off));
+        assert_eq!(spec.retry_timeouts, Some(true));
         assert_eq!(spec.connect_timeout, None, "unset keys keep the defaults");
         let fallback = parsed.fallback_providers[0].spec(None).expect("spec");
         assert_eq!(fallback.idle_timeout, Some(Duration::from_secs(5)));
-        assert_eq!(fallback.tool_choice, None);
+        assert_eq!((fallback.tool_choice, fallback.retry_timeouts), (None, None), "not inherited from [model]");
+        assert_eq!(parsed.fallback_providers[1].spec(None).expect("spec").retry_timeouts, Some(false));
 
         let bad: ConfigToml =
             toml::from_str("[model]\nconnect_timeout_secs = 0\ntool_choice = \"auto\"\n").expect("toml");

@@ -3,14 +3,20 @@
 //!
 //! One [`Chain::complete`] call:
 //! - starts at the active provider (the primary at the start of a turn);
-//! - retries transient failures (429, 5xx, 408/409/425, connection failures, timeouts, cut
-//!   streams, empty answers) up to [`Chain::retries`] times — a stream closed without a word
+//! - retries transient failures (429, 5xx, 408/409/425, connection failures, connect
+//!   timeouts, cut streams, empty answers) up to [`Chain::retries`] times — a stream closed without a word
 //!   and an empty answer at most once ([`ModelError::retry_limit`]) — waiting
 //!   `base_delay * 2^(n-1)` with jitter (between half and all of it), or the provider's
 //!   `Retry-After`, never more than `max_delay`. When `Retry-After` asks for more than
 //!   `max_delay` and a fallback remains, it moves on at once instead;
 //! - never retries what comes back the same: other 4xx statuses, TLS failures, replies talaria
 //!   cannot read;
+//! - does not send again a request the server accepted and then left unanswered (a first-byte,
+//!   idle or total limit ran out, [`ModelError::may_still_run`]): a local server such as
+//!   llama-cpp-python goes on generating after the client leaves, so every retry would queue
+//!   one more copy of the same work. It moves to the next provider instead, and says so and
+//!   which setting would retry: `retry_timeouts = true` under `[model]` (or in the fallback
+//!   entry), [`Provider::retry_timeouts`];
 //! - moves to the next provider at once on 401/403/404, TLS failures and configuration errors,
 //!   and after the retries on anything else. Every retry and every switch is announced through
 //!   `on_notice`, and so is giving up after more than one attempt (how many, over how long).
@@ -101,7 +107,9 @@ impl ChainState {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Next {
     Retry(Duration),
-    NextProvider,
+    MoveOn,
+    /// Move on without sending again a request the server may still be working on.
+    NotRepeated,
 }
 
 impl Chain {
@@ -150,13 +158,13 @@ impl Chain {
             state.active = index;
             let has_next = index + 1 < self.providers.len();
             let mut retry = 0;
-            let error = loop {
+            let (error, not_repeated) = loop {
                 attempts += 1;
                 let error = match client.complete(provider, request, on_delta).await {
                     Ok(reply) => return Ok(reply),
                     Err(error) => error,
                 };
-                match self.next_step(&error, retry, has_next) {
+                match self.next_step(provider, &error, retry, has_next) {
                     Next::Retry(delay) => {
                         retry += 1;
                         on_notice(format!(
@@ -168,10 +176,24 @@ impl Chain {
                         ));
                         tokio::time::sleep(delay).await;
                     }
-                    Next::NextProvider => break error,
+                    Next::MoveOn => break (error, false),
+                    Next::NotRepeated => break (error, true),
                 }
             };
-            if let Some(next) = self.providers.get(index + 1) {
+            let next = self.providers.get(index + 1);
+            if not_repeated {
+                let setting = if index == 0 { "under [model]" } else { "in its [[fallback_providers]] entry" };
+                let then = next.map_or_else(
+                    || "; no fallback provider remains".to_string(),
+                    |next| format!(" — trying fallback {}", next.label()),
+                );
+                on_notice(format!(
+                    "{} {}; not retried, since a server may keep generating after the client leaves (set \
+                     `retry_timeouts = true` {setting} to retry){then}",
+                    provider.label(),
+                    left_unanswered(&error),
+                ));
+            } else if let Some(next) = next {
                 on_notice(format!(
                     "{} failed ({}); falling back to {}",
                     provider.label(),
@@ -191,11 +213,15 @@ impl Chain {
         Err(last_error)
     }
 
-    /// Retry (after how long) or move on, after the `retry`-th retry failed with `error`.
-    fn next_step(&self, error: &ModelError, retry: u32, has_next: bool) -> Next {
+    /// Retry (after how long) or move on, after the `retry`-th retry at `provider` failed with
+    /// `error`.
+    fn next_step(&self, provider: &Provider, error: &ModelError, retry: u32, has_next: bool) -> Next {
+        if error.may_still_run() && !provider.retry_timeouts {
+            return Next::NotRepeated;
+        }
         let limit = error.retry_limit().map_or(self.retries, |cap| cap.min(self.retries));
         if error.is_fatal_for_provider() || !error.is_transient() || retry >= limit {
-            return Next::NextProvider;
+            return Next::MoveOn;
         }
         let asked = match error {
             ModelError::Http { retry_after, .. } => *retry_after,
@@ -209,7 +235,7 @@ impl Chain {
             | ModelError::Config(_) => None,
         };
         match asked {
-            Some(wait) if wait > self.max_delay && has_next => Next::NextProvider,
+            Some(wait) if wait > self.max_delay && has_next => Next::MoveOn,
             Some(wait) => Next::Retry(wait.min(self.max_delay)),
             None => Next::Retry(self.backoff(retry + 1)),
         }
@@ -253,6 +279,37 @@ fn what_failed(error: &ModelError) -> String {
         }
         ModelError::Empty { .. } => "empty reply".into(),
         ModelError::Config(_) => "configuration error".into(),
+    }
+}
+
+/// What a provider did with a request it accepted and never finished answering, for the
+/// notice that says why it was not sent again: `did not answer within 120 s
+/// (first_byte_timeout_secs) after accepting the request`.
+fn left_unanswered(error: &ModelError) -> String {
+    match error {
+        ModelError::Timeout { phase, limit, partial, .. } => {
+            let limit = super::provider::seconds(*limit);
+            let key = phase.key();
+            let kept = if partial.is_empty() {
+                String::new()
+            } else {
+                format!("; {} characters of the reply were not kept", partial.chars().count())
+            };
+            match phase {
+                TimeoutPhase::FirstByte => format!("did not answer within {limit} ({key}) after accepting the request"),
+                TimeoutPhase::Idle => format!("went silent for {limit} ({key}) in the middle of its reply{kept}"),
+                TimeoutPhase::Total => format!("took longer than {limit} ({key}) over its reply{kept}"),
+                TimeoutPhase::Connect => format!("failed ({})", what_failed(error)),
+            }
+        }
+        ModelError::Connect { .. }
+        | ModelError::Tls { .. }
+        | ModelError::Http { .. }
+        | ModelError::Network { .. }
+        | ModelError::Malformed { .. }
+        | ModelError::Cut { .. }
+        | ModelError::Empty { .. }
+        | ModelError::Config(_) => format!("failed ({})", reason(error)),
     }
 }
 
@@ -304,14 +361,15 @@ mod tests {
     #[test]
     fn next_step_follows_the_policy() {
         let c = chain(3);
-        assert_eq!(c.next_step(&http(401, None), 0, true), Next::NextProvider);
-        assert_eq!(c.next_step(&ModelError::Config("x".into()), 0, true), Next::NextProvider);
-        assert_eq!(c.next_step(&http(400, None), 0, true), Next::NextProvider, "not transient: no retry");
+        let p = &c.providers[0];
+        assert_eq!(c.next_step(p, &http(401, None), 0, true), Next::MoveOn);
+        assert_eq!(c.next_step(p, &ModelError::Config("x".into()), 0, true), Next::MoveOn);
+        assert_eq!(c.next_step(p, &http(400, None), 0, true), Next::MoveOn, "not transient: no retry");
         for status in [400, 401, 403, 404, 413, 422] {
-            assert_eq!(c.next_step(&http(status, None), 0, false), Next::NextProvider, "{status} is not retried");
+            assert_eq!(c.next_step(p, &http(status, None), 0, false), Next::MoveOn, "{status} is not retried");
         }
         for status in [408, 409, 425, 429, 500, 502, 503, 529] {
-            assert!(matches!(c.next_step(&http(status, None), 0, false), Next::Retry(_)), "{status} is retried");
+            assert!(matches!(c.next_step(p, &http(status, None), 0, false), Next::Retry(_)), "{status} is retried");
         }
         let silent = ModelError::Cut {
             provider: "p".into(),
@@ -320,18 +378,50 @@ mod tests {
             partial: String::new(),
             silent: true,
         };
-        assert!(matches!(c.next_step(&silent, 0, false), Next::Retry(_)), "one retry for an empty stream");
-        assert_eq!(c.next_step(&silent, 1, false), Next::NextProvider, "only one");
+        assert!(matches!(c.next_step(p, &silent, 0, false), Next::Retry(_)), "one retry for an empty stream");
+        assert_eq!(c.next_step(p, &silent, 1, false), Next::MoveOn, "only one");
         let tls = ModelError::Tls { provider: "p".into(), url: "u".into(), message: "bad certificate".into() };
-        assert_eq!(c.next_step(&tls, 0, false), Next::NextProvider);
-        assert!(matches!(c.next_step(&http(500, None), 0, true), Next::Retry(_)));
-        assert_eq!(c.next_step(&http(500, None), 3, true), Next::NextProvider, "retries spent");
-        assert_eq!(c.next_step(&http(429, Some(Duration::from_secs(4))), 0, true), Next::Retry(Duration::from_secs(4)));
-        assert_eq!(c.next_step(&http(429, Some(Duration::from_secs(3600))), 0, true), Next::NextProvider);
+        assert_eq!(c.next_step(p, &tls, 0, false), Next::MoveOn);
+        assert!(matches!(c.next_step(p, &http(500, None), 0, true), Next::Retry(_)));
+        assert_eq!(c.next_step(p, &http(500, None), 3, true), Next::MoveOn, "retries spent");
         assert_eq!(
-            c.next_step(&http(429, Some(Duration::from_secs(3600))), 0, false),
+            c.next_step(p, &http(429, Some(Duration::from_secs(4))), 0, true),
+            Next::Retry(Duration::from_secs(4))
+        );
+        assert_eq!(c.next_step(p, &http(429, Some(Duration::from_secs(3600))), 0, true), Next::MoveOn);
+        assert_eq!(
+            c.next_step(p, &http(429, Some(Duration::from_secs(3600))), 0, false),
             Next::Retry(Duration::from_secs(10)),
             "the last provider waits the longest it may"
+        );
+    }
+
+    #[test]
+    fn a_request_left_unanswered_is_not_sent_again_unless_asked() {
+        let mut c = chain(3);
+        let timeout = |phase| ModelError::Timeout {
+            provider: "p".into(),
+            url: "u".into(),
+            phase,
+            limit: Duration::from_secs(120),
+            partial: String::new(),
+        };
+        for phase in [TimeoutPhase::FirstByte, TimeoutPhase::Idle, TimeoutPhase::Total] {
+            assert_eq!(c.next_step(&c.providers[0], &timeout(phase), 0, true), Next::NotRepeated, "{phase:?}");
+            assert_eq!(c.next_step(&c.providers[0], &timeout(phase), 0, false), Next::NotRepeated, "{phase:?}");
+        }
+        assert!(
+            matches!(c.next_step(&c.providers[0], &timeout(TimeoutPhase::Connect), 0, true), Next::Retry(_)),
+            "no connection: nothing runs on the server"
+        );
+        let refused = ModelError::Connect { provider: "p".into(), url: "u".into(), message: "refused".into() };
+        assert!(matches!(c.next_step(&c.providers[0], &refused, 0, true), Next::Retry(_)));
+        c.providers[0].retry_timeouts = true;
+        assert!(matches!(c.next_step(&c.providers[0], &timeout(TimeoutPhase::FirstByte), 0, true), Next::Retry(_)));
+        assert_eq!(c.next_step(&c.providers[0], &timeout(TimeoutPhase::FirstByte), 3, true), Next::MoveOn);
+        assert_eq!(
+            left_unanswered(&timeout(TimeoutPhase::FirstByte)),
+            "did not answer within 120 s (first_byte_timeout_secs) after accepting the request"
         );
     }
 

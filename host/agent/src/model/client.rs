@@ -75,7 +75,9 @@ impl Client {
     }
 
     /// One attempt at one provider: no retries, no fallback (see [`super::Chain`]). With
-    /// `request.stream`, text and reasoning arrive through `on_delta` as they come.
+    /// `request.stream`, text and reasoning arrive through `on_delta` as they come. The request
+    /// carries [`Provider::output_limit`] (so a whole reply is bounded even without
+    /// `max_tokens`).
     ///
     /// # Errors
     /// Whatever went wrong, classified as [`ModelError`] (see [`ModelError::is_transient`]).
@@ -88,6 +90,16 @@ impl Client {
         if provider.base_url.trim().is_empty() {
             return Err(ModelError::Config(format!("provider `{}` has no base_url", provider.name)));
         }
+        // The limit the request carries, resolved once here for every wire format (and for the
+        // messages about a reply that ran into it).
+        let bounded;
+        let provider = match (provider.max_tokens, provider.output_limit(request.stream)) {
+            (None, Some(limit)) => {
+                bounded = Provider { max_tokens: Some(limit), ..provider.clone() };
+                &bounded
+            }
+            (Some(_), _) | (None, None) => provider,
+        };
         let label = provider.label();
         tracing::debug!(provider = %label, api_mode = %provider.api_mode, stream = request.stream, "model call");
         let http = self.http_for(provider)?;

@@ -41,6 +41,7 @@ pub use chain::{Chain, ChainState};
 pub use client::http_client;
 pub use provider::{
     ApiMode, PRESETS, Preset, Provider, ProviderError, ProviderSpec, TimeoutPhase, Timeouts, ToolChoice,
+    WHOLE_REPLY_MAX_TOKENS,
 };
 
 /// What one model call sends. `system` goes wherever the wire format puts it.
@@ -170,6 +171,29 @@ impl ModelError {
             | Self::Malformed { .. }
             | Self::Cut { .. }
             | Self::Empty { .. } => false,
+        }
+    }
+
+    /// Whether the server had accepted the request when this failure ended it, and may still
+    /// be working on it: a first-byte, idle or total limit ran out. Sending it again would
+    /// queue the same generation behind the first on a server that does not stop when the
+    /// client leaves, so the chain does so only for a provider with
+    /// [`Provider::retry_timeouts`]. (A first-byte limit shorter than the connect limit can
+    /// also end a connection that was never made; it is counted here too.)
+    pub fn may_still_run(&self) -> bool {
+        match self {
+            Self::Timeout { phase, .. } => match phase {
+                TimeoutPhase::FirstByte | TimeoutPhase::Idle | TimeoutPhase::Total => true,
+                TimeoutPhase::Connect => false,
+            },
+            Self::Connect { .. }
+            | Self::Tls { .. }
+            | Self::Http { .. }
+            | Self::Malformed { .. }
+            | Self::Cut { .. }
+            | Self::Network { .. }
+            | Self::Empty { .. }
+            | Self::Config(_) => false,
         }
     }
 

@@ -243,9 +243,12 @@ impl TimeoutPhase {
 }
 
 /// How long one call may take, phase by phase; every limit is named by its key in messages
-/// ("no reply from URL within 120 s (first_byte_timeout_secs)"). A call that hits one is
-/// retried like any transient failure, so a provider that never answers costs at most
-/// `(retries + 1) × (connect + first_byte)` plus the backoff before the chain moves on.
+/// ("no reply from URL within 120 s (first_byte_timeout_secs)"). A connect limit that runs out
+/// is retried like any transient failure; the others end a request the server had accepted
+/// and may still be working on, so the chain moves on at once unless the provider says
+/// [`Provider::retry_timeouts`]. A provider that never answers thus costs one
+/// `connect + first_byte` (at most `(retries + 1)` of them, plus the backoff, with
+/// `retry_timeouts`) before the chain moves on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
     /// TCP connection and TLS handshake (`connect_timeout_secs`, default 10 s).
@@ -328,7 +331,14 @@ pub struct ProviderSpec {
     pub request_timeout: Option<Duration>,
     /// Default [`ToolChoice::Auto`].
     pub tool_choice: Option<ToolChoice>,
+    /// Default `false`; see [`Provider::retry_timeouts`].
+    pub retry_timeouts: Option<bool>,
 }
+
+/// The output-token limit a whole (non-streamed) reply gets when `max_tokens` is not set: such
+/// a reply is paid for in full before the first byte arrives, and a local server does not stop
+/// generating when the client gives up on it, so it must not be unbounded.
+pub const WHOLE_REPLY_MAX_TOKENS: u32 = 4096;
 
 /// A resolved endpoint: everything one call needs.
 #[derive(Clone, PartialEq, Eq)]
@@ -343,10 +353,16 @@ pub struct Provider {
     pub api_key: Option<String>,
     /// Where the key came from, for messages.
     pub key_env: Option<String>,
-    /// Maximum output tokens; Anthropic needs a value and gets 8192 when this is `None`.
+    /// Maximum output tokens, as configured; [`Provider::output_limit`] says what a request
+    /// sends when this is `None`.
     pub max_tokens: Option<u32>,
     /// How long each phase of a call may take.
     pub timeouts: Timeouts,
+    /// Send a request again after a first-byte, idle or total limit ran out (`retry_timeouts`,
+    /// default `false`). Such a request had been accepted, and a server may go on generating
+    /// its answer after the client leaves (llama-cpp-python does), so by default the chain
+    /// moves to the next provider instead of queueing the same work again.
+    pub retry_timeouts: bool,
     /// What requests that offer tools say about them.
     pub tool_choice: ToolChoice,
     /// Sent with every request, after the authentication headers.
@@ -365,6 +381,7 @@ impl fmt::Debug for Provider {
             .field("key_env", &self.key_env)
             .field("max_tokens", &self.max_tokens)
             .field("timeouts", &self.timeouts)
+            .field("retry_timeouts", &self.retry_timeouts)
             .field("tool_choice", &self.tool_choice)
             .field("extra_headers", &self.extra_headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
             .finish()
@@ -451,9 +468,30 @@ impl Provider {
                 idle: spec.idle_timeout.unwrap_or(defaults.idle),
                 total: spec.request_timeout.unwrap_or(defaults.total),
             },
+            retry_timeouts: spec.retry_timeouts.unwrap_or(false),
             tool_choice: spec.tool_choice.unwrap_or_default(),
             extra_headers: Vec::new(),
         })
+    }
+
+    /// The output-token limit a request sends: `max_tokens` when configured; otherwise 8192
+    /// for Anthropic Messages (which requires one), [`WHOLE_REPLY_MAX_TOKENS`] for a whole
+    /// (non-streamed) reply, and none for a streamed one (the server's default applies; a
+    /// streamed reply can be watched and stopped).
+    ///
+    /// ```
+    /// use talaria_agent::model::{Provider, WHOLE_REPLY_MAX_TOKENS};
+    /// let mut p = Provider::preset("ollama", "llama3.2", None).expect("preset");
+    /// assert_eq!((p.output_limit(true), p.output_limit(false)), (None, Some(WHOLE_REPLY_MAX_TOKENS)));
+    /// p.max_tokens = Some(20_000);
+    /// assert_eq!((p.output_limit(true), p.output_limit(false)), (Some(20_000), Some(20_000)));
+    /// ```
+    pub fn output_limit(&self, stream: bool) -> Option<u32> {
+        match (self.max_tokens, self.api_mode) {
+            (Some(max), _) => Some(max),
+            (None, ApiMode::AnthropicMessages) => Some(super::anthropic::DEFAULT_MAX_TOKENS),
+            (None, ApiMode::ChatCompletions | ApiMode::Responses) => (!stream).then_some(WHOLE_REPLY_MAX_TOKENS),
+        }
     }
 
     /// `name/model`, as notices show it: `openai/gpt-4o`.
@@ -603,7 +641,13 @@ mod tests {
         let mut s = spec(Some("ollama"), "m");
         s.first_byte_timeout = Some(Duration::from_millis(1500));
         s.tool_choice = Some(ToolChoice::Off);
+        s.retry_timeouts = Some(true);
         let p = Provider::resolve(s, env_with(&[])).expect("ok");
+        assert!(p.retry_timeouts);
+        assert!(
+            !Provider::resolve(spec(Some("ollama"), "m"), env_with(&[])).expect("ok").retry_timeouts,
+            "off by default"
+        );
         assert_eq!(p.timeouts.first_byte, Duration::from_millis(1500));
         assert_eq!(p.timeouts.connect, Timeouts::default().connect, "unset phases keep their defaults");
         assert_eq!(p.tool_choice, ToolChoice::Off);

@@ -49,11 +49,32 @@ async fn a_server_that_never_answers_hits_the_first_byte_timeout_and_says_so() {
 }
 
 #[tokio::test]
-async fn a_hanging_server_costs_a_bounded_time_and_the_give_up_is_said() {
+async fn a_server_that_accepts_and_never_answers_gets_the_request_once_and_the_setting_is_named() {
+    // llama-cpp-python goes on generating after the client leaves: a retry would queue a copy.
     let never = || Canned::text(200, "").delivered(Delivery::Never);
     let server = Server::start(vec![never(), never()]).await;
     let mut p = provider(ApiMode::ChatCompletions, &server.url, "m");
     quick(&mut p);
+    let started = Instant::now();
+    let (err, notices) = run(&chain_of(p, 3)).await;
+    assert!(matches!(err, Err(ModelError::Timeout { phase: TimeoutPhase::FirstByte, .. })), "{err:?}");
+    assert_eq!(server.requests().len(), 1, "not sent again");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert_eq!(
+        notices,
+        ["custom/m did not answer within 0.3 s (first_byte_timeout_secs) after accepting the request; not retried, \
+          since a server may keep generating after the client leaves (set `retry_timeouts = true` under [model] to \
+          retry); no fallback provider remains"]
+    );
+}
+
+#[tokio::test]
+async fn with_retry_timeouts_a_hanging_server_costs_a_bounded_time_and_the_give_up_is_said() {
+    let never = || Canned::text(200, "").delivered(Delivery::Never);
+    let server = Server::start(vec![never(), never()]).await;
+    let mut p = provider(ApiMode::ChatCompletions, &server.url, "m");
+    quick(&mut p);
+    p.retry_timeouts = true;
     let started = Instant::now();
     let (err, notices) = run(&chain_of(p, 1)).await;
     let took = started.elapsed();
@@ -71,6 +92,30 @@ async fn a_hanging_server_costs_a_bounded_time_and_the_give_up_is_said() {
             && notices[1].ends_with("(no reply within 0.3 s (first_byte_timeout_secs))"),
         "{}",
         notices[1]
+    );
+}
+
+#[tokio::test]
+async fn a_stream_that_goes_silent_is_not_asked_again_but_the_fallback_is() {
+    let silent = Canned::sse(&[chunk(json!({"content": "Hel"}))]).delivered(Delivery::Hang);
+    let server = Server::start(vec![silent]).await;
+    let backup = Server::start(vec![ok_chat("from the backup")]).await;
+    let mut p = provider(ApiMode::ChatCompletions, &server.url, "m");
+    quick(&mut p);
+    let b = provider(ApiMode::ChatCompletions, &backup.url, "backup");
+    let chain = Chain::new(p).with_fallbacks([b]);
+    let (reply, notices) = run(&Chain { base_delay: Duration::from_millis(1), ..chain }).await;
+    assert_eq!(assistant(&reply.expect("the backup answers")).0, "from the backup");
+    assert_eq!((server.requests().len(), backup.requests().len()), (1, 1));
+    assert_eq!(notices.len(), 1, "{notices:#?}");
+    assert!(
+        notices[0].starts_with(
+            "custom/m went silent for 0.3 s (idle_timeout_secs) in the middle of its reply; 3 \
+             characters of the reply were not kept; not retried"
+        ) && notices[0]
+            .ends_with("(set `retry_timeouts = true` under [model] to retry) — trying fallback custom/backup"),
+        "{}",
+        notices[0]
     );
 }
 

@@ -119,3 +119,54 @@ async fn a_limit_spent_before_any_answer_says_which_limit() {
         "{text}"
     );
 }
+
+/// A whole chat-completions answer saying `text`, stopped for `reason`.
+fn whole_chat(text: &str, reason: &str) -> Canned {
+    Canned::json(
+        200,
+        json!({"id": "c1", "object": "chat.completion", "model": "m", "choices": [{"index": 0,
+            "message": {"role": "assistant", "content": text}, "finish_reason": reason}]}),
+    )
+}
+
+#[tokio::test]
+async fn a_whole_reply_is_bounded_without_max_tokens_and_a_streamed_one_is_left_to_the_server() {
+    // llama-cpp-python sends no limit of its own: a whole reply asked for without one could run
+    // for minutes, and goes on running after the client gives up.
+    let server = Server::start(vec![whole_chat("ok", "stop"), ok_chat("ok"), whole_chat("ok", "stop")]).await;
+    let mut p = provider(ApiMode::ChatCompletions, &server.url, "m");
+    for stream in [false, true] {
+        let (reply, _) = call(&p, &[Message::user("hi")], stream).await;
+        reply.expect("reply");
+    }
+    p.max_tokens = Some(20_000);
+    call(&p, &[Message::user("hi")], false).await.0.expect("reply");
+    let sent: Vec<Value> = server.requests().iter().map(|r| r.body["max_tokens"].clone()).collect();
+    assert_eq!(sent, [json!(WHOLE_REPLY_MAX_TOKENS), Value::Null, json!(20_000)], "whole, streamed, configured");
+    assert_eq!(WHOLE_REPLY_MAX_TOKENS, 4096);
+
+    let whole = json!({"type": "response", "id": "r1", "object": "response", "status": "completed", "model": "m",
+        "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}]});
+    let server = Server::start(vec![Canned::json(200, whole)]).await;
+    let p = provider(ApiMode::Responses, &server.url, "m");
+    call(&p, &[Message::user("hi")], false).await.0.expect("reply");
+    assert_eq!(server.requests()[0].body["max_output_tokens"], json!(WHOLE_REPLY_MAX_TOKENS));
+
+    // Anthropic requires a limit and always had one.
+    let whole = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1}});
+    let server = Server::start(vec![Canned::json(200, whole)]).await;
+    let p = provider(ApiMode::AnthropicMessages, &server.url, "claude");
+    call(&p, &[Message::user("hi")], false).await.0.expect("reply");
+    assert_eq!(server.requests()[0].body["max_tokens"], json!(8192));
+}
+
+#[tokio::test]
+async fn a_whole_reply_that_spends_the_default_limit_names_it() {
+    let server = Server::start(vec![whole_chat("", "length")]).await;
+    let p = provider(ApiMode::ChatCompletions, &server.url, "m");
+    let (err, _) = call(&p, &[Message::user("hi")], false).await;
+    let text = err.expect_err("nothing usable").to_string();
+    assert!(text.contains("the output-token limit (4096; `max_tokens` under [model]) ran out"), "{text}");
+}
