@@ -5,7 +5,8 @@
 //
 // The agent command is $TALARIA_BIN with the argument `acp` (and $TALARIA_ACP_ARGS, split on
 // spaces). A plan:
-//   {"answers": {"a": "allow_once"},          permission answers by session alias (default reject_once)
+//   {"answers": {"a": "allow_once"},          permission answers by session alias (default reject_once);
+//                                              a list is answered in order
 //    "clientCapabilities": {...},               with fs/terminal: the handlers below answer
 //    "buffers": {"/abs/path": "text"},          unsaved editor buffers fs/read_text_file sees
 //    "steps": [
@@ -48,7 +49,9 @@ const alias = (id) => aliases.get(id) ?? id;
 const app = acp
   .client({ name: "talaria-acp-test" })
   .onRequest(acp.methods.client.session.requestPermission, async ({ params }) => {
-    const answer = (plan.answers ?? {})[alias(params.sessionId)] ?? "reject_once";
+    // One answer for every permission of the session, or a list answered in order.
+    const given = (plan.answers ?? {})[alias(params.sessionId)];
+    const answer = (Array.isArray(given) ? given.shift() : given) ?? "reject_once";
     seen.permissions.push({ alias: alias(params.sessionId), request: params, answer });
     if (answer === "cancelled") return { outcome: { outcome: "cancelled" } };
     return { outcome: { outcome: "selected", optionId: answer } };

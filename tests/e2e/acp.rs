@@ -85,6 +85,11 @@ fn text(seen: &Value, alias: &str, kind: &str) -> String {
         .collect()
 }
 
+/// A tool call's update that says how it ended (not the one saying it runs now).
+fn settled(update: &Value) -> bool {
+    update["sessionUpdate"] == "tool_call_update" && update["status"] != "in_progress"
+}
+
 fn kinds(seen: &Value, alias: &str) -> Vec<String> {
     updates(seen, alias).iter().map(|u| u["sessionUpdate"].as_str().unwrap_or("?").to_string()).collect()
 }
@@ -134,18 +139,12 @@ fn a_prompt_shows_tool_calls_their_results_and_file_edits_as_diffs() {
     assert_eq!(read["rawInput"], json!({"path": "a.txt"}));
     assert_eq!(read["locations"][0]["path"], ws.join("a.txt").to_str().expect("utf8"));
     let read_id = &read["toolCallId"];
-    let done = ups
-        .iter()
-        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == *read_id)
-        .expect("the read finished");
+    let done = ups.iter().find(|u| settled(u) && u["toolCallId"] == *read_id).expect("the read finished");
     assert_eq!(done["status"], "completed");
     assert!(done["content"][0]["content"]["text"].as_str().expect("text").contains("hello"), "{done}");
 
     let edit = ups.iter().find(|u| u["sessionUpdate"] == "tool_call" && u["kind"] == "edit").expect("an edit call");
-    let edited = ups
-        .iter()
-        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == edit["toolCallId"])
-        .expect("the edit finished");
+    let edited = ups.iter().find(|u| settled(u) && u["toolCallId"] == edit["toolCallId"]).expect("the edit finished");
     assert_eq!(edited["status"], "completed");
     let diff = &edited["content"][0];
     assert_eq!(diff["type"], "diff", "{edited}");
@@ -309,7 +308,9 @@ fn an_editor_that_offers_its_files_and_terminal_serves_the_tools_within_their_li
     // The command's tool call shows the editor's terminal, to the end.
     let ups = updates(&seen, "a");
     let call = ups.iter().find(|u| u["sessionUpdate"] == "tool_call" && u["kind"] == "execute").expect("a command");
-    let terminal_of = |u: &&&Value| u["toolCallId"] == call["toolCallId"] && u["sessionUpdate"] == "tool_call_update";
+    let terminal_of = |u: &&&Value| {
+        u["toolCallId"] == call["toolCallId"] && u["sessionUpdate"] == "tool_call_update" && u["content"].is_array()
+    };
     let shown: Vec<&&Value> = ups.iter().filter(terminal_of).collect();
     assert!(shown.len() >= 2, "{shown:?}");
     for u in &shown {
@@ -372,13 +373,8 @@ fn dangerous_commands_ask_the_editor_and_two_sessions_get_their_own_answers() {
         assert_eq!(req["toolCall"]["toolCallId"], call["toolCallId"]);
         assert_eq!(call["kind"], "execute");
     }
-    let result = |alias: &str| {
-        updates(&seen, alias)
-            .into_iter()
-            .find(|u| u["sessionUpdate"] == "tool_call_update")
-            .expect("the call finished")
-            .clone()
-    };
+    let result =
+        |alias: &str| updates(&seen, alias).into_iter().find(|u| settled(u)).expect("the call finished").clone();
     assert_eq!(result("a")["status"], "completed");
     assert_eq!(result("b")["status"], "failed", "a rejected command fails");
     assert_eq!(result("c")["status"], "completed");
@@ -388,6 +384,88 @@ fn dangerous_commands_ask_the_editor_and_two_sessions_get_their_own_answers() {
     let bad = &seen["results"][5]["error"];
     assert_eq!(bad["code"], -32602, "{bad}");
     assert!(bad["message"].as_str().expect("message").contains("unknown mode `careful`"), "{bad}");
+}
+
+/// Issue 36, findings 1 and 7: a server numbering each answer's calls from `call_0` (llama.cpp's
+/// way) over ACP, with one permission given and one refused in one answer, and `call_0` again
+/// in the next prompt. Each call is its own tool call in the editor, shown `pending` while its
+/// permission is asked; the model gets each result against its own call: the allowed command's
+/// output and the refusal, never "no result".
+#[test]
+fn calls_numbered_per_answer_keep_their_permissions_and_results_apart() {
+    let t = Talaria::new();
+    for dir in ["scratch2", "scratch3"] {
+        std::fs::create_dir_all(t.ws().join(dir).join("inner")).expect("mkdir");
+    }
+    std::fs::write(t.ws().join("a.txt"), "alpha\n").expect("write");
+    let mock = talaria_mock_llm::Mode::Strict.start(Script::new([
+        talaria_mock_llm::Reply::default()
+            .tool_call("terminal", json!({"command": "rm -rf scratch2"}))
+            .tool_call("terminal", json!({"command": "rm -rf scratch3"}))
+            .into(),
+        Step::text("one removed, one kept"),
+        Step::tool_call("read_file", json!({"path": "a.txt"})),
+        Step::text("it says alpha"),
+    ]));
+    t.mock_model(&mock);
+    let cwd = t.ws().to_str().expect("utf8").to_string();
+    let seen = t.acp(&json!({
+        "answers": {"a": ["allow_once", "reject_once"]},
+        "steps": [
+            {"do": "new", "as": "a", "cwd": cwd},
+            {"do": "prompt", "session": "a", "text": "clean up"},
+            {"do": "prompt", "session": "a", "text": "read a.txt"},
+        ]
+    }));
+    assert!(!t.ws().join("scratch2").exists(), "allowed: removed");
+    assert!(t.ws().join("scratch3/inner").is_dir(), "refused: kept");
+
+    // Every request numbered its calls from call_0; the model got each result under it.
+    let wire: Vec<Vec<String>> = mock
+        .requests()
+        .iter()
+        .filter_map(|r| r.body["messages"].as_array().cloned())
+        .map(|ms| ms.iter().filter(|m| m["role"] == "tool").map(|m| m.to_string()).collect())
+        .collect();
+    let last = wire.last().expect("requests");
+    assert_eq!(last.len(), 3, "{last:?}");
+    assert!(last[0].contains(r#""tool_call_id":"call_0""#) && !last[0].contains("no result"), "{}", last[0]);
+    assert!(last[1].contains(r#""tool_call_id":"call_1""#) && last[1].contains("denied"), "{}", last[1]);
+    assert!(last[2].contains(r#""tool_call_id":"call_0""#) && last[2].contains("alpha"), "{}", last[2]);
+
+    // Three tool calls in the editor, each under its own id, and the permissions name the
+    // first two in order.
+    let ups = updates(&seen, "a");
+    let calls: Vec<&Value> = ups.iter().copied().filter(|u| u["sessionUpdate"] == "tool_call").collect();
+    let ids: Vec<&str> = calls.iter().map(|c| c["toolCallId"].as_str().expect("id")).collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert_eq!(ids.iter().collect::<std::collections::HashSet<_>>().len(), 3, "{ids:?}");
+    let asked: Vec<&Value> = seen["permissions"].as_array().expect("permissions").iter().collect();
+    let asked_for: Vec<&str> =
+        asked.iter().map(|p| p["request"]["toolCall"]["toolCallId"].as_str().expect("id")).collect();
+    assert_eq!(asked_for, ids[..2], "{asked:?}");
+    // Pending while asked (a new call without a status is pending, the schema's default);
+    // running only once allowed; a refusal never ran.
+    let statuses = |id: &str| -> Vec<String> {
+        ups.iter()
+            .filter(|u| u["toolCallId"] == id && (u["status"].is_string() || u["sessionUpdate"] == "tool_call"))
+            .map(|u| u["status"].as_str().unwrap_or("pending").to_string())
+            .fold(Vec::new(), |mut seen: Vec<String>, s| {
+                if seen.last() != Some(&s) {
+                    seen.push(s);
+                }
+                seen
+            })
+    };
+    assert_eq!(statuses(ids[0]), ["pending", "in_progress", "completed"]);
+    assert_eq!(statuses(ids[1]), ["pending", "failed"]);
+    // A quick read may finish before it is shown running.
+    let read = statuses(ids[2]);
+    assert!(
+        read.first().map(String::as_str) == Some("pending") && read.last().map(String::as_str) == Some("completed"),
+        "{read:?}"
+    );
+    assert_eq!(text(&seen, "a", "agent_message_chunk"), "one removed, one keptit says alpha");
 }
 
 /// Issue 35, finding 1 over ACP: a command that carries line breaks, markdown and escape codes

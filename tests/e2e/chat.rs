@@ -563,3 +563,121 @@ fn an_approved_recursive_delete_is_restored() {
     assert!(t.home.path().join("checkpoints/objects").is_dir());
     assert!(!t.ws().join("checkpoints").exists());
 }
+
+/// The calls and results of the last request `mock` got, in order, as (id, text) pairs: each
+/// call's id and the path it reads; each result's id and content. Any of the three formats.
+fn calls_and_results(mock: &MockLlm) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    let requests = mock.requests();
+    let body = &requests.last().expect("the model was asked").body;
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let path = |args: &Value| {
+        let args: Value = args.as_str().map_or_else(|| args.clone(), |s| serde_json::from_str(s).unwrap_or_default());
+        text(&args["path"])
+    };
+    let (mut calls, mut results) = (Vec::new(), Vec::new());
+    let items = body["messages"].as_array().or_else(|| body["input"].as_array()).expect("messages or input");
+    for item in items {
+        if let Some(asked) = item["tool_calls"].as_array() {
+            calls.extend(asked.iter().map(|c| (text(&c["id"]), path(&c["function"]["arguments"]))));
+        }
+        if item["role"] == "tool" {
+            results.push((text(&item["tool_call_id"]), text(&item["content"])));
+        }
+        for block in item["content"].as_array().into_iter().flatten() {
+            match block["type"].as_str() {
+                Some("tool_use") => calls.push((text(&block["id"]), path(&block["input"]))),
+                Some("tool_result") => results.push((text(&block["tool_use_id"]), flat(&block["content"]))),
+                _ => {}
+            }
+        }
+        match item["type"].as_str() {
+            Some("function_call") => calls.push((text(&item["call_id"]), path(&item["arguments"]))),
+            Some("function_call_output") => results.push((text(&item["call_id"]), text(&item["output"]))),
+            _ => {}
+        }
+    }
+    (calls, results)
+}
+
+/// Issue 36, finding 1: a server that numbers the calls of each answer from `call_0` (as
+/// llama.cpp's does), across turns and sessions, and one answer whose two calls share an id.
+/// Every result reaches the model against its own call, in each wire format, and the store
+/// keeps each call under an id of its own.
+#[test]
+fn ids_used_again_or_shared_never_lose_or_cross_a_result() {
+    for api_mode in MODES {
+        let t = Talaria::new();
+        for (file, word) in [("a", "alpha"), ("b", "bravo"), ("c", "charlie"), ("d", "delta")] {
+            std::fs::write(t.ws().join(format!("{file}.txt")), format!("{word}\n")).expect("write");
+        }
+        let read = |path: &str| json!({"path": path});
+        // Chat Completions in strict mode numbers each answer's calls itself; the other formats
+        // are told to.
+        let numbered = |paths: &[&str]| {
+            let mut reply = Reply::default();
+            for (i, path) in paths.iter().enumerate() {
+                reply = if api_mode == "chat_completions" {
+                    reply.tool_call("read_file", read(path))
+                } else {
+                    reply.tool_call_with_id(format!("call_{i}"), "read_file", read(path))
+                };
+            }
+            Step::from(reply)
+        };
+        let shared = Reply::default().tool_call_with_id("call_0", "read_file", read("c.txt")).tool_call_with_id(
+            "call_0",
+            "read_file",
+            read("d.txt"),
+        );
+        let mock = Mode::Strict.start(Script::new([
+            numbered(&["a.txt", "b.txt"]),
+            shared.into(),
+            Step::text("first done"),
+            numbered(&["b.txt"]),
+            Step::text("second done"),
+        ]));
+        t.use_mock(&mock, api_mode, "");
+        let out = t.chat(&["-q", "read them all"]);
+        assert!(out.status.success(), "{api_mode}: {}", stderr(&out));
+        let out = t.chat(&["--continue", "-q", "and b again"]);
+        assert_eq!(stdout(&out).trim(), "second done", "{api_mode}: {}", stderr(&out));
+
+        let (calls, results) = calls_and_results(&mock);
+        let paths: Vec<&str> = calls.iter().map(|(_, p)| p.as_str()).collect();
+        assert_eq!(paths, ["a.txt", "b.txt", "c.txt", "d.txt", "b.txt"], "{api_mode}");
+        assert_eq!(results.len(), calls.len(), "{api_mode}: {results:?}");
+        let word = |path: &str| match path {
+            "a.txt" => "alpha",
+            "b.txt" => "bravo",
+            "c.txt" => "charlie",
+            _ => "delta",
+        };
+        for ((call_id, path), (result_id, content)) in calls.iter().zip(&results) {
+            assert_eq!(call_id, result_id, "{api_mode}: each result under its own call's id");
+            assert!(content.contains(word(path)), "{api_mode}: {path} got {content}");
+        }
+        // The provider's ids go back to it, but two calls of one answer never share one.
+        let ids: Vec<&str> = calls.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!((ids[0], ids[1], ids[2], ids[4]), ("call_0", "call_1", "call_0", "call_0"), "{api_mode}");
+        assert_ne!(ids[3], "call_0", "{api_mode}: the second of two calls sharing an id is told apart");
+
+        // The store: every call under an id of its own, its result under the same id.
+        let shown: Value = serde_json::from_str(&t.ok(&["sessions", "show", "latest", "--json"])).expect("json");
+        let messages = shown["messages"].as_array().expect("messages");
+        let stored_calls: Vec<&str> = messages
+            .iter()
+            .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
+            .map(|c| c["id"].as_str().expect("id"))
+            .collect();
+        let stored_results: Vec<(&str, &str)> = messages
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| (m["tool_call_id"].as_str().expect("id"), m["content"].as_str().expect("content")))
+            .collect();
+        let unique: std::collections::HashSet<&str> = stored_calls.iter().copied().collect();
+        assert_eq!(unique.len(), 5, "{api_mode}: {stored_calls:?}");
+        let stored_ids: Vec<&str> = stored_results.iter().map(|(id, _)| *id).collect();
+        assert_eq!(stored_ids, stored_calls, "{api_mode}");
+        assert!(stored_results.iter().all(|(_, c)| !c.contains("no result")), "{api_mode}: {stored_results:?}");
+    }
+}

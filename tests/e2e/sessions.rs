@@ -29,8 +29,7 @@ impl Talaria {
             cwd: "/tmp/project".into(),
         };
         store.create_session(&new(FIRST)).expect("create");
-        let call =
-            ToolCall { id: "call_1".into(), name: "read_file".into(), arguments: r#"{"path": "notes.txt"}"#.into() };
+        let call = ToolCall::new("call_1", "read_file", r#"{"path": "notes.txt"}"#);
         let result = (1..=12).map(|i| format!("result line {i}")).collect::<Vec<_>>().join("\n");
         store
             .append_messages(

@@ -2,6 +2,11 @@
 //! to the client as `session/update` notifications, and approvals as
 //! `session/request_permission` requests. Whatever waits for a submission's end is told after
 //! that submission's updates were sent, so a prompt's answer always follows its updates.
+//!
+//! A tool call is shown `pending` until it runs: its checks, and a permission asked before it
+//! starts (a dangerous command is asked about as the call begins), keep it there. It is shown
+//! `in_progress` once it passed them and [`SETTLE`] went by without a question, or as soon as a
+//! permission asked for it is given.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -19,6 +24,9 @@ use talaria_protocol::{ApprovalKind, ApprovalNeeded, Decision, Event, Op, Stampe
 use crate::lock;
 use crate::session::AcpSession;
 use crate::updates::{self, finished, message, plan, spec, thought, tool_call};
+
+/// How long a call that passed its checks may still ask a permission before it is shown running.
+const SETTLE: Duration = Duration::from_millis(200);
 
 /// A session made but not yet reporting: start it once the client has its id.
 pub struct Opened {
@@ -50,15 +58,39 @@ pub struct Pump {
     open: HashMap<String, ToolKind>,
     /// Commands the user rejected for good in this session, by (plugin, command).
     rejected: Arc<Mutex<HashSet<(String, String)>>>,
+    /// Calls that passed their checks, shown running at the instant given unless a permission
+    /// is asked for them first.
+    starting: Vec<(String, tokio::time::Instant)>,
+    /// The call each open permission is for, by approval id.
+    asked: HashMap<u64, String>,
 }
 
 impl Pump {
     pub fn new(session: Arc<AcpSession>, conversation: Conversation) -> Self {
-        Self { session, conversation, open: HashMap::new(), rejected: Arc::default() }
+        Self {
+            session,
+            conversation,
+            open: HashMap::new(),
+            rejected: Arc::default(),
+            starting: Vec::new(),
+            asked: HashMap::new(),
+        }
     }
 
     pub async fn run(mut self) {
-        while let Some(stamped) = self.conversation.next_event().await {
+        loop {
+            let stamped = match self.starting.iter().map(|(_, at)| *at).min() {
+                Some(at) => tokio::select! {
+                    biased;
+                    stamped = self.conversation.next_event() => stamped,
+                    () = tokio::time::sleep_until(at) => {
+                        self.show_running();
+                        continue;
+                    }
+                },
+                None => self.conversation.next_event().await,
+            };
+            let Some(stamped) = stamped else { break };
             self.render(&stamped);
             self.session.finished(&stamped);
             if matches!(stamped.event, Event::ShutdownComplete) {
@@ -78,7 +110,11 @@ impl Pump {
                 self.open.insert(t.call_id.clone(), call.kind);
                 s.send(SessionUpdate::ToolCall(call));
             }
+            Event::ToolRunning { call_id } => {
+                self.starting.push((call_id.clone(), tokio::time::Instant::now() + SETTLE));
+            }
             Event::ToolFinished(t) => {
+                self.starting.retain(|(id, _)| *id != t.call_id);
                 let kind = self.open.remove(&t.call_id).unwrap_or(ToolKind::Other);
                 let terminal = s.editor.as_ref().and_then(|e| e.terminal_of(&t.call_id));
                 s.send(SessionUpdate::ToolCallUpdate(finished(t, kind, terminal)));
@@ -89,7 +125,21 @@ impl Pump {
                     s.send(SessionUpdate::Plan(plan));
                 }
             }
-            Event::ApprovalNeeded(a) => self.ask(a),
+            Event::ApprovalNeeded(a) => {
+                if self.open.contains_key(&a.call_id) {
+                    self.starting.retain(|(id, _)| *id != a.call_id);
+                    self.asked.insert(a.id, a.call_id.clone());
+                }
+                self.ask(a);
+            }
+            Event::ApprovalResolved { id, decision } => {
+                if let Some(call) = self.asked.remove(id)
+                    && *decision != Decision::Deny
+                    && self.open.contains_key(&call)
+                {
+                    s.send(running(call));
+                }
+            }
             Event::ClarifyNeeded(c) => {
                 // No question box in ACP v1 for every client: the model is told to ask in its reply.
                 s.submit(Op::Answer {
@@ -103,6 +153,8 @@ impl Pump {
                 s.submit(Op::Interrupt);
             }
             Event::TurnEnd(_) => {
+                self.starting.clear();
+                self.asked.clear();
                 for (id, _) in std::mem::take(&mut self.open) {
                     let fields = ToolCallUpdateFields::new().status(ToolCallStatus::Failed);
                     s.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id, fields)));
@@ -138,6 +190,16 @@ impl Pump {
             }
             Event::Error { text } if !answered => tracing::warn!(session = %s.id, "{text}"),
             _ => {}
+        }
+    }
+
+    /// Show the calls whose time to ask a permission went by as running.
+    fn show_running(&mut self) {
+        let now = tokio::time::Instant::now();
+        let (due, later) = std::mem::take(&mut self.starting).into_iter().partition(|(_, at)| *at <= now);
+        self.starting = later;
+        for (call, _) in due {
+            self.session.send(running(call));
         }
     }
 
@@ -219,4 +281,11 @@ impl Pump {
             s.submit(Op::Approve { id, decision });
         });
     }
+}
+
+fn running(call: String) -> SessionUpdate {
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        call,
+        ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+    ))
 }

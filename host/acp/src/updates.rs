@@ -59,7 +59,8 @@ pub(crate) fn tool_call(t: &ToolStarted, a: Option<&ToolAnnotations>, workspace:
     let kind = if t.name == todo::NAME { ToolKind::Think } else { kind(a, &args) };
     ToolCall::new(t.call_id.clone(), title(&t.preview))
         .kind(kind)
-        .status(ToolCallStatus::InProgress)
+        // Checks and a permission may come first: it runs when `running` says so.
+        .status(ToolCallStatus::Pending)
         .locations(locations)
         .raw_input(args)
 }

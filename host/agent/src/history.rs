@@ -14,8 +14,6 @@
 //! assert_eq!(fixed.len(), 1);
 //! ```
 
-use std::collections::HashSet;
-
 use talaria_protocol::{Message, Role};
 
 /// The text given for a tool call that never got a result.
@@ -25,17 +23,18 @@ pub const MISSING_RESULT: &str = r#"{"error":"no result: the session stopped bef
 /// followed by exactly one result (missing ones filled with [`MISSING_RESULT`]), results without
 /// a call dropped, system messages dropped (the system prompt travels separately), and the first
 /// message a user message.
+///
+/// A result answers the first still-open call of the assistant message just before it that has
+/// its id. Ids are compared only within one assistant message, so an id used again in a later
+/// one, or two calls sharing one (stored before talaria named calls itself), lose nothing.
 pub fn repair(history: &[Message]) -> Vec<Message> {
     let mut out: Vec<Message> = Vec::with_capacity(history.len());
     let mut open: Vec<(String, String)> = Vec::new(); // calls of the last assistant still without a result
-    let mut answered: HashSet<String> = HashSet::new();
     for m in history {
         match m {
             Message::System { .. } => {}
             Message::Tool { tool_call_id, .. } => {
-                if let Some(i) = open.iter().position(|(id, _)| id == tool_call_id)
-                    && answered.insert(tool_call_id.clone())
-                {
+                if let Some(i) = open.iter().position(|(id, _)| id == tool_call_id) {
                     open.remove(i);
                     out.push(m.clone());
                 }
@@ -64,9 +63,57 @@ pub fn repair(history: &[Message]) -> Vec<Message> {
     out
 }
 
+/// `history` (already [`repair`]ed) as the provider knows it: each call under the provider's id
+/// (`wire_id`) and each result under its call's. When a provider gave two calls of one answer the
+/// same id, the second goes under talaria's own, so the provider can still tell them apart.
+pub fn for_wire(history: Vec<Message>) -> Vec<Message> {
+    let mut names: Vec<(String, String)> = Vec::new(); // talaria's id -> the wire's, for the last assistant
+    history
+        .into_iter()
+        .map(|mut m| {
+            match &mut m {
+                Message::Assistant { tool_calls, .. } => {
+                    names.clear();
+                    for call in tool_calls.iter_mut() {
+                        let Some(wire) = call.wire_id.take() else { continue };
+                        if !names.iter().any(|(_, w)| *w == wire) {
+                            names.push((call.id.clone(), wire.clone()));
+                            call.id = wire;
+                        }
+                    }
+                }
+                Message::Tool { tool_call_id, .. } => {
+                    if let Some((_, wire)) = names.iter().find(|(id, _)| id == tool_call_id) {
+                        tool_call_id.clone_from(wire);
+                    }
+                }
+                Message::System { .. } | Message::User { .. } => {}
+            }
+            m
+        })
+        .collect()
+}
+
 fn close(out: &mut Vec<Message>, open: &mut Vec<(String, String)>) {
     for (id, name) in open.drain(..) {
         out.push(Message::tool(id, name, MISSING_RESULT));
+    }
+}
+
+/// Give the calls in `to` the provider's ids they had in `from`: a plugin (a context engine)
+/// hands back calls with talaria's ids only.
+pub fn keep_wire_ids(from: &[Message], to: &mut [Message]) {
+    let wire: std::collections::HashMap<&str, &str> = from
+        .iter()
+        .flat_map(Message::tool_calls)
+        .filter_map(|c| Some((c.id.as_str(), c.wire_id.as_deref()?)))
+        .collect();
+    for m in to {
+        if let Message::Assistant { tool_calls, .. } = m {
+            for call in tool_calls.iter_mut().filter(|c| c.wire_id.is_none()) {
+                call.wire_id = wire.get(call.id.as_str()).map(|w| (*w).to_string());
+            }
+        }
     }
 }
 
@@ -109,10 +156,7 @@ mod tests {
     fn asst_calls(ids: &[&str]) -> Message {
         Message::Assistant {
             content: String::new(),
-            tool_calls: ids
-                .iter()
-                .map(|id| ToolCall { id: (*id).into(), name: "read_file".into(), arguments: "{}".into() })
-                .collect(),
+            tool_calls: ids.iter().map(|id| ToolCall::new(*id, "read_file", "{}")).collect(),
             reasoning: None,
             extra: None,
         }
@@ -145,6 +189,59 @@ mod tests {
         assert!(is_valid(&fixed), "{fixed:?}");
         assert_eq!(fixed[0].content(), "one\n\ntwo");
         assert_eq!(fixed.len(), 4);
+    }
+
+    #[test]
+    fn an_id_used_again_or_shared_keeps_every_result() {
+        // Stored before talaria named calls itself: `call_0` in every answer, and two calls of
+        // one answer sharing `x`.
+        let h = vec![
+            Message::user("go"),
+            asst_calls(&["call_0"]),
+            Message::tool("call_0", "read_file", "first"),
+            asst_calls(&["call_0", "call_1"]),
+            Message::tool("call_0", "read_file", "second"),
+            Message::tool("call_1", "read_file", "third"),
+            asst_calls(&["x", "x"]),
+            Message::tool("x", "read_file", "fourth"),
+            Message::tool("x", "read_file", "fifth"),
+            Message::assistant("done"),
+        ];
+        let fixed = repair(&h);
+        assert!(is_valid(&fixed), "{fixed:?}");
+        let results: Vec<&str> = fixed.iter().filter(|m| m.role() == Role::Tool).map(Message::content).collect();
+        assert_eq!(results, ["first", "second", "third", "fourth", "fifth"]);
+    }
+
+    #[test]
+    fn the_wire_gets_the_providers_ids_and_tells_shared_ones_apart() {
+        let call =
+            |id: &str, wire: &str| ToolCall { wire_id: Some(wire.to_string()), ..ToolCall::new(id, "read_file", "{}") };
+        let asst =
+            |calls| Message::Assistant { content: String::new(), tool_calls: calls, reasoning: None, extra: None };
+        let h = vec![
+            Message::user("go"),
+            asst(vec![call("t1", "call_0"), call("t2", "call_0"), ToolCall::new("t3", "read_file", "{}")]),
+            Message::tool("t1", "read_file", "a"),
+            Message::tool("t2", "read_file", "b"),
+            Message::tool("t3", "read_file", "c"),
+            asst(vec![call("t4", "call_0")]),
+            Message::tool("t4", "read_file", "d"),
+        ];
+        let wire = for_wire(repair(&h));
+        assert!(is_valid(&wire), "{wire:?}");
+        let Message::Assistant { tool_calls, .. } = &wire[1] else { panic!("{wire:?}") };
+        let ids: Vec<&str> = tool_calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["call_0", "t2", "t3"]);
+        assert!(tool_calls.iter().all(|c| c.wire_id.is_none()));
+        let results: Vec<(&str, &str)> = wire
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { tool_call_id, content, .. } => Some((tool_call_id.as_str(), content.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(results, [("call_0", "a"), ("t2", "b"), ("t3", "c"), ("call_0", "d")]);
     }
 
     #[test]

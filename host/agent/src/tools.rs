@@ -233,7 +233,7 @@ mod tests {
     use serde_json::json;
 
     fn call(name: &str, args: &str) -> ToolCall {
-        ToolCall { id: "c".into(), name: name.into(), arguments: args.into() }
+        ToolCall::new("c", name, args)
     }
 
     #[test]

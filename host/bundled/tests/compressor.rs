@@ -64,11 +64,7 @@ fn history(turns: &[(String, Vec<Vec<usize>>, bool)]) -> Vec<Message> {
                 .iter()
                 .map(|_| {
                     id += 1;
-                    ToolCall {
-                        id: format!("call_{id}"),
-                        name: "read_file".into(),
-                        arguments: format!("{{\"path\":\"f{id}.txt\"}}"),
-                    }
+                    ToolCall::new(format!("call_{id}"), "read_file", format!("{{\"path\":\"f{id}.txt\"}}"))
                 })
                 .collect();
             out.push(Message::Assistant {

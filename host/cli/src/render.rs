@@ -186,6 +186,7 @@ impl Renderer {
                 }
             }
             Event::Usage { .. }
+            | Event::ToolRunning { .. }
             | Event::ClarifyNeeded(_)
             | Event::RequestSent { .. }
             | Event::SessionStarted(_)

@@ -43,7 +43,12 @@ pub enum Event {
     },
     /// The streamed assistant message is complete (the next text starts a new one).
     MessageEnd,
+    /// The model asked for a tool call; it is checked (hooks, approval) before it runs.
     ToolStarted(ToolStarted),
+    /// The call passed its checks (and any approval) and runs now.
+    ToolRunning {
+        call_id: String,
+    },
     ToolFinished(ToolFinished),
     /// A dangerous command, or a connection to a host a plugin's wildcard grant allows only in
     /// general, waits for a human; answer with the agent's approval handle.

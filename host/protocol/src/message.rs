@@ -57,11 +57,31 @@ impl Image {
 
 /// A call the model asked for. `arguments` is the model's raw JSON text: it may be malformed,
 /// and the loop answers that with an error the model can act on.
+///
+/// `id` is talaria's own name for the call, unique in its session: results, approvals, editors
+/// and the store know the call by it. The provider's id is `wire_id`, sent back to the provider
+/// only: servers number calls per answer (`call_0`, `call_1` in every answer) or give two calls
+/// one id, so their ids cannot tell calls apart.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
+    /// The id the provider gave the call, when it is not `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_id: Option<String>,
+}
+
+impl ToolCall {
+    /// A call known by `id` everywhere, the provider included.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+        Self { id: id.into(), name: name.into(), arguments: arguments.into(), wire_id: None }
+    }
+
+    /// The id the provider knows the call by.
+    pub fn wire(&self) -> &str {
+        self.wire_id.as_deref().unwrap_or(&self.id)
+    }
 }
 
 /// Which side spoke, for storage and filters.
@@ -190,11 +210,7 @@ mod tests {
     fn messages_round_trip_as_openai_style_json() {
         let m = Message::Assistant {
             content: String::new(),
-            tool_calls: vec![ToolCall {
-                id: "c1".into(),
-                name: "read_file".into(),
-                arguments: "{\"path\":\"a\"}".into(),
-            }],
+            tool_calls: vec![ToolCall::new("c1", "read_file", "{\"path\":\"a\"}")],
             reasoning: None,
             extra: None,
         };

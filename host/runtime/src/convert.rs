@@ -122,11 +122,7 @@ pub(crate) fn message_back(m: wit::Message, known: &HashSet<String>, plugin: &st
             let (reasoning, extra) = extra.map_or((None, None), |e| (e.reasoning, e.extra));
             Message::Assistant {
                 content: m.content,
-                tool_calls: m
-                    .tool_calls
-                    .into_iter()
-                    .map(|c| ToolCall { id: c.id, name: c.name, arguments: c.arguments })
-                    .collect(),
+                tool_calls: m.tool_calls.into_iter().map(|c| ToolCall::new(c.id, c.name, c.arguments)).collect(),
                 reasoning,
                 extra,
             }
@@ -241,7 +237,7 @@ mod tests {
     fn assistant(extra: Option<serde_json::Value>, reasoning: Option<&str>) -> Message {
         Message::Assistant {
             content: "done".into(),
-            tool_calls: vec![ToolCall { id: "c1".into(), name: "read_file".into(), arguments: "{}".into() }],
+            tool_calls: vec![ToolCall::new("c1", "read_file", "{}")],
             reasoning: reasoning.map(str::to_string),
             extra,
         }

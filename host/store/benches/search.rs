@@ -330,10 +330,12 @@ fn session_messages(vocab: &Vocab, rng: &mut fastrand::Rng) -> Vec<Vec<Message>>
         let mut turn = vec![Message::user(vocab.text(rng, 5..40))];
         if rng.bool() {
             let calls: Vec<ToolCall> = (0..rng.usize(1..3))
-                .map(|i| ToolCall {
-                    id: format!("call_{n}_{i}"),
-                    name: TOOLS[rng.usize(..TOOLS.len())].to_owned(),
-                    arguments: format!("{{\"path\":\"src/{}.rs\",\"query\":\"{}\"}}", vocab.word(rng), vocab.word(rng)),
+                .map(|i| {
+                    ToolCall::new(
+                        format!("call_{n}_{i}"),
+                        TOOLS[rng.usize(..TOOLS.len())],
+                        format!("{{\"path\":\"src/{}.rs\",\"query\":\"{}\"}}", vocab.word(rng), vocab.word(rng)),
+                    )
                 })
                 .collect();
             let results: Vec<Message> =
@@ -441,8 +443,7 @@ fn bench(store: &Store, reuse: bool, path: Option<&std::path::Path>) -> Result<(
     })?;
     let mut times = Vec::with_capacity(RUNS);
     for i in 0..RUNS {
-        let call =
-            ToolCall { id: format!("c{i}"), name: "read_file".into(), arguments: r#"{"path":"src/main.rs"}"#.into() };
+        let call = ToolCall::new(format!("c{i}"), "read_file", r#"{"path":"src/main.rs"}"#);
         let turn = [
             Message::Assistant { content: String::new(), tool_calls: vec![call], reasoning: None, extra: None },
             Message::tool(format!("c{i}"), "read_file", "fn main() {\n    println!(\"hello\");\n}\n"),

@@ -16,7 +16,7 @@
 //!     Message::user("list the files"),
 //!     Message::Assistant {
 //!         content: String::new(),
-//!         tool_calls: vec![ToolCall { id: "c1".into(), name: "terminal".into(), arguments: r#"{"command":"ls"}"#.into() }],
+//!         tool_calls: vec![ToolCall::new("c1", "terminal", r#"{"command":"ls"}"#)],
 //!         reasoning: None,
 //!         extra: None,
 //!     },
@@ -115,10 +115,7 @@ mod tests {
     fn calls(ids: &[(&str, &str, &str)]) -> Message {
         Message::Assistant {
             content: "Let me look.".into(),
-            tool_calls: ids
-                .iter()
-                .map(|(id, name, args)| ToolCall { id: (*id).into(), name: (*name).into(), arguments: (*args).into() })
-                .collect(),
+            tool_calls: ids.iter().map(|(id, name, args)| ToolCall::new(*id, *name, *args)).collect(),
             reasoning: Some("The user wants two files.".into()),
             extra: None,
         }

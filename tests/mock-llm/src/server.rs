@@ -262,8 +262,13 @@ fn answer<'a>(shared: &Shared, ask: &'a Ask, reply: &'a Reply) -> Answer<'a> {
     let calls: Vec<Call> = reply
         .tool_calls
         .iter()
-        .map(|call| Call {
+        .enumerate()
+        .map(|(i, call)| Call {
             n: shared.calls.fetch_add(1, Ordering::Relaxed) + 1,
+            // llama.cpp's server numbers the calls of each answer from 0.
+            id: call.id.clone().or_else(|| {
+                (shared.mode == Mode::Strict && ask.wire == Wire::ChatCompletions).then(|| format!("call_{i}"))
+            }),
             name: call.name.clone(),
             arguments: call.arguments_text(),
         })

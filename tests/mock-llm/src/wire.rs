@@ -103,10 +103,12 @@ pub(crate) struct Answer<'a> {
     pub truncated: bool,
 }
 
-/// A tool call with its server-wide number (1-based), which makes its ids.
+/// A tool call with its server-wide number (1-based), which makes its ids, unless it has one.
 #[derive(Debug)]
 pub(crate) struct Call {
     pub n: u64,
+    /// The id the script (or the strict mode's per-answer numbering) gave it.
+    pub id: Option<String>,
     pub name: String,
     pub arguments: String,
 }

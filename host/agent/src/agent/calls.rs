@@ -43,6 +43,7 @@ impl Agent {
                 let result = match args {
                     Ok(args) => match this.tool_allowed(call, args).await {
                         Ok(()) => {
+                            this.emitter.emit(Event::ToolRunning { call_id: call.id.clone() });
                             let ticket = this.checkpoint(call, args).await;
                             let result = this.dispatch(call, args, cancel).await;
                             if let (Some(ticket), Some(store)) = (ticket, this.shared.checkpoints.clone()) {

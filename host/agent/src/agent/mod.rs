@@ -11,6 +11,9 @@
 //! - an interrupted model call leaves nothing in history; interrupted tools (Ctrl-C, SIGTERM,
 //!   SIGHUP) leave an error result for each call that did not finish, so the model knows;
 //! - the model always receives a JSON string (errors are `{"error": "..."}`).
+//! - a tool call is known by talaria's own id (unique in the session) everywhere but on the
+//!   wire, where the provider's id goes back ([`crate::history::for_wire`]), so a provider that
+//!   numbers calls per answer or repeats an id never crosses or loses a result.
 
 mod calls;
 mod extend;
@@ -629,7 +632,7 @@ impl Agent {
     /// One model call (retries and fallback inside). Streams deltas as events. `extra` (recall,
     /// hook context) is added to the user's message for this call only.
     async fn call_model(&mut self, turn: &mut Turn, with_tools: bool, extra: &str) -> Result<Message, String> {
-        let mut messages = crate::history::repair(&self.history);
+        let mut messages = crate::history::for_wire(crate::history::repair(&self.history));
         if !extra.is_empty()
             && let Some(Message::User { content, .. }) =
                 messages.iter_mut().rev().find(|m| matches!(m, Message::User { .. }))

@@ -216,7 +216,7 @@ fn collect_blocks(blocks: Vec<Block>, collected: &mut Collected) {
                 } else {
                     "{}".to_string()
                 };
-                collected.tool_calls.push(ToolCall { id, name, arguments });
+                collected.tool_calls.push(ToolCall::new(id, name, arguments));
             }
             Block::Thinking { thinking, signature } => {
                 thinking_blocks.push(json!({"type": "thinking", "thinking": thinking, "signature": signature}));

@@ -253,10 +253,9 @@ impl StreamState {
         collected.tool_calls = self
             .calls
             .into_iter()
-            .map(|call| ToolCall {
-                id: call.id,
-                name: call.name,
-                arguments: if call.arguments.trim().is_empty() { "{}".into() } else { call.arguments },
+            .map(|call| {
+                let arguments = if call.arguments.trim().is_empty() { "{}".into() } else { call.arguments };
+                ToolCall::new(call.id, call.name, arguments)
             })
             .collect();
         collected.extra = chat_fields(&collected, self.reasoning_content, self.reasoning_details);
@@ -342,11 +341,8 @@ pub(crate) fn parse_completion(provider: &Provider, url: &str, body: &Value) -> 
                 .map(|call| {
                     let function = call.get("function").unwrap_or(&Value::Null);
                     let arguments = as_text(function.get("arguments"));
-                    ToolCall {
-                        id: as_text(call.get("id")),
-                        name: as_text(function.get("name")),
-                        arguments: if arguments.trim().is_empty() { "{}".into() } else { arguments },
-                    }
+                    let arguments = if arguments.trim().is_empty() { "{}".into() } else { arguments };
+                    ToolCall::new(as_text(call.get("id")), as_text(function.get("name")), arguments)
                 })
                 .collect()
         })

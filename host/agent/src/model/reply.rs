@@ -2,7 +2,8 @@
 //!
 //! Each wire format fills a [`Collected`] (from stream events or a whole JSON body) and calls
 //! [`Collected::finish`], which applies the rules common to all formats: an answer with no text
-//! and no tool calls is [`ModelError::Empty`], tool calls without an id get one, reasoning is kept
+//! and no tool calls is [`ModelError::Empty`], every tool call gets talaria's own id (the
+//! provider's kept as its `wire_id`), reasoning is kept
 //! only when there is some. [`estimated_usage`] stands in for the usage of a provider that
 //! reported none.
 
@@ -45,10 +46,10 @@ impl Collected {
             };
             return Err(ModelError::Empty { provider: provider.name.clone(), url: url.to_string(), message });
         }
+        // talaria's own id for every call; the provider's is kept for the wire only.
         for call in &mut self.tool_calls {
-            if call.id.trim().is_empty() {
-                call.id = new_call_id();
-            }
+            let wire = std::mem::replace(&mut call.id, new_call_id());
+            call.wire_id = (!wire.trim().is_empty()).then_some(wire);
         }
         let reasoning = (!self.reasoning.trim().is_empty()).then_some(self.reasoning);
         Ok(ModelReply {
@@ -94,7 +95,7 @@ fn message_chars(message: &Message) -> usize {
     }
 }
 
-/// An id for a tool call the provider sent without one (some local servers do).
+/// talaria's id for a tool call: unique in its session, whatever the provider numbered it.
 pub(crate) fn new_call_id() -> String {
     format!("call_{:016x}", fastrand::u64(..))
 }

@@ -164,11 +164,11 @@ impl StreamState {
         let Some(item) = event.get("item") else { return };
         match item.get("type").and_then(Value::as_str) {
             Some("function_call") => {
-                let call = ToolCall {
-                    id: as_text(item.get("call_id")),
-                    name: as_text(item.get("name")),
-                    arguments: as_text(item.get("arguments")),
-                };
+                let call = ToolCall::new(
+                    as_text(item.get("call_id")),
+                    as_text(item.get("name")),
+                    as_text(item.get("arguments")),
+                );
                 let item_id = as_text(item.get("id"));
                 let output_index = event.get("output_index").and_then(Value::as_u64);
                 match self.find(Some(item_id.as_str()).filter(|id| !id.is_empty()), output_index) {
@@ -308,11 +308,11 @@ pub(crate) fn parse_response(provider: &Provider, url: &str, response: &Value) -
                     }
                 }
             }
-            Some("function_call") => collected.tool_calls.push(ToolCall {
-                id: as_text(item.get("call_id")),
-                name: as_text(item.get("name")),
-                arguments: as_text(item.get("arguments")),
-            }),
+            Some("function_call") => collected.tool_calls.push(ToolCall::new(
+                as_text(item.get("call_id")),
+                as_text(item.get("name")),
+                as_text(item.get("arguments")),
+            )),
             Some("reasoning") => {
                 let texts = ["summary", "content"]
                     .iter()

@@ -231,7 +231,7 @@ fn message(i: usize, item: &toml::Value) -> Result<Message, String> {
                             other => serde_json::to_string(other).unwrap_or_default(),
                         },
                     );
-                    ToolCall { id: field("id"), name: field("name"), arguments }
+                    ToolCall::new(field("id"), field("name"), arguments)
                 })
                 .collect();
             Ok(Message::Assistant { content, tool_calls: calls, reasoning: None, extra: None })

@@ -23,7 +23,7 @@ fn history() -> Vec<Message> {
         Message::user("read the notes"),
         Message::Assistant {
             content: String::new(),
-            tool_calls: vec![ToolCall { id: "c1".into(), name: "read_file".into(), arguments: "{}".into() }],
+            tool_calls: vec![ToolCall::new("c1", "read_file", "{}")],
             reasoning: None,
             extra: Some(serde_json::json!({ "signature": "sig-a" })),
         },

@@ -76,7 +76,7 @@ async fn every_call_reaches_the_provider_and_its_tools_run_fresh() {
         Message::user("read it"),
         Message::Assistant {
             content: String::new(),
-            tool_calls: vec![ToolCall { id: "c1".into(), name: "read_file".into(), arguments: "{}".into() }],
+            tool_calls: vec![ToolCall::new("c1", "read_file", "{}")],
             reasoning: Some("look first".into()),
             extra: None,
         },

@@ -58,7 +58,7 @@ fn create(store: &Store, id: &str) {
 }
 
 fn tool_call(id: &str, name: &str, arguments: &str) -> ToolCall {
-    ToolCall { id: id.to_owned(), name: name.to_owned(), arguments: arguments.to_owned() }
+    ToolCall::new(id, name, arguments)
 }
 
 /// An assistant message that calls tools.

@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Answer, Sse, pieces, words};
+use super::{Answer, Call, Sse, pieces, words};
 
 /// Stands in for the opaque signature the real API puts on thinking blocks.
 const SIGNATURE: &str = "mock-signature";
@@ -24,8 +24,8 @@ fn stop_reason(answer: &Answer<'_>) -> &'static str {
     }
 }
 
-fn tool_id(n: u64) -> String {
-    format!("toolu_{n}")
+fn tool_id(call: &Call) -> String {
+    call.id.clone().unwrap_or_else(|| format!("toolu_{}", call.n))
 }
 
 fn message_id(answer: &Answer<'_>) -> String {
@@ -43,7 +43,7 @@ pub(super) fn json(answer: &Answer<'_>) -> Value {
     for call in &answer.calls {
         // Arguments that are not JSON go out as a string, which the real API never does.
         let input = serde_json::from_str::<Value>(&call.arguments).unwrap_or_else(|_| json!(call.arguments));
-        content.push(json!({"type": "tool_use", "id": tool_id(call.n), "name": call.name, "input": input}));
+        content.push(json!({"type": "tool_use", "id": tool_id(call), "name": call.name, "input": input}));
     }
     json!({
         "id": message_id(answer),
@@ -117,7 +117,7 @@ pub(super) fn sse(answer: &Answer<'_>) -> Sse {
         index += 1;
     }
     for call in &answer.calls {
-        start(&mut sse, index, json!({"type": "tool_use", "id": tool_id(call.n), "name": call.name, "input": {}}));
+        start(&mut sse, index, json!({"type": "tool_use", "id": tool_id(call), "name": call.name, "input": {}}));
         for part in pieces(&call.arguments) {
             delta(&mut sse, index, json!({"type": "input_json_delta", "partial_json": part}));
         }

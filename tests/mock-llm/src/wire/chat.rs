@@ -14,7 +14,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Answer, Sse, pieces, words};
+use super::{Answer, Call, Sse, pieces, words};
 use crate::Mode;
 
 fn finish_reason(answer: &Answer<'_>) -> &'static str {
@@ -32,8 +32,8 @@ fn usage(answer: &Answer<'_>) -> Value {
     json!({"prompt_tokens": u.input, "completion_tokens": u.output, "total_tokens": u.input + u.output})
 }
 
-fn call_id(n: u64) -> String {
-    format!("call_{n}")
+fn call_id(call: &Call) -> String {
+    call.id.clone().unwrap_or_else(|| format!("call_{}", call.n))
 }
 
 pub(super) fn json(answer: &Answer<'_>) -> Value {
@@ -47,7 +47,7 @@ pub(super) fn json(answer: &Answer<'_>) -> Value {
             .calls
             .iter()
             .map(|c| {
-                json!({"id": call_id(c.n), "type": "function", "function": {"name": c.name, "arguments": c.arguments}})
+                json!({"id": call_id(c), "type": "function", "function": {"name": c.name, "arguments": c.arguments}})
             })
             .collect();
         message["tool_calls"] = Value::Array(calls);
@@ -93,7 +93,7 @@ pub(super) fn sse(answer: &Answer<'_>, include_usage: bool, mode: Mode) -> Sse {
             for piece in pieces(&call.arguments) {
                 let function = json!({"name": call.name, "arguments": piece});
                 let delta = json!({"role": "assistant", "content": null, "function_call": function,
-                    "tool_calls": [{"index": index, "id": call_id(call.n), "type": "function", "function": function}]});
+                    "tool_calls": [{"index": index, "id": call_id(call), "type": "function", "function": function}]});
                 sse.data(&chunk(delta, Value::Null));
             }
         }
@@ -102,7 +102,7 @@ pub(super) fn sse(answer: &Answer<'_>, include_usage: bool, mode: Mode) -> Sse {
         return sse;
     }
     for (index, call) in answer.calls.iter().enumerate() {
-        let head = json!({"index": index, "id": call_id(call.n), "type": "function",
+        let head = json!({"index": index, "id": call_id(call), "type": "function",
             "function": {"name": call.name, "arguments": ""}});
         sse.data(&chunk(json!({"tool_calls": [head]}), Value::Null));
     }

@@ -61,7 +61,7 @@ fn message_item(answer: &Answer<'_>, status: &str, content: Vec<Value>) -> Value
 }
 
 fn call_item(call: &super::Call, status: &str, arguments: &str) -> Value {
-    json!({"type": "function_call", "id": format!("fc_{}", call.n), "call_id": format!("call_{}", call.n),
+    json!({"type": "function_call", "id": format!("fc_{}", call.n), "call_id": call.id.clone().unwrap_or_else(|| format!("call_{}", call.n)),
         "name": call.name, "arguments": arguments, "status": status})
 }
 

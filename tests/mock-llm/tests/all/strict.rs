@@ -70,13 +70,33 @@ fn streamed_tool_calls_repeat_ids_and_names_carry_function_call_and_no_usage() {
     let mut arguments = String::new();
     for delta in &call_chunks {
         let call = &delta["tool_calls"][0];
-        assert_eq!((call["id"].as_str(), call["type"].as_str()), (Some("call_1"), Some("function")), "{delta}");
+        assert_eq!((call["id"].as_str(), call["type"].as_str()), (Some("call_0"), Some("function")), "{delta}");
         assert_eq!(call["function"]["name"], "read_file", "the name in every chunk");
         assert_eq!(delta["function_call"]["name"], "read_file", "the legacy field beside it");
         assert_eq!(delta["function_call"]["arguments"], call["function"]["arguments"]);
         arguments.push_str(call["function"]["arguments"].as_str().expect("piece"));
     }
     assert_eq!(arguments, r#"{"path":"src/main.rs"}"#);
+}
+
+#[test]
+fn each_answer_numbers_its_calls_from_zero_unless_the_script_names_them() {
+    let two = Reply::default().tool_call("read_file", json!({"path": "a"})).tool_call("list_dir", json!({}));
+    let shared = Reply::default().tool_call_with_id("same", "read_file", json!({"path": "a"})).tool_call_with_id(
+        "same",
+        "read_file",
+        json!({"path": "b"}),
+    );
+    let mock = Mode::Strict.start(Script::new([two.clone().into(), two.into(), shared.into()]));
+    let body = json!({"model": "m", "tool_choice": "auto", "tools": tools(), "messages": [{"role": "user", "content": "read"}]});
+    let ids = || {
+        let answer = post(mock.addr(), PATH, &body).json();
+        let calls = answer["choices"][0]["message"]["tool_calls"].as_array().cloned().unwrap_or_default();
+        calls.iter().map(|c| c["id"].as_str().unwrap_or_default().to_owned()).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(), ["call_0", "call_1"]);
+    assert_eq!(ids(), ["call_0", "call_1"], "numbered again in the next answer");
+    assert_eq!(ids(), ["same", "same"]);
 }
 
 #[test]

@@ -68,8 +68,8 @@ fn history() -> Vec<Message> {
         Message::Assistant {
             content: String::new(),
             tool_calls: vec![
-                ToolCall { id: "call_a".into(), name: "read_file".into(), arguments: r#"{"path":"a"}"#.into() },
-                ToolCall { id: "call_b".into(), name: "read_file".into(), arguments: r#"{"path":"b"#.into() },
+                ToolCall::new("call_a", "read_file", r#"{"path":"a"}"#),
+                ToolCall::new("call_b", "read_file", r#"{"path":"b"#),
             ],
             reasoning: None,
             extra: None,
@@ -90,20 +90,22 @@ async fn call(provider: &Provider, messages: &[Message], stream: bool) -> (Resul
     (result, deltas.all())
 }
 
-fn assistant(reply: &ModelReply) -> (&str, &[ToolCall], Option<&str>, Option<&Value>) {
+/// The reply's parts, its tool calls as the provider named them (each call's own id, talaria's,
+/// checked to be unique first).
+fn assistant(reply: &ModelReply) -> (&str, Vec<ToolCall>, Option<&str>, Option<&Value>) {
     match &reply.message {
         Message::Assistant { content, tool_calls, reasoning, extra } => {
-            (content.as_str(), tool_calls.as_slice(), reasoning.as_deref(), extra.as_ref())
+            let ours: std::collections::HashSet<&str> = tool_calls.iter().map(|c| c.id.as_str()).collect();
+            assert_eq!(ours.len(), tool_calls.len(), "talaria's ids are unique: {tool_calls:?}");
+            let as_sent = tool_calls.iter().map(|c| ToolCall::new(c.wire(), &c.name, &c.arguments)).collect();
+            (content.as_str(), as_sent, reasoning.as_deref(), extra.as_ref())
         }
         other => panic!("not an assistant message: {other:?}"),
     }
 }
 
 fn calls(pairs: &[(&str, &str, &str)]) -> Vec<ToolCall> {
-    pairs
-        .iter()
-        .map(|(id, name, args)| ToolCall { id: (*id).into(), name: (*name).into(), arguments: (*args).into() })
-        .collect()
+    pairs.iter().map(|(id, name, args)| ToolCall::new(*id, *name, *args)).collect()
 }
 
 /// One chat-completions chunk with `delta`.
