@@ -7,7 +7,7 @@
 //! 2. **Nothing that needs approval runs silently.** A dangerous command or a new host is asked
 //!    of the client's user through MCP elicitation when the client offers it (a yes/no form):
 //!    on 2025-11-25 and earlier as an `elicitation/create` request, on 2026-07-28 as an
-//!    `input_required` result the client answers by calling again ([`rounds`]); with no
+//!    `input_required` result the client answers by calling again (module `rounds`); with no
 //!    elicitation, or no yes, it is refused. Every call is its own approval scope: a
 //!    "session" answer covers that call only.
 //! 3. **Over HTTP, a bearer token is required for any bind beyond loopback**; with a token,
