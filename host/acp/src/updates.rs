@@ -188,7 +188,7 @@ pub fn replay(messages: impl Iterator<Item = Message>, tools: &[ToolSpec], works
                     out.push(SessionUpdate::ToolCall(call));
                 }
             }
-            Message::Tool { tool_call_id, name, content } => {
+            Message::Tool { tool_call_id, name, content, .. } => {
                 let ok = !content.trim_start().starts_with("{\"error\"");
                 let t = ToolFinished {
                     call_id: tool_call_id.clone(),

@@ -14,7 +14,9 @@
 //! assert_eq!(fixed.len(), 1);
 //! ```
 
-use talaria_protocol::{Message, Role};
+use std::collections::HashMap;
+
+use talaria_protocol::{Image, Message, Role};
 
 /// The text given for a tool call that never got a result.
 pub const MISSING_RESULT: &str = r#"{"error":"no result: the session stopped before this call finished"}"#;
@@ -100,19 +102,34 @@ fn close(out: &mut Vec<Message>, open: &mut Vec<(String, String)>) {
     }
 }
 
-/// Give the calls in `to` the provider's ids they had in `from`: a plugin (a context engine)
-/// hands back calls with talaria's ids only.
-pub fn keep_wire_ids(from: &[Message], to: &mut [Message]) {
-    let wire: std::collections::HashMap<&str, &str> = from
+/// Give the calls in `to` the provider's ids, and the results the images, they had in `from`:
+/// a plugin (a context engine) hands back calls with talaria's ids only and results as text.
+pub fn keep_host_fields(from: &[Message], to: &mut [Message]) {
+    let wire: HashMap<&str, &str> = from
         .iter()
         .flat_map(Message::tool_calls)
         .filter_map(|c| Some((c.id.as_str(), c.wire_id.as_deref()?)))
         .collect();
+    let images: HashMap<&str, &Vec<Image>> = from
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, images, .. } if !images.is_empty() => Some((tool_call_id.as_str(), images)),
+            _ => None,
+        })
+        .collect();
     for m in to {
-        if let Message::Assistant { tool_calls, .. } = m {
-            for call in tool_calls.iter_mut().filter(|c| c.wire_id.is_none()) {
-                call.wire_id = wire.get(call.id.as_str()).map(|w| (*w).to_string());
+        match m {
+            Message::Assistant { tool_calls, .. } => {
+                for call in tool_calls.iter_mut().filter(|c| c.wire_id.is_none()) {
+                    call.wire_id = wire.get(call.id.as_str()).map(|w| (*w).to_string());
+                }
             }
+            Message::Tool { tool_call_id, images: kept, .. } if kept.is_empty() => {
+                if let Some(found) = images.get(tool_call_id.as_str()) {
+                    kept.clone_from(found);
+                }
+            }
+            _ => {}
         }
     }
 }

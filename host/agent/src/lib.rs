@@ -17,6 +17,7 @@ pub mod builtin;
 pub mod checkpoints;
 pub mod extensions;
 pub mod history;
+pub mod images;
 pub mod injection;
 pub mod model;
 pub mod prompt;

@@ -20,6 +20,24 @@ pub struct ToolContext {
     pub call_id: String,
     /// The session's working directory.
     pub workspace: PathBuf,
+    /// Where a tool puts the images its result holds (an MCP tool's image content): they go to
+    /// the model beside the text, or are named in a note to a model that takes none.
+    pub images: Attached,
+}
+
+/// Images attached to one call's result.
+#[derive(Debug, Clone, Default)]
+pub struct Attached(std::sync::Arc<std::sync::Mutex<Vec<talaria_protocol::Image>>>);
+
+impl Attached {
+    pub fn push(&self, image: talaria_protocol::Image) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(image);
+    }
+
+    /// What was attached, leaving nothing.
+    pub fn take(&self) -> Vec<talaria_protocol::Image> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
 }
 
 /// The plugin tools the loop may call.

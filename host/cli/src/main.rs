@@ -347,7 +347,7 @@ async fn chat_command(ctx: &Ctx, args: chat::ChatArgs) -> anyhow::Result<ExitCod
             // Files the query mentions (`@path`) are attached after it; piped text is never scanned.
             let mut images = Vec::new();
             if query != "-" {
-                let vision = repl::vision(ctx, session.conversation.info().provider.as_ref());
+                let vision = repl::vision(session.conversation.info().provider.as_ref());
                 let (text, found) = repl::attach(query, &ctx.workspace, &vision);
                 prompt.push_str(&text[query.len()..]);
                 images = found;

@@ -14,8 +14,6 @@ use talaria_protocol::Image;
 
 /// Most bytes of one attached file.
 pub const MAX_ATTACHED_BYTES: u64 = 256 * 1024;
-/// Most bytes of one attached image.
-pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 /// Most files one message attaches.
 const MAX_FILES: usize = 10;
 
@@ -33,32 +31,7 @@ pub struct Expanded {
 /// Names of image files, by extension.
 const IMAGE_EXTENSIONS: &[&str] = &["png", "jpg", "jpeg", "gif", "webp"];
 
-/// Whether `model` takes images: as `[model] vision` says, else guessed from its name.
-pub fn takes_images(model: &str, configured: Option<bool>) -> bool {
-    if let Some(v) = configured {
-        return v;
-    }
-    let name = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
-    let known = [
-        "gpt-4o",
-        "gpt-4.1",
-        "gpt-5",
-        "o3",
-        "o4",
-        "claude",
-        "gemini",
-        "vision",
-        "-vl",
-        "llava",
-        "pixtral",
-        "gemma3",
-        "llama4",
-        "llama-4",
-        "minicpm-v",
-        "moondream",
-    ];
-    known.iter().any(|k| name.contains(k))
-}
+pub use talaria_agent::images::MAX_IMAGE_BYTES;
 
 /// Expand the `@path` mentions of `text` against `workspace`; `images`: `Ok` when the model
 /// takes images, else why not.
@@ -119,20 +92,8 @@ fn read(workspace: &Path, path: &str) -> Result<String, String> {
 
 /// `path` as an image, its type read from its first bytes.
 fn image(workspace: &Path, path: &str) -> Result<Image, String> {
-    use base64::Engine as _;
     let bytes = bytes_inside(workspace, path, MAX_IMAGE_BYTES, "make it smaller")?;
-    let media_type = if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        "image/png"
-    } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
-        "image/jpeg"
-    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        "image/gif"
-    } else if bytes.len() > 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP" {
-        "image/webp"
-    } else {
-        return Err("it is not a PNG, JPEG, GIF or WebP image (whatever its name says)".into());
-    };
-    Ok(Image { media_type: media_type.into(), data: base64::engine::general_purpose::STANDARD.encode(&bytes) })
+    talaria_agent::images::from_bytes(&bytes)
 }
 
 /// The bytes of a regular file inside `workspace`, at most `cap` of them (`smaller`: what to do
@@ -235,12 +196,10 @@ mod tests {
         assert_eq!(out.images[0].media_type, "image/png");
         assert_eq!(out.images[0].data, "iVBORw0KGgoAAAANSUhEUg==");
         assert_eq!(out.text, "what is in @shot.png and @fake.jpg", "images do not go into the text");
-        assert_eq!(out.refused, ["@fake.jpg: it is not a PNG, JPEG, GIF or WebP image (whatever its name says)"]);
+        assert_eq!(out.refused, ["@fake.jpg: it is not a PNG, JPEG, GIF or WebP image, whatever it is called"]);
         let no = expand("look @shot.png", dir.path(), &Err("custom/m does not take images".into()));
         assert!(no.images.is_empty());
         assert_eq!(no.refused, ["@shot.png: custom/m does not take images"]);
-        assert!(takes_images("openai/gpt-4o-mini", None) && !takes_images("llama3.2", None));
-        assert!(takes_images("llama3.2", Some(true)));
     }
 
     #[test]

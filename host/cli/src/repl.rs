@@ -214,7 +214,7 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
                 }
             }
         }
-        let vision = vision(ctx, repl.session.conversation.info().provider.as_ref());
+        let vision = vision(repl.session.conversation.info().provider.as_ref());
         let (text, images) = attach(&line, &ctx.workspace, &vision);
         repl.turn(Op::UserTurn { text, images }, lines.interactive()).await;
     }
@@ -629,11 +629,9 @@ pub fn attach(line: &str, workspace: &std::path::Path, images: &Result<(), Strin
 
 /// Whether the model `provider` takes images (`[model] vision` for the configured model, else
 /// a guess from its name), or why not.
-pub fn vision(ctx: &Ctx, provider: Option<&Provider>) -> Result<(), String> {
+pub fn vision(provider: Option<&Provider>) -> Result<(), String> {
     let Some(p) = provider else { return Err("no model is configured".into()) };
-    let m = ctx.config.model.as_ref();
-    let configured = m.filter(|m| m.name.as_deref() == Some(p.model.as_str())).and_then(|m| m.vision);
-    if crate::mentions::takes_images(&p.model, configured) {
+    if p.vision {
         Ok(())
     } else {
         Err(format!(

@@ -426,8 +426,8 @@ pub struct ModelToml {
     pub retry_timeouts: Option<bool>,
     /// `tool_choice` sent with the tools: auto (default), required, none, or off (not sent).
     pub tool_choice: Option<String>,
-    /// Whether the model takes images (`@photo.png` in the terminal); default: guessed from
-    /// its name (gpt-4o, gpt-4.1, gpt-5, claude, gemini, llava, ...-vl ...).
+    /// Whether the model takes images (`@photo.png` in the terminal, images MCP tools return);
+    /// default: guessed from its name (gpt-4o, gpt-4.1, gpt-5, claude, gemini, llava, ...-vl ...).
     pub vision: Option<bool>,
     /// US dollars per million input tokens, for the cost the terminal shows (overrides the
     /// bundled price table).
@@ -503,6 +503,8 @@ pub struct FallbackToml {
     pub request_timeout_secs: Option<f64>,
     pub retry_timeouts: Option<bool>,
     pub tool_choice: Option<String>,
+    /// Whether this model takes images (default: guessed from its name).
+    pub vision: Option<bool>,
 }
 
 impl FallbackToml {
@@ -518,6 +520,7 @@ impl FallbackToml {
             api_mode,
             key_env: self.key_env.clone(),
             max_tokens: self.max_tokens,
+            vision: self.vision,
             ..ProviderSpec::default()
         };
         wire(

@@ -78,6 +78,8 @@ pub fn chain(
         })?),
     };
     let env = env_lookup(home);
+    // `vision` describes the model `[model]` names, not one chosen for this run.
+    let vision = m.vision.filter(|_| m.name.as_deref() == Some(model.as_str()));
     let spec = ProviderSpec {
         provider,
         model,
@@ -85,6 +87,7 @@ pub fn chain(
         api_mode,
         key_env: if choice.provider.is_some() { None } else { m.key_env.clone() },
         max_tokens: m.max_tokens,
+        vision,
         ..ProviderSpec::default()
     };
     let primary =

@@ -35,6 +35,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{ConfigureCommandExt as _, StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt as _};
 use serde_json::Value;
+use talaria_agent::tools::Attached;
 use talaria_agent::{BoxFuture, ToolContext, ToolHost};
 use talaria_protocol::{ToolAnnotations, ToolError, ToolSpec};
 use talaria_runtime::process::CommandSandbox;
@@ -479,7 +480,7 @@ impl Servers {
                 )));
             }
         };
-        let text = result_text(&result);
+        let text = result_text(&result, &ctx.images);
         if result.is_error == Some(true) {
             return Err(ToolError::Failed(text));
         }
@@ -710,9 +711,27 @@ pub fn spec(server: &str, tool: &Tool) -> ToolSpec {
     }
 }
 
-/// A tool result as text for the model.
-fn result_text(result: &CallToolResult) -> String {
-    let mut parts: Vec<String> = result.content.iter().map(content_text).collect();
+/// A tool result as text for the model; its images are attached to the call (checked: their
+/// bytes say what they are, and a model that takes none is told of them instead).
+fn result_text(result: &CallToolResult, images: &Attached) -> String {
+    let mut parts: Vec<String> = result
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Image(i) => match talaria_agent::images::from_base64(&i.data) {
+                Ok(image) => {
+                    let text = format!("[image, {}, attached]", image.media_type);
+                    images.push(image);
+                    text
+                }
+                Err(why) => format!(
+                    "[an image the server called {}, not passed on: {why}]",
+                    talaria_agent::tools::one_line(&i.mime_type, 40)
+                ),
+            },
+            other => content_text(other),
+        })
+        .collect();
     if parts.iter().all(String::is_empty)
         && let Some(structured) = &result.structured_content
     {
@@ -735,7 +754,13 @@ fn content_text(block: &ContentBlock) -> String {
     match block {
         ContentBlock::Text(t) => t.text.clone(),
         ContentBlock::Image(i) => format!("[image, {}, {} bytes of base64]", i.mime_type, i.data.len()),
-        ContentBlock::Audio(a) => format!("[audio, {}, {} bytes of base64]", a.mime_type, a.data.len()),
+        ContentBlock::Audio(a) => {
+            format!(
+                "[audio, {}, {} bytes of base64, not passed on: talaria gives models images only]",
+                a.mime_type,
+                a.data.len()
+            )
+        }
         ContentBlock::ResourceLink(r) => format!("[resource {} ({})]", r.uri, r.name),
         ContentBlock::Resource(e) => resource_text(&e.resource),
         _ => "[content of a kind talaria does not read]".into(),

@@ -277,6 +277,7 @@ impl Served {
             session_id: session.clone(),
             call_id: format!("call-{n}"),
             workspace: self.workspace.clone(),
+            ..ToolContext::default()
         };
         (session, ctx)
     }

@@ -37,10 +37,14 @@ pub enum Message {
         name: String,
         /// Always a JSON string or text the model can read; errors are `{"error": "..."}`.
         content: String,
+        /// Images the tool returned (an MCP tool's image content), sent to a model that takes
+        /// images and named in a note to one that does not.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
     },
 }
 
-/// An image in a user message: its media type (`image/png`, `image/jpeg`, `image/gif`,
+/// An image in a user message or a tool result: its media type (`image/png`, `image/jpeg`, `image/gif`,
 /// `image/webp`) and its bytes in standard base64.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Image {
@@ -131,7 +135,7 @@ impl Message {
     }
 
     pub fn tool(tool_call_id: impl Into<String>, name: impl Into<String>, content: impl Into<String>) -> Self {
-        Self::Tool { tool_call_id: tool_call_id.into(), name: name.into(), content: content.into() }
+        Self::Tool { tool_call_id: tool_call_id.into(), name: name.into(), content: content.into(), images: Vec::new() }
     }
 
     pub fn role(&self) -> Role {

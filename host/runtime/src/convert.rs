@@ -63,7 +63,7 @@ pub(crate) fn message(m: &Message) -> wit::Message {
                 ..plain(wit::Role::Assistant, content)
             }
         }
-        Message::Tool { tool_call_id, name, content } => {
+        Message::Tool { tool_call_id, name, content, images: _ } => {
             wit::Message { tool_call_id: tool_call_id.clone(), name: name.clone(), ..plain(wit::Role::Tool, content) }
         }
     }
@@ -108,7 +108,7 @@ pub(crate) fn message_back(m: wit::Message, known: &HashSet<String>, plugin: &st
             if m.tool_call_id.is_empty() || m.name.is_empty() {
                 return Err("a tool message needs a tool-call-id and a name".to_string());
             }
-            Message::Tool { tool_call_id: m.tool_call_id, name: m.name, content: m.content }
+            Message::tool(m.tool_call_id, m.name, m.content)
         }
         wit::Role::Assistant => {
             let extra = if m.extra.is_empty() {

@@ -360,8 +360,8 @@ fn redact_message(plugin: &Plugin, message: Message) -> Message {
         Message::Assistant { content, tool_calls, reasoning, extra } => {
             Message::Assistant { content: redact(plugin, content), tool_calls, reasoning, extra }
         }
-        Message::Tool { tool_call_id, name, content } => {
-            Message::Tool { tool_call_id, name, content: redact(plugin, content) }
+        Message::Tool { tool_call_id, name, content, images } => {
+            Message::Tool { tool_call_id, name, content: redact(plugin, content), images }
         }
     }
 }

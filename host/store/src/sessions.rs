@@ -708,9 +708,13 @@ impl MessageRow {
                 row.reasoning.clone_from(reasoning);
                 row.extra = extra.as_ref().map(|e| json("extra data", serde_json::to_string(e))).transpose()?;
             }
-            Message::Tool { tool_call_id, name, content: _ } => {
+            // So are the images a tool returned.
+            Message::Tool { tool_call_id, name, content: _, images } => {
                 row.tool_call_id = Some(tool_call_id.clone());
                 row.tool_name = Some(name.clone());
+                if !images.is_empty() {
+                    row.extra = Some(json("images", serde_json::to_string(images))?);
+                }
             }
         }
         Ok(row)
@@ -751,15 +755,13 @@ impl RawMessage {
     pub(crate) fn into_stored(self) -> Result<StoredMessage> {
         let id = self.id;
         let corrupt = |what: String| Error::Corrupt { what: format!("message {id}: {what}") };
+        let images = |extra: Option<String>| match extra {
+            Some(j) => serde_json::from_str(&j).map_err(|e| corrupt(format!("images are not valid: {e}"))),
+            None => Ok(Vec::new()),
+        };
         let message = match self.role.as_str() {
             "system" => Message::System { content: self.content },
-            "user" => Message::User {
-                content: self.content,
-                images: match self.extra {
-                    Some(j) => serde_json::from_str(&j).map_err(|e| corrupt(format!("images are not valid: {e}")))?,
-                    None => Vec::new(),
-                },
-            },
+            "user" => Message::User { content: self.content, images: images(self.extra)? },
             "assistant" => Message::Assistant {
                 content: self.content,
                 tool_calls: match self.tool_calls {
@@ -779,6 +781,7 @@ impl RawMessage {
                 tool_call_id: self.tool_call_id.unwrap_or_default(),
                 name: self.tool_name.unwrap_or_default(),
                 content: self.content,
+                images: images(self.extra)?,
             },
             other => return Err(corrupt(format!("unknown role \"{other}\""))),
         };

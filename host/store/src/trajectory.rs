@@ -75,7 +75,7 @@ pub fn conversations(system_prompt: &str, messages: &[Message]) -> Vec<Value> {
                 }
                 turns.push(turn("gpt", value.trim_end().to_string()));
             }
-            Message::Tool { tool_call_id, name, content } => {
+            Message::Tool { tool_call_id, name, content, .. } => {
                 let parsed = content
                     .trim_start()
                     .starts_with(['{', '['])

@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use futures_util::StreamExt as _;
 use serde_json::Value;
-use talaria_protocol::{Event, Message, NoticeLevel, ToolCall, ToolError, ToolFinished, ToolStarted};
+use talaria_protocol::{Event, Image, Message, NoticeLevel, ToolCall, ToolError, ToolFinished, ToolStarted};
 use tokio_util::sync::CancellationToken;
 
-use crate::tools::ToolContext;
+use crate::tools::{Attached, ToolContext};
 
 use super::{Agent, INTERRUPTED_RESULT, Selection, Start, builtin, lock, tools};
 
@@ -22,7 +22,7 @@ impl Agent {
         let annotations = |name: &str| self.tools.iter().find(|t| t.name == name).map(|t| &t.annotations);
         let rows: Vec<_> = calls.iter().zip(&parsed).map(|(c, a)| (c, a.as_ref().ok(), annotations(&c.name))).collect();
         let parallel = tools::parallel_safe(&rows, &self.shared.config.workspace);
-        let slots: Mutex<Vec<Option<(String, bool)>>> = Mutex::new(vec![None; calls.len()]);
+        let slots: Mutex<Vec<Option<(String, Vec<Image>)>>> = Mutex::new(vec![None; calls.len()]);
         let this = self;
         let run_one = |i: usize| {
             let slots = &slots;
@@ -40,12 +40,13 @@ impl Agent {
                     (Ok(args), Some(a)) => tools::Snapshot::before(a, args, &this.shared.config.workspace),
                     _ => tools::Snapshot::default(),
                 };
+                let images = Attached::default();
                 let result = match args {
                     Ok(args) => match this.tool_allowed(call, args).await {
                         Ok(()) => {
                             this.emitter.emit(Event::ToolRunning { call_id: call.id.clone() });
                             let ticket = this.checkpoint(call, args).await;
-                            let result = this.dispatch(call, args, cancel).await;
+                            let result = this.dispatch(call, args, cancel, &images).await;
                             if let (Some(ticket), Some(store)) = (ticket, this.shared.checkpoints.clone()) {
                                 let _ = tokio::task::spawn_blocking(move || store.after(&ticket)).await;
                             }
@@ -70,7 +71,7 @@ impl Agent {
                     duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                     changes: writes.changes(),
                 }));
-                lock(slots)[i] = Some((text, ok));
+                lock(slots)[i] = Some((text, if ok { images.take() } else { Vec::new() }));
             }
         };
         let work = async {
@@ -91,8 +92,12 @@ impl Agent {
         let mut budget = self.shared.config.batch_result_cap;
         let mut out = Vec::with_capacity(calls.len());
         for (call, slot) in calls.iter().zip(slots) {
+            let mut images = Vec::new();
             let text = match slot {
-                Some((text, _)) => self.cap_result(call, text, &mut budget),
+                Some((text, returned)) => {
+                    images = returned;
+                    self.cap_result(call, text, &mut budget)
+                }
                 None => {
                     self.emitter.emit(Event::ToolFinished(ToolFinished {
                         call_id: call.id.clone(),
@@ -106,7 +111,7 @@ impl Agent {
                     serde_json::json!({"error": INTERRUPTED_RESULT}).to_string()
                 }
             };
-            out.push(Message::tool(call.id.clone(), call.name.clone(), text));
+            out.push(Message::Tool { tool_call_id: call.id.clone(), name: call.name.clone(), content: text, images });
         }
         (out, interrupted)
     }
@@ -124,7 +129,13 @@ impl Agent {
     }
 
     /// Agent-level tools first, then the plugins.
-    async fn dispatch(&self, call: &ToolCall, args: &Value, cancel: &CancellationToken) -> Result<String, ToolError> {
+    async fn dispatch(
+        &self,
+        call: &ToolCall,
+        args: &Value,
+        cancel: &CancellationToken,
+        images: &Attached,
+    ) -> Result<String, ToolError> {
         if !self.tools.iter().any(|t| t.name == call.name) {
             let known: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
             return Err(ToolError::UnknownTool(format!(
@@ -167,6 +178,7 @@ impl Agent {
                     session_id: self.session_id.clone(),
                     call_id: call.id.clone(),
                     workspace: shared.config.workspace.clone(),
+                    images: images.clone(),
                 };
                 shared.host.call(&call.name, &call.arguments, ctx).await
             }

@@ -516,7 +516,7 @@ impl Agent {
             carry: self.todos.render_unfinished().unwrap_or_default(),
         };
         let mut out = engine.compress(request, &session).await?;
-        history::keep_wire_ids(&self.history, &mut out.messages);
+        history::keep_host_fields(&self.history, &mut out.messages);
         if out.messages.is_empty() || !history::is_valid(&out.messages) {
             return Err(format!(
                 "context engine '{}' returned an invalid history (roles out of order or a tool call without its result); the conversation was left as it was",

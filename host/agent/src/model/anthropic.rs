@@ -22,10 +22,10 @@
 //! Anthropic counts apart.
 
 use serde_json::{Value, json};
-use talaria_protocol::{Message, ToolCall, Usage};
+use talaria_protocol::{Image, Message, ToolCall, Usage};
 
 use super::chat::emit_whole;
-use super::reply::{Collected, as_text};
+use super::reply::{Collected, as_text, tool_text};
 use super::sse::{self, Events};
 use super::{Delta, ModelError, ModelReply, ModelRequest, Provider, ToolChoice};
 
@@ -70,15 +70,15 @@ pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> V
             }
             Message::User { content, images } => {
                 let mut blocks: Vec<Value> = text_block(content).into_iter().collect();
-                blocks.extend(images.iter().map(|i| {
-                    json!({"type": "image", "source": {"type": "base64", "media_type": i.media_type, "data": i.data}})
-                }));
+                blocks.extend(images.iter().map(image_block));
                 ("user", blocks)
             }
             Message::Assistant { content, tool_calls, reasoning: _, extra } => {
                 ("assistant", assistant_blocks(content, tool_calls, extra.as_ref()))
             }
-            Message::Tool { tool_call_id, name: _, content } => ("user", vec![tool_result(tool_call_id, content)]),
+            Message::Tool { tool_call_id, name: _, content, images } => {
+                ("user", vec![tool_result(provider, tool_call_id, content, images)])
+            }
         };
         if blocks.is_empty() {
             continue;
@@ -120,6 +120,10 @@ pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> V
     body
 }
 
+fn image_block(image: &Image) -> Value {
+    json!({"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": image.data}})
+}
+
 /// A text block, or nothing for empty text (Anthropic rejects empty text blocks).
 fn text_block(text: &str) -> Option<Value> {
     (!text.is_empty()).then(|| json!({"type": "text", "text": text}))
@@ -151,8 +155,14 @@ fn tool_input(arguments: &str) -> Value {
     }
 }
 
-fn tool_result(tool_use_id: &str, content: &str) -> Value {
-    let mut block = json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content});
+fn tool_result(provider: &Provider, tool_use_id: &str, content: &str, images: &[Image]) -> Value {
+    let text = tool_text(provider, content, images);
+    let mut block = json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": text});
+    if provider.vision && !images.is_empty() {
+        let mut blocks: Vec<Value> = text_block(&text).into_iter().collect();
+        blocks.extend(images.iter().map(image_block));
+        block["content"] = Value::Array(blocks);
+    }
     let is_error = serde_json::from_str::<Value>(content)
         .ok()
         .and_then(|v| v.as_object().map(|o| o.len() == 1 && o.contains_key("error")))

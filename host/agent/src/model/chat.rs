@@ -18,7 +18,7 @@
 use serde_json::{Map, Value, json};
 use talaria_protocol::{Message, ToolCall, Usage};
 
-use super::reply::{Collected, as_text, count};
+use super::reply::{Collected, as_text, count, tool_text};
 use super::sse::{self, Events};
 use super::{Delta, ModelError, ModelReply, ModelRequest, Provider, ToolChoice};
 
@@ -62,7 +62,28 @@ pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> V
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": request.system}));
     }
-    messages.extend(request.messages.iter().map(message_json));
+    // The images tool results returned follow those results, in a user message of their own
+    // (a tool message holds text only).
+    let mut images: Vec<Value> = Vec::new();
+    for message in request.messages {
+        if !matches!(message, Message::Tool { .. }) && !images.is_empty() {
+            messages.push(json!({"role": "user", "content": std::mem::take(&mut images)}));
+        }
+        messages.push(message_json(provider, message));
+        if let Message::Tool { tool_call_id, name, images: returned, .. } = message
+            && provider.vision
+            && !returned.is_empty()
+        {
+            if images.is_empty() {
+                images.push(json!({"type": "text", "text": "[The images the tool calls above returned]"}));
+            }
+            images.push(json!({"type": "text", "text": format!("{name} (call {tool_call_id}):")}));
+            images.extend(returned.iter().map(|i| json!({"type": "image_url", "image_url": {"url": i.data_url()}})));
+        }
+    }
+    if !images.is_empty() {
+        messages.push(json!({"role": "user", "content": images}));
+    }
     let mut body = json!({"model": provider.model, "messages": messages, "stream": request.stream});
     if request.stream {
         body["stream_options"] = json!({"include_usage": true});
@@ -92,7 +113,7 @@ pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> V
     body
 }
 
-fn message_json(message: &Message) -> Value {
+fn message_json(provider: &Provider, message: &Message) -> Value {
     match message {
         Message::System { content } => json!({"role": "system", "content": content}),
         Message::User { content, images } if images.is_empty() => json!({"role": "user", "content": content}),
@@ -121,8 +142,8 @@ fn message_json(message: &Message) -> Value {
             }
             Value::Object(out)
         }
-        Message::Tool { tool_call_id, name: _, content } => {
-            json!({"role": "tool", "tool_call_id": tool_call_id, "content": content})
+        Message::Tool { tool_call_id, name: _, content, images } => {
+            json!({"role": "tool", "tool_call_id": tool_call_id, "content": tool_text(provider, content, images)})
         }
     }
 }

@@ -41,7 +41,7 @@ pub use chain::{Chain, ChainState};
 pub use client::http_client;
 pub use provider::{
     ApiMode, PRESETS, Preset, Provider, ProviderError, ProviderSpec, TimeoutPhase, Timeouts, ToolChoice,
-    WHOLE_REPLY_MAX_TOKENS,
+    WHOLE_REPLY_MAX_TOKENS, takes_images,
 };
 
 /// What one model call sends. `system` goes wherever the wire format puts it.

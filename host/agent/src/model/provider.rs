@@ -333,6 +333,36 @@ pub struct ProviderSpec {
     pub tool_choice: Option<ToolChoice>,
     /// Default `false`; see [`Provider::retry_timeouts`].
     pub retry_timeouts: Option<bool>,
+    /// Whether the model takes images; default: [`takes_images`] guesses from its name.
+    pub vision: Option<bool>,
+}
+
+/// Whether `model` takes images: as `configured` (`[model] vision`) says, else guessed from
+/// its name.
+pub fn takes_images(model: &str, configured: Option<bool>) -> bool {
+    if let Some(v) = configured {
+        return v;
+    }
+    let name = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+    let known = [
+        "gpt-4o",
+        "gpt-4.1",
+        "gpt-5",
+        "o3",
+        "o4",
+        "claude",
+        "gemini",
+        "vision",
+        "-vl",
+        "llava",
+        "pixtral",
+        "gemma3",
+        "llama4",
+        "llama-4",
+        "minicpm-v",
+        "moondream",
+    ];
+    known.iter().any(|k| name.contains(k))
 }
 
 /// The output-token limit a whole (non-streamed) reply gets when `max_tokens` is not set: such
@@ -365,6 +395,9 @@ pub struct Provider {
     pub retry_timeouts: bool,
     /// What requests that offer tools say about them.
     pub tool_choice: ToolChoice,
+    /// Whether the model takes images ([`takes_images`]): images tools returned go to it, or
+    /// are named in a note.
+    pub vision: bool,
     /// Sent with every request, after the authentication headers.
     pub extra_headers: Vec<(String, String)>,
 }
@@ -382,6 +415,7 @@ impl fmt::Debug for Provider {
             .field("max_tokens", &self.max_tokens)
             .field("timeouts", &self.timeouts)
             .field("retry_timeouts", &self.retry_timeouts)
+            .field("vision", &self.vision)
             .field("tool_choice", &self.tool_choice)
             .field("extra_headers", &self.extra_headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
             .finish()
@@ -454,6 +488,7 @@ impl Provider {
             return Err(ProviderError::MissingKey { provider: name, key_env });
         }
         let defaults = Timeouts::default();
+        let vision = takes_images(&model, spec.vision);
         Ok(Provider {
             name,
             api_mode,
@@ -470,6 +505,7 @@ impl Provider {
             },
             retry_timeouts: spec.retry_timeouts.unwrap_or(false),
             tool_choice: spec.tool_choice.unwrap_or_default(),
+            vision,
             extra_headers: Vec::new(),
         })
     }

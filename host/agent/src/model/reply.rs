@@ -8,7 +8,7 @@
 //! reported none.
 
 use serde_json::Value;
-use talaria_protocol::{Message, ToolCall, Usage};
+use talaria_protocol::{Image, Message, ToolCall, Usage};
 
 use super::{ModelError, ModelReply, ModelRequest, Provider};
 
@@ -98,6 +98,25 @@ fn message_chars(message: &Message) -> usize {
 /// talaria's id for a tool call: unique in its session, whatever the provider numbered it.
 pub(crate) fn new_call_id() -> String {
     format!("call_{:016x}", fastrand::u64(..))
+}
+
+/// A tool result's text as `provider` gets it: with a note naming the images it returned when
+/// the model does not take images (a model that does gets them beside the text).
+pub(crate) fn tool_text<'a>(provider: &Provider, content: &'a str, images: &[Image]) -> std::borrow::Cow<'a, str> {
+    if images.is_empty() || provider.vision {
+        return content.into();
+    }
+    let kinds: Vec<&str> = images.iter().map(|i| i.media_type.as_str()).collect();
+    let (n, them) =
+        if images.len() == 1 { ("an image".to_string(), "it") } else { (format!("{} images", images.len()), "them") };
+    format!(
+        "{content}\n[The tool returned {n} ({}), not shown: {} does not take images, as far as talaria knows. \
+         Tell the user; if the model does take images, they can set vision = true under [model] in config.toml \
+         and ask again to see {them}.]",
+        kinds.join(", "),
+        provider.model
+    )
+    .into()
 }
 
 /// A JSON string as text, anything else (an object from a lenient server) serialised.

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use talaria_protocol::{Message, ToolCall, Usage};
 
 use super::chat::emit_whole;
-use super::reply::{Collected, as_text, count};
+use super::reply::{Collected, as_text, count, tool_text};
 use super::sse::{self, Events};
 use super::{Delta, ModelError, ModelReply, ModelRequest, Provider, ToolChoice};
 
@@ -82,8 +82,16 @@ pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> V
                     json!({"type": "function_call", "call_id": call.id, "name": call.name, "arguments": arguments})
                 }));
             }
-            Message::Tool { tool_call_id, name: _, content } => {
-                input.push(json!({"type": "function_call_output", "call_id": tool_call_id, "output": content}));
+            Message::Tool { tool_call_id, name: _, content, images } => {
+                let text = tool_text(provider, content, images);
+                let output = if provider.vision && !images.is_empty() {
+                    let mut parts = vec![json!({"type": "input_text", "text": text})];
+                    parts.extend(images.iter().map(|i| json!({"type": "input_image", "image_url": i.data_url()})));
+                    Value::Array(parts)
+                } else {
+                    json!(text)
+                };
+                input.push(json!({"type": "function_call_output", "call_id": tool_call_id, "output": output}));
             }
         }
     }

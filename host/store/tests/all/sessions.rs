@@ -24,7 +24,7 @@ crate::on_both_engines!(
     a_webhook_delivery_id_is_seen_once_per_route,
     deleting_a_session_takes_its_messages_and_keeps_its_children,
     undo_hides_the_last_turn_everywhere,
-    a_user_messages_images_come_back_with_it_and_its_text_alone_is_searched,
+    images_come_back_with_their_message_and_its_text_alone_is_searched,
 );
 
 fn every_kind() -> Vec<Message> {
@@ -400,13 +400,26 @@ fn a_checkpoint_before_exit_leaves_an_empty_wal_and_everything_in_the_file() {
     assert_eq!(texts, ["where is the harbour?", "down the hill"]);
 }
 
-fn a_user_messages_images_come_back_with_it_and_its_text_alone_is_searched(s: &Store) {
+fn images_come_back_with_their_message_and_its_text_alone_is_searched(s: &Store) {
     create(s, "s1");
     let image = talaria_protocol::Image { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() };
-    let sent = Message::User { content: "what is in this picture?".into(), images: vec![image] };
-    s.append_messages("s1", &[sent.clone(), Message::assistant("a harbour")]).expect("append");
+    let sent = Message::User { content: "what is in this picture?".into(), images: vec![image.clone()] };
+    // And a tool's (an MCP tool's image content), with its call under talaria's id and the wire's.
+    let call = talaria_protocol::ToolCall {
+        wire_id: Some("call_0".into()),
+        ..talaria_protocol::ToolCall::new("call_9f", "mcp__img__map", "{}")
+    };
+    let asked = Message::Assistant { content: String::new(), tool_calls: vec![call], reasoning: None, extra: None };
+    let returned = Message::Tool {
+        tool_call_id: "call_9f".into(),
+        name: "mcp__img__map".into(),
+        content: "[image, image/png, attached]".into(),
+        images: vec![image],
+    };
+    let all = [sent, asked, returned, Message::assistant("a harbour")];
+    s.append_messages("s1", &all).expect("append");
     let back: Vec<Message> = s.messages("s1").expect("messages").into_iter().map(|m| m.message).collect();
-    assert_eq!(back, [sent, Message::assistant("a harbour")]);
+    assert_eq!(back, all);
     let hits = s.search(&SearchQuery::new("iVBORw0KGgo")).expect("search");
     assert!(hits.is_empty(), "image data is not indexed as text");
     let hits = s.search(&SearchQuery::new("picture")).expect("search");

@@ -170,3 +170,72 @@ async fn a_whole_reply_that_spends_the_default_limit_names_it() {
     let text = err.expect_err("nothing usable").to_string();
     assert!(text.contains("the output-token limit (4096; `max_tokens` under [model]) ran out"), "{text}");
 }
+
+/// Issue 36, finding 6: an image a tool returned goes to a model that takes images, in each
+/// format's own shape, after the tool's text; a model that takes none gets a note instead.
+#[test]
+fn images_from_tools_reach_a_vision_model_and_are_named_to_any_other() {
+    let image = talaria_protocol::Image { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() };
+    let url = "data:image/png;base64,iVBORw0KGgo=";
+    let messages = [
+        Message::user("draw"),
+        Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![ToolCall::new("c1", "mcp__img__tiny_png", "{}"), ToolCall::new("c2", "read_file", "{}")],
+            reasoning: None,
+            extra: None,
+        },
+        Message::Tool {
+            tool_call_id: "c1".into(),
+            name: "mcp__img__tiny_png".into(),
+            content: "[image, image/png, attached]".into(),
+            images: vec![image],
+        },
+        Message::tool("c2", "read_file", "text"),
+        Message::assistant("a red square"),
+    ];
+    for vision in [true, false] {
+        for mode in [ApiMode::ChatCompletions, ApiMode::Responses, ApiMode::AnthropicMessages] {
+            let mut p = provider(mode, "http://127.0.0.1:9/v1", "m");
+            p.vision = vision;
+            let request = ModelRequest { system: "", messages: &messages, tools: &[], stream: false };
+            let body = match mode {
+                ApiMode::ChatCompletions => crate::model::chat::request_body(&p, &request),
+                ApiMode::Responses => crate::model::responses::request_body(&p, &request),
+                ApiMode::AnthropicMessages => crate::model::anthropic::request_body(&p, &request),
+            };
+            let text = body.to_string();
+            if !vision {
+                assert!(!text.contains("iVBORw0KGgo"), "{mode}: {body}");
+                assert!(text.contains("not shown: m does not take images") && text.contains("vision = true"), "{body}");
+                continue;
+            }
+            assert!(!text.contains("not shown"), "{mode}: {body}");
+            match mode {
+                ApiMode::ChatCompletions => {
+                    // Both results first (a tool message holds text), then the image.
+                    let m = body["messages"].as_array().expect("messages");
+                    let roles: Vec<&str> = m.iter().map(|m| m["role"].as_str().unwrap_or_default()).collect();
+                    assert_eq!(roles, ["user", "assistant", "tool", "tool", "user", "assistant"], "{body}");
+                    assert_eq!(m[4]["content"][1]["text"], "mcp__img__tiny_png (call c1):");
+                    assert_eq!(m[4]["content"][2], json!({"type": "image_url", "image_url": {"url": url}}));
+                }
+                ApiMode::Responses => {
+                    let items = body["input"].as_array().expect("input");
+                    let result = items.iter().find(|i| i["type"] == "function_call_output").expect("a result");
+                    let output = &result["output"];
+                    assert_eq!(output[0], json!({"type": "input_text", "text": "[image, image/png, attached]"}));
+                    assert_eq!(output[1], json!({"type": "input_image", "image_url": url}));
+                }
+                ApiMode::AnthropicMessages => {
+                    let result = &body["messages"][2]["content"][0];
+                    assert_eq!(result["tool_use_id"], "c1");
+                    assert_eq!(
+                        result["content"][1],
+                        json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}})
+                    );
+                }
+            }
+        }
+    }
+}
