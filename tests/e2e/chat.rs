@@ -564,9 +564,11 @@ fn an_approved_recursive_delete_is_restored() {
     assert!(!t.ws().join("checkpoints").exists());
 }
 
-/// The calls and results of the last request `mock` got, in order, as (id, text) pairs: each
-/// call's id and the path it reads; each result's id and content. Any of the three formats.
-fn calls_and_results(mock: &MockLlm) -> (Vec<(String, String)>, Vec<(String, String)>) {
+/// (id, text) pairs: a call's id and the path it reads, or a result's id and content.
+type Pairs = Vec<(String, String)>;
+
+/// The calls and results of the last request `mock` got, in order. Any of the three formats.
+fn calls_and_results(mock: &MockLlm) -> (Pairs, Pairs) {
     let requests = mock.requests();
     let body = &requests.last().expect("the model was asked").body;
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
