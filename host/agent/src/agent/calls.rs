@@ -14,6 +14,9 @@ use crate::tools::{Attached, ToolContext};
 
 use super::{Agent, INTERRUPTED_RESULT, Selection, Start, builtin, lock, tools};
 
+/// A call's result text and the images it returned.
+type Finished = (String, Vec<Image>);
+
 impl Agent {
     /// Run a batch of tool calls; results come back in call order. Returns whether the user
     /// interrupted (unfinished calls then carry an error result).
@@ -22,7 +25,8 @@ impl Agent {
         let annotations = |name: &str| self.tools.iter().find(|t| t.name == name).map(|t| &t.annotations);
         let rows: Vec<_> = calls.iter().zip(&parsed).map(|(c, a)| (c, a.as_ref().ok(), annotations(&c.name))).collect();
         let parallel = tools::parallel_safe(&rows, &self.shared.config.workspace);
-        let slots: Mutex<Vec<Option<(String, Vec<Image>)>>> = Mutex::new(vec![None; calls.len()]);
+        // Each call's result text and the images it returned, once it finished.
+        let slots: Mutex<Vec<Option<Finished>>> = Mutex::new(vec![None; calls.len()]);
         let this = self;
         let run_one = |i: usize| {
             let slots = &slots;

@@ -674,7 +674,12 @@ impl Agent {
         }
         turn.truncated = reply.truncated();
         if turn.truncated {
-            self.emitter.warn(truncation_notice(reply.finish_reason.as_deref(), &self.chain, &self.chain_state));
+            self.emitter.warn(truncation_notice(
+                reply.finish_reason.as_deref(),
+                &self.chain,
+                &self.chain_state,
+                self.shared.config.stream,
+            ));
             truncation::mark(&mut reply.message);
         }
         turn.usage.add(&reply.usage);

@@ -26,11 +26,12 @@ pub(super) fn unmarked(text: &str) -> &str {
 }
 
 /// What the user is told about a cut answer: which limit, where to raise it.
-pub(super) fn truncation_notice(reason: Option<&str>, chain: &Chain, state: &ChainState) -> String {
+pub(super) fn truncation_notice(reason: Option<&str>, chain: &Chain, state: &ChainState, stream: bool) -> String {
     let provider = chain.active(state);
-    let limit = match provider.max_tokens {
-        Some(n) => format!("max_tokens = {n}"),
-        None => "the server's default limit; set `max_tokens` under [model] to raise it".to_string(),
+    let limit = match (provider.max_tokens, provider.output_limit(stream)) {
+        (Some(n), _) => format!("max_tokens = {n}"),
+        (None, Some(n)) => format!("talaria's default of {n} tokens; set `max_tokens` under [model] to raise it"),
+        (None, None) => "the server's default limit; set `max_tokens` under [model] to raise it".to_string(),
     };
     format!(
         "the reply from {} was cut off at the output-token limit (stop reason `{}`; {limit}), or the model's \
