@@ -1,7 +1,8 @@
 //! MCP servers as tools, against the real reference servers from npm
 //! (`@modelcontextprotocol/server-everything` over stdio and streamable HTTP,
-//! `@modelcontextprotocol/server-filesystem`), installed into tests/mcp on first use, with the
-//! real binary and the mock model.
+//! `@modelcontextprotocol/server-filesystem`), installed into tests/mcp on first use, and a
+//! FastMCP server (PyPI `fastmcp`, tests/mcp/image_server.py) returning an image, with the real
+//! binary and the mock model.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -350,4 +351,188 @@ fn a_stdio_server_gets_its_own_env_and_none_of_talarias_keys() {
     assert!(seen.contains("meant-for-the-server"), "its own env is passed: {seen}");
     assert!(seen.contains("PATH"), "{seen}");
     assert!(!seen.contains("sk-never-to-an-mcp-server") && !seen.contains("ghp-never-either"), "{seen}");
+}
+
+/// The `fastmcp` version the image server runs on (PyPI).
+const FASTMCP: &str = "4.2.3";
+
+/// A virtual environment with `fastmcp` (made once per machine, checked once per binary; apart
+/// from mcp_serve.rs's, which keeps the `mcp` SDK at its own pin).
+fn fastmcp_python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        let home = std::env::var_os("HOME").map(PathBuf::from).expect("HOME");
+        let venv = home.join(".cache/talaria-tests/fastmcp-venv");
+        let py = venv.join("bin/python");
+        let ready = Command::new(&py)
+            .args([
+                "-c",
+                &format!("import importlib.metadata as m, sys; sys.exit(m.version('fastmcp') != '{FASTMCP}')"),
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ready {
+            let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().expect("python3");
+            assert!(made.success(), "cannot make {}", venv.display());
+            let out = Command::new(venv.join("bin/pip"))
+                .args(["install", "-q", &format!("fastmcp=={FASTMCP}")])
+                .output()
+                .expect("pip");
+            assert!(out.status.success(), "pip install fastmcp: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        py
+    })
+}
+
+/// tests/mcp/image_server.py, a FastMCP server whose `tiny_png` returns a PNG and a text.
+fn image_server() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/mcp/image_server.py")
+        .canonicalize()
+        .expect("image_server.py")
+}
+
+/// The base64 of the PNG the image server sends, as its script spells it.
+fn tiny_png() -> String {
+    let script = std::fs::read_to_string(image_server()).expect("image_server.py");
+    let line = script.lines().find_map(|l| l.strip_prefix("TINY_PNG = \"")).expect("TINY_PNG in image_server.py");
+    line.trim_end_matches('"').to_string()
+}
+
+/// A home with the mock model on `api_mode` (`model_extra` under `[model]`) and the image
+/// server as `[mcp_servers.img]`.
+fn image_home(mock: &MockLlm, api_mode: &str, model_extra: &str) -> Talaria {
+    let python = fastmcp_python();
+    // The venv's `bin/python` links to an interpreter outside it, so the server's sandbox is not
+    // shown the venv by itself: it is granted.
+    let venv = python.parent().and_then(Path::parent).expect("venv");
+    let server = format!(
+        "[mcp_servers.img]\ncommand = \"{}\"\nargs = [\"{}\"]\nsandbox = {{ read = [\"{}\"] }}\n",
+        python.display(),
+        image_server().display(),
+        venv.display()
+    );
+    let t = Talaria::new();
+    t.use_model(&mock.base_url(), api_mode, model_extra, &server);
+    t
+}
+
+/// Chat once on `api_mode` with the model calling `tiny_png`; the request that followed the call.
+fn after_tiny_png(api_mode: &str, model_extra: &str) -> Value {
+    let mock = MockLlm::start(Script::new([Step::tool_call("mcp_img_tiny_png", json!({})), Step::text("done")]));
+    let t = image_home(&mock, api_mode, model_extra);
+    let out = t.chat(&["-q", "show me the picture"]);
+    assert!(out.status.success(), "{api_mode}: {}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "done", "{api_mode}: {}", stderr(&out));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{api_mode}: {requests:#?}");
+    assert!(
+        requests[0].body["tools"].to_string().contains("\"mcp_img_tiny_png\""),
+        "{api_mode}: the tool was not offered: {}",
+        stderr(&out)
+    );
+    requests[1].body.clone()
+}
+
+/// `body` without its tools and system prompt: the conversation, for messages.
+fn conversation(body: &Value) -> String {
+    let mut body = body.clone();
+    if let Some(body) = body.as_object_mut() {
+        for key in ["tools", "system", "instructions"] {
+            body.remove(key);
+        }
+    }
+    for key in ["messages", "input"] {
+        if let Some(items) = body.get_mut(key).and_then(Value::as_array_mut) {
+            items.retain(|m| m["role"] != "system" && m["role"] != "developer");
+        }
+    }
+    format!("{body:#}")
+}
+
+/// What the tool call's result is in `body` (one request in `api_mode`'s wire format).
+fn tool_result(api_mode: &str, body: &Value) -> Value {
+    let items = |key: &str| body[key].as_array().cloned().unwrap_or_default();
+    let found = match api_mode {
+        "chat_completions" => items("messages").into_iter().find(|m| m["role"] == "tool").map(|m| m["content"].clone()),
+        "anthropic_messages" => items("messages")
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .find(|b| b["type"] == "tool_result")
+            .map(|b| b["content"].clone()),
+        "responses" => {
+            items("input").into_iter().find(|i| i["type"] == "function_call_output").map(|i| i["output"].clone())
+        }
+        other => panic!("no such api_mode {other}"),
+    };
+    found.unwrap_or_else(|| panic!("{api_mode}: no tool result in {}", conversation(body)))
+}
+
+#[test]
+fn an_image_from_a_fastmcp_tool_reaches_a_vision_model_in_every_wire_format() {
+    let b64 = tiny_png();
+    let url = format!("data:image/png;base64,{b64}");
+    for api_mode in ["chat_completions", "anthropic_messages", "responses"] {
+        let body = after_tiny_png(api_mode, "vision = true");
+        let result = tool_result(api_mode, &body);
+        // The text part is passed on as ever.
+        assert!(result.to_string().contains("a red square"), "{api_mode}: {}", conversation(&body));
+        match api_mode {
+            "chat_completions" => {
+                // A tool message holds text only: the image follows the tool message(s) as a
+                // user message.
+                let messages = body["messages"].as_array().expect("messages");
+                let first = messages.iter().position(|m| m["role"] == "tool").expect("a tool message");
+                let after = messages[first..].iter().find(|m| m["role"] != "tool").unwrap_or_else(|| {
+                    panic!("{api_mode}: nothing after the tool message: {}", conversation(&body));
+                });
+                assert_eq!(after["role"], "user", "{api_mode}: {}", conversation(&body));
+                let parts =
+                    after["content"].as_array().unwrap_or_else(|| panic!("{api_mode}: {}", conversation(&body)));
+                assert!(
+                    parts.iter().any(|p| p["type"] == "image_url" && p["image_url"]["url"] == url),
+                    "{api_mode}: no image_url part with the PNG: {}",
+                    conversation(&body)
+                );
+            }
+            "anthropic_messages" => {
+                let blocks = result.as_array().unwrap_or_else(|| panic!("{api_mode}: {}", conversation(&body)));
+                assert!(
+                    blocks.iter().any(|b| b["type"] == "image"
+                        && b["source"] == json!({"type": "base64", "media_type": "image/png", "data": b64.as_str()})),
+                    "{api_mode}: no image block with the PNG in the tool_result: {}",
+                    conversation(&body)
+                );
+            }
+            _ => {
+                let parts = result.as_array().unwrap_or_else(|| panic!("{api_mode}: {}", conversation(&body)));
+                assert!(
+                    parts.iter().any(|p| p["type"] == "input_image" && p["image_url"] == url),
+                    "{api_mode}: no input_image part with the PNG in the function_call_output: {}",
+                    conversation(&body)
+                );
+            }
+        }
+        // Once, not also as base64 text.
+        assert_eq!(body.to_string().matches(b64.as_str()).count(), 1, "{api_mode}: {}", conversation(&body));
+    }
+}
+
+#[test]
+fn a_model_without_vision_gets_a_note_naming_the_setting_instead_of_the_image() {
+    let b64 = tiny_png();
+    for api_mode in ["chat_completions", "anthropic_messages", "responses"] {
+        // "mock-model" is not a name taken to accept images, and `vision` is not set.
+        let body = after_tiny_png(api_mode, "");
+        let all = body.to_string();
+        assert!(!all.contains(b64.as_str()), "{api_mode}: the PNG was sent: {}", conversation(&body));
+        let said = body.get("messages").or_else(|| body.get("input")).map(Value::to_string).unwrap_or_default();
+        for image in ["\"image_url\"", "\"input_image\"", "\"type\":\"image\""] {
+            assert!(!said.contains(image), "{api_mode}: {image} was sent: {}", conversation(&body));
+        }
+        let result = tool_result(api_mode, &body).to_string();
+        assert!(result.contains("a red square"), "{api_mode}: {result}");
+        assert!(result.contains("not shown") && result.contains("vision = true"), "{api_mode}: {result}");
+    }
 }
