@@ -402,15 +402,12 @@ fn tiny_png() -> String {
 /// A home with the mock model on `api_mode` (`model_extra` under `[model]`) and the image
 /// server as `[mcp_servers.img]`.
 fn image_home(mock: &MockLlm, api_mode: &str, model_extra: &str) -> Talaria {
-    let python = fastmcp_python();
-    // The venv's `bin/python` links to an interpreter outside it, so the server's sandbox is not
-    // shown the venv by itself: it is granted.
-    let venv = python.parent().and_then(Path::parent).expect("venv");
+    // A venv's `bin/python` links to an interpreter outside it: both are shown to the server's
+    // sandbox without a grant.
     let server = format!(
-        "[mcp_servers.img]\ncommand = \"{}\"\nargs = [\"{}\"]\nsandbox = {{ read = [\"{}\"] }}\n",
-        python.display(),
-        image_server().display(),
-        venv.display()
+        "[mcp_servers.img]\ncommand = \"{}\"\nargs = [\"{}\"]\n",
+        fastmcp_python().display(),
+        image_server().display()
     );
     let t = Talaria::new();
     t.use_model(&mock.base_url(), api_mode, model_extra, &server);

@@ -720,7 +720,7 @@ fn result_text(result: &CallToolResult, images: &Attached) -> String {
         .map(|block| match block {
             ContentBlock::Image(i) => match talaria_agent::images::from_base64(&i.data) {
                 Ok(image) => {
-                    let text = format!("[image, {}, attached]", image.media_type);
+                    let text = format!("[image, {}]", image.media_type);
                     images.push(image);
                     text
                 }

@@ -141,8 +141,11 @@ pub(crate) async fn start(
 
 /// The directories a server's program and path arguments live in, shown read-only: a package
 /// with its `node_modules` (from the topmost `node_modules` up one), a Python environment (the
-/// directory above a `bin/` holding `pyvenv.cfg`), else the file's own directory. System
-/// places are shown anyway and left out.
+/// directory above a `bin/` holding `pyvenv.cfg`), a language's own install (the directory
+/// above a `bin/` beside a `lib/` holding `python3…` or `node_modules`, as pyenv and nvm make),
+/// else the file's own directory. Each is found both where the path names it and where its
+/// links lead: a venv's `bin/python` is a link to an interpreter elsewhere, and both are
+/// needed. System places are shown anyway and left out.
 fn own_directories(command: &str, args: &[String], cwd: &Path) -> Vec<PathBuf> {
     let path_var = std::env::var("PATH").unwrap_or_default();
     let program = if command.contains('/') {
@@ -155,7 +158,12 @@ fn own_directories(command: &str, args: &[String], cwd: &Path) -> Vec<PathBuf> {
         .chain(args.iter().filter(|a| !a.starts_with('-')).map(|a| cwd.join(a)).filter(|p| p.exists()));
     let system = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/opt"];
     let mut dirs: Vec<PathBuf> = candidates
-        .filter_map(|p| p.canonicalize().ok())
+        .flat_map(|p| {
+            // Where it is named (its directory's links resolved, not its own), and where it leads.
+            let named = p.parent().and_then(|d| d.canonicalize().ok()).zip(p.file_name()).map(|(d, f)| d.join(f));
+            [named, p.canonicalize().ok()]
+        })
+        .flatten()
         .filter(|p| !system.iter().any(|s| p.starts_with(s)))
         .map(|p| root_of(&p))
         .collect();
@@ -176,9 +184,21 @@ fn root_of(path: &Path) -> PathBuf {
         path.parent().map_or_else(|| path.to_path_buf(), Path::to_path_buf)
     };
     match dir.parent() {
-        Some(env) if dir.ends_with("bin") && env.join("pyvenv.cfg").is_file() => env.to_path_buf(),
+        Some(env) if dir.ends_with("bin") && (env.join("pyvenv.cfg").is_file() || runtime_install(env)) => {
+            env.to_path_buf()
+        }
         _ => dir,
     }
+}
+
+/// Whether `prefix` is a language's own install: a `lib/` holding `python3…` or `node_modules`.
+fn runtime_install(prefix: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else { return false };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        name.starts_with("python3") || name == "node_modules"
+    })
 }
 
 #[cfg(test)]
@@ -202,5 +222,26 @@ mod tests {
         std::fs::create_dir_all(r.join("tools")).expect("mkdir");
         std::fs::write(&plain, "").expect("plain");
         assert_eq!(own_directories("sh", &["tools/server.py".into(), "--flag".into()], &r), [r.join("tools")]);
+    }
+
+    /// A venv's `bin/python` links to an interpreter installed elsewhere (pyenv's here): the
+    /// venv and the whole install are shown, not the interpreter's directory alone.
+    #[test]
+    fn a_venv_whose_python_links_elsewhere_is_shown_with_the_install() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let r = root.path().canonicalize().expect("canon");
+        let install = r.join("pyenv/versions/3.11.7");
+        std::fs::create_dir_all(install.join("bin")).expect("mkdir");
+        std::fs::create_dir_all(install.join("lib/python3.11")).expect("mkdir");
+        std::fs::write(install.join("bin/python3.11"), "").expect("python");
+        std::fs::create_dir_all(r.join("venv/bin")).expect("mkdir");
+        std::fs::write(r.join("venv/pyvenv.cfg"), "").expect("cfg");
+        std::os::unix::fs::symlink(install.join("bin/python3.11"), r.join("venv/bin/python")).expect("link");
+        let shown = own_directories(r.join("venv/bin/python").to_str().expect("utf8"), &[], &r);
+        assert_eq!(shown, [install.clone(), r.join("venv")]);
+        // A plain `bin/` with no language beside it stays just that directory.
+        std::fs::create_dir_all(r.join("home/.local/bin")).expect("mkdir");
+        std::fs::write(r.join("home/.local/bin/tool"), "").expect("tool");
+        assert_eq!(root_of(&r.join("home/.local/bin/tool")), r.join("home/.local/bin"));
     }
 }
