@@ -360,28 +360,27 @@ const FASTMCP: &str = "4.2.3";
 /// from mcp_serve.rs's, which keeps the `mcp` SDK at its own pin).
 fn fastmcp_python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
-    PY.get_or_init(|| {
-        let home = std::env::var_os("HOME").map(PathBuf::from).expect("HOME");
-        let venv = home.join(".cache/talaria-tests/fastmcp-venv");
-        let py = venv.join("bin/python");
-        let ready = Command::new(&py)
-            .args([
-                "-c",
-                &format!("import importlib.metadata as m, sys; sys.exit(m.version('fastmcp') != '{FASTMCP}')"),
-            ])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ready {
-            let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().expect("python3");
-            assert!(made.success(), "cannot make {}", venv.display());
-            let out = Command::new(venv.join("bin/pip"))
-                .args(["install", "-q", &format!("fastmcp=={FASTMCP}")])
-                .output()
-                .expect("pip");
-            assert!(out.status.success(), "pip install fastmcp: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        py
-    })
+    PY.get_or_init(|| python_with("fastmcp-venv", "fastmcp", FASTMCP))
+}
+
+/// The Python of the virtual environment `name` under ~/.cache/talaria-tests, with `package`
+/// at `version` (made, or fixed, when it has not).
+pub(crate) fn python_with(name: &str, package: &str, version: &str) -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from).expect("HOME");
+    let venv = home.join(".cache/talaria-tests").join(name);
+    let py = venv.join("bin/python");
+    let check = format!("import importlib.metadata as m, sys; sys.exit(m.version('{package}') != '{version}')");
+    let ready = Command::new(&py).args(["-c", &check]).status().is_ok_and(|s| s.success());
+    if !ready {
+        let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().expect("python3");
+        assert!(made.success(), "cannot make {}", venv.display());
+        let out = Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", &format!("{package}=={version}")])
+            .output()
+            .expect("pip");
+        assert!(out.status.success(), "pip install {package}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    py
 }
 
 /// tests/mcp/image_server.py, a FastMCP server whose `tiny_png` returns a PNG and a text.

@@ -21,25 +21,7 @@ const PY_MCP: &str = "2.3.0";
 /// A virtual environment with the Python SDK (made once per machine, checked once per binary).
 fn python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
-    PY.get_or_init(|| {
-        let home = std::env::var_os("HOME").map(PathBuf::from).expect("HOME");
-        let venv = home.join(".cache/talaria-tests/mcp-venv");
-        let py = venv.join("bin/python");
-        let ready = Command::new(&py)
-            .args(["-c", &format!("import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '{PY_MCP}')")])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ready {
-            let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().expect("python3");
-            assert!(made.success(), "cannot make {}", venv.display());
-            let out = Command::new(venv.join("bin/pip"))
-                .args(["install", "-q", &format!("mcp=={PY_MCP}")])
-                .output()
-                .expect("pip");
-            assert!(out.status.success(), "pip install mcp: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        py
-    })
+    PY.get_or_init(|| crate::mcp::python_with("mcp-venv", "mcp", PY_MCP))
 }
 
 /// The server as a stdio command for `t`.

@@ -257,13 +257,7 @@ fn what_failed(error: &ModelError) -> String {
         ModelError::Tls { .. } => "TLS failure".into(),
         ModelError::Network { .. } => "connection failed".into(),
         ModelError::Timeout { phase, limit, partial, .. } => {
-            let limit = super::provider::seconds(*limit);
-            let key = phase.key();
-            let kept = if partial.is_empty() {
-                String::new()
-            } else {
-                format!("; {} characters of the reply were not kept", partial.chars().count())
-            };
+            let (limit, key, kept) = (super::provider::seconds(*limit), phase.key(), not_kept(partial));
             match phase {
                 TimeoutPhase::Connect => format!("no connection within {limit} ({key})"),
                 TimeoutPhase::FirstByte => format!("no reply within {limit} ({key})"),
@@ -282,19 +276,22 @@ fn what_failed(error: &ModelError) -> String {
     }
 }
 
+/// `; N characters of the reply were not kept`, or nothing when none arrived.
+fn not_kept(partial: &str) -> String {
+    if partial.is_empty() {
+        String::new()
+    } else {
+        format!("; {} characters of the reply were not kept", partial.chars().count())
+    }
+}
+
 /// What a provider did with a request it accepted and never finished answering, for the
 /// notice that says why it was not sent again: `did not answer within 120 s
 /// (first_byte_timeout_secs) after accepting the request`.
 fn left_unanswered(error: &ModelError) -> String {
     match error {
         ModelError::Timeout { phase, limit, partial, .. } => {
-            let limit = super::provider::seconds(*limit);
-            let key = phase.key();
-            let kept = if partial.is_empty() {
-                String::new()
-            } else {
-                format!("; {} characters of the reply were not kept", partial.chars().count())
-            };
+            let (limit, key, kept) = (super::provider::seconds(*limit), phase.key(), not_kept(partial));
             match phase {
                 TimeoutPhase::FirstByte => format!("did not answer within {limit} ({key}) after accepting the request"),
                 TimeoutPhase::Idle => format!("went silent for {limit} ({key}) in the middle of its reply{kept}"),
