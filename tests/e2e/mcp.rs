@@ -414,7 +414,7 @@ fn image_home(mock: &MockLlm, api_mode: &str, model_extra: &str) -> Talaria {
 }
 
 /// Chat once on `api_mode` with the model calling `tiny_png`; the request that followed the call.
-fn after_tiny_png(api_mode: &str, model_extra: &str) -> Value {
+fn after_tiny_png(api_mode: &str, model_extra: &str) -> (Value, String) {
     let mock = MockLlm::start(Script::new([Step::tool_call("mcp_img_tiny_png", json!({})), Step::text("done")]));
     let t = image_home(&mock, api_mode, model_extra);
     let out = t.chat(&["-q", "show me the picture"]);
@@ -427,7 +427,7 @@ fn after_tiny_png(api_mode: &str, model_extra: &str) -> Value {
         "{api_mode}: the tool was not offered: {}",
         stderr(&out)
     );
-    requests[1].body.clone()
+    (requests[1].body.clone(), stderr(&out))
 }
 
 /// `body` without its tools and system prompt: the conversation, for messages.
@@ -470,7 +470,8 @@ fn an_image_from_a_fastmcp_tool_reaches_a_vision_model_in_every_wire_format() {
     let b64 = tiny_png();
     let url = format!("data:image/png;base64,{b64}");
     for api_mode in ["chat_completions", "anthropic_messages", "responses"] {
-        let body = after_tiny_png(api_mode, "vision = true");
+        let (body, told) = after_tiny_png(api_mode, "vision = true");
+        assert!(!told.contains("will not see"), "{api_mode}: {told}");
         let result = tool_result(api_mode, &body);
         // The text part is passed on as ever.
         assert!(result.to_string().contains("a red square"), "{api_mode}: {}", conversation(&body));
@@ -520,7 +521,13 @@ fn a_model_without_vision_gets_a_note_naming_the_setting_instead_of_the_image() 
     let b64 = tiny_png();
     for api_mode in ["chat_completions", "anthropic_messages", "responses"] {
         // "mock-model" is not a name taken to accept images, and `vision` is not set.
-        let body = after_tiny_png(api_mode, "");
+        let (body, told) = after_tiny_png(api_mode, "");
+        // The user is told too.
+        assert!(
+            told.contains("mcp_img_tiny_png returned an image that custom/mock-model will not see")
+                && told.contains("vision = true"),
+            "{api_mode}: {told}"
+        );
         let all = body.to_string();
         assert!(!all.contains(b64.as_str()), "{api_mode}: the PNG was sent: {}", conversation(&body));
         let said = body.get("messages").or_else(|| body.get("input")).map(Value::to_string).unwrap_or_default();

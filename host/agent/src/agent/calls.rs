@@ -100,6 +100,7 @@ impl Agent {
             let text = match slot {
                 Some((text, returned)) => {
                     images = returned;
+                    self.unseen_images(call, &images);
                     self.cap_result(call, text, &mut budget)
                 }
                 None => {
@@ -264,6 +265,22 @@ impl Agent {
             .collect::<Vec<Value>>()
             .await;
         Ok(serde_json::json!({ "results": runs }))
+    }
+
+    /// Tell the user when a call returned images the model will not see (the model is told
+    /// too, with the request; see `model::reply::tool_text`).
+    fn unseen_images(&self, call: &ToolCall, images: &[Image]) {
+        let provider = self.chain.active(&self.chain_state);
+        if images.is_empty() || provider.vision {
+            return;
+        }
+        let n = if images.len() == 1 { "an image".to_string() } else { format!("{} images", images.len()) };
+        self.emitter.warn(format!(
+            "{} returned {n} that {} will not see: it does not take images, as far as talaria knows \
+             (set vision = true under [model] in config.toml if it does)",
+            call.name,
+            provider.label()
+        ));
     }
 
     /// Results over the cap go to a file; the model gets a preview and the path.
