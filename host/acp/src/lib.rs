@@ -11,7 +11,8 @@
 //!
 //! # What it offers
 //! - `initialize` (capabilities as they are: session load, list, resume and close; embedded
-//!   context in prompts; no images or audio, no MCP servers yet, no authentication),
+//!   context in prompts; the client's MCP servers over stdio and HTTP (not the old SSE
+//!   transport); no images or audio, no authentication),
 //! - `session/new` (the `cwd` becomes the workspace), `session/load` (replays the history as
 //!   updates), `session/resume`, `session/list`, `session/close`, `session/prompt`,
 //!   `session/cancel`, `session/set_mode` (`ask`, `yolo`),

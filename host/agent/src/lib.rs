@@ -3,13 +3,13 @@
 //! - [`Agent`]: one session's loop; [`Agent::run_turn`] emits [`Event`]s through an [`Emitter`].
 //! - [`model`]: provider adapters (chat completions, Anthropic Messages, Responses), retries, fallback.
 //! - [`tools`]: plugins seen through [`ToolHost`]; [`builtin`]: todo, memory, session_search,
-//!   delegate_task, clarify; [`toolsets`]: choosing tools.
+//!   clarify, the skills tools, cronjob, delegate_task; [`toolsets`]: choosing tools.
 //! - [`approval`]: asking the human; [`prompt`]: the system prompt; [`history`]: valid role order.
 //!
 //! - [`extensions`]: hooks, the memory provider and the context engine, seen through traits.
 //!
-//! The agent never sees wasmtime: the CLI gives it a [`ToolHost`] (and [`Hooks`],
-//! [`MemoryProvider`], [`ContextEngine`]) over the plugin runtime.
+//! The agent never sees wasmtime: `talaria-core` gives it a [`ToolHost`] (and [`Hooks`],
+//! [`MemoryProvider`], [`ContextEngine`]) over the plugin runtime and the MCP servers.
 
 mod agent;
 pub mod approval;

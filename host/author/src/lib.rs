@@ -4,14 +4,14 @@
 //! `plugin.toml` names, `test` runs it in the sandbox against its `plugin-tests.toml`
 //! ([`plugin_test`]), and `pack`, `keygen`, `sign` and `publish` ship it.
 //!
-//! Each project carries its own copy of the WIT contract (`wit/plugin.wit`, the host's
-//! `wit/v0.2.0`), a `plugin.toml`, a README with the next commands and a `plugin-tests.toml` for
-//! `talaria plugin test`. Rust projects build with plain cargo and wit-bindgen for
-//! `wasm32-wasip2`; JavaScript with componentize-js; Python with componentize-py. Each compiler
-//! runs as a child process, in the command sandbox when a `talaria` command builds
-//! ([`build::Confine`]: a build runs the project's own code), and its output ends up in the
-//! error when it fails. `dev` builds, tests and installs on every save, asking before it grants
-//! anything ([`dev`]).
+//! Each project carries its own copy of the WIT contract (`wit/plugin.wit`: the host's
+//! `wit/v0.2.0`, or `wit/v0.3.0` for a platform adapter), a `plugin.toml`, a README with the next
+//! commands and a `plugin-tests.toml` for `talaria plugin test`. Rust projects build with plain
+//! cargo and wit-bindgen for `wasm32-wasip2`; JavaScript with componentize-js; Python with
+//! componentize-py. Each compiler runs as a child process, in the command sandbox when a `talaria`
+//! command builds ([`build::Confine`]: a build runs the project's own code), and its output ends up
+//! in the error when it fails. `dev` builds, tests and installs on every save, asking before it
+//! grants anything ([`dev`]).
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {

@@ -1,5 +1,6 @@
 //! The plugins that ship inside the `talaria` binary: the files, web, terminal and weather tools,
-//! the compressor context engine, the journal memory provider, and the guard and audit hooks.
+//! the compressor context engine, the journal memory provider, the guard and audit hooks, and
+//! the telegram, webhook, matrix, discord and slack platform adapters.
 //!
 //! `build.rs` compiles each crate under `plugins/` for wasm32-wasip2 as part of the ordinary build
 //! and embeds the component with its manifest and sha256, so a fresh checkout needs no extra step.

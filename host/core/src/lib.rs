@@ -46,9 +46,10 @@
 //!    conversation's commands, after the runtime's checks passed, and a [`ToolOverlay`] for some
 //!    plugin tools under their own specs. Both owe the limits of what they replace.
 //!
-//! The terminal (`talaria chat`, host/cli/src/chat.rs and repl.rs) and the ACP server
-//! (`talaria acp`, the `talaria-acp` crate, which also serves an editor's files and terminal)
-//! are the two front doors built on it.
+//! The front doors built on it: the terminal (`talaria chat`, host/cli/src/chat.rs and
+//! repl.rs), the ACP server (`talaria acp`, the `talaria-acp` crate, which also serves an
+//! editor's files and terminal), the gateway (`talaria gateway run`, `talaria_gateway::serve`)
+//! and the scheduled-job runner (`talaria_gateway::cron`). See docs/architecture.md.
 
 pub mod adapters;
 pub mod config;

@@ -1,10 +1,12 @@
 //! The messaging gateway: people on chat platforms answered by the agent service, each chat (and
 //! thread) a session, through adapter plugins that hold only their own tokens and hosts.
 //!
-//! This crate holds the gateway's decisions, kept apart from the adapters and the loop so each is
-//! tested on its own: who is answered ([`authorize`]), which session a message belongs to
-//! ([`session_key`]), and how an answer is written for each platform ([`mod@format`]). The
-//! gateway also runs scheduled jobs ([`cron`]).
+//! [`serve`] is `talaria gateway run`: adapters polled, messages kept in the store's inbox, one
+//! worker per chat on a conversation of `talaria-core`, answers sent through the delivery
+//! ledger. Its decisions are kept apart so each is tested on its own: who is answered
+//! ([`authorize`]), which session a message belongs to ([`session_key`]), and how an answer is
+//! written for each platform ([`mod@format`]). This crate also holds the runner of scheduled
+//! jobs ([`cron`]), which `talaria cron tick` uses too.
 
 pub mod auth;
 pub mod command;

@@ -1,11 +1,12 @@
-//! talaria's plugin runtime: the only crate that knows wasmtime.
+//! talaria's plugin runtime: the only crate that runs wasmtime (its engine configuration lives
+//! in `talaria-engine`).
 //!
 //! [`Runtime::new`] discovers plugins (bundled, user, trusted project), reads their manifests
 //! and the user's grants — without compiling anything. A plugin is compiled (or loaded from the
 //! compile cache) the first time it is needed, and its exports are checked against its manifest
-//! then: the API version (components built against 0.1.0 and 0.2.0 both load, each through
-//! its own bindings) and its [`Kind`]s. Every call runs with the plugin's memory cap, deadline
-//! and output cap, seeing only what it was granted.
+//! then: the API version (components built against 0.1.0, 0.2.0 and 0.3.0 all load, each
+//! through its own bindings) and its [`Kind`]s. Every call runs with the plugin's memory cap,
+//! deadline and output cap, seeing only what it was granted.
 //!
 //! - tools: [`Runtime::tools`] and [`Runtime::call`]; every call in a fresh instance;
 //! - hooks: [`Runtime::hook`] sends a [`HookEvent`](talaria_protocol::HookEvent) to a hook
@@ -13,6 +14,7 @@
 //! - memory providers: `Runtime::memory_*`, on one resident instance per provider, kept across
 //!   calls and made again after a trap or a missed deadline;
 //! - context engines: `Runtime::context_*`, a fresh instance per call (120 s by default);
+//! - platform adapters: one resident [`adapter::Adapter`] per gateway account ([`adapter`]);
 //! - the `llm` import: completions through the embedder's [`LlmBackend`]
 //!   ([`RuntimeConfig::llm`]), for plugins granted `llm`.
 //!

@@ -1,15 +1,20 @@
-//! talaria's state database: one SQLite file (`$TALARIA_HOME/state.db`) in WAL mode.
+//! talaria's state database, on one of two engines chosen when it opens: a SQLite file
+//! ([`Store::open`], `$TALARIA_HOME/state.db` in WAL mode; the default) or a PostgreSQL database
+//! that several processes and machines share ([`Store::connect`], `[store] url`).
 //!
 //! It holds the sessions (with their lineage: a subagent's session names its parent), every
 //! message of every session, two full-text indexes over those messages (words, and substrings for
-//! CJK text and code fragments), and each plugin's private key-value data. Schema changes are
-//! numbered migrations applied on open ([`schema`]).
+//! CJK text and code fragments), each plugin's private key-value data, and the work several
+//! processes share: leases ([`lease`]), scheduled jobs and their runs ([`cron`]), the gateway's
+//! inbox ([`inbox`]) and delivery ledger ([`delivery`]), pairings ([`pairing`]). Schema changes
+//! are numbered migrations applied on open ([`schema`]).
 //!
 //! The main type is [`Store`]; its methods live beside the concept they serve: sessions and
-//! messages in [`sessions`], search in [`search`], plugin data in [`kv`]. One connection per
-//! `Store`, shared behind a mutex: every operation is a short statement or transaction. Several
-//! processes may open the same file at once (the CLI, a gateway, cron): writes take the write
-//! lock up front (`BEGIN IMMEDIATE`) and are retried with jitter while another writer holds it.
+//! messages in [`sessions`], search in [`search`], plugin data in [`kv`]. On SQLite, one
+//! connection per `Store`, shared behind a mutex: every operation is a short statement or
+//! transaction. Several processes may open the same file at once (the CLI, a gateway, cron):
+//! writes take the write lock up front (`BEGIN IMMEDIATE`) and are retried with jitter while
+//! another writer holds it.
 //!
 //! ```no_run
 //! use talaria_protocol::Message;
