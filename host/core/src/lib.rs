@@ -238,9 +238,9 @@ fn checkpoints(home: &Path, config: &ConfigToml) -> Option<Arc<talaria_agent::ch
     let max = config.checkpoints.max_mb.map_or(talaria_agent::checkpoints::DEFAULT_MAX_BYTES, |mb| mb * 1024 * 1024);
     // Every command the check would stop, whatever was approved "always": a rollback is wanted
     // most after one that was let through.
-    let policy = talaria_runtime::CommandPolicy { home: Some(home.to_path_buf()), ..Default::default() };
+    let policy = talaria_danger::CommandPolicy { home: Some(home.to_path_buf()), ..Default::default() };
     let destructive = Box::new(move |command: &str| {
-        !matches!(talaria_runtime::danger::check(command, &policy), talaria_runtime::danger::Verdict::Safe)
+        !matches!(talaria_danger::check(command, &policy), talaria_danger::Verdict::Safe)
     });
     Some(Arc::new(talaria_agent::checkpoints::Checkpoints::new(home, max, destructive)))
 }

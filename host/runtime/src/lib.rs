@@ -49,7 +49,7 @@ pub mod approval;
 mod args;
 pub mod cache;
 mod convert;
-pub mod danger;
+pub use talaria_danger as danger;
 pub mod discovery;
 mod engine;
 mod exports;

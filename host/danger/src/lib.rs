@@ -52,7 +52,7 @@
 //! shell (a program that itself deletes what it reads from a file).
 //!
 //! ```
-//! use talaria_runtime::danger::{check, CommandPolicy, Verdict};
+//! use talaria_danger::{check, CommandPolicy, Verdict};
 //!
 //! let policy = CommandPolicy::default();
 //! assert_eq!(check("cargo test", &policy), Verdict::Safe);

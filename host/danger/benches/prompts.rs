@@ -2,11 +2,11 @@
 //! over the classifier's corpus (safe, dangerous and forbidden commands) and over a list of
 //! everyday commands a coding agent runs. Prints the counts and the commands that stop asking.
 //!
-//! `cargo bench -p talaria-runtime --bench prompts`
+//! `cargo bench -p talaria-danger --bench prompts`
 
-use talaria_runtime::danger::{CommandPolicy, Verdict, check, check_confined};
+use talaria_danger::{CommandPolicy, Verdict, check, check_confined};
 
-const CORPUS: &str = include_str!("../src/danger/corpus.txt");
+const CORPUS: &str = include_str!("../src/corpus.txt");
 
 /// What an agent runs on an ordinary day of coding.
 const EVERYDAY: &[&str] = &[
