@@ -153,6 +153,34 @@ fn a_stranger_gets_a_pairing_code_and_is_answered_once_the_owner_approves() {
     assert!(!log.contains(TOKEN), "the token reached the log:\n{log}");
 }
 
+/// A question the model asks (`clarify`) is not held open in a chat: the model is told at once
+/// to ask in its reply, and the turn goes on (it used to wait 300 s and hear nobody answered).
+#[test]
+fn a_question_the_model_asks_in_a_chat_goes_into_its_reply_at_once() {
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("clarify", json!({"question": "Which city?", "choices": ["Lisbon", "Porto"]})),
+        Reply::text("Which city: Lisbon or Porto?").into(),
+    ]));
+    let t = setup(&mock, &fake, "", "");
+    let mut gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+    fake.dm(42, "Ana", "hello");
+    let offer = fake.wait_for(42, WAIT, contains("pairing code"));
+    let code: String = offer.text.split("talaria pairing approve ").nth(1).expect("command").trim().to_string();
+    t.ok(&["pairing", "approve", &code]);
+
+    let asked = Instant::now();
+    fake.dm(42, "Ana", "plan my trip");
+    fake.wait_for(42, WAIT, |m| m.text == "Which city: Lisbon or Porto?");
+    assert!(asked.elapsed() < Duration::from_secs(20), "the turn waited for a question to be answered");
+    let told = mock.requests()[1].body.to_string();
+    assert!(told.contains("Ask it in your reply"), "{told}");
+
+    let status = gw.terminate();
+    assert!(status.success(), "{status:?}\n{}", gw.log());
+}
+
 #[test]
 fn only_an_admin_answers_an_approval_from_a_group() {
     let fake = TelegramFake::start(TOKEN);

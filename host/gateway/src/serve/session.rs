@@ -525,6 +525,16 @@ impl Worker {
                 self.stream().await;
             }
             Event::ApprovalNeeded(a) => self.ask_approval(a),
+            // A chat holds no question open while the turn waits: the model asks in its reply,
+            // and the person's next message is the answer.
+            Event::ClarifyNeeded(c) => {
+                self.conversation.submit(Op::Answer {
+                    id: c.id,
+                    text: "(This chat cannot hold a question open while you work. Ask it in your reply and end your \
+                       turn; the person's next message answers it. Or decide yourself if the choice is safe.)"
+                        .into(),
+                });
+            }
             Event::ApprovalResolved { id, .. } => {
                 if let Some(turn) = &mut self.turn
                     && turn.approval == Some(id)
