@@ -22,6 +22,11 @@ pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// "an image", or "N images".
+pub fn counted(n: usize) -> String {
+    if n == 1 { "an image".to_string() } else { format!("{n} images") }
+}
+
 /// `bytes` as an image, or why they are not one a model takes.
 ///
 /// # Errors

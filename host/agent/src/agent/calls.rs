@@ -274,11 +274,11 @@ impl Agent {
         if images.is_empty() || provider.vision {
             return;
         }
-        let n = if images.len() == 1 { "an image".to_string() } else { format!("{} images", images.len()) };
         self.emitter.warn(format!(
-            "{} returned {n} that {} will not see: it does not take images, as far as talaria knows \
+            "{} returned {} that {} will not see: it does not take images, as far as talaria knows \
              (set vision = true under [model] in config.toml if it does)",
             call.name,
+            crate::images::counted(images.len()),
             provider.label()
         ));
     }

@@ -107,8 +107,7 @@ pub(crate) fn tool_text<'a>(provider: &Provider, content: &'a str, images: &[Ima
         return content.into();
     }
     let kinds: Vec<&str> = images.iter().map(|i| i.media_type.as_str()).collect();
-    let (n, them) =
-        if images.len() == 1 { ("an image".to_string(), "it") } else { (format!("{} images", images.len()), "them") };
+    let (n, them) = (crate::images::counted(images.len()), if images.len() == 1 { "it" } else { "them" });
     format!(
         "{content}\n[The tool returned {n} ({}), not shown: {} does not take images, as far as talaria knows. \
          Tell the user; if the model does take images, they can set vision = true under [model] in config.toml \
