@@ -29,7 +29,7 @@ use agent_client_protocol_schema::v1::{
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use talaria_agent::{BoxFuture, ToolContext};
+use talaria_agent::{BoxFuture, Scope, ToolContext, ToolHandler};
 use talaria_core::Host;
 use talaria_core::{CommandError, CommandOutput, CommandRun, Terminal, ToolOverlay};
 use talaria_edit::{patch, read};
@@ -284,9 +284,8 @@ struct PatchArgs {
     replace_all: bool,
 }
 
-fn args<T: DeserializeOwned>(name: &str, arguments: &str) -> Result<T, ToolError> {
-    let text = if arguments.trim().is_empty() { "{}" } else { arguments };
-    serde_json::from_str(text).map_err(|e| ToolError::InvalidArgs(format!("{name}: {e}")))
+fn args<T: DeserializeOwned>(ctx: &ToolContext) -> Result<T, ToolError> {
+    T::deserialize(&ctx.arguments).map_err(|e| ToolError::InvalidArgs(format!("{}: {e}", ctx.tool)))
 }
 
 impl ToolOverlay for Editor {
@@ -299,19 +298,16 @@ impl ToolOverlay for Editor {
                 _ => false,
             }
     }
+}
 
-    fn call<'a>(
-        &'a self,
-        name: &'a str,
-        arguments: &'a str,
-        ctx: ToolContext,
-    ) -> BoxFuture<'a, Result<String, ToolError>> {
+impl ToolHandler for Editor {
+    fn call<'a>(&'a self, ctx: &'a ToolContext, _: Scope<'a>) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
-            let workspace = ctx.workspace;
-            match name {
-                "read_file" => self.read_file(args(name, arguments)?, &workspace).await,
-                "write_file" => self.write_file(args(name, arguments)?, &workspace).await,
-                "patch" => self.patch(args(name, arguments)?, &workspace).await,
+            let workspace = &ctx.workspace;
+            match ctx.tool.as_str() {
+                "read_file" => self.read_file(args(ctx)?, workspace).await,
+                "write_file" => self.write_file(args(ctx)?, workspace).await,
+                "patch" => self.patch(args(ctx)?, workspace).await,
                 other => Err(ToolError::UnknownTool(other.to_string())),
             }
         })

@@ -2,14 +2,16 @@
 //!
 //! - [`Agent`]: one session's loop; [`Agent::run_turn`] emits [`Event`]s through an [`Emitter`].
 //! - [`model`]: provider adapters (chat completions, Anthropic Messages, Responses), retries, fallback.
-//! - [`tools`]: plugins seen through [`ToolHost`]; [`builtin`]: todo, memory, session_search,
-//!   clarify, the skills tools, cronjob, delegate_task; [`toolsets`]: choosing tools.
+//! - [`tools`]: one [`Registry`](tools::Registry) of [`ToolHandler`]s, whatever the tool's kind;
+//!   [`builtin`]: todo, memory, session_search, clarify, the skills tools, cronjob,
+//!   delegate_task; [`toolsets`]: choosing tools.
 //! - [`approval`]: asking the human; [`prompt`]: the system prompt; [`history`]: valid role order.
 //!
 //! - [`extensions`]: hooks, the memory provider and the context engine, seen through traits.
 //!
-//! The agent never sees wasmtime: `talaria-core` gives it a [`ToolHost`] (and [`Hooks`],
-//! [`MemoryProvider`], [`ContextEngine`]) over the plugin runtime and the MCP servers.
+//! The agent never sees wasmtime: `talaria-core` gives it [`ToolSource`]s (and [`Hooks`],
+//! [`MemoryProvider`], [`ContextEngine`]) over the plugin runtime and the MCP servers, and a
+//! front end's [`ToolOverlay`].
 
 mod agent;
 pub mod approval;
@@ -26,10 +28,10 @@ pub mod tools;
 pub mod toolsets;
 
 pub use agent::{
-    Agent, AgentConfig, Compression, ContextBudget, DEFAULT_CONTEXT_LENGTH, Shared, Start, estimate_tokens,
+    Agent, AgentConfig, Compression, ContextBudget, DEFAULT_CONTEXT_LENGTH, Scope, Shared, Start, estimate_tokens,
 };
 pub use extensions::{ContextEngine, HookReply, Hooks, MemoryProvider, NoHooks};
-pub use tools::{BoxFuture, Spilled, ToolContext, ToolHost, spill};
+pub use tools::{BoxFuture, Spilled, ToolContext, ToolHandler, ToolOverlay, ToolSource, ToolSources, spill};
 
 use talaria_protocol::{Event, NoticeLevel};
 use tokio::sync::mpsc;

@@ -149,17 +149,16 @@ fn main() {
     let config = talaria_core::ConfigToml::load(home.path()).expect("config");
     let ws = workspace.path().canonicalize().expect("workspace");
     let runtime = talaria_core::unattended_runtime(home.path(), &ws, &config, false).expect("runtime");
-    let args = args.to_string();
     let mut alone = Vec::new();
     tokio.block_on(async {
         for i in 0..CALLS {
-            let ctx = talaria_runtime::CallContext {
+            let ctx = talaria_runtime::ToolContext {
                 session_id: "bench".into(),
                 call_id: format!("c{i}"),
-                workspace: ws.clone(),
+                ..talaria_runtime::ToolContext::new("read_file", args.clone()).in_workspace(&ws)
             };
             let started = Instant::now();
-            let out = runtime.call("read_file", &args, ctx).await.expect("read_file");
+            let out = runtime.call(&ctx).await.expect("read_file");
             alone.push(started.elapsed());
             assert!(out.output.contains("one line"));
         }

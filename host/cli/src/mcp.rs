@@ -100,7 +100,7 @@ async fn serve(
     only: &[String],
     origins: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
-    use talaria_agent::ToolHost as _;
+    use talaria_agent::ToolSource as _;
     use talaria_mcp::server::{Asker, Served};
     let workspace = talaria_core::canonical_workspace(&ctx.workspace)?;
     let asker = Arc::new(Asker::default());

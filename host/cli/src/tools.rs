@@ -4,7 +4,8 @@ use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use talaria_runtime::CallContext;
+use talaria_protocol::ToolError;
+use talaria_runtime::ToolContext;
 
 use crate::{Ctx, ui};
 
@@ -90,8 +91,14 @@ async fn call(ctx: &Ctx, name: &str, args: &str, yolo: bool) -> anyhow::Result<E
     {
         ui::note(&format!("compiled plugin '{}' in {:.1}s (cached for next time)", plugin.name(), took.as_secs_f32()));
     }
-    let context = CallContext { workspace: ctx.workspace.clone(), ..CallContext::default() };
-    match runtime.call(name, args, context).await {
+    let arguments = match serde_json::from_str(talaria_protocol::arguments_or_empty(args)) {
+        Ok(arguments) => arguments,
+        Err(e) => {
+            ui::error(&ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}")).to_string());
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    match runtime.call(&ToolContext::new(name, arguments).in_workspace(&ctx.workspace)).await {
         Ok(out) => {
             for d in &out.denials {
                 ui::warn(&format!("the host refused a request: {d}"));

@@ -1,15 +1,17 @@
-//! The agent's view of the plugin runtime: [`ToolHost`], [`Hooks`], [`MemoryProvider`] and
+//! The agent's view of the plugin runtime: [`ToolSource`], [`Hooks`], [`MemoryProvider`] and
 //! [`ContextEngine`] over [`Runtime`], and auxiliary completions ([`AuxLlm`]) for plugins granted
 //! `llm`.
 
 use std::sync::{Arc, RwLock};
 
 use talaria_agent::model::{Chain, ChainState, Client, ModelRequest};
-use talaria_agent::{BoxFuture, ContextEngine, HookReply, Hooks, MemoryProvider, ToolContext, ToolHost};
+use talaria_agent::{
+    BoxFuture, ContextEngine, HookReply, Hooks, MemoryProvider, Scope, ToolContext, ToolHandler, ToolSource,
+};
 use talaria_protocol::{
     CompressRequest, Compressed, ContextStatus, HookEvent, HookKind, Message, PluginSession, Role, ToolError, ToolSpec,
 };
-use talaria_runtime::{CallContext, LlmBackend, LlmCompletion, LlmRequest, Plugin, Runtime};
+use talaria_runtime::{LlmBackend, LlmCompletion, LlmRequest, Plugin, Runtime};
 
 /// The runtime a workspace's plugins run in now. [`crate::Plugins::refresh`] replaces it whole
 /// when the plugins change on disk; every adapter below asks it for the current one at each
@@ -50,7 +52,7 @@ impl PluginTools {
     }
 }
 
-impl ToolHost for PluginTools {
+impl ToolSource for PluginTools {
     fn specs(&self) -> BoxFuture<'_, Vec<ToolSpec>> {
         Box::pin(async move {
             let (tools, problems) = self.live.get().tools().await;
@@ -60,18 +62,14 @@ impl ToolHost for PluginTools {
             tools
         })
     }
+}
 
-    fn call<'a>(
-        &'a self,
-        name: &'a str,
-        arguments: &'a str,
-        ctx: ToolContext,
-    ) -> BoxFuture<'a, Result<String, ToolError>> {
+impl ToolHandler for PluginTools {
+    fn call<'a>(&'a self, ctx: &'a ToolContext, _: Scope<'a>) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
-            let ctx = CallContext { session_id: ctx.session_id, call_id: ctx.call_id, workspace: ctx.workspace };
-            let out = self.live.get().call(name, arguments, ctx).await?;
+            let out = self.live.get().call(ctx).await?;
             for d in &out.denials {
-                tracing::info!("{name}: {d}");
+                tracing::info!("{}: {d}", ctx.tool);
             }
             Ok(out.output)
         })

@@ -14,7 +14,7 @@ use std::time::Duration;
 use talaria_agent::approval::Gate;
 use talaria_agent::model::{Chain, Provider};
 use talaria_agent::toolsets::{Selection, Toolset, Toolsets};
-use talaria_agent::{Agent, AgentConfig, Emitter, Shared};
+use talaria_agent::{Agent, AgentConfig, Emitter, Shared, ToolSources};
 use talaria_protocol::{
     Event, Message, NoticeLevel, Op, SessionReason, SessionStarted, Stamped, ToolSpec, TurnEnd, Usage,
 };
@@ -23,7 +23,6 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, ConfigToml};
-use crate::offered::{Joined, Overlaid};
 use crate::router::{Route, Router};
 use crate::{Error, Host, ModelChoice, Platform, Start, canonical_workspace, lock, models};
 
@@ -171,15 +170,12 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
     );
     gate.set_yolo(start.yolo);
     let agent_config = agent_config(&host.home, &host.config, &start, workspace.clone());
-    let mut tools: Arc<dyn talaria_agent::ToolHost> = match &start.offered.tools {
-        Some(overlay) => Arc::new(Overlaid::new(plugins.tools.clone(), overlay.clone())),
-        None => plugins.tools.clone(),
-    };
+    let mut tools = ToolSources { sources: vec![plugins.tools.clone()], overlay: start.offered.tools.clone() };
     if !host.mcp.is_empty() {
         // Their tool lists (cached, or listed by starting them) before the agent lists tools.
         host.mcp.prepare().await;
         warnings.extend(host.mcp.take_warnings());
-        tools = Arc::new(Joined::new(tools, host.mcp.clone()));
+        tools.sources.push(host.mcp.clone());
     }
     if !start.mcp_servers.is_empty() {
         let own = Arc::new(talaria_mcp::client::Servers::new(
@@ -192,7 +188,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         ));
         own.prepare().await;
         warnings.extend(own.take_warnings());
-        tools = Arc::new(Joined::new(tools, own));
+        tools.sources.push(own);
     }
     let mut shared = Shared::new(agent_config, chain, store.clone(), tools, gate.clone())
         .with_hooks(plugins.hooks.clone())

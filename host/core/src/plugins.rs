@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use talaria_agent::model::{Chain, Client};
-use talaria_agent::{ContextEngine, Hooks, MemoryProvider, ToolHost};
+use talaria_agent::{ContextEngine, Hooks, MemoryProvider, ToolSource};
 use talaria_runtime::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, Runtime};
 
 use crate::adapters::{AuxLlm, LiveRuntime, PluginHooks, PluginTools, extensions};
@@ -19,7 +19,7 @@ pub type Remake = Box<dyn Fn() -> Result<Runtime, talaria_runtime::Error> + Send
 /// current; [`Plugins::refresh`] swaps in a new one when the plugins changed on disk.
 pub struct Plugins {
     live: Arc<LiveRuntime>,
-    pub tools: Arc<dyn ToolHost>,
+    pub tools: Arc<dyn ToolSource>,
     pub hooks: Arc<dyn Hooks>,
     pub memory: Option<Arc<dyn MemoryProvider>>,
     pub context: Option<Arc<dyn ContextEngine>>,

@@ -1,4 +1,4 @@
-//! External MCP servers as tools ([`Servers`], a [`ToolHost`]): each `[mcp_servers.NAME]` tool
+//! External MCP servers as tools ([`Servers`], a [`ToolSource`]): each `[mcp_servers.NAME]` tool
 //! becomes `mcp_<server>_<tool>` in the toolset `mcp-<server>`.
 //!
 //! 1. **A stdio server runs in the OS sandbox** (`talaria_sandbox`): the system, its own
@@ -18,8 +18,9 @@
 //! 4. **A server that fails is reported once** and the others carry on. One that stops (killed,
 //!    crashed) fails the call in flight and is started again on the next call; one that does not
 //!    answer in time (`tool_timeout_secs`) fails the call with a message naming the setting.
-//! 5. Results over [`RESULT_CAP`] characters go to a file (`results/SESSION/CALL.txt`) and the
-//!    model gets a preview, as with other tools.
+//! 5. Results are capped by the loop, as every tool's are: over the result cap (100,000
+//!    characters, `max_result_chars` under `[agent]`), they go to a file
+//!    (`results/SESSION/CALL.txt`) and the model gets a preview.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,17 +37,12 @@ use rmcp::transport::{ConfigureCommandExt as _, StreamableHttpClientTransport, T
 use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt as _};
 use serde_json::Value;
 use talaria_agent::tools::Attached;
-use talaria_agent::{BoxFuture, ToolContext, ToolHost};
+use talaria_agent::{BoxFuture, Scope, ToolContext, ToolHandler, ToolSource};
 use talaria_protocol::{ToolAnnotations, ToolError, ToolSpec};
 use talaria_runtime::process::CommandSandbox;
 use talaria_runtime::{Approval, ApprovalKind, ApprovalRequest, Approvals, Approver, Caller, Secrets};
 
 use crate::config::{self, Ask, ServerToml, Transport};
-
-/// Results longer than this (in characters) are saved to a file.
-pub const RESULT_CAP: usize = 50_000;
-/// Characters of a saved result the model sees.
-const PREVIEW_CHARS: usize = 1_500;
 
 /// What talaria says it is to servers; it declares no client capabilities (no sampling, roots
 /// or elicitation).
@@ -429,22 +425,21 @@ impl Servers {
         })
     }
 
-    async fn call_tool(&self, name: &str, arguments: &str, ctx: ToolContext) -> Result<String, ToolError> {
-        let Some((server, found)) = self.find(name) else {
-            return Err(ToolError::UnknownTool(name.to_string()));
+    async fn call_tool(&self, ctx: &ToolContext) -> Result<String, ToolError> {
+        let Some((server, found)) = self.find(&ctx.tool) else {
+            return Err(ToolError::UnknownTool(ctx.tool.clone()));
         };
-        let args = match serde_json::from_str::<Value>(if arguments.trim().is_empty() { "{}" } else { arguments }) {
-            Ok(Value::Object(map)) => map,
-            _ => return Err(ToolError::InvalidArgs("the arguments must be a JSON object".into())),
+        let Value::Object(args) = ctx.arguments.clone() else {
+            return Err(ToolError::InvalidArgs("the arguments must be a JSON object".into()));
         };
         let tool = match found {
             Found::Tool(tool) => *tool,
             Found::Extra(extra) => {
                 let text = self.extra(&server, extra, &args).await?;
-                return Ok(self.capped(text, &ctx));
+                return Ok(text);
             }
         };
-        self.approve(&server, &tool, &args, &ctx).await?;
+        self.approve(&server, &tool, &args, ctx).await?;
         if let Some(jail) = lock(&server.jail).as_ref() {
             jail.gate.acting_for(&Caller { session_id: ctx.session_id.clone(), call_id: ctx.call_id.clone() });
         }
@@ -484,7 +479,7 @@ impl Servers {
         if result.is_error == Some(true) {
             return Err(ToolError::Failed(text));
         }
-        Ok(self.capped(text, &ctx))
+        Ok(text)
     }
 
     /// A resources or prompts call of `server`.
@@ -634,14 +629,6 @@ impl Servers {
             ))),
         }
     }
-
-    /// `text`, or a preview of it and the file the whole was saved to.
-    fn capped(&self, text: String, ctx: &ToolContext) -> String {
-        if text.chars().count() <= RESULT_CAP {
-            return text;
-        }
-        talaria_agent::spill(&self.home, &ctx.session_id, &ctx.call_id, &text, PREVIEW_CHARS).text
-    }
 }
 
 /// What `talaria mcp test` learned of a server.
@@ -654,7 +641,7 @@ pub struct Checked {
     pub took: Duration,
 }
 
-impl ToolHost for Servers {
+impl ToolSource for Servers {
     fn specs(&self) -> BoxFuture<'_, Vec<ToolSpec>> {
         Box::pin(async move {
             self.prepare().await;
@@ -667,14 +654,11 @@ impl ToolHost for Servers {
                 .collect()
         })
     }
+}
 
-    fn call<'a>(
-        &'a self,
-        name: &'a str,
-        arguments: &'a str,
-        ctx: ToolContext,
-    ) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(self.call_tool(name, arguments, ctx))
+impl ToolHandler for Servers {
+    fn call<'a>(&'a self, ctx: &'a ToolContext, _: Scope<'a>) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(self.call_tool(ctx))
     }
 }
 

@@ -35,7 +35,7 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
-use talaria_agent::{ToolContext, ToolHost};
+use talaria_agent::{Scope, ToolContext, ToolSource};
 use talaria_protocol::{ToolError, ToolSpec};
 use talaria_runtime::{Approval, ApprovalKind, ApprovalRequest, Approver};
 use tokio::sync::{mpsc, oneshot};
@@ -159,7 +159,7 @@ impl Approver for Asker {
 /// The MCP server: `tools` (the plugin runtime's), listed as `specs`.
 #[derive(Clone)]
 pub struct Served {
-    tools: Arc<dyn ToolHost>,
+    tools: Arc<dyn ToolSource>,
     specs: Arc<Vec<ToolSpec>>,
     asker: Arc<Asker>,
     held: Arc<rounds::Held>,
@@ -170,7 +170,7 @@ pub struct Served {
 impl Served {
     /// Serve `specs` (a subset of what `tools` offers), calling them in `workspace`; `asker`
     /// must be the approver of the runtime behind `tools`.
-    pub fn new(tools: Arc<dyn ToolHost>, specs: Vec<ToolSpec>, asker: Arc<Asker>, workspace: PathBuf) -> Self {
+    pub fn new(tools: Arc<dyn ToolSource>, specs: Vec<ToolSpec>, asker: Arc<Asker>, workspace: PathBuf) -> Self {
         Self {
             tools,
             specs: Arc::new(specs),
@@ -241,23 +241,21 @@ impl ServerHandler for Served {
                 Err(stale) => Ok(CallToolResult::error(vec![ContentBlock::text(stale.to_string())]).into()),
             };
         }
-        let (session, ctx) = self.context();
+        let (session, ctx) = self.context(&name, serde_json::Value::Object(arguments.clone()));
         if in_rounds && elicits {
             let (questions, asked) = mpsc::unbounded_channel();
             let begun = Begun::new(self.asker.clone(), session, Route::Rounds(questions));
-            let (tools, tool) = (self.tools.clone(), name.clone());
-            let text = serde_json::Value::Object(arguments.clone()).to_string();
+            let tools = self.tools.clone();
             let task = tokio::spawn(async move {
                 let _begun = begun;
-                tools.call(&tool, &text, ctx).await
+                tools.call(&ctx, Scope::detached()).await
             });
             return self.step(rounds::Running::new(name, arguments, task, asked), &context).await;
         }
         let route = if elicits { Route::Request(context.peer.clone()) } else { Route::Nobody };
         let begun = Begun::new(self.asker.clone(), session, route);
-        let text = serde_json::Value::Object(arguments).to_string();
         let result = tokio::select! {
-            r = self.tools.call(&name, &text, ctx) => Some(r),
+            r = self.tools.call(&ctx, Scope::detached()) => Some(r),
             () = context.ct.cancelled() => None,
         };
         drop(begun);
@@ -270,14 +268,13 @@ impl ServerHandler for Served {
 
 impl Served {
     /// A fresh approval scope for a call: its session id, and the context it runs with.
-    fn context(&self) -> (String, ToolContext) {
+    fn context(&self, tool: &str, arguments: serde_json::Value) -> (String, ToolContext) {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let session = format!("mcp-{}-{n}", std::process::id());
         let ctx = ToolContext {
             session_id: session.clone(),
             call_id: format!("call-{n}"),
-            workspace: self.workspace.clone(),
-            ..ToolContext::default()
+            ..ToolContext::new(tool, arguments).in_workspace(&self.workspace)
         };
         (session, ctx)
     }

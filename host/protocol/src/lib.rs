@@ -4,7 +4,8 @@
 //! - [`Op`]: what a front door asks of a conversation; [`Event`] (handed out [`Stamped`] with
 //!   session and turn ids): what it reports; every front door submits the one and renders the
 //!   other.
-//! - [`ToolSpec`], [`ToolError`]: tools as the model and the CLI see them.
+//! - [`ToolSpec`], [`ToolError`]: tools as the model and the CLI see them; [`ToolContext`]: one
+//!   parsed call, as every tool handler receives it.
 //! - [`HookEvent`], [`HookDecision`], [`CompressRequest`], [`PluginSession`]: what the loop
 //!   exchanges with hook, memory and context-engine plugins.
 //!
@@ -26,6 +27,7 @@ use std::fmt;
 
 mod event;
 mod extension;
+mod invocation;
 mod message;
 mod op;
 mod tool;
@@ -38,6 +40,7 @@ pub use extension::{
     CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, PluginSession, ToolCallEvent,
     ToolResultEvent,
 };
+pub use invocation::{Attached, ToolContext, arguments_or_empty};
 pub use message::{Image, Message, Role, ToolCall, Usage};
 pub use op::{Decision, Op};
 pub use tool::{ToolAnnotations, lexical};

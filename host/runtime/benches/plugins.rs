@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use talaria_protocol::{HookDecision, HookEvent, PluginSession, ToolCallEvent};
-use talaria_runtime::{CacheOutcome, CallContext, Embedded, Kind, Plugin, Runtime, RuntimeConfig};
+use talaria_runtime::{CacheOutcome, Embedded, Kind, Plugin, Runtime, RuntimeConfig, ToolContext};
 use talaria_test_support as support;
 
 fn main() {
@@ -149,7 +149,7 @@ fn rss_child(home: std::path::PathBuf) {
     let rt = Runtime::new(RuntimeConfig::new(home.clone(), home), &bundled).expect("runtime");
     let tools: Vec<_> = rt.plugins().iter().filter(|p| is_tool(p)).collect();
     for p in &tools {
-        let _ = tokio.block_on(rt.call_plugin(p, "__bench_no_such_tool__", "{}", CallContext::default()));
+        let _ = tokio.block_on(rt.call_plugin(p, &ToolContext::new("__bench_no_such_tool__", serde_json::json!({}))));
     }
     let (after, peak) = rss_kb();
     println!(
@@ -163,16 +163,16 @@ fn is_tool(plugin: &Plugin) -> bool {
     plugin.enabled && plugin.is(Kind::Tool)
 }
 
-fn args_of(bytes: usize) -> String {
-    let pad = "x".repeat(bytes.saturating_sub(12));
-    format!("{{\"pad\": \"{pad}\"}}")
+fn args_of(bytes: usize) -> serde_json::Value {
+    serde_json::json!({ "pad": "x".repeat(bytes.saturating_sub(12)) })
 }
 
-async fn time_calls(rt: &Runtime, plugin: &Plugin, args: &str, n: usize) -> Vec<Duration> {
+async fn time_calls(rt: &Runtime, plugin: &Plugin, args: &serde_json::Value, n: usize) -> Vec<Duration> {
+    let ctx = ToolContext::new("__bench_no_such_tool__", args.clone());
     let mut times = Vec::with_capacity(n);
     for _ in 0..n.max(10) {
         let started = Instant::now();
-        let result = rt.call_plugin(plugin, "__bench_no_such_tool__", args, CallContext::default()).await;
+        let result = rt.call_plugin(plugin, &ctx).await;
         times.push(started.elapsed());
         assert!(matches!(result, Err(talaria_protocol::ToolError::UnknownTool(_))), "{}: {result:?}", plugin.name());
     }

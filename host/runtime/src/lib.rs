@@ -24,11 +24,11 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use talaria_protocol::{HookEvent, PluginSession, ToolCallEvent};
-//! use talaria_runtime::{CallContext, Runtime, RuntimeConfig};
+//! use talaria_runtime::{Runtime, RuntimeConfig, ToolContext};
 //! let config = RuntimeConfig::new("/home/me/.talaria".into(), std::env::current_dir()?);
 //! let runtime = Runtime::new(config, &[])?;
 //! let (tools, problems) = runtime.tools().await;
-//! let out = runtime.call("read_file", r#"{"path": "README.md"}"#, CallContext::default()).await?;
+//! let out = runtime.call(&ToolContext::new("read_file", serde_json::json!({"path": "README.md"}))).await?;
 //! println!("{}", out.output);
 //! let event = HookEvent::PreToolCall(ToolCallEvent { tool: "read_file".into(), ..Default::default() });
 //! for hook in runtime.plugins_of_kind("hook") {
@@ -93,12 +93,13 @@ pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, M
 pub use lock::{LOCK_FILE, LockEntry, Lockfile, reinstall_hint, scope_paths, short_digest};
 pub use manifest::{Kind, Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS, check_api, check_name};
 pub use net::{AddressKind, internal_kind};
-pub use plugin::{CallContext, CallOutput, Plugin};
+pub use plugin::{CallOutput, Plugin};
 pub use process::{ChildEnv, CommandError, CommandOutput, CommandRun, ProcessRunner, Terminal, Terminals};
 pub use record::RecordedImport;
 pub use secrets::Secrets;
 pub use shown::visible;
 pub use stub::{HttpStub, HttpStubs};
+pub use talaria_protocol::ToolContext;
 
 use crate::cache::{Listed, Listing};
 use crate::discovery::WasmSource;
@@ -741,43 +742,34 @@ impl Runtime {
             .await
     }
 
-    /// Call tool `name` with JSON arguments in a fresh instance of the plugin that provides it.
+    /// Run `ctx.tool` with `ctx.arguments` in a fresh instance of the plugin that provides it.
     ///
     /// # Errors
     /// Unknown tool, arguments that are not a JSON object, or whatever the plugin call returns.
-    pub async fn call(&self, name: &str, args_json: &str, ctx: CallContext) -> Result<CallOutput, ToolError> {
+    pub async fn call(&self, ctx: &ToolContext) -> Result<CallOutput, ToolError> {
         let index = self.index().await;
-        let Some(&owner) = index.by_name.get(name) else {
+        let Some(&owner) = index.by_name.get(&ctx.tool) else {
             let mut names: Vec<&str> = index.tools.iter().map(|t| t.name.as_str()).collect();
             names.sort_unstable();
-            return Err(ToolError::UnknownTool(format!("{name} (available: {})", names.join(", "))));
+            return Err(ToolError::UnknownTool(format!("{} (available: {})", ctx.tool, names.join(", "))));
         };
         let plugin = self.plugins[owner].clone();
-        self.call_plugin(&plugin, name, args_json, ctx).await
+        self.call_plugin(&plugin, ctx).await
     }
 
-    /// Call a tool of a given plugin.
+    /// Run `ctx.tool` of a given plugin.
     ///
     /// # Errors
     /// As for [`Runtime::call`].
-    pub async fn call_plugin(
-        &self,
-        plugin: &Plugin,
-        tool: &str,
-        args_json: &str,
-        ctx: CallContext,
-    ) -> Result<CallOutput, ToolError> {
+    pub async fn call_plugin(&self, plugin: &Plugin, ctx: &ToolContext) -> Result<CallOutput, ToolError> {
         Self::check_enabled(plugin).map_err(ToolError::Unavailable)?;
-        let args = match serde_json::from_str::<serde_json::Value>(args_json) {
-            Ok(args @ serde_json::Value::Object(_)) => args,
-            Ok(other) => {
-                return Err(ToolError::InvalidArgs(format!(
-                    "arguments must be a JSON object, not {}",
-                    json_kind(&other)
-                )));
-            }
-            Err(e) => return Err(ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}"))),
-        };
+        let (tool, args) = (ctx.tool.as_str(), &ctx.arguments);
+        if !args.is_object() {
+            return Err(ToolError::InvalidArgs(format!("arguments must be a JSON object, not {}", json_kind(args))));
+        }
+        // The guest reads the arguments as JSON text.
+        let args_json = args.to_string();
+        let args_json = args_json.as_str();
         let scan = &plugin.env.services.scan;
         if let Some(secret) = scan.find(args_json) {
             return Err(ToolError::Denied(format!(
@@ -788,7 +780,7 @@ impl Runtime {
         if let Ok(specs) = self.plugin_tools(plugin).await
             && let Some(spec) = specs.iter().find(|s| s.name == tool)
         {
-            self.args.check(spec, &args)?;
+            self.args.check(spec, args)?;
         }
         let (prepared, _) = self.prepared(plugin).map_err(ToolError::Unavailable)?;
         let (engine, _) = self.engine()?;
@@ -798,7 +790,8 @@ impl Runtime {
         let workspace =
             if ctx.workspace.as_os_str().is_empty() { self.workspace.clone() } else { ctx.workspace.clone() };
         let caller = Caller { session_id: ctx.session_id.clone(), call_id: ctx.call_id.clone() };
-        let (session_id, call_id, ws) = (ctx.session_id, ctx.call_id, workspace.to_string_lossy().into_owned());
+        let (session_id, call_id) = (ctx.session_id.clone(), ctx.call_id.clone());
+        let ws = workspace.to_string_lossy().into_owned();
         let started = Instant::now();
         let limits = plugin.limits;
         let (output, denials) = instance::run_fresh(

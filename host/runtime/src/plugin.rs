@@ -55,15 +55,6 @@ pub struct CallOutput {
     pub elapsed: Duration,
 }
 
-/// What the host tells a tool about a call.
-#[derive(Debug, Clone, Default)]
-pub struct CallContext {
-    pub session_id: String,
-    pub call_id: String,
-    /// The session's working directory (`$WORKSPACE`); absolute.
-    pub workspace: std::path::PathBuf,
-}
-
 impl Plugin {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(

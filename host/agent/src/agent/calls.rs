@@ -1,6 +1,9 @@
-//! Running the model's tool calls: hooks and approvals first, a checkpoint of what the call may
-//! change, then the agent-level tools (todo, memory, search, clarify, skills, cron, delegation)
-//! or the plugins; results in call order, capped, with what the user steered in.
+//! Running the model's tool calls, every one through the same stages whatever runs it (the
+//! agent's own tools, plugins, MCP servers, an editor): its arguments parsed once into a
+//! [`ToolContext`]; `pre_tool_call` hooks and a human's approval when one asks; a checkpoint of
+//! what it may change; its handler from the [`crate::tools::Registry`]; `post_tool_call` and
+//! `transform_tool_result` hooks; events; then, in call order, the result cap (the rest spilled
+//! to a file) with what the user steered in.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -10,9 +13,9 @@ use serde_json::Value;
 use talaria_protocol::{Event, Image, Message, NoticeLevel, ToolCall, ToolError, ToolFinished, ToolStarted};
 use tokio_util::sync::CancellationToken;
 
-use crate::tools::{Attached, ToolContext};
+use crate::tools::ToolContext;
 
-use super::{Agent, INTERRUPTED_RESULT, Selection, Start, builtin, lock, tools};
+use super::{Agent, INTERRUPTED_RESULT, Scope, Selection, Start, builtin, lock, tools};
 
 /// A call's result text and the images it returned.
 type Finished = (String, Vec<Image>);
@@ -44,13 +47,20 @@ impl Agent {
                     (Ok(args), Some(a)) => tools::Snapshot::before(a, args, &this.shared.config.workspace),
                     _ => tools::Snapshot::default(),
                 };
-                let images = Attached::default();
-                let result = match args {
-                    Ok(args) => match this.tool_allowed(call, args).await {
+                let ctx = args.as_ref().map(|args| ToolContext {
+                    tool: call.name.clone(),
+                    arguments: args.clone(),
+                    session_id: this.session_id.clone(),
+                    call_id: call.id.clone(),
+                    workspace: this.shared.config.workspace.clone(),
+                    images: tools::Attached::default(),
+                });
+                let result = match &ctx {
+                    Ok(ctx) => match this.tool_allowed(call, &ctx.arguments).await {
                         Ok(()) => {
                             this.emitter.emit(Event::ToolRunning { call_id: call.id.clone() });
-                            let ticket = this.checkpoint(call, args).await;
-                            let result = this.dispatch(call, args, cancel, &images).await;
+                            let ticket = this.checkpoint(call, &ctx.arguments).await;
+                            let result = this.dispatch(ctx, cancel).await;
                             if let (Some(ticket), Some(store)) = (ticket, this.shared.checkpoints.clone()) {
                                 let _ = tokio::task::spawn_blocking(move || store.after(&ticket)).await;
                             }
@@ -58,7 +68,7 @@ impl Agent {
                         }
                         Err(e) => Err(e),
                     },
-                    Err(e) => Err(e.clone()),
+                    Err(e) => Err((*e).clone()),
                 };
                 let (text, ok) = match result {
                     Ok(text) => (text, true),
@@ -75,7 +85,11 @@ impl Agent {
                     duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                     changes: writes.changes(),
                 }));
-                lock(slots)[i] = Some((text, if ok { images.take() } else { Vec::new() }));
+                let images = match &ctx {
+                    Ok(ctx) if ok => ctx.images.take(),
+                    _ => Vec::new(),
+                };
+                lock(slots)[i] = Some((text, images));
             }
         };
         let work = async {
@@ -133,67 +147,20 @@ impl Agent {
             .flatten()
     }
 
-    /// Agent-level tools first, then the plugins.
-    async fn dispatch(
-        &self,
-        call: &ToolCall,
-        args: &Value,
-        cancel: &CancellationToken,
-        images: &Attached,
-    ) -> Result<String, ToolError> {
-        if !self.tools.iter().any(|t| t.name == call.name) {
+    /// Run an offered tool with the handler the registry holds for it.
+    async fn dispatch(&self, ctx: &ToolContext, cancel: &CancellationToken) -> Result<String, ToolError> {
+        let handler = self.tools.iter().any(|t| t.name == ctx.tool).then(|| self.registry.handler(&ctx.tool)).flatten();
+        let Some(handler) = handler else {
             let known: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
-            return Err(ToolError::UnknownTool(format!(
-                "{}; the tools available are: {}",
-                call.name,
-                known.join(", ")
-            )));
-        }
-        let shared = &self.shared;
-        match call.name.as_str() {
-            "todo" => self.todos.call(args).map(|v| v.to_string()),
-            "memory" if !shared.config.shared_memory => Err(ToolError::Failed(
-                "memory is off in this session: it serves a chat, and the owner's notes stay private (set [gateway] memory = true to share them)".into(),
-            )),
-            "memory" => {
-                let result = shared.memory.call(args).map(|v| v.to_string());
-                if result.is_ok() {
-                    self.memory_written(args);
-                }
-                result
-            }
-            "session_search" => {
-                // Search reads the store: off the async threads.
-                let (store, current, args) = (shared.store.clone(), self.session_id.clone(), args.clone());
-                tokio::task::spawn_blocking(move || builtin::search::call(&store, &current, &args))
-                    .await
-                    .unwrap_or_else(|e| Err(ToolError::Crashed(format!("session search stopped: {e}"))))
-                    .map(|v| v.to_string())
-            }
-            "clarify" => builtin::clarify(&shared.gate, args).await.map(|v| v.to_string()),
-            builtin::skills::LIST => Ok(builtin::skills::list(&self.skills, args).to_string()),
-            builtin::skills::VIEW => builtin::skills::view(&self.skills, args),
-            builtin::skills::MANAGE => self.manage_skill(call, args).await,
-            builtin::cronjob::NAME => builtin::cronjob::call(&shared.store, &shared.gate, &shared.config, &self.tools, args, &call.id)
-                .await
-                .map(|v| v.to_string()),
-            "delegate_task" => self.delegate(args, cancel).await.map(|v| v.to_string()),
-            _ => {
-                let ctx = ToolContext {
-                    session_id: self.session_id.clone(),
-                    call_id: call.id.clone(),
-                    workspace: shared.config.workspace.clone(),
-                    images: images.clone(),
-                };
-                shared.host.call(&call.name, &call.arguments, ctx).await
-            }
-        }
+            return Err(ToolError::UnknownTool(format!("{}; the tools available are: {}", ctx.tool, known.join(", "))));
+        };
+        handler.call(ctx, Scope { turn: Some((self, cancel)) }).await
     }
 
     /// `skill_manage`: checked, asked about when the skill is the user's, done, and told.
-    async fn manage_skill(&self, call: &ToolCall, args: &Value) -> Result<String, ToolError> {
+    pub(super) async fn manage_skill(&self, ctx: &ToolContext) -> Result<String, ToolError> {
         let cfg = &self.shared.config;
-        let plan = crate::skills::manage::plan(&cfg.home, &cfg.workspace, &cfg.project_skills, args)
+        let plan = crate::skills::manage::plan(&cfg.home, &cfg.workspace, &cfg.project_skills, &ctx.arguments)
             .map_err(ToolError::InvalidArgs)?;
         if let Some(what) = &plan.ask {
             let gate = &self.shared.gate;
@@ -207,7 +174,7 @@ impl Agent {
                 plugin: builtin::PROVIDER,
                 command: what,
                 reason: "the user wrote it; the agent changes only its own skills without asking",
-                call_id: &call.id,
+                call_id: &ctx.call_id,
             };
             if matches!(gate.ask_human(&ask).await, crate::approval::Decision::Deny) {
                 return Err(ToolError::Failed(format!(
@@ -227,7 +194,7 @@ impl Agent {
 
     /// `delegate_task`: child agents with their own budget and a restricted toolset, run
     /// concurrently; only each child's final answer comes back.
-    async fn delegate(&self, args: &Value, cancel: &CancellationToken) -> Result<Value, ToolError> {
+    pub(super) async fn delegate(&self, args: &Value, cancel: &CancellationToken) -> Result<Value, ToolError> {
         let tasks = builtin::delegate::tasks(args)?;
         let limit = self.shared.config.max_children.max(1);
         let runs = futures_util::stream::iter(tasks.into_iter().enumerate())

@@ -15,6 +15,7 @@
 //!   wire, where the provider's id goes back ([`crate::history::for_wire`]), so a provider that
 //!   numbers calls per answer or repeats an id never crosses or loses a result.
 
+mod builtins;
 mod calls;
 mod extend;
 mod lease;
@@ -34,7 +35,7 @@ use crate::builtin::{self, memory::Memory, todo::Todos};
 use crate::extensions::{ContextEngine, Hooks, MemoryProvider, NoHooks};
 use crate::model::{Chain, ChainState, Client, Delta, ModelRequest, Provider};
 use crate::prompt::{self, Platform, PromptInputs};
-use crate::tools::{self, ToolHost};
+use crate::tools::{self, Registry, ToolSources};
 use crate::toolsets::{Selection, Toolset, Toolsets};
 use crate::{Emitter, Error};
 
@@ -120,7 +121,8 @@ pub struct Shared {
     pub client: Client,
     pub chain: Chain,
     pub store: Arc<Store>,
-    pub host: Arc<dyn ToolHost>,
+    /// Where tools come from besides the agent's own: plugins, MCP servers, a front end's.
+    pub tools: ToolSources,
     pub gate: Arc<Gate>,
     pub memory: Memory,
     pub hooks: Arc<dyn Hooks>,
@@ -135,14 +137,14 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: AgentConfig, chain: Chain, store: Arc<Store>, host: Arc<dyn ToolHost>, gate: Arc<Gate>) -> Self {
+    pub fn new(config: AgentConfig, chain: Chain, store: Arc<Store>, tools: ToolSources, gate: Arc<Gate>) -> Self {
         let memory = Memory::new(config.home.join("memories"));
         Self {
             config,
             client: Client::new(),
             chain,
             store,
-            host,
+            tools,
             gate,
             memory,
             hooks: Arc::new(NoHooks),
@@ -213,6 +215,20 @@ pub const INTERRUPTED_RESULT: &str =
 const CHILD_EXCLUDED: [&str; 5] =
     ["delegate_task", "clarify", "memory", builtin::cronjob::NAME, builtin::skills::MANAGE];
 
+/// What the loop lends a tool call: the agent it runs in and what stops the turn. The agent's
+/// own tools need both; a call made outside any conversation ([`Scope::detached`]) has neither.
+#[derive(Clone, Copy, Default)]
+pub struct Scope<'a> {
+    turn: Option<(&'a Agent, &'a CancellationToken)>,
+}
+
+impl Scope<'_> {
+    /// A call outside any conversation (`mcp serve` running a plugin tool for its client).
+    pub fn detached() -> Self {
+        Self::default()
+    }
+}
+
 /// One conversation with the model.
 pub struct Agent {
     /// The skills it can use (their requirements met), for `skills_list` and `skill_view`.
@@ -227,6 +243,8 @@ pub struct Agent {
     system_prompt: String,
     history: Vec<Message>,
     tools: Vec<ToolSpec>,
+    /// What runs each tool (of `tools` and more: only `tools` are offered and run).
+    registry: Registry,
     chain: Chain,
     chain_state: ChainState,
     todos: Todos,
@@ -273,28 +291,21 @@ impl Agent {
     pub async fn start(shared: Arc<Shared>, emitter: Emitter, start: Start) -> Result<Self, Error> {
         let cfg = &shared.config;
         let platform = if start.parent.is_some() { Platform::Subagent } else { cfg.platform };
-        let plugin_specs = shared.host.specs().await;
         let mut warnings = Vec::new();
+        let own = builtins::handlers();
+        let own_count = own.len();
+        let registry = Registry::build(own, &shared.tools, &mut warnings).await;
         let mut toolsets = cfg.toolsets.clone();
-        let mut all: Vec<ToolSpec> = builtin::specs();
-        for spec in plugin_specs {
-            if all.iter().any(|s| s.name == spec.name) {
-                warnings.push(format!(
-                    "plugin `{}` offers tool `{}`, which is already taken; it is left out",
-                    spec.plugin, spec.name
-                ));
-                continue;
-            }
-            let entry = toolsets.get(&spec.plugin).cloned().unwrap_or_else(|| Toolset {
+        for spec in &registry.specs()[own_count..] {
+            let mut entry = toolsets.get(&spec.plugin).cloned().unwrap_or_else(|| Toolset {
                 description: format!("tools of plugin {}", spec.plugin),
                 tools: Vec::new(),
                 includes: Vec::new(),
             });
-            let mut entry = entry;
             entry.tools.push(spec.name.clone());
             toolsets.insert(spec.plugin.clone(), entry);
-            all.push(spec);
         }
+        let all = registry.specs().to_vec();
         let names: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
         let selection = start.selection.as_ref().unwrap_or(&cfg.selection);
         let chosen = toolsets.resolve(selection, &names).map_err(Error::Toolsets)?;
@@ -381,6 +392,7 @@ impl Agent {
             system_prompt,
             history,
             tools,
+            registry,
             chain_state: ChainState::default(),
             todos,
             max_turns,

@@ -31,7 +31,7 @@ pub fn specs() -> Vec<ToolSpec> {
     all
 }
 
-fn clarify_spec() -> ToolSpec {
+pub(crate) fn clarify_spec() -> ToolSpec {
     ToolSpec {
         name: "clarify".into(),
         description: "Ask the user a question and wait for the answer. Use it only when you cannot \

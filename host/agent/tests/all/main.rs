@@ -4,10 +4,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use talaria_agent::ToolSources;
 use talaria_agent::approval::Gate;
 use talaria_agent::extensions::ContextEngine;
 use talaria_agent::model::{Chain, Provider, ProviderSpec};
-use talaria_agent::tools::NoTools;
 use talaria_agent::toolsets::Selection;
 use talaria_agent::{Agent, AgentConfig, BoxFuture, Emitter, Shared, Start};
 use talaria_mock_llm::{MockLlm, Mode, Reply, Script, Step};
@@ -51,7 +51,7 @@ async fn setup(
     configure(&mut config);
     let store = Arc::new(Store::open(&home.path().join("state.db")).expect("store"));
     let shared = Arc::new(
-        Shared::new(config, chain(mock), store, Arc::new(NoTools), Arc::new(Gate::new(false)))
+        Shared::new(config, chain(mock), store, ToolSources::default(), Arc::new(Gate::new(false)))
             .with_context_engine(engine),
     );
     let (emitter, events) = Emitter::channel();

@@ -12,7 +12,7 @@ use talaria_protocol::{
     ToolResultEvent,
 };
 use talaria_runtime::adapter::{AccountSpec, ChatType, Outbound, PlatformEvent, WebhookRequest};
-use talaria_runtime::{CallContext, Plugin, Runtime};
+use talaria_runtime::{Plugin, Runtime, ToolContext};
 
 use super::Scratch;
 use super::cases::{Case, Target};
@@ -82,13 +82,13 @@ pub(super) fn shown_input(case: &Case, target: Target) -> Value {
 
 async fn tool(runtime: &Runtime, scratch: &Scratch, n: usize, case: &Case) -> Result<String, String> {
     let args = serde_json::to_value(&case.args).unwrap_or_else(|_| json!({}));
-    let context = CallContext {
+    let name = case.tool.as_deref().unwrap_or_default();
+    let context = ToolContext {
         session_id: "plugin-test".into(),
         call_id: format!("test-{}", n + 1),
-        workspace: scratch.workspace(),
+        ..ToolContext::new(name, args).in_workspace(scratch.workspace())
     };
-    let name = case.tool.as_deref().unwrap_or_default();
-    runtime.call(name, &args.to_string(), context).await.map(|o| o.output).map_err(|e| e.to_string())
+    runtime.call(&context).await.map(|o| o.output).map_err(|e| e.to_string())
 }
 
 /// The hook event a case describes (its name was checked when the file was read).

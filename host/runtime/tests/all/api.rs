@@ -171,7 +171,7 @@ async fn a_disabled_plugin_is_listed_but_never_called() {
     );
     let broken = rt.plugin("broken").expect("broken").clone();
     assert!(
-        matches!(rt.call_plugin(&broken, "x", "{}", Default::default()).await, Err(ToolError::Unavailable(m)) if m.contains("is disabled"))
+        matches!(rt.call_plugin(&broken, &talaria_runtime::ToolContext::new("x", serde_json::json!({}))).await, Err(ToolError::Unavailable(m)) if m.contains("is disabled"))
     );
     assert!(!rt.needs_compile(&broken));
 

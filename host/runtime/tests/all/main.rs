@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use talaria_protocol::{PluginSession, ToolError};
 use talaria_runtime::{
-    BoxFuture, CallContext, CallOutput, LlmBackend, LlmCompletion, LlmRequest, Runtime, RuntimeConfig, Secrets,
+    BoxFuture, CallOutput, LlmBackend, LlmCompletion, LlmRequest, Runtime, RuntimeConfig, Secrets, ToolContext,
     Unattended,
 };
 use talaria_test_support as support;
@@ -118,7 +118,7 @@ pub fn shared_cache() -> PathBuf {
 }
 
 pub async fn call(rt: &Runtime, tool: &str, args: serde_json::Value) -> Result<CallOutput, ToolError> {
-    rt.call(tool, &args.to_string(), CallContext::default()).await
+    rt.call(&ToolContext::new(tool, args)).await
 }
 
 /// Call `tool` of a given plugin.
@@ -128,7 +128,7 @@ pub async fn call_on(
     tool: &str,
     args: serde_json::Value,
 ) -> Result<CallOutput, ToolError> {
-    rt.call_plugin(plugin, tool, &args.to_string(), CallContext::default()).await
+    rt.call_plugin(plugin, &ToolContext::new(tool, args)).await
 }
 
 pub fn failed(r: Result<CallOutput, ToolError>) -> String {

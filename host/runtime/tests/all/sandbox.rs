@@ -330,7 +330,7 @@ async fn bad_arguments_get_a_clear_error() {
     env.evil("evil", "", &[]);
     let rt = env.runtime();
     assert_eq!(
-        rt.call("echo", "[1]", talaria_runtime::CallContext::default()).await.expect_err("refused"),
+        rt.call(&talaria_runtime::ToolContext::new("echo", json!([1]))).await.expect_err("refused"),
         ToolError::InvalidArgs("arguments must be a JSON object, not an array".into())
     );
     match call(&rt, "echo", json!({ "txt": "x" })).await {
