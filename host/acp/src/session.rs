@@ -108,7 +108,7 @@ impl AcpSession {
             allow: Vec::new(),
             origin: None,
             mcp_servers: servers,
-            unconfined_commands: false,
+            ..Start::default()
         };
         let mut conversation = host.start(start).await.map_err(|e| match e {
             talaria_core::Error::Store(talaria_store::Error::SessionNotFound { .. }) => error(

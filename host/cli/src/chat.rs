@@ -154,6 +154,7 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         origin: None,
         mcp_servers: std::collections::BTreeMap::new(),
         unconfined_commands: false,
+        no_model: false,
     };
     let mut conversation = host.start(start).await?;
     // Warnings, then the session it is in.

@@ -1,17 +1,21 @@
-//! `talaria tools list|call`: the tools of every usable plugin, called with no model involved.
+//! `talaria tools list|call`: every tool the agent has here (its own, the plugins', the MCP
+//! servers'), called with no model involved but through the same stages as the model's calls:
+//! hooks, approval (none is given here: `--yolo` lets dangerous commands run), checkpoint.
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
+use std::sync::Arc;
+
 use clap::Subcommand;
-use talaria_protocol::ToolError;
-use talaria_runtime::ToolContext;
+use talaria_core::{Conversation, Host, HostOptions, Start};
+use talaria_protocol::{Event, NoticeLevel, Op, ToolError};
 
 use crate::{Ctx, ui};
 
 #[derive(Subcommand)]
 pub enum ToolsCmd {
-    /// List every tool the loaded plugins offer
+    /// List every tool the agent has here: its own, the plugins', the MCP servers'
     List {
         /// Print the tool specs as JSON (name, description, parameters, plugin)
         #[arg(long)]
@@ -38,34 +42,62 @@ pub async fn run(ctx: &Ctx, cmd: ToolsCmd) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A conversation that never calls the model, holding every tool the agent would have here
+/// (its own, the plugins', the MCP servers'), with what the plugins said when they loaded.
+struct Tools {
+    conversation: Conversation,
+    runtime: Arc<talaria_runtime::Runtime>,
+    /// What listing the plugins' tools found (a name two plugins offer).
+    problems: Vec<talaria_runtime::Problem>,
+}
+
+impl Tools {
+    async fn open(ctx: &Ctx, yolo: bool) -> anyhow::Result<Self> {
+        let host = Host::open(HostOptions { home: ctx.home.clone(), workspace: ctx.workspace.clone() })?;
+        let (plugins, _) = host.plugins(host.workspace())?;
+        let pending = plugins.to_compile();
+        if !pending.is_empty() && std::io::stderr().is_terminal() {
+            ui::note(&format!("compiling {} on first use (cached afterwards)...", pending.join(", ")));
+        }
+        let runtime = plugins.runtime();
+        let start = Start { source: "tools".into(), yolo, no_model: true, ..Start::default() };
+        let mut conversation = host.start(start).await?;
+        // The problems found while starting come before the session starts.
+        while let Some(stamped) = conversation.next_event().await {
+            match stamped.event {
+                Event::Notice { level: NoticeLevel::Warn, text } => ui::warn(&text),
+                Event::SessionStarted(_) => break,
+                _ => {}
+            }
+        }
+        let (_, problems) = runtime.tools().await;
+        Ok(Self { conversation, runtime, problems })
+    }
+}
+
 async fn list(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
-    let runtime = ctx.runtime(false)?;
-    for p in runtime.problems() {
+    let tools = Tools::open(ctx, false).await?;
+    for p in &tools.problems {
         ui::warn(&p.to_string());
     }
-    announce_compiles(&runtime);
-    let (tools, problems) = runtime.tools().await;
-    for p in &problems {
-        ui::warn(&p.to_string());
-    }
+    let specs = tools.conversation.info().tools;
     if json {
-        println!("{}", serde_json::to_string_pretty(&tools)?);
+        println!("{}", serde_json::to_string_pretty(&specs)?);
     } else {
         let rows: Vec<Vec<String>> =
-            tools.iter().map(|t| vec![t.name.clone(), t.plugin.clone(), ui::first_line(&t.description, 80)]).collect();
+            specs.iter().map(|t| vec![t.name.clone(), t.plugin.clone(), ui::first_line(&t.description, 80)]).collect();
         ui::table(&["TOOL", "PLUGIN", "DESCRIPTION"], &rows);
     }
     Ok(ExitCode::SUCCESS)
 }
 
 async fn call(ctx: &Ctx, name: &str, args: &str, yolo: bool) -> anyhow::Result<ExitCode> {
-    let runtime = ctx.runtime(yolo)?;
-    announce_compiles(&runtime);
-    let (tools, problems) = runtime.tools().await;
+    let Tools { mut conversation, runtime, problems } = Tools::open(ctx, yolo).await?;
+    let specs = conversation.info().tools;
     // Another plugin offering the same name was left out: say so, and whose tool runs.
     let clash = format!("tool `{name}` is already provided by plugin ");
     let left_out: Vec<_> = problems.iter().filter(|p| p.message.starts_with(&clash)).collect();
-    if let Some(owner) = tools.iter().find(|t| t.name == name).filter(|_| !left_out.is_empty()) {
+    if let Some(owner) = specs.iter().find(|t| t.name == name).filter(|_| !left_out.is_empty()) {
         for p in &left_out {
             ui::warn(&p.to_string());
         }
@@ -80,41 +112,65 @@ async fn call(ctx: &Ctx, name: &str, args: &str, yolo: bool) -> anyhow::Result<E
                 .join(", ")
         ));
     }
-    if !tools.iter().any(|t| t.name == name) {
-        for p in runtime.problems().iter().chain(&problems) {
+    if !specs.iter().any(|t| t.name == name) {
+        for p in &problems {
             ui::warn(&p.to_string());
         }
-    } else if let Some(plugin) = tools.iter().find(|t| t.name == name).and_then(|t| runtime.plugin(&t.plugin))
+        let mut names: Vec<&str> = specs.iter().map(|t| t.name.as_str()).collect();
+        names.sort_unstable();
+        ui::error(&ToolError::UnknownTool(format!("{name} (available: {})", names.join(", "))).to_string());
+        return Ok(ExitCode::FAILURE);
+    }
+    if let Err(e) = serde_json::from_str::<serde_json::Value>(talaria_protocol::arguments_or_empty(args)) {
+        ui::error(&ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}")).to_string());
+        return Ok(ExitCode::FAILURE);
+    }
+    if let Some(plugin) = specs.iter().find(|t| t.name == name).and_then(|t| runtime.plugin(&t.plugin))
         && std::io::stderr().is_terminal()
         && let Some((outcome, took)) = runtime.prepare(plugin).ok().flatten()
         && matches!(outcome, talaria_runtime::CacheOutcome::Compiled | talaria_runtime::CacheOutcome::Replaced)
     {
         ui::note(&format!("compiled plugin '{}' in {:.1}s (cached for next time)", plugin.name(), took.as_secs_f32()));
     }
-    let arguments = match serde_json::from_str(talaria_protocol::arguments_or_empty(args)) {
-        Ok(arguments) => arguments,
-        Err(e) => {
-            ui::error(&ToolError::InvalidArgs(format!("arguments are not valid JSON: {e}")).to_string());
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    match runtime.call(&ToolContext::new(name, arguments).in_workspace(&ctx.workspace)).await {
-        Ok(out) => {
-            for d in &out.denials {
-                ui::warn(&format!("the host refused a request: {d}"));
+    let op = Op::CallTool { name: name.to_string(), arguments: args.to_string() };
+    let last = conversation
+        .run(op, |stamped| {
+            if let Event::Notice { level: NoticeLevel::Warn, text } = &stamped.event {
+                ui::warn(text);
             }
-            if out.output.ends_with('\n') {
-                print!("{}", out.output);
+        })
+        .await;
+    conversation.shutdown().await;
+    match last.map(|s| s.event) {
+        Some(Event::ToolFinished(done)) if done.ok => {
+            if done.result.ends_with('\n') {
+                print!("{}", done.result);
             } else {
-                println!("{}", out.output);
+                println!("{}", done.result);
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => {
-            ui::error(&e.to_string());
+        Some(Event::ToolFinished(done)) => {
+            ui::error(&error_text(&done.result));
+            Ok(ExitCode::FAILURE)
+        }
+        Some(Event::Error { text }) => {
+            ui::error(&text);
+            Ok(ExitCode::FAILURE)
+        }
+        _ => {
+            ui::error("the tool call stopped before it finished");
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// A failed call's result (`{"error": "..."}`, as the model gets it) as the person reads it.
+fn error_text(result: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(result)
+        .ok()
+        .and_then(|v| v.get("error").and_then(serde_json::Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| result.to_string())
 }
 
 /// On a terminal, say that a first use compiles plugins (it takes a second or so each).

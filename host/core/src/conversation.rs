@@ -137,7 +137,11 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         None => host.workspace.clone(),
     };
     let mut warnings = Vec::new();
-    let chain = models::chain(&host.home, &host.config, &start.model, &mut warnings)?;
+    let chain = if start.no_model {
+        Chain { providers: Vec::new(), retries: 0, base_delay: Duration::ZERO, max_delay: Duration::ZERO }
+    } else {
+        models::chain(&host.home, &host.config, &start.model, &mut warnings)?
+    };
     // A front door serving many workspaces of its own making (the gateway's chats) shares one
     // set of plugins; any other workspace has its own (its project's plugins differ).
     let (plugins, _) = host.plugins(start.plugins_from.as_deref().unwrap_or(&workspace))?;
@@ -474,6 +478,10 @@ impl Actor {
                     Err(e) => self.outbox.error(e.to_string()),
                 }
             }
+            Op::CallTool { name, arguments } => {
+                self.agent.call_tool(&name, &arguments).await;
+                self.outbox.pump();
+            }
             Op::ContextReport => {
                 let report = self.agent.context_report().await;
                 self.outbox.pump();
@@ -720,6 +728,7 @@ fn immediate(op: Op, outbox: &mut Outbox, cancel: Option<&CancellationToken>) {
         | Op::Resume { .. }
         | Op::Rollback { .. }
         | Op::ContextReport
+        | Op::CallTool { .. }
         | Op::Shutdown { .. }) => tracing::warn!("{other:?} is not carried out at once"),
     }
 }

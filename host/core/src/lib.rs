@@ -180,6 +180,9 @@ pub struct Start {
     /// job is confined whatever `[sandbox] commands` says, unless its own platform or job set
     /// this (the operator's decision for that very place).
     pub unconfined_commands: bool,
+    /// A conversation that never calls the model (`talaria tools`, which runs tools through
+    /// [`talaria_protocol::Op::CallTool`]): no model needs to be configured, and none is read.
+    pub no_model: bool,
 }
 
 impl Default for Start {
@@ -205,6 +208,7 @@ impl Default for Start {
             origin: None,
             mcp_servers: std::collections::BTreeMap::new(),
             unconfined_commands: false,
+            no_model: false,
         }
     }
 }

@@ -54,6 +54,15 @@ pub enum Op {
     Resume { key: String },
     /// Report how full the context window is.
     ContextReport,
+    /// Run one tool as the model would call it, without the model: through the same stages
+    /// (hooks, approval, checkpoint), reported by [`crate::Event::ToolStarted`] and
+    /// [`crate::Event::ToolFinished`]. `talaria tools call` sends it.
+    CallTool {
+        name: String,
+        /// The arguments as JSON text (empty: `{}`).
+        #[serde(default)]
+        arguments: String,
+    },
     /// Close the session, wait (briefly) for its background work, and stop. `reason` is kept
     /// as the session's end reason (empty: `exit`).
     Shutdown {
@@ -81,6 +90,7 @@ impl Op {
             | Self::NewSession
             | Self::Resume { .. }
             | Self::ContextReport
+            | Self::CallTool { .. }
             | Self::Shutdown { .. } => false,
         }
     }
@@ -102,6 +112,7 @@ impl Op {
             Self::SetYolo { .. } => matches!(event, Event::YoloChanged { .. }),
             Self::NewSession | Self::Resume { .. } => matches!(event, Event::SessionStarted(_)),
             Self::ContextReport => matches!(event, Event::ContextReport { .. }),
+            Self::CallTool { .. } => matches!(event, Event::ToolFinished(_)),
             Self::Shutdown { .. } => matches!(event, Event::ShutdownComplete),
             Self::Interrupt | Self::Approve { .. } | Self::Answer { .. } | Self::Steer { .. } => false,
         }

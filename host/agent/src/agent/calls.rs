@@ -135,6 +135,20 @@ impl Agent {
         (out, interrupted)
     }
 
+    /// Run one tool as the model would call it, without the model (`talaria tools call`):
+    /// every stage of [`Agent::run_tools`], the result cap included; the events carry the
+    /// whole result. Nothing is added to the history.
+    pub async fn call_tool(&self, name: &str, arguments: &str) -> Message {
+        let call = ToolCall::new(crate::model::new_call_id(), name, arguments);
+        let (mut results, _) = self.run_tools(&[call], &CancellationToken::new()).await;
+        results.pop().unwrap_or_else(|| Message::Tool {
+            tool_call_id: String::new(),
+            name: name.to_string(),
+            content: String::new(),
+            images: Vec::new(),
+        })
+    }
+
     /// Keep the files `call` may change, when checkpoints are on and it changes any.
     async fn checkpoint(&self, call: &ToolCall, args: &Value) -> Option<crate::checkpoints::Ticket> {
         let store = self.shared.checkpoints.clone()?;
@@ -237,8 +251,12 @@ impl Agent {
     /// Tell the user when a call returned images the model will not see (the model is told
     /// too, with the request; see `model::reply::tool_text`).
     fn unseen_images(&self, call: &ToolCall, images: &[Image]) {
+        // No model at all (`tools call`): nobody to tell.
+        if images.is_empty() || self.chain.providers.is_empty() {
+            return;
+        }
         let provider = self.chain.active(&self.chain_state);
-        if images.is_empty() || provider.vision {
+        if provider.vision {
             return;
         }
         self.emitter.warn(format!(

@@ -31,6 +31,7 @@ mod chat;
 mod client;
 mod provider;
 mod reply;
+pub(crate) use reply::new_call_id;
 mod responses;
 mod sse;
 #[cfg(test)]

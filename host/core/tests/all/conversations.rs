@@ -10,20 +10,25 @@ use talaria_mock_llm::{MockLlm, Reply, Script, Step};
 use talaria_protocol::{Decision, Event, Message, Op, Outcome, SessionReason, Stamped, TurnEnd};
 
 /// A home with no config, a workspace, and a host on them.
-struct Env {
+pub(crate) struct Env {
     _dir: tempfile::TempDir,
-    host: Host,
+    pub(crate) host: Host,
 }
 
 impl Env {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_config("")
     }
 
     /// A home whose config.toml is `config`. Commands run unconfined: these tests are about how
     /// conversations keep apart (the OS sandbox needs talaria's own binary as its helper, and is
     /// tested with it, in tests/e2e/sandbox.rs).
-    fn with_config(config: &str) -> Self {
+    pub(crate) fn with_config(config: &str) -> Self {
+        Self::prepared(config, |_, _| {})
+    }
+
+    /// As [`Env::with_config`], with `prepare(home, workspace)` run before the host opens.
+    pub(crate) fn prepared(config: &str, prepare: impl FnOnce(&Path, &Path)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let (home, workspace) = (dir.path().join("home"), dir.path().join("work"));
         std::fs::create_dir_all(&home).expect("home");
@@ -35,6 +40,7 @@ impl Env {
         std::fs::write(home.join("config.toml"), config).expect("config");
         std::fs::create_dir_all(&workspace).expect("workspace");
         let workspace = workspace.canonicalize().expect("canonical");
+        prepare(&home, &workspace);
         let host = Host::open(HostOptions { home, workspace }).expect("host opens");
         Self { _dir: dir, host }
     }
@@ -45,12 +51,12 @@ impl Env {
         self.host.start(start).await.expect("conversation starts")
     }
 
-    fn workspace(&self) -> &Path {
+    pub(crate) fn workspace(&self) -> &Path {
         self.host.workspace()
     }
 }
 
-fn model(mock: &MockLlm) -> ModelChoice {
+pub(crate) fn model(mock: &MockLlm) -> ModelChoice {
     ModelChoice {
         provider: Some("custom".into()),
         model: Some("mock".into()),
@@ -61,7 +67,7 @@ fn model(mock: &MockLlm) -> ModelChoice {
 
 /// Events until `pred` holds for one (which is returned last); fails after 60 s, showing what
 /// came.
-async fn until(c: &mut Conversation, mut pred: impl FnMut(&Stamped) -> bool) -> Vec<Stamped> {
+pub(crate) async fn until(c: &mut Conversation, mut pred: impl FnMut(&Stamped) -> bool) -> Vec<Stamped> {
     let mut seen = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -221,7 +227,7 @@ async fn question_of(c: &mut Conversation) -> talaria_protocol::ClarifyNeeded {
 }
 
 /// The approval a conversation asks.
-async fn approval_of(c: &mut Conversation) -> talaria_protocol::ApprovalNeeded {
+pub(crate) async fn approval_of(c: &mut Conversation) -> talaria_protocol::ApprovalNeeded {
     let events = until(c, |s| matches!(s.event, Event::ApprovalNeeded(_))).await;
     match events.last().map(|s| s.event.clone()) {
         Some(Event::ApprovalNeeded(a)) => a,

@@ -2,3 +2,6 @@
 //! a real SQLite store, and the scripted mock model.
 
 mod conversations;
+mod pipeline;
+
+pub(crate) use conversations::{Env, approval_of, model, until};

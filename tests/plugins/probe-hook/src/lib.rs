@@ -66,6 +66,11 @@ impl Guest for Probe {
                     }
                     last
                 }
+                // Any tool whose arguments say so (the pipeline tests, one per kind of tool).
+                _ if call.arguments.contains("HOOK-BLOCK") => Decision::Block("the arguments asked for it".into()),
+                _ if call.arguments.contains("HOOK-ASK") => {
+                    Decision::RequireApproval("a human should look at this".into())
+                }
                 _ => Decision::Proceed,
             },
             Event::PreLlmCall(e) if e.user_message.starts_with("big:") => {
