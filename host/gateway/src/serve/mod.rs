@@ -9,15 +9,18 @@
 //!   came while it worked, streaming by edits, typing, approvals asked of the platform's admins.
 //! - `outbox`: the ledger's sender per account: every final message is written to the store
 //!   first and retried until the platform took it.
+//! - `courier`: scheduled jobs' answers handed to the ledger ([`Ledger`]); the runner
+//!   (`talaria_scheduler::Runner`) ticks beside the accounts while the gateway runs.
 //!
 //! What arrives from an adapter is the platform's word: the sender is checked against
 //! `[gateway]` and the pairings here ([`crate::authorize`]) before anything reaches the agent,
 //! and only the platform's configured admins answer approvals.
 
 mod account;
+mod courier;
 mod inbox;
 mod listen;
-pub(crate) mod outbox;
+mod outbox;
 mod session;
 
 use std::collections::{BTreeMap, HashMap};
@@ -32,6 +35,7 @@ use talaria_runtime::adapter::{
     AccountInfo, AccountSpec, Adapter, ButtonPress, ChatType as WireChatType, InboundMessage, PlatformEvent,
 };
 use talaria_runtime::{HostPattern, Secrets};
+use talaria_scheduler::Runner;
 use talaria_store::Store;
 use talaria_store::pairing::Request as Pairing;
 use tokio::sync::mpsc;
@@ -40,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use crate::command::Command;
 use crate::{ChatType, Decision, Inbound, authorize, session_key};
 
+pub use courier::Ledger;
 pub use listen::{DEFAULT_LISTEN, address as listen_address};
 pub use outbox::Reply;
 
@@ -194,7 +199,9 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     gateway.tasks.spawn(inbox::serve(gateway.clone()));
     gateway.tasks.spawn(report(gateway.clone()));
     gateway.tasks.spawn(reload(gateway.clone(), plugins.clone()));
-    gateway.tasks.spawn(crate::cron::serve(gateway.clone()));
+    let holder = format!("talaria gateway (pid {})", std::process::id());
+    let runner = Runner::new(gateway.host.clone(), holder, Arc::new(Ledger::for_gateway(&gateway)));
+    gateway.tasks.spawn(runner.serve(gateway.stop.clone()));
     tracing::info!(accounts = gateway.accounts.len(), "gateway running");
     shutdown.await;
     tracing::info!("gateway stopping: finishing running turns");
