@@ -7,9 +7,10 @@
 //! ([`authorize`]), which session a message belongs to ([`session_key`]), and how an answer is
 //! written for each platform ([`mod@format`]).
 //!
-//! Scheduled jobs are run by `talaria-scheduler`, which this crate uses and which never uses it:
-//! `serve` ticks a `talaria_scheduler::Runner` while it runs, and gives it the delivery ledger
-//! as its courier ([`serve::Ledger`]) for answers that go to a chat.
+//! Scheduled jobs are run by `talaria-scheduler`, another front door: neither crate depends on
+//! the other. `talaria gateway run` hands [`serve::run`] a runner to tick beside the gateway
+//! ([`serve::Options::scheduler`]), and the gateway gives it the delivery ledger as its courier
+//! ([`serve::Ledger`], a `talaria_cron::courier::Courier`) for answers that go to a chat.
 
 pub mod auth;
 pub mod command;

@@ -17,15 +17,19 @@
 //!
 //! The runner stands on `talaria-core` (each run a conversation of [`Host::start`]),
 //! `talaria-cron` (schedules, targets) and the store's job records; it knows nothing of chat
-//! platforms. Sending to one is the gateway's job: `talaria_gateway::serve::Ledger` is the
-//! [`Courier`] that writes the answer to the gateway's delivery ledger and has it sent (by the
-//! gateway running in this process, a gateway running elsewhere, or the account's adapter
-//! started here for the send). So the dependency points one way: the gateway uses the runner,
-//! never the reverse.
+//! platforms, and no other front door. Sending to a chat is the gateway's job, behind the
+//! seam `talaria-cron` draws ([`Courier`]): `talaria_gateway::serve::Ledger` is the courier
+//! that writes an answer to the gateway's delivery ledger and has it sent (by the gateway
+//! running in this process, a gateway running elsewhere, or the account's adapter started here
+//! for the send). The gateway does not depend on this crate either: `talaria gateway run`
+//! (host/cli/src/gateway.rs) hands the gateway a runner to tick beside it
+//! (`talaria_gateway::serve::Options::scheduler`), and the gateway gives the runner its
+//! courier.
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use talaria_scheduler::{BoxFuture, Courier, Parcel, Runner, Undelivered};
+//! use talaria_cron::courier::{BoxFuture, Courier, Parcel, Undelivered};
+//! use talaria_scheduler::Runner;
 //!
 //! /// A home with no chat platforms: answers for chats are refused, the rest kept.
 //! struct Nowhere;
@@ -46,14 +50,13 @@
 //! # }
 //! ```
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use talaria_core::{Host, ModelChoice, Platform, Start};
+use talaria_cron::courier::{Courier, Parcel};
 use talaria_cron::jobs;
 use talaria_cron::target::Target;
 use talaria_protocol::{Event, Op, Outcome};
@@ -72,49 +75,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 pub const STOP_GRACE: Duration = Duration::from_secs(20);
 /// An answer starting with this is kept, not delivered.
 pub const SILENT: &str = "[SILENT]";
-
-/// A future a [`Courier`] returns.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Where a run's answer for a chat goes: the runner's one seam to the chat platforms, which the
-/// gateway implements (`talaria_gateway::serve::Ledger`).
-pub trait Courier: Send + Sync {
-    /// Deliver `parcel` to its chat, once per [`Parcel::key`] (whoever else delivers it);
-    /// how it went, as the run's record shows it (`sent`, `queued`, `queued (will be retried:
-    /// ...)`).
-    ///
-    /// # Errors
-    /// The account is not configured, the answer cannot be kept for sending, or the platform
-    /// refused it.
-    fn deliver<'a>(&'a self, parcel: Parcel<'a>) -> BoxFuture<'a, Result<String, Undelivered>>;
-}
-
-/// A run's answer on its way to a chat.
-#[derive(Debug, Clone, Copy)]
-pub struct Parcel<'a> {
-    /// The account, as `[gateway.platforms.ACCOUNT]` names it.
-    pub account: &'a str,
-    pub chat: &'a str,
-    pub thread: Option<&'a str>,
-    /// The answer, in markdown: the courier writes it in the platform's markup.
-    pub markdown: &'a str,
-    /// The delivery's key (`cron:RUN:0`, [`cron_key`]): it ties the delivery to its run.
-    pub key: &'a str,
-}
-
-/// Why a [`Courier`] could not deliver.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Undelivered {
-    /// No `[gateway.platforms.ACCOUNT]` names the account.
-    #[error("no account `{0}` is configured: add [gateway.platforms.{0}] to config.toml")]
-    NoAccount(String),
-    /// The answer cannot be kept for sending (the delivery ledger cannot be written).
-    #[error("cannot write it to the delivery ledger: {0}")]
-    Ledger(String),
-    /// The account's adapter could not be started or reached, or the platform refused it.
-    #[error("{0}")]
-    Platform(String),
-}
 
 /// What one run came to.
 #[derive(Debug, Clone)]

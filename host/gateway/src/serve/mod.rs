@@ -9,8 +9,8 @@
 //!   came while it worked, streaming by edits, typing, approvals asked of the platform's admins.
 //! - `outbox`: the ledger's sender per account: every final message is written to the store
 //!   first and retried until the platform took it.
-//! - `courier`: scheduled jobs' answers handed to the ledger ([`Ledger`]); the runner
-//!   (`talaria_scheduler::Runner`) ticks beside the accounts while the gateway runs.
+//! - `courier`: scheduled jobs' answers handed to the ledger ([`Ledger`]). The runner of
+//!   scheduled jobs ticks beside the accounts when `run` is given one ([`Options::scheduler`]).
 //!
 //! What arrives from an adapter is the platform's word: the sender is checked against
 //! `[gateway]` and the pairings here ([`crate::authorize`]) before anything reaches the agent,
@@ -31,11 +31,11 @@ use std::time::{Duration, Instant};
 
 use talaria_core::Host;
 use talaria_core::config::GatewayToml;
+use talaria_cron::courier::{BoxFuture, Courier};
 use talaria_runtime::adapter::{
     AccountInfo, AccountSpec, Adapter, ButtonPress, ChatType as WireChatType, InboundMessage, PlatformEvent,
 };
 use talaria_runtime::{HostPattern, Secrets};
-use talaria_scheduler::Runner;
 use talaria_store::Store;
 use talaria_store::pairing::Request as Pairing;
 use tokio::sync::mpsc;
@@ -57,10 +57,19 @@ const APPROVALS_SPACE: &str = "@gateway/approvals";
 const PAIRING_REPLY_EVERY: Duration = Duration::from_secs(10 * 60);
 
 /// What `run` is given.
+#[derive(Default)]
 pub struct Options {
     /// Serve only these accounts (all configured ones when empty).
     pub only: Vec<String>,
+    /// The runner of scheduled jobs, to tick beside the gateway while it runs.
+    pub scheduler: Option<Scheduler>,
 }
+
+/// Starts the runner of scheduled jobs beside the gateway (`talaria gateway run` gives
+/// `talaria_scheduler::Runner::serve`): given the gateway's courier for answers to chats
+/// ([`Ledger`]) and the token cancelled when the gateway stops, the future that ticks until
+/// then and ends once its runs have. The gateway waits for it as for its own tasks.
+pub type Scheduler = Box<dyn FnOnce(Arc<dyn Courier>, CancellationToken) -> BoxFuture<'static, ()> + Send>;
 
 /// One account the gateway serves.
 pub(crate) struct Account {
@@ -199,9 +208,9 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     gateway.tasks.spawn(inbox::serve(gateway.clone()));
     gateway.tasks.spawn(report(gateway.clone()));
     gateway.tasks.spawn(reload(gateway.clone(), plugins.clone()));
-    let holder = format!("talaria gateway (pid {})", std::process::id());
-    let runner = Runner::new(gateway.host.clone(), holder, Arc::new(Ledger::for_gateway(&gateway)));
-    gateway.tasks.spawn(runner.serve(gateway.stop.clone()));
+    if let Some(scheduler) = options.scheduler {
+        gateway.tasks.spawn(scheduler(Arc::new(Ledger::for_gateway(&gateway)), gateway.stop.clone()));
+    }
     tracing::info!(accounts = gateway.accounts.len(), "gateway running");
     shutdown.await;
     tracing::info!("gateway stopping: finishing running turns");
