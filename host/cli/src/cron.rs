@@ -13,7 +13,8 @@ use talaria_core::{Host, HostOptions};
 use talaria_cron::jobs::{self, Draft};
 use talaria_cron::schedule::{Schedule, show, system_zone};
 use talaria_cron::target::Target;
-use talaria_gateway::cron::{Report, Runner};
+use talaria_gateway::serve::Ledger;
+use talaria_scheduler::{Report, Runner};
 use talaria_store::Store;
 use talaria_store::cron::{Job, Run, RunStatus};
 
@@ -203,7 +204,11 @@ fn runner(ctx: &Ctx) -> anyhow::Result<Runner> {
     talaria_runtime::start_engine();
     let host =
         Host::open(HostOptions { home: ctx.home.clone(), workspace: talaria_core::canonical_workspace(&workspace)? })?;
-    Ok(Runner::new(Arc::new(host), format!("talaria cron (pid {})", std::process::id())))
+    let host = Arc::new(host);
+    // Answers for chats go through the gateway's delivery ledger, sent from here when no
+    // gateway serves their account.
+    let courier = Arc::new(Ledger::new(host.clone()));
+    Ok(Runner::new(host, format!("talaria cron (pid {})", std::process::id()), courier))
 }
 
 async fn tick(ctx: &Ctx, now: Timestamp) -> anyhow::Result<ExitCode> {

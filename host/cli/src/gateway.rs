@@ -7,7 +7,8 @@ use std::sync::Arc;
 use clap::Subcommand;
 use owo_colors::OwoColorize as _;
 use talaria_core::{Host, HostOptions};
-use talaria_gateway::serve::{Options, SESSIONS_SPACE, Status};
+use talaria_gateway::serve::{Options, SESSIONS_SPACE, Scheduler, Status};
+use talaria_scheduler::Runner;
 
 use crate::{Ctx, ui};
 
@@ -53,7 +54,14 @@ async fn serve(ctx: &Ctx, only: Vec<String>) -> anyhow::Result<ExitCode> {
             _ = terminate.recv() => {}
         }
     };
-    match talaria_gateway::serve::run(Arc::new(host), Options { only }, shutdown).await {
+    let host = Arc::new(host);
+    // Scheduled jobs run beside the gateway, their answers for chats through its ledger.
+    let runner = host.clone();
+    let scheduler: Scheduler = Box::new(move |courier, stop| {
+        let holder = format!("talaria gateway (pid {})", std::process::id());
+        Box::pin(Runner::new(runner, holder, courier).serve(stop))
+    });
+    match talaria_gateway::serve::run(host, Options { only, scheduler: Some(scheduler) }, shutdown).await {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => {
             ui::error(&e);

@@ -101,7 +101,7 @@ async fn serve(
     origins: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
     use talaria_agent::ToolSource as _;
-    use talaria_mcp::server::{Asker, Served};
+    use talaria_mcp_serve::{Asker, Served};
     let workspace = talaria_core::canonical_workspace(&ctx.workspace)?;
     let asker = Arc::new(Asker::default());
     let rc = talaria_core::runtime_config(&ctx.home, &workspace, &ctx.config, asker.clone(), None);
@@ -121,7 +121,7 @@ async fn serve(
     }
     let served = Served::new(tools, specs, asker, workspace);
     let outcome = match http {
-        None => talaria_mcp::server::serve_stdio(served).await,
+        None => talaria_mcp_serve::serve_stdio(served).await,
         Some(addr) => {
             let token = std::env::var(token_env).ok().filter(|t| !t.is_empty());
             let ready = |bound: std::net::SocketAddr| {
@@ -133,7 +133,7 @@ async fn serve(
             let shutdown = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
-            talaria_mcp::server::serve_http(served, addr, token.clone(), origins, ready, shutdown).await
+            talaria_mcp_serve::serve_http(served, addr, token.clone(), origins, ready, shutdown).await
         }
     };
     match outcome {

@@ -48,8 +48,9 @@
 //!
 //! The front doors built on it: the terminal (`talaria chat`, host/cli/src/chat.rs and
 //! repl.rs), the ACP server (`talaria acp`, the `talaria-acp` crate, which also serves an
-//! editor's files and terminal), the gateway (`talaria gateway run`, `talaria_gateway::serve`)
-//! and the scheduled-job runner (`talaria_gateway::cron`). See docs/architecture.md.
+//! editor's files and terminal), the gateway (`talaria gateway run`, `talaria_gateway::serve`),
+//! the scheduled-job runner (`talaria cron tick` and the gateway, the `talaria-scheduler` crate)
+//! and `talaria mcp serve` (the `talaria-mcp-serve` crate). See docs/architecture.md.
 
 pub mod adapters;
 pub mod config;

@@ -1,7 +1,8 @@
 //! talaria's scheduled jobs, as people describe them: when a job runs ([`schedule`]), where its
-//! answer goes ([`target`]), and a job checked and ready for the store ([`jobs`]). The store
-//! keeps jobs and claims their runs (`talaria_store::cron`); the gateway's runner runs them
-//! (`talaria_gateway::cron`); `talaria cron` and the agent's `cronjob` tool make them.
+//! answer goes ([`target`]) and who takes it to a chat ([`courier`]), and a job checked and ready
+//! for the store ([`jobs`]). The store keeps jobs and claims their runs (`talaria_store::cron`);
+//! the runner runs them (`talaria_scheduler::Runner`, ticked by `talaria gateway run` and by
+//! `talaria cron tick`); `talaria cron` and the agent's `cronjob` tool make them.
 //!
 //! ```
 //! use talaria_cron::jobs::{Draft, next_run, prepare};
@@ -21,6 +22,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod courier;
 pub mod jobs;
 pub mod schedule;
 pub mod target;

@@ -5,12 +5,15 @@
 //! worker per chat on a conversation of `talaria-core`, answers sent through the delivery
 //! ledger. Its decisions are kept apart so each is tested on its own: who is answered
 //! ([`authorize`]), which session a message belongs to ([`session_key`]), and how an answer is
-//! written for each platform ([`mod@format`]). This crate also holds the runner of scheduled
-//! jobs ([`cron`]), which `talaria cron tick` uses too.
+//! written for each platform ([`mod@format`]).
+//!
+//! Scheduled jobs are run by `talaria-scheduler`, another front door: neither crate depends on
+//! the other. `talaria gateway run` hands [`serve::run`] a runner to tick beside the gateway
+//! ([`serve::Options::scheduler`]), and the gateway gives it the delivery ledger as its courier
+//! ([`serve::Ledger`], a `talaria_cron::courier::Courier`) for answers that go to a chat.
 
 pub mod auth;
 pub mod command;
-pub mod cron;
 pub mod format;
 pub mod lease;
 pub mod serve;

@@ -1,8 +1,10 @@
-//! talaria and the Model Context Protocol: external MCP servers as tools ([`client::Servers`],
-//! configured by `[mcp_servers.NAME]`, [`config`]), and `talaria mcp serve`, which serves the
-//! plugins' tools to other agents ([`server`]).
+//! talaria's MCP client: external MCP servers as tools ([`client::Servers`], configured by
+//! `[mcp_servers.NAME]`, [`config`]), their stdio servers started confined. `talaria-core`
+//! builds one [`client::Servers`] per home and joins its tools to the plugins'.
+//!
+//! The other direction, `talaria mcp serve` (talaria's plugin tools served to other agents), is
+//! a front door and lives in `talaria-mcp-serve`, so core never depends on a server.
 
 pub mod client;
 pub mod config;
 mod confined;
-pub mod server;

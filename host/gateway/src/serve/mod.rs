@@ -9,15 +9,18 @@
 //!   came while it worked, streaming by edits, typing, approvals asked of the platform's admins.
 //! - `outbox`: the ledger's sender per account: every final message is written to the store
 //!   first and retried until the platform took it.
+//! - `courier`: scheduled jobs' answers handed to the ledger ([`Ledger`]). The runner of
+//!   scheduled jobs ticks beside the accounts when `run` is given one ([`Options::scheduler`]).
 //!
 //! What arrives from an adapter is the platform's word: the sender is checked against
 //! `[gateway]` and the pairings here ([`crate::authorize`]) before anything reaches the agent,
 //! and only the platform's configured admins answer approvals.
 
 mod account;
+mod courier;
 mod inbox;
 mod listen;
-pub(crate) mod outbox;
+mod outbox;
 mod session;
 
 use std::collections::{BTreeMap, HashMap};
@@ -28,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use talaria_core::Host;
 use talaria_core::config::GatewayToml;
+use talaria_cron::courier::{BoxFuture, Courier};
 use talaria_runtime::adapter::{
     AccountInfo, AccountSpec, Adapter, ButtonPress, ChatType as WireChatType, InboundMessage, PlatformEvent,
 };
@@ -40,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use crate::command::Command;
 use crate::{ChatType, Decision, Inbound, authorize, session_key};
 
+pub use courier::Ledger;
 pub use listen::{DEFAULT_LISTEN, address as listen_address};
 pub use outbox::Reply;
 
@@ -52,10 +57,19 @@ const APPROVALS_SPACE: &str = "@gateway/approvals";
 const PAIRING_REPLY_EVERY: Duration = Duration::from_secs(10 * 60);
 
 /// What `run` is given.
+#[derive(Default)]
 pub struct Options {
     /// Serve only these accounts (all configured ones when empty).
     pub only: Vec<String>,
+    /// The runner of scheduled jobs, to tick beside the gateway while it runs.
+    pub scheduler: Option<Scheduler>,
 }
+
+/// Starts the runner of scheduled jobs beside the gateway (`talaria gateway run` gives
+/// `talaria_scheduler::Runner::serve`): given the gateway's courier for answers to chats
+/// ([`Ledger`]) and the token cancelled when the gateway stops, the future that ticks until
+/// then and ends once its runs have. The gateway waits for it as for its own tasks.
+pub type Scheduler = Box<dyn FnOnce(Arc<dyn Courier>, CancellationToken) -> BoxFuture<'static, ()> + Send>;
 
 /// One account the gateway serves.
 pub(crate) struct Account {
@@ -194,7 +208,9 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     gateway.tasks.spawn(inbox::serve(gateway.clone()));
     gateway.tasks.spawn(report(gateway.clone()));
     gateway.tasks.spawn(reload(gateway.clone(), plugins.clone()));
-    gateway.tasks.spawn(crate::cron::serve(gateway.clone()));
+    if let Some(scheduler) = options.scheduler {
+        gateway.tasks.spawn(scheduler(Arc::new(Ledger::for_gateway(&gateway)), gateway.stop.clone()));
+    }
     tracing::info!(accounts = gateway.accounts.len(), "gateway running");
     shutdown.await;
     tracing::info!("gateway stopping: finishing running turns");

@@ -1,7 +1,8 @@
-//! Scheduled jobs, run: the gateway ticks every minute while `talaria gateway run` runs (and
-//! when a job is added or changed, in this process or another sharing the store);
-//! `talaria cron tick` ticks once for people who prefer the system's cron or a systemd timer;
-//! `talaria cron run` runs one job now. All of them go through a [`Runner`]:
+//! Scheduled jobs, run: the front door that starts turns with nobody there. The gateway ticks
+//! every minute while `talaria gateway run` runs ([`Runner::serve`]: and when a job is added or
+//! changed, in this process or another sharing the store); `talaria cron tick` ticks once for
+//! people who prefer the system's cron or a systemd timer ([`Runner::tick`]); `talaria cron run`
+//! runs one job now ([`Runner::run_now`]). All of them go through a [`Runner`]:
 //!
 //! 1. Runs whose process died are reaped from the store and reported to their job's target,
 //!    never run again ([`talaria_store::cron`] moved their job on when they were claimed).
@@ -10,10 +11,44 @@
 //!    history, the job's toolsets without the `cronjob` tool, nobody to ask (dangerous commands
 //!    and new hosts are denied unless the job was allowed them), a deadline.
 //! 3. The answer is kept (the run's history, and a file under `cron/output/` in the home) and
-//!    delivered: nowhere more for `local`, else to a chat through the delivery ledger. The
-//!    gateway running in this process sends it; a gateway running elsewhere picks it up from
-//!    the ledger; with none, the adapter is started here for the send. An answer starting with
-//!    `[SILENT]` is kept but not delivered; a failed run is reported where its answer would go.
+//!    delivered: nowhere more for `local`, else to a chat, through the [`Courier`] the runner
+//!    was given. An answer starting with `[SILENT]` is kept but not delivered; a failed run is
+//!    reported where its answer would go.
+//!
+//! The runner stands on `talaria-core` (each run a conversation of [`Host::start`]),
+//! `talaria-cron` (schedules, targets) and the store's job records; it knows nothing of chat
+//! platforms, and no other front door. Sending to a chat is the gateway's job, behind the
+//! seam `talaria-cron` draws ([`Courier`]): `talaria_gateway::serve::Ledger` is the courier
+//! that writes an answer to the gateway's delivery ledger and has it sent (by the gateway
+//! running in this process, a gateway running elsewhere, or the account's adapter started here
+//! for the send). The gateway does not depend on this crate either: `talaria gateway run`
+//! (host/cli/src/gateway.rs) hands the gateway a runner to tick beside it
+//! (`talaria_gateway::serve::Options::scheduler`), and the gateway gives the runner its
+//! courier.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use talaria_cron::courier::{BoxFuture, Courier, Parcel, Undelivered};
+//! use talaria_scheduler::Runner;
+//!
+//! /// A home with no chat platforms: answers for chats are refused, the rest kept.
+//! struct Nowhere;
+//!
+//! impl Courier for Nowhere {
+//!     fn deliver<'a>(&'a self, parcel: Parcel<'a>) -> BoxFuture<'a, Result<String, Undelivered>> {
+//!         Box::pin(async move { Err(Undelivered::NoAccount(parcel.account.to_string())) })
+//!     }
+//! }
+//!
+//! # async fn demo(host: Arc<talaria_core::Host>) -> Result<(), String> {
+//! let runner = Runner::new(host, "my door (pid 1)", Arc::new(Nowhere));
+//! let tick = runner.tick(jiff::Timestamp::now()).await?;
+//! for report in &tick.ran {
+//!     println!("{} ({}): {}", report.name, report.run_id, report.status.as_str());
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,22 +56,22 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use talaria_core::{Host, ModelChoice, Platform, Start};
+use talaria_cron::courier::{Courier, Parcel};
 use talaria_cron::jobs;
 use talaria_cron::target::Target;
 use talaria_protocol::{Event, Op, Outcome};
 use talaria_store::cron::{Claim, Claimed, Finish, Job, Run, RunStatus};
-use talaria_store::delivery::CRON_KEY_PREFIX;
+use talaria_store::delivery::cron_key;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::serve::Gateway;
-
-/// How often the gateway looks for due jobs.
+/// How often [`Runner::serve`] looks for due jobs.
 pub const TICK_EVERY: Duration = Duration::from_secs(60);
 /// How long a run's lease lasts unless renewed (every third of it while the run works).
 pub const RUN_LEASE: Duration = Duration::from_secs(120);
 /// How long a run may take when neither the job nor `[cron] timeout_secs` says.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-/// How long runs may go on once the gateway is stopping.
+/// How long runs may go on once [`Runner::serve`] is told to stop.
 pub const STOP_GRACE: Duration = Duration::from_secs(20);
 /// An answer starting with this is kept, not delivered.
 pub const SILENT: &str = "[SILENT]";
@@ -68,8 +103,8 @@ pub struct Tick {
 #[derive(Clone)]
 pub struct Runner {
     host: Arc<Host>,
-    /// The gateway of this process, if it runs one: it sends to the accounts it serves.
-    gateway: Option<Arc<Gateway>>,
+    /// Where answers for chats go.
+    courier: Arc<dyn Courier>,
     /// What this process is, as other processes see it in a run's record.
     holder: String,
     /// Cancelled when the process stops: runs still going after [`STOP_GRACE`] are interrupted.
@@ -77,14 +112,47 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// A runner for `host`; `holder` names this process (`talaria cron tick`).
-    pub fn new(host: Arc<Host>, holder: impl Into<String>) -> Self {
-        Self { host, gateway: None, holder: holder.into(), stop: None }
+    /// A runner for `host`; `holder` names this process (`talaria cron tick`), `courier` takes
+    /// the answers for chats.
+    pub fn new(host: Arc<Host>, holder: impl Into<String>, courier: Arc<dyn Courier>) -> Self {
+        Self { host, courier, holder: holder.into(), stop: None }
     }
 
-    pub(crate) fn for_gateway(gateway: &Arc<Gateway>) -> Self {
-        let holder = format!("talaria gateway (pid {})", std::process::id());
-        Self { host: gateway.host.clone(), gateway: Some(gateway.clone()), holder, stop: Some(gateway.stop.clone()) }
+    /// Tick every [`TICK_EVERY`] until `stop` is cancelled, and at once when a job is added or
+    /// changed (by any process sharing the store: a job resumed or moved to now runs now). Each
+    /// tick's runs go on beside the next ticks; runs still going [`STOP_GRACE`] after `stop`
+    /// are interrupted. Returns once every run has ended.
+    pub async fn serve(mut self, stop: CancellationToken) {
+        self.stop = Some(stop.clone());
+        let ticks = TaskTracker::new();
+        let mut notices = self.host.store().notices();
+        'ticking: loop {
+            let tick = self.clone();
+            ticks.spawn(async move {
+                if let Err(e) = tick.tick(Timestamp::now()).await {
+                    tracing::error!("cannot run scheduled jobs: {e}");
+                }
+            });
+            let next = tokio::time::Instant::now() + TICK_EVERY;
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => break 'ticking,
+                    () = tokio::time::sleep_until(next) => break,
+                    notice = notices.recv() => match notice {
+                        Some(n) if n.topic == talaria_store::notice::JOB_CHANGED => break,
+                        Some(_) => {}
+                        None => {
+                            tokio::select! {
+                                () = stop.cancelled() => break 'ticking,
+                                () = tokio::time::sleep_until(next) => break,
+                            }
+                        }
+                    },
+                }
+            }
+        }
+        ticks.close();
+        ticks.wait().await;
     }
 
     /// Report runs whose process died, then run every job due at `now` (at once) and wait for
@@ -299,22 +367,9 @@ impl Runner {
             }
             Target::Chat { account, chat, thread } => (account, chat, thread),
         };
-        let config = &self.host.config().gateway;
-        let Some(platform) = config.platforms.get(&account) else {
-            return Err(format!(
-                "no account `{account}` is configured: add [gateway.platforms.{account}] to config.toml"
-            ));
-        };
-        let store = self.host.store();
-        let key = format!("{CRON_KEY_PREFIX}{run_id}:0");
-        crate::serve::outbox::queue_markdown(store, &account, &chat, thread.as_deref(), text, &key)
-            .map_err(|e| format!("cannot write it to the delivery ledger: {e}"))?;
-        // The gateway of this process serves the account: its sender takes it at once.
-        if let Some(served) = self.gateway.as_ref().and_then(|g| g.accounts.get(&account)) {
-            served.outbox.notify_one();
-            return Ok("queued".into());
-        }
-        send_here(&self.host, &account, platform, &format!("{CRON_KEY_PREFIX}{run_id}:")).await
+        let key = cron_key(run_id, 0);
+        let parcel = Parcel { account: &account, chat: &chat, thread: thread.as_deref(), markdown: text, key: &key };
+        self.courier.deliver(parcel).await.map_err(|e| e.to_string())
     }
 
     /// The chat (and thread) of `account`'s home channel.
@@ -349,72 +404,6 @@ impl Runner {
             tracing::warn!(job = %job.id, "cannot report the interrupted run: {e}");
         }
     }
-}
-
-/// Tick every [`TICK_EVERY`] while `gateway` runs, and at once when a job is added or changed
-/// (by any process sharing the store: a job resumed or moved to now runs now). Each tick's
-/// runs go on beside the next ticks.
-pub(crate) async fn serve(gateway: Arc<Gateway>) {
-    let runner = Runner::for_gateway(&gateway);
-    let mut notices = gateway.store.notices();
-    loop {
-        let tick = runner.clone();
-        gateway.tasks.spawn(async move {
-            if let Err(e) = tick.tick(Timestamp::now()).await {
-                tracing::error!("cannot run scheduled jobs: {e}");
-            }
-        });
-        let next = tokio::time::Instant::now() + TICK_EVERY;
-        loop {
-            tokio::select! {
-                () = gateway.stop.cancelled() => return,
-                () = tokio::time::sleep_until(next) => break,
-                notice = notices.recv() => match notice {
-                    Some(n) if n.topic == talaria_store::notice::JOB_CHANGED => break,
-                    Some(_) => {}
-                    None => {
-                        tokio::select! {
-                            () = gateway.stop.cancelled() => return,
-                            () = tokio::time::sleep_until(next) => break,
-                        }
-                    }
-                },
-            }
-        }
-    }
-}
-
-/// Send what the ledger holds for `account` (the deliveries under `prefix` among it) and say
-/// how they went. A gateway serving the account elsewhere (it holds the account's lease) finds
-/// them in the ledger; with none, the account's adapter is started here for the send.
-async fn send_here(
-    host: &Host,
-    account: &str,
-    platform: &talaria_core::config::PlatformToml,
-    prefix: &str,
-) -> Result<String, String> {
-    let (plugins, _) = host.plugins(host.workspace()).map_err(|e| e.to_string())?;
-    let opened = crate::serve::open_account(&plugins.runtime(), account, platform)?;
-    if let Ok(Some(by)) = host.store().lease_holder(&opened.lease_key) {
-        tracing::debug!(account, "{by} serves the account: it sends the answer");
-        return Ok("queued".into());
-    }
-    let info = opened.adapter.connect().await.map_err(|e| format!("cannot connect to {account}: {e}"))?;
-    *crate::serve::lock(&opened.info) = Some(info);
-    crate::serve::outbox::send_due_in(host.store(), &opened).await;
-    let states = host.store().deliveries_by_prefix(prefix).map_err(|e| e.to_string())?;
-    // The markdown entry is done once rendered: its parts (`cron:RUN:0:N`) say how it went.
-    let parts: Vec<_> = states.iter().filter(|(key, ..)| key.matches(':').count() > 2).collect();
-    if let Some((_, _, error)) = parts.iter().find(|(_, state, _)| state == "failed") {
-        return Err(error.clone().unwrap_or_else(|| "the platform refused it".into()));
-    }
-    if let Some((_, _, error)) = parts.iter().find(|(_, state, _)| state == "pending") {
-        return Ok(format!("queued (will be retried: {})", error.as_deref().unwrap_or("not sent yet")));
-    }
-    if parts.is_empty() {
-        return Ok("queued".into());
-    }
-    Ok("sent".into())
 }
 
 /// Keep a run's lease while it works.

@@ -1,5 +1,7 @@
 //! `talaria mcp serve`: talaria's sandboxed plugin tools served to other agents over MCP, on
-//! stdio or streamable HTTP ([`serve_stdio`], [`serve_http`]).
+//! stdio or streamable HTTP ([`serve_stdio`], [`serve_http`]). A front door of its own, started
+//! by `talaria mcp serve` (host/cli/src/mcp.rs), which gives it the tools ([`Served::new`]) and
+//! routes the runtime's approvals to it ([`Asker`]); talaria's MCP *client* is `talaria-mcp`.
 //!
 //! 1. **The tools run exactly as in the agent**: through the plugin runtime with their grants,
 //!    deadlines, memory and output limits; a refused capability comes back as a tool error
