@@ -62,6 +62,7 @@ pub mod location;
 pub mod notice;
 pub mod pairing;
 mod pg;
+pub mod process;
 pub mod recover;
 pub mod schema;
 pub mod search;

@@ -393,7 +393,7 @@ impl Gateway {
         let status = Status {
             running,
             pid: std::process::id(),
-            host: talaria_store::lease::machine(),
+            host: talaria_store::process::machine(),
             at: i64::try_from(
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis(),
             )

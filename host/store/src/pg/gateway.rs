@@ -9,8 +9,9 @@ use tokio_postgres::Row;
 use super::{Cached as _, Pg, sql};
 use crate::delivery::{
     CLAIMABLE, CLAIMERS, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS,
-    RETRY_MAX_MS, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of, is_gone,
+    RETRY_MAX_MS, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of,
 };
+use crate::process::is_gone;
 use crate::pairing::{MAX_PENDING, PAIRING_TTL_MS, Pairing, Request};
 use crate::{Error, Result, now_ms};
 
