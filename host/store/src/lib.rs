@@ -490,6 +490,11 @@ fn retry_busy<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
     }
 }
 
+/// A count or a limit (a `usize`) as a database integer.
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// Now, in milliseconds since the Unix epoch.
 fn now_ms() -> i64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
