@@ -474,8 +474,8 @@ impl Gateway {
                 self.reply(account, &m.chat_id, m.thread_id.as_deref(), text, &format!("rollback:{}", m.id));
                 return None;
             }
-            Some(_) => (inbox::Kind::Command, m.text.clone()),
-            None => (inbox::Kind::Message, serde_json::to_string(&prompt_of(&m)).unwrap_or_default()),
+            Some(_) => (session::Kind::Command, m.text.clone()),
+            None => (session::Kind::Message, serde_json::to_string(&prompt_of(&m)).unwrap_or_default()),
         };
         self.enqueue(&inbox::Incoming {
             account,
@@ -594,7 +594,7 @@ impl Gateway {
             chat_id: &pending.chat_id,
             thread_id: pending.thread_id.as_deref(),
             message_id: &format!("approval:{token}"),
-            kind: inbox::Kind::Approval,
+            kind: session::Kind::Approval,
             body: &body,
             respond: false,
         });
