@@ -13,6 +13,7 @@
 
 mod agent;
 pub mod approval;
+mod atomic;
 pub mod builtin;
 pub mod checkpoints;
 pub mod extensions;
