@@ -15,6 +15,7 @@
 
 mod agent;
 pub mod approval;
+mod atomic;
 pub mod builtin;
 pub mod checkpoints;
 pub mod extensions;
@@ -35,6 +36,17 @@ pub use tools::{BoxFuture, Spilled, ToolContext, ToolHandler, ToolOverlay, ToolS
 
 use talaria_protocol::{Event, NoticeLevel};
 use tokio::sync::mpsc;
+
+/// Where the agent's output goes; decides the prompt's closing hint ([`prompt`]) and
+/// what a tool may do (a scheduled run schedules nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Platform {
+    Cli,
+    Acp,
+    Gateway,
+    Cron,
+    Subagent,
+}
 
 /// What can stop an agent from starting or saving.
 #[derive(Debug, thiserror::Error)]

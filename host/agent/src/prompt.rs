@@ -36,6 +36,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+pub use crate::Platform;
 use crate::builtin::memory::MemorySnapshot;
 use crate::injection;
 
@@ -66,16 +67,6 @@ pub struct PromptInputs<'a> {
     pub provider_block: Option<&'a str>,
     /// The index of the skills the session can use, if any.
     pub skills: Option<&'a str>,
-}
-
-/// Where the agent's output goes; decides the closing hint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Platform {
-    Cli,
-    Acp,
-    Gateway,
-    Cron,
-    Subagent,
 }
 
 /// A built system prompt.

@@ -9,7 +9,7 @@ use talaria_protocol::{ApprovalKind, ApprovalNeeded, ClarifyNeeded, Decision, Op
 use talaria_runtime::shown::{needs_escaping, visible};
 
 use crate::render::Renderer;
-use crate::repl::{lookup, parse_slash, yolo_state};
+use crate::slash::{lookup, parse_slash, yolo_state};
 use crate::ui;
 
 #[derive(Default)]

@@ -9,7 +9,7 @@ use reedline::{
     default_emacs_keybindings,
 };
 
-use crate::repl::COMMANDS;
+use crate::slash::COMMANDS;
 use crate::{Ctx, ui};
 
 /// Completes slash commands at the start of the line, and `@path` mentions of workspace files

@@ -51,6 +51,7 @@ mod setup;
 mod signals;
 mod skill_install;
 mod skills;
+mod slash;
 mod status;
 mod store;
 mod tools;

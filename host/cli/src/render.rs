@@ -361,7 +361,7 @@ impl Renderer {
 /// (a step with nothing to draw leaves the screen, and the REPL's footer, untouched).
 fn draw(live: &mut Live, step: impl FnOnce(&mut Live, &mut Vec<u8>, (usize, usize))) {
     let mut out = Vec::new();
-    step(live, &mut out, terminal_size());
+    step(live, &mut out, crate::screen::terminal_size());
     if !out.is_empty() {
         crate::screen::write(&out, false);
     }
@@ -375,18 +375,6 @@ fn notice(out: &Renderer, level: NoticeLevel, text: &str, fancy: bool) {
         (NoticeLevel::Info, true) => out.say(&format!("┊ {text}").dimmed().to_string(), true),
         (NoticeLevel::Info, false) => out.say(&format!("note: {text}"), true),
     }
-}
-
-/// The terminal's columns and rows (80×24 when stdout is not one).
-pub fn terminal_size() -> (usize, usize) {
-    #[allow(unsafe_code)]
-    // SAFETY: TIOCGWINSZ fills a winsize struct we own; failure leaves it zeroed.
-    let (cols, rows) = unsafe {
-        let mut ws: libc::winsize = std::mem::zeroed();
-        if libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) == 0 { (ws.ws_col, ws.ws_row) } else { (0, 0) }
-    };
-    let or = |n: u16, default: usize| if n == 0 { default } else { usize::from(n) };
-    (or(cols, 80), or(rows, 24))
 }
 
 /// Lines of a diff shown for each changed file; the rest is counted.

@@ -133,8 +133,20 @@ fn erase(s: &mut State) {
     s.rows = 0;
 }
 
+/// The terminal's columns and rows (80×24 when stdout is not one).
+pub fn terminal_size() -> (usize, usize) {
+    #[allow(unsafe_code)]
+    // SAFETY: TIOCGWINSZ fills a winsize struct we own; failure leaves it zeroed.
+    let (cols, rows) = unsafe {
+        let mut ws: libc::winsize = std::mem::zeroed();
+        if libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) == 0 { (ws.ws_col, ws.ws_row) } else { (0, 0) }
+    };
+    let or = |n: u16, default: usize| if n == 0 { default } else { usize::from(n) };
+    (or(cols, 80), or(rows, 24))
+}
+
 fn draw(s: &mut State) {
-    let (width, _) = crate::render::terminal_size();
+    let (width, _) = terminal_size();
     let lines = lines(&s.footer, s.color);
     let rows: usize = lines.iter().map(|(plain, _)| plain.width().div_ceil(width.max(1)).max(1)).sum();
     let text: Vec<&str> = lines.iter().map(|(_, shown)| shown.as_str()).collect();

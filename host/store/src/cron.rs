@@ -33,7 +33,7 @@
 
 use rusqlite::{OptionalExtension as _, Row, Transaction, params};
 
-use crate::lease::{alive, machine};
+use crate::process::{alive, machine};
 use crate::{Error, Result, Store};
 
 /// Whether a job waits for its time, is paused, runs now, or has run its last time.

@@ -27,6 +27,7 @@
 
 use rusqlite::{OptionalExtension as _, params};
 
+use crate::process::is_gone;
 use crate::{Result, Store, now_ms};
 
 /// Sends tried before a delivery is given up.
@@ -66,18 +67,6 @@ pub(crate) const CLAIMERS: &str = "SELECT DISTINCT claimed_by FROM deliveries
 /// Free the claims of platform `$1` that `$2` holds.
 pub(crate) const VOID_CLAIMS: &str =
     "UPDATE deliveries SET claimed_until = 0 WHERE state = 'pending' AND platform = $1 AND claimed_by = $2";
-
-/// This process, as a claim names it: `PID@HOST`.
-pub(crate) fn claimer() -> &'static str {
-    static ME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    ME.get_or_init(|| format!("{}@{}", std::process::id(), crate::lease::machine()))
-}
-
-/// Whether the process a claim names ran on this machine and is gone (its claims are void).
-pub(crate) fn is_gone(claimer: &str) -> bool {
-    let Some((pid, host)) = claimer.split_once('@') else { return false };
-    host == crate::lease::machine() && pid.parse().is_ok_and(|pid| !crate::lease::alive(pid))
-}
 
 fn delivery(r: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
     Ok(Delivery {
@@ -189,7 +178,7 @@ impl Store {
         let now = now_ms();
         let until = now.saturating_add(i64::try_from(hold.as_millis()).unwrap_or(i64::MAX));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let me = claimer();
+        let me = crate::process::me();
         if let Some(pg) = self.pg() {
             return pg.deliveries_claim(platform, now, until, limit, me);
         }

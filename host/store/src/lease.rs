@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 
+use crate::process::{alive, machine};
 use crate::{Result, Store, now_ms};
 
 /// Who holds a session's lease.
@@ -185,33 +186,6 @@ pub(crate) fn holds(c: &LeaseHolder, now: i64, me: &str) -> bool {
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// This machine's name, as leases record it.
-pub fn machine() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into())
-}
-
-/// Whether process `pid` of this machine still runs. Where that cannot be told, it is assumed
-/// to (the lease then ends by expiry).
-pub(crate) fn alive(pid: u32) -> bool {
-    if pid == std::process::id() {
-        return true;
-    }
-    let proc_root = std::path::Path::new("/proc/self");
-    if !proc_root.exists() {
-        return true;
-    }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // A zombie has finished: it holds nothing any more.
-        Ok(stat) => stat.rsplit_once(')').is_none_or(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
 }
 
 #[cfg(test)]

@@ -62,6 +62,7 @@ pub mod location;
 pub mod notice;
 pub mod pairing;
 mod pg;
+pub mod process;
 pub mod recover;
 pub mod schema;
 pub mod search;
@@ -487,6 +488,11 @@ fn retry_busy<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
             other => return other,
         }
     }
+}
+
+/// A count or a limit (a `usize`) as a database integer.
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// Now, in milliseconds since the Unix epoch.

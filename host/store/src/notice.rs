@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 
 use tokio::sync::broadcast;
 
+use crate::process::me;
 use crate::{Result, Store};
 
 /// The PostgreSQL channel every notice goes through.
@@ -42,11 +43,6 @@ pub struct Notice {
     pub payload: String,
     /// The process that sent it (`PID@HOST`; empty for [`RESYNC`]).
     pub from: String,
-}
-
-/// This process, as notices name their sender: `PID@HOST`, as claims name it.
-fn me() -> &'static str {
-    crate::delivery::claimer()
 }
 
 impl Notice {

@@ -40,8 +40,7 @@ use rusqlite::types::Value;
 use rusqlite::{Transaction, params, params_from_iter};
 use talaria_protocol::Role;
 
-use crate::sessions::count;
-use crate::{Error, Result, Store};
+use crate::{Error, Result, Store, count};
 use query::{Query, has_cjk};
 
 /// Most hits one search returns, whatever its `limit`.

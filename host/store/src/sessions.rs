@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use rusqlite::{OptionalExtension, Row, params};
 use talaria_protocol::{Message, ToolCall, Usage};
 
-use crate::{Error, Result, Store, now_ms};
+use crate::{Error, Result, Store, count, now_ms};
 
 /// The sources a session may come from.
 pub const SOURCES: &[&str] = &["cli", "acp", "gateway", "cron", "subagent"];
@@ -619,11 +619,6 @@ pub(crate) fn not_found(key: &str) -> Error {
 
 fn exists(conn: &rusqlite::Connection, id: &str) -> Result<bool> {
     Ok(conn.prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?.exists([id])?)
-}
-
-/// A `usize` as an SQLite integer.
-pub(crate) fn count(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 fn session_from_row(r: &Row<'_>) -> rusqlite::Result<SessionInfo> {

@@ -20,9 +20,8 @@ use talaria_protocol::{ApprovalKind, ToolAnnotations, ToolError, ToolSpec};
 use talaria_store::Store;
 use talaria_store::cron::Job;
 
-use crate::AgentConfig;
 use crate::approval::{Ask, Decision, Gate};
-use crate::prompt::Platform;
+use crate::{AgentConfig, Platform};
 
 pub const NAME: &str = "cronjob";
 

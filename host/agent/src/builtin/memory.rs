@@ -22,8 +22,8 @@
 //! ```
 
 use std::fmt::Write as _;
-use std::fs::{self, File};
-use std::io::{self, Write as _};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -221,7 +221,7 @@ impl Memory {
 
     fn write(&self, path: &Path, entries: &[String]) -> Result<(), ToolError> {
         let text = if entries.is_empty() { String::new() } else { entries.join(SEPARATOR) + "\n" };
-        write_atomic(path, text.as_bytes())
+        crate::atomic::write(path, text.as_bytes())
             .map_err(|e| ToolError::Failed(format!("could not write {}: {e}", path.display())))
     }
 
@@ -419,25 +419,6 @@ fn parse(text: &str) -> Vec<String> {
     }
     flush(&mut current);
     entries
-}
-
-/// Writes `bytes` to a temporary file beside `path`, syncs it, and renames it over `path`: readers
-/// see the old file or the new one, never half of one.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no parent directory"))?;
-    fs::create_dir_all(dir)?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("memory");
-    let tmp = dir.join(format!(".{name}.{}.{:016x}.tmp", std::process::id(), fastrand::u64(..)));
-    let result = File::create_new(&tmp)
-        .and_then(|mut f| {
-            f.write_all(bytes)?;
-            f.sync_all()
-        })
-        .and_then(|()| fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
 }
 
 #[cfg(test)]

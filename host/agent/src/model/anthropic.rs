@@ -27,6 +27,7 @@ use talaria_protocol::{Image, Message, ToolCall, Usage};
 use super::chat::emit_whole;
 use super::reply::{Collected, as_text, tool_text};
 use super::sse::{self, Events};
+use super::transport;
 use super::{Delta, ModelError, ModelReply, ModelRequest, Provider, ToolChoice};
 
 /// `anthropic-version` sent with every request.
@@ -361,7 +362,7 @@ pub(crate) fn parse_message(provider: &Provider, url: &str, body: &Value) -> Res
     let content = body.get("content").and_then(Value::as_array).ok_or_else(|| ModelError::Malformed {
         provider: provider.name.clone(),
         url: url.to_string(),
-        message: format!("the answer has no content: {}", sse::truncate(&body.to_string(), 200)),
+        message: format!("the answer has no content: {}", transport::truncate(&body.to_string(), 200)),
     })?;
     let mut collected = Collected {
         model: body.get("model").and_then(Value::as_str).map(str::to_string),

@@ -313,7 +313,7 @@ fn left_unanswered(error: &ModelError) -> String {
 /// The failure with its details, for fallback notices: `HTTP 500: upstream overloaded`.
 fn reason(error: &ModelError) -> String {
     match error {
-        ModelError::Config(message) => super::sse::truncate(message, 160),
+        ModelError::Config(message) => super::transport::truncate(message, 160),
         ModelError::Http { message, .. }
         | ModelError::Connect { message, .. }
         | ModelError::Tls { message, .. }
@@ -321,7 +321,7 @@ fn reason(error: &ModelError) -> String {
         | ModelError::Malformed { message, .. }
         | ModelError::Cut { message, .. }
         | ModelError::Empty { message, .. } => {
-            format!("{}: {}", what_failed(error), super::sse::truncate(message, 160))
+            format!("{}: {}", what_failed(error), super::transport::truncate(message, 160))
         }
         ModelError::Timeout { .. } => what_failed(error),
     }

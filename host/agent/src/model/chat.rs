@@ -20,6 +20,7 @@ use talaria_protocol::{Message, ToolCall, Usage};
 
 use super::reply::{Collected, as_text, count, tool_text};
 use super::sse::{self, Events};
+use super::transport;
 use super::{Delta, ModelError, ModelReply, ModelRequest, Provider, ToolChoice};
 
 /// One call: send, then read the stream or the whole body.
@@ -336,7 +337,7 @@ pub(crate) fn parse_completion(provider: &Provider, url: &str, body: &Value) -> 
         body.get("choices").and_then(Value::as_array).and_then(|c| c.first()).ok_or_else(|| ModelError::Malformed {
             provider: provider.name.clone(),
             url: url.to_string(),
-            message: format!("the answer has no choices: {}", sse::truncate(&body.to_string(), 200)),
+            message: format!("the answer has no choices: {}", transport::truncate(&body.to_string(), 200)),
         })?;
     let message = choice.get("message").unwrap_or(&Value::Null);
     let mut collected = Collected {

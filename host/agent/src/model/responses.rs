@@ -21,6 +21,7 @@ use talaria_protocol::{Message, ToolCall, Usage};
 use super::chat::emit_whole;
 use super::reply::{Collected, as_text, count, tool_text};
 use super::sse::{self, Events};
+use super::transport;
 use super::{Delta, ModelError, ModelReply, ModelRequest, Provider, ToolChoice};
 
 pub(crate) async fn complete(
@@ -294,7 +295,7 @@ pub(crate) fn parse_response(provider: &Provider, url: &str, response: &Value) -
     let output = response.get("output").and_then(Value::as_array).ok_or_else(|| ModelError::Malformed {
         provider: provider.name.clone(),
         url: url.to_string(),
-        message: format!("the response has no output: {}", sse::truncate(&response.to_string(), 200)),
+        message: format!("the response has no output: {}", transport::truncate(&response.to_string(), 200)),
     })?;
     let incomplete = response.get("incomplete_details").and_then(|d| d.get("reason")).and_then(Value::as_str);
     let mut collected = Collected {

@@ -1,6 +1,5 @@
-//! Reading a streamed answer as server-sent events, and the error shapes providers share:
-//! HTTP error bodies with the provider's own message and its `Retry-After`, errors reported
-//! inside a stream.
+//! Reading a streamed answer as server-sent events, and the errors a provider reports inside a
+//! stream ([`stream_error`]; an HTTP error status is [`transport`]'s).
 //!
 //! SSE framing is left to `eventsource-stream` over a [`transport::Body`] (so the first-byte and
 //! idle limits hold); adapters only see [`Events::next`] yield parsed events (`event:` name and
@@ -20,18 +19,13 @@
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt};
-use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use super::transport::{self, Body, BodyError, Seen, Sent};
+use super::transport::{self, Body, BodyError, MAX_BODY_IN_MESSAGE, Seen, Sent, message_of, truncate};
 use super::{ModelError, Provider};
-
-/// Longest error body kept in a message when the provider's JSON has no message field.
-const MAX_BODY_IN_MESSAGE: usize = 400;
 
 /// What a provider answered: an event stream, or one JSON body.
 pub(crate) enum Answer {
@@ -210,107 +204,6 @@ pub(crate) fn cut_short(provider: &Provider, url: &str, expected: &str, partial:
     }
 }
 
-/// [`ModelError::Http`] from a status and body: the provider's own message when the body has
-/// one, an HTML page described, the status's name for an empty body. A 404 also says what to
-/// check: the URL is where the configured `api_mode` posts.
-pub(crate) fn http_error(
-    provider: &Provider,
-    url: &str,
-    status: u16,
-    body: &str,
-    content_type: Option<&str>,
-    retry_after: Option<Duration>,
-) -> ModelError {
-    let reason = reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("no details");
-    let said = error_message(body).filter(|m| !m.trim().is_empty());
-    let mut message = said.clone().unwrap_or_else(|| {
-        let body = body.trim();
-        if body.is_empty() {
-            reason.to_string()
-        } else if let Some(fields) = other_fields(body) {
-            format!("{reason}, with an empty message ({fields})")
-        } else if transport::looks_like_html(body) {
-            format!("{reason}, with {}", transport::describe(body, content_type))
-        } else {
-            truncate(body, MAX_BODY_IN_MESSAGE)
-        }
-    });
-    let nothing_said = said.is_none() && (body.trim().is_empty() || other_fields(body.trim()).is_some());
-    if nothing_said && status >= 500 {
-        message.push_str("; the server did not say why: its own log or console tells what failed");
-    }
-    if status == 404 {
-        message.push_str(&format!(
-            " (talaria posted to this URL because api_mode is `{}`: check base_url and api_mode)",
-            provider.api_mode
-        ));
-    }
-    ModelError::Http { provider: provider.name.clone(), url: url.to_string(), status, message, retry_after }
-}
-
-/// The other fields of a JSON error whose message is empty (`type: server_error, code: 500`),
-/// so that an error with nothing to say still says something.
-fn other_fields(body: &str) -> Option<String> {
-    let value: Value = serde_json::from_str(body).ok()?;
-    let error = value.get("error").filter(|e| e.is_object()).unwrap_or(&value);
-    // Sorted by name: the map's order depends on serde_json's features.
-    let mut entries: Vec<(&String, &Value)> = error.as_object()?.iter().collect();
-    entries.sort_by_key(|(k, _)| *k);
-    let fields: Vec<String> = entries
-        .into_iter()
-        .filter(|(k, v)| k.as_str() != "message" && !v.is_null() && !v.is_object() && !v.is_array())
-        .filter(|(_, v)| v.as_str().is_none_or(|s| !s.trim().is_empty()))
-        .map(|(k, v)| format!("{k}: {}", v.as_str().map_or_else(|| v.to_string(), |s| truncate(s, 100))))
-        .take(6)
-        .collect();
-    (!fields.is_empty()).then(|| fields.join(", "))
-}
-
-/// The message in an error body: `{"error": {"message"}}` (OpenAI, Anthropic, OpenRouter),
-/// `{"error": "..."}` (Ollama), `{"message"}`, `{"detail"}`, or a list of those (Gemini).
-pub(crate) fn error_message(body: &str) -> Option<String> {
-    let value: Value = serde_json::from_str(body.trim()).ok()?;
-    let value = match &value {
-        Value::Array(items) => items.first()?,
-        other => other,
-    };
-    message_of(value.get("error").unwrap_or(value))
-}
-
-/// The message of an error object (or string), with OpenRouter's upstream details when present.
-pub(crate) fn message_of(error: &Value) -> Option<String> {
-    if let Some(text) = error.as_str() {
-        return Some(text.to_string());
-    }
-    let mut message = ["message", "detail", "error"].iter().find_map(|k| error.get(*k)?.as_str())?.to_string();
-    if let Some(meta) = error.get("metadata") {
-        let raw = meta.get("raw").map(|raw| raw.as_str().map_or_else(|| raw.to_string(), str::to_string));
-        match (meta.get("provider_name").and_then(Value::as_str), raw) {
-            (Some(name), Some(raw)) => message.push_str(&format!(" ({name}: {})", truncate(&raw, 300))),
-            (None, Some(raw)) => message.push_str(&format!(" ({})", truncate(&raw, 300))),
-            (Some(name), None) => message.push_str(&format!(" ({name})")),
-            (None, None) => {}
-        }
-    }
-    Some(message)
-}
-
-/// The wait a provider asks for: `retry-after-ms` (OpenAI), else `Retry-After` in seconds or as
-/// an HTTP date.
-pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        return Duration::try_from_secs_f64(ms / 1000.0).ok();
-    }
-    let value = text("retry-after")?;
-    if let Ok(secs) = value.parse::<f64>() {
-        return Duration::try_from_secs_f64(secs).ok();
-    }
-    let when = jiff::fmt::rfc2822::DateTimeParser::new().parse_timestamp(value).ok()?;
-    let wait = when.duration_since(jiff::Timestamp::now());
-    Some(Duration::try_from(wait).unwrap_or(Duration::ZERO))
-}
-
 /// An error reported inside a 200 stream (or a failed Responses object) as [`ModelError::Http`]:
 /// a numeric `code` is the status; known string codes map to the status the provider uses for
 /// them over HTTP; anything else counts as a server error (500), which is retried.
@@ -354,81 +247,9 @@ fn status_for_code(code: &str) -> Option<u16> {
     })
 }
 
-/// `text` cut to at most `max` bytes on a character boundary, with `…` when cut.
-pub(crate) fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqwest::header::HeaderValue;
-
-    #[test]
-    fn error_messages_come_from_the_usual_json_shapes() {
-        assert_eq!(
-            error_message(r#"{"error":{"message":"Rate limit reached","type":"x"}}"#).as_deref(),
-            Some("Rate limit reached")
-        );
-        assert_eq!(error_message(r#"{"error":"model 'x' not found"}"#).as_deref(), Some("model 'x' not found"));
-        assert_eq!(error_message(r#"{"detail":"Not Found"}"#).as_deref(), Some("Not Found"));
-        assert_eq!(error_message(r#"[{"error":{"code":400,"message":"bad"}}]"#).as_deref(), Some("bad"));
-        assert_eq!(
-            error_message(
-                r#"{"error":{"message":"Provider returned error","code":429,
-                    "metadata":{"raw":"slow down","provider_name":"Groq"}}}"#
-            )
-            .as_deref(),
-            Some("Provider returned error (Groq: slow down)")
-        );
-        assert_eq!(error_message("<html>bad gateway</html>"), None);
-    }
-
-    #[test]
-    fn retry_after_in_seconds_milliseconds_and_dates() {
-        let mut h = HeaderMap::new();
-        h.insert("retry-after", HeaderValue::from_static("7"));
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
-        h.insert("retry-after-ms", HeaderValue::from_static("1500"));
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
-        let mut h = HeaderMap::new();
-        h.insert("retry-after", HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
-        assert_eq!(retry_after(&h), Some(Duration::ZERO), "a date in the past means now");
-        let later = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(120);
-        let text = jiff::fmt::rfc2822::DateTimePrinter::new().timestamp_to_rfc9110_string(&later).expect("date");
-        h.insert("retry-after", HeaderValue::from_str(&text).expect("header"));
-        let wait = retry_after(&h).expect("date parsed");
-        assert!(wait > Duration::from_secs(110) && wait <= Duration::from_secs(120), "{wait:?}");
-        h.insert("retry-after", HeaderValue::from_static("soon"));
-        assert_eq!(retry_after(&h), None);
-    }
-
-    /// An HTTP 500 with an empty message (llama-cpp-python) still says what happened.
-    #[test]
-    fn an_error_with_an_empty_message_says_what_there_is() {
-        let p = super::super::Provider::preset("ollama", "m", None).expect("preset");
-        let body = r#"{"error": {"message": "", "type": "server_error", "code": 500}}"#;
-        let e = http_error(&p, "http://127.0.0.1:8080/v1/chat/completions", 500, body, None, None);
-        assert_eq!(
-            e.to_string(),
-            "http://127.0.0.1:8080/v1/chat/completions answered HTTP 500: Internal Server Error, with an empty \
-             message (code: 500, type: server_error); the server did not say why: its own log or console tells what failed"
-        );
-        let e = http_error(&p, "u", 502, "  ", None, None);
-        assert_eq!(
-            e.to_string(),
-            "u answered HTTP 502: Bad Gateway; the server did not say why: its own log or console tells what failed"
-        );
-        let e = http_error(&p, "u", 400, "", None, None);
-        assert_eq!(e.to_string(), "u answered HTTP 400: Bad Request");
-    }
 
     #[test]
     fn stream_errors_map_codes_to_statuses() {
@@ -440,11 +261,5 @@ mod tests {
         let e = stream_error(&p, "u", &serde_json::json!({"code": "weird", "message": "boom"}));
         assert!(matches!(e, ModelError::Http { status: 500, ref message, .. } if message == "weird: boom"), "{e:?}");
         assert!(e.is_transient());
-    }
-
-    #[test]
-    fn truncate_respects_char_boundaries() {
-        assert_eq!(truncate("héllo", 2), "h…");
-        assert_eq!(truncate("abc", 3), "abc");
     }
 }

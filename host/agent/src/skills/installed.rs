@@ -77,9 +77,9 @@ impl Lock {
     }
 }
 
-/// [`crate::builtin::memory::write_atomic`], its error naming the file.
+/// [`crate::atomic::write`], its error naming the file.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    crate::builtin::memory::write_atomic(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+    crate::atomic::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Where the installed skill `name` lives.

@@ -13,14 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use talaria_store::Leased;
-use talaria_store::inbox::{DONE, Entry, NewEntry, Put, QUEUED};
+use talaria_store::inbox::{DONE, NewEntry, Put, QUEUED};
 use talaria_store::notice::{LEASE_FREED, RESYNC};
 use tokio::sync::mpsc;
 
-use super::{Account, Gateway, lock, session};
+use super::session::{self, CHAT_LEASE_TTL, Kind, chat_lease};
+use super::{Account, Gateway, lock};
 
-/// How long a chat's lease lasts unless renewed (its worker renews it every third of it).
-pub(crate) const CHAT_LEASE_TTL: Duration = Duration::from_secs(30);
 /// How often a process looks for chats nobody serves, when notices cross processes (they tell
 /// of most of them at once) ...
 const SWEEP_WITH_NOTICES: Duration = Duration::from_secs(5);
@@ -31,41 +30,6 @@ const SWEEP_WITHOUT: Duration = Duration::from_secs(1);
 const KEEP_DONE: Duration = Duration::from_secs(24 * 60 * 60);
 /// How often they are forgotten.
 const PRUNE_EVERY: Duration = Duration::from_secs(60 * 60);
-
-/// The lease of the chat (session) `key`.
-pub(crate) fn chat_lease(key: &str) -> String {
-    format!("chat:{key}")
-}
-
-/// What a kept message asks of its chat's worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// A message for the agent.
-    Message,
-    /// A chat command (`/new`, `/stop`, `/status`, `/rollback`).
-    Command,
-    /// An admin's answer to an approval.
-    Approval,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Message => "message",
-            Self::Command => "command",
-            Self::Approval => "approval",
-        }
-    }
-
-    pub fn of(entry: &Entry) -> Option<Self> {
-        match entry.kind.as_str() {
-            "message" => Some(Self::Message),
-            "command" => Some(Self::Command),
-            "approval" => Some(Self::Approval),
-            _ => None,
-        }
-    }
-}
 
 /// Where a kept message came from and goes.
 pub(crate) struct Incoming<'a> {

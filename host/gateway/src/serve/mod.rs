@@ -409,7 +409,7 @@ impl Gateway {
         let status = Status {
             running,
             pid: std::process::id(),
-            host: talaria_store::lease::machine(),
+            host: talaria_store::process::machine(),
             at: i64::try_from(
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis(),
             )
@@ -490,8 +490,8 @@ impl Gateway {
                 self.reply(account, &m.chat_id, m.thread_id.as_deref(), text, &format!("rollback:{}", m.id));
                 return None;
             }
-            Some(_) => (inbox::Kind::Command, m.text.clone()),
-            None => (inbox::Kind::Message, serde_json::to_string(&prompt_of(&m)).unwrap_or_default()),
+            Some(_) => (session::Kind::Command, m.text.clone()),
+            None => (session::Kind::Message, serde_json::to_string(&prompt_of(&m)).unwrap_or_default()),
         };
         self.enqueue(&inbox::Incoming {
             account,
@@ -610,7 +610,7 @@ impl Gateway {
             chat_id: &pending.chat_id,
             thread_id: pending.thread_id.as_deref(),
             message_id: &format!("approval:{token}"),
-            kind: inbox::Kind::Approval,
+            kind: session::Kind::Approval,
             body: &body,
             respond: false,
         });

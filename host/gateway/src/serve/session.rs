@@ -3,7 +3,9 @@
 //! (or wait, interrupt, steer while one runs, as `[gateway] busy_input` says), commands and
 //! approvals act at once. The reply streams by edits, typing shows while it works, approvals
 //! are asked of the platform's admins. A message whose turn a dead process left half done is
-//! finished here: its answer sent if it was committed, else the turn run again.
+//! finished here: its answer sent if it was committed, else the turn run again. What the inbox
+//! keeps for a worker ([`Kind`], [`Prompt`], [`Answer`]) and the chat's lease
+//! ([`chat_lease`], [`CHAT_LEASE_TTL`]) are defined here; [`super::inbox`] starts workers.
 //!
 //! It ends after a while without messages (the session stays in the store and the next message
 //! resumes it) or when the gateway stops; a turn the stop interrupts stays open in the inbox
@@ -22,11 +24,12 @@ use talaria_runtime::adapter::Outbound;
 use talaria_store::inbox::{Entry, State};
 use tokio::sync::mpsc;
 
-use super::inbox::{CHAT_LEASE_TTL, Kind, chat_lease};
 use super::outbox::{self, Reply};
 use super::{Account, Gateway, SESSIONS_SPACE};
 use crate::command::Command;
 
+/// How long a chat's lease lasts unless renewed (its worker renews it every third of it).
+pub(crate) const CHAT_LEASE_TTL: Duration = Duration::from_secs(30);
 /// A session without messages for this long closes (the next message resumes it).
 const IDLE: Duration = Duration::from_secs(10 * 60);
 /// Platforms show "typing" for about five seconds: it is sent again this often.
@@ -35,6 +38,41 @@ const TYPING_EVERY: Duration = Duration::from_secs(4);
 const STOP_GRACE: Duration = Duration::from_secs(20);
 /// How often the worker looks at its inbox when nothing told it to.
 const LOOK_EVERY: Duration = Duration::from_secs(5);
+
+/// The lease of the chat (session) `key`.
+pub(crate) fn chat_lease(key: &str) -> String {
+    format!("chat:{key}")
+}
+
+/// What a kept message asks of its chat's worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A message for the agent.
+    Message,
+    /// A chat command (`/new`, `/stop`, `/status`, `/rollback`).
+    Command,
+    /// An admin's answer to an approval.
+    Approval,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Message => "message",
+            Self::Command => "command",
+            Self::Approval => "approval",
+        }
+    }
+
+    pub fn of(entry: &Entry) -> Option<Self> {
+        match entry.kind.as_str() {
+            "message" => Some(Self::Message),
+            "command" => Some(Self::Command),
+            "approval" => Some(Self::Approval),
+            _ => None,
+        }
+    }
+}
 
 /// A message for the agent, as the inbox keeps it: the turn's text and images.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

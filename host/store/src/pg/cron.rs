@@ -15,7 +15,7 @@ use crate::cron::{
     Claim, Claimed, Finish, JOB_COLUMNS, Job, JobState, RUN_COLUMNS, RawJob, Run, RunStatus, finish_job, finish_run,
     new_token, resting_state, to_json,
 };
-use crate::lease::{alive, machine};
+use crate::process::{alive, machine};
 use crate::{Error, Result};
 
 fn raw_job(r: &Row) -> RawJob {

@@ -9,9 +9,10 @@ use tokio_postgres::Row;
 use super::{Cached as _, Pg, sql};
 use crate::delivery::{
     CLAIMABLE, CLAIMERS, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS,
-    RETRY_MAX_MS, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of, is_gone,
+    RETRY_MAX_MS, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of,
 };
 use crate::pairing::{MAX_PENDING, PAIRING_TTL_MS, Pairing, Request};
+use crate::process::is_gone;
 use crate::{Error, Result, now_ms};
 
 const PAIRING_COLUMNS: &str = "platform, user_id, user_name, code, requested_at, expires_at, approved_at";

@@ -6,7 +6,8 @@ use deadpool_postgres::Transaction;
 
 use super::{Cached as _, Pg, sql};
 use crate::Result;
-use crate::lease::{LeaseHolder, Leased, holds, machine};
+use crate::lease::{LeaseHolder, Leased, holds};
+use crate::process::machine;
 
 async fn current(c: &impl deadpool_postgres::GenericClient, session_id: &str) -> Result<Option<LeaseHolder>> {
     let row = c

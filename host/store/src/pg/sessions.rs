@@ -10,9 +10,9 @@ use tokio_postgres::types::ToSql;
 
 use super::{Cached as _, Pg, sql};
 use crate::sessions::{
-    ListQuery, MESSAGE_COLUMNS, MessageRow, RawMessage, SESSION_COLUMNS, SessionInfo, count, not_found, preview,
+    ListQuery, MESSAGE_COLUMNS, MessageRow, RawMessage, SESSION_COLUMNS, SessionInfo, not_found, preview,
 };
-use crate::{Error, NewSession, Result};
+use crate::{Error, NewSession, Result, count};
 
 fn session_from_row(r: &Row) -> SessionInfo {
     let tokens = |i: usize| u64::try_from(r.get::<_, i64>(i)).unwrap_or(0);
