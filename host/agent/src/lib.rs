@@ -2,7 +2,7 @@
 //!
 //! - [`Agent`]: one session's loop; [`Agent::run_turn`] emits [`Event`]s through an [`Emitter`].
 //! - [`model`]: provider adapters (chat completions, Anthropic Messages, Responses), retries, fallback.
-//! - [`tools`]: one [`Registry`](tools::Registry) of [`ToolHandler`]s, whatever the tool's kind;
+//! - [`tools`]: one [`Registry`] of [`ToolHandler`]s, whatever the tool's kind;
 //!   [`builtin`]: todo, memory, session_search, clarify, the skills tools, cronjob,
 //!   delegate_task; [`toolsets`]: choosing tools.
 //! - [`approval`]: asking the human; [`prompt`]: the system prompt; [`history`]: valid role order.
@@ -29,10 +29,11 @@ pub mod tools;
 pub mod toolsets;
 
 pub use agent::{
-    Agent, AgentConfig, Compression, ContextBudget, DEFAULT_CONTEXT_LENGTH, Scope, Shared, Start, estimate_tokens,
+    Agent, AgentConfig, Compression, ContextBudget, DEFAULT_CONTEXT_LENGTH, Registry, Scope, Shared, Start,
+    ToolHandler, ToolOverlay, ToolSource, ToolSources, estimate_tokens,
 };
 pub use extensions::{ContextEngine, HookReply, Hooks, MemoryProvider, NoHooks};
-pub use tools::{BoxFuture, Spilled, ToolContext, ToolHandler, ToolOverlay, ToolSource, ToolSources, spill};
+pub use tools::{BoxFuture, Spilled, ToolContext, spill};
 
 use talaria_protocol::{Event, NoticeLevel};
 use tokio::sync::mpsc;

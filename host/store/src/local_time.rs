@@ -23,9 +23,9 @@ pub fn zone() -> TimeZone {
     ZONE.get_or_init(|| linked("/etc/localtime").unwrap_or_else(TimeZone::system)).clone()
 }
 
-/// Now, in the local time zone.
+/// Now, in the local time zone (`Zoned::now()` would look the system zone up again first).
 pub fn now() -> Zoned {
-    Zoned::now().with_time_zone(zone())
+    jiff::Timestamp::now().to_zoned(zone())
 }
 
 /// The zone `path` links to, when no `TZ` overrides it and the link names a zoneinfo file.

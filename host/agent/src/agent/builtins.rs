@@ -1,4 +1,4 @@
-//! The agent's own tools as handlers in the [`Registry`](crate::tools::Registry): each needs
+//! The agent's own tools as handlers in the [`Registry`](super::Registry): each needs
 //! the loop's state (the todo list, memory, the store, skills, the user, child agents), which
 //! it reaches through the [`Scope`] the loop lends every call.
 
@@ -7,9 +7,10 @@ use std::sync::Arc;
 use talaria_protocol::{ToolContext, ToolError, ToolSpec};
 use tokio_util::sync::CancellationToken;
 
-use super::{Agent, Scope};
+use super::Agent;
+use super::registry::{Scope, ToolHandler};
 use crate::builtin::{self, cronjob, delegate, memory::Memory, search, skills, todo::Todos};
-use crate::tools::{BoxFuture, ToolHandler};
+use crate::tools::BoxFuture;
 
 /// Every tool of the agent's own, with its handler, in [`builtin::specs`]' order.
 pub(super) fn handlers() -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {

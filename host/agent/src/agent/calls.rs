@@ -1,7 +1,7 @@
 //! Running the model's tool calls, every one through the same stages whatever runs it (the
 //! agent's own tools, plugins, MCP servers, an editor): its arguments parsed once into a
 //! [`ToolContext`]; `pre_tool_call` hooks and a human's approval when one asks; a checkpoint of
-//! what it may change; its handler from the [`crate::tools::Registry`]; `post_tool_call` and
+//! what it may change; its handler from the [`crate::Registry`]; `post_tool_call` and
 //! `transform_tool_result` hooks; events; then, in call order, the result cap (the rest spilled
 //! to a file) with what the user steered in.
 

@@ -19,6 +19,7 @@ mod builtins;
 mod calls;
 mod extend;
 mod lease;
+pub(crate) mod registry;
 mod truncation;
 
 use std::collections::HashSet;
@@ -35,9 +36,10 @@ use crate::builtin::{self, memory::Memory, todo::Todos};
 use crate::extensions::{ContextEngine, Hooks, MemoryProvider, NoHooks};
 use crate::model::{Chain, ChainState, Client, Delta, ModelRequest, Provider};
 use crate::prompt::{self, Platform, PromptInputs};
-use crate::tools::{self, Registry, ToolSources};
+use crate::tools;
 use crate::toolsets::{Selection, Toolset, Toolsets};
 use crate::{Emitter, Error};
+pub use registry::{Registry, Scope, ToolHandler, ToolOverlay, ToolSource, ToolSources};
 
 use extend::TurnContext;
 pub use extend::{Compression, ContextBudget, estimate_tokens};
@@ -214,20 +216,6 @@ pub const INTERRUPTED_RESULT: &str =
 /// or schedule jobs).
 const CHILD_EXCLUDED: [&str; 5] =
     ["delegate_task", "clarify", "memory", builtin::cronjob::NAME, builtin::skills::MANAGE];
-
-/// What the loop lends a tool call: the agent it runs in and what stops the turn. The agent's
-/// own tools need both; a call made outside any conversation ([`Scope::detached`]) has neither.
-#[derive(Clone, Copy, Default)]
-pub struct Scope<'a> {
-    turn: Option<(&'a Agent, &'a CancellationToken)>,
-}
-
-impl Scope<'_> {
-    /// A call outside any conversation (`mcp serve` running a plugin tool for its client).
-    pub fn detached() -> Self {
-        Self::default()
-    }
-}
 
 /// One conversation with the model.
 pub struct Agent {

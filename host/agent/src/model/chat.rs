@@ -131,7 +131,7 @@ fn message_json(provider: &Provider, message: &Message) -> Value {
             if !tool_calls.is_empty() {
                 let calls = tool_calls.iter().map(|call| {
                     // Replayed verbatim, malformed or not: the tool result already told the model.
-                    let arguments = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
+                    let arguments = talaria_protocol::arguments_or_empty(&call.arguments);
                     json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}})
                 });
                 out.insert("tool_calls".into(), calls.collect());
@@ -276,7 +276,7 @@ impl StreamState {
             .calls
             .into_iter()
             .map(|call| {
-                let arguments = if call.arguments.trim().is_empty() { "{}".into() } else { call.arguments };
+                let arguments = talaria_protocol::arguments_or_empty(&call.arguments).to_string();
                 ToolCall::new(call.id, call.name, arguments)
             })
             .collect();
@@ -363,7 +363,7 @@ pub(crate) fn parse_completion(provider: &Provider, url: &str, body: &Value) -> 
                 .map(|call| {
                     let function = call.get("function").unwrap_or(&Value::Null);
                     let arguments = as_text(function.get("arguments"));
-                    let arguments = if arguments.trim().is_empty() { "{}".into() } else { arguments };
+                    let arguments = talaria_protocol::arguments_or_empty(&arguments).to_string();
                     ToolCall::new(as_text(call.get("id")), as_text(function.get("name")), arguments)
                 })
                 .collect()

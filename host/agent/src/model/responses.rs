@@ -79,7 +79,7 @@ pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> V
                     }));
                 }
                 input.extend(tool_calls.iter().map(|call| {
-                    let arguments = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
+                    let arguments = talaria_protocol::arguments_or_empty(&call.arguments);
                     json!({"type": "function_call", "call_id": call.id, "name": call.name, "arguments": arguments})
                 }));
             }
