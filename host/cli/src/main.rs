@@ -60,12 +60,11 @@ mod waiting;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{ArgAction, Parser, Subcommand};
 use talaria_core::{adapters as plugin_host, config};
-use talaria_runtime::{Approver, Embedded, LlmBackend, Runtime, Unattended};
+use talaria_runtime::{Embedded, Runtime};
 
 /// An LLM agent platform whose every extension is a sandboxed WebAssembly component.
 #[derive(Parser)]
@@ -306,24 +305,10 @@ impl Ctx {
         self.store_location().open_for_reading()
     }
 
-    /// Discover plugins (compiles nothing).
+    /// The plugins, as core discovers them for a command with no one to ask (compiles
+    /// nothing): dangerous commands and new hosts are refused unless `yolo`.
     pub fn runtime(&self, yolo: bool) -> anyhow::Result<Runtime> {
-        self.runtime_with(Arc::new(Unattended { yolo }))
-    }
-
-    /// Discover plugins, sending dangerous commands to `approver`.
-    pub fn runtime_with(&self, approver: Arc<dyn Approver>) -> anyhow::Result<Runtime> {
-        self.runtime_full(approver, None)
-    }
-
-    /// Discover plugins, sending dangerous commands to `approver` and `llm` calls to `llm`.
-    pub fn runtime_full(
-        &self,
-        approver: Arc<dyn Approver>,
-        llm: Option<Arc<dyn LlmBackend>>,
-    ) -> anyhow::Result<Runtime> {
-        let config = talaria_core::runtime_config(&self.home, &self.workspace, &self.config, approver, llm);
-        Ok(Runtime::new(config, &self.bundled())?)
+        Ok(talaria_core::unattended_runtime(&self.home, &self.workspace, &self.config, yolo)?)
     }
 
     /// The plugins compiled into the binary.

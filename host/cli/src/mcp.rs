@@ -104,8 +104,7 @@ async fn serve(
     use talaria_mcp_serve::{Asker, Served};
     let workspace = talaria_core::canonical_workspace(&ctx.workspace)?;
     let asker = Arc::new(Asker::default());
-    let rc = talaria_core::runtime_config(&ctx.home, &workspace, &ctx.config, asker.clone(), None);
-    let runtime = Arc::new(talaria_runtime::Runtime::new(rc, &talaria_core::bundled())?);
+    let runtime = Arc::new(talaria_core::runtime(&ctx.home, &workspace, &ctx.config, asker.clone())?);
     let tools = Arc::new(talaria_core::adapters::PluginTools::new(runtime.clone()));
     let mut specs = tools.specs().await;
     if !only.is_empty() {

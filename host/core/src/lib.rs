@@ -403,7 +403,21 @@ pub fn runtime_config(
 /// # Errors
 /// grants.toml cannot be read.
 pub fn unattended_runtime(home: &Path, workspace: &Path, config: &ConfigToml, yolo: bool) -> Result<Runtime, Error> {
-    let rc = runtime_config(home, workspace, config, Arc::new(Unattended { yolo }), None);
+    runtime(home, workspace, config, Arc::new(Unattended { yolo }))
+}
+
+/// A runtime for a front door that asks `approver` about dangerous commands and new hosts
+/// itself (`mcp serve` asks its client), with the bundled plugins.
+///
+/// # Errors
+/// grants.toml cannot be read.
+pub fn runtime(
+    home: &Path,
+    workspace: &Path,
+    config: &ConfigToml,
+    approver: Arc<dyn talaria_runtime::Approver>,
+) -> Result<Runtime, Error> {
+    let rc = runtime_config(home, workspace, config, approver, None);
     Ok(Runtime::new(rc, &bundled())?)
 }
 

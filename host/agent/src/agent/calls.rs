@@ -136,8 +136,8 @@ impl Agent {
     }
 
     /// Run one tool as the model would call it, without the model (`talaria tools call`):
-    /// every stage of [`Agent::run_tools`], the result cap included; the events carry the
-    /// whole result. Nothing is added to the history.
+    /// every stage a call of the model passes (`run_tools`), the result cap included; the
+    /// events carry the whole result. Nothing is added to the history.
     pub async fn call_tool(&self, name: &str, arguments: &str) -> Message {
         let call = ToolCall::new(crate::model::new_call_id(), name, arguments);
         let (mut results, _) = self.run_tools(&[call], &CancellationToken::new()).await;
