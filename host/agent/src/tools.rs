@@ -1,7 +1,7 @@
-//! How the loop sees tools: one [`Registry`](crate::Registry) of handlers, whatever their kind — the agent's
-//! own tools, plugin tools, MCP servers' tools and an editor's overlays (the registry is the
-//! loop's own, in `agent/registry.rs`, re-exported here) — plus what it needs to run a batch of
-//! calls: argument parsing, previews, parallel safety and the result size cap.
+//! What the loop needs to run a batch of tool calls: argument parsing, previews, parallel
+//! safety and the result size cap. The tools themselves are handlers in one
+//! [`Registry`](crate::Registry), whatever their kind — the agent's own tools, plugin tools, MCP
+//! servers' tools and an editor's overlays (agent/registry.rs, the loop's own).
 //!
 //! Every call goes through the same stages whichever handler runs it (see `agent/calls.rs`):
 //! the arguments are parsed once into a [`ToolContext`], then hooks, approval, checkpoint, the

@@ -24,9 +24,26 @@ impl Agent {
     /// Run a batch of tool calls; results come back in call order. Returns whether the user
     /// interrupted (unfinished calls then carry an error result).
     pub(super) async fn run_tools(&self, calls: &[ToolCall], cancel: &CancellationToken) -> (Vec<Message>, bool) {
-        let parsed: Vec<Result<Value, ToolError>> = calls.iter().map(tools::parse_arguments).collect();
+        // Each call parsed once, into what its handler receives.
+        let parsed: Vec<Result<ToolContext, ToolError>> = calls
+            .iter()
+            .map(|call| {
+                tools::parse_arguments(call).map(|arguments| ToolContext {
+                    tool: call.name.clone(),
+                    arguments,
+                    session_id: self.session_id.clone(),
+                    call_id: call.id.clone(),
+                    workspace: self.shared.config.workspace.clone(),
+                    images: tools::Attached::default(),
+                })
+            })
+            .collect();
         let annotations = |name: &str| self.tools.iter().find(|t| t.name == name).map(|t| &t.annotations);
-        let rows: Vec<_> = calls.iter().zip(&parsed).map(|(c, a)| (c, a.as_ref().ok(), annotations(&c.name))).collect();
+        let rows: Vec<_> = calls
+            .iter()
+            .zip(&parsed)
+            .map(|(c, ctx)| (c, ctx.as_ref().ok().map(|ctx| &ctx.arguments), annotations(&c.name)))
+            .collect();
         let parallel = tools::parallel_safe(&rows, &self.shared.config.workspace);
         // Each call's result text and the images it returned, once it finished.
         let slots: Mutex<Vec<Option<Finished>>> = Mutex::new(vec![None; calls.len()]);
@@ -34,28 +51,20 @@ impl Agent {
         let run_one = |i: usize| {
             let slots = &slots;
             let call = &calls[i];
-            let args = &parsed[i];
+            let ctx = &parsed[i];
             async move {
                 let started = Instant::now();
                 this.emitter.emit(Event::ToolStarted(ToolStarted {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
-                    preview: tools::preview(&call.name, args.as_ref().ok()),
+                    preview: tools::preview(&call.name, ctx.as_ref().ok().map(|ctx| &ctx.arguments)),
                 }));
-                let writes = match (args, annotations(&call.name)) {
-                    (Ok(args), Some(a)) => tools::Snapshot::before(a, args, &this.shared.config.workspace),
+                let writes = match (ctx, annotations(&call.name)) {
+                    (Ok(ctx), Some(a)) => tools::Snapshot::before(a, &ctx.arguments, &this.shared.config.workspace),
                     _ => tools::Snapshot::default(),
                 };
-                let ctx = args.as_ref().map(|args| ToolContext {
-                    tool: call.name.clone(),
-                    arguments: args.clone(),
-                    session_id: this.session_id.clone(),
-                    call_id: call.id.clone(),
-                    workspace: this.shared.config.workspace.clone(),
-                    images: tools::Attached::default(),
-                });
-                let result = match &ctx {
+                let result = match ctx {
                     Ok(ctx) => match this.tool_allowed(call, &ctx.arguments).await {
                         Ok(()) => {
                             this.emitter.emit(Event::ToolRunning { call_id: call.id.clone() });
@@ -68,7 +77,7 @@ impl Agent {
                         }
                         Err(e) => Err(e),
                     },
-                    Err(e) => Err((*e).clone()),
+                    Err(e) => Err(e.clone()),
                 };
                 let (text, ok) = match result {
                     Ok(text) => (text, true),
@@ -85,7 +94,7 @@ impl Agent {
                     duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                     changes: writes.changes(),
                 }));
-                let images = match &ctx {
+                let images = match ctx {
                     Ok(ctx) if ok => ctx.images.take(),
                     _ => Vec::new(),
                 };
@@ -138,15 +147,9 @@ impl Agent {
     /// Run one tool as the model would call it, without the model (`talaria tools call`):
     /// every stage a call of the model passes (`run_tools`), the result cap included; the
     /// events carry the whole result. Nothing is added to the history.
-    pub async fn call_tool(&self, name: &str, arguments: &str) -> Message {
+    pub async fn call_tool(&self, name: &str, arguments: &str) {
         let call = ToolCall::new(crate::model::new_call_id(), name, arguments);
-        let (mut results, _) = self.run_tools(&[call], &CancellationToken::new()).await;
-        results.pop().unwrap_or_else(|| Message::Tool {
-            tool_call_id: String::new(),
-            name: name.to_string(),
-            content: String::new(),
-            images: Vec::new(),
-        })
+        self.run_tools(&[call], &CancellationToken::new()).await;
     }
 
     /// Keep the files `call` may change, when checkpoints are on and it changes any.

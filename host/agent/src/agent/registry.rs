@@ -56,13 +56,6 @@ pub struct ToolSources {
     pub overlay: Option<Arc<dyn ToolOverlay>>,
 }
 
-impl ToolSources {
-    /// Only `source`.
-    pub fn of(source: Arc<dyn ToolSource>) -> Self {
-        Self { sources: vec![source], overlay: None }
-    }
-}
-
 /// Every tool a session can call, by name, with the handler that runs it.
 #[derive(Clone, Default)]
 pub struct Registry {
