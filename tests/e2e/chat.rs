@@ -523,7 +523,9 @@ fn a_patch_is_rolled_back_byte_for_byte() {
     t.use_mock(&mock, "chat_completions", "[memory]\nprovider = \"none\"\n");
     let mut repl = Repl::start(&t);
     repl.send("say goodbye instead");
-    repl.wait_for("patched", 1);
+    // The turn is over once its status line is drawn (a line typed before that would interrupt
+    // the reply, as a user's Enter does).
+    repl.wait_for(" · session ", 1);
     assert!(std::fs::read_to_string(t.ws().join("main.rs")).expect("read").contains("goodbye"));
     repl.send("/rollback");
     repl.wait_for("patch main.rs", 1);

@@ -455,7 +455,7 @@ fn nothing_a_command_starts_outlives_it_and_limits_hold() {
     assert_eq!(running("^sleep 474[78]$"), 0, "setsid and nohup children died with the command");
 
     let r = jail.run("head -c 100000000 /dev/zero > big; ls -l big | cut -d' ' -f5");
-    assert!(r.output.contains("File size limit exceeded"), "{}", r.output);
+    assert!(r.output.contains("File size limit exceeded"), "{}", r.printed);
     assert!(std::fs::metadata(jail.ws.join("big")).expect("big").len() <= 8 << 20);
 
     // A fork bomb in a script on disk (which the classifier cannot read) meets the process limit
