@@ -29,12 +29,12 @@ use agent_client_protocol_schema::v1::{
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use talaria_agent::{BoxFuture, Scope, ToolContext, ToolHandler};
 use talaria_core::Host;
+use talaria_core::agent::{BoxFuture, Scope, ToolContext, ToolHandler};
+use talaria_core::edit::{patch, read};
+use talaria_core::runtime::Access;
 use talaria_core::{CommandError, CommandOutput, CommandRun, Terminal, ToolOverlay};
-use talaria_edit::{patch, read};
 use talaria_protocol::{ToolError, ToolSpec};
-use talaria_runtime::Access;
 
 use crate::lock;
 use crate::wire::Out;
@@ -149,7 +149,7 @@ impl Editor {
                 "path is empty: give a file path, relative to the workspace or absolute".into(),
             ));
         }
-        let lexical = talaria_runtime::process::normalize(&workspace.join(path));
+        let lexical = talaria_core::runtime::process::normalize(&workspace.join(path));
         let shown = match lexical.strip_prefix(workspace) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
             Ok(rel) => rel.display().to_string(),
@@ -215,7 +215,7 @@ impl Editor {
         match read::render(Cursor::new(content.as_bytes()), offset, limit) {
             Ok(text) => Ok(text),
             Err(read::ReadError::PastEnd { offset, total }) => {
-                Err(ToolError::InvalidArgs(talaria_edit::past_end(&place.shown, offset, total)))
+                Err(ToolError::InvalidArgs(talaria_core::edit::past_end(&place.shown, offset, total)))
             }
             Err(read::ReadError::Io(e)) => Err(ToolError::Failed(format!("cannot read {}: {e}", place.shown))),
         }
@@ -231,7 +231,7 @@ impl Editor {
         }
         let existed = place.real.exists();
         self.write_text(&place, &args.content).await?;
-        Ok(talaria_edit::written(&place.shown, &args.content, existed))
+        Ok(talaria_core::edit::written(&place.shown, &args.content, existed))
     }
 
     async fn patch(&self, args: PatchArgs, workspace: &Path) -> Result<String, ToolError> {
@@ -239,7 +239,7 @@ impl Editor {
         if !place.real.exists() {
             if args.old_string.is_empty() {
                 self.write_text(&place, &args.new_string).await?;
-                return Ok(talaria_edit::created(&place.shown, &args.new_string));
+                return Ok(talaria_core::edit::created(&place.shown, &args.new_string));
             }
             return Err(ToolError::Failed(format!(
                 "cannot patch {}: no such file; to create a file use write_file, or patch with an empty old_string",
@@ -248,9 +248,9 @@ impl Editor {
         }
         let before = self.read_text(&place).await?;
         let done = patch::apply(&before, &args.old_string, &args.new_string, args.replace_all)
-            .map_err(|e| ToolError::InvalidArgs(talaria_edit::patch_problem(&place.shown, &e)))?;
+            .map_err(|e| ToolError::InvalidArgs(talaria_core::edit::patch_problem(&place.shown, &e)))?;
         self.write_text(&place, &done.content).await?;
-        Ok(talaria_edit::patched(&place.shown, &before, &done))
+        Ok(talaria_core::edit::patched(&place.shown, &before, &done))
     }
 }
 

@@ -355,11 +355,11 @@ impl Server {
         let cwd = r.cwd.as_ref().map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()));
         let store = self.host.get().await?.store().clone();
         let page = tokio::task::spawn_blocking(move || -> Result<(Vec<SessionInfo>, bool), Error> {
-            let q = talaria_store::ListQuery {
+            let q = talaria_core::store::ListQuery {
                 limit: PAGE + 1,
                 offset,
                 source: Some("acp"),
-                ..talaria_store::ListQuery::default()
+                ..talaria_core::store::ListQuery::default()
             };
             let rows = store.list_sessions_with(&q).map_err(internal)?;
             let more = rows.len() > PAGE;

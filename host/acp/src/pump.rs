@@ -17,8 +17,8 @@ use agent_client_protocol_schema::v1::{
     RequestPermissionResponse, SessionInfoUpdate, SessionUpdate, ToolCallContent, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind,
 };
-use talaria_agent::builtin::todo;
 use talaria_core::Conversation;
+use talaria_core::agent::builtin::todo;
 use talaria_protocol::{ApprovalKind, ApprovalNeeded, Decision, Event, Op, Stamped};
 
 use crate::lock;
@@ -175,7 +175,7 @@ impl Pump {
                 s.send(message(&format!("Compacted {before} messages into {after}. {note}")));
             }
             Event::Undone { text } if answered => s.send(message(&match text {
-                Some(t) => format!("Undone: \"{}\"", talaria_agent::tools::one_line(t, 80)),
+                Some(t) => format!("Undone: \"{}\"", talaria_core::agent::tools::one_line(t, 80)),
                 None => "Nothing to undo.".into(),
             })),
             Event::RolledBack { text, .. } if answered => s.send(message(text)),

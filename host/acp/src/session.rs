@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol_schema::v1::{
     ContentBlock, Error, ErrorCode, PromptResponse, SessionMode, SessionModeState, StopReason,
 };
+use talaria_core::store::Store;
 use talaria_core::{Conversation, Host, Offered, Start, Submitter};
 use talaria_protocol::{Event, Op, Outcome, SessionReason, Stamped, ToolSpec};
-use talaria_store::Store;
 use tokio::sync::oneshot;
 
 use crate::content::{self, Command};
@@ -111,7 +111,7 @@ impl AcpSession {
             ..Start::default()
         };
         let mut conversation = host.start(start).await.map_err(|e| match e {
-            talaria_core::Error::Store(talaria_store::Error::SessionNotFound { .. }) => error(
+            talaria_core::Error::Store(talaria_core::store::Error::SessionNotFound { .. }) => error(
                 ErrorCode::ResourceNotFound,
                 format!("no stored session `{}`", resume.as_deref().unwrap_or_default()),
             ),
@@ -340,7 +340,7 @@ async fn latest_of(store: &Arc<Store>, id: &str) -> Result<String, Error> {
             return Err(error(ErrorCode::ResourceNotFound, format!("no stored session `{id}`")));
         };
         for _ in 0..64 {
-            let q = talaria_store::ListQuery {
+            let q = talaria_core::store::ListQuery {
                 limit: 1,
                 parent_id: Some(&at.id),
                 source: Some(&at.source),
@@ -361,9 +361,9 @@ async fn latest_of(store: &Arc<Store>, id: &str) -> Result<String, Error> {
 /// ones it cannot, in words.
 fn editor_servers(
     servers: &[agent_client_protocol_schema::v1::McpServer],
-) -> (std::collections::BTreeMap<String, talaria_mcp::config::ServerToml>, Vec<String>) {
+) -> (std::collections::BTreeMap<String, talaria_core::mcp::config::ServerToml>, Vec<String>) {
     use agent_client_protocol_schema::v1::McpServer;
-    use talaria_mcp::config::ServerToml;
+    use talaria_core::mcp::config::ServerToml;
     let mut out = std::collections::BTreeMap::new();
     let mut skipped = Vec::new();
     for server in servers {

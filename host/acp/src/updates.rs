@@ -11,7 +11,7 @@ use agent_client_protocol_schema::v1::{
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UnstructuredCommandInput,
 };
 use serde_json::Value;
-use talaria_agent::builtin::todo;
+use talaria_core::agent::builtin::todo;
 use talaria_protocol::{Message, ToolAnnotations, ToolFinished, ToolSpec, ToolStarted};
 
 use crate::content::COMMANDS;
@@ -106,7 +106,7 @@ const MAX_TITLE_CHARS: usize = 200;
 /// [`MAX_TITLE_CHARS`]. What the model or a plugin wrote in it cannot add lines, markdown
 /// blocks or escape codes to the editor's list.
 pub(crate) fn title(text: &str) -> String {
-    talaria_runtime::visible(text, MAX_TITLE_CHARS)
+    talaria_core::runtime::visible(text, MAX_TITLE_CHARS)
 }
 
 /// `text` (its controls escaped, a carriage return too, its lines kept) in a code fence longer than any run of
@@ -114,7 +114,7 @@ pub(crate) fn title(text: &str) -> String {
 pub(crate) fn fenced(text: &str) -> String {
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest.max(2) + 1);
-    let lines: Vec<String> = text.split('\n').map(|l| talaria_runtime::visible(l, usize::MAX)).collect();
+    let lines: Vec<String> = text.split('\n').map(|l| talaria_core::runtime::visible(l, usize::MAX)).collect();
     format!("{fence}\n{}\n{fence}", lines.join("\n"))
 }
 
@@ -181,7 +181,7 @@ pub fn replay(messages: impl Iterator<Item = Message>, tools: &[ToolSpec], works
                         call_id: c.id.clone(),
                         name: c.name.clone(),
                         arguments: c.arguments.clone(),
-                        preview: talaria_agent::tools::preview(&c.name, Some(&args)),
+                        preview: talaria_core::agent::tools::preview(&c.name, Some(&args)),
                     };
                     let call = tool_call(&started, spec(tools, &c.name), workspace);
                     kinds.insert(c.id.clone(), call.kind);

@@ -24,7 +24,7 @@ use confine::{Runner, Step};
 
 use anyhow::{Context as _, bail};
 use owo_colors::OwoColorize as _;
-use talaria_runtime::{Capability, Kind, Manifest};
+use talaria_core::runtime::{Capability, Kind, Manifest};
 
 use super::Lang;
 

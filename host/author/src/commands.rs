@@ -6,12 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use clap::Subcommand;
-use talaria_market::bundle;
-use talaria_market::index::{Index, IndexVersion};
-use talaria_market::oci::{self, OciRef};
-use talaria_market::sign::{SecretKey, Signature, TrustStore};
+use talaria_core::market::bundle;
+use talaria_core::market::index::{Index, IndexVersion};
+use talaria_core::market::oci::{self, OciRef};
+use talaria_core::market::sign::{SecretKey, Signature, TrustStore};
 
-use talaria_market::install::consent::GrantFlags;
+use talaria_core::market::install::consent::GrantFlags;
 
 use crate::build::{BuildOptions, BuildSandbox, Confine};
 use crate::{self as author, Place, plugin_test, ui};
@@ -213,7 +213,7 @@ fn key_path(ctx: &Place<'_>, name: &str) -> PathBuf {
 }
 
 fn keygen(ctx: &Place<'_>, name: &str, force: bool) -> anyhow::Result<ExitCode> {
-    talaria_runtime::check_name(name).map_err(|e| anyhow::anyhow!("key name {e}"))?;
+    talaria_core::runtime::check_name(name).map_err(|e| anyhow::anyhow!("key name {e}"))?;
     let path = key_path(ctx, name);
     if path.exists() && !force {
         bail!(
@@ -222,7 +222,7 @@ fn keygen(ctx: &Place<'_>, name: &str, force: bool) -> anyhow::Result<ExitCode> 
         );
     }
     let key = SecretKey::generate().map_err(anyhow::Error::msg)?;
-    talaria_runtime::fsutil::write_private(&path, key.to_file_text().as_bytes())
+    talaria_core::runtime::fsutil::write_private(&path, key.to_file_text().as_bytes())
         .with_context(|| path.display().to_string())?;
     let public = key.public();
     let pub_path = path.with_extension("pub");
@@ -266,18 +266,18 @@ fn sign(ctx: &Place<'_>, bundle_path: &Path, key: &str) -> anyhow::Result<ExitCo
 /// A bundle to publish: its bytes, manifest and signature.
 struct Publishable {
     bytes: Vec<u8>,
-    manifest: talaria_runtime::Manifest,
+    manifest: talaria_core::runtime::Manifest,
     signature: Option<Signature>,
     digest: String,
 }
 
 /// A bundle's bytes and manifest, after unpacking it as an install would.
-fn open_bundle(bundle_path: &Path) -> anyhow::Result<(Vec<u8>, talaria_runtime::Manifest)> {
+fn open_bundle(bundle_path: &Path) -> anyhow::Result<(Vec<u8>, talaria_core::runtime::Manifest)> {
     let bytes = std::fs::read(bundle_path).with_context(|| bundle_path.display().to_string())?;
     let staged = tempfile::tempdir()?;
     let root = bundle::unpack(&bytes, staged.path(), &bundle::Limits::default())
         .with_context(|| format!("{} is not a plugin bundle", bundle_path.display()))?;
-    let manifest = talaria_runtime::Manifest::load(&root.join("plugin.toml"))
+    let manifest = talaria_core::runtime::Manifest::load(&root.join("plugin.toml"))
         .map_err(|e| anyhow::anyhow!("the bundle's plugin.toml: {}", e.message))?;
     Ok((bytes, manifest))
 }
@@ -320,7 +320,7 @@ async fn publish(
     let capabilities: Vec<String> = m.requests.iter().map(ToString::to_string).collect();
     match (oci_ref, index) {
         (Some(reference), None) => {
-            talaria_market::install_crypto();
+            talaria_core::market::install_crypto();
             let parsed: OciRef = reference.parse()?;
             let explicit_tag = reference.rsplit('/').next().is_some_and(|last| last.contains(':'));
             let tags: Vec<String> = if explicit_tag {

@@ -4,7 +4,7 @@
 //! every save.
 //!
 //! - The install is an ordinary one, as `talaria plugins install DIR` makes it
-//!   ([`talaria_market::install`]): in `plugins.lock`, from the project's directory, unsigned.
+//!   ([`talaria_core::market::install`]): in `plugins.lock`, from the project's directory, unsigned.
 //!   So a plugin installed from this very project with `plugins install ./` simply gets the new
 //!   build: it keeps its identity, and with it its key-value data, `$PLUGIN_DATA` and grants.
 //!   A plugin of that name installed from anywhere else (a bundle, a registry, another
@@ -16,7 +16,7 @@
 //!   granted prints the capability diff and waits for the person's answer on a terminal;
 //!   with nobody to ask it installs nothing (`--once` exits 1). Consent comes before the tests,
 //!   which run with the plugin granted only what was consented to.
-//! - Running hosts compare [`talaria_runtime::CHANGED_STAMP`] before each turn; when it moved
+//! - Running hosts compare [`talaria_core::runtime::CHANGED_STAMP`] before each turn; when it moved
 //!   they make their plugin runtime again, so the next model call and tool call use the new
 //!   component. A changed tool list or schema reaches the model in the next session (`/new`).
 //! - A failed build, a failing test or a refusal installs nothing and changes nothing: what was
@@ -36,10 +36,10 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context as _, bail};
 use owo_colors::OwoColorize as _;
-use talaria_market::install::consent::{self, GrantFlags, Nobody};
-use talaria_market::install::{self, Consent, Target, caps_list};
-use talaria_market::source::Fetched;
-use talaria_runtime::{Capability, Manifest, Scope};
+use talaria_core::market::install::consent::{self, GrantFlags, Nobody};
+use talaria_core::market::install::{self, Consent, Target, caps_list};
+use talaria_core::market::source::Fetched;
+use talaria_core::runtime::{Capability, Manifest, Scope};
 
 use crate::build::{BuildOptions, Confine};
 use crate::{Lang, Place, ui};
@@ -170,8 +170,8 @@ impl Dev<'_> {
             Err(e) => return Err(fail(anyhow::anyhow!("the build stopped: {e}"))),
         }
         // What is consented to, tested and installed: this bundle, packed once.
-        let (bundle, manifest) = talaria_market::bundle::pack(&self.dir).map_err(|e| fail(anyhow::anyhow!(e)))?;
-        let digest = talaria_market::bundle::digest(&bundle);
+        let (bundle, manifest) = talaria_core::market::bundle::pack(&self.dir).map_err(|e| fail(anyhow::anyhow!(e)))?;
+        let digest = talaria_core::market::bundle::digest(&bundle);
         let source = self.dir.display().to_string();
         // Installed from elsewhere since the loop started (or plugin.toml renamed it)?
         check_not_installed_elsewhere(&self.target, &manifest.name, &self.dir).map_err(fail)?;
@@ -189,8 +189,8 @@ impl Dev<'_> {
             }
             Err(e) => return Err(fail(e)),
         }
-        match talaria_market::bundle::pack(&self.dir) {
-            Ok((again, _)) if talaria_market::bundle::digest(&again) == digest => {}
+        match talaria_core::market::bundle::pack(&self.dir) {
+            Ok((again, _)) if talaria_core::market::bundle::digest(&again) == digest => {}
             _ => {
                 return Err(fail(anyhow::anyhow!(
                     "the project changed during this round (plugin.toml or the component): the next round builds it again"
@@ -199,7 +199,7 @@ impl Dev<'_> {
         }
         let fetched = Fetched { bundle, signature: None, pinned_digest: None, source, listed: None, local: true };
         let report = self.install(&fetched, &consent, &answered).map_err(fail)?;
-        if let Err(e) = talaria_runtime::mark_plugins_changed(self.ctx.home) {
+        if let Err(e) = talaria_core::runtime::mark_plugins_changed(self.ctx.home) {
             ui::warn(&format!("cannot tell running sessions to reload: {e}"));
         }
         if !report.not_granted.is_empty() {
@@ -386,7 +386,7 @@ mod tests {
         let project = project.path().canonicalize().expect("canonical");
         let target = Target::new(home.path(), Scope::User);
         check_not_installed_elsewhere(&target, "weather", &project).expect("nothing installed");
-        let entry = |source: &str| talaria_runtime::LockEntry {
+        let entry = |source: &str| talaria_core::runtime::LockEntry {
             version: "1.0.0".parse().expect("version"),
             api: "0.2.0".parse().expect("api"),
             source: source.into(),
@@ -400,7 +400,7 @@ mod tests {
             identity: None,
             previous: None,
         };
-        let mut lock = talaria_runtime::Lockfile::default();
+        let mut lock = talaria_core::runtime::Lockfile::default();
         lock.plugins.insert("weather".into(), entry("oci://ghcr.io/x/weather:1.0.0"));
         lock.save(&target.lock_path).expect("save");
         let e = check_not_installed_elsewhere(&target, "weather", &project).expect_err("refused").to_string();

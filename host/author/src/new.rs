@@ -269,7 +269,7 @@ pub fn new_project(dir: &Path, name: &str, kind: Starter, lang: Lang) -> anyhow:
     let template = files.iter().find(|f| f.path == "plugin.toml").context("the template has no plugin.toml")?;
     let quoted = toml::Value::String(name.to_string()).to_string();
     let manifest = render(&template.template.replace("\"{{name}}\"", &quoted), name, kind, lang);
-    let parsed = talaria_runtime::Manifest::parse(&manifest, &manifest_path)
+    let parsed = talaria_core::runtime::Manifest::parse(&manifest, &manifest_path)
         .with_context(|| format!("cannot create a plugin named `{name}`"))?;
     if parsed.name != name {
         bail!("cannot create a plugin named `{name}`: it must be 1-64 characters of a-z, 0-9, `-` or `_`");
@@ -340,7 +340,8 @@ mod tests {
                 new_project(&dir, "weather-now", kind, lang).expect("created");
                 let at = format!("{kind}/{lang}");
 
-                let manifest = talaria_runtime::Manifest::load(&dir.join("plugin.toml")).expect("valid plugin.toml");
+                let manifest =
+                    talaria_core::runtime::Manifest::load(&dir.join("plugin.toml")).expect("valid plugin.toml");
                 assert_eq!(manifest.name, "weather-now");
                 assert_eq!(manifest.version.to_string(), "0.1.0");
                 assert_eq!(manifest.api.to_string(), kind.api(), "{at}");

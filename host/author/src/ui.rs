@@ -1,10 +1,10 @@
 //! Notes, warnings and errors on stderr, styled only when it is a terminal and NO_COLOR is unset
 //! (anstream strips the styles otherwise). The `talaria` binary prints its own with these too.
 //! A message often quotes what a plugin, a model or a file said: its control characters are
-//! shown, not obeyed ([`talaria_runtime::shown`]).
+//! shown, not obeyed ([`talaria_core::runtime::shown`]).
 
 use owo_colors::OwoColorize as _;
-use talaria_runtime::shown::visible_lines;
+use talaria_core::runtime::shown::visible_lines;
 
 /// `error: MESSAGE` on stderr.
 pub fn error(message: &str) {

@@ -297,12 +297,12 @@ impl Ctx {
 
     /// The store, to read and write.
     pub fn store(&self) -> Result<talaria_store::Store, talaria_store::Error> {
-        self.store_location().open()
+        talaria_core::open_store(&self.home, &self.config)
     }
 
     /// The store, for a command that only reads.
     pub fn store_for_reading(&self) -> Result<talaria_store::Store, talaria_store::Error> {
-        self.store_location().open_for_reading()
+        talaria_core::open_store_for_reading(&self.home, &self.config)
     }
 
     /// The plugins, as core discovers them for a command with no one to ask (compiles

@@ -146,14 +146,7 @@ async fn serve(
 
 fn servers(ctx: &Ctx) -> Servers {
     let approver = Arc::new(talaria_runtime::Unattended { yolo: false });
-    Servers::new(
-        &ctx.home,
-        &ctx.workspace,
-        &ctx.config.mcp_servers,
-        approver,
-        &ctx.config.approvals.allow,
-        ctx.config.command_sandbox(&ctx.home),
-    )
+    talaria_core::mcp_servers(&ctx.home, &ctx.workspace, &ctx.config, &ctx.config.mcp_servers, approver)
 }
 
 fn reached(config: &ServerToml) -> String {

@@ -182,14 +182,8 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         tools.sources.push(host.mcp.clone());
     }
     if !start.mcp_servers.is_empty() {
-        let own = Arc::new(talaria_mcp::client::Servers::new(
-            &host.home,
-            &workspace,
-            &start.mcp_servers,
-            host.router.clone(),
-            &host.config.approvals.allow,
-            host.config.command_sandbox(&host.home),
-        ));
+        let own =
+            Arc::new(crate::mcp_servers(&host.home, &workspace, &host.config, &start.mcp_servers, host.router.clone()));
         own.prepare().await;
         warnings.extend(own.take_warnings());
         tools.sources.push(own);

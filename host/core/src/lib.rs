@@ -55,6 +55,7 @@
 pub mod adapters;
 pub mod config;
 mod conversation;
+mod layers;
 pub mod models;
 mod offered;
 pub mod plugins;
@@ -72,6 +73,7 @@ use talaria_store::Store;
 
 pub use config::ConfigToml;
 pub use conversation::{Conversation, Info, Submitter, project_skills};
+pub use layers::{agent, cron, edit, listen, market, mcp, runtime, sandbox, store};
 pub use models::ModelChoice;
 pub use offered::{CommandError, CommandOutput, CommandRun, Offered, Terminal, ToolOverlay};
 pub use plugins::Plugins;
@@ -304,14 +306,8 @@ impl Host {
             plugins.insert(options.workspace.clone(), (made, true));
         }
         let aux = Arc::new(plugins::LazyAux::new(&options.home, config.clone(), client.clone()));
-        let mcp = Arc::new(talaria_mcp::client::Servers::new(
-            &options.home,
-            &options.workspace,
-            &config.mcp_servers,
-            router.clone(),
-            &config.approvals.allow,
-            config.command_sandbox(&options.home),
-        ));
+        let mcp =
+            Arc::new(mcp_servers(&options.home, &options.workspace, &config, &config.mcp_servers, router.clone()));
         let checkpoints = checkpoints(&options.home, &config);
         Ok(Self {
             home: options.home,
@@ -419,6 +415,81 @@ pub fn runtime(
 ) -> Result<Runtime, Error> {
     let rc = runtime_config(home, workspace, config, approver, None);
     Ok(Runtime::new(rc, &bundled())?)
+}
+
+/// The MCP servers of `servers` (config.toml's, or a conversation's own) for `workspace`,
+/// started when first used, their dangerous calls asked of `approver`.
+pub fn mcp_servers(
+    home: &Path,
+    workspace: &Path,
+    config: &ConfigToml,
+    servers: &std::collections::BTreeMap<String, talaria_mcp::config::ServerToml>,
+    approver: Arc<dyn Approver>,
+) -> talaria_mcp::client::Servers {
+    talaria_mcp::client::Servers::new(
+        home,
+        workspace,
+        servers,
+        approver,
+        &config.approvals.allow,
+        config.command_sandbox(home),
+    )
+}
+
+/// The store config.toml names (`state.db` in home, or `[store] url`), open to read and write.
+///
+/// # Errors
+/// It cannot be opened or is not a talaria store.
+pub fn open_store(home: &Path, config: &ConfigToml) -> Result<Store, talaria_store::Error> {
+    config.store_location(home).open()
+}
+
+/// The store config.toml names, open only to read (a read-only home, `doctor`).
+///
+/// # Errors
+/// It cannot be opened or is not a talaria store.
+pub fn open_store_for_reading(home: &Path, config: &ConfigToml) -> Result<Store, talaria_store::Error> {
+    config.store_location(home).open_for_reading()
+}
+
+/// What `talaria plugin test` runs one plugin in: a scratch home and workspace of its own.
+#[derive(Clone)]
+pub struct ScratchPlugin {
+    /// The scratch home and workspace (the user's home stays hidden from its commands too).
+    pub home: PathBuf,
+    pub workspace: PathBuf,
+    /// The plugin and its settings from the test case.
+    pub plugin: String,
+    pub config: toml::Table,
+    /// The canned HTTP answers it gets instead of the network.
+    pub stubs: Arc<talaria_runtime::HttpStubs>,
+    /// The model its LLM calls reach, if the case gives one.
+    pub llm: Option<Arc<dyn LlmBackend>>,
+}
+
+/// A runtime for `talaria plugin test`: only `scratch`'s plugin, in its scratch home and
+/// workspace, under the user's limits, command policy and command sandbox, with the user's
+/// secrets and compile cache (what it compiles is reused by `plugins install` and chat). It
+/// records every host import the plugin calls, and its HTTP gets the canned answers.
+///
+/// # Errors
+/// The plugin cannot be set up.
+pub fn scratch_runtime(home: &Path, config: &ConfigToml, scratch: ScratchPlugin) -> Result<Runtime, Error> {
+    let mut rc = RuntimeConfig::new(scratch.home.clone(), scratch.workspace);
+    rc.limits = config.limits();
+    rc.command_policy = config.command_policy(home);
+    let mut commands = config.command_sandbox(home);
+    commands.hidden.push(scratch.home);
+    rc.commands = commands;
+    rc.secrets = Some(talaria_runtime::Secrets::load(&home.join(".env")));
+    rc.cache_dir = Some(home.join("cache").join("plugins"));
+    rc.record_imports = true;
+    rc.http_stubs = Some(scratch.stubs);
+    let settings =
+        talaria_runtime::PluginSettings { config: scratch.config, allow_override: false, enabled: Some(true) };
+    rc.plugins.insert(scratch.plugin, settings);
+    rc.llm = scratch.llm;
+    Ok(Runtime::new(rc, &[])?)
 }
 
 /// The plugins compiled into the binary.

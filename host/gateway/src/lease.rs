@@ -20,7 +20,7 @@ pub fn account_key(platform: &str, token: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use talaria_store::{Leased, Store};
+    use talaria_core::store::{Leased, Store};
 
     use super::*;
 

@@ -10,7 +10,7 @@
 //! Scheduled jobs are run by `talaria-scheduler`, another front door: neither crate depends on
 //! the other. `talaria gateway run` hands [`serve::run`] a runner to tick beside the gateway
 //! ([`serve::Options::scheduler`]), and the gateway gives it the delivery ledger as its courier
-//! ([`serve::Ledger`], a `talaria_cron::courier::Courier`) for answers that go to a chat.
+//! ([`serve::Ledger`], a `talaria_core::cron::courier::Courier`) for answers that go to a chat.
 
 pub mod auth;
 pub mod command;

@@ -127,7 +127,7 @@ fn fresh(timestamp: i64, now: i64) -> Result<(), Refusal> {
 
 /// Check `body` with `headers` against `route` at `now` (Unix seconds); `seen` records a
 /// delivery id, body digest or signature and says whether it was recorded before (the store's
-/// [`talaria_store::Store::webhook_seen`], a day's memory). The signature is checked before
+/// [`talaria_core::store::Store::webhook_seen`], a day's memory). The signature is checked before
 /// anything is recorded, so a forged request cannot burn a real delivery's id.
 ///
 /// # Errors

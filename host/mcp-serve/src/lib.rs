@@ -15,7 +15,7 @@
 //! 3. **Over HTTP, a bearer token is required for any bind beyond loopback**; with a token,
 //!    every request must carry it (compared in constant time), and a refused one gets 401 with
 //!    `WWW-Authenticate: Bearer`.
-//! 4. Connections are taken through [`talaria_listen::serve`], as every HTTP door of talaria's:
+//! 4. Connections are taken through [`talaria_core::listen::serve`], as every HTTP door of talaria's:
 //!    headers within 10 s, bodies at a minimum rate, connections capped in all and per address
 //!    (503 with `Retry-After` when every one is working).
 //! 5. It speaks the current MCP revision (2026-07-28, stateless) and the earlier ones with the
@@ -37,9 +37,9 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
-use talaria_agent::{Scope, ToolContext, ToolSource};
+use talaria_core::agent::{Scope, ToolContext, ToolSource};
+use talaria_core::runtime::{Approval, ApprovalKind, ApprovalRequest, Approver};
 use talaria_protocol::{ToolError, ToolSpec};
-use talaria_runtime::{Approval, ApprovalKind, ApprovalRequest, Approver};
 use tokio::sync::{mpsc, oneshot};
 
 mod rounds;
@@ -385,7 +385,7 @@ pub async fn serve_http(
         shutdown.await;
         stopping.cancel();
     });
-    talaria_listen::serve(listener, router, talaria_listen::Limits::for_process(), stop).await;
+    talaria_core::listen::serve(listener, router, talaria_core::listen::Limits::for_process(), stop).await;
     Ok(())
 }
 

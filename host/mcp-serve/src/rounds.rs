@@ -19,8 +19,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Read as _;
 
 use rmcp::model::{ElicitRequest, ElicitRequestParams, ElicitResult, InputRequest, InputRequiredResult, JsonObject};
+use talaria_core::runtime::Approval;
 use talaria_protocol::ToolError;
-use talaria_runtime::Approval;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

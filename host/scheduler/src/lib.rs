@@ -5,7 +5,7 @@
 //! runs one job now ([`Runner::run_now`]). All of them go through a [`Runner`]:
 //!
 //! 1. Runs whose process died are reaped from the store and reported to their job's target,
-//!    never run again ([`talaria_store::cron`] moved their job on when they were claimed).
+//!    never run again ([`talaria_core::store::cron`] moved their job on when they were claimed).
 //! 2. Due jobs are claimed in the store (once per due time, whoever else ticks) and run at
 //!    once, each a fresh conversation of the agent service: source and platform `cron`, no
 //!    history, the job's toolsets without the `cronjob` tool, nobody to ask (dangerous commands
@@ -28,7 +28,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use talaria_cron::courier::{BoxFuture, Courier, Parcel, Undelivered};
+//! use talaria_core::cron::courier::{BoxFuture, Courier, Parcel, Undelivered};
 //! use talaria_scheduler::Runner;
 //!
 //! /// A home with no chat platforms: answers for chats are refused, the rest kept.
@@ -55,13 +55,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use talaria_core::cron::courier::{Courier, Parcel};
+use talaria_core::cron::jobs;
+use talaria_core::cron::target::Target;
+use talaria_core::store::cron::{Claim, Claimed, Finish, Job, Run, RunStatus};
+use talaria_core::store::delivery::cron_key;
 use talaria_core::{Host, ModelChoice, Platform, Start};
-use talaria_cron::courier::{Courier, Parcel};
-use talaria_cron::jobs;
-use talaria_cron::target::Target;
 use talaria_protocol::{Event, Op, Outcome};
-use talaria_store::cron::{Claim, Claimed, Finish, Job, Run, RunStatus};
-use talaria_store::delivery::cron_key;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -139,7 +139,7 @@ impl Runner {
                     () = stop.cancelled() => break 'ticking,
                     () = tokio::time::sleep_until(next) => break,
                     notice = notices.recv() => match notice {
-                        Some(n) if n.topic == talaria_store::notice::JOB_CHANGED => break,
+                        Some(n) if n.topic == talaria_core::store::notice::JOB_CHANGED => break,
                         Some(_) => {}
                         None => {
                             tokio::select! {
@@ -407,7 +407,7 @@ impl Runner {
 }
 
 /// Keep a run's lease while it works.
-async fn renew(store: Arc<talaria_store::Store>, run_id: i64, token: String, stop: CancellationToken) {
+async fn renew(store: Arc<talaria_core::store::Store>, run_id: i64, token: String, stop: CancellationToken) {
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -427,7 +427,7 @@ async fn renew(store: Arc<talaria_store::Store>, run_id: i64, token: String, sto
 fn framed(job: &Job, due_at: i64, config: &talaria_core::ConfigToml) -> String {
     let when = Timestamp::from_millisecond(due_at).map_or_else(
         |_| due_at.to_string(),
-        |t| t.to_zoned(talaria_store::local_time::zone()).strftime("%Y-%m-%d %H:%M %Z").to_string(),
+        |t| t.to_zoned(talaria_core::store::local_time::zone()).strftime("%Y-%m-%d %H:%M %Z").to_string(),
     );
     let target = match job.deliver.parse::<Target>() {
         Ok(Target::Local) | Err(_) => "kept in the job's history (nobody is sent it)".to_string(),
@@ -465,7 +465,7 @@ fn save_output(home: &Path, job: &Job, run_id: i64, output: &str, error: Option<
 }
 
 async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> talaria_store::Result<T> + Send + 'static,
+    f: impl FnOnce() -> talaria_core::store::Result<T> + Send + 'static,
 ) -> Result<T, String> {
     tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
 }

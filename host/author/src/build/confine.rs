@@ -22,10 +22,10 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use talaria_runtime::process::{CommandGate, CommandSandbox};
-use talaria_runtime::{Approvals, Caller, Capability, Grants, HostPattern, Unattended};
-use talaria_sandbox::sandbox::OPT_OUT;
-use talaria_sandbox::{Exit, Policy, Sandbox};
+use talaria_core::runtime::process::{CommandGate, CommandSandbox};
+use talaria_core::runtime::{Approvals, Caller, Capability, Grants, HostPattern, Unattended};
+use talaria_core::sandbox::sandbox::OPT_OUT;
+use talaria_core::sandbox::{Exit, Policy, Sandbox};
 use tokio::io::AsyncReadExt as _;
 
 /// Hosts a build may download from: crates.io, PyPI and npm.
@@ -140,7 +140,7 @@ impl BuildSandbox {
         }
         let mut argv = vec![step.program.to_string_lossy().into_owned()];
         argv.extend(step.args.iter().map(|a| a.to_string_lossy().into_owned()));
-        let command = talaria_sandbox::Command { argv, cwd: step.cwd.clone(), env, stdin: false };
+        let command = talaria_core::sandbox::Command { argv, cwd: step.cwd.clone(), env, stdin: false };
         self.runtime.block_on(async {
             let sandbox = Sandbox::start(launcher, policy, gate).await.map_err(std::io::Error::other)?;
             let mut child = sandbox.spawn(command)?;

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde::Deserialize;
 use serde_json::Value;
-use talaria_runtime::{HttpStub, RecordedImport};
+use talaria_core::runtime::{HttpStub, RecordedImport};
 
 /// Longest text quoted in a reason.
 pub(super) const MAX_SHOWN: usize = 200;
@@ -90,8 +90,8 @@ pub(super) enum Target {
 
 impl Target {
     /// The plugin kind (manifest name) that answers it.
-    pub(super) fn kind(self) -> talaria_runtime::Kind {
-        use talaria_runtime::Kind;
+    pub(super) fn kind(self) -> talaria_core::runtime::Kind {
+        use talaria_core::runtime::Kind;
         match self {
             Target::Tool => Kind::Tool,
             Target::Hook => Kind::Hook,

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use talaria_core::runtime::adapter::{AccountSpec, ChatType, Outbound, PlatformEvent, WebhookRequest};
+use talaria_core::runtime::{Plugin, Runtime, ToolContext};
 use talaria_protocol::{
     CompressRequest, ContextStatus, HookDecision, HookEvent, HookKind, Message, PluginSession, ToolCall, ToolCallEvent,
     ToolResultEvent,
 };
-use talaria_runtime::adapter::{AccountSpec, ChatType, Outbound, PlatformEvent, WebhookRequest};
-use talaria_runtime::{Plugin, Runtime, ToolContext};
 
 use super::Scratch;
 use super::cases::{Case, Target};
@@ -286,7 +286,7 @@ async fn context(runtime: &Runtime, plugin: &Plugin, case: &Case, session: &Plug
         Err(e) => return (Err(e), reasons),
     };
     // The host's own check: the same one that keeps the old history in a session.
-    if out.messages.is_empty() || !talaria_agent::history::is_valid(&out.messages) {
+    if out.messages.is_empty() || !talaria_core::agent::history::is_valid(&out.messages) {
         reasons.push(format!(
             "the history compress returned is not a valid conversation, so the host would keep the old one: \
              it must start with a user message, never have two user messages in a row, and answer every tool call \

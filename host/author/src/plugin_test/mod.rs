@@ -70,9 +70,9 @@ use anyhow::Context as _;
 use owo_colors::OwoColorize as _;
 use serde::Serialize;
 use serde_json::Value;
-use talaria_runtime::{
-    BoxFuture, Capability, HttpStub, HttpStubs, LlmBackend, LlmCompletion, LlmRequest, Manifest, PluginSettings,
-    RecordedImport, Runtime, RuntimeConfig, Secrets,
+use talaria_core::runtime::{
+    BoxFuture, Capability, HttpStub, HttpStubs, LlmBackend, LlmCompletion, LlmRequest, Manifest, RecordedImport,
+    Runtime,
 };
 
 use crate::{Place, ui};
@@ -225,7 +225,7 @@ async fn prepare(
         Ok(checked) => {
             if matches!(
                 checked.outcome,
-                talaria_runtime::CacheOutcome::Compiled | talaria_runtime::CacheOutcome::Replaced
+                talaria_core::runtime::CacheOutcome::Compiled | talaria_core::runtime::CacheOutcome::Replaced
             ) {
                 compat.compiled_ms = Some(ms(checked.took));
             }
@@ -311,22 +311,15 @@ async fn test_runtime(ctx: &Place<'_>, scratch: &Scratch, plugin: &str, group: &
 }
 
 fn runtime(ctx: &Place<'_>, scratch: &Scratch, plugin: &str, group: &Group) -> anyhow::Result<Arc<Runtime>> {
-    let mut config = RuntimeConfig::new(scratch.home(), scratch.workspace());
-    config.limits = ctx.config.limits();
-    config.command_policy = ctx.config.command_policy(ctx.home);
-    // The user's own home stays hidden from the plugin's commands, as the scratch one does.
-    let mut commands = ctx.config.command_sandbox(ctx.home);
-    commands.hidden.push(scratch.home());
-    config.commands = commands;
-    config.secrets = Some(Secrets::load(&ctx.home.join(".env")));
-    // Compiled once for every later run, `plugins install` and chat.
-    config.cache_dir = Some(ctx.home.join("cache").join("plugins"));
-    config.record_imports = true;
-    config.http_stubs = Some(scratch.stubs.clone());
-    let settings = PluginSettings { config: group.config.clone(), allow_override: false, enabled: Some(true) };
-    config.plugins.insert(plugin.to_string(), settings);
-    config.llm = group.llm_reply.clone().map(|text| Arc::new(Canned { text }) as Arc<dyn LlmBackend>);
-    Ok(Arc::new(Runtime::new(config, &[])?))
+    let plugin = talaria_core::ScratchPlugin {
+        home: scratch.home(),
+        workspace: scratch.workspace(),
+        plugin: plugin.to_string(),
+        config: group.config.clone(),
+        stubs: scratch.stubs.clone(),
+        llm: group.llm_reply.clone().map(|text| Arc::new(Canned { text }) as Arc<dyn LlmBackend>),
+    };
+    Ok(Arc::new(talaria_core::scratch_runtime(ctx.home, ctx.config, plugin)?))
 }
 
 /// A model that answers every completion with the same text.
@@ -386,7 +379,7 @@ async fn run_case(runtime: &Arc<Runtime>, scratch: &Scratch, plugin: &str, n: us
 }
 
 /// Why a case cannot run against this plugin: it is of another kind.
-fn wrong_kind(plugin: &talaria_runtime::Plugin, target: Target) -> String {
+fn wrong_kind(plugin: &talaria_core::runtime::Plugin, target: Target) -> String {
     let kinds: Vec<&str> = plugin.kinds().iter().map(|k| k.name()).collect();
     format!(
         "this is a {} case, but plugin '{}' is {} (plugin.toml `kind`): change the case or the kind",
@@ -670,8 +663,8 @@ mod tests {
         let scratch = Scratch::new().expect("scratch");
         let root = scratch.root.clone();
         scratch.install(project.path(), &manifest, b"wasm", &manifest.requests).expect("installed");
-        let grants = talaria_runtime::GrantFile::load(&scratch.home().join("grants.toml")).expect("grants");
-        let granted = grants.recorded(&talaria_runtime::Scope::User, "hello").expect("granted");
+        let grants = talaria_core::runtime::GrantFile::load(&scratch.home().join("grants.toml")).expect("grants");
+        let granted = grants.recorded(&talaria_core::runtime::Scope::User, "hello").expect("granted");
         assert_eq!(granted, manifest.requests);
         assert_eq!(std::fs::read(scratch.home().join("plugins/hello/dist/hello.wasm")).expect("wasm"), b"wasm");
         drop(scratch);

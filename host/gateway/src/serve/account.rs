@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use talaria_runtime::adapter::AdapterError;
-use talaria_store::Leased;
-use talaria_store::notice::{LEASE_FREED, RESYNC};
+use talaria_core::runtime::adapter::AdapterError;
+use talaria_core::store::Leased;
+use talaria_core::store::notice::{LEASE_FREED, RESYNC};
 use tokio_util::sync::CancellationToken;
 
 use super::{Account, Gateway};

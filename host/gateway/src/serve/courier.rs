@@ -1,5 +1,5 @@
 //! Scheduled jobs' answers, sent: the gateway's side of the seam between it and the runner of
-//! scheduled jobs ([`talaria_cron::courier::Courier`]; the runner, `talaria-scheduler`, takes
+//! scheduled jobs ([`talaria_core::cron::courier::Courier`]; the runner, `talaria-scheduler`, takes
 //! one). The runner resolves where an answer goes; [`Ledger`] writes
 //! it to the delivery ledger, unrendered (the account's sender renders it in the platform's
 //! markup), and has it sent: by this process's gateway when it serves the account, by the
@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use talaria_core::Host;
 use talaria_core::config::PlatformToml;
-use talaria_cron::courier::{BoxFuture, Courier, Parcel, Undelivered};
+use talaria_core::cron::courier::{BoxFuture, Courier, Parcel, Undelivered};
 
 use super::Gateway;
 

@@ -1,5 +1,5 @@
 //! Messages in, through the store: what an adapter hands the gateway (a poll, a webhook) is kept
-//! in the store's inbox ([`talaria_store::inbox`]) before anything else happens, and answered by
+//! in the store's inbox ([`talaria_core::store::inbox`]) before anything else happens, and answered by
 //! whichever gateway process serves its chat. A process serves a chat while it holds the
 //! chat's lease (`chat:SESSION-KEY`): one worker, in one process, answers a chat at a time, in
 //! order. The process that took a message starts the chat's worker when nobody serves it; when
@@ -12,9 +12,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use talaria_store::Leased;
-use talaria_store::inbox::{DONE, NewEntry, Put, QUEUED};
-use talaria_store::notice::{LEASE_FREED, RESYNC};
+use talaria_core::store::Leased;
+use talaria_core::store::inbox::{DONE, NewEntry, Put, QUEUED};
+use talaria_core::store::notice::{LEASE_FREED, RESYNC};
 use tokio::sync::mpsc;
 
 use super::session::{self, CHAT_LEASE_TTL, Kind, chat_lease};

@@ -5,7 +5,7 @@
 //! the agent gets the reply in the HTTP response (`{"reply": TEXT}`).
 //!
 //! It binds loopback (`127.0.0.1:8644`) unless `[gateway] listen` says otherwise; anywhere else
-//! needs `listen_public = true`. Connections are taken through [`talaria_listen::serve`]:
+//! needs `listen_public = true`. Connections are taken through [`talaria_core::listen::serve`]:
 //! headers within 10 s, bodies at a minimum rate (a slower one is answered 408), connections
 //! capped in all and per address (503 with `Retry-After` when every one is working), so a flood
 //! of half-sent requests cannot take the files the accounts' polling needs.
@@ -22,8 +22,8 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt as _;
 use serde_json::json;
 use talaria_core::config::{GatewayToml, RouteAuth};
-use talaria_runtime::Secrets;
-use talaria_runtime::adapter::{PlatformEvent, WebhookRequest};
+use talaria_core::runtime::Secrets;
+use talaria_core::runtime::adapter::{PlatformEvent, WebhookRequest};
 
 use super::Gateway;
 use crate::webhook::{Memory, Route, SLACK_TIMESTAMP_HEADER, Secret, verify};
@@ -109,7 +109,7 @@ pub(crate) async fn serve(gateway: Arc<Gateway>, routes: Routes, listener: tokio
         .route("/webhooks/{account}/{route}/{*rest}", axum::routing::any(handle_nested))
         .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such route") })
         .with_state(state);
-    talaria_listen::serve(listener, app, talaria_listen::Limits::for_process(), stop).await;
+    talaria_core::listen::serve(listener, app, talaria_core::listen::Limits::for_process(), stop).await;
 }
 
 fn refuse(status: StatusCode, error: &str) -> Response {
@@ -148,7 +148,7 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
     let (parts, body) = request.into_parts();
     let body = match http_body_util::Limited::new(body, route.max_body).collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(e) if talaria_listen::too_slow(&*e) => {
+        Err(e) if talaria_core::listen::too_slow(&*e) => {
             tracing::warn!(account = %account_name, route = %route_name, "webhook refused: {e}");
             return refuse(StatusCode::REQUEST_TIMEOUT, &e.to_string());
         }

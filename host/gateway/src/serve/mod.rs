@@ -31,13 +31,13 @@ use std::time::{Duration, Instant};
 
 use talaria_core::Host;
 use talaria_core::config::GatewayToml;
-use talaria_cron::courier::{BoxFuture, Courier};
-use talaria_runtime::adapter::{
+use talaria_core::cron::courier::{BoxFuture, Courier};
+use talaria_core::runtime::adapter::{
     AccountInfo, AccountSpec, Adapter, ButtonPress, ChatType as WireChatType, InboundMessage, PlatformEvent,
 };
-use talaria_runtime::{HostPattern, Secrets};
-use talaria_store::Store;
-use talaria_store::pairing::Request as Pairing;
+use talaria_core::runtime::{HostPattern, Secrets};
+use talaria_core::store::Store;
+use talaria_core::store::pairing::Request as Pairing;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -225,7 +225,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
 /// Account `name` as `[gateway.platforms.NAME]` describes it, its adapter made (not connected
 /// yet), its lease named after its plugin and credentials.
 pub(crate) fn open_account(
-    runtime: &Arc<talaria_runtime::Runtime>,
+    runtime: &Arc<talaria_core::runtime::Runtime>,
     name: &str,
     platform: &talaria_core::config::PlatformToml,
 ) -> Result<Account, String> {
@@ -257,7 +257,7 @@ pub(crate) fn open_account(
         .caps
         .iter()
         .filter_map(|c| match c {
-            talaria_runtime::Capability::Secret { name, .. } => adapter.secret_value(name),
+            talaria_core::runtime::Capability::Secret { name, .. } => adapter.secret_value(name),
             _ => None,
         })
         .collect();
@@ -409,7 +409,7 @@ impl Gateway {
         let status = Status {
             running,
             pid: std::process::id(),
-            host: talaria_store::process::machine(),
+            host: talaria_core::store::process::machine(),
             at: i64::try_from(
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis(),
             )

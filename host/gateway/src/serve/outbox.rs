@@ -8,9 +8,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use talaria_runtime::adapter::{AccountInfo, AdapterError, Button, Outbound, TextFormat};
-use talaria_store::Store;
-use talaria_store::delivery::{Delivery, Failed, NewDelivery};
+use talaria_core::runtime::adapter::{AccountInfo, AdapterError, Button, Outbound, TextFormat};
+use talaria_core::store::Store;
+use talaria_core::store::delivery::{Delivery, Failed, NewDelivery};
 
 use super::{Account, Gateway};
 use crate::format::{self, Format};
@@ -160,7 +160,7 @@ pub fn queue_markdown(
     thread_id: Option<&str>,
     markdown: &str,
     key: &str,
-) -> talaria_store::Result<i64> {
+) -> talaria_core::store::Result<i64> {
     let body = Body { text: markdown.to_string(), markdown: true, ..Body::default() };
     let body = serde_json::to_string(&body).unwrap_or_default();
     store.delivery_enqueue(&NewDelivery { platform: account, chat_id, thread_id, body: &body, key })
@@ -249,7 +249,7 @@ fn record(store: &Store, account: &Account, delivery: &Delivery, outcome: Result
 }
 
 /// Mark a delivery failed for good.
-fn give_up(store: &Store, delivery: &Delivery, error: &str) -> talaria_store::Result<()> {
+fn give_up(store: &Store, delivery: &Delivery, error: &str) -> talaria_core::store::Result<()> {
     while let Failed::Retry { .. } = store.delivery_failed(delivery.id, error)? {}
     Ok(())
 }

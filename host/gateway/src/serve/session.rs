@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use talaria_core::config::BusyInput;
+use talaria_core::runtime::adapter::Outbound;
+use talaria_core::store::inbox::{Entry, State};
 use talaria_core::{Conversation, Platform, Start};
 use talaria_protocol::{Decision, Event, Image, Message, Op, Outcome};
-use talaria_runtime::adapter::Outbound;
-use talaria_store::inbox::{Entry, State};
 use tokio::sync::mpsc;
 
 use super::outbox::{self, Reply};
@@ -712,7 +712,7 @@ async fn open(
     };
     let workspace = gateway.root.join(workspace_name(&account.name, key));
     std::fs::create_dir_all(&workspace).map_err(|e| format!("cannot make {}: {e}", workspace.display()))?;
-    let origin = talaria_cron::target::Target::Chat {
+    let origin = talaria_core::cron::target::Target::Chat {
         account: account.name.clone(),
         chat: chat.chat_id.clone(),
         thread: chat.thread_id.clone(),
