@@ -42,9 +42,8 @@ fn new_build_install_call(lang: Lang) {
     }
 
     let wasm = match lang {
-        // One target directory for every run, so the dependencies are built once.
         Lang::Rust => {
-            let target_dir = Some(Path::new(env!("CARGO_TARGET_TMPDIR")).join("author-rust"));
+            let target_dir = Some(rust_target_dir());
             build_with(&project, lang, &BuildOptions { release: true, target_dir, ..BuildOptions::default() })
         }
         Lang::Js | Lang::Python => talaria_author::build(&project, lang, true),
@@ -270,14 +269,22 @@ fn home_with_model(tmp: &Path, mock: &talaria_mock_llm::MockLlm, model_extra: &s
 
 /// `talaria plugin dev --once --yes` in the project: build, `plugin test`, install, granting
 /// what its plugin.toml requests (there is no terminal to ask). Its output.
+/// The cargo target directory of the Rust projects this test builds: kept from run to run, so
+/// their dependencies are built once, and its own, because cargo decides what is fresh by file
+/// times: two tests building a crate of the same name (`relay`) in one directory at once could
+/// each install the other's build.
+fn rust_target_dir() -> PathBuf {
+    let test = std::thread::current().name().unwrap_or("main").replace(|c: char| !c.is_ascii_alphanumeric(), "_");
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("author-rust-{test}"))
+}
+
 fn dev_once(home: &Path, project: &Path) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_talaria"))
         .args(["plugin", "dev", "--once", "--yes"])
         .current_dir(project)
         .env("TALARIA_HOME", home)
         .env("NO_COLOR", "1")
-        // Rust projects share one target directory, so their dependencies are built once.
-        .env("CARGO_TARGET_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("author-rust"))
+        .env("CARGO_TARGET_DIR", rust_target_dir())
         .env_remove("TALARIA_LOG")
         .output()
         .expect("plugin dev");

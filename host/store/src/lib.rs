@@ -242,6 +242,9 @@ impl Store {
         // Up to 32 MiB of page cache (allocated only as pages are read): a search touches a few
         // thousand message rows spread over the file.
         conn.pragma_update(None, "cache_size", -32_768)?;
+        // Room for every statement a turn runs (rusqlite keeps 16): a statement pushed out of
+        // the cache is parsed again on its next use.
+        conn.set_prepared_statement_cache_capacity(64);
         // Migrations take the write lock up front, so two processes opening a new file at once
         // queue instead of both creating the same tables.
         conn.set_transaction_behavior(TransactionBehavior::Immediate);

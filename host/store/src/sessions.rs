@@ -256,12 +256,15 @@ impl Store {
             return pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), now);
         }
         let ids = self.write(|tx| {
-            let touched = tx.execute(
-                "UPDATE sessions SET message_count = message_count + ?2, tool_call_count = tool_call_count + ?3,
-                                     updated_at = max(updated_at, ?4)
-                 WHERE id = ?1",
-                params![session_id, count(rows.len()), count(calls), now],
-            )?;
+            // Cached statements: a turn appends several times, and parsing the SQL each time cost
+            // more than running it.
+            let touched = tx
+                .prepare_cached(
+                    "UPDATE sessions SET message_count = message_count + ?2, tool_call_count = tool_call_count + ?3,
+                                         updated_at = max(updated_at, ?4)
+                     WHERE id = ?1",
+                )?
+                .execute(params![session_id, count(rows.len()), count(calls), now])?;
             if touched == 0 {
                 return Err(not_found(session_id));
             }
@@ -787,14 +790,16 @@ impl RawMessage {
 /// Add `usage` of `api_calls` model calls to the session's totals, in `tx`.
 fn add_usage(tx: &rusqlite::Transaction<'_>, session_id: &str, usage: &Usage, api_calls: u32, now: i64) -> Result<()> {
     let t = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let touched = tx.execute(
-        "UPDATE sessions SET api_call_count = api_call_count + ?2,
+    let touched = tx
+        .prepare_cached(
+            "UPDATE sessions SET api_call_count = api_call_count + ?2,
                 input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
                 cache_read_tokens = cache_read_tokens + ?5, cache_write_tokens = cache_write_tokens + ?6,
                 reasoning_tokens = reasoning_tokens + ?7, updated_at = max(updated_at, ?8),
                 estimated_calls = estimated_calls + ?9
          WHERE id = ?1",
-        params![
+        )?
+        .execute(params![
             session_id,
             api_calls,
             t(usage.input_tokens),
@@ -804,8 +809,7 @@ fn add_usage(tx: &rusqlite::Transaction<'_>, session_id: &str, usage: &Usage, ap
             t(usage.reasoning_tokens),
             now,
             if usage.estimated { api_calls } else { 0 }
-        ],
-    )?;
+        ])?;
     if touched == 0 {
         return Err(not_found(session_id));
     }

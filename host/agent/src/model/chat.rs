@@ -31,7 +31,10 @@ pub(crate) async fn complete(
     on_delta: &(dyn Fn(Delta) + Send + Sync),
 ) -> Result<ModelReply, ModelError> {
     let url = provider.url("chat/completions");
-    let mut builder = http.post(&url).json(&request_body(provider, request));
+    let mut builder = http
+        .post(&url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(request_bytes(provider, request));
     if let Some(key) = &provider.api_key {
         builder = builder.bearer_auth(key);
     }
@@ -57,95 +60,237 @@ pub(crate) fn emit_whole(collected: &Collected, on_delta: &(dyn Fn(Delta) + Send
     }
 }
 
-/// The JSON body for a request.
+/// The JSON body for a request, as a value (for tests and inspection; [`complete`] sends
+/// [`request_bytes`]).
+#[cfg(test)]
 pub(crate) fn request_body(provider: &Provider, request: &ModelRequest<'_>) -> Value {
+    serde_json::from_slice(&request_bytes(provider, request)).expect("the body is JSON")
+}
+
+/// The JSON body for a request, written straight from the history: nothing of it (the system
+/// prompt, the messages, the tools' schemas) is copied into a value tree first, which on a long
+/// tool-calling turn was most of what a request cost before it was sent.
+pub(crate) fn request_bytes(provider: &Provider, request: &ModelRequest<'_>) -> Vec<u8> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
-        messages.push(json!({"role": "system", "content": request.system}));
+        messages.push(Wire::Text { role: "system", content: request.system });
     }
     // The images tool results returned follow those results, in a user message of their own
     // (a tool message holds text only).
-    let mut images: Vec<Value> = Vec::new();
+    let mut images: Vec<Part<'_>> = Vec::new();
     for message in request.messages {
         if !matches!(message, Message::Tool { .. }) && !images.is_empty() {
-            messages.push(json!({"role": "user", "content": std::mem::take(&mut images)}));
+            messages.push(Wire::UserParts(std::mem::take(&mut images)));
         }
-        messages.push(message_json(provider, message));
+        messages.push(Wire::of(provider, message));
         if let Message::Tool { tool_call_id, name, images: returned, .. } = message
             && provider.vision
             && !returned.is_empty()
         {
             if images.is_empty() {
-                images.push(json!({"type": "text", "text": "[The images the tool calls above returned]"}));
+                images.push(Part::Text("[The images the tool calls above returned]".into()));
             }
-            images.push(json!({"type": "text", "text": format!("{name} (call {tool_call_id}):")}));
-            images.extend(returned.iter().map(|i| json!({"type": "image_url", "image_url": {"url": i.data_url()}})));
+            images.push(Part::Text(format!("{name} (call {tool_call_id}):").into()));
+            images.extend(returned.iter().map(|i| Part::Image(i.data_url())));
         }
     }
     if !images.is_empty() {
-        messages.push(json!({"role": "user", "content": images}));
+        messages.push(Wire::UserParts(images));
     }
-    let mut body = json!({"model": provider.model, "messages": messages, "stream": request.stream});
-    if request.stream {
-        body["stream_options"] = json!({"include_usage": true});
-    }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({"type": "function", "function": {
-                    "name": tool.name, "description": tool.description, "parameters": tool.parameters,
-                }})
-            })
-            .collect();
-        match provider.tool_choice {
-            ToolChoice::Auto => body["tool_choice"] = json!("auto"),
-            ToolChoice::Required => body["tool_choice"] = json!("required"),
-            ToolChoice::None => body["tool_choice"] = json!("none"),
-            ToolChoice::Off => {}
-        }
-    }
-    if let Some(max) = provider.max_tokens {
-        // OpenAI itself rejects `max_tokens` for reasoning models; everyone else knows only it.
-        let key = if provider.base_url.contains("://api.openai.com") { "max_completion_tokens" } else { "max_tokens" };
-        body[key] = json!(max);
-    }
-    body
+    let offered = !request.tools.is_empty();
+    let tool_choice = match provider.tool_choice {
+        _ if !offered => None,
+        ToolChoice::Auto => Some("auto"),
+        ToolChoice::Required => Some("required"),
+        ToolChoice::None => Some("none"),
+        ToolChoice::Off => None,
+    };
+    // OpenAI itself rejects `max_tokens` for reasoning models; everyone else knows only it.
+    let openai = provider.base_url.contains("://api.openai.com");
+    let body = Body {
+        model: &provider.model,
+        messages,
+        stream: request.stream,
+        stream_options: request.stream.then_some(StreamOptions { include_usage: true }),
+        tools: request.tools.iter().map(|tool| Offered { kind: "function", function: tool }).collect(),
+        tool_choice,
+        max_tokens: provider.max_tokens.filter(|_| !openai),
+        max_completion_tokens: provider.max_tokens.filter(|_| openai),
+    };
+    serde_json::to_vec(&body).expect("a request body always serialises")
 }
 
-fn message_json(provider: &Provider, message: &Message) -> Value {
-    match message {
-        Message::System { content } => json!({"role": "system", "content": content}),
-        Message::User { content, images } if images.is_empty() => json!({"role": "user", "content": content}),
-        Message::User { content, images } => {
-            let mut parts = vec![json!({"type": "text", "text": content})];
-            parts.extend(images.iter().map(|i| json!({"type": "image_url", "image_url": {"url": i.data_url()}})));
-            json!({"role": "user", "content": parts})
-        }
-        Message::Assistant { content, tool_calls, reasoning: _, extra } => {
-            let mut out = Map::new();
-            out.insert("role".into(), json!("assistant"));
-            // Always a string: `null` (what OpenAI sends) is refused by llama-cpp-python's server.
-            out.insert("content".into(), json!(content));
-            if !tool_calls.is_empty() {
-                let calls = tool_calls.iter().map(|call| {
-                    // Replayed verbatim, malformed or not: the tool result already told the model.
-                    let arguments = talaria_protocol::arguments_or_empty(&call.arguments);
-                    json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}})
-                });
-                out.insert("tool_calls".into(), calls.collect());
+/// A request's body, borrowing from the history and the tool list.
+#[derive(serde::Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Vec<Wire<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Offered<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+}
+
+#[derive(serde::Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// `{"type": "function", "function": {name, description, parameters}}`.
+#[derive(serde::Serialize)]
+struct Offered<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(serialize_with = "function")]
+    function: &'a talaria_protocol::ToolSpec,
+}
+
+fn function<S: serde::Serializer>(tool: &&talaria_protocol::ToolSpec, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap as _;
+    let mut map = s.serialize_map(Some(3))?;
+    map.serialize_entry("name", &tool.name)?;
+    map.serialize_entry("description", &tool.description)?;
+    map.serialize_entry("parameters", &tool.parameters)?;
+    map.end()
+}
+
+/// One message as the wire has it.
+enum Wire<'a> {
+    /// `{role, content}` with text content (system, and user without images).
+    Text {
+        role: &'static str,
+        content: &'a str,
+    },
+    /// A user message of text and image parts.
+    UserParts(Vec<Part<'a>>),
+    Assistant {
+        content: &'a str,
+        calls: &'a [ToolCall],
+        extra: Option<&'a Map<String, Value>>,
+    },
+    Tool {
+        id: &'a str,
+        content: std::borrow::Cow<'a, str>,
+    },
+}
+
+/// A part of a user message's content.
+enum Part<'a> {
+    Text(std::borrow::Cow<'a, str>),
+    /// A `data:` URL.
+    Image(String),
+}
+
+impl<'a> Wire<'a> {
+    fn of(provider: &Provider, message: &'a Message) -> Self {
+        match message {
+            Message::System { content } => Wire::Text { role: "system", content },
+            Message::User { content, images } if images.is_empty() => Wire::Text { role: "user", content },
+            Message::User { content, images } => {
+                let mut parts = vec![Part::Text(content.as_str().into())];
+                parts.extend(images.iter().map(|i| Part::Image(i.data_url())));
+                Wire::UserParts(parts)
             }
-            if let Some(fields) = extra.as_ref().and_then(|e| e.get("chat_fields")).and_then(Value::as_object) {
-                for (key, value) in fields {
-                    out.entry(key.clone()).or_insert_with(|| value.clone());
+            Message::Assistant { content, tool_calls, reasoning: _, extra } => Wire::Assistant {
+                content,
+                calls: tool_calls,
+                extra: extra.as_ref().and_then(|e| e.get("chat_fields")).and_then(Value::as_object),
+            },
+            Message::Tool { tool_call_id, name: _, content, images } => {
+                Wire::Tool { id: tool_call_id, content: tool_text(provider, content, images) }
+            }
+        }
+    }
+}
+
+impl serde::Serialize for Wire<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = s.serialize_map(None)?;
+        match self {
+            Wire::Text { role, content } => {
+                map.serialize_entry("role", role)?;
+                map.serialize_entry("content", content)?;
+            }
+            Wire::UserParts(parts) => {
+                map.serialize_entry("role", "user")?;
+                map.serialize_entry("content", parts)?;
+            }
+            Wire::Assistant { content, calls, extra } => {
+                map.serialize_entry("role", "assistant")?;
+                // Always a string: `null` (what OpenAI sends) is refused by llama-cpp-python's server.
+                map.serialize_entry("content", content)?;
+                if !calls.is_empty() {
+                    let calls: Vec<Call<'_>> = calls.iter().map(Call).collect();
+                    map.serialize_entry("tool_calls", &calls)?;
+                }
+                // The provider's own fields, replayed verbatim (never over the ones above).
+                for (key, value) in extra.iter().flat_map(|fields| fields.iter()) {
+                    let ours = key == "role" || key == "content" || (key == "tool_calls" && !calls.is_empty());
+                    if !ours {
+                        map.serialize_entry(key, value)?;
+                    }
                 }
             }
-            Value::Object(out)
+            Wire::Tool { id, content } => {
+                map.serialize_entry("role", "tool")?;
+                map.serialize_entry("tool_call_id", id)?;
+                map.serialize_entry("content", content)?;
+            }
         }
-        Message::Tool { tool_call_id, name: _, content, images } => {
-            json!({"role": "tool", "tool_call_id": tool_call_id, "content": tool_text(provider, content, images)})
+        map.end()
+    }
+}
+
+impl serde::Serialize for Part<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = s.serialize_map(Some(2))?;
+        match self {
+            Part::Text(text) => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
+            }
+            Part::Image(url) => {
+                map.serialize_entry("type", "image_url")?;
+                map.serialize_entry("image_url", &ImageUrl { url })?;
+            }
         }
+        map.end()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct ImageUrl<'a> {
+    url: &'a str,
+}
+
+/// `{id, type: function, function: {name, arguments}}`.
+struct Call<'a>(&'a ToolCall);
+
+impl serde::Serialize for Call<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        #[derive(serde::Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            arguments: &'a str,
+        }
+        let call = self.0;
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("id", &call.id)?;
+        map.serialize_entry("type", "function")?;
+        // Replayed verbatim, malformed or not: the tool result already told the model.
+        let arguments = talaria_protocol::arguments_or_empty(&call.arguments);
+        map.serialize_entry("function", &Function { name: &call.name, arguments })?;
+        map.end()
     }
 }
 
@@ -430,6 +575,70 @@ mod tests {
             json!("hi"),
             "text alone stays a string"
         );
+    }
+
+    #[test]
+    fn a_whole_body_is_written_as_the_wire_has_it() {
+        let mut provider = Provider::preset("ollama", "llava", None).expect("preset");
+        provider.vision = true;
+        provider.max_tokens = Some(512);
+        let image = talaria_protocol::Image { media_type: "image/png".into(), data: "iVBORw==".into() };
+        let messages = [
+            Message::user("look"),
+            Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![ToolCall::new("call_0", "shot", "")],
+                reasoning: None,
+                extra: Some(json!({"chat_fields": {"reasoning_content": "hm", "role": "never", "content": "never"}})),
+            },
+            Message::Tool {
+                tool_call_id: "call_0".into(),
+                name: "shot".into(),
+                content: "{\"ok\":true}".into(),
+                images: vec![image],
+            },
+            Message::Assistant { content: "a cat".into(), tool_calls: Vec::new(), reasoning: None, extra: None },
+        ];
+        let tools = [talaria_protocol::ToolSpec {
+            name: "shot".into(),
+            description: "Take a picture.".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+            plugin: "camera".into(),
+            annotations: talaria_protocol::ToolAnnotations::default(),
+        }];
+        let request = ModelRequest { system: "be brief", messages: &messages, tools: &tools, stream: true };
+        let expected = json!({
+            "model": "llava",
+            "messages": [
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "look"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "call_0", "type": "function", "function": {"name": "shot", "arguments": "{}"}}
+                ], "reasoning_content": "hm"},
+                {"role": "tool", "tool_call_id": "call_0", "content": "{\"ok\":true}"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "[The images the tool calls above returned]"},
+                    {"type": "text", "text": "shot (call call_0):"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}
+                ]},
+                {"role": "assistant", "content": "a cat"}
+            ],
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "tools": [{"type": "function", "function": {
+                "name": "shot", "description": "Take a picture.", "parameters": {"type": "object", "properties": {}}
+            }}],
+            "tool_choice": "auto",
+            "max_tokens": 512
+        });
+        assert_eq!(request_body(&provider, &request), expected);
+        // The fields come in the order above (some servers read `model` first).
+        let text = String::from_utf8(request_bytes(&provider, &request)).expect("utf-8");
+        assert!(text.starts_with("{\"model\":\"llava\",\"messages\":[{\"role\":\"system\""), "{text}");
+        // OpenAI's own endpoint gets `max_completion_tokens` instead.
+        provider.base_url = "https://api.openai.com/v1".into();
+        let body = request_body(&provider, &request);
+        assert_eq!((body.get("max_tokens"), &body["max_completion_tokens"]), (None, &json!(512)));
     }
 
     #[test]
