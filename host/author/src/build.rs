@@ -111,11 +111,16 @@ fn rust(dir: &Path, manifest: &Manifest, options: &BuildOptions, out: &Path) -> 
         None => std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| dir.join("target"), PathBuf::from),
     };
     let target_dir = std::path::absolute(&target_dir).unwrap_or(target_dir);
-    // A target directory outside the project is written too; it must exist to be shown.
+    // A target directory outside the project is written too; it must exist to be shown, and
+    // cargo is given its real path: the sandbox shows it there, and a path through a link
+    // (a `target` that links elsewhere) would lead nowhere inside it, the build's output lost.
+    let target_dir = if target_dir.starts_with(dir) {
+        target_dir
+    } else {
+        std::fs::create_dir_all(&target_dir).with_context(|| format!("cannot create {}", target_dir.display()))?;
+        target_dir.canonicalize().with_context(|| format!("cannot resolve {}", target_dir.display()))?
+    };
     let outside = if target_dir.starts_with(dir) { Vec::new() } else { vec![target_dir.clone()] };
-    for t in &outside {
-        std::fs::create_dir_all(t).with_context(|| format!("cannot create {}", t.display()))?;
-    }
     let runner = Runner::new(&options.confine, dir, &outside);
     check_rust_target(&runner, dir)?;
     let profile = if options.release { "release" } else { "debug" };

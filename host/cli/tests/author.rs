@@ -272,10 +272,20 @@ fn home_with_model(tmp: &Path, mock: &talaria_mock_llm::MockLlm, model_extra: &s
 /// The cargo target directory of the Rust projects this test builds: kept from run to run, so
 /// their dependencies are built once, and its own, because cargo decides what is fresh by file
 /// times: two tests building a crate of the same name (`relay`) in one directory at once could
-/// each install the other's build.
+/// each install the other's build. It is given through a symbolic link, as a `target` that
+/// links elsewhere would be: a confined build must still write where the link leads.
 fn rust_target_dir() -> PathBuf {
     let test = std::thread::current().name().unwrap_or("main").replace(|c: char| !c.is_ascii_alphanumeric(), "_");
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("author-rust-{test}"))
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let real = tmp.join(format!("author-rust-{test}"));
+    let link = tmp.join("author-links").join(&test);
+    std::fs::create_dir_all(&real).expect("target directory");
+    std::fs::create_dir_all(link.parent().expect("parent")).expect("links");
+    if std::fs::read_link(&link).ok().as_deref() != Some(real.as_path()) {
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&real, &link).expect("link");
+    }
+    link
 }
 
 fn dev_once(home: &Path, project: &Path) -> String {
