@@ -20,16 +20,18 @@ fn main() {
     // default here) skips names it does not find.
     let order = Path::new(env!("CARGO_MANIFEST_DIR")).join("hot-symbols.txt");
     println!("cargo:rerun-if-changed={}", order.display());
-    if order.is_file() && uses_lld() {
+    if order.is_file() && uses_lld(&std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default()) {
         println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}", order.display());
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
 }
 
-/// Whether the binary is linked by LLD, which alone reads a symbol ordering file: rustc's own
-/// (the default for this target since Rust 1.90) unless a linker is configured.
-fn uses_lld() -> bool {
-    let configured = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+/// Whether the binary is linked by LLD, which reads a symbol ordering file (GNU ld does not):
+/// rustc's own LLD is the default on x86_64 Linux since Rust 1.90, unless another linker is
+/// configured; elsewhere only when the flags name it.
+fn uses_lld(arch: &str) -> bool {
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
     let linker = std::env::vars().any(|(k, _)| k.starts_with("CARGO_TARGET_") && k.ends_with("_LINKER"));
-    !linker && !configured.contains("linker") || configured.contains("lld")
+    let default = arch == "x86_64" && !linker && !flags.contains("linker");
+    default || flags.contains("lld")
 }
