@@ -125,12 +125,14 @@ impl Synapse {
         assert!(generated.success(), "synapse could not generate its config");
         let port = free_port();
         configure(&config, port);
-        // It goes when this process goes: a watchdog shell stops it once the parent is gone.
+        // It goes when this process goes: a watchdog shell stops it once the parent is gone,
+        // and removes its directory (the static holding it is never dropped).
         let script = format!(
-            "{} -m synapse.app.homeserver --config-path {} & child=$!; while kill -0 {} 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; done; kill $child 2>/dev/null",
+            "{} -m synapse.app.homeserver --config-path {} & child=$!; while kill -0 {} 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; done; kill $child 2>/dev/null; wait $child; rm -rf '{}'",
             python.display(),
             config.display(),
-            std::process::id()
+            std::process::id(),
+            dir.path().display()
         );
         let process = Command::new("sh")
             .args(["-c", &script])
