@@ -114,13 +114,13 @@ fn rust(dir: &Path, manifest: &Manifest, options: &BuildOptions, out: &Path) -> 
     // A target directory outside the project is written too; it must exist to be shown, and
     // cargo is given its real path: the sandbox shows it there, and a path through a link
     // (a `target` that links elsewhere) would lead nowhere inside it, the build's output lost.
-    let target_dir = if target_dir.starts_with(dir) {
-        target_dir
+    let (target_dir, outside) = if target_dir.starts_with(dir) {
+        (target_dir, Vec::new())
     } else {
         std::fs::create_dir_all(&target_dir).with_context(|| format!("cannot create {}", target_dir.display()))?;
-        target_dir.canonicalize().with_context(|| format!("cannot resolve {}", target_dir.display()))?
+        let real = target_dir.canonicalize().with_context(|| format!("cannot resolve {}", target_dir.display()))?;
+        (real.clone(), vec![real])
     };
-    let outside = if target_dir.starts_with(dir) { Vec::new() } else { vec![target_dir.clone()] };
     let runner = Runner::new(&options.confine, dir, &outside);
     check_rust_target(&runner, dir)?;
     let profile = if options.release { "release" } else { "debug" };

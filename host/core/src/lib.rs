@@ -291,9 +291,8 @@ impl Host {
         let router = Arc::new(router::Router::new());
         // The store opens (schema check, WAL) while the default workspace's plugins are found,
         // and those the first conversation calls first start loading.
-        let location = config.store_location(&options.home);
         let (store, default) = std::thread::scope(|scope| {
-            let opening = scope.spawn(|| location.open());
+            let opening = scope.spawn(|| open_store(&options.home, &config));
             let default = make_plugins(&options.home, &options.workspace, &config, &client, &router);
             let store = opening.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (store, default)
