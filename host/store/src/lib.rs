@@ -412,19 +412,32 @@ fn named(e: Error, path: &Path) -> Error {
 /// A database file shorter than its header says was cut (a full disk, a copy stopped half
 /// way): SQLite would only notice when it reads a missing page, so look before opening.
 ///
-/// Another process may be growing the file (a checkpoint writes the header and the pages it
-/// adds) while this one looks: a file is called cut only when it is short twice, 50 ms apart.
+/// A checkpoint copies the WAL's pages into the file in page order, header first, and empties
+/// the WAL only once every page is there: a file is short with a WAL beside it while another
+/// process checkpoints, and stays so when a process ends in the middle of one (SQLite then reads
+/// the missing pages from the WAL, which still holds them). So a file is judged only when no
+/// WAL with anything in it stands beside it, and called cut only when it is short twice, 50 ms
+/// apart (another process may have written and begun a checkpoint just after the WAL was
+/// looked at).
 fn check_length(path: &Path) -> Result<()> {
-    match check_length_once(path) {
+    let check = || {
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+            return Ok(());
+        }
+        check_file_length(path)
+    };
+    match check() {
         Err(Error::Damaged { .. }) => {
             std::thread::sleep(std::time::Duration::from_millis(50));
-            check_length_once(path)
+            check()
         }
         other => other,
     }
 }
 
-fn check_length_once(path: &Path) -> Result<()> {
+fn check_file_length(path: &Path) -> Result<()> {
     use std::io::Read as _;
     let Ok(mut file) = std::fs::File::open(path) else { return Ok(()) };
     let mut header = [0u8; 100];

@@ -295,6 +295,37 @@ mod tests {
         assert!(!hits.is_empty());
     }
 
+    /// A process that ends in the middle of a checkpoint leaves the file short of what its
+    /// header counts, with every page still in the WAL: that is not damage, and all is there.
+    #[test]
+    fn a_checkpoint_cut_off_half_way_is_not_damage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (whole, path) = (dir.path().join("whole.db"), dir.path().join("state.db"));
+        let conn = rusqlite::Connection::open(&whole).expect("open");
+        conn.pragma_update(None, "journal_mode", "WAL").expect("wal");
+        conn.pragma_update(None, "wal_autocheckpoint", 0).expect("no checkpoints");
+        conn.execute_batch(
+            "CREATE TABLE t(x BLOB);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40)
+             INSERT INTO t SELECT zeroblob(3000) FROM n;",
+        )
+        .expect("rows");
+        // Every page is in the WAL: take it as it stands, then the file a finished checkpoint
+        // makes, and keep only that file's first pages.
+        std::fs::copy(sidecar(&whole, "-wal"), sidecar(&path, "-wal")).expect("wal copy");
+        conn.query_row("PRAGMA wal_checkpoint(FULL)", [], |_| Ok(())).expect("checkpoint");
+        let full = std::fs::read(&whole).expect("read");
+        assert!(full.len() > 8 * 4096, "{}", full.len());
+        std::fs::write(&path, &full[..2 * 4096]).expect("cut");
+
+        assert_eq!(check(&path).expect("check"), None);
+        Store::open(&path).expect("opens");
+        let reopened = rusqlite::Connection::open(&path).expect("open");
+        let rows: i64 = reopened.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).expect("count");
+        assert_eq!(rows, 40);
+        assert_eq!(reopened.query_row("PRAGMA quick_check", [], |r| r.get::<_, String>(0)).expect("check"), "ok");
+    }
+
     #[test]
     fn garbage_is_moved_aside_and_replaced() {
         let dir = tempfile::tempdir().expect("tempdir");
