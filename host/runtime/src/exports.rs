@@ -10,51 +10,13 @@
 use wasmtime::Engine;
 use wasmtime::component::{Component, InstancePre};
 
+use crate::api::since_v0_2_0::exports::talaria::plugin as v2;
+use crate::api::since_v0_3_0::exports::talaria::plugin0_3_0 as v3;
+use crate::api::{Api, ToolsExport};
 use crate::host::HostState;
-use crate::host::bindings::{v1, v2, v3};
 use crate::manifest::{Kind, Manifest, SUPPORTED_API_VERSIONS};
 
 const PREFIX: &str = "talaria:plugin/";
-
-/// The API version a component was built against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Api {
-    V0_1,
-    V0_2,
-    V0_3,
-}
-
-impl Api {
-    const ALL: [Api; 3] = [Api::V0_1, Api::V0_2, Api::V0_3];
-
-    fn parse(version: &str) -> Option<Api> {
-        Api::ALL.into_iter().find(|a| a.version() == version)
-    }
-
-    pub fn version(self) -> &'static str {
-        match self {
-            Api::V0_1 => "0.1.0",
-            Api::V0_2 => "0.2.0",
-            Api::V0_3 => "0.3.0",
-        }
-    }
-
-    /// The APIs an interface of `version` belongs to: 0.3.0 carries every 0.2.0 interface
-    /// over unchanged, under its 0.2.0 name.
-    fn including(version: Api) -> &'static [Api] {
-        match version {
-            Api::V0_1 => &[Api::V0_1],
-            Api::V0_2 => &[Api::V0_2, Api::V0_3],
-            Api::V0_3 => &[Api::V0_3],
-        }
-    }
-}
-
-/// The `tools` export, in the version the component has.
-pub(crate) enum ToolsExport {
-    V0_1(v1::exports::talaria::plugin::tools::GuestIndices),
-    V0_2(v2::exports::talaria::plugin::tools::GuestIndices),
-}
 
 /// The names a component exports, and the `talaria:plugin` interfaces it imports: all the
 /// checks against the manifest need (cached beside the tool specs, so a cache hit is checked
@@ -84,10 +46,10 @@ pub(crate) struct Prepared {
     pub pre: InstancePre<HostState>,
     pub surface: Surface,
     pub tools: Option<ToolsExport>,
-    pub memory: Option<v2::exports::talaria::plugin::memory::GuestIndices>,
-    pub context: Option<v2::exports::talaria::plugin::context::GuestIndices>,
-    pub hooks: Option<v2::exports::talaria::plugin::hooks::GuestIndices>,
-    pub adapter: Option<v3::exports::talaria::plugin0_3_0::adapter::GuestIndices>,
+    pub memory: Option<v2::memory::GuestIndices>,
+    pub context: Option<v2::context::GuestIndices>,
+    pub hooks: Option<v2::hooks::GuestIndices>,
+    pub adapter: Option<v3::adapter::GuestIndices>,
 }
 
 /// The interface a kind exports, and the world a component of that kind targets.
@@ -132,27 +94,19 @@ pub(crate) fn prepare(
     let has = |iface: &str| ours(&surface.exports).iter().any(|(_, i, _)| *i == iface);
     let pre = instance_pre.map_err(|e| format!("the component needs imports this host does not provide: {e:#}"))?;
     let bad = |iface: &str, e: wasmtime::Error| format!("its export {PREFIX}{iface}@{}: {e:#}", api.version());
-    let tools = match (has("tools"), api) {
-        (false, _) => None,
-        (true, Api::V0_1) => Some(ToolsExport::V0_1(
-            v1::exports::talaria::plugin::tools::GuestIndices::new(&pre).map_err(|e| bad("tools", e))?,
-        )),
-        (true, Api::V0_2 | Api::V0_3) => Some(ToolsExport::V0_2(
-            v2::exports::talaria::plugin::tools::GuestIndices::new(&pre).map_err(|e| bad("tools", e))?,
-        )),
-    };
+    let tools = has("tools").then(|| ToolsExport::new(api, &pre).map_err(|e| bad("tools", e))).transpose()?;
     let v2_only = api != Api::V0_1;
     let memory = (v2_only && has("memory"))
-        .then(|| v2::exports::talaria::plugin::memory::GuestIndices::new(&pre).map_err(|e| bad("memory", e)))
+        .then(|| v2::memory::GuestIndices::new(&pre).map_err(|e| bad("memory", e)))
         .transpose()?;
     let context = (v2_only && has("context"))
-        .then(|| v2::exports::talaria::plugin::context::GuestIndices::new(&pre).map_err(|e| bad("context", e)))
+        .then(|| v2::context::GuestIndices::new(&pre).map_err(|e| bad("context", e)))
         .transpose()?;
     let hooks = (v2_only && has("hooks"))
-        .then(|| v2::exports::talaria::plugin::hooks::GuestIndices::new(&pre).map_err(|e| bad("hooks", e)))
+        .then(|| v2::hooks::GuestIndices::new(&pre).map_err(|e| bad("hooks", e)))
         .transpose()?;
     let adapter = (api == Api::V0_3 && has("adapter"))
-        .then(|| v3::exports::talaria::plugin0_3_0::adapter::GuestIndices::new(&pre).map_err(|e| bad("adapter", e)))
+        .then(|| v3::adapter::GuestIndices::new(&pre).map_err(|e| bad("adapter", e)))
         .transpose()?;
     Ok(Prepared { pre, surface, tools, memory, context, hooks, adapter })
 }

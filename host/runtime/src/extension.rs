@@ -10,15 +10,16 @@ use std::sync::Arc;
 use talaria_protocol::{CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, Message, PluginSession};
 use wasmtime::Store;
 
+use crate::Runtime;
+use crate::api::since_v0_2_0::convert;
+use crate::api::since_v0_2_0::exports::talaria::plugin::{context, memory};
 use crate::approval::Caller;
 use crate::engine::EngineHandle;
 use crate::exports::Prepared;
 use crate::host::HostState;
-use crate::host::bindings::v2::exports::talaria::plugin::{context, memory};
 use crate::instance::{self, GuestError, Site, over_cap};
 use crate::manifest::Kind;
 use crate::plugin::Plugin;
-use crate::{Runtime, convert};
 
 /// Longest `note` a context engine may give.
 const MAX_NOTE_CHARS: usize = 1000;

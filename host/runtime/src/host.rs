@@ -1,12 +1,12 @@
 //! What a plugin instance sees of the host: the state kept in each instance's `Store`, and the
 //! implementations of the `talaria:plugin` imports, each checked against the plugin's grants.
 //!
-//! Both API versions are linked into one linker: [`imports`] implements the 0.2.0 interfaces,
-//! and [`legacy`] implements 0.1.0 by converting to them, so every check exists once.
+//! Every API version is linked into one linker: [`imports`] implements the 0.2.0 interfaces
+//! (and [`websocket`] 0.3.0's), and each older version converts to them
+//! ([`crate::api`]), so every check exists once.
 
 mod fs;
 mod imports;
-mod legacy;
 mod stderr;
 pub(crate) mod websocket;
 
@@ -29,42 +29,6 @@ use crate::secrets::Secrets;
 use fs::{FsGuard, GuardedFsView};
 
 pub(crate) use stderr::StderrSink;
-
-/// Bindings for each supported API version.
-pub(crate) mod bindings {
-    /// API 0.1.0: tool plugins only.
-    pub mod v1 {
-        wasmtime::component::bindgen!({
-            path: "../../wit/v0.1.0",
-            world: "tool-plugin",
-            imports: { default: async },
-            exports: { default: async },
-        });
-    }
-
-    /// API 0.2.0, from the world that exports every interface; a component exports only some,
-    /// so exports are looked up one interface at a time.
-    pub mod v2 {
-        wasmtime::component::bindgen!({
-            path: "../../wit/v0.2.0",
-            world: "host-bindings",
-            imports: { default: async },
-            exports: { default: async },
-        });
-    }
-
-    /// API 0.3.0's own interfaces (the platform adapter and the WebSocket import); the rest
-    /// of 0.3.0 is 0.2.0's, bound above.
-    pub mod v3 {
-        wasmtime::component::bindgen!({
-            path: "../../wit/v0.3.0",
-            world: "host-bindings",
-            imports: { default: async },
-            exports: { default: async },
-            with: { "talaria:plugin/websocket@0.3.0.connection": crate::host::websocket::Connection },
-        });
-    }
-}
 
 /// Bytes of a plugin's stderr kept per call (panic messages land there).
 const STDERR_CAP: usize = 64 * 1024;
@@ -462,7 +426,6 @@ impl WasiHttpView for HostState {
 
 /// Link every import of every supported API version (and WASI) into `linker`.
 pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()> {
-    use wasmtime::component::HasSelf;
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     // The filesystem goes through the guard: replace wasmtime-wasi's `wasi:filesystem/types`.
     linker.allow_shadowing(true);
@@ -472,10 +435,7 @@ pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>)
     )?;
     linker.allow_shadowing(false);
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
-    bindings::v1::ToolPlugin::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)?;
-    bindings::v2::HostBindings::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)?;
-    bindings::v3::HostBindings::add_to_linker::<_, HasSelf<HostState>>(linker, |s| s)?;
-    Ok(())
+    crate::api::add_to_linker(linker)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! and the user's grants — without compiling anything. A plugin is compiled (or loaded from the
 //! compile cache) the first time it is needed, and its exports are checked against its manifest
 //! then: the API version (components built against 0.1.0, 0.2.0 and 0.3.0 all load, each
-//! through its own bindings) and its [`Kind`]s. Every call runs with the plugin's memory cap,
+//! through its own bindings: one module per version, `api::since_v0_X_0`) and its [`Kind`]s. Every call runs with the plugin's memory cap,
 //! deadline and output cap, seeing only what it was granted.
 //!
 //! - tools: [`Runtime::tools`] and [`Runtime::call`]; every call in a fresh instance;
@@ -45,10 +45,10 @@
 //! commands and hosts reached through a wildcard grant), [`LlmBackend`].
 
 pub mod adapter;
+mod api;
 pub mod approval;
 mod args;
 pub mod cache;
-mod convert;
 pub use talaria_danger as danger;
 pub mod discovery;
 mod engine;
@@ -101,13 +101,12 @@ pub use shown::visible;
 pub use stub::{HttpStub, HttpStubs};
 pub use talaria_protocol::ToolContext;
 
+use crate::api::CallInfo;
 use crate::cache::{Listed, Listing};
 use crate::discovery::WasmSource;
-use crate::exports::{Prepared, ToolsExport};
-use crate::host::bindings::{v1, v2};
+use crate::exports::Prepared;
 use crate::host::{PluginEnv, Services};
-use crate::instance::{GuestError, Site};
-use crate::listing::RawSpec;
+use crate::instance::Site;
 
 /// Failures of the runtime itself (not of a plugin: those are [`Problem`]s and [`ToolError`]s).
 #[derive(Debug, thiserror::Error)]
@@ -660,25 +659,7 @@ impl Runtime {
             &prepared.pre,
             Site { workspace: self.workspace.clone(), caller: Caller::default() },
             limits,
-            async |store, instance| {
-                let specs: Vec<RawSpec> = match tools {
-                    ToolsExport::V0_1(ix) => ix
-                        .load(&mut *store, instance)?
-                        .call_list(&mut *store)
-                        .await?
-                        .into_iter()
-                        .map(|s| RawSpec { name: s.name, description: s.description, parameters: s.parameters })
-                        .collect(),
-                    ToolsExport::V0_2(ix) => ix
-                        .load(&mut *store, instance)?
-                        .call_list(&mut *store)
-                        .await?
-                        .into_iter()
-                        .map(|s| RawSpec { name: s.name, description: s.description, parameters: s.parameters })
-                        .collect(),
-                };
-                Ok(Ok(specs))
-            },
+            async |store, instance| Ok(Ok(tools.list(store, instance).await?)),
         )
         .await
         .map_err(|e| {
@@ -801,26 +782,8 @@ impl Runtime {
             Site { workspace, caller },
             limits,
             async |store, instance| {
-                Ok(match tools {
-                    ToolsExport::V0_1(ix) => {
-                        let ctx = v1::talaria::plugin::types::CallContext { session_id, call_id, workspace: ws };
-                        let out = ix.load(&mut *store, instance)?.call_call(&mut *store, tool, args_json, &ctx).await?;
-                        out.map_err(|e| match e {
-                            v1::talaria::plugin::types::ToolError::InvalidArgs(m) => GuestError::InvalidArgs(m),
-                            v1::talaria::plugin::types::ToolError::UnknownTool(m) => GuestError::UnknownTool(m),
-                            v1::talaria::plugin::types::ToolError::Failed(m) => GuestError::Failed(m),
-                        })
-                    }
-                    ToolsExport::V0_2(ix) => {
-                        let ctx = v2::talaria::plugin::types::CallContext { session_id, call_id, workspace: ws };
-                        let out = ix.load(&mut *store, instance)?.call_call(&mut *store, tool, args_json, &ctx).await?;
-                        out.map_err(|e| match e {
-                            v2::talaria::plugin::types::ToolError::InvalidArgs(m) => GuestError::InvalidArgs(m),
-                            v2::talaria::plugin::types::ToolError::UnknownTool(m) => GuestError::UnknownTool(m),
-                            v2::talaria::plugin::types::ToolError::Failed(m) => GuestError::Failed(m),
-                        })
-                    }
-                })
+                let info = CallInfo { session_id, call_id, workspace: ws };
+                tools.call(store, instance, tool, args_json, info).await
             },
         )
         .await

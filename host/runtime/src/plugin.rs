@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use talaria_protocol::{HookKind, ToolError, ToolSpec};
 
+use crate::api::since_v0_2_0::exports::talaria::plugin::memory::Guest as MemoryGuest;
 use crate::discovery::{Installed, WasmPin, WasmSource};
 use crate::exports::Prepared;
 use crate::grant::{Grants, Scope};
 use crate::host::PluginEnv;
-use crate::host::bindings::v2::exports::talaria::plugin::memory::Guest as MemoryGuest;
 use crate::instance::{CallLimits, Resident};
 use crate::lock::short_digest;
 use crate::manifest::{Kind, Manifest};

@@ -1,11 +1,11 @@
-//! The `talaria:plugin@0.2.0` imports. The 0.1.0 ones (`super::legacy`) call these.
+//! The `talaria:plugin@0.2.0` imports. The 0.1.0 ones (`crate::api`'s `since_v0_1_0`) call these.
 
 use std::time::{Duration, Instant};
 
 use talaria_protocol::Role;
 
 use super::HostState;
-use super::bindings::v2::talaria::plugin::{config, kv, llm, log, process, secrets, types};
+use crate::api::since_v0_2_0::talaria::plugin::{config, kv, llm, log, process, secrets, types};
 use crate::llm::{LlmRequest, MAX_LLM_CALLS};
 use crate::logline::{Admit, MAX_LOG_CHARS, dropped_note};
 use crate::process::{CommandError, CommandRequest};

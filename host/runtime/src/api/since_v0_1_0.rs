@@ -1,9 +1,54 @@
-//! The `talaria:plugin@0.1.0` imports: the same checks as 0.2.0, reached by converting the
-//! 0.1.0 types to their 0.2.0 twins.
+//! API 0.1.0: tool plugins only. Its imports are 0.2.0's under other type names: each converts
+//! to its 0.2.0 twin and calls it, so the checks exist once. Its `tools` export has its own
+//! call context and error types.
 
-use super::HostState;
-use super::bindings::v1::talaria::plugin::{config, kv, log, process, secrets, types};
-use super::bindings::v2::talaria::plugin as v2;
+use wasmtime::Store;
+use wasmtime::component::Instance;
+
+use super::CallInfo;
+use super::since_v0_2_0::talaria::plugin as v2;
+use crate::host::HostState;
+use crate::instance::GuestError;
+use crate::listing::RawSpec;
+
+wasmtime::component::bindgen!({
+    path: "../../wit/v0.1.0",
+    world: "tool-plugin",
+    imports: { default: async },
+    exports: { default: async },
+});
+
+pub(super) use exports::talaria::plugin::tools::GuestIndices as ToolsIndices;
+use talaria::plugin::{config, kv, log, process, secrets, types};
+
+pub(super) async fn list(
+    ix: &ToolsIndices,
+    store: &mut Store<HostState>,
+    instance: &Instance,
+) -> wasmtime::Result<Vec<RawSpec>> {
+    let specs = ix.load(&mut *store, instance)?.call_list(&mut *store).await?;
+    Ok(specs
+        .into_iter()
+        .map(|s| RawSpec { name: s.name, description: s.description, parameters: s.parameters })
+        .collect())
+}
+
+pub(super) async fn call(
+    ix: &ToolsIndices,
+    store: &mut Store<HostState>,
+    instance: &Instance,
+    tool: &str,
+    args_json: &str,
+    info: CallInfo,
+) -> wasmtime::Result<Result<String, GuestError>> {
+    let ctx = types::CallContext { session_id: info.session_id, call_id: info.call_id, workspace: info.workspace };
+    let out = ix.load(&mut *store, instance)?.call_call(&mut *store, tool, args_json, &ctx).await?;
+    Ok(out.map_err(|e| match e {
+        types::ToolError::InvalidArgs(m) => GuestError::InvalidArgs(m),
+        types::ToolError::UnknownTool(m) => GuestError::UnknownTool(m),
+        types::ToolError::Failed(m) => GuestError::Failed(m),
+    }))
+}
 
 impl types::Host for HostState {}
 

@@ -12,8 +12,8 @@ use talaria_protocol::{
     ContextStatus, HookDecision, HookEvent, Message, PluginSession, ToolCall, ToolCallEvent, ToolResultEvent,
 };
 
-use crate::host::bindings::v2::exports::talaria::plugin::{context, hooks};
-use crate::host::bindings::v2::talaria::plugin::types as wit;
+use super::exports::talaria::plugin::{context, hooks};
+use super::talaria::plugin::types as wit;
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
