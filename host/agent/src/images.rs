@@ -7,6 +7,21 @@ use talaria_protocol::Image;
 /// The largest image sent to a model (Anthropic's limit per image).
 pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 
+/// Why bytes are not an image a model takes. Each message is a clause about them ("it is ..."),
+/// for the caller to put after its own words (which file, which peer).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageError {
+    /// Larger than [`MAX_IMAGE_BYTES`].
+    #[error("it is larger than {} MiB", MAX_IMAGE_BYTES / 1024 / 1024)]
+    TooLarge,
+    /// Not a PNG, JPEG, GIF or WebP image, whatever its name or claimed media type says.
+    #[error("it is not a PNG, JPEG, GIF or WebP image, whatever it is called")]
+    Unsupported,
+    /// A peer's data that is not base64.
+    #[error("it is not base64 ({0})")]
+    NotBase64(base64::DecodeError),
+}
+
 /// The media type `bytes` start like: PNG, JPEG, GIF or WebP, the kinds models take.
 pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
     if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
@@ -30,12 +45,13 @@ pub fn counted(n: usize) -> String {
 /// `bytes` as an image, or why they are not one a model takes.
 ///
 /// # Errors
-/// Not a PNG, JPEG, GIF or WebP image, or larger than [`MAX_IMAGE_BYTES`].
-pub fn from_bytes(bytes: &[u8]) -> Result<Image, String> {
+/// [`ImageError::Unsupported`]: not a PNG, JPEG, GIF or WebP image; [`ImageError::TooLarge`]:
+/// larger than [`MAX_IMAGE_BYTES`].
+pub fn from_bytes(bytes: &[u8]) -> Result<Image, ImageError> {
     if bytes.len() as u64 > MAX_IMAGE_BYTES {
-        return Err(format!("it is larger than {} MiB", MAX_IMAGE_BYTES / 1024 / 1024));
+        return Err(ImageError::TooLarge);
     }
-    let media_type = sniff(bytes).ok_or("it is not a PNG, JPEG, GIF or WebP image, whatever it is called")?;
+    let media_type = sniff(bytes).ok_or(ImageError::Unsupported)?;
     Ok(Image { media_type: media_type.into(), data: base64::engine::general_purpose::STANDARD.encode(bytes) })
 }
 
@@ -43,15 +59,14 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Image, String> {
 /// from its bytes, never taken from the peer.
 ///
 /// # Errors
-/// Not base64, or not an image [`from_bytes`] takes.
-pub fn from_base64(data: &str) -> Result<Image, String> {
+/// [`ImageError::NotBase64`], or not an image [`from_bytes`] takes.
+pub fn from_base64(data: &str) -> Result<Image, ImageError> {
     // A stray line break is not worth refusing an image for; anything else not base64 is.
     let data: String = data.chars().filter(|c| !c.is_ascii_whitespace()).collect();
     if data.len() as u64 > MAX_IMAGE_BYTES / 3 * 4 + 4 {
-        return Err(format!("it is larger than {} MiB", MAX_IMAGE_BYTES / 1024 / 1024));
+        return Err(ImageError::TooLarge);
     }
-    let bytes =
-        base64::engine::general_purpose::STANDARD.decode(&data).map_err(|e| format!("it is not base64 ({e})"))?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(&data).map_err(ImageError::NotBase64)?;
     from_bytes(&bytes)
 }
 
@@ -75,11 +90,11 @@ mod tests {
         assert_eq!((image.media_type.as_str(), image.data.as_str()), ("image/png", b64.as_str()));
         let html = base64::engine::general_purpose::STANDARD.encode(b"<html><script>");
         assert_eq!(
-            from_base64(&html).expect_err("html"),
+            from_base64(&html).expect_err("html").to_string(),
             "it is not a PNG, JPEG, GIF or WebP image, whatever it is called"
         );
-        assert!(from_base64("not base64!").expect_err("not base64").starts_with("it is not base64"));
+        assert!(from_base64("not base64!").expect_err("not base64").to_string().starts_with("it is not base64"));
         let huge = "A".repeat(8 * 1024 * 1024);
-        assert_eq!(from_base64(&huge).expect_err("huge"), "it is larger than 5 MiB");
+        assert_eq!(from_base64(&huge).expect_err("huge").to_string(), "it is larger than 5 MiB");
     }
 }

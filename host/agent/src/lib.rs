@@ -9,6 +9,11 @@
 //!
 //! - [`extensions`]: hooks, the memory provider and the context engine, seen through traits.
 //!
+//! Errors are typed at every seam: [`Error`] for starting and saving an agent, and one enum
+//! where each module meets its callers ([`toolsets::ToolsetError`], [`images::ImageError`],
+//! [`skills::ParseError`], [`skills::SkillError`], [`skills::manage::ManageError`],
+//! [`CompressError`], [`ContextReportError`], [`model::ProviderError`], [`model::ModelError`]).
+//!
 //! The agent never sees wasmtime: `talaria-core` gives it [`ToolSource`]s (and [`Hooks`],
 //! [`MemoryProvider`], [`ContextEngine`]) over the plugin runtime and the MCP servers, and a
 //! front end's [`ToolOverlay`].
@@ -29,8 +34,8 @@ pub mod tools;
 pub mod toolsets;
 
 pub use agent::{
-    Agent, AgentConfig, Compression, ContextBudget, DEFAULT_CONTEXT_LENGTH, Registry, Scope, Shared, Start,
-    ToolHandler, ToolOverlay, ToolSource, ToolSources, estimate_tokens,
+    Agent, AgentConfig, CompressError, Compression, ContextBudget, ContextReportError, DEFAULT_CONTEXT_LENGTH,
+    Registry, Scope, Shared, Start, ToolHandler, ToolOverlay, ToolSource, ToolSources, estimate_tokens,
 };
 pub use extensions::{ContextEngine, HookReply, Hooks, MemoryProvider, NoHooks};
 pub use tools::{BoxFuture, Spilled, ToolContext, spill};
@@ -54,8 +59,8 @@ pub enum Platform {
 pub enum Error {
     #[error(transparent)]
     Store(#[from] talaria_store::Error),
-    #[error("{0}")]
-    Toolsets(String),
+    #[error(transparent)]
+    Toolsets(#[from] toolsets::ToolsetError),
     /// A store task stopped before answering (it panicked).
     #[error("a store task failed: {0}")]
     Task(String),

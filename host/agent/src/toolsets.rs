@@ -14,6 +14,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Why a selection cannot be resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolsetError {
+    /// `name` is neither a toolset nor an available tool; `known` are the toolsets there are.
+    #[error("unknown toolset `{name}`; known toolsets: all, {} (a single tool's name also works)", known.join(", "))]
+    Unknown { name: String, known: Vec<String> },
+}
+
 /// One named group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Toolset {
@@ -99,8 +107,8 @@ impl Toolsets {
     /// in `available`; a tool name is accepted as a set of itself.
     ///
     /// # Errors
-    /// An unknown name, with the known ones listed.
-    pub fn expand(&self, name: &str, available: &[String]) -> Result<BTreeSet<String>, String> {
+    /// [`ToolsetError::Unknown`], with the known names listed.
+    pub fn expand(&self, name: &str, available: &[String]) -> Result<BTreeSet<String>, ToolsetError> {
         let mut out = BTreeSet::new();
         let mut seen = BTreeSet::new();
         self.expand_into(name, available, &mut out, &mut seen)?;
@@ -113,7 +121,7 @@ impl Toolsets {
         available: &[String],
         out: &mut BTreeSet<String>,
         seen: &mut BTreeSet<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ToolsetError> {
         if !seen.insert(name.to_string()) {
             return Ok(());
         }
@@ -126,10 +134,7 @@ impl Toolsets {
                 out.insert(name.to_string());
                 return Ok(());
             }
-            return Err(format!(
-                "unknown toolset `{name}`; known toolsets: all, {} (a single tool's name also works)",
-                self.sets.keys().cloned().collect::<Vec<_>>().join(", ")
-            ));
+            return Err(ToolsetError::Unknown { name: name.to_string(), known: self.sets.keys().cloned().collect() });
         };
         out.extend(set.tools.iter().filter(|t| available.contains(t)).cloned());
         for inc in &set.includes {
@@ -141,8 +146,8 @@ impl Toolsets {
     /// The tools a selection allows, among `available`.
     ///
     /// # Errors
-    /// A selection names an unknown toolset.
-    pub fn resolve(&self, selection: &Selection, available: &[String]) -> Result<BTreeSet<String>, String> {
+    /// [`ToolsetError::Unknown`]: the selection names an unknown toolset.
+    pub fn resolve(&self, selection: &Selection, available: &[String]) -> Result<BTreeSet<String>, ToolsetError> {
         let mut chosen = match &selection.enabled {
             None => available.iter().cloned().collect(),
             Some(names) => {
@@ -194,7 +199,7 @@ mod tests {
         assert!(!got.contains("terminal") && !got.contains("memory") && got.contains("get_weather"));
         let sel = Selection::only(["files", "get_weather"]);
         assert_eq!(sets.resolve(&sel, &tools()).expect("tool name as set").len(), 5);
-        let err = sets.resolve(&Selection::only(["filez"]), &tools()).expect_err("unknown");
+        let err = sets.resolve(&Selection::only(["filez"]), &tools()).expect_err("unknown").to_string();
         assert!(err.starts_with("unknown toolset `filez`; known toolsets: all, clarify, coding"), "{err}");
     }
 }

@@ -83,8 +83,7 @@ pub async fn run(ctx: &Ctx, cmd: McpCmd) -> anyhow::Result<ExitCode> {
                     servers.remove(&name);
                 }
                 Ok(())
-            })
-            .map_err(anyhow::Error::msg)?;
+            })?;
             println!("removed MCP server {name}");
             Ok(ExitCode::SUCCESS)
         }
@@ -262,11 +261,12 @@ fn add(
             t.set_implicit(true);
             toml_edit::Item::Table(t)
         });
-        let servers = servers.as_table_like_mut().ok_or("mcp_servers is not a table")?;
+        let servers = servers
+            .as_table_like_mut()
+            .ok_or_else(|| talaria_core::config::ConfigError::Refused("mcp_servers is not a table".into()))?;
         servers.insert(name, toml_edit::Item::Table(table));
         Ok(())
-    })
-    .map_err(anyhow::Error::msg)?;
+    })?;
     println!(
         "added MCP server {name}: its tools are mcp_{name}_TOOL (toolset {}); `talaria mcp test {name}` starts it and lists them",
         toolset(name)

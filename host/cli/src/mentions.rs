@@ -93,7 +93,7 @@ fn read(workspace: &Path, path: &str) -> Result<String, String> {
 /// `path` as an image, its type read from its first bytes.
 fn image(workspace: &Path, path: &str) -> Result<Image, String> {
     let bytes = bytes_inside(workspace, path, MAX_IMAGE_BYTES, "make it smaller")?;
-    talaria_agent::images::from_bytes(&bytes)
+    talaria_agent::images::from_bytes(&bytes).map_err(|e| e.to_string())
 }
 
 /// The bytes of a regular file inside `workspace`, at most `cap` of them (`smaller`: what to do

@@ -113,7 +113,7 @@ pub async fn run(ctx: &Ctx, args: SetupArgs) -> anyhow::Result<ExitCode> {
         ui::note("nothing written");
         return Ok(ExitCode::FAILURE);
     }
-    write_model(&ctx.home, &choice).map_err(anyhow::Error::msg)?;
+    write_model(&ctx.home, &choice)?;
     println!("wrote [model] to {}:", ctx.home.join("config.toml").display());
     println!("  provider = \"{}\"", choice.provider.name);
     println!("  name = \"{}\"", choice.model);
@@ -334,7 +334,7 @@ fn confirm(question: &str, default_yes: bool) -> anyhow::Result<bool> {
 }
 
 /// Set the `[model]` keys, keeping the decoration (comments) of keys that stay.
-fn write_model(home: &Path, c: &Choice) -> Result<(), String> {
+fn write_model(home: &Path, c: &Choice) -> Result<(), config::ConfigError> {
     config::edit(home, |doc| {
         if doc.as_table().is_empty() {
             // A file of comments only: keep them above the new section rather than below it.
@@ -346,7 +346,9 @@ fn write_model(home: &Path, c: &Choice) -> Result<(), String> {
         }
         let item = doc.entry("model").or_insert(toml_edit::table());
         let Some(table) = item.as_table_like_mut() else {
-            return Err("[model] in config.toml is not a table: fix or remove it, then run setup again".to_string());
+            return Err(config::ConfigError::Refused(
+                "[model] in config.toml is not a table: fix or remove it, then run setup again".to_string(),
+            ));
         };
         let old_provider = table.get("provider").and_then(|v| v.as_str()).map(str::to_string);
         set(table, "provider", Some(c.provider.name));

@@ -182,7 +182,7 @@ pub async fn install(ctx: &Ctx, spec: &str, flags: &InstallFlags) -> anyhow::Res
     let (skill, _) = read_skill(&root, SkillSource::Installed).context("refusing the bundle")?;
     let name = skill.name.clone();
 
-    let mut lock = Lock::load(&ctx.home).map_err(anyhow::Error::msg)?;
+    let mut lock = Lock::load(&ctx.home)?;
     let signed_by = signer.as_ref().map(ToString::to_string);
     if let Some(prev) = lock.skills.get(&name) {
         if prev.digest == digest {
@@ -255,10 +255,10 @@ pub async fn install(ctx: &Ctx, spec: &str, flags: &InstallFlags) -> anyhow::Res
         digest: digest.clone(),
         signer: signed_by.clone(),
         installed: jiff::Timestamp::now().to_string(),
-        files: installed::hash_files(&dir).map_err(anyhow::Error::msg)?,
+        files: installed::hash_files(&dir)?,
     };
     lock.skills.insert(name.clone(), entry);
-    lock.save(&ctx.home).map_err(anyhow::Error::msg)?;
+    lock.save(&ctx.home)?;
     println!(
         "installed skill {name}{version} ({}) into {}",
         signed_by.map_or("unsigned".into(), |s| format!("signed by {s}")),
@@ -280,9 +280,9 @@ pub async fn install(ctx: &Ctx, spec: &str, flags: &InstallFlags) -> anyhow::Res
 /// # Errors
 /// Its files or the lockfile cannot be changed.
 pub fn uninstall(home: &Path, name: &str) -> anyhow::Result<Option<Entry>> {
-    let mut lock = Lock::load(home).map_err(anyhow::Error::msg)?;
+    let mut lock = Lock::load(home)?;
     let Some(entry) = lock.skills.remove(name) else { return Ok(None) };
-    lock.save(home).map_err(anyhow::Error::msg)?;
+    lock.save(home)?;
     let dir = installed::skill_dir(home, name);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| dir.display().to_string())?;

@@ -177,7 +177,7 @@ fn edit(ctx: &Ctx, skill: &Skill) -> anyhow::Result<ExitCode> {
     }
     let read = skills::read_one(dir, Source::User);
     if skill.source == Source::Agent && read.is_ok() {
-        skills::manage::mark_reviewed(&ctx.home, &skill.name, Some(dir)).map_err(anyhow::Error::msg)?;
+        skills::manage::mark_reviewed(&ctx.home, &skill.name, Some(dir))?;
     }
     match read {
         Ok(s) if s.name == skill.name => println!("{} saved; it reads well", file.display()),
@@ -188,7 +188,7 @@ fn edit(ctx: &Ctx, skill: &Skill) -> anyhow::Result<ExitCode> {
             skill.name
         )),
         Err(e) => {
-            ui::warn(&e);
+            ui::warn(&e.to_string());
             bail!(
                 "{} was saved, but the skill is left out of sessions until it is fixed (`talaria skills edit {}`)",
                 file.display(),
@@ -206,8 +206,8 @@ fn remove(ctx: &Ctx, found: &[Skill], name: &str) -> anyhow::Result<ExitCode> {
         Some(s) if matches!(s.source, Source::User | Source::Agent) => {
             let dir = s.dir.clone().unwrap_or_default();
             std::fs::remove_dir_all(&dir).with_context(|| dir.display().to_string())?;
-            skills::manage::mark(&ctx.home, name, false).map_err(anyhow::Error::msg)?;
-            skills::manage::mark_reviewed(&ctx.home, name, None).map_err(anyhow::Error::msg)?;
+            skills::manage::mark(&ctx.home, name, false)?;
+            skills::manage::mark_reviewed(&ctx.home, name, None)?;
             println!("removed your skill {name} ({})", dir.display());
         }
         Some(s) if s.source != Source::Installed => return Err(not_yours(s, "removed")),
@@ -260,13 +260,13 @@ fn review(ctx: &Ctx, pending: &[Skill], only: Option<&str>, yes: bool) -> anyhow
         };
         match answer.as_str() {
             "y" | "yes" => {
-                skills::manage::mark_reviewed(&ctx.home, &s.name, Some(&dir)).map_err(anyhow::Error::msg)?;
+                skills::manage::mark_reviewed(&ctx.home, &s.name, Some(&dir))?;
                 println!("sessions use `{}` from now on", s.name);
             }
             "d" | "delete" => {
                 std::fs::remove_dir_all(&dir).with_context(|| dir.display().to_string())?;
-                skills::manage::mark(&ctx.home, &s.name, false).map_err(anyhow::Error::msg)?;
-                skills::manage::mark_reviewed(&ctx.home, &s.name, None).map_err(anyhow::Error::msg)?;
+                skills::manage::mark(&ctx.home, &s.name, false)?;
+                skills::manage::mark_reviewed(&ctx.home, &s.name, None)?;
                 println!("deleted `{}`", s.name);
             }
             _ => println!("left for later: `{}` stays out of sessions", s.name),
@@ -316,7 +316,7 @@ pub fn show_new_at_start(ctx: &Ctx) {
             ));
             print_whole(s);
             if let Err(e) = skills::manage::mark_reviewed(&ctx.home, &s.name, Some(dir)) {
-                ui::warn(&e);
+                ui::warn(&e.to_string());
             }
         } else {
             ui::note(&format!(

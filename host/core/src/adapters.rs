@@ -246,18 +246,38 @@ impl ContextEngine for PluginContext {
     }
 }
 
-/// The plugin named `name` if it is active and of `kind`; `Err` says why not.
-pub fn single(runtime: &Runtime, kind: &str, name: &str) -> Result<Arc<Plugin>, String> {
+/// Why [`single`] has no plugin of the kind and name chosen in config. `available` are the
+/// active plugins of that kind (the message lists them, when there are any).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChoiceError {
+    /// An active plugin of that name is of other kinds (`kinds`).
+    #[error("plugin '{name}' is not a {kind} plugin (it is: {}){}", kinds.join(", "), listed(kind, available))]
+    WrongKind { name: String, kind: String, kinds: Vec<String>, available: Vec<String> },
+    /// No active plugin has that name.
+    #[error("no active plugin named '{name}'{}", listed(kind, available))]
+    NotActive { name: String, kind: String, available: Vec<String> },
+}
+
+/// "; KIND plugins available: A, B", or nothing when there are none.
+fn listed(kind: &str, available: &[String]) -> String {
+    if available.is_empty() { String::new() } else { format!("; {kind} plugins available: {}", available.join(", ")) }
+}
+
+/// The plugin named `name` if it is active and of `kind`.
+///
+/// # Errors
+/// [`ChoiceError`]: there is no such active plugin, or it is of another kind.
+pub fn single(runtime: &Runtime, kind: &str, name: &str) -> Result<Arc<Plugin>, ChoiceError> {
     let found = runtime.plugins_of_kind(kind);
     if let Some(p) = found.iter().find(|p| p.name() == name) {
         return Ok(p.clone());
     }
-    let others: Vec<&str> = found.iter().map(|p| p.name()).collect();
-    let why = match runtime.plugin(name) {
-        Some(p) => format!("plugin '{name}' is not a {kind} plugin (it is: {})", p.manifest.kinds.join(", ")),
-        None => format!("no active plugin named '{name}'"),
-    };
-    Err(if others.is_empty() { why } else { format!("{why}; {kind} plugins available: {}", others.join(", ")) })
+    let available = found.iter().map(|p| p.name().to_string()).collect();
+    let (name, kind) = (name.to_string(), kind.to_string());
+    Err(match runtime.plugin(&name) {
+        Some(p) => ChoiceError::WrongKind { name, kind, kinds: p.manifest.kinds.clone(), available },
+        None => ChoiceError::NotActive { name, kind, available },
+    })
 }
 
 /// The active memory provider and context engine, each optional.

@@ -69,6 +69,37 @@ use talaria_runtime::{CommandPolicy, HostLimits, PluginSettings};
 
 use crate::Error;
 
+/// Why `config.toml` could not be read or changed. Each message names the file and the problem.
+/// Where it quotes an I/O or TOML error, that error is a field of the variant and not its
+/// `source()`: the message already says it, and a front door printing the chain would say it
+/// twice.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file is there but cannot be read.
+    #[error("cannot read {}: {error}", path.display())]
+    Read { path: PathBuf, error: std::io::Error },
+    /// The file is not a valid configuration ([`ConfigToml::load`]): not TOML, an unknown key,
+    /// a value of the wrong type.
+    #[error("{} is not valid: {error}", path.display())]
+    Invalid { path: PathBuf, error: toml::de::Error },
+    /// The file to change ([`edit`]) is not TOML.
+    #[error("{} is not valid TOML: {error}", path.display())]
+    Parse { path: PathBuf, error: toml_edit::TomlError },
+    /// The change given to [`edit`] found the file in a shape it cannot change (a key that is
+    /// not a table or a list); the message is the change's own.
+    #[error("{0}")]
+    Refused(String),
+    /// The home directory cannot be created.
+    #[error("cannot create {}: {error}", dir.display())]
+    CreateDir { dir: PathBuf, error: std::io::Error },
+    /// The new text cannot be written beside the file.
+    #[error("cannot write {}: {error}", path.display())]
+    Write { path: PathBuf, error: std::io::Error },
+    /// The new text cannot be put in the file's place.
+    #[error("cannot replace {}: {error}", path.display())]
+    Replace { path: PathBuf, error: std::io::Error },
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigToml {
@@ -791,11 +822,9 @@ impl ConfigToml {
     pub fn load(home: &Path) -> Result<Self, Error> {
         let path = home.join("config.toml");
         match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                toml::from_str(&text).map_err(|e| Error::Config(format!("{} is not valid: {e}", path.display())))
-            }
+            Ok(text) => toml::from_str(&text).map_err(|error| ConfigError::Invalid { path, error }.into()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(Error::Config(format!("cannot read {}: {e}", path.display()))),
+            Err(error) => Err(ConfigError::Read { path, error }.into()),
         }
     }
 
@@ -886,16 +915,17 @@ impl ConfigToml {
 /// Add `key` to `[approvals] allow` in `home/config.toml`, keeping the file's comments and layout.
 ///
 /// # Errors
-/// The file cannot be read, parsed or written.
-pub fn allow_always(home: &Path, key: &str) -> Result<(), String> {
+/// The file cannot be read, parsed or written, or `[approvals]` or its `allow` is not what it
+/// should be ([`ConfigError::Refused`]).
+pub fn allow_always(home: &Path, key: &str) -> Result<(), ConfigError> {
     edit(home, |doc| {
         let approvals = doc.entry("approvals").or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()));
         let Some(table) = approvals.as_table_like_mut() else {
-            return Err("[approvals] is not a table".to_string());
+            return Err(ConfigError::Refused("[approvals] is not a table".to_string()));
         };
         let allow = table.entry("allow").or_insert(toml_edit::value(toml_edit::Array::new()));
         let Some(list) = allow.as_array_mut() else {
-            return Err("approvals.allow is not a list".to_string());
+            return Err(ConfigError::Refused("approvals.allow is not a list".to_string()));
         };
         if !list.iter().any(|v| v.as_str() == Some(key)) {
             list.push(key);
@@ -907,21 +937,29 @@ pub fn allow_always(home: &Path, key: &str) -> Result<(), String> {
 /// Change `home/config.toml` with `f`, preserving comments; written atomically.
 ///
 /// # Errors
-/// The file cannot be read, parsed or written, or `f` refuses.
-pub fn edit(home: &Path, f: impl FnOnce(&mut toml_edit::DocumentMut) -> Result<(), String>) -> Result<(), String> {
+/// The file cannot be read, parsed or written, or `f` refuses (what it returned, usually
+/// [`ConfigError::Refused`]).
+pub fn edit(
+    home: &Path,
+    f: impl FnOnce(&mut toml_edit::DocumentMut) -> Result<(), ConfigError>,
+) -> Result<(), ConfigError> {
     let path = home.join("config.toml");
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(error) => return Err(ConfigError::Read { path, error }),
     };
-    let mut doc: toml_edit::DocumentMut =
-        text.parse().map_err(|e| format!("{} is not valid TOML: {e}", path.display()))?;
+    let mut doc: toml_edit::DocumentMut = match text.parse() {
+        Ok(doc) => doc,
+        Err(error) => return Err(ConfigError::Parse { path, error }),
+    };
     f(&mut doc)?;
-    std::fs::create_dir_all(home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
+    std::fs::create_dir_all(home).map_err(|error| ConfigError::CreateDir { dir: home.to_path_buf(), error })?;
     let tmp = path.with_extension("toml.tmp");
-    std::fs::write(&tmp, doc.to_string()).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).map_err(|e| format!("cannot replace {}: {e}", path.display()))
+    if let Err(error) = std::fs::write(&tmp, doc.to_string()) {
+        return Err(ConfigError::Write { path: tmp, error });
+    }
+    std::fs::rename(&tmp, &path).map_err(|error| ConfigError::Replace { path, error })
 }
 
 #[cfg(test)]

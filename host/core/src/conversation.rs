@@ -169,7 +169,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
     let gate = Arc::new(
         Gate::new(start.interactive)
             .with_allowed(start.allow.clone())
-            .with_saver(Box::new(move |key| config::allow_always(&home, key)))
+            .with_saver(Box::new(move |key| config::allow_always(&home, key).map_err(|e| e.to_string())))
             .with_emitter(emitter.clone()),
     );
     gate.set_yolo(start.yolo);
@@ -459,7 +459,7 @@ impl Actor {
                         after: done.after,
                         session_id: done.session_id,
                     }),
-                    Err(e) => self.outbox.error(e),
+                    Err(e) => self.outbox.error(e.to_string()),
                 }
             }
             Op::SetModel { model } => self.set_model(&model),
@@ -481,7 +481,7 @@ impl Actor {
                 self.outbox.pump();
                 match report {
                     Ok((engine, status, lines)) => self.outbox.send(Event::ContextReport { engine, status, lines }),
-                    Err(e) => self.outbox.error(e),
+                    Err(e) => self.outbox.error(e.to_string()),
                 }
             }
             Op::Shutdown { reason } => {

@@ -88,8 +88,8 @@ pub enum Error {
     #[error("{0}")]
     Home(String),
     /// config.toml cannot be read or is not valid.
-    #[error("{0}")]
-    Config(String),
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
     /// No model, or one that cannot be used.
     #[error("{0}")]
     Model(String),

@@ -178,7 +178,7 @@ impl Agent {
     pub(super) async fn manage_skill(&self, ctx: &ToolContext) -> Result<String, ToolError> {
         let cfg = &self.shared.config;
         let plan = crate::skills::manage::plan(&cfg.home, &cfg.workspace, &cfg.project_skills, &ctx.arguments)
-            .map_err(ToolError::InvalidArgs)?;
+            .map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
         if let Some(what) = &plan.ask {
             let gate = &self.shared.gate;
             if !gate.interactive() {
@@ -201,10 +201,10 @@ impl Agent {
         }
         let notice = plan.notice();
         let home = cfg.home.clone();
-        let done = tokio::task::spawn_blocking(move || plan.apply(&home))
-            .await
-            .unwrap_or_else(|e| Err(format!("skill_manage stopped: {e}")))
-            .map_err(ToolError::Failed)?;
+        let done = match tokio::task::spawn_blocking(move || plan.apply(&home)).await {
+            Ok(done) => done.map_err(|e| ToolError::Failed(e.to_string()))?,
+            Err(e) => return Err(ToolError::Failed(format!("skill_manage stopped: {e}"))),
+        };
         self.emitter.emit(Event::Notice { level: NoticeLevel::Info, text: notice });
         Ok(done.to_string())
     }

@@ -55,6 +55,39 @@ pub struct Compression {
     pub session_id: String,
 }
 
+/// Why [`Agent::compress`] left the history as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum CompressError {
+    /// No context engine is configured (`[context] engine`).
+    #[error("no context engine is active (set `engine = \"compressor\"` under [context] in config.toml)")]
+    NoEngine,
+    /// The conversation has no messages yet.
+    #[error("there is nothing to compress yet")]
+    Empty,
+    /// The engine failed; `message` is its own.
+    #[error("{message}")]
+    Engine { engine: String, message: String },
+    /// The engine answered with a history the wire would refuse.
+    #[error(
+        "context engine '{engine}' returned an invalid history (roles out of order or a tool call without its result); the conversation was left as it was"
+    )]
+    InvalidHistory { engine: String },
+    /// The child session could not be stored.
+    #[error(transparent)]
+    Store(#[from] Error),
+}
+
+/// Why [`Agent::context_report`] has no report.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ContextReportError {
+    /// No context engine is configured (`[context] engine`).
+    #[error("no context engine is active")]
+    NoEngine,
+    /// The engine failed; `message` is its own.
+    #[error("{message}")]
+    Engine { engine: String, message: String },
+}
+
 /// Who a plugin is told it is serving: `session_id` on `platform`, with the chain's main model.
 pub(super) fn plugin_session(shared: &Shared, chain: &Chain, session_id: &str, platform: Platform) -> PluginSession {
     PluginSession {
@@ -482,13 +515,11 @@ impl Agent {
     ///
     /// # Errors
     /// No engine, nothing to compress, the engine failed or returned an invalid history, or the
-    /// store could not be written; the history is then left as it was.
-    pub async fn compress(&mut self, focus: Option<&str>, force: bool) -> Result<Compression, String> {
-        let engine = self.shared.context_engine.clone().ok_or_else(|| {
-            "no context engine is active (set `engine = \"compressor\"` under [context] in config.toml)".to_string()
-        })?;
+    /// store could not be written ([`CompressError`]); the history is then left as it was.
+    pub async fn compress(&mut self, focus: Option<&str>, force: bool) -> Result<Compression, CompressError> {
+        let engine = self.shared.context_engine.clone().ok_or(CompressError::NoEngine)?;
         if self.history.is_empty() {
-            return Err("there is nothing to compress yet".into());
+            return Err(CompressError::Empty);
         }
         let session = self.plugin_session();
         let memory_context = match self.memory_provider() {
@@ -515,18 +546,18 @@ impl Agent {
             memory_context,
             carry: self.todos.render_unfinished().unwrap_or_default(),
         };
-        let mut out = engine.compress(request, &session).await?;
+        let mut out = engine
+            .compress(request, &session)
+            .await
+            .map_err(|message| CompressError::Engine { engine: engine.name().to_string(), message })?;
         history::keep_host_fields(&self.history, &mut out.messages);
         if out.messages.is_empty() || !history::is_valid(&out.messages) {
-            return Err(format!(
-                "context engine '{}' returned an invalid history (roles out of order or a tool call without its result); the conversation was left as it was",
-                engine.name()
-            ));
+            return Err(CompressError::InvalidHistory { engine: engine.name().to_string() });
         }
         let old = self.session_id.clone();
         let child = Store::new_session_id();
         if self.stored {
-            self.continue_in(&old, &child, &out.messages).await.map_err(|e| e.to_string())?;
+            self.continue_in(&old, &child, &out.messages).await?;
         }
         // The agent moves to the child before anything can be interrupted; then the old
         // session's plugins hear that it ended.
@@ -616,11 +647,14 @@ impl Agent {
     /// engine's lines about the part it measures (the first line says how big the fixed part is).
     ///
     /// # Errors
-    /// No engine, or it failed.
-    pub async fn context_report(&self) -> Result<(String, ContextStatus, Vec<(String, String)>), String> {
-        let engine = self.shared.context_engine.clone().ok_or("no context engine is active")?;
+    /// No engine, or it failed ([`ContextReportError`]).
+    pub async fn context_report(&self) -> Result<(String, ContextStatus, Vec<(String, String)>), ContextReportError> {
+        let engine = self.shared.context_engine.clone().ok_or(ContextReportError::NoEngine)?;
         let mut lines = vec![("fixed prompt".to_string(), self.context_budget().describe())];
-        lines.extend(engine.report(self.engine_status(), &self.plugin_session()).await?);
+        let report = engine.report(self.engine_status(), &self.plugin_session()).await;
+        lines.extend(
+            report.map_err(|message| ContextReportError::Engine { engine: engine.name().to_string(), message })?,
+        );
         Ok((engine.name().to_string(), self.context_status(), lines))
     }
 

@@ -42,7 +42,7 @@ use crate::{Emitter, Error};
 pub use registry::{Registry, Scope, ToolHandler, ToolOverlay, ToolSource, ToolSources};
 
 use extend::TurnContext;
-pub use extend::{Compression, ContextBudget, estimate_tokens};
+pub use extend::{CompressError, Compression, ContextBudget, ContextReportError, estimate_tokens};
 use truncation::truncation_notice;
 
 /// How the loop behaves; the CLI fills it from flags and config.

@@ -103,7 +103,7 @@ pub fn view(skills: &[Skill], args: &Value) -> Result<String, ToolError> {
         )));
     };
     if let Some(file) = args.get("file").and_then(Value::as_str).filter(|f| !f.trim().is_empty()) {
-        return crate::skills::read_file(skill, file.trim()).map_err(ToolError::Failed);
+        return crate::skills::read_file(skill, file.trim()).map_err(|e| ToolError::Failed(e.to_string()));
     }
     let files = skill.files();
     let mut text =

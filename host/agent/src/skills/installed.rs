@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{Skill, Source};
+use super::{Skill, SkillError, Source};
 
 /// The lockfile, in the home.
 pub const LOCK_FILE: &str = "skills.lock";
@@ -55,31 +55,31 @@ impl Lock {
     /// The home's lockfile (empty when there is none).
     ///
     /// # Errors
-    /// Unreadable or malformed.
-    pub fn load(home: &Path) -> Result<Self, String> {
+    /// Unreadable ([`SkillError::Io`]) or malformed ([`SkillError::Lock`]).
+    pub fn load(home: &Path) -> Result<Self, SkillError> {
         let path = home.join(LOCK_FILE);
         match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
+            Ok(text) => toml::from_str(&text).map_err(|error| SkillError::Lock { path, error }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(format!("{}: {e}", path.display())),
+            Err(error) => Err(SkillError::Io { path, error }),
         }
     }
 
     /// Write it (atomically: a crash leaves the old or the new one).
     ///
     /// # Errors
-    /// It cannot be written.
-    pub fn save(&self, home: &Path) -> Result<(), String> {
+    /// It cannot be written ([`SkillError::Io`], [`SkillError::Encode`]).
+    pub fn save(&self, home: &Path) -> Result<(), SkillError> {
         let path = home.join(LOCK_FILE);
-        let text = toml::to_string_pretty(self).map_err(|e| e.to_string())?;
+        let text = toml::to_string_pretty(self).map_err(SkillError::Encode)?;
         let text = format!("# Skills installed with `talaria skills install`; written by talaria.\n{text}");
         write_atomic(&path, text.as_bytes())
     }
 }
 
 /// [`crate::atomic::write`], its error naming the file.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    crate::atomic::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SkillError> {
+    crate::atomic::write(path, bytes).map_err(|e| SkillError::io(path, e))
 }
 
 /// Where the installed skill `name` lives.
@@ -91,44 +91,42 @@ pub fn skill_dir(home: &Path, name: &str) -> PathBuf {
 /// `templates/` and `scripts/`) → sha256 hex.
 ///
 /// # Errors
-/// A link, a file outside those places, or an unreadable file: a skill holds nothing else.
-pub fn hash_files(dir: &Path) -> Result<BTreeMap<String, String>, String> {
+/// A link, a file outside those places, or an unreadable file: a skill holds nothing else
+/// ([`SkillError::FileIsLink`], [`SkillError::Foreign`], [`SkillError::TooDeep`],
+/// [`SkillError::NotRegular`], [`SkillError::Io`]).
+pub fn hash_files(dir: &Path) -> Result<BTreeMap<String, String>, SkillError> {
     let mut out = BTreeMap::new();
     hash_into(dir, dir, &mut out, 0)?;
     Ok(out)
 }
 
-fn hash_into(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>, depth: usize) -> Result<(), String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+fn hash_into(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>, depth: usize) -> Result<(), SkillError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| SkillError::io(dir, e))?;
     for entry in entries {
-        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let entry = entry.map_err(|e| SkillError::io(dir, e))?;
         let path = entry.path();
         let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
-        let kind = entry.file_type().map_err(|e| format!("{}: {e}", path.display()))?;
+        let kind = entry.file_type().map_err(|e| SkillError::io(&path, e))?;
         let top = depth == 0;
         if kind.is_symlink() {
-            return Err(format!("{rel} is a link; a skill holds only files"));
+            return Err(SkillError::FileIsLink { file: rel });
         }
         if kind.is_dir() {
             if top && !super::FILE_DIRS.contains(&rel.as_str()) {
-                return Err(format!(
-                    "{rel}/ is not a skill's: a skill holds SKILL.md, a README or LICENSE, and references/, templates/ and scripts/"
-                ));
+                return Err(SkillError::Foreign { file: rel, dir: true });
             }
             if depth >= 4 {
-                return Err(format!("{rel}/ is nested too deep"));
+                return Err(SkillError::TooDeep { dir: rel });
             }
             hash_into(root, &path, out, depth + 1)?;
         } else if kind.is_file() {
             if top && !TOP_FILES.contains(&rel.as_str()) {
-                return Err(format!(
-                    "{rel} is not a skill's: a skill holds SKILL.md, a README or LICENSE, and references/, templates/ and scripts/"
-                ));
+                return Err(SkillError::Foreign { file: rel, dir: false });
             }
-            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let bytes = std::fs::read(&path).map_err(|e| SkillError::io(&path, e))?;
             out.insert(rel, hex(&Sha256::digest(&bytes)));
         } else {
-            return Err(format!("{rel} is not a regular file"));
+            return Err(SkillError::NotRegular { file: rel });
         }
     }
     Ok(())
@@ -182,18 +180,19 @@ fn tree_into(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>, depth:
 /// Whether the installed skill's files are exactly the ones recorded.
 ///
 /// # Errors
-/// What differs: a changed, added or missing file.
-pub fn verify(dir: &Path, entry: &Entry) -> Result<(), String> {
+/// What differs: a changed, added or missing file ([`SkillError::Changed`],
+/// [`SkillError::Added`], [`SkillError::Missing`]), or what [`hash_files`] refuses.
+pub fn verify(dir: &Path, entry: &Entry) -> Result<(), SkillError> {
     let now = hash_files(dir)?;
     for (path, sha) in &entry.files {
         match now.get(path) {
-            None => return Err(format!("{path} is missing")),
-            Some(h) if h != sha => return Err(format!("{path} was changed")),
+            None => return Err(SkillError::Missing { file: path.clone() }),
+            Some(h) if h != sha => return Err(SkillError::Changed { file: path.clone() }),
             Some(_) => {}
         }
     }
     if let Some(extra) = now.keys().find(|p| !entry.files.contains_key(*p)) {
-        return Err(format!("{extra} was added"));
+        return Err(SkillError::Added { file: extra.clone() });
     }
     Ok(())
 }

@@ -27,12 +27,70 @@ use std::path::{Component, Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::installed::write_atomic;
-use super::{FILE_DIRS, MAX_FILE_BYTES, MAX_SKILL_BYTES, ProjectTrust, Source};
+use super::{FILE_DIRS, MAX_FILE_BYTES, MAX_SKILL_BYTES, ParseError, ProjectTrust, SkillError, Source};
 
 /// The list of the skills the agent made, under `$TALARIA_HOME/skills/`.
 pub const AGENT_MADE: &str = ".agent-made";
 /// The agent's skills the user has seen, each with the digest of its files then.
 pub const AGENT_REVIEWED: &str = ".agent-reviewed";
+
+/// Why a `skill_manage` call was refused ([`plan`]) or could not be done ([`Plan::apply`]).
+/// Each message is what the model reads.
+#[derive(Debug, thiserror::Error)]
+pub enum ManageError {
+    #[error("unknown action `{action}`: use create, edit, delete, write_file or remove_file")]
+    UnknownAction { action: String },
+    /// `action` or `name` is missing.
+    #[error("`{argument}` is required")]
+    Required { argument: &'static str },
+    #[error("`content` is required for {action}")]
+    ContentRequired { action: String },
+    #[error("`file` is required: a path under references/, templates/ or scripts/")]
+    FileRequired,
+    #[error("the name `{name}` must be 1-64 characters of a-z, 0-9 and `-`")]
+    BadName { name: String },
+    #[error("the category `{category}` must be 1-64 characters of a-z, 0-9 and `-`")]
+    BadCategory { category: String },
+    /// `create` of a name some skill has (`found`: where that one is).
+    #[error("a skill named `{name}` exists already ({}); edit it with action `edit`, or choose another name", found.name())]
+    Exists { name: String, found: Source },
+    /// `create` where a directory of that name is (not a skill discovery reads).
+    #[error("{} exists already; choose another name", dir.display())]
+    DirExists { dir: PathBuf },
+    /// No skill of that name; `known` are the skills there are.
+    #[error("no skill named `{name}` here; the skills are: {}", known.join(", "))]
+    NotFound { name: String, known: Vec<String> },
+    /// A bundled, installed or project skill (`found`), which only its source changes.
+    #[error(
+        "`{name}` is a {} skill, which skill_manage does not change (only the skills in ~/.talaria/skills); \
+         to adapt it, create your own with another name",
+        found.name()
+    )]
+    NotTheHomes { name: String, found: Source },
+    /// `content` is over the limit for what it is (a SKILL.md or a file of the skill).
+    #[error("`content` is over {limit_kib} KiB")]
+    TooLarge { limit_kib: u64 },
+    #[error("the file was not written: it looks like a prompt injection ({reason})")]
+    Injection { reason: &'static str },
+    /// The SKILL.md text is not one discovery would read.
+    #[error("the skill was not saved: {0}")]
+    NotSaved(ParseError),
+    /// The SKILL.md's front matter names another skill (`named`) than the call (`name`).
+    #[error("its front matter names it `{named}`, not `{name}`: make them the same")]
+    NameMismatch { named: String, name: String },
+    #[error("`{file}`: the path is not UTF-8")]
+    PathNotUtf8 { file: String },
+    /// An absolute path, or one with `..` or `.`.
+    #[error("`{file}`: give a relative path without `..`")]
+    PathNotRelative { file: String },
+    #[error("`{file}` must be a file under references/, templates/ or scripts/")]
+    NotUnderFileDirs { file: String },
+    #[error("`{file}` goes through a link; refusing it")]
+    ThroughLink { file: String },
+    /// The skill has no such file, or its files or the agent's lists cannot be written.
+    #[error(transparent)]
+    Skill(#[from] SkillError),
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -44,16 +102,14 @@ pub enum Action {
 }
 
 impl Action {
-    fn parse(text: &str) -> Result<Self, String> {
+    fn parse(text: &str) -> Result<Self, ManageError> {
         Ok(match text {
             "create" => Action::Create,
             "edit" => Action::Edit,
             "delete" => Action::Delete,
             "write_file" => Action::WriteFile,
             "remove_file" => Action::RemoveFile,
-            other => {
-                return Err(format!("unknown action `{other}`: use create, edit, delete, write_file or remove_file"));
-            }
+            other => return Err(ManageError::UnknownAction { action: other.to_string() }),
         })
     }
 }
@@ -101,8 +157,8 @@ pub fn is_reviewed(home: &Path, name: &str, dir: &Path) -> bool {
 /// `dir` `None`, forget it).
 ///
 /// # Errors
-/// The record cannot be written.
-pub fn mark_reviewed(home: &Path, name: &str, dir: Option<&Path>) -> Result<(), String> {
+/// The record cannot be written ([`SkillError::Io`]).
+pub fn mark_reviewed(home: &Path, name: &str, dir: Option<&Path>) -> Result<(), SkillError> {
     let mut list = reviews(home);
     list.retain(|(n, _)| n != name);
     if let Some(digest) = dir.and_then(super::installed::tree_digest) {
@@ -120,8 +176,8 @@ pub fn mark_reviewed(home: &Path, name: &str, dir: Option<&Path>) -> Result<(), 
 /// Record that the agent made `name` (or, `made` false, forget it).
 ///
 /// # Errors
-/// The list cannot be written.
-pub fn mark(home: &Path, name: &str, made: bool) -> Result<(), String> {
+/// The list cannot be written ([`SkillError::Io`]).
+pub fn mark(home: &Path, name: &str, made: bool) -> Result<(), SkillError> {
     let mut names = agent_made(home);
     names.retain(|n| n != name);
     if made {
@@ -141,72 +197,64 @@ fn text_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
 ///
 /// # Errors
 /// Missing or bad arguments, a text discovery would refuse, a name that is taken, or a skill
-/// that is not the home's.
-pub fn plan(home: &Path, workspace: &Path, project: &ProjectTrust, args: &Value) -> Result<Plan, String> {
-    let action = Action::parse(text_arg(args, "action").ok_or("`action` is required")?)?;
-    let name = text_arg(args, "name").ok_or("`name` is required")?.trim().to_string();
+/// that is not the home's ([`ManageError`]).
+pub fn plan(home: &Path, workspace: &Path, project: &ProjectTrust, args: &Value) -> Result<Plan, ManageError> {
+    let action = Action::parse(text_arg(args, "action").ok_or(ManageError::Required { argument: "action" })?)?;
+    let name = text_arg(args, "name").ok_or(ManageError::Required { argument: "name" })?.trim().to_string();
     if !super::valid_name(&name) {
-        return Err(format!("the name `{name}` must be 1-64 characters of a-z, 0-9 and `-`"));
+        return Err(ManageError::BadName { name });
     }
     let content = args.get("content").and_then(Value::as_str).map(String::from);
     let file = text_arg(args, "file").map(|f| f.trim().to_string());
     let needs_content = matches!(action, Action::Create | Action::Edit | Action::WriteFile);
     if needs_content && content.is_none() {
-        return Err(format!("`content` is required for {}", text_arg(args, "action").unwrap_or_default()));
+        return Err(ManageError::ContentRequired { action: text_arg(args, "action").unwrap_or_default().to_string() });
     }
     let found = super::discover(home, workspace, project);
     let existing = found.skills.iter().chain(&found.pending).find(|s| s.name == name);
 
     if action == Action::Create {
         if let Some(s) = existing {
-            return Err(format!(
-                "a skill named `{name}` exists already ({}); edit it with action `edit`, or choose another name",
-                s.source.name()
-            ));
+            return Err(ManageError::Exists { name, found: s.source });
         }
         let category = text_arg(args, "category").map_or("general", str::trim).to_string();
         if !super::valid_name(&category) {
-            return Err(format!("the category `{category}` must be 1-64 characters of a-z, 0-9 and `-`"));
+            return Err(ManageError::BadCategory { category });
         }
         let dir = home.join("skills").join(&category).join(&name);
         if dir.exists() {
-            return Err(format!("{} exists already; choose another name", dir.display()));
+            return Err(ManageError::DirExists { dir });
         }
         check_skill_md(content.as_deref().unwrap_or_default(), &name, &category)?;
         return Ok(Plan { action, name, dir, content, file: None, ask: None });
     }
 
     let Some(skill) = existing else {
-        let names: Vec<&str> = found.skills.iter().map(|s| s.name.as_str()).collect();
-        return Err(format!("no skill named `{name}` here; the skills are: {}", names.join(", ")));
+        let known = found.skills.iter().map(|s| s.name.clone()).collect();
+        return Err(ManageError::NotFound { name, known });
     };
     let dir = match (&skill.source, &skill.dir) {
         (Source::User | Source::Agent, Some(dir)) => dir.clone(),
-        (source, _) => {
-            return Err(format!(
-                "`{name}` is a {} skill, which skill_manage does not change (only the skills in ~/.talaria/skills); \
-                 to adapt it, create your own with another name",
-                source.name()
-            ));
-        }
+        (source, _) => return Err(ManageError::NotTheHomes { name, found: *source }),
     };
     match action {
         Action::Edit => {
             check_skill_md(content.as_deref().unwrap_or_default(), &name, &skill.category)?;
         }
         Action::WriteFile | Action::RemoveFile => {
-            let file = file.as_deref().ok_or("`file` is required: a path under references/, templates/ or scripts/")?;
+            let file = file.as_deref().ok_or(ManageError::FileRequired)?;
             check_file_path(&dir, file)?;
             if action == Action::WriteFile {
                 let text = content.as_deref().unwrap_or_default();
                 if text.len() as u64 > MAX_FILE_BYTES {
-                    return Err(format!("`content` is over {} KiB", MAX_FILE_BYTES / 1024));
+                    return Err(ManageError::TooLarge { limit_kib: MAX_FILE_BYTES / 1024 });
                 }
                 if let Some(reason) = crate::injection::scan(text) {
-                    return Err(format!("the file was not written: it looks like a prompt injection ({reason})"));
+                    return Err(ManageError::Injection { reason });
                 }
             } else if !dir.join(file).is_file() {
-                return Err(format!("skill {name} has no file {file} (its files: {})", skill.files().join(", ")));
+                let files = skill.files();
+                return Err(SkillError::NoSuchFile { skill: name, file: file.to_string(), files }.into());
             }
         }
         Action::Delete | Action::Create => {}
@@ -228,37 +276,36 @@ fn describe(action: Action, name: &str, file: Option<&str>) -> String {
 }
 
 /// The text as discovery will read it, named `name`.
-fn check_skill_md(text: &str, name: &str, category: &str) -> Result<(), String> {
+fn check_skill_md(text: &str, name: &str, category: &str) -> Result<(), ManageError> {
     if text.len() as u64 > MAX_SKILL_BYTES {
-        return Err(format!("`content` is over {} KiB", MAX_SKILL_BYTES / 1024));
+        return Err(ManageError::TooLarge { limit_kib: MAX_SKILL_BYTES / 1024 });
     }
-    let skill =
-        super::parse(text, name, category, Source::User, None).map_err(|e| format!("the skill was not saved: {e}"))?;
+    let skill = super::parse(text, name, category, Source::User, None).map_err(ManageError::NotSaved)?;
     if skill.name != name {
-        return Err(format!("its front matter names it `{}`, not `{name}`: make them the same", skill.name));
+        return Err(ManageError::NameMismatch { named: skill.name, name: name.to_string() });
     }
     Ok(())
 }
 
 /// A path under the skill's three directories that reaches no link.
-fn check_file_path(dir: &Path, file: &str) -> Result<(), String> {
+fn check_file_path(dir: &Path, file: &str) -> Result<(), ManageError> {
     let rel = Path::new(file);
+    let named = || file.to_string();
     let parts: Vec<&str> = rel
         .components()
         .map(|c| match c {
-            Component::Normal(p) => p.to_str().ok_or("the path is not UTF-8"),
-            _ => Err("give a relative path without `..`"),
+            Component::Normal(p) => p.to_str().ok_or_else(|| ManageError::PathNotUtf8 { file: named() }),
+            _ => Err(ManageError::PathNotRelative { file: named() }),
         })
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("`{file}`: {e}"))?;
+        .collect::<Result<_, _>>()?;
     if parts.len() < 2 || !FILE_DIRS.contains(&parts[0]) {
-        return Err(format!("`{file}` must be a file under references/, templates/ or scripts/"));
+        return Err(ManageError::NotUnderFileDirs { file: named() });
     }
     let mut at = dir.to_path_buf();
     for part in &parts {
         at.push(part);
         if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(format!("`{file}` goes through a link; refusing it"));
+            return Err(ManageError::ThroughLink { file: named() });
         }
     }
     Ok(())
@@ -268,13 +315,13 @@ impl Plan {
     /// Make the change.
     ///
     /// # Errors
-    /// A file cannot be written or removed.
-    pub fn apply(self, home: &Path) -> Result<Value, String> {
+    /// A file cannot be written or removed ([`SkillError::Io`] in [`ManageError::Skill`]).
+    pub fn apply(self, home: &Path) -> Result<Value, ManageError> {
         let skill_md = self.dir.join("SKILL.md");
         let shown = self.dir.display().to_string();
         match self.action {
             Action::Delete => {
-                std::fs::remove_dir_all(&self.dir).map_err(|e| format!("{shown}: {e}"))?;
+                std::fs::remove_dir_all(&self.dir).map_err(|e| SkillError::io(&self.dir, e))?;
                 mark(home, &self.name, false)?;
                 mark_reviewed(home, &self.name, None)?;
                 return Ok(json!({"deleted": self.name}));
@@ -302,7 +349,7 @@ impl Plan {
             Action::RemoveFile => {
                 let file = self.file.unwrap_or_default();
                 let path = self.dir.join(&file);
-                std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                std::fs::remove_file(&path).map_err(|e| SkillError::io(&path, e))?;
                 Ok(json!({"removed": file, "skill": self.name, "note": PENDING}))
             }
             Action::Delete => Ok(json!({"deleted": self.name})),
@@ -336,9 +383,9 @@ mod tests {
     const SKILL: &str = "---\nname: tidy\ndescription: Tidy the repo\n---\n# Tidy\nRun `cargo fmt`.\n";
 
     fn run(home: &Path, args: Value) -> Result<(Value, Option<String>), String> {
-        let plan = plan(home, home, &ProjectTrust::No, &args)?;
+        let plan = plan(home, home, &ProjectTrust::No, &args).map_err(|e| e.to_string())?;
         let ask = plan.ask.clone();
-        Ok((plan.apply(home)?, ask))
+        Ok((plan.apply(home).map_err(|e| e.to_string())?, ask))
     }
 
     #[test]

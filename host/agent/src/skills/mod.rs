@@ -22,10 +22,13 @@
 //! `category` (the parent directory's name when absent), `requires_toolsets`,
 //! `requires_tools`.
 
+mod error;
 pub mod installed;
 pub mod manage;
 
 use std::path::{Path, PathBuf};
+
+pub use error::{ParseError, SkillError};
 
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -293,11 +296,10 @@ pub fn read_project(dir: &Path, warnings: &mut Vec<String>) -> Vec<Skill> {
 /// The skill in `dir` as discovery reads it.
 ///
 /// # Errors
-/// Why discovery would leave it out.
-pub fn read_one(dir: &Path, source: Source) -> Result<Skill, String> {
-    let (mut warnings, mut out) = (Vec::new(), Vec::new());
-    load(dir, "general", source, &mut warnings, &mut out);
-    out.pop().ok_or_else(|| warnings.join("; "))
+/// Why discovery would leave it out: its `SKILL.md` is a link, too large, unreadable or not a
+/// skill (the `SkillMd*` variants of [`SkillError`]).
+pub fn read_one(dir: &Path, source: Source) -> Result<Skill, SkillError> {
+    read_skill(dir, "general", source)
 }
 
 /// A directory that is not a link.
@@ -305,30 +307,31 @@ fn real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
+/// The skill in `dir` into `out`, or why it is left out into `warnings`.
 pub(crate) fn load(dir: &Path, category: &str, source: Source, warnings: &mut Vec<String>, out: &mut Vec<Skill>) {
+    match read_skill(dir, category, source) {
+        Ok(skill) => out.push(skill),
+        Err(e) => warnings.push(e.to_string()),
+    }
+}
+
+/// The skill in `dir`, its category `category` unless its front matter names one.
+fn read_skill(dir: &Path, category: &str, source: Source) -> Result<Skill, SkillError> {
     let file = dir.join("SKILL.md");
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let text = match std::fs::symlink_metadata(&file) {
-        Ok(m) if m.file_type().is_symlink() => {
-            warnings.push(format!("skill {name} left out: {} is a link", file.display()));
-            return;
-        }
-        Ok(m) if m.len() > MAX_SKILL_BYTES => {
-            warnings.push(format!("skill {name} left out: {} is over {} KiB", file.display(), MAX_SKILL_BYTES / 1024));
-            return;
-        }
+        Ok(m) if m.file_type().is_symlink() => return Err(SkillError::SkillMdIsLink { name, file }),
+        Ok(m) if m.len() > MAX_SKILL_BYTES => return Err(SkillError::SkillMdTooLarge { name, file }),
         _ => match std::fs::read_to_string(&file) {
             Ok(text) => text,
-            Err(e) => {
-                warnings.push(format!("skill {name} left out: {}: {e}", file.display()));
-                return;
-            }
+            Err(error) => return Err(SkillError::SkillMdUnreadable { name, file, error }),
         },
     };
-    match parse(&text, &name, category, source, Some(dir.to_path_buf())) {
-        Ok(skill) => out.push(skill),
-        Err(e) => warnings.push(format!("skill {name} left out ({}): {e}", file.display())),
-    }
+    parse(&text, &name, category, source, Some(dir.to_path_buf())).map_err(|error| SkillError::SkillMdInvalid {
+        name,
+        file,
+        error,
+    })
 }
 
 /// Whether `name` can be a skill's name.
@@ -344,25 +347,22 @@ pub fn valid_name(name: &str) -> bool {
 ///
 /// # Errors
 /// No front matter, front matter that is not YAML or lacks a description, a bad name, or text
-/// that looks like a prompt injection.
+/// that looks like a prompt injection ([`ParseError`]).
 pub fn parse(
     text: &str,
     dir_name: &str,
     category: &str,
     source: Source,
     dir: Option<PathBuf>,
-) -> Result<Skill, String> {
+) -> Result<Skill, ParseError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let rest = text
-        .strip_prefix("---\n")
-        .or_else(|| text.strip_prefix("---\r\n"))
-        .ok_or("it has no front matter: start SKILL.md with a `---` line, `name:` and `description:`, and `---`")?;
-    let end = rest.find("\n---").ok_or("its front matter never ends: close it with a `---` line")?;
+    let rest = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n")).ok_or(ParseError::NoFrontMatter)?;
+    let end = rest.find("\n---").ok_or(ParseError::UnendedFrontMatter)?;
     let (yaml, body) = (&rest[..end], rest[end + 4..].trim_start_matches(['-']).trim_start_matches(['\r', '\n']));
-    let docs = YamlLoader::load_from_str(yaml).map_err(|e| format!("its front matter is not valid YAML: {e}"))?;
+    let docs = YamlLoader::load_from_str(yaml).map_err(ParseError::Yaml)?;
     let meta = docs.into_iter().next().unwrap_or(Yaml::Null);
     if !matches!(meta, Yaml::Hash(_)) {
-        return Err("its front matter must be `key: value` lines".into());
+        return Err(ParseError::NotKeyValue);
     }
     let text_of = |key: &str| match &meta[key] {
         Yaml::String(s) => Some(s.trim().to_string()),
@@ -379,12 +379,11 @@ pub fn parse(
     };
     let name = text_of("name").unwrap_or_else(|| dir_name.to_string());
     if !valid_name(&name) {
-        return Err(format!("its name `{name}` must be 1-64 characters of a-z, 0-9 and `-`"));
+        return Err(ParseError::BadName { name });
     }
-    let description =
-        text_of("description").filter(|d| !d.is_empty()).ok_or("its front matter has no `description`")?;
+    let description = text_of("description").filter(|d| !d.is_empty()).ok_or(ParseError::NoDescription)?;
     if let Some(reason) = crate::injection::scan(&format!("{description}\n{body}")) {
-        return Err(format!("it looks like a prompt injection ({reason}); read it before trusting it"));
+        return Err(ParseError::Injection { reason });
     }
     Ok(Skill {
         name,
@@ -449,33 +448,28 @@ pub fn load_message(skill: &Skill, request: &str) -> String {
 /// The text of `file` of `skill` (a path under `references/`, `templates/` or `scripts/`).
 ///
 /// # Errors
-/// Not such a path, leading out of the skill, a link, too large, or unreadable.
-pub fn read_file(skill: &Skill, file: &str) -> Result<String, String> {
-    let dir = skill.dir.as_ref().ok_or_else(|| format!("skill {} has no files", skill.name))?;
-    let rel = Path::new(file);
+/// Not such a path, leading out of the skill, a link, too large, unreadable, not text, or text
+/// that looks like a prompt injection ([`SkillError`]).
+pub fn read_file(skill: &Skill, file: &str) -> Result<String, SkillError> {
+    let (name, file) = (skill.name.clone(), file.to_string());
+    let dir = skill.dir.as_ref().ok_or_else(|| SkillError::NoFiles { skill: name.clone() })?;
+    let rel = Path::new(&file);
     let plain = rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
     let first = rel.components().next().and_then(|c| c.as_os_str().to_str()).unwrap_or_default();
     if !plain || !FILE_DIRS.contains(&first) {
-        return Err(format!(
-            "`{file}` is not one of skill {}'s files: give a path under references/, templates/ or scripts/ (its files: {})",
-            skill.name,
-            skill.files().join(", ")
-        ));
+        return Err(SkillError::NotItsFile { skill: name, file, files: skill.files() });
     }
-    let root = talaria_beneath::Root::open(dir).map_err(|e| format!("cannot open skill {}: {e}", skill.name))?;
+    let root = talaria_beneath::Root::open(dir).map_err(|error| SkillError::Open { skill: name.clone(), error })?;
     match root.read(rel, MAX_FILE_BYTES) {
         Ok(Some(bytes)) => {
-            let text = String::from_utf8(bytes).map_err(|_| format!("{file} is not text"))?;
+            let Ok(text) = String::from_utf8(bytes) else { return Err(SkillError::NotText { file }) };
             match crate::injection::scan(&text) {
-                Some(reason) => Err(format!(
-                    "{file} of skill {} looks like a prompt injection ({reason}); it is not shown: tell the user",
-                    skill.name
-                )),
+                Some(reason) => Err(SkillError::InjectedFile { skill: name, file, reason }),
                 None => Ok(text),
             }
         }
-        Ok(None) => Err(format!("skill {} has no file {file} (its files: {})", skill.name, skill.files().join(", "))),
-        Err(e) => Err(format!("{file}: {e}")),
+        Ok(None) => Err(SkillError::NoSuchFile { skill: name, file, files: skill.files() }),
+        Err(error) => Err(SkillError::Read { file, error }),
     }
 }
 
@@ -484,7 +478,7 @@ mod tests {
     use super::*;
 
     fn parsed(text: &str) -> Result<Skill, String> {
-        parse(text, "dir-name", "general", Source::User, None)
+        parse(text, "dir-name", "general", Source::User, None).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -529,9 +523,9 @@ mod tests {
         let mut s = parsed("---\ndescription: d\n---\n").expect("parsed");
         s.dir = Some(dir.path().to_path_buf());
         assert_eq!(s.files(), ["references/a.md"]);
-        assert_eq!(read_file(&s, "references/a.md").as_deref(), Ok("A"));
+        assert_eq!(read_file(&s, "references/a.md").expect("readable"), "A");
         for bad in ["secret.txt", "references/../secret.txt", "/etc/passwd"] {
-            assert!(read_file(&s, bad).expect_err(bad).contains("is not one of skill"), "{bad}");
+            assert!(read_file(&s, bad).expect_err(bad).to_string().contains("is not one of skill"), "{bad}");
         }
     }
 }
