@@ -191,7 +191,7 @@ fn confine(ctx: &Place<'_>, unconfined: bool) -> anyhow::Result<Confine> {
 }
 
 fn pack(dir: &Path, output: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let (bytes, manifest) = bundle::pack(dir).map_err(anyhow::Error::msg)?;
+    let (bytes, manifest) = bundle::pack(dir)?;
     let output =
         output.unwrap_or_else(|| dir.join("dist").join(format!("{}-{}.tar.gz", manifest.name, manifest.version)));
     if let Some(parent) = output.parent() {
@@ -221,16 +221,16 @@ fn keygen(ctx: &Place<'_>, name: &str, force: bool) -> anyhow::Result<ExitCode> 
             path.display()
         );
     }
-    let key = SecretKey::generate().map_err(anyhow::Error::msg)?;
+    let key = SecretKey::generate()?;
     talaria_core::runtime::fsutil::write_private(&path, key.to_file_text().as_bytes())
         .with_context(|| path.display().to_string())?;
     let public = key.public();
     let pub_path = path.with_extension("pub");
     std::fs::write(&pub_path, format!("{public}\n")).with_context(|| pub_path.display().to_string())?;
     // You trust your own key, so you can install what you sign.
-    let mut store = TrustStore::load(ctx.home).map_err(anyhow::Error::msg)?;
+    let mut store = TrustStore::load(ctx.home)?;
     store.add(&public, &format!("{name} (your key)"));
-    store.save(ctx.home).map_err(anyhow::Error::msg)?;
+    store.save(ctx.home)?;
     println!("secret key: {} (keep it private)", path.display());
     println!("public key: {}", pub_path.display());
     println!("{public}");
@@ -348,7 +348,7 @@ async fn publish(
         }
         (None, Some((index_path, url))) => {
             let mut index = match std::fs::read(&index_path) {
-                Ok(bytes) => Index::parse(&bytes, &index_path.display().to_string()).map_err(anyhow::Error::msg)?,
+                Ok(bytes) => Index::parse(&bytes, &index_path.display().to_string())?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Index { talaria_index: 1, plugins: Vec::new() },
                 Err(e) => return Err(anyhow::anyhow!("{}: {e}", index_path.display())),
             };

@@ -170,7 +170,7 @@ impl Dev<'_> {
             Err(e) => return Err(fail(anyhow::anyhow!("the build stopped: {e}"))),
         }
         // What is consented to, tested and installed: this bundle, packed once.
-        let (bundle, manifest) = talaria_core::market::bundle::pack(&self.dir).map_err(|e| fail(anyhow::anyhow!(e)))?;
+        let (bundle, manifest) = talaria_core::market::bundle::pack(&self.dir).map_err(|e| fail(e.into()))?;
         let digest = talaria_core::market::bundle::digest(&bundle);
         let source = self.dir.display().to_string();
         // Installed from elsewhere since the loop started (or plugin.toml renamed it)?
@@ -247,8 +247,7 @@ impl Dev<'_> {
                 grant_flags.join(" ")
             )
         };
-        let answered =
-            consent::decide(&rest, &GrantFlags::default(), &Nobody::Refuse(how)).map_err(anyhow::Error::msg)?;
+        let answered = consent::decide(&rest, &GrantFlags::default(), &Nobody::Refuse(how))?;
         granted.extend(answered);
         Ok(granted)
     }
@@ -266,10 +265,10 @@ impl Dev<'_> {
         let mut decide = |consent: &Consent| {
             // The install asks again under the scope's lock: it must ask nothing else.
             if consent.new.iter().any(|c| !asked.new.contains(c)) {
-                return Err(format!(
+                return Err(consent::ConsentError::Refused(format!(
                     "`{}` changed what it asks for during this round; the next round asks again",
                     consent.name
-                ));
+                )));
             }
             Ok(answered.iter().filter(|c| consent.new.iter().any(|n| n.covers(c))).cloned().collect())
         };

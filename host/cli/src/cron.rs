@@ -439,10 +439,9 @@ fn confirmed(allow: &[String], yes: bool) -> Result<bool, String> {
             allow.join(" --allow ")
         ));
     }
-    let answer = crate::market::ask(&format!(
-        "Its runs will do this without asking anyone: {}. Save? [y/N] ",
-        allow.join(", ")
-    ))?;
+    let answer =
+        crate::market::ask(&format!("Its runs will do this without asking anyone: {}. Save? [y/N] ", allow.join(", ")))
+            .map_err(|e| e.to_string())?;
     Ok(matches!(answer.as_str(), "y" | "yes"))
 }
 

@@ -216,12 +216,12 @@ fn check_mcp(ctx: &Ctx, secrets: &Secrets, r: &mut Report) {
         let transport = match server.transport(name) {
             Ok(t) => t,
             Err(e) => {
-                r.fail("mcp", &e);
+                r.fail("mcp", &e.to_string());
                 continue;
             }
         };
         let values: Vec<&String> = server.env.values().chain(server.headers.values()).collect();
-        let missing: Vec<String> =
+        let missing: Vec<talaria_mcp::config::ConfigError> =
             values.iter().filter_map(|v| talaria_mcp::config::expand(v, |n| secrets.value(n)).err()).collect();
         if let Some(e) = missing.first() {
             r.fail("mcp", &format!("{at}: {e}"));

@@ -125,7 +125,7 @@ impl Progress {
 
 /// Decide which newly requested capabilities to grant: `--yes`, `--grant`, or ask on a terminal
 /// (with nobody to ask, nothing new is granted).
-fn decide(flags: &InstallFlags, consent: &Consent) -> Result<Vec<Capability>, String> {
+fn decide(flags: &InstallFlags, consent: &Consent) -> Result<Vec<Capability>, consent::ConsentError> {
     let given = GrantFlags { yes: flags.yes, grants: flags.grants.clone() };
     consent::decide(consent, &given, &Nobody::GrantNothing)
 }
@@ -222,7 +222,7 @@ fn source_label(source: &Source) -> String {
 }
 
 pub async fn install_cmd(ctx: &Ctx, spec: &str, flags: &InstallFlags) -> anyhow::Result<ExitCode> {
-    let source = Source::parse(spec, &ctx.registries(&flags.registry)).map_err(anyhow::Error::msg)?;
+    let source = Source::parse(spec, &ctx.registries(&flags.registry))?;
     let target = ctx.target(flags.project);
     let report = fetch_and_install(ctx, &source, flags, &target).await?;
     print_report(&report, &target);
@@ -267,9 +267,9 @@ pub async fn update_cmd(ctx: &Ctx, name: Option<&str>, all: bool, flags: &Instal
     for name in names {
         let Some(entry) = lock.get(&name) else { continue };
         let outcome = async {
-            let source = Source::parse(&entry.source, &registries).map_err(anyhow::Error::msg)?;
+            let source = Source::parse(&entry.source, &registries)?;
             if let Source::Registry { index, name, .. } = &source {
-                let http = talaria_market::source::client().map_err(anyhow::Error::msg)?;
+                let http = talaria_market::source::client()?;
                 let (_, latest) =
                     talaria_market::source::resolve(&http, index.as_deref(), &registries, name, None).await?;
                 if latest.version <= entry.version && !flags.allow_downgrade {
@@ -430,16 +430,16 @@ pub fn trust_key_cmd(ctx: &Ctx, key: &str, name: &str) -> anyhow::Result<ExitCod
     } else {
         key.to_string()
     };
-    let public = PublicKey::parse(text.trim()).map_err(anyhow::Error::msg)?;
-    let mut store = TrustStore::load(&ctx.home).map_err(anyhow::Error::msg)?;
+    let public = PublicKey::parse(text.trim())?;
+    let mut store = TrustStore::load(&ctx.home)?;
     let id = store.add(&public, name);
-    store.save(&ctx.home).map_err(anyhow::Error::msg)?;
+    store.save(&ctx.home)?;
     println!("trusting key {id} as `{name}`: plugins it signs can be installed");
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn keys_cmd(ctx: &Ctx) -> anyhow::Result<ExitCode> {
-    let store = TrustStore::load(&ctx.home).map_err(anyhow::Error::msg)?;
+    let store = TrustStore::load(&ctx.home)?;
     if store.keys.is_empty() {
         println!("no trusted keys; add a publisher's with `talaria plugins trust-key KEY --name NAME`");
         return Ok(ExitCode::SUCCESS);
@@ -451,11 +451,11 @@ pub fn keys_cmd(ctx: &Ctx) -> anyhow::Result<ExitCode> {
 }
 
 pub fn untrust_key_cmd(ctx: &Ctx, id: &str) -> anyhow::Result<ExitCode> {
-    let mut store = TrustStore::load(&ctx.home).map_err(anyhow::Error::msg)?;
+    let mut store = TrustStore::load(&ctx.home)?;
     let Some(key) = store.keys.remove(id) else {
         bail!("no trusted key {id}; see `talaria plugins keys`");
     };
-    store.save(&ctx.home).map_err(anyhow::Error::msg)?;
+    store.save(&ctx.home)?;
     println!(
         "no longer trusting key {id} ({}); plugins it signed stay installed (`talaria plugins verify` lists them)",
         key.name

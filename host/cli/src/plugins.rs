@@ -494,8 +494,7 @@ pub fn trust(ctx: &Ctx, dir: Option<PathBuf>, revoke: bool, replace: &[String]) 
                         "  Let the project's '{}' replace your {} plugin of that name? [y/N] ",
                         b.name,
                         scope.label()
-                    ))
-                    .map_err(anyhow::Error::msg)?
+                    ))?
                     .as_str(),
                     "y" | "yes"
                 )

@@ -360,7 +360,7 @@ impl Repl {
                     };
                     arguments.insert(key.to_string(), serde_json::Value::String(value.to_string()));
                 }
-                let text = self.session.host.mcp().prompt(server, name, arguments).await.map_err(anyhow::Error::msg)?;
+                let text = self.session.host.mcp().prompt(server, name, arguments).await?;
                 ui::note(&format!("sending prompt {name} of {server} ({} chars)", text.chars().count()));
                 self.turn(Op::UserTurn { text, images: Vec::new() }, interactive).await;
             }

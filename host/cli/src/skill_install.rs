@@ -19,7 +19,7 @@ use talaria_agent::skills::installed::{self, Entry, Lock};
 use talaria_agent::skills::{self, Skill, Source as SkillSource};
 use talaria_market::bundle::{self, Limits};
 use talaria_market::sign::{Signature, TrustStore};
-use talaria_market::source::{FetchOptions, Fetched, Source};
+use talaria_market::source::{FetchOptions, Fetched, Source, SourceError};
 use talaria_runtime::shown::visible;
 
 use crate::{Ctx, ui};
@@ -80,7 +80,7 @@ fn bundle_name(skill: &Skill) -> String {
 /// `talaria skills pack DIR [-o FILE] [--sign KEY]`.
 pub fn pack(ctx: &Ctx, dir: &Path, output: Option<PathBuf>, key: Option<&str>) -> anyhow::Result<ExitCode> {
     let (skill, files) = read_skill(dir, SkillSource::User)?;
-    let bytes = bundle::pack_files(dir, files).map_err(anyhow::Error::msg)?;
+    let bytes = bundle::pack_files(dir, files)?;
     let out = output.unwrap_or_else(|| PathBuf::from(bundle_name(&skill)));
     std::fs::write(&out, &bytes).with_context(|| out.display().to_string())?;
     let digest = bundle::digest(&bytes);
@@ -105,20 +105,16 @@ impl Drop for Staging {
 }
 
 async fn fetch(spec: &str) -> anyhow::Result<Fetched> {
-    let source = Source::parse(spec, &[]).map_err(|e| {
-        anyhow::anyhow!(
-            "{}",
-            if e.contains("no registry is configured") {
-                format!("`{spec}` is not a file or directory here; skills install from a directory, a .tar.gz or an https URL")
-            } else {
-                e
-            }
-        )
+    let source = Source::parse(spec, &[]).map_err(|e| match e {
+        SourceError::NoRegistry { .. } => anyhow::anyhow!(
+            "`{spec}` is not a file or directory here; skills install from a directory, a .tar.gz or an https URL"
+        ),
+        other => other.into(),
     })?;
     if let Source::Dir(dir) = &source {
         let (_, files) = read_skill(dir, SkillSource::User)?;
         return Ok(Fetched {
-            bundle: bundle::pack_files(dir, files).map_err(anyhow::Error::msg)?,
+            bundle: bundle::pack_files(dir, files)?,
             signature: None,
             pinned_digest: None,
             source: dir.display().to_string(),
@@ -164,7 +160,7 @@ pub async fn install(ctx: &Ctx, spec: &str, flags: &InstallFlags) -> anyhow::Res
     anstream::eprintln!("  fetching {spec}…");
     let fetched = fetch(spec).await?;
     let digest = bundle::digest(&fetched.bundle);
-    let trust = TrustStore::load(&ctx.home).map_err(anyhow::Error::msg)?;
+    let trust = TrustStore::load(&ctx.home)?;
     let signer = match &fetched.signature {
         Some(bytes) => Some(trust.verify(&Signature::parse(bytes)?, &digest)?),
         None if flags.allow_unsigned => None,
@@ -233,7 +229,7 @@ pub async fn install(ctx: &Ctx, spec: &str, flags: &InstallFlags) -> anyhow::Res
         if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
             bail!("nothing was installed: nobody here can say yes; pass --yes to install {name}");
         }
-        if !matches!(crate::market::ask("Install it? [y/N] ").map_err(anyhow::Error::msg)?.as_str(), "y" | "yes") {
+        if !matches!(crate::market::ask("Install it? [y/N] ")?.as_str(), "y" | "yes") {
             println!("not installed");
             return Ok(ExitCode::FAILURE);
         }

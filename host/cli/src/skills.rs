@@ -256,7 +256,7 @@ fn review(ctx: &Ctx, pending: &[Skill], only: Option<&str>, yes: bool) -> anyhow
         let answer = if yes {
             "y".to_string()
         } else {
-            crate::market::ask("Let sessions use it? [y]es, [d]elete it, [N]ot now ").map_err(anyhow::Error::msg)?
+            crate::market::ask("Let sessions use it? [y]es, [d]elete it, [N]ot now ")?
         };
         match answer.as_str() {
             "y" | "yes" => {

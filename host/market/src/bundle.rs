@@ -13,7 +13,7 @@
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 
-use talaria_runtime::Manifest;
+use talaria_runtime::{Manifest, ManifestError};
 
 /// The documents packed beside plugin.toml and the component, when present.
 const DOCUMENTS: &[&str] = &["README.md", "LICENSE", "LICENSE.md", "LICENSE.txt", "CHANGELOG.md"];
@@ -65,6 +65,24 @@ pub enum BundleError {
     Io(String),
 }
 
+/// Why a directory could not be packed into a bundle. A message says what its cause said, so
+/// the cause is not given again as the error's source.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    /// The directory's plugin.toml is missing or invalid.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// A file to pack cannot be read.
+    #[error("{}: {error}", path.display())]
+    Read { path: PathBuf, error: std::io::Error },
+    /// A file cannot be added to the archive (a name tar cannot hold).
+    #[error("packing {name}: {error}")]
+    Entry { name: String, error: std::io::Error },
+    /// The archive cannot be finished or compressed.
+    #[error("{0}")]
+    Write(std::io::Error),
+}
+
 /// Sizes in MiB with one decimal, for messages.
 fn mib(bytes: u64) -> String {
     #[allow(clippy::cast_precision_loss)]
@@ -81,10 +99,10 @@ pub fn digest(bytes: &[u8]) -> String {
 /// a bundle, reproducibly.
 ///
 /// # Errors
-/// The manifest is invalid, or a file cannot be read.
-pub fn pack(dir: &Path) -> Result<(Vec<u8>, Manifest), String> {
+/// [`PackError::Manifest`] when the manifest is invalid, else as [`pack_files`].
+pub fn pack(dir: &Path) -> Result<(Vec<u8>, Manifest), PackError> {
     let manifest_path = dir.join("plugin.toml");
-    let manifest = Manifest::load(&manifest_path).map_err(|e| format!("{}: {}", e.path.display(), e.message))?;
+    let manifest = Manifest::load(&manifest_path)?;
     let mut names = vec!["plugin.toml".to_string(), manifest.wasm.clone()];
     names.extend(DOCUMENTS.iter().filter(|d| dir.join(d).is_file()).map(|d| (*d).to_string()));
     pack_files(dir, names).map(|bytes| (bytes, manifest))
@@ -94,14 +112,14 @@ pub fn pack(dir: &Path) -> Result<(Vec<u8>, Manifest), String> {
 /// sorted, with fixed times, owners and modes.
 ///
 /// # Errors
-/// A file cannot be read.
-pub fn pack_files(dir: &Path, mut names: Vec<String>) -> Result<Vec<u8>, String> {
+/// [`PackError::Read`] when a file cannot be read.
+pub fn pack_files(dir: &Path, mut names: Vec<String>) -> Result<Vec<u8>, PackError> {
     names.sort();
     names.dedup();
     let mut tar = tar::Builder::new(Vec::new());
     for name in &names {
         let path = dir.join(name);
-        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let bytes = std::fs::read(&path).map_err(|error| PackError::Read { path: path.clone(), error })?;
         let mut header = tar::Header::new_ustar();
         header.set_size(bytes.len() as u64);
         header.set_mode(0o644);
@@ -109,11 +127,12 @@ pub fn pack_files(dir: &Path, mut names: Vec<String>) -> Result<Vec<u8>, String>
         header.set_uid(0);
         header.set_gid(0);
         header.set_entry_type(tar::EntryType::Regular);
-        tar.append_data(&mut header, name, bytes.as_slice()).map_err(|e| format!("packing {name}: {e}"))?;
+        tar.append_data(&mut header, name, bytes.as_slice())
+            .map_err(|error| PackError::Entry { name: name.clone(), error })?;
     }
-    let tar = tar.into_inner().map_err(|e| e.to_string())?;
+    let tar = tar.into_inner().map_err(PackError::Write)?;
     let mut gz = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::best());
-    gz.write_all(&tar).and_then(|()| gz.finish()).map_err(|e| e.to_string())
+    gz.write_all(&tar).and_then(|()| gz.finish()).map_err(PackError::Write)
 }
 
 /// A reader that fails once more than `left` bytes have come through.

@@ -10,23 +10,41 @@
 
 use futures_util::StreamExt as _;
 
-use crate::oci;
-
-/// Why fetching failed.
+/// Why a download failed. A message already says what its cause said, so the cause is not
+/// given again as the error's source (an `{:#}` chain would repeat it).
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
-    #[error("{0}")]
-    Message(String),
+    /// Not a URL at all.
+    #[error("`{url}` is not a URL: {reason}")]
+    BadUrl { url: String, reason: String },
+    /// Plain http to another machine.
+    #[error("`{url}`: plain http is allowed only to this machine; use https")]
+    PlainHttp { url: String },
+    /// A scheme downloads do not speak (`ftp:`, `file:`...).
+    #[error("`{url}`: `{scheme}:` URLs are not supported; use https")]
+    Scheme { url: String, scheme: String },
+    /// The HTTP client could not be built (the TLS stack).
+    #[error("cannot set up the HTTP client: {0}")]
+    Client(reqwest::Error),
+    /// A redirect was not followed, naming the hop and why.
+    #[error("{url}: {refused}")]
+    Redirect { url: String, refused: RedirectRefused },
+    /// The request or its body failed on the way (connection, TLS, timeout).
+    #[error("{url}: {error}")]
+    Network { url: String, error: reqwest::Error },
     #[error("{url}: not found (HTTP 404)")]
     NotFound { url: String },
-    #[error(transparent)]
-    Oci(#[from] oci::OciError),
+    /// Any other status than success.
+    #[error("{url}: HTTP {status}")]
+    Status { url: String, status: reqwest::StatusCode },
+    /// More than the caller allows; the rest was not downloaded.
+    #[error("{url}: more than {} MiB, over the {} MiB limit for a plugin bundle", mib(*size), mib(*max))]
+    TooLarge { url: String, size: u64, max: u64 },
 }
 
-impl From<String> for FetchError {
-    fn from(s: String) -> Self {
-        FetchError::Message(s)
-    }
+/// Whole MiB, for messages.
+pub(crate) fn mib(bytes: u64) -> u64 {
+    bytes / (1024 * 1024)
 }
 
 /// Whether a host is this machine.
@@ -36,13 +54,14 @@ pub fn is_loopback(host: &str) -> bool {
 }
 
 /// https, or http to loopback.
-pub(crate) fn check_url(url: &str) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+pub(crate) fn check_url(url: &str) -> Result<(), FetchError> {
+    let parsed =
+        reqwest::Url::parse(url).map_err(|e| FetchError::BadUrl { url: url.to_string(), reason: e.to_string() })?;
     match parsed.scheme() {
         "https" => Ok(()),
         "http" if parsed.host_str().is_some_and(is_loopback) => Ok(()),
-        "http" => Err(format!("`{url}`: plain http is allowed only to this machine; use https")),
-        other => Err(format!("`{url}`: `{other}:` URLs are not supported; use https")),
+        "http" => Err(FetchError::PlainHttp { url: url.to_string() }),
+        other => Err(FetchError::Scheme { url: url.to_string(), scheme: other.to_string() }),
     }
 }
 
@@ -96,7 +115,7 @@ pub fn check_redirect(origin: &reqwest::Url, from: &reqwest::Url, to: &reqwest::
 ///
 /// # Errors
 /// The TLS stack cannot be set up.
-pub fn client() -> Result<reqwest::Client, String> {
+pub fn client() -> Result<reqwest::Client, FetchError> {
     crate::install_crypto();
     let redirects = reqwest::redirect::Policy::custom(|attempt| {
         let previous = attempt.previous();
@@ -119,19 +138,19 @@ pub fn client() -> Result<reqwest::Client, String> {
         .user_agent(concat!("talaria/", env!("CARGO_PKG_VERSION")))
         .redirect(redirects)
         .build()
-        .map_err(|e| format!("cannot set up the HTTP client: {e}"))
+        .map_err(FetchError::Client)
 }
 
-/// A request's failure in words: a refused redirect says which hop and why.
-fn request_failed(url: &str, e: &reqwest::Error) -> String {
-    let mut source = std::error::Error::source(e);
+/// A request's failure: a refused redirect says which hop and why.
+fn request_failed(url: &str, error: reqwest::Error) -> FetchError {
+    let mut source = std::error::Error::source(&error);
     while let Some(cause) = source {
         if let Some(refused) = cause.downcast_ref::<RedirectRefused>() {
-            return format!("{url}: {refused}");
+            return FetchError::Redirect { url: url.to_string(), refused: refused.clone() };
         }
         source = cause.source();
     }
-    format!("{url}: {e}")
+    FetchError::Network { url: url.to_string(), error }
 }
 
 /// GET `url` into memory, refusing more than `max` bytes; `progress` hears the bytes so far.
@@ -145,37 +164,29 @@ pub async fn get(
     progress: &(dyn Fn(u64, Option<u64>) + Send + Sync),
 ) -> Result<Vec<u8>, FetchError> {
     check_url(url)?;
-    let response = http.get(url).send().await.map_err(|e| request_failed(url, &e))?;
+    let response = http.get(url).send().await.map_err(|e| request_failed(url, e))?;
     let status = response.status();
     if status == reqwest::StatusCode::NOT_FOUND {
         return Err(FetchError::NotFound { url: url.to_string() });
     }
     if !status.is_success() {
-        return Err(format!("{url}: HTTP {status}").into());
+        return Err(FetchError::Status { url: url.to_string(), status });
     }
     let total = response.content_length();
     if let Some(len) = total
         && len > max
     {
-        return Err(too_large(url, len, max).into());
+        return Err(FetchError::TooLarge { url: url.to_string(), size: len, max });
     }
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| format!("{url}: {e}"))?;
+        let chunk = chunk.map_err(|error| FetchError::Network { url: url.to_string(), error })?;
         body.extend_from_slice(&chunk);
         if body.len() as u64 > max {
-            return Err(too_large(url, body.len() as u64, max).into());
+            return Err(FetchError::TooLarge { url: url.to_string(), size: body.len() as u64, max });
         }
         progress(body.len() as u64, total);
     }
     Ok(body)
-}
-
-pub(crate) fn too_large(url: &str, size: u64, max: u64) -> String {
-    format!(
-        "{url}: more than {} MiB, over the {} MiB limit for a plugin bundle",
-        size / (1024 * 1024),
-        max / (1024 * 1024)
-    )
 }

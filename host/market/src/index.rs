@@ -33,6 +33,40 @@ use crate::sign::Signature;
 /// Largest index accepted.
 const MAX_INDEX_BYTES: u64 = 8 * 1024 * 1024;
 
+/// Why an index could not be had: fetched, read, or a URL in it followed.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// A URL in (or of) the index is not one.
+    #[error("`{url}` is not a URL: {reason}")]
+    BadUrl { url: String, reason: String },
+    /// The index could not be downloaded.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// The document is not a talaria registry index.
+    #[error("{from}: not a talaria registry index: {error}")]
+    NotAnIndex { from: String, error: serde_json::Error },
+    /// A later format than this talaria reads.
+    #[error("{from}: index format {format} is newer than this talaria understands (1)")]
+    TooNew { from: String, format: u32 },
+}
+
+/// Why no version of a listed plugin fits ([`IndexPlugin::pick`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PickError {
+    /// Versions match, but the newest of them needs a plugin API this talaria does not have.
+    #[error(
+        "version {version} needs plugin API {api}, and no matching version fits this talaria (it supports {})",
+        talaria_runtime::SUPPORTED_API_VERSIONS.join(", ")
+    )]
+    NeedsApi { version: semver::Version, api: semver::Version },
+    /// No published version matches the requirement.
+    #[error("no version matches `{req}`")]
+    NoMatch { req: semver::VersionReq },
+    /// The plugin is listed with no (unyanked) versions.
+    #[error("no versions are published")]
+    NoVersions,
+}
+
 /// A registry index.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Index {
@@ -77,18 +111,19 @@ pub struct IndexVersion {
 /// `relative` resolved against the URL of the document it came from.
 ///
 /// # Errors
-/// Either is not a URL.
-pub fn join_url(base: &str, relative: &str) -> Result<String, String> {
-    let base = reqwest::Url::parse(base).map_err(|e| format!("`{base}` is not a URL: {e}"))?;
-    base.join(relative).map(|u| u.to_string()).map_err(|e| format!("`{relative}` is not a URL: {e}"))
+/// [`IndexError::BadUrl`]: either is not a URL.
+pub fn join_url(base: &str, relative: &str) -> Result<String, IndexError> {
+    let bad = |url: &str, reason: String| IndexError::BadUrl { url: url.to_string(), reason };
+    let base_url = reqwest::Url::parse(base).map_err(|e| bad(base, e.to_string()))?;
+    base_url.join(relative).map(|u| u.to_string()).map_err(|e| bad(relative, e.to_string()))
 }
 
 impl IndexVersion {
     /// The bundle's absolute URL.
     ///
     /// # Errors
-    /// `url` is malformed.
-    pub fn download_url(&self, index_url: &str) -> Result<String, String> {
+    /// [`IndexError::BadUrl`]: `url` is malformed.
+    pub fn download_url(&self, index_url: &str) -> Result<String, IndexError> {
         join_url(index_url, &self.url)
     }
 }
@@ -97,15 +132,12 @@ impl Index {
     /// Parse an index document.
     ///
     /// # Errors
-    /// Not a talaria index, with what is wrong.
-    pub fn parse(bytes: &[u8], from: &str) -> Result<Self, String> {
+    /// [`IndexError::NotAnIndex`], or [`IndexError::TooNew`] for a later format.
+    pub fn parse(bytes: &[u8], from: &str) -> Result<Self, IndexError> {
         let index: Index =
-            serde_json::from_slice(bytes).map_err(|e| format!("{from}: not a talaria registry index: {e}"))?;
+            serde_json::from_slice(bytes).map_err(|error| IndexError::NotAnIndex { from: from.to_string(), error })?;
         if index.talaria_index != 1 {
-            return Err(format!(
-                "{from}: index format {} is newer than this talaria understands (1)",
-                index.talaria_index
-            ));
+            return Err(IndexError::TooNew { from: from.to_string(), format: index.talaria_index });
         }
         Ok(index)
     }
@@ -113,10 +145,10 @@ impl Index {
     /// Download and parse the index at `url`.
     ///
     /// # Errors
-    /// It cannot be fetched or parsed.
-    pub async fn fetch(http: &reqwest::Client, url: &str) -> Result<Self, FetchError> {
+    /// [`IndexError::Fetch`] when it cannot be downloaded, else as [`Index::parse`].
+    pub async fn fetch(http: &reqwest::Client, url: &str) -> Result<Self, IndexError> {
         let bytes = get(http, url, MAX_INDEX_BYTES, &|_, _| {}).await?;
-        Ok(Self::parse(&bytes, url)?)
+        Self::parse(&bytes, url)
     }
 
     pub fn plugin(&self, name: &str) -> Option<&IndexPlugin> {
@@ -151,8 +183,9 @@ impl IndexPlugin {
     /// The newest version matching `req` that this host can run and that is not yanked.
     ///
     /// # Errors
-    /// None fits: says why (no match, or only versions for another plugin API).
-    pub fn pick(&self, req: Option<&semver::VersionReq>) -> Result<&IndexVersion, String> {
+    /// None fits: [`PickError::NeedsApi`] (only versions for another plugin API),
+    /// [`PickError::NoMatch`] or [`PickError::NoVersions`].
+    pub fn pick(&self, req: Option<&semver::VersionReq>) -> Result<&IndexVersion, PickError> {
         let matching: Vec<&IndexVersion> =
             self.versions.iter().filter(|v| !v.yanked && req.is_none_or(|r| r.matches(&v.version))).collect();
         let best = matching
@@ -161,15 +194,12 @@ impl IndexPlugin {
             .max_by(|a, b| a.version.cmp(&b.version));
         match (best, matching.iter().max_by(|a, b| a.version.cmp(&b.version))) {
             (Some(v), _) => Ok(v),
-            (None, Some(newest)) => Err(format!(
-                "version {} needs plugin API {}, and no matching version fits this talaria (it supports {})",
-                newest.version,
-                newest.api,
-                talaria_runtime::SUPPORTED_API_VERSIONS.join(", ")
-            )),
+            (None, Some(newest)) => {
+                Err(PickError::NeedsApi { version: newest.version.clone(), api: newest.api.clone() })
+            }
             (None, None) => Err(match req {
-                Some(r) => format!("no version matches `{r}`"),
-                None => "no versions are published".to_string(),
+                Some(r) => PickError::NoMatch { req: r.clone() },
+                None => PickError::NoVersions,
             }),
         }
     }
@@ -203,9 +233,9 @@ mod tests {
         };
         assert_eq!(plugin.pick(None).unwrap().version.to_string(), "1.2.0");
         assert_eq!(plugin.pick(Some(&"~1.0".parse().unwrap())).unwrap().version.to_string(), "1.0.0");
-        let err = plugin.pick(Some(&"^2".parse().unwrap())).unwrap_err();
+        let err = plugin.pick(Some(&"^2".parse().unwrap())).unwrap_err().to_string();
         assert!(err.contains("needs plugin API 0.9.0"), "{err}");
-        assert_eq!(plugin.pick(Some(&"^3".parse().unwrap())).unwrap_err(), "no version matches `^3`");
+        assert_eq!(plugin.pick(Some(&"^3".parse().unwrap())).unwrap_err().to_string(), "no version matches `^3`");
         plugin.versions[1].yanked = true;
         assert_eq!(plugin.pick(None).unwrap().version.to_string(), "1.0.0", "a yanked version is never picked");
     }
@@ -233,7 +263,7 @@ mod tests {
         assert_eq!(versions, ["1.1.0", "1.0.0"]);
         let text = serde_json::to_vec(&index).unwrap();
         assert_eq!(Index::parse(&text, "x").unwrap(), index);
-        assert!(Index::parse(b"{\"talaria_index\": 2}", "x").unwrap_err().contains("newer"));
-        assert!(Index::parse(b"[]", "x").unwrap_err().contains("not a talaria registry index"));
+        assert!(Index::parse(b"{\"talaria_index\": 2}", "x").unwrap_err().to_string().contains("newer"));
+        assert!(Index::parse(b"[]", "x").unwrap_err().to_string().contains("not a talaria registry index"));
     }
 }

@@ -26,10 +26,12 @@ use talaria_runtime::fsutil::sha256_hex;
 use talaria_runtime::{Capability, LockEntry, Lockfile, Manifest, Scope, reinstall_hint, short_digest};
 
 use crate::bundle::{self, BundleError, Limits};
-use crate::sign::{Signature, SignatureError, Signer, TrustStore};
+use crate::sign::{Signature, SignatureError, Signer, TrustError, TrustStore};
 use crate::source::Fetched;
 
 pub mod consent;
+
+use consent::ConsentError;
 
 const STAGING: &str = ".staging";
 const STORE: &str = ".store";
@@ -58,7 +60,7 @@ impl Target {
     /// # Errors
     /// Unreadable or malformed.
     pub fn lockfile(&self) -> Result<Lockfile, InstallError> {
-        Lockfile::load(&self.lock_path).map_err(InstallError::Io)
+        Lockfile::load(&self.lock_path).map_err(|e| InstallError::Lockfile(e.to_string()))
     }
 }
 
@@ -115,7 +117,8 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
-/// Why an install was refused or failed. The previous state is intact in every case.
+/// Why an install was refused or failed. The previous state is intact in every case. A message
+/// says what its cause said, so the cause is not given again as the error's source.
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
     #[error(
@@ -150,20 +153,40 @@ pub enum InstallError {
          none of the old one's grants or data; install it anyway (starting afresh) with --accept-publisher"
     )]
     PublisherChanged { name: String, old: String, new: String },
-    #[error("{0}")]
-    Mismatch(String),
+    /// The registry index says one thing (`what`: name, version, plugin API, capabilities) and
+    /// the bundle's manifest another.
+    #[error(
+        "the registry index lists {name} with {what} {index}, but the bundle's manifest says {bundle}; refusing it"
+    )]
+    Mismatch { name: String, what: &'static str, index: String, bundle: String },
     #[error("the component does not load: {0}")]
     Compile(String),
-    #[error("{0}")]
-    Declined(String),
+    /// The user (or the caller's [`Decide`]) granted nothing, or could not be asked.
+    #[error(transparent)]
+    Declined(#[from] ConsentError),
+    /// [`Decide`] granted a capability the version does not newly request.
+    #[error("{name} does not newly request {cap}; it requests: {}", caps_list(requested))]
+    NotNewlyRequested { name: String, cap: Capability, requested: Vec<Capability> },
     #[error("no plugin named `{name}` is installed in the {scope} scope (see `talaria plugins list`)")]
     NotInstalled { name: String, scope: String },
+    /// Rollback: no earlier version is kept.
+    #[error("no earlier version of `{name}` is kept to roll back to")]
+    NoPrevious { name: String },
+    /// Rollback: the earlier version's directory is gone.
+    #[error("the earlier version's files are gone ({})", dir.display())]
+    PreviousGone { dir: PathBuf },
+    /// The trust store cannot be read.
+    #[error(transparent)]
+    Trust(#[from] TrustError),
+    /// The scope's lockfile cannot be read or written, or names a directory outside the scope.
     #[error("{0}")]
-    Io(String),
+    Lockfile(String),
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
 }
 
-fn io(context: &Path) -> impl Fn(std::io::Error) -> InstallError + '_ {
-    move |e| InstallError::Io(format!("{}: {e}", context.display()))
+fn io(path: &Path) -> impl Fn(std::io::Error) -> InstallError + '_ {
+    move |error| InstallError::Io { path: path.to_path_buf(), error }
 }
 
 /// The scope's lock, held while an install or removal runs.
@@ -207,7 +230,7 @@ impl Drop for Staging {
 pub type Check<'a> = dyn Fn(&Manifest, &[u8]) -> Result<(), String> + 'a;
 
 /// Asked which newly requested capabilities to grant.
-pub type Decide<'a> = dyn FnMut(&Consent) -> Result<Vec<Capability>, String> + 'a;
+pub type Decide<'a> = dyn FnMut(&Consent) -> Result<Vec<Capability>, ConsentError> + 'a;
 
 /// Remove what earlier installs left: staged directories, and versions the lockfile no longer
 /// names.
@@ -264,7 +287,7 @@ pub fn install(
             pinned_by: "the registry index".into(),
         });
     }
-    let trust = TrustStore::load(home).map_err(InstallError::Io)?;
+    let trust = TrustStore::load(home)?;
     let signer = match &fetched.signature {
         Some(bytes) => Some(trust.verify(&Signature::parse(bytes)?, &digest)?),
         None if options.allow_unsigned => None,
@@ -394,12 +417,9 @@ pub fn install(
             digest: digest.clone(),
             source: fetched.source.clone(),
         };
-        for cap in decide(&consent).map_err(InstallError::Declined)? {
+        for cap in decide(&consent)? {
             if !covered(&cap, &new) {
-                return Err(InstallError::Declined(format!(
-                    "{name} does not newly request {cap}; it requests: {}",
-                    caps_list(&manifest.requests)
-                )));
+                return Err(InstallError::NotNewlyRequested { name, cap, requested: manifest.requests });
             }
             if !granted.contains(&cap) {
                 granted.push(cap);
@@ -443,7 +463,7 @@ pub fn install(
         previous: kept_previous,
     };
     lock.plugins.insert(name.clone(), entry);
-    lock.save(&target.lock_path).map_err(InstallError::Io)?;
+    lock.save(&target.lock_path).map_err(|e| InstallError::Lockfile(e.to_string()))?;
     drop(staging);
     collect_garbage(target, &lock);
     Ok(Report {
@@ -528,10 +548,11 @@ fn old_requests(target: &Target, prev: &LockEntry) -> Vec<Capability> {
 
 /// An index must describe the bundle it points at.
 fn check_listed(name: &str, listed: &crate::index::IndexVersion, manifest: &Manifest) -> Result<(), InstallError> {
-    let mismatch = |what: &str, index: String, bundle: String| {
-        InstallError::Mismatch(format!(
-            "the registry index lists {name} with {what} {index}, but the bundle's manifest says {bundle}; refusing it"
-        ))
+    let mismatch = |what: &'static str, index: String, bundle: String| InstallError::Mismatch {
+        name: name.to_string(),
+        what,
+        index,
+        bundle,
     };
     if manifest.name != name {
         return Err(mismatch("name", name.to_string(), manifest.name.clone()));
@@ -573,7 +594,7 @@ pub fn remove(target: &Target, name: &str) -> Result<LockEntry, InstallError> {
         name: name.to_string(),
         scope: target.scope.label().to_string(),
     })?;
-    lock.save(&target.lock_path).map_err(InstallError::Io)?;
+    lock.save(&target.lock_path).map_err(|e| InstallError::Lockfile(e.to_string()))?;
     collect_garbage(target, &lock);
     Ok(entry)
 }
@@ -593,11 +614,11 @@ pub fn rollback(target: &Target, name: &str) -> Result<(semver::Version, semver:
         .get_mut(name)
         .ok_or_else(|| InstallError::NotInstalled { name: name.to_string(), scope: scope.clone() })?;
     let Some(mut previous) = current.previous.take() else {
-        return Err(InstallError::Io(format!("no earlier version of `{name}` is kept to roll back to")));
+        return Err(InstallError::NoPrevious { name: name.to_string() });
     };
-    let dir = previous.resolve_dir(&target.plugins_dir).map_err(InstallError::Io)?;
+    let dir = previous.resolve_dir(&target.plugins_dir).map_err(|e| InstallError::Lockfile(e.to_string()))?;
     if !dir.join("plugin.toml").is_file() {
-        return Err(InstallError::Io(format!("the earlier version's files are gone ({})", dir.display())));
+        return Err(InstallError::PreviousGone { dir });
     }
     previous.granted.retain(|g| current.granted.contains(g));
     let from = current.version.clone();
@@ -605,7 +626,7 @@ pub fn rollback(target: &Target, name: &str) -> Result<(semver::Version, semver:
     let replaced = std::mem::replace(current, *previous);
     current.previous = Some(Box::new(replaced));
     current.installed = jiff::Timestamp::now().to_string();
-    lock.save(&target.lock_path).map_err(InstallError::Io)?;
+    lock.save(&target.lock_path).map_err(|e| InstallError::Lockfile(e.to_string()))?;
     Ok((from, to))
 }
 
@@ -621,7 +642,7 @@ pub fn set_grants(target: &Target, name: &str, caps: &[Capability]) -> Result<()
         scope: target.scope.label().to_string(),
     })?;
     entry.set_granted(caps);
-    lock.save(&target.lock_path).map_err(InstallError::Io)
+    lock.save(&target.lock_path).map_err(|e| InstallError::Lockfile(e.to_string()))
 }
 
 /// One installed plugin checked against its lockfile.
@@ -641,7 +662,7 @@ pub struct Verification {
 /// The lockfile or trust store cannot be read.
 pub fn verify(home: &Path, target: &Target) -> Result<Vec<Verification>, InstallError> {
     let lock = target.lockfile()?;
-    let trust = TrustStore::load(home).map_err(InstallError::Io)?;
+    let trust = TrustStore::load(home)?;
     let mut out = Vec::new();
     for (name, entry) in &lock.plugins {
         let mut problems = file_problems(target, entry);

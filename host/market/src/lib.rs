@@ -6,6 +6,12 @@
 //! ([`source`]): a local directory or bundle, an https URL, a registry index ([`index`]), or an
 //! OCI registry ([`oci`]). [`install`] stages, verifies, precompiles and then switches versions by
 //! rewriting the scope's lockfile, so a failure or a crash leaves the previous version working.
+//!
+//! Each module says what went wrong in an error of its own, whose variants a caller can match:
+//! [`bundle::BundleError`] and [`bundle::PackError`], [`sign::SignatureError`],
+//! [`sign::KeyError`] and [`sign::TrustError`], [`download::FetchError`], [`index::IndexError`]
+//! and [`index::PickError`], [`oci::OciError`], [`source::SourceError`] (which holds the others a
+//! fetch can meet), [`install::InstallError`] and [`install::consent::ConsentError`].
 
 pub mod bundle;
 pub mod download;

@@ -13,7 +13,7 @@
 //!   over `talaria-plugin-bundle-v1:` followed by the digest (`sha256:<hex>`).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
@@ -30,6 +30,37 @@ fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
 }
 
+/// Why a key was not read (or made).
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("a public key is one line `{PUBLIC_PREFIX} <base64>` (from `talaria plugin keygen`)")]
+    NotPublicKey,
+    #[error("the public key is not 32 bytes of base64")]
+    PublicKeyLength,
+    #[error("not a valid ed25519 public key")]
+    NotOnCurve,
+    #[error("not a talaria secret key (expected `{SECRET_PREFIX} <base64>`)")]
+    NotSecretKey,
+    #[error("the secret key is not 32 bytes of base64")]
+    SecretKeyLength,
+    /// The operating system gave no randomness for a new key.
+    #[error("no randomness for a key: {0}")]
+    NoRandomness(getrandom::Error),
+}
+
+/// Why the trust store was not read or written. A message says what its cause said, so the
+/// cause is not given again as the error's source.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
+    /// The file is not a trust store.
+    #[error("{}: {error}", path.display())]
+    Malformed { path: PathBuf, error: toml::de::Error },
+    #[error("{0}")]
+    Serialize(toml::ser::Error),
+}
+
 /// A publisher's public key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublicKey(VerifyingKey);
@@ -41,18 +72,16 @@ impl PublicKey {
     /// Parse `talaria-ed25519 <base64>` (anything after the key is a comment).
     ///
     /// # Errors
-    /// Not in that form, or not a valid ed25519 point.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    /// Not in that form ([`KeyError::NotPublicKey`], [`KeyError::PublicKeyLength`]), or not a
+    /// valid ed25519 point ([`KeyError::NotOnCurve`]).
+    pub fn parse(text: &str) -> Result<Self, KeyError> {
         let mut words = text.split_whitespace();
         let (Some(PUBLIC_PREFIX), Some(key)) = (words.next(), words.next()) else {
-            return Err(format!("a public key is one line `{PUBLIC_PREFIX} <base64>` (from `talaria plugin keygen`)"));
+            return Err(KeyError::NotPublicKey);
         };
-        let bytes: [u8; 32] = b64()
-            .decode(key)
-            .ok()
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| "the public key is not 32 bytes of base64".to_string())?;
-        VerifyingKey::from_bytes(&bytes).map(Self).map_err(|_| "not a valid ed25519 public key".to_string())
+        let bytes: [u8; 32] =
+            b64().decode(key).ok().and_then(|b| b.try_into().ok()).ok_or(KeyError::PublicKeyLength)?;
+        VerifyingKey::from_bytes(&bytes).map(Self).map_err(|_| KeyError::NotOnCurve)
     }
 
     /// 16 hex digits naming the key.
@@ -76,27 +105,24 @@ impl SecretKey {
     /// A new random key.
     ///
     /// # Errors
-    /// The operating system's random source failed.
-    pub fn generate() -> Result<Self, String> {
+    /// [`KeyError::NoRandomness`]: the operating system's random source failed.
+    pub fn generate() -> Result<Self, KeyError> {
         let mut seed = [0u8; 32];
-        getrandom::fill(&mut seed).map_err(|e| format!("no randomness for a key: {e}"))?;
+        getrandom::fill(&mut seed).map_err(KeyError::NoRandomness)?;
         Ok(Self(SigningKey::from_bytes(&seed)))
     }
 
     /// Parse a secret key file's text.
     ///
     /// # Errors
-    /// Not a talaria secret key.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    /// Not a talaria secret key ([`KeyError::NotSecretKey`], [`KeyError::SecretKeyLength`]).
+    pub fn parse(text: &str) -> Result<Self, KeyError> {
         let mut words = text.split_whitespace();
         let (Some(SECRET_PREFIX), Some(seed)) = (words.next(), words.next()) else {
-            return Err(format!("not a talaria secret key (expected `{SECRET_PREFIX} <base64>`)"));
+            return Err(KeyError::NotSecretKey);
         };
-        let seed: [u8; 32] = b64()
-            .decode(seed)
-            .ok()
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| "the secret key is not 32 bytes of base64".to_string())?;
+        let seed: [u8; 32] =
+            b64().decode(seed).ok().and_then(|b| b.try_into().ok()).ok_or(KeyError::SecretKeyLength)?;
         Ok(Self(SigningKey::from_bytes(&seed)))
     }
 
@@ -195,18 +221,26 @@ impl TrustStore {
     /// Read the store; a missing file is an empty store.
     ///
     /// # Errors
-    /// Unreadable or malformed, with the path.
-    pub fn load(home: &Path) -> Result<Self, String> {
-        talaria_runtime::fsutil::load_toml(&home.join(TRUST_FILE))
+    /// [`TrustError::Io`] when unreadable, [`TrustError::Malformed`] when not a trust store.
+    pub fn load(home: &Path) -> Result<Self, TrustError> {
+        let path = home.join(TRUST_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => toml::from_str(&text).map_err(|error| TrustError::Malformed { path, error }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(error) => Err(TrustError::Io { path, error }),
+        }
     }
 
     /// Write the store (0600, atomically).
     ///
     /// # Errors
-    /// It cannot be written.
-    pub fn save(&self, home: &Path) -> Result<(), String> {
+    /// [`TrustError::Io`]: it cannot be written.
+    pub fn save(&self, home: &Path) -> Result<(), TrustError> {
         let header = "# Publisher keys trusted to sign talaria plugins. Managed by `talaria plugins trust-key`.\n\n";
-        talaria_runtime::fsutil::save_toml(&home.join(TRUST_FILE), header, self)
+        let text = toml::to_string_pretty(self).map_err(TrustError::Serialize)?;
+        let path = home.join(TRUST_FILE);
+        talaria_runtime::fsutil::write_private(&path, format!("{header}{text}").as_bytes())
+            .map_err(|error| TrustError::Io { path, error })
     }
 
     /// Trust `key` under `name`; returns its id.
@@ -269,7 +303,7 @@ mod tests {
         let public = PublicKey::parse(&format!("{} a comment", key.public())).unwrap();
         assert_eq!(public.id(), key.public().id());
         assert_eq!(public.id().len(), 16);
-        assert!(PublicKey::parse("ssh-ed25519 AAAA").unwrap_err().contains("talaria-ed25519 <base64>"));
+        assert!(PublicKey::parse("ssh-ed25519 AAAA").unwrap_err().to_string().contains("talaria-ed25519 <base64>"));
         assert!(SecretKey::parse(&key.public().to_string()).is_err(), "a public key is not a secret key");
     }
 

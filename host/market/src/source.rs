@@ -13,15 +13,66 @@
 //!
 //! Downloads go through [`crate::download`], which checks every redirect.
 
+// An error is made once per fetch, so its size does not matter; its fields make the messages.
+#![allow(clippy::result_large_err)]
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::bundle;
+use crate::bundle::{self, PackError};
 pub use crate::download::{FetchError, MAX_REDIRECTS, RedirectRefused, check_redirect, client, get, is_loopback};
-use crate::download::{check_url, too_large};
-use crate::index::{Index, IndexVersion};
-use crate::oci::{self, OciRef};
+use crate::download::{check_url, mib};
+use crate::index::{Index, IndexError, IndexVersion, PickError};
+use crate::oci::{self, OciError, OciRef};
+
+/// Why a source could not be read or fetched. A message says what its cause said, so the cause
+/// is not given again as the error's source.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// `registry+...` without `#NAME`.
+    #[error("`{spec}`: write registry+INDEX_URL#NAME")]
+    BadRegistrySpec { spec: String },
+    /// `NAME@REQ` whose REQ is not a version requirement.
+    #[error("`{req}` is not a version requirement (like 1.2, ^1.2.0 or =1.2.3): {error}")]
+    BadVersionReq { req: String, error: semver::Error },
+    /// Not a plugin name.
+    #[error("plugin name {0}")]
+    BadName(String),
+    /// A path that is not there.
+    #[error("{spec}: no such file or directory")]
+    Missing { spec: String },
+    /// A bare name, with no registry to look it up in.
+    #[error(
+        "`{spec}` is not a file or directory here, and no registry is configured to look it up in: \
+         add `registries = [\"https://…/index.json\"]` under [marketplace] in config.toml, or pass --registry URL"
+    )]
+    NoRegistry { spec: String },
+    /// A local file or directory cannot be read.
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
+    /// A local bundle over the limit.
+    #[error("{}: more than {} MiB, over the {} MiB limit for a plugin bundle", path.display(), mib(*size), mib(*max))]
+    TooLarge { path: PathBuf, size: u64, max: u64 },
+    /// A local directory cannot be packed.
+    #[error(transparent)]
+    Pack(#[from] PackError),
+    /// A URL refused, or a download that failed.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// A registry index that cannot be fetched or read, or a URL in it that is not one.
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    /// No configured index lists the name.
+    #[error("no plugin named `{name}` in {}", indexes.join(", "))]
+    NotListed { name: String, indexes: Vec<String> },
+    /// The index lists the plugin, but no version of it fits.
+    #[error("{name} in {index}: {error}")]
+    NoVersion { name: String, index: String, error: PickError },
+    /// An OCI reference that is not one, or a pull that failed.
+    #[error(transparent)]
+    Oci(#[from] OciError),
+}
 
 /// A plugin source, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,16 +109,17 @@ impl Source {
     /// Parse what the user wrote (or what a lockfile recorded).
     ///
     /// # Errors
-    /// A malformed URL, reference or version requirement, or a bare name that is not a path
-    /// when no registry is configured.
-    pub fn parse(spec: &str, registries: &[String]) -> Result<Self, String> {
+    /// A malformed URL ([`SourceError::Fetch`]), reference ([`SourceError::Oci`]) or version
+    /// requirement, a path that is not there ([`SourceError::Missing`]), or a bare name when no
+    /// registry is configured ([`SourceError::NoRegistry`]).
+    pub fn parse(spec: &str, registries: &[String]) -> Result<Self, SourceError> {
         let spec = spec.trim();
         if spec.starts_with("oci://") {
-            return spec.parse::<OciRef>().map(Source::Oci).map_err(|e| e.to_string());
+            return Ok(Source::Oci(spec.parse::<OciRef>()?));
         }
         if let Some(rest) = spec.strip_prefix("registry+") {
             let (index, name) =
-                rest.rsplit_once('#').ok_or_else(|| format!("`{spec}`: write registry+INDEX_URL#NAME"))?;
+                rest.rsplit_once('#').ok_or_else(|| SourceError::BadRegistrySpec { spec: spec.to_string() })?;
             check_url(index)?;
             let (name, req) = split_name(name)?;
             return Ok(Source::Registry { index: Some(index.to_string()), name, req });
@@ -85,14 +137,11 @@ impl Source {
         }
         let looks_like_path = spec.contains('/') || spec.ends_with(".gz") || spec.starts_with('.');
         if looks_like_path {
-            return Err(format!("{spec}: no such file or directory"));
+            return Err(SourceError::Missing { spec: spec.to_string() });
         }
         let (name, req) = split_name(spec)?;
         if registries.is_empty() {
-            return Err(format!(
-                "`{spec}` is not a file or directory here, and no registry is configured to look it up in: \
-                 add `registries = [\"https://…/index.json\"]` under [marketplace] in config.toml, or pass --registry URL"
-            ));
+            return Err(SourceError::NoRegistry { spec: spec.to_string() });
         }
         Ok(Source::Registry { index: None, name, req })
     }
@@ -106,21 +155,21 @@ impl Source {
     }
 }
 
-fn absolute(path: &Path) -> Result<PathBuf, String> {
-    path.canonicalize().map_err(|e| format!("{}: {e}", path.display()))
+fn absolute(path: &Path) -> Result<PathBuf, SourceError> {
+    path.canonicalize().map_err(|error| SourceError::Io { path: path.to_path_buf(), error })
 }
 
 /// `NAME` or `NAME@REQ`.
-fn split_name(spec: &str) -> Result<(String, Option<semver::VersionReq>), String> {
+fn split_name(spec: &str) -> Result<(String, Option<semver::VersionReq>), SourceError> {
     let (name, req) = match spec.split_once('@') {
         Some((n, r)) => {
             let req = semver::VersionReq::parse(r)
-                .map_err(|e| format!("`{r}` is not a version requirement (like 1.2, ^1.2.0 or =1.2.3): {e}"))?;
+                .map_err(|error| SourceError::BadVersionReq { req: r.to_string(), error })?;
             (n, Some(req))
         }
         None => (spec, None),
     };
-    talaria_runtime::check_name(name).map_err(|e| format!("plugin name {e}"))?;
+    talaria_runtime::check_name(name).map_err(|e| SourceError::BadName(e.to_string()))?;
     Ok((name.to_string(), req))
 }
 
@@ -150,7 +199,7 @@ impl Source {
     ///
     /// # Errors
     /// Whatever stopped it, naming the source.
-    pub async fn fetch(&self, options: &FetchOptions<'_>) -> Result<Fetched, FetchError> {
+    pub async fn fetch(&self, options: &FetchOptions<'_>) -> Result<Fetched, SourceError> {
         let max = options.max_bundle_bytes;
         match self {
             Source::Dir(dir) => {
@@ -165,16 +214,17 @@ impl Source {
                 })
             }
             Source::File(path) => {
-                let len = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?.len();
+                let io = |error| SourceError::Io { path: path.clone(), error };
+                let len = std::fs::metadata(path).map_err(io)?.len();
                 if len > max {
-                    return Err(too_large(&path.display().to_string(), len, max).into());
+                    return Err(SourceError::TooLarge { path: path.clone(), size: len, max });
                 }
-                let bundle = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let bundle = std::fs::read(path).map_err(io)?;
                 let sig_path = PathBuf::from(format!("{}.sig", path.display()));
                 let signature = match std::fs::read(&sig_path) {
                     Ok(sig) => Some(sig),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                    Err(e) => return Err(format!("{}: {e}", sig_path.display()).into()),
+                    Err(error) => return Err(SourceError::Io { path: sig_path, error }),
                 };
                 Ok(Fetched {
                     bundle,
@@ -198,7 +248,7 @@ impl Source {
                 let url = version.download_url(&index_url)?;
                 let bundle = get(&http, &url, max, options.progress).await?;
                 let signature = match (&version.signature, &version.signature_url) {
-                    (Some(inline), _) => Some(serde_json::to_vec(inline).map_err(|e| e.to_string())?),
+                    (Some(inline), _) => Some(inline.to_json().into_bytes()),
                     (None, Some(sig_url)) => {
                         let sig_url = crate::index::join_url(&index_url, sig_url)?;
                         Some(get(&http, &sig_url, 64 * 1024, &|_, _| {}).await?)
@@ -234,14 +284,15 @@ impl Source {
 /// version matching `req` that this host can run.
 ///
 /// # Errors
-/// No index lists it, or no version fits.
+/// An index cannot be fetched or read ([`SourceError::Index`]), no index lists it
+/// ([`SourceError::NotListed`]), or no version fits ([`SourceError::NoVersion`]).
 pub async fn resolve(
     http: &reqwest::Client,
     index: Option<&str>,
     registries: &[String],
     name: &str,
     req: Option<&semver::VersionReq>,
-) -> Result<(String, IndexVersion), FetchError> {
+) -> Result<(String, IndexVersion), SourceError> {
     let candidates: Vec<String> = match index {
         Some(i) => vec![i.to_string()],
         None => registries.to_vec(),
@@ -249,11 +300,15 @@ pub async fn resolve(
     for index_url in &candidates {
         let parsed = Index::fetch(http, index_url).await?;
         if let Some(entry) = parsed.plugin(name) {
-            let version = entry.pick(req).map_err(|e| format!("{name} in {index_url}: {e}"))?;
+            let version = entry.pick(req).map_err(|error| SourceError::NoVersion {
+                name: name.to_string(),
+                index: index_url.clone(),
+                error,
+            })?;
             return Ok((index_url.clone(), version.clone()));
         }
     }
-    Err(format!("no plugin named `{name}` in {}", candidates.join(", ")).into())
+    Err(SourceError::NotListed { name: name.to_string(), indexes: candidates })
 }
 
 /// How `talaria plugins search` shows one match.
@@ -270,7 +325,7 @@ pub struct SearchHit {
 ///
 /// # Errors
 /// An index cannot be fetched or parsed.
-pub async fn search(registries: &[String], query: &str) -> Result<Vec<SearchHit>, FetchError> {
+pub async fn search(registries: &[String], query: &str) -> Result<Vec<SearchHit>, SourceError> {
     let http = client()?;
     let query = query.to_lowercase();
     let mut hits = Vec::new();
@@ -313,17 +368,22 @@ mod tests {
             Source::Url("https://example.com/x.tar.gz".into())
         );
         assert!(Source::parse("http://127.0.0.1:8080/x.tar.gz", &[]).is_ok());
-        assert!(Source::parse("http://example.com/x.tar.gz", &[]).unwrap_err().contains("only to this machine"));
+        assert!(
+            Source::parse("http://example.com/x.tar.gz", &[]).unwrap_err().to_string().contains("only to this machine")
+        );
         assert!(Source::parse("ftp://example.com/x", &[]).is_err());
         let regs = vec!["https://plugins.example.com/index.json".to_string()];
         assert_eq!(
             Source::parse("weather@^1.2", &regs).unwrap(),
             Source::Registry { index: None, name: "weather".into(), req: Some("^1.2".parse().unwrap()) }
         );
-        assert!(Source::parse("weather", &[]).unwrap_err().contains("no registry is configured"));
-        assert!(Source::parse("Weather!", &regs).unwrap_err().contains("plugin name"));
-        assert!(Source::parse("weather@latest", &regs).unwrap_err().contains("not a version requirement"));
-        assert!(Source::parse("./missing.tar.gz", &regs).unwrap_err().contains("no such file"));
+        let err = |spec: &str, registries: &[String]| Source::parse(spec, registries).unwrap_err().to_string();
+        assert!(err("weather", &[]).contains("no registry is configured"));
+        // Skills install matches on this to say where skills come from instead.
+        assert!(matches!(Source::parse("weather", &[]), Err(SourceError::NoRegistry { .. })));
+        assert!(err("Weather!", &regs).contains("plugin name"));
+        assert!(err("weather@latest", &regs).contains("not a version requirement"));
+        assert!(err("./missing.tar.gz", &regs).contains("no such file"));
         assert_eq!(
             Source::parse("registry+https://r.example/index.json#weather", &[]).unwrap(),
             Source::Registry { index: Some("https://r.example/index.json".into()), name: "weather".into(), req: None }

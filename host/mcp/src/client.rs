@@ -44,6 +44,24 @@ use talaria_runtime::{Approval, ApprovalKind, ApprovalRequest, Approvals, Approv
 
 use crate::config::{self, Ask, ServerToml, Transport};
 
+/// Why `talaria mcp test` ([`Servers::check`]) or `/prompt` ([`Servers::prompt`]) could not
+/// use a server.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No enabled server has that name ([`Servers::check`]).
+    #[error("no enabled server `{name}`")]
+    NotEnabled { name: String },
+    /// No enabled server has that name ([`Servers::prompt`], naming those there are).
+    #[error("no MCP server `{name}` (configured: {})", configured.join(", "))]
+    UnknownServer { name: String, configured: Vec<String> },
+    /// The server did not start, answer or list its tools (in time): why, in words.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The server refused the prompt, or did not answer in time.
+    #[error("MCP server `{server}`, prompt `{name}`: {reason}")]
+    Prompt { server: String, name: String, reason: String },
+}
+
 /// What talaria says it is to servers; it declares no client capabilities (no sampling, roots
 /// or elicitation).
 #[derive(Clone)]
@@ -226,12 +244,13 @@ impl Servers {
     /// Start `name` (again) and list its tools now, whatever the cache holds: `talaria mcp test`.
     ///
     /// # Errors
-    /// No such server, or it does not start or list its tools.
-    pub async fn check(&self, name: &str) -> Result<Checked, String> {
-        let server = self.servers.get(name).ok_or_else(|| format!("no enabled server `{name}`"))?;
+    /// No such server ([`ClientError::NotEnabled`]), or it does not start or list its tools
+    /// ([`ClientError::Unavailable`]).
+    pub async fn check(&self, name: &str) -> Result<Checked, ClientError> {
+        let server = self.servers.get(name).ok_or_else(|| ClientError::NotEnabled { name: name.to_string() })?;
         let started = std::time::Instant::now();
         *server.session.lock().await = None;
-        let listing = self.list_live(server).await?;
+        let listing = self.list_live(server).await.map_err(ClientError::Unavailable)?;
         let session = server.session.lock().await.clone();
         let info = session.as_ref().and_then(|s| s.peer_info());
         self.save_cache(server, &listing);
@@ -331,7 +350,7 @@ impl Servers {
         let expand = |v: &str| {
             if server.config.verbatim { Ok(v.to_string()) } else { config::expand(v, |name| self.secrets.value(name)) }
         };
-        let serving = match server.config.transport(&server.name)? {
+        let serving = match server.config.transport(&server.name).map_err(|e| e.to_string())? {
             Transport::Stdio { command, args, env, cwd } => {
                 let mut vars = Vec::new();
                 for (key, value) in &env {
@@ -562,25 +581,24 @@ impl Servers {
     /// Prompt `name` of `server` filled with `arguments`, as text: what `/prompt` sends.
     ///
     /// # Errors
-    /// No such server, it does not start, or it refuses.
+    /// No such server ([`ClientError::UnknownServer`]), it does not start
+    /// ([`ClientError::Unavailable`]), or it refuses ([`ClientError::Prompt`]).
     pub async fn prompt(
         &self,
         server: &str,
         name: &str,
         arguments: serde_json::Map<String, Value>,
-    ) -> Result<String, String> {
-        let found = self.servers.get(server).ok_or_else(|| {
-            format!(
-                "no MCP server `{server}` (configured: {})",
-                self.servers.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
+    ) -> Result<String, ClientError> {
+        let found = self.servers.get(server).ok_or_else(|| ClientError::UnknownServer {
+            name: server.to_string(),
+            configured: self.servers.keys().cloned().collect(),
         })?;
-        let session = self.session(found).await?;
+        let session = self.session(found).await.map_err(ClientError::Unavailable)?;
         let peer = session.peer().clone();
         drop(session);
         self.fill_prompt(&peer, name, arguments, found.config.tool_timeout())
             .await
-            .map_err(|e| format!("MCP server `{server}`, prompt `{name}`: {e}"))
+            .map_err(|reason| ClientError::Prompt { server: server.to_string(), name: name.to_string(), reason })
     }
 
     /// Ask the user before a call the server's policy says needs it.

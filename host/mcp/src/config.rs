@@ -122,6 +122,28 @@ pub enum Ask {
     Never,
 }
 
+/// What is wrong with a server's table, or a `${NAME}` in it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A `url` that is not http(s).
+    #[error("[mcp_servers.{server}] url = \"{url}\" is not an http(s) URL")]
+    NotHttp { server: String, url: String },
+    /// Both `command` and `url`.
+    #[error("[mcp_servers.{server}] has both `command` (a stdio server) and `url` (an HTTP server): keep one")]
+    BothTransports { server: String },
+    /// Neither `command` nor `url`.
+    #[error(
+        "[mcp_servers.{server}] needs `command` (a program speaking MCP on stdio, e.g. command = \"npx\", args = [\"-y\", \"@modelcontextprotocol/server-everything\"]) or `url` (a streamable HTTP endpoint)"
+    )]
+    NoTransport { server: String },
+    /// A `${` with no `}`.
+    #[error("`{value}` has a `${{` with no closing `}}`")]
+    Unclosed { value: String },
+    /// A `${NAME}` whose secret is not set.
+    #[error("${{{name}}} is not set: add {name}=... to talaria's .env (or the environment)")]
+    Unset { name: String },
+}
+
 /// How a server is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transport {
@@ -137,8 +159,9 @@ impl ServerToml {
     /// How to reach it.
     ///
     /// # Errors
-    /// Neither `command` nor `url`, or both; a URL that is not http(s).
-    pub fn transport(&self, name: &str) -> Result<Transport, String> {
+    /// Neither `command` nor `url` ([`ConfigError::NoTransport`]), or both
+    /// ([`ConfigError::BothTransports`]); a URL that is not http(s) ([`ConfigError::NotHttp`]).
+    pub fn transport(&self, name: &str) -> Result<Transport, ConfigError> {
         match (&self.command, &self.url) {
             (Some(command), None) => Ok(Transport::Stdio {
                 command: command.clone(),
@@ -148,16 +171,12 @@ impl ServerToml {
             }),
             (None, Some(url)) => {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(format!("[mcp_servers.{name}] url = \"{url}\" is not an http(s) URL"));
+                    return Err(ConfigError::NotHttp { server: name.to_string(), url: url.clone() });
                 }
                 Ok(Transport::Http { url: url.clone(), headers: self.headers.clone() })
             }
-            (Some(_), Some(_)) => Err(format!(
-                "[mcp_servers.{name}] has both `command` (a stdio server) and `url` (an HTTP server): keep one"
-            )),
-            (None, None) => Err(format!(
-                "[mcp_servers.{name}] needs `command` (a program speaking MCP on stdio, e.g. command = \"npx\", args = [\"-y\", \"@modelcontextprotocol/server-everything\"]) or `url` (a streamable HTTP endpoint)"
-            )),
+            (Some(_), Some(_)) => Err(ConfigError::BothTransports { server: name.to_string() }),
+            (None, None) => Err(ConfigError::NoTransport { server: name.to_string() }),
         }
     }
 
@@ -182,17 +201,17 @@ impl ServerToml {
 /// Fill `${NAME}` in `value` from `lookup`.
 ///
 /// # Errors
-/// A `${NAME}` that `lookup` does not know, or one left unclosed.
-pub fn expand(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+/// A `${NAME}` that `lookup` does not know ([`ConfigError::Unset`]), or one left unclosed
+/// ([`ConfigError::Unclosed`]).
+pub fn expand(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        let end = after.find('}').ok_or_else(|| format!("`{value}` has a `${{` with no closing `}}`"))?;
+        let end = after.find('}').ok_or_else(|| ConfigError::Unclosed { value: value.to_string() })?;
         let name = &after[..end];
-        let found = lookup(name)
-            .ok_or_else(|| format!("${{{name}}} is not set: add {name}=... to talaria's .env (or the environment)"))?;
+        let found = lookup(name).ok_or_else(|| ConfigError::Unset { name: name.to_string() })?;
         out.push_str(&found);
         rest = &after[end + 1..];
     }
@@ -239,15 +258,15 @@ mod tests {
         let lookup = |n: &str| (n == "TOKEN").then(|| "s3cret".to_string());
         assert_eq!(expand("Bearer ${TOKEN}", lookup).expect("expanded"), "Bearer s3cret");
         assert_eq!(expand("plain", lookup).expect("as is"), "plain");
-        let e = expand("${NOPE}", lookup).expect_err("missing");
+        let e = expand("${NOPE}", lookup).expect_err("missing").to_string();
         assert!(e.contains("NOPE=... to talaria's .env"), "{e}");
     }
 
     #[test]
     fn a_server_is_reached_one_way() {
         let both = ServerToml { command: Some("x".into()), url: Some("http://x".into()), ..ServerToml::default() };
-        assert!(both.transport("s").expect_err("both").contains("keep one"));
-        assert!(ServerToml::default().transport("s").expect_err("neither").contains("needs `command`"));
+        assert!(both.transport("s").expect_err("both").to_string().contains("keep one"));
+        assert!(ServerToml::default().transport("s").expect_err("neither").to_string().contains("needs `command`"));
         let ftp = ServerToml { url: Some("ftp://x".into()), ..ServerToml::default() };
         assert!(ftp.transport("s").is_err());
         let filter = ToolFilter { include: vec![], exclude: vec!["rm".into()] };

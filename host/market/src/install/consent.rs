@@ -46,6 +46,27 @@ pub enum Nobody {
     Refuse(String),
 }
 
+/// Why no consent was given.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsentError {
+    /// A `--grant` that is not a capability.
+    #[error("{0}")]
+    BadGrant(String),
+    /// A `--grant` of something the manifest does not request.
+    #[error(
+        "{name} does not request {cap} (it requests: {}); a grant can only allow what the manifest asks for",
+        caps_list(requested)
+    )]
+    NotRequested { name: String, cap: Capability, requested: Vec<Capability> },
+    /// Nobody could be asked and the caller refuses then ([`Nobody::Refuse`]), or the caller
+    /// refused for a reason of its own: says how to consent.
+    #[error("{0}")]
+    Refused(String),
+    /// Standard input could not be read.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
 /// What each capability lets a plugin do, in words.
 pub fn describe(cap: &Capability) -> String {
     match cap {
@@ -92,12 +113,12 @@ pub fn interactive() -> bool {
 ///
 /// # Errors
 /// Standard input cannot be read.
-pub fn ask(prompt: &str) -> Result<String, String> {
+pub fn ask(prompt: &str) -> std::io::Result<String> {
     let mut err = std::io::stderr();
     let _ = write!(err, "{prompt}");
     let _ = err.flush();
     let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).map_err(|e| e.to_string())?;
+    std::io::stdin().lock().read_line(&mut line)?;
     Ok(line.trim().to_lowercase())
 }
 
@@ -105,9 +126,10 @@ pub fn ask(prompt: &str) -> Result<String, String> {
 /// `--grant` when given, else the person's answer on a terminal, else what `nobody` says.
 ///
 /// # Errors
-/// A `--grant` the manifest does not request, [`Nobody::Refuse`] with nobody to ask, or
-/// standard input unreadable.
-pub fn decide(consent: &Consent, flags: &GrantFlags, nobody: &Nobody) -> Result<Vec<Capability>, String> {
+/// [`ConsentError::BadGrant`] or [`ConsentError::NotRequested`] for a `--grant` the manifest
+/// does not request, [`ConsentError::Refused`] for [`Nobody::Refuse`] with nobody to ask, or
+/// [`ConsentError::Io`] with standard input unreadable.
+pub fn decide(consent: &Consent, flags: &GrantFlags, nobody: &Nobody) -> Result<Vec<Capability>, ConsentError> {
     for line in lines(consent) {
         eprintln!("{line}");
     }
@@ -117,15 +139,15 @@ pub fn decide(consent: &Consent, flags: &GrantFlags, nobody: &Nobody) -> Result<
     if !flags.grants.is_empty() {
         let mut out = Vec::new();
         for g in &flags.grants {
-            let cap: Capability = g.parse()?;
+            let cap = g.parse::<Capability>().map_err(|e| ConsentError::BadGrant(e.to_string()))?;
             if consent.new.iter().any(|r| r.covers(&cap)) {
                 out.push(cap);
             } else if !consent.requested.iter().any(|r| r.covers(&cap)) {
-                return Err(format!(
-                    "{} does not request {cap} (it requests: {}); a grant can only allow what the manifest asks for",
-                    consent.name,
-                    caps_list(&consent.requested)
-                ));
+                return Err(ConsentError::NotRequested {
+                    name: consent.name.clone(),
+                    cap,
+                    requested: consent.requested.clone(),
+                });
             }
         }
         return Ok(out);
@@ -133,7 +155,7 @@ pub fn decide(consent: &Consent, flags: &GrantFlags, nobody: &Nobody) -> Result<
     if !interactive() {
         return match nobody {
             Nobody::GrantNothing => Ok(Vec::new()),
-            Nobody::Refuse(how) => Err(how.clone()),
+            Nobody::Refuse(how) => Err(ConsentError::Refused(how.clone())),
         };
     }
     let answer = ask("Grant them? [a]ll, [n]one, or [c]hoose one by one: ")?;
@@ -191,13 +213,19 @@ mod tests {
         assert_eq!(decide(&c, &one, &Nobody::GrantNothing).expect("one"), vec![Capability::Process]);
         let stranger = GrantFlags { yes: false, grants: vec!["llm".into()] };
         assert!(
-            decide(&c, &stranger, &Nobody::GrantNothing).expect_err("not requested").contains("does not request llm")
+            decide(&c, &stranger, &Nobody::GrantNothing)
+                .expect_err("not requested")
+                .to_string()
+                .contains("does not request llm")
         );
         // Tests run without a terminal on stdin.
         if !interactive() {
             let none = GrantFlags::default();
             assert_eq!(decide(&c, &none, &Nobody::GrantNothing).expect("nothing"), Vec::<Capability>::new());
-            assert_eq!(decide(&c, &none, &Nobody::Refuse("pass --yes".into())).expect_err("refused"), "pass --yes");
+            assert_eq!(
+                decide(&c, &none, &Nobody::Refuse("pass --yes".into())).expect_err("refused").to_string(),
+                "pass --yes"
+            );
         }
     }
 }
