@@ -4,7 +4,7 @@
 //! failure means (a failed `pre_tool_call` hook blocks the call, a failed prefetch is skipped).
 
 use talaria_protocol::{
-    CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, Message, PluginSession,
+    CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, Message, PluginError, PluginSession,
 };
 
 use crate::tools::BoxFuture;
@@ -14,7 +14,7 @@ use crate::tools::BoxFuture;
 pub struct HookReply {
     pub plugin: String,
     /// `Err` when the hook failed or did not answer in time; the text says which.
-    pub decision: Result<HookDecision, String>,
+    pub decision: Result<HookDecision, PluginError>,
 }
 
 /// The hook plugins.
@@ -44,10 +44,11 @@ pub trait MemoryProvider: Send + Sync {
     fn name(&self) -> &str;
 
     /// Text for the system prompt of a new session.
-    fn system_prompt_block<'a>(&'a self, session: &'a PluginSession) -> BoxFuture<'a, Result<String, String>>;
+    fn system_prompt_block<'a>(&'a self, session: &'a PluginSession) -> BoxFuture<'a, Result<String, PluginError>>;
 
     /// Recall for the user's new message, added to it for this turn's model calls only.
-    fn prefetch<'a>(&'a self, query: &'a str, session: &'a PluginSession) -> BoxFuture<'a, Result<String, String>>;
+    fn prefetch<'a>(&'a self, query: &'a str, session: &'a PluginSession)
+    -> BoxFuture<'a, Result<String, PluginError>>;
 
     /// Remember a finished turn. The loop runs it in the background.
     fn sync_turn<'a>(
@@ -55,21 +56,21 @@ pub trait MemoryProvider: Send + Sync {
         user: &'a str,
         assistant: &'a str,
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<(), PluginError>>;
 
     /// Notes for the summary of messages about to be compressed away.
     fn on_pre_compress<'a>(
         &'a self,
         messages: &'a [Message],
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<String, String>>;
+    ) -> BoxFuture<'a, Result<String, PluginError>>;
 
     /// The session ended.
     fn on_session_end<'a>(
         &'a self,
         messages: &'a [Message],
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<(), PluginError>>;
 
     /// The built-in memory tool changed MEMORY.md or USER.md.
     fn on_memory_write<'a>(
@@ -78,7 +79,7 @@ pub trait MemoryProvider: Send + Sync {
         target: &'a str,
         content: &'a str,
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<(), PluginError>>;
 }
 
 /// The active context engine: decides when history is too long and rewrites it.
@@ -89,18 +90,18 @@ pub trait ContextEngine: Send + Sync {
         &'a self,
         status: ContextStatus,
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<bool, String>>;
+    ) -> BoxFuture<'a, Result<bool, PluginError>>;
 
     fn compress<'a>(
         &'a self,
         request: CompressRequest,
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<Compressed, String>>;
+    ) -> BoxFuture<'a, Result<Compressed, PluginError>>;
 
     /// Labelled lines for `talaria context status`.
     fn report<'a>(
         &'a self,
         status: ContextStatus,
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<Vec<(String, String)>, String>>;
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, PluginError>>;
 }

@@ -111,7 +111,7 @@ fn check(rt: &tokio::runtime::Runtime, runtime: &Runtime, messages: Vec<Message>
             }
             prop_assert!(out.messages.iter().any(|m| m.content().contains("Your todo list")));
         }
-        Err(e) => prop_assert!(e.contains("nothing to compress"), "{e}"),
+        Err(e) => prop_assert!(e.message().contains("nothing to compress"), "{e}"),
     }
     Ok(())
 }

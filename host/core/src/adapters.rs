@@ -9,7 +9,8 @@ use talaria_agent::{
     BoxFuture, ContextEngine, HookReply, Hooks, MemoryProvider, Scope, ToolContext, ToolHandler, ToolSource,
 };
 use talaria_protocol::{
-    CompressRequest, Compressed, ContextStatus, HookEvent, HookKind, Message, PluginSession, Role, ToolError, ToolSpec,
+    CompressRequest, Compressed, ContextStatus, HookEvent, HookKind, Message, PluginError, PluginSession, Role,
+    ToolError, ToolSpec,
 };
 use talaria_runtime::{LlmBackend, LlmCompletion, LlmRequest, Plugin, Runtime};
 
@@ -118,13 +119,11 @@ impl Hooks for PluginHooks {
 
 /// The plugin called `name` of `kind` in the current runtime; after a reload that lost it, an
 /// error saying so.
-fn current(live: &LiveRuntime, name: &str, kind: &str) -> Result<(Arc<Runtime>, Arc<Plugin>), String> {
+fn current(live: &LiveRuntime, name: &str, kind: &str) -> Result<(Arc<Runtime>, Arc<Plugin>), PluginError> {
     let runtime = live.get();
-    let plugin = runtime
-        .plugins_of_kind(kind)
-        .into_iter()
-        .find(|p| p.name() == name)
-        .ok_or_else(|| format!("the {kind} plugin '{name}' is gone since the plugins were reloaded"))?;
+    let plugin = runtime.plugins_of_kind(kind).into_iter().find(|p| p.name() == name).ok_or_else(|| {
+        PluginError::Unavailable(format!("the {kind} plugin '{name}' is gone since the plugins were reloaded"))
+    })?;
     Ok((runtime, plugin))
 }
 
@@ -139,14 +138,18 @@ impl MemoryProvider for PluginMemory {
         &self.name
     }
 
-    fn system_prompt_block<'a>(&'a self, session: &'a PluginSession) -> BoxFuture<'a, Result<String, String>> {
+    fn system_prompt_block<'a>(&'a self, session: &'a PluginSession) -> BoxFuture<'a, Result<String, PluginError>> {
         Box::pin(async move {
             let (runtime, plugin) = current(&self.live, &self.name, "memory")?;
             runtime.memory_prompt_block(&plugin, session).await
         })
     }
 
-    fn prefetch<'a>(&'a self, query: &'a str, session: &'a PluginSession) -> BoxFuture<'a, Result<String, String>> {
+    fn prefetch<'a>(
+        &'a self,
+        query: &'a str,
+        session: &'a PluginSession,
+    ) -> BoxFuture<'a, Result<String, PluginError>> {
         Box::pin(async move {
             let (runtime, plugin) = current(&self.live, &self.name, "memory")?;
             runtime.memory_prefetch(&plugin, query, session).await
@@ -158,7 +161,7 @@ impl MemoryProvider for PluginMemory {
         user: &'a str,
         assistant: &'a str,
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), PluginError>> {
         Box::pin(async move {
             let (runtime, plugin) = current(&self.live, &self.name, "memory")?;
             runtime.memory_sync_turn(&plugin, user, assistant, session).await
@@ -169,7 +172,7 @@ impl MemoryProvider for PluginMemory {
         &'a self,
         messages: &'a [Message],
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<String, String>> {
+    ) -> BoxFuture<'a, Result<String, PluginError>> {
         Box::pin(async move {
             let (runtime, plugin) = current(&self.live, &self.name, "memory")?;
             runtime.memory_pre_compress(&plugin, messages, session).await
@@ -180,7 +183,7 @@ impl MemoryProvider for PluginMemory {
         &'a self,
         messages: &'a [Message],
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), PluginError>> {
         Box::pin(async move {
             let (runtime, plugin) = current(&self.live, &self.name, "memory")?;
             runtime.memory_session_end(&plugin, messages, session).await
@@ -193,7 +196,7 @@ impl MemoryProvider for PluginMemory {
         target: &'a str,
         content: &'a str,
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), PluginError>> {
         Box::pin(async move {
             let (runtime, plugin) = current(&self.live, &self.name, "memory")?;
             runtime.memory_on_write(&plugin, action, target, content, session).await
@@ -216,7 +219,7 @@ impl ContextEngine for PluginContext {
         &'a self,
         status: ContextStatus,
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<bool, String>> {
+    ) -> BoxFuture<'a, Result<bool, PluginError>> {
         Box::pin(async move {
             let (runtime, plugin) = current(&self.live, &self.name, "context-engine")?;
             runtime.context_should_compress(&plugin, status, session).await
@@ -227,7 +230,7 @@ impl ContextEngine for PluginContext {
         &'a self,
         request: CompressRequest,
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<Compressed, String>> {
+    ) -> BoxFuture<'a, Result<Compressed, PluginError>> {
         Box::pin(async move {
             let (runtime, plugin) = current(&self.live, &self.name, "context-engine")?;
             runtime.context_compress(&plugin, request, session).await
@@ -238,7 +241,7 @@ impl ContextEngine for PluginContext {
         &'a self,
         status: ContextStatus,
         session: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<Vec<(String, String)>, String>> {
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, PluginError>> {
         Box::pin(async move {
             let (runtime, plugin) = current(&self.live, &self.name, "context-engine")?;
             runtime.context_report(&plugin, status, session).await

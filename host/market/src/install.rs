@@ -160,7 +160,7 @@ pub enum InstallError {
     )]
     Mismatch { name: String, what: &'static str, index: String, bundle: String },
     #[error("the component does not load: {0}")]
-    Compile(String),
+    Compile(talaria_runtime::ComponentError),
     /// The user (or the caller's [`Decide`]) granted nothing, or could not be asked.
     #[error(transparent)]
     Declined(#[from] ConsentError),
@@ -227,7 +227,7 @@ impl Drop for Staging {
 }
 
 /// Compiles a component into the compile cache and checks it against its manifest.
-pub type Check<'a> = dyn Fn(&Manifest, &[u8]) -> Result<(), String> + 'a;
+pub type Check<'a> = dyn Fn(&Manifest, &[u8]) -> Result<(), talaria_runtime::ComponentError> + 'a;
 
 /// Asked which newly requested capabilities to grant.
 pub type Decide<'a> = dyn FnMut(&Consent) -> Result<Vec<Capability>, ConsentError> + 'a;

@@ -192,3 +192,59 @@ pub struct Compressed {
     /// One line for the user.
     pub note: String,
 }
+
+/// Why a memory provider, context engine, hook plugin or platform adapter gave no answer.
+/// Each variant's text is a whole sentence naming the plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "message", rename_all = "snake_case")]
+pub enum PluginError {
+    /// It cannot be called: not installed, disabled, not of the kind asked for, gone since the
+    /// plugins were reloaded, or its component would not load or does not export what the
+    /// kind needs.
+    Unavailable(String),
+    /// A hook plugin was sent an event it did not ask for.
+    NotSubscribed(String),
+    /// It returned an error of its own.
+    Failed(String),
+    /// It did not answer within its deadline and was stopped.
+    TimedOut(String),
+    /// It trapped, panicked or hit its memory cap.
+    Crashed(String),
+    /// It answered with more than its output cap, or with something malformed.
+    BadAnswer(String),
+}
+
+impl PluginError {
+    /// The sentence, whichever the variant.
+    pub fn message(&self) -> &str {
+        match self {
+            Self::Unavailable(m)
+            | Self::NotSubscribed(m)
+            | Self::Failed(m)
+            | Self::TimedOut(m)
+            | Self::Crashed(m)
+            | Self::BadAnswer(m) => m,
+        }
+    }
+
+    /// The same error with its sentence passed through `f` (to take secret values out).
+    #[must_use]
+    pub fn map_text(self, f: impl FnOnce(String) -> String) -> Self {
+        match self {
+            Self::Unavailable(m) => Self::Unavailable(f(m)),
+            Self::NotSubscribed(m) => Self::NotSubscribed(f(m)),
+            Self::Failed(m) => Self::Failed(f(m)),
+            Self::TimedOut(m) => Self::TimedOut(f(m)),
+            Self::Crashed(m) => Self::Crashed(f(m)),
+            Self::BadAnswer(m) => Self::BadAnswer(f(m)),
+        }
+    }
+}
+
+impl std::fmt::Display for PluginError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for PluginError {}

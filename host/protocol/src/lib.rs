@@ -37,8 +37,8 @@ pub use event::{
     SessionStarted, Stamped, ToolFinished, ToolStarted, TurnEnd,
 };
 pub use extension::{
-    CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, PluginSession, ToolCallEvent,
-    ToolResultEvent,
+    CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, PluginError, PluginSession,
+    ToolCallEvent, ToolResultEvent,
 };
 pub use invocation::{Attached, ToolContext, arguments_or_empty};
 pub use message::{Image, Message, Role, ToolCall, Usage};

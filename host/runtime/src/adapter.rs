@@ -25,6 +25,7 @@ use crate::host::{HostState, PluginEnv};
 use crate::instance::{self, Resident, ResidentSlot, Site};
 use crate::manifest::Kind;
 use crate::plugin::Plugin;
+use talaria_protocol::PluginError;
 
 /// Longest text of one inbound message kept, in characters.
 const MAX_TEXT_CHARS: usize = 32 * 1024;
@@ -254,7 +255,7 @@ impl Runtime {
     ///
     /// # Errors
     /// No enabled plugin of that name, or it is not a platform adapter.
-    pub fn adapter(self: &Arc<Self>, plugin: &str, account: AccountSpec) -> Result<Adapter, String> {
+    pub fn adapter(self: &Arc<Self>, plugin: &str, account: AccountSpec) -> Result<Adapter, PluginError> {
         let bound = self.bind(plugin, &account)?;
         Ok(Adapter {
             bound: std::sync::RwLock::new(Arc::new(bound)),
@@ -266,18 +267,21 @@ impl Runtime {
     }
 
     /// `account` bound to this runtime's plugin `plugin`.
-    fn bind(self: &Arc<Self>, plugin: &str, account: &AccountSpec) -> Result<Bound, String> {
+    fn bind(self: &Arc<Self>, plugin: &str, account: &AccountSpec) -> Result<Bound, PluginError> {
         let found = self.plugins.iter().find(|p| p.name() == plugin).cloned().ok_or_else(|| {
             let adapters: Vec<&str> = self.plugins.iter().filter(|p| p.is(Kind::Platform)).map(|p| p.name()).collect();
-            format!(
+            PluginError::Unavailable(format!(
                 "no plugin named '{plugin}' is installed (platform adapters here: {})",
                 if adapters.is_empty() { "none".to_string() } else { adapters.join(", ") }
-            )
+            ))
         })?;
-        Self::check_enabled(&found)?;
+        Self::check_enabled(&found).map_err(PluginError::Unavailable)?;
         if !found.is(Kind::Platform) {
             let kinds: Vec<&str> = found.kinds().iter().map(|k| k.name()).collect();
-            return Err(format!("plugin '{plugin}' is not a platform adapter (its kinds: {})", kinds.join(", ")));
+            return Err(PluginError::Unavailable(format!(
+                "plugin '{plugin}' is not a platform adapter (its kinds: {})",
+                kinds.join(", ")
+            )));
         }
         let mut config = found.env.config.clone();
         config.extend(account.config.clone());
@@ -330,7 +334,7 @@ impl Adapter {
     ///
     /// # Errors
     /// `runtime` has no such enabled platform adapter; the old binding stays.
-    pub fn rebind(&self, runtime: &Arc<Runtime>) -> Result<(), String> {
+    pub fn rebind(&self, runtime: &Arc<Runtime>) -> Result<(), PluginError> {
         use std::sync::atomic::Ordering;
         let plugin = self.bound().plugin.name().to_string();
         let bound = runtime.bind(&plugin, &self.spec)?;
@@ -412,9 +416,9 @@ impl Adapter {
             Ok((Err(wit::AdapterError::Permanent(message)), denials)) => {
                 Err(AdapterError::Permanent(scan.redacted(with_denials(clip(message), &denials))))
             }
-            Err(failure) => {
-                Err(AdapterError::Crashed(scan.redacted(failure.describe(&format!("{who} {what}"), limits))))
-            }
+            Err(failure) => Err(AdapterError::Crashed(
+                scan.redacted(failure.into_plugin_error(&format!("{who} {what}"), limits).to_string()),
+            )),
         }
     }
 

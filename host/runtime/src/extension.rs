@@ -20,6 +20,7 @@ use crate::host::HostState;
 use crate::instance::{self, GuestError, Site, over_cap};
 use crate::manifest::Kind;
 use crate::plugin::Plugin;
+use talaria_protocol::PluginError;
 
 /// Longest `note` a context engine may give.
 const MAX_NOTE_CHARS: usize = 1000;
@@ -50,14 +51,18 @@ impl Runtime {
     }
 
     /// The engine and the checked component, for a call of `kind`.
-    fn ready<'p>(&self, plugin: &'p Plugin, kind: Kind) -> Result<(&EngineHandle, &'p Prepared), String> {
-        Self::check_enabled(plugin)?;
+    fn ready<'p>(&self, plugin: &'p Plugin, kind: Kind) -> Result<(&EngineHandle, &'p Prepared), PluginError> {
+        Self::check_enabled(plugin).map_err(PluginError::Unavailable)?;
         if !plugin.is(kind) {
             let kinds: Vec<&str> = plugin.kinds().iter().map(|k| k.name()).collect();
-            return Err(format!("plugin '{}' is not a {kind} plugin (its kinds: {})", plugin.name(), kinds.join(", ")));
+            return Err(PluginError::Unavailable(format!(
+                "plugin '{}' is not a {kind} plugin (its kinds: {})",
+                plugin.name(),
+                kinds.join(", ")
+            )));
         }
-        let (prepared, _) = self.prepared(plugin)?;
-        let (engine, _) = self.engine().map_err(|e| e.to_string())?;
+        let (prepared, _) = self.prepared(plugin).map_err(PluginError::Unavailable)?;
+        let (engine, _) = self.engine().map_err(|e| PluginError::Unavailable(e.to_string()))?;
         Ok((engine, prepared))
     }
 
@@ -71,10 +76,12 @@ impl Runtime {
         plugin: &Plugin,
         session: &PluginSession,
         f: impl AsyncFnOnce(&mut Store<HostState>, &memory::Guest) -> wasmtime::Result<Result<T, String>>,
-    ) -> Result<T, String> {
+    ) -> Result<T, PluginError> {
         let (engine, prepared) = self.ready(plugin, Kind::Memory)?;
-        let indices =
-            prepared.memory.as_ref().ok_or_else(|| format!("plugin '{}' exports no memory", plugin.name()))?;
+        let indices = prepared
+            .memory
+            .as_ref()
+            .ok_or_else(|| PluginError::Unavailable(format!("plugin '{}' exports no memory", plugin.name())))?;
         let limits = plugin.limits_for(Kind::Memory);
         let workspace = self.session_workspace(session);
         let caller = caller_of(session);
@@ -94,7 +101,7 @@ impl Runtime {
         )
         .await
         .map(|(value, _)| value)
-        .map_err(|e| redact(plugin, e.describe(&who(plugin, Kind::Memory), limits)))
+        .map_err(|e| e.into_plugin_error(&who(plugin, Kind::Memory), limits).map_text(|m| redact(plugin, m)))
     }
 
     /// A call on a fresh instance of a context engine.
@@ -103,10 +110,12 @@ impl Runtime {
         plugin: &Plugin,
         session: &PluginSession,
         f: impl AsyncFnOnce(&mut Store<HostState>, &context::Guest) -> wasmtime::Result<Result<T, String>>,
-    ) -> Result<T, String> {
+    ) -> Result<T, PluginError> {
         let (engine, prepared) = self.ready(plugin, Kind::ContextEngine)?;
-        let indices =
-            prepared.context.as_ref().ok_or_else(|| format!("plugin '{}' exports no context", plugin.name()))?;
+        let indices = prepared
+            .context
+            .as_ref()
+            .ok_or_else(|| PluginError::Unavailable(format!("plugin '{}' exports no context", plugin.name())))?;
         let limits = plugin.limits_for(Kind::ContextEngine);
         let workspace = self.session_workspace(session);
         let caller = caller_of(session);
@@ -123,12 +132,12 @@ impl Runtime {
         )
         .await
         .map(|(value, _)| value)
-        .map_err(|e| redact(plugin, e.describe(&who(plugin, Kind::ContextEngine), limits)))
+        .map_err(|e| e.into_plugin_error(&who(plugin, Kind::ContextEngine), limits).map_text(|m| redact(plugin, m)))
     }
 
     /// `Err` when `bytes` is over the plugin's output cap for `kind`.
-    fn capped(plugin: &Plugin, kind: Kind, bytes: usize) -> Result<(), String> {
-        over_cap(&who(plugin, kind), bytes, plugin.limits_for(kind)).map_or(Ok(()), Err)
+    fn capped(plugin: &Plugin, kind: Kind, bytes: usize) -> Result<(), PluginError> {
+        over_cap(&who(plugin, kind), bytes, plugin.limits_for(kind)).map_or(Ok(()), |m| Err(PluginError::BadAnswer(m)))
     }
 
     /// Text for the system prompt of a new session ("" for none).
@@ -136,7 +145,7 @@ impl Runtime {
     /// # Errors
     /// The plugin is disabled, not a memory provider, failed, trapped, ran out of time or
     /// returned more than its output cap; the text says which.
-    pub async fn memory_prompt_block(&self, plugin: &Plugin, session: &PluginSession) -> Result<String, String> {
+    pub async fn memory_prompt_block(&self, plugin: &Plugin, session: &PluginSession) -> Result<String, PluginError> {
         let info = convert::session(session);
         let text = self.memory_call(plugin, session, async |s, m| m.call_system_prompt_block(s, &info).await).await?;
         Self::capped(plugin, Kind::Memory, text.len())?;
@@ -152,7 +161,7 @@ impl Runtime {
         plugin: &Plugin,
         query: &str,
         session: &PluginSession,
-    ) -> Result<String, String> {
+    ) -> Result<String, PluginError> {
         let info = convert::session(session);
         let text = self.memory_call(plugin, session, async |s, m| m.call_prefetch(s, query, &info).await).await?;
         Self::capped(plugin, Kind::Memory, text.len())?;
@@ -169,7 +178,7 @@ impl Runtime {
         user: &str,
         assistant: &str,
         session: &PluginSession,
-    ) -> Result<(), String> {
+    ) -> Result<(), PluginError> {
         let info = convert::session(session);
         self.memory_call(plugin, session, async |s, m| m.call_sync_turn(s, user, assistant, &info).await).await
     }
@@ -183,7 +192,7 @@ impl Runtime {
         plugin: &Plugin,
         messages: &[Message],
         session: &PluginSession,
-    ) -> Result<String, String> {
+    ) -> Result<String, PluginError> {
         let (info, wit) = (convert::session(session), convert::messages(messages));
         let text = self.memory_call(plugin, session, async |s, m| m.call_on_pre_compress(s, &wit, &info).await).await?;
         Self::capped(plugin, Kind::Memory, text.len())?;
@@ -199,7 +208,7 @@ impl Runtime {
         plugin: &Plugin,
         messages: &[Message],
         session: &PluginSession,
-    ) -> Result<(), String> {
+    ) -> Result<(), PluginError> {
         let (info, wit) = (convert::session(session), convert::messages(messages));
         self.memory_call(plugin, session, async |s, m| m.call_on_session_end(s, &wit, &info).await).await
     }
@@ -216,7 +225,7 @@ impl Runtime {
         target: &str,
         content: &str,
         session: &PluginSession,
-    ) -> Result<(), String> {
+    ) -> Result<(), PluginError> {
         let info = convert::session(session);
         self.memory_call(plugin, session, async |s, m| m.call_on_memory_write(s, action, target, content, &info).await)
             .await
@@ -231,7 +240,7 @@ impl Runtime {
         plugin: &Plugin,
         status: ContextStatus,
         session: &PluginSession,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, PluginError> {
         let info = convert::session(session);
         let status = convert::status(status);
         self.context_call(plugin, session, async |s, c| c.call_should_compress(s, status, &info).await.map(Ok)).await
@@ -248,7 +257,7 @@ impl Runtime {
         plugin: &Plugin,
         request: CompressRequest,
         session: &PluginSession,
-    ) -> Result<Compressed, String> {
+    ) -> Result<Compressed, PluginError> {
         let sent = convert::messages(&request.messages);
         let known = convert::extras(&sent);
         let wit = context::CompressRequest {
@@ -274,7 +283,7 @@ impl Runtime {
             .map(|(i, m)| {
                 convert::message_back(m, &known, plugin.name())
                     .map(|m| redact_message(plugin, m))
-                    .map_err(|e| format!("{who} returned an invalid history: message {i}: {e}"))
+                    .map_err(|e| PluginError::BadAnswer(format!("{who} returned an invalid history: message {i}: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Compressed { messages, note: redact(plugin, instance::clip(out.note, MAX_NOTE_CHARS)) })
@@ -289,7 +298,7 @@ impl Runtime {
         plugin: &Plugin,
         status: ContextStatus,
         session: &PluginSession,
-    ) -> Result<Vec<(String, String)>, String> {
+    ) -> Result<Vec<(String, String)>, PluginError> {
         let info = convert::session(session);
         let status = convert::status(status);
         let lines =
@@ -310,13 +319,14 @@ impl Runtime {
         plugin: &Plugin,
         event: &HookEvent,
         session: &PluginSession,
-    ) -> Result<HookDecision, String> {
+    ) -> Result<HookDecision, PluginError> {
         let (engine, prepared) = self.ready(plugin, Kind::Hook)?;
         let who = who(plugin, Kind::Hook);
         if !plugin.hook_events().contains(&event.kind()) {
-            return Err(format!("{who} did not ask for {} events", event.kind().name()));
+            return Err(PluginError::NotSubscribed(format!("{who} did not ask for {} events", event.kind().name())));
         }
-        let indices = prepared.hooks.as_ref().ok_or_else(|| format!("{who} exports no hooks"))?;
+        let indices =
+            prepared.hooks.as_ref().ok_or_else(|| PluginError::Unavailable(format!("{who} exports no hooks")))?;
         let limits = plugin.limits_for(Kind::Hook);
         let wit = convert::event(event, session);
         let workspace = self.session_workspace(session);
@@ -330,7 +340,7 @@ impl Runtime {
             async |s, i| indices.load(&mut *s, i)?.call_on_event(&mut *s, &wit).await.map(Ok),
         )
         .await
-        .map_err(|e| redact(plugin, e.describe(&who, limits)))?;
+        .map_err(|e| e.into_plugin_error(&who, limits).map_text(|m| redact(plugin, m)))?;
         let (decision, bytes) = convert::decision(decision);
         Self::capped(plugin, Kind::Hook, bytes)?;
         Ok(match decision {

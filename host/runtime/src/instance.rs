@@ -14,6 +14,7 @@ use wasmtime::{Store, Trap};
 use crate::approval::Caller;
 use crate::engine::EngineHandle;
 use crate::host::{HostState, PluginEnv};
+use talaria_protocol::PluginError;
 
 /// Limits for one call, after the host's caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,20 +70,20 @@ impl Failure {
         }
     }
 
-    /// As a sentence for the other kinds: `who` is e.g. "hook plugin 'guard'".
-    pub fn describe(self, who: &str, limits: CallLimits) -> String {
+    /// As the error of the other kinds: `who` is e.g. "hook plugin 'guard'".
+    pub fn into_plugin_error(self, who: &str, limits: CallLimits) -> PluginError {
         match self {
             Failure::Guest { error, denials } => {
                 let (GuestError::InvalidArgs(m) | GuestError::UnknownTool(m) | GuestError::Failed(m)) = error;
                 let host = if denials.is_empty() { String::new() } else { format!(" [host: {}]", denials.join("; ")) };
-                format!("{who} failed: {}{host}", clip(m, MAX_ERROR_CHARS))
+                PluginError::Failed(format!("{who} failed: {}{host}", clip(m, MAX_ERROR_CHARS)))
             }
-            Failure::Deadline { elapsed, .. } => format!(
+            Failure::Deadline { elapsed, .. } => PluginError::TimedOut(format!(
                 "{who} did not answer within {}s and was stopped after {:.2}s",
                 limits.timeout.as_secs_f32(),
                 elapsed.as_secs_f32()
-            ),
-            Failure::Crashed(what) => format!("{who} {what}"),
+            )),
+            Failure::Crashed(what) => PluginError::Crashed(format!("{who} {what}")),
         }
     }
 }
@@ -331,7 +332,7 @@ mod tests {
         let limits = CallLimits { memory_bytes: 1 << 20, timeout: Duration::from_secs(1), output_bytes: 1024 };
         let late = || Failure::Deadline { elapsed: Duration::from_millis(1004), trapped: true };
         assert_eq!(
-            late().describe("hook plugin 'guard'", limits),
+            late().into_plugin_error("hook plugin 'guard'", limits).to_string(),
             "hook plugin 'guard' did not answer within 1s and was stopped after 1.00s"
         );
         assert_eq!(
@@ -339,7 +340,10 @@ mod tests {
             ToolError::Crashed("plugin 't' exceeded its 1s deadline and was stopped after 1.00s".into())
         );
         let refused = Failure::Guest { error: GuestError::Failed("no".into()), denials: vec!["net x".into()] };
-        assert_eq!(refused.describe("memory plugin 'm'", limits), "memory plugin 'm' failed: no [host: net x]");
+        assert_eq!(
+            refused.into_plugin_error("memory plugin 'm'", limits),
+            PluginError::Failed("memory plugin 'm' failed: no [host: net x]".into())
+        );
         assert_eq!(
             over_cap("plugin 'p'", 1025, limits).as_deref(),
             Some("plugin 'p' returned 1025 bytes, over its output cap of 1 KiB")

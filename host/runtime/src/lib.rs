@@ -52,6 +52,7 @@ pub mod cache;
 pub use talaria_danger as danger;
 pub mod discovery;
 mod engine;
+mod error;
 mod exports;
 mod extension;
 pub mod fsutil;
@@ -87,6 +88,7 @@ pub use cache::{CacheOutcome, CompileCache};
 pub use danger::CommandPolicy;
 pub use discovery::{Embedded, Installed, Precompiled, Problem, Shadowed, project_plugin_dir};
 pub use engine::{EngineHandle, start as start_engine};
+pub use error::ComponentError;
 pub use grant::{Access, Capability, GrantFile, GrantedDir, Grants, HostPattern, Scope};
 pub use instance::CallLimits;
 pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS};
@@ -99,6 +101,7 @@ pub use record::RecordedImport;
 pub use secrets::Secrets;
 pub use shown::visible;
 pub use stub::{HttpStub, HttpStubs};
+pub use talaria_protocol::PluginError;
 pub use talaria_protocol::ToolContext;
 
 use crate::api::CallInfo;
@@ -510,7 +513,7 @@ impl Runtime {
         let pre = plugin.pre.get_or_init(|| {
             let (engine, linker) = self.engine().map_err(|e| e.to_string())?;
             let started = Instant::now();
-            let sha = plugin.sha256()?;
+            let sha = plugin.sha256().map_err(|e| e.to_string())?;
             let (component, outcome) = match embedded_code(plugin, engine) {
                 Some(component) => (component, CacheOutcome::Precompiled),
                 None => self
@@ -536,14 +539,15 @@ impl Runtime {
     ///
     /// # Errors
     /// What is wrong with the component, in a sentence.
-    pub fn check_component(&self, manifest: &Manifest, wasm: &[u8]) -> Result<ComponentCheck, String> {
-        let (engine, linker) = self.engine().map_err(|e| e.to_string())?;
+    pub fn check_component(&self, manifest: &Manifest, wasm: &[u8]) -> Result<ComponentCheck, ComponentError> {
+        let (engine, linker) = self.engine().map_err(|e| ComponentError::Engine(e.to_string()))?;
         let started = Instant::now();
         let (component, outcome) = self
             .cache
             .load_or_compile(&engine.engine, &engine.fingerprint, &fsutil::sha256_hex(wasm), || Ok(wasm.to_vec()))
-            .map_err(|e| format!("not a valid WebAssembly component: {e}"))?;
-        exports::prepare(&engine.engine, linker.instantiate_pre(&component), &component, manifest)?;
+            .map_err(ComponentError::Invalid)?;
+        exports::prepare(&engine.engine, linker.instantiate_pre(&component), &component, manifest)
+            .map_err(ComponentError::Mismatch)?;
         Ok(ComponentCheck { outcome, took: started.elapsed(), imports: exports::imports(&engine.engine, &component) })
     }
 
@@ -602,7 +606,7 @@ impl Runtime {
 
     /// A plugin's tools from the kept listing, else from its `list` export (the outcome is kept).
     async fn listed_tools(&self, plugin: &Plugin) -> Result<Vec<ToolSpec>, ToolError> {
-        let sha = plugin.sha256().map_err(ToolError::Unavailable)?.to_string();
+        let sha = plugin.sha256().map_err(|e| ToolError::Unavailable(e.to_string()))?.to_string();
         let limits = self.spec_limits;
         if let Some(kept) = self.cache.listing(&sha) {
             // The same component may sit behind another manifest: check it against this one.

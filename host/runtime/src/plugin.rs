@@ -8,11 +8,11 @@ use talaria_protocol::{HookKind, ToolError, ToolSpec};
 
 use crate::api::since_v0_2_0::exports::talaria::plugin::memory::Guest as MemoryGuest;
 use crate::discovery::{Installed, WasmPin, WasmSource};
+use crate::error::ComponentError;
 use crate::exports::Prepared;
 use crate::grant::{Grants, Scope};
 use crate::host::PluginEnv;
 use crate::instance::{CallLimits, Resident};
-use crate::lock::short_digest;
 use crate::manifest::{Kind, Manifest};
 
 /// A discovered plugin: manifest, grants, and (once needed) its compiled component.
@@ -38,7 +38,7 @@ pub struct Plugin {
     /// What its component must hash to (an install's or a project trust's pin).
     wasm_pin: Option<WasmPin>,
     pub(crate) env: Arc<PluginEnv>,
-    sha256: OnceLock<Result<String, String>>,
+    sha256: OnceLock<Result<String, ComponentError>>,
     pub(crate) pre: OnceLock<Result<Prepared, String>>,
     pub(crate) specs: tokio::sync::OnceCell<Result<Vec<ToolSpec>, ToolError>>,
     /// A memory provider's instance, kept across calls; `None` until the first call and after
@@ -141,23 +141,24 @@ impl Plugin {
     /// The wasm file cannot be read, or (for an installed plugin, or a trusted project's) it no
     /// longer has the digest pinned at install or trust time: such a component is never compiled
     /// or run.
-    pub fn sha256(&self) -> Result<&str, String> {
+    pub fn sha256(&self) -> Result<&str, ComponentError> {
         self.sha256
             .get_or_init(|| {
                 let sha = match &self.source {
                     WasmSource::Embedded { sha256, .. } => (*sha256).to_string(),
-                    source => source
-                        .read()
-                        .map(|bytes| crate::fsutil::sha256_hex(&bytes))
-                        .map_err(|e| format!("{}: {e}", source.path().unwrap_or_default().display()))?,
+                    source => source.read().map(|bytes| crate::fsutil::sha256_hex(&bytes)).map_err(|e| {
+                        ComponentError::Unreadable {
+                            path: source.path().unwrap_or_default().to_path_buf(),
+                            detail: e.to_string(),
+                        }
+                    })?,
                 };
                 match &self.wasm_pin {
-                    Some(pin) if pin.sha256 != sha => Err(format!(
-                        "its component changed since {} (sha256 {}, pinned {})",
-                        pin.since,
-                        short_digest(&sha),
-                        short_digest(&pin.sha256),
-                    )),
+                    Some(pin) if pin.sha256 != sha => Err(ComponentError::Changed {
+                        since: pin.since.clone(),
+                        sha256: sha,
+                        pinned: pin.sha256.clone(),
+                    }),
                     _ => Ok(sha),
                 }
             })

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use talaria_protocol::{
     CompressRequest, ContextStatus, Event, HookDecision, HookEvent, HookKind, Message, NoticeLevel, Outcome,
-    PluginSession, SessionReason, SessionStarted, ToolCall, ToolCallEvent, ToolError, ToolResultEvent,
+    PluginError, PluginSession, SessionReason, SessionStarted, ToolCall, ToolCallEvent, ToolError, ToolResultEvent,
 };
 use talaria_store::{NewSession, Store};
 
@@ -64,9 +64,9 @@ pub enum CompressError {
     /// The conversation has no messages yet.
     #[error("there is nothing to compress yet")]
     Empty,
-    /// The engine failed; `message` is its own.
-    #[error("{message}")]
-    Engine { engine: String, message: String },
+    /// The engine failed, or could not be called.
+    #[error("{error}")]
+    Engine { engine: String, error: PluginError },
     /// The engine answered with a history the wire would refuse.
     #[error(
         "context engine '{engine}' returned an invalid history (roles out of order or a tool call without its result); the conversation was left as it was"
@@ -83,9 +83,9 @@ pub enum ContextReportError {
     /// No context engine is configured (`[context] engine`).
     #[error("no context engine is active")]
     NoEngine,
-    /// The engine failed; `message` is its own.
-    #[error("{message}")]
-    Engine { engine: String, message: String },
+    /// The engine failed, or could not be called.
+    #[error("{error}")]
+    Engine { engine: String, error: PluginError },
 }
 
 /// Who a plugin is told it is serving: `session_id` on `platform`, with the chain's main model.
@@ -549,7 +549,7 @@ impl Agent {
         let mut out = engine
             .compress(request, &session)
             .await
-            .map_err(|message| CompressError::Engine { engine: engine.name().to_string(), message })?;
+            .map_err(|error| CompressError::Engine { engine: engine.name().to_string(), error })?;
         history::keep_host_fields(&self.history, &mut out.messages);
         if out.messages.is_empty() || !history::is_valid(&out.messages) {
             return Err(CompressError::InvalidHistory { engine: engine.name().to_string() });
@@ -652,9 +652,7 @@ impl Agent {
         let engine = self.shared.context_engine.clone().ok_or(ContextReportError::NoEngine)?;
         let mut lines = vec![("fixed prompt".to_string(), self.context_budget().describe())];
         let report = engine.report(self.engine_status(), &self.plugin_session()).await;
-        lines.extend(
-            report.map_err(|message| ContextReportError::Engine { engine: engine.name().to_string(), message })?,
-        );
+        lines.extend(report.map_err(|error| ContextReportError::Engine { engine: engine.name().to_string(), error })?);
         Ok((engine.name().to_string(), self.context_status(), lines))
     }
 

@@ -11,7 +11,7 @@ use talaria_agent::model::{Chain, Provider, ProviderSpec};
 use talaria_agent::toolsets::Selection;
 use talaria_agent::{Agent, AgentConfig, BoxFuture, Emitter, Shared, Start};
 use talaria_mock_llm::{MockLlm, Mode, Reply, Script, Step};
-use talaria_protocol::{CompressRequest, Compressed, ContextStatus, Event, Outcome, PluginSession};
+use talaria_protocol::{CompressRequest, Compressed, ContextStatus, Event, Outcome, PluginError, PluginSession};
 use talaria_store::Store;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
@@ -94,20 +94,24 @@ impl ContextEngine for Recorder {
         &'a self,
         status: ContextStatus,
         _: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<bool, String>> {
+    ) -> BoxFuture<'a, Result<bool, PluginError>> {
         self.seen.lock().expect("lock").push(status);
         Box::pin(async { Ok(false) })
     }
 
-    fn compress<'a>(&'a self, _: CompressRequest, _: &'a PluginSession) -> BoxFuture<'a, Result<Compressed, String>> {
-        Box::pin(async { Err("not in this test".to_string()) })
+    fn compress<'a>(
+        &'a self,
+        _: CompressRequest,
+        _: &'a PluginSession,
+    ) -> BoxFuture<'a, Result<Compressed, PluginError>> {
+        Box::pin(async { Err(PluginError::Failed("not in this test".to_string())) })
     }
 
     fn report<'a>(
         &'a self,
         _: ContextStatus,
         _: &'a PluginSession,
-    ) -> BoxFuture<'a, Result<Vec<(String, String)>, String>> {
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, PluginError>> {
         Box::pin(async { Ok(Vec::new()) })
     }
 }

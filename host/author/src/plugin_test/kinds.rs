@@ -168,7 +168,7 @@ async fn hook(runtime: &Runtime, plugin: &Plugin, case: &Case, session: &PluginS
             }
             (Ok(text.to_string()), reasons)
         }
-        Err(e) => (Err(e), Vec::new()),
+        Err(e) => (Err(e.to_string()), Vec::new()),
     }
 }
 
@@ -180,9 +180,9 @@ async fn memory(runtime: &Runtime, plugin: &Plugin, case: &Case, session: &Plugi
             .map_err(|e| format!("sync_turn of turn {} failed: {e}", i + 1))?;
     }
     if case.system_prompt {
-        runtime.memory_prompt_block(plugin, session).await
+        runtime.memory_prompt_block(plugin, session).await.map_err(|e| e.to_string())
     } else if let Some(query) = &case.prefetch {
-        runtime.memory_prefetch(plugin, query, session).await
+        runtime.memory_prefetch(plugin, query, session).await.map_err(|e| e.to_string())
     } else {
         Ok(String::new())
     }
@@ -270,7 +270,7 @@ async fn context(runtime: &Runtime, plugin: &Plugin, case: &Case, session: &Plug
                     return (Ok(format!("should_compress: {answer}")), reasons);
                 }
             }
-            Err(e) => return (Err(e), reasons),
+            Err(e) => return (Err(e.to_string()), reasons),
         }
     }
     let request = CompressRequest {
@@ -283,7 +283,7 @@ async fn context(runtime: &Runtime, plugin: &Plugin, case: &Case, session: &Plug
     };
     let out = match runtime.context_compress(plugin, request, session).await {
         Ok(out) => out,
-        Err(e) => return (Err(e), reasons),
+        Err(e) => return (Err(e.to_string()), reasons),
     };
     // The host's own check: the same one that keeps the old history in a session.
     if out.messages.is_empty() || !talaria_core::agent::history::is_valid(&out.messages) {
@@ -317,7 +317,7 @@ fn roles(messages: &[Message]) -> String {
 
 async fn adapter(runtime: &Arc<Runtime>, plugin: &Plugin, case: &Case) -> Result<String, String> {
     let account = AccountSpec { name: "test".into(), config: case.config.clone(), ..AccountSpec::default() };
-    let adapter = runtime.adapter(plugin.name(), account)?;
+    let adapter = runtime.adapter(plugin.name(), account).map_err(|e| e.to_string())?;
     adapter.connect().await.map_err(|e| format!("connect failed: {e}"))?;
     // What connecting recorded is not this call's.
     runtime.take_recorded_imports();

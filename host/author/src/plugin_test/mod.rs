@@ -233,7 +233,7 @@ async fn prepare(
             compat.imports = checked.imports;
         }
         Err(e) => {
-            compat.error = Some(e);
+            compat.error = Some(e.to_string());
             return None;
         }
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use talaria_protocol::{HookDecision, HookEvent, ToolCallEvent, ToolError};
-use talaria_runtime::{Kind, PluginSettings, Runtime};
+use talaria_runtime::{Kind, PluginError, PluginSettings, Runtime};
 use talaria_test_support as support;
 
 use crate::{Env, call, ok};
@@ -103,6 +103,8 @@ async fn a_component_must_export_what_its_kinds_need() {
     // The kinds' own calls give the same reason, naming the plugin.
     let plugin = rt.plugin("command").expect("command").clone();
     let e = rt.hook(&plugin, &pre_tool_call("x"), &env.session()).await.expect_err("refused");
+    assert!(matches!(e, PluginError::Unavailable(_)), "{e:?}");
+    let e = e.to_string();
     assert!(e.starts_with("plugin 'command' ("), "{e}");
     assert!(e.contains("does not export talaria:plugin/hooks@0.2.0"), "{e}");
     // Tool plugins that do not fit are problems of the tool list; the others are not listed.
@@ -167,7 +169,9 @@ async fn a_disabled_plugin_is_listed_but_never_called() {
     let guard = rt.plugin("guard").expect("guard").clone();
     assert_eq!(
         rt.hook(&guard, &pre_tool_call("ask"), &env.session()).await,
-        Err("plugin 'guard' is disabled; enable it with `enabled = true` under [plugins.guard] in config.toml".into())
+        Err(PluginError::Unavailable(
+            "plugin 'guard' is disabled; enable it with `enabled = true` under [plugins.guard] in config.toml".into()
+        ))
     );
     let broken = rt.plugin("broken").expect("broken").clone();
     assert!(

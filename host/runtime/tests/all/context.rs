@@ -2,7 +2,7 @@
 //! their extra intact; failures and malformed histories are reported, never applied.
 
 use talaria_protocol::{CompressRequest, ContextStatus, Message, Role, ToolCall};
-use talaria_runtime::{MAX_LLM_TOKENS, Runtime};
+use talaria_runtime::{MAX_LLM_TOKENS, PluginError, Runtime};
 use talaria_test_support as support;
 
 use crate::{Canned, Env};
@@ -97,11 +97,11 @@ async fn a_failed_or_malformed_compression_is_reported() {
     let session = env.session();
     assert_eq!(
         rt.context_compress(&plugin, request(Some("fail")), &session).await,
-        Err("context engine 'squash' failed: asked to fail".into())
+        Err(PluginError::Failed("context engine 'squash' failed: asked to fail".into()))
     );
     assert_eq!(
         rt.context_compress(&plugin, request(Some("bad")), &session).await,
-        Err("context engine 'squash' returned an invalid history: message 0: an assistant message cannot have a tool-call-id".into())
+        Err(PluginError::BadAnswer("context engine 'squash' returned an invalid history: message 0: an assistant message cannot have a tool-call-id".into()))
     );
     // Host data the host never sent is dropped, not believed.
     let out = rt.context_compress(&plugin, request(Some("forge")), &session).await.expect("compressed");
@@ -111,6 +111,8 @@ async fn a_failed_or_malformed_compression_is_reported() {
     env.install_v2("squash", support::PROBE_CONTEXT_WASM, &["context-engine"], "[capabilities]\nllm = true");
     let rt = env.runtime_with(|c| c.llm = Some(Canned::new("x")));
     let e = rt.context_compress(&engine(&rt), request(None), &env.session()).await.expect_err("refused");
+    assert!(matches!(e, PluginError::Failed(_)), "{e:?}");
+    let e = e.to_string();
     assert!(e.starts_with("context engine 'squash' failed: llm: "), "{e}");
     assert!(e.contains("the llm capability is not granted to plugin 'squash'"), "{e}");
 }
@@ -123,6 +125,8 @@ async fn a_hanging_engine_is_stopped_at_its_deadline() {
     let _spinning = crate::SPINNING.lock().await;
     let started = std::time::Instant::now();
     let e = rt.context_compress(&engine(&rt), request(Some("hang")), &env.session()).await.expect_err("stopped");
+    assert!(matches!(e, PluginError::TimedOut(_)), "{e:?}");
+    let e = e.to_string();
     assert!(e.starts_with("context engine 'squash' did not answer within 1s"), "{e}");
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
 }

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use talaria_protocol::{HookDecision, HookEvent, Role, ToolCallEvent, ToolResultEvent};
-use talaria_runtime::{LlmRequest, Runtime};
+use talaria_runtime::{LlmRequest, PluginError, Runtime};
 use talaria_test_support as support;
 
 use crate::{Canned, Env};
@@ -26,7 +26,7 @@ fn guard(rest: &str) -> Env {
     env
 }
 
-async fn ask(env: &Env, rt: &Runtime, event: &HookEvent) -> Result<HookDecision, String> {
+async fn ask(env: &Env, rt: &Runtime, event: &HookEvent) -> Result<HookDecision, PluginError> {
     let plugin = rt.plugin("guard").expect("guard").clone();
     rt.hook(&plugin, event, &env.session()).await
 }
@@ -40,7 +40,8 @@ async fn a_hanging_hook_is_stopped_within_its_deadline() {
     let started = Instant::now();
     let e = ask(&env, &rt, &pre("hang", "{}")).await.expect_err("stopped");
     let elapsed = started.elapsed();
-    assert!(e.starts_with("hook plugin 'guard' did not answer within 1s and was stopped after 1."), "{e}");
+    assert!(matches!(e, PluginError::TimedOut(_)), "{e:?}");
+    assert!(e.to_string().starts_with("hook plugin 'guard' did not answer within 1s and was stopped after 1."), "{e}");
     assert!(elapsed < Duration::from_secs(2), "stopped after {elapsed:?}");
     assert_eq!(ask(&env, &rt, &pre("read_file", "{}")).await, Ok(HookDecision::Proceed), "the next call is fresh");
 }
@@ -78,7 +79,7 @@ async fn each_answer_comes_back_as_the_protocol_decision() {
     );
     assert_eq!(
         ask(&env, &rt, &HookEvent::PostToolCall(result)).await,
-        Err("hook plugin 'guard' did not ask for post_tool_call events".into())
+        Err(PluginError::NotSubscribed("hook plugin 'guard' did not ask for post_tool_call events".into()))
     );
     let plugin = rt.plugin("guard").expect("guard");
     assert!(plugin.wants(talaria_protocol::HookKind::PreToolCall));
@@ -91,17 +92,17 @@ async fn a_broken_hook_is_an_error_naming_it() {
     let rt = env.runtime();
     assert_eq!(
         ask(&env, &rt, &pre("panic", "{}")).await,
-        Err("hook plugin 'guard' panicked: hook panicked on purpose".into())
+        Err(PluginError::Crashed("hook plugin 'guard' panicked: hook panicked on purpose".into()))
     );
     assert_eq!(ask(&env, &rt, &pre("big", "1024")).await, Ok(HookDecision::AddContext("x".repeat(1024))));
     assert_eq!(
         ask(&env, &rt, &pre("big", "2000")).await,
-        Err("hook plugin 'guard' returned 2000 bytes, over its output cap of 1 KiB".into())
+        Err(PluginError::BadAnswer("hook plugin 'guard' returned 2000 bytes, over its output cap of 1 KiB".into()))
     );
     let rt = env.runtime();
     let tools = rt.plugin("guard").expect("guard").clone();
     let e = rt.memory_prefetch(&tools, "q", &env.session()).await.expect_err("not a memory provider");
-    assert_eq!(e, "plugin 'guard' is not a memory plugin (its kinds: hook)");
+    assert_eq!(e, PluginError::Unavailable("plugin 'guard' is not a memory plugin (its kinds: hook)".into()));
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 use talaria_protocol::{Message, ToolCall};
-use talaria_runtime::Runtime;
+use talaria_runtime::{PluginError, Runtime};
 use talaria_test_support as support;
 
 use crate::{Env, call, ok};
@@ -20,7 +20,7 @@ fn journal_granted(rest: &str, grants: &[&str]) -> Env {
     env
 }
 
-async fn prefetch(env: &Env, rt: &Runtime, query: &str) -> Result<String, String> {
+async fn prefetch(env: &Env, rt: &Runtime, query: &str) -> Result<String, PluginError> {
     let plugin = rt.plugin("journal").expect("journal").clone();
     rt.memory_prefetch(&plugin, query, &env.session()).await
 }
@@ -33,12 +33,15 @@ async fn the_instance_keeps_its_state_and_is_made_again_after_a_trap() {
     assert_eq!(prefetch(&env, &rt, "a").await, Ok(format!("call 1 in {ws} for a")));
     assert_eq!(prefetch(&env, &rt, "b").await, Ok(format!("call 2 in {ws} for b")));
     // The plugin's own error keeps the instance.
-    assert_eq!(prefetch(&env, &rt, "fail").await, Err("memory plugin 'journal' failed: asked to fail".into()));
+    assert_eq!(
+        prefetch(&env, &rt, "fail").await,
+        Err(PluginError::Failed("memory plugin 'journal' failed: asked to fail".into()))
+    );
     assert_eq!(prefetch(&env, &rt, "c").await, Ok(format!("call 4 in {ws} for c")));
     // A trap drops it; the next call gets a new one.
     assert_eq!(
         prefetch(&env, &rt, "panic").await,
-        Err("memory plugin 'journal' panicked: memory panicked on purpose".into())
+        Err(PluginError::Crashed("memory plugin 'journal' panicked: memory panicked on purpose".into()))
     );
     assert_eq!(prefetch(&env, &rt, "d").await, Ok(format!("call 1 in {ws} for d")));
     // Another workspace gets an instance of its own.
@@ -58,7 +61,8 @@ async fn a_hanging_call_is_stopped_and_the_instance_made_again() {
     let _spinning = crate::SPINNING.lock().await;
     let started = std::time::Instant::now();
     let e = prefetch(&env, &rt, "hang").await.expect_err("stopped");
-    assert!(e.starts_with("memory plugin 'journal' did not answer within 1s and was stopped after"), "{e}");
+    assert!(matches!(e, PluginError::TimedOut(_)), "{e:?}");
+    assert!(e.to_string().starts_with("memory plugin 'journal' did not answer within 1s and was stopped after"), "{e}");
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
     assert!(prefetch(&env, &rt, "b").await.expect("after").starts_with("call 1 "), "a new instance");
 }
@@ -103,7 +107,7 @@ async fn without_kv_the_provider_says_so() {
     let plugin = rt.plugin("journal").expect("journal").clone();
     assert_eq!(
         rt.memory_sync_turn(&plugin, "hi", "hello", &env.session()).await,
-        Err("memory plugin 'journal' failed: the kv capability is not granted to plugin 'journal' (request `kv = true` in plugin.toml and grant it: `talaria plugins grant journal kv`)".into())
+        Err(PluginError::Failed("memory plugin 'journal' failed: the kv capability is not granted to plugin 'journal' (request `kv = true` in plugin.toml and grant it: `talaria plugins grant journal kv`)".into()))
     );
 }
 
