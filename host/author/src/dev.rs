@@ -123,7 +123,7 @@ fn preapproved(manifest: &Manifest, flags: &GrantFlags) -> anyhow::Result<Vec<Ca
     }
     let mut out = Vec::new();
     for g in &flags.grants {
-        let cap: Capability = g.parse().map_err(anyhow::Error::msg)?;
+        let cap: Capability = g.parse()?;
         if !manifest.requests.iter().any(|r| r.covers(&cap)) {
             bail!(
                 "--grant {cap}: {} does not request it (it requests: {}); a grant can only allow what plugin.toml asks for",

@@ -751,7 +751,7 @@ fn check_grants(ctx: &Ctx, runtime: Option<&Runtime>, r: &mut Report) {
     let path = ctx.home.join("grants.toml");
     let file = match GrantFile::load(&path) {
         Ok(f) => f,
-        Err(e) => return r.fail("grants", &e),
+        Err(e) => return r.fail("grants", &e.to_string()),
     };
     let mut issues = 0;
     let known = runtime.map(Known::new);

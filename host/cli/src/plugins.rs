@@ -358,7 +358,7 @@ fn change(ctx: &Ctx, name: &str, requested: &[String], grant: bool) -> anyhow::R
     let runtime = ctx.runtime(false)?;
     let p = find(&runtime, name)?;
     let path = ctx.home.join("grants.toml");
-    let mut file = GrantFile::load(&path).map_err(anyhow::Error::msg)?;
+    let mut file = GrantFile::load(&path)?;
     let mut current = match p.installed() {
         Some(installed) => installed.granted.clone(),
         None => file.recorded(&p.scope, name).unwrap_or_else(|| match p.scope {
@@ -370,7 +370,7 @@ fn change(ctx: &Ctx, name: &str, requested: &[String], grant: bool) -> anyhow::R
     let caps: Vec<Capability> = if all {
         if grant { p.manifest.requests.clone() } else { current.clone() }
     } else {
-        requested.iter().map(|c| c.parse::<Capability>().map_err(anyhow::Error::msg)).collect::<anyhow::Result<_>>()?
+        requested.iter().map(|c| c.parse::<Capability>()).collect::<Result<_, _>>()?
     };
     for cap in &caps {
         if grant {
@@ -396,7 +396,7 @@ fn change(ctx: &Ctx, name: &str, requested: &[String], grant: bool) -> anyhow::R
         crate::market::project_changed(ctx, &target, name);
     } else {
         file.record(&p.scope, name, &current);
-        file.save(&path).map_err(anyhow::Error::msg)?;
+        file.save(&path)?;
     }
     let verb = if grant { "granted" } else { "revoked" };
     println!(
@@ -443,10 +443,10 @@ pub fn trust(ctx: &Ctx, dir: Option<PathBuf>, revoke: bool, replace: &[String]) 
         None => ctx.workspace.clone(),
     };
     let path = ctx.home.join("grants.toml");
-    let mut file = GrantFile::load(&path).map_err(anyhow::Error::msg)?;
+    let mut file = GrantFile::load(&path)?;
     if revoke {
         file.untrust(&dir);
-        file.save(&path).map_err(anyhow::Error::msg)?;
+        file.save(&path)?;
         println!("no longer trusting {}; its project plugins will not load", dir.display());
         return Ok(ExitCode::SUCCESS);
     }
@@ -513,7 +513,7 @@ pub fn trust(ctx: &Ctx, dir: Option<PathBuf>, revoke: bool, replace: &[String]) 
     pins.skills = project_skills(&dir);
     let pinned = pins.plugins.len();
     file.set_project_pins(&dir, pins);
-    file.save(&path).map_err(anyhow::Error::msg)?;
+    file.save(&path)?;
     println!(
         "trusting {}: {pinned} plugin{} pinned as shown; they get only what is granted, and any change to them \
          (a new plugin, another component, manifest or lockfile entry) stops them loading until you run \

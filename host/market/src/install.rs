@@ -60,7 +60,7 @@ impl Target {
     /// # Errors
     /// Unreadable or malformed.
     pub fn lockfile(&self) -> Result<Lockfile, InstallError> {
-        Lockfile::load(&self.lock_path).map_err(|e| InstallError::Lockfile(e.to_string()))
+        Lockfile::load(&self.lock_path).map_err(InstallError::Lockfile)
     }
 }
 
@@ -178,9 +178,12 @@ pub enum InstallError {
     /// The trust store cannot be read.
     #[error(transparent)]
     Trust(#[from] TrustError),
-    /// The scope's lockfile cannot be read or written, or names a directory outside the scope.
+    /// The scope's lockfile cannot be read or written.
     #[error("{0}")]
-    Lockfile(String),
+    Lockfile(talaria_runtime::FileError),
+    /// The scope's lockfile names a directory outside the scope.
+    #[error("{0}")]
+    LockedDir(talaria_runtime::DirError),
     #[error("{}: {error}", path.display())]
     Io { path: PathBuf, error: std::io::Error },
 }
@@ -463,7 +466,7 @@ pub fn install(
         previous: kept_previous,
     };
     lock.plugins.insert(name.clone(), entry);
-    lock.save(&target.lock_path).map_err(|e| InstallError::Lockfile(e.to_string()))?;
+    lock.save(&target.lock_path).map_err(InstallError::Lockfile)?;
     drop(staging);
     collect_garbage(target, &lock);
     Ok(Report {
@@ -594,7 +597,7 @@ pub fn remove(target: &Target, name: &str) -> Result<LockEntry, InstallError> {
         name: name.to_string(),
         scope: target.scope.label().to_string(),
     })?;
-    lock.save(&target.lock_path).map_err(|e| InstallError::Lockfile(e.to_string()))?;
+    lock.save(&target.lock_path).map_err(InstallError::Lockfile)?;
     collect_garbage(target, &lock);
     Ok(entry)
 }
@@ -616,7 +619,7 @@ pub fn rollback(target: &Target, name: &str) -> Result<(semver::Version, semver:
     let Some(mut previous) = current.previous.take() else {
         return Err(InstallError::NoPrevious { name: name.to_string() });
     };
-    let dir = previous.resolve_dir(&target.plugins_dir).map_err(|e| InstallError::Lockfile(e.to_string()))?;
+    let dir = previous.resolve_dir(&target.plugins_dir).map_err(InstallError::LockedDir)?;
     if !dir.join("plugin.toml").is_file() {
         return Err(InstallError::PreviousGone { dir });
     }
@@ -626,7 +629,7 @@ pub fn rollback(target: &Target, name: &str) -> Result<(semver::Version, semver:
     let replaced = std::mem::replace(current, *previous);
     current.previous = Some(Box::new(replaced));
     current.installed = jiff::Timestamp::now().to_string();
-    lock.save(&target.lock_path).map_err(|e| InstallError::Lockfile(e.to_string()))?;
+    lock.save(&target.lock_path).map_err(InstallError::Lockfile)?;
     Ok((from, to))
 }
 
@@ -642,7 +645,7 @@ pub fn set_grants(target: &Target, name: &str, caps: &[Capability]) -> Result<()
         scope: target.scope.label().to_string(),
     })?;
     entry.set_granted(caps);
-    lock.save(&target.lock_path).map_err(|e| InstallError::Lockfile(e.to_string()))
+    lock.save(&target.lock_path).map_err(InstallError::Lockfile)
 }
 
 /// One installed plugin checked against its lockfile.
@@ -686,7 +689,7 @@ pub fn verify(home: &Path, target: &Target) -> Result<Vec<Verification>, Install
 fn file_problems(target: &Target, entry: &LockEntry) -> Vec<String> {
     let dir = match entry.resolve_dir(&target.plugins_dir) {
         Ok(dir) => dir,
-        Err(e) => return vec![e],
+        Err(e) => return vec![e.to_string()],
     };
     let manifest_path = dir.join("plugin.toml");
     let bytes = match std::fs::read(&manifest_path) {

@@ -38,7 +38,7 @@ pub enum SourceError {
     BadVersionReq { req: String, error: semver::Error },
     /// Not a plugin name.
     #[error("plugin name {0}")]
-    BadName(String),
+    BadName(talaria_runtime::NameError),
     /// A path that is not there.
     #[error("{spec}: no such file or directory")]
     Missing { spec: String },
@@ -169,7 +169,7 @@ fn split_name(spec: &str) -> Result<(String, Option<semver::VersionReq>), Source
         }
         None => (spec, None),
     };
-    talaria_runtime::check_name(name).map_err(|e| SourceError::BadName(e.to_string()))?;
+    talaria_runtime::check_name(name).map_err(SourceError::BadName)?;
     Ok((name.to_string(), req))
 }
 

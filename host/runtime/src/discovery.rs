@@ -392,7 +392,7 @@ pub(crate) fn scan_scope(home: &Path, scope: &Scope, out: &mut Vec<Found>, probl
     let lock = tree
         .read(Path::new(LOCK_FILE))
         .and_then(|bytes| match bytes {
-            Some(bytes) => Lockfile::parse(&String::from_utf8_lossy(&bytes), &lock_path),
+            Some(bytes) => Lockfile::parse(&String::from_utf8_lossy(&bytes), &lock_path).map_err(|e| e.to_string()),
             None => Ok(Lockfile::default()),
         })
         .unwrap_or_else(|message| {
@@ -435,7 +435,7 @@ pub(crate) fn scan_scope(home: &Path, scope: &Scope, out: &mut Vec<Found>, probl
 
 /// An installed plugin, checked against its lockfile entry.
 fn load_installed(plugins: &Tree, name: &str, entry: &LockEntry) -> Result<Found, String> {
-    let rel = entry.resolve_dir(Path::new(""))?;
+    let rel = entry.resolve_dir(Path::new("")).map_err(|e| e.to_string())?;
     let dir = plugins.child(&rel)?.ok_or_else(|| format!("{} is missing", plugins.path().join(&rel).display()))?;
     let manifest_path = dir.path().join("plugin.toml");
     let text = dir.read(Path::new("plugin.toml"))?.ok_or_else(|| format!("{} is missing", manifest_path.display()))?;

@@ -1,7 +1,26 @@
-//! Small file-system helpers for files only the user may read or write.
+//! Small file-system helpers for files only the user may read or write, and [`FileError`]: why
+//! one of talaria's TOML files (grants.toml, a lockfile) could not be read or written.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why a TOML file could not be read or written. Each message names the file and quotes its
+/// cause, so the cause is kept as a field, not given again as the error's source.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// It exists but cannot be read.
+    #[error("{}: {error}", path.display())]
+    Read { path: PathBuf, error: std::io::Error },
+    /// It is not TOML, or not the TOML expected.
+    #[error("{}: {error}", path.display())]
+    Malformed { path: PathBuf, error: toml::de::Error },
+    /// The value cannot be written as TOML.
+    #[error("{0}")]
+    Encode(toml::ser::Error),
+    /// It (or its directory) cannot be written.
+    #[error("{}: {error}", path.display())]
+    Write { path: PathBuf, error: std::io::Error },
+}
 
 /// Create `dir` (and parents) with mode 0700 where it is created.
 pub fn private_dir(dir: &Path) -> std::io::Result<()> {
@@ -53,21 +72,31 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// Read a TOML file into `T`; a missing file is `T::default()`.
 ///
 /// # Errors
-/// Unreadable or malformed, with the path.
-pub fn load_toml<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T, String> {
+/// [`FileError::Read`] or [`FileError::Malformed`], with the path.
+pub fn load_toml<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T, FileError> {
     match std::fs::read_to_string(path) {
-        Ok(text) => toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display())),
+        Ok(text) => parse_toml(&text, path),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(error) => Err(FileError::Read { path: path.to_path_buf(), error }),
     }
+}
+
+/// Read TOML `text` into `T`; `path` is only used in the error.
+///
+/// # Errors
+/// [`FileError::Malformed`], with the path.
+pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str, path: &Path) -> Result<T, FileError> {
+    toml::from_str(text).map_err(|error| FileError::Malformed { path: path.to_path_buf(), error })
 }
 
 /// Write `value` as TOML after `header` (comment lines), atomically and readable only by the
 /// user (see [`write_private`]).
 ///
 /// # Errors
-/// It cannot be serialized or written, with the path.
-pub fn save_toml<T: serde::Serialize>(path: &Path, header: &str, value: &T) -> Result<(), String> {
-    let text = toml::to_string_pretty(value).map_err(|e| e.to_string())?;
-    write_private(path, format!("{header}{text}").as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
+/// [`FileError::Encode`] when it cannot be serialized, [`FileError::Write`] (with the path) when
+/// it cannot be written.
+pub fn save_toml<T: serde::Serialize>(path: &Path, header: &str, value: &T) -> Result<(), FileError> {
+    let text = toml::to_string_pretty(value).map_err(FileError::Encode)?;
+    write_private(path, format!("{header}{text}").as_bytes())
+        .map_err(|error| FileError::Write { path: path.to_path_buf(), error })
 }

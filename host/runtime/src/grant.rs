@@ -27,6 +27,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::fsutil::FileError;
 use crate::pins::ProjectPins;
 
 /// Read, or read and write.
@@ -66,15 +67,60 @@ pub enum Capability {
 pub const WORKSPACE_VAR: &str = "$WORKSPACE";
 pub const PLUGIN_DATA_VAR: &str = "$PLUGIN_DATA";
 
+/// Why a filesystem capability's path is refused; the message ends a sentence about the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FsPathError {
+    /// Relative, and not under one of the two path variables.
+    #[error("must be absolute or start with $WORKSPACE or $PLUGIN_DATA")]
+    Unanchored,
+    /// It has a `..` component.
+    #[error("must not contain `..`")]
+    Climbs,
+}
+
+/// Why a capability or host pattern was refused. Each message quotes the text given (trimmed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CapabilityError {
+    /// A host pattern with a scheme or a path.
+    #[error("`{given}` must be a host with an optional port, without scheme or path")]
+    NotAHost { given: String },
+    /// `[v6` without its `]`.
+    #[error("`{given}`: unclosed `[`")]
+    UnclosedBracket { given: String },
+    /// The part after the colon is not a port number (nor `*`).
+    #[error("`{given}`: `{port}` is not a port number")]
+    BadPort { given: String, port: String },
+    /// The host part is empty or not a host name, IP address or wildcard.
+    #[error("`{given}` is not a host name, IP address or wildcard")]
+    BadHost { given: String },
+    /// `fs:` without `ro:` or `rw:`.
+    #[error("`{given}`: write fs:ro:PATH or fs:rw:PATH")]
+    BadAccess { given: String },
+    /// A filesystem path a capability may not name.
+    #[error("`{given}`: the path {why}")]
+    BadPath { given: String, why: FsPathError },
+    /// `secret:` without `@HOST`.
+    #[error("`{given}`: write secret:NAME@HOST")]
+    BadSecret { given: String },
+    /// A secret sent to a wildcard host.
+    #[error("`{given}`: a secret must name the one host it is sent to")]
+    WildcardSecret { given: String },
+    /// None of the capability kinds.
+    #[error(
+        "`{given}` is not a capability; capabilities are fs:ro:PATH, fs:rw:PATH, net:HOST[:PORT], secret:NAME@HOST, process, kv, llm"
+    )]
+    Unknown { given: String },
+}
+
 /// Whether `path` is a directory a filesystem capability may name: absolute, or starting with
-/// `$WORKSPACE` or `$PLUGIN_DATA`, and without `..`. The error ends a sentence about the path.
-pub(crate) fn check_fs_path(path: &str) -> Result<(), &'static str> {
+/// `$WORKSPACE` or `$PLUGIN_DATA`, and without `..`.
+pub(crate) fn check_fs_path(path: &str) -> Result<(), FsPathError> {
     let under = |var: &str| path == var || path.starts_with(&format!("{var}/"));
     if !(under(WORKSPACE_VAR) || under(PLUGIN_DATA_VAR) || Path::new(path).is_absolute()) {
-        return Err("must be absolute or start with $WORKSPACE or $PLUGIN_DATA");
+        return Err(FsPathError::Unanchored);
     }
     if Path::new(path).components().any(|c| c == std::path::Component::ParentDir) {
-        return Err("must not contain `..`");
+        return Err(FsPathError::Climbs);
     }
     Ok(())
 }
@@ -93,14 +139,17 @@ impl HostPattern {
     /// Parse `host`, `host:port`, `*`, `*:port`, `*.suffix[:port]` or `[v6]:port`.
     ///
     /// # Errors
-    /// A scheme, path, empty host or bad port, with the reason.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// A scheme, path, empty host or bad port: [`CapabilityError::NotAHost`],
+    /// [`CapabilityError::UnclosedBracket`], [`CapabilityError::BadPort`] or
+    /// [`CapabilityError::BadHost`].
+    pub fn parse(s: &str) -> Result<Self, CapabilityError> {
         let s = s.trim();
+        let given = || s.to_string();
         if s.contains("://") || s.contains('/') {
-            return Err(format!("`{s}` must be a host with an optional port, without scheme or path"));
+            return Err(CapabilityError::NotAHost { given: given() });
         }
         let (host, port) = if let Some(rest) = s.strip_prefix('[') {
-            let (h, after) = rest.split_once(']').ok_or_else(|| format!("`{s}`: unclosed `[`"))?;
+            let (h, after) = rest.split_once(']').ok_or_else(|| CapabilityError::UnclosedBracket { given: given() })?;
             (h.to_string(), after.strip_prefix(':'))
         } else if s.matches(':').count() > 1 {
             (s.to_string(), None) // a bare IPv6 address
@@ -112,7 +161,9 @@ impl HostPattern {
         };
         let port = match port {
             None | Some("*") => None,
-            Some(p) => Some(p.parse::<u16>().map_err(|_| format!("`{s}`: `{p}` is not a port number"))?),
+            Some(p) => {
+                Some(p.parse::<u16>().map_err(|_| CapabilityError::BadPort { given: given(), port: p.to_string() })?)
+            }
         };
         let host = host.to_ascii_lowercase();
         let valid_name =
@@ -122,7 +173,7 @@ impl HostPattern {
             || valid_name(&host)
             || host.parse::<IpAddr>().is_ok();
         if !ok {
-            return Err(format!("`{s}` is not a host name, IP address or wildcard"));
+            return Err(CapabilityError::BadHost { given: given() });
         }
         Ok(Self { host, port })
     }
@@ -222,11 +273,11 @@ impl fmt::Display for Capability {
 }
 
 impl FromStr for Capability {
-    type Err = String;
+    type Err = CapabilityError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, CapabilityError> {
         let s = s.trim();
-        let usage = "capabilities are fs:ro:PATH, fs:rw:PATH, net:HOST[:PORT], secret:NAME@HOST, process, kv, llm";
+        let given = || s.to_string();
         match s {
             "process" => return Ok(Capability::Process),
             "kv" => return Ok(Capability::Kv),
@@ -237,25 +288,25 @@ impl FromStr for Capability {
             let (access, path) = match rest.split_once(':') {
                 Some(("ro", p)) => (Access::Read, p),
                 Some(("rw", p)) => (Access::ReadWrite, p),
-                _ => return Err(format!("`{s}`: write fs:ro:PATH or fs:rw:PATH")),
+                _ => return Err(CapabilityError::BadAccess { given: given() }),
             };
             let path = path.trim_end_matches('/');
             let path = if path.is_empty() { "/" } else { path };
-            check_fs_path(path).map_err(|why| format!("`{s}`: the path {why}"))?;
+            check_fs_path(path).map_err(|why| CapabilityError::BadPath { given: given(), why })?;
             return Ok(Capability::Fs { path: path.to_string(), access });
         }
         if let Some(rest) = s.strip_prefix("net:") {
             return HostPattern::parse(rest).map(Capability::Net);
         }
         if let Some(rest) = s.strip_prefix("secret:") {
-            let (name, host) = rest.split_once('@').ok_or_else(|| format!("`{s}`: write secret:NAME@HOST"))?;
+            let (name, host) = rest.split_once('@').ok_or_else(|| CapabilityError::BadSecret { given: given() })?;
             let host = HostPattern::parse(host)?;
             if host.is_wildcard() {
-                return Err(format!("`{s}`: a secret must name the one host it is sent to"));
+                return Err(CapabilityError::WildcardSecret { given: given() });
             }
             return Ok(Capability::Secret { name: name.to_string(), host });
         }
-        Err(format!("`{s}` is not a capability; {usage}"))
+        Err(CapabilityError::Unknown { given: given() })
     }
 }
 
@@ -318,7 +369,7 @@ impl GrantFile {
     ///
     /// # Errors
     /// Unreadable or malformed, with the path.
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub fn load(path: &Path) -> Result<Self, FileError> {
         crate::fsutil::load_toml(path)
     }
 
@@ -326,7 +377,7 @@ impl GrantFile {
     ///
     /// # Errors
     /// The directory or file cannot be written.
-    pub fn save(&self, path: &Path) -> Result<(), String> {
+    pub fn save(&self, path: &Path) -> Result<(), FileError> {
         crate::fsutil::save_toml(path, GRANT_FILE_HEADER, self)
     }
 
@@ -477,14 +528,66 @@ mod tests {
 
     #[test]
     fn bad_capabilities_say_why() {
-        assert!("fs:/data".parse::<Capability>().expect_err("no access").contains("fs:ro:PATH"));
-        assert!("fs:ro:data".parse::<Capability>().expect_err("relative").contains("absolute"));
-        assert!("net:http://x".parse::<Capability>().expect_err("scheme").contains("without scheme"));
-        assert!("net:x:99999".parse::<Capability>().expect_err("port").contains("not a port"));
-        assert!("secret:KEY@*".parse::<Capability>().expect_err("wildcard").contains("one host"));
-        assert!("root".parse::<Capability>().expect_err("unknown").contains("is not a capability"));
-        assert!("fs:ro:$PLUGIN_DATAX".parse::<Capability>().expect_err("var").contains("$PLUGIN_DATA"));
-        assert!("fs:ro:$PLUGIN_DATA/../x".parse::<Capability>().expect_err("dotdot").contains("`..`"));
+        let err = |s: &str| s.parse::<Capability>().expect_err(s);
+        let given = |s: &str| s.to_string();
+        let cases = [
+            (
+                "fs:/data",
+                CapabilityError::BadAccess { given: given("fs:/data") },
+                "`fs:/data`: write fs:ro:PATH or fs:rw:PATH",
+            ),
+            (
+                "fs:ro:data",
+                CapabilityError::BadPath { given: given("fs:ro:data"), why: FsPathError::Unanchored },
+                "`fs:ro:data`: the path must be absolute or start with $WORKSPACE or $PLUGIN_DATA",
+            ),
+            (
+                "net:http://x",
+                CapabilityError::NotAHost { given: given("http://x") },
+                "`http://x` must be a host with an optional port, without scheme or path",
+            ),
+            (
+                "net:x:99999",
+                CapabilityError::BadPort { given: given("x:99999"), port: given("99999") },
+                "`x:99999`: `99999` is not a port number",
+            ),
+            ("net:[::1", CapabilityError::UnclosedBracket { given: given("[::1") }, "`[::1`: unclosed `[`"),
+            (
+                "net:a_b",
+                CapabilityError::BadHost { given: given("a_b") },
+                "`a_b` is not a host name, IP address or wildcard",
+            ),
+            (
+                "secret:KEY",
+                CapabilityError::BadSecret { given: given("secret:KEY") },
+                "`secret:KEY`: write secret:NAME@HOST",
+            ),
+            (
+                "secret:KEY@*",
+                CapabilityError::WildcardSecret { given: given("secret:KEY@*") },
+                "`secret:KEY@*`: a secret must name the one host it is sent to",
+            ),
+            (
+                " root ",
+                CapabilityError::Unknown { given: given("root") },
+                "`root` is not a capability; capabilities are fs:ro:PATH, fs:rw:PATH, net:HOST[:PORT], secret:NAME@HOST, process, kv, llm",
+            ),
+            (
+                "fs:ro:$PLUGIN_DATAX",
+                CapabilityError::BadPath { given: given("fs:ro:$PLUGIN_DATAX"), why: FsPathError::Unanchored },
+                "`fs:ro:$PLUGIN_DATAX`: the path must be absolute or start with $WORKSPACE or $PLUGIN_DATA",
+            ),
+            (
+                "fs:ro:$PLUGIN_DATA/../x",
+                CapabilityError::BadPath { given: given("fs:ro:$PLUGIN_DATA/../x"), why: FsPathError::Climbs },
+                "`fs:ro:$PLUGIN_DATA/../x`: the path must not contain `..`",
+            ),
+        ];
+        for (text, want, message) in cases {
+            let got = err(text);
+            assert_eq!(got, want, "{text}");
+            assert_eq!(got.to_string(), message, "{text}");
+        }
     }
 
     #[test]

@@ -89,11 +89,14 @@ pub use danger::CommandPolicy;
 pub use discovery::{Embedded, Installed, Precompiled, Problem, Shadowed, project_plugin_dir};
 pub use engine::{EngineHandle, start as start_engine};
 pub use error::ComponentError;
-pub use grant::{Access, Capability, GrantFile, GrantedDir, Grants, HostPattern, Scope};
+pub use fsutil::FileError;
+pub use grant::{Access, Capability, CapabilityError, GrantFile, GrantedDir, Grants, HostPattern, Scope};
 pub use instance::CallLimits;
-pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS};
-pub use lock::{LOCK_FILE, LockEntry, Lockfile, reinstall_hint, scope_paths, short_digest};
-pub use manifest::{Kind, Limits, Manifest, ManifestError, SUPPORTED_API_VERSIONS, check_api, check_name};
+pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS, RequestError};
+pub use lock::{DirError, LOCK_FILE, LockEntry, Lockfile, reinstall_hint, scope_paths, short_digest};
+pub use manifest::{
+    ApiError, Kind, Limits, Manifest, ManifestError, NameError, SUPPORTED_API_VERSIONS, check_api, check_name,
+};
 pub use net::{AddressKind, internal_kind};
 pub use plugin::{CallOutput, Plugin};
 pub use process::{ChildEnv, CommandError, CommandOutput, CommandRun, ProcessRunner, Terminal, Terminals};
@@ -114,8 +117,9 @@ use crate::instance::Site;
 /// Failures of the runtime itself (not of a plugin: those are [`Problem`]s and [`ToolError`]s).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// grants.toml cannot be read.
     #[error("{0}")]
-    Grants(String),
+    Grants(fsutil::FileError),
     #[error("cannot start the WebAssembly engine: {0}")]
     Engine(String),
 }

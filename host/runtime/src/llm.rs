@@ -56,28 +56,43 @@ pub struct LlmCompletion {
     pub output_tokens: u64,
 }
 
+/// Why a plugin's completion request is malformed ([`LlmRequest::checked`]); the message is a
+/// sentence for the plugin.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    #[error("a completion request needs at least one message")]
+    NoMessages,
+    /// Message `index` has the `tool` role.
+    #[error("message {index}: `tool` messages cannot be sent; use system, user and assistant")]
+    ToolMessage { index: usize },
+    /// Message `index` (not the first) has the `system` role.
+    #[error("message {index}: a system message may only come first")]
+    LateSystem { index: usize },
+    /// The temperature is not a number from 0 to 2.
+    #[error("temperature {temperature} is not between 0 and 2")]
+    Temperature { temperature: f32 },
+}
+
 impl LlmRequest {
     /// Check a request as a plugin made it and cap its `max_tokens`.
     ///
     /// # Errors
-    /// Why the request is malformed, as a sentence for the plugin.
-    pub fn checked(mut self) -> Result<Self, String> {
+    /// Why the request is malformed, as a [`RequestError`].
+    pub fn checked(mut self) -> Result<Self, RequestError> {
         if self.messages.is_empty() {
-            return Err("a completion request needs at least one message".to_string());
+            return Err(RequestError::NoMessages);
         }
-        for (i, (role, _)) in self.messages.iter().enumerate() {
+        for (index, (role, _)) in self.messages.iter().enumerate() {
             match role {
-                Role::Tool => {
-                    return Err(format!("message {i}: `tool` messages cannot be sent; use system, user and assistant"));
-                }
-                Role::System if i > 0 => return Err(format!("message {i}: a system message may only come first")),
+                Role::Tool => return Err(RequestError::ToolMessage { index }),
+                Role::System if index > 0 => return Err(RequestError::LateSystem { index }),
                 Role::System | Role::User | Role::Assistant => {}
             }
         }
-        if let Some(t) = self.temperature
-            && !(t.is_finite() && (0.0..=2.0).contains(&t))
+        if let Some(temperature) = self.temperature
+            && !(temperature.is_finite() && (0.0..=2.0).contains(&temperature))
         {
-            return Err(format!("temperature {t} is not between 0 and 2"));
+            return Err(RequestError::Temperature { temperature });
         }
         self.max_tokens = Some(self.max_tokens.unwrap_or(MAX_LLM_TOKENS).clamp(1, MAX_LLM_TOKENS));
         Ok(self)
@@ -101,17 +116,19 @@ mod tests {
     fn requests_are_checked_and_capped() {
         let ok = req(&[(Role::System, "be brief"), (Role::User, "hi")]).checked().expect("valid");
         assert_eq!(ok.max_tokens, Some(MAX_LLM_TOKENS));
-        assert_eq!(req(&[]).checked().expect_err("empty"), "a completion request needs at least one message");
-        assert_eq!(
-            req(&[(Role::User, "a"), (Role::Tool, "b")]).checked().expect_err("tool"),
-            "message 1: `tool` messages cannot be sent; use system, user and assistant"
-        );
-        assert_eq!(
-            req(&[(Role::User, "a"), (Role::System, "b")]).checked().expect_err("system"),
-            "message 1: a system message may only come first"
-        );
+        let empty = req(&[]).checked().expect_err("empty");
+        assert_eq!(empty, RequestError::NoMessages);
+        assert_eq!(empty.to_string(), "a completion request needs at least one message");
+        let tool = req(&[(Role::User, "a"), (Role::Tool, "b")]).checked().expect_err("tool");
+        assert_eq!(tool, RequestError::ToolMessage { index: 1 });
+        assert_eq!(tool.to_string(), "message 1: `tool` messages cannot be sent; use system, user and assistant");
+        let system = req(&[(Role::User, "a"), (Role::System, "b")]).checked().expect_err("system");
+        assert_eq!(system, RequestError::LateSystem { index: 1 });
+        assert_eq!(system.to_string(), "message 1: a system message may only come first");
         let mut hot = req(&[(Role::User, "a")]);
         hot.temperature = Some(f32::NAN);
-        assert!(hot.checked().expect_err("nan").contains("not between 0 and 2"));
+        let hot = hot.checked().expect_err("nan");
+        assert!(matches!(hot, RequestError::Temperature { temperature } if temperature.is_nan()), "{hot:?}");
+        assert!(hot.to_string().contains("not between 0 and 2"), "{hot}");
     }
 }

@@ -15,6 +15,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::fsutil::FileError;
 use crate::grant::{Capability, Scope};
 
 /// The file name of a scope's lockfile.
@@ -22,6 +23,16 @@ pub const LOCK_FILE: &str = "plugins.lock";
 
 const HEADER: &str = "# Plugins installed into this scope by `talaria plugins install`: versions, sources, digests,\n\
 # signers and the capabilities granted. Managed by talaria; do not edit by hand.\n\n";
+
+/// A lockfile entry's directory that is not a path inside the scope's plugin directory: absolute,
+/// empty, or climbing out ([`LockEntry::resolve_dir`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("its directory `{dir}` is not a path inside {}", plugins_dir.display())]
+pub struct DirError {
+    /// The directory as the entry records it.
+    pub dir: String,
+    pub plugins_dir: PathBuf,
+}
 
 /// One scope's lockfile.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -99,10 +110,10 @@ impl LockEntry {
     /// # Errors
     /// The recorded directory is absolute or climbs out (a lockfile in a project is input from
     /// whoever wrote the project).
-    pub fn resolve_dir(&self, plugins_dir: &Path) -> Result<PathBuf, String> {
+    pub fn resolve_dir(&self, plugins_dir: &Path) -> Result<PathBuf, DirError> {
         let rel = Path::new(&self.dir);
         if self.dir.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-            return Err(format!("its directory `{}` is not a path inside {}", self.dir, plugins_dir.display()));
+            return Err(DirError { dir: self.dir.clone(), plugins_dir: plugins_dir.to_path_buf() });
         }
         Ok(plugins_dir.join(rel))
     }
@@ -137,7 +148,7 @@ impl Lockfile {
     ///
     /// # Errors
     /// Unreadable or malformed, with the path.
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub fn load(path: &Path) -> Result<Self, FileError> {
         crate::fsutil::load_toml(path)
     }
 
@@ -145,15 +156,15 @@ impl Lockfile {
     ///
     /// # Errors
     /// Malformed, with the path.
-    pub fn parse(text: &str, path: &Path) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn parse(text: &str, path: &Path) -> Result<Self, FileError> {
+        crate::fsutil::parse_toml(text, path)
     }
 
     /// Write atomically: a temporary file beside it, flushed to disk, then renamed over it.
     ///
     /// # Errors
     /// The file cannot be written.
-    pub fn save(&self, path: &Path) -> Result<(), String> {
+    pub fn save(&self, path: &Path) -> Result<(), FileError> {
         crate::fsutil::save_toml(path, HEADER, self)
     }
 
@@ -207,7 +218,8 @@ mod tests {
         assert_eq!(entry("weather/1.2.0-00").resolve_dir(plugins).unwrap(), plugins.join("weather/1.2.0-00"));
         for bad in ["../../etc", "/etc", "", "weather/../../x", "./weather"] {
             let err = entry(bad).resolve_dir(plugins).unwrap_err();
-            assert!(err.contains("is not a path inside"), "{bad}: {err}");
+            assert_eq!(err.dir, bad);
+            assert!(err.to_string().contains("is not a path inside"), "{bad}: {err}");
         }
     }
 
@@ -217,6 +229,8 @@ mod tests {
         let path = dir.path().join(LOCK_FILE);
         std::fs::write(&path, "[plugins.x]\nversion = \"1.0.0\"\nbogus = 1\n").unwrap();
         let err = Lockfile::load(&path).unwrap_err();
+        assert!(matches!(&err, FileError::Malformed { path: p, .. } if *p == path), "{err:?}");
+        let err = err.to_string();
         assert!(err.contains(&path.display().to_string()) && err.contains("bogus"), "{err}");
     }
 }

@@ -395,40 +395,51 @@ fn err(path: &Path, message: String) -> ManifestError {
     ManifestError { path: path.to_path_buf(), message }
 }
 
+/// A plugin name that is not 1-64 characters of a-z, 0-9, `-` or `_` starting with a letter
+/// ([`check_name`]). The message starts with the name, so a caller may put what it names
+/// first (`plugin name …`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{name}` must be 1-64 characters of a-z, 0-9, `-` or `_`, starting with a letter")]
+pub struct NameError {
+    pub name: String,
+}
+
+/// A plugin API version this host cannot run ([`check_api`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "plugin API {api} is not supported: this talaria supports {} (rebuild the plugin against a matching talaria-sdk)",
+    SUPPORTED_API_VERSIONS.join(", ")
+)]
+pub struct ApiError {
+    pub api: semver::Version,
+}
+
 /// Whether `name` is a valid plugin name: 1-64 characters of a-z, 0-9, `-` or `_`, starting
 /// with a letter.
 ///
 /// # Errors
-/// It is not, in a sentence.
-pub fn check_name(name: &str) -> Result<(), String> {
+/// [`NameError`] when it is not.
+pub fn check_name(name: &str) -> Result<(), NameError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("`{name}` must be 1-64 characters of a-z, 0-9, `-` or `_`, starting with a letter"))
-    }
+    if ok { Ok(()) } else { Err(NameError { name: name.to_string() }) }
 }
 
 /// Whether this host can run a plugin built against `api`: same major (and, before 1.0, the
 /// same minor) and not newer than what the host knows.
-pub fn check_api(api: &semver::Version) -> Result<(), String> {
+///
+/// # Errors
+/// [`ApiError`] when it cannot.
+pub fn check_api(api: &semver::Version) -> Result<(), ApiError> {
     let supported = SUPPORTED_API_VERSIONS.iter().filter_map(|v| semver::Version::parse(v).ok());
     let compatible = supported.into_iter().any(|host| {
         let same_line =
             if host.major == 0 { api.major == 0 && api.minor == host.minor } else { api.major == host.major };
         same_line && api <= &host
     });
-    if compatible {
-        Ok(())
-    } else {
-        Err(format!(
-            "plugin API {api} is not supported: this talaria supports {} (rebuild the plugin against a matching talaria-sdk)",
-            SUPPORTED_API_VERSIONS.join(", ")
-        ))
-    }
+    if compatible { Ok(()) } else { Err(ApiError { api: api.clone() }) }
 }
 
 /// `[tools.NAME]` tables as annotations; each `paths` entry must name an argument.

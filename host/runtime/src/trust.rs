@@ -29,6 +29,7 @@
 use std::path::Path;
 
 use crate::discovery::{self, Embedded, Found, Problem};
+use crate::fsutil::FileError;
 use crate::grant::{Capability, GrantFile, Scope};
 use crate::lock::LockEntry;
 pub use crate::pins::{PluginPin, ProjectPins};
@@ -141,7 +142,7 @@ pub fn survey(embedded: &[Embedded], home: &Path, root: &Path) -> Survey {
 ///
 /// # Errors
 /// grants.toml cannot be read or written.
-pub fn repin(embedded: &[Embedded], home: &Path, root: &Path, name: &str) -> Result<(), String> {
+pub fn repin(embedded: &[Embedded], home: &Path, root: &Path, name: &str) -> Result<(), FileError> {
     let path = home.join("grants.toml");
     let mut file = GrantFile::load(&path)?;
     if !file.is_trusted(root) {

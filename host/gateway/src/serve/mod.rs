@@ -139,7 +139,7 @@ pub fn base_host(base_url: &str) -> Result<HostPattern, String> {
     let host = authority.host().trim_start_matches('[').trim_end_matches(']');
     let default_port = if uri.scheme_str() == Some("http") { 80 } else { 443 };
     let port = authority.port_u16().unwrap_or(default_port);
-    HostPattern::parse(&format!("{host}:{port}"))
+    HostPattern::parse(&format!("{host}:{port}")).map_err(|e| e.to_string())
 }
 
 /// Serve every configured account until `shutdown` resolves; then stop taking messages, let

@@ -51,7 +51,7 @@ pub enum Nobody {
 pub enum ConsentError {
     /// A `--grant` that is not a capability.
     #[error("{0}")]
-    BadGrant(String),
+    BadGrant(talaria_runtime::CapabilityError),
     /// A `--grant` of something the manifest does not request.
     #[error(
         "{name} does not request {cap} (it requests: {}); a grant can only allow what the manifest asks for",
@@ -139,7 +139,7 @@ pub fn decide(consent: &Consent, flags: &GrantFlags, nobody: &Nobody) -> Result<
     if !flags.grants.is_empty() {
         let mut out = Vec::new();
         for g in &flags.grants {
-            let cap = g.parse::<Capability>().map_err(|e| ConsentError::BadGrant(e.to_string()))?;
+            let cap = g.parse::<Capability>().map_err(ConsentError::BadGrant)?;
             if consent.new.iter().any(|r| r.covers(&cap)) {
                 out.push(cap);
             } else if !consent.requested.iter().any(|r| r.covers(&cap)) {

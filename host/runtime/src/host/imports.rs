@@ -274,7 +274,7 @@ impl HostState {
             temperature: req.temperature,
         }
         .checked()
-        .map_err(llm::LlmError::Invalid)?;
+        .map_err(|e| llm::LlmError::Invalid(e.to_string()))?;
         let Some(backend) = self.env.services.llm.clone() else {
             return Err(llm::LlmError::Failed(
                 "no model is configured, so plugins cannot use llm (configure one with `talaria setup`)".to_string(),
