@@ -18,9 +18,9 @@ use wasmtime::Store;
 use wasmtime::component::Instance;
 
 use crate::Runtime;
-use crate::api::since_v0_3_0::exports::talaria::plugin0_3_0::adapter as wit;
 use crate::approval::Caller;
 use crate::grant::{Capability, Grants, HostPattern};
+use crate::host::api::since_v0_3_0::exports::talaria::plugin0_3_0::adapter as wit;
 use crate::host::{HostState, PluginEnv};
 use crate::instance::{self, Resident, ResidentSlot, Site};
 use crate::manifest::Kind;

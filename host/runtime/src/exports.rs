@@ -10,10 +10,10 @@
 use wasmtime::Engine;
 use wasmtime::component::{Component, InstancePre};
 
-use crate::api::since_v0_2_0::exports::talaria::plugin as v2;
-use crate::api::since_v0_3_0::exports::talaria::plugin0_3_0 as v3;
-use crate::api::{Api, ToolsExport};
 use crate::host::HostState;
+use crate::host::api::since_v0_2_0::exports::talaria::plugin as v2;
+use crate::host::api::since_v0_3_0::exports::talaria::plugin0_3_0 as v3;
+use crate::host::api::{Api, ToolsExport};
 use crate::manifest::{Kind, Manifest, SUPPORTED_API_VERSIONS};
 
 const PREFIX: &str = "talaria:plugin/";

@@ -11,13 +11,14 @@ use talaria_protocol::{CompressRequest, Compressed, ContextStatus, HookDecision,
 use wasmtime::Store;
 
 use crate::Runtime;
-use crate::api::since_v0_2_0::convert;
-use crate::api::since_v0_2_0::exports::talaria::plugin::{context, memory};
 use crate::approval::Caller;
 use crate::engine::EngineHandle;
 use crate::exports::Prepared;
 use crate::host::HostState;
-use crate::instance::{self, GuestError, Site, over_cap};
+use crate::host::api::GuestError;
+use crate::host::api::since_v0_2_0::convert;
+use crate::host::api::since_v0_2_0::exports::talaria::plugin::{context, memory};
+use crate::instance::{self, Site, over_cap};
 use crate::manifest::Kind;
 use crate::plugin::Plugin;
 use talaria_protocol::PluginError;

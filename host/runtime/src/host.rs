@@ -2,13 +2,13 @@
 //! implementations of the `talaria:plugin` imports, each checked against the plugin's grants.
 //!
 //! Every API version is linked into one linker: [`imports`] implements the 0.2.0 interfaces
-//! (and [`websocket`] 0.3.0's), and each older version converts to them
-//! ([`crate::api`]), so every check exists once.
+//! (and `api::since_v0_3_0::websocket` 0.3.0's), and each older version converts to them
+//! ([`api`]), so every check exists once.
 
+pub(crate) mod api;
 mod fs;
 mod imports;
 mod stderr;
-pub(crate) mod websocket;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -435,7 +435,7 @@ pub(crate) fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>)
     )?;
     linker.allow_shadowing(false);
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
-    crate::api::add_to_linker(linker)
+    crate::host::api::add_to_linker(linker)
 }
 
 #[cfg(test)]

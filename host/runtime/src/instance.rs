@@ -13,6 +13,7 @@ use wasmtime::{Store, Trap};
 
 use crate::approval::Caller;
 use crate::engine::EngineHandle;
+use crate::host::api::GuestError;
 use crate::host::{HostState, PluginEnv};
 use talaria_protocol::PluginError;
 
@@ -30,14 +31,6 @@ const OUTSIDE_GRACE: Duration = Duration::from_millis(150);
 
 /// Longest error message a plugin may hand on.
 pub(crate) const MAX_ERROR_CHARS: usize = 16 * 1024;
-
-/// An error the plugin returned (not a trap).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum GuestError {
-    InvalidArgs(String),
-    UnknownTool(String),
-    Failed(String),
-}
 
 /// Why a call produced nothing.
 #[derive(Debug)]

@@ -5,8 +5,9 @@
 //! and the user's grants — without compiling anything. A plugin is compiled (or loaded from the
 //! compile cache) the first time it is needed, and its exports are checked against its manifest
 //! then: the API version (components built against 0.1.0, 0.2.0 and 0.3.0 all load, each
-//! through its own bindings: one module per version, `api::since_v0_X_0`) and its [`Kind`]s. Every call runs with the plugin's memory cap,
-//! deadline and output cap, seeing only what it was granted.
+//! through its own bindings: one module per version, `host::api::since_v0_X_0`) and its
+//! [`Kind`]s. Every call runs with the plugin's memory cap, deadline and output cap, seeing only
+//! what it was granted.
 //!
 //! - tools: [`Runtime::tools`] and [`Runtime::call`]; every call in a fresh instance;
 //! - hooks: [`Runtime::hook`] sends a [`HookEvent`](talaria_protocol::HookEvent) to a hook
@@ -45,7 +46,6 @@
 //! commands and hosts reached through a wildcard grant), [`LlmBackend`].
 
 pub mod adapter;
-mod api;
 pub mod approval;
 mod args;
 pub mod cache;
@@ -107,10 +107,10 @@ pub use stub::{HttpStub, HttpStubs};
 pub use talaria_protocol::PluginError;
 pub use talaria_protocol::ToolContext;
 
-use crate::api::CallInfo;
 use crate::cache::{Listed, Listing};
 use crate::discovery::WasmSource;
 use crate::exports::Prepared;
+use crate::host::api::CallInfo;
 use crate::host::{PluginEnv, Services};
 use crate::instance::Site;
 

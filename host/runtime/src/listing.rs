@@ -25,6 +25,7 @@ use std::collections::HashSet;
 use talaria_protocol::{ToolAnnotations, ToolSpec};
 
 use crate::HostLimits;
+use crate::host::api::RawSpec;
 use crate::instance;
 use crate::shown::visible;
 
@@ -44,13 +45,6 @@ impl From<&HostLimits> for SpecLimits {
     fn from(limits: &HostLimits) -> Self {
         Self { max_tools: limits.max_tools_per_plugin, max_spec_bytes: limits.max_spec_bytes }
     }
-}
-
-/// A tool spec as a plugin listed it, before it is checked.
-pub(crate) struct RawSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: String,
 }
 
 /// Why a listing was refused.

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use talaria_protocol::{HookKind, ToolError, ToolSpec};
 
-use crate::api::since_v0_2_0::exports::talaria::plugin::memory::Guest as MemoryGuest;
 use crate::discovery::{Installed, WasmPin, WasmSource};
 use crate::error::ComponentError;
 use crate::exports::Prepared;
 use crate::grant::{Grants, Scope};
 use crate::host::PluginEnv;
+use crate::host::api::since_v0_2_0::exports::talaria::plugin::memory::Guest as MemoryGuest;
 use crate::instance::{CallLimits, Resident};
 use crate::manifest::{Kind, Manifest};
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use talaria_protocol::Role;
 
 use super::HostState;
-use crate::api::since_v0_2_0::talaria::plugin::{config, kv, llm, log, process, secrets, types};
+use crate::host::api::since_v0_2_0::talaria::plugin::{config, kv, llm, log, process, secrets, types};
 use crate::llm::{LlmRequest, MAX_LLM_CALLS};
 use crate::logline::{Admit, MAX_LOG_CHARS, dropped_note};
 use crate::process::{CommandError, CommandRequest};

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use wasmtime::component::Resource;
 
-use super::HostState;
-use crate::api::since_v0_3_0::talaria::plugin0_3_0::websocket::{self as wit, Frame, WsError};
+use crate::host::HostState;
+use crate::host::api::since_v0_3_0::talaria::plugin0_3_0::websocket::{self as wit, Frame, WsError};
 use crate::net::websocket::{Frame as NetFrame, Socket, WsFailure};
 
 /// Most WebSockets one instance may hold open.

@@ -8,8 +8,8 @@ use wasmtime::component::Instance;
 use super::CallInfo;
 use super::since_v0_2_0::talaria::plugin as v2;
 use crate::host::HostState;
-use crate::instance::GuestError;
-use crate::listing::RawSpec;
+use crate::host::api::GuestError;
+use crate::host::api::RawSpec;
 
 wasmtime::component::bindgen!({
     path: "../../wit/v0.1.0",

@@ -9,8 +9,8 @@ use wasmtime::component::Instance;
 
 use super::CallInfo;
 use crate::host::HostState;
-use crate::instance::GuestError;
-use crate::listing::RawSpec;
+use crate::host::api::GuestError;
+use crate::host::api::RawSpec;
 
 wasmtime::component::bindgen!({
     path: "../../wit/v0.2.0",

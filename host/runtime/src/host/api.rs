@@ -23,8 +23,21 @@ use wasmtime::Store;
 use wasmtime::component::{HasSelf, Instance, InstancePre, Linker};
 
 use crate::host::HostState;
-use crate::instance::GuestError;
-use crate::listing::RawSpec;
+
+/// A tool spec as a plugin listed it, before it is checked.
+pub(crate) struct RawSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: String,
+}
+
+/// An error the plugin returned (not a trap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GuestError {
+    InvalidArgs(String),
+    UnknownTool(String),
+    Failed(String),
+}
 
 /// The API version a component was built against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
