@@ -18,6 +18,7 @@ use crate::{self as author, Place, plugin_test, ui};
 
 /// `talaria plugin ...`.
 #[derive(Subcommand)]
+#[command(defer = true)]
 pub enum PluginCmd {
     /// Start a plugin project of any kind in Rust, JavaScript or Python; it builds, tests and
     /// installs as it is

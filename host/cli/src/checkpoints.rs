@@ -11,6 +11,7 @@ use talaria_agent::checkpoints::{Checkpoints, RestoreError};
 use crate::{Ctx, ui};
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 pub enum CheckpointsCmd {
     /// A session's checkpoints, newest first (or every session that has some, with --all)
     List {

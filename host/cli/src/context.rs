@@ -32,6 +32,7 @@ pub fn status_lines(engine: &str, status: &ContextStatus, lines: &[(String, Stri
 
 /// `talaria context ...`
 #[derive(clap::Subcommand)]
+#[command(defer = true)]
 pub enum ContextCmd {
     /// The context engine, its threshold, and how full a session's context is
     Status {

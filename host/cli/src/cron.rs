@@ -23,6 +23,9 @@ use anstream::println;
 use crate::{Ctx, ui};
 
 #[derive(Subcommand, Debug)]
+// Not deferred: `edit` has a `--workspace` of its own, which must be defined before the global
+// `-C/--workspace` is passed down to it (clap gives a subcommand a global only where it has no
+// argument of that name yet).
 pub enum CronCmd {
     /// The jobs, by next run
     List {

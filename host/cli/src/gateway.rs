@@ -13,6 +13,7 @@ use talaria_scheduler::Runner;
 use crate::{Ctx, ui};
 
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub enum GatewayCmd {
     /// Serve the configured chat platforms ([gateway.platforms.NAME]) in the foreground
     ///

@@ -12,6 +12,7 @@ use talaria_mcp::config::{Ask, ServerToml, toolset};
 use crate::{Ctx, ui};
 
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub enum McpCmd {
     /// The configured servers, how each is reached, and its tools as last listed
     List {

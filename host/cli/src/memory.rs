@@ -9,6 +9,7 @@ use crate::plugin_host::single;
 use crate::{Ctx, ui};
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 pub enum MemoryCmd {
     /// Show MEMORY.md / USER.md fullness and the external memory provider's state
     Status,

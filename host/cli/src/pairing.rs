@@ -11,6 +11,7 @@ use talaria_store::Store;
 use crate::{Ctx, ui};
 
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub enum PairingCmd {
     /// The paired users and the codes waiting for approval
     List {

@@ -11,6 +11,7 @@ use talaria_runtime::{Capability, GrantFile, Plugin, Runtime, Scope};
 use crate::{Ctx, market, ui};
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 pub enum PluginsCmd {
     /// List plugins: scope, version, capabilities granted, and who shadows whom
     List {

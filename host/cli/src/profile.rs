@@ -29,6 +29,7 @@ const NOT_COPIED: &[&str] = &[
 ];
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 pub enum ProfileCmd {
     /// The profiles, with the one in use marked
     List,

@@ -33,6 +33,7 @@ const RESULT_LINES: usize = 4;
 const LINE_CHARS: usize = 160;
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 pub enum SessionsCmd {
     /// List sessions, most recently updated first
     List {

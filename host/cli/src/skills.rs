@@ -12,6 +12,7 @@ use crate::skill_install::{self, InstallFlags};
 use crate::{Ctx, ui};
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 pub enum SkillsCmd {
     /// Every skill found here (bundled, installed, yours in ~/.talaria/skills, a trusted project's), by category
     List {

@@ -10,6 +10,7 @@ use talaria_store::{Location, Store};
 use crate::{Ctx, ui};
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 pub enum StoreCmd {
     /// Copy this home's state.db into an empty PostgreSQL database, then count both sides
     Migrate {

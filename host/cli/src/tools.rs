@@ -14,6 +14,7 @@ use talaria_protocol::{Event, NoticeLevel, Op, ToolError};
 use crate::{Ctx, ui};
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 pub enum ToolsCmd {
     /// List every tool the agent has here: its own, the plugins', the MCP servers'
     List {
