@@ -315,10 +315,11 @@ pub async fn one_shot(
 }
 
 /// Leave a closed conversation without taking the host apart: its session is ended and every
-/// turn committed, and the store is checkpointed here. Unmapping the plugin runtime piece by
+/// turn committed, and the store's WAL is checkpointed when it has grown large
+/// ([`talaria_store::Store::checkpoint_if_large`]). Unmapping the plugin runtime piece by
 /// piece (the engine's pools, compiled code, instances) would only delay the exit; the kernel
 /// frees it all at once.
 fn leave(session: Session) {
-    session.host.store().checkpoint();
+    session.host.store().checkpoint_if_large();
     std::mem::forget(session);
 }

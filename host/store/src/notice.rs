@@ -72,27 +72,25 @@ impl Notice {
     }
 }
 
-/// The notices of one process: a broadcast channel its subscribers share.
+/// The notices of one process: a broadcast channel its subscribers share, made by the first
+/// subscriber (its buffer is a few hundred KiB that a one-shot command never needs).
+#[derive(Default)]
 pub(crate) struct Hub {
-    tx: broadcast::Sender<Notice>,
+    tx: OnceLock<broadcast::Sender<Notice>>,
     /// Set once PostgreSQL's notices are being listened for.
     listening: OnceLock<()>,
 }
 
-impl Default for Hub {
-    fn default() -> Self {
-        Self { tx: broadcast::channel(BACKLOG).0, listening: OnceLock::new() }
-    }
-}
-
 impl Hub {
     pub(crate) fn send(&self, notice: Notice) {
-        // Nobody subscribed: nobody waits.
-        let _ = self.tx.send(notice);
+        // Nobody subscribed (ever, or any more): nobody waits.
+        if let Some(tx) = self.tx.get() {
+            let _ = tx.send(notice);
+        }
     }
 
     pub(crate) fn sender(&self) -> broadcast::Sender<Notice> {
-        self.tx.clone()
+        self.tx.get_or_init(|| broadcast::channel(BACKLOG).0).clone()
     }
 }
 
@@ -150,7 +148,7 @@ impl Store {
     /// Subscribe to the notices from now on (on PostgreSQL, the first subscriber starts
     /// listening on the database).
     pub fn notices(&self) -> Notices {
-        let rx = self.hub.tx.subscribe();
+        let rx = self.hub.sender().subscribe();
         if let Some(pg) = self.pg() {
             self.hub.listening.get_or_init(|| pg.listen(self.hub.sender()));
         }

@@ -400,6 +400,38 @@ fn a_checkpoint_before_exit_leaves_an_empty_wal_and_everything_in_the_file() {
     assert_eq!(texts, ["where is the harbour?", "down the hill"]);
 }
 
+#[test]
+fn a_process_leaving_checkpoints_only_a_wal_grown_large_and_loses_nothing_either_way() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("state.db");
+    let wal = dir.path().join("state.db-wal");
+    let size = || std::fs::metadata(&wal).expect("wal").len();
+    let s = Store::open(&path).expect("open");
+    create(&s, "s1");
+    turn(&s, "s1", "where is the harbour?", "down the hill");
+    let small = size();
+    assert!(small > 0 && small <= talaria_store::EXIT_CHECKPOINT_BYTES, "one turn is a small WAL: {small}");
+    s.checkpoint_if_large();
+    assert_eq!(size(), small, "a small WAL is left for the next process");
+    // The process leaves without closing; the next one reads the turn through the WAL.
+    std::mem::forget(s);
+    let next = Store::open(&path).expect("reopen");
+    let texts = |s: &Store| -> Vec<String> {
+        s.messages("s1").expect("messages").into_iter().map(|m| m.message.content().to_string()).collect()
+    };
+    assert_eq!(texts(&next), ["where is the harbour?", "down the hill"]);
+    // Grown past the mark, it is moved into the file.
+    let long = "a long answer ".repeat(2_000);
+    while size() <= talaria_store::EXIT_CHECKPOINT_BYTES {
+        turn(&next, "s1", "and then?", &long);
+    }
+    next.checkpoint_if_large();
+    assert_eq!(size(), 0, "a large WAL is checkpointed");
+    let count = texts(&next).len();
+    std::mem::forget(next);
+    assert_eq!(texts(&Store::open(&path).expect("reopen")).len(), count);
+}
+
 fn images_come_back_with_their_message_and_its_text_alone_is_searched(s: &Store) {
     create(s, "s1");
     let image = talaria_protocol::Image { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() };
