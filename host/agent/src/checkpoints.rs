@@ -179,6 +179,13 @@ impl Checkpoints {
     }
 
     /// The workspace paths (relative) a call may change, and what the call is in a line.
+    /// Whether [`Checkpoints::before`] would keep anything for this call: a tool that changes
+    /// no file (by its annotations, or a terminal command that destroys nothing) needs no
+    /// trip to a blocking thread.
+    pub fn may_keep(&self, tool: &str, args: &Value, annotations: Option<&ToolAnnotations>, workspace: &Path) -> bool {
+        self.targets(tool, args, annotations, workspace).is_some()
+    }
+
     fn targets(
         &self,
         tool: &str,
@@ -551,6 +558,23 @@ mod tests {
 
     fn rm_is_destructive() -> Destructive {
         Box::new(|c: &str| c.starts_with("rm "))
+    }
+
+    #[test]
+    fn only_a_call_that_may_change_files_is_worth_keeping() {
+        let p = place();
+        let store = Checkpoints::new(&p.home, DEFAULT_MAX_BYTES, rm_is_destructive());
+        let args = json!({"path": "a.txt"});
+        let may_keep = |tool: &str, args: &Value, a: Option<&ToolAnnotations>| store.may_keep(tool, args, a, &p.ws);
+        assert!(may_keep("patch", &args, Some(&ToolAnnotations::writes(&["path"]))));
+        assert!(!may_keep("read_file", &args, Some(&ToolAnnotations::reads(&["path"]))));
+        assert!(!may_keep("mystery", &args, None), "a tool that says nothing names no file to keep");
+        std::fs::write(p.ws.join("build"), "x").expect("write");
+        assert!(may_keep("terminal", &json!({"command": "rm build"}), None));
+        assert!(!may_keep("terminal", &json!({"command": "ls build"}), None));
+        // And what may_keep refuses, before keeps nothing of.
+        let read = ToolAnnotations::reads(&["path"]);
+        assert!(store.before("s1", "read_file", "c1", &args, Some(&read), &p.ws).is_none());
     }
 
     #[test]

@@ -156,8 +156,11 @@ impl Agent {
     async fn checkpoint(&self, call: &ToolCall, args: &Value) -> Option<crate::checkpoints::Ticket> {
         let store = self.shared.checkpoints.clone()?;
         let annotations = self.tools.iter().find(|t| t.name == call.name).map(|t| t.annotations.clone());
-        let (session, tool, id, args) = (self.session_id.clone(), call.name.clone(), call.id.clone(), args.clone());
         let workspace = self.shared.config.workspace.clone();
+        if !store.may_keep(&call.name, args, annotations.as_ref(), &workspace) {
+            return None;
+        }
+        let (session, tool, id, args) = (self.session_id.clone(), call.name.clone(), call.id.clone(), args.clone());
         tokio::task::spawn_blocking(move || store.before(&session, &tool, &id, &args, annotations.as_ref(), &workspace))
             .await
             .ok()
