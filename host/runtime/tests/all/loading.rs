@@ -75,7 +75,7 @@ async fn a_wrong_api_version_is_reported_and_others_load() {
             env.home.path().join("plugins/future/plugin.toml").display()
         )
     );
-    assert_eq!(tool_names(&rt).await.len(), 23);
+    assert_eq!(tool_names(&rt).await.len(), 25);
 }
 
 #[tokio::test]

@@ -277,6 +277,21 @@ async fn output_over_the_cap_is_refused() {
     assert_eq!(e, "plugin 'evil' returned 4097 bytes, over its output cap of 4 KiB");
 }
 
+/// Every call runs in a new instance, though the pool keeps the pages a call touched mapped for
+/// the next one in its slot: whatever a call left in its statics or its heap is gone when the
+/// next call looks, each of many times.
+#[tokio::test]
+async fn a_call_never_finds_what_an_earlier_call_left_in_memory() {
+    let env = Env::new();
+    env.evil("evil", "", &[]);
+    let rt = env.runtime();
+    for round in 0..6 {
+        let secret = format!("the key of round {round}");
+        assert_eq!(ok(call(&rt, "leave_marks", json!({ "text": secret })).await), "left");
+        assert_eq!(ok(call(&rt, "find_marks", json!({})).await), r#"static="" marks=0"#, "round {round}");
+    }
+}
+
 #[tokio::test]
 async fn kv_needs_its_grant_and_persists() {
     let env = Env::new();

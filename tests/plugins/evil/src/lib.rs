@@ -190,6 +190,41 @@ fn big_output(a: SizeArgs, _: &Context) -> Result<String, ToolError> {
     Ok("x".repeat(usize::try_from(a.bytes).unwrap_or(0)))
 }
 
+/// What the last call of this instance was told, in the data segment.
+static LEFT: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// The byte `leave_marks` fills the heap with.
+const MARK: u8 = 0xA5;
+
+/// Leave traces for a later call to find: `text` in a static, and a megabyte of heap filled
+/// with a marker byte, never freed.
+fn leave_marks(a: TextArgs, _: &Context) -> Result<String, ToolError> {
+    *LEFT.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = a.text;
+    std::mem::forget(vec![MARK; 1 << 20]);
+    Ok("left".into())
+}
+
+/// Look for what an earlier call left: the static's text, and marker bytes in a fresh megabyte
+/// of heap read before it is written.
+#[allow(unsafe_code)]
+fn find_marks(_: NoArgs, _: &Context) -> Result<String, ToolError> {
+    let left = LEFT.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    let layout = std::alloc::Layout::from_size_align(1 << 20, 8).map_err(|e| ToolError::invalid(e.to_string()))?;
+    // SAFETY: the layout is not zero-sized; the bytes are only counted (every bit pattern is a
+    // valid u8), then the block is freed with the layout it was allocated with.
+    let marks = unsafe {
+        let block = std::alloc::alloc(layout);
+        if block.is_null() {
+            return Err(ToolError::failed("out of memory"));
+        }
+        let bytes = std::slice::from_raw_parts(block, 1 << 20);
+        let marks = bytes.iter().filter(|b| **b == MARK).count();
+        std::alloc::dealloc(block, layout);
+        marks
+    };
+    Ok(format!("static={left:?} marks={marks}"))
+}
+
 fn run(a: TextArgs, _: &Context) -> Result<String, ToolError> {
     let out = process::Command::new(a.text).run()?;
     Ok(format!("exit={:?}\n{}{}", out.exit_code, out.stdout, out.stderr))
@@ -219,4 +254,6 @@ export_tools!(
     echo,
     big_output,
     run,
+    leave_marks,
+    find_marks,
 );
