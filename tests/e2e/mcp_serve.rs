@@ -156,6 +156,60 @@ fn an_approval_is_asked_through_the_clients_elicitation() {
     assert!(!t.ws().join("build").exists(), "the allowed command did not run");
 }
 
+/// A call through `mcp serve` passes the same stages as the model's calls: the operator's
+/// `guard` hook refuses what its rules forbid, `audit` sees every call, and a write keeps a
+/// checkpoint first.
+#[test]
+fn the_operators_hooks_and_checkpoints_apply_to_served_calls() {
+    let t = Talaria::new();
+    std::fs::write(
+        t.home.path().join("config.toml"),
+        "[plugins.guard]\nenabled = true\n[plugins.guard.config]\nrules = [{ tool = \"write_file\", path_globs = [\"secrets/**\"], message = \"secrets are off limits\" }]\n\n[plugins.audit]\nenabled = true\n",
+    )
+    .expect("config");
+    std::fs::write(t.ws().join("notes.txt"), "before").expect("write");
+    let plan = json!({
+        "stdio": stdio(&t, &[]),
+        "calls": [
+            {"name": "write_file", "arguments": {"path": "secrets/key.txt", "content": "hunter2"}},
+            {"name": "write_file", "arguments": {"path": "notes.txt", "content": "after"}},
+        ],
+    });
+    let seen = ts(&t, &plan);
+    let calls = seen["calls"].as_array().expect("calls");
+    assert_eq!(calls[0]["isError"], true, "{seen}");
+    let refused = calls[0]["text"].as_str().expect("text");
+    assert!(refused.contains("blocked by hook 'guard'") && refused.contains("secrets are off limits"), "{refused}");
+    assert!(!t.ws().join("secrets/key.txt").exists(), "the guarded write happened");
+    assert_eq!(calls[1]["isError"], false, "{seen}");
+    assert_eq!(std::fs::read_to_string(t.ws().join("notes.txt")).expect("notes"), "after");
+
+    let log = std::fs::read_to_string(t.home.path().join("plugin-data/audit/audit.jsonl")).expect("audit log");
+    let oks: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("json line"))
+        .filter(|l| l["tool"] == "write_file")
+        .map(|l| l["ok"].clone())
+        .collect();
+    assert_eq!(oks, [json!(false), json!(true)], "{log}");
+    // The checkpoint kept before the allowed write holds the file as it was.
+    let kept = walk(&t.home.path().join("checkpoints"));
+    assert!(
+        kept.iter().any(|f| std::fs::read(f).is_ok_and(|b| b == b"before")),
+        "no checkpoint of notes.txt: {kept:?}"
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() { found.extend(walk(&path)) } else { found.push(path) }
+    }
+    found
+}
+
 #[test]
 fn the_python_client_speaks_both_revisions() {
     let t = Talaria::new();

@@ -153,6 +153,7 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         allow: Vec::new(),
         origin: None,
         mcp_servers: std::collections::BTreeMap::new(),
+        configured_mcp: true,
         unconfined_commands: false,
         no_model: false,
     };

@@ -100,13 +100,14 @@ async fn serve(
     only: &[String],
     origins: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
-    use talaria_agent::ToolSource as _;
-    use talaria_mcp_serve::{Asker, Served};
-    let workspace = talaria_core::canonical_workspace(&ctx.workspace)?;
-    let asker = Arc::new(Asker::default());
-    let runtime = Arc::new(talaria_core::runtime(&ctx.home, &workspace, &ctx.config, asker.clone())?);
-    let tools = Arc::new(talaria_core::adapters::PluginTools::new(runtime.clone()));
-    let mut specs = tools.specs().await;
+    let host = talaria_core::Host::open(talaria_core::HostOptions {
+        home: ctx.home.clone(),
+        workspace: talaria_core::canonical_workspace(&ctx.workspace)?,
+    })?;
+    let (mut specs, warnings) = talaria_mcp_serve::plugin_tools(&host).await?;
+    for w in &warnings {
+        ui::warn(w);
+    }
     if !only.is_empty() {
         let known: std::collections::BTreeSet<&str> = specs.iter().map(|s| s.plugin.as_str()).collect();
         if let Some(missing) = only.iter().find(|p| !known.contains(p.as_str())) {
@@ -118,7 +119,7 @@ async fn serve(
         }
         specs.retain(|s| only.contains(&s.plugin));
     }
-    let served = Served::new(tools, specs, asker, workspace);
+    let served = talaria_mcp_serve::Served::new(Arc::new(host), specs);
     let outcome = match http {
         None => talaria_mcp_serve::serve_stdio(served).await,
         Some(addr) => {

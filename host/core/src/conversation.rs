@@ -175,7 +175,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
     gate.set_yolo(start.yolo);
     let agent_config = agent_config(&host.home, &host.config, &start, workspace.clone());
     let mut tools = ToolSources { sources: vec![plugins.tools.clone()], overlay: start.offered.tools.clone() };
-    if !host.mcp.is_empty() {
+    if start.configured_mcp && !host.mcp.is_empty() {
         // Their tool lists (cached, or listed by starting them) before the agent lists tools.
         host.mcp.prepare().await;
         warnings.extend(host.mcp.take_warnings());
@@ -473,8 +473,9 @@ impl Actor {
                 }
             }
             Op::CallTool { name, arguments } => {
-                self.agent.call_tool(&name, &arguments).await;
-                self.outbox.pump();
+                let cancel = CancellationToken::new();
+                let Self { agent, inbox, outbox, .. } = self;
+                during(inbox, outbox, &cancel, agent.call_tool(&name, &arguments, &cancel)).await;
             }
             Op::ContextReport => {
                 let report = self.agent.context_report().await;
@@ -501,30 +502,7 @@ impl Actor {
         self.outbox.send(Event::TurnStarted { text: text.clone() });
         let cancel = CancellationToken::new();
         let Self { agent, inbox, outbox, .. } = self;
-        let run = agent.run_turn_with(&text, images, &cancel);
-        tokio::pin!(run);
-        let end = loop {
-            tokio::select! {
-                biased;
-                Some(event) = outbox.agent_events.recv() => outbox.send(event),
-                next = inbox.ops.recv(), if inbox.open => match next {
-                    Some((id, op)) if op.immediate() => {
-                        let during = outbox.op;
-                        outbox.op = id;
-                        immediate(op, outbox, Some(&cancel));
-                        outbox.op = during;
-                    }
-                    Some(waiting) => inbox.queue.push_back(waiting),
-                    None => {
-                        // The handle was dropped mid-turn: stop the turn; the session is closed after.
-                        inbox.open = false;
-                        cancel.cancel();
-                    }
-                },
-                end = &mut run => break end,
-            }
-        };
-        outbox.pump();
+        let end = during(inbox, outbox, &cancel, agent.run_turn_with(&text, images, &cancel)).await;
         outbox.turn = None;
         end
     }
@@ -687,6 +665,41 @@ impl Actor {
         info.messages = history.len();
         info.context_length = agent.context_length();
     }
+}
+
+/// Run `work` (a turn, a tool call) to its end, passing on its events as they come and
+/// carrying out the ops that cannot wait meanwhile (an approval's answer, an interrupt, which
+/// fires `cancel`); the others wait in the queue. A dropped handle fires `cancel` too.
+async fn during<T>(
+    inbox: &mut Inbox,
+    outbox: &mut Outbox,
+    cancel: &CancellationToken,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::pin!(work);
+    let end = loop {
+        tokio::select! {
+            biased;
+            Some(event) = outbox.agent_events.recv() => outbox.send(event),
+            next = inbox.ops.recv(), if inbox.open => match next {
+                Some((id, op)) if op.immediate() => {
+                    let during = outbox.op;
+                    outbox.op = id;
+                    immediate(op, outbox, Some(cancel));
+                    outbox.op = during;
+                }
+                Some(waiting) => inbox.queue.push_back(waiting),
+                None => {
+                    // The handle was dropped: stop the work; the session is closed after.
+                    inbox.open = false;
+                    cancel.cancel();
+                }
+            },
+            end = &mut work => break end,
+        }
+    };
+    outbox.pump();
+    end
 }
 
 /// An op that cannot wait: carried out at once, during a turn too.

@@ -4,14 +4,13 @@
 //! author's commands) depends on `talaria-core` and `talaria-protocol` only: what it needs of
 //! the layers below comes through these modules, each naming the part of its crate that a front
 //! door may use. Core builds the things themselves (the store, the runtime, the MCP clients:
-//! [`crate::Host::open`], [`crate::runtime()`], [`crate::unattended_runtime`]); a front door gets
+//! [`crate::Host::open`], [`crate::unattended_runtime`]); a front door gets
 //! them from core and uses their types from here. `scripts/floors` holds the crate graph to that.
 //!
 //! A front door that needs something not listed adds it here, in the module of its layer, so
 //! what the front doors reach below core stays one list a reviewer can read.
 
-/// The agent loop's tool API: how a front door serves tools of its own (an editor's overlay,
-/// `mcp serve`'s list), and the loop's helpers for showing what a tool did.
+/// The agent loop's tool API: how a front door serves tools of its own (an editor's overlay), and the loop's helpers for showing what a tool did.
 pub mod agent {
     pub use talaria_agent::{BoxFuture, Scope, ToolContext, ToolHandler, ToolSource, builtin, history, tools};
 }

@@ -179,6 +179,9 @@ pub struct Start {
     /// MCP servers of this conversation only, beside `[mcp_servers]` (an editor's, over ACP);
     /// they stop when it ends.
     pub mcp_servers: std::collections::BTreeMap<String, talaria_mcp::config::ServerToml>,
+    /// Offer the tools of the home's `[mcp_servers]` (starting those servers when first
+    /// needed); off for a front door that serves the plugins' tools only (`mcp serve`).
+    pub configured_mcp: bool,
     /// Run this conversation's commands outside the OS sandbox. A gateway chat or scheduled
     /// job is confined whatever `[sandbox] commands` says, unless its own platform or job set
     /// this (the operator's decision for that very place).
@@ -210,6 +213,7 @@ impl Default for Start {
             allow: Vec::new(),
             origin: None,
             mcp_servers: std::collections::BTreeMap::new(),
+            configured_mcp: true,
             unconfined_commands: false,
             no_model: false,
         }
@@ -398,21 +402,7 @@ pub fn runtime_config(
 /// # Errors
 /// grants.toml cannot be read.
 pub fn unattended_runtime(home: &Path, workspace: &Path, config: &ConfigToml, yolo: bool) -> Result<Runtime, Error> {
-    runtime(home, workspace, config, Arc::new(Unattended { yolo }))
-}
-
-/// A runtime for a front door that asks `approver` about dangerous commands and new hosts
-/// itself (`mcp serve` asks its client), with the bundled plugins.
-///
-/// # Errors
-/// grants.toml cannot be read.
-pub fn runtime(
-    home: &Path,
-    workspace: &Path,
-    config: &ConfigToml,
-    approver: Arc<dyn talaria_runtime::Approver>,
-) -> Result<Runtime, Error> {
-    let rc = runtime_config(home, workspace, config, approver, None);
+    let rc = runtime_config(home, workspace, config, Arc::new(Unattended { yolo }), None);
     Ok(Runtime::new(rc, &bundled())?)
 }
 

@@ -1,9 +1,12 @@
 //! `talaria mcp serve`: talaria's sandboxed plugin tools served to other agents over MCP, on
 //! stdio or streamable HTTP ([`serve_stdio`], [`serve_http`]). A front door of its own, started
-//! by `talaria mcp serve` (host/cli/src/mcp.rs), which gives it the tools ([`Served::new`]) and
-//! routes the runtime's approvals to it ([`Asker`]); talaria's MCP *client* is `talaria-mcp`.
+//! by `talaria mcp serve` (host/cli/src/mcp.rs), which opens the home with core's
+//! [`Host`] and picks the tools ([`plugin_tools`], [`Served::new`]); talaria's MCP *client* is
+//! `talaria-mcp`.
 //!
-//! 1. **The tools run exactly as in the agent**: through the plugin runtime with their grants,
+//! 1. **The tools run exactly as in the agent**: each call is a [`Op::CallTool`] in a
+//!    conversation of its own, so it passes every stage of the tool pipeline (the operator's
+//!    hooks, approval, checkpoint, result cap) and runs in the plugin runtime with its grants,
 //!    deadlines, memory and output limits; a refused capability comes back as a tool error
 //!    (`isError`), never as a success.
 //! 2. **Nothing that needs approval runs silently.** A dangerous command or a new host is asked
@@ -21,12 +24,9 @@
 //! 5. It speaks the current MCP revision (2026-07-28, stateless) and the earlier ones with the
 //!    `initialize` handshake (2024-11-05 to 2025-11-25), as rmcp does.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,25 +37,17 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
-use talaria_core::agent::{Scope, ToolContext, ToolSource};
-use talaria_core::runtime::{Approval, ApprovalKind, ApprovalRequest, Approver};
-use talaria_protocol::{ToolError, ToolSpec};
+use talaria_core::{Host, Start};
+use talaria_protocol::{ApprovalKind, ApprovalNeeded, CallOutcome, Decision, Event, Op, ToolError, ToolSpec};
 use tokio::sync::{mpsc, oneshot};
 
 mod rounds;
 
-/// How long a client's user has to answer an approval.
+/// How long a client's user has to answer an approval, at most (the conversation's own wait,
+/// [`ApprovalNeeded::timeout_secs`], may be shorter).
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Where the approvals of the calls running now go, by the session id each call runs under:
-/// the runtime's approvals for a call are asked of its client.
-#[derive(Default)]
-pub struct Asker {
-    calls: Mutex<HashMap<String, Route>>,
-}
-
 /// How a call's client is asked.
-#[derive(Clone)]
 enum Route {
     /// With `elicitation/create` (2025-11-25 and earlier).
     Request(Peer<RoleServer>),
@@ -65,122 +57,157 @@ enum Route {
     Nobody,
 }
 
-impl Asker {
-    fn begin(&self, session: &str, route: Route) {
-        lock(&self.calls).insert(session.to_string(), route);
-    }
-
-    fn end(&self, session: &str) {
-        lock(&self.calls).remove(session);
-    }
-}
-
-/// Ends a call's route when dropped: when the call finishes, or its task is aborted.
-struct Begun {
-    asker: Arc<Asker>,
-    session: String,
-}
-
-impl Begun {
-    fn new(asker: Arc<Asker>, session: String, route: Route) -> Self {
-        asker.begin(&session, route);
-        Self { asker, session }
-    }
-}
-
-impl Drop for Begun {
-    fn drop(&mut self) {
-        self.asker.end(&self.session);
-    }
-}
-
-/// The yes/no form that asks for `request`.
-fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
-    let what = match request.kind {
-        ApprovalKind::Network => format!("Let plugin '{}' connect to {}", request.plugin, request.command),
-        ApprovalKind::Command | ApprovalKind::Schedule | ApprovalKind::McpTool => {
-            format!("Let plugin '{}' run `{}`", request.plugin, request.command)
+impl Route {
+    /// Ask the client's user for what `asked` wants; a failure to ask, or no answer in time,
+    /// is a denial.
+    async fn ask(&self, asked: &ApprovalNeeded) -> Decision {
+        let Some(params) = question(asked) else { return Decision::Deny };
+        let wait = ANSWER_TIMEOUT.min(Duration::from_secs(asked.timeout_secs));
+        match self {
+            Self::Request(peer) => match peer.create_elicitation_with_timeout(params, Some(wait)).await {
+                Ok(answer) => approval(&answer),
+                Err(e) => {
+                    tracing::info!("the client could not be asked: {e}");
+                    Decision::Deny
+                }
+            },
+            Self::Rounds(questions) => {
+                let (answer, answered) = oneshot::channel();
+                if questions.send(rounds::Question { params, answer }).is_err() {
+                    return Decision::Deny;
+                }
+                match tokio::time::timeout(wait, answered).await {
+                    Ok(Ok(decided)) => decided,
+                    Ok(Err(_)) => Decision::Deny,
+                    Err(_) => {
+                        tracing::info!("the client did not answer within {} s", wait.as_secs());
+                        Decision::Deny
+                    }
+                }
+            }
+            Self::Nobody => Decision::Deny,
         }
-        ApprovalKind::Skill => format!("Let the agent {}", request.command),
+    }
+}
+
+/// The yes/no form that asks for `asked`.
+fn question(asked: &ApprovalNeeded) -> Option<ElicitRequestParams> {
+    let what = match asked.kind {
+        ApprovalKind::Network => format!("Let plugin '{}' connect to {}", asked.plugin, asked.command),
+        ApprovalKind::Command | ApprovalKind::Schedule | ApprovalKind::McpTool => {
+            format!("Let plugin '{}' run `{}`", asked.plugin, asked.command)
+        }
+        ApprovalKind::Skill => format!("Let the agent {}", asked.command),
     };
     let schema =
         ElicitationSchema::builder().required_bool("allow").description("Check to allow it this once").build().ok()?;
     Some(ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: format!("{what}? ({})", request.reason),
+        message: format!("{what}? ({})", asked.reason),
         requested_schema: schema,
     })
 }
 
 /// What the user's answer to [`question`] allows: this once on an accepted `allow: true`,
 /// nothing otherwise.
-fn approval(answer: &ElicitResult) -> Approval {
+fn approval(answer: &ElicitResult) -> Decision {
     let allowed = answer.content.as_ref().and_then(|c| c.get("allow")).and_then(serde_json::Value::as_bool);
-    if answer.action == ElicitationAction::Accept && allowed == Some(true) { Approval::Once } else { Approval::Deny }
+    if answer.action == ElicitationAction::Accept && allowed == Some(true) { Decision::Once } else { Decision::Deny }
 }
 
-impl Approver for Asker {
-    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
-        Box::pin(async move {
-            let route = lock(&self.calls).get(&request.session_id).cloned();
-            let Some(params) = question(request) else { return Approval::Deny };
-            match route {
-                Some(Route::Request(peer)) => {
-                    match peer.create_elicitation_with_timeout(params, Some(ANSWER_TIMEOUT)).await {
-                        Ok(answer) => approval(&answer),
-                        Err(e) => {
-                            tracing::info!("the client could not be asked: {e}");
-                            Approval::Deny
-                        }
-                    }
-                }
-                Some(Route::Rounds(questions)) => {
-                    let (answer, answered) = oneshot::channel();
-                    if questions.send(rounds::Question { params, answer }).is_err() {
-                        return Approval::Deny;
-                    }
-                    match tokio::time::timeout(ANSWER_TIMEOUT, answered).await {
-                        Ok(Ok(decided)) => decided,
-                        Ok(Err(_)) => Approval::Deny,
-                        Err(_) => {
-                            tracing::info!("the client did not answer within {} s", ANSWER_TIMEOUT.as_secs());
-                            Approval::Deny
-                        }
-                    }
-                }
-                Some(Route::Nobody) | None => Approval::Deny,
+/// The plugins' tools as a conversation in `host`'s workspace offers them (the agent's own
+/// tools and the MCP servers' are not served), and the warnings its start gave (a plugin that
+/// did not load).
+///
+/// # Errors
+/// The plugins cannot be found (grants.toml unreadable), or the store cannot be read.
+pub async fn plugin_tools(host: &Host) -> Result<(Vec<ToolSpec>, Vec<String>), talaria_core::Error> {
+    let (plugins, _) = host.plugins(host.workspace())?;
+    let runtime = plugins.runtime();
+    let names: std::collections::BTreeSet<&str> = runtime.plugins().iter().map(|p| p.name()).collect();
+    let mut conversation = host.start(call_start(host.workspace().to_path_buf(), false)).await?;
+    let mut warnings = Vec::new();
+    while let Some(stamped) = conversation.next_event().await {
+        match stamped.event {
+            Event::Notice { level: talaria_protocol::NoticeLevel::Warn, text } => warnings.push(text),
+            Event::SessionStarted(_) => break,
+            _ => {}
+        }
+    }
+    let mut specs = conversation.info().tools;
+    conversation.shutdown().await;
+    specs.retain(|s| names.contains(s.plugin.as_str()));
+    Ok((specs, warnings))
+}
+
+/// How a served call's conversation starts: no model, none of the owner's memory, the home's
+/// MCP servers left alone; asking its client only when the client can be asked.
+fn call_start(workspace: PathBuf, interactive: bool) -> Start {
+    Start {
+        workspace: Some(workspace),
+        source: "mcp".into(),
+        interactive,
+        memory: false,
+        configured_mcp: false,
+        no_model: true,
+        ..Start::default()
+    }
+}
+
+/// Run `name` with `arguments` as the agent would, in a conversation of its own: every stage
+/// of the tool pipeline (hooks, approval, checkpoint, result cap) applies, and its approvals
+/// are asked of the client by `route`. That conversation is the call's approval scope: a
+/// "session" answer covers this call only. Dropping the future ends the call.
+async fn call(host: Arc<Host>, workspace: PathBuf, name: String, arguments: JsonObject, route: Route) -> Called {
+    let interactive = !matches!(route, Route::Nobody);
+    let mut conversation = match host.start(call_start(workspace, interactive)).await {
+        Ok(c) => c,
+        Err(e) => return Err(ToolError::Unavailable(e.to_string())),
+    };
+    let op = Op::CallTool { name, arguments: serde_json::Value::Object(arguments).to_string() };
+    let id = conversation.submit(op.clone());
+    let mut ended = Err(ToolError::Failed("the call stopped before it finished".into()));
+    while let Some(stamped) = conversation.next_event().await {
+        match &stamped.event {
+            Event::ApprovalNeeded(asked) => {
+                let decision = route.ask(asked).await;
+                conversation.submit(Op::Approve { id: asked.id, decision });
             }
-        })
+            Event::ToolFinished(done) if stamped.op == id => {
+                ended = match done.outcome() {
+                    CallOutcome::Failed(text) => Err(ToolError::Failed(text)),
+                    CallOutcome::Done | CallOutcome::Command { .. } => Ok(done.result.clone()),
+                };
+            }
+            Event::Error { text } if stamped.op == id => ended = Err(ToolError::Failed(text.clone())),
+            _ => {}
+        }
+        if stamped.op == id && op.finished_by(&stamped.event) {
+            break;
+        }
     }
-
-    fn interactive(&self, session_id: &str) -> bool {
-        lock(&self.calls).get(session_id).is_some_and(|route| !matches!(route, Route::Nobody))
-    }
+    conversation.shutdown().await;
+    ended
 }
 
-/// The MCP server: `tools` (the plugin runtime's), listed as `specs`.
+/// How a served call ended: its result, or its error in the conversation's words.
+type Called = Result<String, ToolError>;
+
+/// The MCP server: the plugin tools `specs`, each call run in a conversation of `host`'s.
 #[derive(Clone)]
 pub struct Served {
-    tools: Arc<dyn ToolSource>,
+    host: Arc<Host>,
     specs: Arc<Vec<ToolSpec>>,
-    asker: Arc<Asker>,
     held: Arc<rounds::Held>,
     workspace: PathBuf,
-    next: Arc<AtomicU64>,
 }
 
 impl Served {
-    /// Serve `specs` (a subset of what `tools` offers), calling them in `workspace`; `asker`
-    /// must be the approver of the runtime behind `tools`.
-    pub fn new(tools: Arc<dyn ToolSource>, specs: Vec<ToolSpec>, asker: Arc<Asker>, workspace: PathBuf) -> Self {
-        Self {
-            tools,
-            specs: Arc::new(specs),
-            asker,
-            held: Arc::default(),
-            workspace,
-            next: Arc::new(AtomicU64::new(1)),
-        }
+    /// Serve `specs` (from [`plugin_tools`], or some of them), calling them in `host`'s
+    /// workspace.
+    pub fn new(host: Arc<Host>, specs: Vec<ToolSpec>) -> Self {
+        let workspace = host.workspace().to_path_buf();
+        Self { host, specs: Arc::new(specs), held: Arc::default(), workspace }
     }
 
     /// The tools as MCP lists them.
@@ -243,44 +270,21 @@ impl ServerHandler for Served {
                 Err(stale) => Ok(CallToolResult::error(vec![ContentBlock::text(stale.to_string())]).into()),
             };
         }
-        let (session, ctx) = self.context(&name, serde_json::Value::Object(arguments.clone()));
+        let (host, workspace) = (self.host.clone(), self.workspace.clone());
         if in_rounds && elicits {
             let (questions, asked) = mpsc::unbounded_channel();
-            let begun = Begun::new(self.asker.clone(), session, Route::Rounds(questions));
-            let tools = self.tools.clone();
-            let task = tokio::spawn(async move {
-                let _begun = begun;
-                tools.call(&ctx, Scope::detached()).await
-            });
+            let task = tokio::spawn(call(host, workspace, name.clone(), arguments.clone(), Route::Rounds(questions)));
             return self.step(rounds::Running::new(name, arguments, task, asked), &context).await;
         }
         let route = if elicits { Route::Request(context.peer.clone()) } else { Route::Nobody };
-        let begun = Begun::new(self.asker.clone(), session, route);
-        let result = tokio::select! {
-            r = self.tools.call(&ctx, Scope::detached()) => Some(r),
-            () = context.ct.cancelled() => None,
-        };
-        drop(begun);
-        match result {
-            Some(r) => finished(r),
-            None => Err(cancelled()),
+        tokio::select! {
+            r = call(host, workspace, name, arguments, route) => finished(r),
+            () = context.ct.cancelled() => Err(cancelled()),
         }
     }
 }
 
 impl Served {
-    /// A fresh approval scope for a call: its session id, and the context it runs with.
-    fn context(&self, tool: &str, arguments: serde_json::Value) -> (String, ToolContext) {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let session = format!("mcp-{}-{n}", std::process::id());
-        let ctx = ToolContext {
-            session_id: session.clone(),
-            call_id: format!("call-{n}"),
-            ..ToolContext::new(tool, arguments).in_workspace(&self.workspace)
-        };
-        (session, ctx)
-    }
-
     /// Run a held call on until it finishes or asks again.
     async fn step(
         &self,
@@ -296,7 +300,7 @@ impl Served {
 }
 
 /// A finished call as MCP answers it: a refusal or failure is a tool error, not a success.
-fn finished(result: Result<String, ToolError>) -> Result<CallToolResponse, ErrorData> {
+fn finished(result: Called) -> Result<CallToolResponse, ErrorData> {
     match result {
         Ok(text) => Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into()),
         Err(ToolError::UnknownTool(e)) => Err(ErrorData::invalid_params(format!("unknown tool: {e}"), None)),

@@ -19,8 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Read as _;
 
 use rmcp::model::{ElicitRequest, ElicitRequestParams, ElicitResult, InputRequest, InputRequiredResult, JsonObject};
-use talaria_core::runtime::Approval;
-use talaria_protocol::ToolError;
+use talaria_protocol::{Decision, ToolError};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +32,7 @@ pub const MAX_HELD: usize = 64;
 /// A question a running call asks, and where its answer goes.
 pub(super) struct Question {
     pub(super) params: ElicitRequestParams,
-    pub(super) answer: oneshot::Sender<Approval>,
+    pub(super) answer: oneshot::Sender<Decision>,
 }
 
 /// A call running in its own task, the questions it asks, and the ones asked and not yet
@@ -43,7 +42,7 @@ pub(super) struct Running {
     arguments: JsonObject,
     task: JoinHandle<Result<String, ToolError>>,
     questions: mpsc::UnboundedReceiver<Question>,
-    asked: BTreeMap<String, oneshot::Sender<Approval>>,
+    asked: BTreeMap<String, oneshot::Sender<Decision>>,
     keys: u64,
 }
 
@@ -121,11 +120,11 @@ impl Held {
                 Some(Ok(result)) => approval(&result),
                 Some(Err(e)) => {
                     tracing::info!("the answer to {key} is not an elicitation result: {e}");
-                    Approval::Deny
+                    Decision::Deny
                 }
                 None => {
                     tracing::info!("the client retried without answering {key}");
-                    Approval::Deny
+                    Decision::Deny
                 }
             };
             // The approval may have timed out meanwhile; then the call was denied already.
@@ -159,7 +158,7 @@ impl Held {
                             tracing::warn!("{MAX_HELD} calls already wait for answers: this one's questions are denied");
                             running = *back;
                             for (_, answer) in std::mem::take(&mut running.asked) {
-                                let _ = answer.send(Approval::Deny);
+                                let _ = answer.send(Decision::Deny);
                             }
                         }
                     }
@@ -216,7 +215,7 @@ mod tests {
             let (answer, answered) = oneshot::channel();
             questions.send(Question { params, answer }).map_err(|_| ToolError::Failed("no one".into()))?;
             match answered.await {
-                Ok(Approval::Once) => Ok("ran".to_string()),
+                Ok(Decision::Once) => Ok("ran".to_string()),
                 _ => Err(ToolError::Denied("denied".into())),
             }
         });

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 
 use talaria_protocol::{ToolContext, ToolError, ToolSpec};
-use tokio_util::sync::CancellationToken;
 
-use super::Agent;
 use super::registry::{Scope, ToolHandler};
 use crate::builtin::{self, cronjob, delegate, memory::Memory, search, skills, todo::Todos};
 use crate::tools::BoxFuture;
@@ -32,12 +30,6 @@ pub(super) fn handlers() -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
     ]
 }
 
-/// The agent a call runs in, and what stops its turn: the agent's own tools run only inside
-/// one.
-fn agent<'a>(scope: Scope<'a>, ctx: &ToolContext) -> Result<(&'a Agent, &'a CancellationToken), ToolError> {
-    scope.turn.ok_or_else(|| ToolError::Unavailable(format!("{} runs only in a conversation with the agent", ctx.tool)))
-}
-
 /// A handler of the agent's own, written as the async body that runs a call.
 macro_rules! own_tool {
     ($(#[$doc:meta])* $name:ident, |$agent:ident, $ctx:ident, $cancel:tt| $body:expr) => {
@@ -47,7 +39,7 @@ macro_rules! own_tool {
         impl ToolHandler for $name {
             fn call<'a>(&'a self, $ctx: &'a ToolContext, scope: Scope<'a>) -> BoxFuture<'a, Result<String, ToolError>> {
                 Box::pin(async move {
-                    let ($agent, $cancel) = agent(scope, $ctx)?;
+                    let ($agent, $cancel) = (scope.agent, scope.cancel);
                     $body
                 })
             }

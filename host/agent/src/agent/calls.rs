@@ -146,10 +146,11 @@ impl Agent {
 
     /// Run one tool as the model would call it, without the model (`talaria tools call`):
     /// every stage a call of the model passes (`run_tools`), the result cap included; the
-    /// events carry the whole result. Nothing is added to the history.
-    pub async fn call_tool(&self, name: &str, arguments: &str) {
+    /// events carry the whole result; `cancel` stops it as an interrupt stops a turn. Nothing is
+    /// added to the history.
+    pub async fn call_tool(&self, name: &str, arguments: &str, cancel: &CancellationToken) {
         let call = ToolCall::new(crate::model::new_call_id(), name, arguments);
-        self.run_tools(&[call], &CancellationToken::new()).await;
+        self.run_tools(&[call], cancel).await;
     }
 
     /// Keep the files `call` may change, when checkpoints are on and it changes any.
@@ -174,7 +175,7 @@ impl Agent {
             let known: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
             return Err(ToolError::UnknownTool(format!("{}; the tools available are: {}", ctx.tool, known.join(", "))));
         };
-        handler.call(ctx, Scope { turn: Some((self, cancel)) }).await
+        handler.call(ctx, Scope { agent: self, cancel }).await
     }
 
     /// `skill_manage`: checked, asked about when the skill is the user's, done, and told.

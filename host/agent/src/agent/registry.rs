@@ -12,17 +12,12 @@ use super::Agent;
 use crate::tools::BoxFuture;
 
 /// What the loop lends a tool call: the agent it runs in and what stops the turn. The agent's
-/// own tools need both; a call made outside any conversation ([`Scope::detached`]) has neither.
-#[derive(Clone, Copy, Default)]
+/// own tools need both; the others ignore it. Only the loop makes one (`calls.rs`): a front
+/// door with no model (`tools call`, `mcp serve`) still runs its calls in a conversation.
+#[derive(Clone, Copy)]
 pub struct Scope<'a> {
-    pub(super) turn: Option<(&'a Agent, &'a CancellationToken)>,
-}
-
-impl Scope<'_> {
-    /// A call outside any conversation (`mcp serve` running a plugin tool for its client).
-    pub fn detached() -> Self {
-        Self::default()
-    }
+    pub(super) agent: &'a Agent,
+    pub(super) cancel: &'a CancellationToken,
 }
 
 /// Runs calls of one or more tools: the agent's own, a plugin runtime's, an MCP server's, an
