@@ -34,6 +34,9 @@ fn main() {
         "/// The engine fingerprint the embedded code was compiled for.\npub static ENGINE: &str = {:?};\n\npub static PLUGINS: &[Bundled] = &[\n",
         talaria_engine::fingerprint(&engine)
     );
+    // Each plugin's compiled code starts on a page of its own, so the runtime can run it from
+    // the binary's pages rather than copy it out (its text section is page-aligned inside).
+    let mut codes = String::new();
     for g in &guests {
         let wasm = std::fs::read(&g.wasm).unwrap_or_else(|e| panic!("{}: {e}", g.wasm.display()));
         let sha = hex::encode(sha2::Sha256::digest(&wasm));
@@ -44,16 +47,19 @@ fn main() {
             .unwrap_or_else(|e| panic!("{}: does not compile for the runtime's engine: {e:?}", g.wasm.display()));
         let cwasm = out_dir.join(format!("{sha}.cwasm"));
         std::fs::write(&cwasm, code).unwrap_or_else(|e| panic!("{}: {e}", cwasm.display()));
+        let n = codes.lines().count();
+        writeln!(codes, "static CODE_{n}: &PageAligned<[u8]> = &PageAligned(*include_bytes!({cwasm:?}));")
+            .unwrap_or_default();
         writeln!(
             table,
-            "    Bundled {{ manifest: include_str!({:?}), wasm: include_bytes!({:?}), sha256: {sha:?}, precompiled: include_bytes!({:?}) }},",
+            "    Bundled {{ manifest: include_str!({:?}), wasm: include_bytes!({:?}), sha256: {sha:?}, precompiled: &CODE_{n}.0 }},",
             manifest.canonicalize().unwrap_or(manifest.clone()),
             g.wasm,
-            cwasm
         )
         .unwrap_or_default();
     }
-    table.push_str("];\n");
+    table.push_str("];\n\n");
+    table.push_str(&codes);
     let out = out_dir.join("bundled.rs");
     std::fs::write(&out, table).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
 }

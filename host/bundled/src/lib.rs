@@ -12,6 +12,7 @@
 //! ```
 //! assert!(talaria_bundled::PLUGINS.iter().any(|p| p.manifest.contains("name = \"files\"")));
 //! assert!(talaria_bundled::PLUGINS.iter().all(|p| !p.precompiled.is_empty()));
+//! assert!(talaria_bundled::PLUGINS.iter().all(|p| p.precompiled.as_ptr().addr() % 4096 == 0));
 //! ```
 
 use talaria_runtime::{Embedded, Precompiled};
@@ -45,5 +46,10 @@ impl Bundled {
 pub fn embedded() -> Vec<Embedded> {
     PLUGINS.iter().map(Bundled::embedded).collect()
 }
+
+/// Bytes that start on a page boundary (4 KiB; the runtime copies them out instead where pages
+/// are larger).
+#[repr(C, align(4096))]
+struct PageAligned<T: ?Sized>(T);
 
 include!(concat!(env!("OUT_DIR"), "/bundled.rs"));

@@ -53,8 +53,62 @@ pub fn config() -> Config {
         // Address maps only serve wasm-offset backtraces; without them compiled files are
         // smaller and faster to verify and load.
         .generate_address_map(false)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        .with_custom_code_memory(Some(std::sync::Arc::new(InPlace)));
     config
+}
+
+/// Makes compiled code executable where it lies, as wasmtime does for code it mapped itself,
+/// and also for code it did not map: the bundled plugins' code, run from the pages of the
+/// binary that holds it (`Component::deserialize_raw`) instead of copied out first. The code
+/// is never writable while executable (W^X): wasmtime made its own mappings read-only before
+/// asking, and the binary's are read-only already.
+///
+/// Unpublishing changes nothing. wasmtime unpublishes a component's code when it drops it,
+/// and the binary's pages are shared: every engine and runtime in the process that loads a
+/// bundled plugin runs the same pages, so taking their execute right away would crash the
+/// others (a test binary runs many runtimes at once; a long-running process makes a new one
+/// when plugins change). wasmtime's own mappings are unmapped right after; talaria never edits
+/// published code.
+struct InPlace;
+
+impl InPlace {
+    fn protect(ptr: *const u8, len: usize, prot: libc::c_int) -> wasmtime::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: wasmtime passes the page-aligned text range of a code image it holds (its
+        // own mapping, or a static the caller promised outlives the code); making it readable
+        // and executable touches no other memory and takes no right away from anyone.
+        #[allow(unsafe_code)]
+        let done = unsafe { libc::mprotect(ptr.cast_mut().cast(), len, prot) };
+        if done == 0 { Ok(()) } else { Err(std::io::Error::last_os_error().into()) }
+    }
+}
+
+impl wasmtime::CustomCodeMemory for InPlace {
+    fn required_alignment(&self) -> usize {
+        page_size()
+    }
+
+    fn publish_executable(&self, ptr: *const u8, len: usize) -> wasmtime::Result<()> {
+        Self::protect(ptr, len, libc::PROT_READ | libc::PROT_EXEC)
+    }
+
+    fn unpublish_executable(&self, _ptr: *const u8, _len: usize) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
+
+/// The system's page size: the granularity of [`InPlace`]'s protections.
+pub fn page_size() -> usize {
+    static SIZE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| {
+        // SAFETY: sysconf reads a constant of the system.
+        #[allow(unsafe_code)]
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(size).ok().filter(|s| s.is_power_of_two()).unwrap_or(4096)
+    })
 }
 
 /// Identifies compiled code an engine of [`config`] can load: equal for engines that accept

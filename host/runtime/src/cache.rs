@@ -13,6 +13,7 @@
 //! changes (a new hash) or the limits it was checked under do. A listing that succeeds
 //! replaces a remembered failure.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -214,6 +215,45 @@ pub(crate) fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Com
     // (talaria-engine) for the fingerprint checked before this call. wasmtime itself refuses code
     // of another version, configuration or CPU.
     unsafe { Component::deserialize(engine, bytes) }
+}
+
+/// Load compiled code that is part of this binary from where it lies, when it starts on a page
+/// boundary (the bundled plugins' does): no copy, and only the pages a call runs are read in.
+/// Otherwise, or when wasmtime will not run it there, it is copied out ([`deserialize`]).
+///
+/// wasmtime registers code by its address, once per process: the component made from a given
+/// static is kept here and shared by every runtime of the process's engine (the process has
+/// one); another engine gets a copy.
+#[allow(unsafe_code)]
+pub(crate) fn deserialize_static(engine: &Engine, bytes: &'static [u8]) -> wasmtime::Result<Component> {
+    static IN_PLACE: std::sync::Mutex<BTreeMap<usize, Component>> = std::sync::Mutex::new(BTreeMap::new());
+    let at = bytes.as_ptr().addr();
+    if !at.is_multiple_of(talaria_engine::page_size()) {
+        return deserialize(engine, bytes);
+    }
+    let mut loaded = IN_PLACE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(component) = loaded.get(&at) {
+        return if Engine::same(component.engine(), engine) {
+            Ok(component.clone())
+        } else {
+            deserialize(engine, bytes)
+        };
+    }
+    // SAFETY: as for `deserialize` (these bytes are part of this binary); and the memory lives
+    // as long as the process and is never written: a static of the binary's read-only data,
+    // of which the engine only makes the text executable (see `talaria_engine::config`). It
+    // is loaded once (the map above), as wasmtime's registry of code by address requires.
+    match unsafe { Component::deserialize_raw(engine, std::ptr::NonNull::from(bytes)) } {
+        Ok(component) => {
+            loaded.insert(at, component.clone());
+            Ok(component)
+        }
+        Err(e) => {
+            tracing::debug!("compiled code cannot run where the binary holds it ({e}): copying it");
+            drop(loaded);
+            deserialize(engine, bytes)
+        }
+    }
 }
 
 /// Report a cache write that failed. In a home that cannot be written (a read-only mount,

@@ -868,7 +868,7 @@ fn embedded_code(plugin: &Plugin, engine: &EngineHandle) -> Option<wasmtime::com
         tracing::debug!(plugin = plugin.name(), "built for another engine: compiling it");
         return None;
     }
-    match cache::deserialize(&engine.engine, code.code) {
+    match cache::deserialize_static(&engine.engine, code.code) {
         Ok(component) => Some(component),
         Err(e) => {
             tracing::warn!(plugin = plugin.name(), "its precompiled code would not load ({e}); compiling it");
