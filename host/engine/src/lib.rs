@@ -100,7 +100,7 @@ impl wasmtime::CustomCodeMemory for InPlace {
     }
 }
 
-/// The system's page size: the granularity of [`InPlace`]'s protections.
+/// The system's page size: the granularity at which compiled code is made executable.
 pub fn page_size() -> usize {
     static SIZE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *SIZE.get_or_init(|| {
