@@ -62,7 +62,9 @@ pub fn config() -> Config {
 /// and also for code it did not map: the bundled plugins' code, run from the pages of the
 /// binary that holds it (`Component::deserialize_raw`) instead of copied out first. The code
 /// is never writable while executable (W^X): wasmtime made its own mappings read-only before
-/// asking, and the binary's are read-only already.
+/// asking, and the binary's are read-only already. One hardening is left out: on aarch64,
+/// wasmtime's own path would also mark code compiled with branch-target landing pads as
+/// guarded (`PROT_BTI`); these pages run unguarded there.
 ///
 /// Unpublishing changes nothing. wasmtime unpublishes a component's code when it drops it,
 /// and the binary's pages are shared: every engine and runtime in the process that loads a
