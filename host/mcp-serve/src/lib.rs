@@ -26,7 +26,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -125,7 +124,7 @@ pub async fn plugin_tools(host: &Host) -> Result<(Vec<ToolSpec>, Vec<String>), t
     let (plugins, _) = host.plugins(host.workspace())?;
     let runtime = plugins.runtime();
     let names: std::collections::BTreeSet<&str> = runtime.plugins().iter().map(|p| p.name()).collect();
-    let mut conversation = host.start(call_start(host.workspace().to_path_buf(), false)).await?;
+    let mut conversation = host.start(call_start(false)).await?;
     let mut warnings = Vec::new();
     while let Some(stamped) = conversation.next_event().await {
         match stamped.event {
@@ -140,11 +139,11 @@ pub async fn plugin_tools(host: &Host) -> Result<(Vec<ToolSpec>, Vec<String>), t
     Ok((specs, warnings))
 }
 
-/// How a served call's conversation starts: no model, none of the owner's memory, the home's
-/// MCP servers left alone; asking its client only when the client can be asked.
-fn call_start(workspace: PathBuf, interactive: bool) -> Start {
+/// How a served call's conversation starts: in the host's workspace, with no model, none of
+/// the owner's memory, the home's MCP servers left alone; asking its client only when the
+/// client can be asked.
+fn call_start(interactive: bool) -> Start {
     Start {
-        workspace: Some(workspace),
         source: "mcp".into(),
         interactive,
         memory: false,
@@ -158,9 +157,9 @@ fn call_start(workspace: PathBuf, interactive: bool) -> Start {
 /// of the tool pipeline (hooks, approval, checkpoint, result cap) applies, and its approvals
 /// are asked of the client by `route`. That conversation is the call's approval scope: a
 /// "session" answer covers this call only. Dropping the future ends the call.
-async fn call(host: Arc<Host>, workspace: PathBuf, name: String, arguments: JsonObject, route: Route) -> Called {
+async fn call(host: Arc<Host>, name: String, arguments: JsonObject, route: Route) -> Called {
     let interactive = !matches!(route, Route::Nobody);
-    let mut conversation = match host.start(call_start(workspace, interactive)).await {
+    let mut conversation = match host.start(call_start(interactive)).await {
         Ok(c) => c,
         Err(e) => return Err(ToolError::Unavailable(e.to_string())),
     };
@@ -199,15 +198,13 @@ pub struct Served {
     host: Arc<Host>,
     specs: Arc<Vec<ToolSpec>>,
     held: Arc<rounds::Held>,
-    workspace: PathBuf,
 }
 
 impl Served {
     /// Serve `specs` (from [`plugin_tools`], or some of them), calling them in `host`'s
     /// workspace.
     pub fn new(host: Arc<Host>, specs: Vec<ToolSpec>) -> Self {
-        let workspace = host.workspace().to_path_buf();
-        Self { host, specs: Arc::new(specs), held: Arc::default(), workspace }
+        Self { host, specs: Arc::new(specs), held: Arc::default() }
     }
 
     /// The tools as MCP lists them.
@@ -270,15 +267,15 @@ impl ServerHandler for Served {
                 Err(stale) => Ok(CallToolResult::error(vec![ContentBlock::text(stale.to_string())]).into()),
             };
         }
-        let (host, workspace) = (self.host.clone(), self.workspace.clone());
+        let host = self.host.clone();
         if in_rounds && elicits {
             let (questions, asked) = mpsc::unbounded_channel();
-            let task = tokio::spawn(call(host, workspace, name.clone(), arguments.clone(), Route::Rounds(questions)));
+            let task = tokio::spawn(call(host, name.clone(), arguments.clone(), Route::Rounds(questions)));
             return self.step(rounds::Running::new(name, arguments, task, asked), &context).await;
         }
         let route = if elicits { Route::Request(context.peer.clone()) } else { Route::Nobody };
         tokio::select! {
-            r = call(host, workspace, name, arguments, route) => finished(r),
+            r = call(host, name, arguments, route) => finished(r),
             () = context.ct.cancelled() => Err(cancelled()),
         }
     }
