@@ -63,13 +63,8 @@ impl Tools {
         let runtime = plugins.runtime();
         let start = Start { source: "tools".into(), yolo, no_model: true, ..Start::default() };
         let mut conversation = host.start(start).await?;
-        // The problems found while starting come before the session starts.
-        while let Some(stamped) = conversation.next_event().await {
-            match stamped.event {
-                Event::Notice { level: NoticeLevel::Warn, text } => ui::warn(&text),
-                Event::SessionStarted(_) => break,
-                _ => {}
-            }
+        for w in conversation.start_warnings().await {
+            ui::warn(&w);
         }
         let (_, problems) = runtime.tools().await;
         Ok(Self { conversation, runtime, problems })

@@ -90,6 +90,21 @@ impl Conversation {
         self.events.recv().await
     }
 
+    /// The warnings its start gave (a plugin that did not load, a context file refused), read
+    /// up to its [`Event::SessionStarted`]; for a front door that shows them before anything
+    /// else.
+    pub async fn start_warnings(&mut self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        while let Some(stamped) = self.next_event().await {
+            match stamped.event {
+                Event::Notice { level: NoticeLevel::Warn, text } => warnings.push(text),
+                Event::SessionStarted(_) => break,
+                _ => {}
+            }
+        }
+        warnings
+    }
+
     /// The next event if one is waiting.
     pub fn try_next_event(&mut self) -> Option<Stamped> {
         self.events.try_recv().ok()

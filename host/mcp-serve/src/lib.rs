@@ -125,14 +125,7 @@ pub async fn plugin_tools(host: &Host) -> Result<(Vec<ToolSpec>, Vec<String>), t
     let runtime = plugins.runtime();
     let names: std::collections::BTreeSet<&str> = runtime.plugins().iter().map(|p| p.name()).collect();
     let mut conversation = host.start(call_start(false)).await?;
-    let mut warnings = Vec::new();
-    while let Some(stamped) = conversation.next_event().await {
-        match stamped.event {
-            Event::Notice { level: talaria_protocol::NoticeLevel::Warn, text } => warnings.push(text),
-            Event::SessionStarted(_) => break,
-            _ => {}
-        }
-    }
+    let warnings = conversation.start_warnings().await;
     let mut specs = conversation.info().tools;
     conversation.shutdown().await;
     specs.retain(|s| names.contains(s.plugin.as_str()));
