@@ -226,6 +226,67 @@ fn closing_the_terminal_during_a_tool_stops_it_and_records_the_call() {
 }
 
 /// A home with `n` stored sessions, written through the real store.
+/// A chat whose model asks for `read_file` on a FIFO nobody writes (the plugin's `open` blocks),
+/// under a 1 s deadline for plugin calls.
+fn reading_a_fifo() -> (Talaria, MockLlm, Child) {
+    let t = Talaria::new();
+    let made = Command::new("mkfifo").arg(t.ws().join("pipe")).status().expect("mkfifo");
+    assert!(made.success());
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("read_file", json!({"path": "pipe"})),
+        Step::text("the pipe never answered"),
+    ]));
+    t.faults_config(&mock, 30);
+    let config = t.home.path().join("config.toml");
+    let with_deadline = std::fs::read_to_string(&config).expect("config") + "\n[sandbox]\ntimeout_secs = 1\n";
+    std::fs::write(&config, with_deadline).expect("config");
+    let child = t.spawn_chat(&["-q", "read the pipe"]);
+    (t, mock, child)
+}
+
+/// A plugin's call stuck in a system call is stopped at its deadline; the model is told, the
+/// turn ends, and so does the process, although the thread stuck in `open` never returns.
+#[test]
+fn a_tool_stuck_opening_a_fifo_is_stopped_at_its_deadline_and_the_process_still_exits() {
+    let started = Instant::now();
+    let (t, mock, mut child) = reading_a_fifo();
+    while child.try_wait().expect("try_wait").is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("talaria did not exit within 60 s of a call stopped at its 1 s deadline");
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let (code, out, err) = ended(child);
+    assert_eq!(code, Some(0), "stdout: {out}\nstderr: {err}");
+    assert!(out.contains("the pipe never answered"), "the turn went on: {out}");
+    assert!(err.contains("did not finish within its 1s deadline"), "{err}");
+    let told = mock.requests()[1].body.to_string();
+    assert!(told.contains("did not finish within its 1s deadline"), "the model is told: {told}");
+    // A read-only tool's request is stored with its result, in order.
+    let roles: Vec<String> = t.stored("latest").iter().map(|m| role(m).to_string()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+}
+
+/// A tool that only reads is committed with its result: a kill -9 during it leaves the user's
+/// message alone, not a request for a call that changed nothing (compare
+/// `kill_9_during_a_tool_leaves_the_call_recorded`, where the tool runs a command).
+#[test]
+fn kill_9_during_a_read_only_tool_leaves_only_the_users_message() {
+    let (t, _mock, mut child) = reading_a_fifo();
+    // The tool has started once its line is shown; it then waits in `open` for a second.
+    let stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let started = std::io::BufRead::lines(stderr).map_while(Result::ok).any(|l| l.contains("read_file"));
+    assert!(started, "the tool's line was shown");
+    std::thread::sleep(Duration::from_millis(200));
+    let status = Command::new("kill").args(["-KILL", &child.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    assert_eq!(child.wait().expect("wait").code(), None, "killed by the signal");
+    let messages = t.stored("latest");
+    let roles: Vec<&str> = messages.iter().map(role).collect();
+    assert_eq!(roles, ["user"], "{messages:?}");
+}
+
 fn home_with_sessions(t: &Talaria, n: usize) -> std::path::PathBuf {
     let path = t.home.path().join("state.db");
     let store = talaria_store::Store::open(&path).expect("store");

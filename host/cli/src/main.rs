@@ -201,14 +201,22 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match tokio.block_on(run(cli)) {
+    let code = match tokio.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
             ui::error(&format!("{e:#}"));
             ExitCode::FAILURE
         }
-    }
+    };
+    // The work is done. A blocking task still running is one that was abandoned: a plugin's
+    // call stuck in a system call (opening a FIFO nobody writes) and stopped at its deadline.
+    // Dropping the runtime would wait for it forever; the process ends instead.
+    tokio.shutdown_timeout(EXIT_GRACE);
+    code
 }
+
+/// How long the process waits at exit for blocking tasks that are still running.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if matches!(

@@ -389,10 +389,10 @@ impl Adapter {
         let indices =
             prepared.adapter.as_ref().ok_or_else(|| AdapterError::Crashed(format!("{who} exports no adapter")))?;
         let limits = bound.plugin.limits_for(Kind::Platform);
-        let site = Site {
-            workspace: bound.runtime.workspace.clone(),
-            caller: Caller { session_id: format!("gateway:{}", self.spec.name), call_id: String::new() },
-        };
+        let site = Site::shared(
+            bound.runtime.workspace.clone(),
+            Caller { session_id: format!("gateway:{}", self.spec.name), call_id: String::new() },
+        );
         let result = instance::run_resident(
             engine,
             &bound.env,

@@ -96,7 +96,7 @@ impl Runtime {
                     indices.load(store, instance)
                 },
             },
-            Site { workspace, caller },
+            Site::shared(workspace, caller),
             limits,
             async |store, guest| Ok(f(store, guest).await?.map_err(GuestError::Failed)),
         )
@@ -124,7 +124,7 @@ impl Runtime {
             engine,
             &plugin.env,
             &prepared.pre,
-            Site { workspace, caller },
+            Site::shared(workspace, caller),
             limits,
             async |store, instance| {
                 let guest = indices.load(&mut *store, instance)?;
@@ -336,7 +336,7 @@ impl Runtime {
             engine,
             &plugin.env,
             &prepared.pre,
-            Site { workspace, caller },
+            Site::shared(workspace, caller),
             limits,
             async |s, i| indices.load(&mut *s, i)?.call_on_event(&mut *s, &wit).await.map(Ok),
         )

@@ -21,6 +21,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::approval::Caller;
 use crate::grant::{Access, GrantedDir, Grants};
+use crate::instance::Site;
 use crate::llm::LlmBackend;
 use crate::net::NetHooks;
 use crate::process::ProcessRunner;
@@ -202,10 +203,13 @@ impl HostState {
     /// beneath the workspace's own handle (a link leading out of it is refused), the plugin's data
     /// directory beneath its own, and WASI is handed that very directory (through
     /// `/proc/self/fd`), so nothing renamed or swapped for a link after the check is followed.
-    pub fn new(env: Arc<PluginEnv>, workspace: PathBuf, caller: Caller, memory_cap: usize) -> Self {
+    pub fn new(env: Arc<PluginEnv>, site: Site, memory_cap: usize) -> Self {
+        let Site { workspace, caller, own_thread } = site;
         let stderr = StderrSink::new(STDERR_CAP);
         let mut wasi = WasiCtxBuilder::new();
         wasi.stderr(stderr.clone()).allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+        // On a thread of its own, a file operation blocks that thread (see `on_own_thread`).
+        wasi.allow_blocking_current_thread(own_thread);
         let workspace_real = env.services.canonical_workspace(&workspace);
         let mut data_dir_opened = false;
         let mut roots = Vec::new();

@@ -96,11 +96,21 @@ fn map_guest_error(e: GuestError, denials: &[String]) -> ToolError {
 pub(crate) struct Site {
     pub workspace: PathBuf,
     pub caller: Caller,
+    /// The instance runs on a thread of its own ([`on_own_thread`]): its file operations block
+    /// that thread rather than each being handed to another.
+    pub own_thread: bool,
+}
+
+impl Site {
+    /// A site for an instance that runs on the async runtime's threads.
+    pub fn shared(workspace: PathBuf, caller: Caller) -> Self {
+        Self { workspace, caller, own_thread: false }
+    }
 }
 
 /// A store for the plugin of `env` at `site`, with its memory cap and epoch traps on.
 fn new_store(engine: &EngineHandle, env: &Arc<PluginEnv>, site: Site, limits: CallLimits) -> Store<HostState> {
-    let state = HostState::new(env.clone(), site.workspace, site.caller, limits.memory_bytes);
+    let state = HostState::new(env.clone(), site, limits.memory_bytes);
     let mut store = Store::new(&engine.engine, state);
     store.limiter(|s| &mut s.limiter);
     store.epoch_deadline_trap();
@@ -131,6 +141,42 @@ async fn guarded<T>(
             Err(Failure::Crashed(describe_trap(&trap, state.limiter.refused, limits, &state.stderr.contents())))
         }
     }
+}
+
+/// Run `call` from start to finish on a thread of the blocking pool, and wait for it here.
+///
+/// A plugin's file operations (an open, a stat, a read) each go to a blocking thread and back
+/// when the instance runs on the async runtime: two thread wake-ups apiece. On a thread of its
+/// own (with [`Site::own_thread`]) they block that thread instead, and the call costs one
+/// hand-over each way. What the call awaits (a timer, a socket, an approval) is still driven by
+/// the runtime, through its handle.
+///
+/// The deadline holds from here, outside the thread: a call stuck in a system call (an `open` of
+/// a FIFO that no one writes) is abandoned with its thread, as one stuck in a blocking task was
+/// before, and never holds up the runtime.
+pub(crate) async fn on_own_thread<T: Send + 'static>(
+    limits: CallLimits,
+    call: impl Future<Output = Result<Done<T>, Failure>> + Send + 'static,
+) -> Result<Done<T>, Failure> {
+    let handle = tokio::runtime::Handle::current();
+    let started = Instant::now();
+    let task = tokio::task::spawn_blocking(move || handle.block_on(call));
+    match tokio::time::timeout(limits.timeout + 2 * OUTSIDE_GRACE, task).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) if e.is_panic() => Err(Failure::Crashed(format!("made the host's call panic: {}", panic_text(e)))),
+        Ok(Err(e)) => Err(Failure::Crashed(format!("was cancelled: {e}"))),
+        Err(_) => Err(Failure::Deadline { elapsed: started.elapsed(), trapped: false }),
+    }
+}
+
+/// What a panic said.
+fn panic_text(e: tokio::task::JoinError) -> String {
+    let panic = e.into_panic();
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
 }
 
 /// Run `f` on a fresh instance of the plugin of `env`, dropped after the call.

@@ -117,7 +117,7 @@ use crate::discovery::WasmSource;
 use crate::exports::Prepared;
 use crate::host::api::CallInfo;
 use crate::host::{PluginEnv, Services};
-use crate::instance::Site;
+use crate::instance::{Failure, Site};
 
 /// Failures of the runtime itself (not of a plugin: those are [`Problem`]s and [`ToolError`]s).
 #[derive(Debug, thiserror::Error)]
@@ -504,7 +504,7 @@ impl Runtime {
             engine,
             &plugin.env,
             &prepared.pre,
-            Site { workspace: self.workspace.clone(), caller: Caller::default() },
+            Site::shared(self.workspace.clone(), Caller::default()),
             limits,
             async |store, instance| Ok(Ok(tools.list(store, instance).await?)),
         )
@@ -589,17 +589,16 @@ impl Runtime {
     ///
     /// # Errors
     /// As for [`Runtime::call`].
-    pub async fn call_plugin(&self, plugin: &Plugin, ctx: &ToolContext) -> Result<CallOutput, ToolError> {
+    pub async fn call_plugin(&self, plugin: &Arc<Plugin>, ctx: &ToolContext) -> Result<CallOutput, ToolError> {
         Self::check_enabled(plugin).map_err(ToolError::Unavailable)?;
-        let (tool, args) = (ctx.tool.as_str(), &ctx.arguments);
+        let (tool, args) = (ctx.tool.clone(), &ctx.arguments);
         if !args.is_object() {
             return Err(ToolError::InvalidArgs(format!("arguments must be a JSON object, not {}", json_kind(args))));
         }
         // The guest reads the arguments as JSON text.
         let args_json = args.to_string();
-        let args_json = args_json.as_str();
         let scan = &plugin.env.services.scan;
-        if let Some(secret) = scan.find(args_json) {
+        if let Some(secret) = scan.find(&args_json) {
             return Err(ToolError::Denied(format!(
                 "the arguments carry the value of the secret {secret}, which talaria never hands to a plugin; the call was refused"
             )));
@@ -612,27 +611,30 @@ impl Runtime {
         }
         let (prepared, _) = self.prepared(plugin).map_err(ToolError::Unavailable)?;
         let (engine, _) = self.engine()?;
-        let Some(tools) = &prepared.tools else {
+        if prepared.tools.is_none() {
             return Err(ToolError::UnknownTool(format!("{tool} (plugin '{}' offers no tools)", plugin.name())));
-        };
+        }
         let workspace =
             if ctx.workspace.as_os_str().is_empty() { self.workspace.clone() } else { ctx.workspace.clone() };
         let caller = Caller { session_id: ctx.session_id.clone(), call_id: ctx.call_id.clone() };
-        let (session_id, call_id) = (ctx.session_id.clone(), ctx.call_id.clone());
-        let ws = workspace.to_string_lossy().into_owned();
+        let info = CallInfo {
+            session_id: ctx.session_id.clone(),
+            call_id: ctx.call_id.clone(),
+            workspace: workspace.to_string_lossy().into_owned(),
+        };
         let started = Instant::now();
         let limits = plugin.limits;
-        let (output, denials) = instance::run_fresh(
-            engine,
-            &plugin.env,
-            &prepared.pre,
-            Site { workspace, caller },
-            limits,
-            async |store, instance| {
-                let info = CallInfo { session_id, call_id, workspace: ws };
-                tools.call(store, instance, tool, args_json, info).await
-            },
-        )
+        let site = Site { workspace, caller, own_thread: true };
+        let owner = plugin.clone();
+        let (output, denials) = instance::on_own_thread(limits, async move {
+            let Some(Ok(Prepared { pre, tools: Some(tools), .. })) = owner.pre.get() else {
+                return Err(Failure::Crashed("lost its prepared code".into()));
+            };
+            instance::run_fresh(engine, &owner.env, pre, site, limits, async |store, instance| {
+                tools.call(store, instance, &tool, &args_json, info).await
+            })
+            .await
+        })
         .await
         .map_err(|e| redact_error(scan, e.into_tool_error(plugin.name(), limits)))?;
         if let Some(refusal) = instance::over_cap(&format!("plugin '{}'", plugin.name()), output.len(), limits) {

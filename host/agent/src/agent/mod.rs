@@ -7,7 +7,9 @@
 //! - the user's message is committed before the first model call; an assistant message that asks
 //!   for tools is committed before the first tool starts, and the results after the batch, so a
 //!   crash loses at most the call in flight and never hides that a tool was started (a call left
-//!   without a result reads as stopped, see [`crate::history::repair`]);
+//!   without a result reads as stopped, see [`crate::history::repair`]); when every tool asked
+//!   for only reads (its manifest says `read_only`), the request is committed with the results in
+//!   one transaction, for a crash during them has nothing to hide;
 //! - an interrupted model call leaves nothing in history; interrupted tools (Ctrl-C, SIGTERM,
 //!   SIGHUP) leave an error result for each call that did not finish, so the model knows;
 //! - the model always receives a JSON string (errors are `{"error": "..."}`).
@@ -561,16 +563,32 @@ impl Agent {
                 self.history.push(message);
                 return self.finish(Outcome::Completed, answer, &turn);
             }
-            // The request for tools is on disk before any tool starts: even a kill -9 during
-            // them leaves a record that they were started.
-            if let Err(e) = self.commit(std::slice::from_ref(&message)).await {
-                return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
-            }
+            // The request for tools that may change something is on disk before any starts:
+            // even a kill -9 during them leaves a record that they were started. Tools that
+            // only read change nothing a crash could hide: their request is committed with
+            // their results, one transaction less per turn.
             let calls = message.tool_calls().to_vec();
+            let only_reads = calls.iter().all(|c| self.reads_only(&c.name));
+            let request = if only_reads {
+                Some(message.clone())
+            } else {
+                if let Err(e) = self.commit(std::slice::from_ref(&message)).await {
+                    return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
+                }
+                None
+            };
             self.history.push(message);
             let (mut results, interrupted) = self.run_tools(&calls, cancel).await;
             self.add_steers(&mut results);
-            if let Err(e) = self.commit(&results).await {
+            let committed = match request {
+                Some(request) => self.commit(&[std::slice::from_ref(&request), &results].concat()).await,
+                None => self.commit(&results).await,
+            };
+            if let Err(e) = committed {
+                if only_reads {
+                    // Neither is stored: the history the next turn sees says the same.
+                    self.history.pop();
+                }
                 return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
             }
             self.history.extend(results);
@@ -578,6 +596,12 @@ impl Agent {
                 return self.finish(Outcome::Interrupted, String::new(), &turn);
             }
         }
+    }
+
+    /// Whether the offered tool `name` only reads (its manifest's `read_only`); a name not
+    /// offered is taken to change something.
+    fn reads_only(&self, name: &str) -> bool {
+        self.tools.iter().any(|t| t.name == name && t.annotations.read_only)
     }
 
     /// Add what the user sent to the running turn (`Op::Steer`) to the last of `results`, marked

@@ -124,7 +124,7 @@ pub async fn call(rt: &Runtime, tool: &str, args: serde_json::Value) -> Result<C
 /// Call `tool` of a given plugin.
 pub async fn call_on(
     rt: &Runtime,
-    plugin: &talaria_runtime::Plugin,
+    plugin: &std::sync::Arc<talaria_runtime::Plugin>,
     tool: &str,
     args: serde_json::Value,
 ) -> Result<CallOutput, ToolError> {
