@@ -7,6 +7,7 @@
 //! Run: `cargo bench -p talaria-runtime --bench plugins` (release build). Prints a table; asserts
 //! nothing. `BENCH_CALLS=N` sets the calls per measurement (default 2000).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use talaria_protocol::{HookDecision, HookEvent, PluginSession, ToolCallEvent};
@@ -167,7 +168,7 @@ fn args_of(bytes: usize) -> serde_json::Value {
     serde_json::json!({ "pad": "x".repeat(bytes.saturating_sub(12)) })
 }
 
-async fn time_calls(rt: &Runtime, plugin: &Plugin, args: &serde_json::Value, n: usize) -> Vec<Duration> {
+async fn time_calls(rt: &Runtime, plugin: &Arc<Plugin>, args: &serde_json::Value, n: usize) -> Vec<Duration> {
     let ctx = ToolContext::new("__bench_no_such_tool__", args.clone());
     let mut times = Vec::with_capacity(n);
     for _ in 0..n.max(10) {

@@ -21,7 +21,6 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::approval::Caller;
 use crate::grant::{Access, GrantedDir, Grants};
-use crate::instance::Site;
 use crate::llm::LlmBackend;
 use crate::net::NetHooks;
 use crate::process::ProcessRunner;
@@ -171,6 +170,23 @@ impl ResourceLimiter for Limiter {
 
     fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= 200_000)
+    }
+}
+
+/// Where an instance runs and for whom: its workspace, and the session (and call) it acts for.
+pub(crate) struct Site {
+    pub workspace: PathBuf,
+    pub caller: Caller,
+    /// The instance runs on a thread of its own
+    /// ([`on_own_thread`](crate::instance::on_own_thread)): its file operations block that thread
+    /// rather than each being handed to another.
+    pub own_thread: bool,
+}
+
+impl Site {
+    /// A site for an instance that runs on the async runtime's threads.
+    pub fn shared(workspace: PathBuf, caller: Caller) -> Self {
+        Self { workspace, caller, own_thread: false }
     }
 }
 

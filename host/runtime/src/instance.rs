@@ -3,7 +3,6 @@
 //! at it), an outer deadline (for a call stuck in a host import), and fresh per-call counts;
 //! every way it can go wrong becomes a [`Failure`] that names what happened.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,8 +10,8 @@ use talaria_protocol::ToolError;
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{Store, Trap};
 
-use crate::approval::Caller;
 use crate::engine::EngineHandle;
+pub(crate) use crate::host::Site;
 use crate::host::api::GuestError;
 use crate::host::{HostState, PluginEnv};
 use talaria_protocol::PluginError;
@@ -89,22 +88,6 @@ fn map_guest_error(e: GuestError, denials: &[String]) -> ToolError {
         GuestError::Failed(m) => {
             ToolError::Failed(format!("{} [host: {}]", clip(m, MAX_ERROR_CHARS), denials.join("; ")))
         }
-    }
-}
-
-/// Where an instance runs and for whom: its workspace, and the session (and call) it acts for.
-pub(crate) struct Site {
-    pub workspace: PathBuf,
-    pub caller: Caller,
-    /// The instance runs on a thread of its own ([`on_own_thread`]): its file operations block
-    /// that thread rather than each being handed to another.
-    pub own_thread: bool,
-}
-
-impl Site {
-    /// A site for an instance that runs on the async runtime's threads.
-    pub fn shared(workspace: PathBuf, caller: Caller) -> Self {
-        Self { workspace, caller, own_thread: false }
     }
 }
 
