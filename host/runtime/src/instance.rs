@@ -141,8 +141,12 @@ pub(crate) async fn on_own_thread<T: Send + 'static>(
     limits: CallLimits,
     call: impl Future<Output = Result<Done<T>, Failure>> + Send + 'static,
 ) -> Result<Done<T>, Failure> {
+    use tracing::instrument::{Instrument as _, WithSubscriber as _};
     let handle = tokio::runtime::Handle::current();
     let started = Instant::now();
+    // What the plugin logs goes where it would have on the caller's thread: to the caller's
+    // subscriber (a front door's, or a test's thread-local one), inside the caller's span.
+    let call = call.in_current_span().with_current_subscriber();
     let task = tokio::task::spawn_blocking(move || handle.block_on(call));
     match tokio::time::timeout(limits.timeout + 2 * OUTSIDE_GRACE, task).await {
         Ok(Ok(result)) => result,
