@@ -115,16 +115,14 @@ impl Plugins {
 }
 
 /// Start loading what every conversation calls first: the memory provider for its prompt, the
-/// context engine before each model call, hooks around each tool call. Then the tool plugins
-/// whose code needs no compiling: while the first model call is out, so that the first tool
-/// call does not wait for its plugin's code to load (about 5 ms for `files`).
+/// context engine before each model call, hooks around each tool call.
 fn warm(runtime: &Arc<Runtime>, memory: &str, context: &str) {
     let first: Vec<_> = [memory, context]
         .into_iter()
         .filter_map(|name| runtime.plugin(name).filter(|p| p.enabled).cloned())
         .chain(runtime.plugins_of_kind("hook"))
         .collect();
-    runtime.warm(first, runtime.plugins_of_kind("tool"));
+    runtime.warm(first);
 }
 
 /// What differs between two runtimes' plugins, in words: `NAME (new)`, `NAME (removed)`,

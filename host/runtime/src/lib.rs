@@ -324,12 +324,9 @@ impl Runtime {
     /// Start the engine and compile or load `plugins` on a thread of its own, so that whoever
     /// calls one of them first finds it ready, or waits only for what is left (preparation
     /// happens once: a call that arrives meanwhile waits for it rather than doing it again).
-    /// Then, on the same thread, load `then` too, each only when its code is ready to load (a
-    /// bundled plugin's, or a compiled one in the cache): a plugin that would need compiling is
-    /// left for its first call, so a short process never spends its time compiling what it
-    /// will not call. Failures are left for the first call to report.
-    pub fn warm(self: &Arc<Self>, plugins: Vec<Arc<Plugin>>, then: Vec<Arc<Plugin>>) {
-        if plugins.is_empty() && then.is_empty() {
+    /// Failures are left for that first call to report.
+    pub fn warm(self: &Arc<Self>, plugins: Vec<Arc<Plugin>>) {
+        if plugins.is_empty() {
             return;
         }
         let runtime = self.clone();
@@ -337,28 +334,10 @@ impl Runtime {
             for plugin in &plugins {
                 let _ = runtime.prepare(plugin);
             }
-            for plugin in then.iter().filter(|p| runtime.loads_without_compiling(p)) {
-                let _ = runtime.prepare(plugin);
-            }
         });
         if let Err(e) = spawned {
             tracing::debug!("plugins are prepared on first use: no thread to warm them ({e})");
         }
-    }
-
-    /// Whether preparing `plugin` would only load code (its bundled code, or its entry in the
-    /// compile cache), not compile it. Already prepared counts as ready.
-    fn loads_without_compiling(&self, plugin: &Plugin) -> bool {
-        if plugin.is_loaded() {
-            return true;
-        }
-        let Ok((engine, _)) = self.engine() else { return false };
-        if let WasmSource::Embedded { precompiled: Some(code), .. } = &plugin.source
-            && code.fingerprint == engine.fingerprint
-        {
-            return true;
-        }
-        plugin.sha256().is_ok_and(|sha| self.cache.entry(sha, &engine.fingerprint).is_file())
     }
 
     /// Compile (or load from cache) and link a plugin. Returns how it was obtained and how long

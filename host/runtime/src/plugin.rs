@@ -94,14 +94,6 @@ impl Plugin {
         &self.manifest.name
     }
 
-    /// Whether its code has been loaded and linked (by a call, or by [`Runtime::warm`]), well
-    /// or not: a failed load counts, and is not tried again.
-    ///
-    /// [`Runtime::warm`]: crate::Runtime::warm
-    pub fn is_loaded(&self) -> bool {
-        self.pre.get().is_some()
-    }
-
     /// What the plugin is, from its manifest.
     pub fn kinds(&self) -> &[Kind] {
         &self.kinds

@@ -139,40 +139,6 @@ async fn a_tampered_cache_file_is_recompiled_not_loaded() {
     assert_ne!(std::fs::read(&entry).expect("read"), bytes, "the tampered file was replaced");
 }
 
-/// Warming loads what is ready to load and never compiles: a plugin whose compiled code is in
-/// the cache is loaded in the background, one that would need compiling is left for its first
-/// call (a short process must not spend its time compiling what it will not call).
-#[tokio::test]
-async fn warming_loads_cached_code_and_leaves_compiling_to_the_first_call() {
-    let env = Env::new();
-    env.evil("cached", "", &[]);
-    env.install("cold", Path::new(support::FLOOD_WASM), &support::manifest("cold", ""));
-    let cache = env.home.path().join("own-cache");
-    let runtime = || {
-        let mut config = env.config();
-        config.cache_dir = Some(cache.clone());
-        std::sync::Arc::new(Runtime::new(config, &[]).expect("runtime"))
-    };
-    let rt = runtime();
-    let cached = rt.plugin("cached").expect("plugin").clone();
-    assert_eq!(rt.prepare(&cached).expect("compiles").map(|r| r.0), Some(CacheOutcome::Compiled));
-
-    let rt = runtime();
-    let (cached, cold) = (rt.plugin("cached").expect("plugin").clone(), rt.plugin("cold").expect("plugin").clone());
-    assert!(!cached.is_loaded() && !cold.is_loaded(), "a new runtime has loaded nothing");
-    // In this order, the cold plugin is judged (and, were it wrongly compiled, compiled) before
-    // the cached one is loaded.
-    rt.warm(Vec::new(), vec![cold.clone(), cached.clone()]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !cached.is_loaded() {
-        assert!(std::time::Instant::now() < deadline, "the cached plugin was not loaded in the background");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    assert!(!cold.is_loaded(), "the plugin that needs compiling was left alone");
-    assert_eq!(rt.prepare(&cached).expect("loaded"), None, "its first call finds it loaded");
-    assert_eq!(rt.prepare(&cold).expect("compiles").map(|r| r.0), Some(CacheOutcome::Compiled));
-}
-
 #[tokio::test]
 async fn a_later_scope_shadows_an_earlier_plugin_by_name() {
     let env = Env::new();
