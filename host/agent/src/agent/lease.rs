@@ -73,8 +73,10 @@ impl Agent {
         let deadline = Instant::now() + wait;
         let mut told = false;
         // Told when a lease is given back (by any process, on PostgreSQL): a waiting turn starts
-        // at once instead of at its next look.
-        let mut freed = store.notices();
+        // at once instead of at its next look. Subscribed only once the session is found held:
+        // the first subscriber of a process makes the notice channel (a few hundred KiB) that a
+        // turn whose lease is free never needs.
+        let mut freed: Option<talaria_store::notice::Notices> = None;
         let token = loop {
             let (id, holder) = (self.session_id.clone(), self.shared.config.holder.clone());
             match crate::on_store(&store, move |store| store.try_lease(&id, &holder, TTL)).await {
@@ -97,6 +99,12 @@ impl Agent {
                             ),
                         });
                     }
+                    let Some(freed) = freed.as_mut() else {
+                        // A lease given back before this subscription is not told: look again
+                        // at once, then wait for the notice.
+                        freed = Some(store.notices());
+                        continue;
+                    };
                     let until = tokio::time::Instant::now() + POLL + Duration::from_millis(fastrand::u64(0..100));
                     loop {
                         tokio::select! {
