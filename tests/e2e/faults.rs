@@ -225,7 +225,6 @@ fn closing_the_terminal_during_a_tool_stops_it_and_records_the_call() {
     assert!(text(&messages[2]).contains("interrupted"), "{messages:?}");
 }
 
-/// A home with `n` stored sessions, written through the real store.
 /// A chat whose model asks for `read_file` on a FIFO nobody writes (the plugin's `open` blocks),
 /// under a 1 s deadline for plugin calls.
 fn reading_a_fifo() -> (Talaria, MockLlm, Child) {
@@ -287,6 +286,7 @@ fn kill_9_during_a_read_only_tool_leaves_only_the_users_message() {
     assert_eq!(roles, ["user"], "{messages:?}");
 }
 
+/// A home with `n` stored sessions, written through the real store.
 fn home_with_sessions(t: &Talaria, n: usize) -> std::path::PathBuf {
     let path = t.home.path().join("state.db");
     let store = talaria_store::Store::open(&path).expect("store");
