@@ -11,9 +11,8 @@ use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{Store, Trap};
 
 use crate::engine::EngineHandle;
-pub(crate) use crate::host::Site;
 use crate::host::api::GuestError;
-use crate::host::{HostState, PluginEnv};
+use crate::host::{HostState, PluginEnv, Site};
 use talaria_protocol::PluginError;
 
 /// Limits for one call, after the host's caps.

@@ -116,8 +116,8 @@ use crate::cache::{Listed, Listing};
 use crate::discovery::WasmSource;
 use crate::exports::Prepared;
 use crate::host::api::CallInfo;
-use crate::host::{PluginEnv, Services};
-use crate::instance::{Failure, Site};
+use crate::host::{PluginEnv, Services, Site};
+use crate::instance::Failure;
 
 /// Failures of the runtime itself (not of a plugin: those are [`Problem`]s and [`ToolError`]s).
 #[derive(Debug, thiserror::Error)]
