@@ -528,7 +528,8 @@ fn a_patch_is_rolled_back_byte_for_byte() {
     repl.wait_for(" · session ", 1);
     assert!(std::fs::read_to_string(t.ws().join("main.rs")).expect("read").contains("goodbye"));
     repl.send("/rollback");
-    repl.wait_for("patch main.rs", 1);
+    // The listing itself (the turn's tool line already said `patch main.rs`).
+    repl.wait_for("patch main.rs  (1 file)", 1);
     repl.send("/rollback 1");
     let shown = repl.wait_for("undid `patch main.rs`: restored main.rs", 1);
     assert_eq!(std::fs::read_to_string(t.ws().join("main.rs")).expect("read"), original, "{shown}");
