@@ -1,10 +1,18 @@
-//! Platform adapters (API 0.3.0): connect talaria's gateway to a chat platform.
+//! Platform adapters (API 0.4.0): connect talaria's gateway to a chat platform.
 //!
-//! The host keeps one instance of the adapter per configured account and drives it: `connect`
-//! once, then `poll` in a loop (when [`Account::polls`]), `handle_webhook` for requests to the
-//! account's routes, and `send` / `edit` / `typing` as replies are written. Calls never overlap,
-//! so an adapter may keep its state (an update offset, an open [`websocket`](crate::websocket))
-//! in a `static`. After a trap the host makes a new instance and calls `connect` again.
+//! The host keeps one connected instance of the adapter per configured account and drives it:
+//! `connect` once, then `poll` in a loop (when [`Account::polls`]), `handle_webhook` for
+//! requests to the account's routes, and `send` / `edit` / `typing` as replies are written.
+//! Calls on one instance never overlap, so an adapter may keep its state (an update offset, an
+//! open [`websocket`](crate::websocket)) in a `static`. After a trap the host makes a new
+//! instance and calls `connect` again.
+//!
+//! Sends for many chats at once need not queue behind each other (and behind the long poll):
+//! an adapter whose `send`, `edit`, `typing` and `chat_info` need nothing `connect` or `poll`
+//! keep (a Bot API call with the token is enough) says so in [`Adapter::prepare_sender`], and
+//! the host then runs those calls on a few more instances of it, each made ready by
+//! `prepare_sender` instead of `connect`. The default says no, and everything runs on the
+//! connected instance.
 //!
 //! The adapter reads its settings with [`config::get`](crate::config::get) (the account's
 //! `[gateway.platforms.NAME]` table: `base_url` and the rest; `account` is the account's name)
@@ -39,6 +47,7 @@
 use std::marker::PhantomData;
 
 use crate::__bindings::platform::exports::talaria::plugin0_3_0::adapter as wit;
+use crate::__bindings::platform::exports::talaria::plugin0_4_0::sender as wit_sender;
 
 pub use wit::{
     Account, AdapterError as Error, Attachment, Button, ButtonPress, Chat, ChatType, Event, Message, Outbound, Request,
@@ -144,6 +153,16 @@ pub trait Adapter {
 
     /// What the platform says about a chat.
     fn chat_info(chat_id: String) -> Result<Chat, Error>;
+
+    /// Make this instance ready to `send`, `edit`, `typing` and `chat_info` without
+    /// `connect` (the host never calls `connect` or `poll` on it): `Ok(true)` when it is, and
+    /// the host may then send from several instances at once; `Ok(false)` when this adapter's
+    /// sends need what `connect` or `poll` keep (the host then sends from the connected
+    /// instance only, and asks no more); `Err` when it failed for now (tried again later).
+    /// Open no socket and join nothing here. The default says `Ok(false)`.
+    fn prepare_sender() -> Result<bool, String> {
+        Ok(false)
+    }
 }
 
 /// The `adapter` export for any [`Adapter`]; `export_adapter!` names it.
@@ -180,8 +199,14 @@ impl<A: Adapter> wit::Guest for AdapterExport<A> {
     }
 }
 
-/// Export an [`Adapter`] implementation as the plugin's `adapter` interface (world
-/// `platform-plugin`). The manifest says `api = "0.3.0"` and `kind = ["platform"]`.
+impl<A: Adapter> wit_sender::Guest for AdapterExport<A> {
+    fn prepare() -> Result<bool, String> {
+        A::prepare_sender()
+    }
+}
+
+/// Export an [`Adapter`] implementation as the plugin's `adapter` and `sender` interfaces
+/// (world `platform-plugin`). The manifest says `api = "0.4.0"` and `kind = ["platform"]`.
 ///
 /// ```ignore
 /// talaria_sdk::export_adapter!(MyAdapter);

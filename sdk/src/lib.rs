@@ -9,7 +9,7 @@
 //! | memory provider | `impl` [`memory::MemoryProvider`] (and optional tools) | [`export_memory!`] | [`memory`] |
 //! | context engine | `impl` [`context::ContextEngine`] | [`export_context_engine!`] | [`context`] |
 //! | hook | `impl` [`hooks::Hooks`] | [`export_hooks!`] | [`hooks`] |
-//! | platform adapter (API 0.3.0) | `impl` [`adapter::Adapter`] | [`export_adapter!`] | [`adapter`] |
+//! | platform adapter (API 0.4.0) | `impl` [`adapter::Adapter`] | [`export_adapter!`] | [`adapter`] |
 //!
 //! A tool is an ordinary function that takes a serde type (its JSON Schema is derived for the
 //! model) and a [`Context`]:
@@ -70,9 +70,9 @@ pub use {serde_json, wit_bindgen as __wit_bindgen};
 /// against. Write it as `api` in plugin.toml.
 pub const API_VERSION: &str = "0.2.0";
 
-/// The plugin API version of platform adapters ([`adapter`]): 0.3.0, which carries 0.2.0's
-/// interfaces over unchanged.
-pub const ADAPTER_API_VERSION: &str = "0.3.0";
+/// The plugin API version of platform adapters ([`adapter`]): 0.4.0, which carries 0.3.0's
+/// and 0.2.0's interfaces over unchanged.
+pub const ADAPTER_API_VERSION: &str = "0.4.0";
 
 /// What the export macros expand to; not part of the API.
 #[doc(hidden)]
@@ -165,9 +165,10 @@ pub mod __bindings {
 
     pub mod platform {
         wit_bindgen::generate!({
-            path: "../wit/v0.3.0",
+            path: "../wit/v0.4.0",
             world: "platform-plugin",
             with: {
+                "talaria:plugin/websocket@0.3.0": generate,
                 "talaria:plugin/types@0.2.0": super::tool::talaria::plugin::types,
                 "talaria:plugin/log@0.2.0": super::tool::talaria::plugin::log,
                 "talaria:plugin/config@0.2.0": super::tool::talaria::plugin::config,

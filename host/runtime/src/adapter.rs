@@ -22,6 +22,7 @@ use crate::approval::Caller;
 use crate::grant::{Capability, Grants, HostPattern};
 use crate::host::Site;
 use crate::host::api::since_v0_3_0::exports::talaria::plugin0_3_0::adapter as wit;
+use crate::host::api::since_v0_4_0::exports::talaria::plugin0_4_0::sender as wit_sender;
 use crate::host::{HostState, PluginEnv};
 use crate::instance::{self, Resident, ResidentSlot};
 use crate::manifest::Kind;
@@ -38,6 +39,8 @@ const MAX_EVENTS: usize = 256;
 const MAX_ID_CHARS: usize = 256;
 /// The longest a poll may wait: the call must answer within its deadline.
 pub const MAX_POLL_WAIT: Duration = Duration::from_secs(25);
+/// Most instances per account that only send (API 0.4.0 `sender`), beside the connected one.
+pub const SENDERS: usize = 16;
 
 /// Where a conversation happens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,6 +230,62 @@ pub struct Adapter {
     connected: std::sync::atomic::AtomicBool,
     /// The instance in `slot` belongs to a binding that was replaced: the next call drops it.
     stale: std::sync::atomic::AtomicBool,
+    /// Instances that only send, made as concurrent sends need them.
+    senders: Senders,
+}
+
+/// The instances of an account that only send (`send`, `edit`, `typing`, `chat-info`), for
+/// adapters that export `sender` (API 0.4.0): sends for different chats then run side by
+/// side, and beside the long poll, instead of one after another on the connected instance.
+#[derive(Default)]
+struct Senders {
+    slots: [tokio::sync::Mutex<Option<Resident<SendGuest>>>; SENDERS],
+    /// A sending instance was made ready: sends go to them.
+    ready: std::sync::atomic::AtomicBool,
+    /// The adapter said it sends only from its connected instance (or exports no `sender`).
+    unsupported: std::sync::atomic::AtomicBool,
+    /// The instances belong to a binding that was replaced: the next send drops them.
+    stale: std::sync::atomic::AtomicBool,
+    /// Where the next send waits when every slot is busy.
+    next: std::sync::atomic::AtomicUsize,
+}
+
+/// A sending instance's exports, and whether its `prepare` succeeded.
+#[derive(Clone)]
+struct SendGuest {
+    adapter: wit::Guest,
+    sender: wit_sender::Guest,
+    ready: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Why a sending instance did not make the call.
+enum NotSent {
+    /// The adapter's own error from the call.
+    Adapter(wit::AdapterError),
+    /// `prepare` said the adapter sends only from its connected instance.
+    Unsupported,
+    /// `prepare` failed for now.
+    NotReady(String),
+}
+
+impl Senders {
+    /// Drop every sending instance (after the ones in use finish their call).
+    async fn clear(&self) {
+        for slot in &self.slots {
+            slot.lock().await.take();
+        }
+    }
+
+    /// A free slot, or (all busy) the next one in turn to wait for.
+    async fn take(&self) -> tokio::sync::MutexGuard<'_, Option<Resident<SendGuest>>> {
+        for slot in &self.slots {
+            if let Ok(guard) = slot.try_lock() {
+                return guard;
+            }
+        }
+        let at = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SENDERS;
+        self.slots[at].lock().await
+    }
 }
 
 /// An account bound to one runtime's plugin.
@@ -264,6 +323,7 @@ impl Runtime {
             slot: Default::default(),
             connected: Default::default(),
             stale: Default::default(),
+            senders: Senders::default(),
         })
     }
 
@@ -342,6 +402,9 @@ impl Adapter {
         *self.bound.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(bound);
         self.stale.store(true, Ordering::SeqCst);
         self.connected.store(false, Ordering::SeqCst);
+        self.senders.stale.store(true, Ordering::SeqCst);
+        self.senders.ready.store(false, Ordering::SeqCst);
+        self.senders.unsupported.store(false, Ordering::SeqCst);
         Ok(())
     }
 
@@ -410,17 +473,119 @@ impl Adapter {
         let scan = &bound.env.services.scan;
         match result {
             Ok((Ok(value), _)) => Ok(value),
-            Ok((Err(wit::AdapterError::Transient((message, after))), denials)) => Err(AdapterError::Transient {
-                message: scan.redacted(with_denials(clip(message), &denials)),
-                retry_after: after.map(|ms| Duration::from_millis(ms.into())),
-            }),
-            Ok((Err(wit::AdapterError::Permanent(message)), denials)) => {
-                Err(AdapterError::Permanent(scan.redacted(with_denials(clip(message), &denials))))
-            }
+            Ok((Err(e), denials)) => Err(adapter_error(e, &denials, scan)),
             Err(failure) => Err(AdapterError::Crashed(
                 scan.redacted(failure.into_plugin_error(&format!("{who} {what}"), limits).to_string()),
             )),
         }
+    }
+
+    /// A call that only sends (`send`, `edit`, `typing`, `chat-info`): on an instance of its
+    /// own once [`Adapter::sends_apart`] found the adapter can send from several (API 0.4.0
+    /// `sender`), else on the connected one. Either way refused, as transient, until the
+    /// account has connected. A crash of a sending instance drops that instance only: the
+    /// connected one keeps polling.
+    async fn call_out<T>(
+        &self,
+        what: &str,
+        f: impl AsyncFnOnce(&mut Store<HostState>, &wit::Guest) -> wasmtime::Result<Result<T, wit::AdapterError>>,
+    ) -> Result<T, AdapterError> {
+        use std::sync::atomic::Ordering;
+        let apart = self.senders.ready.load(Ordering::SeqCst) && !self.senders.unsupported.load(Ordering::SeqCst);
+        if !apart || !self.is_connected() {
+            return self.call(what, f).await;
+        }
+        self.call_sender(what, f).await.unwrap_or_else(|| {
+            Err(AdapterError::Transient {
+                message: format!(
+                    "platform adapter '{}' (account {}) no longer sends from several instances; it sends from its connected one from now on",
+                    self.plugin(),
+                    self.spec.name
+                ),
+                retry_after: None,
+            })
+        })
+    }
+
+    /// `f` on a sending instance, made ready by `prepare` first if it is new; `None` when the
+    /// adapter cannot send from one (it exports no `sender`, or its `prepare` said so), which
+    /// is remembered.
+    async fn call_sender<T>(
+        &self,
+        what: &str,
+        f: impl AsyncFnOnce(&mut Store<HostState>, &wit::Guest) -> wasmtime::Result<Result<T, wit::AdapterError>>,
+    ) -> Option<Result<T, AdapterError>> {
+        use std::sync::atomic::Ordering;
+        let bound = self.bound();
+        let who = format!("platform adapter '{}' (account {}) sending", bound.plugin.name(), self.spec.name);
+        if self.senders.stale.swap(false, Ordering::SeqCst) {
+            self.senders.clear().await;
+        }
+        let crashed = |e: String| Some(Err(AdapterError::Crashed(e)));
+        let (prepared, _) = match bound.runtime.prepared(&bound.plugin) {
+            Ok(p) => p,
+            Err(e) => return crashed(e),
+        };
+        let (Some(adapter), Some(sender)) = (prepared.adapter.as_ref(), prepared.sender.as_ref()) else {
+            self.senders.unsupported.store(true, Ordering::SeqCst);
+            return None;
+        };
+        let (engine, _) = match bound.runtime.engine() {
+            Ok(e) => e,
+            Err(e) => return crashed(e.to_string()),
+        };
+        let limits = bound.plugin.limits_for(Kind::Platform);
+        let site = Site::shared(
+            bound.runtime.workspace.clone(),
+            Caller { session_id: format!("gateway:{}", self.spec.name), call_id: String::new() },
+        );
+        let load = |store: &mut Store<HostState>, instance: &Instance| {
+            Ok(SendGuest {
+                adapter: adapter.load(&mut *store, instance)?,
+                sender: sender.load(&mut *store, instance)?,
+                ready: Arc::default(),
+            })
+        };
+        let mut slot = self.senders.take().await;
+        let result = instance::run_resident_in(
+            engine,
+            &bound.env,
+            (&mut slot, &prepared.pre, load),
+            site,
+            limits,
+            async |store, guest: &SendGuest| {
+                if !guest.ready.load(Ordering::SeqCst) {
+                    match guest.sender.call_prepare(&mut *store).await? {
+                        Ok(true) => guest.ready.store(true, Ordering::SeqCst),
+                        Ok(false) => return Ok(Ok(Err(NotSent::Unsupported))),
+                        Err(text) => return Ok(Ok(Err(NotSent::NotReady(text)))),
+                    }
+                }
+                Ok(Ok(f(store, &guest.adapter).await?.map_err(NotSent::Adapter)))
+            },
+        )
+        .await;
+        let scan = &bound.env.services.scan;
+        Some(match result {
+            Ok((Ok(value), _)) => {
+                self.senders.ready.store(true, Ordering::SeqCst);
+                Ok(value)
+            }
+            Ok((Err(NotSent::Unsupported), _)) => {
+                slot.take();
+                self.senders.unsupported.store(true, Ordering::SeqCst);
+                tracing::debug!(plugin = %bound.plugin.name(), "the adapter sends from its connected instance only");
+                return None;
+            }
+            Ok((Err(NotSent::NotReady(text)), denials)) => Err(AdapterError::Transient {
+                message: scan.redacted(with_denials(clip(text), &denials)),
+                retry_after: None,
+            }),
+            Ok((Err(NotSent::Adapter(e)), denials)) => Err(adapter_error(e, &denials, scan)),
+            Err(failure) => Err(AdapterError::Crashed(
+                scan.redacted(failure.into_plugin_error(&format!("{who} {what}"), limits).to_string()),
+            )),
+        })
     }
 
     /// Log in and find out who the bot is.
@@ -482,7 +647,7 @@ impl Adapter {
     /// As for [`Adapter::connect`].
     pub async fn send(&self, message: &Outbound) -> Result<String, AdapterError> {
         let msg = outbound(message);
-        self.call("send", async |store, g| g.call_send(store, &msg).await).await.map(short)
+        self.call_out("send", async |store, g| g.call_send(store, &msg).await).await.map(short)
     }
 
     /// Replace the text (and buttons) of a message the bot sent.
@@ -491,7 +656,7 @@ impl Adapter {
     /// As for [`Adapter::connect`].
     pub async fn edit(&self, message_id: &str, message: &Outbound) -> Result<(), AdapterError> {
         let msg = outbound(message);
-        self.call("edit", async |store, g| g.call_edit(store, message_id, &msg).await).await
+        self.call_out("edit", async |store, g| g.call_edit(store, message_id, &msg).await).await
     }
 
     /// Show that the bot is writing.
@@ -500,7 +665,7 @@ impl Adapter {
     /// As for [`Adapter::connect`].
     pub async fn typing(&self, chat_id: &str, thread_id: Option<&str>) -> Result<(), AdapterError> {
         let thread = thread_id.map(str::to_string);
-        self.call("typing", async |store, g| g.call_typing(store, chat_id, thread.as_deref()).await).await
+        self.call_out("typing", async |store, g| g.call_typing(store, chat_id, thread.as_deref()).await).await
     }
 
     /// What the platform says about a chat.
@@ -508,14 +673,28 @@ impl Adapter {
     /// # Errors
     /// As for [`Adapter::connect`].
     pub async fn chat_info(&self, chat_id: &str) -> Result<ChatInfo, AdapterError> {
-        let chat = self.call("chat-info", async |store, g| g.call_chat_info(store, chat_id).await).await?;
+        let chat = self.call_out("chat-info", async |store, g| g.call_chat_info(store, chat_id).await).await?;
         Ok(ChatInfo { id: short(chat.id), name: short(chat.name), chat_type: chat_type(chat.chat_type) })
+    }
+
+    /// Whether this account sends from instances of their own, beside the connected one (the
+    /// adapter exports `sender`, API 0.4.0, and its `prepare` said yes): a long poll then holds
+    /// up no reply. The first call makes one such instance ready to find out; an answer of
+    /// "not now" counts as no until asked again.
+    pub async fn sends_apart(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        if !self.is_connected() || self.senders.unsupported.load(Ordering::SeqCst) {
+            return false;
+        }
+        let ready = self.call_sender("prepare", async |_: &mut Store<HostState>, _: &wit::Guest| Ok(Ok(()))).await;
+        matches!(ready, Some(Ok(())))
     }
 
     /// Drop the instance; the next call makes a new one (and must `connect` first).
     pub async fn reset(&self) {
         self.connected.store(false, std::sync::atomic::Ordering::SeqCst);
         self.slot.lock().await.take();
+        self.senders.clear().await;
     }
 }
 
@@ -580,6 +759,19 @@ fn events_of(events: Vec<wit::Event>) -> Vec<PlatformEvent> {
             }),
         })
         .collect()
+}
+
+/// An adapter's own error, its text capped, with what the host refused it, redacted.
+fn adapter_error(e: wit::AdapterError, denials: &[String], scan: &crate::leak::SecretScan) -> AdapterError {
+    match e {
+        wit::AdapterError::Transient((message, after)) => AdapterError::Transient {
+            message: scan.redacted(with_denials(clip(message), denials)),
+            retry_after: after.map(|ms| Duration::from_millis(ms.into())),
+        },
+        wit::AdapterError::Permanent(message) => {
+            AdapterError::Permanent(scan.redacted(with_denials(clip(message), denials)))
+        }
+    }
 }
 
 fn with_denials(message: String, denials: &[String]) -> String {

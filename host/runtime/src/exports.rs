@@ -13,6 +13,7 @@ use wasmtime::component::{Component, InstancePre};
 use crate::host::HostState;
 use crate::host::api::since_v0_2_0::exports::talaria::plugin as v2;
 use crate::host::api::since_v0_3_0::exports::talaria::plugin0_3_0 as v3;
+use crate::host::api::since_v0_4_0::exports::talaria::plugin0_4_0 as v4;
 use crate::host::api::{Api, ToolsExport};
 use crate::manifest::{Kind, Manifest, SUPPORTED_API_VERSIONS};
 
@@ -50,6 +51,8 @@ pub(crate) struct Prepared {
     pub context: Option<v2::context::GuestIndices>,
     pub hooks: Option<v2::hooks::GuestIndices>,
     pub adapter: Option<v3::adapter::GuestIndices>,
+    /// An adapter's `sender` (API 0.4.0): it may send from several instances.
+    pub sender: Option<v4::sender::GuestIndices>,
 }
 
 /// The interface a kind exports, and the world a component of that kind targets.
@@ -105,10 +108,13 @@ pub(crate) fn prepare(
     let hooks = (v2_only && has("hooks"))
         .then(|| v2::hooks::GuestIndices::new(&pre).map_err(|e| bad("hooks", e)))
         .transpose()?;
-    let adapter = (api == Api::V0_3 && has("adapter"))
+    let adapter = (api >= Api::V0_3 && has("adapter"))
         .then(|| v3::adapter::GuestIndices::new(&pre).map_err(|e| bad("adapter", e)))
         .transpose()?;
-    Ok(Prepared { pre, surface, tools, memory, context, hooks, adapter })
+    let sender = (api >= Api::V0_4 && has("sender"))
+        .then(|| v4::sender::GuestIndices::new(&pre).map_err(|e| bad("sender", e)))
+        .transpose()?;
+    Ok(Prepared { pre, surface, tools, memory, context, hooks, adapter, sender })
 }
 
 /// Check what a component exports and imports against its manifest; the API version it was
@@ -196,10 +202,11 @@ fn missing_export(kind: Kind, version: &str, exports: &[String]) -> String {
         Kind::Platform => " (talaria-sdk's export_adapter! does this)",
         Kind::Memory | Kind::ContextEngine | Kind::Hook => "",
     };
-    // 0.3.0 added only the adapter; the other kinds' interfaces keep their 0.2.0 names.
+    // 0.3.0 added only the adapter and 0.4.0 its sender; the other kinds' interfaces keep
+    // their 0.2.0 names.
     let version = match (kind, version) {
         (Kind::Platform, _) => "0.3.0",
-        (_, "0.3.0") => "0.2.0",
+        (_, "0.3.0" | "0.4.0") => "0.2.0",
         (_, v) => v,
     };
     format!(

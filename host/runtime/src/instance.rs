@@ -214,6 +214,21 @@ where
 {
     let ResidentSlot { slot, pre, load } = at;
     let mut slot = slot.lock().await;
+    run_resident_in(engine, env, (&mut slot, pre, load), site, limits, f).await
+}
+
+/// [`run_resident`] on a slot the caller already holds.
+pub(crate) async fn run_resident_in<T, G: Clone, L>(
+    engine: &EngineHandle,
+    env: &Arc<PluginEnv>,
+    (slot, pre, load): (&mut Option<Resident<G>>, &InstancePre<HostState>, L),
+    site: Site,
+    limits: CallLimits,
+    f: impl AsyncFnOnce(&mut Store<HostState>, &G) -> wasmtime::Result<Result<T, GuestError>>,
+) -> Result<Done<T>, Failure>
+where
+    L: FnOnce(&mut Store<HostState>, &Instance) -> wasmtime::Result<G>,
+{
     let mut resident = match slot.take() {
         Some(mut r) if r.store.data().workspace() == site.workspace => {
             r.store.data_mut().act_for(site.caller);

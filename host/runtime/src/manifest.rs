@@ -35,7 +35,7 @@ use talaria_protocol::{HookKind, ToolAnnotations};
 use crate::grant::{Access, Capability, HostPattern};
 
 /// Plugin API versions this host has bindings for.
-pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0"];
+pub const SUPPORTED_API_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.4.0"];
 
 /// The kinds a plugin can be that this host runs.
 pub const SUPPORTED_KINDS: &[&str] = &["tool", "memory", "context-engine", "hook", "platform"];
@@ -94,7 +94,8 @@ pub enum Kind {
     ContextEngine,
     /// Observes the loop and may block, ask for approval or add context (export `hooks`).
     Hook,
-    /// Connects the gateway to a chat platform (export `adapter`, API 0.3.0).
+    /// Connects the gateway to a chat platform (export `adapter`, API 0.3.0; and `sender`,
+    /// API 0.4.0, to send from several instances at once).
     Platform,
 }
 
@@ -654,9 +655,12 @@ mod tests {
     fn an_incompatible_api_says_what_is_supported() {
         parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.2.0\"")).expect("0.2.0 is supported");
         parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.3.0\"")).expect("0.3.0 is supported");
-        let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.4.0\"")).expect_err("refused");
+        parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.4.0\"")).expect("0.4.0 is supported");
+        let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"0.5.0\"")).expect_err("refused");
         assert!(
-            e.contains("field `api`: plugin API 0.4.0 is not supported: this talaria supports 0.1.0, 0.2.0, 0.3.0"),
+            e.contains(
+                "field `api`: plugin API 0.5.0 is not supported: this talaria supports 0.1.0, 0.2.0, 0.3.0, 0.4.0"
+            ),
             "{e}"
         );
         let e = parse(&GOOD.replace("api = \"0.1.0\"", "api = \"1.0.0\"")).expect_err("refused");

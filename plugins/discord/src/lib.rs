@@ -164,6 +164,12 @@ impl Adapter for Discord {
         api(http::Method::POST, &format!("/channels/{channel}/typing"), None).map(drop)
     }
 
+    /// Sending needs nothing `connect` or `poll` keep (a REST call with the bot token): the host may send
+    /// from several instances at once.
+    fn prepare_sender() -> Result<bool, String> {
+        Ok(true)
+    }
+
     fn chat_info(chat_id: String) -> Result<Chat, Error> {
         let channel = api(http::Method::GET, &format!("/channels/{}", snowflake(&chat_id)?), None)?;
         let kind = channel["type"].as_u64().unwrap_or(0);

@@ -107,6 +107,12 @@ impl Adapter for Slack {
         api::call(BOT_TOKEN, "chat.update", Body::Json(&body)).map(drop)
     }
 
+    /// Sending needs nothing `connect` or `poll` keep (a Web API call with the bot token): the host may send
+    /// from several instances at once.
+    fn prepare_sender() -> Result<bool, String> {
+        Ok(true)
+    }
+
     fn chat_info(chat_id: String) -> Result<Chat, Error> {
         let info = api::call(BOT_TOKEN, "conversations.info", Body::Query(&[("channel", slack_id(&chat_id)?)]))?;
         let channel = &info["channel"];

@@ -309,6 +309,12 @@ impl Adapter for Telegram {
         api("sendChatAction", &body).map(drop)
     }
 
+    /// Sending needs nothing `connect` or `poll` keep (a Bot API call with the token in its path): the host may send
+    /// from several instances at once.
+    fn prepare_sender() -> Result<bool, String> {
+        Ok(true)
+    }
+
     fn chat_info(id: String) -> Result<Chat, Error> {
         let chat = api("getChat", &json!({ "chat_id": chat_id(&id) }))?;
         let name = chat["title"].as_str().map_or_else(|| person_name(&chat), str::to_string);

@@ -51,7 +51,7 @@ pub const SLY_HOOK_WASM: &str = env!("TALARIA_TEST_SLY_HOOK_WASM");
 /// A 0.2.0 tool plugin that lists too many or too large tools, hangs or panics in `list`, and
 /// floods the log with forged lines, as its `[plugins.NAME.config]` says (tests/plugins/flood).
 pub const FLOOD_WASM: &str = env!("TALARIA_TEST_FLOOD_WASM");
-/// A 0.3.0 platform adapter that panics in its first polls, then hands in one message and
+/// A 0.4.0 platform adapter (sending from its connected instance only) that panics in its first polls, then hands in one message and
 /// POSTs replies to `{base_url}/sent` (tests/plugins/flaky-adapter).
 pub const FLAKY_ADAPTER_WASM: &str = env!("TALARIA_TEST_FLAKY_ADAPTER_WASM");
 

@@ -56,6 +56,8 @@ struct Inner {
     typing: HashMap<i64, usize>,
     /// getUpdates calls waiting now.
     polling: usize,
+    /// How long each send, edit and typing call takes to answer (a slow platform).
+    delay: Duration,
 }
 
 struct Shared {
@@ -110,6 +112,12 @@ impl TelegramFake {
             });
         });
         Self { addr, shared, _stop: stop }
+    }
+
+    /// Answer every `sendMessage`, `editMessageText` and `sendChatAction` only after `delay`,
+    /// as a slow platform does (calls in flight wait side by side).
+    pub fn delay_sends(&self, delay: Duration) {
+        lock(&self.shared).delay = delay;
     }
 
     /// What to set as the account's `base_url`.
@@ -280,7 +288,14 @@ async fn handle(
         return error(401, "Unauthorized");
     }
     let body: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(&body).unwrap_or(json!({})) };
-    *lock(&shared).calls.entry(method.clone()).or_default() += 1;
+    let delay = {
+        let mut inner = lock(&shared);
+        *inner.calls.entry(method.clone()).or_default() += 1;
+        inner.delay
+    };
+    if matches!(method.as_str(), "sendMessage" | "editMessageText" | "sendChatAction") && !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     match method.as_str() {
         "getMe" => ok(json!({ "id": BOT_ID, "is_bot": true, "first_name": "Talaria", "username": BOT_USERNAME })),
         "deleteWebhook" | "answerCallbackQuery" => ok(json!(true)),

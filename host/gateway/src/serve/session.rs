@@ -112,6 +112,8 @@ struct Turn {
     approval: Option<u64>,
     /// Approval tokens it handed out (forgotten when it ends).
     tokens: Vec<String>,
+    /// A typing indicator is on its way to the platform.
+    typing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The worker of one session.
@@ -194,7 +196,7 @@ pub(crate) async fn run(
                 Some(stamped) => worker.on_event(stamped.turn_id, stamped.event).await,
                 None => break,
             },
-            () = tokio::time::sleep_until(typing_due), if busy => worker.typing().await,
+            () = tokio::time::sleep_until(typing_due), if busy => worker.typing(),
             () = tokio::time::sleep_until(renew_due) => {
                 if !worker.renew() {
                     // Another process serves the chat now: this one must not answer it too.
@@ -524,8 +526,9 @@ impl Worker {
             last_typing: now - TYPING_EVERY,
             approval: None,
             tokens: Vec::new(),
+            typing: Arc::default(),
         });
-        self.typing().await;
+        self.typing();
     }
 
     /// The turn is over: forget it (and the approvals it asked).
@@ -538,16 +541,25 @@ impl Worker {
         Some(turn)
     }
 
-    async fn typing(&mut self) {
+    /// Show that the bot is writing, without waiting for the platform: the turn goes on
+    /// meanwhile. One at a time per chat.
+    fn typing(&mut self) {
         if !self.account.adapter.is_connected() {
             return;
         }
-        if let Some(turn) = &mut self.turn {
-            turn.last_typing = Instant::now();
-            if let Err(e) = self.account.adapter.typing(&self.chat.chat_id, self.chat.thread_id.as_deref()).await {
-                tracing::debug!(account = %self.account.name, "typing: {e}");
-            }
+        let Some(turn) = &mut self.turn else { return };
+        turn.last_typing = Instant::now();
+        if turn.typing.swap(true, Ordering::SeqCst) {
+            return;
         }
+        let (account, flag) = (self.account.clone(), turn.typing.clone());
+        let (chat_id, thread_id) = (self.chat.chat_id.clone(), self.chat.thread_id.clone());
+        tokio::spawn(async move {
+            if let Err(e) = account.adapter.typing(&chat_id, thread_id.as_deref()).await {
+                tracing::debug!(account = %account.name, "typing: {e}");
+            }
+            flag.store(false, Ordering::SeqCst);
+        });
     }
 
     async fn on_event(&mut self, turn_id: Option<u64>, event: Event) {

@@ -10,6 +10,8 @@
 //!   their WIT twins for the memory, context and hook exports.
 //! - [`since_v0_3_0`]: the platform adapter export and the WebSocket import. It carries every
 //!   0.2.0 interface over unchanged, under its 0.2.0 name.
+//! - [`since_v0_4_0`]: the `sender` export, which lets an adapter send from several instances
+//!   at once. It carries every 0.3.0 and 0.2.0 interface over unchanged.
 //!
 //! Adding a version: a `since_vX_Y_Z` module with its bindings, a variant of [`Api`], its line
 //! in [`add_to_linker`], and, where an export changed, a variant of that export's enum here (as
@@ -18,6 +20,7 @@
 mod since_v0_1_0;
 pub(crate) mod since_v0_2_0;
 pub(crate) mod since_v0_3_0;
+pub(crate) mod since_v0_4_0;
 
 use wasmtime::Store;
 use wasmtime::component::{HasSelf, Instance, InstancePre, Linker};
@@ -45,10 +48,11 @@ pub(crate) enum Api {
     V0_1,
     V0_2,
     V0_3,
+    V0_4,
 }
 
 impl Api {
-    pub const ALL: [Api; 3] = [Api::V0_1, Api::V0_2, Api::V0_3];
+    pub const ALL: [Api; 4] = [Api::V0_1, Api::V0_2, Api::V0_3, Api::V0_4];
 
     pub fn parse(version: &str) -> Option<Api> {
         Api::ALL.into_iter().find(|a| a.version() == version)
@@ -59,16 +63,18 @@ impl Api {
             Api::V0_1 => "0.1.0",
             Api::V0_2 => "0.2.0",
             Api::V0_3 => "0.3.0",
+            Api::V0_4 => "0.4.0",
         }
     }
 
-    /// The APIs an interface of `version` belongs to: 0.3.0 carries every 0.2.0 interface
-    /// over unchanged, under its 0.2.0 name.
+    /// The APIs an interface of `version` belongs to: each version from 0.2.0 on carries
+    /// every interface of the one before over unchanged, under its old name.
     pub fn including(version: Api) -> &'static [Api] {
         match version {
             Api::V0_1 => &[Api::V0_1],
-            Api::V0_2 => &[Api::V0_2, Api::V0_3],
-            Api::V0_3 => &[Api::V0_3],
+            Api::V0_2 => &[Api::V0_2, Api::V0_3, Api::V0_4],
+            Api::V0_3 => &[Api::V0_3, Api::V0_4],
+            Api::V0_4 => &[Api::V0_4],
         }
     }
 }
@@ -102,7 +108,7 @@ impl ToolsExport {
     pub fn new(api: Api, pre: &InstancePre<HostState>) -> wasmtime::Result<Self> {
         Ok(match api {
             Api::V0_1 => Self::V0_1(since_v0_1_0::ToolsIndices::new(pre)?),
-            Api::V0_2 | Api::V0_3 => Self::V0_2(since_v0_2_0::ToolsIndices::new(pre)?),
+            Api::V0_2 | Api::V0_3 | Api::V0_4 => Self::V0_2(since_v0_2_0::ToolsIndices::new(pre)?),
         })
     }
 

@@ -230,7 +230,8 @@ async fn api_0_3_0_adds_adapters_and_keeps_every_0_2_0_component_loading() {
         let hook = if kind == "hook" { HOOK } else { "" };
         format!("name = \"{name}\"\nversion = \"0.1.0\"\napi = \"{api}\"\nkind = [\"{kind}\"]\n{hook}\n")
     };
-    env.install("adapter-as-tool", &adapter, &manifest("adapter-as-tool", "0.3.0", "tool"));
+    env.install("adapter-as-tool", &adapter, &manifest("adapter-as-tool", "0.4.0", "tool"));
+    env.install("adapter-at-0-3", &adapter, &manifest("adapter-at-0-3", "0.3.0", "platform"));
     env.install("adapter-at-0-2", &adapter, &manifest("adapter-at-0-2", "0.2.0", "tool"));
     env.install(
         "hook-as-platform",
@@ -238,17 +239,20 @@ async fn api_0_3_0_adds_adapters_and_keeps_every_0_2_0_component_loading() {
         &manifest("hook-as-platform", "0.3.0", "platform"),
     );
     env.install("hook-at-0-3", Path::new(support::PROBE_HOOK_WASM), &manifest("hook-at-0-3", "0.3.0", "hook"));
-    env.install("adapter", &adapter, &manifest("adapter", "0.3.0", "platform"));
+    env.install("adapter", &adapter, &manifest("adapter", "0.4.0", "platform"));
     let rt = env.runtime();
     assert_eq!(
         prepare_error(&env, &rt, "adapter-as-tool"),
-        "the component does not export talaria:plugin/tools@0.2.0: it exports talaria:plugin/adapter@0.3.0. It was built for another world; a tool plugin targets world `tool-plugin` (talaria-sdk's export_tools! does this)"
+        "the component does not export talaria:plugin/tools@0.2.0: it exports talaria:plugin/sender@0.4.0, talaria:plugin/adapter@0.3.0. It was built for another world; a tool plugin targets world `tool-plugin` (talaria-sdk's export_tools! does this)"
     );
     let e = prepare_error(&env, &rt, "adapter-at-0-2");
     assert!(
-        e.starts_with("plugin.toml says api = \"0.2.0\" but the component was built against API 0.3.0 (it exports talaria:plugin/adapter@0.3.0)"),
+        e.starts_with("plugin.toml says api = \"0.2.0\" but the component was built against API 0.4.0 (it exports talaria:plugin/sender@0.4.0, talaria:plugin/adapter@0.3.0)"),
         "{e}"
     );
+    // A 0.4.0 adapter (it exports `sender`) is not a 0.3.0 one.
+    let e = prepare_error(&env, &rt, "adapter-at-0-3");
+    assert!(e.starts_with("plugin.toml says api = \"0.3.0\" but the component was built against API 0.4.0"), "{e}");
     assert_eq!(
         prepare_error(&env, &rt, "hook-as-platform"),
         "the component does not export talaria:plugin/adapter@0.3.0: it exports talaria:plugin/hooks@0.2.0. It was built for another world; a platform plugin targets world `platform-plugin` (talaria-sdk's export_adapter! does this)"
