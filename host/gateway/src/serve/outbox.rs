@@ -1,6 +1,5 @@
 //! The ledger's sender: every final message to a chat is written to the store first
-//! ([`queue`]) and sent from there, in order within each chat and side by side across chats, by
-//! one loop per account ([`send_loop`]). A send the
+//! ([`queue`]) and sent from there, in order, by one loop per account ([`send_loop`]). A send the
 //! platform refuses for now is tried again later with a growing delay; one the adapter calls
 //! permanent is given up at once; both stay in the store for `gateway status`.
 
@@ -8,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use talaria_core::runtime::adapter::{AccountInfo, AdapterError, Button, Outbound, TextFormat};
 use talaria_core::store::Store;
@@ -23,8 +21,6 @@ const TICK: Duration = Duration::from_secs(1);
 const BATCH: usize = 32;
 /// Rounds of claims one call of [`send_due_in`] makes at most.
 const ROUNDS: usize = 64;
-/// Most deliveries of one account in flight at once (each to another chat).
-const PARALLEL_SENDS: usize = 16;
 /// How long a claimed delivery is this process's to send: after that (the process died
 /// sending it), another sends it.
 const CLAIM: Duration = Duration::from_secs(60);
@@ -185,7 +181,6 @@ pub(crate) async fn send_due_in(store: &Store, account: &Account) {
         if due.is_empty() {
             return;
         }
-        let mut sends = Vec::with_capacity(due.len());
         for delivery in due {
             let body: Body = match serde_json::from_str(&delivery.body) {
                 Ok(body) => body,
@@ -201,21 +196,10 @@ pub(crate) async fn send_due_in(store: &Store, account: &Account) {
                 render_queued(store, account, &info, &delivery, &body.text);
                 continue;
             }
-            sends.push((delivery, body));
+            let outcome = deliver(account, &info, &delivery, body).await;
+            let _ = account.pending.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)));
+            record(store, account, &delivery, outcome);
         }
-        // A claim holds at most one delivery per chat (its oldest), so these go out side by
-        // side: one chat's slow send never holds up another's.
-        futures_util::stream::iter(sends)
-            .for_each_concurrent(PARALLEL_SENDS, |(delivery, body)| {
-                let info = &info;
-                async move {
-                    let outcome = deliver(account, info, &delivery, body).await;
-                    let _ =
-                        account.pending.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)));
-                    record(store, account, &delivery, outcome);
-                }
-            })
-            .await;
     }
 }
 
