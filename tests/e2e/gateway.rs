@@ -458,6 +458,42 @@ fn fifty_chats_at_once_each_get_their_own_answer() {
     }
 }
 
+/// Sends for different chats of one account run side by side: with a platform that takes
+/// 200 ms to answer each send (and each typing indicator), 20 chats written to at once are all
+/// answered within a few of those, not 20 of them one after another (4 s of sends alone, and as
+/// much again of typing).
+#[test]
+fn twenty_chats_of_one_account_are_answered_side_by_side_when_the_platform_is_slow() {
+    const CHATS: i64 = 20;
+    const SLOW: Duration = Duration::from_millis(200);
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::auto());
+    let t = setup(&mock, &fake, "allow_all = true", "");
+    let gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+    // Warm up: the first reply makes the first sending instance (and compiles nothing more).
+    fake.dm(999, "warm", "echo ready");
+    fake.wait_for(999, WAIT, |m| m.text == "ready");
+    fake.delay_sends(SLOW);
+    let written = Instant::now();
+    for user in 1..=CHATS {
+        fake.dm(1000 + user, &format!("user {user}"), &format!("echo answer for chat {user}"));
+    }
+    for user in 1..=CHATS {
+        fake.wait_for(1000 + user, WAIT, |m| m.text == format!("answer for chat {user}"));
+    }
+    let slowest = (1..=CHATS).map(|u| fake.chat(1000 + u)[0].at.duration_since(written)).max().expect("replies");
+    assert!(
+        slowest < SLOW * u32::try_from(CHATS).expect("count") / 2,
+        "the last of {CHATS} replies was posted {slowest:?} after the messages: sends waited for each other\n{}",
+        gw.log()
+    );
+    for user in 1..=CHATS {
+        let texts: Vec<String> = fake.chat(1000 + user).into_iter().map(|m| m.text).collect();
+        assert_eq!(texts, [format!("answer for chat {user}")], "chat {user}");
+    }
+}
+
 #[test]
 fn a_matrix_user_is_paired_then_answered_with_a_tool_call_streamed_by_edits() {
     use talaria_test_support::synapse::Synapse;

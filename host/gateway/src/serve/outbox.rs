@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use talaria_core::runtime::adapter::{AccountInfo, AdapterError, Button, Outbound, TextFormat};
 use talaria_core::store::Store;
@@ -21,6 +22,10 @@ const TICK: Duration = Duration::from_secs(1);
 const BATCH: usize = 32;
 /// Rounds of claims one call of [`send_due_in`] makes at most.
 const ROUNDS: usize = 64;
+/// Most deliveries of one account in flight at once (each to another chat).
+const PARALLEL_SENDS: usize = 16;
+/// How long a send goes alone before the next one starts beside it.
+const SEND_ALONE_FOR: Duration = Duration::from_millis(50);
 /// How long a claimed delivery is this process's to send: after that (the process died
 /// sending it), another sends it.
 const CLAIM: Duration = Duration::from_secs(60);
@@ -181,6 +186,7 @@ pub(crate) async fn send_due_in(store: &Store, account: &Account) {
         if due.is_empty() {
             return;
         }
+        let mut sends = Vec::with_capacity(due.len());
         for delivery in due {
             let body: Body = match serde_json::from_str(&delivery.body) {
                 Ok(body) => body,
@@ -196,9 +202,38 @@ pub(crate) async fn send_due_in(store: &Store, account: &Account) {
                 render_queued(store, account, &info, &delivery, &body.text);
                 continue;
             }
-            let outcome = deliver(account, &info, &delivery, body).await;
-            let _ = account.pending.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)));
-            record(store, account, &delivery, outcome);
+            sends.push((delivery, body));
+        }
+        send_all(store, account, &info, sends).await;
+    }
+}
+
+/// Send `sends` (of different chats: a claim holds at most one delivery per chat). One at a
+/// time while the platform answers quickly; a send slower than [`SEND_ALONE_FOR`] lets the
+/// next one start beside it, up to [`PARALLEL_SENDS`], so with a slow platform one chat's
+/// reply does not wait for another's.
+///
+/// Why not all at once: a send the platform took while this process dies, before it was
+/// recorded, is sent again by the next process (the ledger delivers at least once, and the
+/// platforms have no way to ask whether a message arrived). Sending one at a time while that
+/// costs nothing keeps such doubles to the rare send that was in flight at the crash.
+async fn send_all(store: &Store, account: &Account, info: &AccountInfo, sends: Vec<(Delivery, Body)>) {
+    let one = |(delivery, body): (Delivery, Body)| async move {
+        let outcome = deliver(account, info, &delivery, body).await;
+        let _ = account.pending.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)));
+        record(store, account, &delivery, outcome);
+    };
+    let mut waiting = sends.into_iter();
+    let mut running = futures_util::stream::FuturesUnordered::new();
+    running.extend(waiting.next().map(one));
+    while !running.is_empty() {
+        tokio::select! {
+            // One done: the next takes its place.
+            Some(()) = running.next() => running.extend(waiting.next().map(one)),
+            // None done for a while: the platform is slow, one more goes beside them.
+            () = tokio::time::sleep(SEND_ALONE_FOR), if running.len() < PARALLEL_SENDS && waiting.len() > 0 => {
+                running.extend(waiting.next().map(one));
+            }
         }
     }
 }
