@@ -62,7 +62,7 @@ async fn a_component_of_the_wrong_world_is_reported_and_others_load() {
 async fn a_wrong_api_version_is_reported_and_others_load() {
     let env = Env::new();
     good_and(&env);
-    let manifest = support::manifest("future", "").replace("api = \"0.2.0\"", "api = \"0.4.0\"");
+    let manifest = support::manifest("future", "").replace("api = \"0.2.0\"", "api = \"0.5.0\"");
     env.install("future", Path::new(support::EVIL_WASM), &manifest);
     let rt = env.runtime();
     assert_eq!(rt.plugins().iter().map(|p| p.name()).collect::<Vec<_>>(), ["good"]);
@@ -71,7 +71,7 @@ async fn a_wrong_api_version_is_reported_and_others_load() {
     assert_eq!(
         problems[0].to_string(),
         format!(
-            "{}: field `api`: plugin API 0.4.0 is not supported: this talaria supports 0.1.0, 0.2.0, 0.3.0 (rebuild the plugin against a matching talaria-sdk)",
+            "{}: field `api`: plugin API 0.5.0 is not supported: this talaria supports 0.1.0, 0.2.0, 0.3.0, 0.4.0 (rebuild the plugin against a matching talaria-sdk)",
             env.home.path().join("plugins/future/plugin.toml").display()
         )
     );
