@@ -453,15 +453,12 @@ impl Adapter {
         let indices =
             prepared.adapter.as_ref().ok_or_else(|| AdapterError::Crashed(format!("{who} exports no adapter")))?;
         let limits = bound.plugin.limits_for(Kind::Platform);
-        let site = Site::shared(
-            bound.runtime.workspace.clone(),
-            Caller { session_id: format!("gateway:{}", self.spec.name), call_id: String::new() },
-        );
+        let site = self.site(&bound);
         let result = instance::run_resident(
             engine,
             &bound.env,
             ResidentSlot {
-                slot: &self.slot,
+                slot: &mut *self.slot.lock().await,
                 pre: &prepared.pre,
                 load: |store: &mut Store<HostState>, instance: &Instance| indices.load(store, instance),
             },
@@ -474,15 +471,21 @@ impl Adapter {
         match result {
             Ok((Ok(value), _)) => Ok(value),
             Ok((Err(e), denials)) => Err(adapter_error(e, &denials, scan)),
-            Err(failure) => Err(AdapterError::Crashed(
-                scan.redacted(failure.into_plugin_error(&format!("{who} {what}"), limits).to_string()),
-            )),
+            Err(failure) => Err(crash_error(failure, &format!("{who} {what}"), limits, scan)),
         }
     }
 
+    /// Where the account's calls run (the runtime's workspace), and for whom.
+    fn site(&self, bound: &Bound) -> Site {
+        Site::shared(
+            bound.runtime.workspace.clone(),
+            Caller { session_id: format!("gateway:{}", self.spec.name), call_id: String::new() },
+        )
+    }
+
     /// A call that only sends (`send`, `edit`, `typing`, `chat-info`): on an instance of its
-    /// own once [`Adapter::sends_apart`] found the adapter can send from several (API 0.4.0
-    /// `sender`), else on the connected one. Either way refused, as transient, until the
+    /// own once [`Adapter::prepare_senders`] found the adapter can send from several (API
+    /// 0.4.0 `sender`), else on the connected one. Either way refused, as transient, until the
     /// account has connected. A crash of a sending instance drops that instance only: the
     /// connected one keeps polling.
     async fn call_out<T>(
@@ -490,9 +493,7 @@ impl Adapter {
         what: &str,
         f: impl AsyncFnOnce(&mut Store<HostState>, &wit::Guest) -> wasmtime::Result<Result<T, wit::AdapterError>>,
     ) -> Result<T, AdapterError> {
-        use std::sync::atomic::Ordering;
-        let apart = self.senders.ready.load(Ordering::SeqCst) && !self.senders.unsupported.load(Ordering::SeqCst);
-        if !apart || !self.is_connected() {
+        if !self.sends_apart() || !self.is_connected() {
             return self.call(what, f).await;
         }
         self.call_sender(what, f).await.unwrap_or_else(|| {
@@ -535,10 +536,7 @@ impl Adapter {
             Err(e) => return crashed(e.to_string()),
         };
         let limits = bound.plugin.limits_for(Kind::Platform);
-        let site = Site::shared(
-            bound.runtime.workspace.clone(),
-            Caller { session_id: format!("gateway:{}", self.spec.name), call_id: String::new() },
-        );
+        let site = self.site(&bound);
         let load = |store: &mut Store<HostState>, instance: &Instance| {
             Ok(SendGuest {
                 adapter: adapter.load(&mut *store, instance)?,
@@ -547,10 +545,10 @@ impl Adapter {
             })
         };
         let mut slot = self.senders.take().await;
-        let result = instance::run_resident_in(
+        let result = instance::run_resident(
             engine,
             &bound.env,
-            (&mut slot, &prepared.pre, load),
+            ResidentSlot { slot: &mut slot, pre: &prepared.pre, load },
             site,
             limits,
             async |store, guest: &SendGuest| {
@@ -582,9 +580,7 @@ impl Adapter {
                 retry_after: None,
             }),
             Ok((Err(NotSent::Adapter(e)), denials)) => Err(adapter_error(e, &denials, scan)),
-            Err(failure) => Err(AdapterError::Crashed(
-                scan.redacted(failure.into_plugin_error(&format!("{who} {what}"), limits).to_string()),
-            )),
+            Err(failure) => Err(crash_error(failure, &format!("{who} {what}"), limits, scan)),
         })
     }
 
@@ -677,17 +673,22 @@ impl Adapter {
         Ok(ChatInfo { id: short(chat.id), name: short(chat.name), chat_type: chat_type(chat.chat_type) })
     }
 
-    /// Whether this account sends from instances of their own, beside the connected one (the
-    /// adapter exports `sender`, API 0.4.0, and its `prepare` said yes): a long poll then holds
-    /// up no reply. The first call makes one such instance ready to find out; an answer of
-    /// "not now" counts as no until asked again.
-    pub async fn sends_apart(&self) -> bool {
-        use std::sync::atomic::Ordering;
-        if !self.is_connected() || self.senders.unsupported.load(Ordering::SeqCst) {
-            return false;
+    /// Make one instance that only sends ready, when the adapter can send from several (it
+    /// exports `sender`, API 0.4.0, and its `prepare` says yes): from then on
+    /// [`Adapter::sends_apart`]. An answer of "not now" leaves sends on the connected instance
+    /// until asked again.
+    pub async fn prepare_senders(&self) -> bool {
+        if self.is_connected() && !self.senders.unsupported.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = self.call_sender("prepare", async |_: &mut Store<HostState>, _: &wit::Guest| Ok(Ok(()))).await;
         }
-        let ready = self.call_sender("prepare", async |_: &mut Store<HostState>, _: &wit::Guest| Ok(Ok(()))).await;
-        matches!(ready, Some(Ok(())))
+        self.sends_apart()
+    }
+
+    /// Whether this account sends from instances of their own, beside the connected one: a
+    /// long poll then holds up no reply.
+    pub fn sends_apart(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.senders.ready.load(Ordering::SeqCst) && !self.senders.unsupported.load(Ordering::SeqCst)
     }
 
     /// Drop the instance; the next call makes a new one (and must `connect` first).
@@ -759,6 +760,16 @@ fn events_of(events: Vec<wit::Event>) -> Vec<PlatformEvent> {
             }),
         })
         .collect()
+}
+
+/// A call that trapped or missed its deadline, as the gateway sees it.
+fn crash_error(
+    failure: instance::Failure,
+    what: &str,
+    limits: instance::CallLimits,
+    scan: &crate::leak::SecretScan,
+) -> AdapterError {
+    AdapterError::Crashed(scan.redacted(failure.into_plugin_error(what, limits).to_string()))
 }
 
 /// An adapter's own error, its text capped, with what the host refused it, redacted.

@@ -91,7 +91,7 @@ impl Runtime {
             engine,
             &plugin.env,
             instance::ResidentSlot {
-                slot: &plugin.resident,
+                slot: &mut *plugin.resident.lock().await,
                 pre: &prepared.pre,
                 load: |store: &mut Store<HostState>, instance: &wasmtime::component::Instance| {
                     indices.load(store, instance)

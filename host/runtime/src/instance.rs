@@ -189,9 +189,10 @@ pub(crate) struct Resident<G> {
     guest: G,
 }
 
-/// Where a resident instance lives and how to make it.
+/// Where a resident instance lives (a slot its caller holds locked for the call) and how to
+/// make it.
 pub(crate) struct ResidentSlot<'a, G, L> {
-    pub slot: &'a tokio::sync::Mutex<Option<Resident<G>>>,
+    pub slot: &'a mut Option<Resident<G>>,
     pub pre: &'a InstancePre<HostState>,
     /// Looks its exports up in a new instance.
     pub load: L,
@@ -213,22 +214,6 @@ where
     L: FnOnce(&mut Store<HostState>, &Instance) -> wasmtime::Result<G>,
 {
     let ResidentSlot { slot, pre, load } = at;
-    let mut slot = slot.lock().await;
-    run_resident_in(engine, env, (&mut slot, pre, load), site, limits, f).await
-}
-
-/// [`run_resident`] on a slot the caller already holds.
-pub(crate) async fn run_resident_in<T, G: Clone, L>(
-    engine: &EngineHandle,
-    env: &Arc<PluginEnv>,
-    (slot, pre, load): (&mut Option<Resident<G>>, &InstancePre<HostState>, L),
-    site: Site,
-    limits: CallLimits,
-    f: impl AsyncFnOnce(&mut Store<HostState>, &G) -> wasmtime::Result<Result<T, GuestError>>,
-) -> Result<Done<T>, Failure>
-where
-    L: FnOnce(&mut Store<HostState>, &Instance) -> wasmtime::Result<G>,
-{
     let mut resident = match slot.take() {
         Some(mut r) if r.store.data().workspace() == site.workspace => {
             r.store.data_mut().act_for(site.caller);

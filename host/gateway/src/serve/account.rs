@@ -56,12 +56,12 @@ impl Backoff {
 }
 
 /// How long the next poll may wait. When the adapter sends from instances of their own
-/// ([`Account::sends_apart`]), as long as it likes. Otherwise replies wait for it to end (calls
+/// (`Adapter::sends_apart`), as long as it likes. Otherwise replies wait for it to end (calls
 /// on one instance never overlap), so it is short while turns run or replies are queued, and
 /// ends when the ledger's next retry comes due.
 fn poll_wait(gateway: &Gateway, account: &Account) -> Duration {
     // Replies go out from instances of their own: nothing waits for the poll.
-    if account.sends_apart.load(Ordering::SeqCst) {
+    if account.adapter.sends_apart() {
         return IDLE_POLL;
     }
     // An event that just came has a turn about to start (and replies to send): a long poll now
@@ -108,9 +108,8 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, account: Arc<Account>) {
         account.set_state(format!("connected as {}", info.bot_name));
         let polls = info.polls;
         *super::lock(&account.info) = Some(info);
-        let apart = account.adapter.sends_apart().await;
+        let apart = account.adapter.prepare_senders().await;
         tracing::debug!(account = %account.name, sends_apart = apart, "connected");
-        account.sends_apart.store(apart, Ordering::SeqCst);
         // Deliveries queued while it was away go out now.
         account.outbox.notify_one();
         if !polls {

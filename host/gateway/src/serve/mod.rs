@@ -25,7 +25,7 @@ mod session;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -89,9 +89,6 @@ pub(crate) struct Account {
     pub admins: Vec<String>,
     /// The lease whose holder polls the account (named after its credentials).
     pub lease_key: String,
-    /// Its adapter sends from instances of their own (API 0.4.0 `sender`): polls may be long
-    /// while replies go out.
-    pub sends_apart: AtomicBool,
 }
 
 impl Account {
@@ -273,7 +270,6 @@ pub(crate) fn open_account(
         busy: AtomicUsize::new(0),
         pending: AtomicUsize::new(0),
         last_event: Mutex::new(None),
-        sends_apart: AtomicBool::new(false),
         outbox: tokio::sync::Notify::new(),
         state: Mutex::new("starting".into()),
         admins: platform.admins.clone(),
@@ -377,7 +373,7 @@ async fn reload(gateway: Arc<Gateway>, plugins: Arc<talaria_core::Plugins>) {
                     tracing::info!(account = %account.name, plugin = %name, "adapter reloaded and connected");
                     account.set_state(format!("connected as {}", info.bot_name));
                     *lock(&account.info) = Some(info);
-                    account.sends_apart.store(account.adapter.sends_apart().await, Ordering::SeqCst);
+                    account.adapter.prepare_senders().await;
                 }
                 Err(e) => account.set_state(format!("reloaded; cannot connect: {e}")),
             }
