@@ -43,7 +43,7 @@ pub struct AcpSession {
     submitter: Submitter,
     /// The stored session the conversation is in now.
     current: Mutex<String>,
-    pub tools: Mutex<Vec<ToolSpec>>,
+    pub tools: Mutex<Vec<Arc<ToolSpec>>>,
     waiting: Mutex<HashMap<u64, Waiter>>,
     /// A prompt is running; the one it waits for.
     prompt: Mutex<Option<u64>>,
@@ -302,7 +302,7 @@ impl AcpSession {
     }
 
     /// The conversation moved to another stored session (compression).
-    pub fn moved(&self, started: &talaria_protocol::SessionStarted, tools: Vec<ToolSpec>) {
+    pub fn moved(&self, started: &talaria_protocol::SessionStarted, tools: Vec<Arc<ToolSpec>>) {
         if matches!(started.reason, SessionReason::Compressed { .. }) {
             tracing::info!(session = %self.id, "continues in {} after compression", started.session_id);
         }

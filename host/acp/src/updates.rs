@@ -19,7 +19,7 @@ use crate::content::COMMANDS;
 /// Most characters of a tool's result shown in the editor (the model gets it all).
 const MAX_SHOWN_CHARS: usize = 20_000;
 
-pub(crate) fn spec<'a>(tools: &'a [ToolSpec], name: &str) -> Option<&'a ToolAnnotations> {
+pub(crate) fn spec<'a>(tools: &'a [std::sync::Arc<ToolSpec>], name: &str) -> Option<&'a ToolAnnotations> {
     tools.iter().find(|t| t.name == name).map(|t| &t.annotations)
 }
 
@@ -159,7 +159,11 @@ pub fn available_commands() -> SessionUpdate {
 }
 
 /// A stored history as the updates that show it again (`session/load`).
-pub fn replay(messages: impl Iterator<Item = Message>, tools: &[ToolSpec], workspace: &Path) -> Vec<SessionUpdate> {
+pub fn replay(
+    messages: impl Iterator<Item = Message>,
+    tools: &[std::sync::Arc<ToolSpec>],
+    workspace: &Path,
+) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
     let mut kinds: HashMap<String, ToolKind> = HashMap::new();
     for m in messages {

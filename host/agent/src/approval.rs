@@ -246,8 +246,8 @@ mod tests {
     use super::*;
 
     /// A gate someone answers, the keys it saved "always", and its events.
-    fn interactive_gate()
-    -> (std::sync::Arc<Gate>, std::sync::Arc<Mutex<Vec<String>>>, tokio::sync::mpsc::UnboundedReceiver<Event>) {
+    fn interactive_gate() -> (std::sync::Arc<Gate>, std::sync::Arc<Mutex<Vec<String>>>, crate::channel::Receiver<Event>)
+    {
         let saved = std::sync::Arc::new(Mutex::new(Vec::new()));
         let s = saved.clone();
         let gate = std::sync::Arc::new(Gate::new(true).with_saver(Box::new(move |key| {

@@ -22,6 +22,7 @@ mod agent;
 pub mod approval;
 mod atomic;
 pub mod builtin;
+pub mod channel;
 pub mod checkpoints;
 pub mod extensions;
 pub mod history;
@@ -41,7 +42,6 @@ pub use extensions::{ContextEngine, HookReply, Hooks, MemoryProvider, NoHooks};
 pub use tools::{BoxFuture, Spilled, ToolContext, spill};
 
 use talaria_protocol::{Event, NoticeLevel};
-use tokio::sync::mpsc;
 
 /// Where the agent's output goes; decides the prompt's closing hint ([`prompt`]) and
 /// what a tool may do (a scheduled run schedules nothing).
@@ -108,15 +108,15 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 /// Where the loop's events go. Cloning shares the stream; a muted emitter drops everything.
 #[derive(Debug, Clone)]
 pub struct Emitter {
-    tx: Option<mpsc::UnboundedSender<Event>>,
+    tx: Option<channel::Sender<Event>>,
     /// A child agent's label: its tool progress is reported as notices, the rest is dropped.
     child: Option<String>,
 }
 
 impl Emitter {
     /// A new stream and its receiving end.
-    pub fn channel() -> (Self, mpsc::UnboundedReceiver<Event>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub fn channel() -> (Self, channel::Receiver<Event>) {
+        let (tx, rx) = channel::unbounded();
         (Self { tx: Some(tx), child: None }, rx)
     }
 

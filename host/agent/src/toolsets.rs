@@ -13,6 +13,7 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, LazyLock};
 
 /// Why a selection cannot be resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,10 +44,11 @@ impl Selection {
     }
 }
 
-/// Every known toolset by name.
+/// Every known toolset by name. Cheap to clone: copies share the sets until one is changed
+/// (every session starts from the same built-in ones).
 #[derive(Debug, Clone, Default)]
 pub struct Toolsets {
-    sets: BTreeMap<String, Toolset>,
+    sets: Arc<BTreeMap<String, Toolset>>,
 }
 
 fn set(description: &str, tools: &[&str], includes: &[&str]) -> Toolset {
@@ -60,6 +62,17 @@ fn set(description: &str, tools: &[&str], includes: &[&str]) -> Toolset {
 impl Toolsets {
     /// The built-in sets.
     pub fn builtin() -> Self {
+        static BUILTIN: LazyLock<Arc<BTreeMap<String, Toolset>>> = LazyLock::new(|| Arc::new(Toolsets::made()));
+        Self { sets: BUILTIN.clone() }
+    }
+
+    /// Add (or replace) a set: a plugin's tools, or a custom set from config.
+    pub fn insert(&mut self, name: impl Into<String>, toolset: Toolset) {
+        Arc::make_mut(&mut self.sets).insert(name.into(), toolset);
+    }
+
+    /// The built-in sets, made once per process.
+    fn made() -> BTreeMap<String, Toolset> {
         let mut sets = BTreeMap::new();
         for (name, ts) in [
             (
@@ -87,12 +100,7 @@ impl Toolsets {
         ] {
             sets.insert(name.to_string(), ts);
         }
-        Self { sets }
-    }
-
-    /// Add (or replace) a set: a plugin's tools, or a custom set from config.
-    pub fn insert(&mut self, name: impl Into<String>, toolset: Toolset) {
-        self.sets.insert(name.into(), toolset);
+        sets
     }
 
     pub fn get(&self, name: &str) -> Option<&Toolset> {

@@ -3,12 +3,18 @@
 //! - 50 chats writing at once: replies per second, and the latency each message sees from the
 //!   moment the platform has it to the moment the reply is posted (p50, p99), over several rounds;
 //! - resident memory of the gateway before and after 1,000 chats, each a session then left idle;
-//! - the memory one adapter instance costs: the gateway with one account, then with four.
+//! - the memory one adapter instance costs: the gateway with one account, then with four;
+//! - a soak: 100,000 messages over 500 chats (50 waiting for their answer at any time), the
+//!   gateway's resident memory sampled every second and drawn as an SVG plot
+//!   (`soak-rss.svg` in the target's tmp directory; the path is printed).
 //!
-//! Run: `cargo bench -p talaria-cli --bench gateway`
+//! Run: `cargo bench -p talaria-cli --bench gateway` (`GATEWAY_BENCH_ONLY=soak` for one part).
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use talaria_mock_llm::{MockLlm, Script};
@@ -17,6 +23,14 @@ use talaria_test_support::telegram::TelegramFake;
 const CHATS: i64 = 50;
 const ROUNDS: usize = 6;
 const IDLE_SESSIONS: i64 = 1_000;
+/// Sessions are put away after this long without a message (`[gateway] idle_minutes`).
+const IDLE_MINUTES: u64 = 1;
+const SOAK_MESSAGES: usize = 100_000;
+const SOAK_CHATS: usize = 500;
+/// Chats waiting for their answer at any time.
+const SOAK_WINDOW: usize = 50;
+/// Where the soak's RSS is compared with its end.
+const SOAK_EARLY: usize = 10_000;
 const WAIT: Duration = Duration::from_secs(120);
 
 struct Gateway(Child);
@@ -30,7 +44,18 @@ impl Drop for Gateway {
 
 impl Gateway {
     fn start(home: &Path) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_talaria"))
+        // `GATEWAY_BENCH_WRAP="heaptrack -o /tmp/gw"` runs the gateway under a profiler.
+        let wrap: Vec<String> =
+            std::env::var("GATEWAY_BENCH_WRAP").unwrap_or_default().split_whitespace().map(String::from).collect();
+        let mut command = match wrap.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(env!("CARGO_BIN_EXE_talaria"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_talaria")),
+        };
+        let child = command
             .args(["gateway", "run"])
             .env("TALARIA_HOME", home)
             .env_remove("TALARIA_LOG")
@@ -42,21 +67,27 @@ impl Gateway {
     }
 
     fn rss_kib(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.0.id()))
-            .expect("status")
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS")
+        rss_kib(self.0.id())
     }
 }
 
-/// A home whose gateway serves one Telegram account per fake, answering anyone.
+/// The resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("status")
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// A home whose gateway serves one Telegram account per fake, answering anyone; sessions are
+/// put away after [`IDLE_MINUTES`].
 fn home(mock: &MockLlm, fakes: &[(&str, &TelegramFake)]) -> tempfile::TempDir {
     let home = tempfile::tempdir().expect("home");
     let mut config = format!(
         "[model]\nprovider = \"custom\"\nname = \"mock\"\nbase_url = \"{}\"\n[agent]\nauto_title = false\n\
-         [gateway]\nallow_all = true\nworkspaces = \"{}\"\n",
+         [gateway]\nallow_all = true\nidle_minutes = {IDLE_MINUTES}\nworkspaces = \"{}\"\n",
         mock.base_url(),
         home.path().join("chats").display()
     );
@@ -150,10 +181,18 @@ fn idle_sessions() {
     std::thread::sleep(Duration::from_millis(500));
     let after = gw.rss_kib();
     println!(
-        "{IDLE_SESSIONS} idle chat sessions: gateway resident memory {:.1} MiB -> {:.1} MiB ({:.0} KiB per session)",
+        "{IDLE_SESSIONS} idle chat sessions: gateway resident memory {:.1} MiB -> {:.1} MiB ({:.1} KiB per session)",
         before as f64 / 1024.0,
         after as f64 / 1024.0,
         (after.saturating_sub(before)) as f64 / IDLE_SESSIONS as f64
+    );
+    // Put away after IDLE_MINUTES without a message (the worker looks every 5 s).
+    std::thread::sleep(Duration::from_secs(IDLE_MINUTES * 60 + 15));
+    let away = gw.rss_kib();
+    println!(
+        "  after {IDLE_MINUTES} min without messages they are put away: {:.1} MiB ({:.1} KiB per session still held)",
+        away as f64 / 1024.0,
+        (away.saturating_sub(before)) as f64 / IDLE_SESSIONS as f64
     );
 }
 
@@ -181,8 +220,154 @@ fn adapter_instances() {
     );
 }
 
+/// One RSS sample of the soak: seconds since it began, messages answered, KiB.
+type Sample = (f64, usize, u64);
+
+fn soak() {
+    let fake = TelegramFake::start("1:soak");
+    let mock = MockLlm::start(Script::auto());
+    let home = home(&mock, &[("1:soak", &fake)]);
+    let gw = Gateway::start(home.path());
+    fake.wait_polling(WAIT);
+    let answered = Arc::new(AtomicUsize::new(0));
+    let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
+    let done = Arc::new(AtomicBool::new(false));
+    let began = Instant::now();
+    let sampler = {
+        let (answered, samples, done, pid) = (answered.clone(), samples.clone(), done.clone(), gw.0.id());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                let sample = (began.elapsed().as_secs_f64(), answered.load(Ordering::SeqCst), rss_kib(pid));
+                samples.lock().expect("samples").push(sample);
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+    let user = |chat: usize| 500_000 + chat as i64;
+    let mut sent = vec![0usize; SOAK_CHATS];
+    let mut waiting: VecDeque<usize> = VecDeque::new();
+    let (mut next, mut total_sent, mut last_answer) = (0, 0, Instant::now());
+    while answered.load(Ordering::SeqCst) < SOAK_MESSAGES {
+        while waiting.len() < SOAK_WINDOW && total_sent < SOAK_MESSAGES {
+            let chat = next;
+            next = (next + 1) % SOAK_CHATS;
+            sent[chat] += 1;
+            total_sent += 1;
+            fake.dm(user(chat), "soak", &format!("echo soak {chat} {}", sent[chat]));
+            waiting.push_back(chat);
+        }
+        let before = waiting.len();
+        waiting.retain(|&chat| {
+            if fake.shown_in(user(chat)) < sent[chat] {
+                return true;
+            }
+            let reply = fake.last_in(user(chat)).expect("a reply");
+            assert_eq!(reply.text, format!("soak {chat} {}", sent[chat]), "a reply went astray");
+            assert_eq!(fake.shown_in(user(chat)), sent[chat], "chat {chat} was answered twice");
+            false
+        });
+        let now_answered = answered.fetch_add(before - waiting.len(), Ordering::SeqCst) + before - waiting.len();
+        if before > waiting.len() {
+            last_answer = Instant::now();
+            if now_answered % 5_000 < before - waiting.len() {
+                // The model double keeps every request; the gateway's memory is what is measured.
+                mock.forget_requests();
+            }
+        }
+        assert!(last_answer.elapsed() < WAIT, "no answer for {WAIT:?}; {now_answered} answered");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let took = began.elapsed();
+    done.store(true, Ordering::SeqCst);
+    sampler.join().expect("sampler");
+    let samples = samples.lock().expect("samples").clone();
+    let early = samples.iter().find(|s| s.1 >= SOAK_EARLY).unwrap_or(&samples[0]).2;
+    let end = samples.last().expect("a sample").2;
+    let peak = samples.iter().map(|s| s.2).max().unwrap_or(0);
+    let svg = Path::new(env!("CARGO_TARGET_TMPDIR")).join("soak-rss.svg");
+    std::fs::write(&svg, plot(&samples, early)).expect("write the plot");
+    println!(
+        "soak: {SOAK_MESSAGES} messages over {SOAK_CHATS} chats in {:.0} s ({:.0} replies/s); gateway resident memory after {SOAK_EARLY} messages {:.1} MiB, at the end {:.1} MiB ({:+.1}%), peak {:.1} MiB; plot: {}",
+        took.as_secs_f64(),
+        SOAK_MESSAGES as f64 / took.as_secs_f64(),
+        early as f64 / 1024.0,
+        end as f64 / 1024.0,
+        (end as f64 / early as f64 - 1.0) * 100.0,
+        peak as f64 / 1024.0,
+        svg.display()
+    );
+}
+
+/// The soak's resident memory over the messages answered, as an SVG line chart, with a band of
+/// ±10% around `early` (the memory after the first [`SOAK_EARLY`] messages).
+fn plot(samples: &[Sample], early: u64) -> String {
+    const W: f64 = 900.0;
+    const H: f64 = 420.0;
+    const LEFT: f64 = 70.0;
+    const BOTTOM: f64 = 50.0;
+    const TOP: f64 = 40.0;
+    const RIGHT: f64 = 20.0;
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let top = samples.iter().map(|s| mib(s.2)).fold(mib(early) * 1.2, f64::max).ceil();
+    let x = |n: usize| LEFT + (W - LEFT - RIGHT) * n as f64 / SOAK_MESSAGES as f64;
+    let y = |m: f64| H - BOTTOM - (H - BOTTOM - TOP) * m / top;
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{LEFT}\" y=\"22\" font-size=\"15\">talaria gateway: resident memory over {SOAK_MESSAGES} messages, {SOAK_CHATS} chats</text>\n"
+    );
+    let (low, high) = (y(mib(early) * 0.9), y(mib(early) * 1.1));
+    out.push_str(&format!(
+        "<rect x=\"{LEFT}\" y=\"{high:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#e3f0e3\"/>\n",
+        W - LEFT - RIGHT,
+        low - high
+    ));
+    for i in 0..=5 {
+        let m = top * f64::from(i) / 5.0;
+        out.push_str(&format!(
+            "<line x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{m:.0} MiB</text>\n",
+            W - RIGHT,
+            y(m),
+            y(m),
+            LEFT - 6.0,
+            y(m) + 4.0
+        ));
+    }
+    for i in 0..=5 {
+        let n = SOAK_MESSAGES * i / 5;
+        out.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{n}</text>\n",
+            x(n),
+            H - BOTTOM + 18.0
+        ));
+    }
+    out.push_str(&format!(
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">messages answered (band: ±10% of the memory after {SOAK_EARLY})</text>\n",
+        (LEFT + W - RIGHT) / 2.0,
+        H - 10.0
+    ));
+    let points: Vec<String> = samples.iter().map(|s| format!("{:.1},{:.1}", x(s.1), y(mib(s.2)))).collect();
+    out.push_str(&format!(
+        "<polyline fill=\"none\" stroke=\"#1f5fa8\" stroke-width=\"1.5\" points=\"{}\"/>\n</svg>\n",
+        points.join(" ")
+    ));
+    out
+}
+
 fn main() {
-    throughput_and_latency();
-    idle_sessions();
-    adapter_instances();
+    // `GATEWAY_BENCH_ONLY=idle` (or `throughput`, `adapters`, comma-separated) runs those alone.
+    let only = std::env::var("GATEWAY_BENCH_ONLY").unwrap_or_default();
+    let runs = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
+    if runs("throughput") {
+        throughput_and_latency();
+    }
+    if runs("idle") {
+        idle_sessions();
+    }
+    if runs("adapters") {
+        adapter_instances();
+    }
+    if runs("soak") {
+        soak();
+    }
 }

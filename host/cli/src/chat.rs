@@ -155,6 +155,7 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         mcp_servers: std::collections::BTreeMap::new(),
         configured_mcp: true,
         unconfined_commands: false,
+        rests: false,
         no_model: false,
     };
     let mut conversation = host.start(start).await?;

@@ -74,7 +74,7 @@ pub async fn run(ctx: &Ctx, cmd: ContextCmd) -> anyhow::Result<ExitCode> {
             let messages: Vec<Message> = store.messages(&info.id)?.into_iter().map(|m| m.message).collect();
             let system = store.system_prompt(&info.id)?;
             let (mut tools, _) = runtime.tools().await;
-            tools.extend(talaria_agent::builtin::specs());
+            tools.extend(talaria_agent::builtin::specs().into_iter().map(std::sync::Arc::new));
             let count = u32::try_from(messages.len()).unwrap_or(u32::MAX);
             let compressions = Agent::compressions_before(&store, info);
             let budget = ContextBudget::estimate(&system, &tools, &messages, context_length);

@@ -54,7 +54,7 @@ impl PluginTools {
 }
 
 impl ToolSource for PluginTools {
-    fn specs(&self) -> BoxFuture<'_, Vec<ToolSpec>> {
+    fn specs(&self) -> BoxFuture<'_, Vec<Arc<ToolSpec>>> {
         Box::pin(async move {
             let (tools, problems) = self.live.get().tools().await;
             for p in problems {

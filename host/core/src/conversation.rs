@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use talaria_agent::approval::Gate;
+use talaria_agent::channel::{Receiver, Sender, unbounded};
 use talaria_agent::model::{Chain, Provider};
 use talaria_agent::toolsets::{Selection, Toolset, Toolsets};
 use talaria_agent::{Agent, AgentConfig, Emitter, Shared, ToolSources};
@@ -19,7 +20,6 @@ use talaria_protocol::{
     Event, Message, NoticeLevel, Op, SessionReason, SessionStarted, Stamped, ToolSpec, TurnEnd, Usage,
 };
 use talaria_store::{SessionInfo, Store};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, ConfigToml};
@@ -32,7 +32,7 @@ const TAIL: usize = 12;
 /// A conversation's handle: submit ops, read events.
 pub struct Conversation {
     submitter: Submitter,
-    events: UnboundedReceiver<Stamped>,
+    events: Receiver<Stamped>,
     info: Arc<Mutex<Info>>,
     gate: Arc<Gate>,
 }
@@ -40,7 +40,7 @@ pub struct Conversation {
 /// Submits ops to a conversation; cheap to clone (a signal handler can hold one).
 #[derive(Clone)]
 pub struct Submitter {
-    ops: UnboundedSender<(u64, Op)>,
+    ops: Sender<(u64, Op)>,
     next: Arc<AtomicU64>,
 }
 
@@ -61,11 +61,13 @@ pub struct Info {
     pub session_id: String,
     /// The main model (its label, API mode and URL), if any.
     pub provider: Option<Provider>,
-    pub tools: Vec<ToolSpec>,
+    /// Shared with the agent (and every conversation that offers the same tools).
+    pub tools: Vec<Arc<ToolSpec>>,
     /// Tokens and model calls of this conversation's turns.
     pub usage: Usage,
     pub api_calls: u32,
-    /// The last user and assistant messages (to show where a resumed session stands).
+    /// The last user and assistant messages (to show where a resumed session stands); none
+    /// when the conversation rests between ops ([`Start::rests`]).
     pub tail: Vec<Message>,
     /// Messages in the session.
     pub messages: usize,
@@ -107,7 +109,7 @@ impl Conversation {
 
     /// The next event if one is waiting.
     pub fn try_next_event(&mut self) -> Option<Stamped> {
-        self.events.try_recv().ok()
+        self.events.try_recv()
     }
 
     /// Where the conversation stands.
@@ -214,8 +216,8 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         Agent::start(shared.clone(), emitter.clone(), talaria_agent::Start { resume, ..Default::default() }).await?;
     warnings.extend(agent.warnings().iter().cloned());
 
-    let (ops_tx, ops) = unbounded_channel();
-    let (out, events) = unbounded_channel();
+    let (ops_tx, ops) = unbounded();
+    let (out, events) = unbounded();
     let info = Arc::new(Mutex::new(Info { workspace, ..Info::default() }));
     let mut outbox = Outbox {
         out,
@@ -245,6 +247,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         aux: (start.auto_title && host.config.agent.auto_title.unwrap_or(true)).then(|| host.aux.clone()),
         titled: false,
         plugins: plugins.clone(),
+        rests: start.rests,
     };
     actor.update_info();
     tokio::spawn(actor.run());
@@ -326,7 +329,7 @@ fn session_started(agent: &Agent, reason: SessionReason) -> Event {
 
 /// Ops waiting to be carried out.
 struct Inbox {
-    ops: UnboundedReceiver<(u64, Op)>,
+    ops: Receiver<(u64, Op)>,
     queue: VecDeque<(u64, Op)>,
     /// False once the handle was dropped.
     open: bool,
@@ -348,7 +351,7 @@ impl Inbox {
 
 /// Events on their way out, stamped with what they belong to.
 struct Outbox {
-    out: UnboundedSender<Stamped>,
+    out: Sender<Stamped>,
     /// The op being carried out, and the turn running.
     op: u64,
     turn: Option<u64>,
@@ -360,7 +363,7 @@ struct Outbox {
     _terminal: Option<Arc<dyn talaria_runtime::Terminal>>,
     gate: Arc<Gate>,
     /// What the agent (and the gate) emit.
-    agent_events: UnboundedReceiver<Event>,
+    agent_events: Receiver<Event>,
 }
 
 impl Outbox {
@@ -376,7 +379,7 @@ impl Outbox {
 
     /// Pass on what the agent emitted so far.
     fn pump(&mut self) {
-        while let Ok(event) = self.agent_events.try_recv() {
+        while let Some(event) = self.agent_events.try_recv() {
             self.send(event);
         }
     }
@@ -404,6 +407,8 @@ struct Actor {
     titled: bool,
     /// The workspace's plugins, reloaded before an op when they changed on disk.
     plugins: Arc<crate::Plugins>,
+    /// The agent rests between ops ([`Start::rests`]).
+    rests: bool,
 }
 
 impl Actor {
@@ -416,18 +421,29 @@ impl Actor {
                 continue;
             }
             let stop = matches!(op, Op::Shutdown { .. });
-            self.carry_out(op).await;
+            // Boxed: the run's own future stays small while the session waits for its next op.
+            Box::pin(self.carry_out(op)).await;
             self.outbox.pump();
             self.update_info();
             if stop {
                 return;
             }
+            if self.rests {
+                self.agent.rest();
+            }
         }
         // The handle was dropped: close the session as a user leaving would.
-        self.close("exit").await;
+        Box::pin(self.close("exit")).await;
     }
 
     async fn carry_out(&mut self, op: Op) {
+        // A turn reads what it let go of itself, and ends as failed if it cannot; any other op
+        // needs it first.
+        if !matches!(op, Op::UserTurn { .. })
+            && let Err(e) = self.agent.wake().await
+        {
+            return self.outbox.error(format!("cannot read the session back from the store: {e}"));
+        }
         if !matches!(op, Op::Shutdown { .. })
             && let Some(text) = self.plugins.refresh().await
         {
@@ -598,6 +614,9 @@ impl Actor {
     }
 
     async fn close(&mut self, reason: &str) {
+        if let Err(e) = self.agent.wake().await {
+            tracing::warn!(session_id = self.agent.session_id(), "closing without its history: {e}");
+        }
         if let Err(e) = self.agent.close(reason).await {
             self.outbox.send(Event::Notice { level: NoticeLevel::Warn, text: e.to_string() });
         }
@@ -660,13 +679,14 @@ impl Actor {
         let agent = &self.agent;
         let (usage, api_calls) = agent.usage();
         let history = agent.history();
+        let shown = if self.rests { 0 } else { TAIL };
         let mut tail: Vec<Message> = history
             .iter()
             .rev()
             .filter(|m| {
                 matches!(m, Message::User { .. }) || (matches!(m, Message::Assistant { .. }) && !m.content().is_empty())
             })
-            .take(TAIL)
+            .take(shown)
             .cloned()
             .collect();
         tail.reverse();

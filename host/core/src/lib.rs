@@ -186,6 +186,11 @@ pub struct Start {
     /// job is confined whatever `[sandbox] commands` says, unless its own platform or job set
     /// this (the operator's decision for that very place).
     pub unconfined_commands: bool,
+    /// Let go of the session's history and system prompt between ops (they are read again
+    /// from the store when the next op comes): for a front door holding many sessions that
+    /// mostly wait (the gateway's chats), each then costs little while it waits. Its
+    /// [`Info::tail`](crate::conversation::Info::tail) stays empty.
+    pub rests: bool,
     /// A conversation that never calls the model (`talaria tools`, which runs tools through
     /// [`talaria_protocol::Op::CallTool`]): no model needs to be configured, and none is read.
     pub no_model: bool,
@@ -215,6 +220,7 @@ impl Default for Start {
             mcp_servers: std::collections::BTreeMap::new(),
             configured_mcp: true,
             unconfined_commands: false,
+            rests: false,
             no_model: false,
         }
     }

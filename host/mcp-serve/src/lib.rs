@@ -120,7 +120,7 @@ fn approval(answer: &ElicitResult) -> Decision {
 ///
 /// # Errors
 /// The plugins cannot be found (grants.toml unreadable), or the store cannot be read.
-pub async fn plugin_tools(host: &Host) -> Result<(Vec<ToolSpec>, Vec<String>), talaria_core::Error> {
+pub async fn plugin_tools(host: &Host) -> Result<(Vec<Arc<ToolSpec>>, Vec<String>), talaria_core::Error> {
     let (plugins, _) = host.plugins(host.workspace())?;
     let runtime = plugins.runtime();
     let names: std::collections::BTreeSet<&str> = runtime.plugins().iter().map(|p| p.name()).collect();
@@ -189,20 +189,20 @@ type Called = Result<String, ToolError>;
 #[derive(Clone)]
 pub struct Served {
     host: Arc<Host>,
-    specs: Arc<Vec<ToolSpec>>,
+    specs: Arc<Vec<Arc<ToolSpec>>>,
     held: Arc<rounds::Held>,
 }
 
 impl Served {
     /// Serve `specs` (from [`plugin_tools`], or some of them), calling them in `host`'s
     /// workspace.
-    pub fn new(host: Arc<Host>, specs: Vec<ToolSpec>) -> Self {
+    pub fn new(host: Arc<Host>, specs: Vec<Arc<ToolSpec>>) -> Self {
         Self { host, specs: Arc::new(specs), held: Arc::default() }
     }
 
     /// The tools as MCP lists them.
     pub fn listed(&self) -> Vec<Tool> {
-        self.specs.iter().map(tool).collect()
+        self.specs.iter().map(|s| tool(s)).collect()
     }
 }
 
@@ -238,7 +238,7 @@ impl ServerHandler for Served {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.specs.iter().find(|s| s.name == name).map(tool)
+        self.specs.iter().find(|s| s.name == name).map(|s| tool(s))
     }
 
     async fn call_tool(

@@ -660,14 +660,14 @@ pub struct Checked {
 }
 
 impl ToolSource for Servers {
-    fn specs(&self) -> BoxFuture<'_, Vec<ToolSpec>> {
+    fn specs(&self) -> BoxFuture<'_, Vec<Arc<ToolSpec>>> {
         Box::pin(async move {
             self.prepare().await;
             self.servers
                 .values()
                 .flat_map(|server| {
                     let listing = lock(&server.tools).clone().unwrap_or_default();
-                    specs_of(&server.name, &listing)
+                    specs_of(&server.name, &listing).into_iter().map(Arc::new)
                 })
                 .collect()
         })

@@ -150,7 +150,8 @@ pub(crate) const MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Which plugin provides each tool.
 struct ToolIndex {
-    tools: Vec<ToolSpec>,
+    /// Shared with every conversation that lists them (one copy of each schema per process).
+    tools: Vec<Arc<ToolSpec>>,
     by_name: HashMap<String, usize>,
     problems: Vec<Problem>,
 }
@@ -517,7 +518,7 @@ impl Runtime {
     }
 
     /// Every tool of every usable plugin, and the problems met while finding them.
-    pub async fn tools(&self) -> (Vec<ToolSpec>, Vec<Problem>) {
+    pub async fn tools(&self) -> (Vec<Arc<ToolSpec>>, Vec<Problem>) {
         let index = self.index().await;
         (index.tools.clone(), index.problems.clone())
     }
@@ -556,11 +557,11 @@ impl Runtime {
                             Some(_) => {
                                 index.tools.retain(|t| t.name != spec.name);
                                 index.by_name.insert(spec.name.clone(), i);
-                                index.tools.push(spec);
+                                index.tools.push(Arc::new(spec));
                             }
                             None => {
                                 index.by_name.insert(spec.name.clone(), i);
-                                index.tools.push(spec);
+                                index.tools.push(Arc::new(spec));
                             }
                         }
                     }

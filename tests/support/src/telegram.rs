@@ -49,6 +49,8 @@ struct Inner {
     next_update: i64,
     next_message: i64,
     shown: Vec<Shown>,
+    /// Where each chat's messages are in `shown` (a long benchmark asks after one chat often).
+    by_chat: HashMap<i64, Vec<usize>>,
     /// sendMessage calls still to answer with 502.
     failing_sends: usize,
     /// Calls by method.
@@ -229,7 +231,19 @@ impl TelegramFake {
 
     /// What the bot has shown in `chat_id`, oldest first.
     pub fn chat(&self, chat_id: i64) -> Vec<Shown> {
-        lock(&self.shared).shown.iter().filter(|m| m.chat_id == chat_id).cloned().collect()
+        let inner = lock(&self.shared);
+        inner.by_chat.get(&chat_id).map_or_else(Vec::new, |at| at.iter().map(|&i| inner.shown[i].clone()).collect())
+    }
+
+    /// How many messages the bot has shown in `chat_id`.
+    pub fn shown_in(&self, chat_id: i64) -> usize {
+        lock(&self.shared).by_chat.get(&chat_id).map_or(0, Vec::len)
+    }
+
+    /// The last message the bot showed in `chat_id`.
+    pub fn last_in(&self, chat_id: i64) -> Option<Shown> {
+        let inner = lock(&self.shared);
+        inner.by_chat.get(&chat_id).and_then(|at| at.last()).map(|&i| inner.shown[i].clone())
     }
 
     /// Every message the bot has shown.
@@ -406,6 +420,8 @@ fn send_message(shared: &Arc<Shared>, body: &Value) -> Response {
     }
     inner.next_message += 1;
     let message_id = inner.next_message;
+    let at = inner.shown.len();
+    inner.by_chat.entry(chat_id).or_default().push(at);
     inner.shown.push(Shown {
         message_id,
         chat_id,
@@ -430,7 +446,10 @@ fn edit_message(shared: &Arc<Shared>, body: &Value) -> Response {
         return error(400, "Bad Request: can't parse entities: unsupported start tag");
     }
     let buttons = buttons(body);
-    let Some(shown) = inner.shown.iter_mut().find(|m| m.chat_id == chat_id && m.message_id == message_id) else {
+    let inner = &mut *inner;
+    let found =
+        inner.by_chat.get(&chat_id).into_iter().flatten().copied().find(|&i| inner.shown[i].message_id == message_id);
+    let Some(shown) = found.map(|i| &mut inner.shown[i]) else {
         return error(400, "Bad Request: message to edit not found");
     };
     if shown.text == text && shown.buttons == buttons {

@@ -10,8 +10,18 @@ use super::registry::{Scope, ToolHandler};
 use crate::builtin::{self, cronjob, delegate, memory::Memory, search, skills, todo::Todos};
 use crate::tools::BoxFuture;
 
-/// Every tool of the agent's own, with its handler, in [`builtin::specs`]' order.
-pub(super) fn handlers() -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
+/// Every tool of the agent's own, with its handler, in [`builtin::specs`]' order: made once
+/// per process and shared by every agent (the handlers keep no state; the specs never change).
+pub(super) fn handlers() -> &'static [Own] {
+    static OWN: std::sync::LazyLock<Vec<Own>> =
+        std::sync::LazyLock::new(|| made().into_iter().map(|(spec, handler)| (Arc::new(spec), handler)).collect());
+    &OWN
+}
+
+/// A tool of the agent's own and what runs it.
+pub(super) type Own = (Arc<ToolSpec>, Arc<dyn ToolHandler>);
+
+fn made() -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
     let mut skills = skills::specs();
     let mut skill = |name: &str| {
         let at = skills.iter().position(|s| s.name == name).unwrap_or_default();
@@ -128,7 +138,7 @@ own_tool!(
 mod tests {
     #[test]
     fn every_tool_of_the_agent_has_a_handler_in_the_order_of_its_specs() {
-        let handled: Vec<String> = super::handlers().into_iter().map(|(s, _)| s.name).collect();
+        let handled: Vec<String> = super::handlers().iter().map(|(s, _)| s.name.clone()).collect();
         let specs: Vec<String> = crate::builtin::specs().into_iter().map(|s| s.name).collect();
         assert_eq!(handled, specs);
     }

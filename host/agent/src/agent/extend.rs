@@ -135,7 +135,7 @@ impl ContextBudget {
     /// Estimated at 4 characters a token.
     pub fn estimate(
         system_prompt: &str,
-        tools: &[talaria_protocol::ToolSpec],
+        tools: &[std::sync::Arc<talaria_protocol::ToolSpec>],
         messages: &[Message],
         context_length: u64,
     ) -> Self {
@@ -187,7 +187,11 @@ impl ContextBudget {
 }
 
 /// ≈ tokens of a request with this system prompt, tools and history (4 characters a token).
-pub fn estimate_tokens(system_prompt: &str, tools: &[talaria_protocol::ToolSpec], messages: &[Message]) -> u64 {
+pub fn estimate_tokens(
+    system_prompt: &str,
+    tools: &[std::sync::Arc<talaria_protocol::ToolSpec>],
+    messages: &[Message],
+) -> u64 {
     let tools_chars = serde_json::to_string(tools).map_or(0, |t| t.len());
     chars_to_tokens(system_prompt.len() + tools_chars + message_chars(messages))
 }

@@ -128,6 +128,7 @@ impl Agent {
 
     /// Reload the history when another process changed the session since this one last looked.
     async fn catch_up(&mut self) -> Result<(), Error> {
+        self.wake().await?;
         let (id, known) = (self.session_id.clone(), self.mark);
         let changed = crate::on_store(&self.shared.store, move |store| {
             let mark = store.message_mark(&id)?;

@@ -232,7 +232,7 @@ pub struct Agent {
     platform: Platform,
     system_prompt: String,
     history: Vec<Message>,
-    tools: Vec<ToolSpec>,
+    tools: Vec<Arc<ToolSpec>>,
     /// What runs each tool (of `tools` and more: only `tools` are offered and run).
     registry: Registry,
     chain: Chain,
@@ -260,6 +260,9 @@ pub struct Agent {
     mark: (i64, i64),
     /// Usage of model calls whose answers are not committed yet: it is stored with them.
     unrecorded: Option<(Usage, u32)>,
+    /// It let go of its history and system prompt ([`Agent::rest`]); [`Agent::wake`] reads
+    /// them again.
+    resting: bool,
 }
 
 /// What a turn has done so far.
@@ -284,7 +287,7 @@ impl Agent {
         let mut warnings = Vec::new();
         let own = builtins::handlers();
         let own_count = own.len();
-        let registry = Registry::build(own, &shared.tools, &mut warnings).await;
+        let registry = Registry::build(own.iter().cloned(), &shared.tools, &mut warnings).await;
         let mut toolsets = cfg.toolsets.clone();
         for spec in &registry.specs()[own_count..] {
             let mut entry = toolsets.get(&spec.plugin).cloned().unwrap_or_else(|| Toolset {
@@ -299,7 +302,7 @@ impl Agent {
         let names: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
         let selection = start.selection.as_ref().unwrap_or(&cfg.selection);
         let chosen = toolsets.resolve(selection, &names).map_err(Error::Toolsets)?;
-        let tools: Vec<ToolSpec> = all
+        let tools: Vec<Arc<ToolSpec>> = all
             .into_iter()
             .filter(|s| chosen.contains(&s.name))
             .filter(|s| start.parent.is_none() || !CHILD_EXCLUDED.contains(&s.name.as_str()))
@@ -398,6 +401,7 @@ impl Agent {
             lease: None,
             mark,
             unrecorded: None,
+            resting: false,
         })
     }
 
@@ -405,11 +409,45 @@ impl Agent {
         &self.session_id
     }
 
+    /// Let go of what the store keeps anyway, the history and the system prompt, until
+    /// [`Agent::wake`]: a session that waits between messages then holds little. A session
+    /// not stored yet (no turn) keeps them: its prompt exists nowhere else.
+    pub fn rest(&mut self) {
+        if !self.stored || self.resting {
+            return;
+        }
+        self.history = Vec::new();
+        self.system_prompt = String::new();
+        self.resting = true;
+    }
+
+    /// Read again what [`Agent::rest`] let go of (nothing to do unless resting). Another
+    /// process's changes meanwhile are loaded too, and told at the next turn's catch-up as
+    /// before.
+    ///
+    /// # Errors
+    /// The store cannot be read; the agent stays resting and the next call tries again.
+    pub async fn wake(&mut self) -> Result<(), Error> {
+        if !self.resting {
+            return Ok(());
+        }
+        let id = self.session_id.clone();
+        let (history, prompt) = crate::on_store(&self.shared.store, move |store| {
+            let history: Vec<Message> = store.messages(&id)?.into_iter().map(|m| m.message).collect();
+            Ok((history, store.system_prompt(&id)?))
+        })
+        .await?;
+        self.history = history;
+        self.system_prompt = prompt;
+        self.resting = false;
+        Ok(())
+    }
+
     pub fn history(&self) -> &[Message] {
         &self.history
     }
 
-    pub fn tools(&self) -> &[ToolSpec] {
+    pub fn tools(&self) -> &[Arc<ToolSpec>] {
         &self.tools
     }
 

@@ -32,7 +32,8 @@ pub trait ToolHandler: Send + Sync {
 /// Tools listed when a session starts: a plugin runtime's, an MCP server's.
 pub trait ToolSource: ToolHandler {
     /// Every tool it offers (problems are its own to report).
-    fn specs(&self) -> BoxFuture<'_, Vec<ToolSpec>>;
+    /// Shared, not copied: every conversation of a process lists the same specs.
+    fn specs(&self) -> BoxFuture<'_, Vec<Arc<ToolSpec>>>;
 }
 
 /// Tools a front end serves in place of the tools of the same name (an editor's view of the
@@ -54,7 +55,7 @@ pub struct ToolSources {
 /// Every tool a session can call, by name, with the handler that runs it.
 #[derive(Clone, Default)]
 pub struct Registry {
-    specs: Vec<ToolSpec>,
+    specs: Vec<Arc<ToolSpec>>,
     handlers: HashMap<String, Arc<dyn ToolHandler>>,
 }
 
@@ -62,7 +63,7 @@ impl Registry {
     /// `own` (the agent's tools) first, then each source's in order; a name already taken is
     /// left out with a warning. The overlay then serves the source tools it claims.
     pub async fn build(
-        own: Vec<(ToolSpec, Arc<dyn ToolHandler>)>,
+        own: impl IntoIterator<Item = (Arc<ToolSpec>, Arc<dyn ToolHandler>)>,
         sources: &ToolSources,
         warnings: &mut Vec<String>,
     ) -> Self {
@@ -90,13 +91,13 @@ impl Registry {
         registry
     }
 
-    fn add(&mut self, spec: ToolSpec, handler: Arc<dyn ToolHandler>) {
+    fn add(&mut self, spec: Arc<ToolSpec>, handler: Arc<dyn ToolHandler>) {
         self.handlers.insert(spec.name.clone(), handler);
         self.specs.push(spec);
     }
 
     /// Every tool, the agent's own first.
-    pub fn specs(&self) -> &[ToolSpec] {
+    pub fn specs(&self) -> &[Arc<ToolSpec>] {
         &self.specs
     }
 

@@ -62,7 +62,7 @@ pub async fn call(
     store: &std::sync::Arc<Store>,
     gate: &Gate,
     config: &AgentConfig,
-    tools: &[ToolSpec],
+    tools: &[std::sync::Arc<ToolSpec>],
     args: &Value,
     call_id: &str,
 ) -> Result<Value, ToolError> {

@@ -599,13 +599,13 @@ mod tests {
             },
             Message::Assistant { content: "a cat".into(), tool_calls: Vec::new(), reasoning: None, extra: None },
         ];
-        let tools = [talaria_protocol::ToolSpec {
+        let tools = [std::sync::Arc::new(talaria_protocol::ToolSpec {
             name: "shot".into(),
             description: "Take a picture.".into(),
             parameters: json!({"type": "object", "properties": {}}),
             plugin: "camera".into(),
             annotations: talaria_protocol::ToolAnnotations::default(),
-        }];
+        })];
         let request = ModelRequest { system: "be brief", messages: &messages, tools: &tools, stream: true };
         let expected = json!({
             "model": "llava",

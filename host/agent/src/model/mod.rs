@@ -50,7 +50,7 @@ pub use provider::{
 pub struct ModelRequest<'a> {
     pub system: &'a str,
     pub messages: &'a [Message],
-    pub tools: &'a [ToolSpec],
+    pub tools: &'a [std::sync::Arc<ToolSpec>],
     /// Stream the answer (deltas arrive through the callback) or take it whole.
     pub stream: bool,
 }

@@ -225,7 +225,7 @@ pub fn usable(
     workspace: &Path,
     project: &ProjectTrust,
     toolsets: &crate::toolsets::Toolsets,
-    tools: &[talaria_protocol::ToolSpec],
+    tools: &[std::sync::Arc<talaria_protocol::ToolSpec>],
     warnings: &mut Vec<String>,
 ) -> Vec<Skill> {
     let found = discover(home, workspace, project);

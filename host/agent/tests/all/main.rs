@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use talaria_agent::ToolSources;
 use talaria_agent::approval::Gate;
+use talaria_agent::channel::Receiver;
 use talaria_agent::extensions::ContextEngine;
 use talaria_agent::model::{Chain, Provider, ProviderSpec};
 use talaria_agent::toolsets::Selection;
@@ -13,7 +14,6 @@ use talaria_agent::{Agent, AgentConfig, BoxFuture, Emitter, Shared, Start};
 use talaria_mock_llm::{MockLlm, Mode, Reply, Script, Step};
 use talaria_protocol::{CompressRequest, Compressed, ContextStatus, Event, Outcome, PluginError, PluginSession};
 use talaria_store::Store;
-use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 mod wire;
@@ -23,7 +23,7 @@ mod wire;
 struct Rig {
     _home: tempfile::TempDir,
     agent: Agent,
-    events: UnboundedReceiver<Event>,
+    events: Receiver<Event>,
     shared: Arc<Shared>,
 }
 
@@ -62,7 +62,7 @@ async fn setup(
 impl Rig {
     fn drain(&mut self) -> Vec<Event> {
         let mut out = Vec::new();
-        while let Ok(event) = self.events.try_recv() {
+        while let Some(event) = self.events.try_recv() {
             out.push(event);
         }
         out

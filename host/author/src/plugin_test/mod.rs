@@ -242,7 +242,7 @@ async fn prepare(
         compat.error = Some(p.message.clone());
         return None;
     }
-    compat.tools = tools.into_iter().map(|t| t.name).collect();
+    compat.tools = tools.into_iter().map(|t| t.name.clone()).collect();
     // What listing the tools called is no case's doing.
     runtime.take_recorded_imports();
     compat.ok = true;

@@ -45,6 +45,9 @@ pub struct GatewayToml {
     /// not reach another. Turn it on for a bot only you talk to.
     #[serde(default)]
     pub memory: bool,
+    /// How long a chat's session stays loaded without a message (default 10 minutes). Then
+    /// it is put away and its memory returned; its next message reads it back from the store.
+    pub idle_minutes: Option<std::num::NonZeroU64>,
 }
 
 /// The toolsets of chat sessions when nothing else is configured: no terminal, no child agents,
@@ -64,6 +67,11 @@ impl GatewayToml {
                 sets
             },
         )
+    }
+
+    /// How long a chat's session stays loaded without a message.
+    pub fn idle(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(60 * self.idle_minutes.map_or(10, std::num::NonZeroU64::get))
     }
 
     /// Whether commands of this platform's chats run outside the OS sandbox: only when its own

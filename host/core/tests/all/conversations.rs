@@ -212,6 +212,60 @@ async fn ops_are_answered_in_the_stream_and_errors_say_what_to_do() {
     c.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resting_conversation_reads_its_history_and_prompt_back_for_each_op() {
+    let env = Env::new();
+    let mock = MockLlm::start(Script::new([Reply::text("One.").into(), Reply::text("Two.").into()]));
+    let start = Start { rests: true, model: model(&mock), ..Start::default() };
+    let mut c = env.host.start(start).await.expect("starts");
+    let (_, end) = turn(&mut c, "first").await;
+    assert_eq!(end.text, "One.");
+    // The info is updated once the op is over, just after its last event.
+    let info = settled(&c, |info| info.messages == 2).await;
+    assert!(info.tail.is_empty(), "no tail is kept while resting: {:?}", info.tail);
+
+    // The next turn sends the model what the first left, under the same system prompt.
+    let (_, end) = turn(&mut c, "second").await;
+    assert_eq!(end.text, "Two.");
+    let requests = mock.requests();
+    let sent = |i: usize| -> Vec<(String, String)> {
+        requests[i].body["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| (m["role"].as_str().unwrap_or("").to_string(), m["content"].as_str().unwrap_or("").to_string()))
+            .collect()
+    };
+    let (first, second) = (sent(0), sent(1));
+    assert_eq!(first[0].0, "system");
+    assert!(first[0].1.len() > 100, "a real system prompt: {:?}", first[0].1);
+    assert_eq!(second[0], first[0], "the prompt read back is the one the session began with");
+    let said: Vec<&str> = second[1..].iter().map(|(_, text)| text.as_str()).collect();
+    assert_eq!(said, ["first", "One.", "second"]);
+
+    // Ops other than turns read it back too.
+    let undone = c.run(Op::Undo, |_| {}).await.expect("answered");
+    assert_eq!(undone.event, Event::Undone { text: Some("second".into()) });
+    settled(&c, |info| info.messages == 2).await;
+    let session = c.info().session_id;
+    c.shutdown().await;
+    let info = env.host.store().session(&session).expect("read").expect("stored");
+    assert_eq!(info.end_reason.as_deref(), Some("exit"));
+}
+
+/// The conversation's info once `done` holds for it; fails after 10 s, showing it.
+async fn settled(c: &Conversation, done: impl Fn(&talaria_core::Info) -> bool) -> talaria_core::Info {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = c.info();
+        if done(&info) {
+            return info;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the info never settled: {info:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// The terminal tool, asked to run a dangerous command.
 fn rm(dir: &str) -> Step {
     Step::tool_call("terminal", json!({"command": format!("rm -rf {dir}")}))

@@ -124,6 +124,8 @@ pub(crate) struct Gateway {
     sessions: Mutex<HashMap<String, mpsc::UnboundedSender<()>>>,
     /// When each stranger was last told about pairing.
     told: Mutex<HashMap<(String, String), Instant>>,
+    /// A session was put away since the memory was last tidied ([`tidy`]).
+    put_away: std::sync::atomic::AtomicBool,
     pub stop: CancellationToken,
     pub tasks: tokio_util::task::TaskTracker,
 }
@@ -195,6 +197,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
         accounts,
         sessions: Mutex::default(),
         told: Mutex::default(),
+        put_away: std::sync::atomic::AtomicBool::new(false),
         stop: CancellationToken::new(),
         tasks: tokio_util::task::TaskTracker::new(),
     });
@@ -207,6 +210,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     }
     gateway.tasks.spawn(inbox::serve(gateway.clone()));
     gateway.tasks.spawn(report(gateway.clone()));
+    gateway.tasks.spawn(tidy(gateway.clone()));
     gateway.tasks.spawn(reload(gateway.clone(), plugins.clone()));
     if let Some(scheduler) = options.scheduler {
         gateway.tasks.spawn(scheduler(Arc::new(Ledger::for_gateway(&gateway)), gateway.stop.clone()));
@@ -396,6 +400,37 @@ async fn report(gateway: Arc<Gateway>) {
         }
     }
 }
+
+/// How often the gateway forgets what it no longer needs.
+const TIDY_EVERY: Duration = Duration::from_secs(30);
+
+/// Every [`TIDY_EVERY`]: forget strangers told about pairing long enough ago to be told again,
+/// and once sessions were put away, hand the memory they freed back to the system (the
+/// allocator keeps freed memory for itself otherwise, and a gateway's RSS would only grow).
+async fn tidy(gateway: Arc<Gateway>) {
+    loop {
+        tokio::select! {
+            () = gateway.stop.cancelled() => return,
+            () = tokio::time::sleep(TIDY_EVERY) => {}
+        }
+        lock(&gateway.told).retain(|_, at| at.elapsed() < PAIRING_REPLY_EVERY);
+        if gateway.put_away.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            give_back_memory();
+        }
+    }
+}
+
+/// Return the allocator's free memory to the system.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn give_back_memory() {
+    // SAFETY: malloc_trim takes no pointer and only walks glibc's own heaps, under their locks.
+    #[allow(unsafe_code)]
+    let released = unsafe { libc::malloc_trim(0) };
+    tracing::debug!(released, "idle sessions put away; freed memory returned to the system");
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn give_back_memory() {}
 
 fn chat_type(t: WireChatType) -> ChatType {
     match t {

@@ -30,8 +30,6 @@ use crate::command::Command;
 
 /// How long a chat's lease lasts unless renewed (its worker renews it every third of it).
 pub(crate) const CHAT_LEASE_TTL: Duration = Duration::from_secs(30);
-/// A session without messages for this long closes (the next message resumes it).
-const IDLE: Duration = Duration::from_secs(10 * 60);
 /// Platforms show "typing" for about five seconds: it is sent again this often.
 const TYPING_EVERY: Duration = Duration::from_secs(4);
 /// When the gateway stops, a running turn gets this long to finish before it is interrupted.
@@ -123,7 +121,7 @@ struct Worker {
     key: String,
     chat: Chat,
     conversation: Conversation,
-    /// Entries taken from the inbox (queued, running or done here).
+    /// Entries taken from the inbox and still open (queued or running here).
     taken: HashSet<i64>,
     queue: VecDeque<Entry>,
     turn: Option<Turn>,
@@ -142,7 +140,8 @@ pub(crate) async fn run(
     lease: String,
     mut rx: mpsc::UnboundedReceiver<()>,
 ) {
-    let conversation = match open(&gateway, &account, &key, &chat, true).await {
+    // What it awaits is boxed: the worker's own future stays small while the chat waits.
+    let conversation = match Box::pin(open(&gateway, &account, &key, &chat, true)).await {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(account = %account.name, session = %key, "cannot start a conversation: {e}");
@@ -169,7 +168,7 @@ pub(crate) async fn run(
         lease,
         renewed: Instant::now(),
     };
-    worker.look().await;
+    Box::pin(worker.look()).await;
     let mut stop_at: Option<tokio::time::Instant> = None;
     let mut idle_since = tokio::time::Instant::now();
     loop {
@@ -177,23 +176,27 @@ pub(crate) async fn run(
             && !worker.gateway.stop.is_cancelled()
             && let Some(entry) = worker.queue.pop_front()
         {
-            worker.start_turn(entry).await;
+            Box::pin(worker.start_turn(entry)).await;
             continue;
         }
         let busy = worker.turn.is_some();
         if busy {
             idle_since = tokio::time::Instant::now();
+        } else if worker.queue.is_empty() {
+            // What a burst of messages grew is not kept while the chat waits.
+            worker.queue.shrink_to_fit();
+            worker.taken.shrink_to_fit();
         }
         let typing_due =
             worker.turn.as_ref().map_or_else(tokio::time::Instant::now, |t| (t.last_typing + TYPING_EVERY).into());
         let renew_due: tokio::time::Instant = (worker.renewed + CHAT_LEASE_TTL / 3).into();
         tokio::select! {
             woken = rx.recv() => match woken {
-                Some(()) => worker.look().await,
+                Some(()) => Box::pin(worker.look()).await,
                 None => break,
             },
             stamped = worker.conversation.next_event(), if busy => match stamped {
-                Some(stamped) => worker.on_event(stamped.turn_id, stamped.event).await,
+                Some(stamped) => Box::pin(worker.on_event(stamped.turn_id, stamped.event)).await,
                 None => break,
             },
             () = tokio::time::sleep_until(typing_due), if busy => worker.typing(),
@@ -207,10 +210,10 @@ pub(crate) async fn run(
                     break;
                 }
             }
-            () = tokio::time::sleep(LOOK_EVERY) => worker.look().await,
+            () = tokio::time::sleep(LOOK_EVERY) => Box::pin(worker.look()).await,
             () = worker.gateway.stop.cancelled(), if stop_at.is_none() => {
                 stop_at = Some(tokio::time::Instant::now() + STOP_GRACE);
-                if !busy && worker.can_end(&mut rx).await {
+                if !busy && Box::pin(worker.can_end(&mut rx)).await {
                     break;
                 }
             }
@@ -219,18 +222,19 @@ pub(crate) async fn run(
                 worker.conversation.submit(Op::Interrupt);
                 stop_at = Some(tokio::time::Instant::now() + STOP_GRACE);
             }
-            () = tokio::time::sleep_until(idle_since + IDLE), if !busy => {
-                if worker.can_end(&mut rx).await {
+            () = tokio::time::sleep_until(idle_since + worker.gateway.config.idle()), if !busy => {
+                if Box::pin(worker.can_end(&mut rx)).await {
+                    worker.gateway.put_away.store(true, Ordering::SeqCst);
                     break;
                 }
                 idle_since = tokio::time::Instant::now();
             }
         }
-        if stop_at.is_some() && worker.turn.is_none() && worker.can_end(&mut rx).await {
+        if stop_at.is_some() && worker.turn.is_none() && Box::pin(worker.can_end(&mut rx)).await {
             break;
         }
     }
-    worker.conversation.shutdown().await;
+    Box::pin(worker.conversation.shutdown()).await;
     drop(rx);
     // Whatever is still open (the stop came first) is answered by the next process to look.
     let _ = worker.gateway.store.release_lease(&chat_lease(&worker.key), &worker.lease);
@@ -281,6 +285,9 @@ impl Worker {
             Ok(open) => open,
             Err(e) => return tracing::warn!(session = %self.key, "cannot read the inbox: {e}"),
         };
+        // An entry taken here and no longer open is done: it never comes back, so it need not
+        // be remembered (a chat of a thousand messages must not keep a thousand ids).
+        self.taken.retain(|id| open.iter().any(|e| e.id == *id));
         for entry in open {
             if !self.taken.insert(entry.id) {
                 continue;
@@ -746,6 +753,8 @@ async fn open(
         // Jobs it schedules answer here.
         origin: Some(origin.clone()),
         unconfined_commands: gateway.config.unconfined(&account.name),
+        // Chats mostly wait: between messages the history is the store's to keep.
+        rests: true,
         ..Start::default()
     };
     let conversation = match gateway.host.start(start(stored.clone())).await {

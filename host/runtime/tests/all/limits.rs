@@ -54,7 +54,7 @@ fn unchanged(_: &mut RuntimeConfig) {}
 /// The flood plugin's tool names, or the one problem reported for it.
 async fn listing(rt: &Runtime) -> Result<Vec<String>, String> {
     let (tools, problems) = rt.tools().await;
-    let names: Vec<String> = tools.into_iter().filter(|t| t.plugin == "flood").map(|t| t.name).collect();
+    let names: Vec<String> = tools.into_iter().filter(|t| t.plugin == "flood").map(|t| t.name.clone()).collect();
     match problems.as_slice() {
         [] => Ok(names),
         [p] if names.is_empty() && p.plugin.as_deref() == Some("flood") => Err(p.message.clone()),

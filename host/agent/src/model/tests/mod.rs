@@ -51,14 +51,14 @@ fn text(s: &str) -> Delta {
     Delta::Text(s.into())
 }
 
-fn tools() -> Vec<ToolSpec> {
-    vec![ToolSpec {
+fn tools() -> Vec<std::sync::Arc<ToolSpec>> {
+    vec![std::sync::Arc::new(ToolSpec {
         name: "read_file".into(),
         description: "Read a file".into(),
         parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
         plugin: "files".into(),
         annotations: Default::default(),
-    }]
+    })]
 }
 
 /// system prompt + user, assistant with two tool calls, two tool results, assistant, user.
