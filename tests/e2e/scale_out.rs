@@ -61,6 +61,13 @@ fn a_home_migrated_to_postgresql_goes_on_there() {
     assert!(history.contains("where next after Lisbon?") && history.contains("Porto, then"), "{history}");
 }
 
+/// A new database on `pg`: its URL, and its name for [`Postgres::psql`].
+fn new_database(pg: &Postgres) -> (String, String) {
+    let url = pg.database();
+    let name = url.split(":///").nth(1).and_then(|rest| rest.split('?').next()).expect("database name").to_string();
+    (url, name)
+}
+
 /// A POST that may fail (the process behind `addr` was killed): the status and body, or `None`
 /// when the connection failed or broke before an answer.
 fn try_post(addr: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Option<(u16, String)> {
@@ -101,8 +108,7 @@ fn three_gateways_on_one_postgresql_answer_every_chat_once_though_one_dies_mid_t
     const HOOKS: usize = 100;
     const LIMIT: Duration = Duration::from_secs(180);
     let pg = Postgres::shared();
-    let url = pg.database();
-    let db = url.split(":///").nth(1).and_then(|rest| rest.split('?').next()).expect("database name").to_string();
+    let (url, db) = new_database(pg);
     let fake = TelegramFake::start(TOKEN);
     // Each answer streams over about a second, so the kill finds turns running.
     let mock = MockLlm::start(Script::auto().auto_paced(120));
@@ -285,4 +291,127 @@ fn three_gateways_on_one_postgresql_answer_every_chat_once_though_one_dies_mid_t
     for t in &homes {
         assert!(!t.home.path().join("state.db").exists(), "nothing is kept locally");
     }
+}
+
+/// Whether child process `pid` still runs (one that exited is a zombie until waited for).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X'])))
+}
+
+/// One gateway on a PostgreSQL server that its operator restarts while the gateway works: ten
+/// chats write in rounds, the server is stopped while their turns run, stays down for a few
+/// seconds while more messages come, and is started again. Every message is answered once, with
+/// its own answer, in its own chat, and the gateway runs on.
+#[test]
+fn a_postgres_restart_mid_work_loses_no_message_and_sends_none_twice() {
+    use std::collections::BTreeMap;
+
+    use talaria_test_support::telegram::TelegramFake;
+
+    use crate::gateway::{Gateway, TOKEN, WAIT, setup};
+
+    const CHATS: i64 = 10;
+    /// Rounds written before the stop, while the server is down, and after it is back.
+    const BEFORE: u32 = 2;
+    const DOWN: u32 = 2;
+    const AFTER: u32 = 1;
+    const ROUNDS: u32 = BEFORE + DOWN + AFTER;
+    /// How long the server stays down: the outage itself, not a wait for anything.
+    const DOWN_FOR: Duration = Duration::from_secs(4);
+    const LIMIT: Duration = Duration::from_secs(90);
+    let pg = Postgres::private();
+    let (url, db) = new_database(&pg);
+    let fake = TelegramFake::start(TOKEN);
+    // Each answer streams over about half a second, so the stop finds turns running.
+    let mock = MockLlm::start(Script::auto().auto_paced(120));
+    // (The store's and memory's tables go after the Telegram account's.)
+    let store = format!("\n[store]\nurl = \"{url}\"\n\n[memory]\nprovider = \"none\"\n");
+    let t = setup(&mock, &fake, "allow_all = true\nbusy_input = \"queue\"", &store);
+    let gateway = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+
+    let user = |chat: i64| 3000 + chat;
+    let answer = |chat: i64, round: u32| format!("chat {chat} says {round}");
+    let write = |round: u32| {
+        for chat in 1..=CHATS {
+            fake.dm(user(chat), &format!("user {chat}"), &format!("echo {}", answer(chat, round)));
+        }
+    };
+    // What each chat shows: the texts of the bot's messages (a streamed one as edited last).
+    let shown = || -> BTreeMap<i64, Vec<String>> {
+        (1..=CHATS).map(|chat| (chat, fake.chat(user(chat)).into_iter().map(|m| m.text).collect())).collect()
+    };
+    // How many of the messages of rounds `1..=rounds` have their answer shown.
+    let answered = |rounds: u32| -> u32 {
+        let shown = shown();
+        (1..=CHATS)
+            .map(|chat| u32::try_from((1..=rounds).filter(|&r| shown[&chat].contains(&answer(chat, r))).count()))
+            .map(|n| n.expect("count"))
+            .sum()
+    };
+    let start = Instant::now();
+    let until = |what: &str, done: &dyn Fn() -> bool| {
+        while !done() {
+            assert!(
+                start.elapsed() < LIMIT,
+                "{what} within {LIMIT:?} (the gateway {}); the inbox holds (message, state):\n{}the chats show {:#?}",
+                if running(gateway.pid()) { "runs" } else { "exited" },
+                pg.psql(&db, "SELECT message_id, state FROM inbox ORDER BY id"),
+                shown()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+
+    for round in 1..=BEFORE {
+        write(round);
+    }
+    // The server goes while the chats' first turns run and their next messages wait.
+    until("the turns started", &|| mock.requests().len() >= usize::try_from(CHATS).expect("count"));
+    pg.stop();
+    let at_stop = answered(BEFORE);
+    let before = BEFORE * u32::try_from(CHATS).expect("count");
+    assert!(at_stop < before, "every message was answered before the stop");
+    for round in BEFORE + 1..=BEFORE + DOWN {
+        write(round);
+        std::thread::sleep(DOWN_FOR / DOWN);
+    }
+    let taken_while_down = fake.unconfirmed() == 0;
+    pg.start();
+    for round in BEFORE + DOWN + 1..=ROUNDS {
+        write(round);
+    }
+
+    let all = ROUNDS * u32::try_from(CHATS).expect("count");
+    until("every message was answered", &|| answered(ROUNDS) == all);
+    // Settled: nothing is left open in the inbox or waiting in the ledger (a reply sent twice
+    // would have been sent by now).
+    let count = |sql: &str| pg.psql(&db, sql).trim().parse::<i64>().expect("a count");
+    until("the inbox and the ledger settled", &|| {
+        count("SELECT count(*) FROM inbox WHERE state <> 'done'") == 0
+            && count("SELECT count(*) FROM deliveries WHERE state = 'pending'") == 0
+    });
+    eprintln!(
+        "{at_stop} of {before} messages were answered at the stop; the gateway {} the messages written while the \
+         server was down; all {all} answered {:.1} s after the first",
+        if taken_while_down { "took" } else { "had not taken" },
+        start.elapsed().as_secs_f32()
+    );
+
+    // Each chat: one message from the bot per message written, each its own answer.
+    for (chat, mut texts) in shown() {
+        texts.sort();
+        let mut expected: Vec<String> = (1..=ROUNDS).map(|r| answer(chat, r)).collect();
+        expected.sort();
+        assert_eq!(texts, expected, "chat {chat}: each message answered once, by its own answer");
+    }
+    assert_eq!(fake.all_shown().len(), usize::try_from(all).expect("count"), "replies went to other chats");
+    // Nothing committed was lost or doubled: every message is in its session once, answered once.
+    let messages = i64::from(all);
+    assert_eq!(count("SELECT count(*) FROM messages WHERE active AND role = 'user'"), messages);
+    assert_eq!(count("SELECT count(DISTINCT content) FROM messages WHERE active AND role = 'user'"), messages);
+    assert_eq!(count("SELECT count(*) FROM messages WHERE active AND role = 'assistant'"), messages);
+    assert_eq!(count("SELECT count(*) FROM deliveries WHERE state <> 'sent'"), 0, "a reply was given up");
+    assert!(running(gateway.pid()), "the gateway exited:\n{}", gateway.log());
 }

@@ -14,7 +14,8 @@
 //!   API and Socket Mode) doubles for the gateway.
 //! - [`synapse::Synapse`]: a real Matrix homeserver (PyPI `matrix-synapse`), once per test binary.
 //! - [`postgres::Postgres`]: a real PostgreSQL server (Debian's `postgresql`), a throwaway cluster
-//!   once per test binary, a fresh database per test.
+//!   once per test binary, a fresh database per test; or a test's own cluster, which it may stop
+//!   and start again ([`postgres::Postgres::private`]).
 //!
 //! ```no_run
 //! let server = talaria_test_support::FakeServer::start(|req| (200, vec![], format!("you asked for {}", req.path)));

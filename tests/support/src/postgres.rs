@@ -1,25 +1,35 @@
 //! A real PostgreSQL server for the store's tests: Debian's `postgresql` package, a throwaway
-//! cluster started once per test binary ([`Postgres::shared`]) on a unix socket in a temporary
-//! directory, with durability off (`fsync=off`: a test cluster never outlives its process), and
-//! stopped when the test process ends. [`Postgres::database`] makes a fresh database per test.
+//! cluster on a unix socket in a temporary directory, with durability off (`fsync=off`: a test
+//! cluster never outlives its process). [`Postgres::shared`] is started once per test binary and
+//! serves all its tests; [`Postgres::private`] is one test's own, which it may stop and start
+//! again ([`Postgres::stop`], [`Postgres::start`]: an operator restarting the server under a
+//! running gateway). A cluster is stopped and its directory removed when the test process ends,
+//! however it ends (a watchdog shell waits for it), and a private one also when it is dropped.
+//! [`Postgres::database`] makes a fresh database per test.
 //!
 //! The server binaries are found under `/usr/lib/postgresql/VERSION/bin` (the newest), or in
 //! `TALARIA_PG_BIN`. PostgreSQL refuses to run as root: as root, the cluster belongs to the
 //! `postgres` user the package creates, and its commands run through `runuser`.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
 
-/// The running server.
+/// How long `pg_ctl` waits for the server to start or stop.
+const PG_CTL_WAIT_SECS: &str = "60";
+
+/// A cluster and its server, running unless [`Postgres::stop`]ped.
 pub struct Postgres {
     /// The directory holding its unix socket.
     pub socket_dir: PathBuf,
     bin: PathBuf,
-    /// The watchdog shell running it.
-    _process: std::process::Child,
+    data: PathBuf,
+    /// The server's own log.
+    log: PathBuf,
+    /// The shell that stops the server and removes the cluster once this process is gone.
+    watchdog: Child,
     _dir: tempfile::TempDir,
 }
 
@@ -62,16 +72,18 @@ fn as_owner(program: &Path) -> Command {
 }
 
 impl Postgres {
-    /// The server of this test process, started on first use.
+    /// The server of this test process, started on first use and shared by its tests.
     pub fn shared() -> &'static Postgres {
         static SHARED: OnceLock<Postgres> = OnceLock::new();
-        SHARED.get_or_init(Postgres::start)
+        SHARED.get_or_init(Postgres::private)
     }
 
-    fn start() -> Postgres {
+    /// A server of the calling test's own, started: it may stop and start it. Dropping it stops
+    /// the server and removes the cluster.
+    pub fn private() -> Postgres {
         let bin = bin_dir();
         let dir = tempfile::Builder::new().prefix("talaria-pg").tempdir().expect("dir");
-        let (data, socket_dir) = (dir.path().join("data"), dir.path().join("sock"));
+        let (data, socket_dir, log) = (dir.path().join("data"), dir.path().join("sock"), dir.path().join("server.log"));
         std::fs::create_dir(&socket_dir).expect("socket dir");
         if is_root() {
             let owned = Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir.path()).status();
@@ -85,42 +97,63 @@ impl Postgres {
             .output()
             .expect("initdb");
         assert!(init.status.success(), "initdb failed: {}", String::from_utf8_lossy(&init.stderr));
+        // Every start of the server uses these: the settings are the cluster's.
+        let settings = format!(
+            "\nunix_socket_directories = '{}'\nlisten_addresses = ''\nfsync = off\nsynchronous_commit = off\n\
+             full_page_writes = off\nmax_connections = 300\n",
+            socket_dir.display()
+        );
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .and_then(|mut conf| conf.write_all(settings.as_bytes()))
+            .expect("postgresql.conf");
         // It goes when this process goes: a watchdog shell stops it (`pg_ctl stop`, as its owner)
         // once the parent is gone, and removes its directory.
         let runner = if is_root() { "runuser -u postgres -- " } else { "" };
         let script = format!(
-            "{runner}{} -D {data} -k {sock} -c listen_addresses= -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 & child=$!; \
-             while kill -0 {parent} 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; done; \
-             {runner}{} -D {data} -m immediate stop >/dev/null 2>&1; wait $child; rm -rf {dir}",
-            bin.join("postgres").display(),
+            "while kill -0 {parent} 2>/dev/null; do sleep 1; done; \
+             {runner}{} -D {data} -m immediate stop >/dev/null 2>&1; rm -rf {dir}",
             bin.join("pg_ctl").display(),
             data = data.display(),
-            sock = socket_dir.display(),
             parent = std::process::id(),
             dir = dir.path().display(),
         );
-        let process = Command::new("sh")
+        let watchdog = Command::new("sh")
             .args(["-c", &script])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start postgres");
-        let server = Postgres { socket_dir, bin, _process: process, _dir: dir };
-        let start = Instant::now();
-        loop {
-            let ready = Command::new(server.bin.join("pg_isready"))
-                .arg("-h")
-                .arg(&server.socket_dir)
-                .args(["-U", "postgres", "-q"])
-                .status()
-                .is_ok_and(|s| s.success());
-            if ready {
-                return server;
-            }
-            assert!(start.elapsed() < Duration::from_secs(60), "PostgreSQL did not start within 60 s");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            .expect("start the watchdog");
+        let server = Postgres { socket_dir, bin, data, log, watchdog, _dir: dir };
+        server.start();
+        server
+    }
+
+    /// `pg_ctl` on the cluster, as its owner.
+    fn pg_ctl(&self) -> Command {
+        let mut c = as_owner(&self.bin.join("pg_ctl"));
+        c.arg("-D").arg(&self.data).args(["-t", PG_CTL_WAIT_SECS]).stdin(Stdio::null());
+        c
+    }
+
+    /// Start the server (again); returns once it takes connections.
+    pub fn start(&self) {
+        let out = self.pg_ctl().arg("-l").arg(&self.log).args(["-w", "start"]).output().expect("pg_ctl start");
+        assert!(
+            out.status.success(),
+            "PostgreSQL did not start: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        );
+    }
+
+    /// Stop the server as an operator restarting it would (`pg_ctl stop -m fast`: sessions are
+    /// ended, what was committed is kept); returns once it is down.
+    pub fn stop(&self) {
+        let out = self.pg_ctl().args(["-m", "fast", "-w", "stop"]).output().expect("pg_ctl stop");
+        assert!(out.status.success(), "PostgreSQL did not stop: {}", String::from_utf8_lossy(&out.stderr));
     }
 
     /// A new, empty database; returns its URL (`postgresql:///NAME?host=SOCKET_DIR&user=postgres`).
@@ -152,6 +185,18 @@ impl Postgres {
             .expect("psql");
         assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Postgres {
+    /// Only a private server is dropped (the shared one lives as long as the process, and its
+    /// watchdog stops it).
+    fn drop(&mut self) {
+        let _ = self.watchdog.kill();
+        let _ = self.watchdog.wait();
+        let _ =
+            self.pg_ctl().args(["-m", "immediate", "-w", "stop"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        // The cluster's directory goes with `_dir`.
     }
 }
 

@@ -54,9 +54,21 @@ impl Held {
 impl Drop for Held {
     fn drop(&mut self) {
         self.renewer.abort();
-        if let Err(e) = self.store.release_lease(&self.session_id, &self.token) {
-            tracing::warn!(session_id = self.session_id, "could not release the session's lease: {e}");
-        }
+        let Err(e) = self.store.release_lease(&self.session_id, &self.token) else { return };
+        tracing::warn!(session_id = self.session_id, "could not release the session's lease: {e}; trying again");
+        // Left held, the session would wait out the lease's TTL, even for this process's own
+        // next turn: it is given back as soon as the store answers again.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (store, session_id, token) = (self.store.clone(), self.session_id.clone(), self.token.clone());
+        runtime.spawn(async move {
+            let until = Instant::now() + TTL;
+            while Instant::now() < until {
+                tokio::time::sleep(POLL * 4).await;
+                if store.release_lease(&session_id, &token).is_ok() {
+                    return tracing::info!(session_id, "the session's lease was given back");
+                }
+            }
+        });
     }
 }
 

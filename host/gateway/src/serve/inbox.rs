@@ -18,7 +18,7 @@ use talaria_core::store::notice::{LEASE_FREED, RESYNC};
 use tokio::sync::mpsc;
 
 use super::session::{self, CHAT_LEASE_TTL, Kind, chat_lease};
-use super::{Account, Gateway, lock};
+use super::{Account, Gateway, StoreDown, lock};
 
 /// How often a process looks for chats nobody serves, when notices cross processes (they tell
 /// of most of them at once) ...
@@ -47,7 +47,10 @@ pub(crate) struct Incoming<'a> {
 impl Gateway {
     /// Keep a message and see that its chat's worker takes it; its entry's id, also when it was
     /// kept before (a platform handing it in again starts nothing new).
-    pub(crate) fn enqueue(self: &Arc<Self>, m: &Incoming<'_>) -> Option<i64> {
+    ///
+    /// # Errors
+    /// The store cannot be written: the message is not kept (logged here).
+    pub(crate) fn enqueue(self: &Arc<Self>, m: &Incoming<'_>) -> Result<i64, StoreDown> {
         let new = NewEntry {
             account: &m.account.name,
             chat_id: m.chat_id,
@@ -61,15 +64,15 @@ impl Gateway {
         match self.store.inbox_put(&new) {
             Ok(Put::New(id)) => {
                 self.wake(m.session_key);
-                Some(id)
+                Ok(id)
             }
             Ok(Put::Known(entry)) => {
                 tracing::debug!(account = %m.account.name, message = %m.message_id, "message seen before; not answered again");
-                Some(entry.id)
+                Ok(entry.id)
             }
             Err(e) => {
                 tracing::error!(account = %m.account.name, "cannot keep a message: {e}");
-                None
+                Err(StoreDown)
             }
         }
     }

@@ -220,7 +220,9 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
     let Some(PlatformEvent::Message(first)) = events.next() else {
         return refuse(StatusCode::BAD_GATEWAY, "the adapter made nothing of the request");
     };
-    let taken = gateway.on_message(account, first, true);
+    let Ok(taken) = gateway.on_message(account, first, true) else {
+        return refuse(StatusCode::SERVICE_UNAVAILABLE, "the gateway cannot keep the message now; send it again later");
+    };
     for event in events {
         gateway.dispatch(account, event).await;
     }

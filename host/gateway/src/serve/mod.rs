@@ -112,6 +112,10 @@ struct PendingApproval {
     id: u64,
 }
 
+/// The store could not be read or written (what failed is logged where it happened).
+#[derive(Debug)]
+pub(crate) struct StoreDown;
+
 /// The running gateway.
 pub(crate) struct Gateway {
     pub host: Arc<Host>,
@@ -461,12 +465,22 @@ impl Gateway {
         }
     }
 
-    /// Handle one event from `account`'s adapter.
+    /// Handle one event from `account`'s adapter. A message is kept before this returns: while
+    /// the store cannot be written it is tried again (the adapter polls nothing meanwhile, so the
+    /// platform is not told the message arrived), until it is kept or the gateway stops.
     pub(crate) async fn dispatch(self: &Arc<Self>, account: &Arc<Account>, event: PlatformEvent) {
         *lock(&account.last_event) = Some(Instant::now());
         match event {
             PlatformEvent::Message(m) => {
-                self.on_message(account, m, false);
+                let mut wait = Duration::from_millis(250);
+                while self.on_message(account, m.clone(), false).is_err() {
+                    tracing::warn!(account = %account.name, "the store cannot keep a message; trying again in {wait:?}");
+                    tokio::select! {
+                        () = self.stop.cancelled() => return,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
             }
             PlatformEvent::Button(b) => self.on_button(account, b),
         }
@@ -475,15 +489,18 @@ impl Gateway {
     /// Handle a message: the inbox entry it went to (its chat's worker answers it there, and
     /// with `respond` its reply is kept there for whoever waits), unless it was ignored or
     /// answered at once (pairing, help, approvals).
+    ///
+    /// # Errors
+    /// The store cannot be read or written: nothing was done with the message.
     pub(crate) fn on_message(
         self: &Arc<Self>,
         account: &Arc<Account>,
         m: InboundMessage,
         respond: bool,
-    ) -> Option<i64> {
-        let info = account.info()?;
+    ) -> Result<Option<i64>, StoreDown> {
+        let Some(info) = account.info() else { return Ok(None) };
         if m.sender_id == info.bot_id {
-            return None;
+            return Ok(None);
         }
         let inbound = Inbound {
             platform: account.name.clone(),
@@ -495,12 +512,15 @@ impl Gateway {
             addressed: m.mentions_bot,
             text: m.text.clone(),
         };
-        let paired = self.store.is_paired(&account.name, &m.sender_id).unwrap_or(false);
+        let paired = self.store.is_paired(&account.name, &m.sender_id).map_err(|e| {
+            tracing::error!(account = %account.name, "cannot read who is paired: {e}");
+            StoreDown
+        })?;
         let admin = match authorize(&self.config, &inbound, paired) {
-            Decision::Ignore => return None,
+            Decision::Ignore => return Ok(None),
             Decision::OfferPairing => {
                 self.offer_pairing(account, &m);
-                return None;
+                return Ok(None);
             }
             Decision::Answer { admin } => admin,
         };
@@ -509,22 +529,22 @@ impl Gateway {
         let (kind, body) = match command {
             Some(Command::Help) => {
                 self.reply(account, &m.chat_id, m.thread_id.as_deref(), &help_text(), &format!("help:{}", m.id));
-                return None;
+                return Ok(None);
             }
             Some(Command::Approve { session }) => {
                 let decision =
                     if session { talaria_protocol::Decision::Session } else { talaria_protocol::Decision::Once };
                 self.on_approval_command(account, &m, admin, decision);
-                return None;
+                return Ok(None);
             }
             Some(Command::Deny) => {
                 self.on_approval_command(account, &m, admin, talaria_protocol::Decision::Deny);
-                return None;
+                return Ok(None);
             }
             Some(Command::Rollback { .. }) if !admin => {
                 let text = "Only an admin of this bot can roll back file changes.";
                 self.reply(account, &m.chat_id, m.thread_id.as_deref(), text, &format!("rollback:{}", m.id));
-                return None;
+                return Ok(None);
             }
             Some(_) => (session::Kind::Command, m.text.clone()),
             None => (session::Kind::Message, serde_json::to_string(&prompt_of(&m)).unwrap_or_default()),
@@ -539,6 +559,7 @@ impl Gateway {
             body: &body,
             respond,
         })
+        .map(Some)
     }
 
     fn offer_pairing(&self, account: &Account, m: &InboundMessage) {
@@ -640,7 +661,8 @@ impl Gateway {
     ) {
         let answer = session::Answer { id: pending.id, decision, by: by.to_string() };
         let body = serde_json::to_string(&answer).unwrap_or_default();
-        self.enqueue(&inbox::Incoming {
+        // Not kept: the admin's answer is lost, and they see no verdict; they can answer again.
+        let _ = self.enqueue(&inbox::Incoming {
             account,
             session_key: &pending.session_key,
             chat_id: &pending.chat_id,
@@ -675,7 +697,7 @@ impl Gateway {
 
     /// Queue a message to a chat through the ledger (sent once per `key`).
     pub(crate) fn reply(&self, account: &Account, chat_id: &str, thread_id: Option<&str>, markdown: &str, key: &str) {
-        outbox::queue(self, account, chat_id, thread_id, markdown, &outbox::Reply::default(), key);
+        let _ = outbox::queue(self, account, chat_id, thread_id, markdown, &outbox::Reply::default(), key);
     }
 }
 

@@ -83,6 +83,7 @@ pub(crate) fn render_parts(markdown: &str, info: &AccountInfo) -> Vec<(String, S
 /// Queue `markdown` to a chat, rendered and cut into the messages the platform takes, one
 /// delivery each (`KEY:N`): a part is sent once, even if queued again (a turn replayed), and a
 /// part that failed is retried alone.
+/// Whether every part was kept (a part already kept under its key counts as kept).
 pub(crate) fn queue(
     gateway: &Gateway,
     account: &Account,
@@ -91,8 +92,9 @@ pub(crate) fn queue(
     markdown: &str,
     reply: &Reply,
     key: &str,
-) {
+) -> bool {
     let info = account.info();
+    let mut kept = true;
     let parts = match &info {
         Some(info) => render_parts(markdown, info),
         None => vec![(markdown.to_string(), markdown.to_string())],
@@ -114,10 +116,14 @@ pub(crate) fn queue(
             Ok(_) => {
                 account.pending.fetch_add(1, Ordering::SeqCst);
             }
-            Err(e) => tracing::error!(account = %account.name, "cannot write a reply to the ledger: {e}"),
+            Err(e) => {
+                tracing::error!(account = %account.name, "cannot write a reply to the ledger: {e}");
+                kept = false;
+            }
         }
     }
     account.outbox.notify_one();
+    kept
 }
 
 /// Send what the ledger holds for `account`, until the gateway stops (then once more, so the

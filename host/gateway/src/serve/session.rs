@@ -148,7 +148,7 @@ pub(crate) async fn run(
             // Its messages are answered with the reason, so the chat is not left waiting.
             for entry in gateway.store.inbox_open(&key).unwrap_or_default() {
                 let text = format!("I cannot start a conversation: {e}");
-                finish(&gateway, &account, &chat, &entry, &text, None);
+                let _ = finish(&gateway, &account, &chat, &entry, &text, None);
             }
             lock_and_forget(&gateway, &key);
             drop(rx);
@@ -246,18 +246,33 @@ fn lock_and_forget(gateway: &Gateway, key: &str) {
 }
 
 /// Answer `entry` with `markdown`: to whoever waits on it, or to the chat through the ledger
-/// (replacing the streamed message `edit`), then mark it done.
-fn finish(gateway: &Gateway, account: &Account, chat: &Chat, entry: &Entry, markdown: &str, edit: Option<String>) {
+/// (replacing the streamed message `edit`), then mark it done. Whether it was: when the store
+/// failed, the entry stays open, to be taken again (and finished from what was committed).
+#[must_use]
+fn finish(
+    gateway: &Gateway,
+    account: &Account,
+    chat: &Chat,
+    entry: &Entry,
+    markdown: &str,
+    edit: Option<String>,
+) -> bool {
     let reply = if entry.respond {
         Some(markdown)
     } else {
         let key = super::reply_key(&account.name, &chat.chat_id, &entry.message_id);
         let reply = Reply { edit, reply_to: None, buttons: Vec::new() };
-        outbox::queue(gateway, account, &chat.chat_id, chat.thread_id.as_deref(), markdown, &reply, &key);
+        if !outbox::queue(gateway, account, &chat.chat_id, chat.thread_id.as_deref(), markdown, &reply, &key) {
+            return false;
+        }
         None
     };
-    if let Err(e) = gateway.store.inbox_done(entry.id, reply) {
-        tracing::error!(account = %account.name, "cannot mark a message answered: {e}");
+    match gateway.store.inbox_done(entry.id, reply) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!(account = %account.name, "cannot mark a message answered: {e}");
+            false
+        }
     }
 }
 
@@ -505,7 +520,10 @@ impl Worker {
                 Recovery::Answered(text) => {
                     tracing::info!(session = %self.key, message = %entry.message_id, "a dead process answered this message; sending its answer");
                     let text = if text.trim().is_empty() { "(no answer)".to_string() } else { text };
-                    return finish(&self.gateway, &self.account, &self.chat, &entry, &text, entry.streamed.clone());
+                    if !finish(&self.gateway, &self.account, &self.chat, &entry, &text, entry.streamed.clone()) {
+                        self.taken.remove(&entry.id);
+                    }
+                    return;
                 }
                 Recovery::Again => {
                     tracing::info!(session = %self.key, message = %entry.message_id, "a dead process left this turn half done; running it again");
@@ -617,7 +635,17 @@ impl Worker {
                 };
                 match markdown {
                     Some(markdown) => {
-                        finish(&self.gateway, &self.account, &self.chat, &turn.entry, &markdown, turn.streamed.clone());
+                        if !finish(
+                            &self.gateway,
+                            &self.account,
+                            &self.chat,
+                            &turn.entry,
+                            &markdown,
+                            turn.streamed.clone(),
+                        ) {
+                            // Taken again at a later look, once the store answers.
+                            self.taken.remove(&turn.entry.id);
+                        }
                     }
                     None => drop_entry(&self.gateway, &turn.entry),
                 }
@@ -704,7 +732,7 @@ impl Worker {
             _ => Vec::new(),
         };
         let reply = Reply { edit: None, reply_to: None, buttons };
-        outbox::queue(
+        let _ = outbox::queue(
             &self.gateway,
             &self.account,
             &self.chat.chat_id,
