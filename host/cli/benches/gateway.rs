@@ -107,6 +107,16 @@ fn home(mock: &MockLlm, fakes: &[(&str, &TelegramFake)]) -> tempfile::TempDir {
     home
 }
 
+/// A gateway serving one Telegram account, polling already, with an instant model.
+fn one_account() -> (TelegramFake, MockLlm, tempfile::TempDir, Gateway) {
+    let fake = TelegramFake::start("1:bench");
+    let mock = MockLlm::start(Script::auto());
+    let home = home(&mock, &[("1:bench", &fake)]);
+    let gw = Gateway::start(home.path());
+    fake.wait_polling(WAIT);
+    (fake, mock, home, gw)
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -121,11 +131,7 @@ fn wait_answered(fake: &TelegramFake, users: impl Iterator<Item = i64> + Clone, 
 }
 
 fn throughput_and_latency() {
-    let fake = TelegramFake::start("1:bench");
-    let mock = MockLlm::start(Script::auto());
-    let home = home(&mock, &[("1:bench", &fake)]);
-    let _gw = Gateway::start(home.path());
-    fake.wait_polling(WAIT);
+    let (fake, _mock, _home, _gw) = one_account();
     // A first round makes every chat's session; the rounds measured use them as they are.
     let users = || (1..=CHATS).map(|u| 10_000 + u);
     let mut latencies = Vec::new();
@@ -164,11 +170,7 @@ fn throughput_and_latency() {
 }
 
 fn idle_sessions() {
-    let fake = TelegramFake::start("1:bench");
-    let mock = MockLlm::start(Script::auto());
-    let home = home(&mock, &[("1:bench", &fake)]);
-    let gw = Gateway::start(home.path());
-    fake.wait_polling(WAIT);
+    let (fake, _mock, _home, gw) = one_account();
     std::thread::sleep(Duration::from_millis(500));
     let before = gw.rss_kib();
     for batch in 0..(IDLE_SESSIONS / 100) {
@@ -225,11 +227,7 @@ fn adapter_instances() {
 type Sample = (f64, usize, u64);
 
 fn soak() {
-    let fake = TelegramFake::start("1:soak");
-    let mock = MockLlm::start(Script::auto());
-    let home = home(&mock, &[("1:soak", &fake)]);
-    let gw = Gateway::start(home.path());
-    fake.wait_polling(WAIT);
+    let (fake, mock, _home, gw) = one_account();
     let answered = Arc::new(AtomicUsize::new(0));
     let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
     let done = Arc::new(AtomicBool::new(false));
@@ -302,35 +300,32 @@ fn soak() {
 /// The soak's resident memory over the messages answered, as an SVG line chart, with a band of
 /// ±10% around `early` (the memory after the first [`SOAK_EARLY`] messages).
 fn plot(samples: &[Sample], early: u64) -> String {
-    const W: f64 = 900.0;
-    const H: f64 = 420.0;
-    const LEFT: f64 = 70.0;
-    const BOTTOM: f64 = 50.0;
-    const TOP: f64 = 40.0;
-    const RIGHT: f64 = 20.0;
+    // The picture's size, and the margins around the chart.
+    let (w, h) = (900.0, 420.0);
+    let (left, bottom, top_margin, right) = (70.0, 50.0, 40.0, 20.0);
     let mib = |kib: u64| kib as f64 / 1024.0;
     let top = samples.iter().map(|s| mib(s.2)).fold(mib(early) * 1.2, f64::max).ceil();
-    let x = |n: usize| LEFT + (W - LEFT - RIGHT) * n as f64 / SOAK_MESSAGES as f64;
-    let y = |m: f64| H - BOTTOM - (H - BOTTOM - TOP) * m / top;
+    let x = |n: usize| left + (w - left - right) * n as f64 / SOAK_MESSAGES as f64;
+    let y = |m: f64| h - bottom - (h - bottom - top_margin) * m / top;
     let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{LEFT}\" y=\"22\" font-size=\"15\">talaria gateway: resident memory over {SOAK_MESSAGES} messages, {SOAK_CHATS} chats</text>\n"
+         <text x=\"{left}\" y=\"22\" font-size=\"15\">talaria gateway: resident memory over {SOAK_MESSAGES} messages, {SOAK_CHATS} chats</text>\n"
     );
     let (low, high) = (y(mib(early) * 0.9), y(mib(early) * 1.1));
     out.push_str(&format!(
-        "<rect x=\"{LEFT}\" y=\"{high:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#e3f0e3\"/>\n",
-        W - LEFT - RIGHT,
+        "<rect x=\"{left}\" y=\"{high:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#e3f0e3\"/>\n",
+        w - left - right,
         low - high
     ));
     for i in 0..=5 {
         let m = top * f64::from(i) / 5.0;
         out.push_str(&format!(
-            "<line x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{m:.0} MiB</text>\n",
-            W - RIGHT,
+            "<line x1=\"{left}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{m:.0} MiB</text>\n",
+            w - right,
             y(m),
             y(m),
-            LEFT - 6.0,
+            left - 6.0,
             y(m) + 4.0
         ));
     }
@@ -339,13 +334,13 @@ fn plot(samples: &[Sample], early: u64) -> String {
         out.push_str(&format!(
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{n}</text>\n",
             x(n),
-            H - BOTTOM + 18.0
+            h - bottom + 18.0
         ));
     }
     out.push_str(&format!(
         "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">messages answered (band: ±10% of the memory after {SOAK_EARLY})</text>\n",
-        (LEFT + W - RIGHT) / 2.0,
-        H - 10.0
+        (left + w - right) / 2.0,
+        h - 10.0
     ));
     let points: Vec<String> = samples.iter().map(|s| format!("{:.1},{:.1}", x(s.1), y(mib(s.2)))).collect();
     out.push_str(&format!(
