@@ -147,7 +147,7 @@ impl Agent {
             if mark == known {
                 return Ok(None);
             }
-            let history: Vec<_> = store.messages(&id)?.into_iter().map(|m| m.message).collect();
+            let history = super::history_of(store, &id)?;
             Ok(Some((mark, history)))
         })
         .await?;

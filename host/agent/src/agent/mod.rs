@@ -265,6 +265,11 @@ pub struct Agent {
     resting: bool,
 }
 
+/// The messages stored for session `id`, oldest first.
+fn history_of(store: &Store, id: &str) -> Result<Vec<Message>, talaria_store::Error> {
+    Ok(store.messages(id)?.into_iter().map(|m| m.message).collect())
+}
+
 /// What a turn has done so far.
 #[derive(Default)]
 struct Turn {
@@ -325,7 +330,7 @@ impl Agent {
                 let read = info.clone();
                 let (m, history, prompt, c) = crate::on_store(&shared.store, move |store| {
                     let mark = store.message_mark(&read.id)?;
-                    let history: Vec<Message> = store.messages(&read.id)?.into_iter().map(|m| m.message).collect();
+                    let history = history_of(store, &read.id)?;
                     let prompt = store.system_prompt(&read.id)?;
                     Ok((mark, history, prompt, Agent::compressions_before(store, &read)))
                 })
@@ -432,11 +437,9 @@ impl Agent {
             return Ok(());
         }
         let id = self.session_id.clone();
-        let (history, prompt) = crate::on_store(&self.shared.store, move |store| {
-            let history: Vec<Message> = store.messages(&id)?.into_iter().map(|m| m.message).collect();
-            Ok((history, store.system_prompt(&id)?))
-        })
-        .await?;
+        let (history, prompt) =
+            crate::on_store(&self.shared.store, move |store| Ok((history_of(store, &id)?, store.system_prompt(&id)?)))
+                .await?;
         self.history = history;
         self.system_prompt = prompt;
         self.resting = false;

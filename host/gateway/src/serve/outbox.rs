@@ -83,6 +83,7 @@ pub(crate) fn render_parts(markdown: &str, info: &AccountInfo) -> Vec<(String, S
 /// Queue `markdown` to a chat, rendered and cut into the messages the platform takes, one
 /// delivery each (`KEY:N`): a part is sent once, even if queued again (a turn replayed), and a
 /// part that failed is retried alone.
+///
 /// Whether every part was kept (a part already kept under its key counts as kept).
 pub(crate) fn queue(
     gateway: &Gateway,
