@@ -142,7 +142,7 @@ impl Store {
     /// The database cannot be written.
     pub fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
         let put = match self.pg() {
-            Some(pg) => pg.inbox_put(e)?,
+            Some(pg) => return pg.inbox_put(e, &Self::notice_text(QUEUED, e.session_key)),
             None => self.write(|tx| {
                 let id: Option<i64> = tx
                     .query_row(
@@ -261,16 +261,16 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn inbox_done(&self, id: i64, reply: Option<&str>) -> Result<()> {
-        match self.pg() {
-            Some(pg) => pg.inbox_done(id, reply)?,
-            None => self.write(|tx| {
-                tx.execute(
-                    "UPDATE inbox SET state = 'done', reply = ?2, done_at = ?3 WHERE id = ?1",
-                    params![id, reply, now_ms()],
-                )?;
-                Ok(())
-            })?,
+        if let Some(pg) = self.pg() {
+            return pg.inbox_done(id, reply, &Self::notice_text(DONE, &id.to_string()));
         }
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE inbox SET state = 'done', reply = ?2, done_at = ?3 WHERE id = ?1",
+                params![id, reply, now_ms()],
+            )?;
+            Ok(())
+        })?;
         self.hint(DONE, &id.to_string());
         Ok(())
     }

@@ -115,17 +115,14 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn release_lease(&self, session_id: &str, token: &str) -> Result<()> {
-        match self.pg() {
-            Some(pg) => pg.release_lease(session_id, token)?,
-            None => self.write(|tx| {
-                tx.execute(
-                    "DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2",
-                    params![session_id, token],
-                )?;
-                Ok(())
-            })?,
-        }
         // Whoever waits for it may take it now.
+        if let Some(pg) = self.pg() {
+            return pg.release_lease(session_id, token, &Self::notice_text(crate::notice::LEASE_FREED, session_id));
+        }
+        self.write(|tx| {
+            tx.execute("DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2", params![session_id, token])?;
+            Ok(())
+        })?;
         self.hint(crate::notice::LEASE_FREED, session_id);
         Ok(())
     }

@@ -364,6 +364,24 @@ impl Store {
         }
     }
 
+    /// Keep at most `kib` KiB of database pages in this process's memory (SQLite's page cache;
+    /// 32 MiB unless set). A long-running process that reads a little of everything (a gateway
+    /// serving many chats) keeps its memory flat with a smaller cache: pages it no longer holds
+    /// are read again from the system's file cache. Nothing to do on PostgreSQL.
+    pub fn limit_cache(&self, kib: u32) {
+        if let Ok(conn) = self.conn() {
+            let _ = conn.pragma_update(None, "cache_size", -i64::from(kib));
+        }
+    }
+
+    /// Let go of the cached pages no statement is using now (they are read again when needed).
+    /// Nothing to do on PostgreSQL.
+    pub fn release_memory(&self) {
+        if let Ok(conn) = self.conn() {
+            let _ = conn.execute_batch("PRAGMA shrink_memory");
+        }
+    }
+
     /// The SQLite connection; on PostgreSQL, [`Error::NotOnPostgres`] for what has no
     /// PostgreSQL version yet.
     fn conn(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {

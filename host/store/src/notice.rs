@@ -46,7 +46,7 @@ pub struct Notice {
 }
 
 impl Notice {
-    fn new(topic: &str, payload: &str) -> Self {
+    pub(crate) fn new(topic: &str, payload: &str) -> Self {
         Self { topic: topic.into(), payload: payload.into(), from: me().into() }
     }
 
@@ -135,6 +135,13 @@ impl Store {
                 Ok(())
             }
         }
+    }
+
+    /// The notice a write on PostgreSQL sends itself (`pg_notify` in its own statement, so it
+    /// costs no round trip of its own and is heard once the write is committed); on SQLite the
+    /// caller sends it with [`Store::hint`] once the write is made.
+    pub(crate) fn notice_text(topic: &str, payload: &str) -> String {
+        Notice::new(topic, payload).encode()
     }
 
     /// [`Store::notify`] after a change that is already made: a notice that cannot be sent is

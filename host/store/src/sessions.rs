@@ -340,6 +340,19 @@ impl Store {
         stmt.query_row([id], |r| r.get(0)).optional()?.ok_or_else(|| not_found(id))
     }
 
+    /// The session's system prompt and its active messages, in order: what a conversation
+    /// put away needs to go on (one round trip on PostgreSQL).
+    ///
+    /// # Errors
+    /// [`Error::SessionNotFound`].
+    pub fn history(&self, id: &str) -> Result<(String, Vec<StoredMessage>)> {
+        if let Some(pg) = self.pg() {
+            let (prompt, raw) = pg.history(id)?.ok_or_else(|| not_found(id))?;
+            return Ok((prompt, raw.into_iter().map(RawMessage::into_stored).collect::<Result<_>>()?));
+        }
+        Ok((self.system_prompt(id)?, self.messages(id)?))
+    }
+
     /// The session the user means by `key`, tried in this order: `latest` (the most recently
     /// updated session that is not a subagent's), an exact id, an exact title (ignoring ASCII
     /// case), a unique id prefix.

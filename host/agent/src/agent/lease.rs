@@ -140,22 +140,32 @@ impl Agent {
 
     /// Reload the history when another process changed the session since this one last looked.
     async fn catch_up(&mut self) -> Result<(), Error> {
-        self.wake().await?;
-        let (id, known) = (self.session_id.clone(), self.mark);
-        let changed = crate::on_store(&self.shared.store, move |store| {
-            let mark = store.message_mark(&id)?;
+        let known = self.mark;
+        let added = if let Some(mark) = self.wake_marked().await? {
+            // Read back just now: the history is the stored one already.
             if mark == known {
-                return Ok(None);
+                return Ok(());
             }
-            let history = super::history_of(store, &id)?;
-            Ok(Some((mark, history)))
-        })
-        .await?;
-        let Some((mark, history)) = changed else { return Ok(()) };
-        let added = history.len().saturating_sub(self.history.len());
-        self.todos.restore(&history);
-        self.history = history;
-        self.mark = mark;
+            self.mark = mark;
+            usize::try_from(mark.0 - known.0).unwrap_or(0)
+        } else {
+            let id = self.session_id.clone();
+            let changed = crate::on_store(&self.shared.store, move |store| {
+                let mark = store.message_mark(&id)?;
+                if mark == known {
+                    return Ok(None);
+                }
+                let history = super::history_of(store, &id)?;
+                Ok(Some((mark, history)))
+            })
+            .await?;
+            let Some((mark, history)) = changed else { return Ok(()) };
+            let added = history.len().saturating_sub(self.history.len());
+            self.history = history;
+            self.mark = mark;
+            added
+        };
+        self.todos.restore(&self.history);
         self.emitter.emit(Event::Notice {
             level: NoticeLevel::Info,
             text: format!(

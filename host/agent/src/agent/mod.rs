@@ -433,17 +433,22 @@ impl Agent {
     /// # Errors
     /// The store cannot be read; the agent stays resting and the next call tries again.
     pub async fn wake(&mut self) -> Result<(), Error> {
+        self.wake_marked().await.map(|_| ())
+    }
+
+    /// [`Agent::wake`]; the session's mark ([`Store::message_mark`]) as the history read back
+    /// shows it, when it was read back.
+    pub(super) async fn wake_marked(&mut self) -> Result<Option<(i64, i64)>, Error> {
         if !self.resting {
-            return Ok(());
+            return Ok(None);
         }
         let id = self.session_id.clone();
-        let (history, prompt) =
-            crate::on_store(&self.shared.store, move |store| Ok((history_of(store, &id)?, store.system_prompt(&id)?)))
-                .await?;
-        self.history = history;
+        let (prompt, stored) = crate::on_store(&self.shared.store, move |store| store.history(&id)).await?;
+        let mark = (i64::try_from(stored.len()).unwrap_or(i64::MAX), stored.last().map_or(0, |m| m.id));
+        self.history = stored.into_iter().map(|m| m.message).collect();
         self.system_prompt = prompt;
         self.resting = false;
-        Ok(())
+        Ok(Some(mark))
     }
 
     pub fn history(&self) -> &[Message] {

@@ -160,6 +160,7 @@ pub fn base_host(base_url: &str) -> Result<HostPattern, String> {
 pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output = ()>) -> Result<(), String> {
     let config = host.config().gateway.clone();
     let store = host.store().clone();
+    store.limit_cache(PAGE_CACHE_KIB);
     let root = config.workspaces.clone().unwrap_or_else(|| default_workspaces(host.home()));
     std::fs::create_dir_all(&root).map_err(|e| format!("cannot make {}: {e}", root.display()))?;
     let (plugins, _) = host.plugins(host.workspace()).map_err(|e| e.to_string())?;
@@ -408,9 +409,18 @@ async fn report(gateway: Arc<Gateway>) {
 /// How often the gateway forgets what it no longer needs.
 const TIDY_EVERY: Duration = Duration::from_secs(30);
 
+/// The state database's page cache in a gateway (a CLI keeps the store's 32 MiB). A gateway
+/// reads each chat's history again for every message ([`Start::rests`]): over thousands of
+/// chats a larger cache only grows towards the whole file, and what falls out of it is in the
+/// system's file cache still.
+///
+/// [`Start::rests`]: talaria_core::Start::rests
+const PAGE_CACHE_KIB: u32 = 8 * 1024;
+
 /// Every [`TIDY_EVERY`]: forget strangers told about pairing long enough ago to be told again,
-/// and once sessions were put away, hand the memory they freed back to the system (the
-/// allocator keeps freed memory for itself otherwise, and a gateway's RSS would only grow).
+/// and hand the memory freed since back to the system (the allocator keeps freed memory for
+/// itself otherwise: after a burst, or as chats' histories grow, a gateway's RSS would only
+/// grow). Once sessions were put away, the database's cached pages go too.
 async fn tidy(gateway: Arc<Gateway>) {
     loop {
         tokio::select! {
@@ -419,8 +429,9 @@ async fn tidy(gateway: Arc<Gateway>) {
         }
         lock(&gateway.told).retain(|_, at| at.elapsed() < PAIRING_REPLY_EVERY);
         if gateway.put_away.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            give_back_memory();
+            gateway.store.release_memory();
         }
+        give_back_memory();
     }
 }
 
@@ -430,7 +441,7 @@ fn give_back_memory() {
     // SAFETY: malloc_trim takes no pointer and only walks glibc's own heaps, under their locks.
     #[allow(unsafe_code)]
     let released = unsafe { libc::malloc_trim(0) };
-    tracing::debug!(released, "idle sessions put away; freed memory returned to the system");
+    tracing::trace!(released, "freed memory returned to the system");
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
@@ -512,11 +523,17 @@ impl Gateway {
             addressed: m.mentions_bot,
             text: m.text.clone(),
         };
-        let paired = self.store.is_paired(&account.name, &m.sender_id).map_err(|e| {
-            tracing::error!(account = %account.name, "cannot read who is paired: {e}");
-            StoreDown
-        })?;
-        let admin = match authorize(&self.config, &inbound, paired) {
+        // Being paired only ever lets more in: the store is asked only when the rules alone
+        // would not answer.
+        let mut decision = authorize(&self.config, &inbound, false);
+        if !matches!(decision, Decision::Answer { .. }) {
+            let paired = self.store.is_paired(&account.name, &m.sender_id).map_err(|e| {
+                tracing::error!(account = %account.name, "cannot read who is paired: {e}");
+                StoreDown
+            })?;
+            decision = authorize(&self.config, &inbound, paired);
+        }
+        let admin = match decision {
             Decision::Ignore => return Ok(None),
             Decision::OfferPairing => {
                 self.offer_pairing(account, &m);

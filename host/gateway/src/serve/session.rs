@@ -533,11 +533,11 @@ impl Worker {
             }
         }
         let info = self.conversation.info();
-        let count = self.gateway.store.message_mark(&info.session_id).map_or(0, |(count, _)| count);
-        if entry.state != State::Running
-            && let Err(e) = self.gateway.store.inbox_started(entry.id, &info.session_id, count)
-        {
-            tracing::warn!(session = %self.key, "cannot mark a message started: {e}");
+        if entry.state != State::Running {
+            let count = self.gateway.store.message_mark(&info.session_id).map_or(0, |(count, _)| count);
+            if let Err(e) = self.gateway.store.inbox_started(entry.id, &info.session_id, count) {
+                tracing::warn!(session = %self.key, "cannot mark a message started: {e}");
+            }
         }
         let op = self.conversation.submit(Op::UserTurn { text: prompt.text, images: prompt.images });
         self.account.busy.fetch_add(1, Ordering::SeqCst);

@@ -173,14 +173,22 @@ impl Pg {
         self.run(move |client| {
             Box::pin(async move {
                 let now = now_ms();
-                client
-                    .exec(
-                        "INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (key) DO NOTHING",
+                // One statement: the new row's id, or the id of the row kept under `key` before.
+                let kept = client
+                    .qopt(
+                        "WITH new AS (
+                             INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
+                             VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (key) DO NOTHING RETURNING id
+                         )
+                         SELECT id FROM new UNION ALL SELECT id FROM deliveries WHERE key = $5 LIMIT 1",
                         &[&platform, &chat, &thread, &body, &key, &now],
                     )
                     .await
                     .map_err(sql)?;
+                if let Some(row) = kept {
+                    return Ok(row.get(0));
+                }
+                // Another process kept it while this statement ran: its row is visible now.
                 Ok(client.q1("SELECT id FROM deliveries WHERE key = $1", &[&key]).await.map_err(sql)?.get(0))
             })
         })

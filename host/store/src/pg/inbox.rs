@@ -28,7 +28,8 @@ fn entry(r: &Row) -> Entry {
 }
 
 impl Pg {
-    pub(crate) fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
+    /// Keep `e` and, when it is new, send `notice` in the same statement.
+    pub(crate) fn inbox_put(&self, e: &NewEntry<'_>, notice: &str) -> Result<Put> {
         let (account, chat_id, thread_id, session_key, message_id, kind, body) = (
             e.account.to_string(),
             e.chat_id.to_string(),
@@ -38,15 +39,30 @@ impl Pg {
             e.kind.to_string(),
             e.body.to_string(),
         );
-        let respond = e.respond;
+        let (respond, notice) = (e.respond, notice.to_string());
         self.run(move |client| {
             Box::pin(async move {
                 let inserted = client
                     .qopt(
-                        "INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                         ON CONFLICT (account, chat_id, message_id) DO NOTHING RETURNING id",
-                        &[&account, &chat_id, &thread_id, &session_key, &message_id, &kind, &body, &respond, &now_ms()],
+                        "WITH kept AS (
+                             INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                             ON CONFLICT (account, chat_id, message_id) DO NOTHING RETURNING id
+                         )
+                         SELECT kept.id, pg_notify($10, $11)::text FROM kept",
+                        &[
+                            &account,
+                            &chat_id,
+                            &thread_id,
+                            &session_key,
+                            &message_id,
+                            &kind,
+                            &body,
+                            &respond,
+                            &now_ms(),
+                            &crate::notice::CHANNEL,
+                            &notice,
+                        ],
                     )
                     .await
                     .map_err(sql)?;
@@ -134,14 +150,16 @@ impl Pg {
         })
     }
 
-    pub(crate) fn inbox_done(&self, id: i64, reply: Option<&str>) -> Result<()> {
-        let reply = reply.map(str::to_string);
+    /// Mark entry `id` done and send `notice`, in one statement.
+    pub(crate) fn inbox_done(&self, id: i64, reply: Option<&str>, notice: &str) -> Result<()> {
+        let (reply, notice) = (reply.map(str::to_string), notice.to_string());
         self.run(move |client| {
             Box::pin(async move {
                 client
                     .exec(
-                        "UPDATE inbox SET state = 'done', reply = $2, done_at = $3 WHERE id = $1",
-                        &[&id, &reply, &now_ms()],
+                        "WITH done AS (UPDATE inbox SET state = 'done', reply = $2, done_at = $3 WHERE id = $1)
+                         SELECT pg_notify($4, $5)",
+                        &[&id, &reply, &now_ms(), &crate::notice::CHANNEL, &notice],
                     )
                     .await
                     .map_err(sql)?;

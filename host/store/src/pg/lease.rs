@@ -81,12 +81,17 @@ impl Pg {
         })
     }
 
-    pub(crate) fn release_lease(&self, session_id: &str, token: &str) -> Result<()> {
-        let (session_id, token) = (session_id.to_string(), token.to_string());
+    /// Give the lease back (when it is still ours) and send `notice`, in one statement.
+    pub(crate) fn release_lease(&self, session_id: &str, token: &str, notice: &str) -> Result<()> {
+        let (session_id, token, notice) = (session_id.to_string(), token.to_string(), notice.to_string());
         self.run(move |client| {
             Box::pin(async move {
                 client
-                    .exec("DELETE FROM session_leases WHERE session_id = $1 AND token = $2", &[&session_id, &token])
+                    .exec(
+                        "WITH gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $2)
+                         SELECT pg_notify($3, $4)",
+                        &[&session_id, &token, &crate::notice::CHANNEL, &notice],
+                    )
                     .await
                     .map_err(sql)?;
                 Ok(())

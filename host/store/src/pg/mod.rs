@@ -131,7 +131,7 @@ impl Pg {
         let text = text.to_string();
         self.run(move |client| {
             Box::pin(async move {
-                client.execute("SELECT pg_notify($1, $2)", &[&crate::notice::CHANNEL, &text]).await.map_err(sql)?;
+                client.exec("SELECT pg_notify($1, $2)", &[&crate::notice::CHANNEL, &text]).await.map_err(sql)?;
                 Ok(())
             })
         })

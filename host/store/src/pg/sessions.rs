@@ -44,17 +44,22 @@ fn session_from_row(r: &Row) -> SessionInfo {
 }
 
 pub(crate) fn raw_message(r: &Row) -> RawMessage {
+    raw_message_from(r, 0)
+}
+
+/// The message whose [`MESSAGE_COLUMNS`] start at column `at`.
+fn raw_message_from(r: &Row, at: usize) -> RawMessage {
     RawMessage {
-        id: r.get(0),
-        session_id: r.get(1),
-        role: r.get(2),
-        content: r.get(3),
-        tool_call_id: r.get(4),
-        tool_calls: r.get(5),
-        tool_name: r.get(6),
-        reasoning: r.get(7),
-        extra: r.get(8),
-        created_at: r.get(9),
+        id: r.get(at),
+        session_id: r.get(at + 1),
+        role: r.get(at + 2),
+        content: r.get(at + 3),
+        tool_call_id: r.get(at + 4),
+        tool_calls: r.get(at + 5),
+        tool_name: r.get(at + 6),
+        reasoning: r.get(at + 7),
+        extra: r.get(at + 8),
+        created_at: r.get(at + 9),
     }
 }
 
@@ -321,6 +326,31 @@ impl Pg {
                     return Ok(None);
                 }
                 Ok(Some(rows.iter().map(raw_message).collect()))
+            })
+        })
+    }
+
+    /// The session's system prompt and active messages in one statement, or `None` when there
+    /// is no such session.
+    pub(crate) fn history(&self, session_id: &str) -> Result<Option<(String, Vec<RawMessage>)>> {
+        let session_id = session_id.to_string();
+        self.run(move |client| {
+            Box::pin(async move {
+                let rows = client
+                    .q(
+                        "SELECT s.system_prompt, m.id, m.session_id, m.role, m.content, m.tool_call_id, m.tool_calls,
+                                m.tool_name, m.reasoning, m.extra, m.created_at
+                         FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND m.active
+                         WHERE s.id = $1 ORDER BY m.id",
+                        &[&session_id],
+                    )
+                    .await
+                    .map_err(sql)?;
+                let Some(first) = rows.first() else { return Ok(None) };
+                let prompt: String = first.get(0);
+                // A session without messages is one row whose message columns are NULL.
+                let messages = rows.iter().filter(|r| r.get::<_, Option<i64>>(1).is_some());
+                Ok(Some((prompt, messages.map(|r| raw_message_from(r, 1)).collect())))
             })
         })
     }

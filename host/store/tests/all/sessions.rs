@@ -24,6 +24,7 @@ crate::on_both_engines!(
     a_webhook_delivery_id_is_seen_once_per_route,
     deleting_a_session_takes_its_messages_and_keeps_its_children,
     undo_hides_the_last_turn_everywhere,
+    a_session_put_away_reads_back_its_prompt_and_active_messages_at_once,
     images_come_back_with_their_message_and_its_text_alone_is_searched,
 );
 
@@ -524,4 +525,27 @@ fn a_webhook_delivery_id_is_seen_once_per_route(s: &Store) {
     assert!(!s.webhook_seen("ci", "d1").expect("first"));
     assert!(s.webhook_seen("ci", "d1").expect("again"));
     assert!(!s.webhook_seen("alerts", "d1").expect("another route"));
+}
+
+fn a_session_put_away_reads_back_its_prompt_and_active_messages_at_once(s: &Store) {
+    assert!(matches!(s.history("nobody"), Err(Error::SessionNotFound { .. })));
+    create(s, "h");
+    let (prompt, none) = s.history("h").expect("an empty session");
+    assert_eq!((prompt.as_str(), none.len()), ("You are the assistant of session h.", 0));
+
+    turn(s, "h", "first", "one");
+    let second = turn(s, "h", "second", "two");
+    s.undo_last_turn("h").expect("undo");
+    let third = turn(s, "h", "third", "three");
+    let (prompt, stored) = s.history("h").expect("history");
+    assert_eq!(prompt, "You are the assistant of session h.");
+    let texts: Vec<Message> = stored.iter().map(|m| m.message.clone()).collect();
+    assert_eq!(
+        texts,
+        [Message::user("first"), Message::assistant("one"), Message::user("third"), Message::assistant("three")]
+    );
+    // Its last id and count are the session's mark: a conversation put away knows from them
+    // whether another process went on meanwhile.
+    assert_eq!(s.message_mark("h").expect("mark"), (4, third[1]));
+    assert!(stored.iter().all(|m| !second.contains(&m.id)), "an undone message is not read back");
 }
