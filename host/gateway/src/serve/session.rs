@@ -104,6 +104,8 @@ struct Turn {
     text: String,
     /// The message the answer streams into, once sent.
     streamed: Option<String>,
+    /// How much of `text` the platform was last given.
+    shown: usize,
     last_edit: Instant,
     last_typing: Instant,
     /// The approval it waits for, if any.
@@ -189,6 +191,7 @@ pub(crate) async fn run(
         }
         let typing_due =
             worker.turn.as_ref().map_or_else(tokio::time::Instant::now, |t| (t.last_typing + TYPING_EVERY).into());
+        let edit_due = worker.edit_due();
         let renew_due: tokio::time::Instant = (worker.renewed + CHAT_LEASE_TTL / 3).into();
         tokio::select! {
             woken = rx.recv() => match woken {
@@ -200,6 +203,9 @@ pub(crate) async fn run(
                 None => break,
             },
             () = tokio::time::sleep_until(typing_due), if busy => worker.typing(),
+            () = tokio::time::sleep_until(edit_due.unwrap_or_else(Instant::now).into()), if edit_due.is_some() => {
+                Box::pin(worker.stream()).await;
+            }
             () = tokio::time::sleep_until(renew_due) => {
                 if !worker.renew() {
                     // Another process serves the chat now: this one must not answer it too.
@@ -547,6 +553,7 @@ impl Worker {
             streamed: entry.streamed.clone(),
             entry,
             text: String::new(),
+            shown: 0,
             last_edit: now,
             last_typing: now - TYPING_EVERY,
             approval: None,
@@ -654,18 +661,29 @@ impl Worker {
         }
     }
 
-    /// Show the answer so far, by editing the streamed message (at the platform's pace).
+    /// When the answer so far should be shown next: text the platform was not given yet waits
+    /// for the platform's edit pace. `None` when nothing waits (or the reply does not stream:
+    /// a webhook answers once, some platforms cannot edit).
+    fn edit_due(&self) -> Option<Instant> {
+        let turn = self.turn.as_ref()?;
+        if turn.entry.respond || turn.shown >= turn.text.len() || turn.text.trim().is_empty() {
+            return None;
+        }
+        let info = self.account.info()?;
+        info.can_edit.then(|| turn.last_edit + info.edit_interval)
+    }
+
+    /// Show the answer so far, by editing the streamed message, at the platform's pace: text
+    /// that comes sooner waits for the next edit (which [`Worker::edit_due`] times), so every
+    /// edit carries all the text so far and none is held back until the end.
     async fn stream(&mut self) {
-        let Some(info) = self.account.info() else { return };
-        let Some(turn) = &mut self.turn else { return };
-        if turn.entry.respond
-            || !info.can_edit
-            || turn.last_edit.elapsed() < info.edit_interval
-            || turn.text.trim().is_empty()
-        {
+        if self.edit_due().is_none_or(|due| due > Instant::now()) {
             return;
         }
+        let Some(info) = self.account.info() else { return };
+        let Some(turn) = &mut self.turn else { return };
         turn.last_edit = Instant::now();
+        turn.shown = turn.text.len();
         let Some((text, plain)) = outbox::render_parts(&turn.text, &info).into_iter().next() else { return };
         let message = Outbound {
             chat_id: self.chat.chat_id.clone(),
