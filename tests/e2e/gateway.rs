@@ -179,16 +179,17 @@ fn a_question_the_model_asks_in_a_chat_goes_into_its_reply_at_once() {
 
 /// Text that came faster than the platform's edit pace is shown once the pace allows, even
 /// when nothing more comes for a while (the model's next call is slow): edits are coalesced,
-/// never dropped until the end.
+/// never held back until the end.
 #[test]
 fn text_held_back_by_the_edit_pace_is_shown_while_the_turn_goes_on() {
     let fake = TelegramFake::start(TOKEN);
-    let first = "Let me write that down for you first.";
+    let first = "Let me write that down for you first, and then I will read it back to you twice.";
     let mock = MockLlm::start(Script::new([
         Reply::text(first)
+            .paced(150)
             .tool_call("todo", json!({"todos": [{"id": "1", "content": "water the plants", "status": "pending"}]}))
             .into(),
-        Step::text("Done: it is on your list.").delayed(4_000),
+        Step::text("Done: it is on your list.").delayed(6_000),
     ]));
     let t = setup(&mock, &fake, "", "allowed_users = [\"42\"]");
     let _gw = Gateway::start(&t);
@@ -196,10 +197,12 @@ fn text_held_back_by_the_edit_pace_is_shown_while_the_turn_goes_on() {
 
     let asked = Instant::now();
     fake.dm(42, "Ana", "remind me to water the plants");
-    // Telegram's pace is one edit a second; the model's second answer takes four.
-    let shown = fake.wait_for(42, Duration::from_millis(3_500), contains("write that down"));
-    assert!(asked.elapsed() < Duration::from_millis(3_500), "{shown:#?}");
+    // Telegram's pace is an edit a second; the first text streams for about 2.5 s, and the
+    // model's second answer takes 6 s more.
+    let shown = fake.wait_for(42, Duration::from_millis(5_000), contains("back to you twice."));
+    assert!(asked.elapsed() < Duration::from_millis(5_000), "{shown:#?}");
     assert!(!shown.text.contains("Done"), "the first text was held until the end: {shown:#?}");
+    assert!(!shown.edits.is_empty(), "it streamed by edits: {shown:#?}");
     let done = fake.wait_for(42, WAIT, contains("on your list"));
     assert_eq!(done.message_id, shown.message_id, "the answer goes on in the message it began: {:#?}", fake.chat(42));
 }

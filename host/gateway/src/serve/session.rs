@@ -191,7 +191,7 @@ pub(crate) async fn run(
         }
         let typing_due =
             worker.turn.as_ref().map_or_else(tokio::time::Instant::now, |t| (t.last_typing + TYPING_EVERY).into());
-        let edit_due = worker.edit_due();
+        let edit_due = worker.trailing_edit_due();
         let renew_due: tokio::time::Instant = (worker.renewed + CHAT_LEASE_TTL / 3).into();
         tokio::select! {
             woken = rx.recv() => match woken {
@@ -673,9 +673,19 @@ impl Worker {
         info.can_edit.then(|| turn.last_edit + info.edit_interval)
     }
 
+    /// When the streamed message should be edited with text that came since: only once a
+    /// message streams (the first one goes out as text comes, [`Worker::stream`]). A timer
+    /// never sends the first: a turn whose text is all there but not committed (the store is
+    /// down) would show it, and the turn run again would send it a second time.
+    fn trailing_edit_due(&self) -> Option<Instant> {
+        self.turn.as_ref()?.streamed.as_ref()?;
+        self.edit_due()
+    }
+
     /// Show the answer so far, by editing the streamed message, at the platform's pace: text
-    /// that comes sooner waits for the next edit (which [`Worker::edit_due`] times), so every
-    /// edit carries all the text so far and none is held back until the end.
+    /// that comes sooner waits for the next edit (once a message streams, a timer sends it:
+    /// [`Worker::trailing_edit_due`]), so every edit carries all the text so far and none is
+    /// held back until the end.
     async fn stream(&mut self) {
         if self.edit_due().is_none_or(|due| due > Instant::now()) {
             return;

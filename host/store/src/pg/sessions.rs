@@ -182,46 +182,57 @@ impl Pg {
         self.run(move |mut client| {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
-                let touched = tx
-                    .exec(
+                // The session's counts and every row in one INSERT go out together (one round
+                // trip for both), then the usage.
+                let mut insert = String::from(
+                    "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at) VALUES ",
+                );
+                let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(2 + rows.len() * 7);
+                params.extend([&session_id as &(dyn ToSql + Sync), &now]);
+                for (i, r) in rows.iter().enumerate() {
+                    let at = 3 + i * 7;
+                    insert.push_str(&format!(
+                        "{}($1, ${at}, ${}, ${}, ${}, ${}, ${}, ${}, $2)",
+                        if i == 0 { "" } else { ", " },
+                        at + 1,
+                        at + 2,
+                        at + 3,
+                        at + 4,
+                        at + 5,
+                        at + 6
+                    ));
+                    params.extend([
+                        &r.role as &(dyn ToSql + Sync),
+                        &r.content,
+                        &r.tool_call_id,
+                        &r.tool_calls,
+                        &r.tool_name,
+                        &r.reasoning,
+                        &r.extra,
+                    ]);
+                }
+                insert.push_str(" RETURNING id");
+                let (added, calls) = (count(rows.len()), count(calls));
+                let counted: [&(dyn ToSql + Sync); 4] = [&session_id, &added, &calls, &now];
+                // Prepared first (once per connection), so that the two go out in this order.
+                let (update, insert) = tokio::try_join!(
+                    tx.prepare_cached(
                         "UPDATE sessions SET message_count = message_count + $2, tool_call_count = tool_call_count + $3,
                                              updated_at = greatest(updated_at, $4)
                          WHERE id = $1",
-                        &[&session_id, &count(rows.len()), &count(calls), &now],
-                    )
-                    .await
-                    .map_err(sql)?;
-                if touched == 0 {
+                    ),
+                    tx.prepare_cached(&insert),
+                )
+                .map_err(sql)?;
+                // `rows` is never empty: [`crate::Store::append_messages_with_usage`] returns first.
+                let (touched, inserted) = tokio::join!(tx.execute(&update, &counted), tx.query(&insert, &params));
+                // A session that is not there fails every statement after the first.
+                if touched.map_err(sql)? == 0 {
                     return Err(not_found(&session_id));
                 }
-                let insert = tx
-                    .prepare_cached(
-                        "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
-                    )
-                    .await
-                    .map_err(sql)?;
-                let mut ids = Vec::with_capacity(rows.len());
-                for r in &rows {
-                    let row = tx
-                        .query_one(
-                            &insert,
-                            &[
-                                &session_id,
-                                &r.role,
-                                &r.content,
-                                &r.tool_call_id,
-                                &r.tool_calls,
-                                &r.tool_name,
-                                &r.reasoning,
-                                &r.extra,
-                                &now,
-                            ],
-                        )
-                        .await
-                        .map_err(sql)?;
-                    ids.push(row.get(0));
-                }
+                // Identities are drawn row by row in the order the rows are written.
+                let mut ids: Vec<i64> = inserted.map_err(sql)?.iter().map(|r| r.get(0)).collect();
+                ids.sort_unstable();
                 if let Some((usage, calls)) = &usage {
                     add_usage(&tx, &session_id, usage, *calls, now).await?;
                 }
