@@ -141,39 +141,39 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
-        let put = match self.pg() {
-            Some(pg) => return pg.inbox_put(e, &Self::notice_text(QUEUED, e.session_key)),
-            None => self.write(|tx| {
-                let id: Option<i64> = tx
-                    .query_row(
-                        "INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                         ON CONFLICT (account, chat_id, message_id) DO NOTHING RETURNING id",
-                        params![
-                            e.account,
-                            e.chat_id,
-                            e.thread_id,
-                            e.session_key,
-                            e.message_id,
-                            e.kind,
-                            e.body,
-                            e.respond,
-                            now_ms()
-                        ],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
-                if let Some(id) = id {
-                    return Ok(Put::New(id));
-                }
-                let known = tx.query_row(
-                    &format!("SELECT {COLUMNS} FROM inbox WHERE account = ?1 AND chat_id = ?2 AND message_id = ?3"),
-                    params![e.account, e.chat_id, e.message_id],
-                    entry,
-                )?;
-                Ok(Put::Known(Box::new(known)))
-            })?,
-        };
+        if let Some(pg) = self.pg() {
+            return pg.inbox_put(e, &Self::notice_text(QUEUED, e.session_key));
+        }
+        let put = self.write(|tx| {
+            let id: Option<i64> = tx
+                .query_row(
+                    "INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                     ON CONFLICT (account, chat_id, message_id) DO NOTHING RETURNING id",
+                    params![
+                        e.account,
+                        e.chat_id,
+                        e.thread_id,
+                        e.session_key,
+                        e.message_id,
+                        e.kind,
+                        e.body,
+                        e.respond,
+                        now_ms()
+                    ],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(id) = id {
+                return Ok(Put::New(id));
+            }
+            let known = tx.query_row(
+                &format!("SELECT {COLUMNS} FROM inbox WHERE account = ?1 AND chat_id = ?2 AND message_id = ?3"),
+                params![e.account, e.chat_id, e.message_id],
+                entry,
+            )?;
+            Ok(Put::Known(Box::new(known)))
+        })?;
         if matches!(put, Put::New(_)) {
             self.hint(QUEUED, e.session_key);
         }

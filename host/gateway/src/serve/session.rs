@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use talaria_core::config::BusyInput;
-use talaria_core::runtime::adapter::Outbound;
+use talaria_core::runtime::adapter::{AccountInfo, Outbound};
 use talaria_core::store::inbox::{Entry, State};
 use talaria_core::{Conversation, Platform, Start};
 use talaria_protocol::{Decision, Event, Image, Message, Op, Outcome};
@@ -664,12 +664,11 @@ impl Worker {
     /// When the answer so far should be shown next: text the platform was not given yet waits
     /// for the platform's edit pace. `None` when nothing waits (or the reply does not stream:
     /// a webhook answers once, some platforms cannot edit).
-    fn edit_due(&self) -> Option<Instant> {
+    fn edit_due(&self, info: &AccountInfo) -> Option<Instant> {
         let turn = self.turn.as_ref()?;
         if turn.entry.respond || turn.shown >= turn.text.len() || turn.text.trim().is_empty() {
             return None;
         }
-        let info = self.account.info()?;
         info.can_edit.then(|| turn.last_edit + info.edit_interval)
     }
 
@@ -679,7 +678,7 @@ impl Worker {
     /// down) would show it, and the turn run again would send it a second time.
     fn trailing_edit_due(&self) -> Option<Instant> {
         self.turn.as_ref()?.streamed.as_ref()?;
-        self.edit_due()
+        self.edit_due(&self.account.info()?)
     }
 
     /// Show the answer so far, by editing the streamed message, at the platform's pace: text
@@ -687,10 +686,10 @@ impl Worker {
     /// [`Worker::trailing_edit_due`]), so every edit carries all the text so far and none is
     /// held back until the end.
     async fn stream(&mut self) {
-        if self.edit_due().is_none_or(|due| due > Instant::now()) {
+        let Some(info) = self.account.info() else { return };
+        if self.edit_due(&info).is_none_or(|due| due > Instant::now()) {
             return;
         }
-        let Some(info) = self.account.info() else { return };
         let Some(turn) = &mut self.turn else { return };
         turn.last_edit = Instant::now();
         turn.shown = turn.text.len();
