@@ -111,7 +111,7 @@ where
 /// # Errors
 /// Reading `input` failed.
 pub async fn serve_opening<R, W>(
-    open: impl FnOnce() -> Result<Host, talaria_core::Error> + Send + 'static,
+    open: impl Future<Output = Result<Host, talaria_core::Error>> + Send + 'static,
     options: Options,
     input: R,
     output: W,
@@ -120,7 +120,7 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let opening = tokio::task::spawn_blocking(open);
+    let opening = tokio::spawn(open);
     run(HostSlot { host: tokio::sync::OnceCell::new(), opening: Mutex::new(Some(opening)) }, options, input, output)
         .await
 }
@@ -354,14 +354,14 @@ impl Server {
         };
         let cwd = r.cwd.as_ref().map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()));
         let store = self.host.get().await?.store().clone();
-        let page = tokio::task::spawn_blocking(move || -> Result<(Vec<SessionInfo>, bool), Error> {
+        let page = async {
             let q = talaria_core::store::ListQuery {
                 limit: PAGE + 1,
                 offset,
                 source: Some("acp"),
                 ..talaria_core::store::ListQuery::default()
             };
-            let rows = store.list_sessions_with(&q).map_err(internal)?;
+            let rows = store.list_sessions_with(&q).await.map_err(internal)?;
             let more = rows.len() > PAGE;
             let sessions = rows
                 .into_iter()
@@ -375,10 +375,9 @@ impl Server {
                         .updated_at(content::rfc3339(s.updated_at))
                 })
                 .collect();
-            Ok((sessions, more))
-        })
-        .await
-        .map_err(internal)??;
+            Ok::<_, Error>((sessions, more))
+        }
+        .await?;
         let (sessions, more) = page;
         Ok(ListSessionsResponse::new(sessions).next_cursor(more.then(|| (offset + PAGE).to_string())))
     }

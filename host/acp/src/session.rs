@@ -189,9 +189,7 @@ impl AcpSession {
     /// Replay the stored history as updates (`session/load`).
     pub async fn replay(&self) -> Result<(), Error> {
         let current = lock(&self.current).clone();
-        let store = self.store.clone();
-        let messages =
-            tokio::task::spawn_blocking(move || store.messages(&current)).await.map_err(internal)?.map_err(internal)?;
+        let messages = self.store.messages(&current).await.map_err(internal)?;
         let tools = lock(&self.tools).clone();
         for update in updates::replay(messages.into_iter().map(|m| m.message), &tools, &self.workspace) {
             self.send(update);
@@ -333,10 +331,8 @@ impl AcpSession {
 
 /// The stored session `id` continues in: itself, or the last child compression moved it to.
 async fn latest_of(store: &Arc<Store>, id: &str) -> Result<String, Error> {
-    let store = store.clone();
-    let id = id.to_string();
-    tokio::task::spawn_blocking(move || {
-        let Some(mut at) = store.session(&id).map_err(internal)? else {
+    {
+        let Some(mut at) = store.session(id).await.map_err(internal)? else {
             return Err(error(ErrorCode::ResourceNotFound, format!("no stored session `{id}`")));
         };
         for _ in 0..64 {
@@ -346,15 +342,13 @@ async fn latest_of(store: &Arc<Store>, id: &str) -> Result<String, Error> {
                 source: Some(&at.source),
                 ..Default::default()
             };
-            match store.list_sessions_with(&q).map_err(internal)?.into_iter().next() {
+            match store.list_sessions_with(&q).await.map_err(internal)?.into_iter().next() {
                 Some(child) => at = child,
                 None => break,
             }
         }
         Ok(at.id)
-    })
-    .await
-    .map_err(internal)?
+    }
 }
 
 /// The editor's MCP servers as talaria runs them (their env and headers taken as given); the

@@ -66,36 +66,19 @@ pub enum Error {
     Task(String),
 }
 
-/// Run `f` on the store. SQLite may wait for another process's lock (with sleeps between
-/// tries, for at most a second), and PostgreSQL waits for the network: where async threads are
-/// shared by many conversations (the gateway's runtime has several), `f` runs on a blocking
-/// thread so that they never wait with it.
-///
-/// On a single-threaded runtime (a terminal, an editor, a cron run) over SQLite, `f` runs right
-/// here: handing it to a blocking thread and back cost two thread wake-ups and a fresh
-/// allocator arena's growth, about a tenth of a tool turn, for a call that takes a fraction of
-/// a millisecond. While it runs, that runtime's other tasks (the rendering of events, another
-/// session of the same editor) wait, at worst the busy timeout when another process holds the
-/// write lock.
+/// Run `f`, a few steps on the store, as one step of the agent: its errors become the agent's,
+/// and a panic inside it becomes [`Error::Task`] instead of ending the conversation's task.
 ///
 /// # Errors
 /// What `f` returned, or [`Error::Task`] when it panicked.
-pub async fn on_store<T: Send + 'static>(
-    store: &std::sync::Arc<talaria_store::Store>,
-    f: impl FnOnce(&talaria_store::Store) -> Result<T, talaria_store::Error> + Send + 'static,
+pub async fn on_store<T>(
+    store: &talaria_store::Store,
+    f: impl AsyncFnOnce(&talaria_store::Store) -> Result<T, talaria_store::Error>,
 ) -> Result<T, Error> {
-    let single_threaded = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| matches!(h.runtime_flavor(), tokio::runtime::RuntimeFlavor::CurrentThread));
-    if single_threaded && !store.is_postgres() {
-        return match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(store))) {
-            Ok(result) => result.map_err(Error::from),
-            Err(panic) => Err(Error::Task(panic_text(&*panic))),
-        };
-    }
-    let store = store.clone();
-    match tokio::task::spawn_blocking(move || f(&store)).await {
+    use futures_util::FutureExt as _;
+    match std::panic::AssertUnwindSafe(f(store)).catch_unwind().await {
         Ok(result) => result.map_err(Error::from),
-        Err(e) => Err(Error::Task(e.to_string())),
+        Err(panic) => Err(Error::Task(panic_text(&*panic))),
     }
 }
 
@@ -153,7 +136,6 @@ impl Emitter {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::thread::ThreadId;
 
     use super::{Error, on_store};
 
@@ -163,35 +145,17 @@ mod tests {
         (dir, Arc::new(store))
     }
 
-    async fn thread_of_a_call(store: &Arc<talaria_store::Store>) -> ThreadId {
-        on_store(store, |_| Ok(std::thread::current().id())).await.expect("call")
-    }
-
-    #[test]
-    fn a_store_call_runs_in_place_on_one_thread_and_beside_the_async_threads_on_many() {
+    #[tokio::test]
+    async fn a_store_call_that_panics_is_an_error_not_a_crash() {
         let (_dir, store) = store();
-        let one = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
-        assert_eq!(one.block_on(thread_of_a_call(&store)), std::thread::current().id());
-        let many = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().expect("runtime");
-        let (caller, callee) = many.block_on(async {
-            let store = store.clone();
-            tokio::spawn(async move { (std::thread::current().id(), thread_of_a_call(&store).await) })
-                .await
-                .expect("task")
-        });
-        assert_ne!(caller, callee, "the worker thread never waits on the store");
-    }
-
-    #[test]
-    fn a_store_call_that_panics_in_place_is_an_error_not_a_crash() {
-        let (_dir, store) = store();
-        let one = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
-        let result: Result<(), Error> = one.block_on(on_store(&store, |_| panic!("the disk caught fire")));
+        let result: Result<(), Error> = on_store(&store, async |_| panic!("the disk caught fire")).await;
         match result {
             Err(Error::Task(text)) => assert!(text.contains("the disk caught fire"), "{text}"),
             other => panic!("expected a task error, got {other:?}"),
         }
-        // The store still answers.
-        assert!(one.block_on(on_store(&store, |s| s.session("none"))).expect("call").is_none());
+        // The store still answers, and its own errors stay store errors.
+        assert!(on_store(&store, async |s| s.session("none").await).await.expect("call").is_none());
+        let missing = on_store(&store, async |s| s.system_prompt("none").await).await;
+        assert!(matches!(missing, Err(Error::Store(talaria_store::Error::SessionNotFound { .. }))), "{missing:?}");
     }
 }

@@ -29,6 +29,6 @@ pub async fn run(ctx: &Ctx, args: AcpArgs) -> anyhow::Result<ExitCode> {
     tracing::info!("talaria acp: serving the Agent Client Protocol on stdio");
     // The editor's `initialize` is answered while the host opens.
     let (input, output) = (BufReader::new(tokio::io::stdin()), tokio::io::stdout());
-    talaria_acp::serve_opening(move || Host::open(host), options, input, output).await?;
+    talaria_acp::serve_opening(Host::open(host), options, input, output).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -120,7 +120,7 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
     let stop = Stop::install();
     // The model first: with none configured, nothing else is worth opening.
     chain_check(ctx, args)?;
-    let host = Host::open(HostOptions { home: ctx.home.clone(), workspace: ctx.workspace.clone() })?;
+    let host = Host::open(HostOptions { home: ctx.home.clone(), workspace: ctx.workspace.clone() }).await?;
     let (plugins, _) = host.plugins(&ctx.workspace)?;
     if std::io::stderr().is_terminal() {
         let pending = plugins.to_compile();

@@ -42,10 +42,10 @@ pub enum CheckpointsCmd {
     },
 }
 
-pub fn run(ctx: &Ctx, cmd: CheckpointsCmd) -> anyhow::Result<ExitCode> {
+pub async fn run(ctx: &Ctx, cmd: CheckpointsCmd) -> anyhow::Result<ExitCode> {
     let store = Checkpoints::open(&ctx.home);
-    let sessions = ctx.store_for_reading()?;
-    let resolve = |key: &str| -> anyhow::Result<String> { Ok(sessions.resolve_session(key)?.id) };
+    let sessions = ctx.store_for_reading().await?;
+    let resolve = async |key: &str| -> anyhow::Result<String> { Ok(sessions.resolve_session(key).await?.id) };
     match cmd {
         CheckpointsCmd::List { session, all } => {
             if all {
@@ -61,13 +61,13 @@ pub fn run(ctx: &Ctx, cmd: CheckpointsCmd) -> anyhow::Result<ExitCode> {
                 ui::note(&format!("kept contents take {:.1} MiB", size as f64 / 1_048_576.0));
                 return Ok(ExitCode::SUCCESS);
             }
-            let id = resolve(&session)?;
+            let id = resolve(&session).await?;
             println!("session {id}");
             println!("{}", ui::for_stdout(&talaria_core::rollback::listing(&store.load(&id)?)));
             Ok(ExitCode::SUCCESS)
         }
         CheckpointsCmd::Diff { n, session } => {
-            let id = resolve(&session)?;
+            let id = resolve(&session).await?;
             let cp = nth(&store, &id, n)?;
             let workspace = Path::new(&cp.workspace);
             println!("{}", ui::for_stdout(&format!("checkpoint {n} of {id}: before `{}`", cp.what)));
@@ -103,7 +103,7 @@ pub fn run(ctx: &Ctx, cmd: CheckpointsCmd) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         CheckpointsCmd::Restore { n, session, yes } => {
-            let id = resolve(&session)?;
+            let id = resolve(&session).await?;
             let cp = nth(&store, &id, n)?;
             let done = match store.restore(&id, cp.n, yes) {
                 Ok(done) => done,

@@ -60,8 +60,8 @@ pub async fn run(ctx: &Ctx, cmd: ContextCmd) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let store = ctx.store_for_reading()?;
-    let found = match store.resolve_session(&session) {
+    let store = ctx.store_for_reading().await?;
+    let found = match store.resolve_session(&session).await {
         Ok(info) => Some(info),
         Err(e) if session == "latest" => {
             tracing::debug!("no session to measure: {e}");
@@ -71,12 +71,12 @@ pub async fn run(ctx: &Ctx, cmd: ContextCmd) -> anyhow::Result<ExitCode> {
     };
     let (status, plugin_session, budget) = match &found {
         Some(info) => {
-            let messages: Vec<Message> = store.messages(&info.id)?.into_iter().map(|m| m.message).collect();
-            let system = store.system_prompt(&info.id)?;
+            let messages: Vec<Message> = store.messages(&info.id).await?.into_iter().map(|m| m.message).collect();
+            let system = store.system_prompt(&info.id).await?;
             let (mut tools, _) = runtime.tools().await;
             tools.extend(talaria_agent::builtin::specs().into_iter().map(std::sync::Arc::new));
             let count = u32::try_from(messages.len()).unwrap_or(u32::MAX);
-            let compressions = Agent::compressions_before(&store, info);
+            let compressions = Agent::compressions_before(&store, info).await;
             let budget = ContextBudget::estimate(&system, &tools, &messages, context_length);
             let status = ContextStatus {
                 prompt_tokens: talaria_agent::estimate_tokens(&system, &tools, &messages),

@@ -164,25 +164,27 @@ pub struct JobOptions {
 
 pub async fn run(ctx: &Ctx, cmd: CronCmd) -> anyhow::Result<ExitCode> {
     match cmd {
-        CronCmd::List { json } => list(&ctx.store_for_reading()?, json),
-        CronCmd::Add { schedule, prompt, options, dry_run, yes } => add(ctx, schedule, prompt, options, dry_run, yes),
+        CronCmd::List { json } => list(&ctx.store_for_reading().await?, json).await,
+        CronCmd::Add { schedule, prompt, options, dry_run, yes } => {
+            add(ctx, schedule, prompt, options, dry_run, yes).await
+        }
         CronCmd::Edit { job, schedule, prompt, options, disallow, forever, workspace, yes } => {
             let edit = Edit { schedule, prompt, options, disallow, forever, workspace, yes };
-            edit_job(ctx, &ctx.store()?, &job, edit)
+            edit_job(ctx, &ctx.store().await?, &job, edit).await
         }
-        CronCmd::Pause { job } => pause(&ctx.store()?, &job, true),
-        CronCmd::Resume { job } => pause(&ctx.store()?, &job, false),
+        CronCmd::Pause { job } => pause(&ctx.store().await?, &job, true).await,
+        CronCmd::Resume { job } => pause(&ctx.store().await?, &job, false).await,
         CronCmd::Remove { job } => {
-            let store = ctx.store()?;
-            let found = store.cron_find(&job)?;
-            store.cron_remove(&found.id)?;
+            let store = ctx.store().await?;
+            let found = store.cron_find(&job).await?;
+            store.cron_remove(&found.id).await?;
             println!("removed {} ({})", found.id, found.name);
             Ok(ExitCode::SUCCESS)
         }
-        CronCmd::History { job, limit, json } => history(&ctx.store_for_reading()?, &job, limit, json),
+        CronCmd::History { job, limit, json } => history(&ctx.store_for_reading().await?, &job, limit, json).await,
         CronCmd::Run { job } => {
-            let runner = runner(ctx)?;
-            let found = ctx.store()?.cron_find(&job)?;
+            let runner = runner(ctx).await?;
+            let found = ctx.store().await?.cron_find(&job).await?;
             ui::note(&format!("running {} ({})...", found.id, found.name));
             match runner.run_now(&found.id).await {
                 Ok(report) => {
@@ -201,12 +203,13 @@ pub async fn run(ctx: &Ctx, cmd: CronCmd) -> anyhow::Result<ExitCode> {
 
 /// The host scheduled runs use: the gateway's (its directory is the default workspace, so
 /// chats' jobs get the plugins chats get).
-fn runner(ctx: &Ctx) -> anyhow::Result<Runner> {
+async fn runner(ctx: &Ctx) -> anyhow::Result<Runner> {
     let workspace = ctx.home.join("gateway");
     std::fs::create_dir_all(&workspace)?;
     talaria_runtime::start_engine();
     let host =
-        Host::open(HostOptions { home: ctx.home.clone(), workspace: talaria_core::canonical_workspace(&workspace)? })?;
+        Host::open(HostOptions { home: ctx.home.clone(), workspace: talaria_core::canonical_workspace(&workspace)? })
+            .await?;
     let host = Arc::new(host);
     // Answers for chats go through the gateway's delivery ledger, sent from here when no
     // gateway serves their account.
@@ -215,7 +218,7 @@ fn runner(ctx: &Ctx) -> anyhow::Result<Runner> {
 }
 
 async fn tick(ctx: &Ctx, now: Timestamp) -> anyhow::Result<ExitCode> {
-    let runner = runner(ctx)?;
+    let runner = runner(ctx).await?;
     let tick = runner.tick(now).await.map_err(anyhow::Error::msg)?;
     let mut failed = !tick.interrupted.is_empty();
     for run in &tick.interrupted {
@@ -250,7 +253,7 @@ fn status_word(status: RunStatus) -> String {
     }
 }
 
-fn add(
+async fn add(
     ctx: &Ctx,
     schedule: String,
     prompt: String,
@@ -292,8 +295,8 @@ fn add(
         Ok(false) => return refuse("nothing saved"),
         Err(e) => return refuse(&e),
     }
-    let store = ctx.store()?;
-    let id = store.cron_insert(&job)?;
+    let store = ctx.store().await?;
+    let id = store.cron_insert(&job).await?;
     println!("saved job {id}; it runs when a gateway or `talaria cron tick` is running");
     Ok(ExitCode::SUCCESS)
 }
@@ -309,8 +312,8 @@ struct Edit {
     yes: bool,
 }
 
-fn edit_job(ctx: &Ctx, store: &Store, key: &str, edit: Edit) -> anyhow::Result<ExitCode> {
-    let mut job = store.cron_find(key)?;
+async fn edit_job(ctx: &Ctx, store: &Store, key: &str, edit: Edit) -> anyhow::Result<ExitCode> {
+    let mut job = store.cron_find(key).await?;
     let now = Timestamp::now();
     let o = edit.options;
     if let Some(text) = edit.schedule.as_deref() {
@@ -378,13 +381,13 @@ fn edit_job(ctx: &Ctx, store: &Store, key: &str, edit: Edit) -> anyhow::Result<E
     }
     job.allow.extend(added);
     job.allow.retain(|k| !edit.disallow.contains(k));
-    store.cron_update(&job)?;
-    describe(&store.cron_job(&job.id)?, now);
+    store.cron_update(&job).await?;
+    describe(&store.cron_job(&job.id).await?, now);
     Ok(ExitCode::SUCCESS)
 }
 
-fn pause(store: &Store, key: &str, paused: bool) -> anyhow::Result<ExitCode> {
-    let mut job = store.cron_find(key)?;
+async fn pause(store: &Store, key: &str, paused: bool) -> anyhow::Result<ExitCode> {
+    let mut job = store.cron_find(key).await?;
     job.enabled = !paused;
     if !paused {
         // Resumed: from its next time after now (what it missed while paused is not run).
@@ -393,8 +396,8 @@ fn pause(store: &Store, key: &str, paused: bool) -> anyhow::Result<ExitCode> {
             job.next_run_at = jobs::next_run(&job, now);
         }
     }
-    store.cron_update(&job)?;
-    let job = store.cron_job(&job.id)?;
+    store.cron_update(&job).await?;
+    let job = store.cron_job(&job.id).await?;
     let next = job.next_run_at.map_or_else(|| "none".into(), when);
     println!(
         "{} {} ({}): {}, next run {next}",
@@ -492,8 +495,8 @@ fn when(ms: i64) -> String {
     Timestamp::from_millisecond(ms).map_or_else(|_| ms.to_string(), |t| show(t, &system_zone()))
 }
 
-fn list(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
-    let jobs = store.cron_jobs()?;
+async fn list(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
+    let jobs = store.cron_jobs().await?;
     if json {
         let value: Vec<serde_json::Value> = jobs.iter().map(job_json).collect();
         println!("{}", serde_json::to_string_pretty(&value)?);
@@ -547,9 +550,9 @@ fn run_json(r: &Run) -> serde_json::Value {
     })
 }
 
-fn history(store: &Store, key: &str, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
-    let job = store.cron_find(key)?;
-    let runs = store.cron_runs(&job.id, limit.max(1))?;
+async fn history(store: &Store, key: &str, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let job = store.cron_find(key).await?;
+    let runs = store.cron_runs(&job.id, limit.max(1)).await?;
     if json {
         let value: Vec<serde_json::Value> = runs.iter().map(run_json).collect();
         println!("{}", serde_json::to_string_pretty(&value)?);

@@ -99,7 +99,7 @@ pub async fn run(ctx: &Ctx, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let mut r = Report::new();
     check_config(ctx, &mut r);
     check_home(&ctx.home, &mut r);
-    check_state(&ctx.home, &ctx.store_location(), args.repair, &mut r);
+    check_state(&ctx.home, &ctx.store_location(), args.repair, &mut r).await;
     let secrets = Secrets::load(&ctx.home.join(".env"));
     let primary = check_model(ctx, &mut r);
     check_key(ctx, primary.as_ref(), &secrets, &mut r);
@@ -113,8 +113,8 @@ pub async fn run(ctx: &Ctx, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let runtime = check_plugins(ctx, &mut r).await;
     check_grants(ctx, runtime.as_ref(), &mut r);
     check_installed(ctx, &mut r);
-    check_gateway(ctx, runtime.as_ref(), &secrets, &mut r);
-    check_cron(ctx, &mut r);
+    check_gateway(ctx, runtime.as_ref(), &secrets, &mut r).await;
+    check_cron(ctx, &mut r).await;
     check_mcp(ctx, &secrets, &mut r);
     let [ok, warned, failed] = r.counts;
     let summary = format!(
@@ -142,7 +142,7 @@ fn check_config(ctx: &Ctx, r: &mut Report) {
 
 /// The gateway's rules, its accounts' adapters and secrets, and who is paired (only when there
 /// are rules or pairings to speak of).
-fn check_gateway(ctx: &Ctx, runtime: Option<&Runtime>, secrets: &Secrets, r: &mut Report) {
+async fn check_gateway(ctx: &Ctx, runtime: Option<&Runtime>, secrets: &Secrets, r: &mut Report) {
     for finding in talaria_gateway::check(&ctx.config.gateway) {
         match finding {
             talaria_gateway::Finding::Ok(m) => r.ok("gateway", &m),
@@ -187,8 +187,8 @@ fn check_gateway(ctx: &Ctx, runtime: Option<&Runtime>, secrets: &Secrets, r: &mu
             }
         }
     }
-    let Ok(store) = ctx.store_for_reading() else { return };
-    let Ok(all) = store.pairings() else { return };
+    let Ok(store) = ctx.store_for_reading().await else { return };
+    let Ok(all) = store.pairings().await else { return };
     if all.is_empty() {
         return;
     }
@@ -247,9 +247,9 @@ fn check_mcp(ctx: &Ctx, secrets: &Secrets, r: &mut Report) {
 
 /// Scheduled jobs (only when there are some): where they deliver, where they run, whether
 /// anything ticks them.
-fn check_cron(ctx: &Ctx, r: &mut Report) {
-    let Ok(store) = ctx.store_for_reading() else { return };
-    let Ok(jobs) = store.cron_jobs() else { return };
+async fn check_cron(ctx: &Ctx, r: &mut Report) {
+    let Ok(store) = ctx.store_for_reading().await else { return };
+    let Ok(jobs) = store.cron_jobs().await else { return };
     let active: Vec<_> = jobs.iter().filter(|j| j.enabled && j.next_run_at.is_some()).collect();
     if jobs.is_empty() {
         return;
@@ -282,7 +282,7 @@ fn check_cron(ctx: &Ctx, r: &mut Report) {
         }
     }
     let now = jiff::Timestamp::now().as_millisecond();
-    let gateway = talaria_gateway::serve::Status::read_all(&store).iter().any(|s| s.live(now));
+    let gateway = talaria_gateway::serve::Status::read_all(&store).await.iter().any(|s| s.live(now));
     let summary = format!("{} ({} active)", ui::count(jobs.len(), "job", "jobs"), active.len());
     if active.is_empty() || gateway {
         r.ok("cron", &format!("{summary}{}", if gateway { "; the running gateway ticks them" } else { "" }));
@@ -304,12 +304,16 @@ fn check_home(home: &Path, r: &mut Report) {
     }
 }
 
-fn check_state(home: &Path, location: &talaria_store::Location, repair: bool, r: &mut Report) {
+async fn check_state(home: &Path, location: &talaria_store::Location, repair: bool, r: &mut Report) {
     if let talaria_store::Location::Postgres(_) = location {
         // Connecting migrates the schema, which needs the pg_trgm extension: a store that opens
         // has both.
         let all = ListQuery { limit: usize::MAX, include_children: true, ..ListQuery::default() };
-        return match location.open().and_then(|store| store.list_sessions_with(&all)) {
+        let listed = match location.open().await {
+            Ok(store) => store.list_sessions_with(&all).await,
+            Err(e) => Err(e),
+        };
+        return match listed {
             Ok(sessions) => r.ok(
                 "state",
                 &format!(
@@ -340,7 +344,7 @@ fn check_state(home: &Path, location: &talaria_store::Location, repair: bool, r:
         Err(e) => return r.fail("state", &e.to_string()),
     };
     let all = ListQuery { limit: usize::MAX, include_children: true, ..ListQuery::default() };
-    match store.list_sessions_with(&all) {
+    match store.list_sessions_with(&all).await {
         Ok(sessions) => r.ok(
             "state",
             &format!(

@@ -37,7 +37,7 @@ pub enum GatewayCmd {
 pub async fn run(ctx: &Ctx, cmd: GatewayCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         GatewayCmd::Run { only } => serve(ctx, only).await,
-        GatewayCmd::Status { json } => status(ctx, json),
+        GatewayCmd::Status { json } => status(ctx, json).await,
     }
 }
 
@@ -47,7 +47,8 @@ async fn serve(ctx: &Ctx, only: Vec<String>) -> anyhow::Result<ExitCode> {
     let workspace = ctx.home.join("gateway");
     std::fs::create_dir_all(&workspace)?;
     let host =
-        Host::open(HostOptions { home: ctx.home.clone(), workspace: talaria_core::canonical_workspace(&workspace)? })?;
+        Host::open(HostOptions { home: ctx.home.clone(), workspace: talaria_core::canonical_workspace(&workspace)? })
+            .await?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let shutdown = async move {
         tokio::select! {
@@ -71,11 +72,11 @@ async fn serve(ctx: &Ctx, only: Vec<String>) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
-    let store = ctx.store_for_reading()?;
-    let all = Status::read_all(&store);
-    let counts = store.delivery_counts()?;
-    let sessions = store.kv_keys(SESSIONS_SPACE, "")?.len();
+async fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
+    let store = ctx.store_for_reading().await?;
+    let all = Status::read_all(&store).await;
+    let counts = store.delivery_counts().await?;
+    let sessions = store.kv_keys(SESSIONS_SPACE, "").await?.len();
     let now = jiff::Timestamp::now().as_millisecond();
     // Each process writes every two seconds: older than ten, it is gone (killed, or the machine).
     let live: Vec<&Status> = all.iter().filter(|s| s.live(now)).collect();

@@ -241,13 +241,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Completions { shell } => Ok(completions(shell)),
         Command::Profile(cmd) => profile::run(cmd),
-        Command::Checkpoints(cmd) => checkpoints::run(&ctx, cmd),
-        Command::Store(cmd) => store::run(&ctx, cmd),
+        Command::Checkpoints(cmd) => checkpoints::run(&ctx, cmd).await,
+        Command::Store(cmd) => store::run(&ctx, cmd).await,
         Command::Skills(cmd) => skills::run(&ctx, cmd).await,
         Command::Chat(args) => chat_command(&ctx, args).await,
         Command::Acp(args) => acp::run(&ctx, args).await,
-        Command::Sessions(cmd) => sessions::run(&ctx, cmd),
-        Command::Pairing(cmd) => pairing::run(&ctx, cmd),
+        Command::Sessions(cmd) => sessions::run(&ctx, cmd).await,
+        Command::Pairing(cmd) => pairing::run(&ctx, cmd).await,
         Command::Gateway(cmd) => gateway::run(&ctx, cmd).await,
         Command::Cron(cmd) => cron::run(&ctx, cmd).await,
         Command::Mcp(cmd) => mcp::run(&ctx, cmd).await,
@@ -259,7 +259,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             talaria_author::run(&place, cmd).await
         }
         Command::Tools(cmd) => tools::run(&ctx, cmd).await,
-        Command::Memory(cmd) => memory::run(&ctx, cmd),
+        Command::Memory(cmd) => memory::run(&ctx, cmd).await,
         Command::Context(cmd) => context::run(&ctx, cmd).await,
         Command::Trust { dir, revoke, replace } => plugins::trust(&ctx, dir, revoke, &replace),
     }
@@ -307,13 +307,13 @@ impl Ctx {
     }
 
     /// The store, to read and write.
-    pub fn store(&self) -> Result<talaria_store::Store, talaria_store::Error> {
-        talaria_core::open_store(&self.home, &self.config)
+    pub async fn store(&self) -> Result<talaria_store::Store, talaria_store::Error> {
+        talaria_core::open_store(&self.home, &self.config).await
     }
 
     /// The store, for a command that only reads.
-    pub fn store_for_reading(&self) -> Result<talaria_store::Store, talaria_store::Error> {
-        talaria_core::open_store_for_reading(&self.home, &self.config)
+    pub async fn store_for_reading(&self) -> Result<talaria_store::Store, talaria_store::Error> {
+        talaria_core::open_store_for_reading(&self.home, &self.config).await
     }
 
     /// The plugins, as core discovers them for a command with no one to ask (compiles

@@ -298,7 +298,7 @@ pub async fn update_cmd(ctx: &Ctx, name: Option<&str>, all: bool, flags: &Instal
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-pub fn remove_cmd(ctx: &Ctx, name: &str, project: bool, purge: bool) -> anyhow::Result<ExitCode> {
+pub async fn remove_cmd(ctx: &Ctx, name: &str, project: bool, purge: bool) -> anyhow::Result<ExitCode> {
     let target = ctx.target(project);
     match install::remove(&target, name) {
         Ok(entry) => {
@@ -307,8 +307,8 @@ pub fn remove_cmd(ctx: &Ctx, name: &str, project: bool, purge: bool) -> anyhow::
             let space = talaria_runtime::identity::kv_space(&target.scope, name, Some(&entry.publisher()));
             let data_dir = talaria_runtime::plugin_data_dir(&ctx.home, &space);
             if purge {
-                let store = ctx.store()?;
-                let keys = store.kv_clear(&space)?;
+                let store = ctx.store().await?;
+                let keys = store.kv_clear(&space).await?;
                 match std::fs::remove_dir_all(&data_dir) {
                     Ok(()) => println!("  deleted {keys} key-value entries and {}", data_dir.display()),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -103,7 +103,8 @@ async fn serve(
     let host = talaria_core::Host::open(talaria_core::HostOptions {
         home: ctx.home.clone(),
         workspace: talaria_core::canonical_workspace(&ctx.workspace)?,
-    })?;
+    })
+    .await?;
     let (mut specs, warnings) = talaria_mcp_serve::plugin_tools(&host).await?;
     for w in &warnings {
         ui::warn(w);

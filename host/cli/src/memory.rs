@@ -15,13 +15,13 @@ pub enum MemoryCmd {
     Status,
 }
 
-pub fn run(ctx: &Ctx, cmd: MemoryCmd) -> anyhow::Result<ExitCode> {
+pub async fn run(ctx: &Ctx, cmd: MemoryCmd) -> anyhow::Result<ExitCode> {
     match cmd {
-        MemoryCmd::Status => status(ctx),
+        MemoryCmd::Status => status(ctx).await,
     }
 }
 
-fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
+async fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
     let memory = Memory::new(ctx.home.join("memories"));
     let snapshot = memory.snapshot();
     println!("built-in memory ({})", memory.dir().display());
@@ -58,8 +58,8 @@ fn status(ctx: &Ctx) -> anyhow::Result<ExitCode> {
     );
     let granted: Vec<String> = plugin.grants.caps.iter().map(ToString::to_string).collect();
     println!("  granted: {}", if granted.is_empty() { "-".to_string() } else { granted.join(", ") });
-    let store = ctx.store_for_reading()?;
-    let (keys, bytes) = store.kv_usage(plugin.kv_space())?;
+    let store = ctx.store_for_reading().await?;
+    let (keys, bytes) = store.kv_usage(plugin.kv_space()).await?;
     println!("  stored: {keys} keys, {}", human_bytes(bytes));
     Ok(ExitCode::SUCCESS)
 }

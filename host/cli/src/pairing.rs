@@ -33,21 +33,21 @@ pub enum PairingCmd {
     },
 }
 
-pub fn run(ctx: &Ctx, cmd: PairingCmd) -> anyhow::Result<ExitCode> {
+pub async fn run(ctx: &Ctx, cmd: PairingCmd) -> anyhow::Result<ExitCode> {
     let store = match cmd {
-        PairingCmd::List { .. } => ctx.store_for_reading()?,
-        PairingCmd::Approve { .. } | PairingCmd::Revoke { .. } => ctx.store()?,
+        PairingCmd::List { .. } => ctx.store_for_reading().await?,
+        PairingCmd::Approve { .. } | PairingCmd::Revoke { .. } => ctx.store().await?,
     };
     match cmd {
-        PairingCmd::List { json } => list(&store, json),
+        PairingCmd::List { json } => list(&store, json).await,
         PairingCmd::Approve { code } => {
-            let p = store.pairing_approve(&code)?;
+            let p = store.pairing_approve(&code).await?;
             let who = talaria_runtime::visible(&p.user_name, 80);
             println!("paired {who} ({} user {}): they are answered from now on", p.platform, p.user_id);
             Ok(ExitCode::SUCCESS)
         }
         PairingCmd::Revoke { platform, user_id } => {
-            if store.pairing_revoke(&platform, &user_id)? {
+            if store.pairing_revoke(&platform, &user_id).await? {
                 println!("revoked {platform} user {user_id}");
                 Ok(ExitCode::SUCCESS)
             } else {
@@ -58,9 +58,9 @@ pub fn run(ctx: &Ctx, cmd: PairingCmd) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn list(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
+async fn list(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
     let now = jiff::Timestamp::now().as_millisecond();
-    let all = store.pairings()?;
+    let all = store.pairings().await?;
     if json {
         let rows: Vec<serde_json::Value> = all
             .iter()

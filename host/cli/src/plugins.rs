@@ -143,7 +143,7 @@ async fn commands(ctx: &Ctx, cmd: PluginsCmd) -> anyhow::Result<ExitCode> {
         PluginsCmd::Revoke { name, capabilities } => change(ctx, &name, &capabilities, false),
         PluginsCmd::Install { source, flags } => market::install_cmd(ctx, &source, &flags).await,
         PluginsCmd::Update { name, all, flags } => market::update_cmd(ctx, name.as_deref(), all, &flags).await,
-        PluginsCmd::Remove { name, project, purge } => market::remove_cmd(ctx, &name, project, purge),
+        PluginsCmd::Remove { name, project, purge } => market::remove_cmd(ctx, &name, project, purge).await,
         PluginsCmd::Rollback { name, project } => market::rollback_cmd(ctx, &name, project),
         PluginsCmd::Search { query, registry, json } => market::search_cmd(ctx, &query, &registry, json).await,
         PluginsCmd::Verify { json } => market::verify_cmd(ctx, json),

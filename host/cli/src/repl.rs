@@ -114,7 +114,7 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
     chat::close(&mut repl.session, reason).await;
     if info.messages > 0 {
         // The session it ends in (compression may have moved it on), by title when it has one.
-        let key = match repl.session.host.store().session(&info.session_id) {
+        let key = match repl.session.host.store().session(&info.session_id).await {
             Ok(Some(s)) => s.title.unwrap_or(s.id),
             _ => info.session_id.clone(),
         };
@@ -300,8 +300,8 @@ impl Repl {
                     ui::note(&format!("new session {}", s.session_id));
                 }
             }
-            "sessions" => self.list_sessions()?,
-            "resume" if arg.is_empty() => self.list_sessions()?,
+            "sessions" => self.list_sessions().await?,
+            "resume" if arg.is_empty() => self.list_sessions().await?,
             "resume" => {
                 if let Event::SessionStarted(s) = self.request(Op::Resume { key: arg.to_string() }).await? {
                     ui::note(&format!("resumed {}", s.session_id));
@@ -365,7 +365,7 @@ impl Repl {
                 self.turn(Op::UserTurn { text, images: Vec::new() }, interactive).await;
             }
             "stop" => ui::note("nothing is running"),
-            "usage" => self.usage()?,
+            "usage" => self.usage().await?,
             "title" if arg.is_empty() => anyhow::bail!("usage: /title NAME"),
             "title" => {
                 if let Event::TitleChanged { title } = self.request(Op::SetTitle { title: arg.to_string() }).await? {
@@ -433,10 +433,10 @@ impl Repl {
         }
     }
 
-    fn usage(&self) -> anyhow::Result<()> {
+    async fn usage(&self) -> anyhow::Result<()> {
         let info = self.session.conversation.info();
         let (usage, calls) = (info.usage, info.api_calls);
-        let stored = self.session.host.store().session(&info.session_id)?;
+        let stored = self.session.host.store().session(&info.session_id).await?;
         let line = match stored {
             Some(s) => format!(
                 "session {}: {}, {}{} input tokens ({} cached), {}{} output tokens; this run: {}, {}{} in / {}{} out{}",
@@ -480,8 +480,8 @@ impl Repl {
         Ok(())
     }
 
-    fn list_sessions(&self) -> anyhow::Result<()> {
-        let list = self.session.host.store().list_sessions(10, 0)?;
+    async fn list_sessions(&self) -> anyhow::Result<()> {
+        let list = self.session.host.store().list_sessions(10, 0).await?;
         if list.is_empty() {
             ui::note("no sessions yet");
         }

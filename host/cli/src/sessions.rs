@@ -152,30 +152,30 @@ pub enum ExportFormat {
     Sharegpt,
 }
 
-pub fn run(ctx: &Ctx, cmd: SessionsCmd) -> anyhow::Result<ExitCode> {
+pub async fn run(ctx: &Ctx, cmd: SessionsCmd) -> anyhow::Result<ExitCode> {
     // Reading works in a read-only home; only delete and rename need to write.
     let writes = matches!(cmd, SessionsCmd::Delete { .. } | SessionsCmd::Rename { .. });
-    let store = if writes { ctx.store()? } else { ctx.store_for_reading()? };
+    let store = if writes { ctx.store().await? } else { ctx.store_for_reading().await? };
     match cmd {
-        SessionsCmd::List { limit, json } => list(&store, limit, json),
-        SessionsCmd::Show { session, json } => show(&store, &session, json),
-        SessionsCmd::Search { query, limit, role, json } => search(&store, &query.join(" "), limit, role, json),
+        SessionsCmd::List { limit, json } => list(&store, limit, json).await,
+        SessionsCmd::Show { session, json } => show(&store, &session, json).await,
+        SessionsCmd::Search { query, limit, role, json } => search(&store, &query.join(" "), limit, role, json).await,
         SessionsCmd::Export { session, format, output, all, source, since, completed } => {
             let many = Many { all, source, since, completed };
             match session {
                 Some(key) if format != ExportFormat::Sharegpt || !completed => {
-                    export(&store, &key, format, output.as_deref())
+                    export(&store, &key, format, output.as_deref()).await
                 }
-                key => export_trajectories(&store, key.as_deref(), &many, format, output.as_deref()),
+                key => export_trajectories(&store, key.as_deref(), &many, format, output.as_deref()).await,
             }
         }
-        SessionsCmd::Delete { sessions, yes } => delete(&store, &sessions, yes),
-        SessionsCmd::Rename { session, title } => rename(&store, &session, &title),
+        SessionsCmd::Delete { sessions, yes } => delete(&store, &sessions, yes).await,
+        SessionsCmd::Rename { session, title } => rename(&store, &session, &title).await,
     }
 }
 
-fn list(store: &Store, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
-    let sessions = store.list_sessions(limit, 0)?;
+async fn list(store: &Store, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let sessions = store.list_sessions(limit, 0).await?;
     if json {
         let items: Vec<SessionJson<'_>> = sessions.iter().map(session_json).collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
@@ -201,9 +201,9 @@ fn list(store: &Store, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn show(store: &Store, key: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let info = store.resolve_session(key)?;
-    let messages = store.messages(&info.id)?;
+async fn show(store: &Store, key: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let info = store.resolve_session(key).await?;
+    let messages = store.messages(&info.id).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&conversation_json(&info, &messages))?);
         return Ok(ExitCode::SUCCESS);
@@ -334,9 +334,15 @@ fn compact_json(arguments: &str) -> String {
     out
 }
 
-fn search(store: &Store, text: &str, limit: usize, role: Option<RoleArg>, json: bool) -> anyhow::Result<ExitCode> {
+async fn search(
+    store: &Store,
+    text: &str,
+    limit: usize,
+    role: Option<RoleArg>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let query = SearchQuery { limit, role: role.map(RoleArg::role), ..SearchQuery::new(text) };
-    let hits = store.search(&query)?;
+    let hits = store.search(&query).await?;
     if json {
         let items: Vec<HitJson<'_>> = hits.iter().map(hit_json).collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
@@ -400,7 +406,7 @@ struct Many {
 
 /// The trajectories of one session (`key`) or of the sessions `many` selects, one JSON line
 /// each, oldest first.
-fn export_trajectories(
+async fn export_trajectories(
     store: &Store,
     key: Option<&str>,
     many: &Many,
@@ -422,7 +428,7 @@ fn export_trajectories(
         None => None,
     };
     let sessions = match key {
-        Some(key) => vec![store.resolve_session(key)?],
+        Some(key) => vec![store.resolve_session(key).await?],
         None => {
             let query = talaria_store::ListQuery {
                 limit: usize::MAX >> 1,
@@ -431,7 +437,7 @@ fn export_trajectories(
                 source: many.source.as_deref(),
                 parent_id: None,
             };
-            let mut found = store.list_sessions_with(&query)?;
+            let mut found = store.list_sessions_with(&query).await?;
             found.retain(|s| since.is_none_or(|t| s.started_at >= t));
             found.sort_by_key(|s| s.started_at);
             found
@@ -440,11 +446,11 @@ fn export_trajectories(
     let mut text = String::new();
     let mut written = 0;
     for info in &sessions {
-        let messages = store.messages(&info.id)?;
+        let messages = store.messages(&info.id).await?;
         if messages.is_empty() {
             continue;
         }
-        let line = talaria_store::trajectory::session(info, &store.system_prompt(&info.id)?, &messages);
+        let line = talaria_store::trajectory::session(info, &store.system_prompt(&info.id).await?, &messages);
         if many.completed && line["completed"] != true {
             continue;
         }
@@ -465,15 +471,15 @@ fn export_trajectories(
     Ok(ExitCode::SUCCESS)
 }
 
-fn export(store: &Store, key: &str, format: ExportFormat, output: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let info = store.resolve_session(key)?;
-    let messages = store.messages(&info.id)?;
+async fn export(store: &Store, key: &str, format: ExportFormat, output: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let info = store.resolve_session(key).await?;
+    let messages = store.messages(&info.id).await?;
     let text = match format {
         ExportFormat::Sharegpt => format!(
             "{}\n",
             serde_json::to_string(&talaria_store::trajectory::session(
                 &info,
-                &store.system_prompt(&info.id)?,
+                &store.system_prompt(&info.id).await?,
                 &messages
             ))?
         ),
@@ -552,10 +558,10 @@ fn fenced(text: &str, lang: &str) -> String {
     format!("{fence}{lang}\n{}\n{fence}\n", text.trim_end_matches('\n'))
 }
 
-fn delete(store: &Store, keys: &[String], yes: bool) -> anyhow::Result<ExitCode> {
+async fn delete(store: &Store, keys: &[String], yes: bool) -> anyhow::Result<ExitCode> {
     let mut targets: Vec<SessionInfo> = Vec::new();
     for key in keys {
-        let info = store.resolve_session(key)?;
+        let info = store.resolve_session(key).await?;
         if !targets.iter().any(|t| t.id == info.id) {
             targets.push(info);
         }
@@ -583,15 +589,15 @@ fn delete(store: &Store, keys: &[String], yes: bool) -> anyhow::Result<ExitCode>
         }
     }
     for s in &targets {
-        store.delete_session(&s.id)?;
+        store.delete_session(&s.id).await?;
         println!("deleted {}", s.id);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn rename(store: &Store, key: &str, title: &str) -> anyhow::Result<ExitCode> {
-    let info = store.resolve_session(key)?;
-    store.set_title(&info.id, title)?;
+async fn rename(store: &Store, key: &str, title: &str) -> anyhow::Result<ExitCode> {
+    let info = store.resolve_session(key).await?;
+    store.set_title(&info.id, title).await?;
     println!("renamed {} to \"{}\"", info.id, title.trim());
     Ok(ExitCode::SUCCESS)
 }

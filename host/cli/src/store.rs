@@ -20,15 +20,15 @@ pub enum StoreCmd {
     },
 }
 
-pub fn run(ctx: &Ctx, cmd: StoreCmd) -> anyhow::Result<ExitCode> {
+pub async fn run(ctx: &Ctx, cmd: StoreCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         StoreCmd::Migrate { to } => {
             let file = ctx.home.join("state.db");
             anyhow::ensure!(file.is_file(), "{} does not exist: there is nothing to copy", file.display());
             let from = Store::open(&file)?;
             let target = Location::Postgres(to.clone());
-            let dest = Store::connect(&to).with_context(|| format!("cannot open {target}"))?;
-            let counted = from.copy_into(&dest, &|table, rows| ui::note(&format!("{table}: {rows} rows")))?;
+            let dest = Store::connect(&to).await.with_context(|| format!("cannot open {target}"))?;
+            let counted = from.copy_into(&dest, &|table, rows| ui::note(&format!("{table}: {rows} rows"))).await?;
             println!("copied {} into {target}; every table has the same rows on both sides:", file.display());
             for (table, rows) in &counted {
                 println!("  {table:<14} {rows}");

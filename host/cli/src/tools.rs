@@ -54,7 +54,7 @@ struct Tools {
 
 impl Tools {
     async fn open(ctx: &Ctx, yolo: bool) -> anyhow::Result<Self> {
-        let host = Host::open(HostOptions { home: ctx.home.clone(), workspace: ctx.workspace.clone() })?;
+        let host = Host::open(HostOptions { home: ctx.home.clone(), workspace: ctx.workspace.clone() }).await?;
         let (plugins, _) = host.plugins(host.workspace())?;
         let pending = plugins.to_compile();
         if !pending.is_empty() && std::io::stderr().is_terminal() {

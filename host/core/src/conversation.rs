@@ -165,7 +165,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
     warnings.extend(plugins.take_warnings());
     let store = host.store.clone();
     let mut resume = match start.resume.clone() {
-        Some(key) => Some(blocking(&store, move |s| s.resolve_session(&key)).await?),
+        Some(key) => Some(on_store(&store, async move |s| s.resolve_session(&key).await).await?),
         None => None,
     };
     let mut reason = if resume.is_some() { SessionReason::Resumed } else { SessionReason::New };
@@ -176,7 +176,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
             ));
         };
         let from_id = from.id.clone();
-        let fork = blocking(&store, move |s| s.fork_session(&from.id, &Store::new_session_id())).await?;
+        let fork = on_store(&store, async move |s| s.fork_session(&from.id, &Store::new_session_id()).await).await?;
         reason = SessionReason::Forked { from: from_id };
         resume = Some(fork);
     }
@@ -254,10 +254,10 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
     Ok(Conversation { submitter: Submitter { ops: ops_tx, next: Arc::new(AtomicU64::new(1)) }, events, info, gate })
 }
 
-/// Run a store call off the async threads.
-async fn blocking<T: Send + 'static>(
-    store: &Arc<Store>,
-    f: impl FnOnce(&Store) -> Result<T, talaria_store::Error> + Send + 'static,
+/// A few steps on the store as one step of the conversation.
+async fn on_store<T>(
+    store: &Store,
+    f: impl AsyncFnOnce(&Store) -> Result<T, talaria_store::Error>,
 ) -> Result<T, Error> {
     Ok(talaria_agent::on_store(store, f).await?)
 }
@@ -497,7 +497,7 @@ impl Actor {
             Op::SetTitle { title } => self.set_title(title).await,
             Op::NewSession => self.replace(None, "new").await,
             Op::Resume { key } => {
-                let found = blocking(&self.shared.store, move |s| s.resolve_session(&key)).await;
+                let found = on_store(&self.shared.store, async move |s| s.resolve_session(&key).await).await;
                 match found {
                     Ok(info) => self.replace(Some(info), "resume").await,
                     Err(e) => self.outbox.error(e.to_string()),
@@ -562,11 +562,11 @@ impl Actor {
         }
         let id = self.agent.session_id().to_string();
         let named = title.clone();
-        let done = blocking(&self.shared.store, move |s| {
-            if s.session(&id)?.is_none() {
+        let done = on_store(&self.shared.store, async move |s| {
+            if s.session(&id).await?.is_none() {
                 return Ok(false);
             }
-            s.set_title(&id, &named).map(|()| true)
+            s.set_title(&id, &named).await.map(|()| true)
         })
         .await;
         match done {
@@ -643,10 +643,10 @@ impl Actor {
             return;
         }
         let dir = self.home.join("trajectories");
-        let saved = blocking(&self.shared.store, move |s| {
-            let info = s.resolve_session(&session_id)?;
-            let messages = s.messages(&info.id)?;
-            let prompt = s.system_prompt(&info.id)?;
+        let saved = on_store(&self.shared.store, async move |s| {
+            let info = s.resolve_session(&session_id).await?;
+            let messages = s.messages(&info.id).await?;
+            let prompt = s.system_prompt(&info.id).await?;
             Ok((!messages.is_empty()).then(|| talaria_store::trajectory::session(&info, &prompt, &messages)))
         })
         .await;

@@ -293,7 +293,7 @@ impl Host {
     ///
     /// # Errors
     /// config.toml is not valid, or the store cannot be opened.
-    pub fn open(options: HostOptions) -> Result<Self, Error> {
+    pub async fn open(options: HostOptions) -> Result<Self, Error> {
         // Every conversation runs plugins: the engine is made meanwhile.
         talaria_runtime::start_engine();
         let config = Arc::new(ConfigToml::load(&options.home)?);
@@ -301,12 +301,13 @@ impl Host {
         let router = Arc::new(router::Router::new());
         // The store opens (schema check, WAL) while the default workspace's plugins are found,
         // and those the first conversation calls first start loading.
-        let (store, default) = std::thread::scope(|scope| {
-            let opening = scope.spawn(|| open_store(&options.home, &config));
-            let default = make_plugins(&options.home, &options.workspace, &config, &client, &router);
-            let store = opening.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (store, default)
-        });
+        let finding = {
+            let (home, workspace) = (options.home.clone(), options.workspace.clone());
+            let (config, client, router) = (config.clone(), client.clone(), router.clone());
+            tokio::task::spawn_blocking(move || make_plugins(&home, &workspace, &config, &client, &router))
+        };
+        let store = open_store(&options.home, &config).await;
+        let default = finding.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
         let store = Arc::new(store?);
         router.set_store(store.clone());
         let mut plugins = HashMap::new();
@@ -435,16 +436,16 @@ pub fn mcp_servers(
 ///
 /// # Errors
 /// It cannot be opened or is not a talaria store.
-pub fn open_store(home: &Path, config: &ConfigToml) -> Result<Store, talaria_store::Error> {
-    config.store_location(home).open()
+pub async fn open_store(home: &Path, config: &ConfigToml) -> Result<Store, talaria_store::Error> {
+    config.store_location(home).open().await
 }
 
 /// The store config.toml names, open only to read (a read-only home, `doctor`).
 ///
 /// # Errors
 /// It cannot be opened or is not a talaria store.
-pub fn open_store_for_reading(home: &Path, config: &ConfigToml) -> Result<Store, talaria_store::Error> {
-    config.store_location(home).open_for_reading()
+pub async fn open_store_for_reading(home: &Path, config: &ConfigToml) -> Result<Store, talaria_store::Error> {
+    config.store_location(home).open_for_reading().await
 }
 
 /// What `talaria plugin test` runs one plugin in: a scratch home and workspace of its own.

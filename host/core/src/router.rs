@@ -72,13 +72,8 @@ impl Router {
             if let Some(found) = crate::lock(&self.routes).get(&id).and_then(&pick) {
                 return Some(found);
             }
-            let store = self.store.get()?.clone();
-            let parent =
-                tokio::task::spawn_blocking(move || store.session(&id).ok().flatten().and_then(|s| s.parent_id))
-                    .await
-                    .ok()
-                    .flatten()?;
-            id = parent;
+            let store = self.store.get()?;
+            id = store.session(&id).await.ok().flatten().and_then(|s| s.parent_id)?;
         }
         None
     }

@@ -32,11 +32,8 @@ pub async fn suggest(
     answer: String,
     emitter: Emitter,
 ) {
-    let (reading, key) = (store.clone(), id.clone());
-    let untitled =
-        tokio::task::spawn_blocking(move || reading.session(&key).ok().flatten().is_some_and(|s| s.title.is_none()))
-            .await;
-    if !matches!(untitled, Ok(true)) {
+    let untitled = store.session(&id).await.ok().flatten().is_some_and(|s| s.title.is_none());
+    if !untitled {
         return;
     }
     let request = LlmRequest {
@@ -56,24 +53,14 @@ pub async fn suggest(
     let Some(base) = clean(&text) else {
         return tracing::info!("no session title: the model's answer held none");
     };
-    let set = tokio::task::spawn_blocking(move || {
-        for n in 1..=50 {
-            let title = if n == 1 { base.clone() } else { format!("{base} {n}") };
-            match store.suggest_title(&id, &title) {
-                Ok(true) => return Some(title),
-                Ok(false) => return None,
-                Err(StoreError::TitleTaken { .. }) => {}
-                Err(e) => {
-                    tracing::info!("no session title: {e}");
-                    return None;
-                }
-            }
+    for n in 1..=50 {
+        let title = if n == 1 { base.clone() } else { format!("{base} {n}") };
+        match store.suggest_title(&id, &title).await {
+            Ok(true) => return emitter.emit(Event::TitleChanged { title }),
+            Ok(false) => return,
+            Err(StoreError::TitleTaken { .. }) => {}
+            Err(e) => return tracing::info!("no session title: {e}"),
         }
-        None
-    })
-    .await;
-    if let Ok(Some(title)) = set {
-        emitter.emit(Event::TitleChanged { title });
     }
 }
 

@@ -125,10 +125,12 @@ fn fresh(timestamp: i64, now: i64) -> Result<(), Refusal> {
     if age.abs() > FRESH_FOR { Err(Refusal::Stale { age }) } else { Ok(()) }
 }
 
-/// Check `body` with `headers` against `route` at `now` (Unix seconds); `seen` records a
-/// delivery id, body digest or signature and says whether it was recorded before (the store's
-/// [`talaria_core::store::Store::webhook_seen`], a day's memory). The signature is checked before
-/// anything is recorded, so a forged request cannot burn a real delivery's id.
+/// Check `body` with `headers` against `route` at `now` (Unix seconds): its signature, and how
+/// fresh it is. What it returns is what to record, in order, to refuse replays: a delivery id,
+/// then a body digest or signature. The caller records each (the store's
+/// [`talaria_core::store::Store::webhook_seen`], a day's memory) and refuses with
+/// [`Refusal::seen`] at the first recorded before. The signature is checked before anything is
+/// recorded, so a forged request cannot burn a real delivery's id.
 ///
 /// # Errors
 /// Why the request is refused.
@@ -137,8 +139,7 @@ pub fn verify(
     headers: &[(String, String)],
     body: &[u8],
     now: i64,
-    seen: &mut dyn FnMut(Memory, &str) -> bool,
-) -> Result<(), Refusal> {
+) -> Result<Vec<(Memory, String)>, Refusal> {
     if body.len() > route.max_body {
         return Err(Refusal::TooLarge { limit: route.max_body });
     }
@@ -185,16 +186,18 @@ pub fn verify(
             None
         }
     };
-    if let Some(id) = route.delivery_header.as_deref().and_then(|h| header(headers, h))
-        && seen(Memory::Delivery, id)
-    {
-        return Err(Refusal::Replayed { id: id.to_string() });
-    }
-    match remember {
-        Some((memory, key)) if seen(memory, &key) => {
-            Err(if memory == Memory::Body { Refusal::BodySeen } else { Refusal::SignatureSeen })
+    let delivery = route.delivery_header.as_deref().and_then(|h| header(headers, h));
+    Ok(delivery.map(|id| (Memory::Delivery, id.to_string())).into_iter().chain(remember).collect())
+}
+
+impl Refusal {
+    /// The refusal of a request whose `key`, kept in `memory`, was seen before.
+    pub fn seen(memory: Memory, key: &str) -> Self {
+        match memory {
+            Memory::Delivery => Self::Replayed { id: key.to_string() },
+            Memory::Body => Self::BodySeen,
+            Memory::Signature => Self::SignatureSeen,
         }
-        _ => Ok(()),
     }
 }
 
@@ -222,6 +225,22 @@ mod tests {
 
     fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| ((*k).to_string(), (*v).to_string())).collect()
+    }
+
+    /// [`super::verify`], then the memories it names recorded in `seen` as the listener does.
+    fn verify(
+        route: &Route,
+        headers: &[(String, String)],
+        body: &[u8],
+        now: i64,
+        seen: &mut impl FnMut(Memory, &str) -> bool,
+    ) -> Result<(), Refusal> {
+        for (memory, key) in super::verify(route, headers, body, now)? {
+            if seen(memory, &key) {
+                return Err(Refusal::seen(memory, &key));
+            }
+        }
+        Ok(())
     }
 
     /// A memory like the store's: everything recorded, by kind.

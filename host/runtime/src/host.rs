@@ -11,7 +11,7 @@ mod imports;
 mod stderr;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
@@ -41,7 +41,7 @@ pub(crate) struct Services {
     /// Canonical forms of workspaces seen (chosen by the user, never by a plugin).
     pub workspaces: Mutex<std::collections::HashMap<PathBuf, PathBuf>>,
     pub store_at: talaria_store::Location,
-    pub store: OnceLock<Result<talaria_store::Store, String>>,
+    pub store: tokio::sync::OnceCell<Result<talaria_store::Store, String>>,
     pub secrets: Arc<Secrets>,
     pub process: ProcessRunner,
     /// Dangerous commands and new hosts under wildcard grants ask here; shared by both.
@@ -73,7 +73,7 @@ impl PluginEnv {
             name: self.name.clone(),
             kv_space: self.kv_space.clone(),
             legacy_space: self.legacy_space.clone(),
-            adopted: OnceLock::new(),
+            adopted: tokio::sync::OnceCell::new(),
             data_dir: self.data_dir.clone(),
             grants,
             secret_headers: self.secret_headers.clone(),
@@ -93,8 +93,9 @@ impl Services {
             .clone()
     }
 
-    fn store(&self) -> Result<&talaria_store::Store, String> {
-        self.store.get_or_init(|| self.store_at.open().map_err(|e| e.to_string())).as_ref().map_err(Clone::clone)
+    async fn store(&self) -> Result<&talaria_store::Store, String> {
+        let opened = self.store.get_or_init(|| async { self.store_at.open().await.map_err(|e| e.to_string()) }).await;
+        opened.as_ref().map_err(Clone::clone)
     }
 
     /// The data directory (`$PLUGIN_DATA`) of the plugin with key-value space `kv_space`.
@@ -112,7 +113,7 @@ pub(crate) struct PluginEnv {
     /// Where its data was kept before identities, taken over on first use when the new space
     /// is still empty (see [`PluginEnv::adopt_legacy`]).
     pub legacy_space: Option<String>,
-    pub adopted: OnceLock<()>,
+    pub adopted: tokio::sync::OnceCell<()>,
     /// `$PLUGIN_DATA`: `$TALARIA_HOME/plugin-data/<kv_space, `/` replaced by `_`>`.
     pub data_dir: PathBuf,
     pub grants: Arc<Grants>,
@@ -132,11 +133,12 @@ pub(crate) struct PluginEnv {
 impl PluginEnv {
     /// Once per process: move data kept under the plugin's name before identities existed into
     /// its identity's space and data directory, when those are still empty.
-    pub fn adopt_legacy(&self) {
-        self.adopted.get_or_init(|| {
+    pub async fn adopt_legacy(&self) {
+        self.adopted
+            .get_or_init(|| async {
             let Some(old) = &self.legacy_space else { return };
-            if let Ok(store) = self.services.store()
-                && let Ok(moved) = store.kv_adopt(old, &self.kv_space)
+            if let Ok(store) = self.services.store().await
+                && let Ok(moved) = store.kv_adopt(old, &self.kv_space).await
                 && moved > 0
             {
                 tracing::info!(plugin = %self.name, "moved {moved} key-value entries from `{old}` to `{}`", self.kv_space);
@@ -145,7 +147,8 @@ impl PluginEnv {
             if old_dir.is_dir() && !self.data_dir.exists() && std::fs::rename(&old_dir, &self.data_dir).is_ok() {
                 tracing::info!(plugin = %self.name, "moved {} to {}", old_dir.display(), self.data_dir.display());
             }
-        });
+        })
+            .await;
     }
 }
 

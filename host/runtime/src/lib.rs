@@ -79,7 +79,7 @@ pub mod trust;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use talaria_protocol::{ToolError, ToolSpec};
@@ -198,7 +198,7 @@ impl Runtime {
                 .store
                 .clone()
                 .unwrap_or_else(|| talaria_store::Location::File(config.home.join("state.db"))),
-            store: OnceLock::new(),
+            store: tokio::sync::OnceCell::new(),
             secrets,
             process: ProcessRunner::new(
                 config.command_policy,
@@ -241,7 +241,7 @@ impl Runtime {
                     name: f.manifest.name.clone(),
                     data_dir: services.data_dir(&kv_space),
                     legacy_space: identity::legacy_space(&f.scope, &f.manifest.name, &bundled_names),
-                    adopted: OnceLock::new(),
+                    adopted: tokio::sync::OnceCell::new(),
                     kv_space,
                     grants: Arc::new(Grants::effective(&f.manifest.requests, granted)),
                     secret_headers: Arc::new(f.manifest.secret_headers.clone()),

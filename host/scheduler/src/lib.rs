@@ -125,7 +125,7 @@ impl Runner {
     pub async fn serve(mut self, stop: CancellationToken) {
         self.stop = Some(stop.clone());
         let ticks = TaskTracker::new();
-        let mut notices = self.host.store().notices();
+        let mut notices = self.host.store().notices().await;
         'ticking: loop {
             let tick = self.clone();
             ticks.spawn(async move {
@@ -164,7 +164,7 @@ impl Runner {
         let store = self.host.store().clone();
         // Leases are the wall clock's; only what is due is judged at `now`.
         let clock = Timestamp::now().as_millisecond();
-        let interrupted = blocking(move || store.cron_reap(clock)).await?;
+        let interrupted = stored(store.cron_reap(clock)).await?;
         for run in &interrupted {
             tracing::warn!(job = %run.job_id, run = run.id, "a scheduled run was interrupted: {}", run.error.as_deref().unwrap_or(""));
             self.report_interrupted(run).await;
@@ -173,7 +173,7 @@ impl Runner {
         let holder = self.holder.clone();
         let ttl = millis(RUN_LEASE);
         let due_by = now.as_millisecond();
-        let claims = blocking(move || store.cron_claim_due_by(due_by, clock, &holder, ttl, jobs::next_run)).await?;
+        let claims = stored(store.cron_claim_due_by(due_by, clock, &holder, ttl, jobs::next_run)).await?;
         let mut running = tokio::task::JoinSet::new();
         for claim in claims {
             let runner = self.clone();
@@ -198,7 +198,7 @@ impl Runner {
         let store = self.host.store().clone();
         let (id, holder) = (id.to_string(), self.holder.clone());
         let now = Timestamp::now().as_millisecond();
-        let claimed = blocking(move || store.cron_claim_now(&id, now, &holder, millis(RUN_LEASE))).await?;
+        let claimed = stored(store.cron_claim_now(&id, now, &holder, millis(RUN_LEASE))).await?;
         match claimed {
             Claimed::Granted(claim) => Ok(self.execute(*claim).await),
             Claimed::Busy(run) => Err(format!(
@@ -240,7 +240,7 @@ impl Runner {
         let (run_id, token) = (claim.run_id, claim.token.clone());
         let record = finish.clone();
         let now = Timestamp::now().as_millisecond();
-        match blocking(move || store.cron_finish(run_id, &token, &record, now)).await {
+        match stored(store.cron_finish(run_id, &token, &record, now)).await {
             Ok(true) => {}
             Ok(false) => tracing::warn!(run = run_id, "the run was reaped as interrupted before it finished"),
             Err(e) => tracing::error!(run = run_id, "cannot record the run: {e}"),
@@ -394,7 +394,7 @@ impl Runner {
     async fn report_interrupted(&self, run: &Run) {
         let store = self.host.store().clone();
         let id = run.job_id.clone();
-        let Ok(job) = blocking(move || store.cron_job(&id)).await else { return };
+        let Ok(job) = stored(store.cron_job(&id)).await else { return };
         let notice = format!(
             "Scheduled job **{}** did not finish: {}",
             job.name,
@@ -415,7 +415,7 @@ async fn renew(store: Arc<talaria_core::store::Store>, run_id: i64, token: Strin
         }
         let (store, token) = (store.clone(), token.clone());
         let now = Timestamp::now().as_millisecond();
-        match blocking(move || store.cron_renew(run_id, &token, now, millis(RUN_LEASE))).await {
+        match stored(store.cron_renew(run_id, &token, now, millis(RUN_LEASE))).await {
             Ok(true) => {}
             Ok(false) => return tracing::warn!(run = run_id, "the run's lease was lost"),
             Err(e) => tracing::warn!(run = run_id, "cannot renew the run's lease: {e}"),
@@ -464,10 +464,9 @@ fn save_output(home: &Path, job: &Job, run_id: i64, output: &str, error: Option<
     }
 }
 
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> talaria_core::store::Result<T> + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
+/// A store call's error in words.
+async fn stored<T>(call: impl Future<Output = talaria_core::store::Result<T>>) -> Result<T, String> {
+    call.await.map_err(|e| e.to_string())
 }
 
 fn millis(d: Duration) -> i64 {

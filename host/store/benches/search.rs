@@ -356,7 +356,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engines = std::env::var("SEARCH_BENCH_ENGINES").unwrap_or_else(|_| "sqlite,postgres".into());
     for engine in engines.split(',') {
         match engine.trim() {
@@ -367,20 +368,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let path = std::env::var_os("SEARCH_BENCH_DB").map_or_else(|| dir.path().join("state.db"), Into::into);
                 let reuse = path.exists();
                 let store = Store::open(&path)?;
-                bench(&store, reuse, Some(&path))?;
+                bench(&store, reuse, Some(&path)).await?;
             }
             "postgres" => {
                 println!("== PostgreSQL 15 (a local cluster on a unix socket, fsync off) ==");
                 // SEARCH_BENCH_URL: a database of your own (filled on the first run, reused after).
                 let (url, reuse) = match std::env::var("SEARCH_BENCH_URL") {
                     Ok(url) => {
-                        let store = Store::connect(&url)?;
-                        let filled = !store.list_sessions(1, 0)?.is_empty();
+                        let store = Store::connect(&url).await?;
+                        let filled = !store.list_sessions(1, 0).await?.is_empty();
                         (url, filled)
                     }
                     Err(_) => (talaria_test_support::postgres::Postgres::shared().database(), false),
                 };
-                bench(&Store::connect(&url)?, reuse, None)?;
+                bench(&Store::connect(&url).await?, reuse, None).await?;
             }
             other => return Err(format!("SEARCH_BENCH_ENGINES: unknown engine `{other}` (sqlite, postgres)").into()),
         }
@@ -390,7 +391,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// Fill `store` (unless `reuse`), then time appends and searches. `path`: the SQLite file, for
 /// its size.
-fn bench(store: &Store, reuse: bool, path: Option<&std::path::Path>) -> Result<(), Box<dyn std::error::Error>> {
+async fn bench(store: &Store, reuse: bool, path: Option<&std::path::Path>) -> Result<(), Box<dyn std::error::Error>> {
     let total: usize = std::env::var("SEARCH_BENCH_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let mut rng = fastrand::Rng::with_seed(42);
     let vocab = Vocab::new(&mut rng);
@@ -400,17 +401,19 @@ fn bench(store: &Store, reuse: bool, path: Option<&std::path::Path>) -> Result<(
     let mut commits = 0usize;
     for s in 0..if reuse { 0 } else { sessions } {
         let id = format!("bench_{s:05}");
-        store.create_session(&NewSession {
-            id: id.clone(),
-            source: "cli".into(),
-            model: "m".into(),
-            provider: "p".into(),
-            system_prompt: "You are talaria.".into(),
-            parent_id: None,
-            cwd: "/tmp".into(),
-        })?;
+        store
+            .create_session(&NewSession {
+                id: id.clone(),
+                source: "cli".into(),
+                model: "m".into(),
+                provider: "p".into(),
+                system_prompt: "You are talaria.".into(),
+                parent_id: None,
+                cwd: "/tmp".into(),
+            })
+            .await?;
         for turn in session_messages(&vocab, &mut rng) {
-            store.append_messages(&id, &turn)?;
+            store.append_messages(&id, &turn).await?;
             commits += 1;
         }
     }
@@ -432,15 +435,17 @@ fn bench(store: &Store, reuse: bool, path: Option<&std::path::Path>) -> Result<(
 
     // What a cheap tool turn costs the loop: one commit of a tool call and its short result.
     let append_id = format!("append_{}", Store::new_session_id());
-    store.create_session(&NewSession {
-        id: append_id.clone(),
-        source: "cli".into(),
-        model: "m".into(),
-        provider: "p".into(),
-        system_prompt: String::new(),
-        parent_id: None,
-        cwd: "/tmp".into(),
-    })?;
+    store
+        .create_session(&NewSession {
+            id: append_id.clone(),
+            source: "cli".into(),
+            model: "m".into(),
+            provider: "p".into(),
+            system_prompt: String::new(),
+            parent_id: None,
+            cwd: "/tmp".into(),
+        })
+        .await?;
     let mut times = Vec::with_capacity(RUNS);
     for i in 0..RUNS {
         let call = ToolCall::new(format!("c{i}"), "read_file", r#"{"path":"src/main.rs"}"#);
@@ -449,7 +454,7 @@ fn bench(store: &Store, reuse: bool, path: Option<&std::path::Path>) -> Result<(
             Message::tool(format!("c{i}"), "read_file", "fn main() {\n    println!(\"hello\");\n}\n"),
         ];
         let t = Instant::now();
-        store.append_messages(&append_id, &turn)?;
+        store.append_messages(&append_id, &turn).await?;
         times.push(t.elapsed());
     }
     times.sort();
@@ -461,7 +466,7 @@ fn bench(store: &Store, reuse: bool, path: Option<&std::path::Path>) -> Result<(
 
     // Those turns wait to be indexed (no answer ended a turn): the next search catches up.
     let t = Instant::now();
-    let caught_up = store.index_pending()?;
+    let caught_up = store.index_pending().await?;
     println!("index {caught_up} waiting messages in one batch: {:.3}ms", t.elapsed().as_secs_f64() * 1e3);
 
     let rare = vocab.words[15_000].clone();
@@ -489,11 +494,11 @@ fn bench(store: &Store, reuse: bool, path: Option<&std::path::Path>) -> Result<(
     ];
     println!("{:<28} {:>6} {:>10} {:>10}", "query (limit 20)", "hits", "p50", "p99");
     for (name, q) in &queries {
-        let hits = store.search(q)?;
+        let hits = store.search(q).await?;
         let mut times = Vec::with_capacity(RUNS);
         for _ in 0..RUNS {
             let t = Instant::now();
-            std::hint::black_box(store.search(q)?);
+            std::hint::black_box(store.search(q).await?);
             times.push(t.elapsed());
         }
         times.sort();

@@ -376,18 +376,18 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn cron_insert(&self, job: &Job) -> Result<String> {
+    pub async fn cron_insert(&self, job: &Job) -> Result<String> {
         let now = crate::now_ms();
         let id = match self.pg() {
-            Some(pg) => pg.cron_insert(job, now)?,
-            None => self.insert_job(job, now)?,
+            Some(pg) => pg.cron_insert(job, now).await?,
+            None => self.insert_job(job, now).await?,
         };
         // A gateway ticking elsewhere looks at once.
-        self.hint(crate::notice::JOB_CHANGED, &id);
+        self.hint(crate::notice::JOB_CHANGED, &id).await;
         Ok(id)
     }
 
-    fn insert_job(&self, job: &Job, now: i64) -> Result<String> {
+    async fn insert_job(&self, job: &Job, now: i64) -> Result<String> {
         self.write(|tx| {
             let id = loop {
                 let id = format!("{:08x}", fastrand::u32(..));
@@ -415,10 +415,10 @@ impl Store {
     ///
     /// # Errors
     /// No such job ([`Error::JobNotFound`]), or the database cannot be written.
-    pub fn cron_update(&self, job: &Job) -> Result<()> {
+    pub async fn cron_update(&self, job: &Job) -> Result<()> {
         let now = crate::now_ms();
         match self.pg() {
-            Some(pg) => pg.cron_update(job, now)?,
+            Some(pg) => pg.cron_update(job, now).await?,
             None => self.write(|tx| {
                 let Some(current) = one_job(tx, &job.id)? else {
                     return Err(Error::JobNotFound { key: job.id.clone() });
@@ -427,7 +427,7 @@ impl Store {
                 write_fields(tx, &job.id, job, state, now)
             })?,
         }
-        self.hint(crate::notice::JOB_CHANGED, &job.id);
+        self.hint(crate::notice::JOB_CHANGED, &job.id).await;
         Ok(())
     }
 
@@ -435,9 +435,9 @@ impl Store {
     ///
     /// # Errors
     /// No such job, or the database cannot be read.
-    pub fn cron_job(&self, id: &str) -> Result<Job> {
+    pub async fn cron_job(&self, id: &str) -> Result<Job> {
         let found = match self.pg() {
-            Some(pg) => pg.cron_job(id)?,
+            Some(pg) => pg.cron_job(id).await?,
             None => one_job(&*self.conn()?, id)?,
         };
         found.ok_or_else(|| Error::JobNotFound { key: id.to_string() })
@@ -448,9 +448,9 @@ impl Store {
     ///
     /// # Errors
     /// None or several match, or the database cannot be read.
-    pub fn cron_find(&self, key: &str) -> Result<Job> {
+    pub async fn cron_find(&self, key: &str) -> Result<Job> {
         let key = key.trim();
-        let all = self.cron_jobs()?;
+        let all = self.cron_jobs().await?;
         if let Some(job) = all.iter().find(|j| j.id == key) {
             return Ok(job.clone());
         }
@@ -474,9 +474,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn cron_jobs(&self) -> Result<Vec<Job>> {
+    pub async fn cron_jobs(&self) -> Result<Vec<Job>> {
         if let Some(pg) = self.pg() {
-            return pg.cron_jobs();
+            return pg.cron_jobs().await;
         }
         jobs_where(&*self.conn()?, "ORDER BY next_run_at IS NULL, next_run_at, created_at", [])
     }
@@ -485,9 +485,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn cron_remove(&self, id: &str) -> Result<bool> {
+    pub async fn cron_remove(&self, id: &str) -> Result<bool> {
         if let Some(pg) = self.pg() {
-            return pg.cron_remove(id);
+            return pg.cron_remove(id).await;
         }
         self.write(|tx| {
             tx.execute("DELETE FROM cron_runs WHERE job_id = ?1", [id])?;
@@ -502,14 +502,14 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn cron_claim_due(
+    pub async fn cron_claim_due(
         &self,
         now: i64,
         holder: &str,
         ttl_ms: i64,
         next: impl Fn(&Job, i64) -> Option<i64>,
     ) -> Result<Vec<Claim>> {
-        self.cron_claim_due_by(now, now, holder, ttl_ms, next)
+        self.cron_claim_due_by(now, now, holder, ttl_ms, next).await
     }
 
     /// [`Store::cron_claim_due`] with the jobs due by `due_by` (and their next runs after it),
@@ -517,7 +517,7 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn cron_claim_due_by(
+    pub async fn cron_claim_due_by(
         &self,
         due_by: i64,
         now: i64,
@@ -527,10 +527,10 @@ impl Store {
     ) -> Result<Vec<Claim>> {
         if let Some(pg) = self.pg() {
             // Claimed in one transaction, moved on in the next: `next` runs here, between them.
-            let taken = pg.cron_claim(due_by, now, holder, ttl_ms)?;
+            let taken = pg.cron_claim(due_by, now, holder, ttl_ms).await?;
             let moves: Vec<(String, Option<i64>)> =
                 taken.iter().map(|(job, _)| (job.id.clone(), next(job, due_by))).collect();
-            pg.cron_set_next(moves.clone())?;
+            pg.cron_set_next(moves.clone()).await?;
             return Ok(taken
                 .into_iter()
                 .zip(moves)
@@ -575,9 +575,9 @@ impl Store {
     ///
     /// # Errors
     /// No such job, or the database cannot be written.
-    pub fn cron_claim_now(&self, id: &str, now: i64, holder: &str, ttl_ms: i64) -> Result<Claimed> {
+    pub async fn cron_claim_now(&self, id: &str, now: i64, holder: &str, ttl_ms: i64) -> Result<Claimed> {
         if let Some(pg) = self.pg() {
-            return pg.cron_claim_now(id, now, holder, ttl_ms);
+            return pg.cron_claim_now(id, now, holder, ttl_ms).await;
         }
         self.write(|tx| {
             let job = one_job(tx, id)?.ok_or_else(|| Error::JobNotFound { key: id.to_string() })?;
@@ -602,9 +602,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn cron_renew(&self, run_id: i64, token: &str, now: i64, ttl_ms: i64) -> Result<bool> {
+    pub async fn cron_renew(&self, run_id: i64, token: &str, now: i64, ttl_ms: i64) -> Result<bool> {
         if let Some(pg) = self.pg() {
-            return pg.cron_renew(run_id, token, now.saturating_add(ttl_ms));
+            return pg.cron_renew(run_id, token, now.saturating_add(ttl_ms)).await;
         }
         self.write(|tx| {
             Ok(tx.execute(
@@ -619,9 +619,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn cron_finish(&self, run_id: i64, token: &str, finish: &Finish, now: i64) -> Result<bool> {
+    pub async fn cron_finish(&self, run_id: i64, token: &str, finish: &Finish, now: i64) -> Result<bool> {
         if let Some(pg) = self.pg() {
-            return pg.cron_finish(run_id, token, finish, now);
+            return pg.cron_finish(run_id, token, finish, now).await;
         }
         self.write(|tx| {
             let job_id: Option<(String, bool)> = tx
@@ -655,9 +655,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn cron_reap(&self, now: i64) -> Result<Vec<Run>> {
+    pub async fn cron_reap(&self, now: i64) -> Result<Vec<Run>> {
         if let Some(pg) = self.pg() {
-            return pg.cron_reap(now);
+            return pg.cron_reap(now).await;
         }
         let me = machine();
         self.write(|tx| {
@@ -698,9 +698,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn cron_runs(&self, id: &str, limit: usize) -> Result<Vec<Run>> {
+    pub async fn cron_runs(&self, id: &str, limit: usize) -> Result<Vec<Run>> {
         if let Some(pg) = self.pg() {
-            return pg.cron_runs(id, limit);
+            return pg.cron_runs(id, limit).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!(
@@ -715,9 +715,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn cron_run(&self, run_id: i64) -> Result<Option<Run>> {
+    pub async fn cron_run(&self, run_id: i64) -> Result<Option<Run>> {
         if let Some(pg) = self.pg() {
-            return pg.cron_run(run_id);
+            return pg.cron_run(run_id).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM cron_runs WHERE id = ?1"))?;
@@ -728,9 +728,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn cron_delivery_failed(&self, run_id: i64, error: &str) -> Result<()> {
+    pub async fn cron_delivery_failed(&self, run_id: i64, error: &str) -> Result<()> {
         if let Some(pg) = self.pg() {
-            return pg.cron_delivery_failed(run_id, error);
+            return pg.cron_delivery_failed(run_id, error).await;
         }
         self.write(|tx| mark_delivery_failed(tx, run_id, error))
     }

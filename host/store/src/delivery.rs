@@ -127,9 +127,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
+    pub async fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
         if let Some(pg) = self.pg() {
-            return pg.delivery_enqueue(d);
+            return pg.delivery_enqueue(d).await;
         }
         self.write(|tx| {
             tx.execute(
@@ -145,17 +145,17 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn deliveries_due(&self, platform: &str, limit: usize) -> Result<Vec<Delivery>> {
-        self.deliveries_due_at(platform, now_ms(), limit)
+    pub async fn deliveries_due(&self, platform: &str, limit: usize) -> Result<Vec<Delivery>> {
+        self.deliveries_due_at(platform, now_ms(), limit).await
     }
 
     /// [`Store::deliveries_due`] as of `at` (milliseconds since the epoch): what will be due then.
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
+    pub async fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
         if let Some(pg) = self.pg() {
-            return pg.deliveries_due_at(platform, at, limit);
+            return pg.deliveries_due_at(platform, at, limit).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
@@ -174,13 +174,18 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn deliveries_claim(&self, platform: &str, limit: usize, hold: std::time::Duration) -> Result<Vec<Delivery>> {
+    pub async fn deliveries_claim(
+        &self,
+        platform: &str,
+        limit: usize,
+        hold: std::time::Duration,
+    ) -> Result<Vec<Delivery>> {
         let now = now_ms();
         let until = now.saturating_add(i64::try_from(hold.as_millis()).unwrap_or(i64::MAX));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let me = crate::process::me();
         if let Some(pg) = self.pg() {
-            return pg.deliveries_claim(platform, now, until, limit, me);
+            return pg.deliveries_claim(platform, now, until, limit, me).await;
         }
         self.write(|tx| {
             let mut held = tx.prepare_cached(CLAIMERS)?;
@@ -206,9 +211,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn delivery_next_at(&self, platform: &str) -> Result<Option<i64>> {
+    pub async fn delivery_next_at(&self, platform: &str) -> Result<Option<i64>> {
         if let Some(pg) = self.pg() {
-            return pg.delivery_next_at(platform);
+            return pg.delivery_next_at(platform).await;
         }
         let conn = self.conn()?;
         let mut stmt =
@@ -220,9 +225,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
+    pub async fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
         if let Some(pg) = self.pg() {
-            return pg.delivery_sent(id, sent_id);
+            return pg.delivery_sent(id, sent_id).await;
         }
         self.write(|tx| {
             let key: Option<String> = tx
@@ -248,9 +253,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn deliveries_by_prefix(&self, prefix: &str) -> Result<Vec<(String, String, Option<String>)>> {
+    pub async fn deliveries_by_prefix(&self, prefix: &str) -> Result<Vec<(String, String, Option<String>)>> {
         if let Some(pg) = self.pg() {
-            return pg.deliveries_by_prefix(prefix);
+            return pg.deliveries_by_prefix(prefix).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
@@ -265,9 +270,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn delivery_failed(&self, id: i64, error: &str) -> Result<Failed> {
+    pub async fn delivery_failed(&self, id: i64, error: &str) -> Result<Failed> {
         if let Some(pg) = self.pg() {
-            return pg.delivery_failed(id, error);
+            return pg.delivery_failed(id, error).await;
         }
         self.write(|tx| {
             let attempts: Option<i64> = tx
@@ -307,9 +312,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn webhook_seen(&self, route: &str, id: &str) -> Result<bool> {
+    pub async fn webhook_seen(&self, route: &str, id: &str) -> Result<bool> {
         if let Some(pg) = self.pg() {
-            return pg.webhook_seen(route, id);
+            return pg.webhook_seen(route, id).await;
         }
         self.write(|tx| {
             let now = now_ms();
@@ -327,9 +332,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn delivery_counts(&self) -> Result<Counts> {
+    pub async fn delivery_counts(&self) -> Result<Counts> {
         if let Some(pg) = self.pg() {
-            return pg.delivery_counts();
+            return pg.delivery_counts().await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached("SELECT state, count(*) FROM deliveries GROUP BY state")?;

@@ -140,9 +140,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
+    pub async fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
         if let Some(pg) = self.pg() {
-            return pg.inbox_put(e, &Self::notice_text(QUEUED, e.session_key));
+            return pg.inbox_put(e, &Self::notice_text(QUEUED, e.session_key)).await;
         }
         let put = self.write(|tx| {
             let id: Option<i64> = tx
@@ -175,7 +175,7 @@ impl Store {
             Ok(Put::Known(Box::new(known)))
         })?;
         if matches!(put, Put::New(_)) {
-            self.hint(QUEUED, e.session_key);
+            self.hint(QUEUED, e.session_key).await;
         }
         Ok(put)
     }
@@ -184,9 +184,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn inbox_get(&self, id: i64) -> Result<Option<Entry>> {
+    pub async fn inbox_get(&self, id: i64) -> Result<Option<Entry>> {
         if let Some(pg) = self.pg() {
-            return pg.inbox_get(id);
+            return pg.inbox_get(id).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM inbox WHERE id = ?1"))?;
@@ -197,9 +197,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn inbox_open(&self, session_key: &str) -> Result<Vec<Entry>> {
+    pub async fn inbox_open(&self, session_key: &str) -> Result<Vec<Entry>> {
         if let Some(pg) = self.pg() {
-            return pg.inbox_open(session_key);
+            return pg.inbox_open(session_key).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!(
@@ -213,9 +213,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn inbox_open_keys(&self) -> Result<Vec<String>> {
+    pub async fn inbox_open_keys(&self) -> Result<Vec<String>> {
         if let Some(pg) = self.pg() {
-            return pg.inbox_open_keys();
+            return pg.inbox_open_keys().await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
@@ -229,9 +229,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
+    pub async fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
         if let Some(pg) = self.pg() {
-            return pg.inbox_started(id, session_id, count);
+            return pg.inbox_started(id, session_id, count).await;
         }
         self.write(|tx| {
             tx.execute(
@@ -246,9 +246,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn inbox_streamed(&self, id: i64, streamed: &str) -> Result<()> {
+    pub async fn inbox_streamed(&self, id: i64, streamed: &str) -> Result<()> {
         if let Some(pg) = self.pg() {
-            return pg.inbox_streamed(id, streamed);
+            return pg.inbox_streamed(id, streamed).await;
         }
         self.write(|tx| {
             tx.execute("UPDATE inbox SET streamed = ?2 WHERE id = ?1", params![id, streamed])?;
@@ -260,9 +260,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn inbox_done(&self, id: i64, reply: Option<&str>) -> Result<()> {
+    pub async fn inbox_done(&self, id: i64, reply: Option<&str>) -> Result<()> {
         if let Some(pg) = self.pg() {
-            return pg.inbox_done(id, reply, &Self::notice_text(DONE, &id.to_string()));
+            return pg.inbox_done(id, reply, &Self::notice_text(DONE, &id.to_string())).await;
         }
         self.write(|tx| {
             tx.execute(
@@ -271,7 +271,7 @@ impl Store {
             )?;
             Ok(())
         })?;
-        self.hint(DONE, &id.to_string());
+        self.hint(DONE, &id.to_string()).await;
         Ok(())
     }
 
@@ -279,9 +279,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn inbox_prune(&self, before: i64) -> Result<usize> {
+    pub async fn inbox_prune(&self, before: i64) -> Result<usize> {
         if let Some(pg) = self.pg() {
-            return pg.inbox_prune(before);
+            return pg.inbox_prune(before).await;
         }
         self.write(|tx| Ok(tx.execute("DELETE FROM inbox WHERE state = 'done' AND done_at < ?1", params![before])?))
     }

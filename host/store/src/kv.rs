@@ -47,10 +47,10 @@ impl Store {
     ///
     /// # Errors
     /// The key is empty or too long, or the database cannot be read.
-    pub fn kv_get(&self, plugin: &str, key: &str) -> Result<Option<Vec<u8>>> {
+    pub async fn kv_get(&self, plugin: &str, key: &str) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         if let Some(pg) = self.pg() {
-            return pg.kv_get(plugin, key);
+            return pg.kv_get(plugin, key).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2")?;
@@ -62,11 +62,11 @@ impl Store {
     /// # Errors
     /// The key or value is out of bounds, the quota would be exceeded, or the database cannot
     /// be written.
-    pub fn kv_set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
+    pub async fn kv_set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
         check_key(key)?;
         check_value(value)?;
         if let Some(pg) = self.pg() {
-            return pg.kv_set(plugin, key, value);
+            return pg.kv_set(plugin, key, value).await;
         }
         self.write(|tx| put(tx, plugin, key, value))
     }
@@ -75,10 +75,10 @@ impl Store {
     ///
     /// # Errors
     /// The key is empty or too long, or the database cannot be written.
-    pub fn kv_delete(&self, plugin: &str, key: &str) -> Result<()> {
+    pub async fn kv_delete(&self, plugin: &str, key: &str) -> Result<()> {
         check_key(key)?;
         if let Some(pg) = self.pg() {
-            return pg.kv_delete(plugin, key);
+            return pg.kv_delete(plugin, key).await;
         }
         self.write(|tx| {
             tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1 AND key = ?2", params![plugin, key])?;
@@ -93,7 +93,7 @@ impl Store {
     /// # Errors
     /// The key or the new value is out of bounds, the quota would be exceeded, or the database
     /// cannot be written.
-    pub fn kv_compare_and_set(
+    pub async fn kv_compare_and_set(
         &self,
         plugin: &str,
         key: &str,
@@ -105,7 +105,7 @@ impl Store {
             check_value(new)?;
         }
         if let Some(pg) = self.pg() {
-            return pg.kv_compare_and_set(plugin, key, expected, new);
+            return pg.kv_compare_and_set(plugin, key, expected, new).await;
         }
         self.write(|tx| {
             let current: Option<Vec<u8>> = tx
@@ -135,10 +135,10 @@ impl Store {
     /// The key is out of bounds, holds something that is not such a number
     /// ([`Error::NotACounter`]), the sum leaves the 64-bit range ([`Error::CounterOverflow`]),
     /// the quota would be exceeded, or the database cannot be written.
-    pub fn kv_increment(&self, plugin: &str, key: &str, delta: i64) -> Result<i64> {
+    pub async fn kv_increment(&self, plugin: &str, key: &str, delta: i64) -> Result<i64> {
         check_key(key)?;
         if let Some(pg) = self.pg() {
-            return pg.kv_increment(plugin, key, delta);
+            return pg.kv_increment(plugin, key, delta).await;
         }
         self.write(|tx| {
             let current: Option<Vec<u8>> = tx
@@ -163,9 +163,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn kv_clear(&self, plugin: &str) -> Result<u64> {
+    pub async fn kv_clear(&self, plugin: &str) -> Result<u64> {
         if let Some(pg) = self.pg() {
-            return pg.kv_clear(plugin);
+            return pg.kv_clear(plugin).await;
         }
         self.write(|tx| Ok(tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1", params![plugin])? as u64))
     }
@@ -174,9 +174,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn kv_adopt(&self, from: &str, to: &str) -> Result<u64> {
+    pub async fn kv_adopt(&self, from: &str, to: &str) -> Result<u64> {
         if let Some(pg) = self.pg() {
-            return pg.kv_adopt(from, to);
+            return pg.kv_adopt(from, to).await;
         }
         self.write(|tx| {
             let moved = tx.execute(
@@ -191,9 +191,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn kv_keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>> {
+    pub async fn kv_keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>> {
         if let Some(pg) = self.pg() {
-            return pg.kv_keys(plugin, prefix);
+            return pg.kv_keys(plugin, prefix).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached("SELECT key FROM plugin_kv WHERE plugin = ?1 AND key >= ?2 ORDER BY key")?;
@@ -215,9 +215,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn kv_list(&self, plugin: &str, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+    pub async fn kv_list(&self, plugin: &str, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
         if let Some(pg) = self.pg() {
-            return pg.kv_entries(plugin, prefix);
+            return pg.kv_entries(plugin, prefix).await;
         }
         let conn = self.conn()?;
         let mut stmt =
@@ -238,9 +238,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn kv_usage(&self, plugin: &str) -> Result<(u64, u64)> {
+    pub async fn kv_usage(&self, plugin: &str) -> Result<(u64, u64)> {
         if let Some(pg) = self.pg() {
-            return pg.kv_usage(plugin);
+            return pg.kv_usage(plugin).await;
         }
         let conn = self.conn()?;
         let mut stmt =
@@ -322,144 +322,144 @@ mod tests {
         (dir, store)
     }
 
-    fn values_are_scoped_to_their_plugin(s: &Store) {
-        s.kv_set("a", "k", b"one").expect("set");
-        s.kv_set("b", "k", b"two").expect("set");
-        assert_eq!(s.kv_get("a", "k").expect("get"), Some(b"one".to_vec()));
-        assert_eq!(s.kv_get("b", "k").expect("get"), Some(b"two".to_vec()));
-        assert_eq!(s.kv_get("c", "k").expect("get"), None);
-        s.kv_delete("a", "k").expect("delete");
-        assert_eq!(s.kv_get("a", "k").expect("get"), None);
-        assert_eq!(s.kv_get("b", "k").expect("get"), Some(b"two".to_vec()));
-        assert_eq!(s.kv_usage("b").expect("usage"), (1, 3));
-        assert_eq!(s.kv_usage("a").expect("usage"), (0, 0));
-        s.kv_set("a", "x", b"1").expect("set");
-        s.kv_set("a", "y", b"2").expect("set");
-        assert_eq!(s.kv_clear("a").expect("clear"), 2);
-        assert_eq!(s.kv_usage("a").expect("usage"), (0, 0));
-        assert_eq!(s.kv_get("b", "k").expect("get"), Some(b"two".to_vec()), "other spaces are kept");
+    async fn values_are_scoped_to_their_plugin(s: &Store) {
+        s.kv_set("a", "k", b"one").await.expect("set");
+        s.kv_set("b", "k", b"two").await.expect("set");
+        assert_eq!(s.kv_get("a", "k").await.expect("get"), Some(b"one".to_vec()));
+        assert_eq!(s.kv_get("b", "k").await.expect("get"), Some(b"two".to_vec()));
+        assert_eq!(s.kv_get("c", "k").await.expect("get"), None);
+        s.kv_delete("a", "k").await.expect("delete");
+        assert_eq!(s.kv_get("a", "k").await.expect("get"), None);
+        assert_eq!(s.kv_get("b", "k").await.expect("get"), Some(b"two".to_vec()));
+        assert_eq!(s.kv_usage("b").await.expect("usage"), (1, 3));
+        assert_eq!(s.kv_usage("a").await.expect("usage"), (0, 0));
+        s.kv_set("a", "x", b"1").await.expect("set");
+        s.kv_set("a", "y", b"2").await.expect("set");
+        assert_eq!(s.kv_clear("a").await.expect("clear"), 2);
+        assert_eq!(s.kv_usage("a").await.expect("usage"), (0, 0));
+        assert_eq!(s.kv_get("b", "k").await.expect("get"), Some(b"two".to_vec()), "other spaces are kept");
     }
 
-    #[test]
-    fn values_survive_reopening() {
+    #[tokio::test]
+    async fn values_survive_reopening() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("state.db");
-        Store::open(&path).expect("open").kv_set("p", "k", b"v").expect("set");
-        assert_eq!(Store::open(&path).expect("reopen").kv_get("p", "k").expect("get"), Some(b"v".to_vec()));
+        Store::open(&path).expect("open").kv_set("p", "k", b"v").await.expect("set");
+        assert_eq!(Store::open(&path).expect("reopen").kv_get("p", "k").await.expect("get"), Some(b"v".to_vec()));
     }
 
-    fn keys_are_listed_by_prefix_in_order(s: &Store) {
+    async fn keys_are_listed_by_prefix_in_order(s: &Store) {
         for k in ["b/2", "a/1", "b/1", "c"] {
-            s.kv_set("p", k, b"x").expect("set");
+            s.kv_set("p", k, b"x").await.expect("set");
         }
-        assert_eq!(s.kv_keys("p", "b/").expect("keys"), vec!["b/1", "b/2"]);
-        assert_eq!(s.kv_keys("p", "").expect("keys").len(), 4);
+        assert_eq!(s.kv_keys("p", "b/").await.expect("keys"), vec!["b/1", "b/2"]);
+        assert_eq!(s.kv_keys("p", "").await.expect("keys").len(), 4);
     }
 
-    fn limits_are_enforced(s: &Store) {
-        assert!(matches!(s.kv_set("p", "", b"x"), Err(Error::BadKey)));
+    async fn limits_are_enforced(s: &Store) {
+        assert!(matches!(s.kv_set("p", "", b"x").await, Err(Error::BadKey)));
         let big = vec![0u8; MAX_VALUE_BYTES + 1];
-        assert!(matches!(s.kv_set("p", "k", &big), Err(Error::ValueTooLarge(n)) if n == MAX_VALUE_BYTES + 1));
+        assert!(matches!(s.kv_set("p", "k", &big).await, Err(Error::ValueTooLarge(n)) if n == MAX_VALUE_BYTES + 1));
         let chunk = vec![0u8; MAX_VALUE_BYTES];
         for i in 0..9 {
-            s.kv_set("p", &format!("k{i}"), &chunk).expect("within quota");
+            s.kv_set("p", &format!("k{i}"), &chunk).await.expect("within quota");
         }
-        assert!(matches!(s.kv_set("p", "k9", &chunk), Err(Error::QuotaExceeded)));
+        assert!(matches!(s.kv_set("p", "k9", &chunk).await, Err(Error::QuotaExceeded)));
         // Replacing an existing value counts only the new size.
-        s.kv_set("p", "k0", &chunk).expect("replace within quota");
+        s.kv_set("p", "k0", &chunk).await.expect("replace within quota");
         // Another plugin has its own quota.
-        s.kv_set("q", "k", &chunk).expect("other plugin");
+        s.kv_set("q", "k", &chunk).await.expect("other plugin");
     }
 
-    fn compare_and_set_changes_only_what_was_expected(s: &Store) {
+    async fn compare_and_set_changes_only_what_was_expected(s: &Store) {
         // From nothing: creates once.
-        assert!(s.kv_compare_and_set("p", "k", None, Some(b"one")).expect("cas"));
-        assert!(!s.kv_compare_and_set("p", "k", None, Some(b"other")).expect("cas"), "the key exists now");
-        assert_eq!(s.kv_get("p", "k").expect("get"), Some(b"one".to_vec()));
+        assert!(s.kv_compare_and_set("p", "k", None, Some(b"one")).await.expect("cas"));
+        assert!(!s.kv_compare_and_set("p", "k", None, Some(b"other")).await.expect("cas"), "the key exists now");
+        assert_eq!(s.kv_get("p", "k").await.expect("get"), Some(b"one".to_vec()));
         // A stale expectation changes nothing.
-        assert!(!s.kv_compare_and_set("p", "k", Some(b"zero"), Some(b"two")).expect("cas"));
-        assert_eq!(s.kv_get("p", "k").expect("get"), Some(b"one".to_vec()));
-        assert!(s.kv_compare_and_set("p", "k", Some(b"one"), Some(b"two")).expect("cas"));
-        assert_eq!(s.kv_get("p", "k").expect("get"), Some(b"two".to_vec()));
+        assert!(!s.kv_compare_and_set("p", "k", Some(b"zero"), Some(b"two")).await.expect("cas"));
+        assert_eq!(s.kv_get("p", "k").await.expect("get"), Some(b"one".to_vec()));
+        assert!(s.kv_compare_and_set("p", "k", Some(b"one"), Some(b"two")).await.expect("cas"));
+        assert_eq!(s.kv_get("p", "k").await.expect("get"), Some(b"two".to_vec()));
         // Same value: succeeds, nothing to write.
-        assert!(s.kv_compare_and_set("p", "k", Some(b"two"), Some(b"two")).expect("cas"));
+        assert!(s.kv_compare_and_set("p", "k", Some(b"two"), Some(b"two")).await.expect("cas"));
         // To nothing: deletes, only when it matches.
-        assert!(!s.kv_compare_and_set("p", "k", Some(b"one"), None).expect("cas"));
-        assert!(s.kv_compare_and_set("p", "k", Some(b"two"), None).expect("cas"));
-        assert_eq!(s.kv_get("p", "k").expect("get"), None);
+        assert!(!s.kv_compare_and_set("p", "k", Some(b"one"), None).await.expect("cas"));
+        assert!(s.kv_compare_and_set("p", "k", Some(b"two"), None).await.expect("cas"));
+        assert_eq!(s.kv_get("p", "k").await.expect("get"), None);
         // Both none: "is it absent?".
-        assert!(s.kv_compare_and_set("p", "k", None, None).expect("cas"));
-        assert_eq!(s.kv_usage("p").expect("usage"), (0, 0));
+        assert!(s.kv_compare_and_set("p", "k", None, None).await.expect("cas"));
+        assert_eq!(s.kv_usage("p").await.expect("usage"), (0, 0));
         // Another plugin's key of the same name is another key.
-        s.kv_set("q", "k", b"theirs").expect("set");
-        assert!(s.kv_compare_and_set("p", "k", None, Some(b"mine")).expect("cas"));
-        assert_eq!(s.kv_get("q", "k").expect("get"), Some(b"theirs".to_vec()));
+        s.kv_set("q", "k", b"theirs").await.expect("set");
+        assert!(s.kv_compare_and_set("p", "k", None, Some(b"mine")).await.expect("cas"));
+        assert_eq!(s.kv_get("q", "k").await.expect("get"), Some(b"theirs".to_vec()));
     }
 
-    fn increment_counts_from_zero_in_decimal_text(s: &Store) {
-        assert_eq!(s.kv_increment("p", "n", 1).expect("inc"), 1);
-        assert_eq!(s.kv_increment("p", "n", 41).expect("inc"), 42);
-        assert_eq!(s.kv_get("p", "n").expect("get"), Some(b"42".to_vec()));
-        assert_eq!(s.kv_increment("p", "n", -50).expect("inc"), -8);
-        assert_eq!(s.kv_get("p", "n").expect("get"), Some(b"-8".to_vec()));
-        assert_eq!(s.kv_increment("p", "n", 0).expect("read"), -8, "adding 0 reads the counter");
-        assert_eq!(s.kv_increment("q", "n", 5).expect("inc"), 5, "counters are per plugin");
+    async fn increment_counts_from_zero_in_decimal_text(s: &Store) {
+        assert_eq!(s.kv_increment("p", "n", 1).await.expect("inc"), 1);
+        assert_eq!(s.kv_increment("p", "n", 41).await.expect("inc"), 42);
+        assert_eq!(s.kv_get("p", "n").await.expect("get"), Some(b"42".to_vec()));
+        assert_eq!(s.kv_increment("p", "n", -50).await.expect("inc"), -8);
+        assert_eq!(s.kv_get("p", "n").await.expect("get"), Some(b"-8".to_vec()));
+        assert_eq!(s.kv_increment("p", "n", 0).await.expect("read"), -8, "adding 0 reads the counter");
+        assert_eq!(s.kv_increment("q", "n", 5).await.expect("inc"), 5, "counters are per plugin");
         // A value written by hand in the same form is a counter too.
-        s.kv_set("p", "m", b"100").expect("set");
-        assert_eq!(s.kv_increment("p", "m", 1).expect("inc"), 101);
+        s.kv_set("p", "m", b"100").await.expect("set");
+        assert_eq!(s.kv_increment("p", "m", 1).await.expect("inc"), 101);
         for bad in [&b"ten"[..], b"", b"+1", b"1.5", b" 1", b"-", b"99999999999999999999"] {
-            s.kv_set("p", "bad", bad).expect("set");
-            let e = s.kv_increment("p", "bad", 1).expect_err("not a counter");
+            s.kv_set("p", "bad", bad).await.expect("set");
+            let e = s.kv_increment("p", "bad", 1).await.expect_err("not a counter");
             assert!(matches!(&e, Error::NotACounter { key } if key == "bad"), "{e}");
             assert!(e.to_string().contains("delete the key or count under another one"), "{e}");
-            assert_eq!(s.kv_get("p", "bad").expect("get"), Some(bad.to_vec()), "left as it was");
+            assert_eq!(s.kv_get("p", "bad").await.expect("get"), Some(bad.to_vec()), "left as it was");
         }
-        s.kv_set("p", "big", i64::MAX.to_string().as_bytes()).expect("set");
-        let e = s.kv_increment("p", "big", 1).expect_err("overflow");
+        s.kv_set("p", "big", i64::MAX.to_string().as_bytes()).await.expect("set");
+        let e = s.kv_increment("p", "big", 1).await.expect_err("overflow");
         assert!(matches!(e, Error::CounterOverflow { value: i64::MAX, delta: 1, .. }), "{e}");
-        assert_eq!(s.kv_increment("p", "big", -1).expect("inc"), i64::MAX - 1);
+        assert_eq!(s.kv_increment("p", "big", -1).await.expect("inc"), i64::MAX - 1);
     }
 
-    fn list_returns_keys_under_a_prefix_with_their_values(s: &Store) {
+    async fn list_returns_keys_under_a_prefix_with_their_values(s: &Store) {
         for (k, v) in [("e/2", "two"), ("e/1", "one"), ("e", "bare"), ("f/1", "f"), ("e/10", "ten"), ("d", "d")] {
-            s.kv_set("p", k, v.as_bytes()).expect("set");
+            s.kv_set("p", k, v.as_bytes()).await.expect("set");
         }
-        s.kv_set("q", "e/9", b"other plugin").expect("set");
-        let listed = s.kv_list("p", "e/").expect("list");
+        s.kv_set("q", "e/9", b"other plugin").await.expect("set");
+        let listed = s.kv_list("p", "e/").await.expect("list");
         let pairs: Vec<(&str, &[u8])> = listed.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
         assert_eq!(pairs, [("e/1", &b"one"[..]), ("e/10", b"ten"), ("e/2", b"two")]);
-        assert_eq!(s.kv_list("p", "").expect("list").len(), 6);
-        assert_eq!(s.kv_list("p", "e").expect("list").len(), 4);
-        assert!(s.kv_list("p", "zz").expect("list").is_empty());
-        assert!(s.kv_list("nobody", "").expect("list").is_empty());
-        assert_eq!(s.kv_keys("p", "e").expect("keys"), ["e", "e/1", "e/10", "e/2"]);
+        assert_eq!(s.kv_list("p", "").await.expect("list").len(), 6);
+        assert_eq!(s.kv_list("p", "e").await.expect("list").len(), 4);
+        assert!(s.kv_list("p", "zz").await.expect("list").is_empty());
+        assert!(s.kv_list("nobody", "").await.expect("list").is_empty());
+        assert_eq!(s.kv_keys("p", "e").await.expect("keys"), ["e", "e/1", "e/10", "e/2"]);
     }
 
-    fn the_new_writes_keep_the_same_limits(s: &Store) {
+    async fn the_new_writes_keep_the_same_limits(s: &Store) {
         let long_key = "k".repeat(MAX_KEY_BYTES + 1);
-        assert!(matches!(s.kv_compare_and_set("p", "", None, Some(b"x")), Err(Error::BadKey)));
-        assert!(matches!(s.kv_compare_and_set("p", &long_key, None, None), Err(Error::BadKey)));
-        assert!(matches!(s.kv_increment("p", &long_key, 1), Err(Error::BadKey)));
+        assert!(matches!(s.kv_compare_and_set("p", "", None, Some(b"x")).await, Err(Error::BadKey)));
+        assert!(matches!(s.kv_compare_and_set("p", &long_key, None, None).await, Err(Error::BadKey)));
+        assert!(matches!(s.kv_increment("p", &long_key, 1).await, Err(Error::BadKey)));
         let big = vec![0u8; MAX_VALUE_BYTES + 1];
-        let e = s.kv_compare_and_set("p", "k", None, Some(&big)).expect_err("too large");
+        let e = s.kv_compare_and_set("p", "k", None, Some(&big)).await.expect_err("too large");
         assert_eq!(
             e.to_string(),
             format!("value of {} bytes is larger than the {MAX_VALUE_BYTES}-byte limit", big.len())
         );
         let chunk = vec![0u8; MAX_VALUE_BYTES];
         for i in 0..9 {
-            assert!(s.kv_compare_and_set("p", &format!("k{i}"), None, Some(&chunk)).expect("within quota"));
+            assert!(s.kv_compare_and_set("p", &format!("k{i}"), None, Some(&chunk)).await.expect("within quota"));
         }
         // Almost full: a new value or counter that does not fit is refused like a set.
         let near = vec![0u8; MAX_VALUE_BYTES - 64];
-        s.kv_set("p", "k9", &near).expect("fills the quota");
-        assert!(matches!(s.kv_compare_and_set("p", "k10", None, Some(&chunk)), Err(Error::QuotaExceeded)));
-        assert_eq!(s.kv_get("p", "k10").expect("get"), None);
-        let e = s.kv_increment("p", &"c".repeat(200), 1).expect_err("no room");
+        s.kv_set("p", "k9", &near).await.expect("fills the quota");
+        assert!(matches!(s.kv_compare_and_set("p", "k10", None, Some(&chunk)).await, Err(Error::QuotaExceeded)));
+        assert_eq!(s.kv_get("p", "k10").await.expect("get"), None);
+        let e = s.kv_increment("p", &"c".repeat(200), 1).await.expect_err("no room");
         assert_eq!(e.to_string(), format!("plugin storage quota of {MAX_PLUGIN_BYTES} bytes would be exceeded"));
         // Shrinking and deleting always fit.
-        assert!(s.kv_compare_and_set("p", "k0", Some(&chunk), Some(b"small")).expect("shrink"));
-        assert!(s.kv_compare_and_set("p", "k1", Some(&chunk), None).expect("delete"));
-        assert_eq!(s.kv_increment("p", "n", 1).expect("room again"), 1);
+        assert!(s.kv_compare_and_set("p", "k0", Some(&chunk), Some(b"small")).await.expect("shrink"));
+        assert!(s.kv_compare_and_set("p", "k1", Some(&chunk), None).await.expect("delete"));
+        assert_eq!(s.kv_increment("p", "n", 1).await.expect("room again"), 1);
     }
 }

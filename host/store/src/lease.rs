@@ -66,11 +66,11 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn try_lease(&self, session_id: &str, holder: &str, ttl: Duration) -> Result<Leased> {
+    pub async fn try_lease(&self, session_id: &str, holder: &str, ttl: Duration) -> Result<Leased> {
         let now = now_ms();
         let expires = now.saturating_add(millis(ttl));
         if let Some(pg) = self.pg() {
-            return pg.try_lease(session_id, holder, now, expires);
+            return pg.try_lease(session_id, holder, now, expires).await;
         }
         let me = machine();
         let pid = std::process::id();
@@ -95,10 +95,10 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn renew_lease(&self, session_id: &str, token: &str, ttl: Duration) -> Result<bool> {
+    pub async fn renew_lease(&self, session_id: &str, token: &str, ttl: Duration) -> Result<bool> {
         let expires = now_ms().saturating_add(millis(ttl));
         if let Some(pg) = self.pg() {
-            return pg.renew_lease(session_id, token, expires);
+            return pg.renew_lease(session_id, token, expires).await;
         }
         self.write(|tx| {
             let n = tx.execute(
@@ -114,16 +114,18 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn release_lease(&self, session_id: &str, token: &str) -> Result<()> {
+    pub async fn release_lease(&self, session_id: &str, token: &str) -> Result<()> {
         // Whoever waits for it may take it now.
         if let Some(pg) = self.pg() {
-            return pg.release_lease(session_id, token, &Self::notice_text(crate::notice::LEASE_FREED, session_id));
+            return pg
+                .release_lease(session_id, token, &Self::notice_text(crate::notice::LEASE_FREED, session_id))
+                .await;
         }
         self.write(|tx| {
             tx.execute("DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2", params![session_id, token])?;
             Ok(())
         })?;
-        self.hint(crate::notice::LEASE_FREED, session_id);
+        self.hint(crate::notice::LEASE_FREED, session_id).await;
         Ok(())
     }
 
@@ -131,11 +133,11 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {
+    pub async fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {
         let now = now_ms();
         let me = machine();
         let current = match self.pg() {
-            Some(pg) => pg.lease_holder(session_id)?,
+            Some(pg) => pg.lease_holder(session_id).await?,
             None => current(&*self.conn()?, session_id)?,
         };
         Ok(current.filter(|c| holds(c, now, &me)))
@@ -146,9 +148,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
+    pub async fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
         if let Some(pg) = self.pg() {
-            return pg.message_mark(session_id);
+            return pg.message_mark(session_id).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn
@@ -198,37 +200,37 @@ mod tests {
         (dir, store)
     }
 
-    fn a_second_taker_learns_who_holds_it(store: &Store) {
+    async fn a_second_taker_learns_who_holds_it(store: &Store) {
         let ttl = Duration::from_secs(30);
-        let Leased::Granted(token) = store.try_lease("s", "talaria chat", ttl).expect("lease") else {
+        let Leased::Granted(token) = store.try_lease("s", "talaria chat", ttl).await.expect("lease") else {
             panic!("first taker gets it")
         };
-        let Leased::Held(by) = store.try_lease("s", "talaria chat -q", ttl).expect("lease") else {
+        let Leased::Held(by) = store.try_lease("s", "talaria chat -q", ttl).await.expect("lease") else {
             panic!("second is refused")
         };
         assert_eq!((by.pid, by.holder.as_str()), (std::process::id(), "talaria chat"));
         assert!(by.to_string().starts_with(&format!("talaria chat (pid {} on ", std::process::id())), "{by}");
-        assert_eq!(store.lease_holder("s").expect("read"), Some(by));
-        assert!(store.renew_lease("s", &token, ttl).expect("renew"));
-        store.release_lease("s", &token).expect("release");
-        assert_eq!(store.lease_holder("s").expect("read"), None);
-        assert!(!store.renew_lease("s", &token, ttl).expect("renew"), "a released lease is not renewed");
+        assert_eq!(store.lease_holder("s").await.expect("read"), Some(by));
+        assert!(store.renew_lease("s", &token, ttl).await.expect("renew"));
+        store.release_lease("s", &token).await.expect("release");
+        assert_eq!(store.lease_holder("s").await.expect("read"), None);
+        assert!(!store.renew_lease("s", &token, ttl).await.expect("renew"), "a released lease is not renewed");
     }
 
-    fn an_expired_lease_is_free_and_its_old_token_is_void(store: &Store) {
-        let Leased::Granted(old) = store.try_lease("s", "a", Duration::ZERO).expect("lease") else { panic!() };
+    async fn an_expired_lease_is_free_and_its_old_token_is_void(store: &Store) {
+        let Leased::Granted(old) = store.try_lease("s", "a", Duration::ZERO).await.expect("lease") else { panic!() };
         std::thread::sleep(Duration::from_millis(5));
-        let Leased::Granted(new) = store.try_lease("s", "b", Duration::from_secs(30)).expect("lease") else {
+        let Leased::Granted(new) = store.try_lease("s", "b", Duration::from_secs(30)).await.expect("lease") else {
             panic!("expired lease is taken over")
         };
-        assert!(!store.renew_lease("s", &old, Duration::from_secs(30)).expect("renew"));
-        store.release_lease("s", &old).expect("a stale release does nothing");
-        assert_eq!(store.lease_holder("s").expect("read").map(|h| h.holder), Some("b".to_string()));
-        store.release_lease("s", &new).expect("release");
+        assert!(!store.renew_lease("s", &old, Duration::from_secs(30)).await.expect("renew"));
+        store.release_lease("s", &old).await.expect("a stale release does nothing");
+        assert_eq!(store.lease_holder("s").await.expect("read").map(|h| h.holder), Some("b".to_string()));
+        store.release_lease("s", &new).await.expect("release");
     }
 
-    #[test]
-    fn a_dead_holder_on_this_machine_holds_nothing() {
+    #[tokio::test]
+    async fn a_dead_holder_on_this_machine_holds_nothing() {
         let (_d, store) = store();
         let mut child = std::process::Command::new("true").spawn().expect("spawn");
         let dead = child.id();
@@ -242,49 +244,46 @@ mod tests {
                 Ok(())
             })
             .expect("plant");
-        assert_eq!(store.lease_holder("s").expect("read"), None);
-        assert!(matches!(store.try_lease("s", "me", Duration::from_secs(30)).expect("lease"), Leased::Granted(_)));
+        assert_eq!(store.lease_holder("s").await.expect("read"), None);
+        assert!(matches!(
+            store.try_lease("s", "me", Duration::from_secs(30)).await.expect("lease"),
+            Leased::Granted(_)
+        ));
     }
 
-    #[test]
-    fn racing_takers_get_one_lease() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+    async fn racing_takers_get_one_lease() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("state.db");
         Store::open(&path).expect("create");
-        let granted: usize = std::thread::scope(|scope| {
-            let takers: Vec<_> = (0..8)
-                .map(|i| {
-                    let path = &path;
-                    scope.spawn(move || {
-                        let store = Store::open(path).expect("open");
-                        let got = store.try_lease("s", &format!("taker {i}"), Duration::from_secs(30)).expect("lease");
-                        usize::from(matches!(got, Leased::Granted(_)))
-                    })
-                })
-                .collect();
-            takers.into_iter().map(|t| t.join().expect("join")).sum()
-        });
+        let mut takers = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let path = path.clone();
+            takers.spawn(async move {
+                let store = Store::open(&path).expect("open");
+                let got = store.try_lease("s", &format!("taker {i}"), Duration::from_secs(30)).await.expect("lease");
+                usize::from(matches!(got, Leased::Granted(_)))
+            });
+        }
+        let granted: usize = takers.join_all().await.into_iter().sum();
         assert_eq!(granted, 1);
     }
 
     /// Processes (here: stores) sharing one PostgreSQL get one lease among them.
-    #[test]
-    fn racing_takers_on_postgresql_get_one_lease() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn racing_takers_on_postgresql_get_one_lease() {
         let url = talaria_test_support::postgres::Postgres::shared().database();
-        Store::connect(&url).expect("migrate");
-        let granted: usize = std::thread::scope(|scope| {
-            let takers: Vec<_> = (0..8)
-                .map(|i| {
-                    let url = &url;
-                    scope.spawn(move || {
-                        let store = Store::connect(url).expect("connect");
-                        let got = store.try_lease("s", &format!("taker {i}"), Duration::from_secs(30)).expect("lease");
-                        usize::from(matches!(got, Leased::Granted(_)))
-                    })
-                })
-                .collect();
-            takers.into_iter().map(|t| t.join().expect("join")).sum()
-        });
+        Store::connect(&url).await.expect("migrate");
+        let mut takers = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let url = url.clone();
+            takers.spawn(async move {
+                let store = Store::connect(&url).await.expect("connect");
+                let got = store.try_lease("s", &format!("taker {i}"), Duration::from_secs(30)).await.expect("lease");
+                usize::from(matches!(got, Leased::Granted(_)))
+            });
+        }
+        let granted: usize = takers.join_all().await.into_iter().sum();
         assert_eq!(granted, 1);
     }
 }

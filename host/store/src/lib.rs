@@ -38,16 +38,16 @@
 //! # Ok::<(), talaria_store::Error>(())
 //! ```
 
-/// In a unit test module: run each named case (a `fn(&Store)`) on SQLite (`sqlite::NAME`, with
-/// the module's `store()`) and on a real PostgreSQL (`postgres::NAME`).
+/// In a unit test module: run each named case (an `async fn(&Store)`) on SQLite
+/// (`sqlite::NAME`, with the module's `store()`) and on a real PostgreSQL (`postgres::NAME`).
 #[cfg(test)]
 macro_rules! on_both_engines {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
-            $( #[test] fn $name() { let (_dir, s) = super::store(); super::$name(&s); } )*
+            $( #[tokio::test] async fn $name() { let (_dir, s) = super::store(); super::$name(&s).await; } )*
         }
         mod postgres {
-            $( #[test] fn $name() { let s = crate::pg::tests::store(); super::$name(&s); } )*
+            $( #[tokio::test] async fn $name() { let s = crate::pg::tests::store().await; super::$name(&s).await; } )*
         }
     };
 }
@@ -262,9 +262,9 @@ impl Store {
     ///
     /// # Errors
     /// The URL is malformed, the server cannot be reached or refuses us, or a migration fails.
-    pub fn connect(url: &str) -> Result<Self> {
+    pub async fn connect(url: &str) -> Result<Self> {
         Ok(Self {
-            engine: Engine::Postgres(Box::new(pg::Pg::connect(url)?)),
+            engine: Engine::Postgres(Box::new(pg::Pg::connect(url).await?)),
             appends: AtomicU32::new(0),
             hub: notice::Hub::default(),
         })

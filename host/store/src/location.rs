@@ -32,10 +32,10 @@ impl Location {
     ///
     /// # Errors
     /// As [`Store::open`] or [`Store::connect`].
-    pub fn open(&self) -> Result<Store> {
+    pub async fn open(&self) -> Result<Store> {
         match self {
             Self::File(path) => Store::open(path),
-            Self::Postgres(url) => Store::connect(url),
+            Self::Postgres(url) => Store::connect(url).await,
         }
     }
 
@@ -43,10 +43,10 @@ impl Location {
     ///
     /// # Errors
     /// As [`Store::open_for_reading`] or [`Store::connect`].
-    pub fn open_for_reading(&self) -> Result<Store> {
+    pub async fn open_for_reading(&self) -> Result<Store> {
         match self {
             Self::File(path) => Store::open_for_reading(path),
-            Self::Postgres(url) => Store::connect(url),
+            Self::Postgres(url) => Store::connect(url).await,
         }
     }
 }

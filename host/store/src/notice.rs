@@ -126,10 +126,10 @@ impl Store {
     ///
     /// # Errors
     /// PostgreSQL cannot be reached.
-    pub fn notify(&self, topic: &str, payload: &str) -> Result<()> {
+    pub async fn notify(&self, topic: &str, payload: &str) -> Result<()> {
         match self.pg() {
             // Every subscriber of this process hears it back through the listener it started.
-            Some(pg) => pg.notify(&Notice::new(topic, payload).encode()),
+            Some(pg) => pg.notify(&Notice::new(topic, payload).encode()).await,
             None => {
                 self.hub.send(Notice::new(topic, payload));
                 Ok(())
@@ -146,18 +146,20 @@ impl Store {
 
     /// [`Store::notify`] after a change that is already made: a notice that cannot be sent is
     /// logged, not an error (whoever waits also looks again now and then).
-    pub(crate) fn hint(&self, topic: &str, payload: &str) {
-        if let Err(e) = self.notify(topic, payload) {
+    pub(crate) async fn hint(&self, topic: &str, payload: &str) {
+        if let Err(e) = self.notify(topic, payload).await {
             tracing::warn!(topic, "cannot send a notice: {e}");
         }
     }
 
     /// Subscribe to the notices from now on (on PostgreSQL, the first subscriber starts
     /// listening on the database).
-    pub fn notices(&self) -> Notices {
+    pub async fn notices(&self) -> Notices {
         let rx = self.hub.sender().subscribe();
-        if let Some(pg) = self.pg() {
-            self.hub.listening.get_or_init(|| pg.listen(self.hub.sender()));
+        if let Some(pg) = self.pg()
+            && self.hub.listening.set(()).is_ok()
+        {
+            pg.listen(self.hub.sender()).await;
         }
         Notices { rx }
     }

@@ -85,9 +85,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn pairing_request(&self, platform: &str, user_id: &str, user_name: &str, code: &str) -> Result<Request> {
+    pub async fn pairing_request(&self, platform: &str, user_id: &str, user_name: &str, code: &str) -> Result<Request> {
         if let Some(pg) = self.pg() {
-            return pg.pairing_request(platform, user_id, user_name, code);
+            return pg.pairing_request(platform, user_id, user_name, code).await;
         }
         self.write(|tx| {
             let now = now_ms();
@@ -127,10 +127,10 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::PairingNotFound`] when no valid code matches (unknown, already used, or expired).
-    pub fn pairing_approve(&self, code: &str) -> Result<Pairing> {
+    pub async fn pairing_approve(&self, code: &str) -> Result<Pairing> {
         let code = code.trim().to_ascii_uppercase();
         if let Some(pg) = self.pg() {
-            return pg.pairing_approve(&code);
+            return pg.pairing_approve(&code).await;
         }
         self.write(|tx| {
             let now = now_ms();
@@ -157,9 +157,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be written.
-    pub fn pairing_revoke(&self, platform: &str, user_id: &str) -> Result<bool> {
+    pub async fn pairing_revoke(&self, platform: &str, user_id: &str) -> Result<bool> {
         if let Some(pg) = self.pg() {
-            return pg.pairing_revoke(platform, user_id);
+            return pg.pairing_revoke(platform, user_id).await;
         }
         self.write(|tx| {
             Ok(tx.execute("DELETE FROM pairings WHERE platform = ?1 AND user_id = ?2", params![platform, user_id])? > 0)
@@ -170,9 +170,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn is_paired(&self, platform: &str, user_id: &str) -> Result<bool> {
+    pub async fn is_paired(&self, platform: &str, user_id: &str) -> Result<bool> {
         if let Some(pg) = self.pg() {
-            return pg.is_paired(platform, user_id);
+            return pg.is_paired(platform, user_id).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
@@ -185,9 +185,9 @@ impl Store {
     ///
     /// # Errors
     /// The database cannot be read.
-    pub fn pairings(&self) -> Result<Vec<Pairing>> {
+    pub async fn pairings(&self) -> Result<Vec<Pairing>> {
         if let Some(pg) = self.pg() {
-            return pg.pairings();
+            return pg.pairings().await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM pairings ORDER BY requested_at DESC"))?;

@@ -241,7 +241,7 @@ mod tests {
     use super::*;
     use crate::NewSession;
 
-    fn session(store: &Store, id: &str, words: &str) {
+    async fn session(store: &Store, id: &str, words: &str) {
         store
             .create_session(&NewSession {
                 id: id.into(),
@@ -252,21 +252,22 @@ mod tests {
                 parent_id: None,
                 cwd: "/w".into(),
             })
+            .await
             .expect("create");
         let long = words.repeat(400);
-        store.append_messages(id, &[Message::user(words), Message::assistant(long)]).expect("append");
+        store.append_messages(id, &[Message::user(words), Message::assistant(long)]).await.expect("append");
     }
 
-    #[test]
-    fn a_cut_file_is_named_and_what_remains_is_recovered() {
+    #[tokio::test]
+    async fn a_cut_file_is_named_and_what_remains_is_recovered() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("state.db");
         {
             let store = Store::open(&path).expect("open");
             for i in 0..40 {
-                session(&store, &format!("s{i:02}"), &format!("lisbon harbour {i} "));
+                session(&store, &format!("s{i:02}"), &format!("lisbon harbour {i} ")).await;
             }
-            store.kv_set("journal", "k", b"v").expect("kv");
+            store.kv_set("journal", "k", b"v").await.expect("kv");
         }
         let len = std::fs::metadata(&path).expect("meta").len();
         let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open");
@@ -288,10 +289,10 @@ mod tests {
         assert!(report.messages < 80, "some were lost with the cut: {report:?}");
         let store = Store::open(&path).expect("the new file opens");
         assert_eq!(check(&path).expect("check"), None);
-        let sessions = store.list_sessions(100, 0).expect("list");
+        let sessions = store.list_sessions(100, 0).await.expect("list");
         assert_eq!(u64::try_from(sessions.len()).expect("n"), report.sessions + report.stand_ins);
         // What was recovered can be searched: the indexes were rebuilt.
-        let hits = store.search(&crate::SearchQuery::new("harbour")).expect("search");
+        let hits = store.search(&crate::SearchQuery::new("harbour")).await.expect("search");
         assert!(!hits.is_empty());
     }
 

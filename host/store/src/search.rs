@@ -150,19 +150,19 @@ impl Store {
     ///
     /// # Errors
     /// Database failures, including a store opened read-only.
-    pub fn index_pending(&self) -> Result<usize> {
+    pub async fn index_pending(&self) -> Result<usize> {
         // PostgreSQL indexes each message as it is committed.
         if self.pg().is_some() {
             return Ok(0);
         }
-        if !self.search_pending()? {
+        if !self.search_pending().await? {
             return Ok(0);
         }
         self.write(|tx| index_pending(tx, 1))
     }
 
     /// Whether messages were committed since the indexes last caught up.
-    fn search_pending(&self) -> Result<bool> {
+    async fn search_pending(&self) -> Result<bool> {
         let conn = self.conn()?;
         let mut stmt =
             conn.prepare_cached("SELECT (SELECT coalesce(max(id), 0) FROM messages) > indexed FROM search_watermark")?;
@@ -174,17 +174,17 @@ impl Store {
     ///
     /// # Errors
     /// Only database failures.
-    pub fn search(&self, q: &SearchQuery<'_>) -> Result<Vec<SearchHit>> {
+    pub async fn search(&self, q: &SearchQuery<'_>) -> Result<Vec<SearchHit>> {
         let limit = q.limit.min(MAX_SEARCH_LIMIT);
         if limit == 0 {
             return Ok(Vec::new());
         }
         if let Some(pg) = self.pg() {
-            return pg.search(q, limit);
+            return pg.search(q, limit).await;
         }
         // A store that cannot be written (opened read-only, or locked for longer than a write
         // waits) searches what was indexed: the messages of turns still under way are missing.
-        match self.index_pending() {
+        match self.index_pending().await {
             Ok(_) => {}
             Err(e) if matches!(e, Error::Busy) || e.is_busy() || e.is_read_only() => {}
             Err(e) => return Err(e),

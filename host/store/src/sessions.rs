@@ -146,7 +146,7 @@ impl Store {
     /// # Errors
     /// [`Error::SessionExists`], [`Error::UnknownSource`], [`Error::UnknownParent`], or an id
     /// that is empty, longer than 200 bytes or holds whitespace ([`Error::BadSessionId`]).
-    pub fn create_session(&self, s: &NewSession) -> Result<()> {
+    pub async fn create_session(&self, s: &NewSession) -> Result<()> {
         if s.id.is_empty() || s.id.len() > MAX_ID_BYTES || s.id.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(Error::BadSessionId { id: s.id.clone() });
         }
@@ -155,7 +155,7 @@ impl Store {
         }
         let now = now_ms();
         if let Some(pg) = self.pg() {
-            return pg.create_session(s, now);
+            return pg.create_session(s, now).await;
         }
         self.write(|tx| {
             if exists(tx, &s.id)? {
@@ -181,7 +181,7 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::SessionNotFound`], [`Error::SessionExists`], [`Error::BadSessionId`].
-    pub fn fork_session(&self, from: &str, new_id: &str) -> Result<SessionInfo> {
+    pub async fn fork_session(&self, from: &str, new_id: &str) -> Result<SessionInfo> {
         if new_id.is_empty()
             || new_id.len() > MAX_ID_BYTES
             || new_id.chars().any(|c| c.is_whitespace() || c.is_control())
@@ -190,8 +190,8 @@ impl Store {
         }
         let now = now_ms();
         if let Some(pg) = self.pg() {
-            pg.fork_session(from, new_id, now)?;
-            return self.session(new_id)?.ok_or_else(|| not_found(new_id));
+            pg.fork_session(from, new_id, now).await?;
+            return self.session(new_id).await?.ok_or_else(|| not_found(new_id));
         }
         self.write(|tx| {
             if !exists(tx, from)? {
@@ -215,7 +215,7 @@ impl Store {
             )?;
             Ok(())
         })?;
-        self.session(new_id)?.ok_or_else(|| not_found(new_id))
+        self.session(new_id).await?.ok_or_else(|| not_found(new_id))
     }
 
     /// Append `messages` (one turn) to the session in one transaction: all of them or none.
@@ -224,8 +224,8 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::SessionNotFound`]; [`Error::Busy`] if other writers kept the lock for 20 s.
-    pub fn append_messages(&self, session_id: &str, messages: &[Message]) -> Result<Vec<i64>> {
-        self.append_messages_with_usage(session_id, messages, None)
+    pub async fn append_messages(&self, session_id: &str, messages: &[Message]) -> Result<Vec<i64>> {
+        self.append_messages_with_usage(session_id, messages, None).await
     }
 
     /// [`Store::append_messages`], adding `usage` (the model calls that produced them, see
@@ -234,7 +234,7 @@ impl Store {
     ///
     /// # Errors
     /// As [`Store::append_messages`].
-    pub fn append_messages_with_usage(
+    pub async fn append_messages_with_usage(
         &self,
         session_id: &str,
         messages: &[Message],
@@ -242,7 +242,7 @@ impl Store {
     ) -> Result<Vec<i64>> {
         if messages.is_empty() {
             if let Some((usage, calls)) = usage {
-                self.add_usage(session_id, usage, calls)?;
+                self.add_usage(session_id, usage, calls).await?;
             }
             return Ok(Vec::new());
         }
@@ -253,7 +253,7 @@ impl Store {
         let ends_turn = matches!(messages.last(), Some(Message::Assistant { tool_calls, .. }) if tool_calls.is_empty());
         let now = now_ms();
         if let Some(pg) = self.pg() {
-            return pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), now);
+            return pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), now).await;
         }
         let ids = self.write(|tx| {
             // Cached statements: a turn appends several times, and parsing the SQL each time cost
@@ -309,18 +309,18 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::SessionNotFound`].
-    pub fn add_usage(&self, session_id: &str, usage: &Usage, api_calls: u32) -> Result<()> {
+    pub async fn add_usage(&self, session_id: &str, usage: &Usage, api_calls: u32) -> Result<()> {
         let now = now_ms();
         if let Some(pg) = self.pg() {
-            return pg.add_usage(session_id, usage, api_calls, now);
+            return pg.add_usage(session_id, usage, api_calls, now).await;
         }
         self.write(|tx| add_usage(tx, session_id, usage, api_calls, now))
     }
 
     /// The session with exactly this id, if any.
-    pub fn session(&self, id: &str) -> Result<Option<SessionInfo>> {
+    pub async fn session(&self, id: &str) -> Result<Option<SessionInfo>> {
         if let Some(pg) = self.pg() {
-            return pg.session(id);
+            return pg.session(id).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!("{SESSION_COLUMNS} WHERE s.id = ?1"))?;
@@ -331,9 +331,9 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::SessionNotFound`].
-    pub fn system_prompt(&self, id: &str) -> Result<String> {
+    pub async fn system_prompt(&self, id: &str) -> Result<String> {
         if let Some(pg) = self.pg() {
-            return pg.system_prompt(id);
+            return pg.system_prompt(id).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached("SELECT system_prompt FROM sessions WHERE id = ?1")?;
@@ -345,12 +345,12 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::SessionNotFound`].
-    pub fn history(&self, id: &str) -> Result<(String, Vec<StoredMessage>)> {
+    pub async fn history(&self, id: &str) -> Result<(String, Vec<StoredMessage>)> {
         if let Some(pg) = self.pg() {
-            let (prompt, raw) = pg.history(id)?.ok_or_else(|| not_found(id))?;
+            let (prompt, raw) = pg.history(id).await?.ok_or_else(|| not_found(id))?;
             return Ok((prompt, raw.into_iter().map(RawMessage::into_stored).collect::<Result<_>>()?));
         }
-        Ok((self.system_prompt(id)?, self.messages(id)?))
+        Ok((self.system_prompt(id).await?, self.messages(id).await?))
     }
 
     /// The session the user means by `key`, tried in this order: `latest` (the most recently
@@ -359,29 +359,29 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::SessionNotFound`], or [`Error::AmbiguousSession`] when several ids start with `key`.
-    pub fn resolve_session(&self, key: &str) -> Result<SessionInfo> {
+    pub async fn resolve_session(&self, key: &str) -> Result<SessionInfo> {
         let key = key.trim();
         if key.is_empty() {
             return Err(not_found(key));
         }
         if key.eq_ignore_ascii_case("latest") {
-            return self.list_sessions(1, 0)?.into_iter().next().ok_or_else(|| not_found(key));
+            return self.list_sessions(1, 0).await?.into_iter().next().ok_or_else(|| not_found(key));
         }
-        if let Some(s) = self.session(key)? {
+        if let Some(s) = self.session(key).await? {
             return Ok(s);
         }
         let by_title: Option<String> = if let Some(pg) = self.pg() {
-            pg.session_titled(key)?
+            pg.session_titled(key).await?
         } else {
             let conn = self.conn()?;
             let mut stmt = conn.prepare_cached("SELECT id FROM sessions WHERE title = ?1")?;
             stmt.query_row([key], |r| r.get(0)).optional()?
         };
         if let Some(id) = by_title {
-            return self.session(&id)?.ok_or_else(|| not_found(key));
+            return self.session(&id).await?.ok_or_else(|| not_found(key));
         }
         let mut ids: Vec<String> = if let Some(pg) = self.pg() {
-            pg.session_ids_starting(key, MAX_CANDIDATES + 1)?
+            pg.session_ids_starting(key, MAX_CANDIDATES + 1).await?
         } else {
             let conn = self.conn()?;
             let mut stmt = conn.prepare_cached(
@@ -393,7 +393,7 @@ impl Store {
             0 => Err(not_found(key)),
             1 => {
                 let id = ids.remove(0);
-                self.session(&id)?.ok_or_else(|| not_found(key))
+                self.session(&id).await?.ok_or_else(|| not_found(key))
             }
             _ => {
                 if ids.len() > MAX_CANDIDATES {
@@ -407,14 +407,14 @@ impl Store {
 
     /// Sessions newest (last updated) first, leaving out subagent sessions: they are reached
     /// through their parent ([`ListQuery::parent_id`]) or with [`ListQuery::include_children`].
-    pub fn list_sessions(&self, limit: usize, offset: usize) -> Result<Vec<SessionInfo>> {
-        self.list_sessions_with(&ListQuery { limit, offset, ..ListQuery::default() })
+    pub async fn list_sessions(&self, limit: usize, offset: usize) -> Result<Vec<SessionInfo>> {
+        self.list_sessions_with(&ListQuery { limit, offset, ..ListQuery::default() }).await
     }
 
     /// Sessions matching `q`, newest (last updated) first.
-    pub fn list_sessions_with(&self, q: &ListQuery<'_>) -> Result<Vec<SessionInfo>> {
+    pub async fn list_sessions_with(&self, q: &ListQuery<'_>) -> Result<Vec<SessionInfo>> {
         if let Some(pg) = self.pg() {
-            return pg.list_sessions(q);
+            return pg.list_sessions(q).await;
         }
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(&format!(
@@ -434,9 +434,9 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::SessionNotFound`].
-    pub fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>> {
+    pub async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>> {
         if let Some(pg) = self.pg() {
-            let raw = pg.messages(session_id)?.ok_or_else(|| not_found(session_id))?;
+            let raw = pg.messages(session_id).await?.ok_or_else(|| not_found(session_id))?;
             return raw.into_iter().map(RawMessage::into_stored).collect();
         }
         let raw: Vec<RawMessage> = {
@@ -457,9 +457,9 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::MessageNotFound`].
-    pub fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<StoredMessage>> {
+    pub async fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<StoredMessage>> {
         if let Some(pg) = self.pg() {
-            return pg.messages_around(message_id, window)?.into_iter().map(RawMessage::into_stored).collect();
+            return pg.messages_around(message_id, window).await?.into_iter().map(RawMessage::into_stored).collect();
         }
         let raw: Vec<RawMessage> = {
             let conn = self.conn()?;
@@ -496,8 +496,8 @@ impl Store {
     /// # Errors
     /// [`Error::BadTitle`] (empty, longer than [`MAX_TITLE_CHARS`], control characters, or the
     /// reserved `latest`), [`Error::TitleTaken`], [`Error::SessionNotFound`].
-    pub fn set_title(&self, id: &str, title: &str) -> Result<()> {
-        self.title(id, title, true).map(|_| ())
+    pub async fn set_title(&self, id: &str, title: &str) -> Result<()> {
+        self.title(id, title, true).await.map(|_| ())
     }
 
     /// [`Store::set_title`] for a session that has no title yet (an automatic one never
@@ -505,11 +505,11 @@ impl Store {
     ///
     /// # Errors
     /// As [`Store::set_title`].
-    pub fn suggest_title(&self, id: &str, title: &str) -> Result<bool> {
-        self.title(id, title, false)
+    pub async fn suggest_title(&self, id: &str, title: &str) -> Result<bool> {
+        self.title(id, title, false).await
     }
 
-    fn title(&self, id: &str, title: &str, replace: bool) -> Result<bool> {
+    async fn title(&self, id: &str, title: &str, replace: bool) -> Result<bool> {
         let title = title.trim();
         let bad = |reason: &str| Err(Error::BadTitle { reason: reason.to_owned() });
         if title.is_empty() {
@@ -525,7 +525,7 @@ impl Store {
             return bad("\"latest\" is reserved: it always means the most recent session");
         }
         if let Some(pg) = self.pg() {
-            return pg.title(id, title, replace);
+            return pg.title(id, title, replace).await;
         }
         self.write(|tx| {
             if !exists(tx, id)? {
@@ -551,9 +551,9 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::SessionNotFound`].
-    pub fn delete_session(&self, id: &str) -> Result<()> {
+    pub async fn delete_session(&self, id: &str) -> Result<()> {
         if let Some(pg) = self.pg() {
-            return pg.delete_session(id);
+            return pg.delete_session(id).await;
         }
         self.write(|tx| {
             // The foreign keys would do both; saying it keeps the behaviour independent of them.
@@ -571,10 +571,10 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::SessionNotFound`].
-    pub fn end_session(&self, id: &str, reason: &str) -> Result<()> {
+    pub async fn end_session(&self, id: &str, reason: &str) -> Result<()> {
         let now = now_ms();
         if let Some(pg) = self.pg() {
-            return pg.end_session(id, reason, now);
+            return pg.end_session(id, reason, now).await;
         }
         self.write(|tx| {
             if tx
@@ -593,10 +593,10 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::SessionNotFound`].
-    pub fn undo_last_turn(&self, session_id: &str) -> Result<usize> {
+    pub async fn undo_last_turn(&self, session_id: &str) -> Result<usize> {
         let now = now_ms();
         if let Some(pg) = self.pg() {
-            return pg.undo_last_turn(session_id, now);
+            return pg.undo_last_turn(session_id, now).await;
         }
         self.write(|tx| {
             if !exists(tx, session_id)? {

@@ -82,14 +82,11 @@ own_tool!(
 );
 
 own_tool!(
-    /// `session_search`: the store, read off the async threads.
+    /// `session_search`: the store's full-text search over past sessions.
     SessionSearch,
     |agent, ctx, _| {
         let (store, current, args) = (agent.shared.store.clone(), agent.session_id.clone(), ctx.arguments.clone());
-        tokio::task::spawn_blocking(move || search::call(&store, &current, &args))
-            .await
-            .unwrap_or_else(|e| Err(ToolError::Crashed(format!("session search stopped: {e}"))))
-            .map(|v| v.to_string())
+        search::call(&store, &current, &args).await.map(|v| v.to_string())
     }
 );
 

@@ -603,21 +603,21 @@ impl Agent {
         };
         let (old, child, messages, compressions) =
             (old.to_string(), child.to_string(), messages.to_vec(), self.compressions);
-        crate::on_store(&self.shared.store, move |store| {
-            let info = store.session(&old)?;
+        crate::on_store(&self.shared.store, async move |store| {
+            let info = store.session(&old).await?;
             if let Some(i) = &info {
                 new.source.clone_from(&i.source);
             }
-            store.create_session(&new)?;
-            store.append_messages(&child, &messages)?;
-            store.end_session(&old, "compressed")?;
+            store.create_session(&new).await?;
+            store.append_messages(&child, &messages).await?;
+            store.end_session(&old, "compressed").await?;
             if let Some(title) = info.and_then(|i| i.title) {
                 let base = title
                     .rsplit_once(" #")
                     .filter(|(_, n)| n.parse::<u32>().is_ok())
                     .map_or(title.as_str(), |(b, _)| b);
                 for n in (compressions + 2)..(compressions + 50) {
-                    if store.set_title(&child, &format!("{base} #{n}")).is_ok() {
+                    if store.set_title(&child, &format!("{base} #{n}")).await.is_ok() {
                         break;
                     }
                 }
@@ -628,7 +628,7 @@ impl Agent {
     }
 
     /// How many compressions led to `session` (its ancestors that ended compressed).
-    pub fn compressions_before(store: &Store, session: &talaria_store::SessionInfo) -> u32 {
+    pub async fn compressions_before(store: &Store, session: &talaria_store::SessionInfo) -> u32 {
         let mut count = 0;
         let mut seen = HashSet::new();
         let mut parent = session.parent_id.clone();
@@ -636,7 +636,7 @@ impl Agent {
             if !seen.insert(id.clone()) {
                 break;
             }
-            match store.session(&id) {
+            match store.session(&id).await {
                 Ok(Some(p)) if p.end_reason.as_deref() == Some("compressed") => {
                     count += 1;
                     parent = p.parent_id;

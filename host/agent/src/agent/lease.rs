@@ -36,7 +36,7 @@ impl Held {
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(RENEW_EVERY).await;
-                    match store.renew_lease(&session_id, &token, TTL) {
+                    match store.renew_lease(&session_id, &token, TTL).await {
                         Ok(true) => {}
                         Ok(false) => {
                             tracing::warn!(session_id, "the session's lease expired and was taken by another process");
@@ -51,25 +51,44 @@ impl Held {
     }
 }
 
+impl Held {
+    /// Give the lease back now, so that the session's next turn (here or in another process)
+    /// need not wait for it.
+    pub(super) async fn release(mut self) {
+        self.renewer.abort();
+        let token = std::mem::take(&mut self.token);
+        let Err(e) = self.store.release_lease(&self.session_id, &token).await else { return };
+        tracing::warn!(session_id = self.session_id, "could not release the session's lease: {e}; trying again");
+        give_back_later(self.store.clone(), self.session_id.clone(), token, POLL * 4);
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
         self.renewer.abort();
-        let Err(e) = self.store.release_lease(&self.session_id, &self.token) else { return };
-        tracing::warn!(session_id = self.session_id, "could not release the session's lease: {e}; trying again");
-        // Left held, the session would wait out the lease's TTL, even for this process's own
-        // next turn: it is given back as soon as the store answers again.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let (store, session_id, token) = (self.store.clone(), self.session_id.clone(), self.token.clone());
-        runtime.spawn(async move {
-            let until = Instant::now() + TTL;
-            while Instant::now() < until {
-                tokio::time::sleep(POLL * 4).await;
-                if store.release_lease(&session_id, &token).is_ok() {
-                    return tracing::info!(session_id, "the session's lease was given back");
-                }
-            }
-        });
+        if self.token.is_empty() {
+            return;
+        }
+        // Dropped without `release` (its turn was stopped half way): given back from a task.
+        give_back_later(self.store.clone(), self.session_id.clone(), std::mem::take(&mut self.token), Duration::ZERO);
     }
+}
+
+/// Left held, the session would wait out the lease's TTL, even for this process's own next
+/// turn: try to give it back (after `first`, then now and then) until the store answers again.
+fn give_back_later(store: Arc<Store>, session_id: String, token: String, first: Duration) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    runtime.spawn(async move {
+        let until = Instant::now() + TTL;
+        let mut wait = first;
+        while Instant::now() < until {
+            tokio::time::sleep(wait).await;
+            if store.release_lease(&session_id, &token).await.is_ok() {
+                return;
+            }
+            wait = POLL * 4;
+        }
+    });
 }
 
 impl Agent {
@@ -91,7 +110,7 @@ impl Agent {
         let mut freed: Option<talaria_store::notice::Notices> = None;
         let token = loop {
             let (id, holder) = (self.session_id.clone(), self.shared.config.holder.clone());
-            match crate::on_store(&store, move |store| store.try_lease(&id, &holder, TTL)).await {
+            match crate::on_store(&store, async move |store| store.try_lease(&id, &holder, TTL).await).await {
                 Ok(Leased::Granted(token)) => break token,
                 Ok(Leased::Held(by)) => {
                     let id = &self.session_id;
@@ -114,7 +133,7 @@ impl Agent {
                     let Some(freed) = freed.as_mut() else {
                         // A lease given back before this subscription is not told: look again
                         // at once, then wait for the notice.
-                        freed = Some(store.notices());
+                        freed = Some(store.notices().await);
                         continue;
                     };
                     let until = tokio::time::Instant::now() + POLL + Duration::from_millis(fastrand::u64(0..100));
@@ -150,12 +169,12 @@ impl Agent {
             usize::try_from(mark.0 - known.0).unwrap_or(0)
         } else {
             let id = self.session_id.clone();
-            let changed = crate::on_store(&self.shared.store, move |store| {
-                let mark = store.message_mark(&id)?;
+            let changed = crate::on_store(&self.shared.store, async move |store| {
+                let mark = store.message_mark(&id).await?;
                 if mark == known {
                     return Ok(None);
                 }
-                let history = super::history_of(store, &id)?;
+                let history = super::history_of(store, &id).await?;
                 Ok(Some((mark, history)))
             })
             .await?;
@@ -181,11 +200,11 @@ impl Agent {
     /// holds now is what this agent wrote: the next turn must not take it for another
     /// process's work.
     pub(super) async fn lease_moved(&mut self) {
-        if self.lease.is_some() {
-            self.lease = None;
+        if let Some(held) = self.lease.take() {
+            held.release().await;
             let store = self.shared.store.clone();
             let (id, holder) = (self.session_id.clone(), self.shared.config.holder.clone());
-            match crate::on_store(&store, move |s| s.try_lease(&id, &holder, TTL)).await {
+            match crate::on_store(&store, async move |s| s.try_lease(&id, &holder, TTL).await).await {
                 Ok(Leased::Granted(token)) => self.lease = Some(Held::new(store, self.session_id.clone(), token)),
                 Ok(Leased::Held(by)) => {
                     tracing::warn!(session_id = self.session_id, "new session already held by {by}");
@@ -194,6 +213,7 @@ impl Agent {
             }
         }
         let id = self.session_id.clone();
-        self.mark = crate::on_store(&self.shared.store, move |s| s.message_mark(&id)).await.unwrap_or_default();
+        self.mark =
+            crate::on_store(&self.shared.store, async move |s| s.message_mark(&id).await).await.unwrap_or_default();
     }
 }

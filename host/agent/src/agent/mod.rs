@@ -266,8 +266,8 @@ pub struct Agent {
 }
 
 /// The messages stored for session `id`, oldest first.
-fn history_of(store: &Store, id: &str) -> Result<Vec<Message>, talaria_store::Error> {
-    Ok(store.messages(id)?.into_iter().map(|m| m.message).collect())
+async fn history_of(store: &Store, id: &str) -> Result<Vec<Message>, talaria_store::Error> {
+    Ok(store.messages(id).await?.into_iter().map(|m| m.message).collect())
 }
 
 /// What a turn has done so far.
@@ -328,11 +328,11 @@ impl Agent {
         let (session_id, stored, system_prompt, history, parent) = match start.resume {
             Some(info) => {
                 let read = info.clone();
-                let (m, history, prompt, c) = crate::on_store(&shared.store, move |store| {
-                    let mark = store.message_mark(&read.id)?;
-                    let history = history_of(store, &read.id)?;
-                    let prompt = store.system_prompt(&read.id)?;
-                    Ok((mark, history, prompt, Agent::compressions_before(store, &read)))
+                let (m, history, prompt, c) = crate::on_store(&shared.store, async move |store| {
+                    let (prompt, stored) = store.history(&read.id).await?;
+                    let mark = (i64::try_from(stored.len()).unwrap_or(i64::MAX), stored.last().map_or(0, |m| m.id));
+                    let history = stored.into_iter().map(|m| m.message).collect::<Vec<_>>();
+                    Ok((mark, history, prompt, Agent::compressions_before(store, &read).await))
                 })
                 .await?;
                 mark = m;
@@ -443,7 +443,7 @@ impl Agent {
             return Ok(None);
         }
         let id = self.session_id.clone();
-        let (prompt, stored) = crate::on_store(&self.shared.store, move |store| store.history(&id)).await?;
+        let (prompt, stored) = crate::on_store(&self.shared.store, async move |store| store.history(&id).await).await?;
         let mark = (i64::try_from(stored.len()).unwrap_or(i64::MAX), stored.last().map_or(0, |m| m.id));
         self.history = stored.into_iter().map(|m| m.message).collect();
         self.system_prompt = prompt;
@@ -503,9 +503,9 @@ impl Agent {
         };
         if self.stored {
             let id = self.session_id.clone();
-            self.mark = crate::on_store(&self.shared.store, move |store| {
-                store.undo_last_turn(&id)?;
-                store.message_mark(&id)
+            self.mark = crate::on_store(&self.shared.store, async move |store| {
+                store.undo_last_turn(&id).await?;
+                store.message_mark(&id).await
             })
             .await?;
         }
@@ -521,7 +521,7 @@ impl Agent {
     pub async fn end(&self, reason: &str) -> Result<(), Error> {
         if self.stored {
             let (id, reason) = (self.session_id.clone(), reason.to_string());
-            crate::on_store(&self.shared.store, move |store| store.end_session(&id, &reason)).await?;
+            crate::on_store(&self.shared.store, async move |store| store.end_session(&id, &reason).await).await?;
         }
         Ok(())
     }
@@ -547,7 +547,9 @@ impl Agent {
             self.emitter.emit(Event::Steered { text, delivered: false });
         }
         self.after_turn(text, &end.outcome, &end.text).await;
-        self.lease = None;
+        if let Some(held) = self.lease.take() {
+            held.release().await;
+        }
         end
     }
 
@@ -678,7 +680,7 @@ impl Agent {
             parent_id: self.parent.clone(),
             cwd: self.shared.config.workspace.display().to_string(),
         };
-        crate::on_store(&self.shared.store, move |store| store.create_session(&new)).await?;
+        crate::on_store(&self.shared.store, async move |store| store.create_session(&new).await).await?;
         self.stored = true;
         Ok(())
     }
@@ -687,8 +689,8 @@ impl Agent {
     /// produced them in the same transaction.
     async fn commit(&mut self, messages: &[Message]) -> Result<(), Error> {
         let (id, messages, usage) = (self.session_id.clone(), messages.to_vec(), self.unrecorded);
-        let ids = crate::on_store(&self.shared.store, move |store| {
-            store.append_messages_with_usage(&id, &messages, usage.as_ref().map(|(u, n)| (u, *n)))
+        let ids = crate::on_store(&self.shared.store, async move |store| {
+            store.append_messages_with_usage(&id, &messages, usage.as_ref().map(|(u, n)| (u, *n))).await
         })
         .await?;
         self.unrecorded = None;

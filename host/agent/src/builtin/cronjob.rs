@@ -92,7 +92,7 @@ pub async fn call(
                 return Err(ToolError::Failed(format!("no job {id} here; `list` shows the jobs")));
             };
             let (store, job_id) = (store.clone(), job.id.clone());
-            crate::on_store(&store, move |s| s.cron_remove(&job_id)).await.map_err(store_error)?;
+            crate::on_store(&store, async move |s| s.cron_remove(&job_id).await).await.map_err(store_error)?;
             Ok(json!({ "removed": job.id, "name": job.name }))
         }
         Some(other) => Err(ToolError::InvalidArgs(format!("unknown action `{other}`: use add, list or remove"))),
@@ -168,7 +168,7 @@ async fn add(
         }
     }
     let saved = job.clone();
-    let id = crate::on_store(store, move |s| s.cron_insert(&saved)).await.map_err(store_error)?;
+    let id = crate::on_store(store, async move |s| s.cron_insert(&saved).await).await.map_err(store_error)?;
     Ok(
         json!({ "scheduled": id, "name": job.name, "schedule": job.schedule_display, "next_run": next, "deliver": job.deliver }),
     )
@@ -176,7 +176,7 @@ async fn add(
 
 /// The jobs this session may see: a chat's own, or all of them from the terminal.
 async fn mine(store: &std::sync::Arc<Store>, creator: Option<&str>) -> Result<Vec<Job>, ToolError> {
-    let all = crate::on_store(store, Store::cron_jobs).await.map_err(store_error)?;
+    let all = crate::on_store(store, async |s| s.cron_jobs().await).await.map_err(store_error)?;
     Ok(match creator {
         Some(c) => all.into_iter().filter(|j| j.creator == c).collect(),
         None => all,

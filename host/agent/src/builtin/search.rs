@@ -66,13 +66,13 @@ fn usize_arg(args: &Value, key: &str, default: usize, max: usize) -> usize {
 ///
 /// # Errors
 /// Bad arguments or a store failure, as a tool error.
-pub fn call(store: &Store, current: &str, args: &Value) -> Result<Value, ToolError> {
+pub async fn call(store: &Store, current: &str, args: &Value) -> Result<Value, ToolError> {
     let fail = |e: talaria_store::Error| ToolError::Failed(e.to_string());
     let limit = usize_arg(args, "limit", DEFAULT_LIMIT, MAX_LIMIT).max(1);
     let window = usize_arg(args, "window", DEFAULT_WINDOW, MAX_WINDOW);
     let session = args.get("session_id").and_then(Value::as_str).filter(|s| !s.is_empty());
     if let Some(id) = args.get("around_message_id").and_then(Value::as_i64) {
-        let around = store.messages_around(id, window).map_err(fail)?;
+        let around = store.messages_around(id, window).await.map_err(fail)?;
         if around.is_empty() {
             return Err(ToolError::InvalidArgs(format!("no message with id {id}; use an id from a search result")));
         }
@@ -85,8 +85,8 @@ pub fn call(store: &Store, current: &str, args: &Value) -> Result<Value, ToolErr
     let query = args.get("query").and_then(Value::as_str).map(str::trim).filter(|q| !q.is_empty());
     let Some(query) = query else {
         if let Some(id) = session {
-            let info = store.resolve_session(id).map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
-            let messages = store.messages(&info.id).map_err(fail)?;
+            let info = store.resolve_session(id).await.map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
+            let messages = store.messages(&info.id).await.map_err(fail)?;
             return Ok(json!({
                 "session_id": info.id,
                 "title": info.title,
@@ -95,7 +95,7 @@ pub fn call(store: &Store, current: &str, args: &Value) -> Result<Value, ToolErr
                 "messages": messages.iter().take(limit * 4).map(|m| brief(m, CONTEXT_CHARS)).collect::<Vec<_>>(),
             }));
         }
-        let sessions = store.list_sessions(limit + 1, 0).map_err(fail)?;
+        let sessions = store.list_sessions(limit + 1, 0).await.map_err(fail)?;
         let list: Vec<Value> = sessions
             .iter()
             .filter(|s| s.id != current)
@@ -127,10 +127,11 @@ pub fn call(store: &Store, current: &str, args: &Value) -> Result<Value, ToolErr
             session_id: session,
             exclude_session: if session.is_some() { None } else { Some(current) },
         })
+        .await
         .map_err(fail)?;
     let mut results = Vec::with_capacity(hits.len());
     for hit in &hits {
-        let context = store.messages_around(hit.message_id, window).map_err(fail)?;
+        let context = store.messages_around(hit.message_id, window).await.map_err(fail)?;
         results.push(json!({
             "session_id": hit.session_id,
             "session_title": hit.session_title,

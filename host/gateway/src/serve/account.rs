@@ -59,7 +59,7 @@ impl Backoff {
 /// (`Adapter::sends_apart`), as long as it likes. Otherwise replies wait for it to end (calls
 /// on one instance never overlap), so it is short while turns run or replies are queued, and
 /// ends when the ledger's next retry comes due.
-fn poll_wait(gateway: &Gateway, account: &Account) -> Duration {
+async fn poll_wait(gateway: &Gateway, account: &Account) -> Duration {
     // Replies go out from instances of their own: nothing waits for the poll.
     if account.adapter.sends_apart() {
         return IDLE_POLL;
@@ -70,7 +70,7 @@ fn poll_wait(gateway: &Gateway, account: &Account) -> Duration {
     if recent || account.busy.load(Ordering::SeqCst) > 0 || account.pending.load(Ordering::SeqCst) > 0 {
         return BUSY_POLL;
     }
-    match gateway.store.delivery_next_at(&account.name) {
+    match gateway.store.delivery_next_at(&account.name).await {
         Ok(Some(at)) => {
             let now = jiff::Timestamp::now().as_millisecond();
             let until = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
@@ -122,7 +122,7 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, account: Arc<Account>) {
         let renewer = tokio::spawn(renew(gateway.clone(), account.clone(), lease.clone(), lost.clone()));
         let reconnect = poll(&gateway, &account, &mut backoff, &lost).await;
         renewer.abort();
-        let _ = gateway.store.release_lease(&account.lease_key, &lease);
+        let _ = gateway.store.release_lease(&account.lease_key, &lease).await;
         if !reconnect {
             return;
         }
@@ -132,14 +132,14 @@ pub(crate) async fn supervise(gateway: Arc<Gateway>, account: Arc<Account>) {
 /// Wait until this process holds `account`'s lease (it polls the bot); `None` when the gateway
 /// stops first.
 async fn take_lease(gateway: &Gateway, account: &Account) -> Option<String> {
-    let mut notices = gateway.store.notices();
+    let mut notices = gateway.store.notices().await;
     let holder = format!("talaria gateway (pid {})", std::process::id());
     let mut told = false;
     loop {
         if gateway.stop.is_cancelled() {
             return None;
         }
-        match gateway.store.try_lease(&account.lease_key, &holder, ACCOUNT_LEASE_TTL) {
+        match gateway.store.try_lease(&account.lease_key, &holder, ACCOUNT_LEASE_TTL).await {
             Ok(Leased::Granted(lease)) => {
                 if told {
                     tracing::info!(account = %account.name, "this process polls the bot now");
@@ -177,7 +177,7 @@ async fn take_lease(gateway: &Gateway, account: &Account) -> Option<String> {
 async fn renew(gateway: Arc<Gateway>, account: Arc<Account>, lease: String, lost: CancellationToken) {
     loop {
         tokio::time::sleep(ACCOUNT_LEASE_TTL / 3).await;
-        match gateway.store.renew_lease(&account.lease_key, &lease, ACCOUNT_LEASE_TTL) {
+        match gateway.store.renew_lease(&account.lease_key, &lease, ACCOUNT_LEASE_TTL).await {
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(account = %account.name, "another process polls the bot now; this one stands by");
@@ -194,7 +194,7 @@ async fn poll(gateway: &Arc<Gateway>, account: &Arc<Account>, backoff: &mut Back
     {
         let (gateway, account) = (gateway.clone(), account.clone());
         loop {
-            let wait = poll_wait(&gateway, &account);
+            let wait = poll_wait(&gateway, &account).await;
             let started = tokio::time::Instant::now();
             let polled = tokio::select! {
                 () = gateway.stop.cancelled() => return false,

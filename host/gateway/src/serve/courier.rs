@@ -40,6 +40,7 @@ impl Ledger {
         };
         let store = self.host.store();
         super::outbox::queue_markdown(store, account, parcel.chat, parcel.thread, parcel.markdown, parcel.key)
+            .await
             .map_err(|e| Undelivered::Ledger(e.to_string()))?;
         // The gateway of this process serves the account: its sender takes it at once.
         if let Some(served) = self.gateway.as_ref().and_then(|g| g.accounts.get(account)) {
@@ -62,7 +63,7 @@ impl Courier for Ledger {
 async fn send_here(host: &Host, account: &str, platform: &PlatformToml, key: &str) -> Result<String, String> {
     let (plugins, _) = host.plugins(host.workspace()).map_err(|e| e.to_string())?;
     let opened = super::open_account(&plugins.runtime(), account, platform)?;
-    if let Ok(Some(by)) = host.store().lease_holder(&opened.lease_key) {
+    if let Ok(Some(by)) = host.store().lease_holder(&opened.lease_key).await {
         tracing::debug!(account, "{by} serves the account: it sends the answer");
         return Ok("queued".into());
     }
@@ -70,7 +71,7 @@ async fn send_here(host: &Host, account: &str, platform: &PlatformToml, key: &st
     *super::lock(&opened.info) = Some(info);
     super::outbox::send_due_in(host.store(), &opened).await;
     // The markdown entry is done once rendered: its parts (`KEY:N`) say how it went.
-    let parts = host.store().deliveries_by_prefix(&format!("{key}:")).map_err(|e| e.to_string())?;
+    let parts = host.store().deliveries_by_prefix(&format!("{key}:")).await.map_err(|e| e.to_string())?;
     if let Some((_, _, error)) = parts.iter().find(|(_, state, _)| state == "failed") {
         return Err(error.clone().unwrap_or_else(|| "the platform refused it".into()));
     }

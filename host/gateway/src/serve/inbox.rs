@@ -50,7 +50,7 @@ impl Gateway {
     ///
     /// # Errors
     /// The store cannot be written: the message is not kept (logged here).
-    pub(crate) fn enqueue(self: &Arc<Self>, m: &Incoming<'_>) -> Result<i64, StoreDown> {
+    pub(crate) async fn enqueue(self: &Arc<Self>, m: &Incoming<'_>) -> Result<i64, StoreDown> {
         let new = NewEntry {
             account: &m.account.name,
             chat_id: m.chat_id,
@@ -61,9 +61,9 @@ impl Gateway {
             body: m.body,
             respond: m.respond,
         };
-        match self.store.inbox_put(&new) {
+        match self.store.inbox_put(&new).await {
             Ok(Put::New(id)) => {
-                self.wake(m.session_key);
+                self.wake(m.session_key).await;
                 Ok(id)
             }
             Ok(Put::Known(entry)) => {
@@ -79,29 +79,29 @@ impl Gateway {
 
     /// Tell the worker of `key` in this process to look at its inbox; with none here, start
     /// one if nobody else serves the chat.
-    pub(crate) fn wake(self: &Arc<Self>, key: &str) {
+    pub(crate) async fn wake(self: &Arc<Self>, key: &str) {
         if let Some(tx) = lock(&self.sessions).get(key)
             && tx.send(()).is_ok()
         {
             return;
         }
-        self.adopt(key);
+        self.adopt(key).await;
     }
 
     /// Serve chat `key` here when no live process does and it has open messages of an account
     /// this process serves.
-    fn adopt(self: &Arc<Self>, key: &str) {
+    async fn adopt(self: &Arc<Self>, key: &str) {
         if self.stop.is_cancelled() || lock(&self.sessions).contains_key(key) {
             return;
         }
-        let open = match self.store.inbox_open(key) {
+        let open = match self.store.inbox_open(key).await {
             Ok(open) => open,
             Err(e) => return tracing::warn!(session = %key, "cannot read the inbox: {e}"),
         };
         let Some(first) = open.first() else { return };
         let Some(account) = self.accounts.get(&first.account).cloned() else { return };
         let holder = format!("talaria gateway (pid {})", std::process::id());
-        let token = match self.store.try_lease(&chat_lease(key), &holder, CHAT_LEASE_TTL) {
+        let token = match self.store.try_lease(&chat_lease(key), &holder, CHAT_LEASE_TTL).await {
             Ok(Leased::Granted(token)) => token,
             // Served elsewhere (or by this process's worker, starting or ending right now).
             Ok(Leased::Held(_)) => return,
@@ -109,24 +109,27 @@ impl Gateway {
         };
         let chat = session::Chat { chat_id: first.chat_id.clone(), thread_id: first.thread_id.clone() };
         let (tx, rx) = mpsc::unbounded_channel();
-        {
+        let served = {
             let mut sessions = lock(&self.sessions);
-            if self.stop.is_cancelled() || sessions.contains_key(key) {
-                drop(sessions);
-                let _ = self.store.release_lease(&chat_lease(key), &token);
-                return;
+            let served = self.stop.is_cancelled() || sessions.contains_key(key);
+            if !served {
+                sessions.insert(key.to_string(), tx);
             }
-            sessions.insert(key.to_string(), tx);
+            served
+        };
+        if served {
+            let _ = self.store.release_lease(&chat_lease(key), &token).await;
+            return;
         }
         self.tasks.spawn(session::run(self.clone(), account, key.to_string(), chat, token, rx));
     }
 
     /// Serve every chat with open messages that nobody serves.
-    fn sweep(self: &Arc<Self>) {
-        match self.store.inbox_open_keys() {
+    async fn sweep(self: &Arc<Self>) {
+        match self.store.inbox_open_keys().await {
             Ok(keys) => {
                 for key in keys {
-                    self.adopt(&key);
+                    self.adopt(&key).await;
                 }
             }
             Err(e) => tracing::warn!("cannot read the inbox: {e}"),
@@ -137,32 +140,32 @@ impl Gateway {
 /// Look after the inbox while the gateway runs: start workers for chats queued by other
 /// processes or left by dead ones, and forget long-answered messages.
 pub(crate) async fn serve(gateway: Arc<Gateway>) {
-    let mut notices = gateway.store.notices();
+    let mut notices = gateway.store.notices().await;
     let every = if gateway.store.notices_cross_process() { SWEEP_WITH_NOTICES } else { SWEEP_WITHOUT };
     let mut pruned = tokio::time::Instant::now() - PRUNE_EVERY;
-    gateway.sweep();
+    gateway.sweep().await;
     loop {
         tokio::select! {
             () = gateway.stop.cancelled() => return,
             notice = notices.recv() => match notice {
                 // Queued here: `enqueue` woke its worker already.
                 Some(n) if n.topic == QUEUED && n.is_mine() => {}
-                Some(n) if n.topic == QUEUED => gateway.wake(&n.payload),
+                Some(n) if n.topic == QUEUED => gateway.wake(&n.payload).await,
                 Some(n) if n.topic == LEASE_FREED => {
                     if let Some(key) = n.payload.strip_prefix("chat:") {
-                        gateway.adopt(key);
+                        gateway.adopt(key).await;
                     }
                 }
-                Some(n) if n.topic == RESYNC => gateway.sweep(),
+                Some(n) if n.topic == RESYNC => gateway.sweep().await,
                 Some(_) => {}
                 None => return,
             },
             () = tokio::time::sleep(every) => {
-                gateway.sweep();
+                gateway.sweep().await;
                 if pruned.elapsed() >= PRUNE_EVERY {
                     pruned = tokio::time::Instant::now();
                     let before = jiff::Timestamp::now().as_millisecond() - i64::try_from(KEEP_DONE.as_millis()).unwrap_or(0);
-                    if let Err(e) = gateway.store.inbox_prune(before) {
+                    if let Err(e) = gateway.store.inbox_prune(before).await {
                         tracing::warn!("cannot forget answered messages: {e}");
                     }
                 }
@@ -174,13 +177,13 @@ pub(crate) async fn serve(gateway: Arc<Gateway>) {
 /// The reply to entry `id` once it is answered (by whichever process), or `None` after
 /// `timeout`.
 pub(crate) async fn reply_to(gateway: &Gateway, id: i64, timeout: Duration) -> Option<String> {
-    let mut notices = gateway.store.notices();
+    let mut notices = gateway.store.notices().await;
     let deadline = tokio::time::Instant::now() + timeout;
     // Without notices from other processes, look now and then.
     let every = if gateway.store.notices_cross_process() { Duration::from_secs(2) } else { Duration::from_millis(250) };
     let wanted = id.to_string();
     loop {
-        match gateway.store.inbox_get(id) {
+        match gateway.store.inbox_get(id).await {
             Ok(Some(entry)) if entry.is_done() => return Some(entry.reply.unwrap_or_default()),
             Ok(Some(_)) => {}
             Ok(None) => return None,

@@ -26,7 +26,7 @@ use talaria_core::runtime::Secrets;
 use talaria_core::runtime::adapter::{PlatformEvent, WebhookRequest};
 
 use super::Gateway;
-use crate::webhook::{Memory, Route, SLACK_TIMESTAMP_HEADER, Secret, verify};
+use crate::webhook::{Memory, Refusal, Route, SLACK_TIMESTAMP_HEADER, Secret, verify};
 
 /// Where the listener binds unless configured.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8644";
@@ -170,20 +170,25 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
         .collect();
     let store = &served.gateway.store;
     let seen_route = format!("webhook:{account_name}:{route_name}");
-    // Each memory in its own space of the store's, so a delivery id cannot pass for a digest.
-    let mut seen = |memory: Memory, id: &str| {
+    let now = jiff::Timestamp::now().as_second();
+    let mut verdict = verify(route, &headers, &body, now);
+    for (memory, key) in verdict.as_ref().map(Vec::as_slice).unwrap_or_default() {
+        // Each memory in its own space of the store's, so a delivery id cannot pass for a digest.
         let space = match memory {
             Memory::Delivery => seen_route.clone(),
             Memory::Body => format!("{seen_route}#body"),
             Memory::Signature => format!("{seen_route}#signature"),
         };
-        store.webhook_seen(&space, id).unwrap_or_else(|e| {
+        let seen = store.webhook_seen(&space, key).await.unwrap_or_else(|e| {
             tracing::warn!(account = %account_name, route = %route_name, "cannot remember a webhook for refusing replays: {e}");
             false
-        })
-    };
-    let now = jiff::Timestamp::now().as_second();
-    if let Err(refusal) = verify(route, &headers, &body, now, &mut seen) {
+        });
+        if seen {
+            verdict = Err(Refusal::seen(*memory, key));
+            break;
+        }
+    }
+    if let Err(refusal) = verdict {
         tracing::warn!(account = %account_name, route = %route_name, "webhook refused: {refusal}");
         let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::BAD_REQUEST);
         return refuse(status, &refusal.to_string());
@@ -220,7 +225,7 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
     let Some(PlatformEvent::Message(first)) = events.next() else {
         return refuse(StatusCode::BAD_GATEWAY, "the adapter made nothing of the request");
     };
-    let Ok(taken) = gateway.on_message(account, first, true) else {
+    let Ok(taken) = gateway.on_message(account, first, true).await else {
         return refuse(StatusCode::SERVICE_UNAVAILABLE, "the gateway cannot keep the message now; send it again later");
     };
     for event in events {

@@ -226,7 +226,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     gateway.stop.cancel();
     gateway.tasks.close();
     gateway.tasks.wait().await;
-    gateway.write_status(false);
+    gateway.write_status(false).await;
     tracing::info!("gateway stopped");
     Ok(())
 }
@@ -321,17 +321,21 @@ pub const STATUS_STALE_MS: i64 = 10_000;
 
 impl Status {
     /// The status written last by any gateway process sharing `store`, if any.
-    pub fn read(store: &Store) -> Option<Status> {
-        Self::read_all(store).into_iter().max_by_key(|s| s.at)
+    pub async fn read(store: &Store) -> Option<Status> {
+        Self::read_all(store).await.into_iter().max_by_key(|s| s.at)
     }
 
     /// Every gateway process's last status, newest first.
-    pub fn read_all(store: &Store) -> Vec<Status> {
-        let keys = store.kv_keys(STATUS_SPACE, "").unwrap_or_default();
-        let mut all: Vec<Status> = keys
-            .iter()
-            .filter_map(|key| serde_json::from_slice(&store.kv_get(STATUS_SPACE, key).ok()??).ok())
-            .collect();
+    pub async fn read_all(store: &Store) -> Vec<Status> {
+        let keys = store.kv_keys(STATUS_SPACE, "").await.unwrap_or_default();
+        let mut all: Vec<Status> = Vec::with_capacity(keys.len());
+        for key in &keys {
+            if let Ok(Some(bytes)) = store.kv_get(STATUS_SPACE, key).await
+                && let Ok(status) = serde_json::from_slice(&bytes)
+            {
+                all.push(status);
+            }
+        }
         all.sort_by_key(|s| std::cmp::Reverse(s.at));
         all
     }
@@ -394,11 +398,11 @@ async fn reload(gateway: Arc<Gateway>, plugins: Arc<talaria_core::Plugins>) {
 async fn report(gateway: Arc<Gateway>) {
     // Forget processes gone for a day.
     let day_ago = jiff::Timestamp::now().as_millisecond() - 24 * 60 * 60 * 1000;
-    for old in Status::read_all(&gateway.store).into_iter().filter(|s| s.at < day_ago) {
-        let _ = gateway.store.kv_delete(STATUS_SPACE, &old.key());
+    for old in Status::read_all(&gateway.store).await.into_iter().filter(|s| s.at < day_ago) {
+        let _ = gateway.store.kv_delete(STATUS_SPACE, &old.key()).await;
     }
     loop {
-        gateway.write_status(true);
+        gateway.write_status(true).await;
         tokio::select! {
             () = gateway.stop.cancelled() => return,
             () = tokio::time::sleep(REPORT_EVERY) => {}
@@ -456,7 +460,7 @@ fn chat_type(t: WireChatType) -> ChatType {
 }
 
 impl Gateway {
-    fn write_status(&self, running: bool) {
+    async fn write_status(&self, running: bool) {
         let status = Status {
             running,
             pid: std::process::id(),
@@ -470,7 +474,7 @@ impl Gateway {
             busy: self.accounts.values().map(|a| a.busy.load(std::sync::atomic::Ordering::SeqCst)).sum(),
         };
         if let Ok(json) = serde_json::to_vec(&status)
-            && let Err(e) = self.store.kv_set(STATUS_SPACE, &status.key(), &json)
+            && let Err(e) = self.store.kv_set(STATUS_SPACE, &status.key(), &json).await
         {
             tracing::warn!("cannot write the gateway's status: {e}");
         }
@@ -484,7 +488,7 @@ impl Gateway {
         match event {
             PlatformEvent::Message(m) => {
                 let mut wait = Duration::from_millis(250);
-                while self.on_message(account, m.clone(), false).is_err() {
+                while self.on_message(account, m.clone(), false).await.is_err() {
                     tracing::warn!(account = %account.name, "the store cannot keep a message; trying again in {wait:?}");
                     tokio::select! {
                         () = self.stop.cancelled() => return,
@@ -493,7 +497,7 @@ impl Gateway {
                     wait = (wait * 2).min(Duration::from_secs(5));
                 }
             }
-            PlatformEvent::Button(b) => self.on_button(account, b),
+            PlatformEvent::Button(b) => self.on_button(account, b).await,
         }
     }
 
@@ -503,7 +507,7 @@ impl Gateway {
     ///
     /// # Errors
     /// The store cannot be read or written: nothing was done with the message.
-    pub(crate) fn on_message(
+    pub(crate) async fn on_message(
         self: &Arc<Self>,
         account: &Arc<Account>,
         m: InboundMessage,
@@ -527,7 +531,7 @@ impl Gateway {
         // would not answer.
         let mut decision = authorize(&self.config, &inbound, false);
         if !matches!(decision, Decision::Answer { .. }) {
-            let paired = self.store.is_paired(&account.name, &m.sender_id).map_err(|e| {
+            let paired = self.store.is_paired(&account.name, &m.sender_id).await.map_err(|e| {
                 tracing::error!(account = %account.name, "cannot read who is paired: {e}");
                 StoreDown
             })?;
@@ -536,7 +540,7 @@ impl Gateway {
         let admin = match decision {
             Decision::Ignore => return Ok(None),
             Decision::OfferPairing => {
-                self.offer_pairing(account, &m);
+                self.offer_pairing(account, &m).await;
                 return Ok(None);
             }
             Decision::Answer { admin } => admin,
@@ -545,22 +549,22 @@ impl Gateway {
         let command = crate::command::parse(&m.text, &info.bot_name);
         let (kind, body) = match command {
             Some(Command::Help) => {
-                self.reply(account, &m.chat_id, m.thread_id.as_deref(), &help_text(), &format!("help:{}", m.id));
+                self.reply(account, &m.chat_id, m.thread_id.as_deref(), &help_text(), &format!("help:{}", m.id)).await;
                 return Ok(None);
             }
             Some(Command::Approve { session }) => {
                 let decision =
                     if session { talaria_protocol::Decision::Session } else { talaria_protocol::Decision::Once };
-                self.on_approval_command(account, &m, admin, decision);
+                self.on_approval_command(account, &m, admin, decision).await;
                 return Ok(None);
             }
             Some(Command::Deny) => {
-                self.on_approval_command(account, &m, admin, talaria_protocol::Decision::Deny);
+                self.on_approval_command(account, &m, admin, talaria_protocol::Decision::Deny).await;
                 return Ok(None);
             }
             Some(Command::Rollback { .. }) if !admin => {
                 let text = "Only an admin of this bot can roll back file changes.";
-                self.reply(account, &m.chat_id, m.thread_id.as_deref(), text, &format!("rollback:{}", m.id));
+                self.reply(account, &m.chat_id, m.thread_id.as_deref(), text, &format!("rollback:{}", m.id)).await;
                 return Ok(None);
             }
             Some(_) => (session::Kind::Command, m.text.clone()),
@@ -576,12 +580,13 @@ impl Gateway {
             body: &body,
             respond,
         })
+        .await
         .map(Some)
     }
 
-    fn offer_pairing(&self, account: &Account, m: &InboundMessage) {
+    async fn offer_pairing(&self, account: &Account, m: &InboundMessage) {
         let code = Store::new_pairing_code();
-        let request = match self.store.pairing_request(&account.name, &m.sender_id, &m.sender_name, &code) {
+        let request = match self.store.pairing_request(&account.name, &m.sender_id, &m.sender_name, &code).await {
             Ok(r) => r,
             Err(e) => return tracing::warn!("cannot record a pairing request: {e}"),
         };
@@ -604,10 +609,10 @@ impl Gateway {
             Pairing::Approved => return,
             Pairing::TooMany => "I cannot take more pairing requests right now; please try again later.".to_string(),
         };
-        self.reply(account, &m.chat_id, None, &text, &format!("pair:{}:{}", m.chat_id, m.id));
+        self.reply(account, &m.chat_id, None, &text, &format!("pair:{}:{}", m.chat_id, m.id)).await;
     }
 
-    fn on_button(self: &Arc<Self>, account: &Arc<Account>, b: ButtonPress) {
+    async fn on_button(self: &Arc<Self>, account: &Arc<Account>, b: ButtonPress) {
         let Some((token, choice)) = b.data.strip_prefix("ap:").and_then(|d| d.split_once(':')) else { return };
         let decision = match choice {
             "o" => talaria_protocol::Decision::Once,
@@ -618,27 +623,29 @@ impl Gateway {
         if !account.admins.contains(&b.sender_id) {
             tracing::warn!(account = %account.name, user = %b.sender_id, "a non-admin pressed an approval button; refused");
             let text = format!("{}, only an admin of this bot can answer approvals.", b.sender_name);
-            return self.reply(
-                account,
-                &b.chat_id,
-                b.thread_id.as_deref(),
-                &text,
-                &format!("refuse:{}:{token}:{}", b.sender_id, b.message_id),
-            );
+            return self
+                .reply(
+                    account,
+                    &b.chat_id,
+                    b.thread_id.as_deref(),
+                    &text,
+                    &format!("refuse:{}:{token}:{}", b.sender_id, b.message_id),
+                )
+                .await;
         }
-        if let Some(pending) = self.pending_approval(token) {
-            self.resolve(account, token, &pending, decision, &b.sender_name);
+        if let Some(pending) = self.pending_approval(token).await {
+            self.resolve(account, token, &pending, decision, &b.sender_name).await;
         }
     }
 
     /// The approval whose buttons carry `token`, while it waits.
-    fn pending_approval(&self, token: &str) -> Option<PendingApproval> {
-        let bytes = self.store.kv_get(APPROVALS_SPACE, token).ok()??;
+    async fn pending_approval(&self, token: &str) -> Option<PendingApproval> {
+        let bytes = self.store.kv_get(APPROVALS_SPACE, token).await.ok()??;
         serde_json::from_slice(&bytes).ok()
     }
 
     /// An admin typed /approve or /deny in a chat: the approval its chat was asked last.
-    fn on_approval_command(
+    async fn on_approval_command(
         self: &Arc<Self>,
         account: &Account,
         m: &InboundMessage,
@@ -647,28 +654,35 @@ impl Gateway {
     ) {
         let key = format!("cmd:{}:{}:{}", account.name, m.chat_id, m.id);
         if !admin {
-            return self.reply(
-                account,
-                &m.chat_id,
-                m.thread_id.as_deref(),
-                "Only an admin of this bot can answer approvals.",
-                &key,
-            );
+            return self
+                .reply(
+                    account,
+                    &m.chat_id,
+                    m.thread_id.as_deref(),
+                    "Only an admin of this bot can answer approvals.",
+                    &key,
+                )
+                .await;
         }
-        let latest = self.store.kv_get(APPROVALS_SPACE, &latest_approval(&account.name, &m.chat_id)).ok().flatten();
+        let latest =
+            self.store.kv_get(APPROVALS_SPACE, &latest_approval(&account.name, &m.chat_id)).await.ok().flatten();
         let token = latest.and_then(|t| String::from_utf8(t).ok());
-        let pending = token.as_deref().and_then(|t| Some((t, self.pending_approval(t)?)));
+        let pending = match token.as_deref() {
+            Some(t) => self.pending_approval(t).await.map(|p| (t, p)),
+            None => None,
+        };
         match pending {
-            Some((token, pending)) => self.resolve(account, token, &pending, decision, &m.sender_name),
+            Some((token, pending)) => self.resolve(account, token, &pending, decision, &m.sender_name).await,
             None => {
                 self.reply(account, &m.chat_id, m.thread_id.as_deref(), "Nothing is waiting for approval here.", &key)
+                    .await
             }
         }
     }
 
     /// Hand an admin's answer to the session that asked (in whichever process serves it):
     /// through its inbox, once per approval however many answer.
-    fn resolve(
+    async fn resolve(
         self: &Arc<Self>,
         account: &Account,
         token: &str,
@@ -679,20 +693,22 @@ impl Gateway {
         let answer = session::Answer { id: pending.id, decision, by: by.to_string() };
         let body = serde_json::to_string(&answer).unwrap_or_default();
         // Not kept: the admin's answer is lost, and they see no verdict; they can answer again.
-        let _ = self.enqueue(&inbox::Incoming {
-            account,
-            session_key: &pending.session_key,
-            chat_id: &pending.chat_id,
-            thread_id: pending.thread_id.as_deref(),
-            message_id: &format!("approval:{token}"),
-            kind: session::Kind::Approval,
-            body: &body,
-            respond: false,
-        });
+        let _ = self
+            .enqueue(&inbox::Incoming {
+                account,
+                session_key: &pending.session_key,
+                chat_id: &pending.chat_id,
+                thread_id: pending.thread_id.as_deref(),
+                message_id: &format!("approval:{token}"),
+                kind: session::Kind::Approval,
+                body: &body,
+                respond: false,
+            })
+            .await;
     }
 
     /// Keep an approval the chat of `session_key` is asked; the token its buttons carry.
-    fn approval_token(&self, session_key: &str, account: &str, chat: &session::Chat, id: u64) -> String {
+    async fn approval_token(&self, session_key: &str, account: &str, chat: &session::Chat, id: u64) -> String {
         let token = Store::new_pairing_code();
         let pending = PendingApproval {
             session_key: session_key.to_string(),
@@ -701,11 +717,13 @@ impl Gateway {
             thread_id: chat.thread_id.clone(),
             id,
         };
-        let kept = serde_json::to_vec(&pending).map_err(|e| e.to_string()).and_then(|json| {
-            self.store.kv_set(APPROVALS_SPACE, &token, &json).map_err(|e| e.to_string())?;
+        let kept = async {
+            let json = serde_json::to_vec(&pending).map_err(|e| e.to_string())?;
+            self.store.kv_set(APPROVALS_SPACE, &token, &json).await.map_err(|e| e.to_string())?;
             let latest = latest_approval(account, &chat.chat_id);
-            self.store.kv_set(APPROVALS_SPACE, &latest, token.as_bytes()).map_err(|e| e.to_string())
-        });
+            self.store.kv_set(APPROVALS_SPACE, &latest, token.as_bytes()).await.map_err(|e| e.to_string())
+        }
+        .await;
         if let Err(e) = kept {
             tracing::warn!(session = %session_key, "cannot keep an approval: {e}");
         }
@@ -713,14 +731,21 @@ impl Gateway {
     }
 
     /// Queue a message to a chat through the ledger (sent once per `key`).
-    pub(crate) fn reply(&self, account: &Account, chat_id: &str, thread_id: Option<&str>, markdown: &str, key: &str) {
-        let _ = outbox::queue(self, account, chat_id, thread_id, markdown, &outbox::Reply::default(), key);
+    pub(crate) async fn reply(
+        &self,
+        account: &Account,
+        chat_id: &str,
+        thread_id: Option<&str>,
+        markdown: &str,
+        key: &str,
+    ) {
+        let _ = outbox::queue(self, account, chat_id, thread_id, markdown, &outbox::Reply::default(), key).await;
     }
 }
 
 /// Forget the approval of `token` (its turn ended).
-pub(crate) fn forget_approval(store: &Store, token: &str) {
-    let _ = store.kv_delete(APPROVALS_SPACE, token);
+pub(crate) async fn forget_approval(store: &Store, token: &str) {
+    let _ = store.kv_delete(APPROVALS_SPACE, token).await;
 }
 
 /// Where the latest approval a chat was asked is kept.

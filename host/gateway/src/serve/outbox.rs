@@ -85,7 +85,7 @@ pub(crate) fn render_parts(markdown: &str, info: &AccountInfo) -> Vec<(String, S
 /// part that failed is retried alone.
 ///
 /// Whether every part was kept (a part already kept under its key counts as kept).
-pub(crate) fn queue(
+pub(crate) async fn queue(
     gateway: &Gateway,
     account: &Account,
     chat_id: &str,
@@ -113,7 +113,7 @@ pub(crate) fn queue(
         let body = serde_json::to_string(&body).unwrap_or_default();
         let key = format!("{key}:{i}");
         let new = NewDelivery { platform: &account.name, chat_id, thread_id, body: &body, key: &key };
-        match gateway.store.delivery_enqueue(&new) {
+        match gateway.store.delivery_enqueue(&new).await {
             Ok(_) => {
                 account.pending.fetch_add(1, Ordering::SeqCst);
             }
@@ -165,7 +165,7 @@ async fn send_due(gateway: &Gateway, account: &Account) {
 ///
 /// # Errors
 /// The ledger cannot be written.
-pub fn queue_markdown(
+pub async fn queue_markdown(
     store: &Store,
     account: &str,
     chat_id: &str,
@@ -175,7 +175,7 @@ pub fn queue_markdown(
 ) -> talaria_core::store::Result<i64> {
     let body = Body { text: markdown.to_string(), markdown: true, ..Body::default() };
     let body = serde_json::to_string(&body).unwrap_or_default();
-    store.delivery_enqueue(&NewDelivery { platform: account, chat_id, thread_id, body: &body, key })
+    store.delivery_enqueue(&NewDelivery { platform: account, chat_id, thread_id, body: &body, key }).await
 }
 
 /// Send what the ledger holds for `account` and is due now (rendering markdown queued
@@ -186,7 +186,7 @@ pub(crate) async fn send_due_in(store: &Store, account: &Account) {
     // A chat's next delivery is claimable once the one before it was sent: round after round
     // until nothing is due (or a bound, so one sender never starves the others).
     for _ in 0..ROUNDS {
-        let due = match store.deliveries_claim(&account.name, BATCH, CLAIM) {
+        let due = match store.deliveries_claim(&account.name, BATCH, CLAIM).await {
             Ok(due) => due,
             Err(e) => return tracing::error!(account = %account.name, "cannot read the ledger: {e}"),
         };
@@ -199,14 +199,14 @@ pub(crate) async fn send_due_in(store: &Store, account: &Account) {
                 Ok(body) => body,
                 Err(e) => {
                     let e = format!("a ledger entry that is not a message: {e}");
-                    if let Err(e) = give_up(store, &delivery, &e) {
+                    if let Err(e) = give_up(store, &delivery, &e).await {
                         tracing::error!(account = %account.name, "cannot record a delivery: {e}");
                     }
                     continue;
                 }
             };
             if body.markdown {
-                render_queued(store, account, &info, &delivery, &body.text);
+                render_queued(store, account, &info, &delivery, &body.text).await;
                 continue;
             }
             sends.push((delivery, body));
@@ -228,7 +228,7 @@ async fn send_all(store: &Store, account: &Account, info: &AccountInfo, sends: V
     let one = |(delivery, body): (Delivery, Body)| async move {
         let outcome = deliver(account, info, &delivery, body).await;
         let _ = account.pending.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)));
-        record(store, account, &delivery, outcome);
+        record(store, account, &delivery, outcome).await;
     };
     let mut waiting = sends.into_iter();
     let mut running = futures_util::stream::FuturesUnordered::new();
@@ -246,7 +246,7 @@ async fn send_all(store: &Store, account: &Account, info: &AccountInfo, sends: V
 }
 
 /// Queue the parts of markdown that was queued unrendered, and mark it done.
-fn render_queued(store: &Store, account: &Account, info: &AccountInfo, delivery: &Delivery, markdown: &str) {
+async fn render_queued(store: &Store, account: &Account, info: &AccountInfo, delivery: &Delivery, markdown: &str) {
     let parts = render_parts(markdown, info);
     for (i, (text, plain)) in parts.iter().enumerate() {
         let body = Body { text: text.clone(), plain: plain.clone(), ..Body::default() };
@@ -259,24 +259,24 @@ fn render_queued(store: &Store, account: &Account, info: &AccountInfo, delivery:
             body: &body,
             key: &key,
         };
-        if let Err(e) = store.delivery_enqueue(&new) {
+        if let Err(e) = store.delivery_enqueue(&new).await {
             return tracing::error!(account = %account.name, "cannot write a reply to the ledger: {e}");
         }
     }
-    if let Err(e) = store.delivery_sent(delivery.id, &format!("rendered into {} parts", parts.len())) {
+    if let Err(e) = store.delivery_sent(delivery.id, &format!("rendered into {} parts", parts.len())).await {
         tracing::error!(account = %account.name, "cannot record a delivery: {e}");
     }
 }
 
 /// Write down how sending `delivery` went.
-fn record(store: &Store, account: &Account, delivery: &Delivery, outcome: Result<String, AdapterError>) {
+async fn record(store: &Store, account: &Account, delivery: &Delivery, outcome: Result<String, AdapterError>) {
     let recorded = match outcome {
-        Ok(id) => store.delivery_sent(delivery.id, &id).map(|()| None),
+        Ok(id) => store.delivery_sent(delivery.id, &id).await.map(|()| None),
         Err(AdapterError::Permanent(e)) => {
             tracing::warn!(account = %account.name, chat = %delivery.chat_id, "the platform refused a message: {e}");
-            give_up(store, delivery, &e).map(|()| None)
+            give_up(store, delivery, &e).await.map(|()| None)
         }
-        Err(e) => store.delivery_failed(delivery.id, &e.to_string()).map(Some),
+        Err(e) => store.delivery_failed(delivery.id, &e.to_string()).await.map(Some),
     };
     match recorded {
         Ok(Some(Failed::Retry { attempts })) => {
@@ -291,8 +291,8 @@ fn record(store: &Store, account: &Account, delivery: &Delivery, outcome: Result
 }
 
 /// Mark a delivery failed for good.
-fn give_up(store: &Store, delivery: &Delivery, error: &str) -> talaria_core::store::Result<()> {
-    while let Failed::Retry { .. } = store.delivery_failed(delivery.id, error)? {}
+async fn give_up(store: &Store, delivery: &Delivery, error: &str) -> talaria_core::store::Result<()> {
+    while let Failed::Retry { .. } = store.delivery_failed(delivery.id, error).await? {}
     Ok(())
 }
 

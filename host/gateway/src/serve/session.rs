@@ -148,13 +148,13 @@ pub(crate) async fn run(
         Err(e) => {
             tracing::error!(account = %account.name, session = %key, "cannot start a conversation: {e}");
             // Its messages are answered with the reason, so the chat is not left waiting.
-            for entry in gateway.store.inbox_open(&key).unwrap_or_default() {
+            for entry in gateway.store.inbox_open(&key).await.unwrap_or_default() {
                 let text = format!("I cannot start a conversation: {e}");
-                let _ = finish(&gateway, &account, &chat, &entry, &text, None);
+                let _ = finish(&gateway, &account, &chat, &entry, &text, None).await;
             }
             lock_and_forget(&gateway, &key);
             drop(rx);
-            let _ = gateway.store.release_lease(&chat_lease(&key), &lease);
+            let _ = gateway.store.release_lease(&chat_lease(&key), &lease).await;
             return;
         }
     };
@@ -207,7 +207,7 @@ pub(crate) async fn run(
                 Box::pin(worker.stream()).await;
             }
             () = tokio::time::sleep_until(renew_due) => {
-                if !worker.renew() {
+                if !worker.renew().await {
                     // Another process serves the chat now: this one must not answer it too.
                     if busy {
                         worker.conversation.submit(Op::Interrupt);
@@ -243,7 +243,7 @@ pub(crate) async fn run(
     Box::pin(worker.conversation.shutdown()).await;
     drop(rx);
     // Whatever is still open (the stop came first) is answered by the next process to look.
-    let _ = worker.gateway.store.release_lease(&chat_lease(&worker.key), &worker.lease);
+    let _ = worker.gateway.store.release_lease(&chat_lease(&worker.key), &worker.lease).await;
 }
 
 /// Forget the worker of `key` (it is ending).
@@ -255,7 +255,7 @@ fn lock_and_forget(gateway: &Gateway, key: &str) {
 /// (replacing the streamed message `edit`), then mark it done. Whether it was: when the store
 /// failed, the entry stays open, to be taken again (and finished from what was committed).
 #[must_use]
-fn finish(
+async fn finish(
     gateway: &Gateway,
     account: &Account,
     chat: &Chat,
@@ -268,12 +268,12 @@ fn finish(
     } else {
         let key = super::reply_key(&account.name, &chat.chat_id, &entry.message_id);
         let reply = Reply { edit, reply_to: None, buttons: Vec::new() };
-        if !outbox::queue(gateway, account, &chat.chat_id, chat.thread_id.as_deref(), markdown, &reply, &key) {
+        if !outbox::queue(gateway, account, &chat.chat_id, chat.thread_id.as_deref(), markdown, &reply, &key).await {
             return false;
         }
         None
     };
-    match gateway.store.inbox_done(entry.id, reply) {
+    match gateway.store.inbox_done(entry.id, reply).await {
         Ok(()) => true,
         Err(e) => {
             tracing::error!(account = %account.name, "cannot mark a message answered: {e}");
@@ -283,8 +283,8 @@ fn finish(
 }
 
 /// Mark `entry` done without an answer.
-fn drop_entry(gateway: &Gateway, entry: &Entry) {
-    if let Err(e) = gateway.store.inbox_done(entry.id, None) {
+async fn drop_entry(gateway: &Gateway, entry: &Entry) {
+    if let Err(e) = gateway.store.inbox_done(entry.id, None).await {
         tracing::error!("cannot mark a message done: {e}");
     }
 }
@@ -302,7 +302,7 @@ enum Recovery {
 impl Worker {
     /// Take what the inbox holds for the chat and this worker has not taken yet.
     async fn look(&mut self) {
-        let open = match self.gateway.store.inbox_open(&self.key) {
+        let open = match self.gateway.store.inbox_open(&self.key).await {
             Ok(open) => open,
             Err(e) => return tracing::warn!(session = %self.key, "cannot read the inbox: {e}"),
         };
@@ -314,27 +314,27 @@ impl Worker {
                 continue;
             }
             match Kind::of(&entry) {
-                Some(Kind::Message) => self.on_message(entry),
+                Some(Kind::Message) => self.on_message(entry).await,
                 Some(Kind::Command) => {
                     self.on_command(&entry).await;
-                    drop_entry(&self.gateway, &entry);
+                    drop_entry(&self.gateway, &entry).await;
                 }
                 Some(Kind::Approval) => {
-                    self.on_approval(&entry);
-                    drop_entry(&self.gateway, &entry);
+                    self.on_approval(&entry).await;
+                    drop_entry(&self.gateway, &entry).await;
                 }
                 None => {
                     tracing::warn!(session = %self.key, kind = %entry.kind, "an inbox entry of an unknown kind; dropped");
-                    drop_entry(&self.gateway, &entry);
+                    drop_entry(&self.gateway, &entry).await;
                 }
             }
         }
     }
 
     /// Renew the chat's lease; whether it is still this process's.
-    fn renew(&mut self) -> bool {
+    async fn renew(&mut self) -> bool {
         self.renewed = Instant::now();
-        match self.gateway.store.renew_lease(&chat_lease(&self.key), &self.lease, CHAT_LEASE_TTL) {
+        match self.gateway.store.renew_lease(&chat_lease(&self.key), &self.lease, CHAT_LEASE_TTL).await {
             Ok(true) => true,
             Ok(false) => {
                 tracing::warn!(session = %self.key, "the chat's lease was taken by another process; leaving it to that one");
@@ -362,11 +362,11 @@ impl Worker {
         true
     }
 
-    fn say(&self, markdown: &str, key: &str) {
-        self.gateway.reply(&self.account, &self.chat.chat_id, self.chat.thread_id.as_deref(), markdown, key);
+    async fn say(&self, markdown: &str, key: &str) {
+        self.gateway.reply(&self.account, &self.chat.chat_id, self.chat.thread_id.as_deref(), markdown, key).await;
     }
 
-    fn on_message(&mut self, entry: Entry) {
+    async fn on_message(&mut self, entry: Entry) {
         // Left running by a process that died: first of all.
         if entry.state == State::Running {
             return self.queue.push_front(entry);
@@ -383,12 +383,12 @@ impl Worker {
             BusyInput::Steer => {
                 let prompt: Prompt = serde_json::from_str(&entry.body).unwrap_or_default();
                 self.conversation.submit(Op::Steer { text: prompt.text });
-                drop_entry(&self.gateway, &entry);
+                drop_entry(&self.gateway, &entry).await;
             }
         }
     }
 
-    fn on_approval(&mut self, entry: &Entry) {
+    async fn on_approval(&mut self, entry: &Entry) {
         let Ok(answer) = serde_json::from_str::<Answer>(&entry.body) else { return };
         let waiting = self.turn.as_ref().and_then(|t| t.approval);
         if waiting != Some(answer.id) {
@@ -403,7 +403,8 @@ impl Worker {
         self.say(
             &format!("{} {verdict}.", answer.by),
             &format!("approved:{}:{}:{}", self.key, self.turn_key(), answer.id),
-        );
+        )
+        .await;
     }
 
     fn turn_key(&self) -> String {
@@ -418,15 +419,15 @@ impl Worker {
             Command::Stop => {
                 let queued = self.queue.len();
                 for dropped in std::mem::take(&mut self.queue) {
-                    drop_entry(&self.gateway, &dropped);
+                    drop_entry(&self.gateway, &dropped).await;
                 }
                 if self.turn.is_some() {
                     self.conversation.submit(Op::Interrupt);
-                    self.say("Stopped.", &key);
+                    self.say("Stopped.", &key).await;
                 } else if queued > 0 {
-                    self.say("Dropped the messages that were waiting.", &key);
+                    self.say("Dropped the messages that were waiting.", &key).await;
                 } else {
-                    self.say("Nothing to stop.", &key);
+                    self.say("Nothing to stop.", &key).await;
                 }
             }
             Command::New => {
@@ -437,26 +438,26 @@ impl Worker {
                             break;
                         }
                     }
-                    if let Some(turn) = self.end_turn() {
-                        drop_entry(&self.gateway, &turn.entry);
+                    if let Some(turn) = self.end_turn().await {
+                        drop_entry(&self.gateway, &turn.entry).await;
                     }
                 }
                 for dropped in std::mem::take(&mut self.queue) {
-                    drop_entry(&self.gateway, &dropped);
+                    drop_entry(&self.gateway, &dropped).await;
                 }
-                let _ = self.gateway.store.kv_delete(SESSIONS_SPACE, &self.key);
+                let _ = self.gateway.store.kv_delete(SESSIONS_SPACE, &self.key).await;
                 match open(&self.gateway, &self.account, &self.key, &self.chat, false).await {
                     Ok(fresh) => {
                         let mut old = std::mem::replace(&mut self.conversation, fresh);
                         old.shutdown_with("new", |_| {}).await;
-                        self.say("Started a new conversation.", &key);
+                        self.say("Started a new conversation.", &key).await;
                     }
-                    Err(e) => self.say(&format!("I cannot start a new conversation: {e}"), &key),
+                    Err(e) => self.say(&format!("I cannot start a new conversation: {e}"), &key).await,
                 }
             }
             Command::Rollback { steps, force } => {
                 if self.turn.is_some() {
-                    self.say("I am working: /stop me first, or roll back when I am done.", &key);
+                    self.say("I am working: /stop me first, or roll back when I am done.", &key).await;
                     return;
                 }
                 let answer = self.conversation.run(Op::Rollback { steps, force }, |_| {}).await;
@@ -465,7 +466,7 @@ impl Worker {
                     Some(Event::Error { text, .. }) => text,
                     _ => "I could not roll back.".to_string(),
                 };
-                self.say(&text, &key);
+                self.say(&text, &key).await;
             }
             Command::Status => {
                 let info = self.conversation.info();
@@ -483,7 +484,7 @@ impl Worker {
                     info.usage.input_tokens,
                     info.usage.output_tokens,
                 );
-                self.say(&text, &key);
+                self.say(&text, &key).await;
             }
             // Answered by the gateway, which finds the approval in the store.
             Command::Approve { .. } | Command::Deny | Command::Help => {}
@@ -491,14 +492,14 @@ impl Worker {
     }
 
     /// How far a dead process got with `entry`, from what it committed to the session.
-    fn recovery(&self, entry: &Entry) -> Recovery {
+    async fn recovery(&self, entry: &Entry) -> Recovery {
         let (Some(session_id), Some(count)) = (&entry.session_id, entry.started_count) else {
             return Recovery::Fresh;
         };
         if *session_id != self.conversation.info().session_id {
             return Recovery::Fresh;
         }
-        let messages = match self.gateway.store.messages(session_id) {
+        let messages = match self.gateway.store.messages(session_id).await {
             Ok(messages) => messages,
             Err(e) => {
                 tracing::warn!(session = %self.key, "cannot read the session to finish a turn: {e}");
@@ -522,11 +523,11 @@ impl Worker {
     async fn start_turn(&mut self, entry: Entry) {
         let prompt: Prompt = serde_json::from_str(&entry.body).unwrap_or_default();
         if entry.state == State::Running {
-            match self.recovery(&entry) {
+            match self.recovery(&entry).await {
                 Recovery::Answered(text) => {
                     tracing::info!(session = %self.key, message = %entry.message_id, "a dead process answered this message; sending its answer");
                     let text = if text.trim().is_empty() { "(no answer)".to_string() } else { text };
-                    if !finish(&self.gateway, &self.account, &self.chat, &entry, &text, entry.streamed.clone()) {
+                    if !finish(&self.gateway, &self.account, &self.chat, &entry, &text, entry.streamed.clone()).await {
                         self.taken.remove(&entry.id);
                     }
                     return;
@@ -540,8 +541,8 @@ impl Worker {
         }
         let info = self.conversation.info();
         if entry.state != State::Running {
-            let count = self.gateway.store.message_mark(&info.session_id).map_or(0, |(count, _)| count);
-            if let Err(e) = self.gateway.store.inbox_started(entry.id, &info.session_id, count) {
+            let count = self.gateway.store.message_mark(&info.session_id).await.map_or(0, |(count, _)| count);
+            if let Err(e) = self.gateway.store.inbox_started(entry.id, &info.session_id, count).await {
                 tracing::warn!(session = %self.key, "cannot mark a message started: {e}");
             }
         }
@@ -564,11 +565,11 @@ impl Worker {
     }
 
     /// The turn is over: forget it (and the approvals it asked).
-    fn end_turn(&mut self) -> Option<Turn> {
+    async fn end_turn(&mut self) -> Option<Turn> {
         let turn = self.turn.take()?;
         self.account.busy.fetch_sub(1, Ordering::SeqCst);
         for token in &turn.tokens {
-            super::forget_approval(&self.gateway.store, token);
+            super::forget_approval(&self.gateway.store, token).await;
         }
         Some(turn)
     }
@@ -606,7 +607,7 @@ impl Worker {
                 }
                 self.stream().await;
             }
-            Event::ApprovalNeeded(a) => self.ask_approval(a),
+            Event::ApprovalNeeded(a) => self.ask_approval(a).await,
             // A chat holds no question open while the turn waits: the model asks in its reply,
             // and the person's next message is the answer.
             Event::ClarifyNeeded(c) => {
@@ -626,7 +627,7 @@ impl Worker {
             }
             Event::TurnEnd(end) => {
                 let stopping = self.gateway.stop.is_cancelled();
-                let Some(turn) = self.end_turn() else { return };
+                let Some(turn) = self.end_turn().await else { return };
                 let markdown = match end.outcome {
                     Outcome::Completed | Outcome::BudgetExhausted | Outcome::Truncated => {
                         Some(if end.text.trim().is_empty() { "(no answer)".to_string() } else { end.text })
@@ -649,12 +650,14 @@ impl Worker {
                             &turn.entry,
                             &markdown,
                             turn.streamed.clone(),
-                        ) {
+                        )
+                        .await
+                        {
                             // Taken again at a later look, once the store answers.
                             self.taken.remove(&turn.entry.id);
                         }
                     }
-                    None => drop_entry(&self.gateway, &turn.entry),
+                    None => drop_entry(&self.gateway, &turn.entry).await,
                 }
             }
             _ => {}
@@ -706,7 +709,7 @@ impl Worker {
             None => match self.account.adapter.send(&message).await {
                 Ok(id) => {
                     // A process finishing this turn after this one died edits it, too.
-                    if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, &id) {
+                    if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, &id).await {
                         tracing::debug!(account = %self.account.name, "cannot note the streamed message: {e}");
                     }
                     turn.streamed = Some(id);
@@ -721,7 +724,7 @@ impl Worker {
         }
     }
 
-    fn ask_approval(&mut self, a: talaria_protocol::ApprovalNeeded) {
+    async fn ask_approval(&mut self, a: talaria_protocol::ApprovalNeeded) {
         let Some(message_id) = self.turn.as_ref().map(|t| t.entry.message_id.clone()) else { return };
         let key = format!("approval:{}:{message_id}:{}", self.key, a.id);
         let what = match a.kind {
@@ -737,9 +740,9 @@ impl Worker {
                 "I wanted to {what} ({}), which needs an admin's approval, and no admin is configured for {}; refused.",
                 a.reason, self.account.name
             );
-            return self.say(&text, &key);
+            return self.say(&text, &key).await;
         }
-        let token = self.gateway.approval_token(&self.key, &self.account.name, &self.chat, a.id);
+        let token = self.gateway.approval_token(&self.key, &self.account.name, &self.chat, a.id).await;
         if let Some(turn) = &mut self.turn {
             turn.approval = Some(a.id);
             turn.tokens.push(token.clone());
@@ -767,7 +770,8 @@ impl Worker {
             &text,
             &reply,
             &key,
-        );
+        )
+        .await;
     }
 }
 
@@ -780,7 +784,7 @@ async fn open(
     resume: bool,
 ) -> Result<Conversation, String> {
     let stored = if resume {
-        gateway.store.kv_get(SESSIONS_SPACE, key).ok().flatten().and_then(|id| String::from_utf8(id).ok())
+        gateway.store.kv_get(SESSIONS_SPACE, key).await.ok().flatten().and_then(|id| String::from_utf8(id).ok())
     } else {
         None
     };
@@ -821,7 +825,7 @@ async fn open(
         Err(e) => return Err(e.to_string()),
     };
     let id = conversation.info().session_id;
-    if let Err(e) = gateway.store.kv_set(SESSIONS_SPACE, key, id.as_bytes()) {
+    if let Err(e) = gateway.store.kv_set(SESSIONS_SPACE, key, id.as_bytes()).await {
         tracing::warn!(session = %key, "cannot remember its session: {e}");
     }
     Ok(conversation)

@@ -65,18 +65,20 @@ fn level_name(level: log::Level) -> &'static str {
     }
 }
 
-impl HostState {
-    fn kv_store(&self) -> Result<&talaria_store::Store, String> {
-        if !self.env.grants.has_kv() {
-            let name = &self.env.name;
-            return Err(format!(
-                "the kv capability is not granted to plugin '{name}' (request `kv = true` in plugin.toml and grant it: `talaria plugins grant {name} kv`)"
-            ));
-        }
-        self.env.adopt_legacy();
-        self.env.services.store()
+/// The store for a plugin's key-value calls, once it has the grant. Takes the plugin's
+/// environment, not the instance's state: what a call awaits must be shareable between threads.
+async fn kv_store(env: &crate::host::PluginEnv) -> Result<&talaria_store::Store, String> {
+    if !env.grants.has_kv() {
+        let name = &env.name;
+        return Err(format!(
+            "the kv capability is not granted to plugin '{name}' (request `kv = true` in plugin.toml and grant it: `talaria plugins grant {name} kv`)"
+        ));
     }
+    env.adopt_legacy().await;
+    env.services.store().await
+}
 
+impl HostState {
     /// A kv call's outcome as recorded: `ok` (or what `done` says of the value), `denied: …`
     /// without the grant, `failed: …` otherwise.
     fn kv_outcome<T>(&self, result: &Result<T, String>, done: impl FnOnce(&T) -> String) -> Option<String> {
@@ -90,7 +92,11 @@ impl HostState {
 
 impl kv::Host for HostState {
     async fn get(&mut self, key: String) -> Result<Option<Vec<u8>>, String> {
-        let result = self.kv_store().and_then(|s| s.kv_get(&self.env.kv_space, &key).map_err(|e| e.to_string()));
+        let env = self.env.clone();
+        let result = match kv_store(&env).await {
+            Ok(s) => s.kv_get(&env.kv_space, &key).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
         self.record("kv", "get", || {
             let outcome = self.kv_outcome(&result, |v| v.as_ref().map_or("none".into(), |v| bytes(v.len())));
             (word(&key), outcome)
@@ -99,8 +105,11 @@ impl kv::Host for HostState {
     }
 
     async fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), String> {
-        let result =
-            self.kv_store().and_then(|s| s.kv_set(&self.env.kv_space, &key, &value).map_err(|e| e.to_string()));
+        let env = self.env.clone();
+        let result = match kv_store(&env).await {
+            Ok(s) => s.kv_set(&env.kv_space, &key, &value).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
         self.record("kv", "set", || {
             (format!("{} ({})", word(&key), bytes(value.len())), self.kv_outcome(&result, |()| "ok".into()))
         });
@@ -108,13 +117,21 @@ impl kv::Host for HostState {
     }
 
     async fn delete(&mut self, key: String) -> Result<(), String> {
-        let result = self.kv_store().and_then(|s| s.kv_delete(&self.env.kv_space, &key).map_err(|e| e.to_string()));
+        let env = self.env.clone();
+        let result = match kv_store(&env).await {
+            Ok(s) => s.kv_delete(&env.kv_space, &key).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
         self.record("kv", "delete", || (word(&key), self.kv_outcome(&result, |()| "ok".into())));
         result
     }
 
     async fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, String> {
-        let result = self.kv_store().and_then(|s| s.kv_keys(&self.env.kv_space, &prefix).map_err(|e| e.to_string()));
+        let env = self.env.clone();
+        let result = match kv_store(&env).await {
+            Ok(s) => s.kv_keys(&env.kv_space, &prefix).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
         self.record("kv", "list-keys", || {
             let outcome = self.kv_outcome(&result, |keys| match keys.len() {
                 1 => "1 key".into(),
@@ -131,10 +148,14 @@ impl kv::Host for HostState {
         expected: Option<Vec<u8>>,
         new: Option<Vec<u8>>,
     ) -> Result<bool, String> {
-        let result = self.kv_store().and_then(|s| {
-            s.kv_compare_and_set(&self.env.kv_space, &key, expected.as_deref(), new.as_deref())
-                .map_err(|e| e.to_string())
-        });
+        let env = self.env.clone();
+        let result = match kv_store(&env).await {
+            Ok(s) => s
+                .kv_compare_and_set(&env.kv_space, &key, expected.as_deref(), new.as_deref())
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
         self.record("kv", "compare-and-set", || {
             let side = |v: &Option<Vec<u8>>| v.as_ref().map_or("none".into(), |v| bytes(v.len()));
             let args = format!("{} (expected {}, new {})", word(&key), side(&expected), side(&new));
@@ -144,8 +165,11 @@ impl kv::Host for HostState {
     }
 
     async fn increment(&mut self, key: String, delta: i64) -> Result<i64, String> {
-        let result =
-            self.kv_store().and_then(|s| s.kv_increment(&self.env.kv_space, &key, delta).map_err(|e| e.to_string()));
+        let env = self.env.clone();
+        let result = match kv_store(&env).await {
+            Ok(s) => s.kv_increment(&env.kv_space, &key, delta).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
         self.record("kv", "increment", || {
             (format!("{} ({delta:+})", word(&key)), self.kv_outcome(&result, ToString::to_string))
         });
@@ -153,7 +177,11 @@ impl kv::Host for HostState {
     }
 
     async fn list_with_values(&mut self, prefix: String) -> Result<Vec<(String, Vec<u8>)>, String> {
-        let result = self.kv_store().and_then(|s| s.kv_list(&self.env.kv_space, &prefix).map_err(|e| e.to_string()));
+        let env = self.env.clone();
+        let result = match kv_store(&env).await {
+            Ok(s) => s.kv_list(&env.kv_space, &prefix).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
         self.record("kv", "list-with-values", || {
             let outcome = self.kv_outcome(&result, |pairs| {
                 let total = pairs.iter().map(|(_, v)| v.len()).sum();

@@ -202,7 +202,7 @@ impl Store {
     /// # Errors
     /// This store is not SQLite or `to` not PostgreSQL, `to` holds sessions already, a value
     /// cannot be read, the copy fails (nothing is written then), or the counts differ.
-    pub fn copy_into(&self, to: &Store, progress: &dyn Fn(&str, u64)) -> Result<Vec<(String, u64)>> {
+    pub async fn copy_into(&self, to: &Store, progress: &dyn Fn(&str, u64)) -> Result<Vec<(String, u64)>> {
         let pg = to.pg().ok_or_else(|| Error::Pg("the destination of a copy must be PostgreSQL".into()))?;
         let mut tables: Vec<(String, String, Vec<Vec<Value>>)> = Vec::new();
         {
@@ -230,8 +230,8 @@ impl Store {
                 tables.push(((*table).to_string(), insert, out));
             }
         }
-        pg.copy_in(tables)?;
-        let counted = pg.count_rows(TABLES.iter().map(|(t, _)| (*t).to_string()).collect())?;
+        pg.copy_in(tables).await?;
+        let counted = pg.count_rows(TABLES.iter().map(|(t, _)| (*t).to_string()).collect()).await?;
         let conn = self.conn()?;
         for (table, rows) in &counted {
             let here: i64 = conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?;
@@ -247,7 +247,7 @@ impl Store {
 
 impl Pg {
     /// Insert every table's rows in one transaction, into a database with no sessions yet.
-    fn copy_in(&self, tables: Vec<(String, String, Vec<Vec<Value>>)>) -> Result<()> {
+    async fn copy_in(&self, tables: Vec<(String, String, Vec<Vec<Value>>)>) -> Result<()> {
         self.run(move |mut client| {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
@@ -277,10 +277,10 @@ impl Pg {
                 }
                 tx.commit().await.map_err(sql)
             })
-        })
+        }).await
     }
 
-    fn count_rows(&self, tables: Vec<String>) -> Result<Vec<(String, u64)>> {
+    async fn count_rows(&self, tables: Vec<String>) -> Result<Vec<(String, u64)>> {
         self.run(move |client| {
             Box::pin(async move {
                 let mut out = Vec::new();
@@ -292,5 +292,6 @@ impl Pg {
                 Ok(out)
             })
         })
+        .await
     }
 }

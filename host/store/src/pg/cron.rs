@@ -205,7 +205,7 @@ pub(crate) async fn mark_delivery_failed(tx: &Transaction<'_>, run_id: i64, erro
 }
 
 impl Pg {
-    pub(crate) fn cron_insert(&self, job: &Job, now: i64) -> Result<String> {
+    pub(crate) async fn cron_insert(&self, job: &Job, now: i64) -> Result<String> {
         let job = job.clone();
         self.run(move |mut client| {
             Box::pin(async move {
@@ -231,9 +231,10 @@ impl Pg {
                 Ok(id)
             })
         })
+        .await
     }
 
-    pub(crate) fn cron_update(&self, job: &Job, now: i64) -> Result<()> {
+    pub(crate) async fn cron_update(&self, job: &Job, now: i64) -> Result<()> {
         let job = job.clone();
         self.run(move |mut client| {
             Box::pin(async move {
@@ -246,20 +247,22 @@ impl Pg {
                 tx.commit().await.map_err(sql)
             })
         })
+        .await
     }
 
-    pub(crate) fn cron_job(&self, id: &str) -> Result<Option<Job>> {
+    pub(crate) async fn cron_job(&self, id: &str) -> Result<Option<Job>> {
         let id = id.to_string();
-        self.run(move |client| Box::pin(async move { one_job(&client, &id, false).await }))
+        self.run(move |client| Box::pin(async move { one_job(&client, &id, false).await })).await
     }
 
-    pub(crate) fn cron_jobs(&self) -> Result<Vec<Job>> {
+    pub(crate) async fn cron_jobs(&self) -> Result<Vec<Job>> {
         self.run(move |client| {
             Box::pin(async move { jobs(&client, "ORDER BY next_run_at IS NULL, next_run_at, created_at", &[]).await })
         })
+        .await
     }
 
-    pub(crate) fn cron_remove(&self, id: &str) -> Result<bool> {
+    pub(crate) async fn cron_remove(&self, id: &str) -> Result<bool> {
         let id = id.to_string();
         self.run(move |mut client| {
             Box::pin(async move {
@@ -270,11 +273,12 @@ impl Pg {
                 Ok(removed)
             })
         })
+        .await
     }
 
     /// Claim the jobs due by `due_by`: each leaves the `scheduled` state and gets a run, unless
     /// its due time ran already. Returns every job taken, with its claim when it got one.
-    pub(crate) fn cron_claim(
+    pub(crate) async fn cron_claim(
         &self,
         due_by: i64,
         now: i64,
@@ -308,10 +312,11 @@ impl Pg {
                 Ok(taken)
             })
         })
+        .await
     }
 
     /// Move each job's next run on (`(id, next)`).
-    pub(crate) fn cron_set_next(&self, next: Vec<(String, Option<i64>)>) -> Result<()> {
+    pub(crate) async fn cron_set_next(&self, next: Vec<(String, Option<i64>)>) -> Result<()> {
         self.run(move |mut client| {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;
@@ -321,9 +326,10 @@ impl Pg {
                 tx.commit().await.map_err(sql)
             })
         })
+        .await
     }
 
-    pub(crate) fn cron_claim_now(&self, id: &str, now: i64, holder: &str, ttl_ms: i64) -> Result<Claimed> {
+    pub(crate) async fn cron_claim_now(&self, id: &str, now: i64, holder: &str, ttl_ms: i64) -> Result<Claimed> {
         let (id, holder) = (id.to_string(), holder.to_string());
         self.run(move |mut client| {
             Box::pin(async move {
@@ -354,9 +360,10 @@ impl Pg {
                 }
             })
         })
+        .await
     }
 
-    pub(crate) fn cron_renew(&self, run_id: i64, token: &str, until: i64) -> Result<bool> {
+    pub(crate) async fn cron_renew(&self, run_id: i64, token: &str, until: i64) -> Result<bool> {
         let token = token.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -370,9 +377,10 @@ impl Pg {
                 Ok(n == 1)
             })
         })
+        .await
     }
 
-    pub(crate) fn cron_finish(&self, run_id: i64, token: &str, finish: &Finish, now: i64) -> Result<bool> {
+    pub(crate) async fn cron_finish(&self, run_id: i64, token: &str, finish: &Finish, now: i64) -> Result<bool> {
         let (token, finish) = (token.to_string(), finish.clone());
         self.run(move |mut client| {
             Box::pin(async move {
@@ -407,9 +415,10 @@ impl Pg {
                 Ok(true)
             })
         })
+        .await
     }
 
-    pub(crate) fn cron_reap(&self, now: i64) -> Result<Vec<Run>> {
+    pub(crate) async fn cron_reap(&self, now: i64) -> Result<Vec<Run>> {
         self.run(move |mut client| {
             Box::pin(async move {
                 let me = machine();
@@ -451,9 +460,10 @@ impl Pg {
                 Ok(reaped)
             })
         })
+        .await
     }
 
-    pub(crate) fn cron_runs(&self, id: &str, limit: usize) -> Result<Vec<Run>> {
+    pub(crate) async fn cron_runs(&self, id: &str, limit: usize) -> Result<Vec<Run>> {
         let id = id.to_string();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(move |client| {
@@ -469,10 +479,10 @@ impl Pg {
                     .map_err(sql)?;
                 rows.iter().map(|r| finish_run(raw_run(r))).collect()
             })
-        })
+        }).await
     }
 
-    pub(crate) fn cron_run(&self, run_id: i64) -> Result<Option<Run>> {
+    pub(crate) async fn cron_run(&self, run_id: i64) -> Result<Option<Run>> {
         self.run(move |client| {
             Box::pin(async move {
                 let row = client
@@ -482,9 +492,10 @@ impl Pg {
                 row.map(|r| finish_run(raw_run(&r))).transpose()
             })
         })
+        .await
     }
 
-    pub(crate) fn cron_delivery_failed(&self, run_id: i64, error: &str) -> Result<()> {
+    pub(crate) async fn cron_delivery_failed(&self, run_id: i64, error: &str) -> Result<()> {
         let error = error.to_string();
         self.run(move |mut client| {
             Box::pin(async move {
@@ -493,5 +504,6 @@ impl Pg {
                 tx.commit().await.map_err(sql)
             })
         })
+        .await
     }
 }

@@ -42,7 +42,7 @@ fn pairing(r: &Row) -> Pairing {
 }
 
 impl Pg {
-    pub(crate) fn pairing_request(
+    pub(crate) async fn pairing_request(
         &self,
         platform: &str,
         user_id: &str,
@@ -97,10 +97,10 @@ impl Pg {
                 tx.commit().await.map_err(sql)?;
                 Ok(Request::New(code))
             })
-        })
+        }).await
     }
 
-    pub(crate) fn pairing_approve(&self, code: &str) -> Result<Pairing> {
+    pub(crate) async fn pairing_approve(&self, code: &str) -> Result<Pairing> {
         let code = code.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -119,9 +119,10 @@ impl Pg {
                 row.as_ref().map(pairing).ok_or(Error::PairingNotFound { code })
             })
         })
+        .await
     }
 
-    pub(crate) fn pairing_revoke(&self, platform: &str, user_id: &str) -> Result<bool> {
+    pub(crate) async fn pairing_revoke(&self, platform: &str, user_id: &str) -> Result<bool> {
         let (platform, user_id) = (platform.to_string(), user_id.to_string());
         self.run(move |client| {
             Box::pin(async move {
@@ -132,9 +133,10 @@ impl Pg {
                 Ok(n > 0)
             })
         })
+        .await
     }
 
-    pub(crate) fn is_paired(&self, platform: &str, user_id: &str) -> Result<bool> {
+    pub(crate) async fn is_paired(&self, platform: &str, user_id: &str) -> Result<bool> {
         let (platform, user_id) = (platform.to_string(), user_id.to_string());
         self.run(move |client| {
             Box::pin(async move {
@@ -148,9 +150,10 @@ impl Pg {
                 Ok(row.is_some())
             })
         })
+        .await
     }
 
-    pub(crate) fn pairings(&self) -> Result<Vec<Pairing>> {
+    pub(crate) async fn pairings(&self) -> Result<Vec<Pairing>> {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
@@ -160,9 +163,10 @@ impl Pg {
                 Ok(rows.iter().map(pairing).collect())
             })
         })
+        .await
     }
 
-    pub(crate) fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
+    pub(crate) async fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
         let (platform, chat, thread, body, key) = (
             d.platform.to_string(),
             d.chat_id.to_string(),
@@ -192,9 +196,10 @@ impl Pg {
                 Ok(client.q1("SELECT id FROM deliveries WHERE key = $1", &[&key]).await.map_err(sql)?.get(0))
             })
         })
+        .await
     }
 
-    pub(crate) fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
+    pub(crate) async fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
         let platform = platform.to_string();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(move |client| {
@@ -210,9 +215,10 @@ impl Pg {
                 Ok(rows.iter().map(delivery).collect())
             })
         })
+        .await
     }
 
-    pub(crate) fn deliveries_claim(
+    pub(crate) async fn deliveries_claim(
         &self,
         platform: &str,
         now: i64,
@@ -251,9 +257,10 @@ impl Pg {
                 Ok(due)
             })
         })
+        .await
     }
 
-    pub(crate) fn delivery_next_at(&self, platform: &str) -> Result<Option<i64>> {
+    pub(crate) async fn delivery_next_at(&self, platform: &str) -> Result<Option<i64>> {
         let platform = platform.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -264,9 +271,10 @@ impl Pg {
                 Ok(row.get(0))
             })
         })
+        .await
     }
 
-    pub(crate) fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
+    pub(crate) async fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
         let sent_id = sent_id.to_string();
         self.run(move |mut client| {
             Box::pin(async move {
@@ -290,9 +298,10 @@ impl Pg {
                 tx.commit().await.map_err(sql)
             })
         })
+        .await
     }
 
-    pub(crate) fn deliveries_by_prefix(&self, prefix: &str) -> Result<Vec<(String, String, Option<String>)>> {
+    pub(crate) async fn deliveries_by_prefix(&self, prefix: &str) -> Result<Vec<(String, String, Option<String>)>> {
         let prefix = prefix.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -306,9 +315,10 @@ impl Pg {
                 Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
             })
         })
+        .await
     }
 
-    pub(crate) fn delivery_failed(&self, id: i64, error: &str) -> Result<Failed> {
+    pub(crate) async fn delivery_failed(&self, id: i64, error: &str) -> Result<Failed> {
         let error = error.to_string();
         self.run(move |mut client| {
             Box::pin(async move {
@@ -348,9 +358,10 @@ impl Pg {
                 Ok(Failed::Retry { attempts })
             })
         })
+        .await
     }
 
-    pub(crate) fn webhook_seen(&self, route: &str, id: &str) -> Result<bool> {
+    pub(crate) async fn webhook_seen(&self, route: &str, id: &str) -> Result<bool> {
         let (route, id) = (route.to_string(), id.to_string());
         self.run(move |client| {
             Box::pin(async move {
@@ -370,9 +381,10 @@ impl Pg {
                 Ok(added == 0)
             })
         })
+        .await
     }
 
-    pub(crate) fn delivery_counts(&self) -> Result<Counts> {
+    pub(crate) async fn delivery_counts(&self) -> Result<Counts> {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
@@ -391,5 +403,6 @@ impl Pg {
                 Ok(counts)
             })
         })
+        .await
     }
 }

@@ -29,7 +29,7 @@ fn entry(r: &Row) -> Entry {
 
 impl Pg {
     /// Keep `e` and, when it is new, send `notice` in the same statement.
-    pub(crate) fn inbox_put(&self, e: &NewEntry<'_>, notice: &str) -> Result<Put> {
+    pub(crate) async fn inbox_put(&self, e: &NewEntry<'_>, notice: &str) -> Result<Put> {
         let (account, chat_id, thread_id, session_key, message_id, kind, body) = (
             e.account.to_string(),
             e.chat_id.to_string(),
@@ -80,10 +80,10 @@ impl Pg {
                     .map_err(sql)?;
                 Ok(Put::Known(Box::new(entry(&known))))
             })
-        })
+        }).await
     }
 
-    pub(crate) fn inbox_get(&self, id: i64) -> Result<Option<Entry>> {
+    pub(crate) async fn inbox_get(&self, id: i64) -> Result<Option<Entry>> {
         self.run(move |client| {
             Box::pin(async move {
                 let row =
@@ -91,9 +91,10 @@ impl Pg {
                 Ok(row.as_ref().map(entry))
             })
         })
+        .await
     }
 
-    pub(crate) fn inbox_open(&self, session_key: &str) -> Result<Vec<Entry>> {
+    pub(crate) async fn inbox_open(&self, session_key: &str) -> Result<Vec<Entry>> {
         let session_key = session_key.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -107,9 +108,10 @@ impl Pg {
                 Ok(rows.iter().map(entry).collect())
             })
         })
+        .await
     }
 
-    pub(crate) fn inbox_open_keys(&self) -> Result<Vec<String>> {
+    pub(crate) async fn inbox_open_keys(&self) -> Result<Vec<String>> {
         self.run(move |client| {
             Box::pin(async move {
                 let rows = client
@@ -121,10 +123,10 @@ impl Pg {
                     .map_err(sql)?;
                 Ok(rows.iter().map(|r| r.get(0)).collect())
             })
-        })
+        }).await
     }
 
-    pub(crate) fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
+    pub(crate) async fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
         let session_id = session_id.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -137,10 +139,10 @@ impl Pg {
                     .map_err(sql)?;
                 Ok(())
             })
-        })
+        }).await
     }
 
-    pub(crate) fn inbox_streamed(&self, id: i64, streamed: &str) -> Result<()> {
+    pub(crate) async fn inbox_streamed(&self, id: i64, streamed: &str) -> Result<()> {
         let streamed = streamed.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -148,10 +150,11 @@ impl Pg {
                 Ok(())
             })
         })
+        .await
     }
 
     /// Mark entry `id` done and send `notice`, in one statement.
-    pub(crate) fn inbox_done(&self, id: i64, reply: Option<&str>, notice: &str) -> Result<()> {
+    pub(crate) async fn inbox_done(&self, id: i64, reply: Option<&str>, notice: &str) -> Result<()> {
         let (reply, notice) = (reply.map(str::to_string), notice.to_string());
         self.run(move |client| {
             Box::pin(async move {
@@ -166,9 +169,10 @@ impl Pg {
                 Ok(())
             })
         })
+        .await
     }
 
-    pub(crate) fn inbox_prune(&self, before: i64) -> Result<usize> {
+    pub(crate) async fn inbox_prune(&self, before: i64) -> Result<usize> {
         self.run(move |client| {
             Box::pin(async move {
                 let n = client
@@ -178,5 +182,6 @@ impl Pg {
                 Ok(usize::try_from(n).unwrap_or(usize::MAX))
             })
         })
+        .await
     }
 }

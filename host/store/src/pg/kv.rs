@@ -57,7 +57,7 @@ async fn put(tx: &Transaction<'_>, plugin: &str, key: &str, value: &[u8]) -> Res
 }
 
 impl Pg {
-    pub(crate) fn kv_get(&self, plugin: &str, key: &str) -> Result<Option<Vec<u8>>> {
+    pub(crate) async fn kv_get(&self, plugin: &str, key: &str) -> Result<Option<Vec<u8>>> {
         let (plugin, key) = (plugin.to_string(), key.to_string());
         self.run(move |client| {
             Box::pin(async move {
@@ -68,9 +68,10 @@ impl Pg {
                 Ok(row.map(|r| r.get(0)))
             })
         })
+        .await
     }
 
-    pub(crate) fn kv_set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
+    pub(crate) async fn kv_set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
         let (plugin, key, value) = (plugin.to_string(), key.to_string(), value.to_vec());
         self.run(move |mut client| {
             Box::pin(async move {
@@ -80,9 +81,10 @@ impl Pg {
                 tx.commit().await.map_err(sql)
             })
         })
+        .await
     }
 
-    pub(crate) fn kv_delete(&self, plugin: &str, key: &str) -> Result<()> {
+    pub(crate) async fn kv_delete(&self, plugin: &str, key: &str) -> Result<()> {
         let (plugin, key) = (plugin.to_string(), key.to_string());
         self.run(move |client| {
             Box::pin(async move {
@@ -93,9 +95,10 @@ impl Pg {
                 Ok(())
             })
         })
+        .await
     }
 
-    pub(crate) fn kv_compare_and_set(
+    pub(crate) async fn kv_compare_and_set(
         &self,
         plugin: &str,
         key: &str,
@@ -124,9 +127,10 @@ impl Pg {
                 Ok(true)
             })
         })
+        .await
     }
 
-    pub(crate) fn kv_increment(&self, plugin: &str, key: &str, delta: i64) -> Result<i64> {
+    pub(crate) async fn kv_increment(&self, plugin: &str, key: &str, delta: i64) -> Result<i64> {
         let (plugin, key) = (plugin.to_string(), key.to_string());
         self.run(move |mut client| {
             Box::pin(async move {
@@ -146,18 +150,20 @@ impl Pg {
                 Ok(next)
             })
         })
+        .await
     }
 
-    pub(crate) fn kv_clear(&self, plugin: &str) -> Result<u64> {
+    pub(crate) async fn kv_clear(&self, plugin: &str) -> Result<u64> {
         let plugin = plugin.to_string();
         self.run(move |client| {
             Box::pin(
                 async move { client.exec("DELETE FROM plugin_kv WHERE plugin = $1", &[&plugin]).await.map_err(sql) },
             )
         })
+        .await
     }
 
-    pub(crate) fn kv_adopt(&self, from: &str, to: &str) -> Result<u64> {
+    pub(crate) async fn kv_adopt(&self, from: &str, to: &str) -> Result<u64> {
         let (from, to) = (from.to_string(), to.to_string());
         self.run(move |mut client| {
             Box::pin(async move {
@@ -175,10 +181,11 @@ impl Pg {
                 Ok(moved)
             })
         })
+        .await
     }
 
     /// Keys under `prefix` with their values, in byte order, read by one statement.
-    pub(crate) fn kv_entries(&self, plugin: &str, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+    pub(crate) async fn kv_entries(&self, plugin: &str, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
         let (plugin, prefix) = (plugin.to_string(), prefix.to_string());
         self.run(move |client| {
             Box::pin(async move {
@@ -193,9 +200,10 @@ impl Pg {
                 Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
             })
         })
+        .await
     }
 
-    pub(crate) fn kv_keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>> {
+    pub(crate) async fn kv_keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>> {
         let (plugin, prefix) = (plugin.to_string(), prefix.to_string());
         self.run(move |client| {
             Box::pin(async move {
@@ -208,10 +216,10 @@ impl Pg {
                     .map_err(sql)?;
                 Ok(rows.into_iter().map(|r| r.get(0)).collect())
             })
-        })
+        }).await
     }
 
-    pub(crate) fn kv_usage(&self, plugin: &str) -> Result<(u64, u64)> {
+    pub(crate) async fn kv_usage(&self, plugin: &str) -> Result<(u64, u64)> {
         let plugin = plugin.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -225,6 +233,6 @@ impl Pg {
                 let (keys, bytes): (i64, i64) = (row.get(0), row.get(1));
                 Ok((keys.unsigned_abs(), bytes.unsigned_abs()))
             })
-        })
+        }).await
     }
 }

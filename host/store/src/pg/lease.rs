@@ -35,7 +35,7 @@ async fn lock(tx: &Transaction<'_>, session_id: &str) -> Result<()> {
 }
 
 impl Pg {
-    pub(crate) fn try_lease(&self, session_id: &str, holder: &str, now: i64, expires: i64) -> Result<Leased> {
+    pub(crate) async fn try_lease(&self, session_id: &str, holder: &str, now: i64, expires: i64) -> Result<Leased> {
         let (session_id, holder) = (session_id.to_string(), holder.to_string());
         self.run(move |mut client| {
             Box::pin(async move {
@@ -63,9 +63,10 @@ impl Pg {
                 Ok(Leased::Granted(token))
             })
         })
+        .await
     }
 
-    pub(crate) fn renew_lease(&self, session_id: &str, token: &str, expires: i64) -> Result<bool> {
+    pub(crate) async fn renew_lease(&self, session_id: &str, token: &str, expires: i64) -> Result<bool> {
         let (session_id, token) = (session_id.to_string(), token.to_string());
         self.run(move |client| {
             Box::pin(async move {
@@ -79,10 +80,11 @@ impl Pg {
                 Ok(n == 1)
             })
         })
+        .await
     }
 
     /// Give the lease back (when it is still ours) and send `notice`, in one statement.
-    pub(crate) fn release_lease(&self, session_id: &str, token: &str, notice: &str) -> Result<()> {
+    pub(crate) async fn release_lease(&self, session_id: &str, token: &str, notice: &str) -> Result<()> {
         let (session_id, token, notice) = (session_id.to_string(), token.to_string(), notice.to_string());
         self.run(move |client| {
             Box::pin(async move {
@@ -97,14 +99,15 @@ impl Pg {
                 Ok(())
             })
         })
+        .await
     }
 
-    pub(crate) fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {
+    pub(crate) async fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {
         let session_id = session_id.to_string();
-        self.run(move |client| Box::pin(async move { current(&client, &session_id).await }))
+        self.run(move |client| Box::pin(async move { current(&client, &session_id).await })).await
     }
 
-    pub(crate) fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
+    pub(crate) async fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
         let session_id = session_id.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -117,6 +120,6 @@ impl Pg {
                     .map_err(sql)?;
                 Ok((row.get(0), row.get(1)))
             })
-        })
+        }).await
     }
 }

@@ -123,14 +123,14 @@ fn substrings(groups: &[Vec<(bool, String, bool)>], short: (&[&str], &[&str]), p
 }
 
 impl Pg {
-    pub(crate) fn search(&self, q: &SearchQuery<'_>, limit: usize) -> Result<Vec<SearchHit>> {
+    pub(crate) async fn search(&self, q: &SearchQuery<'_>, limit: usize) -> Result<Vec<SearchHit>> {
         let parsed = Query::parse(q.text);
         let cjk = has_cjk(q.text);
         if !cjk {
             let groups = parsed.groups(true);
             let mut p = Params::default();
             if let Some(expr) = tsquery(&groups, &mut p) {
-                let hits = self.run_search(q, limit, p, SearchKind::Words(expr), Vec::new())?;
+                let hits = self.run_search(q, limit, p, SearchKind::Words(expr), Vec::new()).await?;
                 if !hits.is_empty() {
                     return Ok(hits);
                 }
@@ -148,10 +148,10 @@ impl Pg {
         let condition = substrings(&groups, (&wanted, &unwanted), &mut p);
         let mut marks: Vec<String> = groups.iter().flatten().filter(|(n, ..)| !n).map(|(_, t, _)| t.clone()).collect();
         marks.extend(wanted.iter().map(|t| (*t).to_string()));
-        self.run_search(q, limit, p, SearchKind::Substrings(condition), marks)
+        self.run_search(q, limit, p, SearchKind::Substrings(condition), marks).await
     }
 
-    fn run_search(
+    async fn run_search(
         &self,
         q: &SearchQuery<'_>,
         limit: usize,
@@ -199,20 +199,22 @@ impl Pg {
             ),
         };
         let (values, grams) = (p.values, p.grams);
-        let rows = self.run(move |client| {
-            Box::pin(async move {
-                let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| &**v as &(dyn ToSql + Sync)).collect();
-                if grams {
-                    // Planned for these very grams: the planner knows from the column's
-                    // statistics whether one is rare (the index finds it at once) or common (the
-                    // newest messages hold it). A kept statement soon gets one generic plan, which
-                    // scans every message, newest first, for a gram no message has.
-                    client.query(sql_text.as_str(), &params).await.map_err(sql)
-                } else {
-                    client.q(&sql_text, &params).await.map_err(sql)
-                }
+        let rows = self
+            .run(move |client| {
+                Box::pin(async move {
+                    let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| &**v as &(dyn ToSql + Sync)).collect();
+                    if grams {
+                        // Planned for these very grams: the planner knows from the column's
+                        // statistics whether one is rare (the index finds it at once) or common (the
+                        // newest messages hold it). A kept statement soon gets one generic plan, which
+                        // scans every message, newest first, for a gram no message has.
+                        client.query(sql_text.as_str(), &params).await.map_err(sql)
+                    } else {
+                        client.q(&sql_text, &params).await.map_err(sql)
+                    }
+                })
             })
-        })?;
+            .await?;
         let marks: Vec<&str> = marks.iter().map(String::as_str).collect();
         rows.iter()
             .map(|r| {

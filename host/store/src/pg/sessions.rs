@@ -108,7 +108,7 @@ async fn add_usage(
 }
 
 impl Pg {
-    pub(crate) fn create_session(&self, s: &NewSession, now: i64) -> Result<()> {
+    pub(crate) async fn create_session(&self, s: &NewSession, now: i64) -> Result<()> {
         let s = s.clone();
         self.run(move |mut client| {
             Box::pin(async move {
@@ -134,10 +134,10 @@ impl Pg {
                 }
                 tx.commit().await.map_err(sql)
             })
-        })
+        }).await
     }
 
-    pub(crate) fn fork_session(&self, from: &str, new_id: &str, now: i64) -> Result<()> {
+    pub(crate) async fn fork_session(&self, from: &str, new_id: &str, now: i64) -> Result<()> {
         let (from, new_id) = (from.to_string(), new_id.to_string());
         self.run(move |mut client| {
             Box::pin(async move {
@@ -167,10 +167,10 @@ impl Pg {
                 .map_err(sql)?;
                 tx.commit().await.map_err(sql)
             })
-        })
+        }).await
     }
 
-    pub(crate) fn append(
+    pub(crate) async fn append(
         &self,
         session_id: &str,
         rows: Vec<MessageRow>,
@@ -239,15 +239,16 @@ impl Pg {
                 tx.commit().await.map_err(sql)?;
                 Ok(ids)
             })
-        })
+        }).await
     }
 
-    pub(crate) fn add_usage(&self, session_id: &str, usage: &Usage, api_calls: u32, now: i64) -> Result<()> {
+    pub(crate) async fn add_usage(&self, session_id: &str, usage: &Usage, api_calls: u32, now: i64) -> Result<()> {
         let (session_id, usage) = (session_id.to_string(), *usage);
         self.run(move |client| Box::pin(async move { add_usage(&client, &session_id, &usage, api_calls, now).await }))
+            .await
     }
 
-    pub(crate) fn session(&self, id: &str) -> Result<Option<SessionInfo>> {
+    pub(crate) async fn session(&self, id: &str) -> Result<Option<SessionInfo>> {
         let id = id.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -255,9 +256,10 @@ impl Pg {
                 Ok(row.as_ref().map(session_from_row))
             })
         })
+        .await
     }
 
-    pub(crate) fn system_prompt(&self, id: &str) -> Result<String> {
+    pub(crate) async fn system_prompt(&self, id: &str) -> Result<String> {
         let id = id.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -265,10 +267,11 @@ impl Pg {
                 row.map(|r| r.get(0)).ok_or_else(|| not_found(&id))
             })
         })
+        .await
     }
 
     /// The id of the session titled `title` (ignoring case), if any.
-    pub(crate) fn session_titled(&self, title: &str) -> Result<Option<String>> {
+    pub(crate) async fn session_titled(&self, title: &str) -> Result<Option<String>> {
         let title = title.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -279,10 +282,11 @@ impl Pg {
                 Ok(row.map(|r| r.get(0)))
             })
         })
+        .await
     }
 
     /// Ids starting with `prefix`, newest first, at most `limit`.
-    pub(crate) fn session_ids_starting(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+    pub(crate) async fn session_ids_starting(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
         let prefix = prefix.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -296,9 +300,10 @@ impl Pg {
                 Ok(rows.iter().map(|r| r.get(0)).collect())
             })
         })
+        .await
     }
 
-    pub(crate) fn list_sessions(&self, q: &ListQuery<'_>) -> Result<Vec<SessionInfo>> {
+    pub(crate) async fn list_sessions(&self, q: &ListQuery<'_>) -> Result<Vec<SessionInfo>> {
         let (children, source, parent) =
             (q.include_children, q.source.map(String::from), q.parent_id.map(String::from));
         let (limit, offset) = (count(q.limit), count(q.offset));
@@ -319,10 +324,11 @@ impl Pg {
                 Ok(rows.iter().map(session_from_row).collect())
             })
         })
+        .await
     }
 
     /// The session's active messages, or `None` when there is no such session.
-    pub(crate) fn messages(&self, session_id: &str) -> Result<Option<Vec<RawMessage>>> {
+    pub(crate) async fn messages(&self, session_id: &str) -> Result<Option<Vec<RawMessage>>> {
         let session_id = session_id.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -339,11 +345,12 @@ impl Pg {
                 Ok(Some(rows.iter().map(raw_message).collect()))
             })
         })
+        .await
     }
 
     /// The session's system prompt and active messages in one statement, or `None` when there
     /// is no such session.
-    pub(crate) fn history(&self, session_id: &str) -> Result<Option<(String, Vec<RawMessage>)>> {
+    pub(crate) async fn history(&self, session_id: &str) -> Result<Option<(String, Vec<RawMessage>)>> {
         let session_id = session_id.to_string();
         self.run(move |client| {
             Box::pin(async move {
@@ -364,9 +371,10 @@ impl Pg {
                 Ok(Some((prompt, messages.map(|r| raw_message_from(r, 1)).collect())))
             })
         })
+        .await
     }
 
-    pub(crate) fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<RawMessage>> {
+    pub(crate) async fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<RawMessage>> {
         self.run(move |client| {
             Box::pin(async move {
                 let session: Option<String> = client
@@ -398,9 +406,10 @@ impl Pg {
                 Ok(before.iter().rev().chain(after.iter()).map(raw_message).collect())
             })
         })
+        .await
     }
 
-    pub(crate) fn title(&self, id: &str, title: &str, replace: bool) -> Result<bool> {
+    pub(crate) async fn title(&self, id: &str, title: &str, replace: bool) -> Result<bool> {
         let (id, title) = (id.to_string(), title.to_string());
         self.run(move |mut client| {
             Box::pin(async move {
@@ -429,9 +438,10 @@ impl Pg {
                 Ok(set)
             })
         })
+        .await
     }
 
-    pub(crate) fn delete_session(&self, id: &str) -> Result<()> {
+    pub(crate) async fn delete_session(&self, id: &str) -> Result<()> {
         let id = id.to_string();
         self.run(move |mut client| {
             Box::pin(async move {
@@ -444,9 +454,10 @@ impl Pg {
                 tx.commit().await.map_err(sql)
             })
         })
+        .await
     }
 
-    pub(crate) fn end_session(&self, id: &str, reason: &str, now: i64) -> Result<()> {
+    pub(crate) async fn end_session(&self, id: &str, reason: &str, now: i64) -> Result<()> {
         let (id, reason) = (id.to_string(), reason.to_string());
         self.run(move |client| {
             Box::pin(async move {
@@ -460,9 +471,10 @@ impl Pg {
                 Ok(())
             })
         })
+        .await
     }
 
-    pub(crate) fn undo_last_turn(&self, session_id: &str, now: i64) -> Result<usize> {
+    pub(crate) async fn undo_last_turn(&self, session_id: &str, now: i64) -> Result<usize> {
         let session_id = session_id.to_string();
         self.run(move |mut client| {
             Box::pin(async move {
@@ -512,5 +524,6 @@ impl Pg {
                 Ok(undone)
             })
         })
+        .await
     }
 }

@@ -44,17 +44,17 @@ fn assert_indexes_sound(path: &std::path::Path) {
 }
 
 /// The ids of the messages a search finds, in id order.
-fn hits(s: &Store, text: &str) -> Vec<i64> {
+async fn hits(s: &Store, text: &str) -> Vec<i64> {
     let mut ids: Vec<i64> =
-        s.search(&SearchQuery::new(text)).expect("search").into_iter().map(|h| h.message_id).collect();
+        s.search(&SearchQuery::new(text)).await.expect("search").into_iter().map(|h| h.message_id).collect();
     ids.sort_unstable();
     ids
 }
 
-#[test]
-fn a_search_finds_what_was_committed_before_it_even_in_the_middle_of_a_turn() {
+#[tokio::test]
+async fn a_search_finds_what_was_committed_before_it_even_in_the_middle_of_a_turn() {
     let (dir, s) = store();
-    create(&s, "s");
+    create(&s, "s").await;
     let ids = s
         .append_messages(
             "s",
@@ -63,23 +63,24 @@ fn a_search_finds_what_was_committed_before_it_even_in_the_middle_of_a_turn() {
                 calls("", vec![tool_call("c1", "read_file", r#"{"path":"quokka.txt"}"#)]),
             ],
         )
+        .await
         .expect("append");
     let path = dir.path().join("state.db");
     assert_eq!(watermark(&path).0, 0, "nothing is indexed before the turn ends or a search asks");
-    assert_eq!(hits(&s, "quokka"), ids, "both the question and the call are found");
+    assert_eq!(hits(&s, "quokka").await, ids, "both the question and the call are found");
     assert_eq!(watermark(&path), (ids[1], ids[1]), "the search brought the indexes up to date");
     assert_indexes_sound(&path);
 }
 
-#[test]
-fn a_turn_that_ends_indexes_once_a_batch_is_waiting() {
+#[tokio::test]
+async fn a_turn_that_ends_indexes_once_a_batch_is_waiting() {
     let (dir, s) = store();
     let path = dir.path().join("state.db");
-    create(&s, "s");
+    create(&s, "s").await;
     let mut last = Vec::new();
     let turns = INDEX_BATCH / 2;
     for i in 0..turns {
-        last = turn(&s, "s", &format!("question {i}"), &format!("answer {i}"));
+        last = turn(&s, "s", &format!("question {i}"), &format!("answer {i}")).await;
         let (mark, top) = watermark(&path);
         if top < INDEX_BATCH {
             assert_eq!(mark, 0, "turn {i}: {top} messages wait, fewer than a batch");
@@ -88,36 +89,38 @@ fn a_turn_that_ends_indexes_once_a_batch_is_waiting() {
     assert_eq!(watermark(&path), (last[1], last[1]), "the turn that filled the batch indexed it");
     // A commit that does not end a turn (a call for tools) never indexes.
     for i in 0..INDEX_BATCH {
-        s.append_messages("s", &[calls("", vec![tool_call(&format!("c{i}"), "read_file", "{}")])]).expect("append");
+        s.append_messages("s", &[calls("", vec![tool_call(&format!("c{i}"), "read_file", "{}")])])
+            .await
+            .expect("append");
     }
     assert_eq!(watermark(&path).0, last[1]);
-    assert_eq!(hits(&s, "question").len(), 20, "a search still sees everything (up to its limit)");
+    assert_eq!(hits(&s, "question").await.len(), 20, "a search still sees everything (up to its limit)");
     assert_indexes_sound(&path);
 }
 
-#[test]
-fn undo_and_delete_of_messages_not_indexed_yet_leave_the_indexes_sound() {
+#[tokio::test]
+async fn undo_and_delete_of_messages_not_indexed_yet_leave_the_indexes_sound() {
     let (dir, s) = store();
     let path = dir.path().join("state.db");
-    create(&s, "s");
-    create(&s, "t");
-    let kept = turn(&s, "s", "the wombat sleeps", "it does");
-    assert_eq!(hits(&s, "wombat"), vec![kept[0]]);
+    create(&s, "s").await;
+    create(&s, "t").await;
+    let kept = turn(&s, "s", "the wombat sleeps", "it does").await;
+    assert_eq!(hits(&s, "wombat").await, vec![kept[0]]);
     // Above the watermark: undone and deleted before any batch took them.
-    turn(&s, "s", "the wombat digs", "deep");
-    assert_eq!(s.undo_last_turn("s").expect("undo"), 2);
-    turn(&s, "t", "wombat burrows", "long ones");
-    s.delete_session("t").expect("delete");
-    assert_eq!(hits(&s, "wombat"), vec![kept[0]], "only the message still there and active");
+    turn(&s, "s", "the wombat digs", "deep").await;
+    assert_eq!(s.undo_last_turn("s").await.expect("undo"), 2);
+    turn(&s, "t", "wombat burrows", "long ones").await;
+    s.delete_session("t").await.expect("delete");
+    assert_eq!(hits(&s, "wombat").await, vec![kept[0]], "only the message still there and active");
     assert_indexes_sound(&path);
     // At or below it: the triggers take indexed rows out.
-    assert_eq!(s.undo_last_turn("s").expect("undo"), 2);
-    assert!(hits(&s, "wombat").is_empty());
+    assert_eq!(s.undo_last_turn("s").await.expect("undo"), 2);
+    assert!(hits(&s, "wombat").await.is_empty());
     assert_indexes_sound(&path);
 }
 
-#[test]
-fn a_file_indexed_message_by_message_keeps_every_hit_once_after_the_migration() {
+#[tokio::test]
+async fn a_file_indexed_message_by_message_keeps_every_hit_once_after_the_migration() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("state.db");
     {
@@ -138,13 +141,13 @@ fn a_file_indexed_message_by_message_keeps_every_hit_once_after_the_migration() 
     }
     let s = Store::open(&path).expect("open migrates");
     assert_eq!(watermark(&path), (2, 2), "what v4 indexed is marked indexed");
-    assert_eq!(hits(&s, "platypus"), vec![1, 2], "found once each, not indexed twice");
-    create(&s, "new");
-    let ids = turn(&s, "new", "one more platypus", "noted");
-    assert_eq!(hits(&s, "platypus"), vec![1, 2, ids[0]], "old and new, once each");
+    assert_eq!(hits(&s, "platypus").await, vec![1, 2], "found once each, not indexed twice");
+    create(&s, "new").await;
+    let ids = turn(&s, "new", "one more platypus", "noted").await;
+    assert_eq!(hits(&s, "platypus").await, vec![1, 2, ids[0]], "old and new, once each");
     assert_indexes_sound(&path);
-    assert_eq!(s.undo_last_turn("new").expect("undo"), 2);
-    s.delete_session("old").expect("delete");
-    assert!(hits(&s, "platypus").is_empty());
+    assert_eq!(s.undo_last_turn("new").await.expect("undo"), 2);
+    s.delete_session("old").await.expect("delete");
+    assert!(hits(&s, "platypus").await.is_empty());
     assert_indexes_sound(&path);
 }

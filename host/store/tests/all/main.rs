@@ -22,21 +22,21 @@ fn store() -> (tempfile::TempDir, Store) {
 }
 
 /// A store on a fresh database of this test process's PostgreSQL.
-fn pg_store() -> Store {
+async fn pg_store() -> Store {
     let url = talaria_test_support::postgres::Postgres::shared().database();
-    Store::connect(&url).expect("connect to PostgreSQL")
+    Store::connect(&url).await.expect("connect to PostgreSQL")
 }
 
-/// Run each named case (a `fn(&Store)`) on SQLite and on PostgreSQL: `sqlite::NAME` and
+/// Run each named case (an `async fn(&Store)`) on SQLite and on PostgreSQL: `sqlite::NAME` and
 /// `postgres::NAME`.
 #[macro_export]
 macro_rules! on_both_engines {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
-            $( #[test] fn $name() { let (_dir, s) = $crate::store(); super::$name(&s); } )*
+            $( #[tokio::test] async fn $name() { let (_dir, s) = $crate::store(); super::$name(&s).await; } )*
         }
         mod postgres {
-            $( #[test] fn $name() { let s = $crate::pg_store(); super::$name(&s); } )*
+            $( #[tokio::test] async fn $name() { let s = $crate::pg_store().await; super::$name(&s).await; } )*
         }
     };
 }
@@ -53,8 +53,8 @@ fn new_session(id: &str) -> NewSession {
     }
 }
 
-fn create(store: &Store, id: &str) {
-    store.create_session(&new_session(id)).expect("create session");
+async fn create(store: &Store, id: &str) {
+    store.create_session(&new_session(id)).await.expect("create session");
 }
 
 fn tool_call(id: &str, name: &str, arguments: &str) -> ToolCall {
@@ -67,6 +67,6 @@ fn calls(content: &str, tool_calls: Vec<ToolCall>) -> Message {
 }
 
 /// Append one turn: the user's message and the assistant's answer.
-fn turn(store: &Store, session: &str, user: &str, answer: &str) -> Vec<i64> {
-    store.append_messages(session, &[Message::user(user), Message::assistant(answer)]).expect("append")
+async fn turn(store: &Store, session: &str, user: &str, answer: &str) -> Vec<i64> {
+    store.append_messages(session, &[Message::user(user), Message::assistant(answer)]).await.expect("append")
 }

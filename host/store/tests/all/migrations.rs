@@ -15,8 +15,8 @@ const SCHEMA_V1: &str = "CREATE TABLE plugin_kv (
     PRIMARY KEY (plugin, key)
 ) WITHOUT ROWID;";
 
-#[test]
-fn a_file_with_only_plugin_data_is_migrated_and_keeps_it() {
+#[tokio::test]
+async fn a_file_with_only_plugin_data_is_migrated_and_keeps_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("state.db");
     {
@@ -28,10 +28,10 @@ fn a_file_with_only_plugin_data_is_migrated_and_keeps_it() {
         conn.pragma_update(None, "user_version", 1).expect("version");
     }
     let s = Store::open(&path).expect("open migrates");
-    assert_eq!(s.kv_get("weather", "city").expect("kv"), Some(b"Lisbon".to_vec()));
-    create(&s, "s");
-    turn(&s, "s", "after the migration", "fine");
-    assert_eq!(s.search(&SearchQuery::new("migration")).expect("search").len(), 1);
+    assert_eq!(s.kv_get("weather", "city").await.expect("kv"), Some(b"Lisbon".to_vec()));
+    create(&s, "s").await;
+    turn(&s, "s", "after the migration", "fine").await;
+    assert_eq!(s.search(&SearchQuery::new("migration")).await.expect("search").len(), 1);
     drop(s);
     let conn = Connection::open(&path).expect("open raw");
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
