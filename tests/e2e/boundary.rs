@@ -205,7 +205,7 @@ fn an_update_from_another_publisher_is_refused_and_when_accepted_starts_afresh()
 fn installing_under_a_bundled_plugins_name_is_refused_unless_asked_and_starts_empty() {
     let t = Talaria::new();
     let store = talaria_store::Store::open(&t.home.path().join("state.db")).expect("store");
-    store.kv_set("journal", "turns", b"what the user said yesterday").expect("set");
+    talaria_test_support::wait(store.kv_set("journal", "turns", b"what the user said yesterday")).expect("set");
     drop(store);
     let src = tempfile::tempdir().expect("src");
     let dir = evil_dir(src.path(), "journal", "1.0.0", "kv = true");

@@ -310,7 +310,7 @@ fn due_job(t: &Talaria, deliver: &str, prompt: &str) -> String {
         creator: "user".into(),
         ..Job::default()
     };
-    store.cron_insert(&job).expect("insert")
+    talaria_test_support::wait(store.cron_insert(&job)).expect("insert")
 }
 
 #[test]

@@ -292,24 +292,22 @@ fn home_with_sessions(t: &Talaria, n: usize) -> std::path::PathBuf {
     let store = talaria_store::Store::open(&path).expect("store");
     for i in 0..n {
         let id = format!("20261123_1000{i:02}_abcdef");
-        store
-            .create_session(&talaria_store::NewSession {
-                id: id.clone(),
-                source: "cli".into(),
-                model: "m".into(),
-                provider: "custom".into(),
-                system_prompt: "You are talaria.".into(),
-                parent_id: None,
-                cwd: "/w".into(),
-            })
-            .expect("create");
+        talaria_test_support::wait(store.create_session(&talaria_store::NewSession {
+            id: id.clone(),
+            source: "cli".into(),
+            model: "m".into(),
+            provider: "custom".into(),
+            system_prompt: "You are talaria.".into(),
+            parent_id: None,
+            cwd: "/w".into(),
+        }))
+        .expect("create");
         let long = format!("the harbour of Lisbon, part {i}. ").repeat(300);
-        store
-            .append_messages(
-                &id,
-                &[talaria_protocol::Message::user(format!("question {i}")), talaria_protocol::Message::assistant(long)],
-            )
-            .expect("append");
+        talaria_test_support::wait(store.append_messages(
+            &id,
+            &[talaria_protocol::Message::user(format!("question {i}")), talaria_protocol::Message::assistant(long)],
+        ))
+        .expect("append");
     }
     path
 }

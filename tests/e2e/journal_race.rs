@@ -29,8 +29,7 @@ impl Talaria {
     /// Every journal entry in the store, as JSON, by key order.
     fn journal_entries(&self) -> Vec<Value> {
         let store = talaria_store::Store::open(&self.home.path().join("state.db")).expect("store");
-        store
-            .kv_list(SPACE, "e/")
+        talaria_test_support::wait(store.kv_list(SPACE, "e/"))
             .expect("list")
             .into_iter()
             .map(|(key, value)| serde_json::from_slice(&value).unwrap_or_else(|e| panic!("{key}: {e}")))

@@ -114,23 +114,22 @@ fn three_gateways_on_one_postgresql_answer_every_chat_once_though_one_dies_mid_t
     let mock = MockLlm::start(Script::auto().auto_paced(120));
 
     // A job due now, before any gateway starts: the three tick it at once.
-    let store = talaria_store::Store::connect(&url).expect("store");
+    let store = talaria_test_support::wait(talaria_store::Store::connect(&url)).expect("store");
     let due_job = |prompt: &str| {
         let now = jiff::Timestamp::now().as_millisecond();
-        store
-            .cron_insert(&talaria_store::cron::Job {
-                name: prompt.into(),
-                prompt: format!("echo {prompt}"),
-                schedule_kind: "every".into(),
-                schedule_expr: format!("PT1H@{}", jiff::Timestamp::now()),
-                schedule_display: "every 1h".into(),
-                deliver: "local".into(),
-                enabled: true,
-                next_run_at: Some(now - 1_000),
-                creator: "user".into(),
-                ..talaria_store::cron::Job::default()
-            })
-            .expect("insert the job")
+        talaria_test_support::wait(store.cron_insert(&talaria_store::cron::Job {
+            name: prompt.into(),
+            prompt: format!("echo {prompt}"),
+            schedule_kind: "every".into(),
+            schedule_expr: format!("PT1H@{}", jiff::Timestamp::now()),
+            schedule_display: "every 1h".into(),
+            deliver: "local".into(),
+            enabled: true,
+            next_run_at: Some(now - 1_000),
+            creator: "user".into(),
+            ..talaria_store::cron::Job::default()
+        }))
+        .expect("insert the job")
     };
     let job = due_job("the job ran");
 
@@ -281,13 +280,17 @@ fn three_gateways_on_one_postgresql_answer_every_chat_once_though_one_dies_mid_t
     // tick, and run once by the two left.
     let added = Instant::now();
     let later = due_job("added while they run");
-    while store.cron_runs(&later, 10).expect("runs").is_empty() {
+    while talaria_test_support::wait(store.cron_runs(&later, 10)).expect("runs").is_empty() {
         assert!(added.elapsed() < Duration::from_secs(30), "the added job did not run");
         std::thread::sleep(Duration::from_millis(20));
     }
     eprintln!("the added job started {} ms after it was added", added.elapsed().as_millis());
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(store.cron_runs(&later, 10).expect("runs").len(), 1, "the added job ran once");
+    assert_eq!(
+        talaria_test_support::wait(store.cron_runs(&later, 10)).expect("runs").len(),
+        1,
+        "the added job ran once"
+    );
     for t in &homes {
         assert!(!t.home.path().join("state.db").exists(), "nothing is kept locally");
     }

@@ -28,30 +28,33 @@ impl Talaria {
             parent_id: None,
             cwd: "/tmp/project".into(),
         };
-        store.create_session(&new(FIRST)).expect("create");
+        talaria_test_support::wait(store.create_session(&new(FIRST))).expect("create");
         let call = ToolCall::new("call_1", "read_file", r#"{"path": "notes.txt"}"#);
         let result = (1..=12).map(|i| format!("result line {i}")).collect::<Vec<_>>().join("\n");
-        store
-            .append_messages(
-                FIRST,
-                &[
-                    Message::user("Plan a trip to Lisbon"),
-                    Message::Assistant { content: String::new(), tool_calls: vec![call], reasoning: None, extra: None },
-                    Message::tool("call_1", "read_file", result),
-                    Message::assistant("Lisbon in spring: visit Alfama and Belém."),
-                ],
-            )
-            .expect("append");
-        store.add_usage(FIRST, &Usage { input_tokens: 1200, output_tokens: 80, ..Usage::default() }, 2).expect("usage");
-        store.set_title(FIRST, "Trip to Lisbon").expect("title");
+        talaria_test_support::wait(store.append_messages(
+            FIRST,
+            &[
+                Message::user("Plan a trip to Lisbon"),
+                Message::Assistant { content: String::new(), tool_calls: vec![call], reasoning: None, extra: None },
+                Message::tool("call_1", "read_file", result),
+                Message::assistant("Lisbon in spring: visit Alfama and Belém."),
+            ],
+        ))
+        .expect("append");
+        talaria_test_support::wait(store.add_usage(
+            FIRST,
+            &Usage { input_tokens: 1200, output_tokens: 80, ..Usage::default() },
+            2,
+        ))
+        .expect("usage");
+        talaria_test_support::wait(store.set_title(FIRST, "Trip to Lisbon")).expect("title");
         std::thread::sleep(std::time::Duration::from_millis(5));
-        store.create_session(&new(SECOND)).expect("create");
-        store
-            .append_messages(
-                SECOND,
-                &[Message::user("How do I rebase a branch?"), Message::assistant("Use git rebase.")],
-            )
-            .expect("append");
+        talaria_test_support::wait(store.create_session(&new(SECOND))).expect("create");
+        talaria_test_support::wait(store.append_messages(
+            SECOND,
+            &[Message::user("How do I rebase a branch?"), Message::assistant("Use git rebase.")],
+        ))
+        .expect("append");
     }
 }
 
@@ -148,7 +151,7 @@ fn sessions_are_renamed_and_deleted() {
     assert!(t.ok(&["sessions", "list"]).contains(SECOND));
     let out = t.ok(&["sessions", "delete", "Rebasing", FIRST, "--yes"]);
     assert!(out.contains(&format!("deleted {SECOND}")) && out.contains(&format!("deleted {FIRST}")), "{out}");
-    assert!(t.store().list_sessions(10, 0).expect("list").is_empty());
+    assert!(talaria_test_support::wait(t.store().list_sessions(10, 0)).expect("list").is_empty());
     assert!(t.ok(&["sessions", "search", "lisbon"]).is_empty());
 }
 
@@ -302,7 +305,8 @@ fn the_owner_lists_approves_and_revokes_pairings() {
     assert!(t.run(&["pairing", "list"]).status.success());
     // What the gateway does when a stranger writes to the bot (the name is theirs to choose).
     let code = Store::new_pairing_code();
-    let got = t.store().pairing_request("telegram", "4242", "Ana\u{1b}[2J", &code).expect("request");
+    let got = talaria_test_support::wait(t.store().pairing_request("telegram", "4242", "Ana\u{1b}[2J", &code))
+        .expect("request");
     assert_eq!(got, Request::New(code.clone()));
 
     let list = t.ok(&["pairing", "list"]);
@@ -316,14 +320,14 @@ fn the_owner_lists_approves_and_revokes_pairings() {
     assert!(err.contains("no pairing code AAAA2222 is waiting"), "{err}");
     let out = t.ok(&["pairing", "approve", &code.to_ascii_lowercase()]);
     assert!(out.contains("paired Ana\\x1b[2J (telegram user 4242)"), "{out}");
-    assert!(t.store().is_paired("telegram", "4242").expect("paired?"));
+    assert!(talaria_test_support::wait(t.store().is_paired("telegram", "4242")).expect("paired?"));
     let json: Value = serde_json::from_str(&t.ok(&["pairing", "list", "--json"])).expect("json");
     assert_eq!(json[0]["state"], "approved");
     assert_eq!(json[0]["code"], Value::Null);
 
     let out = t.ok(&["pairing", "revoke", "telegram", "4242"]);
     assert!(out.contains("revoked telegram user 4242"), "{out}");
-    assert!(!t.store().is_paired("telegram", "4242").expect("paired?"));
+    assert!(!talaria_test_support::wait(t.store().is_paired("telegram", "4242")).expect("paired?"));
     let err = t.fails(&["pairing", "revoke", "telegram", "4242"]);
     assert!(err.contains("is not paired"), "{err}");
 }
@@ -334,7 +338,7 @@ fn doctor_checks_the_gateway_rules_and_counts_pairings() {
     let config = "[gateway]\nallowed_users = [\"4242\"]\n\n[gateway.platforms.telegram]\nallow_all = true\n";
     std::fs::write(t.home.path().join("config.toml"), config).expect("config");
     let code = Store::new_pairing_code();
-    t.store().pairing_request("telegram", "7", "Bo", &code).expect("request");
+    talaria_test_support::wait(t.store().pairing_request("telegram", "7", "Bo", &code)).expect("request");
     let out = t.run(&["doctor", "--offline"]);
     assert_eq!(out.status.code(), Some(1), "a malformed rule fails the check");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -24,19 +24,19 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn one_poller_per_token_and_the_token_is_never_stored() {
+    #[tokio::test]
+    async fn one_poller_per_token_and_the_token_is_never_stored() {
         let dir = tempfile::tempdir().expect("dir");
         let store = Store::open(&dir.path().join("state.db")).expect("store");
         let key = account_key("telegram", "123:SECRET");
         assert!(!key.contains("SECRET") && key.starts_with("gateway:telegram:"), "{key}");
         assert_ne!(key, account_key("telegram", "123:OTHER"));
         assert_ne!(key, account_key("discord", "123:SECRET"));
-        let Ok(Leased::Granted(lease)) = store.try_lease(&key, "gateway", ACCOUNT_LEASE_TTL) else {
+        let Ok(Leased::Granted(lease)) = store.try_lease(&key, "gateway", ACCOUNT_LEASE_TTL).await else {
             panic!("the first gateway polls")
         };
-        assert!(matches!(store.try_lease(&key, "gateway", ACCOUNT_LEASE_TTL), Ok(Leased::Held(_))), "one poller");
-        store.release_lease(&key, &lease).expect("release");
-        assert!(matches!(store.try_lease(&key, "gateway", ACCOUNT_LEASE_TTL), Ok(Leased::Granted(_))));
+        assert!(matches!(store.try_lease(&key, "gateway", ACCOUNT_LEASE_TTL).await, Ok(Leased::Held(_))), "one poller");
+        store.release_lease(&key, &lease).await.expect("release");
+        assert!(matches!(store.try_lease(&key, "gateway", ACCOUNT_LEASE_TTL).await, Ok(Leased::Granted(_))));
     }
 }

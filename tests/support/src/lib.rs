@@ -7,6 +7,8 @@
 //!   them with [`manifest_v2`].
 //! - [`FLOOD_WASM`]: a 0.2.0 tool plugin that declares and logs too much, as its config says.
 //! - [`install`]: put a plugin into a `TALARIA_HOME`'s user plugin directory.
+//! - [`wait`]: finish a future from a plain test (the store's calls, in a test that reads or
+//!   writes the state straight), on one runtime for the whole test binary.
 //! - [`FakeServer`]: a tiny HTTP/1.1 server on loopback that records what it was sent, standing in
 //!   for the outside services plugins talk to (a weather API, a web page).
 //! - [`telegram::TelegramFake`]: a Telegram Bot API double for the gateway.
@@ -21,6 +23,26 @@
 //! let server = talaria_test_support::FakeServer::start(|req| (200, vec![], format!("you asked for {}", req.path)));
 //! println!("http://{}/", server.addr);
 //! ```
+
+/// Finish `future` from a thread that is not async (a plain `#[test]`, a helper of one), on a
+/// runtime shared by the whole test binary: a store opened through it keeps its PostgreSQL
+/// connections there from one call to the next.
+///
+/// # Panics
+/// Called from inside an async task (await the future there instead).
+pub fn wait<F: std::future::Future>(future: F) -> F::Output {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("test-wait")
+                .enable_all()
+                .build()
+                .expect("a runtime for tests")
+        })
+        .block_on(future)
+}
 
 pub mod discord;
 pub mod postgres;

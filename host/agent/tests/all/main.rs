@@ -116,6 +116,6 @@ impl ContextEngine for Recorder {
     }
 }
 
-fn stored(store: &Store, session: &str) -> Vec<talaria_protocol::Message> {
-    store.messages(session).expect("messages").into_iter().map(|m| m.message).collect()
+async fn stored(store: &Store, session: &str) -> Vec<talaria_protocol::Message> {
+    store.messages(session).await.expect("messages").into_iter().map(|m| m.message).collect()
 }

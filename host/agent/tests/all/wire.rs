@@ -17,7 +17,7 @@ async fn an_answer_cut_at_the_limit_is_told_kept_marked_and_ends_truncated() {
             warnings.iter().any(|w| w.contains("cut off at the output-token limit (stop reason `length`")),
             "{mode:?}: the user is told: {warnings:?}"
         );
-        let history = stored(&rig.shared.store, rig.agent.session_id());
+        let history = stored(&rig.shared.store, rig.agent.session_id()).await;
         let last = history.last().expect("stored");
         assert!(
             last.content().starts_with("Once upon a") && last.content().contains("cut off at the output-token limit"),
@@ -40,7 +40,7 @@ async fn a_broken_stream_fails_the_turn_with_its_partial_and_keeps_nothing() {
     assert!(why.contains("was cut off") && why.contains(&mock.base_url()), "{why}");
     assert_eq!(end.partial, "I was saying that");
     assert!(end.text.is_empty());
-    let history = stored(&rig.shared.store, rig.agent.session_id());
+    let history = stored(&rig.shared.store, rig.agent.session_id()).await;
     assert!(history.iter().all(|m| !m.content().contains("I was saying")), "never in history: {history:?}");
     let events = rig.drain();
     let sent = events.iter().position(|e| matches!(e, Event::RequestSent { .. })).expect("request announced");
@@ -58,7 +58,7 @@ async fn usage_without_a_usage_chunk_is_estimated_and_marked() {
     assert!(end.usage.estimated && end.usage.input_tokens > 0 && end.usage.output_tokens > 0, "{:?}", end.usage);
     let events = rig.drain();
     assert!(events.iter().any(|e| matches!(e, Event::Usage { usage, .. } if usage.estimated)));
-    let info = rig.shared.store.session(rig.agent.session_id()).expect("store").expect("session");
+    let info = rig.shared.store.session(rig.agent.session_id()).await.expect("store").expect("session");
     assert!(info.usage.estimated, "the session's totals are marked as estimates");
 
     // A provider that reports usage: not estimated.

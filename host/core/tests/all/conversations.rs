@@ -16,19 +16,19 @@ pub(crate) struct Env {
 }
 
 impl Env {
-    pub(crate) fn new() -> Self {
-        Self::with_config("")
+    pub(crate) async fn new() -> Self {
+        Self::with_config("").await
     }
 
     /// A home whose config.toml is `config`. Commands run unconfined: these tests are about how
     /// conversations keep apart (the OS sandbox needs talaria's own binary as its helper, and is
     /// tested with it, in tests/e2e/sandbox.rs).
-    pub(crate) fn with_config(config: &str) -> Self {
-        Self::prepared(config, |_, _| {})
+    pub(crate) async fn with_config(config: &str) -> Self {
+        Self::prepared(config, |_, _| {}).await
     }
 
     /// As [`Env::with_config`], with `prepare(home, workspace)` run before the host opens.
-    pub(crate) fn prepared(config: &str, prepare: impl FnOnce(&Path, &Path)) -> Self {
+    pub(crate) async fn prepared(config: &str, prepare: impl FnOnce(&Path, &Path)) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let (home, workspace) = (dir.path().join("home"), dir.path().join("work"));
         std::fs::create_dir_all(&home).expect("home");
@@ -41,7 +41,7 @@ impl Env {
         std::fs::create_dir_all(&workspace).expect("workspace");
         let workspace = workspace.canonicalize().expect("canonical");
         prepare(&home, &workspace);
-        let host = Host::open(HostOptions { home, workspace }).expect("host opens");
+        let host = Host::open(HostOptions { home, workspace }).await.expect("host opens");
         Self { _dir: dir, host }
     }
 
@@ -109,7 +109,7 @@ fn kinds(events: &[Stamped]) -> Vec<&'static str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_turn_is_stamped_with_its_session_and_turn_and_committed_in_order() {
-    let env = Env::new();
+    let env = Env::new().await;
     let mock = MockLlm::start(Script::new([
         Step::tool_call("todo", json!({"todos": [{"id": "1", "content": "write tests", "status": "in_progress"}]})),
         Reply::text("Planned.").into(),
@@ -136,7 +136,7 @@ async fn a_tool_turn_is_stamped_with_its_session_and_turn_and_committed_in_order
 
     // Committed in order: the user's message, the call, its result, the answer.
     let stored: Vec<Message> =
-        env.host.store().messages(&session.session_id).expect("read").into_iter().map(|m| m.message).collect();
+        env.host.store().messages(&session.session_id).await.expect("read").into_iter().map(|m| m.message).collect();
     let roles: Vec<&str> = stored
         .iter()
         .map(|m| match m {
@@ -149,13 +149,13 @@ async fn a_tool_turn_is_stamped_with_its_session_and_turn_and_committed_in_order
         .collect();
     assert_eq!(roles, ["user", "assistant+tools", "tool", "assistant"]);
     c.shutdown().await;
-    let info = env.host.store().session(&session.session_id).expect("read").expect("stored");
+    let info = env.host.store().session(&session.session_id).await.expect("read").expect("stored");
     assert_eq!(info.end_reason.as_deref(), Some("exit"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_turn_keeps_nothing_of_the_call_in_flight() {
-    let env = Env::new();
+    let env = Env::new().await;
     let mock = MockLlm::start(Script::new([Step::stall("half an ans"), Reply::text("Second.").into()]));
     let mut c = env.start(&mock, false).await;
     let id = c.submit(Op::UserTurn { text: "first".into(), images: Vec::new() });
@@ -165,7 +165,7 @@ async fn an_interrupted_turn_keeps_nothing_of_the_call_in_flight() {
     let Some(Event::TurnEnd(end)) = events.last().map(|s| s.event.clone()) else { unreachable!() };
     assert_eq!(end.outcome, Outcome::Interrupted);
     let session = c.info().session_id;
-    let stored = env.host.store().messages(&session).expect("read");
+    let stored = env.host.store().messages(&session).await.expect("read");
     assert_eq!(stored.len(), 1, "only the user's message is kept: {stored:?}");
 
     // The conversation goes on.
@@ -176,7 +176,7 @@ async fn an_interrupted_turn_keeps_nothing_of_the_call_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spent_budget_ends_with_a_summary() {
-    let env = Env::new();
+    let env = Env::new().await;
     let todo = || Step::tool_call("todo", json!({"todos": []}));
     let mock = MockLlm::start(Script::new([todo(), todo(), Reply::text("I listed nothing twice.").into()]));
     let start = Start { max_turns: Some(2), model: model(&mock), ..Start::default() };
@@ -190,7 +190,7 @@ async fn a_spent_budget_ends_with_a_summary() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_are_answered_in_the_stream_and_errors_say_what_to_do() {
-    let env = Env::new();
+    let env = Env::new().await;
     let mock = MockLlm::start(Script::new([Reply::text("Hello.").into()]));
     let mut c = env.start(&mock, false).await;
     let title = c.run(Op::SetTitle { title: "trip".into() }, |_| {}).await.expect("answered");
@@ -214,7 +214,7 @@ async fn ops_are_answered_in_the_stream_and_errors_say_what_to_do() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resting_conversation_reads_its_history_and_prompt_back_for_each_op() {
-    let env = Env::new();
+    let env = Env::new().await;
     let mock = MockLlm::start(Script::new([Reply::text("One.").into(), Reply::text("Two.").into()]));
     let start = Start { rests: true, model: model(&mock), ..Start::default() };
     let mut c = env.host.start(start).await.expect("starts");
@@ -249,7 +249,7 @@ async fn a_resting_conversation_reads_its_history_and_prompt_back_for_each_op() 
     settled(&c, |info| info.messages == 2).await;
     let session = c.info().session_id;
     c.shutdown().await;
-    let info = env.host.store().session(&session).expect("read").expect("stored");
+    let info = env.host.store().session(&session).await.expect("read").expect("stored");
     assert_eq!(info.end_reason.as_deref(), Some("exit"));
 }
 
@@ -301,7 +301,7 @@ fn tool_result(events: &[Stamped]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_conversations_get_their_own_approvals_and_questions() {
-    let env = Env::new();
+    let env = Env::new().await;
     for d in ["a-build", "b-build"] {
         std::fs::create_dir_all(env.workspace().join(d)).expect("dir");
     }
@@ -379,7 +379,7 @@ async fn compression_moves_the_conversation_into_a_child_session_and_its_approva
     let env = Env::with_config(&format!(
         "[model]\nprovider = \"custom\"\nname = \"mock\"\nbase_url = \"{}\"\n\n[plugins.compressor.config]\nmin_tokens = 0\nprotect_first_n = 1\nprotect_last_n = 2\ntail_ratio = 0.0\n\n[memory]\nprovider = \"none\"\n",
         mock.base_url()
-    ));
+    )).await;
     let mut c = env.start(&mock, true).await;
     for text in ["first", "second", "third"] {
         assert_eq!(turn(&mut c, text).await.1.outcome, Outcome::Completed);
@@ -399,9 +399,9 @@ async fn compression_moves_the_conversation_into_a_child_session_and_its_approva
     assert_eq!(stamped.session_id, child, "stamped with the session it starts");
     let Some(Event::Compacted { session_id, .. }) = events.last().map(|s| &s.event) else { unreachable!() };
     assert_eq!(session_id, &child);
-    let stored = env.host.store().session(&child).expect("read").expect("the child is stored");
+    let stored = env.host.store().session(&child).await.expect("read").expect("the child is stored");
     assert_eq!(stored.parent_id.as_deref(), Some(parent.as_str()));
-    let old = env.host.store().session(&parent).expect("read").expect("the parent is kept");
+    let old = env.host.store().session(&parent).await.expect("read").expect("the parent is kept");
     assert_eq!(old.end_reason.as_deref(), Some("compressed"));
 
     // The next turn runs in the child, and its approval still reaches this conversation.
@@ -426,7 +426,7 @@ async fn compression_moves_the_conversation_into_a_child_session_and_its_approva
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupting_one_conversation_leaves_the_other_running() {
-    let env = Env::new();
+    let env = Env::new().await;
     let mock_a = MockLlm::start(Script::new([Step::stall("A is thinking")]));
     let mock_b = MockLlm::start(Script::new([Step::text("B finished").delayed(300)]));
     let mut a = env.start(&mock_a, false).await;

@@ -79,7 +79,7 @@ fn everything() -> String {
 
 /// A home with the probe hook (it blocks a call whose arguments say HOOK-BLOCK and asks a human
 /// about one that says HOOK-ASK), the cap at its minimum and the MCP server.
-fn env() -> Env {
+async fn env() -> Env {
     let config = format!(
         "[agent]\nmax_result_chars = {CAP}\n\n[mcp_servers.everything]\ncommand = \"node\"\nargs = [\"{}\", \"stdio\"]\nask = \"never\"\n",
         everything()
@@ -91,6 +91,7 @@ fn env() -> Env {
         std::fs::write(ws.join("big.txt"), "b".repeat(BIG)).expect("write");
         std::fs::write(ws.join("w.txt"), "before\n").expect("write");
     })
+    .await
 }
 
 /// The words the script's calls carry, in order, and what the big call carries for `kind`.
@@ -126,7 +127,7 @@ async fn finished(c: &mut Conversation, text: &str) -> ToolFinished {
 
 /// Every stage, for one kind of tool.
 async fn stages(kind: Kind) {
-    let env = env();
+    let env = env().await;
     let mock = MockLlm::start(script(&kind));
     let editor = Arc::new(Editor::default());
     let offered = Offered { tools: kind.overlay.then(|| editor.clone() as Arc<dyn ToolOverlay>), ..Offered::default() };

@@ -320,8 +320,8 @@ async fn a_plugin_taking_a_bundled_plugins_name_sees_none_of_its_data() {
 async fn data_kept_by_name_before_identities_is_taken_over_once() {
     let env = Env::new();
     let store = talaria_store::Store::open(&env.home.path().join("state.db")).expect("store");
-    store.kv_set("notes", "k", b"kept").expect("set");
-    store.kv_set("journal", "turns", b"bundled data").expect("set");
+    store.kv_set("notes", "k", b"kept").await.expect("set");
+    store.kv_set("journal", "turns", b"bundled data").await.expect("set");
     drop(store);
     env.evil("notes", "kv = true", &["kv"]);
     env.evil("journal", "kv = true", &["kv"]);

@@ -21,7 +21,7 @@ fn store(env: &Env) -> Store {
 async fn compare_and_set_increment_and_list_work_in_the_plugins_own_space() {
     let env = Env::new();
     env.evil("evil", "kv = true", &["kv"]);
-    store(&env).kv_set("user/other@local", "e/1", b"another plugin's").expect("set");
+    store(&env).kv_set("user/other@local", "e/1", b"another plugin's").await.expect("set");
     let rt = env.runtime();
     let swap =
         |key: &str, expected: Option<&str>, new: Option<&str>| json!({ "key": key, "expected": expected, "new": new });
@@ -40,9 +40,9 @@ async fn compare_and_set_increment_and_list_work_in_the_plugins_own_space() {
 
     // In the store, under the plugin's identity; the other plugin's key is untouched.
     let s = store(&env);
-    assert_eq!(s.kv_get(SPACE, "e/1").expect("get"), Some(b"two".to_vec()));
-    assert_eq!(s.kv_get(SPACE, "next").expect("get"), Some(b"42".to_vec()));
-    assert_eq!(s.kv_get("user/other@local", "e/1").expect("get"), Some(b"another plugin's".to_vec()));
+    assert_eq!(s.kv_get(SPACE, "e/1").await.expect("get"), Some(b"two".to_vec()));
+    assert_eq!(s.kv_get(SPACE, "next").await.expect("get"), Some(b"42".to_vec()));
+    assert_eq!(s.kv_get("user/other@local", "e/1").await.expect("get"), Some(b"another plugin's".to_vec()));
 }
 
 #[tokio::test]
@@ -54,7 +54,7 @@ async fn the_new_operations_need_the_kv_grant() {
     assert_eq!(failed(call(&rt, "kv_swap", json!({ "key": "k", "new": "v" })).await), refusal);
     assert_eq!(failed(call(&rt, "kv_count", json!({ "key": "k", "delta": 1 })).await), refusal);
     assert_eq!(failed(call(&rt, "kv_list", json!({ "prefix": "" })).await), refusal);
-    assert_eq!(store(&env).kv_usage(SPACE).expect("usage"), (0, 0));
+    assert_eq!(store(&env).kv_usage(SPACE).await.expect("usage"), (0, 0));
 }
 
 #[tokio::test]
@@ -80,7 +80,7 @@ async fn the_new_writes_keep_the_stores_limits_and_say_which() {
     }
     let e = failed(call(&rt, "kv_fill", json!({ "key": "f9", "bytes": mib })).await);
     assert_eq!(e, format!("kv: plugin storage quota of {} bytes would be exceeded", talaria_store::MAX_PLUGIN_BYTES));
-    assert_eq!(store(&env).kv_get(SPACE, "f9").expect("get"), None);
+    assert_eq!(store(&env).kv_get(SPACE, "f9").await.expect("get"), None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
