@@ -14,21 +14,24 @@
 //!    next run was already moved on when it was claimed.
 //!
 //! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use talaria_store::Store;
 //! use talaria_store::cron::{Finish, Job, RunStatus};
 //! let dir = tempfile::tempdir()?;
 //! let store = Store::open(&dir.path().join("state.db"))?;
 //! let job = Job { name: "inbox".into(), enabled: true, next_run_at: Some(1_000), ..Job::default() };
-//! let id = store.cron_insert(&job)?;
+//! let id = store.cron_insert(&job).await?;
 //! // Every hour: the claimer says when it runs next.
-//! let claims = store.cron_claim_due(5_000, "tick", 60_000, |_job, now| Some(now + 3_600_000))?;
+//! let claims = store.cron_claim_due(5_000, "tick", 60_000, |_job, now| Some(now + 3_600_000)).await?;
 //! assert_eq!((claims.len(), claims[0].due_at), (1, 1_000));
-//! assert!(store.cron_claim_due(5_000, "tick", 60_000, |_, now| Some(now))?.is_empty(), "claimed once");
+//! assert!(store.cron_claim_due(5_000, "tick", 60_000, |_, now| Some(now)).await?.is_empty(), "claimed once");
 //! let finish = Finish { status: RunStatus::Ok, output: "3 new mails".into(), ..Finish::default() };
-//! store.cron_finish(claims[0].run_id, &claims[0].token, &finish, 6_000)?;
-//! let job = store.cron_job(&id)?;
+//! store.cron_finish(claims[0].run_id, &claims[0].token, &finish, 6_000).await?;
+//! let job = store.cron_job(&id).await?;
 //! assert_eq!((job.last_status, job.next_run_at), (Some(RunStatus::Ok), Some(3_605_000)));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok(())
+//! # }
 //! ```
 
 use rusqlite::{OptionalExtension as _, Row, Transaction, params};

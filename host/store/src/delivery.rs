@@ -10,19 +10,22 @@
 //! is at least once.
 //!
 //! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use talaria_store::delivery::{Failed, NewDelivery};
 //! let dir = tempfile::tempdir()?;
 //! let store = talaria_store::Store::open(&dir.path().join("state.db"))?;
 //! let new = NewDelivery { platform: "telegram", chat_id: "42", thread_id: None, body: "hello", key: "t1:0" };
-//! let id = store.delivery_enqueue(&new)?;
-//! assert_eq!(store.delivery_enqueue(&new)?, id, "queued once");
-//! let due = store.deliveries_due("telegram", 10)?;
+//! let id = store.delivery_enqueue(&new).await?;
+//! assert_eq!(store.delivery_enqueue(&new).await?, id, "queued once");
+//! let due = store.deliveries_due("telegram", 10).await?;
 //! assert_eq!(due[0].body, "hello");
-//! assert_eq!(store.delivery_failed(id, "HTTP 502")?, Failed::Retry { attempts: 1 });
-//! assert!(store.deliveries_due("telegram", 10)?.is_empty(), "not before its retry time");
-//! assert!(store.delivery_next_at("telegram")?.is_some_and(|at| at > 0));
-//! assert_eq!(store.delivery_next_at("matrix")?, None);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! assert_eq!(store.delivery_failed(id, "HTTP 502").await?, Failed::Retry { attempts: 1 });
+//! assert!(store.deliveries_due("telegram", 10).await?.is_empty(), "not before its retry time");
+//! assert!(store.delivery_next_at("telegram").await?.is_some_and(|at| at > 0));
+//! assert_eq!(store.delivery_next_at("matrix").await?, None);
+//! # Ok(())
+//! # }
 //! ```
 
 use rusqlite::{OptionalExtension as _, params};

@@ -6,6 +6,8 @@
 //! another process, a webhook sent again) starts one turn.
 //!
 //! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use talaria_store::inbox::{NewEntry, Put};
 //! let dir = tempfile::tempdir()?;
 //! let store = talaria_store::Store::open(&dir.path().join("state.db"))?;
@@ -13,13 +15,14 @@
 //!     account: "telegram", chat_id: "42", thread_id: None, session_key: "dm:42",
 //!     message_id: "7", kind: "message", body: "{}", respond: false,
 //! };
-//! let Put::New(id) = store.inbox_put(&new)? else { panic!() };
-//! assert!(matches!(store.inbox_put(&new)?, Put::Known(e) if e.id == id), "kept once");
-//! assert_eq!(store.inbox_open_keys()?, ["dm:42"]);
-//! store.inbox_started(id, "s1", 0)?;
-//! store.inbox_done(id, None)?;
-//! assert!(store.inbox_open("dm:42")?.is_empty());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! let Put::New(id) = store.inbox_put(&new).await? else { panic!() };
+//! assert!(matches!(store.inbox_put(&new).await?, Put::Known(e) if e.id == id), "kept once");
+//! assert_eq!(store.inbox_open_keys().await?, ["dm:42"]);
+//! store.inbox_started(id, "s1", 0).await?;
+//! store.inbox_done(id, None).await?;
+//! assert!(store.inbox_open("dm:42").await?.is_empty());
+//! # Ok(())
+//! # }
 //! ```
 
 use rusqlite::{OptionalExtension as _, Row, params};

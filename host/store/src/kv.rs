@@ -16,16 +16,19 @@
 //! [`MAX_PLUGIN_BYTES`] of keys and values per plugin.
 //!
 //! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), talaria_store::Error> {
 //! let store = talaria_store::Store::open(std::path::Path::new("/tmp/state.db"))?;
-//! store.kv_set("weather", "last_city", b"Lisbon")?;
-//! assert_eq!(store.kv_get("weather", "last_city")?, Some(b"Lisbon".to_vec()));
+//! store.kv_set("weather", "last_city", b"Lisbon").await?;
+//! assert_eq!(store.kv_get("weather", "last_city").await?, Some(b"Lisbon".to_vec()));
 //! // A unique number, whichever process asks.
-//! let id = store.kv_increment("journal", "next-id", 1)?;
+//! let id = store.kv_increment("journal", "next-id", 1).await?;
 //! // Create a key only if nobody else did.
-//! let created = store.kv_compare_and_set("journal", &format!("e/{id}"), None, Some(b"{}"))?;
+//! let created = store.kv_compare_and_set("journal", &format!("e/{id}"), None, Some(b"{}")).await?;
 //! assert!(created);
-//! assert_eq!(store.kv_list("journal", "e/")?, vec![(format!("e/{id}"), b"{}".to_vec())]);
-//! # Ok::<(), talaria_store::Error>(())
+//! assert_eq!(store.kv_list("journal", "e/").await?, vec![(format!("e/{id}"), b"{}".to_vec())]);
+//! # Ok(())
+//! # }
 //! ```
 
 use rusqlite::{OptionalExtension, Transaction, params};

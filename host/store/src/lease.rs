@@ -7,6 +7,8 @@
 //! one answer each: one holds it, the other learns who does.
 //!
 //! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use talaria_store::{NewSession, Store};
 //! use talaria_store::lease::Leased;
@@ -14,12 +16,13 @@
 //! let dir = tempfile::tempdir()?;
 //! let store = Store::open(&dir.path().join("state.db"))?;
 //! let ttl = Duration::from_secs(30);
-//! let Leased::Granted(token) = store.try_lease("s1", "talaria chat", ttl)? else { panic!() };
-//! let Leased::Held(by) = store.try_lease("s1", "talaria chat -q", ttl)? else { panic!() };
+//! let Leased::Granted(token) = store.try_lease("s1", "talaria chat", ttl).await? else { panic!() };
+//! let Leased::Held(by) = store.try_lease("s1", "talaria chat -q", ttl).await? else { panic!() };
 //! assert_eq!(by.pid, std::process::id());
-//! store.release_lease("s1", &token)?;
-//! assert!(matches!(store.try_lease("s1", "talaria chat -q", ttl)?, Leased::Granted(_)));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! store.release_lease("s1", &token).await?;
+//! assert!(matches!(store.try_lease("s1", "talaria chat -q", ttl).await?, Leased::Granted(_)));
+//! # Ok(())
+//! # }
 //! ```
 
 use std::time::Duration;

@@ -17,6 +17,8 @@
 //! another writer holds it.
 //!
 //! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), talaria_store::Error> {
 //! use talaria_protocol::Message;
 //! use talaria_store::{NewSession, SearchQuery, Store};
 //!
@@ -30,12 +32,13 @@
 //!     system_prompt: "You are talaria.".into(),
 //!     parent_id: None,
 //!     cwd: "/home/me/project".into(),
-//! })?;
-//! store.append_messages(&id, &[Message::user("Where is Lisbon?"), Message::assistant("In Portugal.")])?;
-//! let hits = store.search(&SearchQuery::new("lisbon"))?;
+//! }).await?;
+//! store.append_messages(&id, &[Message::user("Where is Lisbon?"), Message::assistant("In Portugal.")]).await?;
+//! let hits = store.search(&SearchQuery::new("lisbon")).await?;
 //! assert_eq!(hits[0].session_id, id);
-//! store.kv_set("weather", "last_city", b"Lisbon")?;
-//! # Ok::<(), talaria_store::Error>(())
+//! store.kv_set("weather", "last_city", b"Lisbon").await?;
+//! # Ok(())
+//! # }
 //! ```
 
 /// In a unit test module: run each named case (an `async fn(&Store)`) on SQLite

@@ -9,13 +9,16 @@
 //! connection) arrives as [`RESYNC`], which means "look at everything again".
 //!
 //! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
 //! let store = talaria_store::Store::open(&dir.path().join("state.db"))?;
-//! let mut notices = store.notices();
-//! store.notify("inbox", "chat-1")?;
+//! let mut notices = store.notices().await;
+//! store.notify("inbox", "chat-1").await?;
 //! let notice = notices.try_recv()?;
 //! assert_eq!((notice.topic.as_str(), notice.payload.as_str()), ("inbox", "chat-1"));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok(())
+//! # }
 //! ```
 
 use std::sync::OnceLock;

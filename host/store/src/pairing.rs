@@ -8,15 +8,18 @@
 //! waiting per platform: strangers cannot flood the owner's list. Revoking removes the pairing.
 //!
 //! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), talaria_store::Error> {
 //! use talaria_store::pairing::Request;
 //! let store = talaria_store::Store::open(std::path::Path::new("/tmp/state.db"))?;
 //! let code = talaria_store::Store::new_pairing_code();
-//! if let Request::New(code) = store.pairing_request("telegram", "4242", "Ana", &code)? {
+//! if let Request::New(code) = store.pairing_request("telegram", "4242", "Ana", &code).await? {
 //!     // tell the user: "ask the owner to run `talaria pairing approve {code}`"
 //! }
-//! store.pairing_approve(&code)?;
-//! assert!(store.is_paired("telegram", "4242")?);
-//! # Ok::<(), talaria_store::Error>(())
+//! store.pairing_approve(&code).await?;
+//! assert!(store.is_paired("telegram", "4242").await?);
+//! # Ok(())
+//! # }
 //! ```
 
 use rusqlite::{OptionalExtension, params};

@@ -23,15 +23,18 @@
 //!    which is slower (milliseconds to tens of milliseconds on 100k messages).
 //!
 //! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), talaria_store::Error> {
 //! use talaria_protocol::Role;
 //! use talaria_store::{SearchQuery, Store};
 //!
 //! # let store = Store::open(std::path::Path::new("/tmp/state.db"))?;
 //! let q = SearchQuery { role: Some(Role::User), ..SearchQuery::new("\"docker compose\" OR podman") };
-//! for hit in store.search(&q)? {
+//! for hit in store.search(&q).await? {
 //!     println!("{} {}: {}", hit.session_id, hit.message_id, hit.snippet); // "... >>>docker compose<<< ..."
 //! }
-//! # Ok::<(), talaria_store::Error>(())
+//! # Ok(())
+//! # }
 //! ```
 
 pub(crate) mod query;

@@ -7,13 +7,16 @@
 //! inactive, which hides it from [`Store::messages`], from the counts and from search.
 //!
 //! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), talaria_store::Error> {
 //! # use talaria_store::{NewSession, Store};
 //! # let store = Store::open(std::path::Path::new("/tmp/state.db"))?;
-//! let info = store.resolve_session("latest")?;
-//! let history: Vec<_> = store.messages(&info.id)?.into_iter().map(|m| m.message).collect();
-//! store.set_title(&info.id, "Trip to Lisbon")?;
-//! assert_eq!(store.resolve_session("trip to lisbon")?.id, info.id);
-//! # Ok::<(), talaria_store::Error>(())
+//! let info = store.resolve_session("latest").await?;
+//! let history: Vec<_> = store.messages(&info.id).await?.into_iter().map(|m| m.message).collect();
+//! store.set_title(&info.id, "Trip to Lisbon").await?;
+//! assert_eq!(store.resolve_session("trip to lisbon").await?.id, info.id);
+//! # Ok(())
+//! # }
 //! ```
 
 use std::sync::atomic::Ordering;
