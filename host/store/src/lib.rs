@@ -70,14 +70,11 @@ pub mod recover;
 pub mod schema;
 pub mod search;
 pub mod sessions;
+mod sqlite;
 pub mod trajectory;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::AtomicU32;
-use std::time::{Duration, Instant};
-
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use std::time::Duration;
 
 pub use kv::{MAX_KEY_BYTES, MAX_PLUGIN_BYTES, MAX_VALUE_BYTES};
 pub use lease::{LeaseHolder, Leased};
@@ -85,8 +82,6 @@ pub use location::Location;
 pub use search::{SearchHit, SearchQuery};
 pub use sessions::{ListQuery, MAX_TITLE_CHARS, NewSession, PREVIEW_CHARS, SOURCES, SessionInfo, StoredMessage};
 
-/// How long SQLite itself waits for a lock before handing `SQLITE_BUSY` back to us.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a write keeps retrying while other writers hold the lock.
 pub const BUSY_RETRY_FOR: Duration = Duration::from_secs(20);
 
@@ -210,53 +205,28 @@ pub const EXIT_CHECKPOINT_BYTES: u64 = 256 * 1024;
 /// The open state database.
 pub struct Store {
     engine: Engine,
-    /// Appends since this `Store` was opened, to checkpoint the WAL now and then.
-    appends: AtomicU32,
     /// This process's subscribers to [`notice`]s.
     hub: notice::Hub,
 }
 
-/// Which database holds the state.
+/// Which database holds the state, chosen when the store opens.
 enum Engine {
-    Sqlite(Mutex<Connection>),
+    Sqlite(sqlite::Sqlite),
     Postgres(Box<pg::Pg>),
 }
 
 impl Store {
+    fn on(engine: Engine) -> Self {
+        Self { engine, hub: notice::Hub::default() }
+    }
+
     /// Open (creating if needed) the database at `path` and bring its schema up to date.
     ///
     /// # Errors
     /// The file cannot be opened, is not a database, a migration fails, or the file was written by
     /// a newer talaria (its schema is ahead of this one).
     pub fn open(path: &Path) -> Result<Self> {
-        Self::open_inner(path).map_err(|e| named(e, path))
-    }
-
-    fn open_inner(path: &Path) -> Result<Self> {
-        let open_err = |source| Error::Open { path: path.to_path_buf(), source };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| open_err(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
-        }
-        check_length(path)?;
-        let mut conn = Connection::open(path).map_err(open_err)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
-        retry_busy(|| {
-            conn.pragma_update(None, "journal_mode", "WAL")?;
-            Ok(())
-        })?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        // Up to 32 MiB of page cache (allocated only as pages are read): a search touches a few
-        // thousand message rows spread over the file.
-        conn.pragma_update(None, "cache_size", -32_768)?;
-        // Room for every statement a turn runs (rusqlite keeps 16): a statement pushed out of
-        // the cache is parsed again on its next use.
-        conn.set_prepared_statement_cache_capacity(64);
-        // Migrations take the write lock up front, so two processes opening a new file at once
-        // queue instead of both creating the same tables.
-        conn.set_transaction_behavior(TransactionBehavior::Immediate);
-        schema::migrate(&mut conn)?;
-        Ok(Self { engine: Engine::Sqlite(Mutex::new(conn)), appends: AtomicU32::new(0), hub: notice::Hub::default() })
+        Ok(Self::on(Engine::Sqlite(sqlite::Sqlite::open(path)?)))
     }
 
     /// Connect to the PostgreSQL database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB`,
@@ -266,24 +236,12 @@ impl Store {
     /// # Errors
     /// The URL is malformed, the server cannot be reached or refuses us, or a migration fails.
     pub async fn connect(url: &str) -> Result<Self> {
-        Ok(Self {
-            engine: Engine::Postgres(Box::new(pg::Pg::connect(url).await?)),
-            appends: AtomicU32::new(0),
-            hub: notice::Hub::default(),
-        })
+        Ok(Self::on(Engine::Postgres(Box::new(pg::Pg::connect(url).await?))))
     }
 
     /// Whether this store is on PostgreSQL.
     pub fn is_postgres(&self) -> bool {
         matches!(self.engine, Engine::Postgres(_))
-    }
-
-    /// The PostgreSQL engine, when the store is on it.
-    fn pg(&self) -> Option<&pg::Pg> {
-        match &self.engine {
-            Engine::Postgres(pg) => Some(pg),
-            Engine::Sqlite(_) => None,
-        }
     }
 
     /// Open the database only to read it, for commands that never write (`sessions list`,
@@ -293,18 +251,7 @@ impl Store {
     /// The file is damaged ([`Error::Damaged`]), or was written by a talaria whose schema is
     /// not this one's.
     pub fn open_read_only(path: &Path) -> Result<Self> {
-        if !path.exists() {
-            // Nothing stored yet: an empty database, in memory.
-            let mut conn = Connection::open_in_memory()?;
-            conn.set_transaction_behavior(TransactionBehavior::Immediate);
-            schema::migrate(&mut conn)?;
-            return Ok(Self {
-                engine: Engine::Sqlite(Mutex::new(conn)),
-                appends: AtomicU32::new(0),
-                hub: notice::Hub::default(),
-            });
-        }
-        Self::read_only_inner(path).map_err(|e| named(e, path))
+        Ok(Self::on(Engine::Sqlite(sqlite::Sqlite::open_read_only(path)?)))
     }
 
     /// [`Store::open`], or when that fails because the file or its directory cannot be
@@ -320,32 +267,16 @@ impl Store {
         }
     }
 
-    fn read_only_inner(path: &Path) -> Result<Self> {
-        check_length(path)?;
-        let conn = read_only_connection(path)?;
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if usize::try_from(version).ok() != Some(schema::VERSION) {
-            return Err(Error::ReadOnly {
-                path: path.to_path_buf(),
-                detail: format!(
-                    "its schema is v{version} and this talaria reads v{}; run any talaria command that writes (e.g. `talaria doctor`) with write access once to update it",
-                    schema::VERSION
-                ),
-            });
-        }
-        Ok(Self { engine: Engine::Sqlite(Mutex::new(conn)), appends: AtomicU32::new(0), hub: notice::Hub::default() })
-    }
-
     /// Move everything written so far from the WAL into the database file and empty the WAL,
     /// as closing the last connection would. For a process that is about to exit without
     /// dropping its `Store`: the next one then opens an empty WAL instead of replaying this
     /// one's. Best effort, and it never waits: while another process reads or writes, it does
     /// what it can and the rest is moved later (as closing would).
     pub fn checkpoint(&self) {
-        let Ok(conn) = self.conn() else { return };
-        let _ = conn.busy_timeout(Duration::ZERO);
-        let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-        let _ = conn.busy_timeout(BUSY_TIMEOUT);
+        match &self.engine {
+            Engine::Sqlite(db) => db.checkpoint(),
+            Engine::Postgres(_) => {}
+        }
     }
 
     /// [`Store::checkpoint`] for a process about to exit, when the WAL has grown past
@@ -354,16 +285,9 @@ impl Store {
     /// the next write (about 1.6 ms on this project's test machine, a sixth of a one-shot chat).
     /// Nothing committed is at risk either way: the WAL is part of the database.
     pub fn checkpoint_if_large(&self) {
-        let wal = match &self.engine {
-            Engine::Sqlite(conn) => {
-                let conn = conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                conn.path().filter(|p| !p.is_empty()).map(|p| format!("{p}-wal"))
-            }
-            Engine::Postgres(_) => return,
-        };
-        let Some(wal) = wal else { return };
-        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > EXIT_CHECKPOINT_BYTES) {
-            self.checkpoint();
+        match &self.engine {
+            Engine::Sqlite(db) => db.checkpoint_if_large(),
+            Engine::Postgres(_) => {}
         }
     }
 
@@ -372,180 +296,42 @@ impl Store {
     /// serving many chats) keeps its memory flat with a smaller cache: pages it no longer holds
     /// are read again from the system's file cache. Nothing to do on PostgreSQL.
     pub fn limit_cache(&self, kib: u32) {
-        if let Ok(conn) = self.conn() {
-            let _ = conn.pragma_update(None, "cache_size", -i64::from(kib));
+        match &self.engine {
+            Engine::Sqlite(db) => db.limit_cache(kib),
+            Engine::Postgres(_) => {}
         }
     }
 
     /// Let go of the cached pages no statement is using now (they are read again when needed).
     /// Nothing to do on PostgreSQL.
     pub fn release_memory(&self) {
-        if let Ok(conn) = self.conn() {
-            let _ = conn.execute_batch("PRAGMA shrink_memory");
+        match &self.engine {
+            Engine::Sqlite(db) => db.release_memory(),
+            Engine::Postgres(_) => {}
+        }
+    }
+
+    /// The PostgreSQL engine, when the store is on it.
+    fn pg(&self) -> Option<&pg::Pg> {
+        match &self.engine {
+            Engine::Postgres(pg) => Some(pg),
+            Engine::Sqlite(_) => None,
         }
     }
 
     /// The SQLite connection; on PostgreSQL, [`Error::NotOnPostgres`] for what has no
     /// PostgreSQL version yet.
-    fn conn(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {
+    fn conn(&self) -> Result<std::sync::MutexGuard<'_, rusqlite::Connection>> {
         match &self.engine {
-            // A panic while holding the lock leaves the connection itself usable.
-            Engine::Sqlite(conn) => Ok(conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)),
+            Engine::Sqlite(db) => Ok(db.conn()),
             Engine::Postgres(_) => Err(Error::NotOnPostgres { what: "this operation" }),
         }
     }
 
-    /// Run `f` in one `BEGIN IMMEDIATE` transaction, committed if `f` succeeds. While another
-    /// connection holds the write lock, wait (SQLite's busy timeout), then retry with jitter for
-    /// up to [`BUSY_RETRY_FOR`]; the mutex is released between attempts.
-    fn write<T>(&self, mut f: impl FnMut(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        retry_busy(|| {
-            let mut conn = self.conn()?;
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let out = f(&tx)?;
-            tx.commit()?;
-            Ok(out)
-        })
-    }
-}
-
-/// A read-only connection to the database at `path`, also when neither the file nor its
-/// directory can be written (a WAL database then needs `immutable`, which is safe only because
-/// nobody can write it either).
-fn read_only_connection(path: &Path) -> Result<Connection> {
-    use rusqlite::OpenFlags;
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
-    let open_err = |source| Error::Open { path: path.to_path_buf(), source };
-    let try_open = |uri: String| -> Result<Connection> {
-        let conn = Connection::open_with_flags(uri, flags).map_err(open_err)?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        // The first read tells whether the file can be read at all (a WAL database in a
-        // directory that cannot be written needs `immutable` for that).
-        let _: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        Ok(conn)
-    };
-    let uri = |extra: &str| format!("file:{}?mode=ro{extra}", uri_path(path));
-    match try_open(uri("")) {
-        Ok(conn) => Ok(conn),
-        Err(Error::Sql(e) | Error::Open { source: e, .. })
-            if matches!(
-                e.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
-            ) =>
-        {
-            try_open(uri("&immutable=1"))
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// Give a damaged-database error the file's name.
-fn named(e: Error, path: &Path) -> Error {
-    match e {
-        Error::Damaged { path: None, detail } => Error::Damaged { path: Some(path.to_path_buf()), detail },
-        Error::Open { source, .. } if is_damage(&source) => {
-            Error::Damaged { path: Some(path.to_path_buf()), detail: source.to_string() }
-        }
-        Error::Migrate(rusqlite_migration::Error::RusqliteError { err, .. }) if is_damage(&err) => {
-            Error::Damaged { path: Some(path.to_path_buf()), detail: err.to_string() }
-        }
-        other => other,
-    }
-}
-
-/// A database file shorter than its header says was cut (a full disk, a copy stopped half
-/// way): SQLite would only notice when it reads a missing page, so look before opening.
-///
-/// A checkpoint copies the WAL's pages into the file in page order, header first, and empties
-/// the WAL only once every page is there: a file is short with a WAL beside it while another
-/// process checkpoints, and stays so when a process ends in the middle of one (SQLite then reads
-/// the missing pages from the WAL, which still holds them). So a file is judged only when no
-/// WAL with anything in it stands beside it, and called cut only when it is short twice, 50 ms
-/// apart (another process may have written and begun a checkpoint just after the WAL was
-/// looked at).
-fn check_length(path: &Path) -> Result<()> {
-    let check = || {
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
-        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
-            return Ok(());
-        }
-        check_file_length(path)
-    };
-    match check() {
-        Err(Error::Damaged { .. }) => {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            check()
-        }
-        other => other,
-    }
-}
-
-fn check_file_length(path: &Path) -> Result<()> {
-    use std::io::Read as _;
-    let Ok(mut file) = std::fs::File::open(path) else { return Ok(()) };
-    let mut header = [0u8; 100];
-    // The header first, then the length: a file growing meanwhile only gets longer.
-    let whole = file.read_exact(&mut header).is_ok();
-    let Ok(len) = file.metadata().map(|m| m.len()) else { return Ok(()) };
-    if len == 0 {
-        return Ok(());
-    }
-    if !whole || &header[..16] != b"SQLite format 3\0" {
-        return Err(Error::Damaged {
-            path: Some(path.to_path_buf()),
-            detail: format!(
-                "it is not an SQLite database: its first bytes are {}",
-                printable(&header[..len.min(16) as usize])
-            ),
-        });
-    }
-    let page_size = match u16::from_be_bytes([header[16], header[17]]) {
-        1 => 65_536,
-        n => u64::from(n),
-    };
-    let pages = u64::from(u32::from_be_bytes([header[28], header[29], header[30], header[31]]));
-    // The page count is valid only when written by the same change as the counter beside it.
-    let counted = header[24..28] == header[92..96];
-    let expected = pages.saturating_mul(page_size);
-    if counted && pages > 0 && len < expected {
-        return Err(Error::Damaged {
-            path: Some(path.to_path_buf()),
-            detail: format!("the file was cut short: {len} of its {expected} bytes are there"),
-        });
-    }
-    Ok(())
-}
-
-fn printable(bytes: &[u8]) -> String {
-    format!("{:?}", String::from_utf8_lossy(bytes))
-}
-
-/// `path` for an SQLite URI: characters with a meaning there percent-encoded.
-fn uri_path(path: &Path) -> String {
-    let mut out = String::new();
-    for b in path.as_os_str().as_encoded_bytes() {
-        match b {
-            b'%' | b'?' | b'#' => out.push_str(&format!("%{b:02X}")),
-            b if !b.is_ascii() => out.push_str(&format!("%{b:02X}")),
-            _ => out.push(char::from(*b)),
-        }
-    }
-    out
-}
-
-/// Call `f` until it returns anything but a busy error, for at most [`BUSY_RETRY_FOR`].
-fn retry_busy<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
-    let deadline = Instant::now() + BUSY_RETRY_FOR;
-    loop {
-        match f() {
-            Err(e) if e.is_busy() => {
-                if Instant::now() >= deadline {
-                    return Err(Error::Busy);
-                }
-                std::thread::sleep(Duration::from_millis(fastrand::u64(5..=60)));
-            }
-            other => return other,
+    fn write<T>(&self, f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        match &self.engine {
+            Engine::Sqlite(db) => db.write(f),
+            Engine::Postgres(_) => Err(Error::NotOnPostgres { what: "this operation" }),
         }
     }
 }

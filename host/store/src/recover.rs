@@ -53,10 +53,10 @@ pub fn check(path: &Path) -> Result<Option<String>> {
     if !path.exists() {
         return Ok(None);
     }
-    if let Err(Error::Damaged { detail, .. }) = crate::check_length(path) {
+    if let Err(Error::Damaged { detail, .. }) = crate::sqlite::check_length(path) {
         return Ok(Some(detail));
     }
-    let conn = match crate::read_only_connection(path) {
+    let conn = match crate::sqlite::read_only_connection(path) {
         Ok(conn) => conn,
         Err(Error::Damaged { detail, .. }) => return Ok(Some(detail)),
         Err(e) => return Err(e),
@@ -101,7 +101,7 @@ pub fn repair(path: &Path) -> Result<Repair> {
         && (!old_wal.exists() || std::fs::copy(&old_wal, sidecar(&work, "-wal")).is_ok())
         && fit_header(&work).is_ok();
     let attached = readable
-        && conn.execute("ATTACH DATABASE ?1 AS old", [format!("file:{}?mode=ro", crate::uri_path(&work))]).is_ok();
+        && conn.execute("ATTACH DATABASE ?1 AS old", [format!("file:{}?mode=ro", crate::sqlite::uri_path(&work))]).is_ok();
     let report = if attached { copy_all(&conn, report) } else { Ok(lost_all(report)) };
     drop(conn);
     for leftover in [work.clone(), sidecar(&work, "-wal"), sidecar(&work, "-shm")] {

@@ -19,12 +19,9 @@
 //! # }
 //! ```
 
-use std::sync::atomic::Ordering;
-
-use rusqlite::{OptionalExtension, Row, params};
 use talaria_protocol::{Message, ToolCall, Usage};
 
-use crate::{Error, Result, Store, count, now_ms};
+use crate::{Engine, Error, Result, Store, now_ms};
 
 /// The sources a session may come from.
 pub const SOURCES: &[&str] = &["cli", "acp", "gateway", "cron", "subagent"];
@@ -36,8 +33,6 @@ pub const PREVIEW_CHARS: usize = 80;
 const MAX_ID_BYTES: usize = 200;
 /// Most candidates an [`Error::AmbiguousSession`] lists.
 const MAX_CANDIDATES: usize = 10;
-/// A passive WAL checkpoint after this many appends through one `Store`.
-const CHECKPOINT_EVERY: u32 = 200;
 
 /// What [`Store::create_session`] needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,25 +152,10 @@ impl Store {
             return Err(Error::UnknownSource { name: s.source.clone() });
         }
         let now = now_ms();
-        if let Some(pg) = self.pg() {
-            return pg.create_session(s, now).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.create_session(s, now),
+            Engine::Postgres(pg) => pg.create_session(s, now).await,
         }
-        self.write(|tx| {
-            if exists(tx, &s.id)? {
-                return Err(Error::SessionExists { id: s.id.clone() });
-            }
-            if let Some(parent) = &s.parent_id
-                && !exists(tx, parent)?
-            {
-                return Err(Error::UnknownParent { id: parent.clone() });
-            }
-            tx.execute(
-                "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
-                params![s.id, s.source, s.model, s.provider, s.system_prompt, s.parent_id, s.cwd, now],
-            )?;
-            Ok(())
-        })
     }
 
     /// Start session `new_id` as a copy of `from`'s active messages (same source, model, prompt
@@ -192,32 +172,10 @@ impl Store {
             return Err(Error::BadSessionId { id: new_id.to_string() });
         }
         let now = now_ms();
-        if let Some(pg) = self.pg() {
-            pg.fork_session(from, new_id, now).await?;
-            return self.session(new_id).await?.ok_or_else(|| not_found(new_id));
+        match &self.engine {
+            Engine::Sqlite(db) => db.fork_session(from, new_id, now)?,
+            Engine::Postgres(pg) => pg.fork_session(from, new_id, now).await?,
         }
-        self.write(|tx| {
-            if !exists(tx, from)? {
-                return Err(not_found(from));
-            }
-            if exists(tx, new_id)? {
-                return Err(Error::SessionExists { id: new_id.to_string() });
-            }
-            tx.execute(
-                "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at,
-                                       message_count, tool_call_count)
-                 SELECT ?2, source, model, provider, system_prompt, id, cwd, ?3, ?3, message_count, tool_call_count
-                 FROM sessions WHERE id = ?1",
-                params![from, new_id, now],
-            )?;
-            tx.execute(
-                "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
-                 SELECT ?2, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at
-                 FROM messages WHERE session_id = ?1 AND active ORDER BY id",
-                params![from, new_id],
-            )?;
-            Ok(())
-        })?;
         self.session(new_id).await?.ok_or_else(|| not_found(new_id))
     }
 
@@ -255,56 +213,10 @@ impl Store {
         // it once there are enough of them, rather than each commit writing index segments.
         let ends_turn = matches!(messages.last(), Some(Message::Assistant { tool_calls, .. }) if tool_calls.is_empty());
         let now = now_ms();
-        if let Some(pg) = self.pg() {
-            return pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), now).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.append(session_id, &rows, calls, usage, ends_turn, now),
+            Engine::Postgres(pg) => pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), now).await,
         }
-        let ids = self.write(|tx| {
-            // Cached statements: a turn appends several times, and parsing the SQL each time cost
-            // more than running it.
-            let touched = tx
-                .prepare_cached(
-                    "UPDATE sessions SET message_count = message_count + ?2, tool_call_count = tool_call_count + ?3,
-                                         updated_at = max(updated_at, ?4)
-                     WHERE id = ?1",
-                )?
-                .execute(params![session_id, count(rows.len()), count(calls), now])?;
-            if touched == 0 {
-                return Err(not_found(session_id));
-            }
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?;
-            let mut ids = Vec::with_capacity(rows.len());
-            for r in &rows {
-                insert.execute(params![
-                    session_id,
-                    r.role,
-                    r.content,
-                    r.tool_call_id,
-                    r.tool_calls,
-                    r.tool_name,
-                    r.reasoning,
-                    r.extra,
-                    now
-                ])?;
-                ids.push(tx.last_insert_rowid());
-            }
-            if let Some((usage, calls)) = usage {
-                add_usage(tx, session_id, usage, calls, now)?;
-            }
-            if ends_turn {
-                crate::search::index_pending(tx, crate::search::INDEX_BATCH)?;
-            }
-            Ok(ids)
-        })?;
-        if self.appends.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1 {
-            // Best effort: a checkpoint blocked by readers simply does less; the next one catches up.
-            if let Ok(conn) = self.conn() {
-                let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-            }
-        }
-        Ok(ids)
     }
 
     /// Add one or more model calls' token usage to the session's totals. Estimated usage
@@ -314,20 +226,18 @@ impl Store {
     /// [`Error::SessionNotFound`].
     pub async fn add_usage(&self, session_id: &str, usage: &Usage, api_calls: u32) -> Result<()> {
         let now = now_ms();
-        if let Some(pg) = self.pg() {
-            return pg.add_usage(session_id, usage, api_calls, now).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.add_usage(session_id, usage, api_calls, now),
+            Engine::Postgres(pg) => pg.add_usage(session_id, usage, api_calls, now).await,
         }
-        self.write(|tx| add_usage(tx, session_id, usage, api_calls, now))
     }
 
     /// The session with exactly this id, if any.
     pub async fn session(&self, id: &str) -> Result<Option<SessionInfo>> {
-        if let Some(pg) = self.pg() {
-            return pg.session(id).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.session(id),
+            Engine::Postgres(pg) => pg.session(id).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(&format!("{SESSION_COLUMNS} WHERE s.id = ?1"))?;
-        Ok(stmt.query_row([id], session_from_row).optional()?)
     }
 
     /// The session's system prompt, as given when it was created.
@@ -335,12 +245,10 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub async fn system_prompt(&self, id: &str) -> Result<String> {
-        if let Some(pg) = self.pg() {
-            return pg.system_prompt(id).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.system_prompt(id),
+            Engine::Postgres(pg) => pg.system_prompt(id).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached("SELECT system_prompt FROM sessions WHERE id = ?1")?;
-        stmt.query_row([id], |r| r.get(0)).optional()?.ok_or_else(|| not_found(id))
     }
 
     /// The session's system prompt and its active messages, in order: what a conversation
@@ -349,11 +257,11 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub async fn history(&self, id: &str) -> Result<(String, Vec<StoredMessage>)> {
-        if let Some(pg) = self.pg() {
-            let (prompt, raw) = pg.history(id).await?.ok_or_else(|| not_found(id))?;
-            return Ok((prompt, raw.into_iter().map(RawMessage::into_stored).collect::<Result<_>>()?));
-        }
-        Ok((self.system_prompt(id).await?, self.messages(id).await?))
+        let (prompt, raw) = match &self.engine {
+            Engine::Sqlite(db) => (db.system_prompt(id)?, db.messages(id)?),
+            Engine::Postgres(pg) => pg.history(id).await?.ok_or_else(|| not_found(id))?,
+        };
+        Ok((prompt, raw.into_iter().map(RawMessage::into_stored).collect::<Result<_>>()?))
     }
 
     /// The session the user means by `key`, tried in this order: `latest` (the most recently
@@ -373,24 +281,16 @@ impl Store {
         if let Some(s) = self.session(key).await? {
             return Ok(s);
         }
-        let by_title: Option<String> = if let Some(pg) = self.pg() {
-            pg.session_titled(key).await?
-        } else {
-            let conn = self.conn()?;
-            let mut stmt = conn.prepare_cached("SELECT id FROM sessions WHERE title = ?1")?;
-            stmt.query_row([key], |r| r.get(0)).optional()?
+        let by_title = match &self.engine {
+            Engine::Sqlite(db) => db.session_titled(key)?,
+            Engine::Postgres(pg) => pg.session_titled(key).await?,
         };
         if let Some(id) = by_title {
             return self.session(&id).await?.ok_or_else(|| not_found(key));
         }
-        let mut ids: Vec<String> = if let Some(pg) = self.pg() {
-            pg.session_ids_starting(key, MAX_CANDIDATES + 1).await?
-        } else {
-            let conn = self.conn()?;
-            let mut stmt = conn.prepare_cached(
-                "SELECT id FROM sessions WHERE substr(id, 1, length(?1)) = ?1 ORDER BY updated_at DESC, id LIMIT ?2",
-            )?;
-            stmt.query_map(params![key, count(MAX_CANDIDATES + 1)], |r| r.get(0))?.collect::<Result<_, _>>()?
+        let mut ids = match &self.engine {
+            Engine::Sqlite(db) => db.session_ids_starting(key, MAX_CANDIDATES + 1)?,
+            Engine::Postgres(pg) => pg.session_ids_starting(key, MAX_CANDIDATES + 1).await?,
         };
         match ids.len() {
             0 => Err(not_found(key)),
@@ -416,21 +316,10 @@ impl Store {
 
     /// Sessions matching `q`, newest (last updated) first.
     pub async fn list_sessions_with(&self, q: &ListQuery<'_>) -> Result<Vec<SessionInfo>> {
-        if let Some(pg) = self.pg() {
-            return pg.list_sessions(q).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.list_sessions(q),
+            Engine::Postgres(pg) => pg.list_sessions(q).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(&format!(
-            "{SESSION_COLUMNS}
-             WHERE (?1 OR ?2 IS NOT NULL OR ?3 IS NOT NULL OR s.source <> 'subagent')
-               AND (?2 IS NULL OR s.source = ?2) AND (?3 IS NULL OR s.parent_id = ?3)
-             ORDER BY s.updated_at DESC, s.id DESC LIMIT ?4 OFFSET ?5"
-        ))?;
-        let rows = stmt.query_map(
-            params![q.include_children, q.source, q.parent_id, count(q.limit), count(q.offset)],
-            session_from_row,
-        )?;
-        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// The session's active messages, in order.
@@ -438,20 +327,10 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>> {
-        if let Some(pg) = self.pg() {
-            let raw = pg.messages(session_id).await?.ok_or_else(|| not_found(session_id))?;
-            return raw.into_iter().map(RawMessage::into_stored).collect();
-        }
-        let raw: Vec<RawMessage> = {
-            let conn = self.conn()?;
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ?1 AND active ORDER BY id"
-            ))?;
-            stmt.query_map([session_id], RawMessage::from_row)?.collect::<Result<_, _>>()?
+        let raw = match &self.engine {
+            Engine::Sqlite(db) => db.messages(session_id)?,
+            Engine::Postgres(pg) => pg.messages(session_id).await?.ok_or_else(|| not_found(session_id))?,
         };
-        if raw.is_empty() && !exists(&*self.conn()?, session_id)? {
-            return Err(not_found(session_id));
-        }
         raw.into_iter().map(RawMessage::into_stored).collect()
     }
 
@@ -461,34 +340,9 @@ impl Store {
     /// # Errors
     /// [`Error::MessageNotFound`].
     pub async fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<StoredMessage>> {
-        if let Some(pg) = self.pg() {
-            return pg.messages_around(message_id, window).await?.into_iter().map(RawMessage::into_stored).collect();
-        }
-        let raw: Vec<RawMessage> = {
-            let conn = self.conn()?;
-            let session: Option<String> = conn
-                .prepare_cached("SELECT session_id FROM messages WHERE id = ?1")?
-                .query_row([message_id], |r| r.get(0))
-                .optional()?;
-            let Some(session) = session else { return Err(Error::MessageNotFound { id: message_id }) };
-            let mut before = conn.prepare_cached(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages
-                 WHERE session_id = ?1 AND active AND id < ?2 ORDER BY id DESC LIMIT ?3"
-            ))?;
-            let mut raw: Vec<RawMessage> = before
-                .query_map(params![session, message_id, count(window)], RawMessage::from_row)?
-                .collect::<Result<_, _>>()?;
-            raw.reverse();
-            let mut after = conn.prepare_cached(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages
-                 WHERE session_id = ?1 AND active AND id >= ?2 ORDER BY id LIMIT ?3"
-            ))?;
-            for m in
-                after.query_map(params![session, message_id, count(window.saturating_add(1))], RawMessage::from_row)?
-            {
-                raw.push(m?);
-            }
-            raw
+        let raw = match &self.engine {
+            Engine::Sqlite(db) => db.messages_around(message_id, window)?,
+            Engine::Postgres(pg) => pg.messages_around(message_id, window).await?,
         };
         raw.into_iter().map(RawMessage::into_stored).collect()
     }
@@ -527,26 +381,10 @@ impl Store {
         if title.eq_ignore_ascii_case("latest") {
             return bad("\"latest\" is reserved: it always means the most recent session");
         }
-        if let Some(pg) = self.pg() {
-            return pg.title(id, title, replace).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.title(id, title, replace),
+            Engine::Postgres(pg) => pg.title(id, title, replace).await,
         }
-        self.write(|tx| {
-            if !exists(tx, id)? {
-                return Err(not_found(id));
-            }
-            let other: Option<String> = tx
-                .query_row("SELECT id FROM sessions WHERE title = ?1 AND id <> ?2", params![title, id], |r| r.get(0))
-                .optional()?;
-            if let Some(other_id) = other {
-                return Err(Error::TitleTaken { title: title.to_owned(), other_id });
-            }
-            let sql = if replace {
-                "UPDATE sessions SET title = ?2 WHERE id = ?1"
-            } else {
-                "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title IS NULL"
-            };
-            Ok(tx.execute(sql, params![id, title])? > 0)
-        })
     }
 
     /// Delete the session and its messages (they leave the search indexes too). Sessions it
@@ -555,18 +393,10 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub async fn delete_session(&self, id: &str) -> Result<()> {
-        if let Some(pg) = self.pg() {
-            return pg.delete_session(id).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.delete_session(id),
+            Engine::Postgres(pg) => pg.delete_session(id).await,
         }
-        self.write(|tx| {
-            // The foreign keys would do both; saying it keeps the behaviour independent of them.
-            tx.execute("DELETE FROM messages WHERE session_id = ?1", [id])?;
-            tx.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = ?1", [id])?;
-            if tx.execute("DELETE FROM sessions WHERE id = ?1", [id])? == 0 {
-                return Err(not_found(id));
-            }
-            Ok(())
-        })
     }
 
     /// Mark the session ended now, for `reason` (e.g. `"user_exit"`, `"compressed"`). Ending an
@@ -576,18 +406,10 @@ impl Store {
     /// [`Error::SessionNotFound`].
     pub async fn end_session(&self, id: &str, reason: &str) -> Result<()> {
         let now = now_ms();
-        if let Some(pg) = self.pg() {
-            return pg.end_session(id, reason, now).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.end_session(id, reason, now),
+            Engine::Postgres(pg) => pg.end_session(id, reason, now).await,
         }
-        self.write(|tx| {
-            if tx
-                .execute("UPDATE sessions SET ended_at = ?2, end_reason = ?3 WHERE id = ?1", params![id, now, reason])?
-                == 0
-            {
-                return Err(not_found(id));
-            }
-            Ok(())
-        })
     }
 
     /// Undo the last turn: mark the session's last active user message and everything after it
@@ -598,75 +420,15 @@ impl Store {
     /// [`Error::SessionNotFound`].
     pub async fn undo_last_turn(&self, session_id: &str) -> Result<usize> {
         let now = now_ms();
-        if let Some(pg) = self.pg() {
-            return pg.undo_last_turn(session_id, now).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.undo_last_turn(session_id, now),
+            Engine::Postgres(pg) => pg.undo_last_turn(session_id, now).await,
         }
-        self.write(|tx| {
-            if !exists(tx, session_id)? {
-                return Err(not_found(session_id));
-            }
-            let last_user: Option<i64> = tx.query_row(
-                "SELECT max(id) FROM messages WHERE session_id = ?1 AND role = 'user' AND active",
-                [session_id],
-                |r| r.get(0),
-            )?;
-            let Some(from) = last_user else { return Ok(0) };
-            let calls: i64 = tx.query_row(
-                "SELECT coalesce(sum(json_array_length(tool_calls)), 0) FROM messages
-                 WHERE session_id = ?1 AND active AND id >= ?2",
-                params![session_id, from],
-                |r| r.get(0),
-            )?;
-            let undone = tx.execute(
-                "UPDATE messages SET active = 0 WHERE session_id = ?1 AND active AND id >= ?2",
-                params![session_id, from],
-            )?;
-            tx.execute(
-                "UPDATE sessions SET message_count = max(message_count - ?2, 0),
-                                     tool_call_count = max(tool_call_count - ?3, 0), updated_at = max(updated_at, ?4)
-                 WHERE id = ?1",
-                params![session_id, count(undone), calls, now],
-            )?;
-            Ok(undone)
-        })
     }
 }
 
 pub(crate) fn not_found(key: &str) -> Error {
     Error::SessionNotFound { key: key.to_owned() }
-}
-
-fn exists(conn: &rusqlite::Connection, id: &str) -> Result<bool> {
-    Ok(conn.prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?.exists([id])?)
-}
-
-fn session_from_row(r: &Row<'_>) -> rusqlite::Result<SessionInfo> {
-    let tokens = |i: usize| -> rusqlite::Result<u64> { Ok(u64::try_from(r.get::<_, i64>(i)?).unwrap_or(0)) };
-    Ok(SessionInfo {
-        id: r.get(0)?,
-        source: r.get(1)?,
-        model: r.get(2)?,
-        provider: r.get(3)?,
-        title: r.get(4)?,
-        parent_id: r.get(5)?,
-        cwd: r.get(6)?,
-        started_at: r.get(7)?,
-        updated_at: r.get(8)?,
-        ended_at: r.get(9)?,
-        end_reason: r.get(10)?,
-        message_count: r.get(11)?,
-        tool_call_count: r.get(12)?,
-        api_call_count: r.get(13)?,
-        usage: Usage {
-            input_tokens: tokens(14)?,
-            output_tokens: tokens(15)?,
-            cache_read_tokens: tokens(16)?,
-            cache_write_tokens: tokens(17)?,
-            reasoning_tokens: tokens(18)?,
-            estimated: r.get::<_, i64>(20)? > 0,
-        },
-        preview: r.get::<_, Option<String>>(19)?.map(|p| preview(&p)),
-    })
 }
 
 /// `text` on one line, whitespace collapsed, cut to [`PREVIEW_CHARS`] characters with `…`.
@@ -750,22 +512,6 @@ pub(crate) struct RawMessage {
 }
 
 impl RawMessage {
-    /// Reads the columns of [`MESSAGE_COLUMNS`], in that order.
-    fn from_row(r: &Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self {
-            id: r.get(0)?,
-            session_id: r.get(1)?,
-            role: r.get(2)?,
-            content: r.get(3)?,
-            tool_call_id: r.get(4)?,
-            tool_calls: r.get(5)?,
-            tool_name: r.get(6)?,
-            reasoning: r.get(7)?,
-            extra: r.get(8)?,
-            created_at: r.get(9)?,
-        })
-    }
-
     pub(crate) fn into_stored(self) -> Result<StoredMessage> {
         let id = self.id;
         let corrupt = |what: String| Error::Corrupt { what: format!("message {id}: {what}") };
@@ -801,35 +547,6 @@ impl RawMessage {
         };
         Ok(StoredMessage { id, session_id: self.session_id, message, created_at: self.created_at })
     }
-}
-
-/// Add `usage` of `api_calls` model calls to the session's totals, in `tx`.
-fn add_usage(tx: &rusqlite::Transaction<'_>, session_id: &str, usage: &Usage, api_calls: u32, now: i64) -> Result<()> {
-    let t = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let touched = tx
-        .prepare_cached(
-            "UPDATE sessions SET api_call_count = api_call_count + ?2,
-                input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
-                cache_read_tokens = cache_read_tokens + ?5, cache_write_tokens = cache_write_tokens + ?6,
-                reasoning_tokens = reasoning_tokens + ?7, updated_at = max(updated_at, ?8),
-                estimated_calls = estimated_calls + ?9
-         WHERE id = ?1",
-        )?
-        .execute(params![
-            session_id,
-            api_calls,
-            t(usage.input_tokens),
-            t(usage.output_tokens),
-            t(usage.cache_read_tokens),
-            t(usage.cache_write_tokens),
-            t(usage.reasoning_tokens),
-            now,
-            if usage.estimated { api_calls } else { 0 }
-        ])?;
-    if touched == 0 {
-        return Err(not_found(session_id));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

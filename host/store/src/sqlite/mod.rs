@@ -1,0 +1,280 @@
+//! The state in a SQLite file, `$TALARIA_HOME/state.db` in WAL mode (the default engine).
+//!
+//! One connection per [`Store`](crate::Store), shared behind a mutex: every operation is a short
+//! statement or transaction, run inline on the caller's thread. Several processes may open the
+//! same file at once (the CLI, a gateway, cron): writes take the write lock up front
+//! (`BEGIN IMMEDIATE`) and are retried with jitter while another writer holds it.
+
+mod sessions;
+
+use std::path::Path;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+use crate::{BUSY_RETRY_FOR, EXIT_CHECKPOINT_BYTES, Error, Result, is_damage, schema};
+
+/// How long SQLite itself waits for a lock before handing `SQLITE_BUSY` back to us.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The SQLite engine.
+pub(crate) struct Sqlite {
+    conn: Mutex<Connection>,
+    /// Appends since this `Store` was opened, to checkpoint the WAL now and then.
+    appends: AtomicU32,
+}
+
+impl Sqlite {
+    fn new(conn: Connection) -> Self {
+        Self { conn: Mutex::new(conn), appends: AtomicU32::new(0) }
+    }
+
+    /// Open (creating if needed) the database at `path` and bring its schema up to date.
+    pub(crate) fn open(path: &Path) -> Result<Self> {
+        Self::open_inner(path).map_err(|e| named(e, path))
+    }
+
+    fn open_inner(path: &Path) -> Result<Self> {
+        let open_err = |source| Error::Open { path: path.to_path_buf(), source };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| open_err(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+        }
+        check_length(path)?;
+        let mut conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        retry_busy(|| {
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            Ok(())
+        })?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        // Up to 32 MiB of page cache (allocated only as pages are read): a search touches a few
+        // thousand message rows spread over the file.
+        conn.pragma_update(None, "cache_size", -32_768)?;
+        // Room for every statement a turn runs (rusqlite keeps 16): a statement pushed out of
+        // the cache is parsed again on its next use.
+        conn.set_prepared_statement_cache_capacity(64);
+        // Migrations take the write lock up front, so two processes opening a new file at once
+        // queue instead of both creating the same tables.
+        conn.set_transaction_behavior(TransactionBehavior::Immediate);
+        schema::migrate(&mut conn)?;
+        Ok(Self::new(conn))
+    }
+
+    /// Open the database only to read it; with no file yet, an empty database in memory.
+    pub(crate) fn open_read_only(path: &Path) -> Result<Self> {
+        if !path.exists() {
+            // Nothing stored yet: an empty database, in memory.
+            let mut conn = Connection::open_in_memory()?;
+            conn.set_transaction_behavior(TransactionBehavior::Immediate);
+            schema::migrate(&mut conn)?;
+            return Ok(Self::new(conn));
+        }
+        Self::read_only_inner(path).map_err(|e| named(e, path))
+    }
+
+    fn read_only_inner(path: &Path) -> Result<Self> {
+        check_length(path)?;
+        let conn = read_only_connection(path)?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if usize::try_from(version).ok() != Some(schema::VERSION) {
+            return Err(Error::ReadOnly {
+                path: path.to_path_buf(),
+                detail: format!(
+                    "its schema is v{version} and this talaria reads v{}; run any talaria command that writes (e.g. `talaria doctor`) with write access once to update it",
+                    schema::VERSION
+                ),
+            });
+        }
+        Ok(Self::new(conn))
+    }
+
+    /// [`Store::checkpoint`](crate::Store::checkpoint): best effort, never waiting.
+    pub(crate) fn checkpoint(&self) {
+        let conn = self.conn();
+        let _ = conn.busy_timeout(Duration::ZERO);
+        let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        let _ = conn.busy_timeout(BUSY_TIMEOUT);
+    }
+
+    /// [`Sqlite::checkpoint`] when the WAL has grown past [`EXIT_CHECKPOINT_BYTES`].
+    pub(crate) fn checkpoint_if_large(&self) {
+        let wal = self.conn().path().filter(|p| !p.is_empty()).map(|p| format!("{p}-wal"));
+        let Some(wal) = wal else { return };
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > EXIT_CHECKPOINT_BYTES) {
+            self.checkpoint();
+        }
+    }
+
+    /// Keep at most `kib` KiB of pages in SQLite's page cache.
+    pub(crate) fn limit_cache(&self, kib: u32) {
+        let _ = self.conn().pragma_update(None, "cache_size", -i64::from(kib));
+    }
+
+    /// Let go of the cached pages no statement is using now.
+    pub(crate) fn release_memory(&self) {
+        let _ = self.conn().execute_batch("PRAGMA shrink_memory");
+    }
+
+    /// The connection.
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves the connection itself usable.
+        self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Run `f` in one `BEGIN IMMEDIATE` transaction, committed if `f` succeeds. While another
+    /// connection holds the write lock, wait (SQLite's busy timeout), then retry with jitter for
+    /// up to [`BUSY_RETRY_FOR`]; the mutex is released between attempts.
+    pub(crate) fn write<T>(&self, mut f: impl FnMut(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        retry_busy(|| {
+            let mut conn = self.conn();
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
+    }
+}
+
+/// A read-only connection to the database at `path`, also when neither the file nor its
+/// directory can be written (a WAL database then needs `immutable`, which is safe only because
+/// nobody can write it either).
+pub(crate) fn read_only_connection(path: &Path) -> Result<Connection> {
+    use rusqlite::OpenFlags;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let open_err = |source| Error::Open { path: path.to_path_buf(), source };
+    let try_open = |uri: String| -> Result<Connection> {
+        let conn = Connection::open_with_flags(uri, flags).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // The first read tells whether the file can be read at all (a WAL database in a
+        // directory that cannot be written needs `immutable` for that).
+        let _: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        Ok(conn)
+    };
+    let uri = |extra: &str| format!("file:{}?mode=ro{extra}", uri_path(path));
+    match try_open(uri("")) {
+        Ok(conn) => Ok(conn),
+        Err(Error::Sql(e) | Error::Open { source: e, .. })
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
+            ) =>
+        {
+            try_open(uri("&immutable=1"))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Give a damaged-database error the file's name.
+fn named(e: Error, path: &Path) -> Error {
+    match e {
+        Error::Damaged { path: None, detail } => Error::Damaged { path: Some(path.to_path_buf()), detail },
+        Error::Open { source, .. } if is_damage(&source) => {
+            Error::Damaged { path: Some(path.to_path_buf()), detail: source.to_string() }
+        }
+        Error::Migrate(rusqlite_migration::Error::RusqliteError { err, .. }) if is_damage(&err) => {
+            Error::Damaged { path: Some(path.to_path_buf()), detail: err.to_string() }
+        }
+        other => other,
+    }
+}
+
+/// A database file shorter than its header says was cut (a full disk, a copy stopped half
+/// way): SQLite would only notice when it reads a missing page, so look before opening.
+///
+/// A checkpoint copies the WAL's pages into the file in page order, header first, and empties
+/// the WAL only once every page is there: a file is short with a WAL beside it while another
+/// process checkpoints, and stays so when a process ends in the middle of one (SQLite then reads
+/// the missing pages from the WAL, which still holds them). So a file is judged only when no
+/// WAL with anything in it stands beside it, and called cut only when it is short twice, 50 ms
+/// apart (another process may have written and begun a checkpoint just after the WAL was
+/// looked at).
+pub(crate) fn check_length(path: &Path) -> Result<()> {
+    let check = || {
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+            return Ok(());
+        }
+        check_file_length(path)
+    };
+    match check() {
+        Err(Error::Damaged { .. }) => {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            check()
+        }
+        other => other,
+    }
+}
+
+fn check_file_length(path: &Path) -> Result<()> {
+    use std::io::Read as _;
+    let Ok(mut file) = std::fs::File::open(path) else { return Ok(()) };
+    let mut header = [0u8; 100];
+    // The header first, then the length: a file growing meanwhile only gets longer.
+    let whole = file.read_exact(&mut header).is_ok();
+    let Ok(len) = file.metadata().map(|m| m.len()) else { return Ok(()) };
+    if len == 0 {
+        return Ok(());
+    }
+    if !whole || &header[..16] != b"SQLite format 3\0" {
+        return Err(Error::Damaged {
+            path: Some(path.to_path_buf()),
+            detail: format!(
+                "it is not an SQLite database: its first bytes are {}",
+                printable(&header[..len.min(16) as usize])
+            ),
+        });
+    }
+    let page_size = match u16::from_be_bytes([header[16], header[17]]) {
+        1 => 65_536,
+        n => u64::from(n),
+    };
+    let pages = u64::from(u32::from_be_bytes([header[28], header[29], header[30], header[31]]));
+    // The page count is valid only when written by the same change as the counter beside it.
+    let counted = header[24..28] == header[92..96];
+    let expected = pages.saturating_mul(page_size);
+    if counted && pages > 0 && len < expected {
+        return Err(Error::Damaged {
+            path: Some(path.to_path_buf()),
+            detail: format!("the file was cut short: {len} of its {expected} bytes are there"),
+        });
+    }
+    Ok(())
+}
+
+fn printable(bytes: &[u8]) -> String {
+    format!("{:?}", String::from_utf8_lossy(bytes))
+}
+
+/// `path` for an SQLite URI: characters with a meaning there percent-encoded.
+pub(crate) fn uri_path(path: &Path) -> String {
+    let mut out = String::new();
+    for b in path.as_os_str().as_encoded_bytes() {
+        match b {
+            b'%' | b'?' | b'#' => out.push_str(&format!("%{b:02X}")),
+            b if !b.is_ascii() => out.push_str(&format!("%{b:02X}")),
+            _ => out.push(char::from(*b)),
+        }
+    }
+    out
+}
+
+/// Call `f` until it returns anything but a busy error, for at most [`BUSY_RETRY_FOR`].
+fn retry_busy<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
+    let deadline = Instant::now() + BUSY_RETRY_FOR;
+    loop {
+        match f() {
+            Err(e) if e.is_busy() => {
+                if Instant::now() >= deadline {
+                    return Err(Error::Busy);
+                }
+                std::thread::sleep(Duration::from_millis(fastrand::u64(5..=60)));
+            }
+            other => return other,
+        }
+    }
+}
