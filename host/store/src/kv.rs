@@ -31,9 +31,7 @@
 //! # }
 //! ```
 
-use rusqlite::{OptionalExtension, Transaction, params};
-
-use crate::{Error, Result, Store};
+use crate::{Engine, Error, Result, Store};
 
 /// Most bytes one value may hold.
 pub const MAX_VALUE_BYTES: usize = 1024 * 1024;
@@ -42,9 +40,6 @@ pub const MAX_PLUGIN_BYTES: i64 = 10 * 1024 * 1024;
 /// Longest key.
 pub const MAX_KEY_BYTES: usize = 512;
 
-/// The bytes a row takes against its plugin's quota: its key's and its value's.
-const ROW_BYTES: &str = "length(CAST(key AS BLOB)) + length(value)";
-
 impl Store {
     /// The value under `key` in `plugin`'s space.
     ///
@@ -52,12 +47,10 @@ impl Store {
     /// The key is empty or too long, or the database cannot be read.
     pub async fn kv_get(&self, plugin: &str, key: &str) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        if let Some(pg) = self.pg() {
-            return pg.kv_get(plugin, key).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.kv_get(plugin, key),
+            Engine::Postgres(pg) => pg.kv_get(plugin, key).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2")?;
-        Ok(stmt.query_row(params![plugin, key], |r| r.get(0)).optional()?)
     }
 
     /// Store `value` under `key`, within the value size limit and the plugin's quota.
@@ -68,10 +61,10 @@ impl Store {
     pub async fn kv_set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
         check_key(key)?;
         check_value(value)?;
-        if let Some(pg) = self.pg() {
-            return pg.kv_set(plugin, key, value).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.kv_set(plugin, key, value),
+            Engine::Postgres(pg) => pg.kv_set(plugin, key, value).await,
         }
-        self.write(|tx| put(tx, plugin, key, value))
     }
 
     /// Remove `key`; a missing key is not an error.
@@ -80,13 +73,10 @@ impl Store {
     /// The key is empty or too long, or the database cannot be written.
     pub async fn kv_delete(&self, plugin: &str, key: &str) -> Result<()> {
         check_key(key)?;
-        if let Some(pg) = self.pg() {
-            return pg.kv_delete(plugin, key).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.kv_delete(plugin, key),
+            Engine::Postgres(pg) => pg.kv_delete(plugin, key).await,
         }
-        self.write(|tx| {
-            tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1 AND key = ?2", params![plugin, key])?;
-            Ok(())
-        })
     }
 
     /// Atomically: if the value under `key` is `expected` (`None`: the key is absent), make it
@@ -107,26 +97,10 @@ impl Store {
         if let Some(new) = new {
             check_value(new)?;
         }
-        if let Some(pg) = self.pg() {
-            return pg.kv_compare_and_set(plugin, key, expected, new).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.kv_compare_and_set(plugin, key, expected, new),
+            Engine::Postgres(pg) => pg.kv_compare_and_set(plugin, key, expected, new).await,
         }
-        self.write(|tx| {
-            let current: Option<Vec<u8>> = tx
-                .prepare_cached("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2")?
-                .query_row(params![plugin, key], |r| r.get(0))
-                .optional()?;
-            if current.as_deref() != expected {
-                return Ok(false);
-            }
-            match new {
-                Some(new) if Some(new) != expected => put(tx, plugin, key, new)?,
-                Some(_) => {}
-                None => {
-                    tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1 AND key = ?2", params![plugin, key])?;
-                }
-            }
-            Ok(true)
-        })
     }
 
     /// Atomically add `delta` to the counter under `key` and return its new value; a missing
@@ -140,26 +114,10 @@ impl Store {
     /// the quota would be exceeded, or the database cannot be written.
     pub async fn kv_increment(&self, plugin: &str, key: &str, delta: i64) -> Result<i64> {
         check_key(key)?;
-        if let Some(pg) = self.pg() {
-            return pg.kv_increment(plugin, key, delta).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.kv_increment(plugin, key, delta),
+            Engine::Postgres(pg) => pg.kv_increment(plugin, key, delta).await,
         }
-        self.write(|tx| {
-            let current: Option<Vec<u8>> = tx
-                .prepare_cached("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2")?
-                .query_row(params![plugin, key], |r| r.get(0))
-                .optional()?;
-            let current = match current {
-                None => 0,
-                Some(bytes) => parse_counter(&bytes).ok_or_else(|| Error::NotACounter { key: key.to_string() })?,
-            };
-            let next = current.checked_add(delta).ok_or_else(|| Error::CounterOverflow {
-                key: key.to_string(),
-                value: current,
-                delta,
-            })?;
-            put(tx, plugin, key, next.to_string().as_bytes())?;
-            Ok(next)
-        })
     }
 
     /// Remove everything in `plugin`'s space; returns how many keys there were.
@@ -167,10 +125,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn kv_clear(&self, plugin: &str) -> Result<u64> {
-        if let Some(pg) = self.pg() {
-            return pg.kv_clear(plugin).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.kv_clear(plugin),
+            Engine::Postgres(pg) => pg.kv_clear(plugin).await,
         }
-        self.write(|tx| Ok(tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1", params![plugin])? as u64))
     }
 
     /// Move every entry of space `from` to space `to`, if `to` has none yet; how many moved.
@@ -178,16 +136,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn kv_adopt(&self, from: &str, to: &str) -> Result<u64> {
-        if let Some(pg) = self.pg() {
-            return pg.kv_adopt(from, to).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.kv_adopt(from, to),
+            Engine::Postgres(pg) => pg.kv_adopt(from, to).await,
         }
-        self.write(|tx| {
-            let moved = tx.execute(
-                "UPDATE plugin_kv SET plugin = ?2 WHERE plugin = ?1 AND NOT EXISTS (SELECT 1 FROM plugin_kv WHERE plugin = ?2)",
-                params![from, to],
-            )?;
-            Ok(moved as u64)
-        })
     }
 
     /// Keys in `plugin`'s space starting with `prefix`, sorted.
@@ -195,22 +147,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn kv_keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>> {
-        if let Some(pg) = self.pg() {
-            return pg.kv_keys(plugin, prefix).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.kv_keys(plugin, prefix),
+            Engine::Postgres(pg) => pg.kv_keys(plugin, prefix).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached("SELECT key FROM plugin_kv WHERE plugin = ?1 AND key >= ?2 ORDER BY key")?;
-        let mut rows = stmt.query(params![plugin, prefix])?;
-        let mut out = Vec::new();
-        // Keys compare bytewise, so those starting with `prefix` come first, together.
-        while let Some(row) = rows.next()? {
-            let key: String = row.get(0)?;
-            if !key.starts_with(prefix) {
-                break;
-            }
-            out.push(key);
-        }
-        Ok(out)
     }
 
     /// Keys in `plugin`'s space starting with `prefix`, sorted, each with its value, all read
@@ -219,22 +159,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn kv_list(&self, plugin: &str, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
-        if let Some(pg) = self.pg() {
-            return pg.kv_entries(plugin, prefix).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.kv_list(plugin, prefix),
+            Engine::Postgres(pg) => pg.kv_list(plugin, prefix).await,
         }
-        let conn = self.conn()?;
-        let mut stmt =
-            conn.prepare_cached("SELECT key, value FROM plugin_kv WHERE plugin = ?1 AND key >= ?2 ORDER BY key")?;
-        let mut rows = stmt.query(params![plugin, prefix])?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next()? {
-            let key: String = row.get(0)?;
-            if !key.starts_with(prefix) {
-                break;
-            }
-            out.push((key, row.get(1)?));
-        }
-        Ok(out)
     }
 
     /// How many keys `plugin` stores, and their values' total size in bytes.
@@ -242,42 +170,11 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn kv_usage(&self, plugin: &str) -> Result<(u64, u64)> {
-        if let Some(pg) = self.pg() {
-            return pg.kv_usage(plugin).await;
-        }
-        let conn = self.conn()?;
-        let mut stmt =
-            conn.prepare_cached("SELECT COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM plugin_kv WHERE plugin = ?1")?;
-        let (keys, bytes): (i64, i64) = stmt.query_row(params![plugin], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok((keys.unsigned_abs(), bytes.unsigned_abs()))
-    }
-}
-
-/// Write `value` under `key` inside `tx`, if the plugin's quota allows it: what the plugin keeps
-/// besides this key, plus this key and value, must stay within [`MAX_PLUGIN_BYTES`]. Replacing
-/// a value with one no larger always fits, and skips summing the plugin's space.
-fn put(tx: &Transaction<'_>, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
-    let len = i64::try_from(key.len() + value.len()).unwrap_or(i64::MAX);
-    let before: Option<i64> = tx
-        .prepare_cached(&format!("SELECT {ROW_BYTES} FROM plugin_kv WHERE plugin = ?1 AND key = ?2"))?
-        .query_row(params![plugin, key], |r| r.get(0))
-        .optional()?;
-    if before.is_none_or(|before| len > before) {
-        let used: i64 = tx
-            .prepare_cached(&format!(
-                "SELECT COALESCE(SUM({ROW_BYTES}), 0) FROM plugin_kv WHERE plugin = ?1 AND key <> ?2"
-            ))?
-            .query_row(params![plugin, key], |r| r.get(0))?;
-        if used.saturating_add(len) > MAX_PLUGIN_BYTES {
-            return Err(Error::QuotaExceeded);
+        match &self.engine {
+            Engine::Sqlite(db) => db.kv_usage(plugin),
+            Engine::Postgres(pg) => pg.kv_usage(plugin).await,
         }
     }
-    tx.prepare_cached(
-        "INSERT INTO plugin_kv (plugin, key, value) VALUES (?1, ?2, ?3)
-         ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value, updated_at = unixepoch()",
-    )?
-    .execute(params![plugin, key, value])?;
-    Ok(())
 }
 
 /// A counter's value: decimal ASCII digits, `-` first when negative, nothing else.

@@ -185,7 +185,7 @@ impl Pg {
     }
 
     /// Keys under `prefix` with their values, in byte order, read by one statement.
-    pub(crate) async fn kv_entries(&self, plugin: &str, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+    pub(crate) async fn kv_list(&self, plugin: &str, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
         let (plugin, prefix) = (plugin.to_string(), prefix.to_string());
         self.run(move |client| {
             Box::pin(async move {

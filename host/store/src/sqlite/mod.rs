@@ -5,6 +5,7 @@
 //! same file at once (the CLI, a gateway, cron): writes take the write lock up front
 //! (`BEGIN IMMEDIATE`) and are retried with jitter while another writer holds it.
 
+mod kv;
 mod sessions;
 
 use std::path::Path;
