@@ -187,10 +187,9 @@ fn main() -> ExitCode {
     );
     logging::init(if service { cli.verbose.max(1) } else { cli.verbose });
     let runtime = if service {
-        // Store calls block the thread that makes them, for a round trip when the store is
-        // PostgreSQL: more threads than cores keep the others working meanwhile.
-        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
-        tokio::runtime::Builder::new_multi_thread().worker_threads((cores * 4).max(8)).enable_all().build()
+        // A thread per core: the store is async (PostgreSQL's round trips wait without a thread),
+        // and SQLite's statements are short.
+        tokio::runtime::Builder::new_multi_thread().enable_all().build()
     } else {
         tokio::runtime::Builder::new_current_thread().enable_all().build()
     };

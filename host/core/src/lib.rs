@@ -11,7 +11,7 @@
 //! use talaria_protocol::{Event, Op};
 //!
 //! // 1. Open the host: TALARIA_HOME (or ~/.talaria), with the current directory as the workspace.
-//! let host = Host::open(HostOptions::from_env()?)?;
+//! let host = Host::open(HostOptions::from_env()?).await?;
 //! // 2. Start a conversation (a new session here; `Start::resume` continues a stored one).
 //! let mut conversation = host.start(Start::default()).await?;
 //! // 3. Submit a user turn; every submission gets an id.

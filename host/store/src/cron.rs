@@ -478,10 +478,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn cron_jobs(&self) -> Result<Vec<Job>> {
-        if let Some(pg) = self.pg() {
-            return pg.cron_jobs().await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.cron_jobs(),
+            Engine::Postgres(pg) => pg.cron_jobs().await,
         }
-        jobs_where(&*self.conn()?, "ORDER BY next_run_at IS NULL, next_run_at, created_at", [])
     }
 
     /// Remove a job and its history. False when there was none.
@@ -489,13 +489,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn cron_remove(&self, id: &str) -> Result<bool> {
-        if let Some(pg) = self.pg() {
-            return pg.cron_remove(id).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.cron_remove(id),
+            Engine::Postgres(pg) => pg.cron_remove(id).await,
         }
-        self.write(|tx| {
-            tx.execute("DELETE FROM cron_runs WHERE job_id = ?1", [id])?;
-            Ok(tx.execute("DELETE FROM cron_jobs WHERE id = ?1", [id])? == 1)
-        })
     }
 
     /// Claim every job due at `now` (enabled, waiting, next run not after `now`): each gets a
@@ -579,25 +576,10 @@ impl Store {
     /// # Errors
     /// No such job, or the database cannot be written.
     pub async fn cron_claim_now(&self, id: &str, now: i64, holder: &str, ttl_ms: i64) -> Result<Claimed> {
-        if let Some(pg) = self.pg() {
-            return pg.cron_claim_now(id, now, holder, ttl_ms).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.cron_claim_now(id, now, holder, ttl_ms),
+            Engine::Postgres(pg) => pg.cron_claim_now(id, now, holder, ttl_ms).await,
         }
-        self.write(|tx| {
-            let job = one_job(tx, id)?.ok_or_else(|| Error::JobNotFound { key: id.to_string() })?;
-            if let Some(run) = running_run(tx, id)? {
-                return Ok(Claimed::Busy(Box::new(run)));
-            }
-            // Unique per due time: a second `cron run` in the same millisecond waits one.
-            let mut at = now;
-            loop {
-                if let Some(mut claim) = start_run(tx, &job, at, true, holder, now, ttl_ms)? {
-                    tx.execute("UPDATE cron_jobs SET state = 'running' WHERE id = ?1", [id])?;
-                    claim.job.state = JobState::Running;
-                    return Ok(Claimed::Granted(Box::new(claim)));
-                }
-                at += 1;
-            }
-        })
     }
 
     /// Extend the lease of run `run_id` to `now + ttl_ms`. False when it is no longer ours
@@ -606,15 +588,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn cron_renew(&self, run_id: i64, token: &str, now: i64, ttl_ms: i64) -> Result<bool> {
-        if let Some(pg) = self.pg() {
-            return pg.cron_renew(run_id, token, now.saturating_add(ttl_ms)).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.cron_renew(run_id, token, now.saturating_add(ttl_ms)),
+            Engine::Postgres(pg) => pg.cron_renew(run_id, token, now.saturating_add(ttl_ms)).await,
         }
-        self.write(|tx| {
-            Ok(tx.execute(
-                "UPDATE cron_runs SET lease_until = ?3 WHERE id = ?1 AND token = ?2 AND status = 'running'",
-                params![run_id, token, now.saturating_add(ttl_ms)],
-            )? == 1)
-        })
     }
 
     /// Record how run `run_id` ended, and its job's last status. False when the run is no
@@ -623,34 +600,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn cron_finish(&self, run_id: i64, token: &str, finish: &Finish, now: i64) -> Result<bool> {
-        if let Some(pg) = self.pg() {
-            return pg.cron_finish(run_id, token, finish, now).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.cron_finish(run_id, token, finish, now),
+            Engine::Postgres(pg) => pg.cron_finish(run_id, token, finish, now).await,
         }
-        self.write(|tx| {
-            let job_id: Option<(String, bool)> = tx
-                .query_row(
-                    "SELECT job_id, manual FROM cron_runs WHERE id = ?1 AND token = ?2 AND status = 'running'",
-                    params![run_id, token],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let Some((job_id, manual)) = job_id else { return Ok(false) };
-            tx.execute(
-                "UPDATE cron_runs SET status = ?2, finished_at = ?3, output = ?4, error = ?5, delivery = ?6,
-                    session_id = ?7 WHERE id = ?1",
-                params![
-                    run_id,
-                    finish.status.as_str(),
-                    now,
-                    finish.output,
-                    finish.error,
-                    finish.delivery,
-                    finish.session_id
-                ],
-            )?;
-            settle_job(tx, &job_id, !manual, finish.status, &finish.output, finish.error.as_deref(), now)?;
-            Ok(true)
-        })
     }
 
     /// Mark runs whose process is gone (this machine) or whose lease expired (any machine) as
@@ -659,42 +612,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn cron_reap(&self, now: i64) -> Result<Vec<Run>> {
-        if let Some(pg) = self.pg() {
-            return pg.cron_reap(now).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.cron_reap(now),
+            Engine::Postgres(pg) => pg.cron_reap(now).await,
         }
-        let me = machine();
-        self.write(|tx| {
-            let running: Vec<(Run, i64)> = {
-                let mut stmt = tx.prepare_cached(&format!(
-                    "SELECT {RUN_COLUMNS}, lease_until FROM cron_runs WHERE status = 'running'"
-                ))?;
-                let rows = stmt
-                    .query_map([], |r| Ok((run(r)?, r.get::<_, i64>(14)?)))?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                rows.into_iter().map(|(raw, until)| Ok((finish_run(raw)?, until))).collect::<Result<_>>()?
-            };
-            let mut reaped = Vec::new();
-            for (mut r, until) in running {
-                let gone = until <= now || (r.host == me && !alive(r.pid));
-                if !gone {
-                    continue;
-                }
-                let error = format!(
-                    "interrupted: {} (pid {} on {}) stopped before the run finished; it is not run again",
-                    r.holder, r.pid, r.host
-                );
-                tx.execute(
-                    "UPDATE cron_runs SET status = 'error', finished_at = ?2, error = ?3 WHERE id = ?1",
-                    params![r.id, now, error],
-                )?;
-                settle_job(tx, &r.job_id, !r.manual, RunStatus::Error, "", Some(&error), now)?;
-                r.status = RunStatus::Error;
-                r.finished_at = Some(now);
-                r.error = Some(error);
-                reaped.push(r);
-            }
-            Ok(reaped)
-        })
     }
 
     /// The last `limit` runs of job `id`, newest first.
@@ -702,16 +623,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn cron_runs(&self, id: &str, limit: usize) -> Result<Vec<Run>> {
-        if let Some(pg) = self.pg() {
-            return pg.cron_runs(id, limit).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.cron_runs(id, limit),
+            Engine::Postgres(pg) => pg.cron_runs(id, limit).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = ?1 ORDER BY started_at DESC, id DESC LIMIT ?2"
-        ))?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let raws = stmt.query_map(params![id, limit], run)?.collect::<rusqlite::Result<Vec<_>>>()?;
-        raws.into_iter().map(finish_run).collect()
     }
 
     /// The run with this id.
@@ -719,12 +634,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn cron_run(&self, run_id: i64) -> Result<Option<Run>> {
-        if let Some(pg) = self.pg() {
-            return pg.cron_run(run_id).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.cron_run(run_id),
+            Engine::Postgres(pg) => pg.cron_run(run_id).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM cron_runs WHERE id = ?1"))?;
-        stmt.query_row([run_id], run).optional()?.map(finish_run).transpose()
     }
 
     /// A run's answer could not be delivered after all (the ledger gave up on it later).
@@ -732,10 +645,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn cron_delivery_failed(&self, run_id: i64, error: &str) -> Result<()> {
-        if let Some(pg) = self.pg() {
-            return pg.cron_delivery_failed(run_id, error).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.cron_delivery_failed(run_id, error),
+            Engine::Postgres(pg) => pg.cron_delivery_failed(run_id, error).await,
         }
-        self.write(|tx| mark_delivery_failed(tx, run_id, error))
     }
 }
 
