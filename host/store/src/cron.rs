@@ -34,10 +34,7 @@
 //! # }
 //! ```
 
-use rusqlite::{OptionalExtension as _, Row, Transaction, params};
-
-use crate::process::{alive, machine};
-use crate::{Error, Result, Store};
+use crate::{Engine, Error, Result, Store};
 
 /// Whether a job waits for its time, is paused, runs now, or has run its last time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -206,39 +203,6 @@ pub(crate) const RUN_COLUMNS: &str = "id, job_id, due_at, started_at, finished_a
 /// A job row as read: the job, then its state, last status, toolsets and allowances as stored.
 pub(crate) type RawJob = (Job, String, Option<String>, Option<String>, Option<String>);
 
-fn job(r: &Row<'_>) -> rusqlite::Result<RawJob> {
-    let job = Job {
-        id: r.get(0)?,
-        name: r.get(1)?,
-        prompt: r.get(2)?,
-        schedule_kind: r.get(3)?,
-        schedule_expr: r.get(4)?,
-        schedule_display: r.get(5)?,
-        deliver: r.get(6)?,
-        origin: r.get(7)?,
-        repeat_times: r.get(8)?,
-        repeat_done: r.get(9)?,
-        enabled: r.get(10)?,
-        state: JobState::Scheduled,
-        next_run_at: r.get(12)?,
-        last_run_at: r.get(13)?,
-        last_status: None,
-        last_output: r.get(15)?,
-        last_error: r.get(16)?,
-        model: r.get(17)?,
-        provider: r.get(18)?,
-        toolsets: None,
-        max_turns: r.get(20)?,
-        timeout_secs: r.get(21)?,
-        workspace: r.get(22)?,
-        allow: Vec::new(),
-        creator: r.get(24)?,
-        created_at: r.get(25)?,
-        updated_at: r.get(26)?,
-    };
-    Ok((job, r.get(11)?, r.get(14)?, r.get(19)?, r.get(23)?))
-}
-
 /// A job row with its enums and lists read.
 pub(crate) fn finish_job(raw: RawJob) -> Result<Job> {
     let (mut job, state, status, toolsets, allow) = raw;
@@ -257,108 +221,14 @@ pub(crate) fn to_json(items: &[String]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
 }
 
-fn run(r: &Row<'_>) -> rusqlite::Result<(Run, String)> {
-    let run = Run {
-        id: r.get(0)?,
-        job_id: r.get(1)?,
-        due_at: r.get(2)?,
-        started_at: r.get(3)?,
-        finished_at: r.get(4)?,
-        status: RunStatus::Running,
-        manual: r.get(6)?,
-        output: r.get(7)?,
-        error: r.get(8)?,
-        delivery: r.get(9)?,
-        session_id: r.get(10)?,
-        pid: r.get(11)?,
-        host: r.get(12)?,
-        holder: r.get(13)?,
-    };
-    Ok((run, r.get(5)?))
-}
-
 pub(crate) fn finish_run(raw: (Run, String)) -> Result<Run> {
     let (mut run, status) = raw;
     run.status = RunStatus::parse(&status)?;
     Ok(run)
 }
 
-fn jobs_where(tx: &rusqlite::Connection, filter: &str, args: impl rusqlite::Params) -> Result<Vec<Job>> {
-    let mut stmt = tx.prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM cron_jobs {filter}"))?;
-    let raws = stmt.query_map(args, job)?.collect::<rusqlite::Result<Vec<_>>>()?;
-    raws.into_iter().map(finish_job).collect()
-}
-
-fn one_job(tx: &rusqlite::Connection, id: &str) -> Result<Option<Job>> {
-    Ok(jobs_where(tx, "WHERE id = ?1", [id])?.pop())
-}
-
-fn running_run(tx: &rusqlite::Connection, job_id: &str) -> Result<Option<Run>> {
-    let mut stmt = tx.prepare_cached(&format!(
-        "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = ?1 AND status = 'running' ORDER BY id DESC LIMIT 1"
-    ))?;
-    stmt.query_row([job_id], run).optional()?.map(finish_run).transpose()
-}
-
 pub(crate) fn new_token() -> String {
     format!("{}-{:016x}", std::process::id(), fastrand::u64(..))
-}
-
-/// Start a run of `job` due at `due_at`, leased until `now + ttl_ms`. None when that due time
-/// has a run already.
-fn start_run(
-    tx: &Transaction<'_>,
-    job: &Job,
-    due_at: i64,
-    manual: bool,
-    holder: &str,
-    now: i64,
-    ttl_ms: i64,
-) -> Result<Option<Claim>> {
-    let token = new_token();
-    let added = tx.execute(
-        "INSERT INTO cron_runs (job_id, due_at, started_at, status, manual, pid, host, holder, token, lease_until)
-         VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (job_id, due_at) DO NOTHING",
-        params![job.id, due_at, now, manual, std::process::id(), machine(), holder, token, now.saturating_add(ttl_ms)],
-    )?;
-    if added == 0 {
-        return Ok(None);
-    }
-    let run_id = tx.last_insert_rowid();
-    Ok(Some(Claim { job: job.clone(), run_id, token, due_at }))
-}
-
-/// Write what can be edited of `job` into row `id`, in `state`.
-fn write_fields(tx: &Transaction<'_>, id: &str, job: &Job, state: JobState, now: i64) -> Result<()> {
-    tx.execute(
-        "UPDATE cron_jobs SET name = ?2, prompt = ?3, schedule_kind = ?4, schedule_expr = ?5,
-            schedule_display = ?6, deliver = ?7, repeat_times = ?8, enabled = ?9, state = ?10,
-            next_run_at = ?11, model = ?12, provider = ?13, toolsets = ?14, max_turns = ?15,
-            timeout_secs = ?16, workspace = ?17, allow = ?18, updated_at = ?19
-         WHERE id = ?1",
-        params![
-            id,
-            job.name,
-            job.prompt,
-            job.schedule_kind,
-            job.schedule_expr,
-            job.schedule_display,
-            job.deliver,
-            job.repeat_times,
-            job.enabled,
-            state.as_str(),
-            job.next_run_at,
-            job.model,
-            job.provider,
-            job.toolsets.as_deref().map(to_json),
-            job.max_turns,
-            job.timeout_secs,
-            job.workspace,
-            to_json(&job.allow),
-            now,
-        ],
-    )?;
-    Ok(())
 }
 
 /// The state a job is in when none of its runs is running.
@@ -381,35 +251,13 @@ impl Store {
     /// The database cannot be written.
     pub async fn cron_insert(&self, job: &Job) -> Result<String> {
         let now = crate::now_ms();
-        let id = match self.pg() {
-            Some(pg) => pg.cron_insert(job, now).await?,
-            None => self.insert_job(job, now).await?,
+        let id = match &self.engine {
+            Engine::Sqlite(db) => db.cron_insert(job, now)?,
+            Engine::Postgres(pg) => pg.cron_insert(job, now).await?,
         };
         // A gateway ticking elsewhere looks at once.
         self.hint(crate::notice::JOB_CHANGED, &id).await;
         Ok(id)
-    }
-
-    async fn insert_job(&self, job: &Job, now: i64) -> Result<String> {
-        self.write(|tx| {
-            let id = loop {
-                let id = format!("{:08x}", fastrand::u32(..));
-                let taken: bool =
-                    tx.query_row("SELECT EXISTS (SELECT 1 FROM cron_jobs WHERE id = ?1)", [&id], |r| r.get(0))?;
-                if !taken {
-                    break id;
-                }
-            };
-            tx.execute(
-                "INSERT INTO cron_jobs (id, name, prompt, schedule_kind, schedule_expr, schedule_display, deliver,
-                    origin, creator, created_at, updated_at)
-                 VALUES (?1, '', '', '', '', '', '', ?2, ?3, ?4, ?4)",
-                params![id, job.origin, job.creator, now],
-            )?;
-            let state = if job.enabled { JobState::Scheduled } else { JobState::Paused };
-            write_fields(tx, &id, job, state, now)?;
-            Ok(id)
-        })
     }
 
     /// Save what can be edited of `job` (found by its id): name, prompt, schedule, delivery,
@@ -420,15 +268,9 @@ impl Store {
     /// No such job ([`Error::JobNotFound`]), or the database cannot be written.
     pub async fn cron_update(&self, job: &Job) -> Result<()> {
         let now = crate::now_ms();
-        match self.pg() {
-            Some(pg) => pg.cron_update(job, now).await?,
-            None => self.write(|tx| {
-                let Some(current) = one_job(tx, &job.id)? else {
-                    return Err(Error::JobNotFound { key: job.id.clone() });
-                };
-                let state = if current.state == JobState::Running { JobState::Running } else { resting_state(job) };
-                write_fields(tx, &job.id, job, state, now)
-            })?,
+        match &self.engine {
+            Engine::Sqlite(db) => db.cron_update(job, now)?,
+            Engine::Postgres(pg) => pg.cron_update(job, now).await?,
         }
         self.hint(crate::notice::JOB_CHANGED, &job.id).await;
         Ok(())
@@ -439,9 +281,9 @@ impl Store {
     /// # Errors
     /// No such job, or the database cannot be read.
     pub async fn cron_job(&self, id: &str) -> Result<Job> {
-        let found = match self.pg() {
-            Some(pg) => pg.cron_job(id).await?,
-            None => one_job(&*self.conn()?, id)?,
+        let found = match &self.engine {
+            Engine::Sqlite(db) => db.cron_job(id)?,
+            Engine::Postgres(pg) => pg.cron_job(id).await?,
         };
         found.ok_or_else(|| Error::JobNotFound { key: id.to_string() })
     }
@@ -525,49 +367,10 @@ impl Store {
         ttl_ms: i64,
         next: impl Fn(&Job, i64) -> Option<i64>,
     ) -> Result<Vec<Claim>> {
-        if let Some(pg) = self.pg() {
-            // Claimed in one transaction, moved on in the next: `next` runs here, between them.
-            let taken = pg.cron_claim(due_by, now, holder, ttl_ms).await?;
-            let moves: Vec<(String, Option<i64>)> =
-                taken.iter().map(|(job, _)| (job.id.clone(), next(job, due_by))).collect();
-            pg.cron_set_next(moves.clone()).await?;
-            return Ok(taken
-                .into_iter()
-                .zip(moves)
-                .filter_map(|((_, claim), (_, after))| {
-                    claim.map(|mut claim| {
-                        claim.job.next_run_at = after;
-                        claim.job.state = JobState::Running;
-                        claim
-                    })
-                })
-                .collect());
+        match &self.engine {
+            Engine::Sqlite(db) => db.cron_claim_due_by(due_by, now, holder, ttl_ms, next),
+            Engine::Postgres(pg) => pg.cron_claim_due_by(due_by, now, holder, ttl_ms, next).await,
         }
-        self.write(|tx| {
-            let due = jobs_where(
-                tx,
-                "WHERE enabled AND state = 'scheduled' AND next_run_at <= ?1 ORDER BY next_run_at",
-                [due_by],
-            )?;
-            let mut claims = Vec::new();
-            for job in due {
-                let Some(due_at) = job.next_run_at else { continue };
-                let after = next(&job, due_by);
-                tx.execute(
-                    "UPDATE cron_jobs SET state = 'running', next_run_at = ?2 WHERE id = ?1",
-                    params![job.id, after],
-                )?;
-                if let Some(mut claim) = start_run(tx, &job, due_at, false, holder, now, ttl_ms)? {
-                    claim.job.next_run_at = after;
-                    claim.job.state = JobState::Running;
-                    claims.push(claim);
-                } else {
-                    // That time ran already (a clock set back): only move on.
-                    tx.execute("UPDATE cron_jobs SET state = 'scheduled' WHERE id = ?1", [&job.id])?;
-                }
-            }
-            Ok(claims)
-        })
     }
 
     /// Claim a run of job `id` now, outside its schedule (`talaria cron run`): its next run
@@ -588,9 +391,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn cron_renew(&self, run_id: i64, token: &str, now: i64, ttl_ms: i64) -> Result<bool> {
+        let until = now.saturating_add(ttl_ms);
         match &self.engine {
-            Engine::Sqlite(db) => db.cron_renew(run_id, token, now.saturating_add(ttl_ms)),
-            Engine::Postgres(pg) => pg.cron_renew(run_id, token, now.saturating_add(ttl_ms)).await,
+            Engine::Sqlite(db) => db.cron_renew(run_id, token, until),
+            Engine::Postgres(pg) => pg.cron_renew(run_id, token, until).await,
         }
     }
 
@@ -650,53 +454,4 @@ impl Store {
             Engine::Postgres(pg) => pg.cron_delivery_failed(run_id, error).await,
         }
     }
-}
-
-/// Run `run_id`'s answer did not reach its chat: the run and (if it is its job's latest) the
-/// job say so.
-pub(crate) fn mark_delivery_failed(tx: &Transaction<'_>, run_id: i64, error: &str) -> Result<()> {
-    let job_id: Option<String> = tx
-        .query_row(
-            "UPDATE cron_runs SET status = 'delivery_failed', delivery = ?2 WHERE id = ?1 AND status = 'ok'
-             RETURNING job_id",
-            params![run_id, format!("failed: {error}")],
-            |r| r.get(0),
-        )
-        .optional()?;
-    if let Some(job_id) = job_id {
-        let latest: Option<i64> =
-            tx.query_row("SELECT max(id) FROM cron_runs WHERE job_id = ?1", [&job_id], |r| r.get(0))?;
-        if latest == Some(run_id) {
-            tx.execute(
-                "UPDATE cron_jobs SET last_status = 'delivery_failed', last_error = ?2 WHERE id = ?1",
-                params![job_id, format!("delivery failed: {error}")],
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// After a run of `job_id` ended: its last status, one more repeat done (`counts`: it ran on
-/// schedule), and the state it rests in.
-fn settle_job(
-    tx: &Transaction<'_>,
-    job_id: &str,
-    counts: bool,
-    status: RunStatus,
-    output: &str,
-    error: Option<&str>,
-    now: i64,
-) -> Result<()> {
-    let Some(mut job) = one_job(tx, job_id)? else { return Ok(()) };
-    if counts {
-        job.repeat_done += 1;
-    }
-    // Paused meanwhile: stays paused.
-    let state = resting_state(&job);
-    tx.execute(
-        "UPDATE cron_jobs SET repeat_done = ?2, state = ?3, last_run_at = ?4, last_status = ?5, last_output = ?6,
-            last_error = ?7, updated_at = ?4 WHERE id = ?1",
-        params![job_id, job.repeat_done, state.as_str(), now, status.as_str(), output, error],
-    )?;
-    Ok(())
 }

@@ -28,10 +28,7 @@
 //! # }
 //! ```
 
-use rusqlite::{OptionalExtension as _, params};
-
-use crate::process::is_gone;
-use crate::{Result, Store, now_ms};
+use crate::{Engine, Result, Store, now_ms};
 
 /// Sends tried before a delivery is given up.
 pub const MAX_ATTEMPTS: i64 = 8;
@@ -70,18 +67,6 @@ pub(crate) const CLAIMERS: &str = "SELECT DISTINCT claimed_by FROM deliveries
 /// Free the claims of platform `$1` that `$2` holds.
 pub(crate) const VOID_CLAIMS: &str =
     "UPDATE deliveries SET claimed_until = 0 WHERE state = 'pending' AND platform = $1 AND claimed_by = $2";
-
-fn delivery(r: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
-    Ok(Delivery {
-        id: r.get(0)?,
-        platform: r.get(1)?,
-        chat_id: r.get(2)?,
-        thread_id: r.get(3)?,
-        body: r.get(4)?,
-        attempts: r.get(5)?,
-        key: r.get(6)?,
-    })
-}
 
 /// A message to deliver.
 #[derive(Debug, Clone, Copy)]
@@ -131,17 +116,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
-        if let Some(pg) = self.pg() {
-            return pg.delivery_enqueue(d).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.delivery_enqueue(d),
+            Engine::Postgres(pg) => pg.delivery_enqueue(d).await,
         }
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (key) DO NOTHING",
-                params![d.platform, d.chat_id, d.thread_id, d.body, d.key, now_ms()],
-            )?;
-            Ok(tx.query_row("SELECT id FROM deliveries WHERE key = ?1", params![d.key], |r| r.get(0))?)
-        })
     }
 
     /// Up to `limit` deliveries of `platform` due now, oldest first.
@@ -157,17 +135,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
-        if let Some(pg) = self.pg() {
-            return pg.deliveries_due_at(platform, at, limit).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.deliveries_due_at(platform, at, limit),
+            Engine::Postgres(pg) => pg.deliveries_due_at(platform, at, limit).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, platform, chat_id, thread_id, body, attempts, key FROM deliveries
-             WHERE state = 'pending' AND platform = ?1 AND next_at <= ?2 ORDER BY id LIMIT ?3",
-        )?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = stmt.query_map(params![platform, at, limit], delivery)?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// Claim up to `limit` deliveries of `platform` to send now, holding each for `hold` (then
@@ -187,26 +158,10 @@ impl Store {
         let until = now.saturating_add(i64::try_from(hold.as_millis()).unwrap_or(i64::MAX));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let me = crate::process::me();
-        if let Some(pg) = self.pg() {
-            return pg.deliveries_claim(platform, now, until, limit, me).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.deliveries_claim(platform, now, until, limit, me),
+            Engine::Postgres(pg) => pg.deliveries_claim(platform, now, until, limit, me).await,
         }
-        self.write(|tx| {
-            let mut held = tx.prepare_cached(CLAIMERS)?;
-            let claimers = held.query_map(params![platform, now], |r| r.get::<_, String>(0))?;
-            for gone in claimers.collect::<rusqlite::Result<Vec<_>>>()?.into_iter().filter(|c| is_gone(c)) {
-                tx.execute(VOID_CLAIMS, params![platform, gone])?;
-            }
-            let mut stmt =
-                tx.prepare_cached(&format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE {CLAIMABLE}"))?;
-            let rows = stmt.query_map(params![platform, now, limit], delivery)?;
-            let due = rows.collect::<rusqlite::Result<Vec<_>>>()?;
-            let mut claim =
-                tx.prepare_cached("UPDATE deliveries SET claimed_until = ?2, claimed_by = ?3 WHERE id = ?1")?;
-            for d in &due {
-                claim.execute(params![d.id, until, me])?;
-            }
-            Ok(due)
-        })
     }
 
     /// When the next pending delivery of `platform` comes due (milliseconds since the epoch;
@@ -215,13 +170,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn delivery_next_at(&self, platform: &str) -> Result<Option<i64>> {
-        if let Some(pg) = self.pg() {
-            return pg.delivery_next_at(platform).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.delivery_next_at(platform),
+            Engine::Postgres(pg) => pg.delivery_next_at(platform).await,
         }
-        let conn = self.conn()?;
-        let mut stmt =
-            conn.prepare_cached("SELECT MIN(next_at) FROM deliveries WHERE state = 'pending' AND platform = ?1")?;
-        Ok(stmt.query_row(params![platform], |r| r.get(0))?)
     }
 
     /// The platform acknowledged delivery `id` as its message `sent_id`.
@@ -229,26 +181,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
-        if let Some(pg) = self.pg() {
-            return pg.delivery_sent(id, sent_id).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.delivery_sent(id, sent_id),
+            Engine::Postgres(pg) => pg.delivery_sent(id, sent_id).await,
         }
-        self.write(|tx| {
-            let key: Option<String> = tx
-                .query_row(
-                    "UPDATE deliveries SET state = 'sent', sent_id = ?2, done_at = ?3 WHERE id = ?1 RETURNING key",
-                    params![id, sent_id, now_ms()],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            // A scheduled job's answer: its run learns it arrived.
-            if let Some(run) = key.as_deref().and_then(cron_run_of) {
-                tx.execute(
-                    "UPDATE cron_runs SET delivery = 'sent' WHERE id = ?1 AND delivery LIKE 'queued%'",
-                    params![run],
-                )?;
-            }
-            Ok(())
-        })
     }
 
     /// The deliveries queued under keys starting with `prefix`: (key, state, last error), in
@@ -257,15 +193,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn deliveries_by_prefix(&self, prefix: &str) -> Result<Vec<(String, String, Option<String>)>> {
-        if let Some(pg) = self.pg() {
-            return pg.deliveries_by_prefix(prefix).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.deliveries_by_prefix(prefix),
+            Engine::Postgres(pg) => pg.deliveries_by_prefix(prefix).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT key, state, last_error FROM deliveries WHERE substr(key, 1, length(?1)) = ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map(params![prefix], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// Sending delivery `id` failed with `error`: schedule the next try, or give up. A delivery
@@ -274,40 +205,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn delivery_failed(&self, id: i64, error: &str) -> Result<Failed> {
-        if let Some(pg) = self.pg() {
-            return pg.delivery_failed(id, error).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.delivery_failed(id, error),
+            Engine::Postgres(pg) => pg.delivery_failed(id, error).await,
         }
-        self.write(|tx| {
-            let attempts: Option<i64> = tx
-                .query_row("SELECT attempts FROM deliveries WHERE id = ?1 AND state = 'pending'", params![id], |r| {
-                    r.get(0)
-                })
-                .optional()?;
-            let attempts = attempts.unwrap_or(MAX_ATTEMPTS - 1) + 1;
-            let now = now_ms();
-            if attempts >= MAX_ATTEMPTS {
-                let key: Option<String> = tx
-                    .query_row(
-                        "UPDATE deliveries SET state = 'failed', attempts = ?2, last_error = ?3, done_at = ?4
-                         WHERE id = ?1 AND state = 'pending' RETURNING key",
-                        params![id, attempts, error, now],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
-                // A scheduled job's answer (`cron:RUN:PART`): its run learns it was not delivered.
-                if let Some(run) = key.as_deref().and_then(cron_run_of) {
-                    crate::cron::mark_delivery_failed(tx, run, error)?;
-                }
-                return Ok(Failed::GaveUp);
-            }
-            let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
-            tx.execute(
-                "UPDATE deliveries SET attempts = ?2, last_error = ?3, next_at = ?4, claimed_until = 0
-                 WHERE id = ?1 AND state = 'pending'",
-                params![id, attempts, error, now + wait],
-            )?;
-            Ok(Failed::Retry { attempts })
-        })
     }
 
     /// Record webhook delivery `id` on `route`; whether it was seen before (within the last
@@ -316,19 +217,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn webhook_seen(&self, route: &str, id: &str) -> Result<bool> {
-        if let Some(pg) = self.pg() {
-            return pg.webhook_seen(route, id).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.webhook_seen(route, id),
+            Engine::Postgres(pg) => pg.webhook_seen(route, id).await,
         }
-        self.write(|tx| {
-            let now = now_ms();
-            tx.execute("DELETE FROM webhook_seen WHERE seen_at < ?1", params![now - WEBHOOK_MEMORY_MS])?;
-            let added = tx.execute(
-                "INSERT INTO webhook_seen (route, delivery_id, seen_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (route, delivery_id) DO NOTHING",
-                params![route, id, now],
-            )?;
-            Ok(added == 0)
-        })
     }
 
     /// How many deliveries are pending, sent and failed.
@@ -336,20 +228,9 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn delivery_counts(&self) -> Result<Counts> {
-        if let Some(pg) = self.pg() {
-            return pg.delivery_counts().await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.delivery_counts(),
+            Engine::Postgres(pg) => pg.delivery_counts().await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached("SELECT state, count(*) FROM deliveries GROUP BY state")?;
-        let mut counts = Counts::default();
-        for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
-            let (state, n) = row?;
-            match state.as_str() {
-                "pending" => counts.pending = n,
-                "sent" => counts.sent = n,
-                _ => counts.failed += n,
-            }
-        }
-        Ok(counts)
     }
 }

@@ -276,15 +276,35 @@ impl Pg {
         .await
     }
 
-    /// Claim the jobs due by `due_by`: each leaves the `scheduled` state and gets a run, unless
-    /// its due time ran already. Returns every job taken, with its claim when it got one.
-    pub(crate) async fn cron_claim(
+    pub(crate) async fn cron_claim_due_by(
         &self,
         due_by: i64,
         now: i64,
         holder: &str,
         ttl_ms: i64,
-    ) -> Result<Vec<(Job, Option<Claim>)>> {
+        next: impl Fn(&Job, i64) -> Option<i64>,
+    ) -> Result<Vec<Claim>> {
+        // Claimed in one transaction, moved on in the next: `next` runs here, between them.
+        let taken = self.cron_claim(due_by, now, holder, ttl_ms).await?;
+        let moves: Vec<(String, Option<i64>)> =
+            taken.iter().map(|(job, _)| (job.id.clone(), next(job, due_by))).collect();
+        self.cron_set_next(moves.clone()).await?;
+        Ok(taken
+            .into_iter()
+            .zip(moves)
+            .filter_map(|((_, claim), (_, after))| {
+                claim.map(|mut claim| {
+                    claim.job.next_run_at = after;
+                    claim.job.state = JobState::Running;
+                    claim
+                })
+            })
+            .collect())
+    }
+
+    /// Claim the jobs due by `due_by`: each leaves the `scheduled` state and gets a run, unless
+    /// its due time ran already. Returns every job taken, with its claim when it got one.
+    async fn cron_claim(&self, due_by: i64, now: i64, holder: &str, ttl_ms: i64) -> Result<Vec<(Job, Option<Claim>)>> {
         let holder = holder.to_string();
         self.run(move |mut client| {
             Box::pin(async move {
@@ -316,7 +336,7 @@ impl Pg {
     }
 
     /// Move each job's next run on (`(id, next)`).
-    pub(crate) async fn cron_set_next(&self, next: Vec<(String, Option<i64>)>) -> Result<()> {
+    async fn cron_set_next(&self, next: Vec<(String, Option<i64>)>) -> Result<()> {
         self.run(move |mut client| {
             Box::pin(async move {
                 let tx = client.transaction().await.map_err(sql)?;

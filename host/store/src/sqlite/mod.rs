@@ -5,6 +5,8 @@
 //! same file at once (the CLI, a gateway, cron): writes take the write lock up front
 //! (`BEGIN IMMEDIATE`) and are retried with jitter while another writer holds it.
 
+mod cron;
+mod delivery;
 mod kv;
 mod sessions;
 
