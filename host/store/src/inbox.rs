@@ -25,9 +25,7 @@
 //! # }
 //! ```
 
-use rusqlite::{OptionalExtension as _, Row, params};
-
-use crate::{Result, Store, now_ms};
+use crate::{Engine, Result, Store};
 
 /// The topic of the notice sent when a chat's inbox gets an entry; the payload is its session
 /// key.
@@ -118,69 +116,22 @@ pub enum Put {
 pub(crate) const COLUMNS: &str = "id, account, chat_id, thread_id, session_key, message_id, kind, body, respond, state, \
                                   session_id, started_count, streamed, reply, created_at";
 
-fn entry(r: &Row<'_>) -> rusqlite::Result<Entry> {
-    Ok(Entry {
-        id: r.get(0)?,
-        account: r.get(1)?,
-        chat_id: r.get(2)?,
-        thread_id: r.get(3)?,
-        session_key: r.get(4)?,
-        message_id: r.get(5)?,
-        kind: r.get(6)?,
-        body: r.get(7)?,
-        respond: r.get(8)?,
-        state: State::parse(&r.get::<_, String>(9)?),
-        session_id: r.get(10)?,
-        started_count: r.get(11)?,
-        streamed: r.get(12)?,
-        reply: r.get(13)?,
-        created_at: r.get(14)?,
-    })
-}
-
 impl Store {
     /// Keep `e`, unless it was kept before; then tell the chat's worker ([`QUEUED`]).
     ///
     /// # Errors
     /// The database cannot be written.
     pub async fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
-        if let Some(pg) = self.pg() {
-            return pg.inbox_put(e, &Self::notice_text(QUEUED, e.session_key)).await;
-        }
-        let put = self.write(|tx| {
-            let id: Option<i64> = tx
-                .query_row(
-                    "INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                     ON CONFLICT (account, chat_id, message_id) DO NOTHING RETURNING id",
-                    params![
-                        e.account,
-                        e.chat_id,
-                        e.thread_id,
-                        e.session_key,
-                        e.message_id,
-                        e.kind,
-                        e.body,
-                        e.respond,
-                        now_ms()
-                    ],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if let Some(id) = id {
-                return Ok(Put::New(id));
+        match &self.engine {
+            Engine::Sqlite(db) => {
+                let put = db.inbox_put(e)?;
+                if matches!(put, Put::New(_)) {
+                    self.hint(QUEUED, e.session_key).await;
+                }
+                Ok(put)
             }
-            let known = tx.query_row(
-                &format!("SELECT {COLUMNS} FROM inbox WHERE account = ?1 AND chat_id = ?2 AND message_id = ?3"),
-                params![e.account, e.chat_id, e.message_id],
-                entry,
-            )?;
-            Ok(Put::Known(Box::new(known)))
-        })?;
-        if matches!(put, Put::New(_)) {
-            self.hint(QUEUED, e.session_key).await;
+            Engine::Postgres(pg) => pg.inbox_put(e, &Self::notice_text(QUEUED, e.session_key)).await,
         }
-        Ok(put)
     }
 
     /// Entry `id`, if it is kept.
@@ -188,12 +139,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn inbox_get(&self, id: i64) -> Result<Option<Entry>> {
-        if let Some(pg) = self.pg() {
-            return pg.inbox_get(id).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.inbox_get(id),
+            Engine::Postgres(pg) => pg.inbox_get(id).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM inbox WHERE id = ?1"))?;
-        Ok(stmt.query_row(params![id], entry).optional()?)
     }
 
     /// The entries of `session_key` not done yet, oldest first.
@@ -201,15 +150,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn inbox_open(&self, session_key: &str) -> Result<Vec<Entry>> {
-        if let Some(pg) = self.pg() {
-            return pg.inbox_open(session_key).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.inbox_open(session_key),
+            Engine::Postgres(pg) => pg.inbox_open(session_key).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM inbox WHERE session_key = ?1 AND state <> 'done' ORDER BY id"
-        ))?;
-        let rows = stmt.query_map(params![session_key], entry)?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// The session keys with entries not done yet, the longest waiting first (at most 1000).
@@ -217,15 +161,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn inbox_open_keys(&self) -> Result<Vec<String>> {
-        if let Some(pg) = self.pg() {
-            return pg.inbox_open_keys().await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.inbox_open_keys(),
+            Engine::Postgres(pg) => pg.inbox_open_keys().await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT session_key FROM inbox WHERE state <> 'done' GROUP BY session_key ORDER BY MIN(id) LIMIT 1000",
-        )?;
-        let rows = stmt.query_map([], |r| r.get(0))?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// A turn of session `session_id`, which held `count` messages, answers entry `id` now.
@@ -233,16 +172,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
-        if let Some(pg) = self.pg() {
-            return pg.inbox_started(id, session_id, count).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.inbox_started(id, session_id, count),
+            Engine::Postgres(pg) => pg.inbox_started(id, session_id, count).await,
         }
-        self.write(|tx| {
-            tx.execute(
-                "UPDATE inbox SET state = 'running', session_id = ?2, started_count = ?3 WHERE id = ?1 AND state <> 'done'",
-                params![id, session_id, count],
-            )?;
-            Ok(())
-        })
     }
 
     /// The answer to entry `id` streams into the platform's message `streamed`.
@@ -250,13 +183,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn inbox_streamed(&self, id: i64, streamed: &str) -> Result<()> {
-        if let Some(pg) = self.pg() {
-            return pg.inbox_streamed(id, streamed).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.inbox_streamed(id, streamed),
+            Engine::Postgres(pg) => pg.inbox_streamed(id, streamed).await,
         }
-        self.write(|tx| {
-            tx.execute("UPDATE inbox SET streamed = ?2 WHERE id = ?1", params![id, streamed])?;
-            Ok(())
-        })
     }
 
     /// Entry `id` is answered (with `reply`, for whoever waits on it); tell them ([`DONE`]).
@@ -264,18 +194,14 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn inbox_done(&self, id: i64, reply: Option<&str>) -> Result<()> {
-        if let Some(pg) = self.pg() {
-            return pg.inbox_done(id, reply, &Self::notice_text(DONE, &id.to_string())).await;
+        match &self.engine {
+            Engine::Sqlite(db) => {
+                db.inbox_done(id, reply)?;
+                self.hint(DONE, &id.to_string()).await;
+                Ok(())
+            }
+            Engine::Postgres(pg) => pg.inbox_done(id, reply, &Self::notice_text(DONE, &id.to_string())).await,
         }
-        self.write(|tx| {
-            tx.execute(
-                "UPDATE inbox SET state = 'done', reply = ?2, done_at = ?3 WHERE id = ?1",
-                params![id, reply, now_ms()],
-            )?;
-            Ok(())
-        })?;
-        self.hint(DONE, &id.to_string()).await;
-        Ok(())
     }
 
     /// Forget entries done before `before` (milliseconds since the epoch); how many.
@@ -283,9 +209,9 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn inbox_prune(&self, before: i64) -> Result<usize> {
-        if let Some(pg) = self.pg() {
-            return pg.inbox_prune(before).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.inbox_prune(before),
+            Engine::Postgres(pg) => pg.inbox_prune(before).await,
         }
-        self.write(|tx| Ok(tx.execute("DELETE FROM inbox WHERE state = 'done' AND done_at < ?1", params![before])?))
     }
 }

@@ -27,10 +27,8 @@
 
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension as _, params};
-
 use crate::process::{alive, machine};
-use crate::{Result, Store, now_ms};
+use crate::{Engine, Result, Store, now_ms};
 
 /// Who holds a session's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,25 +70,10 @@ impl Store {
     pub async fn try_lease(&self, session_id: &str, holder: &str, ttl: Duration) -> Result<Leased> {
         let now = now_ms();
         let expires = now.saturating_add(millis(ttl));
-        if let Some(pg) = self.pg() {
-            return pg.try_lease(session_id, holder, now, expires).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.try_lease(session_id, holder, now, expires),
+            Engine::Postgres(pg) => pg.try_lease(session_id, holder, now, expires).await,
         }
-        let me = machine();
-        let pid = std::process::id();
-        self.write(|tx| {
-            if let Some(current) = current(tx, session_id)?
-                && holds(&current, now, &me)
-            {
-                return Ok(Leased::Held(current));
-            }
-            let token = format!("{pid}-{:016x}", fastrand::u64(..));
-            tx.execute(
-                "INSERT OR REPLACE INTO session_leases (session_id, token, pid, host, holder, acquired_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![session_id, token, pid, me, holder, now, expires],
-            )?;
-            Ok(Leased::Granted(token))
-        })
     }
 
     /// Extend the lease held with `token` by `ttl` from now. False when it is no longer ours (it
@@ -100,16 +83,10 @@ impl Store {
     /// The database cannot be written.
     pub async fn renew_lease(&self, session_id: &str, token: &str, ttl: Duration) -> Result<bool> {
         let expires = now_ms().saturating_add(millis(ttl));
-        if let Some(pg) = self.pg() {
-            return pg.renew_lease(session_id, token, expires).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.renew_lease(session_id, token, expires),
+            Engine::Postgres(pg) => pg.renew_lease(session_id, token, expires).await,
         }
-        self.write(|tx| {
-            let n = tx.execute(
-                "UPDATE session_leases SET expires_at = ?3 WHERE session_id = ?1 AND token = ?2",
-                params![session_id, token, expires],
-            )?;
-            Ok(n == 1)
-        })
     }
 
     /// Give the lease back (nothing happens when it is no longer ours), and tell whoever waits
@@ -119,17 +96,16 @@ impl Store {
     /// The database cannot be written.
     pub async fn release_lease(&self, session_id: &str, token: &str) -> Result<()> {
         // Whoever waits for it may take it now.
-        if let Some(pg) = self.pg() {
-            return pg
-                .release_lease(session_id, token, &Self::notice_text(crate::notice::LEASE_FREED, session_id))
-                .await;
+        match &self.engine {
+            Engine::Sqlite(db) => {
+                db.release_lease(session_id, token)?;
+                self.hint(crate::notice::LEASE_FREED, session_id).await;
+                Ok(())
+            }
+            Engine::Postgres(pg) => {
+                pg.release_lease(session_id, token, &Self::notice_text(crate::notice::LEASE_FREED, session_id)).await
+            }
         }
-        self.write(|tx| {
-            tx.execute("DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2", params![session_id, token])?;
-            Ok(())
-        })?;
-        self.hint(crate::notice::LEASE_FREED, session_id).await;
-        Ok(())
     }
 
     /// Who holds the lease of `session_id` now, if anyone live does.
@@ -139,9 +115,9 @@ impl Store {
     pub async fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {
         let now = now_ms();
         let me = machine();
-        let current = match self.pg() {
-            Some(pg) => pg.lease_holder(session_id).await?,
-            None => current(&*self.conn()?, session_id)?,
+        let current = match &self.engine {
+            Engine::Sqlite(db) => db.lease_holder(session_id)?,
+            Engine::Postgres(pg) => pg.lease_holder(session_id).await?,
         };
         Ok(current.filter(|c| holds(c, now, &me)))
     }
@@ -152,33 +128,11 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
-        if let Some(pg) = self.pg() {
-            return pg.message_mark(session_id).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.message_mark(session_id),
+            Engine::Postgres(pg) => pg.message_mark(session_id).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn
-            .prepare_cached("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM messages WHERE session_id = ?1 AND active")?;
-        Ok(stmt.query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?)
     }
-}
-
-fn current(conn: &Connection, session_id: &str) -> Result<Option<LeaseHolder>> {
-    Ok(conn
-        .query_row(
-            "SELECT pid, host, holder, acquired_at, expires_at FROM session_leases WHERE session_id = ?1",
-            [session_id],
-            |r| {
-                Ok(LeaseHolder {
-                    session_id: session_id.to_string(),
-                    pid: r.get(0)?,
-                    host: r.get(1)?,
-                    holder: r.get(2)?,
-                    acquired_at: r.get(3)?,
-                    expires_at: r.get(4)?,
-                })
-            },
-        )
-        .optional()?)
 }
 
 /// Whether `c` still holds its lease: not expired, and not a process of this machine that is gone.
@@ -192,6 +146,8 @@ fn millis(d: Duration) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::params;
+
     use super::*;
 
     // Each case runs on SQLite and on a real PostgreSQL.
@@ -239,6 +195,7 @@ mod tests {
         let dead = child.id();
         child.wait().expect("wait");
         store
+            .sqlite()
             .write(|tx| {
                 tx.execute(
                     "INSERT INTO session_leases VALUES ('s', 't', ?1, ?2, 'gone', 0, ?3)",

@@ -311,6 +311,15 @@ impl Store {
         }
     }
 
+    /// The SQLite engine, for tests that plant rows by hand.
+    #[cfg(test)]
+    fn sqlite(&self) -> &sqlite::Sqlite {
+        match &self.engine {
+            Engine::Sqlite(db) => db,
+            Engine::Postgres(_) => panic!("the store is on PostgreSQL"),
+        }
+    }
+
     /// The PostgreSQL engine, when the store is on it.
     fn pg(&self) -> Option<&pg::Pg> {
         match &self.engine {

@@ -7,7 +7,9 @@
 
 mod cron;
 mod delivery;
+mod inbox;
 mod kv;
+mod lease;
 mod sessions;
 
 use std::path::Path;

@@ -1,0 +1,118 @@
+//! The gateway's inbox on SQLite, as [`crate::inbox`] describes it. Keeping an entry once is the
+//! unique key's work (`ON CONFLICT DO NOTHING`); every other write touches one row.
+
+use rusqlite::{OptionalExtension as _, Row, params};
+
+use super::Sqlite;
+use crate::inbox::{COLUMNS, Entry, NewEntry, Put, State};
+use crate::{Result, now_ms};
+
+fn entry(r: &Row<'_>) -> rusqlite::Result<Entry> {
+    Ok(Entry {
+        id: r.get(0)?,
+        account: r.get(1)?,
+        chat_id: r.get(2)?,
+        thread_id: r.get(3)?,
+        session_key: r.get(4)?,
+        message_id: r.get(5)?,
+        kind: r.get(6)?,
+        body: r.get(7)?,
+        respond: r.get(8)?,
+        state: State::parse(&r.get::<_, String>(9)?),
+        session_id: r.get(10)?,
+        started_count: r.get(11)?,
+        streamed: r.get(12)?,
+        reply: r.get(13)?,
+        created_at: r.get(14)?,
+    })
+}
+
+impl Sqlite {
+    pub(crate) fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
+        self.write(|tx| {
+            let id: Option<i64> = tx
+                .query_row(
+                    "INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                     ON CONFLICT (account, chat_id, message_id) DO NOTHING RETURNING id",
+                    params![
+                        e.account,
+                        e.chat_id,
+                        e.thread_id,
+                        e.session_key,
+                        e.message_id,
+                        e.kind,
+                        e.body,
+                        e.respond,
+                        now_ms()
+                    ],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(id) = id {
+                return Ok(Put::New(id));
+            }
+            let known = tx.query_row(
+                &format!("SELECT {COLUMNS} FROM inbox WHERE account = ?1 AND chat_id = ?2 AND message_id = ?3"),
+                params![e.account, e.chat_id, e.message_id],
+                entry,
+            )?;
+            Ok(Put::Known(Box::new(known)))
+        })
+    }
+
+    pub(crate) fn inbox_get(&self, id: i64) -> Result<Option<Entry>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM inbox WHERE id = ?1"))?;
+        Ok(stmt.query_row(params![id], entry).optional()?)
+    }
+
+    pub(crate) fn inbox_open(&self, session_key: &str) -> Result<Vec<Entry>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM inbox WHERE session_key = ?1 AND state <> 'done' ORDER BY id"
+        ))?;
+        let rows = stmt.query_map(params![session_key], entry)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    pub(crate) fn inbox_open_keys(&self) -> Result<Vec<String>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT session_key FROM inbox WHERE state <> 'done' GROUP BY session_key ORDER BY MIN(id) LIMIT 1000",
+        )?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    pub(crate) fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE inbox SET state = 'running', session_id = ?2, started_count = ?3 WHERE id = ?1 AND state <> 'done'",
+                params![id, session_id, count],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub(crate) fn inbox_streamed(&self, id: i64, streamed: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.execute("UPDATE inbox SET streamed = ?2 WHERE id = ?1", params![id, streamed])?;
+            Ok(())
+        })
+    }
+
+    pub(crate) fn inbox_done(&self, id: i64, reply: Option<&str>) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE inbox SET state = 'done', reply = ?2, done_at = ?3 WHERE id = ?1",
+                params![id, reply, now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub(crate) fn inbox_prune(&self, before: i64) -> Result<usize> {
+        self.write(|tx| Ok(tx.execute("DELETE FROM inbox WHERE state = 'done' AND done_at < ?1", params![before])?))
+    }
+}
