@@ -22,9 +22,7 @@
 //! # }
 //! ```
 
-use rusqlite::{OptionalExtension, params};
-
-use crate::{Error, Result, Store, now_ms};
+use crate::{Engine, Result, Store};
 
 /// How long a code can be approved.
 pub const PAIRING_TTL_MS: i64 = 60 * 60 * 1000;
@@ -89,71 +87,23 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn pairing_request(&self, platform: &str, user_id: &str, user_name: &str, code: &str) -> Result<Request> {
-        if let Some(pg) = self.pg() {
-            return pg.pairing_request(platform, user_id, user_name, code).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.pairing_request(platform, user_id, user_name, code),
+            Engine::Postgres(pg) => pg.pairing_request(platform, user_id, user_name, code).await,
         }
-        self.write(|tx| {
-            let now = now_ms();
-            let row: Option<(Option<String>, i64, Option<i64>)> = tx
-                .query_row(
-                    "SELECT code, expires_at, approved_at FROM pairings WHERE platform = ?1 AND user_id = ?2",
-                    params![platform, user_id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-                .optional()?;
-            match row {
-                Some((_, _, Some(_))) => return Ok(Request::Approved),
-                Some((Some(code), expires, None)) if expires > now => return Ok(Request::Pending(code)),
-                _ => {}
-            }
-            let waiting: i64 = tx.query_row(
-                "SELECT count(*) FROM pairings WHERE platform = ?1 AND approved_at IS NULL AND expires_at > ?2",
-                params![platform, now],
-                |r| r.get(0),
-            )?;
-            if waiting >= MAX_PENDING {
-                return Ok(Request::TooMany);
-            }
-            tx.execute(
-                "INSERT INTO pairings (platform, user_id, user_name, code, requested_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (platform, user_id) DO UPDATE SET
-                     user_name = excluded.user_name, code = excluded.code,
-                     requested_at = excluded.requested_at, expires_at = excluded.expires_at",
-                params![platform, user_id, user_name, code, now, now + PAIRING_TTL_MS],
-            )?;
-            Ok(Request::New(code.to_string()))
-        })
     }
 
     /// Approve the pairing waiting under `code` (any letter case); returns it.
     ///
     /// # Errors
-    /// [`Error::PairingNotFound`] when no valid code matches (unknown, already used, or expired).
+    /// [`Error::PairingNotFound`](crate::Error::PairingNotFound) when no valid code matches (unknown,
+    /// already used, or expired).
     pub async fn pairing_approve(&self, code: &str) -> Result<Pairing> {
         let code = code.trim().to_ascii_uppercase();
-        if let Some(pg) = self.pg() {
-            return pg.pairing_approve(&code).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.pairing_approve(&code),
+            Engine::Postgres(pg) => pg.pairing_approve(&code).await,
         }
-        self.write(|tx| {
-            let now = now_ms();
-            let found = tx
-                .query_row(
-                    "SELECT platform, user_id FROM pairings
-                     WHERE code = ?1 AND approved_at IS NULL AND expires_at > ?2",
-                    params![code, now],
-                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
-                )
-                .optional()?;
-            let Some((platform, user_id)) = found else {
-                return Err(Error::PairingNotFound { code: code.clone() });
-            };
-            tx.execute(
-                "UPDATE pairings SET approved_at = ?3, code = NULL WHERE platform = ?1 AND user_id = ?2",
-                params![platform, user_id, now],
-            )?;
-            pairing(tx, &platform, &user_id)?.ok_or_else(|| Error::PairingNotFound { code: code.clone() })
-        })
     }
 
     /// Remove the pairing (or pending code) of `user_id` on `platform`; whether there was one.
@@ -161,12 +111,10 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn pairing_revoke(&self, platform: &str, user_id: &str) -> Result<bool> {
-        if let Some(pg) = self.pg() {
-            return pg.pairing_revoke(platform, user_id).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.pairing_revoke(platform, user_id),
+            Engine::Postgres(pg) => pg.pairing_revoke(platform, user_id).await,
         }
-        self.write(|tx| {
-            Ok(tx.execute("DELETE FROM pairings WHERE platform = ?1 AND user_id = ?2", params![platform, user_id])? > 0)
-        })
     }
 
     /// Whether `user_id` of `platform` is paired.
@@ -174,14 +122,10 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn is_paired(&self, platform: &str, user_id: &str) -> Result<bool> {
-        if let Some(pg) = self.pg() {
-            return pg.is_paired(platform, user_id).await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.is_paired(platform, user_id),
+            Engine::Postgres(pg) => pg.is_paired(platform, user_id).await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT 1 FROM pairings WHERE platform = ?1 AND user_id = ?2 AND approved_at IS NOT NULL",
-        )?;
-        Ok(stmt.query_row(params![platform, user_id], |_| Ok(())).optional()?.is_some())
     }
 
     /// Every pairing and code, newest request first.
@@ -189,38 +133,11 @@ impl Store {
     /// # Errors
     /// The database cannot be read.
     pub async fn pairings(&self) -> Result<Vec<Pairing>> {
-        if let Some(pg) = self.pg() {
-            return pg.pairings().await;
+        match &self.engine {
+            Engine::Sqlite(db) => db.pairings(),
+            Engine::Postgres(pg) => pg.pairings().await,
         }
-        let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM pairings ORDER BY requested_at DESC"))?;
-        let rows = stmt.query_map([], row)?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
-}
-
-const COLUMNS: &str = "platform, user_id, user_name, code, requested_at, expires_at, approved_at";
-
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Pairing> {
-    Ok(Pairing {
-        platform: r.get(0)?,
-        user_id: r.get(1)?,
-        user_name: r.get(2)?,
-        code: r.get(3)?,
-        requested_at: r.get(4)?,
-        expires_at: r.get(5)?,
-        approved_at: r.get(6)?,
-    })
-}
-
-fn pairing(tx: &rusqlite::Transaction<'_>, platform: &str, user_id: &str) -> Result<Option<Pairing>> {
-    Ok(tx
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM pairings WHERE platform = ?1 AND user_id = ?2"),
-            params![platform, user_id],
-            row,
-        )
-        .optional()?)
 }
 
 #[cfg(test)]

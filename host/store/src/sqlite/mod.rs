@@ -10,6 +10,7 @@ mod delivery;
 mod inbox;
 mod kv;
 mod lease;
+mod pairing;
 mod sessions;
 
 use std::path::Path;
