@@ -319,30 +319,6 @@ impl Store {
             Engine::Postgres(_) => panic!("the store is on PostgreSQL"),
         }
     }
-
-    /// The PostgreSQL engine, when the store is on it.
-    fn pg(&self) -> Option<&pg::Pg> {
-        match &self.engine {
-            Engine::Postgres(pg) => Some(pg),
-            Engine::Sqlite(_) => None,
-        }
-    }
-
-    /// The SQLite connection; on PostgreSQL, [`Error::NotOnPostgres`] for what has no
-    /// PostgreSQL version yet.
-    fn conn(&self) -> Result<std::sync::MutexGuard<'_, rusqlite::Connection>> {
-        match &self.engine {
-            Engine::Sqlite(db) => Ok(db.conn()),
-            Engine::Postgres(_) => Err(Error::NotOnPostgres { what: "this operation" }),
-        }
-    }
-
-    fn write<T>(&self, f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
-        match &self.engine {
-            Engine::Sqlite(db) => db.write(f),
-            Engine::Postgres(_) => Err(Error::NotOnPostgres { what: "this operation" }),
-        }
-    }
 }
 
 /// A count or a limit (a `usize`) as a database integer.

@@ -26,7 +26,7 @@ use std::sync::OnceLock;
 use tokio::sync::broadcast;
 
 use crate::process::me;
-use crate::{Result, Store};
+use crate::{Engine, Result, Store};
 
 /// The PostgreSQL channel every notice goes through.
 pub(crate) const CHANNEL: &str = "talaria";
@@ -130,13 +130,13 @@ impl Store {
     /// # Errors
     /// PostgreSQL cannot be reached.
     pub async fn notify(&self, topic: &str, payload: &str) -> Result<()> {
-        match self.pg() {
-            // Every subscriber of this process hears it back through the listener it started.
-            Some(pg) => pg.notify(&Notice::new(topic, payload).encode()).await,
-            None => {
+        match &self.engine {
+            Engine::Sqlite(_) => {
                 self.hub.send(Notice::new(topic, payload));
                 Ok(())
             }
+            // Every subscriber of this process hears it back through the listener it started.
+            Engine::Postgres(pg) => pg.notify(&Notice::new(topic, payload).encode()).await,
         }
     }
 
@@ -159,7 +159,7 @@ impl Store {
     /// listening on the database).
     pub async fn notices(&self) -> Notices {
         let rx = self.hub.sender().subscribe();
-        if let Some(pg) = self.pg()
+        if let Engine::Postgres(pg) = &self.engine
             && self.hub.listening.set(()).is_ok()
         {
             pg.listen(self.hub.sender()).await;

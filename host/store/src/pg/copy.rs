@@ -6,7 +6,7 @@ use rusqlite::types::ValueRef;
 use tokio_postgres::types::ToSql;
 
 use super::{Pg, sql};
-use crate::{Error, Result, Store};
+use crate::{Engine, Error, Result, Store};
 
 /// How a column is read from SQLite and written to PostgreSQL.
 #[derive(Clone, Copy)]
@@ -203,10 +203,13 @@ impl Store {
     /// This store is not SQLite or `to` not PostgreSQL, `to` holds sessions already, a value
     /// cannot be read, the copy fails (nothing is written then), or the counts differ.
     pub async fn copy_into(&self, to: &Store, progress: &dyn Fn(&str, u64)) -> Result<Vec<(String, u64)>> {
-        let pg = to.pg().ok_or_else(|| Error::Pg("the destination of a copy must be PostgreSQL".into()))?;
+        let Engine::Postgres(pg) = &to.engine else {
+            return Err(Error::Pg("the destination of a copy must be PostgreSQL".into()));
+        };
+        let Engine::Sqlite(db) = &self.engine else { return Err(Error::NotOnPostgres { what: "this operation" }) };
         let mut tables: Vec<(String, String, Vec<Vec<Value>>)> = Vec::new();
         {
-            let conn = self.conn()?;
+            let conn = db.conn();
             for (table, columns) in TABLES {
                 let names: Vec<&str> = columns.iter().map(|(c, _)| *c).collect();
                 let mut stmt = conn.prepare(&format!("SELECT {} FROM {table}", names.join(", ")))?;
@@ -232,7 +235,7 @@ impl Store {
         }
         pg.copy_in(tables).await?;
         let counted = pg.count_rows(TABLES.iter().map(|(t, _)| (*t).to_string()).collect()).await?;
-        let conn = self.conn()?;
+        let conn = db.conn();
         for (table, rows) in &counted {
             let here: i64 = conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?;
             if u64::try_from(here).ok() != Some(*rows) {

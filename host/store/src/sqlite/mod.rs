@@ -11,6 +11,7 @@ mod inbox;
 mod kv;
 mod lease;
 mod pairing;
+mod search;
 mod sessions;
 
 use std::path::Path;

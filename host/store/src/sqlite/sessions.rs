@@ -187,7 +187,7 @@ impl Sqlite {
                 add_usage(tx, session_id, usage, calls, now)?;
             }
             if ends_turn {
-                crate::search::index_pending(tx, crate::search::INDEX_BATCH)?;
+                super::search::index_pending(tx, crate::search::INDEX_BATCH)?;
             }
             Ok(ids)
         })?;
