@@ -101,7 +101,9 @@ pub fn repair(path: &Path) -> Result<Repair> {
         && (!old_wal.exists() || std::fs::copy(&old_wal, sidecar(&work, "-wal")).is_ok())
         && fit_header(&work).is_ok();
     let attached = readable
-        && conn.execute("ATTACH DATABASE ?1 AS old", [format!("file:{}?mode=ro", crate::sqlite::uri_path(&work))]).is_ok();
+        && conn
+            .execute("ATTACH DATABASE ?1 AS old", [format!("file:{}?mode=ro", crate::sqlite::uri_path(&work))])
+            .is_ok();
     let report = if attached { copy_all(&conn, report) } else { Ok(lost_all(report)) };
     drop(conn);
     for leftover in [work.clone(), sidecar(&work, "-wal"), sidecar(&work, "-shm")] {

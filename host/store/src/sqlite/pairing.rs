@@ -33,7 +33,13 @@ fn pairing(tx: &rusqlite::Transaction<'_>, platform: &str, user_id: &str) -> Res
 }
 
 impl Sqlite {
-    pub(crate) fn pairing_request(&self, platform: &str, user_id: &str, user_name: &str, code: &str) -> Result<Request> {
+    pub(crate) fn pairing_request(
+        &self,
+        platform: &str,
+        user_id: &str,
+        user_name: &str,
+        code: &str,
+    ) -> Result<Request> {
         self.write(|tx| {
             let now = now_ms();
             let row: Option<(Option<String>, i64, Option<i64>)> = tx

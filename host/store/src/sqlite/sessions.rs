@@ -269,14 +269,14 @@ impl Sqlite {
         let Some(session) = session else { return Err(Error::MessageNotFound { id: message_id }) };
         let mut before = conn.prepare_cached(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages
-             WHERE session_id = ?1 AND active AND id < ?2 ORDER BY id DESC LIMIT ?3"
+                 WHERE session_id = ?1 AND active AND id < ?2 ORDER BY id DESC LIMIT ?3"
         ))?;
         let mut raw: Vec<RawMessage> =
             before.query_map(params![session, message_id, count(window)], raw_message)?.collect::<Result<_, _>>()?;
         raw.reverse();
         let mut after = conn.prepare_cached(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages
-             WHERE session_id = ?1 AND active AND id >= ?2 ORDER BY id LIMIT ?3"
+                 WHERE session_id = ?1 AND active AND id >= ?2 ORDER BY id LIMIT ?3"
         ))?;
         for m in after.query_map(params![session, message_id, count(window.saturating_add(1))], raw_message)? {
             raw.push(m?);
