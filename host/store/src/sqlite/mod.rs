@@ -125,7 +125,6 @@ impl Sqlite {
         let _ = self.conn().execute_batch("PRAGMA shrink_memory");
     }
 
-    /// The connection.
     pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves the connection itself usable.
         self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
