@@ -251,24 +251,21 @@ impl Store {
 impl Pg {
     /// Insert every table's rows in one transaction, into a database with no sessions yet.
     async fn copy_in(&self, tables: Vec<(String, String, Vec<Vec<Value>>)>) -> Result<()> {
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                let sessions: i64 = tx.query_one("SELECT count(*) FROM sessions", &[]).await.map_err(sql)?.get(0);
-                if sessions > 0 {
-                    let noun = if sessions == 1 { "session" } else { "sessions" };
-                    return Err(Error::Pg(format!(
-                        "the database holds {sessions} {noun} already; copy into an empty one"
-                    )));
-                }
-                for (table, insert, rows) in &tables {
-                    let statement = tx.prepare(insert).await.map_err(sql)?;
-                    for row in rows {
-                        let params: Vec<&(dyn ToSql + Sync)> = row.iter().map(|v| &**v as &(dyn ToSql + Sync)).collect();
-                        tx.execute(&statement, &params).await.map_err(sql)?;
-                    }
-                    if IDENTITY.contains(&table.as_str()) {
-                        tx.execute(
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        let sessions: i64 = tx.query_one("SELECT count(*) FROM sessions", &[]).await.map_err(sql)?.get(0);
+        if sessions > 0 {
+            let noun = if sessions == 1 { "session" } else { "sessions" };
+            return Err(Error::Pg(format!("the database holds {sessions} {noun} already; copy into an empty one")));
+        }
+        for (table, insert, rows) in &tables {
+            let statement = tx.prepare(insert).await.map_err(sql)?;
+            for row in rows {
+                let params: Vec<&(dyn ToSql + Sync)> = row.iter().map(|v| &**v as &(dyn ToSql + Sync)).collect();
+                tx.execute(&statement, &params).await.map_err(sql)?;
+            }
+            if IDENTITY.contains(&table.as_str()) {
+                tx.execute(
                             &format!(
                                 "SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce(max(id), 0) + 1, false) FROM {table}"
                             ),
@@ -276,25 +273,18 @@ impl Pg {
                         )
                         .await
                         .map_err(sql)?;
-                    }
-                }
-                tx.commit().await.map_err(sql)
-            })
-        }).await
+            }
+        }
+        tx.commit().await.map_err(sql)
     }
 
     async fn count_rows(&self, tables: Vec<String>) -> Result<Vec<(String, u64)>> {
-        self.run(move |client| {
-            Box::pin(async move {
-                let mut out = Vec::new();
-                for table in tables {
-                    let n: i64 =
-                        client.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.map_err(sql)?.get(0);
-                    out.push((table, n.unsigned_abs()));
-                }
-                Ok(out)
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let mut out = Vec::new();
+        for table in tables {
+            let n: i64 = client.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.map_err(sql)?.get(0);
+            out.push((table, n.unsigned_abs()));
+        }
+        Ok(out)
     }
 }

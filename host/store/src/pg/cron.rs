@@ -206,74 +206,57 @@ pub(crate) async fn mark_delivery_failed(tx: &Transaction<'_>, run_id: i64, erro
 
 impl Pg {
     pub(crate) async fn cron_insert(&self, job: &Job, now: i64) -> Result<String> {
-        let job = job.clone();
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                let id = loop {
-                    let id = format!("{:08x}", fastrand::u32(..));
-                    let added = tx
-                        .exec(
-                            "INSERT INTO cron_jobs (id, name, prompt, schedule_kind, schedule_expr, schedule_display,
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        let id = loop {
+            let id = format!("{:08x}", fastrand::u32(..));
+            let added = tx
+                .exec(
+                    "INSERT INTO cron_jobs (id, name, prompt, schedule_kind, schedule_expr, schedule_display,
                                 deliver, origin, creator, created_at, updated_at)
                              VALUES ($1, '', '', '', '', '', '', $2, $3, $4, $4) ON CONFLICT (id) DO NOTHING",
-                            &[&id, &job.origin, &job.creator, &now],
-                        )
-                        .await
-                        .map_err(sql)?;
-                    if added == 1 {
-                        break id;
-                    }
-                };
-                let state = if job.enabled { JobState::Scheduled } else { JobState::Paused };
-                write_fields(&tx, &id, &job, state, now).await?;
-                tx.commit().await.map_err(sql)?;
-                Ok(id)
-            })
-        })
-        .await
+                    &[&id, &job.origin, &job.creator, &now],
+                )
+                .await
+                .map_err(sql)?;
+            if added == 1 {
+                break id;
+            }
+        };
+        let state = if job.enabled { JobState::Scheduled } else { JobState::Paused };
+        write_fields(&tx, &id, job, state, now).await?;
+        tx.commit().await.map_err(sql)?;
+        Ok(id)
     }
 
     pub(crate) async fn cron_update(&self, job: &Job, now: i64) -> Result<()> {
-        let job = job.clone();
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                let Some(current) = one_job(&tx, &job.id, true).await? else {
-                    return Err(Error::JobNotFound { key: job.id.clone() });
-                };
-                let state = if current.state == JobState::Running { JobState::Running } else { resting_state(&job) };
-                write_fields(&tx, &job.id, &job, state, now).await?;
-                tx.commit().await.map_err(sql)
-            })
-        })
-        .await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        let Some(current) = one_job(&tx, &job.id, true).await? else {
+            return Err(Error::JobNotFound { key: job.id.clone() });
+        };
+        let state = if current.state == JobState::Running { JobState::Running } else { resting_state(job) };
+        write_fields(&tx, &job.id, job, state, now).await?;
+        tx.commit().await.map_err(sql)
     }
 
     pub(crate) async fn cron_job(&self, id: &str) -> Result<Option<Job>> {
-        let id = id.to_string();
-        self.run(move |client| Box::pin(async move { one_job(&client, &id, false).await })).await
+        let client = self.client().await?;
+        one_job(&client, id, false).await
     }
 
     pub(crate) async fn cron_jobs(&self) -> Result<Vec<Job>> {
-        self.run(move |client| {
-            Box::pin(async move { jobs(&client, "ORDER BY next_run_at IS NULL, next_run_at, created_at", &[]).await })
-        })
-        .await
+        let client = self.client().await?;
+        jobs(&client, "ORDER BY next_run_at IS NULL, next_run_at, created_at", &[]).await
     }
 
     pub(crate) async fn cron_remove(&self, id: &str) -> Result<bool> {
-        let id = id.to_string();
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                tx.exec("DELETE FROM cron_runs WHERE job_id = $1", &[&id]).await.map_err(sql)?;
-                let removed = tx.exec("DELETE FROM cron_jobs WHERE id = $1", &[&id]).await.map_err(sql)? == 1;
-                tx.commit().await.map_err(sql)?;
-                Ok(removed)
-            })
-        })
-        .await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        tx.exec("DELETE FROM cron_runs WHERE job_id = $1", &[&id]).await.map_err(sql)?;
+        let removed = tx.exec("DELETE FROM cron_jobs WHERE id = $1", &[&id]).await.map_err(sql)? == 1;
+        tx.commit().await.map_err(sql)?;
+        Ok(removed)
     }
 
     pub(crate) async fn cron_claim_due_by(
@@ -305,225 +288,182 @@ impl Pg {
     /// Claim the jobs due by `due_by`: each leaves the `scheduled` state and gets a run, unless
     /// its due time ran already. Returns every job taken, with its claim when it got one.
     async fn cron_claim(&self, due_by: i64, now: i64, holder: &str, ttl_ms: i64) -> Result<Vec<(Job, Option<Claim>)>> {
-        let holder = holder.to_string();
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                // Jobs another ticker is claiming this instant are skipped, not waited for.
-                let due = jobs(
-                    &tx,
-                    "WHERE enabled AND state = 'scheduled' AND next_run_at <= $1 ORDER BY next_run_at
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        // Jobs another ticker is claiming this instant are skipped, not waited for.
+        let due = jobs(
+            &tx,
+            "WHERE enabled AND state = 'scheduled' AND next_run_at <= $1 ORDER BY next_run_at
                      FOR UPDATE SKIP LOCKED",
-                    &[&due_by],
-                )
-                .await?;
-                let mut taken = Vec::new();
-                for job in due {
-                    let Some(due_at) = job.next_run_at else { continue };
-                    let claim = start_run(&tx, &job, due_at, false, &holder, now, ttl_ms).await?;
-                    if claim.is_some() {
-                        tx.exec("UPDATE cron_jobs SET state = 'running' WHERE id = $1", &[&job.id])
-                            .await
-                            .map_err(sql)?;
-                    }
-                    taken.push((job, claim));
-                }
-                tx.commit().await.map_err(sql)?;
-                Ok(taken)
-            })
-        })
-        .await
+            &[&due_by],
+        )
+        .await?;
+        let mut taken = Vec::new();
+        for job in due {
+            let Some(due_at) = job.next_run_at else { continue };
+            let claim = start_run(&tx, &job, due_at, false, holder, now, ttl_ms).await?;
+            if claim.is_some() {
+                tx.exec("UPDATE cron_jobs SET state = 'running' WHERE id = $1", &[&job.id]).await.map_err(sql)?;
+            }
+            taken.push((job, claim));
+        }
+        tx.commit().await.map_err(sql)?;
+        Ok(taken)
     }
 
     /// Move each job's next run on (`(id, next)`).
     async fn cron_set_next(&self, next: Vec<(String, Option<i64>)>) -> Result<()> {
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                for (id, at) in &next {
-                    tx.exec("UPDATE cron_jobs SET next_run_at = $2 WHERE id = $1", &[id, at]).await.map_err(sql)?;
-                }
-                tx.commit().await.map_err(sql)
-            })
-        })
-        .await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        for (id, at) in &next {
+            tx.exec("UPDATE cron_jobs SET next_run_at = $2 WHERE id = $1", &[id, at]).await.map_err(sql)?;
+        }
+        tx.commit().await.map_err(sql)
     }
 
     pub(crate) async fn cron_claim_now(&self, id: &str, now: i64, holder: &str, ttl_ms: i64) -> Result<Claimed> {
-        let (id, holder) = (id.to_string(), holder.to_string());
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                let job = one_job(&tx, &id, true).await?.ok_or_else(|| Error::JobNotFound { key: id.clone() })?;
-                let running = tx
-                    .qopt(
-                        &format!(
-                            "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = $1 AND status = 'running'
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        let job = one_job(&tx, id, true).await?.ok_or_else(|| Error::JobNotFound { key: id.to_string() })?;
+        let running = tx
+            .qopt(
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = $1 AND status = 'running'
                              ORDER BY id DESC LIMIT 1"
-                        ),
-                        &[&id],
-                    )
-                    .await
-                    .map_err(sql)?;
-                if let Some(row) = running {
-                    return Ok(Claimed::Busy(Box::new(finish_run(raw_run(&row))?)));
-                }
-                let mut at = now;
-                loop {
-                    if let Some(mut claim) = start_run(&tx, &job, at, true, &holder, now, ttl_ms).await? {
-                        tx.exec("UPDATE cron_jobs SET state = 'running' WHERE id = $1", &[&id]).await.map_err(sql)?;
-                        tx.commit().await.map_err(sql)?;
-                        claim.job.state = JobState::Running;
-                        return Ok(Claimed::Granted(Box::new(claim)));
-                    }
-                    at += 1;
-                }
-            })
-        })
-        .await
+                ),
+                &[&id],
+            )
+            .await
+            .map_err(sql)?;
+        if let Some(row) = running {
+            return Ok(Claimed::Busy(Box::new(finish_run(raw_run(&row))?)));
+        }
+        let mut at = now;
+        loop {
+            if let Some(mut claim) = start_run(&tx, &job, at, true, holder, now, ttl_ms).await? {
+                tx.exec("UPDATE cron_jobs SET state = 'running' WHERE id = $1", &[&id]).await.map_err(sql)?;
+                tx.commit().await.map_err(sql)?;
+                claim.job.state = JobState::Running;
+                return Ok(Claimed::Granted(Box::new(claim)));
+            }
+            at += 1;
+        }
     }
 
     pub(crate) async fn cron_renew(&self, run_id: i64, token: &str, until: i64) -> Result<bool> {
-        let token = token.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                let n = client
-                    .exec(
-                        "UPDATE cron_runs SET lease_until = $3 WHERE id = $1 AND token = $2 AND status = 'running'",
-                        &[&run_id, &token, &until],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(n == 1)
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let n = client
+            .exec(
+                "UPDATE cron_runs SET lease_until = $3 WHERE id = $1 AND token = $2 AND status = 'running'",
+                &[&run_id, &token, &until],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(n == 1)
     }
 
     pub(crate) async fn cron_finish(&self, run_id: i64, token: &str, finish: &Finish, now: i64) -> Result<bool> {
-        let (token, finish) = (token.to_string(), finish.clone());
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                let row = tx
-                    .qopt(
-                        "SELECT job_id, manual FROM cron_runs WHERE id = $1 AND token = $2 AND status = 'running'
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        let row = tx
+            .qopt(
+                "SELECT job_id, manual FROM cron_runs WHERE id = $1 AND token = $2 AND status = 'running'
                          FOR UPDATE",
-                        &[&run_id, &token],
-                    )
-                    .await
-                    .map_err(sql)?;
-                let Some(row) = row else { return Ok(false) };
-                let (job_id, manual): (String, bool) = (row.get(0), row.get(1));
-                tx.exec(
-                    "UPDATE cron_runs SET status = $2, finished_at = $3, output = $4, error = $5, delivery = $6,
+                &[&run_id, &token],
+            )
+            .await
+            .map_err(sql)?;
+        let Some(row) = row else { return Ok(false) };
+        let (job_id, manual): (String, bool) = (row.get(0), row.get(1));
+        tx.exec(
+            "UPDATE cron_runs SET status = $2, finished_at = $3, output = $4, error = $5, delivery = $6,
                         session_id = $7 WHERE id = $1",
-                    &[
-                        &run_id,
-                        &finish.status.as_str(),
-                        &now,
-                        &finish.output,
-                        &finish.error,
-                        &finish.delivery,
-                        &finish.session_id,
-                    ],
-                )
-                .await
-                .map_err(sql)?;
-                settle_job(&tx, &job_id, !manual, finish.status, &finish.output, finish.error.as_deref(), now).await?;
-                tx.commit().await.map_err(sql)?;
-                Ok(true)
-            })
-        })
+            &[
+                &run_id,
+                &finish.status.as_str(),
+                &now,
+                &finish.output,
+                &finish.error,
+                &finish.delivery,
+                &finish.session_id,
+            ],
+        )
         .await
+        .map_err(sql)?;
+        settle_job(&tx, &job_id, !manual, finish.status, &finish.output, finish.error.as_deref(), now).await?;
+        tx.commit().await.map_err(sql)?;
+        Ok(true)
     }
 
     pub(crate) async fn cron_reap(&self, now: i64) -> Result<Vec<Run>> {
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let me = machine();
-                let tx = client.transaction().await.map_err(sql)?;
-                let rows = tx
-                    .q(
-                        &format!(
-                            "SELECT {RUN_COLUMNS}, lease_until FROM cron_runs WHERE status = 'running'
+        let mut client = self.client().await?;
+        let me = machine();
+        let tx = client.transaction().await.map_err(sql)?;
+        let rows = tx
+            .q(
+                &format!(
+                    "SELECT {RUN_COLUMNS}, lease_until FROM cron_runs WHERE status = 'running'
                              FOR UPDATE SKIP LOCKED"
-                        ),
-                        &[],
-                    )
-                    .await
-                    .map_err(sql)?;
-                let mut reaped = Vec::new();
-                for row in &rows {
-                    let until: i64 = row.get(14);
-                    let mut r = finish_run(raw_run(row))?;
-                    if !(until <= now || (r.host == me && !alive(r.pid))) {
-                        continue;
-                    }
-                    let error = format!(
-                        "interrupted: {} (pid {} on {}) stopped before the run finished; it is not run again",
-                        r.holder, r.pid, r.host
-                    );
-                    tx.exec(
-                        "UPDATE cron_runs SET status = 'error', finished_at = $2, error = $3 WHERE id = $1",
-                        &[&r.id, &now, &error],
-                    )
-                    .await
-                    .map_err(sql)?;
-                    settle_job(&tx, &r.job_id, !r.manual, RunStatus::Error, "", Some(&error), now).await?;
-                    r.status = RunStatus::Error;
-                    r.finished_at = Some(now);
-                    r.error = Some(error);
-                    reaped.push(r);
-                }
-                tx.commit().await.map_err(sql)?;
-                Ok(reaped)
-            })
-        })
-        .await
+                ),
+                &[],
+            )
+            .await
+            .map_err(sql)?;
+        let mut reaped = Vec::new();
+        for row in &rows {
+            let until: i64 = row.get(14);
+            let mut r = finish_run(raw_run(row))?;
+            if !(until <= now || (r.host == me && !alive(r.pid))) {
+                continue;
+            }
+            let error = format!(
+                "interrupted: {} (pid {} on {}) stopped before the run finished; it is not run again",
+                r.holder, r.pid, r.host
+            );
+            tx.exec(
+                "UPDATE cron_runs SET status = 'error', finished_at = $2, error = $3 WHERE id = $1",
+                &[&r.id, &now, &error],
+            )
+            .await
+            .map_err(sql)?;
+            settle_job(&tx, &r.job_id, !r.manual, RunStatus::Error, "", Some(&error), now).await?;
+            r.status = RunStatus::Error;
+            r.finished_at = Some(now);
+            r.error = Some(error);
+            reaped.push(r);
+        }
+        tx.commit().await.map_err(sql)?;
+        Ok(reaped)
     }
 
     pub(crate) async fn cron_runs(&self, id: &str, limit: usize) -> Result<Vec<Run>> {
-        let id = id.to_string();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q(
-                        &format!(
-                            "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2"
-                        ),
-                        &[&id, &limit],
-                    )
-                    .await
-                    .map_err(sql)?;
-                rows.iter().map(|r| finish_run(raw_run(r))).collect()
-            })
-        }).await
+        let client = self.client().await?;
+        let rows = client
+            .q(
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2"
+                ),
+                &[&id, &limit],
+            )
+            .await
+            .map_err(sql)?;
+        rows.iter().map(|r| finish_run(raw_run(r))).collect()
     }
 
     pub(crate) async fn cron_run(&self, run_id: i64) -> Result<Option<Run>> {
-        self.run(move |client| {
-            Box::pin(async move {
-                let row = client
-                    .qopt(&format!("SELECT {RUN_COLUMNS} FROM cron_runs WHERE id = $1"), &[&run_id])
-                    .await
-                    .map_err(sql)?;
-                row.map(|r| finish_run(raw_run(&r))).transpose()
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let row = client
+            .qopt(&format!("SELECT {RUN_COLUMNS} FROM cron_runs WHERE id = $1"), &[&run_id])
+            .await
+            .map_err(sql)?;
+        row.map(|r| finish_run(raw_run(&r))).transpose()
     }
 
     pub(crate) async fn cron_delivery_failed(&self, run_id: i64, error: &str) -> Result<()> {
-        let error = error.to_string();
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                mark_delivery_failed(&tx, run_id, &error).await?;
-                tx.commit().await.map_err(sql)
-            })
-        })
-        .await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        mark_delivery_failed(&tx, run_id, error).await?;
+        tx.commit().await.map_err(sql)
     }
 }

@@ -51,119 +51,97 @@ impl Pg {
     ) -> Result<Request> {
         let (platform, user_id, user_name, code) =
             (platform.to_string(), user_id.to_string(), user_name.to_string(), code.to_string());
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                tx.exec("SELECT pg_advisory_xact_lock(hashtextextended('talaria-pairing:' || $1, 0))", &[&platform])
-                    .await
-                    .map_err(sql)?;
-                let now = now_ms();
-                let row = tx
-                    .qopt(
-                        "SELECT code, expires_at, approved_at FROM pairings WHERE platform = $1 AND user_id = $2",
-                        &[&platform, &user_id],
-                    )
-                    .await
-                    .map_err(sql)?;
-                if let Some(r) = row {
-                    let (old, expires, approved): (Option<String>, i64, Option<i64>) = (r.get(0), r.get(1), r.get(2));
-                    match (old, approved) {
-                        (_, Some(_)) => return Ok(Request::Approved),
-                        (Some(old), None) if expires > now => return Ok(Request::Pending(old)),
-                        _ => {}
-                    }
-                }
-                let waiting: i64 = tx
-                    .q1(
-                        "SELECT count(*)::bigint FROM pairings WHERE platform = $1 AND approved_at IS NULL AND expires_at > $2",
-                        &[&platform, &now],
-                    )
-                    .await
-                    .map_err(sql)?
-                    .get(0);
-                if waiting >= MAX_PENDING {
-                    return Ok(Request::TooMany);
-                }
-                tx.exec(
-                    "INSERT INTO pairings (platform, user_id, user_name, code, requested_at, expires_at)
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        tx.exec("SELECT pg_advisory_xact_lock(hashtextextended('talaria-pairing:' || $1, 0))", &[&platform])
+            .await
+            .map_err(sql)?;
+        let now = now_ms();
+        let row = tx
+            .qopt(
+                "SELECT code, expires_at, approved_at FROM pairings WHERE platform = $1 AND user_id = $2",
+                &[&platform, &user_id],
+            )
+            .await
+            .map_err(sql)?;
+        if let Some(r) = row {
+            let (old, expires, approved): (Option<String>, i64, Option<i64>) = (r.get(0), r.get(1), r.get(2));
+            match (old, approved) {
+                (_, Some(_)) => return Ok(Request::Approved),
+                (Some(old), None) if expires > now => return Ok(Request::Pending(old)),
+                _ => {}
+            }
+        }
+        let waiting: i64 = tx
+            .q1(
+                "SELECT count(*)::bigint FROM pairings WHERE platform = $1 AND approved_at IS NULL AND expires_at > $2",
+                &[&platform, &now],
+            )
+            .await
+            .map_err(sql)?
+            .get(0);
+        if waiting >= MAX_PENDING {
+            return Ok(Request::TooMany);
+        }
+        tx.exec(
+            "INSERT INTO pairings (platform, user_id, user_name, code, requested_at, expires_at)
                      VALUES ($1, $2, $3, $4, $5, $6)
                      ON CONFLICT (platform, user_id) DO UPDATE SET
                          user_name = excluded.user_name, code = excluded.code,
                          requested_at = excluded.requested_at, expires_at = excluded.expires_at",
-                    &[&platform, &user_id, &user_name, &code, &now, &(now + PAIRING_TTL_MS)],
-                )
-                .await
-                .map_err(sql)?;
-                tx.commit().await.map_err(sql)?;
-                Ok(Request::New(code))
-            })
-        }).await
+            &[&platform, &user_id, &user_name, &code, &now, &(now + PAIRING_TTL_MS)],
+        )
+        .await
+        .map_err(sql)?;
+        tx.commit().await.map_err(sql)?;
+        Ok(Request::New(code))
     }
 
     pub(crate) async fn pairing_approve(&self, code: &str) -> Result<Pairing> {
-        let code = code.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                // One statement: of two approvals of one code, one finds it.
-                let row = client
-                    .qopt(
-                        &format!(
-                            "UPDATE pairings SET approved_at = $2, code = NULL
+        let client = self.client().await?;
+        // One statement: of two approvals of one code, one finds it.
+        let row = client
+            .qopt(
+                &format!(
+                    "UPDATE pairings SET approved_at = $2, code = NULL
                              WHERE code = $1 AND approved_at IS NULL AND expires_at > $2
                              RETURNING {PAIRING_COLUMNS}"
-                        ),
-                        &[&code, &now_ms()],
-                    )
-                    .await
-                    .map_err(sql)?;
-                row.as_ref().map(pairing).ok_or(Error::PairingNotFound { code })
-            })
-        })
-        .await
+                ),
+                &[&code, &now_ms()],
+            )
+            .await
+            .map_err(sql)?;
+        row.as_ref().map(pairing).ok_or(Error::PairingNotFound { code: code.to_string() })
     }
 
     pub(crate) async fn pairing_revoke(&self, platform: &str, user_id: &str) -> Result<bool> {
-        let (platform, user_id) = (platform.to_string(), user_id.to_string());
-        self.run(move |client| {
-            Box::pin(async move {
-                let n = client
-                    .exec("DELETE FROM pairings WHERE platform = $1 AND user_id = $2", &[&platform, &user_id])
-                    .await
-                    .map_err(sql)?;
-                Ok(n > 0)
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let n = client
+            .exec("DELETE FROM pairings WHERE platform = $1 AND user_id = $2", &[&platform, &user_id])
+            .await
+            .map_err(sql)?;
+        Ok(n > 0)
     }
 
     pub(crate) async fn is_paired(&self, platform: &str, user_id: &str) -> Result<bool> {
-        let (platform, user_id) = (platform.to_string(), user_id.to_string());
-        self.run(move |client| {
-            Box::pin(async move {
-                let row = client
-                    .qopt(
-                        "SELECT 1 FROM pairings WHERE platform = $1 AND user_id = $2 AND approved_at IS NOT NULL",
-                        &[&platform, &user_id],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(row.is_some())
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let row = client
+            .qopt(
+                "SELECT 1 FROM pairings WHERE platform = $1 AND user_id = $2 AND approved_at IS NOT NULL",
+                &[&platform, &user_id],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(row.is_some())
     }
 
     pub(crate) async fn pairings(&self) -> Result<Vec<Pairing>> {
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q(&format!("SELECT {PAIRING_COLUMNS} FROM pairings ORDER BY requested_at DESC"), &[])
-                    .await
-                    .map_err(sql)?;
-                Ok(rows.iter().map(pairing).collect())
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let rows = client
+            .q(&format!("SELECT {PAIRING_COLUMNS} FROM pairings ORDER BY requested_at DESC"), &[])
+            .await
+            .map_err(sql)?;
+        Ok(rows.iter().map(pairing).collect())
     }
 
     pub(crate) async fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
@@ -174,48 +152,39 @@ impl Pg {
             d.body.to_string(),
             d.key.to_string(),
         );
-        self.run(move |client| {
-            Box::pin(async move {
-                let now = now_ms();
-                // One statement: the new row's id, or the id of the row kept under `key` before.
-                let kept = client
-                    .qopt(
-                        "WITH new AS (
+        let client = self.client().await?;
+        let now = now_ms();
+        // One statement: the new row's id, or the id of the row kept under `key` before.
+        let kept = client
+            .qopt(
+                "WITH new AS (
                              INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
                              VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (key) DO NOTHING RETURNING id
                          )
                          SELECT id FROM new UNION ALL SELECT id FROM deliveries WHERE key = $5 LIMIT 1",
-                        &[&platform, &chat, &thread, &body, &key, &now],
-                    )
-                    .await
-                    .map_err(sql)?;
-                if let Some(row) = kept {
-                    return Ok(row.get(0));
-                }
-                // Another process kept it while this statement ran: its row is visible now.
-                Ok(client.q1("SELECT id FROM deliveries WHERE key = $1", &[&key]).await.map_err(sql)?.get(0))
-            })
-        })
-        .await
+                &[&platform, &chat, &thread, &body, &key, &now],
+            )
+            .await
+            .map_err(sql)?;
+        if let Some(row) = kept {
+            return Ok(row.get(0));
+        }
+        // Another process kept it while this statement ran: its row is visible now.
+        Ok(client.q1("SELECT id FROM deliveries WHERE key = $1", &[&key]).await.map_err(sql)?.get(0))
     }
 
     pub(crate) async fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
-        let platform = platform.to_string();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q(
-                        "SELECT id, platform, chat_id, thread_id, body, attempts, key FROM deliveries
+        let client = self.client().await?;
+        let rows = client
+            .q(
+                "SELECT id, platform, chat_id, thread_id, body, attempts, key FROM deliveries
                          WHERE state = 'pending' AND platform = $1 AND next_at <= $2 ORDER BY id LIMIT $3",
-                        &[&platform, &at, &limit],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(rows.iter().map(delivery).collect())
-            })
-        })
-        .await
+                &[&platform, &at, &limit],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(rows.iter().map(delivery).collect())
     }
 
     pub(crate) async fn deliveries_claim(
@@ -226,183 +195,137 @@ impl Pg {
         limit: i64,
         me: &str,
     ) -> Result<Vec<Delivery>> {
-        let (platform, me) = (platform.to_string(), me.to_string());
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                // Claims of one platform queue: two processes never see the same chat free.
-                tx.exec("SELECT pg_advisory_xact_lock(hashtextextended('talaria-deliveries:' || $1, 0))", &[&platform])
-                    .await
-                    .map_err(sql)?;
-                for row in tx.q(CLAIMERS, &[&platform, &now]).await.map_err(sql)? {
-                    let claimer: String = row.get(0);
-                    if is_gone(&claimer) {
-                        tx.exec(VOID_CLAIMS, &[&platform, &claimer]).await.map_err(sql)?;
-                    }
-                }
-                let rows = tx
-                    .q(
-                        &format!(
-                            "UPDATE deliveries SET claimed_until = $4, claimed_by = $5
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        // Claims of one platform queue: two processes never see the same chat free.
+        tx.exec("SELECT pg_advisory_xact_lock(hashtextextended('talaria-deliveries:' || $1, 0))", &[&platform])
+            .await
+            .map_err(sql)?;
+        for row in tx.q(CLAIMERS, &[&platform, &now]).await.map_err(sql)? {
+            let claimer: String = row.get(0);
+            if is_gone(&claimer) {
+                tx.exec(VOID_CLAIMS, &[&platform, &claimer]).await.map_err(sql)?;
+            }
+        }
+        let rows = tx
+            .q(
+                &format!(
+                    "UPDATE deliveries SET claimed_until = $4, claimed_by = $5
                              WHERE id IN (SELECT d.id FROM deliveries d WHERE {CLAIMABLE})
                              RETURNING {DELIVERY_COLUMNS}"
-                        ),
-                        &[&platform, &now, &limit, &until, &me],
-                    )
-                    .await
-                    .map_err(sql)?;
-                tx.commit().await.map_err(sql)?;
-                let mut due: Vec<Delivery> = rows.iter().map(delivery).collect();
-                due.sort_by_key(|d| d.id);
-                Ok(due)
-            })
-        })
-        .await
+                ),
+                &[&platform, &now, &limit, &until, &me],
+            )
+            .await
+            .map_err(sql)?;
+        tx.commit().await.map_err(sql)?;
+        let mut due: Vec<Delivery> = rows.iter().map(delivery).collect();
+        due.sort_by_key(|d| d.id);
+        Ok(due)
     }
 
     pub(crate) async fn delivery_next_at(&self, platform: &str) -> Result<Option<i64>> {
-        let platform = platform.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                let row = client
-                    .q1("SELECT MIN(next_at) FROM deliveries WHERE state = 'pending' AND platform = $1", &[&platform])
-                    .await
-                    .map_err(sql)?;
-                Ok(row.get(0))
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let row = client
+            .q1("SELECT MIN(next_at) FROM deliveries WHERE state = 'pending' AND platform = $1", &[&platform])
+            .await
+            .map_err(sql)?;
+        Ok(row.get(0))
     }
 
     pub(crate) async fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
-        let sent_id = sent_id.to_string();
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                let key: Option<String> = tx
-                    .qopt(
-                        "UPDATE deliveries SET state = 'sent', sent_id = $2, done_at = $3 WHERE id = $1 RETURNING key",
-                        &[&id, &sent_id, &now_ms()],
-                    )
-                    .await
-                    .map_err(sql)?
-                    .map(|r| r.get(0));
-                if let Some(run) = key.as_deref().and_then(cron_run_of) {
-                    tx.exec(
-                        "UPDATE cron_runs SET delivery = 'sent' WHERE id = $1 AND delivery LIKE 'queued%'",
-                        &[&run],
-                    )
-                    .await
-                    .map_err(sql)?;
-                }
-                tx.commit().await.map_err(sql)
-            })
-        })
-        .await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        let key: Option<String> = tx
+            .qopt(
+                "UPDATE deliveries SET state = 'sent', sent_id = $2, done_at = $3 WHERE id = $1 RETURNING key",
+                &[&id, &sent_id, &now_ms()],
+            )
+            .await
+            .map_err(sql)?
+            .map(|r| r.get(0));
+        if let Some(run) = key.as_deref().and_then(cron_run_of) {
+            tx.exec("UPDATE cron_runs SET delivery = 'sent' WHERE id = $1 AND delivery LIKE 'queued%'", &[&run])
+                .await
+                .map_err(sql)?;
+        }
+        tx.commit().await.map_err(sql)
     }
 
     pub(crate) async fn deliveries_by_prefix(&self, prefix: &str) -> Result<Vec<(String, String, Option<String>)>> {
-        let prefix = prefix.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q(
-                        "SELECT key, state, last_error FROM deliveries WHERE starts_with(key, $1) ORDER BY id",
-                        &[&prefix],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let rows = client
+            .q("SELECT key, state, last_error FROM deliveries WHERE starts_with(key, $1) ORDER BY id", &[&prefix])
+            .await
+            .map_err(sql)?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
     }
 
     pub(crate) async fn delivery_failed(&self, id: i64, error: &str) -> Result<Failed> {
-        let error = error.to_string();
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                let attempts: Option<i64> = tx
-                    .qopt("SELECT attempts FROM deliveries WHERE id = $1 AND state = 'pending' FOR UPDATE", &[&id])
-                    .await
-                    .map_err(sql)?
-                    .map(|r| r.get(0));
-                let attempts = attempts.unwrap_or(MAX_ATTEMPTS - 1) + 1;
-                let now = now_ms();
-                if attempts >= MAX_ATTEMPTS {
-                    let key: Option<String> = tx
-                        .qopt(
-                            "UPDATE deliveries SET state = 'failed', attempts = $2, last_error = $3, done_at = $4
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        let attempts: Option<i64> = tx
+            .qopt("SELECT attempts FROM deliveries WHERE id = $1 AND state = 'pending' FOR UPDATE", &[&id])
+            .await
+            .map_err(sql)?
+            .map(|r| r.get(0));
+        let attempts = attempts.unwrap_or(MAX_ATTEMPTS - 1) + 1;
+        let now = now_ms();
+        if attempts >= MAX_ATTEMPTS {
+            let key: Option<String> = tx
+                .qopt(
+                    "UPDATE deliveries SET state = 'failed', attempts = $2, last_error = $3, done_at = $4
                              WHERE id = $1 AND state = 'pending' RETURNING key",
-                            &[&id, &attempts, &error, &now],
-                        )
-                        .await
-                        .map_err(sql)?
-                        .map(|r| r.get(0));
-                    if let Some(run) = key.as_deref().and_then(cron_run_of) {
-                        super::cron::mark_delivery_failed(&tx, run, &error).await?;
-                    }
-                    tx.commit().await.map_err(sql)?;
-                    return Ok(Failed::GaveUp);
-                }
-                let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
-                tx.exec(
-                    "UPDATE deliveries SET attempts = $2, last_error = $3, next_at = $4, claimed_until = 0
-                         WHERE id = $1 AND state = 'pending'",
-                    &[&id, &attempts, &error, &(now + wait)],
+                    &[&id, &attempts, &error, &now],
                 )
                 .await
-                .map_err(sql)?;
-                tx.commit().await.map_err(sql)?;
-                Ok(Failed::Retry { attempts })
-            })
-        })
+                .map_err(sql)?
+                .map(|r| r.get(0));
+            if let Some(run) = key.as_deref().and_then(cron_run_of) {
+                super::cron::mark_delivery_failed(&tx, run, error).await?;
+            }
+            tx.commit().await.map_err(sql)?;
+            return Ok(Failed::GaveUp);
+        }
+        let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
+        tx.exec(
+            "UPDATE deliveries SET attempts = $2, last_error = $3, next_at = $4, claimed_until = 0
+                         WHERE id = $1 AND state = 'pending'",
+            &[&id, &attempts, &error, &(now + wait)],
+        )
         .await
+        .map_err(sql)?;
+        tx.commit().await.map_err(sql)?;
+        Ok(Failed::Retry { attempts })
     }
 
     pub(crate) async fn webhook_seen(&self, route: &str, id: &str) -> Result<bool> {
-        let (route, id) = (route.to_string(), id.to_string());
-        self.run(move |client| {
-            Box::pin(async move {
-                let now = now_ms();
-                client
-                    .exec("DELETE FROM webhook_seen WHERE seen_at < $1", &[&(now - WEBHOOK_MEMORY_MS)])
-                    .await
-                    .map_err(sql)?;
-                let added = client
-                    .exec(
-                        "INSERT INTO webhook_seen (route, delivery_id, seen_at) VALUES ($1, $2, $3)
+        let client = self.client().await?;
+        let now = now_ms();
+        client.exec("DELETE FROM webhook_seen WHERE seen_at < $1", &[&(now - WEBHOOK_MEMORY_MS)]).await.map_err(sql)?;
+        let added = client
+            .exec(
+                "INSERT INTO webhook_seen (route, delivery_id, seen_at) VALUES ($1, $2, $3)
                          ON CONFLICT (route, delivery_id) DO NOTHING",
-                        &[&route, &id, &now],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(added == 0)
-            })
-        })
-        .await
+                &[&route, &id, &now],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(added == 0)
     }
 
     pub(crate) async fn delivery_counts(&self) -> Result<Counts> {
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q("SELECT state, count(*)::bigint FROM deliveries GROUP BY state", &[])
-                    .await
-                    .map_err(sql)?;
-                let mut counts = Counts::default();
-                for r in &rows {
-                    let (state, n): (String, i64) = (r.get(0), r.get(1));
-                    match state.as_str() {
-                        "pending" => counts.pending = n,
-                        "sent" => counts.sent = n,
-                        _ => counts.failed += n,
-                    }
-                }
-                Ok(counts)
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let rows = client.q("SELECT state, count(*)::bigint FROM deliveries GROUP BY state", &[]).await.map_err(sql)?;
+        let mut counts = Counts::default();
+        for r in &rows {
+            let (state, n): (String, i64) = (r.get(0), r.get(1));
+            match state.as_str() {
+                "pending" => counts.pending = n,
+                "sent" => counts.sent = n,
+                _ => counts.failed += n,
+            }
+        }
+        Ok(counts)
     }
 }

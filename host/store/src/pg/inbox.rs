@@ -40,9 +40,8 @@ impl Pg {
             e.body.to_string(),
         );
         let (respond, notice) = (e.respond, notice.to_string());
-        self.run(move |client| {
-            Box::pin(async move {
-                let inserted = client
+        let client = self.client().await?;
+        let inserted = client
                     .qopt(
                         "WITH kept AS (
                              INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
@@ -66,122 +65,86 @@ impl Pg {
                     )
                     .await
                     .map_err(sql)?;
-                if let Some(row) = inserted {
-                    return Ok(Put::New(row.get(0)));
-                }
-                let known = client
-                    .q1(
-                        &format!(
-                            "SELECT {COLUMNS} FROM inbox WHERE account = $1 AND chat_id = $2 AND message_id = $3"
-                        ),
-                        &[&account, &chat_id, &message_id],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(Put::Known(Box::new(entry(&known))))
-            })
-        }).await
+        if let Some(row) = inserted {
+            return Ok(Put::New(row.get(0)));
+        }
+        let known = client
+            .q1(
+                &format!("SELECT {COLUMNS} FROM inbox WHERE account = $1 AND chat_id = $2 AND message_id = $3"),
+                &[&account, &chat_id, &message_id],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(Put::Known(Box::new(entry(&known))))
     }
 
     pub(crate) async fn inbox_get(&self, id: i64) -> Result<Option<Entry>> {
-        self.run(move |client| {
-            Box::pin(async move {
-                let row =
-                    client.qopt(&format!("SELECT {COLUMNS} FROM inbox WHERE id = $1"), &[&id]).await.map_err(sql)?;
-                Ok(row.as_ref().map(entry))
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let row = client.qopt(&format!("SELECT {COLUMNS} FROM inbox WHERE id = $1"), &[&id]).await.map_err(sql)?;
+        Ok(row.as_ref().map(entry))
     }
 
     pub(crate) async fn inbox_open(&self, session_key: &str) -> Result<Vec<Entry>> {
-        let session_key = session_key.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q(
-                        &format!("SELECT {COLUMNS} FROM inbox WHERE session_key = $1 AND state <> 'done' ORDER BY id"),
-                        &[&session_key],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(rows.iter().map(entry).collect())
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let rows = client
+            .q(
+                &format!("SELECT {COLUMNS} FROM inbox WHERE session_key = $1 AND state <> 'done' ORDER BY id"),
+                &[&session_key],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(rows.iter().map(entry).collect())
     }
 
     pub(crate) async fn inbox_open_keys(&self) -> Result<Vec<String>> {
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q(
-                        "SELECT session_key FROM inbox WHERE state <> 'done' GROUP BY session_key ORDER BY MIN(id) LIMIT 1000",
-                        &[],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(rows.iter().map(|r| r.get(0)).collect())
-            })
-        }).await
+        let client = self.client().await?;
+        let rows = client
+            .q(
+                "SELECT session_key FROM inbox WHERE state <> 'done' GROUP BY session_key ORDER BY MIN(id) LIMIT 1000",
+                &[],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     pub(crate) async fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
-        let session_id = session_id.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                client
+        let client = self.client().await?;
+        client
                     .exec(
                         "UPDATE inbox SET state = 'running', session_id = $2, started_count = $3 WHERE id = $1 AND state <> 'done'",
                         &[&id, &session_id, &count],
                     )
                     .await
                     .map_err(sql)?;
-                Ok(())
-            })
-        }).await
+        Ok(())
     }
 
     pub(crate) async fn inbox_streamed(&self, id: i64, streamed: &str) -> Result<()> {
-        let streamed = streamed.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                client.exec("UPDATE inbox SET streamed = $2 WHERE id = $1", &[&id, &streamed]).await.map_err(sql)?;
-                Ok(())
-            })
-        })
-        .await
+        let client = self.client().await?;
+        client.exec("UPDATE inbox SET streamed = $2 WHERE id = $1", &[&id, &streamed]).await.map_err(sql)?;
+        Ok(())
     }
 
     /// Mark entry `id` done and send `notice`, in one statement.
     pub(crate) async fn inbox_done(&self, id: i64, reply: Option<&str>, notice: &str) -> Result<()> {
         let (reply, notice) = (reply.map(str::to_string), notice.to_string());
-        self.run(move |client| {
-            Box::pin(async move {
-                client
-                    .exec(
-                        "WITH done AS (UPDATE inbox SET state = 'done', reply = $2, done_at = $3 WHERE id = $1)
+        let client = self.client().await?;
+        client
+            .exec(
+                "WITH done AS (UPDATE inbox SET state = 'done', reply = $2, done_at = $3 WHERE id = $1)
                          SELECT pg_notify($4, $5)",
-                        &[&id, &reply, &now_ms(), &crate::notice::CHANNEL, &notice],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(())
-            })
-        })
-        .await
+                &[&id, &reply, &now_ms(), &crate::notice::CHANNEL, &notice],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(())
     }
 
     pub(crate) async fn inbox_prune(&self, before: i64) -> Result<usize> {
-        self.run(move |client| {
-            Box::pin(async move {
-                let n = client
-                    .exec("DELETE FROM inbox WHERE state = 'done' AND done_at < $1", &[&before])
-                    .await
-                    .map_err(sql)?;
-                Ok(usize::try_from(n).unwrap_or(usize::MAX))
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let n =
+            client.exec("DELETE FROM inbox WHERE state = 'done' AND done_at < $1", &[&before]).await.map_err(sql)?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 }

@@ -58,44 +58,26 @@ async fn put(tx: &Transaction<'_>, plugin: &str, key: &str, value: &[u8]) -> Res
 
 impl Pg {
     pub(crate) async fn kv_get(&self, plugin: &str, key: &str) -> Result<Option<Vec<u8>>> {
-        let (plugin, key) = (plugin.to_string(), key.to_string());
-        self.run(move |client| {
-            Box::pin(async move {
-                let row = client
-                    .qopt("SELECT value FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key])
-                    .await
-                    .map_err(sql)?;
-                Ok(row.map(|r| r.get(0)))
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let row = client
+            .qopt("SELECT value FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key])
+            .await
+            .map_err(sql)?;
+        Ok(row.map(|r| r.get(0)))
     }
 
     pub(crate) async fn kv_set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
-        let (plugin, key, value) = (plugin.to_string(), key.to_string(), value.to_vec());
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                lock_space(&tx, &plugin).await?;
-                put(&tx, &plugin, &key, &value).await?;
-                tx.commit().await.map_err(sql)
-            })
-        })
-        .await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        lock_space(&tx, plugin).await?;
+        put(&tx, plugin, key, value).await?;
+        tx.commit().await.map_err(sql)
     }
 
     pub(crate) async fn kv_delete(&self, plugin: &str, key: &str) -> Result<()> {
-        let (plugin, key) = (plugin.to_string(), key.to_string());
-        self.run(move |client| {
-            Box::pin(async move {
-                client
-                    .exec("DELETE FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key])
-                    .await
-                    .map_err(sql)?;
-                Ok(())
-            })
-        })
-        .await
+        let client = self.client().await?;
+        client.exec("DELETE FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key]).await.map_err(sql)?;
+        Ok(())
     }
 
     pub(crate) async fn kv_compare_and_set(
@@ -105,134 +87,96 @@ impl Pg {
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<bool> {
-        let (plugin, key) = (plugin.to_string(), key.to_string());
         let (expected, new) = (expected.map(<[u8]>::to_vec), new.map(<[u8]>::to_vec));
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                lock_space(&tx, &plugin).await?;
-                if current(&tx, &plugin, &key).await? != expected {
-                    return Ok(false);
-                }
-                match &new {
-                    Some(new) if Some(new) != expected.as_ref() => put(&tx, &plugin, &key, new).await?,
-                    Some(_) => {}
-                    None => {
-                        tx.exec("DELETE FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key])
-                            .await
-                            .map_err(sql)?;
-                    }
-                }
-                tx.commit().await.map_err(sql)?;
-                Ok(true)
-            })
-        })
-        .await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        lock_space(&tx, plugin).await?;
+        if current(&tx, plugin, key).await? != expected {
+            return Ok(false);
+        }
+        match &new {
+            Some(new) if Some(new) != expected.as_ref() => put(&tx, plugin, key, new).await?,
+            Some(_) => {}
+            None => {
+                tx.exec("DELETE FROM plugin_kv WHERE plugin = $1 AND key = $2", &[&plugin, &key]).await.map_err(sql)?;
+            }
+        }
+        tx.commit().await.map_err(sql)?;
+        Ok(true)
     }
 
     pub(crate) async fn kv_increment(&self, plugin: &str, key: &str, delta: i64) -> Result<i64> {
-        let (plugin, key) = (plugin.to_string(), key.to_string());
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                lock_space(&tx, &plugin).await?;
-                let value = match current(&tx, &plugin, &key).await? {
-                    None => 0,
-                    Some(bytes) => parse_counter(&bytes).ok_or_else(|| Error::NotACounter { key: key.clone() })?,
-                };
-                let next = value.checked_add(delta).ok_or_else(|| Error::CounterOverflow {
-                    key: key.clone(),
-                    value,
-                    delta,
-                })?;
-                put(&tx, &plugin, &key, next.to_string().as_bytes()).await?;
-                tx.commit().await.map_err(sql)?;
-                Ok(next)
-            })
-        })
-        .await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        lock_space(&tx, plugin).await?;
+        let value = match current(&tx, plugin, key).await? {
+            None => 0,
+            Some(bytes) => parse_counter(&bytes).ok_or_else(|| Error::NotACounter { key: key.to_string() })?,
+        };
+        let next =
+            value.checked_add(delta).ok_or_else(|| Error::CounterOverflow { key: key.to_string(), value, delta })?;
+        put(&tx, plugin, key, next.to_string().as_bytes()).await?;
+        tx.commit().await.map_err(sql)?;
+        Ok(next)
     }
 
     pub(crate) async fn kv_clear(&self, plugin: &str) -> Result<u64> {
-        let plugin = plugin.to_string();
-        self.run(move |client| {
-            Box::pin(
-                async move { client.exec("DELETE FROM plugin_kv WHERE plugin = $1", &[&plugin]).await.map_err(sql) },
-            )
-        })
-        .await
+        let client = self.client().await?;
+        client.exec("DELETE FROM plugin_kv WHERE plugin = $1", &[&plugin]).await.map_err(sql)
     }
 
     pub(crate) async fn kv_adopt(&self, from: &str, to: &str) -> Result<u64> {
-        let (from, to) = (from.to_string(), to.to_string());
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                lock_space(&tx, &to).await?;
-                let moved = tx
-                    .exec(
-                        "UPDATE plugin_kv SET plugin = $2 WHERE plugin = $1
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        lock_space(&tx, to).await?;
+        let moved = tx
+            .exec(
+                "UPDATE plugin_kv SET plugin = $2 WHERE plugin = $1
                          AND NOT EXISTS (SELECT 1 FROM plugin_kv WHERE plugin = $2)",
-                        &[&from, &to],
-                    )
-                    .await
-                    .map_err(sql)?;
-                tx.commit().await.map_err(sql)?;
-                Ok(moved)
-            })
-        })
-        .await
+                &[&from, &to],
+            )
+            .await
+            .map_err(sql)?;
+        tx.commit().await.map_err(sql)?;
+        Ok(moved)
     }
 
     /// Keys under `prefix` with their values, in byte order, read by one statement.
     pub(crate) async fn kv_list(&self, plugin: &str, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
-        let (plugin, prefix) = (plugin.to_string(), prefix.to_string());
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q(
-                        "SELECT key, value FROM plugin_kv WHERE plugin = $1 AND starts_with(key, $2)
+        let client = self.client().await?;
+        let rows = client
+            .q(
+                "SELECT key, value FROM plugin_kv WHERE plugin = $1 AND starts_with(key, $2)
                          ORDER BY key COLLATE \"C\"",
-                        &[&plugin, &prefix],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
-            })
-        })
-        .await
+                &[&plugin, &prefix],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     pub(crate) async fn kv_keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>> {
-        let (plugin, prefix) = (plugin.to_string(), prefix.to_string());
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q(
-                        "SELECT key FROM plugin_kv WHERE plugin = $1 AND starts_with(key, $2) ORDER BY key COLLATE \"C\"",
-                        &[&plugin, &prefix],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(rows.into_iter().map(|r| r.get(0)).collect())
-            })
-        }).await
+        let client = self.client().await?;
+        let rows = client
+            .q(
+                "SELECT key FROM plugin_kv WHERE plugin = $1 AND starts_with(key, $2) ORDER BY key COLLATE \"C\"",
+                &[&plugin, &prefix],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(rows.into_iter().map(|r| r.get(0)).collect())
     }
 
     pub(crate) async fn kv_usage(&self, plugin: &str) -> Result<(u64, u64)> {
-        let plugin = plugin.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                let row = client
+        let client = self.client().await?;
+        let row = client
                     .q1(
                         "SELECT COUNT(*)::bigint, COALESCE(SUM(octet_length(value)), 0)::bigint FROM plugin_kv WHERE plugin = $1",
                         &[&plugin],
                     )
                     .await
                     .map_err(sql)?;
-                let (keys, bytes): (i64, i64) = (row.get(0), row.get(1));
-                Ok((keys.unsigned_abs(), bytes.unsigned_abs()))
-            })
-        }).await
+        let (keys, bytes): (i64, i64) = (row.get(0), row.get(1));
+        Ok((keys.unsigned_abs(), bytes.unsigned_abs()))
     }
 }

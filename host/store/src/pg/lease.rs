@@ -36,90 +36,71 @@ async fn lock(tx: &Transaction<'_>, session_id: &str) -> Result<()> {
 
 impl Pg {
     pub(crate) async fn try_lease(&self, session_id: &str, holder: &str, now: i64, expires: i64) -> Result<Leased> {
-        let (session_id, holder) = (session_id.to_string(), holder.to_string());
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                lock(&tx, &session_id).await?;
-                let me = machine();
-                if let Some(current) = current(&tx, &session_id).await?
-                    && holds(&current, now, &me)
-                {
-                    return Ok(Leased::Held(current));
-                }
-                let pid = std::process::id();
-                let token = format!("{pid}-{:016x}", fastrand::u64(..));
-                tx.exec(
-                    "INSERT INTO session_leases (session_id, token, pid, host, holder, acquired_at, expires_at)
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        lock(&tx, session_id).await?;
+        let me = machine();
+        if let Some(current) = current(&tx, session_id).await?
+            && holds(&current, now, &me)
+        {
+            return Ok(Leased::Held(current));
+        }
+        let pid = std::process::id();
+        let token = format!("{pid}-{:016x}", fastrand::u64(..));
+        tx.exec(
+            "INSERT INTO session_leases (session_id, token, pid, host, holder, acquired_at, expires_at)
                      VALUES ($1, $2, $3, $4, $5, $6, $7)
                      ON CONFLICT (session_id) DO UPDATE SET token = excluded.token, pid = excluded.pid,
                          host = excluded.host, holder = excluded.holder, acquired_at = excluded.acquired_at,
                          expires_at = excluded.expires_at",
-                    &[&session_id, &token, &i64::from(pid), &me, &holder, &now, &expires],
-                )
-                .await
-                .map_err(sql)?;
-                tx.commit().await.map_err(sql)?;
-                Ok(Leased::Granted(token))
-            })
-        })
+            &[&session_id, &token, &i64::from(pid), &me, &holder, &now, &expires],
+        )
         .await
+        .map_err(sql)?;
+        tx.commit().await.map_err(sql)?;
+        Ok(Leased::Granted(token))
     }
 
     pub(crate) async fn renew_lease(&self, session_id: &str, token: &str, expires: i64) -> Result<bool> {
-        let (session_id, token) = (session_id.to_string(), token.to_string());
-        self.run(move |client| {
-            Box::pin(async move {
-                let n = client
-                    .exec(
-                        "UPDATE session_leases SET expires_at = $3 WHERE session_id = $1 AND token = $2",
-                        &[&session_id, &token, &expires],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(n == 1)
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let n = client
+            .exec(
+                "UPDATE session_leases SET expires_at = $3 WHERE session_id = $1 AND token = $2",
+                &[&session_id, &token, &expires],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(n == 1)
     }
 
     /// Give the lease back (when it is still ours) and send `notice`, in one statement.
     pub(crate) async fn release_lease(&self, session_id: &str, token: &str, notice: &str) -> Result<()> {
-        let (session_id, token, notice) = (session_id.to_string(), token.to_string(), notice.to_string());
-        self.run(move |client| {
-            Box::pin(async move {
-                client
-                    .exec(
-                        "WITH gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $2)
+        let client = self.client().await?;
+        client
+            .exec(
+                "WITH gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $2)
                          SELECT pg_notify($3, $4)",
-                        &[&session_id, &token, &crate::notice::CHANNEL, &notice],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(())
-            })
-        })
-        .await
+                &[&session_id, &token, &crate::notice::CHANNEL, &notice],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(())
     }
 
     pub(crate) async fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {
-        let session_id = session_id.to_string();
-        self.run(move |client| Box::pin(async move { current(&client, &session_id).await })).await
+        let client = self.client().await?;
+        current(&client, session_id).await
     }
 
     pub(crate) async fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
-        let session_id = session_id.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                let row = client
-                    .q1(
-                        "SELECT COUNT(*)::bigint, COALESCE(MAX(id), 0)::bigint FROM messages WHERE session_id = $1 AND active",
-                        &[&session_id],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok((row.get(0), row.get(1)))
-            })
-        }).await
+        let client = self.client().await?;
+        let row = client
+            .q1(
+                "SELECT COUNT(*)::bigint, COALESCE(MAX(id), 0)::bigint FROM messages WHERE session_id = $1 AND active",
+                &[&session_id],
+            )
+            .await
+            .map_err(sql)?;
+        Ok((row.get(0), row.get(1)))
     }
 }

@@ -21,7 +21,6 @@ mod search;
 mod sessions;
 
 use std::future::Future;
-use std::pin::Pin;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
@@ -84,14 +83,6 @@ impl Pg {
             .get()
             .await
             .map_err(|e| Error::Postgres { url: self.shown.clone(), detail: format!("cannot connect: {e}") })
-    }
-
-    /// Run `work` with a pooled client.
-    pub(crate) async fn run<T>(
-        &self,
-        work: impl FnOnce(Client) -> Pin<Box<dyn Future<Output = Result<T>> + Send>>,
-    ) -> Result<T> {
-        work(self.client().await?).await
     }
 }
 

@@ -198,23 +198,17 @@ impl Pg {
                 false,
             ),
         };
-        let (values, grams) = (p.values, p.grams);
-        let rows = self
-            .run(move |client| {
-                Box::pin(async move {
-                    let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| &**v as &(dyn ToSql + Sync)).collect();
-                    if grams {
-                        // Planned for these very grams: the planner knows from the column's
-                        // statistics whether one is rare (the index finds it at once) or common (the
-                        // newest messages hold it). A kept statement soon gets one generic plan, which
-                        // scans every message, newest first, for a gram no message has.
-                        client.query(sql_text.as_str(), &params).await.map_err(sql)
-                    } else {
-                        client.q(&sql_text, &params).await.map_err(sql)
-                    }
-                })
-            })
-            .await?;
+        let client = self.client().await?;
+        let params: Vec<&(dyn ToSql + Sync)> = p.values.iter().map(|v| &**v as &(dyn ToSql + Sync)).collect();
+        let rows = if p.grams {
+            // Planned for these very grams: the planner knows from the column's statistics
+            // whether one is rare (the index finds it at once) or common (the newest messages
+            // hold it). A kept statement soon gets one generic plan, which scans every message,
+            // newest first, for a gram no message has.
+            client.query(sql_text.as_str(), &params).await.map_err(sql)?
+        } else {
+            client.q(&sql_text, &params).await.map_err(sql)?
+        };
         let marks: Vec<&str> = marks.iter().map(String::as_str).collect();
         rows.iter()
             .map(|r| {

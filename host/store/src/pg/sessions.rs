@@ -109,19 +109,17 @@ async fn add_usage(
 
 impl Pg {
     pub(crate) async fn create_session(&self, s: &NewSession, now: i64) -> Result<()> {
-        let s = s.clone();
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                if exists(&tx, &s.id).await? {
-                    return Err(Error::SessionExists { id: s.id.clone() });
-                }
-                if let Some(parent) = &s.parent_id
-                    && !exists(&tx, parent).await?
-                {
-                    return Err(Error::UnknownParent { id: parent.clone() });
-                }
-                let inserted = tx
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        if exists(&tx, &s.id).await? {
+            return Err(Error::SessionExists { id: s.id.clone() });
+        }
+        if let Some(parent) = &s.parent_id
+            && !exists(&tx, parent).await?
+        {
+            return Err(Error::UnknownParent { id: parent.clone() });
+        }
+        let inserted = tx
                     .exec(
                         "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at)
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (id) DO NOTHING",
@@ -129,35 +127,31 @@ impl Pg {
                     )
                     .await
                     .map_err(sql)?;
-                if inserted == 0 {
-                    return Err(Error::SessionExists { id: s.id.clone() });
-                }
-                tx.commit().await.map_err(sql)
-            })
-        }).await
+        if inserted == 0 {
+            return Err(Error::SessionExists { id: s.id.clone() });
+        }
+        tx.commit().await.map_err(sql)
     }
 
     pub(crate) async fn fork_session(&self, from: &str, new_id: &str, now: i64) -> Result<()> {
-        let (from, new_id) = (from.to_string(), new_id.to_string());
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                if !exists(&tx, &from).await? {
-                    return Err(not_found(&from));
-                }
-                if exists(&tx, &new_id).await? {
-                    return Err(Error::SessionExists { id: new_id.clone() });
-                }
-                tx.exec(
-                    "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at,
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        if !exists(&tx, from).await? {
+            return Err(not_found(from));
+        }
+        if exists(&tx, new_id).await? {
+            return Err(Error::SessionExists { id: new_id.to_string() });
+        }
+        tx.exec(
+            "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at,
                                            message_count, tool_call_count)
                      SELECT $2, source, model, provider, system_prompt, id, cwd, $3, $3, message_count, tool_call_count
                      FROM sessions WHERE id = $1",
-                    &[&from, &new_id, &now],
-                )
-                .await
-                .map_err(sql)?;
-                tx.exec(
+            &[&from, &new_id, &now],
+        )
+        .await
+        .map_err(sql)?;
+        tx.exec(
                     "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
                      SELECT $2, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at
                      FROM messages WHERE session_id = $1 AND active ORDER BY id",
@@ -165,9 +159,7 @@ impl Pg {
                 )
                 .await
                 .map_err(sql)?;
-                tx.commit().await.map_err(sql)
-            })
-        }).await
+        tx.commit().await.map_err(sql)
     }
 
     pub(crate) async fn append(
@@ -178,352 +170,281 @@ impl Pg {
         usage: Option<(Usage, u32)>,
         now: i64,
     ) -> Result<Vec<i64>> {
-        let session_id = session_id.to_string();
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                // The session's counts and every row in one INSERT go out together (one round
-                // trip for both), then the usage.
-                let mut insert = String::from(
-                    "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at) VALUES ",
-                );
-                let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(2 + rows.len() * 7);
-                params.extend([&session_id as &(dyn ToSql + Sync), &now]);
-                for (i, r) in rows.iter().enumerate() {
-                    let at = 3 + i * 7;
-                    insert.push_str(&format!(
-                        "{}($1, ${at}, ${}, ${}, ${}, ${}, ${}, ${}, $2)",
-                        if i == 0 { "" } else { ", " },
-                        at + 1,
-                        at + 2,
-                        at + 3,
-                        at + 4,
-                        at + 5,
-                        at + 6
-                    ));
-                    params.extend([
-                        &r.role as &(dyn ToSql + Sync),
-                        &r.content,
-                        &r.tool_call_id,
-                        &r.tool_calls,
-                        &r.tool_name,
-                        &r.reasoning,
-                        &r.extra,
-                    ]);
-                }
-                insert.push_str(" RETURNING id");
-                let (added, calls) = (count(rows.len()), count(calls));
-                let counted: [&(dyn ToSql + Sync); 4] = [&session_id, &added, &calls, &now];
-                // Prepared first (once per connection), so that the two go out in this order.
-                let (update, insert) = tokio::try_join!(
-                    tx.prepare_cached(
-                        "UPDATE sessions SET message_count = message_count + $2, tool_call_count = tool_call_count + $3,
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        // The session's counts and every row in one INSERT go out together (one round
+        // trip for both), then the usage.
+        let mut insert = String::from(
+            "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at) VALUES ",
+        );
+        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(2 + rows.len() * 7);
+        params.extend([&session_id as &(dyn ToSql + Sync), &now]);
+        for (i, r) in rows.iter().enumerate() {
+            let at = 3 + i * 7;
+            insert.push_str(&format!(
+                "{}($1, ${at}, ${}, ${}, ${}, ${}, ${}, ${}, $2)",
+                if i == 0 { "" } else { ", " },
+                at + 1,
+                at + 2,
+                at + 3,
+                at + 4,
+                at + 5,
+                at + 6
+            ));
+            params.extend([
+                &r.role as &(dyn ToSql + Sync),
+                &r.content,
+                &r.tool_call_id,
+                &r.tool_calls,
+                &r.tool_name,
+                &r.reasoning,
+                &r.extra,
+            ]);
+        }
+        insert.push_str(" RETURNING id");
+        let (added, calls) = (count(rows.len()), count(calls));
+        let counted: [&(dyn ToSql + Sync); 4] = [&session_id, &added, &calls, &now];
+        // Prepared first (once per connection), so that the two go out in this order.
+        let (update, insert) = tokio::try_join!(
+            tx.prepare_cached(
+                "UPDATE sessions SET message_count = message_count + $2, tool_call_count = tool_call_count + $3,
                                              updated_at = greatest(updated_at, $4)
                          WHERE id = $1",
-                    ),
-                    tx.prepare_cached(&insert),
-                )
-                .map_err(sql)?;
-                // `rows` is never empty: [`crate::Store::append_messages_with_usage`] returns first.
-                let (touched, inserted) = tokio::join!(tx.execute(&update, &counted), tx.query(&insert, &params));
-                // A session that is not there fails every statement after the first.
-                if touched.map_err(sql)? == 0 {
-                    return Err(not_found(&session_id));
-                }
-                // Identities are drawn row by row in the order the rows are written.
-                let mut ids: Vec<i64> = inserted.map_err(sql)?.iter().map(|r| r.get(0)).collect();
-                ids.sort_unstable();
-                if let Some((usage, calls)) = &usage {
-                    add_usage(&tx, &session_id, usage, *calls, now).await?;
-                }
-                tx.commit().await.map_err(sql)?;
-                Ok(ids)
-            })
-        }).await
+            ),
+            tx.prepare_cached(&insert),
+        )
+        .map_err(sql)?;
+        // `rows` is never empty: [`crate::Store::append_messages_with_usage`] returns first.
+        let (touched, inserted) = tokio::join!(tx.execute(&update, &counted), tx.query(&insert, &params));
+        // A session that is not there fails every statement after the first.
+        if touched.map_err(sql)? == 0 {
+            return Err(not_found(session_id));
+        }
+        // Identities are drawn row by row in the order the rows are written.
+        let mut ids: Vec<i64> = inserted.map_err(sql)?.iter().map(|r| r.get(0)).collect();
+        ids.sort_unstable();
+        if let Some((usage, calls)) = &usage {
+            add_usage(&tx, session_id, usage, *calls, now).await?;
+        }
+        tx.commit().await.map_err(sql)?;
+        Ok(ids)
     }
 
     pub(crate) async fn add_usage(&self, session_id: &str, usage: &Usage, api_calls: u32, now: i64) -> Result<()> {
-        let (session_id, usage) = (session_id.to_string(), *usage);
-        self.run(move |client| Box::pin(async move { add_usage(&client, &session_id, &usage, api_calls, now).await }))
-            .await
+        let client = self.client().await?;
+        add_usage(&client, session_id, usage, api_calls, now).await
     }
 
     pub(crate) async fn session(&self, id: &str) -> Result<Option<SessionInfo>> {
-        let id = id.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                let row = client.qopt(&format!("{SESSION_COLUMNS} WHERE s.id = $1"), &[&id]).await.map_err(sql)?;
-                Ok(row.as_ref().map(session_from_row))
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let row = client.qopt(&format!("{SESSION_COLUMNS} WHERE s.id = $1"), &[&id]).await.map_err(sql)?;
+        Ok(row.as_ref().map(session_from_row))
     }
 
     pub(crate) async fn system_prompt(&self, id: &str) -> Result<String> {
-        let id = id.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                let row = client.qopt("SELECT system_prompt FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)?;
-                row.map(|r| r.get(0)).ok_or_else(|| not_found(&id))
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let row = client.qopt("SELECT system_prompt FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)?;
+        row.map(|r| r.get(0)).ok_or_else(|| not_found(id))
     }
 
     /// The id of the session titled `title` (ignoring case), if any.
     pub(crate) async fn session_titled(&self, title: &str) -> Result<Option<String>> {
-        let title = title.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                let row = client
-                    .qopt("SELECT id FROM sessions WHERE lower(title) = lower($1)", &[&title])
-                    .await
-                    .map_err(sql)?;
-                Ok(row.map(|r| r.get(0)))
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let row =
+            client.qopt("SELECT id FROM sessions WHERE lower(title) = lower($1)", &[&title]).await.map_err(sql)?;
+        Ok(row.map(|r| r.get(0)))
     }
 
     /// Ids starting with `prefix`, newest first, at most `limit`.
     pub(crate) async fn session_ids_starting(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
-        let prefix = prefix.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q(
-                        "SELECT id FROM sessions WHERE starts_with(id, $1) ORDER BY updated_at DESC, id LIMIT $2",
-                        &[&prefix, &count(limit)],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(rows.iter().map(|r| r.get(0)).collect())
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let rows = client
+            .q(
+                "SELECT id FROM sessions WHERE starts_with(id, $1) ORDER BY updated_at DESC, id LIMIT $2",
+                &[&prefix, &count(limit)],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     pub(crate) async fn list_sessions(&self, q: &ListQuery<'_>) -> Result<Vec<SessionInfo>> {
         let (children, source, parent) =
             (q.include_children, q.source.map(String::from), q.parent_id.map(String::from));
         let (limit, offset) = (count(q.limit), count(q.offset));
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q(
-                        &format!(
-                            "{SESSION_COLUMNS}
+        let client = self.client().await?;
+        let rows = client
+            .q(
+                &format!(
+                    "{SESSION_COLUMNS}
                              WHERE ($1 OR $2::text IS NOT NULL OR $3::text IS NOT NULL OR s.source <> 'subagent')
                                AND ($2::text IS NULL OR s.source = $2) AND ($3::text IS NULL OR s.parent_id = $3)
                              ORDER BY s.updated_at DESC, s.id DESC LIMIT $4 OFFSET $5"
-                        ),
-                        &[&children, &source, &parent, &limit, &offset],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(rows.iter().map(session_from_row).collect())
-            })
-        })
-        .await
+                ),
+                &[&children, &source, &parent, &limit, &offset],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(rows.iter().map(session_from_row).collect())
     }
 
     /// The session's active messages, or `None` when there is no such session.
     pub(crate) async fn messages(&self, session_id: &str) -> Result<Option<Vec<RawMessage>>> {
-        let session_id = session_id.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q(
-                        &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND active ORDER BY id"),
-                        &[&session_id],
-                    )
-                    .await
-                    .map_err(sql)?;
-                if rows.is_empty() && !exists(&client, &session_id).await? {
-                    return Ok(None);
-                }
-                Ok(Some(rows.iter().map(raw_message).collect()))
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let rows = client
+            .q(
+                &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = $1 AND active ORDER BY id"),
+                &[&session_id],
+            )
+            .await
+            .map_err(sql)?;
+        if rows.is_empty() && !exists(&client, session_id).await? {
+            return Ok(None);
+        }
+        Ok(Some(rows.iter().map(raw_message).collect()))
     }
 
     /// The session's system prompt and active messages in one statement, or `None` when there
     /// is no such session.
     pub(crate) async fn history(&self, session_id: &str) -> Result<Option<(String, Vec<RawMessage>)>> {
-        let session_id = session_id.to_string();
-        self.run(move |client| {
-            Box::pin(async move {
-                let rows = client
-                    .q(
-                        "SELECT s.system_prompt, m.id, m.session_id, m.role, m.content, m.tool_call_id, m.tool_calls,
+        let client = self.client().await?;
+        let rows = client
+            .q(
+                "SELECT s.system_prompt, m.id, m.session_id, m.role, m.content, m.tool_call_id, m.tool_calls,
                                 m.tool_name, m.reasoning, m.extra, m.created_at
                          FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND m.active
                          WHERE s.id = $1 ORDER BY m.id",
-                        &[&session_id],
-                    )
-                    .await
-                    .map_err(sql)?;
-                let Some(first) = rows.first() else { return Ok(None) };
-                let prompt: String = first.get(0);
-                // A session without messages is one row whose message columns are NULL.
-                let messages = rows.iter().filter(|r| r.get::<_, Option<i64>>(1).is_some());
-                Ok(Some((prompt, messages.map(|r| raw_message_from(r, 1)).collect())))
-            })
-        })
-        .await
+                &[&session_id],
+            )
+            .await
+            .map_err(sql)?;
+        let Some(first) = rows.first() else { return Ok(None) };
+        let prompt: String = first.get(0);
+        // A session without messages is one row whose message columns are NULL.
+        let messages = rows.iter().filter(|r| r.get::<_, Option<i64>>(1).is_some());
+        Ok(Some((prompt, messages.map(|r| raw_message_from(r, 1)).collect())))
     }
 
     pub(crate) async fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<RawMessage>> {
-        self.run(move |client| {
-            Box::pin(async move {
-                let session: Option<String> = client
-                    .qopt("SELECT session_id FROM messages WHERE id = $1", &[&message_id])
-                    .await
-                    .map_err(sql)?
-                    .map(|r| r.get(0));
-                let Some(session) = session else { return Err(Error::MessageNotFound { id: message_id }) };
-                let before = client
-                    .q(
-                        &format!(
-                            "SELECT {MESSAGE_COLUMNS} FROM messages
+        let client = self.client().await?;
+        let session: Option<String> = client
+            .qopt("SELECT session_id FROM messages WHERE id = $1", &[&message_id])
+            .await
+            .map_err(sql)?
+            .map(|r| r.get(0));
+        let Some(session) = session else { return Err(Error::MessageNotFound { id: message_id }) };
+        let before = client
+            .q(
+                &format!(
+                    "SELECT {MESSAGE_COLUMNS} FROM messages
                              WHERE session_id = $1 AND active AND id < $2 ORDER BY id DESC LIMIT $3"
-                        ),
-                        &[&session, &message_id, &count(window)],
-                    )
-                    .await
-                    .map_err(sql)?;
-                let after = client
-                    .q(
-                        &format!(
-                            "SELECT {MESSAGE_COLUMNS} FROM messages
+                ),
+                &[&session, &message_id, &count(window)],
+            )
+            .await
+            .map_err(sql)?;
+        let after = client
+            .q(
+                &format!(
+                    "SELECT {MESSAGE_COLUMNS} FROM messages
                              WHERE session_id = $1 AND active AND id >= $2 ORDER BY id LIMIT $3"
-                        ),
-                        &[&session, &message_id, &count(window.saturating_add(1))],
-                    )
-                    .await
-                    .map_err(sql)?;
-                Ok(before.iter().rev().chain(after.iter()).map(raw_message).collect())
-            })
-        })
-        .await
+                ),
+                &[&session, &message_id, &count(window.saturating_add(1))],
+            )
+            .await
+            .map_err(sql)?;
+        Ok(before.iter().rev().chain(after.iter()).map(raw_message).collect())
     }
 
     pub(crate) async fn title(&self, id: &str, title: &str, replace: bool) -> Result<bool> {
-        let (id, title) = (id.to_string(), title.to_string());
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                // Titles are checked and set one at a time, across processes.
-                tx.exec("SELECT pg_advisory_xact_lock(hashtextextended('talaria-titles', 0))", &[])
-                    .await
-                    .map_err(sql)?;
-                if !exists(&tx, &id).await? {
-                    return Err(not_found(&id));
-                }
-                let other = tx
-                    .qopt("SELECT id FROM sessions WHERE lower(title) = lower($1) AND id <> $2", &[&title, &id])
-                    .await
-                    .map_err(sql)?;
-                if let Some(other) = other {
-                    return Err(Error::TitleTaken { title: title.clone(), other_id: other.get(0) });
-                }
-                let sql_text = if replace {
-                    "UPDATE sessions SET title = $2 WHERE id = $1"
-                } else {
-                    "UPDATE sessions SET title = $2 WHERE id = $1 AND title IS NULL"
-                };
-                let set = tx.exec(sql_text, &[&id, &title]).await.map_err(sql)? > 0;
-                tx.commit().await.map_err(sql)?;
-                Ok(set)
-            })
-        })
-        .await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        // Titles are checked and set one at a time, across processes.
+        tx.exec("SELECT pg_advisory_xact_lock(hashtextextended('talaria-titles', 0))", &[]).await.map_err(sql)?;
+        if !exists(&tx, id).await? {
+            return Err(not_found(id));
+        }
+        let other = tx
+            .qopt("SELECT id FROM sessions WHERE lower(title) = lower($1) AND id <> $2", &[&title, &id])
+            .await
+            .map_err(sql)?;
+        if let Some(other) = other {
+            return Err(Error::TitleTaken { title: title.to_string(), other_id: other.get(0) });
+        }
+        let sql_text = if replace {
+            "UPDATE sessions SET title = $2 WHERE id = $1"
+        } else {
+            "UPDATE sessions SET title = $2 WHERE id = $1 AND title IS NULL"
+        };
+        let set = tx.exec(sql_text, &[&id, &title]).await.map_err(sql)? > 0;
+        tx.commit().await.map_err(sql)?;
+        Ok(set)
     }
 
     pub(crate) async fn delete_session(&self, id: &str) -> Result<()> {
-        let id = id.to_string();
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                tx.exec("DELETE FROM messages WHERE session_id = $1", &[&id]).await.map_err(sql)?;
-                tx.exec("UPDATE sessions SET parent_id = NULL WHERE parent_id = $1", &[&id]).await.map_err(sql)?;
-                if tx.exec("DELETE FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)? == 0 {
-                    return Err(not_found(&id));
-                }
-                tx.commit().await.map_err(sql)
-            })
-        })
-        .await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        tx.exec("DELETE FROM messages WHERE session_id = $1", &[&id]).await.map_err(sql)?;
+        tx.exec("UPDATE sessions SET parent_id = NULL WHERE parent_id = $1", &[&id]).await.map_err(sql)?;
+        if tx.exec("DELETE FROM sessions WHERE id = $1", &[&id]).await.map_err(sql)? == 0 {
+            return Err(not_found(id));
+        }
+        tx.commit().await.map_err(sql)
     }
 
     pub(crate) async fn end_session(&self, id: &str, reason: &str, now: i64) -> Result<()> {
-        let (id, reason) = (id.to_string(), reason.to_string());
-        self.run(move |client| {
-            Box::pin(async move {
-                let touched = client
-                    .exec("UPDATE sessions SET ended_at = $2, end_reason = $3 WHERE id = $1", &[&id, &now, &reason])
-                    .await
-                    .map_err(sql)?;
-                if touched == 0 {
-                    return Err(not_found(&id));
-                }
-                Ok(())
-            })
-        })
-        .await
+        let client = self.client().await?;
+        let touched = client
+            .exec("UPDATE sessions SET ended_at = $2, end_reason = $3 WHERE id = $1", &[&id, &now, &reason])
+            .await
+            .map_err(sql)?;
+        if touched == 0 {
+            return Err(not_found(id));
+        }
+        Ok(())
     }
 
     pub(crate) async fn undo_last_turn(&self, session_id: &str, now: i64) -> Result<usize> {
-        let session_id = session_id.to_string();
-        self.run(move |mut client| {
-            Box::pin(async move {
-                let tx = client.transaction().await.map_err(sql)?;
-                // One undo at a time per session: the row lock queues the others.
-                let locked =
-                    tx.qopt("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&session_id]).await.map_err(sql)?;
-                if locked.is_none() {
-                    return Err(not_found(&session_id));
-                }
-                let last_user: Option<i64> = tx
-                    .q1(
-                        "SELECT max(id) FROM messages WHERE session_id = $1 AND role = 'user' AND active",
-                        &[&session_id],
-                    )
-                    .await
-                    .map_err(sql)?
-                    .get(0);
-                let Some(from) = last_user else { return Ok(0) };
-                let calls: i64 = tx
-                    .q1(
-                        "SELECT coalesce(sum(json_array_length(tool_calls::json)), 0)::bigint FROM messages
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(sql)?;
+        // One undo at a time per session: the row lock queues the others.
+        let locked = tx.qopt("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&session_id]).await.map_err(sql)?;
+        if locked.is_none() {
+            return Err(not_found(session_id));
+        }
+        let last_user: Option<i64> = tx
+            .q1("SELECT max(id) FROM messages WHERE session_id = $1 AND role = 'user' AND active", &[&session_id])
+            .await
+            .map_err(sql)?
+            .get(0);
+        let Some(from) = last_user else { return Ok(0) };
+        let calls: i64 = tx
+            .q1(
+                "SELECT coalesce(sum(json_array_length(tool_calls::json)), 0)::bigint FROM messages
                          WHERE session_id = $1 AND active AND id >= $2",
-                        &[&session_id, &from],
-                    )
-                    .await
-                    .map_err(sql)?
-                    .get(0);
-                let undone = tx
-                    .exec(
-                        "UPDATE messages SET active = FALSE WHERE session_id = $1 AND active AND id >= $2",
-                        &[&session_id, &from],
-                    )
-                    .await
-                    .map_err(sql)?;
-                let undone = usize::try_from(undone).unwrap_or(usize::MAX);
-                tx.exec(
-                    "UPDATE sessions SET message_count = greatest(message_count - $2, 0),
+                &[&session_id, &from],
+            )
+            .await
+            .map_err(sql)?
+            .get(0);
+        let undone = tx
+            .exec(
+                "UPDATE messages SET active = FALSE WHERE session_id = $1 AND active AND id >= $2",
+                &[&session_id, &from],
+            )
+            .await
+            .map_err(sql)?;
+        let undone = usize::try_from(undone).unwrap_or(usize::MAX);
+        tx.exec(
+            "UPDATE sessions SET message_count = greatest(message_count - $2, 0),
                                          tool_call_count = greatest(tool_call_count - $3, 0),
                                          updated_at = greatest(updated_at, $4)
                      WHERE id = $1",
-                    &[&session_id, &count(undone), &calls, &now],
-                )
-                .await
-                .map_err(sql)?;
-                tx.commit().await.map_err(sql)?;
-                Ok(undone)
-            })
-        })
+            &[&session_id, &count(undone), &calls, &now],
+        )
         .await
+        .map_err(sql)?;
+        tx.commit().await.map_err(sql)?;
+        Ok(undone)
     }
 }
