@@ -9,10 +9,12 @@
 //! inbox ([`inbox`]) and delivery ledger ([`delivery`]), pairings ([`pairing`]). Schema changes
 //! are numbered migrations applied on open ([`schema`]).
 //!
-//! The main type is [`Store`]; its methods live beside the concept they serve: sessions and
-//! messages in [`sessions`], search in [`search`], plugin data in [`kv`]. On SQLite, one
-//! connection per `Store`, shared behind a mutex: every operation is a short statement or
-//! transaction. Several processes may open the same file at once (the CLI, a gateway, cron):
+//! The main type is [`Store`]. Its methods are async, and live beside the concept they serve:
+//! sessions and messages in [`sessions`], search in [`search`], plugin data in [`kv`]. Each
+//! checks what both engines would and hands the work to the engine chosen at open, whose code
+//! is in a module of its own (`sqlite/`, `pg/`). PostgreSQL's methods run on the caller's
+//! tokio runtime, on pooled connections. On SQLite, one connection per `Store`, shared behind a
+//! mutex, and its methods run in place: every operation is a short statement or transaction. Several processes may open the same file at once (the CLI, a gateway, cron):
 //! writes take the write lock up front (`BEGIN IMMEDIATE`) and are retried with jitter while
 //! another writer holds it.
 //!
