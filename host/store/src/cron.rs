@@ -252,7 +252,7 @@ impl Store {
     pub async fn cron_insert(&self, job: &Job) -> Result<String> {
         let now = crate::now_ms();
         let id = match &self.engine {
-            Engine::Sqlite(db) => db.cron_insert(job, now)?,
+            Engine::Sqlite(db) => db.queue().await.cron_insert(job, now)?,
             Engine::Postgres(pg) => pg.cron_insert(job, now).await?,
         };
         // A gateway ticking elsewhere looks at once.
@@ -269,7 +269,7 @@ impl Store {
     pub async fn cron_update(&self, job: &Job) -> Result<()> {
         let now = crate::now_ms();
         match &self.engine {
-            Engine::Sqlite(db) => db.cron_update(job, now)?,
+            Engine::Sqlite(db) => db.queue().await.cron_update(job, now)?,
             Engine::Postgres(pg) => pg.cron_update(job, now).await?,
         }
         self.hint(crate::notice::JOB_CHANGED, &job.id).await;
@@ -282,7 +282,7 @@ impl Store {
     /// No such job, or the database cannot be read.
     pub async fn cron_job(&self, id: &str) -> Result<Job> {
         let found = match &self.engine {
-            Engine::Sqlite(db) => db.cron_job(id)?,
+            Engine::Sqlite(db) => db.queue().await.cron_job(id)?,
             Engine::Postgres(pg) => pg.cron_job(id).await?,
         };
         found.ok_or_else(|| Error::JobNotFound { key: id.to_string() })
@@ -321,7 +321,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn cron_jobs(&self) -> Result<Vec<Job>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.cron_jobs(),
+            Engine::Sqlite(db) => db.queue().await.cron_jobs(),
             Engine::Postgres(pg) => pg.cron_jobs().await,
         }
     }
@@ -332,7 +332,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn cron_remove(&self, id: &str) -> Result<bool> {
         match &self.engine {
-            Engine::Sqlite(db) => db.cron_remove(id),
+            Engine::Sqlite(db) => db.queue().await.cron_remove(id),
             Engine::Postgres(pg) => pg.cron_remove(id).await,
         }
     }
@@ -368,7 +368,7 @@ impl Store {
         next: impl Fn(&Job, i64) -> Option<i64>,
     ) -> Result<Vec<Claim>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.cron_claim_due_by(due_by, now, holder, ttl_ms, next),
+            Engine::Sqlite(db) => db.queue().await.cron_claim_due_by(due_by, now, holder, ttl_ms, next),
             Engine::Postgres(pg) => pg.cron_claim_due_by(due_by, now, holder, ttl_ms, next).await,
         }
     }
@@ -380,7 +380,7 @@ impl Store {
     /// No such job, or the database cannot be written.
     pub async fn cron_claim_now(&self, id: &str, now: i64, holder: &str, ttl_ms: i64) -> Result<Claimed> {
         match &self.engine {
-            Engine::Sqlite(db) => db.cron_claim_now(id, now, holder, ttl_ms),
+            Engine::Sqlite(db) => db.queue().await.cron_claim_now(id, now, holder, ttl_ms),
             Engine::Postgres(pg) => pg.cron_claim_now(id, now, holder, ttl_ms).await,
         }
     }
@@ -393,7 +393,7 @@ impl Store {
     pub async fn cron_renew(&self, run_id: i64, token: &str, now: i64, ttl_ms: i64) -> Result<bool> {
         let until = now.saturating_add(ttl_ms);
         match &self.engine {
-            Engine::Sqlite(db) => db.cron_renew(run_id, token, until),
+            Engine::Sqlite(db) => db.queue().await.cron_renew(run_id, token, until),
             Engine::Postgres(pg) => pg.cron_renew(run_id, token, until).await,
         }
     }
@@ -405,7 +405,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn cron_finish(&self, run_id: i64, token: &str, finish: &Finish, now: i64) -> Result<bool> {
         match &self.engine {
-            Engine::Sqlite(db) => db.cron_finish(run_id, token, finish, now),
+            Engine::Sqlite(db) => db.queue().await.cron_finish(run_id, token, finish, now),
             Engine::Postgres(pg) => pg.cron_finish(run_id, token, finish, now).await,
         }
     }
@@ -417,7 +417,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn cron_reap(&self, now: i64) -> Result<Vec<Run>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.cron_reap(now),
+            Engine::Sqlite(db) => db.queue().await.cron_reap(now),
             Engine::Postgres(pg) => pg.cron_reap(now).await,
         }
     }
@@ -428,7 +428,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn cron_runs(&self, id: &str, limit: usize) -> Result<Vec<Run>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.cron_runs(id, limit),
+            Engine::Sqlite(db) => db.queue().await.cron_runs(id, limit),
             Engine::Postgres(pg) => pg.cron_runs(id, limit).await,
         }
     }
@@ -439,7 +439,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn cron_run(&self, run_id: i64) -> Result<Option<Run>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.cron_run(run_id),
+            Engine::Sqlite(db) => db.queue().await.cron_run(run_id),
             Engine::Postgres(pg) => pg.cron_run(run_id).await,
         }
     }
@@ -450,7 +450,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn cron_delivery_failed(&self, run_id: i64, error: &str) -> Result<()> {
         match &self.engine {
-            Engine::Sqlite(db) => db.cron_delivery_failed(run_id, error),
+            Engine::Sqlite(db) => db.queue().await.cron_delivery_failed(run_id, error),
             Engine::Postgres(pg) => pg.cron_delivery_failed(run_id, error).await,
         }
     }

@@ -117,7 +117,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
         match &self.engine {
-            Engine::Sqlite(db) => db.delivery_enqueue(d),
+            Engine::Sqlite(db) => db.queue().await.delivery_enqueue(d),
             Engine::Postgres(pg) => pg.delivery_enqueue(d).await,
         }
     }
@@ -136,7 +136,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.deliveries_due_at(platform, at, limit),
+            Engine::Sqlite(db) => db.queue().await.deliveries_due_at(platform, at, limit),
             Engine::Postgres(pg) => pg.deliveries_due_at(platform, at, limit).await,
         }
     }
@@ -159,7 +159,7 @@ impl Store {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let me = crate::process::me();
         match &self.engine {
-            Engine::Sqlite(db) => db.deliveries_claim(platform, now, until, limit, me),
+            Engine::Sqlite(db) => db.queue().await.deliveries_claim(platform, now, until, limit, me),
             Engine::Postgres(pg) => pg.deliveries_claim(platform, now, until, limit, me).await,
         }
     }
@@ -171,7 +171,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn delivery_next_at(&self, platform: &str) -> Result<Option<i64>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.delivery_next_at(platform),
+            Engine::Sqlite(db) => db.queue().await.delivery_next_at(platform),
             Engine::Postgres(pg) => pg.delivery_next_at(platform).await,
         }
     }
@@ -182,7 +182,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
         match &self.engine {
-            Engine::Sqlite(db) => db.delivery_sent(id, sent_id),
+            Engine::Sqlite(db) => db.queue().await.delivery_sent(id, sent_id),
             Engine::Postgres(pg) => pg.delivery_sent(id, sent_id).await,
         }
     }
@@ -194,7 +194,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn deliveries_by_prefix(&self, prefix: &str) -> Result<Vec<(String, String, Option<String>)>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.deliveries_by_prefix(prefix),
+            Engine::Sqlite(db) => db.queue().await.deliveries_by_prefix(prefix),
             Engine::Postgres(pg) => pg.deliveries_by_prefix(prefix).await,
         }
     }
@@ -206,7 +206,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn delivery_failed(&self, id: i64, error: &str) -> Result<Failed> {
         match &self.engine {
-            Engine::Sqlite(db) => db.delivery_failed(id, error),
+            Engine::Sqlite(db) => db.queue().await.delivery_failed(id, error),
             Engine::Postgres(pg) => pg.delivery_failed(id, error).await,
         }
     }
@@ -218,7 +218,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn webhook_seen(&self, route: &str, id: &str) -> Result<bool> {
         match &self.engine {
-            Engine::Sqlite(db) => db.webhook_seen(route, id),
+            Engine::Sqlite(db) => db.queue().await.webhook_seen(route, id),
             Engine::Postgres(pg) => pg.webhook_seen(route, id).await,
         }
     }
@@ -229,7 +229,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn delivery_counts(&self) -> Result<Counts> {
         match &self.engine {
-            Engine::Sqlite(db) => db.delivery_counts(),
+            Engine::Sqlite(db) => db.queue().await.delivery_counts(),
             Engine::Postgres(pg) => pg.delivery_counts().await,
         }
     }

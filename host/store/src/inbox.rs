@@ -124,7 +124,7 @@ impl Store {
     pub async fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
         match &self.engine {
             Engine::Sqlite(db) => {
-                let put = db.inbox_put(e)?;
+                let put = db.queue().await.inbox_put(e)?;
                 if matches!(put, Put::New(_)) {
                     self.hint(QUEUED, e.session_key).await;
                 }
@@ -140,7 +140,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn inbox_get(&self, id: i64) -> Result<Option<Entry>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.inbox_get(id),
+            Engine::Sqlite(db) => db.queue().await.inbox_get(id),
             Engine::Postgres(pg) => pg.inbox_get(id).await,
         }
     }
@@ -151,7 +151,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn inbox_open(&self, session_key: &str) -> Result<Vec<Entry>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.inbox_open(session_key),
+            Engine::Sqlite(db) => db.queue().await.inbox_open(session_key),
             Engine::Postgres(pg) => pg.inbox_open(session_key).await,
         }
     }
@@ -162,7 +162,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn inbox_open_keys(&self) -> Result<Vec<String>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.inbox_open_keys(),
+            Engine::Sqlite(db) => db.queue().await.inbox_open_keys(),
             Engine::Postgres(pg) => pg.inbox_open_keys().await,
         }
     }
@@ -173,7 +173,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
         match &self.engine {
-            Engine::Sqlite(db) => db.inbox_started(id, session_id, count),
+            Engine::Sqlite(db) => db.queue().await.inbox_started(id, session_id, count),
             Engine::Postgres(pg) => pg.inbox_started(id, session_id, count).await,
         }
     }
@@ -184,7 +184,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn inbox_streamed(&self, id: i64, streamed: &str) -> Result<()> {
         match &self.engine {
-            Engine::Sqlite(db) => db.inbox_streamed(id, streamed),
+            Engine::Sqlite(db) => db.queue().await.inbox_streamed(id, streamed),
             Engine::Postgres(pg) => pg.inbox_streamed(id, streamed).await,
         }
     }
@@ -196,7 +196,7 @@ impl Store {
     pub async fn inbox_done(&self, id: i64, reply: Option<&str>) -> Result<()> {
         match &self.engine {
             Engine::Sqlite(db) => {
-                db.inbox_done(id, reply)?;
+                db.queue().await.inbox_done(id, reply)?;
                 self.hint(DONE, &id.to_string()).await;
                 Ok(())
             }
@@ -210,7 +210,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn inbox_prune(&self, before: i64) -> Result<usize> {
         match &self.engine {
-            Engine::Sqlite(db) => db.inbox_prune(before),
+            Engine::Sqlite(db) => db.queue().await.inbox_prune(before),
             Engine::Postgres(pg) => pg.inbox_prune(before).await,
         }
     }

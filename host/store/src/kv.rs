@@ -48,7 +48,7 @@ impl Store {
     pub async fn kv_get(&self, plugin: &str, key: &str) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         match &self.engine {
-            Engine::Sqlite(db) => db.kv_get(plugin, key),
+            Engine::Sqlite(db) => db.queue().await.kv_get(plugin, key),
             Engine::Postgres(pg) => pg.kv_get(plugin, key).await,
         }
     }
@@ -62,7 +62,7 @@ impl Store {
         check_key(key)?;
         check_value(value)?;
         match &self.engine {
-            Engine::Sqlite(db) => db.kv_set(plugin, key, value),
+            Engine::Sqlite(db) => db.queue().await.kv_set(plugin, key, value),
             Engine::Postgres(pg) => pg.kv_set(plugin, key, value).await,
         }
     }
@@ -74,7 +74,7 @@ impl Store {
     pub async fn kv_delete(&self, plugin: &str, key: &str) -> Result<()> {
         check_key(key)?;
         match &self.engine {
-            Engine::Sqlite(db) => db.kv_delete(plugin, key),
+            Engine::Sqlite(db) => db.queue().await.kv_delete(plugin, key),
             Engine::Postgres(pg) => pg.kv_delete(plugin, key).await,
         }
     }
@@ -98,7 +98,7 @@ impl Store {
             check_value(new)?;
         }
         match &self.engine {
-            Engine::Sqlite(db) => db.kv_compare_and_set(plugin, key, expected, new),
+            Engine::Sqlite(db) => db.queue().await.kv_compare_and_set(plugin, key, expected, new),
             Engine::Postgres(pg) => pg.kv_compare_and_set(plugin, key, expected, new).await,
         }
     }
@@ -115,7 +115,7 @@ impl Store {
     pub async fn kv_increment(&self, plugin: &str, key: &str, delta: i64) -> Result<i64> {
         check_key(key)?;
         match &self.engine {
-            Engine::Sqlite(db) => db.kv_increment(plugin, key, delta),
+            Engine::Sqlite(db) => db.queue().await.kv_increment(plugin, key, delta),
             Engine::Postgres(pg) => pg.kv_increment(plugin, key, delta).await,
         }
     }
@@ -126,7 +126,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn kv_clear(&self, plugin: &str) -> Result<u64> {
         match &self.engine {
-            Engine::Sqlite(db) => db.kv_clear(plugin),
+            Engine::Sqlite(db) => db.queue().await.kv_clear(plugin),
             Engine::Postgres(pg) => pg.kv_clear(plugin).await,
         }
     }
@@ -137,7 +137,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn kv_adopt(&self, from: &str, to: &str) -> Result<u64> {
         match &self.engine {
-            Engine::Sqlite(db) => db.kv_adopt(from, to),
+            Engine::Sqlite(db) => db.queue().await.kv_adopt(from, to),
             Engine::Postgres(pg) => pg.kv_adopt(from, to).await,
         }
     }
@@ -148,7 +148,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn kv_keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.kv_keys(plugin, prefix),
+            Engine::Sqlite(db) => db.queue().await.kv_keys(plugin, prefix),
             Engine::Postgres(pg) => pg.kv_keys(plugin, prefix).await,
         }
     }
@@ -160,7 +160,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn kv_list(&self, plugin: &str, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.kv_list(plugin, prefix),
+            Engine::Sqlite(db) => db.queue().await.kv_list(plugin, prefix),
             Engine::Postgres(pg) => pg.kv_list(plugin, prefix).await,
         }
     }
@@ -171,7 +171,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn kv_usage(&self, plugin: &str) -> Result<(u64, u64)> {
         match &self.engine {
-            Engine::Sqlite(db) => db.kv_usage(plugin),
+            Engine::Sqlite(db) => db.queue().await.kv_usage(plugin),
             Engine::Postgres(pg) => pg.kv_usage(plugin).await,
         }
     }

@@ -71,7 +71,7 @@ impl Store {
         let now = now_ms();
         let expires = now.saturating_add(millis(ttl));
         match &self.engine {
-            Engine::Sqlite(db) => db.try_lease(session_id, holder, now, expires),
+            Engine::Sqlite(db) => db.queue().await.try_lease(session_id, holder, now, expires),
             Engine::Postgres(pg) => pg.try_lease(session_id, holder, now, expires).await,
         }
     }
@@ -84,7 +84,7 @@ impl Store {
     pub async fn renew_lease(&self, session_id: &str, token: &str, ttl: Duration) -> Result<bool> {
         let expires = now_ms().saturating_add(millis(ttl));
         match &self.engine {
-            Engine::Sqlite(db) => db.renew_lease(session_id, token, expires),
+            Engine::Sqlite(db) => db.queue().await.renew_lease(session_id, token, expires),
             Engine::Postgres(pg) => pg.renew_lease(session_id, token, expires).await,
         }
     }
@@ -98,7 +98,7 @@ impl Store {
         // Whoever waits for it may take it now.
         match &self.engine {
             Engine::Sqlite(db) => {
-                db.release_lease(session_id, token)?;
+                db.queue().await.release_lease(session_id, token)?;
                 self.hint(crate::notice::LEASE_FREED, session_id).await;
                 Ok(())
             }
@@ -116,7 +116,7 @@ impl Store {
         let now = now_ms();
         let me = machine();
         let current = match &self.engine {
-            Engine::Sqlite(db) => db.lease_holder(session_id)?,
+            Engine::Sqlite(db) => db.queue().await.lease_holder(session_id)?,
             Engine::Postgres(pg) => pg.lease_holder(session_id).await?,
         };
         Ok(current.filter(|c| holds(c, now, &me)))
@@ -129,7 +129,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
         match &self.engine {
-            Engine::Sqlite(db) => db.message_mark(session_id),
+            Engine::Sqlite(db) => db.queue().await.message_mark(session_id),
             Engine::Postgres(pg) => pg.message_mark(session_id).await,
         }
     }

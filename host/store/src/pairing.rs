@@ -88,7 +88,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn pairing_request(&self, platform: &str, user_id: &str, user_name: &str, code: &str) -> Result<Request> {
         match &self.engine {
-            Engine::Sqlite(db) => db.pairing_request(platform, user_id, user_name, code),
+            Engine::Sqlite(db) => db.queue().await.pairing_request(platform, user_id, user_name, code),
             Engine::Postgres(pg) => pg.pairing_request(platform, user_id, user_name, code).await,
         }
     }
@@ -101,7 +101,7 @@ impl Store {
     pub async fn pairing_approve(&self, code: &str) -> Result<Pairing> {
         let code = code.trim().to_ascii_uppercase();
         match &self.engine {
-            Engine::Sqlite(db) => db.pairing_approve(&code),
+            Engine::Sqlite(db) => db.queue().await.pairing_approve(&code),
             Engine::Postgres(pg) => pg.pairing_approve(&code).await,
         }
     }
@@ -112,7 +112,7 @@ impl Store {
     /// The database cannot be written.
     pub async fn pairing_revoke(&self, platform: &str, user_id: &str) -> Result<bool> {
         match &self.engine {
-            Engine::Sqlite(db) => db.pairing_revoke(platform, user_id),
+            Engine::Sqlite(db) => db.queue().await.pairing_revoke(platform, user_id),
             Engine::Postgres(pg) => pg.pairing_revoke(platform, user_id).await,
         }
     }
@@ -123,7 +123,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn is_paired(&self, platform: &str, user_id: &str) -> Result<bool> {
         match &self.engine {
-            Engine::Sqlite(db) => db.is_paired(platform, user_id),
+            Engine::Sqlite(db) => db.queue().await.is_paired(platform, user_id),
             Engine::Postgres(pg) => pg.is_paired(platform, user_id).await,
         }
     }
@@ -134,7 +134,7 @@ impl Store {
     /// The database cannot be read.
     pub async fn pairings(&self) -> Result<Vec<Pairing>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.pairings(),
+            Engine::Sqlite(db) => db.queue().await.pairings(),
             Engine::Postgres(pg) => pg.pairings().await,
         }
     }

@@ -105,7 +105,7 @@ impl Store {
     /// Database failures, including a store opened read-only.
     pub async fn index_pending(&self) -> Result<usize> {
         match &self.engine {
-            Engine::Sqlite(db) => db.index_pending(),
+            Engine::Sqlite(db) => db.queue().await.index_pending(),
             // PostgreSQL indexes each message as it is committed.
             Engine::Postgres(_) => Ok(0),
         }
@@ -122,7 +122,7 @@ impl Store {
             return Ok(Vec::new());
         }
         match &self.engine {
-            Engine::Sqlite(db) => db.search(q, limit),
+            Engine::Sqlite(db) => db.queue().await.search(q, limit),
             Engine::Postgres(pg) => pg.search(q, limit).await,
         }
     }

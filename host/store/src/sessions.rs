@@ -153,7 +153,7 @@ impl Store {
         }
         let now = now_ms();
         match &self.engine {
-            Engine::Sqlite(db) => db.create_session(s, now),
+            Engine::Sqlite(db) => db.queue().await.create_session(s, now),
             Engine::Postgres(pg) => pg.create_session(s, now).await,
         }
     }
@@ -173,7 +173,7 @@ impl Store {
         }
         let now = now_ms();
         match &self.engine {
-            Engine::Sqlite(db) => db.fork_session(from, new_id, now)?,
+            Engine::Sqlite(db) => db.queue().await.fork_session(from, new_id, now)?,
             Engine::Postgres(pg) => pg.fork_session(from, new_id, now).await?,
         }
         self.session(new_id).await?.ok_or_else(|| not_found(new_id))
@@ -214,7 +214,7 @@ impl Store {
         let ends_turn = matches!(messages.last(), Some(Message::Assistant { tool_calls, .. }) if tool_calls.is_empty());
         let now = now_ms();
         match &self.engine {
-            Engine::Sqlite(db) => db.append(session_id, &rows, calls, usage, ends_turn, now),
+            Engine::Sqlite(db) => db.queue().await.append(session_id, &rows, calls, usage, ends_turn, now),
             Engine::Postgres(pg) => pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), now).await,
         }
     }
@@ -227,7 +227,7 @@ impl Store {
     pub async fn add_usage(&self, session_id: &str, usage: &Usage, api_calls: u32) -> Result<()> {
         let now = now_ms();
         match &self.engine {
-            Engine::Sqlite(db) => db.add_usage(session_id, usage, api_calls, now),
+            Engine::Sqlite(db) => db.queue().await.add_usage(session_id, usage, api_calls, now),
             Engine::Postgres(pg) => pg.add_usage(session_id, usage, api_calls, now).await,
         }
     }
@@ -235,7 +235,7 @@ impl Store {
     /// The session with exactly this id, if any.
     pub async fn session(&self, id: &str) -> Result<Option<SessionInfo>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.session(id),
+            Engine::Sqlite(db) => db.queue().await.session(id),
             Engine::Postgres(pg) => pg.session(id).await,
         }
     }
@@ -246,7 +246,7 @@ impl Store {
     /// [`Error::SessionNotFound`].
     pub async fn system_prompt(&self, id: &str) -> Result<String> {
         match &self.engine {
-            Engine::Sqlite(db) => db.system_prompt(id),
+            Engine::Sqlite(db) => db.queue().await.system_prompt(id),
             Engine::Postgres(pg) => pg.system_prompt(id).await,
         }
     }
@@ -258,7 +258,10 @@ impl Store {
     /// [`Error::SessionNotFound`].
     pub async fn history(&self, id: &str) -> Result<(String, Vec<StoredMessage>)> {
         let (prompt, raw) = match &self.engine {
-            Engine::Sqlite(db) => (db.system_prompt(id)?, db.messages(id)?),
+            Engine::Sqlite(db) => {
+                let db = db.queue().await;
+                (db.system_prompt(id)?, db.messages(id)?)
+            }
             Engine::Postgres(pg) => pg.history(id).await?.ok_or_else(|| not_found(id))?,
         };
         Ok((prompt, raw.into_iter().map(RawMessage::into_stored).collect::<Result<_>>()?))
@@ -282,14 +285,14 @@ impl Store {
             return Ok(s);
         }
         let by_title = match &self.engine {
-            Engine::Sqlite(db) => db.session_titled(key)?,
+            Engine::Sqlite(db) => db.queue().await.session_titled(key)?,
             Engine::Postgres(pg) => pg.session_titled(key).await?,
         };
         if let Some(id) = by_title {
             return self.session(&id).await?.ok_or_else(|| not_found(key));
         }
         let mut ids = match &self.engine {
-            Engine::Sqlite(db) => db.session_ids_starting(key, MAX_CANDIDATES + 1)?,
+            Engine::Sqlite(db) => db.queue().await.session_ids_starting(key, MAX_CANDIDATES + 1)?,
             Engine::Postgres(pg) => pg.session_ids_starting(key, MAX_CANDIDATES + 1).await?,
         };
         match ids.len() {
@@ -317,7 +320,7 @@ impl Store {
     /// Sessions matching `q`, newest (last updated) first.
     pub async fn list_sessions_with(&self, q: &ListQuery<'_>) -> Result<Vec<SessionInfo>> {
         match &self.engine {
-            Engine::Sqlite(db) => db.list_sessions(q),
+            Engine::Sqlite(db) => db.queue().await.list_sessions(q),
             Engine::Postgres(pg) => pg.list_sessions(q).await,
         }
     }
@@ -328,7 +331,7 @@ impl Store {
     /// [`Error::SessionNotFound`].
     pub async fn messages(&self, session_id: &str) -> Result<Vec<StoredMessage>> {
         let raw = match &self.engine {
-            Engine::Sqlite(db) => db.messages(session_id)?,
+            Engine::Sqlite(db) => db.queue().await.messages(session_id)?,
             Engine::Postgres(pg) => pg.messages(session_id).await?.ok_or_else(|| not_found(session_id))?,
         };
         raw.into_iter().map(RawMessage::into_stored).collect()
@@ -341,7 +344,7 @@ impl Store {
     /// [`Error::MessageNotFound`].
     pub async fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<StoredMessage>> {
         let raw = match &self.engine {
-            Engine::Sqlite(db) => db.messages_around(message_id, window)?,
+            Engine::Sqlite(db) => db.queue().await.messages_around(message_id, window)?,
             Engine::Postgres(pg) => pg.messages_around(message_id, window).await?,
         };
         raw.into_iter().map(RawMessage::into_stored).collect()
@@ -382,7 +385,7 @@ impl Store {
             return bad("\"latest\" is reserved: it always means the most recent session");
         }
         match &self.engine {
-            Engine::Sqlite(db) => db.title(id, title, replace),
+            Engine::Sqlite(db) => db.queue().await.title(id, title, replace),
             Engine::Postgres(pg) => pg.title(id, title, replace).await,
         }
     }
@@ -394,7 +397,7 @@ impl Store {
     /// [`Error::SessionNotFound`].
     pub async fn delete_session(&self, id: &str) -> Result<()> {
         match &self.engine {
-            Engine::Sqlite(db) => db.delete_session(id),
+            Engine::Sqlite(db) => db.queue().await.delete_session(id),
             Engine::Postgres(pg) => pg.delete_session(id).await,
         }
     }
@@ -407,7 +410,7 @@ impl Store {
     pub async fn end_session(&self, id: &str, reason: &str) -> Result<()> {
         let now = now_ms();
         match &self.engine {
-            Engine::Sqlite(db) => db.end_session(id, reason, now),
+            Engine::Sqlite(db) => db.queue().await.end_session(id, reason, now),
             Engine::Postgres(pg) => pg.end_session(id, reason, now).await,
         }
     }
@@ -421,7 +424,7 @@ impl Store {
     pub async fn undo_last_turn(&self, session_id: &str) -> Result<usize> {
         let now = now_ms();
         match &self.engine {
-            Engine::Sqlite(db) => db.undo_last_turn(session_id, now),
+            Engine::Sqlite(db) => db.queue().await.undo_last_turn(session_id, now),
             Engine::Postgres(pg) => pg.undo_last_turn(session_id, now).await,
         }
     }
