@@ -266,13 +266,13 @@ impl Pg {
             }
             if IDENTITY.contains(&table.as_str()) {
                 tx.execute(
-                            &format!(
-                                "SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce(max(id), 0) + 1, false) FROM {table}"
-                            ),
-                            &[],
-                        )
-                        .await
-                        .map_err(sql)?;
+                    &format!(
+                        "SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce(max(id), 0) + 1, false) FROM {table}"
+                    ),
+                    &[],
+                )
+                .await
+                .map_err(sql)?;
             }
         }
         tx.commit().await.map_err(sql)

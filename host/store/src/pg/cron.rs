@@ -213,8 +213,8 @@ impl Pg {
             let added = tx
                 .exec(
                     "INSERT INTO cron_jobs (id, name, prompt, schedule_kind, schedule_expr, schedule_display,
-                                deliver, origin, creator, created_at, updated_at)
-                             VALUES ($1, '', '', '', '', '', '', $2, $3, $4, $4) ON CONFLICT (id) DO NOTHING",
+                        deliver, origin, creator, created_at, updated_at)
+                     VALUES ($1, '', '', '', '', '', '', $2, $3, $4, $4) ON CONFLICT (id) DO NOTHING",
                     &[&id, &job.origin, &job.creator, &now],
                 )
                 .await
@@ -294,7 +294,7 @@ impl Pg {
         let due = jobs(
             &tx,
             "WHERE enabled AND state = 'scheduled' AND next_run_at <= $1 ORDER BY next_run_at
-                     FOR UPDATE SKIP LOCKED",
+             FOR UPDATE SKIP LOCKED",
             &[&due_by],
         )
         .await?;
@@ -329,7 +329,7 @@ impl Pg {
             .qopt(
                 &format!(
                     "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = $1 AND status = 'running'
-                             ORDER BY id DESC LIMIT 1"
+                     ORDER BY id DESC LIMIT 1"
                 ),
                 &[&id],
             )
@@ -368,7 +368,7 @@ impl Pg {
         let row = tx
             .qopt(
                 "SELECT job_id, manual FROM cron_runs WHERE id = $1 AND token = $2 AND status = 'running'
-                         FOR UPDATE",
+                 FOR UPDATE",
                 &[&run_id, &token],
             )
             .await
@@ -377,7 +377,7 @@ impl Pg {
         let (job_id, manual): (String, bool) = (row.get(0), row.get(1));
         tx.exec(
             "UPDATE cron_runs SET status = $2, finished_at = $3, output = $4, error = $5, delivery = $6,
-                        session_id = $7 WHERE id = $1",
+                session_id = $7 WHERE id = $1",
             &[
                 &run_id,
                 &finish.status.as_str(),
@@ -403,7 +403,7 @@ impl Pg {
             .q(
                 &format!(
                     "SELECT {RUN_COLUMNS}, lease_until FROM cron_runs WHERE status = 'running'
-                             FOR UPDATE SKIP LOCKED"
+                     FOR UPDATE SKIP LOCKED"
                 ),
                 &[],
             )

@@ -85,10 +85,10 @@ impl Pg {
         }
         tx.exec(
             "INSERT INTO pairings (platform, user_id, user_name, code, requested_at, expires_at)
-                     VALUES ($1, $2, $3, $4, $5, $6)
-                     ON CONFLICT (platform, user_id) DO UPDATE SET
-                         user_name = excluded.user_name, code = excluded.code,
-                         requested_at = excluded.requested_at, expires_at = excluded.expires_at",
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (platform, user_id) DO UPDATE SET
+                 user_name = excluded.user_name, code = excluded.code,
+                 requested_at = excluded.requested_at, expires_at = excluded.expires_at",
             &[&platform, &user_id, &user_name, &code, &now, &(now + PAIRING_TTL_MS)],
         )
         .await
@@ -104,8 +104,8 @@ impl Pg {
             .qopt(
                 &format!(
                     "UPDATE pairings SET approved_at = $2, code = NULL
-                             WHERE code = $1 AND approved_at IS NULL AND expires_at > $2
-                             RETURNING {PAIRING_COLUMNS}"
+                     WHERE code = $1 AND approved_at IS NULL AND expires_at > $2
+                     RETURNING {PAIRING_COLUMNS}"
                 ),
                 &[&code, &now_ms()],
             )
@@ -158,10 +158,10 @@ impl Pg {
         let kept = client
             .qopt(
                 "WITH new AS (
-                             INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
-                             VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (key) DO NOTHING RETURNING id
-                         )
-                         SELECT id FROM new UNION ALL SELECT id FROM deliveries WHERE key = $5 LIMIT 1",
+                     INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (key) DO NOTHING RETURNING id
+                 )
+                 SELECT id FROM new UNION ALL SELECT id FROM deliveries WHERE key = $5 LIMIT 1",
                 &[&platform, &chat, &thread, &body, &key, &now],
             )
             .await
@@ -179,7 +179,7 @@ impl Pg {
         let rows = client
             .q(
                 "SELECT id, platform, chat_id, thread_id, body, attempts, key FROM deliveries
-                         WHERE state = 'pending' AND platform = $1 AND next_at <= $2 ORDER BY id LIMIT $3",
+                 WHERE state = 'pending' AND platform = $1 AND next_at <= $2 ORDER BY id LIMIT $3",
                 &[&platform, &at, &limit],
             )
             .await
@@ -211,8 +211,8 @@ impl Pg {
             .q(
                 &format!(
                     "UPDATE deliveries SET claimed_until = $4, claimed_by = $5
-                             WHERE id IN (SELECT d.id FROM deliveries d WHERE {CLAIMABLE})
-                             RETURNING {DELIVERY_COLUMNS}"
+                     WHERE id IN (SELECT d.id FROM deliveries d WHERE {CLAIMABLE})
+                     RETURNING {DELIVERY_COLUMNS}"
                 ),
                 &[&platform, &now, &limit, &until, &me],
             )
@@ -275,7 +275,7 @@ impl Pg {
             let key: Option<String> = tx
                 .qopt(
                     "UPDATE deliveries SET state = 'failed', attempts = $2, last_error = $3, done_at = $4
-                             WHERE id = $1 AND state = 'pending' RETURNING key",
+                     WHERE id = $1 AND state = 'pending' RETURNING key",
                     &[&id, &attempts, &error, &now],
                 )
                 .await
@@ -290,7 +290,7 @@ impl Pg {
         let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
         tx.exec(
             "UPDATE deliveries SET attempts = $2, last_error = $3, next_at = $4, claimed_until = 0
-                         WHERE id = $1 AND state = 'pending'",
+                 WHERE id = $1 AND state = 'pending'",
             &[&id, &attempts, &error, &(now + wait)],
         )
         .await
@@ -306,7 +306,7 @@ impl Pg {
         let added = client
             .exec(
                 "INSERT INTO webhook_seen (route, delivery_id, seen_at) VALUES ($1, $2, $3)
-                         ON CONFLICT (route, delivery_id) DO NOTHING",
+                 ON CONFLICT (route, delivery_id) DO NOTHING",
                 &[&route, &id, &now],
             )
             .await

@@ -42,29 +42,29 @@ impl Pg {
         let (respond, notice) = (e.respond, notice.to_string());
         let client = self.client().await?;
         let inserted = client
-                    .qopt(
-                        "WITH kept AS (
-                             INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                             ON CONFLICT (account, chat_id, message_id) DO NOTHING RETURNING id
-                         )
-                         SELECT kept.id, pg_notify($10, $11)::text FROM kept",
-                        &[
-                            &account,
-                            &chat_id,
-                            &thread_id,
-                            &session_key,
-                            &message_id,
-                            &kind,
-                            &body,
-                            &respond,
-                            &now_ms(),
-                            &crate::notice::CHANNEL,
-                            &notice,
-                        ],
-                    )
-                    .await
-                    .map_err(sql)?;
+            .qopt(
+                "WITH kept AS (
+                     INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                     ON CONFLICT (account, chat_id, message_id) DO NOTHING RETURNING id
+                 )
+                 SELECT kept.id, pg_notify($10, $11)::text FROM kept",
+                &[
+                    &account,
+                    &chat_id,
+                    &thread_id,
+                    &session_key,
+                    &message_id,
+                    &kind,
+                    &body,
+                    &respond,
+                    &now_ms(),
+                    &crate::notice::CHANNEL,
+                    &notice,
+                ],
+            )
+            .await
+            .map_err(sql)?;
         if let Some(row) = inserted {
             return Ok(Put::New(row.get(0)));
         }
@@ -111,12 +111,12 @@ impl Pg {
     pub(crate) async fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
         let client = self.client().await?;
         client
-                    .exec(
-                        "UPDATE inbox SET state = 'running', session_id = $2, started_count = $3 WHERE id = $1 AND state <> 'done'",
-                        &[&id, &session_id, &count],
-                    )
-                    .await
-                    .map_err(sql)?;
+            .exec(
+                "UPDATE inbox SET state = 'running', session_id = $2, started_count = $3 WHERE id = $1 AND state <> 'done'",
+                &[&id, &session_id, &count],
+            )
+            .await
+            .map_err(sql)?;
         Ok(())
     }
 
@@ -133,7 +133,7 @@ impl Pg {
         client
             .exec(
                 "WITH done AS (UPDATE inbox SET state = 'done', reply = $2, done_at = $3 WHERE id = $1)
-                         SELECT pg_notify($4, $5)",
+                 SELECT pg_notify($4, $5)",
                 &[&id, &reply, &now_ms(), &crate::notice::CHANNEL, &notice],
             )
             .await

@@ -132,7 +132,7 @@ impl Pg {
         let moved = tx
             .exec(
                 "UPDATE plugin_kv SET plugin = $2 WHERE plugin = $1
-                         AND NOT EXISTS (SELECT 1 FROM plugin_kv WHERE plugin = $2)",
+                 AND NOT EXISTS (SELECT 1 FROM plugin_kv WHERE plugin = $2)",
                 &[&from, &to],
             )
             .await
@@ -147,7 +147,7 @@ impl Pg {
         let rows = client
             .q(
                 "SELECT key, value FROM plugin_kv WHERE plugin = $1 AND starts_with(key, $2)
-                         ORDER BY key COLLATE \"C\"",
+                 ORDER BY key COLLATE \"C\"",
                 &[&plugin, &prefix],
             )
             .await
@@ -170,12 +170,12 @@ impl Pg {
     pub(crate) async fn kv_usage(&self, plugin: &str) -> Result<(u64, u64)> {
         let client = self.client().await?;
         let row = client
-                    .q1(
-                        "SELECT COUNT(*)::bigint, COALESCE(SUM(octet_length(value)), 0)::bigint FROM plugin_kv WHERE plugin = $1",
-                        &[&plugin],
-                    )
-                    .await
-                    .map_err(sql)?;
+            .q1(
+                "SELECT COUNT(*)::bigint, COALESCE(SUM(octet_length(value)), 0)::bigint FROM plugin_kv WHERE plugin = $1",
+                &[&plugin],
+            )
+            .await
+            .map_err(sql)?;
         let (keys, bytes): (i64, i64) = (row.get(0), row.get(1));
         Ok((keys.unsigned_abs(), bytes.unsigned_abs()))
     }

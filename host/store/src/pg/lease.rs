@@ -49,10 +49,10 @@ impl Pg {
         let token = format!("{pid}-{:016x}", fastrand::u64(..));
         tx.exec(
             "INSERT INTO session_leases (session_id, token, pid, host, holder, acquired_at, expires_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)
-                     ON CONFLICT (session_id) DO UPDATE SET token = excluded.token, pid = excluded.pid,
-                         host = excluded.host, holder = excluded.holder, acquired_at = excluded.acquired_at,
-                         expires_at = excluded.expires_at",
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (session_id) DO UPDATE SET token = excluded.token, pid = excluded.pid,
+                 host = excluded.host, holder = excluded.holder, acquired_at = excluded.acquired_at,
+                 expires_at = excluded.expires_at",
             &[&session_id, &token, &i64::from(pid), &me, &holder, &now, &expires],
         )
         .await
@@ -79,7 +79,7 @@ impl Pg {
         client
             .exec(
                 "WITH gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $2)
-                         SELECT pg_notify($3, $4)",
+                 SELECT pg_notify($3, $4)",
                 &[&session_id, &token, &crate::notice::CHANNEL, &notice],
             )
             .await

@@ -120,13 +120,13 @@ impl Pg {
             return Err(Error::UnknownParent { id: parent.clone() });
         }
         let inserted = tx
-                    .exec(
-                        "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (id) DO NOTHING",
-                        &[&s.id, &s.source, &s.model, &s.provider, &s.system_prompt, &s.parent_id, &s.cwd, &now],
-                    )
-                    .await
-                    .map_err(sql)?;
+            .exec(
+                "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (id) DO NOTHING",
+                &[&s.id, &s.source, &s.model, &s.provider, &s.system_prompt, &s.parent_id, &s.cwd, &now],
+            )
+            .await
+            .map_err(sql)?;
         if inserted == 0 {
             return Err(Error::SessionExists { id: s.id.clone() });
         }
@@ -144,21 +144,21 @@ impl Pg {
         }
         tx.exec(
             "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at,
-                                           message_count, tool_call_count)
-                     SELECT $2, source, model, provider, system_prompt, id, cwd, $3, $3, message_count, tool_call_count
-                     FROM sessions WHERE id = $1",
+                                   message_count, tool_call_count)
+             SELECT $2, source, model, provider, system_prompt, id, cwd, $3, $3, message_count, tool_call_count
+             FROM sessions WHERE id = $1",
             &[&from, &new_id, &now],
         )
         .await
         .map_err(sql)?;
         tx.exec(
-                    "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
-                     SELECT $2, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at
-                     FROM messages WHERE session_id = $1 AND active ORDER BY id",
-                    &[&from, &new_id],
-                )
-                .await
-                .map_err(sql)?;
+            "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
+             SELECT $2, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at
+             FROM messages WHERE session_id = $1 AND active ORDER BY id",
+            &[&from, &new_id],
+        )
+        .await
+        .map_err(sql)?;
         tx.commit().await.map_err(sql)
     }
 
@@ -208,8 +208,8 @@ impl Pg {
         let (update, insert) = tokio::try_join!(
             tx.prepare_cached(
                 "UPDATE sessions SET message_count = message_count + $2, tool_call_count = tool_call_count + $3,
-                                             updated_at = greatest(updated_at, $4)
-                         WHERE id = $1",
+                                     updated_at = greatest(updated_at, $4)
+                 WHERE id = $1",
             ),
             tx.prepare_cached(&insert),
         )
@@ -277,9 +277,9 @@ impl Pg {
             .q(
                 &format!(
                     "{SESSION_COLUMNS}
-                             WHERE ($1 OR $2::text IS NOT NULL OR $3::text IS NOT NULL OR s.source <> 'subagent')
-                               AND ($2::text IS NULL OR s.source = $2) AND ($3::text IS NULL OR s.parent_id = $3)
-                             ORDER BY s.updated_at DESC, s.id DESC LIMIT $4 OFFSET $5"
+                     WHERE ($1 OR $2::text IS NOT NULL OR $3::text IS NOT NULL OR s.source <> 'subagent')
+                       AND ($2::text IS NULL OR s.source = $2) AND ($3::text IS NULL OR s.parent_id = $3)
+                     ORDER BY s.updated_at DESC, s.id DESC LIMIT $4 OFFSET $5"
                 ),
                 &[&children, &source, &parent, &limit, &offset],
             )
@@ -311,9 +311,9 @@ impl Pg {
         let rows = client
             .q(
                 "SELECT s.system_prompt, m.id, m.session_id, m.role, m.content, m.tool_call_id, m.tool_calls,
-                                m.tool_name, m.reasoning, m.extra, m.created_at
-                         FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND m.active
-                         WHERE s.id = $1 ORDER BY m.id",
+                        m.tool_name, m.reasoning, m.extra, m.created_at
+                 FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND m.active
+                 WHERE s.id = $1 ORDER BY m.id",
                 &[&session_id],
             )
             .await
@@ -337,7 +337,7 @@ impl Pg {
             .q(
                 &format!(
                     "SELECT {MESSAGE_COLUMNS} FROM messages
-                             WHERE session_id = $1 AND active AND id < $2 ORDER BY id DESC LIMIT $3"
+                     WHERE session_id = $1 AND active AND id < $2 ORDER BY id DESC LIMIT $3"
                 ),
                 &[&session, &message_id, &count(window)],
             )
@@ -347,7 +347,7 @@ impl Pg {
             .q(
                 &format!(
                     "SELECT {MESSAGE_COLUMNS} FROM messages
-                             WHERE session_id = $1 AND active AND id >= $2 ORDER BY id LIMIT $3"
+                     WHERE session_id = $1 AND active AND id >= $2 ORDER BY id LIMIT $3"
                 ),
                 &[&session, &message_id, &count(window.saturating_add(1))],
             )
@@ -421,7 +421,7 @@ impl Pg {
         let calls: i64 = tx
             .q1(
                 "SELECT coalesce(sum(json_array_length(tool_calls::json)), 0)::bigint FROM messages
-                         WHERE session_id = $1 AND active AND id >= $2",
+                 WHERE session_id = $1 AND active AND id >= $2",
                 &[&session_id, &from],
             )
             .await
@@ -437,9 +437,9 @@ impl Pg {
         let undone = usize::try_from(undone).unwrap_or(usize::MAX);
         tx.exec(
             "UPDATE sessions SET message_count = greatest(message_count - $2, 0),
-                                         tool_call_count = greatest(tool_call_count - $3, 0),
-                                         updated_at = greatest(updated_at, $4)
-                     WHERE id = $1",
+                                 tool_call_count = greatest(tool_call_count - $3, 0),
+                                 updated_at = greatest(updated_at, $4)
+             WHERE id = $1",
             &[&session_id, &count(undone), &calls, &now],
         )
         .await
