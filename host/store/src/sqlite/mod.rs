@@ -30,7 +30,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 pub(crate) struct Sqlite {
     /// Where an async caller waits its turn for the connection, yielding its thread to the
     /// runtime's other tasks meanwhile (see [`Sqlite::queue`]).
-    turns: tokio::sync::Semaphore,
+    turns: tokio::sync::Mutex<()>,
     conn: Mutex<Connection>,
     /// Appends since this `Store` was opened, to checkpoint the WAL now and then.
     appends: AtomicU32,
@@ -39,7 +39,7 @@ pub(crate) struct Sqlite {
 /// The SQLite engine, this caller's turn.
 pub(crate) struct Queued<'a> {
     db: &'a Sqlite,
-    _turn: tokio::sync::SemaphorePermit<'a>,
+    _turn: tokio::sync::MutexGuard<'a, ()>,
 }
 
 impl std::ops::Deref for Queued<'_> {
@@ -52,16 +52,14 @@ impl std::ops::Deref for Queued<'_> {
 
 impl Sqlite {
     fn new(conn: Connection) -> Self {
-        Self { turns: tokio::sync::Semaphore::new(1), conn: Mutex::new(conn), appends: AtomicU32::new(0) }
+        Self { turns: tokio::sync::Mutex::new(()), conn: Mutex::new(conn), appends: AtomicU32::new(0) }
     }
 
     /// Wait for this store's turn, then use the connection: the statements run in place, on the
     /// caller's thread, while no other async caller waits on the connection's lock with a
     /// thread of the runtime's (a worker blocked on the lock stops every task it would run).
     pub(crate) async fn queue(&self) -> Queued<'_> {
-        // Never closed: the semaphore lives as long as the store.
-        let turn = self.turns.acquire().await.expect("the store's queue is never closed");
-        Queued { db: self, _turn: turn }
+        Queued { db: self, _turn: self.turns.lock().await }
     }
 
     /// Open (creating if needed) the database at `path` and bring its schema up to date.
