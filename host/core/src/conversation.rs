@@ -164,8 +164,8 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
     let (plugins, _) = host.plugins(start.plugins_from.as_deref().unwrap_or(&workspace))?;
     warnings.extend(plugins.take_warnings());
     let store = host.store.clone();
-    let mut resume = match start.resume.clone() {
-        Some(key) => Some(on_store(&store, async move |s| s.resolve_session(&key).await).await?),
+    let mut resume = match &start.resume {
+        Some(key) => Some(on_store(&store, async |s| s.resolve_session(key).await).await?),
         None => None,
     };
     let mut reason = if resume.is_some() { SessionReason::Resumed } else { SessionReason::New };
@@ -175,9 +175,8 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
                 "--fork needs a session to start from: add --continue, or --resume ID|TITLE|latest".into(),
             ));
         };
-        let from_id = from.id.clone();
-        let fork = on_store(&store, async move |s| s.fork_session(&from.id, &Store::new_session_id()).await).await?;
-        reason = SessionReason::Forked { from: from_id };
+        let fork = on_store(&store, async |s| s.fork_session(&from.id, &Store::new_session_id()).await).await?;
+        reason = SessionReason::Forked { from: from.id };
         resume = Some(fork);
     }
 
@@ -560,13 +559,12 @@ impl Actor {
         if title.is_empty() {
             return self.outbox.error("a title cannot be empty: /title NAME");
         }
-        let id = self.agent.session_id().to_string();
-        let named = title.clone();
-        let done = on_store(&self.shared.store, async move |s| {
-            if s.session(&id).await?.is_none() {
+        let id = self.agent.session_id();
+        let done = on_store(&self.shared.store, async |s| {
+            if s.session(id).await?.is_none() {
                 return Ok(false);
             }
-            s.set_title(&id, &named).await.map(|()| true)
+            s.set_title(id, &title).await.map(|()| true)
         })
         .await;
         match done {

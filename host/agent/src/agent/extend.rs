@@ -601,23 +601,22 @@ impl Agent {
             parent_id: Some(old.to_string()),
             cwd: self.shared.config.workspace.display().to_string(),
         };
-        let (old, child, messages, compressions) =
-            (old.to_string(), child.to_string(), messages.to_vec(), self.compressions);
-        crate::on_store(&self.shared.store, async move |store| {
-            let info = store.session(&old).await?;
+        let compressions = self.compressions;
+        crate::on_store(&self.shared.store, async |store| {
+            let info = store.session(old).await?;
             if let Some(i) = &info {
                 new.source.clone_from(&i.source);
             }
             store.create_session(&new).await?;
-            store.append_messages(&child, &messages).await?;
-            store.end_session(&old, "compressed").await?;
+            store.append_messages(child, messages).await?;
+            store.end_session(old, "compressed").await?;
             if let Some(title) = info.and_then(|i| i.title) {
                 let base = title
                     .rsplit_once(" #")
                     .filter(|(_, n)| n.parse::<u32>().is_ok())
                     .map_or(title.as_str(), |(b, _)| b);
                 for n in (compressions + 2)..(compressions + 50) {
-                    if store.set_title(&child, &format!("{base} #{n}")).await.is_ok() {
+                    if store.set_title(child, &format!("{base} #{n}")).await.is_ok() {
                         break;
                     }
                 }

@@ -109,8 +109,8 @@ impl Agent {
         // turn whose lease is free never needs.
         let mut freed: Option<talaria_store::notice::Notices> = None;
         let token = loop {
-            let (id, holder) = (self.session_id.clone(), self.shared.config.holder.clone());
-            match crate::on_store(&store, async move |store| store.try_lease(&id, &holder, TTL).await).await {
+            let (id, holder) = (&self.session_id, &self.shared.config.holder);
+            match crate::on_store(&store, async |store| store.try_lease(id, holder, TTL).await).await {
                 Ok(Leased::Granted(token)) => break token,
                 Ok(Leased::Held(by)) => {
                     let id = &self.session_id;
@@ -168,13 +168,13 @@ impl Agent {
             self.mark = mark;
             usize::try_from(mark.0 - known.0).unwrap_or(0)
         } else {
-            let id = self.session_id.clone();
-            let changed = crate::on_store(&self.shared.store, async move |store| {
-                let mark = store.message_mark(&id).await?;
+            let id = &self.session_id;
+            let changed = crate::on_store(&self.shared.store, async |store| {
+                let mark = store.message_mark(id).await?;
                 if mark == known {
                     return Ok(None);
                 }
-                let history = super::history_of(store, &id).await?;
+                let history = super::history_of(store, id).await?;
                 Ok(Some((mark, history)))
             })
             .await?;
@@ -203,8 +203,8 @@ impl Agent {
         if let Some(held) = self.lease.take() {
             held.release().await;
             let store = self.shared.store.clone();
-            let (id, holder) = (self.session_id.clone(), self.shared.config.holder.clone());
-            match crate::on_store(&store, async move |s| s.try_lease(&id, &holder, TTL).await).await {
+            let (id, holder) = (&self.session_id, &self.shared.config.holder);
+            match crate::on_store(&store, async |s| s.try_lease(id, holder, TTL).await).await {
                 Ok(Leased::Granted(token)) => self.lease = Some(Held::new(store, self.session_id.clone(), token)),
                 Ok(Leased::Held(by)) => {
                     tracing::warn!(session_id = self.session_id, "new session already held by {by}");
@@ -212,8 +212,7 @@ impl Agent {
                 Err(e) => tracing::warn!(session_id = self.session_id, "could not lease the new session: {e}"),
             }
         }
-        let id = self.session_id.clone();
-        self.mark =
-            crate::on_store(&self.shared.store, async move |s| s.message_mark(&id).await).await.unwrap_or_default();
+        let id = &self.session_id;
+        self.mark = crate::on_store(&self.shared.store, async |s| s.message_mark(id).await).await.unwrap_or_default();
     }
 }

@@ -265,6 +265,12 @@ pub struct Agent {
     resting: bool,
 }
 
+/// How far `stored` (a session's active messages, oldest first) goes: their count and the last
+/// one's id, as [`Store::message_mark`] reads it.
+fn mark_of(stored: &[talaria_store::StoredMessage]) -> (i64, i64) {
+    (i64::try_from(stored.len()).unwrap_or(i64::MAX), stored.last().map_or(0, |m| m.id))
+}
+
 /// The messages stored for session `id`, oldest first.
 async fn history_of(store: &Store, id: &str) -> Result<Vec<Message>, talaria_store::Error> {
     Ok(store.messages(id).await?.into_iter().map(|m| m.message).collect())
@@ -327,12 +333,11 @@ impl Agent {
         let mut mark = (0, 0);
         let (session_id, stored, system_prompt, history, parent) = match start.resume {
             Some(info) => {
-                let read = info.clone();
-                let (m, history, prompt, c) = crate::on_store(&shared.store, async move |store| {
-                    let (prompt, stored) = store.history(&read.id).await?;
-                    let mark = (i64::try_from(stored.len()).unwrap_or(i64::MAX), stored.last().map_or(0, |m| m.id));
+                let (m, history, prompt, c) = crate::on_store(&shared.store, async |store| {
+                    let (prompt, stored) = store.history(&info.id).await?;
+                    let mark = mark_of(&stored);
                     let history = stored.into_iter().map(|m| m.message).collect::<Vec<_>>();
-                    Ok((mark, history, prompt, Agent::compressions_before(store, &read).await))
+                    Ok((mark, history, prompt, Agent::compressions_before(store, &info).await))
                 })
                 .await?;
                 mark = m;
@@ -442,9 +447,9 @@ impl Agent {
         if !self.resting {
             return Ok(None);
         }
-        let id = self.session_id.clone();
-        let (prompt, stored) = crate::on_store(&self.shared.store, async move |store| store.history(&id).await).await?;
-        let mark = (i64::try_from(stored.len()).unwrap_or(i64::MAX), stored.last().map_or(0, |m| m.id));
+        let (prompt, stored) =
+            crate::on_store(&self.shared.store, async |store| store.history(&self.session_id).await).await?;
+        let mark = mark_of(&stored);
         self.history = stored.into_iter().map(|m| m.message).collect();
         self.system_prompt = prompt;
         self.resting = false;
@@ -502,10 +507,10 @@ impl Agent {
             return Ok(None);
         };
         if self.stored {
-            let id = self.session_id.clone();
-            self.mark = crate::on_store(&self.shared.store, async move |store| {
-                store.undo_last_turn(&id).await?;
-                store.message_mark(&id).await
+            let id = &self.session_id;
+            self.mark = crate::on_store(&self.shared.store, async |store| {
+                store.undo_last_turn(id).await?;
+                store.message_mark(id).await
             })
             .await?;
         }
@@ -520,8 +525,8 @@ impl Agent {
     /// The store cannot be written.
     pub async fn end(&self, reason: &str) -> Result<(), Error> {
         if self.stored {
-            let (id, reason) = (self.session_id.clone(), reason.to_string());
-            crate::on_store(&self.shared.store, async move |store| store.end_session(&id, &reason).await).await?;
+            crate::on_store(&self.shared.store, async |store| store.end_session(&self.session_id, reason).await)
+                .await?;
         }
         Ok(())
     }
@@ -680,7 +685,7 @@ impl Agent {
             parent_id: self.parent.clone(),
             cwd: self.shared.config.workspace.display().to_string(),
         };
-        crate::on_store(&self.shared.store, async move |store| store.create_session(&new).await).await?;
+        crate::on_store(&self.shared.store, async |store| store.create_session(&new).await).await?;
         self.stored = true;
         Ok(())
     }
@@ -688,9 +693,9 @@ impl Agent {
     /// Append `messages` to the stored session, with the usage of the model calls that
     /// produced them in the same transaction.
     async fn commit(&mut self, messages: &[Message]) -> Result<(), Error> {
-        let (id, messages, usage) = (self.session_id.clone(), messages.to_vec(), self.unrecorded);
-        let ids = crate::on_store(&self.shared.store, async move |store| {
-            store.append_messages_with_usage(&id, &messages, usage.as_ref().map(|(u, n)| (u, *n))).await
+        let usage = self.unrecorded;
+        let ids = crate::on_store(&self.shared.store, async |store| {
+            store.append_messages_with_usage(&self.session_id, messages, usage.as_ref().map(|(u, n)| (u, *n))).await
         })
         .await?;
         self.unrecorded = None;

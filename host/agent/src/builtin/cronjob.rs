@@ -91,8 +91,7 @@ pub async fn call(
             let Some(job) = jobs.into_iter().find(|j| j.id == id) else {
                 return Err(ToolError::Failed(format!("no job {id} here; `list` shows the jobs")));
             };
-            let (store, job_id) = (store.clone(), job.id.clone());
-            crate::on_store(&store, async move |s| s.cron_remove(&job_id).await).await.map_err(store_error)?;
+            crate::on_store(store, async |s| s.cron_remove(&job.id).await).await.map_err(store_error)?;
             Ok(json!({ "removed": job.id, "name": job.name }))
         }
         Some(other) => Err(ToolError::InvalidArgs(format!("unknown action `{other}`: use add, list or remove"))),
@@ -167,8 +166,7 @@ async fn add(
             ));
         }
     }
-    let saved = job.clone();
-    let id = crate::on_store(store, async move |s| s.cron_insert(&saved).await).await.map_err(store_error)?;
+    let id = crate::on_store(store, async |s| s.cron_insert(&job).await).await.map_err(store_error)?;
     Ok(
         json!({ "scheduled": id, "name": job.name, "schedule": job.schedule_display, "next_run": next, "deliver": job.deliver }),
     )
