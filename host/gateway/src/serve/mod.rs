@@ -327,15 +327,8 @@ impl Status {
 
     /// Every gateway process's last status, newest first.
     pub async fn read_all(store: &Store) -> Vec<Status> {
-        let keys = store.kv_keys(STATUS_SPACE, "").await.unwrap_or_default();
-        let mut all: Vec<Status> = Vec::with_capacity(keys.len());
-        for key in &keys {
-            if let Ok(Some(bytes)) = store.kv_get(STATUS_SPACE, key).await
-                && let Ok(status) = serde_json::from_slice(&bytes)
-            {
-                all.push(status);
-            }
-        }
+        let kept = store.kv_list(STATUS_SPACE, "").await.unwrap_or_default();
+        let mut all: Vec<Status> = kept.iter().filter_map(|(_, bytes)| serde_json::from_slice(bytes).ok()).collect();
         all.sort_by_key(|s| std::cmp::Reverse(s.at));
         all
     }
