@@ -447,6 +447,37 @@ fn a_gateway_killed_mid_turn_loses_no_message_and_sends_nothing_twice() {
     assert!(last.contains("three, after all"), "{last}");
 }
 
+/// The platform took the start of a streamed answer and the gateway died before its answer came
+/// back: the message is in the chat, and nobody knows its id. The next gateway cannot edit it,
+/// so it answers anew and says in its log that this chat may show the answer twice.
+#[test]
+fn a_streamed_send_cut_by_a_kill_is_answered_anew_and_logged_as_maybe_shown_twice() {
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::new([
+        Step::Reply(Reply::text("the first answer streams slowly word by word").paced(300)),
+        Step::text("the answer, after all"),
+    ]));
+    let t = setup(&mock, &fake, "", "allowed_users = [\"42\"]");
+    let mut gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+    fake.leave_sends_unanswered(true);
+    fake.dm(42, "Ana", "hello");
+    // The start of the answer reaches the chat; its send never returns.
+    let shown = fake.wait_for(42, WAIT, |_| true);
+    assert!(shown.text.starts_with("the first"), "{shown:?}");
+    gw.kill();
+
+    fake.leave_sends_unanswered(false);
+    let gw = Gateway::start(&t);
+    fake.wait_for(42, WAIT, |m| m.text == "the answer, after all");
+    let texts: Vec<String> = fake.chat(42).into_iter().map(|m| m.text).collect();
+    assert_eq!(texts, [shown.text.clone(), "the answer, after all".to_string()], "{}", gw.log());
+    let log = gw.log();
+    let warned: Vec<&str> = log.lines().filter(|l| l.contains("shows twice")).collect();
+    assert_eq!(warned.len(), 1, "{log}");
+    assert!(warned[0].contains("chat=42"), "{log}");
+}
+
 #[test]
 fn fifty_chats_at_once_each_get_their_own_answer() {
     const CHATS: i64 = 50;

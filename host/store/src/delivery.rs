@@ -53,7 +53,10 @@ pub(crate) fn cron_run_of(key: &str) -> Option<i64> {
 }
 
 /// The columns a [`Delivery`] is read from.
-pub(crate) const DELIVERY_COLUMNS: &str = "id, platform, chat_id, thread_id, body, attempts, key";
+/// The last says whether a process claimed it before and ended without recording how its send
+/// went (a recorded failure forgets its claimer).
+pub(crate) const DELIVERY_COLUMNS: &str =
+    "id, platform, chat_id, thread_id, body, attempts, key, claimed_by IS NOT NULL";
 
 /// Which deliveries of platform `$1` may be claimed at `$2` (at most `$3`): of each chat, the
 /// oldest pending one, when it is due and nobody holds it.
@@ -91,6 +94,10 @@ pub struct Delivery {
     pub attempts: i64,
     /// What it was queued under.
     pub key: String,
+    /// A process claimed it before and ended (or hung past its claim) without recording how
+    /// the send went: the platform may have taken it already, and sending it again may show
+    /// it twice (no platform can be asked whether a message arrived).
+    pub orphaned: bool,
 }
 
 /// What became of a failed send.

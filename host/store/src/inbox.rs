@@ -67,13 +67,19 @@ pub struct Entry {
     /// The session and its message count when its turn started.
     pub session_id: Option<String>,
     pub started_count: Option<i64>,
-    /// The platform's id of the message its answer streams into.
+    /// The platform's id of the message its answer streams into; [`SENDING`] while the first
+    /// one is being sent.
     pub streamed: Option<String>,
     /// The answer, for whoever waits on it.
     pub reply: Option<String>,
     /// Milliseconds since the epoch.
     pub created_at: i64,
 }
+
+/// What [`Entry::streamed`] holds while the first message of a streamed answer is being sent
+/// (written before the send, replaced by the platform's id after it). A process finding it
+/// left by a dead one knows a message may have reached the chat that it cannot edit.
+pub const SENDING: &str = "";
 
 impl Entry {
     pub fn is_done(&self) -> bool {

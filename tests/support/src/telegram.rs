@@ -60,6 +60,8 @@ struct Inner {
     polling: usize,
     /// How long each send, edit and typing call takes to answer (a slow platform).
     delay: Duration,
+    /// sendMessage shows the message and never answers (the answer is lost on its way back).
+    unanswered: bool,
 }
 
 struct Shared {
@@ -224,6 +226,12 @@ impl TelegramFake {
         }));
     }
 
+    /// From now on (`true`) sendMessage shows the message in its chat and never answers, as when
+    /// the platform took a message and its answer never came back.
+    pub fn leave_sends_unanswered(&self, unanswered: bool) {
+        lock(&self.shared).unanswered = unanswered;
+    }
+
     /// The next `n` sendMessage calls fail with 502 Bad Gateway.
     pub fn fail_sends(&self, n: usize) {
         lock(&self.shared).failing_sends = n;
@@ -314,7 +322,13 @@ async fn handle(
         "getMe" => ok(json!({ "id": BOT_ID, "is_bot": true, "first_name": "Talaria", "username": BOT_USERNAME })),
         "deleteWebhook" | "answerCallbackQuery" => ok(json!(true)),
         "getUpdates" => get_updates(&shared, &body).await,
-        "sendMessage" => send_message(&shared, &body),
+        "sendMessage" => {
+            let answer = send_message(&shared, &body);
+            if lock(&shared).unanswered {
+                std::future::pending::<()>().await;
+            }
+            answer
+        }
         "editMessageText" => edit_message(&shared, &body),
         "sendChatAction" => {
             let chat = body["chat_id"].as_i64().unwrap_or(0);

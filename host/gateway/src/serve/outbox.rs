@@ -209,6 +209,14 @@ pub(crate) async fn send_due_in(store: &Store, account: &Account) {
                 render_queued(store, account, &info, &delivery, &body.text).await;
                 continue;
             }
+            // (An edit shows the same however often it is made.)
+            if delivery.orphaned && body.edit.is_none() {
+                tracing::warn!(
+                    account = %account.name,
+                    chat = %delivery.chat_id,
+                    "a process ended while sending this message; sending it again (if the platform took it then, it shows twice)"
+                );
+            }
             sends.push((delivery, body));
         }
         send_all(store, account, &info, sends).await;

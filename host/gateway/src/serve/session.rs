@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use talaria_core::config::BusyInput;
 use talaria_core::runtime::adapter::{AccountInfo, Outbound};
-use talaria_core::store::inbox::{Entry, State};
+use talaria_core::store::inbox::{Entry, SENDING, State};
 use talaria_core::{Conversation, Platform, Start};
 use talaria_protocol::{Decision, Event, Image, Message, Op, Outcome};
 use tokio::sync::mpsc;
@@ -520,8 +520,16 @@ impl Worker {
         }
     }
 
-    async fn start_turn(&mut self, entry: Entry) {
+    async fn start_turn(&mut self, mut entry: Entry) {
         let prompt: Prompt = serde_json::from_str(&entry.body).unwrap_or_default();
+        if entry.streamed.as_deref() == Some(SENDING) {
+            tracing::warn!(
+                session = %self.key,
+                chat = %self.chat.chat_id,
+                "a process ended while sending the start of this answer; answering anew (if the platform took it then, the answer shows twice)"
+            );
+            entry.streamed = None;
+        }
         if entry.state == State::Running {
             match self.recovery(&entry).await {
                 Recovery::Answered(text) => {
@@ -706,16 +714,25 @@ impl Worker {
             buttons: Vec::new(),
         };
         match &turn.streamed {
-            None => match self.account.adapter.send(&message).await {
-                Ok(id) => {
-                    // A process finishing this turn after this one died edits it, too.
-                    if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, &id).await {
-                        tracing::debug!(account = %self.account.name, "cannot note the streamed message: {e}");
-                    }
-                    turn.streamed = Some(id);
+            None => {
+                // Noted before the send: a process finishing this turn after this one died
+                // knows a message may be in the chat (and says so) instead of doubling it
+                // silently. Unnoted, nothing is streamed (the answer is sent when done).
+                if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, SENDING).await {
+                    return tracing::debug!(account = %self.account.name, "cannot note a streamed message: {e}");
                 }
-                Err(e) => tracing::debug!(account = %self.account.name, "streaming a reply: {e}"),
-            },
+                match self.account.adapter.send(&message).await {
+                    Ok(id) if id != SENDING => {
+                        // A process finishing this turn after this one died edits it, too.
+                        if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, &id).await {
+                            tracing::debug!(account = %self.account.name, "cannot note the streamed message: {e}");
+                        }
+                        turn.streamed = Some(id);
+                    }
+                    Ok(_) => tracing::debug!(account = %self.account.name, "the adapter sent a message without an id"),
+                    Err(e) => tracing::debug!(account = %self.account.name, "streaming a reply: {e}"),
+                }
+            }
             Some(id) => {
                 if let Err(e) = self.account.adapter.edit(id, &message).await {
                     tracing::debug!(account = %self.account.name, "streaming a reply: {e}");

@@ -26,6 +26,7 @@ fn delivery(r: &Row) -> Delivery {
         body: r.get(4),
         attempts: r.get(5),
         key: r.get(6),
+        orphaned: r.get(7),
     }
 }
 
@@ -178,8 +179,10 @@ impl Pg {
         let client = self.client().await?;
         let rows = client
             .q(
-                "SELECT id, platform, chat_id, thread_id, body, attempts, key FROM deliveries
-                 WHERE state = 'pending' AND platform = $1 AND next_at <= $2 ORDER BY id LIMIT $3",
+                &format!(
+                    "SELECT {DELIVERY_COLUMNS} FROM deliveries
+                     WHERE state = 'pending' AND platform = $1 AND next_at <= $2 ORDER BY id LIMIT $3"
+                ),
                 &[&platform, &at, &limit],
             )
             .await
@@ -210,9 +213,11 @@ impl Pg {
         let rows = tx
             .q(
                 &format!(
-                    "UPDATE deliveries SET claimed_until = $4, claimed_by = $5
-                     WHERE id IN (SELECT d.id FROM deliveries d WHERE {CLAIMABLE})
-                     RETURNING {DELIVERY_COLUMNS}"
+                    // RETURNING sees the new claimer: whether there was one before comes
+                    // from the rows as they were.
+                    "WITH c AS (SELECT d.id, d.claimed_by IS NOT NULL AS orphaned FROM deliveries d WHERE {CLAIMABLE})
+                     UPDATE deliveries SET claimed_until = $4, claimed_by = $5 FROM c WHERE deliveries.id = c.id
+                     RETURNING deliveries.id, platform, chat_id, thread_id, body, attempts, key, c.orphaned"
                 ),
                 &[&platform, &now, &limit, &until, &me],
             )
@@ -289,7 +294,7 @@ impl Pg {
         }
         let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
         tx.exec(
-            "UPDATE deliveries SET attempts = $2, last_error = $3, next_at = $4, claimed_until = 0
+            "UPDATE deliveries SET attempts = $2, last_error = $3, next_at = $4, claimed_until = 0, claimed_by = NULL
                  WHERE id = $1 AND state = 'pending'",
             &[&id, &attempts, &error, &(now + wait)],
         )

@@ -22,6 +22,7 @@ fn delivery(r: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
         body: r.get(4)?,
         attempts: r.get(5)?,
         key: r.get(6)?,
+        orphaned: r.get(7)?,
     })
 }
 
@@ -39,10 +40,10 @@ impl Sqlite {
 
     pub(crate) fn deliveries_due_at(&self, platform: &str, at: i64, limit: usize) -> Result<Vec<Delivery>> {
         let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, platform, chat_id, thread_id, body, attempts, key FROM deliveries
-             WHERE state = 'pending' AND platform = ?1 AND next_at <= ?2 ORDER BY id LIMIT ?3",
-        )?;
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {DELIVERY_COLUMNS} FROM deliveries
+                 WHERE state = 'pending' AND platform = ?1 AND next_at <= ?2 ORDER BY id LIMIT ?3"
+        ))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = stmt.query_map(params![platform, at, limit], delivery)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
@@ -137,7 +138,7 @@ impl Sqlite {
             }
             let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
             tx.execute(
-                "UPDATE deliveries SET attempts = ?2, last_error = ?3, next_at = ?4, claimed_until = 0
+                "UPDATE deliveries SET attempts = ?2, last_error = ?3, next_at = ?4, claimed_until = 0, claimed_by = NULL
                  WHERE id = ?1 AND state = 'pending'",
                 params![id, attempts, error, now + wait],
             )?;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use talaria_store::Store;
-use talaria_store::delivery::NewDelivery;
+use talaria_store::delivery::{Failed, NewDelivery};
 use talaria_store::inbox::{DONE, NewEntry, Put, QUEUED, State};
 use talaria_store::notice::{JOB_CHANGED, LEASE_FREED, Notice, Notices};
 use tokio::task::JoinSet;
@@ -236,14 +236,23 @@ fn dead_pid() -> u32 {
 }
 
 /// A delivery claimed by a process of this machine that died is sent by the next claimer at
-/// once, not when the claim runs out. `sql` runs a statement on the store's database.
+/// once, not when the claim runs out, marked as one the dead process may have sent (a failure
+/// recorded is not). `sql` runs a statement on the store's database.
 async fn a_dead_sender_s_claim_is_void(s: &Store, sql: &dyn Fn(&str)) {
     queue(s, "1", "d:0").await;
-    assert_eq!(s.deliveries_claim("telegram", 10, Duration::from_secs(60)).await.expect("claim").len(), 1);
+    let first = s.deliveries_claim("telegram", 10, Duration::from_secs(60)).await.expect("claim");
+    assert_eq!(first.iter().map(|d| d.orphaned).collect::<Vec<_>>(), [false], "nobody claimed it before");
     assert!(s.deliveries_claim("telegram", 10, Duration::from_secs(60)).await.expect("claim").is_empty(), "held");
     sql(&format!("UPDATE deliveries SET claimed_by = '{}' || CLAIM_HOST", dead_pid()));
     let again = s.deliveries_claim("telegram", 10, Duration::from_secs(60)).await.expect("claim");
     assert_eq!(again.iter().map(|d| d.key.as_str()).collect::<Vec<_>>(), ["d:0"], "its claim died with it");
+    assert!(again[0].orphaned, "the dead process may have sent it");
+
+    // A send that failed, and said so, is not in doubt when it is tried again.
+    assert!(matches!(s.delivery_failed(again[0].id, "HTTP 502").await.expect("failed"), Failed::Retry { .. }));
+    sql("UPDATE deliveries SET next_at = 0");
+    let retried = s.deliveries_claim("telegram", 10, Duration::from_secs(60)).await.expect("claim");
+    assert_eq!(retried.iter().map(|d| (d.key.as_str(), d.orphaned)).collect::<Vec<_>>(), [("d:0", false)]);
 }
 
 #[tokio::test]
