@@ -208,7 +208,15 @@ fn three_gateways_on_one_postgresql_answer_every_chat_once_though_one_dies_mid_t
             std::thread::sleep(Duration::from_millis(10));
         }
         let killed = gateways.iter().position(|g| g.pid() == poller).expect("the poller is one of ours");
+        // A message the platform takes in the milliseconds before the process can write that
+        // down is sent again by the next (no platform can be asked whether a message arrived;
+        // the next process warns, see the test of a streamed send cut by a kill). The kill lands
+        // outside that moment: the platform takes no new message for a while around it, and
+        // whatever it took before was written down long before.
+        fake.fail_sends(usize::MAX);
+        std::thread::sleep(Duration::from_millis(500));
         gateways[killed].kill();
+        fake.fail_sends(0);
         let at_kill = answered(&fake);
         assert!(at_kill < usize::try_from(CHATS).expect("count"), "every chat was answered before the kill");
 
@@ -233,34 +241,18 @@ fn three_gateways_on_one_postgresql_answer_every_chat_once_though_one_dies_mid_t
     });
     let (replies, killed, at_kill) = hooks;
 
-    let survivors: String = gateways.iter().enumerate().filter(|(i, _)| *i != killed).map(|(_, g)| g.log()).collect();
-    // A message the killed process was sending as it died may have reached the chat, and no
-    // platform can be asked: the process sending it again says so, naming the chat. Those
-    // chats may show their answer twice; every other chat shows it once.
-    let unsure: std::collections::BTreeSet<&str> = survivors
-        .lines()
-        .filter(|line| line.contains("shows twice"))
-        .filter_map(|line| line.split(" chat=").nth(1)?.split_whitespace().next())
-        .collect();
-    assert!(unsure.len() <= 10, "too many sends in flight at the kill for sends that take a millisecond: {unsure:?}");
     // Each chat: one message from the bot, its own answer (a streamed one edited into it).
-    let mut doubled = 0;
     for user in 1..=CHATS {
         let texts: Vec<String> = fake.chat(2000 + user).into_iter().map(|m| m.text).collect();
-        let answer = format!("answer for chat {user}");
-        if texts.len() == 2 && unsure.contains((2000 + user).to_string().as_str()) {
-            doubled += 1;
-            assert_eq!(texts, [answer.clone(), answer], "chat {user}");
-        } else {
-            assert_eq!(texts, [answer], "chat {user} (chats the survivors said may show twice: {unsure:?})");
-        }
+        assert_eq!(texts, [format!("answer for chat {user}")], "chat {user}");
     }
-    assert_eq!(fake.all_shown().len(), usize::try_from(CHATS).expect("count") + doubled, "replies crossed or doubled");
+    assert_eq!(fake.all_shown().len(), usize::try_from(CHATS).expect("count"), "replies crossed or doubled");
     assert_eq!(replies.len(), HOOKS);
     for (n, reply) in &replies {
         let reply: serde_json::Value = serde_json::from_str(reply).expect("json");
         assert_eq!(reply["reply"], format!("answer for hook {n}"), "hook {n}");
     }
+    let survivors: String = gateways.iter().enumerate().filter(|(i, _)| *i != killed).map(|(_, g)| g.log()).collect();
     assert!(survivors.contains("this process polls the bot now"), "nobody took over polling:\n{survivors}");
     // The kill came mid-turn: the others finished turns it had started.
     let finished =

@@ -18,7 +18,7 @@
 //! let Put::New(id) = store.inbox_put(&new).await? else { panic!() };
 //! assert!(matches!(store.inbox_put(&new).await?, Put::Known(e) if e.id == id), "kept once");
 //! assert_eq!(store.inbox_open_keys().await?, ["dm:42"]);
-//! store.inbox_started(id, "s1", 0).await?;
+//! store.inbox_started(id, "s1").await?;
 //! store.inbox_done(id, None).await?;
 //! assert!(store.inbox_open("dm:42").await?.is_empty());
 //! # Ok(())
@@ -49,6 +49,30 @@ pub struct NewEntry<'a> {
     pub body: &'a str,
     /// The reply goes to whoever waits on the entry (a webhook request), not to the chat.
     pub respond: bool,
+}
+
+impl NewEntry<'_> {
+    /// The entry as [`Store::inbox_put`] kept it under `id` ([`Put::New`]), pending: what the
+    /// process that kept it hands its chat's worker instead of having it read back.
+    pub fn kept(&self, id: i64) -> Entry {
+        Entry {
+            id,
+            account: self.account.to_string(),
+            chat_id: self.chat_id.to_string(),
+            thread_id: self.thread_id.map(str::to_string),
+            session_key: self.session_key.to_string(),
+            message_id: self.message_id.to_string(),
+            kind: self.kind.to_string(),
+            body: self.body.to_string(),
+            respond: self.respond,
+            state: State::Pending,
+            session_id: None,
+            started_count: None,
+            streamed: None,
+            reply: None,
+            created_at: crate::now_ms(),
+        }
+    }
 }
 
 /// A kept entry.
@@ -173,22 +197,25 @@ impl Store {
         }
     }
 
-    /// A turn of session `session_id`, which held `count` messages, answers entry `id` now.
+    /// A turn of session `session_id` answers entry `id` now; the entry notes how many messages
+    /// the session held (its [`Store::message_mark`] count), so a process finishing the turn
+    /// after this one died knows what the turn added.
     ///
     /// # Errors
     /// The database cannot be written.
-    pub async fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
+    pub async fn inbox_started(&self, id: i64, session_id: &str) -> Result<()> {
         match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.inbox_started(id, session_id, count),
-            Engine::Postgres(pg) => pg.inbox_started(id, session_id, count).await,
+            Engine::Sqlite(db) => db.queue().await.inbox_started(id, session_id),
+            Engine::Postgres(pg) => pg.inbox_started(id, session_id).await,
         }
     }
 
-    /// The answer to entry `id` streams into the platform's message `streamed`.
+    /// The answer to entry `id` streams into the platform's message `streamed` ([`SENDING`]
+    /// while the first is being sent; `None` when it was not sent after all).
     ///
     /// # Errors
     /// The database cannot be written.
-    pub async fn inbox_streamed(&self, id: i64, streamed: &str) -> Result<()> {
+    pub async fn inbox_streamed(&self, id: i64, streamed: Option<&str>) -> Result<()> {
         match &self.engine {
             Engine::Sqlite(db) => db.queue().await.inbox_streamed(id, streamed),
             Engine::Postgres(pg) => pg.inbox_streamed(id, streamed).await,

@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use talaria_core::store::Leased;
+use talaria_core::store::inbox::Entry;
 use talaria_core::store::inbox::{DONE, NewEntry, Put, QUEUED};
 use talaria_core::store::notice::{LEASE_FREED, RESYNC};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use super::session::{self, CHAT_LEASE_TTL, Kind, chat_lease};
 use super::{Account, Gateway, StoreDown, lock};
@@ -63,7 +64,12 @@ impl Gateway {
         };
         match self.store.inbox_put(&new).await {
             Ok(Put::New(id)) => {
-                self.wake(m.session_key).await;
+                if m.respond {
+                    // Before its worker can answer it.
+                    lock(&self.awaited).insert(id, Arc::default());
+                }
+                // Handed to this process's worker of the chat as it is: not read back.
+                self.wake(m.session_key, Some(new.kept(id))).await;
                 Ok(id)
             }
             Ok(Put::Known(entry)) => {
@@ -77,15 +83,24 @@ impl Gateway {
         }
     }
 
-    /// Tell the worker of `key` in this process to look at its inbox; with none here, start
-    /// one if nobody else serves the chat.
-    pub(crate) async fn wake(self: &Arc<Self>, key: &str) {
+    /// Hand `entry` to the worker of `key` in this process, or (`None`) tell it to look at its
+    /// inbox; with none here, start one if nobody else serves the chat.
+    pub(crate) async fn wake(self: &Arc<Self>, key: &str, entry: Option<Entry>) {
         if let Some(tx) = lock(&self.sessions).get(key)
-            && tx.send(()).is_ok()
+            && tx.send(entry).is_ok()
         {
             return;
         }
         self.adopt(key).await;
+    }
+
+    /// Entry `id` is answered with `reply`: to the request waiting on it in this process, if
+    /// one does.
+    pub(crate) fn answered(&self, id: i64, reply: &str) {
+        if let Some(awaited) = lock(&self.awaited).get(&id) {
+            *lock(&awaited.reply) = Some(reply.to_string());
+            awaited.ready.notify_one();
+        }
     }
 
     /// Serve chat `key` here when no live process does and it has open messages of an account
@@ -150,7 +165,7 @@ pub(crate) async fn serve(gateway: Arc<Gateway>) {
             notice = notices.recv() => match notice {
                 // Queued here: `enqueue` woke its worker already.
                 Some(n) if n.topic == QUEUED && n.is_mine() => {}
-                Some(n) if n.topic == QUEUED => gateway.wake(&n.payload).await,
+                Some(n) if n.topic == QUEUED => gateway.wake(&n.payload, None).await,
                 Some(n) if n.topic == LEASE_FREED => {
                     if let Some(key) = n.payload.strip_prefix("chat:") {
                         gateway.adopt(key).await;
@@ -174,24 +189,65 @@ pub(crate) async fn serve(gateway: Arc<Gateway>) {
     }
 }
 
+/// A reply a request in this process waits for: the worker answering the entry here hands it
+/// over ([`Gateway::answered`]) without the store being read.
+#[derive(Default)]
+pub(crate) struct Awaited {
+    reply: std::sync::Mutex<Option<String>>,
+    ready: Notify,
+}
+
+/// Forgets what a request awaited when it ends (answered, timed out, or dropped with its
+/// connection).
+struct Unwait<'a>(&'a Gateway, i64);
+
+impl Drop for Unwait<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.awaited).remove(&self.1);
+    }
+}
+
 /// The reply to entry `id` once it is answered (by whichever process), or `None` after
 /// `timeout`.
 pub(crate) async fn reply_to(gateway: &Gateway, id: i64, timeout: Duration) -> Option<String> {
+    let awaited = lock(&gateway.awaited).get(&id).cloned();
+    let _unwait = Unwait(gateway, id);
     let mut notices = gateway.store.notices().await;
     let deadline = tokio::time::Instant::now() + timeout;
     // Without notices from other processes, look now and then.
     let every = if gateway.store.notices_cross_process() { Duration::from_secs(2) } else { Duration::from_millis(250) };
     let wanted = id.to_string();
+    // Kept just now by this process: nobody answered it before the wait began (a message kept
+    // before, handed in again, may be answered already: read first).
+    let mut read = awaited.is_none();
     loop {
-        match gateway.store.inbox_get(id).await {
-            Ok(Some(entry)) if entry.is_done() => return Some(entry.reply.unwrap_or_default()),
-            Ok(Some(_)) => {}
-            Ok(None) => return None,
-            Err(e) => tracing::warn!("cannot read the inbox: {e}"),
+        if read {
+            match gateway.store.inbox_get(id).await {
+                Ok(Some(entry)) if entry.is_done() => return Some(entry.reply.unwrap_or_default()),
+                Ok(Some(_)) => {}
+                Ok(None) => return None,
+                Err(e) => tracing::warn!("cannot read the inbox: {e}"),
+            }
         }
+        read = true;
         let until = (tokio::time::Instant::now() + every).min(deadline);
+        let handed = || awaited.as_ref().and_then(|a| lock(&a.reply).take());
         loop {
+            let ready = async {
+                match &awaited {
+                    Some(a) => a.ready.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                biased;
+                // Answered here.
+                () = ready => {
+                    if let Some(reply) = handed() {
+                        return Some(reply);
+                    }
+                }
+                // Answered by another process (or here: the notice may come first).
                 notice = notices.recv() => match notice {
                     Some(n) if (n.topic == DONE && n.payload == wanted) || n.topic == RESYNC => break,
                     Some(_) => continue,
@@ -199,6 +255,9 @@ pub(crate) async fn reply_to(gateway: &Gateway, id: i64, timeout: Duration) -> O
                 },
                 () = tokio::time::sleep_until(until) => break,
             }
+        }
+        if let Some(reply) = handed() {
+            return Some(reply);
         }
         if tokio::time::Instant::now() >= deadline {
             return None;

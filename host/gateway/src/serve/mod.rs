@@ -124,8 +124,11 @@ pub(crate) struct Gateway {
     /// Sessions' workspaces are made beneath it.
     pub root: PathBuf,
     pub accounts: BTreeMap<String, Arc<Account>>,
-    /// Live session workers of this process, by session key: told to look at their inbox.
-    sessions: Mutex<HashMap<String, mpsc::UnboundedSender<()>>>,
+    /// Live session workers of this process, by session key: handed an entry kept here, or
+    /// (`None`) told to look at their inbox.
+    sessions: Mutex<HashMap<String, mpsc::UnboundedSender<Option<talaria_core::store::inbox::Entry>>>>,
+    /// Replies requests of this process wait for, by inbox entry.
+    awaited: Mutex<HashMap<i64, Arc<inbox::Awaited>>>,
     /// When each stranger was last told about pairing.
     told: Mutex<HashMap<(String, String), Instant>>,
     /// A session was put away since the memory was last tidied ([`tidy`]).
@@ -201,6 +204,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
         root,
         accounts,
         sessions: Mutex::default(),
+        awaited: Mutex::default(),
         told: Mutex::default(),
         put_away: std::sync::atomic::AtomicBool::new(false),
         stop: CancellationToken::new(),

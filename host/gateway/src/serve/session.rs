@@ -140,7 +140,7 @@ pub(crate) async fn run(
     key: String,
     chat: Chat,
     lease: String,
-    mut rx: mpsc::UnboundedReceiver<()>,
+    mut rx: mpsc::UnboundedReceiver<Option<Entry>>,
 ) {
     // What it awaits is boxed: the worker's own future stays small while the chat waits.
     let conversation = match Box::pin(open(&gateway, &account, &key, &chat, true)).await {
@@ -195,7 +195,8 @@ pub(crate) async fn run(
         let renew_due: tokio::time::Instant = (worker.renewed + CHAT_LEASE_TTL / 3).into();
         tokio::select! {
             woken = rx.recv() => match woken {
-                Some(()) => Box::pin(worker.look()).await,
+                Some(Some(entry)) => Box::pin(worker.take(entry)).await,
+                Some(None) => Box::pin(worker.look()).await,
                 None => break,
             },
             stamped = worker.conversation.next_event(), if busy => match stamped {
@@ -274,7 +275,12 @@ async fn finish(
         None
     };
     match gateway.store.inbox_done(entry.id, reply).await {
-        Ok(()) => true,
+        Ok(()) => {
+            if let Some(reply) = reply {
+                gateway.answered(entry.id, reply);
+            }
+            true
+        }
         Err(e) => {
             tracing::error!(account = %account.name, "cannot mark a message answered: {e}");
             false
@@ -310,23 +316,35 @@ impl Worker {
         // be remembered (a chat of a thousand messages must not keep a thousand ids).
         self.taken.retain(|id| open.iter().any(|e| e.id == *id));
         for entry in open {
-            if !self.taken.insert(entry.id) {
-                continue;
+            self.take(entry).await;
+        }
+    }
+
+    /// Take `entry` (read from the inbox, or handed over by the process that kept it), unless
+    /// it was taken already.
+    async fn take(&mut self, entry: Entry) {
+        if self.taken.len() > self.queue.len() + 1 {
+            // Entries answered since (a busy chat may go long without a look).
+            let (queue, turn) = (&self.queue, &self.turn);
+            self.taken
+                .retain(|id| queue.iter().any(|e| e.id == *id) || turn.as_ref().is_some_and(|t| t.entry.id == *id));
+        }
+        if !self.taken.insert(entry.id) {
+            return;
+        }
+        match Kind::of(&entry) {
+            Some(Kind::Message) => self.on_message(entry).await,
+            Some(Kind::Command) => {
+                self.on_command(&entry).await;
+                drop_entry(&self.gateway, &entry).await;
             }
-            match Kind::of(&entry) {
-                Some(Kind::Message) => self.on_message(entry).await,
-                Some(Kind::Command) => {
-                    self.on_command(&entry).await;
-                    drop_entry(&self.gateway, &entry).await;
-                }
-                Some(Kind::Approval) => {
-                    self.on_approval(&entry).await;
-                    drop_entry(&self.gateway, &entry).await;
-                }
-                None => {
-                    tracing::warn!(session = %self.key, kind = %entry.kind, "an inbox entry of an unknown kind; dropped");
-                    drop_entry(&self.gateway, &entry).await;
-                }
+            Some(Kind::Approval) => {
+                self.on_approval(&entry).await;
+                drop_entry(&self.gateway, &entry).await;
+            }
+            None => {
+                tracing::warn!(session = %self.key, kind = %entry.kind, "an inbox entry of an unknown kind; dropped");
+                drop_entry(&self.gateway, &entry).await;
             }
         }
     }
@@ -349,17 +367,29 @@ impl Worker {
 
     /// Whether the worker may end: nothing is waiting for it. Checked under the sessions' lock,
     /// so a message handed over meanwhile is never lost: it is taken, and the worker goes on.
-    async fn can_end(&mut self, rx: &mut mpsc::UnboundedReceiver<()>) -> bool {
+    async fn can_end(&mut self, rx: &mut mpsc::UnboundedReceiver<Option<Entry>>) -> bool {
         self.look().await;
         if self.turn.is_some() || (!self.queue.is_empty() && !self.gateway.stop.is_cancelled()) {
             return false;
         }
-        let mut sessions = super::lock(&self.gateway.sessions);
-        if rx.try_recv().is_ok() {
-            return false;
+        let handed = {
+            let mut sessions = super::lock(&self.gateway.sessions);
+            let handed = rx.try_recv().ok();
+            if handed.is_none() {
+                sessions.remove(&self.key);
+            }
+            handed
+        };
+        match handed {
+            None => true,
+            Some(handed) => {
+                match handed {
+                    Some(entry) => self.take(entry).await,
+                    None => self.look().await,
+                }
+                false
+            }
         }
-        sessions.remove(&self.key);
-        true
     }
 
     async fn say(&self, markdown: &str, key: &str) {
@@ -549,8 +579,7 @@ impl Worker {
         }
         let info = self.conversation.info();
         if entry.state != State::Running {
-            let count = self.gateway.store.message_mark(&info.session_id).await.map_or(0, |(count, _)| count);
-            if let Err(e) = self.gateway.store.inbox_started(entry.id, &info.session_id, count).await {
+            if let Err(e) = self.gateway.store.inbox_started(entry.id, &info.session_id).await {
                 tracing::warn!(session = %self.key, "cannot mark a message started: {e}");
             }
         }
@@ -718,19 +747,25 @@ impl Worker {
                 // Noted before the send: a process finishing this turn after this one died
                 // knows a message may be in the chat (and says so) instead of doubling it
                 // silently. Unnoted, nothing is streamed (the answer is sent when done).
-                if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, SENDING).await {
+                if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, Some(SENDING)).await {
                     return tracing::debug!(account = %self.account.name, "cannot note a streamed message: {e}");
                 }
                 match self.account.adapter.send(&message).await {
                     Ok(id) if id != SENDING => {
                         // A process finishing this turn after this one died edits it, too.
-                        if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, &id).await {
+                        if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, Some(&id)).await {
                             tracing::debug!(account = %self.account.name, "cannot note the streamed message: {e}");
                         }
                         turn.streamed = Some(id);
                     }
                     Ok(_) => tracing::debug!(account = %self.account.name, "the adapter sent a message without an id"),
-                    Err(e) => tracing::debug!(account = %self.account.name, "streaming a reply: {e}"),
+                    Err(e) => {
+                        tracing::debug!(account = %self.account.name, "streaming a reply: {e}");
+                        // Refused, so not in the chat (as the ledger takes a refusal).
+                        if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, None).await {
+                            tracing::debug!(account = %self.account.name, "cannot note a streamed message: {e}");
+                        }
+                    }
                 }
             }
             Some(id) => {

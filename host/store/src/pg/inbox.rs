@@ -108,19 +108,21 @@ impl Pg {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    pub(crate) async fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
+    pub(crate) async fn inbox_started(&self, id: i64, session_id: &str) -> Result<()> {
         let client = self.client().await?;
         client
             .exec(
-                "UPDATE inbox SET state = 'running', session_id = $2, started_count = $3 WHERE id = $1 AND state <> 'done'",
-                &[&id, &session_id, &count],
+                "UPDATE inbox SET state = 'running', session_id = $2,
+                     started_count = (SELECT COUNT(*) FROM messages WHERE session_id = $2 AND active)
+                 WHERE id = $1 AND state <> 'done'",
+                &[&id, &session_id],
             )
             .await
             .map_err(sql)?;
         Ok(())
     }
 
-    pub(crate) async fn inbox_streamed(&self, id: i64, streamed: &str) -> Result<()> {
+    pub(crate) async fn inbox_streamed(&self, id: i64, streamed: Option<&str>) -> Result<()> {
         let client = self.client().await?;
         client.exec("UPDATE inbox SET streamed = $2 WHERE id = $1", &[&id, &streamed]).await.map_err(sql)?;
         Ok(())

@@ -85,17 +85,19 @@ impl Sqlite {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    pub(crate) fn inbox_started(&self, id: i64, session_id: &str, count: i64) -> Result<()> {
+    pub(crate) fn inbox_started(&self, id: i64, session_id: &str) -> Result<()> {
         self.write(|tx| {
             tx.execute(
-                "UPDATE inbox SET state = 'running', session_id = ?2, started_count = ?3 WHERE id = ?1 AND state <> 'done'",
-                params![id, session_id, count],
+                "UPDATE inbox SET state = 'running', session_id = ?2,
+                     started_count = (SELECT COUNT(*) FROM messages WHERE session_id = ?2 AND active)
+                 WHERE id = ?1 AND state <> 'done'",
+                params![id, session_id],
             )?;
             Ok(())
         })
     }
 
-    pub(crate) fn inbox_streamed(&self, id: i64, streamed: &str) -> Result<()> {
+    pub(crate) fn inbox_streamed(&self, id: i64, streamed: Option<&str>) -> Result<()> {
         self.write(|tx| {
             tx.execute("UPDATE inbox SET streamed = ?2 WHERE id = ?1", params![id, streamed])?;
             Ok(())

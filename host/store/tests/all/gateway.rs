@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use talaria_protocol::Message;
 use talaria_store::Store;
 use talaria_store::delivery::{Failed, NewDelivery};
-use talaria_store::inbox::{DONE, NewEntry, Put, QUEUED, State};
+use talaria_store::inbox::{DONE, Entry, NewEntry, Put, QUEUED, State};
 use talaria_store::notice::{JOB_CHANGED, LEASE_FREED, Notice, Notices};
 use tokio::task::JoinSet;
 
@@ -36,14 +37,21 @@ fn entry<'a>(key: &'a str, chat: &'a str, id: &'a str) -> NewEntry<'a> {
 async fn the_inbox_keeps_a_message_once_and_walks_it_to_done(s: &Store) {
     let new = NewEntry { respond: true, thread_id: Some("t1"), ..entry("dm:42", "42", "7") };
     let Put::New(id) = s.inbox_put(&new).await.expect("put") else { panic!("a new message is kept") };
+    // What the process that kept it hands over is what the store holds.
+    let stored = s.inbox_get(id).await.expect("get").expect("kept");
+    assert_eq!(Entry { created_at: stored.created_at, ..new.kept(id) }, stored);
     let Put::Known(known) = s.inbox_put(&new).await.expect("again") else { panic!("the same message twice") };
     assert_eq!((known.id, known.state, known.respond), (id, State::Pending, true));
     assert_eq!(known.thread_id.as_deref(), Some("t1"));
     // Another chat may use the same message id.
     assert!(matches!(s.inbox_put(&entry("dm:43", "43", "7")).await.expect("put"), Put::New(other) if other != id));
 
-    s.inbox_started(id, "s-1", 4).await.expect("started");
-    s.inbox_streamed(id, "m-900").await.expect("streamed");
+    // The session's messages are counted as the turn starts.
+    crate::create(s, "s-1").await;
+    let four: Vec<Message> = (0..4).map(|n| Message::User { content: format!("m{n}"), images: Vec::new() }).collect();
+    s.append_messages("s-1", &four).await.expect("append");
+    s.inbox_started(id, "s-1").await.expect("started");
+    s.inbox_streamed(id, Some("m-900")).await.expect("streamed");
     let open = s.inbox_open("dm:42").await.expect("open");
     assert_eq!(open.len(), 1);
     assert_eq!(
@@ -55,7 +63,7 @@ async fn the_inbox_keeps_a_message_once_and_walks_it_to_done(s: &Store) {
     let done = s.inbox_get(id).await.expect("get").expect("kept");
     assert!(done.is_done() && done.reply.as_deref() == Some("the answer"), "{done:?}");
     // A message answered is never started again.
-    s.inbox_started(id, "s-2", 9).await.expect("started late");
+    s.inbox_started(id, "s-2").await.expect("started late");
     assert!(s.inbox_get(id).await.expect("get").expect("kept").is_done());
     let Put::Known(again) = s.inbox_put(&new).await.expect("sent again") else { panic!("kept once") };
     assert!(again.is_done(), "a message handed in again after its answer stays answered");
