@@ -28,7 +28,8 @@
 use std::time::Duration;
 
 use crate::process::{alive, machine};
-use crate::{Engine, Result, Store, now_ms};
+use crate::sessions::RawMessage;
+use crate::{Engine, Result, Store, StoredMessage, now_ms};
 
 /// Who holds a session's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +53,31 @@ impl std::fmt::Display for LeaseHolder {
     }
 }
 
+/// What [`Store::try_lease_marked`] read in the transaction that granted the lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Marked {
+    /// The session's [`Store::message_mark`].
+    pub mark: (i64, i64),
+    /// Its system prompt and active messages, when asked for.
+    pub history: Option<(String, Vec<StoredMessage>)>,
+}
+
+/// What the engines read with a lease they grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Read {
+    Nothing,
+    Mark,
+    History,
+}
+
+/// The mark, and the system prompt and messages when asked for.
+pub(crate) type ReadBack = ((i64, i64), Option<(String, Vec<RawMessage>)>);
+
+/// The mark of a session whose active messages, oldest first, are `messages`.
+pub(crate) fn mark_of(messages: &[RawMessage]) -> (i64, i64) {
+    (i64::try_from(messages.len()).unwrap_or(i64::MAX), messages.last().map_or(0, |m| m.id))
+}
+
 /// The answer to [`Store::try_lease`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Leased {
@@ -68,11 +94,49 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn try_lease(&self, session_id: &str, holder: &str, ttl: Duration) -> Result<Leased> {
+        Ok(self.take_lease(session_id, holder, ttl, Read::Nothing).await?.0)
+    }
+
+    /// [`Store::try_lease`]; when granted, also the session's [`Store::message_mark`] (and,
+    /// with `history`, its [`Store::history`]), read in the same transaction: a turn learns
+    /// whether another process wrote the session since it last looked, and a session that
+    /// rested gets its history back, with no second round trip.
+    ///
+    /// # Errors
+    /// The database cannot be written; with `history`, [`crate::Error::SessionNotFound`] (and
+    /// the lease is not taken).
+    pub async fn try_lease_marked(
+        &self,
+        session_id: &str,
+        holder: &str,
+        ttl: Duration,
+        history: bool,
+    ) -> Result<(Leased, Option<Marked>)> {
+        let read = if history { Read::History } else { Read::Mark };
+        let (leased, read) = self.take_lease(session_id, holder, ttl, read).await?;
+        let marked = match read {
+            Some((mark, None)) => Some(Marked { mark, history: None }),
+            Some((mark, Some((prompt, raw)))) => {
+                let stored = raw.into_iter().map(RawMessage::into_stored).collect::<Result<_>>()?;
+                Some(Marked { mark, history: Some((prompt, stored)) })
+            }
+            None => None,
+        };
+        Ok((leased, marked))
+    }
+
+    async fn take_lease(
+        &self,
+        session_id: &str,
+        holder: &str,
+        ttl: Duration,
+        read: Read,
+    ) -> Result<(Leased, Option<ReadBack>)> {
         let now = now_ms();
         let expires = now.saturating_add(millis(ttl));
         match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.try_lease(session_id, holder, now, expires),
-            Engine::Postgres(pg) => pg.try_lease(session_id, holder, now, expires).await,
+            Engine::Sqlite(db) => db.queue().await.try_lease(session_id, holder, now, expires, read),
+            Engine::Postgres(pg) => pg.try_lease(session_id, holder, now, expires, read).await,
         }
     }
 
@@ -151,7 +215,11 @@ mod tests {
     use super::*;
 
     // Each case runs on SQLite and on a real PostgreSQL.
-    on_both_engines!(a_second_taker_learns_who_holds_it, an_expired_lease_is_free_and_its_old_token_is_void);
+    on_both_engines!(
+        a_second_taker_learns_who_holds_it,
+        an_expired_lease_is_free_and_its_old_token_is_void,
+        a_turn_takes_the_lease_with_its_mark_and_gives_it_back_with_its_answer
+    );
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -174,6 +242,72 @@ mod tests {
         store.release_lease("s", &token).await.expect("release");
         assert_eq!(store.lease_holder("s").await.expect("read"), None);
         assert!(!store.renew_lease("s", &token, ttl).await.expect("renew"), "a released lease is not renewed");
+    }
+
+    /// A turn's first and last transactions: the lease with the session's mark, and the
+    /// answer with the lease given back (and whoever waits told); an answer that cannot be
+    /// stored keeps the lease.
+    async fn a_turn_takes_the_lease_with_its_mark_and_gives_it_back_with_its_answer(store: &Store) {
+        use talaria_protocol::Message;
+        let ttl = Duration::from_secs(30);
+        let new = crate::NewSession {
+            id: "s".into(),
+            source: "cli".into(),
+            model: "m".into(),
+            provider: "p".into(),
+            system_prompt: String::new(),
+            parent_id: None,
+            cwd: "/".into(),
+        };
+        store.create_session(&new).await.expect("create");
+        let user = |text: &str| Message::User { content: text.into(), images: Vec::new() };
+        store.append_messages("s", &[user("one"), user("two")]).await.expect("append");
+
+        let (Leased::Granted(token), Some(Marked { mark, history: None })) =
+            store.try_lease_marked("s", "a", ttl, false).await.expect("lease")
+        else {
+            panic!("granted, with the mark")
+        };
+        assert_eq!(mark, store.message_mark("s").await.expect("mark"));
+        assert_eq!(mark.0, 2);
+        let (Leased::Held(by), None) = store.try_lease_marked("s", "b", ttl, true).await.expect("lease") else {
+            panic!("held, without a mark")
+        };
+        assert_eq!(by.holder, "a");
+
+        let mut notices = store.notices().await;
+        let answer = Message::assistant("three");
+        let ids = store.append_and_release("s", &[answer.clone()], None, Some(&token)).await.expect("commit");
+        assert_eq!(store.message_mark("s").await.expect("mark"), (3, ids[0]));
+        assert_eq!(store.lease_holder("s").await.expect("read"), None, "given back with the answer");
+        let told = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(n) = notices.recv().await {
+                if n.topic == crate::notice::LEASE_FREED && n.payload == "s" {
+                    return true;
+                }
+            }
+            false
+        });
+        assert!(told.await.expect("told in time"), "whoever waits is told");
+
+        // A session that rested gets its history back with the lease.
+        let (Leased::Granted(token), Some(Marked { mark, history: Some((prompt, stored)) })) =
+            store.try_lease_marked("s", "a", ttl, true).await.expect("lease")
+        else {
+            panic!("granted, with the history")
+        };
+        assert_eq!(store.history("s").await.expect("history"), (prompt, stored.clone()));
+        assert_eq!(stored.iter().map(|m| m.message.clone()).collect::<Vec<_>>(), [user("one"), user("two"), answer]);
+        assert_eq!(mark, (3, stored[2].id));
+        store.release_lease("s", &token).await.expect("release");
+        let none = store.try_lease_marked("none", "a", ttl, true).await;
+        assert!(matches!(none, Err(crate::Error::SessionNotFound { .. })), "{none:?}");
+        assert_eq!(store.lease_holder("none").await.expect("read"), None, "not taken for a session that is not there");
+
+        let Leased::Granted(token) = store.try_lease("ghost", "a", ttl).await.expect("lease") else { panic!() };
+        let lost = store.append_and_release("ghost", &[user("x")], None, Some(&token)).await;
+        assert!(matches!(lost, Err(crate::Error::SessionNotFound { .. })), "{lost:?}");
+        assert_eq!(store.lease_holder("ghost").await.expect("read").map(|h| h.holder), Some("a".to_string()));
     }
 
     async fn an_expired_lease_is_free_and_its_old_token_is_void(store: &Store) {

@@ -201,9 +201,28 @@ impl Store {
         messages: &[Message],
         usage: Option<(&Usage, u32)>,
     ) -> Result<Vec<i64>> {
+        self.append_and_release(session_id, messages, usage, None).await
+    }
+
+    /// [`Store::append_messages_with_usage`], giving back the session's lease held with `token`
+    /// in the same transaction ([`Store::release_lease`], and its notice): how a turn commits
+    /// its answer and ends in one commit.
+    ///
+    /// # Errors
+    /// As [`Store::append_messages`]; when it fails, the lease is still held.
+    pub async fn append_and_release(
+        &self,
+        session_id: &str,
+        messages: &[Message],
+        usage: Option<(&Usage, u32)>,
+        token: Option<&str>,
+    ) -> Result<Vec<i64>> {
         if messages.is_empty() {
             if let Some((usage, calls)) = usage {
                 self.add_usage(session_id, usage, calls).await?;
+            }
+            if let Some(token) = token {
+                self.release_lease(session_id, token).await?;
             }
             return Ok(Vec::new());
         }
@@ -214,8 +233,18 @@ impl Store {
         let ends_turn = matches!(messages.last(), Some(Message::Assistant { tool_calls, .. }) if tool_calls.is_empty());
         let now = now_ms();
         match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.append(session_id, &rows, calls, usage, ends_turn, now),
-            Engine::Postgres(pg) => pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), now).await,
+            Engine::Sqlite(db) => {
+                let ids = db.queue().await.append(session_id, &rows, calls, usage, ends_turn, token, now)?;
+                if token.is_some() {
+                    self.hint(crate::notice::LEASE_FREED, session_id).await;
+                }
+                Ok(ids)
+            }
+            Engine::Postgres(pg) => {
+                let freed = token.map(|t| (t, Self::notice_text(crate::notice::LEASE_FREED, session_id)));
+                let release = freed.as_ref().map(|(t, notice)| (*t, notice.as_str()));
+                pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), release, now).await
+            }
         }
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use talaria_protocol::{Event, NoticeLevel, Outcome};
+use talaria_store::lease::Marked;
 use talaria_store::notice::LEASE_FREED;
 use talaria_store::{Leased, Store};
 use tokio_util::sync::CancellationToken;
@@ -52,6 +53,18 @@ impl Held {
 }
 
 impl Held {
+    /// The token the lease is held with.
+    pub(super) fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The lease was given back with the turn's last commit
+    /// ([`talaria_store::Store::append_and_release`]): stop renewing it.
+    pub(super) fn given_back(mut self) {
+        self.renewer.abort();
+        self.token.clear();
+    }
+
     /// Give the lease back now, so that the session's next turn (here or in another process)
     /// need not wait for it.
     pub(super) async fn release(mut self) {
@@ -108,11 +121,13 @@ impl Agent {
         // the first subscriber of a process makes the notice channel (a few hundred KiB) that a
         // turn whose lease is free never needs.
         let mut freed: Option<talaria_store::notice::Notices> = None;
-        let token = loop {
+        // A session that rested is read back with its lease, in one transaction.
+        let history = self.resting;
+        let (token, marked) = loop {
             let (id, holder) = (&self.session_id, &self.shared.config.holder);
-            match crate::on_store(&store, async |store| store.try_lease(id, holder, TTL).await).await {
-                Ok(Leased::Granted(token)) => break token,
-                Ok(Leased::Held(by)) => {
+            match crate::on_store(&store, async |store| store.try_lease_marked(id, holder, TTL, history).await).await {
+                Ok((Leased::Granted(token), mark)) => break (token, mark),
+                Ok((Leased::Held(by), _)) => {
                     let id = &self.session_id;
                     if Instant::now() >= deadline {
                         return Err(Outcome::Failed(format!(
@@ -154,13 +169,24 @@ impl Agent {
             }
         };
         self.lease = Some(Held::new(store, self.session_id.clone(), token));
-        self.catch_up().await.map_err(|e| Outcome::Failed(e.to_string()))
+        self.catch_up(marked).await.map_err(|e| Outcome::Failed(e.to_string()))
     }
 
-    /// Reload the history when another process changed the session since this one last looked.
-    async fn catch_up(&mut self) -> Result<(), Error> {
+    /// Reload the history when another process changed the session since this one last looked;
+    /// `marked` is what was read with the lease.
+    async fn catch_up(&mut self, marked: Option<Marked>) -> Result<(), Error> {
         let known = self.mark;
-        let added = if let Some(mark) = self.wake_marked().await? {
+        let (stored, history) = marked.map_or((None, None), |m| (Some(m.mark), m.history));
+        let woken = match history {
+            Some((prompt, messages)) if self.resting => {
+                self.history = messages.into_iter().map(|m| m.message).collect();
+                self.system_prompt = prompt;
+                self.resting = false;
+                stored
+            }
+            _ => self.wake_marked().await?,
+        };
+        let added = if let Some(mark) = woken {
             // Read back just now: the history is the stored one already.
             if mark == known {
                 return Ok(());
@@ -168,9 +194,15 @@ impl Agent {
             self.mark = mark;
             usize::try_from(mark.0 - known.0).unwrap_or(0)
         } else {
+            if stored == Some(known) {
+                return Ok(());
+            }
             let id = &self.session_id;
             let changed = crate::on_store(&self.shared.store, async |store| {
-                let mark = store.message_mark(id).await?;
+                let mark = match stored {
+                    Some(mark) => mark,
+                    None => store.message_mark(id).await?,
+                };
                 if mark == known {
                     return Ok(None);
                 }

@@ -610,7 +610,7 @@ impl Agent {
             }
             if message.tool_calls().is_empty() {
                 let answer = message.content().to_string();
-                if let Err(e) = self.commit(std::slice::from_ref(&message)).await {
+                if let Err(e) = self.commit_last(&message).await {
                     return self.finish(Outcome::Failed(e.to_string()), answer, &turn);
                 }
                 self.history.push(message);
@@ -698,12 +698,40 @@ impl Agent {
             store.append_messages_with_usage(&self.session_id, messages, usage.as_ref().map(|(u, n)| (u, *n))).await
         })
         .await?;
+        self.committed(&ids);
+        Ok(())
+    }
+
+    /// Messages (and the usage) were committed under `ids`.
+    fn committed(&mut self, ids: &[i64]) {
         self.unrecorded = None;
         if let Some(last) = ids.last() {
             // Nobody else writes the session while this agent holds its lease.
             self.mark = (self.mark.0 + i64::try_from(ids.len()).unwrap_or(0), *last);
         }
-        Ok(())
+    }
+
+    /// Commit the turn's answer, giving the session's lease back in the same transaction (the
+    /// hooks after it need no lease). When that fails, the lease is still held.
+    async fn commit_last(&mut self, answer: &Message) -> Result<(), Error> {
+        let Some(held) = self.lease.take() else { return self.commit(std::slice::from_ref(answer)).await };
+        let usage = self.unrecorded;
+        let committed = crate::on_store(&self.shared.store, async |store| {
+            let usage = usage.as_ref().map(|(u, n)| (u, *n));
+            store.append_and_release(&self.session_id, std::slice::from_ref(answer), usage, Some(held.token())).await
+        })
+        .await;
+        match committed {
+            Ok(ids) => {
+                held.given_back();
+                self.committed(&ids);
+                Ok(())
+            }
+            Err(e) => {
+                self.lease = Some(held);
+                Err(e)
+            }
+        }
     }
 
     /// One model call (retries and fallback inside). Streams deltas as events. `extra` (recall,

@@ -94,6 +94,14 @@ impl Gateway {
         self.adopt(key).await;
     }
 
+    /// This process's worker took entry `id`: a request here waiting on it gets its answer
+    /// from the worker ([`Gateway::answered`]).
+    pub(crate) fn took(&self, id: i64) {
+        if let Some(awaited) = lock(&self.awaited).get(&id) {
+            awaited.here.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
     /// Entry `id` is answered with `reply`: to the request waiting on it in this process, if
     /// one does.
     pub(crate) fn answered(&self, id: i64, reply: &str) {
@@ -195,6 +203,9 @@ pub(crate) async fn serve(gateway: Arc<Gateway>) {
 pub(crate) struct Awaited {
     reply: std::sync::Mutex<Option<String>>,
     ready: Notify,
+    /// This process's worker of the chat took the entry: its answer comes here, whatever
+    /// notice comes first.
+    here: std::sync::atomic::AtomicBool,
 }
 
 /// Forgets what a request awaited when it ends (answered, timed out, or dropped with its
@@ -247,8 +258,12 @@ pub(crate) async fn reply_to(gateway: &Gateway, id: i64, timeout: Duration) -> O
                         return Some(reply);
                     }
                 }
-                // Answered by another process (or here: the notice may come first).
+                // Answered by another process (answered here, the notice may come first: the
+                // answer follows).
                 notice = notices.recv() => match notice {
+                    Some(n) if n.topic == DONE && awaited.as_ref().is_some_and(|a| a.here.load(std::sync::atomic::Ordering::SeqCst)) => {
+                        continue;
+                    }
                     Some(n) if (n.topic == DONE && n.payload == wanted) || n.topic == RESYNC => break,
                     Some(_) => continue,
                     None => return None,

@@ -332,6 +332,9 @@ impl Worker {
         if !self.taken.insert(entry.id) {
             return;
         }
+        if entry.respond {
+            self.gateway.took(entry.id);
+        }
         match Kind::of(&entry) {
             Some(Kind::Message) => self.on_message(entry).await,
             Some(Kind::Command) => {

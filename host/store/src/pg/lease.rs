@@ -6,7 +6,7 @@ use deadpool_postgres::Transaction;
 
 use super::{Cached as _, Pg, sql};
 use crate::Result;
-use crate::lease::{LeaseHolder, Leased, holds};
+use crate::lease::{LeaseHolder, Leased, Read, ReadBack, holds};
 use crate::process::machine;
 
 async fn current(c: &impl deadpool_postgres::GenericClient, session_id: &str) -> Result<Option<LeaseHolder>> {
@@ -27,6 +27,34 @@ async fn current(c: &impl deadpool_postgres::GenericClient, session_id: &str) ->
     }))
 }
 
+/// Give the lease back (when it is still `token`'s) and send `notice`, in one statement.
+pub(super) async fn release(
+    c: &impl deadpool_postgres::GenericClient,
+    session_id: &str,
+    token: &str,
+    notice: &str,
+) -> Result<()> {
+    c.exec(
+        "WITH gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $2) SELECT pg_notify($3, $4)",
+        &[&session_id, &token, &crate::notice::CHANNEL, &notice],
+    )
+    .await
+    .map_err(sql)?;
+    Ok(())
+}
+
+/// The session's [`crate::Store::message_mark`].
+async fn mark(c: &impl deadpool_postgres::GenericClient, session_id: &str) -> Result<(i64, i64)> {
+    let row = c
+        .q1(
+            "SELECT COUNT(*)::bigint, COALESCE(MAX(id), 0)::bigint FROM messages WHERE session_id = $1 AND active",
+            &[&session_id],
+        )
+        .await
+        .map_err(sql)?;
+    Ok((row.get(0), row.get(1)))
+}
+
 async fn lock(tx: &Transaction<'_>, session_id: &str) -> Result<()> {
     tx.exec("SELECT pg_advisory_xact_lock(hashtextextended('talaria-lease:' || $1, 0))", &[&session_id])
         .await
@@ -35,7 +63,15 @@ async fn lock(tx: &Transaction<'_>, session_id: &str) -> Result<()> {
 }
 
 impl Pg {
-    pub(crate) async fn try_lease(&self, session_id: &str, holder: &str, now: i64, expires: i64) -> Result<Leased> {
+    /// Take the lease; with `marked`, also the session's mark once it is taken.
+    pub(crate) async fn try_lease(
+        &self,
+        session_id: &str,
+        holder: &str,
+        now: i64,
+        expires: i64,
+        read: Read,
+    ) -> Result<(Leased, Option<ReadBack>)> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(sql)?;
         lock(&tx, session_id).await?;
@@ -43,7 +79,7 @@ impl Pg {
         if let Some(current) = current(&tx, session_id).await?
             && holds(&current, now, &me)
         {
-            return Ok(Leased::Held(current));
+            return Ok((Leased::Held(current), None));
         }
         let pid = std::process::id();
         let token = format!("{pid}-{:016x}", fastrand::u64(..));
@@ -57,8 +93,18 @@ impl Pg {
         )
         .await
         .map_err(sql)?;
+        let back = match read {
+            Read::Nothing => None,
+            Read::Mark => Some((mark(&tx, session_id).await?, None)),
+            Read::History => {
+                let history = super::sessions::history(&tx, session_id)
+                    .await?
+                    .ok_or_else(|| crate::sessions::not_found(session_id))?;
+                Some((crate::lease::mark_of(&history.1), Some(history)))
+            }
+        };
         tx.commit().await.map_err(sql)?;
-        Ok(Leased::Granted(token))
+        Ok((Leased::Granted(token), back))
     }
 
     pub(crate) async fn renew_lease(&self, session_id: &str, token: &str, expires: i64) -> Result<bool> {
@@ -76,15 +122,7 @@ impl Pg {
     /// Give the lease back (when it is still ours) and send `notice`, in one statement.
     pub(crate) async fn release_lease(&self, session_id: &str, token: &str, notice: &str) -> Result<()> {
         let client = self.client().await?;
-        client
-            .exec(
-                "WITH gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $2)
-                 SELECT pg_notify($3, $4)",
-                &[&session_id, &token, &crate::notice::CHANNEL, &notice],
-            )
-            .await
-            .map_err(sql)?;
-        Ok(())
+        release(&client, session_id, token, notice).await
     }
 
     pub(crate) async fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {
@@ -94,13 +132,6 @@ impl Pg {
 
     pub(crate) async fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
         let client = self.client().await?;
-        let row = client
-            .q1(
-                "SELECT COUNT(*)::bigint, COALESCE(MAX(id), 0)::bigint FROM messages WHERE session_id = $1 AND active",
-                &[&session_id],
-            )
-            .await
-            .map_err(sql)?;
-        Ok((row.get(0), row.get(1)))
+        mark(&client, session_id).await
     }
 }

@@ -168,6 +168,7 @@ impl Pg {
         rows: Vec<MessageRow>,
         calls: usize,
         usage: Option<(Usage, u32)>,
+        release: Option<(&str, &str)>,
         now: i64,
     ) -> Result<Vec<i64>> {
         let mut client = self.client().await?;
@@ -225,6 +226,9 @@ impl Pg {
         ids.sort_unstable();
         if let Some((usage, calls)) = &usage {
             add_usage(&tx, session_id, usage, *calls, now).await?;
+        }
+        if let Some((token, notice)) = release {
+            super::lease::release(&tx, session_id, token, notice).await?;
         }
         tx.commit().await.map_err(sql)?;
         Ok(ids)
@@ -308,7 +312,17 @@ impl Pg {
     /// is no such session.
     pub(crate) async fn history(&self, session_id: &str) -> Result<Option<(String, Vec<RawMessage>)>> {
         let client = self.client().await?;
-        let rows = client
+        history(&client, session_id).await
+    }
+}
+
+/// [`Pg::history`] on `c` (a transaction's, too).
+pub(super) async fn history(
+    c: &impl deadpool_postgres::GenericClient,
+    session_id: &str,
+) -> Result<Option<(String, Vec<RawMessage>)>> {
+    {
+        let rows = c
             .q(
                 "SELECT s.system_prompt, m.id, m.session_id, m.role, m.content, m.tool_call_id, m.tool_calls,
                         m.tool_name, m.reasoning, m.extra, m.created_at
@@ -324,7 +338,9 @@ impl Pg {
         let messages = rows.iter().filter(|r| r.get::<_, Option<i64>>(1).is_some());
         Ok(Some((prompt, messages.map(|r| raw_message_from(r, 1)).collect())))
     }
+}
 
+impl Pg {
     pub(crate) async fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<RawMessage>> {
         let client = self.client().await?;
         let session: Option<String> = client

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension as _, params};
 
 use super::Sqlite;
 use crate::Result;
-use crate::lease::{LeaseHolder, Leased, holds};
+use crate::lease::{LeaseHolder, Leased, Read, ReadBack, holds};
 use crate::process::machine;
 
 fn current(conn: &Connection, session_id: &str) -> Result<Option<LeaseHolder>> {
@@ -28,15 +28,37 @@ fn current(conn: &Connection, session_id: &str) -> Result<Option<LeaseHolder>> {
         .optional()?)
 }
 
+/// Give the lease back, when it is still `token`'s.
+pub(super) fn release(conn: &Connection, session_id: &str, token: &str) -> Result<()> {
+    conn.prepare_cached("DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2")?
+        .execute(params![session_id, token])?;
+    Ok(())
+}
+
+/// The session's [`crate::Store::message_mark`].
+fn mark(conn: &Connection, session_id: &str) -> Result<(i64, i64)> {
+    let mut stmt =
+        conn.prepare_cached("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM messages WHERE session_id = ?1 AND active")?;
+    Ok(stmt.query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?)
+}
+
 impl Sqlite {
-    pub(crate) fn try_lease(&self, session_id: &str, holder: &str, now: i64, expires: i64) -> Result<Leased> {
+    /// Take the lease; with `marked`, also the session's mark once it is taken.
+    pub(crate) fn try_lease(
+        &self,
+        session_id: &str,
+        holder: &str,
+        now: i64,
+        expires: i64,
+        read: Read,
+    ) -> Result<(Leased, Option<ReadBack>)> {
         let me = machine();
         let pid = std::process::id();
         self.write(|tx| {
             if let Some(current) = current(tx, session_id)?
                 && holds(&current, now, &me)
             {
-                return Ok(Leased::Held(current));
+                return Ok((Leased::Held(current), None));
             }
             let token = format!("{pid}-{:016x}", fastrand::u64(..));
             tx.execute(
@@ -44,7 +66,15 @@ impl Sqlite {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![session_id, token, pid, me, holder, now, expires],
             )?;
-            Ok(Leased::Granted(token))
+            let back = match read {
+                Read::Nothing => None,
+                Read::Mark => Some((mark(tx, session_id)?, None)),
+                Read::History => {
+                    let history = super::sessions::history(tx, session_id)?;
+                    Some((crate::lease::mark_of(&history.1), Some(history)))
+                }
+            };
+            Ok((Leased::Granted(token), back))
         })
     }
 
@@ -59,10 +89,7 @@ impl Sqlite {
     }
 
     pub(crate) fn release_lease(&self, session_id: &str, token: &str) -> Result<()> {
-        self.write(|tx| {
-            tx.execute("DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2", params![session_id, token])?;
-            Ok(())
-        })
+        self.write(|tx| release(tx, session_id, token))
     }
 
     pub(crate) fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {
@@ -70,9 +97,6 @@ impl Sqlite {
     }
 
     pub(crate) fn message_mark(&self, session_id: &str) -> Result<(i64, i64)> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM messages WHERE session_id = ?1 AND active")?;
-        Ok(stmt.query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?)
+        mark(&self.conn(), session_id)
     }
 }

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 use talaria_protocol::Usage;
 
 use super::Sqlite;
@@ -149,6 +149,7 @@ impl Sqlite {
         calls: usize,
         usage: Option<(&Usage, u32)>,
         ends_turn: bool,
+        release: Option<&str>,
         now: i64,
     ) -> Result<Vec<i64>> {
         let ids = self.write(|tx| {
@@ -189,6 +190,9 @@ impl Sqlite {
             if ends_turn {
                 super::search::index_pending(tx, crate::search::INDEX_BATCH)?;
             }
+            if let Some(token) = release {
+                super::lease::release(tx, session_id, token)?;
+            }
             Ok(ids)
         })?;
         if self.appends.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1 {
@@ -209,9 +213,7 @@ impl Sqlite {
     }
 
     pub(crate) fn system_prompt(&self, id: &str) -> Result<String> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached("SELECT system_prompt FROM sessions WHERE id = ?1")?;
-        stmt.query_row([id], |r| r.get(0)).optional()?.ok_or_else(|| not_found(id))
+        system_prompt(&self.conn(), id)
     }
 
     /// The id of the session titled `title`, if any.
@@ -247,17 +249,7 @@ impl Sqlite {
 
     /// The session's active messages, in order, as read.
     pub(crate) fn messages(&self, session_id: &str) -> Result<Vec<RawMessage>> {
-        let raw: Vec<RawMessage> = {
-            let conn = self.conn();
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ?1 AND active ORDER BY id"
-            ))?;
-            stmt.query_map([session_id], raw_message)?.collect::<Result<_, _>>()?
-        };
-        if raw.is_empty() && !exists(&self.conn(), session_id)? {
-            return Err(not_found(session_id));
-        }
-        Ok(raw)
+        messages(&self.conn(), session_id)
     }
 
     pub(crate) fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<RawMessage>> {
@@ -358,4 +350,26 @@ impl Sqlite {
             Ok(undone)
         })
     }
+}
+
+fn system_prompt(conn: &Connection, id: &str) -> Result<String> {
+    let mut stmt = conn.prepare_cached("SELECT system_prompt FROM sessions WHERE id = ?1")?;
+    stmt.query_row([id], |r| r.get(0)).optional()?.ok_or_else(|| not_found(id))
+}
+
+/// The session's active messages, oldest first.
+fn messages(conn: &Connection, session_id: &str) -> Result<Vec<RawMessage>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ?1 AND active ORDER BY id"
+    ))?;
+    let raw: Vec<RawMessage> = stmt.query_map([session_id], raw_message)?.collect::<Result<_, _>>()?;
+    if raw.is_empty() && !exists(conn, session_id)? {
+        return Err(not_found(session_id));
+    }
+    Ok(raw)
+}
+
+/// The session's system prompt and active messages (on a transaction's connection, too).
+pub(super) fn history(conn: &Connection, session_id: &str) -> Result<(String, Vec<RawMessage>)> {
+    Ok((system_prompt(conn, session_id)?, messages(conn, session_id)?))
 }
