@@ -277,7 +277,8 @@ mod tests {
 
         let mut notices = store.notices().await;
         let answer = Message::assistant("three");
-        let ids = store.append_and_release("s", &[answer.clone()], None, Some(&token)).await.expect("commit");
+        let ids =
+            store.append_and_release("s", std::slice::from_ref(&answer), None, Some(&token)).await.expect("commit");
         assert_eq!(store.message_mark("s").await.expect("mark"), (3, ids[0]));
         assert_eq!(store.lease_holder("s").await.expect("read"), None, "given back with the answer");
         let told = tokio::time::timeout(Duration::from_secs(10), async {

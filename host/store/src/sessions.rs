@@ -231,10 +231,9 @@ impl Store {
         // An answer ends a turn: the messages waiting to be indexed for search are indexed with
         // it once there are enough of them, rather than each commit writing index segments.
         let ends_turn = matches!(messages.last(), Some(Message::Assistant { tool_calls, .. }) if tool_calls.is_empty());
-        let now = now_ms();
         match &self.engine {
             Engine::Sqlite(db) => {
-                let ids = db.queue().await.append(session_id, &rows, calls, usage, ends_turn, token, now)?;
+                let ids = db.queue().await.append(session_id, &rows, calls, usage, ends_turn, token)?;
                 if token.is_some() {
                     self.hint(crate::notice::LEASE_FREED, session_id).await;
                 }
@@ -243,7 +242,7 @@ impl Store {
             Engine::Postgres(pg) => {
                 let freed = token.map(|t| (t, Self::notice_text(crate::notice::LEASE_FREED, session_id)));
                 let release = freed.as_ref().map(|(t, notice)| (*t, notice.as_str()));
-                pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), release, now).await
+                pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), release, now_ms()).await
             }
         }
     }

@@ -581,10 +581,10 @@ impl Worker {
             }
         }
         let info = self.conversation.info();
-        if entry.state != State::Running {
-            if let Err(e) = self.gateway.store.inbox_started(entry.id, &info.session_id).await {
-                tracing::warn!(session = %self.key, "cannot mark a message started: {e}");
-            }
+        if entry.state != State::Running
+            && let Err(e) = self.gateway.store.inbox_started(entry.id, &info.session_id).await
+        {
+            tracing::warn!(session = %self.key, "cannot mark a message started: {e}");
         }
         let op = self.conversation.submit(Op::UserTurn { text: prompt.text, images: prompt.images });
         self.account.busy.fetch_add(1, Ordering::SeqCst);

@@ -150,8 +150,8 @@ impl Sqlite {
         usage: Option<(&Usage, u32)>,
         ends_turn: bool,
         release: Option<&str>,
-        now: i64,
     ) -> Result<Vec<i64>> {
+        let now = crate::now_ms();
         let ids = self.write(|tx| {
             // Cached statements: a turn appends several times, and parsing the SQL each time cost
             // more than running it.
