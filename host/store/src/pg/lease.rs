@@ -27,22 +27,6 @@ async fn current(c: &impl deadpool_postgres::GenericClient, session_id: &str) ->
     }))
 }
 
-/// Give the lease back (when it is still `token`'s) and send `notice`, in one statement.
-pub(super) async fn release(
-    c: &impl deadpool_postgres::GenericClient,
-    session_id: &str,
-    token: &str,
-    notice: &str,
-) -> Result<()> {
-    c.exec(
-        "WITH gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $2) SELECT pg_notify($3, $4)",
-        &[&session_id, &token, &crate::notice::CHANNEL, &notice],
-    )
-    .await
-    .map_err(sql)?;
-    Ok(())
-}
-
 /// The session's [`crate::Store::message_mark`].
 async fn mark(c: &impl deadpool_postgres::GenericClient, session_id: &str) -> Result<(i64, i64)> {
     let row = c
@@ -122,7 +106,7 @@ impl Pg {
     /// Give the lease back (when it is still ours) and send `notice`, in one statement.
     pub(crate) async fn release_lease(&self, session_id: &str, token: &str, notice: &str) -> Result<()> {
         let client = self.client().await?;
-        release(&client, session_id, token, notice).await
+        super::release_lease_in(&client, session_id, token, notice).await
     }
 
     pub(crate) async fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {

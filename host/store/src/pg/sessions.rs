@@ -228,7 +228,7 @@ impl Pg {
             add_usage(&tx, session_id, usage, *calls, now).await?;
         }
         if let Some((token, notice)) = release {
-            super::lease::release(&tx, session_id, token, notice).await?;
+            super::release_lease_in(&tx, session_id, token, notice).await?;
         }
         tx.commit().await.map_err(sql)?;
         Ok(ids)

@@ -28,13 +28,6 @@ fn current(conn: &Connection, session_id: &str) -> Result<Option<LeaseHolder>> {
         .optional()?)
 }
 
-/// Give the lease back, when it is still `token`'s.
-pub(super) fn release(conn: &Connection, session_id: &str, token: &str) -> Result<()> {
-    conn.prepare_cached("DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2")?
-        .execute(params![session_id, token])?;
-    Ok(())
-}
-
 /// The session's [`crate::Store::message_mark`].
 fn mark(conn: &Connection, session_id: &str) -> Result<(i64, i64)> {
     let mut stmt =
@@ -89,7 +82,7 @@ impl Sqlite {
     }
 
     pub(crate) fn release_lease(&self, session_id: &str, token: &str) -> Result<()> {
-        self.write(|tx| release(tx, session_id, token))
+        self.write(|tx| super::release_lease_in(tx, session_id, token))
     }
 
     pub(crate) fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>> {

@@ -191,7 +191,7 @@ impl Sqlite {
                 super::search::index_pending(tx, crate::search::INDEX_BATCH)?;
             }
             if let Some(token) = release {
-                super::lease::release(tx, session_id, token)?;
+                super::release_lease_in(tx, session_id, token)?;
             }
             Ok(ids)
         })?;
