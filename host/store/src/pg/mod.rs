@@ -202,6 +202,22 @@ pub(crate) fn sql(e: tokio_postgres::Error) -> Error {
     }
 }
 
+/// Give the lease back (when it is still `token`'s) and send `notice`, in one statement.
+pub(super) async fn release_lease_in(
+    c: &impl deadpool_postgres::GenericClient,
+    session_id: &str,
+    token: &str,
+    notice: &str,
+) -> Result<()> {
+    c.exec(
+        "WITH gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $2) SELECT pg_notify($3, $4)",
+        &[&session_id, &token, &crate::notice::CHANNEL, &notice],
+    )
+    .await
+    .map_err(sql)?;
+    Ok(())
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::without_password;
@@ -252,20 +268,4 @@ pub(crate) mod tests {
             "postgresql:///state?host=/run/postgresql"
         );
     }
-}
-
-/// Give the lease back (when it is still `token`'s) and send `notice`, in one statement.
-pub(super) async fn release_lease_in(
-    c: &impl deadpool_postgres::GenericClient,
-    session_id: &str,
-    token: &str,
-    notice: &str,
-) -> Result<()> {
-    c.exec(
-        "WITH gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $2) SELECT pg_notify($3, $4)",
-        &[&session_id, &token, &crate::notice::CHANNEL, &notice],
-    )
-    .await
-    .map_err(sql)?;
-    Ok(())
 }
