@@ -58,35 +58,44 @@ impl Pg {
     ) -> Result<(Leased, Option<ReadBack>)> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(sql)?;
-        lock(&tx, session_id).await?;
+        // Sent together (one round trip); the server runs them in this order.
+        let (locked, current) = tokio::join!(lock(&tx, session_id), current(&tx, session_id));
+        locked?;
         let me = machine();
-        if let Some(current) = current(&tx, session_id).await?
+        if let Some(current) = current?
             && holds(&current, now, &me)
         {
             return Ok((Leased::Held(current), None));
         }
         let pid = std::process::id();
         let token = format!("{pid}-{:016x}", fastrand::u64(..));
-        tx.exec(
+        let pid = i64::from(pid);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+            [&session_id, &token, &pid, &me, &holder, &now, &expires];
+        let take = tx.exec(
             "INSERT INTO session_leases (session_id, token, pid, host, holder, acquired_at, expires_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (session_id) DO UPDATE SET token = excluded.token, pid = excluded.pid,
                  host = excluded.host, holder = excluded.holder, acquired_at = excluded.acquired_at,
                  expires_at = excluded.expires_at",
-            &[&session_id, &token, &i64::from(pid), &me, &holder, &now, &expires],
-        )
-        .await
-        .map_err(sql)?;
-        let back = match read {
-            Read::Nothing => None,
-            Read::Mark => Some((mark(&tx, session_id).await?, None)),
-            Read::History => {
-                let history = super::sessions::history(&tx, session_id)
-                    .await?
-                    .ok_or_else(|| crate::sessions::not_found(session_id))?;
-                Some((crate::lease::mark_of(&history.1), Some(history)))
-            }
+            &params,
+        );
+        // What is read with it goes out with it (one round trip).
+        let read = async {
+            Ok(match read {
+                Read::Nothing => None,
+                Read::Mark => Some((mark(&tx, session_id).await?, None)),
+                Read::History => {
+                    let history = super::sessions::history(&tx, session_id)
+                        .await?
+                        .ok_or_else(|| crate::sessions::not_found(session_id))?;
+                    Some((crate::lease::mark_of(&history.1), Some(history)))
+                }
+            })
         };
+        let (taken, back): (_, Result<_>) = tokio::join!(take, read);
+        taken.map_err(sql)?;
+        let back = back?;
         tx.commit().await.map_err(sql)?;
         Ok((Leased::Granted(token), back))
     }

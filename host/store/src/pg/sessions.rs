@@ -215,8 +215,22 @@ impl Pg {
             tx.prepare_cached(&insert),
         )
         .map_err(sql)?;
+        // The usage and the lease given back go out with them (one round trip for all).
+        let used = async {
+            match &usage {
+                Some((usage, calls)) => add_usage(&tx, session_id, usage, *calls, now).await,
+                None => Ok(()),
+            }
+        };
+        let released = async {
+            match release {
+                Some((token, notice)) => super::release_lease_in(&tx, session_id, token, notice).await,
+                None => Ok(()),
+            }
+        };
         // `rows` is never empty: [`crate::Store::append_messages_with_usage`] returns first.
-        let (touched, inserted) = tokio::join!(tx.execute(&update, &counted), tx.query(&insert, &params));
+        let (touched, inserted, used, released) =
+            tokio::join!(tx.execute(&update, &counted), tx.query(&insert, &params), used, released);
         // A session that is not there fails every statement after the first.
         if touched.map_err(sql)? == 0 {
             return Err(not_found(session_id));
@@ -224,12 +238,8 @@ impl Pg {
         // Identities are drawn row by row in the order the rows are written.
         let mut ids: Vec<i64> = inserted.map_err(sql)?.iter().map(|r| r.get(0)).collect();
         ids.sort_unstable();
-        if let Some((usage, calls)) = &usage {
-            add_usage(&tx, session_id, usage, *calls, now).await?;
-        }
-        if let Some((token, notice)) = release {
-            super::release_lease_in(&tx, session_id, token, notice).await?;
-        }
+        used?;
+        released?;
         tx.commit().await.map_err(sql)?;
         Ok(ids)
     }
