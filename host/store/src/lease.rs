@@ -370,10 +370,15 @@ mod tests {
         let url = talaria_test_support::postgres::Postgres::shared().database();
         Store::connect(&url).await.expect("migrate");
         let mut takers = tokio::task::JoinSet::new();
+        let ready = std::sync::Arc::new(tokio::sync::Barrier::new(8));
         for i in 0..8 {
-            let url = url.clone();
+            let (url, ready) = (url.clone(), ready.clone());
             takers.spawn(async move {
                 let store = Store::connect(&url).await.expect("connect");
+                // The holder's read prepared on the connection before the lock is: it must not
+                // overtake the lock.
+                assert_eq!(store.lease_holder("s").await.expect("read"), None);
+                ready.wait().await;
                 let got = store.try_lease("s", &format!("taker {i}"), Duration::from_secs(30)).await.expect("lease");
                 usize::from(matches!(got, Leased::Granted(_)))
             });

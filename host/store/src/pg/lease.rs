@@ -58,11 +58,11 @@ impl Pg {
     ) -> Result<(Leased, Option<ReadBack>)> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(sql)?;
-        // Sent together (one round trip); the server runs them in this order.
-        let (locked, current) = tokio::join!(lock(&tx, session_id), current(&tx, session_id));
-        locked?;
+        // One after the other, not pipelined: a statement not yet prepared on this connection
+        // would let the read overtake the lock, and two takers both find the lease free.
+        lock(&tx, session_id).await?;
         let me = machine();
-        if let Some(current) = current?
+        if let Some(current) = current(&tx, session_id).await?
             && holds(&current, now, &me)
         {
             return Ok((Leased::Held(current), None));
@@ -80,7 +80,8 @@ impl Pg {
                  expires_at = excluded.expires_at",
             &params,
         );
-        // What is read with it goes out with it (one round trip).
+        // What is read with it goes out with it (one round trip; in either order, under the
+        // lock).
         let read = async {
             Ok(match read {
                 Read::Nothing => None,
