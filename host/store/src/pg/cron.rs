@@ -376,7 +376,8 @@ impl Pg {
         let Some(row) = row else { return Ok(false) };
         let (job_id, manual): (String, bool) = (row.get(0), row.get(1));
         tx.exec(
-            "UPDATE cron_runs SET status = $2, finished_at = $3, output = $4, error = $5, delivery = $6,
+            "UPDATE cron_runs SET status = $2, finished_at = $3, output = $4, error = $5,
+                delivery = CASE WHEN delivery = 'sent' AND $6::text LIKE 'queued%' THEN delivery ELSE $6 END,
                 session_id = $7 WHERE id = $1",
             &[
                 &run_id,

@@ -250,7 +250,10 @@ impl Pg {
             .map_err(sql)?
             .map(|r| r.get(0));
         if let Some(run) = key.as_deref().and_then(cron_run_of) {
-            tx.exec("UPDATE cron_runs SET delivery = 'sent' WHERE id = $1 AND delivery LIKE 'queued%'", &[&run])
+            tx.exec(
+                "UPDATE cron_runs SET delivery = 'sent' WHERE id = $1 AND (delivery LIKE 'queued%' OR delivery IS NULL)",
+                &[&run],
+            )
                 .await
                 .map_err(sql)?;
         }

@@ -95,7 +95,7 @@ impl Sqlite {
             // A scheduled job's answer: its run learns it arrived.
             if let Some(run) = key.as_deref().and_then(cron_run_of) {
                 tx.execute(
-                    "UPDATE cron_runs SET delivery = 'sent' WHERE id = ?1 AND delivery LIKE 'queued%'",
+                    "UPDATE cron_runs SET delivery = 'sent' WHERE id = ?1 AND (delivery LIKE 'queued%' OR delivery IS NULL)",
                     params![run],
                 )?;
             }

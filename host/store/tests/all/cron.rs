@@ -21,6 +21,7 @@ crate::on_both_engines!(
     a_run_by_hand_leaves_the_schedule_alone_and_one_runs_at_a_time,
     jobs_are_found_by_id_prefix_or_name,
     an_answer_the_ledger_gives_up_on_marks_its_run_delivery_failed,
+    an_answer_sent_before_its_run_records_its_end_stays_sent,
 );
 
 fn hourly(next: i64) -> Job {
@@ -233,4 +234,19 @@ async fn an_answer_the_ledger_gives_up_on_marks_its_run_delivery_failed(s: &Stor
     assert_eq!(run.delivery.as_deref(), Some("failed: HTTP 403 bot was blocked"));
     let job = s.cron_job(&id).await.expect("job");
     assert_eq!(job.last_status, Some(RunStatus::DeliveryFailed));
+}
+
+/// The gateway's sender may send a run's answer before the run records its end (it was queued
+/// and the sender woken first): the run still says it was sent, not queued.
+async fn an_answer_sent_before_its_run_records_its_end_stays_sent(s: &Store) {
+    let id = s.cron_insert(&hourly(HOUR)).await.expect("insert");
+    let c = s.cron_claim_due(HOUR, "tick", TTL, next_hour).await.expect("claim").remove(0);
+    let key = cron_key(c.run_id, 0);
+    let new = NewDelivery { platform: "telegram", chat_id: "42", thread_id: None, body: "{}", key: &key };
+    let d = s.delivery_enqueue(&new).await.expect("enqueue");
+    s.delivery_sent(d, "m-1").await.expect("sent");
+    let queued = Finish { delivery: Some("queued".into()), ..ok("summary") };
+    s.cron_finish(c.run_id, &c.token, &queued, HOUR + 1).await.expect("finish");
+    let run = s.cron_runs(&id, 1).await.expect("runs").remove(0);
+    assert_eq!((run.status, run.delivery.as_deref()), (RunStatus::Ok, Some("sent")));
 }
