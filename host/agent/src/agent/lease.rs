@@ -194,9 +194,6 @@ impl Agent {
             self.mark = mark;
             usize::try_from(mark.0 - known.0).unwrap_or(0)
         } else {
-            if stored == Some(known) {
-                return Ok(());
-            }
             let id = &self.session_id;
             let changed = crate::on_store(&self.shared.store, async |store| {
                 let mark = match stored {
