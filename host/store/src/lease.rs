@@ -364,26 +364,33 @@ mod tests {
         assert_eq!(granted, 1);
     }
 
-    /// Processes (here: stores) sharing one PostgreSQL get one lease among them.
+    /// Processes (here: stores) sharing one PostgreSQL get one lease among them, free or
+    /// expired.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn racing_takers_on_postgresql_get_one_lease() {
         let url = talaria_test_support::postgres::Postgres::shared().database();
-        Store::connect(&url).await.expect("migrate");
-        let mut takers = tokio::task::JoinSet::new();
-        let ready = std::sync::Arc::new(tokio::sync::Barrier::new(8));
-        for i in 0..8 {
-            let (url, ready) = (url.clone(), ready.clone());
-            takers.spawn(async move {
-                let store = Store::connect(&url).await.expect("connect");
-                // The holder's read prepared on the connection before the lock is: it must not
-                // overtake the lock.
-                assert_eq!(store.lease_holder("s").await.expect("read"), None);
-                ready.wait().await;
-                let got = store.try_lease("s", &format!("taker {i}"), Duration::from_secs(30)).await.expect("lease");
-                usize::from(matches!(got, Leased::Granted(_)))
-            });
+        let first = Store::connect(&url).await.expect("migrate");
+        let Leased::Granted(_) = first.try_lease("expired", "first", Duration::ZERO).await.expect("lease") else {
+            panic!("free")
+        };
+        for session in ["free", "expired"] {
+            let mut takers = tokio::task::JoinSet::new();
+            let ready = std::sync::Arc::new(tokio::sync::Barrier::new(8));
+            for i in 0..8 {
+                let (url, ready) = (url.clone(), ready.clone());
+                takers.spawn(async move {
+                    let store = Store::connect(&url).await.expect("connect");
+                    // The holder's read prepared on the connection before the take is: it must
+                    // not overtake the take.
+                    assert!(store.lease_holder(session).await.expect("read").is_none_or(|h| h.holder == "first"));
+                    ready.wait().await;
+                    let got =
+                        store.try_lease(session, &format!("taker {i}"), Duration::from_secs(30)).await.expect("lease");
+                    usize::from(matches!(got, Leased::Granted(_)))
+                });
+            }
+            let granted: usize = takers.join_all().await.into_iter().sum();
+            assert_eq!(granted, 1, "{session}");
         }
-        let granted: usize = takers.join_all().await.into_iter().sum();
-        assert_eq!(granted, 1);
     }
 }

@@ -6,6 +6,7 @@
 
 use talaria_protocol::Usage;
 use tokio_postgres::Row;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use super::{Cached as _, Pg, sql};
@@ -13,6 +14,9 @@ use crate::sessions::{
     ListQuery, MESSAGE_COLUMNS, MessageRow, RawMessage, SESSION_COLUMNS, SessionInfo, not_found, preview,
 };
 use crate::{Error, NewSession, Result, count};
+
+/// The parameters of [`Pg::append`]'s statement before its rows'.
+const FIXED: usize = 14;
 
 fn session_from_row(r: &Row) -> SessionInfo {
     let tokens = |i: usize| u64::try_from(r.get::<_, i64>(i)).unwrap_or(0);
@@ -171,18 +175,42 @@ impl Pg {
         release: Option<(&str, &str)>,
         now: i64,
     ) -> Result<Vec<i64>> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(sql)?;
-        // The session's counts and every row in one INSERT go out together (one round
-        // trip for both), then the usage.
-        let mut insert = String::from(
-            "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at) VALUES ",
+        // One statement, so one round trip and its own transaction: the session's counts and
+        // usage, the lease given back with its notice, and the rows. A session that is not there
+        // fails it on the rows' foreign key, and nothing is written.
+        let t = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let (usage, api_calls) = usage.unwrap_or_default();
+        let calls_made = i64::from(api_calls);
+        let estimated = if usage.estimated { calls_made } else { 0 };
+        let (added, calls) = (count(rows.len()), count(calls));
+        let (token, notice) = release.unzip();
+        let totals = [
+            t(usage.input_tokens),
+            t(usage.output_tokens),
+            t(usage.cache_read_tokens),
+            t(usage.cache_write_tokens),
+            t(usage.reasoning_tokens),
+        ];
+        let mut statement = String::from(
+            "WITH counted AS (
+                 UPDATE sessions SET message_count = message_count + $3, tool_call_count = tool_call_count + $4,
+                     api_call_count = api_call_count + $5, input_tokens = input_tokens + $6,
+                     output_tokens = output_tokens + $7, cache_read_tokens = cache_read_tokens + $8,
+                     cache_write_tokens = cache_write_tokens + $9, reasoning_tokens = reasoning_tokens + $10,
+                     estimated_calls = estimated_calls + $11, updated_at = greatest(updated_at, $2)
+                 WHERE id = $1),
+             gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $12),
+             told AS (SELECT pg_notify($13, $14) WHERE $14::text IS NOT NULL)
+             INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
+             VALUES ",
         );
-        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(2 + rows.len() * 7);
-        params.extend([&session_id as &(dyn ToSql + Sync), &now]);
+        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(FIXED + rows.len() * 7);
+        params.extend([&session_id as &(dyn ToSql + Sync), &now, &added, &calls, &calls_made]);
+        params.extend(totals.iter().map(|n| n as &(dyn ToSql + Sync)));
+        params.extend([&estimated as &(dyn ToSql + Sync), &token, &crate::notice::CHANNEL, &notice]);
         for (i, r) in rows.iter().enumerate() {
-            let at = 3 + i * 7;
-            insert.push_str(&format!(
+            let at = FIXED + 1 + i * 7;
+            statement.push_str(&format!(
                 "{}($1, ${at}, ${}, ${}, ${}, ${}, ${}, ${}, $2)",
                 if i == 0 { "" } else { ", " },
                 at + 1,
@@ -202,45 +230,17 @@ impl Pg {
                 &r.extra,
             ]);
         }
-        insert.push_str(" RETURNING id");
-        let (added, calls) = (count(rows.len()), count(calls));
-        let counted: [&(dyn ToSql + Sync); 4] = [&session_id, &added, &calls, &now];
-        // Prepared first (once per connection), so that the two go out in this order.
-        let (update, insert) = tokio::try_join!(
-            tx.prepare_cached(
-                "UPDATE sessions SET message_count = message_count + $2, tool_call_count = tool_call_count + $3,
-                                     updated_at = greatest(updated_at, $4)
-                 WHERE id = $1",
-            ),
-            tx.prepare_cached(&insert),
-        )
-        .map_err(sql)?;
-        // The usage and the lease given back go out with them (one round trip for all).
-        let used = async {
-            match &usage {
-                Some((usage, calls)) => add_usage(&tx, session_id, usage, *calls, now).await,
-                None => Ok(()),
-            }
-        };
-        let released = async {
-            match release {
-                Some((token, notice)) => super::release_lease_in(&tx, session_id, token, notice).await,
-                None => Ok(()),
-            }
-        };
+        // The notice is read back, so that it is sent (a CTE nobody reads is never run).
+        statement.push_str(" RETURNING id, (SELECT count(*) FROM told)");
+        let client = self.client().await?;
         // `rows` is never empty: [`crate::Store::append_messages_with_usage`] returns first.
-        let (touched, inserted, used, released) =
-            tokio::join!(tx.execute(&update, &counted), tx.query(&insert, &params), used, released);
-        // A session that is not there fails every statement after the first.
-        if touched.map_err(sql)? == 0 {
-            return Err(not_found(session_id));
-        }
+        let inserted = client.q(&statement, &params).await.map_err(|e| match e.code() {
+            Some(&SqlState::FOREIGN_KEY_VIOLATION) => not_found(session_id),
+            _ => sql(e),
+        })?;
         // Identities are drawn row by row in the order the rows are written.
-        let mut ids: Vec<i64> = inserted.map_err(sql)?.iter().map(|r| r.get(0)).collect();
+        let mut ids: Vec<i64> = inserted.iter().map(|r| r.get(0)).collect();
         ids.sort_unstable();
-        used?;
-        released?;
-        tx.commit().await.map_err(sql)?;
         Ok(ids)
     }
 
