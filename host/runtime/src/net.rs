@@ -29,6 +29,7 @@
 pub(crate) mod address;
 mod destination;
 mod inject;
+mod pool;
 pub(crate) mod websocket;
 
 use std::net::{IpAddr, SocketAddr};
@@ -276,7 +277,7 @@ async fn send_checked(
     for reason in dropped.drain(..) {
         record_denial(&egress.plugin, denials, reason);
     }
-    send_pinned(request, addr, &dest, options).await
+    send_pinned(request, addr, &dest, options, &egress.plugin).await
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -301,15 +302,53 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
 trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Sync + Unpin + 'static {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Sync + Unpin + 'static> Stream for T {}
 
-/// Send to the checked address (TLS names the original host).
+/// Send to the checked address (TLS names the original host), on a connection of the plugin's
+/// to it that is free (see [`pool`]) or a new one.
 async fn send_pinned(
     mut request: http::Request<WasiBody>,
     addr: SocketAddr,
     dest: &Destination,
     options: Option<RequestOptions>,
+    plugin: &str,
 ) -> Result<(http::Response<WasiBody>, ResponseFuture), HttpError> {
     let connect_timeout = options.and_then(|o| o.connect_timeout).unwrap_or(CONNECT_TIMEOUT);
     let first_byte_timeout = options.and_then(|o| o.first_byte_timeout).unwrap_or(FIRST_BYTE_TIMEOUT);
+    let path = request.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
+    *request.uri_mut() =
+        http::Uri::builder().path_and_query(path).build().map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    let key = pool::Key { plugin: plugin.to_string(), addr, tls: dest.tls.then(|| dest.host.clone()) };
+    if let Some(mut sender) = pool::take(&key) {
+        match tokio::time::timeout(first_byte_timeout, sender.try_send_request(request)).await {
+            Err(_) => return Err(HttpError::ConnectionReadTimeout),
+            Ok(Ok(response)) => {
+                pool::put(key, sender);
+                return Ok(answer(response));
+            }
+            // Closed by its server before the request went out: it goes on a new connection.
+            Ok(Err(mut e)) => match e.take_message() {
+                Some(unsent) => request = unsent,
+                None => return Err(e.into_error().into()),
+            },
+        }
+    }
+    let mut sender = connect(addr, dest, connect_timeout).await?;
+    let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
+        .await
+        .map_err(|_| HttpError::ConnectionReadTimeout)??;
+    pool::put(key, sender);
+    Ok(answer(response))
+}
+
+fn answer(response: http::Response<hyper::body::Incoming>) -> (http::Response<WasiBody>, ResponseFuture) {
+    (response.map(|body| body.map_err(HttpError::from).boxed_unsync()), Box::new(async { Ok(()) }))
+}
+
+/// A new HTTP/1 connection to the checked address.
+async fn connect(
+    addr: SocketAddr,
+    dest: &Destination,
+    connect_timeout: Duration,
+) -> Result<hyper::client::conn::http1::SendRequest<WasiBody>, HttpError> {
     let tcp = tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(addr))
         .await
         .map_err(|_| HttpError::ConnectionTimeout)?
@@ -329,20 +368,13 @@ async fn send_pinned(
     } else {
         Box::new(tcp)
     };
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(async move {
         if let Err(e) = conn.await {
             tracing::debug!("plugin HTTP connection ended: {e}");
         }
     });
-    let path = request.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
-    *request.uri_mut() =
-        http::Uri::builder().path_and_query(path).build().map_err(|_| HttpError::HttpRequestUriInvalid)?;
-    let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
-        .await
-        .map_err(|_| HttpError::ConnectionReadTimeout)??;
-    let response = response.map(|body| body.map_err(HttpError::from).boxed_unsync());
-    Ok((response, Box::new(async { Ok(()) })))
+    Ok(sender)
 }
 
 /// What the tests of `destination` and `inject` build their requests and egress from.

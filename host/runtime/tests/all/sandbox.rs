@@ -132,6 +132,91 @@ async fn network_reaches_only_the_granted_host() {
     assert!(other.received().is_empty(), "the refused server saw a request");
 }
 
+/// A keep-alive HTTP/1.1 server that answers each request with the port of the connection it
+/// came on; with `close_after_first`, it closes each connection after its first answer (without
+/// saying so, as a server whose keep-alive ran out does).
+fn keep_alive_server(close_after_first: bool) -> (std::net::SocketAddr, Arc<std::sync::Mutex<Vec<u16>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let port = stream.peer_addr().expect("peer").port();
+                let mut writer = stream.try_clone().expect("clone");
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut length = 0;
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                            break;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    let _ = reader.read_exact(&mut body);
+                    log.lock().expect("log").push(port);
+                    let text = format!("conn {port}");
+                    let _ = write!(writer, "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{text}", text.len());
+                    if close_after_first {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// Calls of one plugin to one server reuse one connection; another plugin never rides on it;
+/// a kept connection its server closed is replaced without the call seeing it.
+#[tokio::test]
+async fn a_plugins_requests_to_one_server_share_a_connection_of_its_own() {
+    let (addr, seen) = keep_alive_server(false);
+    let env = Env::new();
+    let grant = format!("net:127.0.0.1:{}", addr.port());
+    let net = format!("network = [\"127.0.0.1:{}\"]", addr.port());
+    env.evil("first", &net, &[&grant]);
+    env.evil("second", &net, &[&grant]);
+    let rt = env.runtime();
+    let (first, second) = (rt.plugin("first").expect("first").clone(), rt.plugin("second").expect("second").clone());
+    let url = format!("http://{addr}/x");
+    let mut answers = Vec::new();
+    for plugin in [&first, &first, &second, &first, &second] {
+        answers.push(ok(call_on(&rt, plugin, "http_get", json!({ "url": url })).await));
+    }
+    let ports = seen.lock().expect("seen").clone();
+    assert_eq!(ports.len(), 5, "{ports:?}");
+    assert_eq!(answers[0], format!("200 conn {}", ports[0]));
+    assert_eq!([ports[1], ports[3]], [ports[0]; 2], "the first plugin's calls share its connection: {ports:?}");
+    assert_eq!(ports[4], ports[2], "so do the second's: {ports:?}");
+    assert_ne!(ports[2], ports[0], "each plugin its own: {ports:?}");
+
+    let (addr, seen) = keep_alive_server(true);
+    let grant = format!("net:127.0.0.1:{}", addr.port());
+    env.evil("third", &format!("network = [\"127.0.0.1:{}\"]", addr.port()), &[&grant]);
+    let rt = env.runtime();
+    let third = rt.plugin("third").expect("third").clone();
+    let url = format!("http://{addr}/x");
+    for _ in 0..3 {
+        assert!(ok(call_on(&rt, &third, "http_get", json!({ "url": url })).await).starts_with("200 conn "));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ports = seen.lock().expect("seen").clone();
+    assert_eq!(ports.len(), 3, "{ports:?}");
+    assert!(ports[0] != ports[1] && ports[1] != ports[2], "a closed connection is not used again: {ports:?}");
+}
+
 #[tokio::test]
 async fn a_wildcard_grant_does_not_reach_loopback() {
     let target = server();
