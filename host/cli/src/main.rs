@@ -185,6 +185,9 @@ fn main() -> ExitCode {
         cli.command,
         Command::Gateway(gateway::GatewayCmd::Run { .. }) | Command::Mcp(mcp::McpCmd::Serve { http: Some(_), .. })
     );
+    if service {
+        talaria_gateway::serve::limit_heaps();
+    }
     logging::init(if service { cli.verbose.max(1) } else { cli.verbose });
     let runtime = if service {
         // A thread per core: the store is async (PostgreSQL's round trips wait without a thread),
