@@ -80,9 +80,3 @@ pub(super) fn put(key: Key, sender: SendRequest<WasiBody>) {
     }
     kept.push(Idle { sender, since: Instant::now() });
 }
-
-/// Connections kept now, for every key (tests).
-#[cfg(test)]
-pub(super) fn kept(plugin: &str) -> usize {
-    pool().iter().filter(|(k, _)| k.plugin == plugin).map(|(_, v)| v.iter().filter(|i| i.usable()).count()).sum()
-}
