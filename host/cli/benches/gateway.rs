@@ -81,6 +81,19 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("VmRSS")
 }
 
+/// CPU time process `pid` (`"self"`: this one) has used so far, its exited threads' included, in
+/// milliseconds.
+fn cpu_ms(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // After the command's closing parenthesis: state is field 3, utime and stime 14 and 15.
+    let fields: Vec<&str> = stat.rsplit_once(')').expect("comm").1.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().expect("utime") + fields[12].parse::<f64>().expect("stime");
+    // SAFETY: sysconf only reads a system constant.
+    #[allow(unsafe_code)]
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks * 1000.0 / hz
+}
+
 /// A home whose gateway serves one Telegram account per fake, answering anyone; sessions are
 /// put away after [`IDLE_MINUTES`].
 fn home(mock: &MockLlm, fakes: &[(&str, &TelegramFake)]) -> tempfile::TempDir {
@@ -131,12 +144,18 @@ fn wait_answered(fake: &TelegramFake, users: impl Iterator<Item = i64> + Clone, 
 }
 
 fn throughput_and_latency() {
-    let (fake, _mock, _home, _gw) = one_account();
+    let (fake, _mock, _home, gw) = one_account();
     // A first round makes every chat's session; the rounds measured use them as they are.
     let users = || (1..=CHATS).map(|u| 10_000 + u);
     let mut latencies = Vec::new();
     let mut rates = Vec::new();
+    let (mut gateway_cpu, mut bench_cpu, mut wall) = (0.0, 0.0, Duration::ZERO);
+    let pid = gw.0.id().to_string();
     for round in 0..=ROUNDS {
+        if round == 1 {
+            (gateway_cpu, bench_cpu, wall) = (cpu_ms(&pid), cpu_ms("self"), Duration::from_nanos(0));
+        }
+        let began = Instant::now();
         let sent: Vec<(i64, Instant)> = users()
             .map(|u| {
                 (u, {
@@ -150,6 +169,7 @@ fn throughput_and_latency() {
         if round == 0 {
             continue;
         }
+        wall += began.elapsed();
         let mut last = sent[0].1;
         for (user, at) in &sent {
             let reply = fake.chat(*user).pop().expect("a reply");
@@ -159,8 +179,18 @@ fn throughput_and_latency() {
         }
         rates.push(CHATS as f64 / last.duration_since(sent[0].1).as_secs_f64());
     }
+    let replies = (CHATS as usize * ROUNDS) as f64;
+    let (gateway_cpu, bench_cpu) = ((cpu_ms(&pid) - gateway_cpu) / replies, (cpu_ms("self") - bench_cpu) / replies);
     latencies.sort_by(f64::total_cmp);
     rates.sort_by(f64::total_cmp);
+    println!(
+        "  CPU per reply: gateway {gateway_cpu:.2} ms, platform double and model {bench_cpu:.2} ms; the rounds kept {:.0}% of the cores busy",
+        (gateway_cpu + bench_cpu) * replies
+            / wall.as_secs_f64()
+            / 1000.0
+            / std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
+            * 100.0
+    );
     println!(
         "{CHATS} chats at once, {ROUNDS} rounds: {:.0} replies/s (median round), latency p50 {:.1} ms, p99 {:.1} ms (platform has the message -> reply posted; instant model)",
         percentile(&rates, 0.5),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use talaria_core::runtime::adapter::AdapterError;
+use talaria_core::runtime::adapter::{AdapterError, PlatformEvent};
 use talaria_core::store::Leased;
 use talaria_core::store::notice::{LEASE_FREED, RESYNC};
 use tokio_util::sync::CancellationToken;
@@ -211,9 +211,7 @@ async fn poll(gateway: &Arc<Gateway>, account: &Arc<Account>, backoff: &mut Back
                 }
                 Ok(events) => {
                     backoff.reset();
-                    for event in events {
-                        gateway.dispatch(&account, event).await;
-                    }
+                    dispatch_all(&gateway, &account, events).await;
                     // Let the replies those events queued take the adapter before the next poll.
                     tokio::task::yield_now().await;
                 }
@@ -234,6 +232,32 @@ async fn poll(gateway: &Arc<Gateway>, account: &Arc<Account>, backoff: &mut Back
             }
         }
     }
+}
+
+/// Hand a poll's events on: each chat's in the order they came, the chats at once, so a chat's
+/// message waits for the store to keep its own chat's earlier ones, not every chat's.
+async fn dispatch_all(gateway: &Arc<Gateway>, account: &Arc<Account>, events: Vec<PlatformEvent>) {
+    let mut chats: Vec<Vec<PlatformEvent>> = Vec::new();
+    let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for event in events {
+        let chat = match &event {
+            PlatformEvent::Message(m) => m.chat_id.clone(),
+            PlatformEvent::Button(b) => b.chat_id.clone(),
+        };
+        match at.get(&chat) {
+            Some(&i) => chats[i].push(event),
+            None => {
+                at.insert(chat, chats.len());
+                chats.push(vec![event]);
+            }
+        }
+    }
+    futures_util::future::join_all(chats.into_iter().map(|events| async move {
+        for event in events {
+            gateway.dispatch(account, event).await;
+        }
+    }))
+    .await;
 }
 
 #[cfg(test)]
