@@ -4,7 +4,9 @@
 //!
 //! `cargo bench -p talaria-store --bench search` (set `SEARCH_BENCH_MESSAGES` for another size,
 //! `SEARCH_BENCH_ENGINES=sqlite` or `postgres` for one engine; PostgreSQL is a throwaway local
-//! cluster, which needs Debian's `postgresql`, unless `SEARCH_BENCH_URL` names a database).
+//! cluster, which needs Debian's `postgresql`, unless `SEARCH_BENCH_URL` names a database;
+//! `SEARCH_BENCH_ONLY=common` times only the queries whose name starts with it, `SEARCH_BENCH_SHOW`
+//! prints each one's first hit).
 
 use std::time::{Duration, Instant};
 
@@ -356,6 +358,29 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// What the messages take on PostgreSQL: the table (with its TOAST) and each of its indexes.
+async fn print_sizes(url: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    let mib = |bytes: i64| bytes as f64 / 1048576.0;
+    let table = client.query_one("SELECT pg_table_size('messages'), pg_indexes_size('messages')", &[]).await?;
+    let indexes = client
+        .query(
+            "SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) FROM pg_index
+             WHERE indrelid = 'messages'::regclass ORDER BY 2 DESC",
+            &[],
+        )
+        .await?;
+    let each: Vec<String> = indexes.iter().map(|r| format!("{} {:.0}", r.get::<_, String>(0), mib(r.get(1)))).collect();
+    println!(
+        "messages on PostgreSQL: table {:.0} MiB, indexes {:.0} MiB ({})",
+        mib(table.get(0)),
+        mib(table.get(1)),
+        each.join(", ")
+    );
+    Ok(())
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engines = std::env::var("SEARCH_BENCH_ENGINES").unwrap_or_else(|_| "sqlite,postgres".into());
@@ -382,6 +407,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     Err(_) => (talaria_test_support::postgres::Postgres::shared().database(), false),
                 };
                 bench(&Store::connect(&url).await?, reuse, None).await?;
+                print_sizes(&url).await?;
             }
             other => return Err(format!("SEARCH_BENCH_ENGINES: unknown engine `{other}` (sqlite, postgres)").into()),
         }
@@ -493,7 +519,9 @@ async fn bench(store: &Store, reuse: bool, path: Option<&std::path::Path>) -> Re
         ("CJK, 2 chars, rare", SearchQuery::new("漢字")),
     ];
     println!("{:<28} {:>6} {:>10} {:>10}", "query (limit 20)", "hits", "p50", "p99");
-    for (name, q) in &queries {
+    // SEARCH_BENCH_ONLY: only the queries whose name starts with it (`common`, `CJK`).
+    let only = std::env::var("SEARCH_BENCH_ONLY").unwrap_or_default();
+    for (name, q) in queries.iter().filter(|(name, _)| name.starts_with(only.as_str())) {
         let hits = store.search(q).await?;
         let mut times = Vec::with_capacity(RUNS);
         for _ in 0..RUNS {

@@ -13,7 +13,8 @@
 //! operators are dropped, terms past the 64th are ignored). Then:
 //! 1. unless it holds CJK text, it runs against the word index (porter stemming, so `running`
 //!    finds `runs`); hits are ranked by bm25, newer first on ties. Only the newest
-//!    [`RANK_WINDOW`] matches are ranked, which bounds what a very common word costs;
+//!    [`RANK_WINDOW`] matches are ranked, which bounds what a very common word costs (on
+//!    PostgreSQL, the newest 500, by `ts_rank` over the text's length: see `pg/search.rs`);
 //! 2. when that finds nothing and the query is at least three characters long, or when it holds
 //!    CJK text, it runs against the trigram index: every term of three characters or more must
 //!    appear as a substring (case-insensitive), ranked by bm25;

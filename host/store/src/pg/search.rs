@@ -4,24 +4,111 @@
 //!    stemming; punctuation splits words on both sides, as SQLite's tokenizer does), through its
 //!    GIN index. Phrases keep their order (`<->`), `word*` is a prefix (`:*`), and `AND`, `OR`
 //!    and `NOT` keep FTS5's precedence. The newest [`RANK_WINDOW`] matches are ranked by
-//!    `ts_rank_cd`, newer first on ties, and the snippet is `ts_headline`'s;
+//!    `ts_rank` over the text's length, newer first on ties;
 //! 2. when that finds nothing and the query is three characters or more, or when it holds CJK
-//!    text, every term of three characters or more must appear as a substring (`ILIKE`, which
-//!    the `pg_trgm` GIN indexes serve), newest first;
-//! 3. shorter terms must appear too, checked with `ILIKE` on those hits; one or two CJK
+//!    text, every term of three characters or more must appear in the lower-cased `haystack`
+//!    (text, tool name and arguments; `LIKE`, which its `pg_trgm` GIN index serves), newest
+//!    first;
+//! 3. shorter terms must appear too, checked with `LIKE` on those hits; one or two CJK
 //!    characters are looked up in the message's CJK grams, through their GIN index.
 //!
 //! A term made only of stop words (`or`, `the`) is required as SQLite requires it: no message's
 //! words hold it, so such a query goes on to the substring search.
 //!
+//! ## Newest first, a span of ids at a time
+//!
+//! A GIN index hands over every match at once, in no useful order: a word in one message of
+//! twenty costs a heap visit for each of its 5,000 matches among 100k messages (50,000 among a
+//! million) before the newest can be picked. So both search indexes (migration 4) have more
+//! columns: each message's buckets of ids ([`BUCKET`]), its role and its session. A search
+//! names the buckets of a span of the newest ids ([`Spans`]), and its role or session when it
+//! has one: the index then finds only the matches in that span, only those are read, and the
+//! next, older span is as wide as the density of the matches so far says the rest needs. The
+//! first span of a word search comes from the planner's estimate of the word's matches (an
+//! `EXPLAIN`, sent with the query's other first questions in one round trip). A rare word is
+//! searched whole at once ([`rest_at_once`]): its few matches cost less than the buckets.
+//!
+//! A word search reads the matches of a span by id, then again by their place in the table to
+//! rank them, and only the best `limit` of the span come back, with what a hit shows. A
+//! substring search reads the newest `limit` matches of a span; for a query of stop words only
+//! (in most messages) it is planned for its values, so that the planner can read the messages
+//! newest first and stop at the last one wanted.
+//!
+//! ## How it differs from SQLite
+//!
+//! - Ranking: the newest 500 matches are ranked where SQLite ranks 2000 (for a word in more
+//!   than 500 messages the engines may put different hits first), and by `ts_rank` with the
+//!   length of the text counted in (as bm25 counts it), where `ts_rank_cd` cost 4 µs a match,
+//!   ten times as much.
+//! - Snippets are built here rather than by `ts_headline` (which parsed each hit's whole text
+//!   again, 0.2 ms a hit): about 24 words around the place with the most matches, each word
+//!   that stems to a word of the query marked. The server stems the query's words and those of
+//!   the hits' text that start as one of them do, in one round trip ([`marked_words`]).
+//! - A substring search returns the newest hits, where SQLite ranks them by bm25.
+//!
 //! Terms reach the server only as bound parameters: no text can make a query fail.
 
-use tokio_postgres::types::ToSql;
+use std::collections::HashMap;
 
-use super::{Cached as _, Pg, sql};
+use tokio_postgres::Row;
+use tokio_postgres::types::{ToSql, Type};
+
+use super::{Cached as _, Client, sql};
 use crate::search::query::{Query, TRIGRAM_MIN_CHARS, has_cjk, is_cjk};
-use crate::search::{ELLIPSIS, MATCH_END, MATCH_START, RANK_WINDOW, SearchHit, SearchQuery, escape_like, like_snippet};
+use crate::search::{ELLIPSIS, MATCH_END, MATCH_START, SearchHit, SearchQuery, escape_like, like_snippet};
 use crate::{Error, Result};
+
+/// How many of the newest matches of a word search are ranked (SQLite's
+/// [`crate::search::RANK_WINDOW`] is 2000): a ranked match costs its heap visit, a second read
+/// by its place and its `ts_rank`, 5-8 µs together here.
+pub(crate) const RANK_WINDOW: usize = 500;
+
+/// Ids per bucket in the search indexes' second column, `ARRAY[id / 256, -1 - id / 8192]`
+/// (migration 4): each message is in a fine bucket (the first element) and a coarse one (the
+/// second, negative so that the two never meet). A span names the coarse buckets it holds whole
+/// and fine ones at its edges, a few dozen at most: a GIN scan loads every value it is given and
+/// weighs each one for every match, so a thousand fine buckets cost more than the word itself.
+pub(crate) const BUCKET: i64 = 256;
+pub(crate) const COARSE_BUCKET: i64 = 8192;
+
+/// Most coarse buckets one span names (512k ids): a wider span is searched without buckets.
+const MAX_COARSE: i64 = 64;
+
+/// The first span of a word search that the planner expects in fewer than one message in
+/// [`SAMPLED_BELOW`]: its estimate for a word missing from the column's statistics is the same
+/// for every such word, in a few hundred messages as in a few thousand, so a span this wide
+/// measures the word's density before the rest is chosen.
+const SAMPLE_SPAN: i64 = 8192;
+const SAMPLED_BELOW: f64 = 200.0;
+
+/// Spans searched by bucket before the rest of the messages goes in one.
+const MAX_SPANS: usize = 6;
+
+/// A span is at most this many times as wide as all the spans before it: the newest messages
+/// may hold a word more or less often than the older ones, and a few matches say little.
+const SPAN_GROWTH: i64 = 8;
+
+/// The same after spans without a single match, which say nothing of what follows them.
+const BLIND_GROWTH: i64 = 4;
+
+/// Matches enough for their density to size the next span however wide.
+const TRUSTED_MATCHES: usize = 16;
+
+/// How much wider the first span of a word search is made than the planner's estimate says.
+const ESTIMATE_MARGIN: f64 = 1.2;
+
+/// The first span of a substring search for 20 hits, in ids. Most queries that get there are
+/// rare (the word search found nothing) and the ids one span covers cost little when they hold
+/// no candidate, but a query of stop words only (`the`) is in most messages, where every id of
+/// the span costs a look at its text.
+const SUBSTRING_SPAN: i64 = 4096;
+const COMMON_SUBSTRING_SPAN: i64 = 1024;
+
+/// Words of context in a word search's snippet, as SQLite's snippet has tokens.
+const SNIPPET_WORDS: usize = 24;
+
+/// Words shown before the first match in a snippet.
+const SNIPPET_LEAD: usize = 4;
 
 /// The longest CJK gram `messages.cjk` holds (PostgreSQL migration 3).
 const CJK_GRAM_MAX: usize = 2;
@@ -34,18 +121,26 @@ fn words_of(text: &str) -> String {
     text.chars().map(|c| if c.is_alphanumeric() || c.is_whitespace() { c } else { ' ' }).collect()
 }
 
-/// Builds the SQL of a query and its parameters (`$1`.. are the fixed filters).
+/// Builds the SQL of a query and its parameters (`$1`.. are the terms, then the filters).
 #[derive(Default)]
 struct Params {
-    values: Vec<Box<dyn ToSql + Sync + Send>>,
-    /// A term is looked up in the CJK grams: plan the query for its values (see `run_search`).
+    values: Vec<String>,
+    /// A term is looked up in the CJK grams: plan the query for its values (see `Search::run`).
     grams: bool,
+    /// A term is looked up in the haystack, whose index has the buckets.
+    haystack: bool,
 }
 
 impl Params {
-    fn push(&mut self, v: impl ToSql + Sync + Send + 'static) -> String {
-        self.values.push(Box::new(v));
+    /// Bind `v` (text: every term and filter is), returning its placeholder.
+    fn push(&mut self, v: String) -> String {
+        self.values.push(v);
         format!("${}", self.values.len())
+    }
+
+    /// The values with their type, for a statement planned for them.
+    fn typed(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
+        self.values.iter().map(|v| (v as &(dyn ToSql + Sync), Type::TEXT)).collect()
     }
 }
 
@@ -82,19 +177,37 @@ fn tsquery(groups: &[Vec<(bool, String, bool)>], p: &mut Params) -> Option<Strin
     (!ors.is_empty()).then(|| ors.join(" || "))
 }
 
+/// The words a hit's snippet may mark: those of the terms that are not negated, each with
+/// whether it is a prefix (the last word of a `word*` or `"a phrase"*` term).
+fn query_words(groups: &[Vec<(bool, String, bool)>]) -> Vec<(String, bool)> {
+    let mut out: Vec<(String, bool)> = Vec::new();
+    for (_, text, prefix) in groups.iter().flatten().filter(|(negated, ..)| !negated) {
+        let words: Vec<String> = words_of(text).split_whitespace().map(str::to_lowercase).collect();
+        let last = words.len().saturating_sub(1);
+        for (i, word) in words.into_iter().enumerate() {
+            let entry = (word, *prefix && i == last);
+            if !out.contains(&entry) {
+                out.push(entry);
+            }
+        }
+    }
+    out
+}
+
 /// `term` somewhere in a message's text, as SQL. One or two CJK characters are looked up in
 /// the message's CJK grams (`messages.cjk`, which a GIN index serves); the grams are every such
-/// run in the text, tool name and arguments, so the lookup is exact. A longer term without
-/// letters that have a case (CJK text, digits) goes through `LIKE`, which need not fold every
-/// row's case as `ILIKE` does.
+/// run in the text, tool name and arguments, so the lookup is exact. Anything else is a `LIKE`
+/// on the lower-cased haystack, with the pattern lower-cased by the same function (which is
+/// what `ILIKE` does on each column).
 fn contains(term: &str, p: &mut Params) -> String {
     if (1..=CJK_GRAM_MAX).contains(&term.chars().count()) && term.chars().all(is_cjk) {
         p.grams = true;
         return format!("(m.cjk @> ARRAY[{}::text])", p.push(term.to_string()));
     }
-    let k = p.push(format!("%{}%", escape_like(term)));
-    let like = if term.to_lowercase() == term.to_uppercase() { "LIKE" } else { "ILIKE" };
-    format!("(m.content {like} {k} OR m.tool_name {like} {k} OR m.tool_calls {like} {k})")
+    if term.chars().count() >= TRIGRAM_MIN_CHARS {
+        p.haystack = true;
+    }
+    format!("(m.haystack LIKE lower({}))", p.push(format!("%{}%", escape_like(term))))
 }
 
 fn not_contains(term: &str, p: &mut Params) -> String {
@@ -122,15 +235,536 @@ fn substrings(groups: &[Vec<(bool, String, bool)>], short: (&[&str], &[&str]), p
     parts.join(" AND ")
 }
 
-impl Pg {
+/// A span of ids, both ends included, and the buckets that cover it; without buckets, every
+/// id up to `hi`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Span {
+    lo: i64,
+    hi: i64,
+    buckets: Option<Vec<i64>>,
+}
+
+/// The buckets of the ids `lo..=hi` (`lo` a multiple of [`BUCKET`]): the coarse buckets
+/// inside the span whole, fine ones for the rest.
+fn buckets(lo: i64, hi: i64) -> Vec<i64> {
+    // Coarse buckets `first..end` lie whole within the span.
+    let (first, end) = ((lo + COARSE_BUCKET - 1) / COARSE_BUCKET, (hi + 1) / COARSE_BUCKET);
+    if first >= end {
+        return (lo / BUCKET..=hi / BUCKET).collect();
+    }
+    let mut out: Vec<i64> = (lo / BUCKET..first * COARSE_BUCKET / BUCKET).collect();
+    out.extend((first..end).map(|c| -1 - c));
+    out.extend(end * COARSE_BUCKET / BUCKET..=hi / BUCKET);
+    out
+}
+
+/// What a span costs, in µs, on the machine these were measured on (2 slow cores, 100k and 1M
+/// messages): a scan by bucket walks the buckets' lists (per id of the span) and finds each
+/// match (its index entry and heap visit); a scan without buckets finds every match of the
+/// word, at less for each. Only their ratios matter.
+const SPAN_ID_US: f64 = 0.02;
+const SPAN_MATCH_US: f64 = 4.0;
+const ALL_MATCH_US: f64 = 3.4;
+
+/// Whether the rest of a word search, `left` matches wanted at `density` (matches per id) among
+/// `rest` ids, costs less in one scan of all its matches than by bucket.
+fn rest_at_once(left: f64, density: f64, rest: f64) -> bool {
+    let span = (left / density).min(rest);
+    ALL_MATCH_US * density * rest <= SPAN_ID_US * span + SPAN_MATCH_US * left
+}
+
+/// The spans a search goes through, newest first. The first is `first` ids wide; each next
+/// one as wide as the density of the matches found so far says the rest needs, with a margin
+/// (a span without matches counts as one match), but, until [`TRUSTED_MATCHES`] were found, at
+/// most [`SPAN_GROWTH`] times the ids searched so far ([`BLIND_GROWTH`] while none was). The rest goes in one span
+/// without buckets when a span would reach the oldest message, or name more than
+/// [`MAX_COARSE`] coarse buckets, or after [`MAX_SPANS`], or (for a word search, `whole`)
+/// when [`rest_at_once`] says so: a word that rare has few matches left.
+#[derive(Debug)]
+struct Spans {
+    oldest: i64,
+    /// The newest id not yet searched.
+    hi: i64,
+    first: i64,
+    /// Whether the rest may go in one span when that is cheaper.
+    whole: bool,
+    /// Ids searched so far.
+    searched: i64,
+    spans: usize,
+    done: bool,
+}
+
+impl Spans {
+    fn new(oldest: i64, newest: i64, first: i64, whole: bool) -> Self {
+        Self { oldest, hi: newest, first: first.max(BUCKET), whole, searched: 0, spans: 0, done: false }
+    }
+
+    /// The next span, `found` matches out of the `need`ed having come back so far.
+    fn next(&mut self, found: usize, need: usize) -> Option<Span> {
+        if self.done || found >= need || self.hi < self.oldest {
+            return None;
+        }
+        let rest = self.hi - self.oldest + 1;
+        let width = if self.spans == 0 {
+            self.first
+        } else {
+            let growth = match found {
+                0 => BLIND_GROWTH,
+                1..TRUSTED_MATCHES => SPAN_GROWTH,
+                _ => i64::MAX,
+            };
+            let density = (found + 1) as f64 / self.searched as f64;
+            // Room for a standard deviation of the matches a span that wide holds: one more
+            // span now and then costs less than reading more messages every time (a substring's
+            // candidates cost 10 µs each). A float beyond i64's range saturates.
+            let left = (need - found) as f64;
+            // Nothing found in a span as wide as a sample says the word is rare too.
+            let sampled = found > 0 || self.searched >= SAMPLE_SPAN;
+            if self.whole && sampled && rest_at_once(left, density, rest as f64) {
+                rest
+            } else {
+                let wanted = ((left + left.sqrt() + 1.0) / density) as i64;
+                wanted.min(self.searched.saturating_mul(growth)).max(BUCKET)
+            }
+        };
+        // Spans start on a bucket's first id.
+        let lo = self.hi.saturating_sub(width - 1).div_euclid(BUCKET) * BUCKET;
+        if lo <= self.oldest || self.spans >= MAX_SPANS || (self.hi - lo) / COARSE_BUCKET >= MAX_COARSE {
+            self.done = true;
+            return Some(Span { lo: self.oldest, hi: self.hi, buckets: None });
+        }
+        let span = Span { lo, hi: self.hi, buckets: Some(buckets(lo, self.hi)) };
+        self.searched += self.hi - lo + 1;
+        self.hi = lo - 1;
+        self.spans += 1;
+        Some(span)
+    }
+}
+
+/// One search's connection, query and filters.
+struct Search<'a> {
+    client: &'a Client,
+    q: &'a SearchQuery<'a>,
+    limit: usize,
+    /// The oldest and newest ids of the messages searched, once asked for; `None` inside when
+    /// there is none.
+    ids: Option<Option<(i64, i64)>>,
+    /// The word search found every word of the query to be a stop word.
+    stop_words: bool,
+}
+
+/// What one search runs: its SQL, and its parameters.
+struct Statement<'a> {
+    /// The condition on `m` and the filters (`$1`..).
+    params: &'a Params,
+    /// `SELECT … WHERE … AND {range} ORDER BY {id} DESC LIMIT {limit}`, the span, the way an id
+    /// is read (see [`Probe`]) and the rows wanted left to fill.
+    template: String,
+    /// Rows wanted.
+    need: usize,
+    /// The first span's width, in ids.
+    first: i64,
+    kind: Probe,
+}
+
+/// How the spans of a search are run. Each is a kept statement, whose range and order the
+/// primary key may not serve (`m.id + 0`): a generic plan would read the messages newest first
+/// and check each one (80 ms for a word in one message of twenty).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    /// Every match of a span is ranked, so the index must find them all. A row says in its
+    /// column 7 how many matches its span had (only the best come back), and the rest may go
+    /// in one span when that is cheaper ([`Spans`]).
+    Words,
+    /// The newest matches of a span, each row one. A query of stop words only (`the`, in most
+    /// messages) is planned for its values instead, so that the planner can read the messages
+    /// newest first and stop at the `limit`th: the index would have every one of a span's
+    /// thousands checked, and a span after empty ones (deleted messages) may be wide.
+    Substrings,
+}
+
+impl Search<'_> {
+    /// The filters of the query as SQL on `m`, their parameters pushed: as a search by span
+    /// writes them, the role and the session looked up in the search indexes' third and fourth
+    /// columns, and as a search of every message (or the planner's estimate) does, checked in
+    /// each message.
+    fn filters(&self, p: &mut Params) -> (String, String) {
+        let mut by_index = vec!["m.active".to_string()];
+        let mut plain = by_index.clone();
+        if let Some(role) = self.q.role {
+            let k = p.push(role.as_str().to_string());
+            by_index.push(format!("ARRAY[m.role] && ARRAY[{k}::text]"));
+            plain.push(format!("m.role = {k}"));
+        }
+        if let Some(session) = self.q.session_id {
+            let k = p.push(session.to_string());
+            by_index.push(format!("ARRAY[m.session_id] && ARRAY[{k}::text]"));
+            plain.push(format!("m.session_id = {k}"));
+        }
+        if let Some(session) = self.q.exclude_session {
+            let k = p.push(session.to_string());
+            by_index.push(format!("m.session_id <> {k}"));
+            plain.push(format!("m.session_id <> {k}"));
+        }
+        (by_index.join(" AND "), plain.join(" AND "))
+    }
+
+    /// The oldest and newest ids of the messages searched, or `None` when there are none.
+    async fn ids(&mut self) -> Result<Option<(i64, i64)>> {
+        if let Some(ids) = self.ids {
+            return Ok(ids);
+        }
+        let row = self.ids_query().await.map_err(sql)?;
+        let ids = row.get::<_, Option<i64>>(0).zip(row.get::<_, Option<i64>>(1));
+        self.ids = Some(ids);
+        Ok(ids)
+    }
+
+    /// The oldest and newest ids of the messages searched: all, or one session's (which
+    /// `messages_by_session` finds at once).
+    async fn ids_query(&self) -> std::result::Result<Row, tokio_postgres::Error> {
+        match self.q.session_id {
+            Some(session) => {
+                self.client.q1("SELECT min(id), max(id) FROM messages WHERE session_id = $1", &[&session]).await
+            }
+            None => self.client.q1("SELECT min(id), max(id) FROM messages", &[]).await,
+        }
+    }
+
+    /// Run `s` newest first, over spans of ids, until `s.need` matches came back.
+    async fn run(&mut self, s: &Statement<'_>) -> Result<Vec<Row>> {
+        let Some((oldest, newest)) = self.ids().await? else { return Ok(Vec::new()) };
+        let base = s.params.typed();
+        let n = base.len();
+        let need = i64::try_from(s.need).unwrap_or(i64::MAX);
+        let mut spans = Spans::new(oldest, newest, s.first, s.kind == Probe::Words);
+        // Planned for its values, a probe may read the messages newest first through the
+        // primary key; a kept statement must not (see `Probe`).
+        let planned = s.params.grams || (s.kind == Probe::Substrings && self.stop_words);
+        let id = if planned { "m.id" } else { "m.id + 0" };
+        let mut rows: Vec<Row> = Vec::new();
+        let mut found = 0;
+        while let Some(span) = spans.next(found, s.need) {
+            let left = need - i64::try_from(found).unwrap_or(0);
+            let mut params = base.clone();
+            let (range, limit) = match &span.buckets {
+                Some(buckets) => {
+                    params.extend([
+                        (buckets as &(dyn ToSql + Sync), Type::INT8_ARRAY),
+                        (&span.lo, Type::INT8),
+                        (&span.hi, Type::INT8),
+                        (&left, Type::INT8),
+                    ]);
+                    (
+                        format!(
+                            "ARRAY[m.id / {BUCKET}, -1 - m.id / {COARSE_BUCKET}] && ${}::int8[] \
+                             AND {id} BETWEEN ${} AND ${}",
+                            n + 1,
+                            n + 2,
+                            n + 3
+                        ),
+                        format!("${}", n + 4),
+                    )
+                }
+                None => {
+                    params.extend([(&span.hi as &(dyn ToSql + Sync), Type::INT8), (&left, Type::INT8)]);
+                    (format!("{id} <= ${}", n + 1), format!("${}", n + 2))
+                }
+            };
+            let text = s.template.replace("{range}", &range).replace("{id}", id).replace("{limit}", &limit);
+            let probe = self.query(&text, &params, planned).await?;
+            found += match (s.kind, probe.first()) {
+                (Probe::Words, Some(row)) => usize::try_from(row.get::<_, i64>(7)).unwrap_or(0),
+                (Probe::Words, None) => 0,
+                (Probe::Substrings, _) => probe.len(),
+            };
+            rows.extend(probe);
+        }
+        Ok(rows)
+    }
+
+    /// Run `s` in one query over every message (its template has no `{range}` left), planned
+    /// for its values.
+    async fn all(&self, s: &Statement<'_>) -> Result<Vec<Row>> {
+        let mut params = s.params.typed();
+        let need = i64::try_from(s.need).unwrap_or(i64::MAX);
+        let limit = format!("${}", params.len() + 1);
+        params.push((&need, Type::INT8));
+        let text = s.template.replace("{range}", "true").replace("{id}", "m.id").replace("{limit}", &limit);
+        self.client.query_typed(&text, &params).await.map_err(sql)
+    }
+
+    /// Run a probe: through a kept statement, or `planned` for its values: a substring search
+    /// for stop words (see [`Probe`]), or one that looks up CJK grams (the planner knows from
+    /// the column's statistics whether one is rare, which the index finds at once, or common,
+    /// which the newest messages hold; a kept statement soon gets one generic plan, which scans
+    /// every message, newest first, for a gram no message has).
+    async fn query(&self, text: &str, params: &[(&(dyn ToSql + Sync), Type)], planned: bool) -> Result<Vec<Row>> {
+        if planned {
+            self.client.query_typed(text, params).await.map_err(sql)
+        } else {
+            let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
+            self.client.q(text, &params).await.map_err(sql)
+        }
+    }
+
+    /// The word search: the newest [`RANK_WINDOW`] matches of `expr`, the best `limit` of them.
+    async fn words(
+        &mut self,
+        mut p: Params,
+        expr: &str,
+        groups: &[Vec<(bool, String, bool)>],
+    ) -> Result<Vec<SearchHit>> {
+        let term_count = p.values.len();
+        let (filters, plain) = self.filters(&mut p);
+        let typed = p.typed();
+        let terms: Vec<&(dyn ToSql + Sync)> = typed[..term_count].iter().map(|(v, _)| *v).collect();
+        // In one round trip: whether the query can match at all (every word of it a stop
+        // word), the ids' range, and how many messages the planner expects it to match, from
+        // the words' statistics (planned for these very words, so the estimate is theirs).
+        let never = format!("SELECT ({expr}) = {NEVER}");
+        let estimate = format!("EXPLAIN SELECT 1 FROM messages m WHERE m.words @@ ({expr}) AND {plain}");
+        let (never, ids, plan) =
+            tokio::join!(self.client.q1(&never, &terms), self.ids_query(), self.client.query_typed(&estimate, &typed));
+        if never.map_err(sql)?.get::<_, bool>(0) {
+            self.stop_words = true;
+            return Ok(Vec::new());
+        }
+        let ids = ids.map_err(sql)?;
+        let ids = ids.get::<_, Option<i64>>(0).zip(ids.get::<_, Option<i64>>(1));
+        self.ids = Some(ids);
+        // A span as wide as the estimate says the window needs, with room to spare (an
+        // estimate is one for the whole table, and its terms are taken as independent); the
+        // rest at once for a word in fewer messages than the window holds.
+        let expected = plan.map_err(sql)?.first().map_or(0.0, |r| planned_rows(&r.get::<_, String>(0)));
+        let first = ids.map_or(0, |(oldest, newest)| {
+            let rest = (newest - oldest + 1) as f64;
+            let (density, need) = (expected / rest, RANK_WINDOW as f64);
+            if rest_at_once(need, density, rest) {
+                i64::MAX
+            } else if density * SAMPLED_BELOW < 1.0 {
+                SAMPLE_SPAN
+            } else {
+                ((need + 2.0 * need.sqrt() + 1.0) * ESTIMATE_MARGIN / density) as i64
+            }
+        });
+        // Matches are found by id, then read again by their place in the table to be ranked (no
+        // `tsvector` is copied through the sort); only the best `limit` of a probe come back,
+        // with what a hit shows, and how many it ranked. The best of the whole window are among
+        // the best of its probes.
+        let limit = self.limit;
+        let template = format!(
+            "WITH q AS MATERIALIZED (SELECT {expr} AS q),
+             recent AS (
+                 SELECT m.ctid AS place FROM messages m, q
+                 WHERE m.words @@ q.q AND {filters} AND {{range}}
+                 ORDER BY {{id}} DESC LIMIT {{limit}}
+             ),
+             ranked AS MATERIALIZED (
+                 SELECT m.id, ts_rank(m.words, q.q, 1) AS rank FROM messages m, q
+                 WHERE m.ctid = ANY(ARRAY(SELECT place FROM recent))
+             ),
+             best AS (SELECT id, rank FROM ranked ORDER BY rank DESC, id DESC LIMIT {limit})
+             SELECT b.id, m.session_id, s.title, m.role, m.content, m.created_at, b.rank,
+                    (SELECT count(*) FROM ranked)
+             FROM best b JOIN messages m ON m.id = b.id JOIN sessions s ON s.id = m.session_id"
+        );
+        let statement = Statement { params: &p, template, need: RANK_WINDOW, first, kind: Probe::Words };
+        let mut rows = self.run(&statement).await?;
+        rows.sort_by(|a, b| {
+            let (a, b): ((f32, i64), (f32, i64)) = ((a.get(6), a.get(0)), (b.get(6), b.get(0)));
+            b.0.total_cmp(&a.0).then(b.1.cmp(&a.1))
+        });
+        rows.truncate(limit);
+        let contents: Vec<String> = rows.iter().map(|r| r.get(4)).collect();
+        let words: Vec<Vec<(usize, usize)>> = contents.iter().map(|c| word_ranges(c)).collect();
+        let marked = marked_words(self.client, &query_words(groups), &contents, &words).await?;
+        rows.iter()
+            .zip(contents.iter().zip(&words))
+            .map(|(r, (content, words))| hit(r, word_snippet(content, words, &marked)))
+            .collect()
+    }
+
+    /// The substring search: the newest `limit` messages holding `condition`'s terms.
+    async fn substrings(&mut self, mut p: Params, condition: &str, marks: &[String]) -> Result<Vec<SearchHit>> {
+        // Without a term for the haystack's index, its buckets would only be read for
+        // nothing: the CJK grams' index, or the messages newest first, serve the query alone.
+        let spans = p.haystack;
+        let (by_index, plain) = self.filters(&mut p);
+        let filters = if spans { by_index } else { plain };
+        let range = if spans { "{range}" } else { "true" };
+        // As for words: the hits are found, then read again by their place in the table.
+        let template = format!(
+            "WITH hit AS (
+                 SELECT m.ctid AS place FROM messages m
+                 WHERE {filters} AND {condition} AND {range}
+                 ORDER BY {{id}} DESC LIMIT {{limit}}
+             )
+             SELECT m.id, m.session_id, s.title, m.role, m.content, m.created_at
+             FROM messages m JOIN sessions s ON s.id = m.session_id
+             WHERE m.ctid = ANY(ARRAY(SELECT place FROM hit))
+             ORDER BY m.id DESC"
+        );
+        let per_limit = if self.stop_words { COMMON_SUBSTRING_SPAN } else { SUBSTRING_SPAN };
+        let first = per_limit * i64::try_from(self.limit.div_ceil(20)).unwrap_or(1);
+        let statement = Statement { params: &p, template, need: self.limit, first, kind: Probe::Substrings };
+        let rows = if spans { self.run(&statement).await? } else { self.all(&statement).await? };
+        let marks: Vec<&str> = marks.iter().map(String::as_str).collect();
+        rows.iter()
+            .map(|r| {
+                let content: String = r.get(4);
+                hit(r, like_snippet(&content, &marks))
+            })
+            .collect()
+    }
+}
+
+/// The rows the top node of a plan (`EXPLAIN`'s first line) is expected to return.
+fn planned_rows(line: &str) -> f64 {
+    line.split(" rows=").nth(1).and_then(|rest| rest.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0.0)
+}
+
+/// A hit from a row of `id, session_id, title, role, …, created_at`.
+fn hit(r: &Row, snippet: String) -> Result<SearchHit> {
+    let (message_id, role): (i64, String) = (r.get(0), r.get(3));
+    let role = talaria_protocol::Role::parse(&role)
+        .ok_or_else(|| Error::Corrupt { what: format!("message {message_id}: unknown role \"{role}\"") })?;
+    Ok(SearchHit { session_id: r.get(1), session_title: r.get(2), message_id, role, snippet, created_at: r.get(5) })
+}
+
+/// The words of `text` (runs of letters and digits), as byte ranges.
+fn word_ranges(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::with_capacity(text.len() / 6);
+    let mut start = None;
+    let mut i = 0;
+    while i < text.len() {
+        let (alnum, len) = match text.as_bytes()[i] {
+            b if b.is_ascii() => (b.is_ascii_alphanumeric(), 1),
+            _ => text[i..].chars().next().map_or((false, 1), |c| (c.is_alphanumeric(), c.len_utf8())),
+        };
+        match (alnum, start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push((s, i));
+                start = None;
+            }
+            _ => {}
+        }
+        i += len;
+    }
+    if let Some(s) = start {
+        out.push((s, text.len()));
+    }
+    out
+}
+
+/// Whether `word` is `lower` but for case.
+fn same_word(word: &str, lower: &str) -> bool {
+    if word.is_ascii() { word.eq_ignore_ascii_case(lower) } else { word.to_lowercase() == lower }
+}
+
+/// Whether `word` may share a stem with the (lower-cased) query word `of`: they start alike
+/// (stemming cuts endings, and turns a final `y` into `i`). The server decides.
+fn may_match(word: &str, of: &str) -> bool {
+    let common = word.chars().flat_map(char::to_lowercase).zip(of.chars()).take_while(|(a, b)| a == b).count();
+    common >= of.chars().count().min(3)
+}
+
+/// The words of `texts` (lower-cased) that stem to a word of the query, or start as a prefix
+/// word's stem does: the candidates and the query's words are stemmed by the server, in one
+/// round trip, with the configuration the `tsvector` column uses. `words`: each text's words.
+async fn marked_words(
+    client: &Client,
+    query: &[(String, bool)],
+    texts: &[String],
+    words: &[Vec<(usize, usize)>],
+) -> Result<Vec<String>> {
+    let mut candidates: Vec<String> = Vec::new();
+    for (text, words) in texts.iter().zip(words) {
+        for &(s, e) in words {
+            let word = &text[s..e];
+            if query.iter().any(|(q, _)| may_match(word, q)) && !candidates.iter().any(|c| same_word(word, c)) {
+                candidates.push(word.to_lowercase());
+            }
+        }
+    }
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut all: Vec<String> = query.iter().map(|(w, _)| w.clone()).collect();
+    all.extend(candidates.iter().cloned());
+    let rows = client
+        .q(
+            "SELECT w, ARRAY(SELECT lexeme FROM unnest(to_tsvector('english', w))) FROM unnest($1::text[]) AS w",
+            &[&all],
+        )
+        .await
+        .map_err(sql)?;
+    let stems: HashMap<String, Vec<String>> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let none = Vec::new();
+    let stems_of = |w: &str| stems.get(w).unwrap_or(&none);
+    Ok(candidates
+        .into_iter()
+        .filter(|c| {
+            let own = stems_of(c);
+            query.iter().any(|(q, prefix)| {
+                stems_of(q)
+                    .iter()
+                    .any(|stem| own.iter().any(|l| if *prefix { l.starts_with(stem.as_str()) } else { l == stem }))
+            })
+        })
+        .collect())
+}
+
+/// A snippet of `text` for a word search: up to [`SNIPPET_WORDS`] of its `words` around the
+/// place with the most `marked` words (lower-cased), each marked. Without one (the match was
+/// in the tool's name or arguments), the start of the text.
+fn word_snippet(text: &str, words: &[(usize, usize)], marked: &[String]) -> String {
+    let is_marked: Vec<bool> = words.iter().map(|&(s, e)| marked.iter().any(|m| same_word(&text[s..e], m))).collect();
+    // Each window starts a few words before a marked word; the one with the most marks wins.
+    let best = (0..words.len())
+        .filter(|&i| is_marked[i])
+        .map(|i| {
+            let start = i.saturating_sub(SNIPPET_LEAD);
+            let end = (start + SNIPPET_WORDS).min(words.len());
+            (is_marked[start..end].iter().filter(|&&m| m).count(), start, end)
+        })
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    let Some((_, start, end)) = best else { return like_snippet(text, &[]) };
+    let from = if start == 0 { 0 } else { words[start].0 };
+    let to = if end == words.len() { text.len() } else { words[end - 1].1 };
+    let mut out = String::new();
+    if from > 0 {
+        out.push_str(ELLIPSIS);
+    }
+    let mut at = from;
+    for (i, &(s, e)) in words.iter().enumerate().take(end).skip(start) {
+        if is_marked[i] {
+            out.push_str(&text[at..s]);
+            out.push_str(MATCH_START);
+            out.push_str(&text[s..e]);
+            out.push_str(MATCH_END);
+            at = e;
+        }
+    }
+    out.push_str(&text[at..to]);
+    if to < text.len() {
+        out.push_str(ELLIPSIS);
+    }
+    out
+}
+
+impl super::Pg {
     pub(crate) async fn search(&self, q: &SearchQuery<'_>, limit: usize) -> Result<Vec<SearchHit>> {
         let parsed = Query::parse(q.text);
         let cjk = has_cjk(q.text);
+        let client = self.client().await?;
+        let mut search = Search { client: &client, q, limit, ids: None, stop_words: false };
         if !cjk {
             let groups = parsed.groups(true);
             let mut p = Params::default();
             if let Some(expr) = tsquery(&groups, &mut p) {
-                let hits = self.run_search(q, limit, p, SearchKind::Words(expr), Vec::new()).await?;
+                let hits = search.words(p, &expr, &groups).await?;
                 if !hits.is_empty() {
                     return Ok(hits);
                 }
@@ -148,98 +782,114 @@ impl Pg {
         let condition = substrings(&groups, (&wanted, &unwanted), &mut p);
         let mut marks: Vec<String> = groups.iter().flatten().filter(|(n, ..)| !n).map(|(_, t, _)| t.clone()).collect();
         marks.extend(wanted.iter().map(|t| (*t).to_string()));
-        self.run_search(q, limit, p, SearchKind::Substrings(condition), marks).await
-    }
-
-    async fn run_search(
-        &self,
-        q: &SearchQuery<'_>,
-        limit: usize,
-        mut p: Params,
-        kind: SearchKind,
-        marks: Vec<String>,
-    ) -> Result<Vec<SearchHit>> {
-        let role = p.push(q.role.map(|r| r.as_str().to_string()));
-        let session = p.push(q.session_id.map(String::from));
-        let exclude = p.push(q.exclude_session.map(String::from));
-        let limit_param = p.push(i64::try_from(limit).unwrap_or(i64::MAX));
-        let filters = format!(
-            "m.active AND ({role}::text IS NULL OR m.role = {role}) AND ({session}::text IS NULL OR m.session_id = {session})
-             AND ({exclude}::text IS NULL OR m.session_id <> {exclude})"
-        );
-        let (sql_text, words) = match &kind {
-            SearchKind::Words(expr) => (
-                format!(
-                    "WITH q AS (SELECT {expr} AS q),
-                     recent AS (
-                         SELECT m.id, m.words FROM messages m, q WHERE m.words @@ q.q AND {filters}
-                         ORDER BY m.id DESC LIMIT {RANK_WINDOW}
-                     ),
-                     top AS (
-                         SELECT recent.id, ts_rank_cd(recent.words, q.q) AS rank FROM recent, q
-                         ORDER BY rank DESC, recent.id DESC LIMIT {limit_param}
-                     )
-                     SELECT m.id, m.session_id, s.title, m.role,
-                            ts_headline('english', m.content, q.q,
-                                'StartSel=\"{MATCH_START}\", StopSel=\"{MATCH_END}\", MaxWords=24, MinWords=8, MaxFragments=2, FragmentDelimiter=\"{ELLIPSIS}\"'),
-                            m.created_at
-                     FROM top JOIN messages m ON m.id = top.id JOIN sessions s ON s.id = m.session_id, q
-                     ORDER BY top.rank DESC, m.id DESC"
-                ),
-                true,
-            ),
-            SearchKind::Substrings(condition) => (
-                format!(
-                    "SELECT m.id, m.session_id, s.title, m.role, m.content, m.created_at
-                     FROM messages m JOIN sessions s ON s.id = m.session_id
-                     WHERE {filters} AND {condition}
-                     ORDER BY m.id DESC LIMIT {limit_param}"
-                ),
-                false,
-            ),
-        };
-        let client = self.client().await?;
-        let params: Vec<&(dyn ToSql + Sync)> = p.values.iter().map(|v| &**v as &(dyn ToSql + Sync)).collect();
-        let rows = if p.grams {
-            // Planned for these very grams: the planner knows from the column's statistics
-            // whether one is rare (the index finds it at once) or common (the newest messages
-            // hold it). A kept statement soon gets one generic plan, which scans every message,
-            // newest first, for a gram no message has.
-            client.query(sql_text.as_str(), &params).await.map_err(sql)?
-        } else {
-            client.q(&sql_text, &params).await.map_err(sql)?
-        };
-        let marks: Vec<&str> = marks.iter().map(String::as_str).collect();
-        rows.iter()
-            .map(|r| {
-                let (message_id, role): (i64, String) = (r.get(0), r.get(3));
-                let role = talaria_protocol::Role::parse(&role)
-                    .ok_or_else(|| Error::Corrupt { what: format!("message {message_id}: unknown role \"{role}\"") })?;
-                let text: String = r.get(4);
-                let snippet = if words && text.contains(MATCH_START) {
-                    text
-                } else if words {
-                    // The match was in the tool's name or arguments, not in the text.
-                    like_snippet(&text, &[])
-                } else {
-                    like_snippet(&text, &marks)
-                };
-                Ok(SearchHit {
-                    session_id: r.get(1),
-                    session_title: r.get(2),
-                    message_id,
-                    role,
-                    snippet,
-                    created_at: r.get(5),
-                })
-            })
-            .collect()
+        search.substrings(p, &condition, &marks).await
     }
 }
 
-enum SearchKind {
-    /// A `tsquery` expression.
-    Words(String),
-    /// A condition on `m`.
-    Substrings(String),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_spans(mut spans: Spans, found_per_span: impl Fn(&Span) -> usize, need: usize) -> Vec<Span> {
+        let mut out = Vec::new();
+        let mut found = 0;
+        while let Some(span) = spans.next(found, need) {
+            found += found_per_span(&span);
+            out.push(span);
+        }
+        out
+    }
+
+    #[test]
+    fn spans_cover_the_ids_newest_first_without_gaps() {
+        // One match in 100 ids: the second span is sized from the first one's 22.
+        let spans = all_spans(Spans::new(1, 100_000, 2000, false), |s| ((s.hi - s.lo + 1) / 100) as usize, 500);
+        assert_eq!(spans[0].hi, 100_000);
+        for pair in spans.windows(2) {
+            assert_eq!(pair[1].hi, pair[0].lo - 1, "{spans:?}");
+        }
+        assert!(spans.iter().all(|s| s.lo % BUCKET == 0 || s.buckets.is_none()), "{spans:?}");
+        assert_eq!(spans.len(), 2, "{spans:?}");
+        // One in 1000: the first span's two say little, so the next one grows by a bounded step.
+        let spans = all_spans(Spans::new(1, 100_000, 2000, false), |s| ((s.hi - s.lo + 1) / 1000) as usize, 500);
+        assert!(spans[1].hi - spans[1].lo < SPAN_GROWTH * (spans[0].hi - spans[0].lo + 1) + BUCKET, "{spans:?}");
+    }
+
+    #[test]
+    fn buckets_are_coarse_inside_and_fine_at_the_edges() {
+        assert_eq!(buckets(256, 1000), vec![1, 2, 3]);
+        let b = buckets(7936, 3 * COARSE_BUCKET + 300);
+        // Fine 31 (7936..8191), coarse 1 and 2 (8192..24575), fine 96 and 97 (24576..24876).
+        assert_eq!(b, vec![31, -2, -3, 96, 97]);
+        assert_eq!(buckets(COARSE_BUCKET, 2 * COARSE_BUCKET - 1), vec![-2]);
+        let covered = |id: i64, b: &[i64]| b.contains(&(id / BUCKET)) || b.contains(&(-1 - id / COARSE_BUCKET));
+        let b = buckets(5 * BUCKET, 40_000);
+        assert!((5 * BUCKET..=40_000).all(|id| covered(id, &b)));
+        assert!(!covered(5 * BUCKET - 1, &b) && !covered(40_000 + BUCKET, &b));
+        assert!(b.len() <= 2 * 31 + 5, "{b:?}");
+    }
+
+    #[test]
+    fn rare_matches_end_in_one_span_without_buckets() {
+        // Nothing in the first spans: they widen as fast as they may, then the rest goes in one.
+        let spans = all_spans(Spans::new(1, 100_000, 2000, false), |_| 0, 500);
+        assert_eq!(spans.len(), 4, "{spans:?}");
+        assert_eq!((spans[3].lo, spans[3].hi, spans[3].buckets.is_none()), (1, spans[2].lo - 1, true));
+        // Twenty wanted: the spans widen, then the rest goes in one.
+        let spans = all_spans(Spans::new(1, 100_000, 256, false), |_| 0, 20);
+        assert!(spans.len() > 2 && spans.last().is_some_and(|s| s.buckets.is_none() && s.lo == 1), "{spans:?}");
+        // A span that would name too many buckets goes without them.
+        let spans = all_spans(Spans::new(1, 100_000_000, 2000, false), |s| usize::from(s.hi - s.lo > 100), 500);
+        assert!(spans.last().is_some_and(|s| s.buckets.is_none()), "{spans:?}");
+        assert!(spans.iter().filter_map(|s| s.buckets.as_ref()).all(|b| b.len() as i64 <= MAX_COARSE + 62));
+    }
+
+    #[test]
+    fn a_rare_word_takes_the_rest_at_once() {
+        // One match in 1250 ids of a million: all of them, after the sample.
+        assert!(rest_at_once(500.0, 1.0 / 1250.0, 1e6));
+        let spans =
+            all_spans(Spans::new(1, 1_000_000, SAMPLE_SPAN, true), |s| ((s.hi - s.lo + 1) / 1250) as usize, 500);
+        assert_eq!(spans.len(), 2, "{spans:?}");
+        assert!(spans[0].buckets.is_some() && spans[1].buckets.is_none(), "{spans:?}");
+        // One in 270, or one in twenty: by bucket.
+        assert!(!rest_at_once(500.0, 1.0 / 270.0, 1e6));
+        assert!(!rest_at_once(500.0, 0.05, 1e5));
+    }
+
+    #[test]
+    fn few_messages_are_one_span() {
+        let spans = all_spans(Spans::new(5, 300, 2000, false), |_| 3, 500);
+        assert_eq!(spans, vec![Span { lo: 5, hi: 300, buckets: None }]);
+    }
+
+    #[test]
+    fn snippets_mark_whole_words_around_the_most_matches() {
+        let marked = ["docker".to_string(), "dockers".to_string(), "café".to_string()];
+        let snippet = |text: &str| word_snippet(text, &word_ranges(text), &marked);
+        assert_eq!(snippet("Docker, dockerfile and dockers."), ">>>Docker<<<, dockerfile and >>>dockers<<<.");
+        let long = format!("{}docker compose {}", "a ".repeat(50), "b ".repeat(50));
+        let s = snippet(&long);
+        assert!(s.starts_with("...a a a a >>>docker<<< compose b") && s.ends_with("..."), "{s}");
+        assert_eq!(s.matches(' ').count(), SNIPPET_WORDS - 1, "{s}");
+        assert_eq!(snippet("nothing here"), "nothing here");
+        assert_eq!(snippet("Un CAFÉ, 数据 café."), "Un >>>CAFÉ<<<, 数据 >>>café<<<.");
+        assert_eq!(word_ranges("a_b 数据x ²"), vec![(0, 1), (2, 3), (4, 11), (12, 14)]);
+    }
+
+    #[test]
+    fn plans_say_how_many_rows() {
+        assert_eq!(planned_rows("Bitmap Heap Scan on messages m  (cost=58.91..10128.00 rows=5020 width=0)"), 5020.0);
+        assert_eq!(planned_rows("Result  (cost=0.00..0.00 rows=0 width=4)"), 0.0);
+        assert_eq!(planned_rows("nothing"), 0.0);
+    }
+
+    #[test]
+    fn candidates_start_like_the_query_word() {
+        assert!(may_match("running", "runs"));
+        assert!(may_match("applies", "apply"));
+        assert!(!may_match("rust", "runs"));
+        assert!(may_match("go", "go") && may_match("gone", "go") && !may_match("g", "go"));
+        assert!(may_match("Running", "runs"));
+    }
 }
