@@ -299,7 +299,7 @@ mod tests {
     /// The search's buckets are the indexes' buckets.
     #[test]
     fn the_index_buckets_are_the_search_buckets() {
-        use crate::pg::search::{BUCKET, COARSE_BUCKET};
+        use crate::pg::search::spans::{BUCKET, COARSE_BUCKET};
         let bucket = format!("(ARRAY[id / {BUCKET}, -1 - id / {COARSE_BUCKET}])");
         assert_eq!(MIGRATIONS[3].matches(&bucket).count(), 2, "{bucket}");
     }
