@@ -6,7 +6,8 @@
 //! balancer would. The model is the instant mock, so the figures are the gateway's and the
 //! store's own cost. The latency is the sender's: request sent to reply received.
 //!
-//! Run: `cargo bench -p talaria-cli --bench scale_out` (needs Debian's `postgresql`).
+//! Run: `cargo bench -p talaria-cli --bench scale_out` (needs Debian's `postgresql`);
+//! `SCALE_OUT_BENCH_ONLY=sqlite1,postgres1` runs those cases alone.
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
@@ -201,10 +202,15 @@ fn main() {
     println!("{CHATS} chats at once, {TURNS} turns each (webhook deliveries answered in the response; instant model):");
     println!("{:<34} {:>8} {:>10} {:>10}", "store, processes", "turns/s", "p50", "p99");
     let mut alone = Vec::new();
+    let mut one_process = Vec::new();
+    let only = std::env::var("SCALE_OUT_BENCH_ONLY").unwrap_or_default();
     let cases: [(&str, usize); 4] = [("sqlite", 1), ("postgres", 1), ("postgres", 2), ("postgres", 3)];
     for (engine, processes) in cases {
-        let url = (engine == "postgres").then(|| pg.database());
         let label = format!("{engine}{processes}");
+        if !only.is_empty() && !only.split(',').any(|case| case.trim() == label) {
+            continue;
+        }
+        let url = (engine == "postgres").then(|| pg.database());
         let measured = run(&mock, url.as_deref(), processes, &label);
         let name = format!(
             "{}, {processes} gateway process{}",
@@ -217,6 +223,9 @@ fn main() {
             percentile(&measured.latencies, 0.5),
             percentile(&measured.latencies, 0.99)
         );
+        if processes == 1 {
+            one_process.push(measured.rate);
+        }
         if let Some(latencies) = measured.alone {
             alone.push((name, latencies));
         }
@@ -225,8 +234,13 @@ fn main() {
     for (name, latencies) in &alone {
         println!("{name:<34} {:>8} {:>8.1}ms {:>8.1}ms", "", percentile(latencies, 0.5), percentile(latencies, 0.99));
     }
-    println!(
-        "PostgreSQL adds {:.1} ms to a lone turn's median latency over SQLite",
-        percentile(&alone[1].1, 0.5) - percentile(&alone[0].1, 0.5)
-    );
+    if let [sqlite, postgres] = one_process[..] {
+        println!("PostgreSQL with one process: {:.0}% of SQLite's turns/s", 100.0 * postgres / sqlite);
+    }
+    if let [(_, sqlite), (_, postgres)] = &alone[..] {
+        println!(
+            "PostgreSQL adds {:.1} ms to a lone turn's median latency over SQLite",
+            percentile(postgres, 0.5) - percentile(sqlite, 0.5)
+        );
+    }
 }
