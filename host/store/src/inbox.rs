@@ -198,8 +198,9 @@ impl Store {
     }
 
     /// A turn of session `session_id` answers entry `id` now; the entry notes how many messages
-    /// the session held (its [`Store::message_mark`] count), so a process finishing the turn
-    /// after this one died knows what the turn added.
+    /// the session held (its [`Store::message_mark`] count, read from the session's own tally
+    /// rather than counted: a long chat costs each turn no more than a short one), so a process
+    /// finishing the turn after this one died knows what the turn added.
     ///
     /// # Errors
     /// The database cannot be written.

@@ -58,6 +58,12 @@ async fn the_inbox_keeps_a_message_once_and_walks_it_to_done(s: &Store) {
         (open[0].state, open[0].session_id.as_deref(), open[0].started_count, open[0].streamed.as_deref()),
         (State::Running, Some("s-1"), Some(4), Some("m-900"))
     );
+    // What an undone turn took back is not counted.
+    let Put::New(next) = s.inbox_put(&entry("dm:42", "42", "8")).await.expect("put") else { panic!("new") };
+    assert_eq!(s.undo_last_turn("s-1").await.expect("undo"), 1);
+    s.inbox_started(next, "s-1").await.expect("started");
+    assert_eq!(s.inbox_get(next).await.expect("get").expect("kept").started_count, Some(3));
+    s.inbox_done(next, None).await.expect("done");
     s.inbox_done(id, Some("the answer")).await.expect("done");
     assert!(s.inbox_open("dm:42").await.expect("open").is_empty());
     let done = s.inbox_get(id).await.expect("get").expect("kept");
@@ -69,7 +75,7 @@ async fn the_inbox_keeps_a_message_once_and_walks_it_to_done(s: &Store) {
     assert!(again.is_done(), "a message handed in again after its answer stays answered");
 
     assert_eq!(s.inbox_prune(0).await.expect("prune nothing older"), 0);
-    assert_eq!(s.inbox_prune(i64::MAX).await.expect("prune"), 1);
+    assert_eq!(s.inbox_prune(i64::MAX).await.expect("prune"), 2);
     assert_eq!(s.inbox_get(id).await.expect("get"), None);
 }
 
