@@ -326,28 +326,28 @@ impl Pg {
     }
 }
 
-/// [`Pg::history`] on `c` (a transaction's, too).
+/// [`Pg::history`] on `c` (a transaction's, too), in one statement: the session's row first
+/// (the system prompt, sent once rather than beside every message), then its messages.
 pub(super) async fn history(
     c: &impl deadpool_postgres::GenericClient,
     session_id: &str,
 ) -> Result<Option<(String, Vec<RawMessage>)>> {
-    {
-        let rows = c
-            .q(
-                "SELECT s.system_prompt, m.id, m.session_id, m.role, m.content, m.tool_call_id, m.tool_calls,
-                        m.tool_name, m.reasoning, m.extra, m.created_at
-                 FROM sessions s LEFT JOIN messages m ON m.session_id = s.id AND m.active
-                 WHERE s.id = $1 ORDER BY m.id",
-                &[&session_id],
-            )
-            .await
-            .map_err(sql)?;
-        let Some(first) = rows.first() else { return Ok(None) };
-        let prompt: String = first.get(0);
-        // A session without messages is one row whose message columns are NULL.
-        let messages = rows.iter().filter(|r| r.get::<_, Option<i64>>(1).is_some());
-        Ok(Some((prompt, messages.map(|r| raw_message_from(r, 1)).collect())))
-    }
+    let rows = c
+        .q(
+            "SELECT system_prompt, NULL::bigint AS id, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,
+                    NULL::text, NULL::text, NULL::text, NULL::bigint
+             FROM sessions WHERE id = $1
+             UNION ALL
+             SELECT NULL, m.id, m.session_id, m.role, m.content, m.tool_call_id, m.tool_calls, m.tool_name,
+                    m.reasoning, m.extra, m.created_at
+             FROM messages m WHERE m.session_id = $1 AND m.active
+             ORDER BY id NULLS FIRST",
+            &[&session_id],
+        )
+        .await
+        .map_err(sql)?;
+    let Some(prompt) = rows.first().and_then(|r| r.get::<_, Option<String>>(0)) else { return Ok(None) };
+    Ok(Some((prompt, rows[1..].iter().map(|r| raw_message_from(r, 1)).collect())))
 }
 
 impl Pg {
