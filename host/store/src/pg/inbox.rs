@@ -113,7 +113,7 @@ impl Pg {
         client
             .exec(
                 "UPDATE inbox SET state = 'running', session_id = $2,
-                     started_count = (SELECT message_count FROM sessions WHERE id = $2)
+                     started_count = COALESCE((SELECT message_count FROM sessions WHERE id = $2), 0)
                  WHERE id = $1 AND state <> 'done'",
                 &[&id, &session_id],
             )

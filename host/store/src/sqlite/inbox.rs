@@ -89,7 +89,7 @@ impl Sqlite {
         self.write(|tx| {
             tx.execute(
                 "UPDATE inbox SET state = 'running', session_id = ?2,
-                     started_count = (SELECT message_count FROM sessions WHERE id = ?2)
+                     started_count = COALESCE((SELECT message_count FROM sessions WHERE id = ?2), 0)
                  WHERE id = ?1 AND state <> 'done'",
                 params![id, session_id],
             )?;

@@ -46,7 +46,12 @@ async fn the_inbox_keeps_a_message_once_and_walks_it_to_done(s: &Store) {
     // Another chat may use the same message id.
     assert!(matches!(s.inbox_put(&entry("dm:43", "43", "7")).await.expect("put"), Put::New(other) if other != id));
 
-    // The session's messages are counted as the turn starts.
+    // The session's messages are counted as the turn starts: none when the session is not
+    // stored yet (its first turn makes it).
+    let Put::New(first) = s.inbox_put(&entry("dm:42", "42", "6")).await.expect("put") else { panic!("new") };
+    s.inbox_started(first, "s-1").await.expect("started");
+    assert_eq!(s.inbox_get(first).await.expect("get").expect("kept").started_count, Some(0));
+    s.inbox_done(first, None).await.expect("done");
     crate::create(s, "s-1").await;
     let four: Vec<Message> = (0..4).map(|n| Message::User { content: format!("m{n}"), images: Vec::new() }).collect();
     s.append_messages("s-1", &four).await.expect("append");
@@ -75,7 +80,7 @@ async fn the_inbox_keeps_a_message_once_and_walks_it_to_done(s: &Store) {
     assert!(again.is_done(), "a message handed in again after its answer stays answered");
 
     assert_eq!(s.inbox_prune(0).await.expect("prune nothing older"), 0);
-    assert_eq!(s.inbox_prune(i64::MAX).await.expect("prune"), 2);
+    assert_eq!(s.inbox_prune(i64::MAX).await.expect("prune"), 3);
     assert_eq!(s.inbox_get(id).await.expect("get"), None);
 }
 
