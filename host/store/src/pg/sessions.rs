@@ -346,8 +346,9 @@ pub(super) async fn history(
         )
         .await
         .map_err(sql)?;
-    let Some(prompt) = rows.first().and_then(|r| r.get::<_, Option<String>>(0)) else { return Ok(None) };
-    Ok(Some((prompt, rows[1..].iter().map(|r| raw_message_from(r, 1)).collect())))
+    let Some((session, messages)) = rows.split_first() else { return Ok(None) };
+    let Some(prompt) = session.get::<_, Option<String>>(0) else { return Ok(None) };
+    Ok(Some((prompt, messages.iter().map(|r| raw_message_from(r, 1)).collect())))
 }
 
 impl Pg {
