@@ -425,11 +425,13 @@ fn a_gateway_killed_mid_turn_loses_no_message_and_sends_nothing_twice() {
     }
     gw.kill();
 
-    // Every message the users sent is in the session.
+    // Every message the users sent is kept: those answered in the session, the third (whose
+    // turn stores it with its answer) in the inbox, until its turn is run again.
     let shown = t.ok(&["sessions", "show", "latest", "--json"]);
-    for text in ["first", "second", "third"] {
+    for text in ["first", "second"] {
         assert!(shown.contains(&format!("\"{text}\"")), "{text} was lost:\n{shown}");
     }
+    assert!(!shown.contains("\"third\""), "the cut turn stored its message without its answer:\n{shown}");
 
     // The platform is back and the gateway starts again: the waiting reply goes out once, the
     // one acknowledged before does not go again, the turn the kill cut short is run again
@@ -445,6 +447,12 @@ fn a_gateway_killed_mid_turn_loses_no_message_and_sends_nothing_twice() {
     let last = mock.requests().last().expect("requests").body["messages"].to_string();
     assert_eq!(last.matches("\"third\"").count(), 1, "the cut turn's message twice in the history: {last}");
     assert!(last.contains("three, after all"), "{last}");
+    assert!(gw.log().contains("a dead process stored nothing of this turn; running it again"), "{}", gw.log());
+    let shown = t.ok(&["sessions", "show", "latest", "--json"]);
+    let messages = shown.split_once("\"messages\"").map_or("", |(_, m)| m);
+    for text in ["first", "second", "third", "fourth", "three, after all"] {
+        assert_eq!(messages.matches(&format!("\"content\": \"{text}\"")).count(), 1, "{text}:\n{shown}");
+    }
 }
 
 /// The platform took the start of a streamed answer and the gateway died before its answer came

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use talaria_mock_llm::{MockLlm, Script};
 
 const CHATS: usize = 24;
-const TURNS: usize = 25;
+const TURNS: usize = 100;
 /// Turns of the lone chat.
 const SEQUENTIAL: usize = 40;
 const WAIT: Duration = Duration::from_secs(180);

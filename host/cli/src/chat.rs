@@ -156,6 +156,8 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         configured_mcp: true,
         unconfined_commands: false,
         rests: false,
+        // What the user typed is committed before the model is asked: a crash keeps it.
+        message_kept: false,
         no_model: false,
     };
     let mut conversation = host.start(start).await?;

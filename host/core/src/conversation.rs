@@ -279,6 +279,7 @@ fn agent_config(home: &std::path::Path, config: &ConfigToml, start: &Start, work
     cfg.platform = start.platform;
     cfg.holder = start.holder.clone();
     cfg.shared_memory = start.memory;
+    cfg.message_kept = start.message_kept;
     cfg.project_skills = project_skills(home, &cfg.workspace);
     cfg.origin.clone_from(&start.origin);
     cfg.max_turns = start.max_turns.or(a.max_turns).unwrap_or(cfg.max_turns).max(1);

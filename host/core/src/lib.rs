@@ -191,6 +191,11 @@ pub struct Start {
     /// mostly wait (the gateway's chats), each then costs little while it waits. Its
     /// [`Info::tail`](crate::conversation::Info::tail) stays empty.
     pub rests: bool,
+    /// Each turn's message is kept elsewhere until its turn is done, and the turn is run again
+    /// when a crash cuts it short (the gateway's inbox): it is then committed with the turn's
+    /// answer instead of on its own before the model is called
+    /// ([`AgentConfig::message_kept`](talaria_agent::AgentConfig::message_kept)).
+    pub message_kept: bool,
     /// A conversation that never calls the model (`talaria tools`, which runs tools through
     /// [`talaria_protocol::Op::CallTool`]): no model needs to be configured, and none is read.
     pub no_model: bool,
@@ -221,6 +226,7 @@ impl Default for Start {
             configured_mcp: true,
             unconfined_commands: false,
             rests: false,
+            message_kept: false,
             no_model: false,
         }
     }

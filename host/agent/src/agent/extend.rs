@@ -561,6 +561,8 @@ impl Agent {
         let old = self.session_id.clone();
         let child = Store::new_session_id();
         if self.stored {
+            // The turn's message, if it waits, belongs to the session that ends here.
+            self.save_message().await?;
             self.continue_in(&old, &child, &out.messages).await?;
         }
         // The agent moves to the child before anything can be interrupted; then the old

@@ -4,7 +4,9 @@
 //!
 //! Invariants:
 //! - every model call sees a valid history ([`crate::history::repair`]);
-//! - the user's message is committed before the first model call; an assistant message that asks
+//! - the user's message is committed before the first model call (unless it is kept upstream
+//!   until the turn is done, [`AgentConfig::message_kept`]: then with the turn's first other
+//!   write, or at its end when there is none); an assistant message that asks
 //!   for tools is committed before the first tool starts, and the results after the batch, so a
 //!   crash loses at most the call in flight and never hides that a tool was started (a call left
 //!   without a result reads as stopped, see [`crate::history::repair`]); when every tool asked
@@ -87,6 +89,12 @@ pub struct AgentConfig {
     /// The chat the session serves (`ACCOUNT:CHAT[:THREAD]`), if a gateway's: jobs it
     /// schedules deliver there by default.
     pub origin: Option<String>,
+    /// Whether each turn's message is kept elsewhere until the turn is done (a gateway's inbox
+    /// holds it, and runs the turn again after a crash). The message is then committed with
+    /// the turn's first other write (its answer, or its first tool request) instead of on its
+    /// own ahead of the model call: one transaction less per turn. A turn that writes nothing
+    /// else (failed, interrupted) still commits it, at its end.
+    pub message_kept: bool,
 }
 
 impl AgentConfig {
@@ -112,6 +120,7 @@ impl AgentConfig {
             shared_memory: true,
             project_skills: crate::skills::ProjectTrust::No,
             origin: None,
+            message_kept: false,
         }
     }
 }
@@ -260,6 +269,9 @@ pub struct Agent {
     mark: (i64, i64),
     /// Usage of model calls whose answers are not committed yet: it is stored with them.
     unrecorded: Option<(Usage, u32)>,
+    /// The turn's message, not committed yet ([`AgentConfig::message_kept`]): it goes ahead of
+    /// the turn's next commit.
+    unsaved: Option<Message>,
     /// It let go of its history and system prompt ([`Agent::rest`]); [`Agent::wake`] reads
     /// them again.
     resting: bool,
@@ -411,6 +423,7 @@ impl Agent {
             lease: None,
             mark,
             unrecorded: None,
+            unsaved: None,
             resting: false,
         })
     }
@@ -548,6 +561,9 @@ impl Agent {
             self.emitter.emit(Event::Steered { text, delivered: false });
         }
         let end = self.turn(text, images, cancel).await;
+        if let Err(e) = self.save_message().await {
+            self.emitter.warn(format!("the message of a turn that ended before its answer was not stored: {e}"));
+        }
         for text in self.shared.gate.take_steers() {
             self.emitter.emit(Event::Steered { text, delivered: false });
         }
@@ -569,7 +585,9 @@ impl Agent {
         }
         let first_turn = !self.history.iter().any(|m| matches!(m, Message::User { .. }));
         let user = Message::User { content: text.to_string(), images };
-        if let Err(e) = self.commit(std::slice::from_ref(&user)).await {
+        if self.shared.config.message_kept {
+            self.unsaved = Some(user.clone());
+        } else if let Err(e) = self.commit(std::slice::from_ref(&user)).await {
             return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
         }
         self.history.push(user);
@@ -690,16 +708,33 @@ impl Agent {
         Ok(())
     }
 
-    /// Append `messages` to the stored session, with the usage of the model calls that
-    /// produced them in the same transaction.
+    /// Append `messages` to the stored session (behind the turn's message, when it waits to be
+    /// committed), with the usage of the model calls that produced them in the same
+    /// transaction.
     async fn commit(&mut self, messages: &[Message]) -> Result<(), Error> {
         let usage = self.unrecorded;
+        let unsaved = self.unsaved.take();
+        let all = with_unsaved(unsaved.as_ref(), messages);
         let ids = crate::on_store(&self.shared.store, async |store| {
-            store.append_messages_with_usage(&self.session_id, messages, usage.as_ref().map(|(u, n)| (u, *n))).await
+            store.append_messages_with_usage(&self.session_id, &all, usage.as_ref().map(|(u, n)| (u, *n))).await
         })
-        .await?;
-        self.committed(&ids);
-        Ok(())
+        .await;
+        match ids {
+            Ok(ids) => {
+                self.committed(&ids);
+                Ok(())
+            }
+            Err(e) => {
+                self.unsaved = unsaved;
+                Err(e)
+            }
+        }
+    }
+
+    /// Commit the turn's message if it still waits ([`AgentConfig::message_kept`]): before the
+    /// stored history is used in another way, or when the turn ends without an answer.
+    pub(super) async fn save_message(&mut self) -> Result<(), Error> {
+        if self.unsaved.is_none() { Ok(()) } else { self.commit(&[]).await }
     }
 
     /// Messages (and the usage) were committed under `ids`.
@@ -716,9 +751,11 @@ impl Agent {
     async fn commit_last(&mut self, answer: &Message) -> Result<(), Error> {
         let Some(held) = self.lease.take() else { return self.commit(std::slice::from_ref(answer)).await };
         let usage = self.unrecorded;
+        let unsaved = self.unsaved.take();
+        let all = with_unsaved(unsaved.as_ref(), std::slice::from_ref(answer));
         let committed = crate::on_store(&self.shared.store, async |store| {
             let usage = usage.as_ref().map(|(u, n)| (u, *n));
-            store.append_and_release(&self.session_id, std::slice::from_ref(answer), usage, Some(held.token())).await
+            store.append_and_release(&self.session_id, &all, usage, Some(held.token())).await
         })
         .await;
         match committed {
@@ -729,6 +766,7 @@ impl Agent {
             }
             Err(e) => {
                 self.lease = Some(held);
+                self.unsaved = unsaved;
                 Err(e)
             }
         }
@@ -839,4 +877,12 @@ impl Agent {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `messages`, behind the turn's message when it waits to be committed with them.
+fn with_unsaved<'a>(unsaved: Option<&Message>, messages: &'a [Message]) -> std::borrow::Cow<'a, [Message]> {
+    match unsaved {
+        Some(message) => std::iter::once(message).chain(messages).cloned().collect::<Vec<_>>().into(),
+        None => messages.into(),
+    }
 }

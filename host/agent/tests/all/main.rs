@@ -16,6 +16,7 @@ use talaria_protocol::{CompressRequest, Compressed, ContextStatus, Event, Outcom
 use talaria_store::Store;
 use tokio_util::sync::CancellationToken;
 
+mod kept;
 mod wire;
 
 /// A home, a store and an agent talking to `mock` (chat completions, no tools unless the

@@ -577,7 +577,10 @@ impl Worker {
                     tracing::info!(session = %self.key, message = %entry.message_id, "a dead process left this turn half done; running it again");
                     self.conversation.submit(Op::Undo);
                 }
-                Recovery::Fresh => {}
+                Recovery::Fresh => {
+                    // The message was kept in the inbox, and a turn stores it with its answer.
+                    tracing::info!(session = %self.key, message = %entry.message_id, "a dead process stored nothing of this turn; running it again");
+                }
             }
         }
         let info = self.conversation.info();
@@ -869,6 +872,8 @@ async fn open(
         unconfined_commands: gateway.config.unconfined(&account.name),
         // Chats mostly wait: between messages the history is the store's to keep.
         rests: true,
+        // The inbox holds each message until it is answered.
+        message_kept: true,
         ..Start::default()
     };
     let conversation = match gateway.host.start(start(stored.clone())).await {
