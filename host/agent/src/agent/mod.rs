@@ -561,7 +561,12 @@ impl Agent {
             self.emitter.emit(Event::Steered { text, delivered: false });
         }
         let end = self.turn(text, images, cancel).await;
-        if let Err(e) = self.save_message().await {
+        // A turn that ended before its answer stores its message now, under its lease: a
+        // process whose lease was taken over stores nothing, and the one that took it runs the
+        // turn again.
+        if self.unsaved.is_some()
+            && let Err(e) = self.commit_last(&[]).await
+        {
             self.emitter.warn(format!("the message of a turn that ended before its answer was not stored: {e}"));
         }
         for text in self.shared.gate.take_steers() {
@@ -628,7 +633,7 @@ impl Agent {
             }
             if message.tool_calls().is_empty() {
                 let answer = message.content().to_string();
-                if let Err(e) = self.commit_last(&message).await {
+                if let Err(e) = self.commit_last(std::slice::from_ref(&message)).await {
                     return self.finish(Outcome::Failed(e.to_string()), answer, &turn);
                 }
                 self.history.push(message);
@@ -732,7 +737,7 @@ impl Agent {
     }
 
     /// Commit the turn's message if it still waits ([`AgentConfig::message_kept`]): before the
-    /// stored history is used in another way, or when the turn ends without an answer.
+    /// stored history is used in another way mid-turn.
     pub(super) async fn save_message(&mut self) -> Result<(), Error> {
         if self.unsaved.is_none() { Ok(()) } else { self.commit(&[]).await }
     }
@@ -746,13 +751,14 @@ impl Agent {
         }
     }
 
-    /// Commit the turn's answer, giving the session's lease back in the same transaction (the
-    /// hooks after it need no lease). When that fails, the lease is still held.
-    async fn commit_last(&mut self, answer: &Message) -> Result<(), Error> {
-        let Some(held) = self.lease.take() else { return self.commit(std::slice::from_ref(answer)).await };
+    /// Commit the turn's answer (or, ending without one, its message if it waits), giving the
+    /// session's lease back in the same transaction (the hooks after it need no lease). When
+    /// that fails, the lease is still held.
+    async fn commit_last(&mut self, messages: &[Message]) -> Result<(), Error> {
+        let Some(held) = self.lease.take() else { return self.commit(messages).await };
         let usage = self.unrecorded;
         let unsaved = self.unsaved.take();
-        let all = with_unsaved(unsaved.as_ref(), std::slice::from_ref(answer));
+        let all = with_unsaved(unsaved.as_ref(), messages);
         let committed = crate::on_store(&self.shared.store, async |store| {
             let usage = usage.as_ref().map(|(u, n)| (u, *n));
             store.append_and_release(&self.session_id, &all, usage, Some(held.token())).await
