@@ -541,6 +541,8 @@ impl Worker {
         };
         let count = usize::try_from(count).unwrap_or(usize::MAX);
         if messages.len() <= count {
+            // The message was kept in the inbox, and a turn stores it with its answer.
+            tracing::info!(session = %self.key, message = %entry.message_id, "a dead process stored nothing of this turn; running it again");
             return Recovery::Fresh;
         }
         match messages.last().map(|m| &m.message) {
@@ -577,10 +579,7 @@ impl Worker {
                     tracing::info!(session = %self.key, message = %entry.message_id, "a dead process left this turn half done; running it again");
                     self.conversation.submit(Op::Undo);
                 }
-                Recovery::Fresh => {
-                    // The message was kept in the inbox, and a turn stores it with its answer.
-                    tracing::info!(session = %self.key, message = %entry.message_id, "a dead process stored nothing of this turn; running it again");
-                }
+                Recovery::Fresh => {}
             }
         }
         let info = self.conversation.info();
