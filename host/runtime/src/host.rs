@@ -273,6 +273,7 @@ impl HostState {
             home: env.services.home.clone(),
             data_dir: env.data_dir.clone(),
             denials: denials.clone(),
+            own_thread,
         };
         let hooks = NetHooks {
             plugin: env.name.clone(),

@@ -56,6 +56,10 @@ pub(crate) struct FsGuard {
     /// The plugin's own data directory inside it.
     pub data_dir: PathBuf,
     pub denials: Arc<Mutex<Vec<String>>>,
+    /// The instance runs on a thread of its own and may block it
+    /// ([`Site::own_thread`](super::Site::own_thread)): a directory the guard opens does as
+    /// wasmtime-wasi's own do, or its files' opens would each go to a blocking thread and back.
+    pub own_thread: bool,
 }
 
 impl FsGuard {
@@ -193,7 +197,7 @@ impl GuardedFsView<'_> {
     ) -> FsResult<(Resource<Descriptor>, String)> {
         let dir = self.dir_of(fd)?;
         let (parent, name) = self.guard.resolve(&dir.dir, path, follow)?;
-        let parent = Descriptor::Dir(Dir::new(parent, dir.perms, dir.open_mode, false));
+        let parent = Descriptor::Dir(Dir::new(parent, dir.perms, dir.open_mode, self.guard.own_thread));
         Ok((self.inner.table.push(parent)?, name))
     }
 

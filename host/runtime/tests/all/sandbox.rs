@@ -28,6 +28,28 @@ async fn a_file_in_the_workspace_can_be_read() {
     assert_eq!(ok(call(&rt, "read_path", json!({ "path": path })).await), "inside");
 }
 
+/// A tool call runs on a thread of its own and its file operations block that thread: on a
+/// runtime with a single blocking thread (the call's), a read through the guarded filesystem
+/// (which opens the file's directory itself) still finishes at once. An operation handed to
+/// another blocking thread would wait for the call to end, and the call would hit its deadline.
+#[test]
+fn a_calls_file_operations_stay_on_its_own_thread() {
+    let env = fs_env();
+    let manifest = env.home.path().join("plugins/evil/plugin.toml");
+    let text = std::fs::read_to_string(&manifest).expect("read");
+    std::fs::write(&manifest, format!("{text}\n[limits]\ntimeout_secs = 3\n")).expect("write");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(1).build().expect("rt");
+    rt.block_on(async {
+        let runtime = env.runtime();
+        let path = env.ws().join("inside.txt");
+        for _ in 0..3 {
+            let started = Instant::now();
+            assert_eq!(ok(call(&runtime, "read_path", json!({ "path": &path })).await), "inside");
+            assert!(started.elapsed() < Duration::from_secs(2), "the read took {:?}", started.elapsed());
+        }
+    });
+}
+
 #[tokio::test]
 async fn an_absolute_path_outside_the_workspace_is_refused() {
     let env = fs_env();
