@@ -24,6 +24,10 @@ use crate::manifest::Kind;
 use crate::plugin::Plugin;
 use talaria_protocol::PluginError;
 
+/// Idle instances kept per context engine for `should_compress`: as many as there are
+/// conversations asking at the same moment, within reason.
+const MAX_KEPT_DECIDERS: usize = 8;
+
 /// Longest `note` a context engine may give.
 const MAX_NOTE_CHARS: usize = 1000;
 
@@ -235,6 +239,14 @@ impl Runtime {
 
     /// Whether the history should be compressed before the next model call.
     ///
+    /// It is asked before every model call, so it runs on an instance kept from an earlier
+    /// `should_compress` in the same workspace when one is idle (a fresh one otherwise, and
+    /// after a call that trapped or ran out of time): making an instance cost more than the
+    /// question. Such an instance only ever sees the numbers of [`ContextStatus`] and the
+    /// session's description; `compress` and `report`, which see the conversation, always get
+    /// a fresh one. What it could carry from one session's question to another's it could keep
+    /// in its `kv` as well.
+    ///
     /// # Errors
     /// The plugin is disabled, not a context engine, trapped or ran out of time.
     pub async fn context_should_compress(
@@ -243,9 +255,43 @@ impl Runtime {
         status: ContextStatus,
         session: &PluginSession,
     ) -> Result<bool, PluginError> {
-        let info = convert::session(session);
-        let status = convert::status(status);
-        self.context_call(plugin, session, async |s, c| c.call_should_compress(s, status, &info).await.map(Ok)).await
+        let (engine, prepared) = self.ready(plugin, Kind::ContextEngine)?;
+        let indices = prepared
+            .context
+            .as_ref()
+            .ok_or_else(|| PluginError::Unavailable(format!("plugin '{}' exports no context", plugin.name())))?;
+        let limits = plugin.limits_for(Kind::ContextEngine);
+        let workspace = self.session_workspace(session);
+        let caller = caller_of(session);
+        let (info, status) = (convert::session(session), convert::status(status));
+        let mut kept = {
+            let mut idle = plugin.deciders.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            idle.iter().position(|r| r.workspace() == workspace.as_path()).map(|at| idle.swap_remove(at))
+        };
+        let result = instance::run_resident(
+            engine,
+            &plugin.env,
+            instance::ResidentSlot {
+                slot: &mut kept,
+                pre: &prepared.pre,
+                load: |store: &mut Store<HostState>, instance: &wasmtime::component::Instance| {
+                    indices.load(store, instance)
+                },
+            },
+            Site::shared(workspace, caller),
+            limits,
+            async |store, guest: &context::Guest| Ok(Ok(guest.call_should_compress(store, status, &info).await?)),
+        )
+        .await;
+        if let Some(resident) = kept {
+            let mut idle = plugin.deciders.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if idle.len() < MAX_KEPT_DECIDERS {
+                idle.push(resident);
+            }
+        }
+        result
+            .map(|(value, _)| value)
+            .map_err(|e| e.into_plugin_error(&who(plugin, Kind::ContextEngine), limits).map_text(|m| redact(plugin, m)))
     }
 
     /// Rewrite the history. The messages that come back are checked one by one (roles and

@@ -189,6 +189,13 @@ pub(crate) struct Resident<G> {
     guest: G,
 }
 
+impl<G> Resident<G> {
+    /// The workspace it was made for.
+    pub(crate) fn workspace(&self) -> &std::path::Path {
+        self.store.data().workspace()
+    }
+}
+
 /// Where a resident instance lives (a slot its caller holds locked for the call) and how to
 /// make it.
 pub(crate) struct ResidentSlot<'a, G, L> {

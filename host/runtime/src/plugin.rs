@@ -11,6 +11,7 @@ use crate::error::ComponentError;
 use crate::exports::Prepared;
 use crate::grant::{Grants, Scope};
 use crate::host::PluginEnv;
+use crate::host::api::since_v0_2_0::exports::talaria::plugin::context::Guest as ContextGuest;
 use crate::host::api::since_v0_2_0::exports::talaria::plugin::memory::Guest as MemoryGuest;
 use crate::instance::{CallLimits, Resident};
 use crate::manifest::{Kind, Manifest};
@@ -44,6 +45,9 @@ pub struct Plugin {
     /// A memory provider's instance, kept across calls; `None` until the first call and after
     /// a call that trapped or ran out of time.
     pub(crate) resident: tokio::sync::Mutex<Option<Resident<MemoryGuest>>>,
+    /// A context engine's instances kept for `should_compress` (asked before every model
+    /// call), idle ones only; see [`Runtime::context_should_compress`](crate::Runtime::context_should_compress).
+    pub(crate) deciders: std::sync::Mutex<Vec<Resident<ContextGuest>>>,
 }
 
 /// A successful call.
@@ -87,6 +91,7 @@ impl Plugin {
             pre: OnceLock::new(),
             specs: tokio::sync::OnceCell::new(),
             resident: tokio::sync::Mutex::new(None),
+            deciders: std::sync::Mutex::new(Vec::new()),
         }
     }
 

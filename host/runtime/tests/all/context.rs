@@ -1,7 +1,7 @@
 //! Context engines: compression through the llm import comes back as protocol messages with
 //! their extra intact; failures and malformed histories are reported, never applied.
 
-use talaria_protocol::{CompressRequest, ContextStatus, Message, Role, ToolCall};
+use talaria_protocol::{CompressRequest, ContextStatus, Message, PluginSession, Role, ToolCall};
 use talaria_runtime::{MAX_LLM_TOKENS, PluginError, Runtime};
 use talaria_test_support as support;
 
@@ -129,4 +129,28 @@ async fn a_hanging_engine_is_stopped_at_its_deadline() {
     let e = e.to_string();
     assert!(e.starts_with("context engine 'squash' did not answer within 1s"), "{e}");
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
+}
+
+/// `should_compress`, asked before every model call, runs on an instance kept from its earlier
+/// calls in the same workspace; another workspace gets its own, and one that trapped is not kept.
+#[tokio::test]
+async fn should_compress_keeps_an_instance_per_workspace_and_drops_one_that_trapped() {
+    let env = squash();
+    let rt = env.runtime();
+    let plugin = engine(&rt);
+    let session = env.session();
+    // The probe answers whether this instance was asked before.
+    let asked_before = ContextStatus { compressions: u32::MAX, ..status(10) };
+    assert_eq!(rt.context_should_compress(&plugin, asked_before, &session).await, Ok(false));
+    assert_eq!(rt.context_should_compress(&plugin, asked_before, &session).await, Ok(true));
+    assert_eq!(rt.context_should_compress(&plugin, status(70), &session).await, Ok(true));
+    assert_eq!(rt.context_should_compress(&plugin, status(10), &session).await, Ok(false));
+    let other = tempfile::tempdir().expect("other workspace");
+    let elsewhere = PluginSession { workspace: other.path().display().to_string(), ..session.clone() };
+    assert_eq!(rt.context_should_compress(&plugin, asked_before, &elsewhere).await, Ok(false));
+    assert_eq!(rt.context_should_compress(&plugin, asked_before, &session).await, Ok(true));
+    let trap = ContextStatus { message_count: u32::MAX, ..status(10) };
+    let e = rt.context_should_compress(&plugin, trap, &session).await.expect_err("trapped");
+    assert!(matches!(e, PluginError::Crashed(_)), "{e:?}");
+    assert_eq!(rt.context_should_compress(&plugin, asked_before, &session).await, Ok(false));
 }

@@ -1,6 +1,8 @@
 //! A context engine (API 0.2.0): compresses above half the context window, summarising the
 //! history through the llm import into a user message followed by the last assistant message
 //! (kept as it came, extra and all). `focus` makes it fail, hang or return a malformed message.
+//! `should_compress` with `compressions` at `u32::MAX` answers instead whether this instance
+//! answered before (how the host keeps instances for it); `message_count` at `u32::MAX` traps.
 
 wit_bindgen::generate!({
     path: "../../../wit/v0.2.0",
@@ -12,6 +14,9 @@ use talaria::plugin::llm::{self, LlmMessage, Request};
 use talaria::plugin::types::{Message, Role, SessionInfo};
 
 struct Probe;
+
+/// `should_compress` calls this instance answered.
+static ASKED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 fn plain(role: Role, content: String) -> Message {
     Message {
@@ -26,6 +31,13 @@ fn plain(role: Role, content: String) -> Message {
 
 impl Guest for Probe {
     fn should_compress(status: Status, _session: SessionInfo) -> bool {
+        let asked = ASKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if status.message_count == u32::MAX {
+            panic!("asked to trap");
+        }
+        if status.compressions == u32::MAX {
+            return asked > 1;
+        }
         status.prompt_tokens * 2 > status.context_length
     }
 
