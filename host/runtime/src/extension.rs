@@ -240,7 +240,8 @@ impl Runtime {
     /// Whether the history should be compressed before the next model call.
     ///
     /// It is asked before every model call, so it runs on an instance kept from an earlier
-    /// `should_compress` in the same workspace when one is idle (a fresh one otherwise, and
+    /// `should_compress` when one is idle, made for the same workspace unless nothing of the
+    /// plugin depends on it ([`Grants::bound_to_workspace`](crate::grant::Grants::bound_to_workspace)): a fresh one otherwise, and
     /// after a call that trapped or ran out of time): making an instance cost more than the
     /// question. Such an instance only ever sees the numbers of [`ContextStatus`] and the
     /// session's description; `compress` and `report`, which see the conversation, always get
@@ -266,7 +267,7 @@ impl Runtime {
         let (info, status) = (convert::session(session), convert::status(status));
         let mut kept = {
             let mut idle = plugin.deciders.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            idle.iter().position(|r| r.workspace() == workspace.as_path()).map(|at| idle.swap_remove(at))
+            idle.iter().position(|r| r.serves(&workspace, &plugin.env)).map(|at| idle.swap_remove(at))
         };
         let result = instance::run_resident(
             engine,

@@ -436,6 +436,17 @@ impl Grants {
         self.caps.contains(&Capability::Process)
     }
 
+    /// Whether an instance depends on the workspace it was made for: it has a directory of the
+    /// workspace preopened, or its commands run there. An instance of any other plugin serves
+    /// every workspace alike.
+    pub fn bound_to_workspace(&self) -> bool {
+        self.caps.iter().any(|c| match c {
+            Capability::Fs { path, .. } => path.starts_with(WORKSPACE_VAR),
+            Capability::Process => true,
+            Capability::Net(_) | Capability::Secret { .. } | Capability::Kv | Capability::Llm => false,
+        })
+    }
+
     pub fn has_kv(&self) -> bool {
         self.caps.contains(&Capability::Kv)
     }

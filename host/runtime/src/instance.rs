@@ -190,9 +190,10 @@ pub(crate) struct Resident<G> {
 }
 
 impl<G> Resident<G> {
-    /// The workspace it was made for.
-    pub(crate) fn workspace(&self) -> &std::path::Path {
-        self.store.data().workspace()
+    /// Whether it can serve a call in `workspace`: it was made for it, or nothing of it depends
+    /// on the workspace ([`Grants::bound_to_workspace`](crate::grant::Grants::bound_to_workspace)).
+    pub(crate) fn serves(&self, workspace: &std::path::Path, env: &PluginEnv) -> bool {
+        !env.grants.bound_to_workspace() || self.store.data().workspace() == workspace
     }
 }
 
@@ -222,7 +223,7 @@ where
 {
     let ResidentSlot { slot, pre, load } = at;
     let mut resident = match slot.take() {
-        Some(mut r) if r.store.data().workspace() == site.workspace => {
+        Some(mut r) if r.serves(&site.workspace, env) => {
             r.store.data_mut().act_for(site.caller);
             r
         }

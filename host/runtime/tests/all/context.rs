@@ -132,25 +132,40 @@ async fn a_hanging_engine_is_stopped_at_its_deadline() {
 }
 
 /// `should_compress`, asked before every model call, runs on an instance kept from its earlier
-/// calls in the same workspace; another workspace gets its own, and one that trapped is not kept.
+/// calls: any workspace's for an engine that nothing ties to a workspace, each workspace's own
+/// for one with a directory of it granted; one that trapped is not kept.
 #[tokio::test]
-async fn should_compress_keeps_an_instance_per_workspace_and_drops_one_that_trapped() {
+async fn should_compress_keeps_its_instances_per_workspace_where_that_matters() {
     let env = squash();
+    env.install_v2(
+        "rooted",
+        support::PROBE_CONTEXT_WASM,
+        &["context-engine"],
+        "[capabilities]\nfilesystem = [{ path = \"$WORKSPACE\", access = \"read\" }]",
+    );
+    env.grant("rooted", &["fs:ro:$WORKSPACE"]);
     let rt = env.runtime();
-    let plugin = engine(&rt);
     let session = env.session();
-    // The probe answers whether this instance was asked before.
-    let asked_before = ContextStatus { compressions: u32::MAX, ..status(10) };
-    assert_eq!(rt.context_should_compress(&plugin, asked_before, &session).await, Ok(false));
-    assert_eq!(rt.context_should_compress(&plugin, asked_before, &session).await, Ok(true));
-    assert_eq!(rt.context_should_compress(&plugin, status(70), &session).await, Ok(true));
-    assert_eq!(rt.context_should_compress(&plugin, status(10), &session).await, Ok(false));
     let other = tempfile::tempdir().expect("other workspace");
     let elsewhere = PluginSession { workspace: other.path().display().to_string(), ..session.clone() };
-    assert_eq!(rt.context_should_compress(&plugin, asked_before, &elsewhere).await, Ok(false));
-    assert_eq!(rt.context_should_compress(&plugin, asked_before, &session).await, Ok(true));
+    // The probe answers whether this instance was asked before.
+    let asked_before = ContextStatus { compressions: u32::MAX, ..status(10) };
+
+    let free = engine(&rt);
+    assert_eq!(rt.context_should_compress(&free, asked_before, &session).await, Ok(false));
+    assert_eq!(rt.context_should_compress(&free, asked_before, &session).await, Ok(true));
+    assert_eq!(rt.context_should_compress(&free, status(70), &session).await, Ok(true));
+    assert_eq!(rt.context_should_compress(&free, status(10), &session).await, Ok(false));
+    assert_eq!(rt.context_should_compress(&free, asked_before, &elsewhere).await, Ok(true));
+
+    let rooted = rt.plugin("rooted").expect("rooted").clone();
+    assert_eq!(rt.context_should_compress(&rooted, asked_before, &session).await, Ok(false));
+    assert_eq!(rt.context_should_compress(&rooted, asked_before, &elsewhere).await, Ok(false));
+    assert_eq!(rt.context_should_compress(&rooted, asked_before, &session).await, Ok(true));
+    assert_eq!(rt.context_should_compress(&rooted, asked_before, &elsewhere).await, Ok(true));
+
     let trap = ContextStatus { message_count: u32::MAX, ..status(10) };
-    let e = rt.context_should_compress(&plugin, trap, &session).await.expect_err("trapped");
+    let e = rt.context_should_compress(&free, trap, &session).await.expect_err("trapped");
     assert!(matches!(e, PluginError::Crashed(_)), "{e:?}");
-    assert_eq!(rt.context_should_compress(&plugin, asked_before, &session).await, Ok(false));
+    assert_eq!(rt.context_should_compress(&free, asked_before, &session).await, Ok(false));
 }

@@ -27,7 +27,9 @@ async fn prefetch(env: &Env, rt: &Runtime, query: &str) -> Result<String, Plugin
 
 #[tokio::test]
 async fn the_instance_keeps_its_state_and_is_made_again_after_a_trap() {
-    let env = journal("");
+    // It can read the workspace, so an instance serves only the workspace it was made for.
+    let env =
+        journal_granted(r#"filesystem = [{ path = "$WORKSPACE", access = "read" }]"#, &["kv", "fs:ro:$WORKSPACE"]);
     let rt = env.runtime();
     let ws = env.ws().display().to_string();
     assert_eq!(prefetch(&env, &rt, "a").await, Ok(format!("call 1 in {ws} for a")));
@@ -51,6 +53,24 @@ async fn the_instance_keeps_its_state_and_is_made_again_after_a_trap() {
     session.workspace = other.path().display().to_string();
     let out = rt.memory_prefetch(&plugin, "e", &session).await.expect("recall");
     assert_eq!(out, format!("call 1 in {} for e", other.path().display()));
+}
+
+/// A provider that nothing ties to a workspace (kv only) keeps one instance for all of them: a
+/// gateway's chats each have their own workspace, and a provider's in-memory index must not be
+/// built again for every chat.
+#[tokio::test]
+async fn an_instance_tied_to_no_workspace_serves_every_workspace() {
+    let env = journal("");
+    let rt = env.runtime();
+    let ws = env.ws().display().to_string();
+    assert_eq!(prefetch(&env, &rt, "a").await, Ok(format!("call 1 in {ws} for a")));
+    let other = tempfile::tempdir().expect("other workspace");
+    let plugin = rt.plugin("journal").expect("journal").clone();
+    let mut session = env.session();
+    session.workspace = other.path().display().to_string();
+    let out = rt.memory_prefetch(&plugin, "b", &session).await.expect("recall");
+    assert_eq!(out, format!("call 2 in {} for b", other.path().display()));
+    assert_eq!(prefetch(&env, &rt, "c").await, Ok(format!("call 3 in {ws} for c")));
 }
 
 #[tokio::test]
