@@ -272,10 +272,6 @@ pub struct Agent {
     /// The turn's message, not committed yet ([`AgentConfig::message_kept`]): it goes ahead of
     /// the turn's next commit.
     unsaved: Option<Message>,
-    /// A tool round's request (when its tools only read) and results, in the history and not
-    /// committed yet: they go to the store while the next model call is out ([`Agent::turn`]),
-    /// or with any write before it.
-    deferred: Vec<Message>,
     /// It let go of its history and system prompt ([`Agent::rest`]); [`Agent::wake`] reads
     /// them again.
     resting: bool,
@@ -428,7 +424,6 @@ impl Agent {
             mark,
             unrecorded: None,
             unsaved: None,
-            deferred: Vec::new(),
             resting: false,
         })
     }
@@ -566,16 +561,13 @@ impl Agent {
             self.emitter.emit(Event::Steered { text, delivered: false });
         }
         let end = self.turn(text, images, cancel).await;
-        // A turn that ended before its answer stores its message (and a tool round not stored
-        // yet) now, under its lease: a process whose lease was taken over stores nothing, and
-        // the one that took it runs the turn again.
-        if (self.unsaved.is_some() || !self.deferred.is_empty())
+        // A turn that ended before its answer stores its message now, under its lease: a
+        // process whose lease was taken over stores nothing, and the one that took it runs the
+        // turn again.
+        if self.unsaved.is_some()
             && let Err(e) = self.commit_last(&[]).await
         {
-            self.emitter.warn(format!(
-                "what a turn that ended before its answer had not stored yet (its message, its last tool results) \
-                 could not be stored: {e}"
-            ));
+            self.emitter.warn(format!("the message of a turn that ended before its answer was not stored: {e}"));
         }
         for text in self.shared.gate.take_steers() {
             self.emitter.emit(Event::Steered { text, delivered: false });
@@ -618,10 +610,13 @@ impl Agent {
                 () = self.maybe_compress() => {}
             }
             let extra = self.call_context(&ctx).await;
-            let reply = match self.call_model_committing(&mut turn, &extra, cancel).await {
-                Ok(Some(reply)) => reply,
-                Ok(None) => return self.finish(Outcome::Interrupted, String::new(), &turn),
-                Err(e) => return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn),
+            let call = self.call_model(&mut turn, true, &extra);
+            let reply = tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    return self.finish(Outcome::Interrupted, String::new(), &turn);
+                }
+                reply = call => reply,
             };
             let message = match reply {
                 Ok(message) => message,
@@ -661,76 +656,20 @@ impl Agent {
             self.history.push(message);
             let (mut results, interrupted) = self.run_tools(&calls, cancel).await;
             self.add_steers(&mut results);
-            self.history.extend(results.iter().cloned());
-            // Committed while the next model call is out, or with whatever is written first.
-            self.deferred.extend(request);
-            self.deferred.extend(results);
+            let committed = match request {
+                Some(request) => self.commit(&[std::slice::from_ref(&request), &results].concat()).await,
+                None => self.commit(&results).await,
+            };
+            if let Err(e) = committed {
+                if only_reads {
+                    // Neither is stored: the history the next turn sees says the same.
+                    self.history.pop();
+                }
+                return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
+            }
+            self.history.extend(results);
             if interrupted {
-                if let Err(e) = self.commit(&[]).await {
-                    return self.finish(Outcome::Failed(e.to_string()), String::new(), &turn);
-                }
                 return self.finish(Outcome::Interrupted, String::new(), &turn);
-            }
-        }
-    }
-
-    /// The turn's next model call (`Ok(None)` when `cancel` stopped it), with the last tool
-    /// round ([`Agent::deferred`]) committed meanwhile: the request goes out first, and the
-    /// store's write runs while the model works, not before the request. The answer is used
-    /// only once the round is stored.
-    ///
-    /// # Errors
-    /// The round could not be stored (it stays deferred, for the turn's end to try again).
-    async fn call_model_committing(
-        &mut self,
-        turn: &mut Turn,
-        extra: &str,
-        cancel: &CancellationToken,
-    ) -> Result<Option<Result<Message, String>>, Error> {
-        if self.deferred.is_empty() {
-            return Ok(tokio::select! {
-                biased;
-                () = cancel.cancelled() => None,
-                reply = self.call_model(turn, true, extra) => Some(reply),
-            });
-        }
-        let (unsaved, deferred, usage) =
-            (self.unsaved.take(), std::mem::take(&mut self.deferred), self.unrecorded.take());
-        let all = with_unsaved(unsaved.as_ref(), &deferred).into_owned();
-        let (shared, session_id) = (self.shared.clone(), self.session_id.clone());
-        let write = async move {
-            // Let the request reach its connection first: on a single-threaded runtime the
-            // store's write runs in place and would otherwise hold it back.
-            tokio::task::yield_now().await;
-            crate::on_store(&shared.store, async |store| {
-                store.append_messages_with_usage(&session_id, &all, usage.as_ref().map(|(u, n)| (u, *n))).await
-            })
-            .await
-        };
-        let call = async {
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => None,
-                reply = self.call_model(turn, true, extra) => Some(reply),
-            }
-        };
-        let (reply, written) = tokio::join!(biased; call, write);
-        match written {
-            Ok(ids) => {
-                self.committed_ids(&ids);
-                Ok(reply)
-            }
-            Err(e) => {
-                // The answer's usage is kept with the round's, to be stored with them later.
-                let (mut kept, mut calls) = usage.unwrap_or_default();
-                if let Some((later, n)) = self.unrecorded.take() {
-                    kept.add(&later);
-                    calls += n;
-                }
-                self.unrecorded = (calls > 0 || usage.is_some()).then_some((kept, calls));
-                self.unsaved = unsaved;
-                self.deferred = deferred;
-                Err(e)
             }
         }
     }
@@ -779,8 +718,8 @@ impl Agent {
     /// transaction.
     async fn commit(&mut self, messages: &[Message]) -> Result<(), Error> {
         let usage = self.unrecorded;
-        let (unsaved, deferred) = (self.unsaved.take(), std::mem::take(&mut self.deferred));
-        let all = with_pending(unsaved.as_ref(), &deferred, messages);
+        let unsaved = self.unsaved.take();
+        let all = with_unsaved(unsaved.as_ref(), messages);
         let ids = crate::on_store(&self.shared.store, async |store| {
             store.append_messages_with_usage(&self.session_id, &all, usage.as_ref().map(|(u, n)| (u, *n))).await
         })
@@ -792,7 +731,6 @@ impl Agent {
             }
             Err(e) => {
                 self.unsaved = unsaved;
-                self.deferred = deferred;
                 Err(e)
             }
         }
@@ -801,17 +739,12 @@ impl Agent {
     /// Commit the turn's message if it still waits ([`AgentConfig::message_kept`]): before the
     /// stored history is used in another way mid-turn.
     pub(super) async fn save_message(&mut self) -> Result<(), Error> {
-        if self.unsaved.is_none() && self.deferred.is_empty() { Ok(()) } else { self.commit(&[]).await }
+        if self.unsaved.is_none() { Ok(()) } else { self.commit(&[]).await }
     }
 
     /// Messages (and the usage) were committed under `ids`.
     fn committed(&mut self, ids: &[i64]) {
         self.unrecorded = None;
-        self.committed_ids(ids);
-    }
-
-    /// Messages were committed under `ids`.
-    fn committed_ids(&mut self, ids: &[i64]) {
         if let Some(last) = ids.last() {
             // Nobody else writes the session while this agent holds its lease.
             self.mark = (self.mark.0 + i64::try_from(ids.len()).unwrap_or(0), *last);
@@ -824,8 +757,8 @@ impl Agent {
     async fn commit_last(&mut self, messages: &[Message]) -> Result<(), Error> {
         let Some(held) = self.lease.take() else { return self.commit(messages).await };
         let usage = self.unrecorded;
-        let (unsaved, deferred) = (self.unsaved.take(), std::mem::take(&mut self.deferred));
-        let all = with_pending(unsaved.as_ref(), &deferred, messages);
+        let unsaved = self.unsaved.take();
+        let all = with_unsaved(unsaved.as_ref(), messages);
         let committed = crate::on_store(&self.shared.store, async |store| {
             let usage = usage.as_ref().map(|(u, n)| (u, *n));
             store.append_and_release(&self.session_id, &all, usage, Some(held.token())).await
@@ -840,7 +773,6 @@ impl Agent {
             Err(e) => {
                 self.lease = Some(held);
                 self.unsaved = unsaved;
-                self.deferred = deferred;
                 Err(e)
             }
         }
@@ -951,18 +883,6 @@ impl Agent {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// What a commit writes: the turn's kept message, the deferred tool round, then `messages`.
-fn with_pending<'a>(
-    unsaved: Option<&Message>,
-    deferred: &[Message],
-    messages: &'a [Message],
-) -> std::borrow::Cow<'a, [Message]> {
-    if deferred.is_empty() {
-        return with_unsaved(unsaved, messages);
-    }
-    unsaved.into_iter().chain(deferred).chain(messages).cloned().collect::<Vec<_>>().into()
 }
 
 /// `messages`, behind the turn's message when it waits to be committed with them.

@@ -1,7 +1,6 @@
 //! The loop in-process, against the scripted mock model (tests/mock-llm): what a turn does
 //! with answers cut at the output-token limit, broken streams, streams without usage, and how
-//! the context engine is asked when the fixed prompt takes most of a small window; when a
-//! turn's message and its tool rounds are stored.
+//! the context engine is asked when the fixed prompt takes most of a small window.
 
 use std::sync::{Arc, Mutex};
 
@@ -17,7 +16,6 @@ use talaria_protocol::{CompressRequest, Compressed, ContextStatus, Event, Outcom
 use talaria_store::Store;
 use tokio_util::sync::CancellationToken;
 
-mod deferred;
 mod kept;
 mod wire;
 
