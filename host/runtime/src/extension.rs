@@ -19,7 +19,7 @@ use crate::host::Site;
 use crate::host::api::GuestError;
 use crate::host::api::since_v0_2_0::convert;
 use crate::host::api::since_v0_2_0::exports::talaria::plugin::{context, memory};
-use crate::instance::{self, over_cap};
+use crate::instance::{self, CallLimits, over_cap};
 use crate::manifest::Kind;
 use crate::plugin::Plugin;
 use talaria_protocol::PluginError;
@@ -30,6 +30,16 @@ const MAX_KEPT_DECIDERS: usize = 8;
 
 /// Longest `note` a context engine may give.
 const MAX_NOTE_CHARS: usize = 1000;
+
+/// What a call on a plugin of one kind starts from ([`Runtime::setup`]).
+struct Setup<'a, I> {
+    engine: &'a EngineHandle,
+    prepared: &'a Prepared,
+    /// The interface the plugin exports for the kind.
+    indices: &'a I,
+    limits: CallLimits,
+    site: Site,
+}
 
 /// How a plugin of `kind` is named in messages.
 fn who(plugin: &Plugin, kind: Kind) -> String {
@@ -76,6 +86,22 @@ impl Runtime {
         if session.workspace.is_empty() { self.workspace.clone() } else { PathBuf::from(&session.workspace) }
     }
 
+    /// What a call on `plugin` as a `kind` starts from: the plugin checked and ready, the
+    /// interface it exports for the kind (`export` picks it), its limits, and where it runs.
+    fn setup<'a, I>(
+        &'a self,
+        plugin: &'a Plugin,
+        kind: Kind,
+        session: &PluginSession,
+        export: impl FnOnce(&'a Prepared) -> Option<&'a I>,
+    ) -> Result<Setup<'a, I>, PluginError> {
+        let (engine, prepared) = self.ready(plugin, kind)?;
+        let indices = export(prepared)
+            .ok_or_else(|| PluginError::Unavailable(format!("{} exports no {}", who(plugin, kind), kind.name())))?;
+        let site = Site::shared(self.session_workspace(session), caller_of(session));
+        Ok(Setup { engine, prepared, indices, limits: plugin.limits_for(kind), site })
+    }
+
     /// A call on the memory provider's resident instance.
     async fn memory_call<T>(
         &self,
@@ -83,14 +109,8 @@ impl Runtime {
         session: &PluginSession,
         f: impl AsyncFnOnce(&mut Store<HostState>, &memory::Guest) -> wasmtime::Result<Result<T, String>>,
     ) -> Result<T, PluginError> {
-        let (engine, prepared) = self.ready(plugin, Kind::Memory)?;
-        let indices = prepared
-            .memory
-            .as_ref()
-            .ok_or_else(|| PluginError::Unavailable(format!("plugin '{}' exports no memory", plugin.name())))?;
-        let limits = plugin.limits_for(Kind::Memory);
-        let workspace = self.session_workspace(session);
-        let caller = caller_of(session);
+        let Setup { engine, prepared, indices, limits, site } =
+            self.setup(plugin, Kind::Memory, session, |p| p.memory.as_ref())?;
         instance::run_resident(
             engine,
             &plugin.env,
@@ -101,7 +121,7 @@ impl Runtime {
                     indices.load(store, instance)
                 },
             },
-            Site::shared(workspace, caller),
+            site,
             limits,
             async |store, guest| Ok(f(store, guest).await?.map_err(GuestError::Failed)),
         )
@@ -117,25 +137,12 @@ impl Runtime {
         session: &PluginSession,
         f: impl AsyncFnOnce(&mut Store<HostState>, &context::Guest) -> wasmtime::Result<Result<T, String>>,
     ) -> Result<T, PluginError> {
-        let (engine, prepared) = self.ready(plugin, Kind::ContextEngine)?;
-        let indices = prepared
-            .context
-            .as_ref()
-            .ok_or_else(|| PluginError::Unavailable(format!("plugin '{}' exports no context", plugin.name())))?;
-        let limits = plugin.limits_for(Kind::ContextEngine);
-        let workspace = self.session_workspace(session);
-        let caller = caller_of(session);
-        instance::run_fresh(
-            engine,
-            &plugin.env,
-            &prepared.pre,
-            Site::shared(workspace, caller),
-            limits,
-            async |store, instance| {
-                let guest = indices.load(&mut *store, instance)?;
-                Ok(f(store, &guest).await?.map_err(GuestError::Failed))
-            },
-        )
+        let Setup { engine, prepared, indices, limits, site } =
+            self.setup(plugin, Kind::ContextEngine, session, |p| p.context.as_ref())?;
+        instance::run_fresh(engine, &plugin.env, &prepared.pre, site, limits, async |store, instance| {
+            let guest = indices.load(&mut *store, instance)?;
+            Ok(f(store, &guest).await?.map_err(GuestError::Failed))
+        })
         .await
         .map(|(value, _)| value)
         .map_err(|e| e.into_plugin_error(&who(plugin, Kind::ContextEngine), limits).map_text(|m| redact(plugin, m)))
@@ -256,18 +263,12 @@ impl Runtime {
         status: ContextStatus,
         session: &PluginSession,
     ) -> Result<bool, PluginError> {
-        let (engine, prepared) = self.ready(plugin, Kind::ContextEngine)?;
-        let indices = prepared
-            .context
-            .as_ref()
-            .ok_or_else(|| PluginError::Unavailable(format!("plugin '{}' exports no context", plugin.name())))?;
-        let limits = plugin.limits_for(Kind::ContextEngine);
-        let workspace = self.session_workspace(session);
-        let caller = caller_of(session);
+        let Setup { engine, prepared, indices, limits, site } =
+            self.setup(plugin, Kind::ContextEngine, session, |p| p.context.as_ref())?;
         let (info, status) = (convert::session(session), convert::status(status));
         let mut kept = {
             let mut idle = plugin.deciders.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            idle.iter().position(|r| r.serves(&workspace, &plugin.env)).map(|at| idle.swap_remove(at))
+            idle.iter().position(|r| r.serves(&site.workspace, &plugin.env)).map(|at| idle.swap_remove(at))
         };
         let result = instance::run_resident(
             engine,
@@ -279,7 +280,7 @@ impl Runtime {
                     indices.load(store, instance)
                 },
             },
-            Site::shared(workspace, caller),
+            site,
             limits,
             async |store, guest: &context::Guest| Ok(Ok(guest.call_should_compress(store, status, &info).await?)),
         )
@@ -369,25 +370,16 @@ impl Runtime {
         event: &HookEvent,
         session: &PluginSession,
     ) -> Result<HookDecision, PluginError> {
-        let (engine, prepared) = self.ready(plugin, Kind::Hook)?;
+        let Setup { engine, prepared, indices, limits, site } =
+            self.setup(plugin, Kind::Hook, session, |p| p.hooks.as_ref())?;
         let who = who(plugin, Kind::Hook);
         if !plugin.hook_events().contains(&event.kind()) {
             return Err(PluginError::NotSubscribed(format!("{who} did not ask for {} events", event.kind().name())));
         }
-        let indices =
-            prepared.hooks.as_ref().ok_or_else(|| PluginError::Unavailable(format!("{who} exports no hooks")))?;
-        let limits = plugin.limits_for(Kind::Hook);
         let wit = convert::event(event, session);
-        let workspace = self.session_workspace(session);
-        let caller = caller_of(session);
-        let (decision, _) = instance::run_fresh(
-            engine,
-            &plugin.env,
-            &prepared.pre,
-            Site::shared(workspace, caller),
-            limits,
-            async |s, i| indices.load(&mut *s, i)?.call_on_event(&mut *s, &wit).await.map(Ok),
-        )
+        let (decision, _) = instance::run_fresh(engine, &plugin.env, &prepared.pre, site, limits, async |s, i| {
+            indices.load(&mut *s, i)?.call_on_event(&mut *s, &wit).await.map(Ok)
+        })
         .await
         .map_err(|e| e.into_plugin_error(&who, limits).map_text(|m| redact(plugin, m)))?;
         let (decision, bytes) = convert::decision(decision);
