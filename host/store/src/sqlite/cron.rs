@@ -3,9 +3,9 @@
 //! transaction (the claimer's "when next" function runs inside it), and a run row is unique per
 //! job and due time.
 
-use rusqlite::{OptionalExtension as _, Row, Transaction, params};
+use rusqlite::{Connection, OptionalExtension as _, Row, params};
 
-use super::Sqlite;
+use super::{Cached as _, Sqlite};
 use crate::cron::{
     Claim, Claimed, Finish, JOB_COLUMNS, Job, JobState, RUN_COLUMNS, RawJob, Run, RunStatus, finish_job, finish_run,
     new_token, resting_state, to_json,
@@ -86,7 +86,7 @@ fn running_run(tx: &rusqlite::Connection, job_id: &str) -> Result<Option<Run>> {
 /// Start a run of `job` due at `due_at`, leased until `now + ttl_ms`. None when that due time
 /// has a run already.
 fn start_run(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     job: &Job,
     due_at: i64,
     manual: bool,
@@ -95,7 +95,7 @@ fn start_run(
     ttl_ms: i64,
 ) -> Result<Option<Claim>> {
     let token = new_token();
-    let added = tx.execute(
+    let added = tx.run(
         "INSERT INTO cron_runs (job_id, due_at, started_at, status, manual, pid, host, holder, token, lease_until)
          VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (job_id, due_at) DO NOTHING",
         params![job.id, due_at, now, manual, std::process::id(), machine(), holder, token, now.saturating_add(ttl_ms)],
@@ -108,8 +108,8 @@ fn start_run(
 }
 
 /// Write what can be edited of `job` into row `id`, in `state`.
-fn write_fields(tx: &Transaction<'_>, id: &str, job: &Job, state: JobState, now: i64) -> Result<()> {
-    tx.execute(
+fn write_fields(tx: &Connection, id: &str, job: &Job, state: JobState, now: i64) -> Result<()> {
+    tx.run(
         "UPDATE cron_jobs SET name = ?2, prompt = ?3, schedule_kind = ?4, schedule_expr = ?5,
             schedule_display = ?6, deliver = ?7, repeat_times = ?8, enabled = ?9, state = ?10,
             next_run_at = ?11, model = ?12, provider = ?13, toolsets = ?14, max_turns = ?15,
@@ -146,12 +146,12 @@ impl Sqlite {
             let id = loop {
                 let id = format!("{:08x}", fastrand::u32(..));
                 let taken: bool =
-                    tx.query_row("SELECT EXISTS (SELECT 1 FROM cron_jobs WHERE id = ?1)", [&id], |r| r.get(0))?;
+                    tx.one("SELECT EXISTS (SELECT 1 FROM cron_jobs WHERE id = ?1)", [&id], |r| r.get(0))?;
                 if !taken {
                     break id;
                 }
             };
-            tx.execute(
+            tx.run(
                 "INSERT INTO cron_jobs (id, name, prompt, schedule_kind, schedule_expr, schedule_display, deliver,
                     origin, creator, created_at, updated_at)
                  VALUES (?1, '', '', '', '', '', '', ?2, ?3, ?4, ?4)",
@@ -183,8 +183,8 @@ impl Sqlite {
 
     pub(crate) fn cron_remove(&self, id: &str) -> Result<bool> {
         self.write(|tx| {
-            tx.execute("DELETE FROM cron_runs WHERE job_id = ?1", [id])?;
-            Ok(tx.execute("DELETE FROM cron_jobs WHERE id = ?1", [id])? == 1)
+            tx.run("DELETE FROM cron_runs WHERE job_id = ?1", [id])?;
+            Ok(tx.run("DELETE FROM cron_jobs WHERE id = ?1", [id])? == 1)
         })
     }
 
@@ -206,7 +206,7 @@ impl Sqlite {
             for job in due {
                 let Some(due_at) = job.next_run_at else { continue };
                 let after = next(&job, due_by);
-                tx.execute(
+                tx.run(
                     "UPDATE cron_jobs SET state = 'running', next_run_at = ?2 WHERE id = ?1",
                     params![job.id, after],
                 )?;
@@ -216,7 +216,7 @@ impl Sqlite {
                     claims.push(claim);
                 } else {
                     // That time ran already (a clock set back): only move on.
-                    tx.execute("UPDATE cron_jobs SET state = 'scheduled' WHERE id = ?1", [&job.id])?;
+                    tx.run("UPDATE cron_jobs SET state = 'scheduled' WHERE id = ?1", [&job.id])?;
                 }
             }
             Ok(claims)
@@ -233,7 +233,7 @@ impl Sqlite {
             let mut at = now;
             loop {
                 if let Some(mut claim) = start_run(tx, &job, at, true, holder, now, ttl_ms)? {
-                    tx.execute("UPDATE cron_jobs SET state = 'running' WHERE id = ?1", [id])?;
+                    tx.run("UPDATE cron_jobs SET state = 'running' WHERE id = ?1", [id])?;
                     claim.job.state = JobState::Running;
                     return Ok(Claimed::Granted(Box::new(claim)));
                 }
@@ -244,7 +244,7 @@ impl Sqlite {
 
     pub(crate) fn cron_renew(&self, run_id: i64, token: &str, until: i64) -> Result<bool> {
         self.write(|tx| {
-            Ok(tx.execute(
+            Ok(tx.run(
                 "UPDATE cron_runs SET lease_until = ?3 WHERE id = ?1 AND token = ?2 AND status = 'running'",
                 params![run_id, token, until],
             )? == 1)
@@ -254,14 +254,14 @@ impl Sqlite {
     pub(crate) fn cron_finish(&self, run_id: i64, token: &str, finish: &Finish, now: i64) -> Result<bool> {
         self.write(|tx| {
             let job_id: Option<(String, bool)> = tx
-                .query_row(
+                .one(
                     "SELECT job_id, manual FROM cron_runs WHERE id = ?1 AND token = ?2 AND status = 'running'",
                     params![run_id, token],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
             let Some((job_id, manual)) = job_id else { return Ok(false) };
-            tx.execute(
+            tx.run(
                 "UPDATE cron_runs SET status = ?2, finished_at = ?3, output = ?4, error = ?5,
                     delivery = CASE WHEN delivery = 'sent' AND ?6 LIKE 'queued%' THEN delivery ELSE ?6 END,
                     session_id = ?7 WHERE id = ?1",
@@ -302,7 +302,7 @@ impl Sqlite {
                     "interrupted: {} (pid {} on {}) stopped before the run finished; it is not run again",
                     r.holder, r.pid, r.host
                 );
-                tx.execute(
+                tx.run(
                     "UPDATE cron_runs SET status = 'error', finished_at = ?2, error = ?3 WHERE id = ?1",
                     params![r.id, now, error],
                 )?;
@@ -339,9 +339,9 @@ impl Sqlite {
 
 /// Run `run_id`'s answer did not reach its chat: the run and (if it is its job's latest) the
 /// job say so.
-pub(crate) fn mark_delivery_failed(tx: &Transaction<'_>, run_id: i64, error: &str) -> Result<()> {
+pub(crate) fn mark_delivery_failed(tx: &Connection, run_id: i64, error: &str) -> Result<()> {
     let job_id: Option<String> = tx
-        .query_row(
+        .one(
             "UPDATE cron_runs SET status = 'delivery_failed', delivery = ?2 WHERE id = ?1 AND status = 'ok'
              RETURNING job_id",
             params![run_id, format!("failed: {error}")],
@@ -349,10 +349,9 @@ pub(crate) fn mark_delivery_failed(tx: &Transaction<'_>, run_id: i64, error: &st
         )
         .optional()?;
     if let Some(job_id) = job_id {
-        let latest: Option<i64> =
-            tx.query_row("SELECT max(id) FROM cron_runs WHERE job_id = ?1", [&job_id], |r| r.get(0))?;
+        let latest: Option<i64> = tx.one("SELECT max(id) FROM cron_runs WHERE job_id = ?1", [&job_id], |r| r.get(0))?;
         if latest == Some(run_id) {
-            tx.execute(
+            tx.run(
                 "UPDATE cron_jobs SET last_status = 'delivery_failed', last_error = ?2 WHERE id = ?1",
                 params![job_id, format!("delivery failed: {error}")],
             )?;
@@ -364,7 +363,7 @@ pub(crate) fn mark_delivery_failed(tx: &Transaction<'_>, run_id: i64, error: &st
 /// After a run of `job_id` ended: its last status, one more repeat done (`counts`: it ran on
 /// schedule), and the state it rests in.
 fn settle_job(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     job_id: &str,
     counts: bool,
     status: RunStatus,
@@ -378,7 +377,7 @@ fn settle_job(
     }
     // Paused meanwhile: stays paused.
     let state = resting_state(&job);
-    tx.execute(
+    tx.run(
         "UPDATE cron_jobs SET repeat_done = ?2, state = ?3, last_run_at = ?4, last_status = ?5, last_output = ?6,
             last_error = ?7, updated_at = ?4 WHERE id = ?1",
         params![job_id, job.repeat_done, state.as_str(), now, status.as_str(), output, error],

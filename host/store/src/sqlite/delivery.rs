@@ -4,8 +4,8 @@
 
 use rusqlite::{OptionalExtension as _, params};
 
-use super::Sqlite;
 use super::cron::mark_delivery_failed;
+use super::{Cached as _, Sqlite};
 use crate::delivery::{
     CLAIMABLE, CLAIMERS, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS,
     RETRY_MAX_MS, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of,
@@ -29,12 +29,12 @@ fn delivery(r: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
 impl Sqlite {
     pub(crate) fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
         self.write(|tx| {
-            tx.execute(
+            tx.run(
                 "INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (key) DO NOTHING",
                 params![d.platform, d.chat_id, d.thread_id, d.body, d.key, now_ms()],
             )?;
-            Ok(tx.query_row("SELECT id FROM deliveries WHERE key = ?1", params![d.key], |r| r.get(0))?)
+            Ok(tx.one("SELECT id FROM deliveries WHERE key = ?1", params![d.key], |r| r.get(0))?)
         })
     }
 
@@ -61,7 +61,7 @@ impl Sqlite {
             let mut held = tx.prepare_cached(CLAIMERS)?;
             let claimers = held.query_map(params![platform, now], |r| r.get::<_, String>(0))?;
             for gone in claimers.collect::<rusqlite::Result<Vec<_>>>()?.into_iter().filter(|c| is_gone(c)) {
-                tx.execute(VOID_CLAIMS, params![platform, gone])?;
+                tx.run(VOID_CLAIMS, params![platform, gone])?;
             }
             let mut stmt =
                 tx.prepare_cached(&format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE {CLAIMABLE}"))?;
@@ -86,7 +86,7 @@ impl Sqlite {
     pub(crate) fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
         self.write(|tx| {
             let key: Option<String> = tx
-                .query_row(
+                .one(
                     "UPDATE deliveries SET state = 'sent', sent_id = ?2, done_at = ?3 WHERE id = ?1 RETURNING key",
                     params![id, sent_id, now_ms()],
                     |r| r.get(0),
@@ -94,7 +94,7 @@ impl Sqlite {
                 .optional()?;
             // A scheduled job's answer: its run learns it arrived.
             if let Some(run) = key.as_deref().and_then(cron_run_of) {
-                tx.execute(
+                tx.run(
                     "UPDATE cron_runs SET delivery = 'sent' WHERE id = ?1 AND (delivery LIKE 'queued%' OR delivery IS NULL)",
                     params![run],
                 )?;
@@ -115,7 +115,7 @@ impl Sqlite {
     pub(crate) fn delivery_failed(&self, id: i64, error: &str) -> Result<Failed> {
         self.write(|tx| {
             let attempts: Option<i64> = tx
-                .query_row("SELECT attempts FROM deliveries WHERE id = ?1 AND state = 'pending'", params![id], |r| {
+                .one("SELECT attempts FROM deliveries WHERE id = ?1 AND state = 'pending'", params![id], |r| {
                     r.get(0)
                 })
                 .optional()?;
@@ -123,7 +123,7 @@ impl Sqlite {
             let now = now_ms();
             if attempts >= MAX_ATTEMPTS {
                 let key: Option<String> = tx
-                    .query_row(
+                    .one(
                         "UPDATE deliveries SET state = 'failed', attempts = ?2, last_error = ?3, done_at = ?4
                          WHERE id = ?1 AND state = 'pending' RETURNING key",
                         params![id, attempts, error, now],
@@ -137,7 +137,7 @@ impl Sqlite {
                 return Ok(Failed::GaveUp);
             }
             let wait = RETRY_FIRST_MS.saturating_mul(1 << (attempts - 1).min(20)).min(RETRY_MAX_MS);
-            tx.execute(
+            tx.run(
                 "UPDATE deliveries SET attempts = ?2, last_error = ?3, next_at = ?4, claimed_until = 0, claimed_by = NULL
                  WHERE id = ?1 AND state = 'pending'",
                 params![id, attempts, error, now + wait],
@@ -149,8 +149,8 @@ impl Sqlite {
     pub(crate) fn webhook_seen(&self, route: &str, id: &str) -> Result<bool> {
         self.write(|tx| {
             let now = now_ms();
-            tx.execute("DELETE FROM webhook_seen WHERE seen_at < ?1", params![now - WEBHOOK_MEMORY_MS])?;
-            let added = tx.execute(
+            tx.run("DELETE FROM webhook_seen WHERE seen_at < ?1", params![now - WEBHOOK_MEMORY_MS])?;
+            let added = tx.run(
                 "INSERT INTO webhook_seen (route, delivery_id, seen_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT (route, delivery_id) DO NOTHING",
                 params![route, id, now],

@@ -3,7 +3,7 @@
 
 use rusqlite::{OptionalExtension as _, Row, params};
 
-use super::Sqlite;
+use super::{Cached as _, Sqlite};
 use crate::inbox::{COLUMNS, Entry, NewEntry, Put, State};
 use crate::{Result, now_ms};
 
@@ -31,7 +31,7 @@ impl Sqlite {
     pub(crate) fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
         self.write(|tx| {
             let id: Option<i64> = tx
-                .query_row(
+                .one(
                     "INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                      ON CONFLICT (account, chat_id, message_id) DO NOTHING RETURNING id",
@@ -52,7 +52,7 @@ impl Sqlite {
             if let Some(id) = id {
                 return Ok(Put::New(id));
             }
-            let known = tx.query_row(
+            let known = tx.one(
                 &format!("SELECT {COLUMNS} FROM inbox WHERE account = ?1 AND chat_id = ?2 AND message_id = ?3"),
                 params![e.account, e.chat_id, e.message_id],
                 entry,
@@ -87,7 +87,7 @@ impl Sqlite {
 
     pub(crate) fn inbox_started(&self, id: i64, session_id: &str) -> Result<()> {
         self.write(|tx| {
-            tx.execute(
+            tx.run(
                 "UPDATE inbox SET state = 'running', session_id = ?2,
                      started_count = COALESCE((SELECT message_count FROM sessions WHERE id = ?2), 0)
                  WHERE id = ?1 AND state <> 'done'",
@@ -99,14 +99,14 @@ impl Sqlite {
 
     pub(crate) fn inbox_streamed(&self, id: i64, streamed: Option<&str>) -> Result<()> {
         self.write(|tx| {
-            tx.execute("UPDATE inbox SET streamed = ?2 WHERE id = ?1", params![id, streamed])?;
+            tx.run("UPDATE inbox SET streamed = ?2 WHERE id = ?1", params![id, streamed])?;
             Ok(())
         })
     }
 
     pub(crate) fn inbox_done(&self, id: i64, reply: Option<&str>) -> Result<()> {
         self.write(|tx| {
-            tx.execute(
+            tx.run(
                 "UPDATE inbox SET state = 'done', reply = ?2, done_at = ?3 WHERE id = ?1",
                 params![id, reply, now_ms()],
             )?;
@@ -115,6 +115,6 @@ impl Sqlite {
     }
 
     pub(crate) fn inbox_prune(&self, before: i64) -> Result<usize> {
-        self.write(|tx| Ok(tx.execute("DELETE FROM inbox WHERE state = 'done' AND done_at < ?1", params![before])?))
+        self.write(|tx| Ok(tx.run("DELETE FROM inbox WHERE state = 'done' AND done_at < ?1", params![before])?))
     }
 }

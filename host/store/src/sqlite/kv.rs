@@ -2,9 +2,9 @@
 //! `BEGIN IMMEDIATE` transaction, so the ones that check before they write (the quota,
 //! compare-and-set, increment) queue behind writers in other processes.
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
-use super::Sqlite;
+use super::{Cached as _, Sqlite};
 use crate::kv::{MAX_PLUGIN_BYTES, parse_counter};
 use crate::{Error, Result};
 
@@ -14,7 +14,7 @@ const ROW_BYTES: &str = "length(CAST(key AS BLOB)) + length(value)";
 /// Write `value` under `key` inside `tx`, if the plugin's quota allows it: what the plugin keeps
 /// besides this key, plus this key and value, must stay within [`MAX_PLUGIN_BYTES`]. Replacing
 /// a value with one no larger always fits, and skips summing the plugin's space.
-fn put(tx: &Transaction<'_>, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
+fn put(tx: &Connection, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
     let len = i64::try_from(key.len() + value.len()).unwrap_or(i64::MAX);
     let before: Option<i64> = tx
         .prepare_cached(&format!("SELECT {ROW_BYTES} FROM plugin_kv WHERE plugin = ?1 AND key = ?2"))?
@@ -51,7 +51,7 @@ impl Sqlite {
 
     pub(crate) fn kv_delete(&self, plugin: &str, key: &str) -> Result<()> {
         self.write(|tx| {
-            tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1 AND key = ?2", params![plugin, key])?;
+            tx.run("DELETE FROM plugin_kv WHERE plugin = ?1 AND key = ?2", params![plugin, key])?;
             Ok(())
         })
     }
@@ -75,7 +75,7 @@ impl Sqlite {
                 Some(new) if Some(new) != expected => put(tx, plugin, key, new)?,
                 Some(_) => {}
                 None => {
-                    tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1 AND key = ?2", params![plugin, key])?;
+                    tx.run("DELETE FROM plugin_kv WHERE plugin = ?1 AND key = ?2", params![plugin, key])?;
                 }
             }
             Ok(true)
@@ -103,12 +103,12 @@ impl Sqlite {
     }
 
     pub(crate) fn kv_clear(&self, plugin: &str) -> Result<u64> {
-        self.write(|tx| Ok(tx.execute("DELETE FROM plugin_kv WHERE plugin = ?1", params![plugin])? as u64))
+        self.write(|tx| Ok(tx.run("DELETE FROM plugin_kv WHERE plugin = ?1", params![plugin])? as u64))
     }
 
     pub(crate) fn kv_adopt(&self, from: &str, to: &str) -> Result<u64> {
         self.write(|tx| {
-            let moved = tx.execute(
+            let moved = tx.run(
                 "UPDATE plugin_kv SET plugin = ?2 WHERE plugin = ?1 AND NOT EXISTS (SELECT 1 FROM plugin_kv WHERE plugin = ?2)",
                 params![from, to],
             )?;

@@ -4,14 +4,14 @@
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 
-use super::Sqlite;
+use super::{Cached as _, Sqlite};
 use crate::Result;
 use crate::lease::{LeaseHolder, Leased, Read, ReadBack, holds};
 use crate::process::machine;
 
 fn current(conn: &Connection, session_id: &str) -> Result<Option<LeaseHolder>> {
     Ok(conn
-        .query_row(
+        .one(
             "SELECT pid, host, holder, acquired_at, expires_at FROM session_leases WHERE session_id = ?1",
             [session_id],
             |r| {
@@ -54,7 +54,7 @@ impl Sqlite {
                 return Ok((Leased::Held(current), None));
             }
             let token = format!("{pid}-{:016x}", fastrand::u64(..));
-            tx.execute(
+            tx.run(
                 "INSERT OR REPLACE INTO session_leases (session_id, token, pid, host, holder, acquired_at, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![session_id, token, pid, me, holder, now, expires],
@@ -73,7 +73,7 @@ impl Sqlite {
 
     pub(crate) fn renew_lease(&self, session_id: &str, token: &str, expires: i64) -> Result<bool> {
         self.write(|tx| {
-            let n = tx.execute(
+            let n = tx.run(
                 "UPDATE session_leases SET expires_at = ?3 WHERE session_id = ?1 AND token = ?2",
                 params![session_id, token, expires],
             )?;

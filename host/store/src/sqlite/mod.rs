@@ -19,7 +19,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::{Connection, TransactionBehavior};
 
 use crate::{BUSY_RETRY_FOR, EXIT_CHECKPOINT_BYTES, Error, Result, is_damage, schema};
 
@@ -84,9 +84,9 @@ impl Sqlite {
         // Up to 32 MiB of page cache (allocated only as pages are read): a search touches a few
         // thousand message rows spread over the file.
         conn.pragma_update(None, "cache_size", -32_768)?;
-        // Room for every statement a turn runs (rusqlite keeps 16): a statement pushed out of
-        // the cache is parsed again on its next use.
-        conn.set_prepared_statement_cache_capacity(64);
+        // Room for every fixed statement of the store (about 110; rusqlite keeps 16): a
+        // statement pushed out of the cache is parsed again on its next use.
+        conn.set_prepared_statement_cache_capacity(160);
         // Migrations take the write lock up front, so two processes opening a new file at once
         // queue instead of both creating the same tables.
         conn.set_transaction_behavior(TransactionBehavior::Immediate);
@@ -157,14 +157,76 @@ impl Sqlite {
     /// Run `f` in one `BEGIN IMMEDIATE` transaction, committed if `f` succeeds. While another
     /// connection holds the write lock, wait (SQLite's busy timeout), then retry with jitter for
     /// up to [`BUSY_RETRY_FOR`]; the mutex is released between attempts.
-    pub(crate) fn write<T>(&self, mut f: impl FnMut(&Transaction<'_>) -> Result<T>) -> Result<T> {
+    ///
+    /// `BEGIN` and `COMMIT` are cached statements like the rest (rusqlite's `Transaction`
+    /// parses both again each time): the gateway writes six or seven times per reply.
+    pub(crate) fn write<T>(&self, mut f: impl FnMut(&Connection) -> Result<T>) -> Result<T> {
         retry_busy(|| {
-            let mut conn = self.conn();
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let out = f(&tx)?;
+            let conn = self.conn();
+            let tx = Immediate::begin(&conn)?;
+            let out = f(&conn)?;
             tx.commit()?;
             Ok(out)
         })
+    }
+}
+
+/// An open `BEGIN IMMEDIATE` transaction: rolled back when dropped uncommitted (`f` failed or
+/// panicked, or `COMMIT` itself failed), so the connection is never left inside one.
+struct Immediate<'c> {
+    conn: &'c Connection,
+    open: bool,
+}
+
+impl<'c> Immediate<'c> {
+    fn begin(conn: &'c Connection) -> Result<Self> {
+        conn.run("BEGIN IMMEDIATE", [])?;
+        Ok(Self { conn, open: true })
+    }
+
+    fn commit(mut self) -> Result<()> {
+        self.conn.run("COMMIT", [])?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Drop for Immediate<'_> {
+    fn drop(&mut self) {
+        if self.open && !self.conn.is_autocommit() {
+            let _ = self.conn.run("ROLLBACK", []);
+        }
+    }
+}
+
+/// Statements run through the connection's statement cache, parsed once per connection.
+/// Use these for every statement whose text is fixed; a statement built from values (a list of
+/// `?`s as long as the input) goes through `prepare`, or it would push the fixed ones out.
+pub(crate) trait Cached {
+    /// `execute`, cached: the number of rows changed.
+    fn run<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
+
+    /// `query_row`, cached: the first row, mapped by `f`.
+    fn one<T, P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T>;
+}
+
+impl Cached for Connection {
+    fn run<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.prepare_cached(sql)?.execute(params)
+    }
+
+    fn one<T, P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        self.prepare_cached(sql)?.query_row(params, f)
     }
 }
 
@@ -314,4 +376,50 @@ pub(super) fn release_lease_in(conn: &Connection, session_id: &str, token: &str)
     conn.prepare_cached("DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2")?
         .execute(rusqlite::params![session_id, token])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Cached as _, Sqlite};
+    use crate::Error;
+
+    fn rows(db: &Sqlite) -> i64 {
+        db.conn().one("SELECT count(*) FROM plugin_kv", [], |r| r.get(0)).unwrap_or(-1)
+    }
+
+    fn put(conn: &rusqlite::Connection, key: &str) -> crate::Result<()> {
+        conn.run("INSERT INTO plugin_kv (plugin, key, value) VALUES ('p', ?1, x'00')", [key])?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_write_that_fails_or_panics_leaves_nothing_and_no_open_transaction() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Sqlite::open(&dir.path().join("state.db")).expect("open");
+
+        let failed = db.write(|tx| {
+            put(tx, "a")?;
+            Err::<(), _>(Error::Busy)
+        });
+        assert!(matches!(failed, Err(Error::Busy)), "{failed:?}");
+        assert_eq!(rows(&db), 0, "a failed write is rolled back");
+        assert!(db.conn().is_autocommit(), "no transaction is left open after a failure");
+
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            db.write(|tx| -> crate::Result<()> {
+                put(tx, "b")?;
+                panic!("the closure panics inside the transaction");
+            })
+        }));
+        assert!(panicked.is_err());
+        assert!(db.conn().is_autocommit(), "no transaction is left open after a panic");
+        assert_eq!(rows(&db), 0, "a panicked write is rolled back");
+
+        db.write(|tx| put(tx, "c")).expect("the next write commits");
+        assert_eq!(rows(&db), 1);
+        let again = db.write(|tx| put(tx, "c"));
+        assert!(again.is_err(), "a constraint failure is an error: {again:?}");
+        db.write(|tx| put(tx, "d")).expect("and the connection still writes after it");
+        assert_eq!(rows(&db), 2);
+    }
 }

@@ -2,9 +2,9 @@
 //! pairing and the platform's waiting codes and writes in one `BEGIN IMMEDIATE` transaction, so
 //! gateway processes sharing the file agree.
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
-use super::Sqlite;
+use super::{Cached as _, Sqlite};
 use crate::pairing::{MAX_PENDING, PAIRING_TTL_MS, Pairing, Request};
 use crate::{Error, Result, now_ms};
 
@@ -22,9 +22,9 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Pairing> {
     })
 }
 
-fn pairing(tx: &rusqlite::Transaction<'_>, platform: &str, user_id: &str) -> Result<Option<Pairing>> {
+fn pairing(tx: &Connection, platform: &str, user_id: &str) -> Result<Option<Pairing>> {
     Ok(tx
-        .query_row(
+        .one(
             &format!("SELECT {COLUMNS} FROM pairings WHERE platform = ?1 AND user_id = ?2"),
             params![platform, user_id],
             row,
@@ -43,7 +43,7 @@ impl Sqlite {
         self.write(|tx| {
             let now = now_ms();
             let row: Option<(Option<String>, i64, Option<i64>)> = tx
-                .query_row(
+                .one(
                     "SELECT code, expires_at, approved_at FROM pairings WHERE platform = ?1 AND user_id = ?2",
                     params![platform, user_id],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -54,7 +54,7 @@ impl Sqlite {
                 Some((Some(code), expires, None)) if expires > now => return Ok(Request::Pending(code)),
                 _ => {}
             }
-            let waiting: i64 = tx.query_row(
+            let waiting: i64 = tx.one(
                 "SELECT count(*) FROM pairings WHERE platform = ?1 AND approved_at IS NULL AND expires_at > ?2",
                 params![platform, now],
                 |r| r.get(0),
@@ -62,7 +62,7 @@ impl Sqlite {
             if waiting >= MAX_PENDING {
                 return Ok(Request::TooMany);
             }
-            tx.execute(
+            tx.run(
                 "INSERT INTO pairings (platform, user_id, user_name, code, requested_at, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (platform, user_id) DO UPDATE SET
@@ -78,7 +78,7 @@ impl Sqlite {
         self.write(|tx| {
             let now = now_ms();
             let found = tx
-                .query_row(
+                .one(
                     "SELECT platform, user_id FROM pairings
                      WHERE code = ?1 AND approved_at IS NULL AND expires_at > ?2",
                     params![code, now],
@@ -88,7 +88,7 @@ impl Sqlite {
             let Some((platform, user_id)) = found else {
                 return Err(Error::PairingNotFound { code: code.to_string() });
             };
-            tx.execute(
+            tx.run(
                 "UPDATE pairings SET approved_at = ?3, code = NULL WHERE platform = ?1 AND user_id = ?2",
                 params![platform, user_id, now],
             )?;
@@ -98,7 +98,7 @@ impl Sqlite {
 
     pub(crate) fn pairing_revoke(&self, platform: &str, user_id: &str) -> Result<bool> {
         self.write(|tx| {
-            Ok(tx.execute("DELETE FROM pairings WHERE platform = ?1 AND user_id = ?2", params![platform, user_id])? > 0)
+            Ok(tx.run("DELETE FROM pairings WHERE platform = ?1 AND user_id = ?2", params![platform, user_id])? > 0)
         })
     }
 

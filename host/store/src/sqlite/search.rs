@@ -2,7 +2,7 @@
 //! for substrings), brought up to date in batches above a watermark.
 
 use rusqlite::types::Value;
-use rusqlite::{Transaction, params, params_from_iter};
+use rusqlite::{Connection, params, params_from_iter};
 use talaria_protocol::Role;
 
 use super::Sqlite;
@@ -37,7 +37,7 @@ impl Index {
 /// Index the active messages stored above the watermark, and move it to the newest message, if
 /// at least `min` messages are pending. Writers are serialized, so every message up to the
 /// newest is committed and none is in flight. Returns how many messages were indexed.
-pub(crate) fn index_pending(tx: &Transaction<'_>, min: i64) -> Result<usize> {
+pub(crate) fn index_pending(tx: &Connection, min: i64) -> Result<usize> {
     let (mark, top): (i64, i64) = tx
         .prepare_cached("SELECT indexed, (SELECT coalesce(max(id), 0) FROM messages) FROM search_watermark")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use talaria_protocol::Usage;
 
-use super::Sqlite;
+use super::{Cached as _, Sqlite};
 use crate::sessions::{
     ListQuery, MESSAGE_COLUMNS, MessageRow, RawMessage, SESSION_COLUMNS, SessionInfo, not_found, preview,
 };
@@ -67,7 +67,7 @@ fn raw_message(r: &Row<'_>) -> rusqlite::Result<RawMessage> {
 }
 
 /// Add `usage` of `api_calls` model calls to the session's totals, in `tx`.
-fn add_usage(tx: &rusqlite::Transaction<'_>, session_id: &str, usage: &Usage, api_calls: u32, now: i64) -> Result<()> {
+fn add_usage(tx: &Connection, session_id: &str, usage: &Usage, api_calls: u32, now: i64) -> Result<()> {
     let t = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let touched = tx
         .prepare_cached(
@@ -106,7 +106,7 @@ impl Sqlite {
             {
                 return Err(Error::UnknownParent { id: parent.clone() });
             }
-            tx.execute(
+            tx.run(
                 "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
                 params![s.id, s.source, s.model, s.provider, s.system_prompt, s.parent_id, s.cwd, now],
@@ -123,14 +123,14 @@ impl Sqlite {
             if exists(tx, new_id)? {
                 return Err(Error::SessionExists { id: new_id.to_string() });
             }
-            tx.execute(
+            tx.run(
                 "INSERT INTO sessions (id, source, model, provider, system_prompt, parent_id, cwd, started_at, updated_at,
                                        message_count, tool_call_count)
                  SELECT ?2, source, model, provider, system_prompt, id, cwd, ?3, ?3, message_count, tool_call_count
                  FROM sessions WHERE id = ?1",
                 params![from, new_id, now],
             )?;
-            tx.execute(
+            tx.run(
                 "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
                  SELECT ?2, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at
                  FROM messages WHERE session_id = ?1 AND active ORDER BY id",
@@ -282,7 +282,7 @@ impl Sqlite {
                 return Err(not_found(id));
             }
             let other: Option<String> = tx
-                .query_row("SELECT id FROM sessions WHERE title = ?1 AND id <> ?2", params![title, id], |r| r.get(0))
+                .one("SELECT id FROM sessions WHERE title = ?1 AND id <> ?2", params![title, id], |r| r.get(0))
                 .optional()?;
             if let Some(other_id) = other {
                 return Err(Error::TitleTaken { title: title.to_owned(), other_id });
@@ -292,16 +292,16 @@ impl Sqlite {
             } else {
                 "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title IS NULL"
             };
-            Ok(tx.execute(sql, params![id, title])? > 0)
+            Ok(tx.run(sql, params![id, title])? > 0)
         })
     }
 
     pub(crate) fn delete_session(&self, id: &str) -> Result<()> {
         self.write(|tx| {
             // The foreign keys would do both; saying it keeps the behaviour independent of them.
-            tx.execute("DELETE FROM messages WHERE session_id = ?1", [id])?;
-            tx.execute("UPDATE sessions SET parent_id = NULL WHERE parent_id = ?1", [id])?;
-            if tx.execute("DELETE FROM sessions WHERE id = ?1", [id])? == 0 {
+            tx.run("DELETE FROM messages WHERE session_id = ?1", [id])?;
+            tx.run("UPDATE sessions SET parent_id = NULL WHERE parent_id = ?1", [id])?;
+            if tx.run("DELETE FROM sessions WHERE id = ?1", [id])? == 0 {
                 return Err(not_found(id));
             }
             Ok(())
@@ -310,8 +310,7 @@ impl Sqlite {
 
     pub(crate) fn end_session(&self, id: &str, reason: &str, now: i64) -> Result<()> {
         self.write(|tx| {
-            if tx
-                .execute("UPDATE sessions SET ended_at = ?2, end_reason = ?3 WHERE id = ?1", params![id, now, reason])?
+            if tx.run("UPDATE sessions SET ended_at = ?2, end_reason = ?3 WHERE id = ?1", params![id, now, reason])?
                 == 0
             {
                 return Err(not_found(id));
@@ -325,23 +324,23 @@ impl Sqlite {
             if !exists(tx, session_id)? {
                 return Err(not_found(session_id));
             }
-            let last_user: Option<i64> = tx.query_row(
+            let last_user: Option<i64> = tx.one(
                 "SELECT max(id) FROM messages WHERE session_id = ?1 AND role = 'user' AND active",
                 [session_id],
                 |r| r.get(0),
             )?;
             let Some(from) = last_user else { return Ok(0) };
-            let calls: i64 = tx.query_row(
+            let calls: i64 = tx.one(
                 "SELECT coalesce(sum(json_array_length(tool_calls)), 0) FROM messages
                  WHERE session_id = ?1 AND active AND id >= ?2",
                 params![session_id, from],
                 |r| r.get(0),
             )?;
-            let undone = tx.execute(
+            let undone = tx.run(
                 "UPDATE messages SET active = 0 WHERE session_id = ?1 AND active AND id >= ?2",
                 params![session_id, from],
             )?;
-            tx.execute(
+            tx.run(
                 "UPDATE sessions SET message_count = max(message_count - ?2, 0),
                                      tool_call_count = max(tool_call_count - ?3, 0), updated_at = max(updated_at, ?4)
                  WHERE id = ?1",
