@@ -22,9 +22,11 @@ const TICK: Duration = Duration::from_secs(1);
 const BATCH: usize = 32;
 /// Rounds of claims one call of [`send_due_in`] makes at most.
 const ROUNDS: usize = 64;
+/// Deliveries of one account sent side by side while the platform answers quickly.
+const SENDS_AT_ONCE: usize = 4;
 /// Most deliveries of one account in flight at once (each to another chat).
 const PARALLEL_SENDS: usize = 16;
-/// How long a send goes alone before the next one starts beside it.
+/// How long the sends in flight go on before one more starts beside them.
 const SEND_ALONE_FOR: Duration = Duration::from_millis(50);
 /// How long a claimed delivery is this process's to send: after that (the process died
 /// sending it), another sends it.
@@ -223,15 +225,16 @@ pub(crate) async fn send_due_in(store: &Store, account: &Account) {
     }
 }
 
-/// Send `sends` (of different chats: a claim holds at most one delivery per chat). One at a
-/// time while the platform answers quickly; a send slower than [`SEND_ALONE_FOR`] lets the
-/// next one start beside it, up to [`PARALLEL_SENDS`], so with a slow platform one chat's
-/// reply does not wait for another's.
+/// Send `sends` (of different chats: a claim holds at most one delivery per chat).
+/// [`SENDS_AT_ONCE`] side by side while the platform answers quickly (a send is mostly waiting
+/// for it, and the replies of a burst of chats would otherwise queue behind each other); a
+/// send slower than [`SEND_ALONE_FOR`] lets one more start beside them, up to
+/// [`PARALLEL_SENDS`], so with a slow platform one chat's reply does not wait for another's.
 ///
 /// Why not all at once: a send the platform took while this process dies, before it was
 /// recorded, is sent again by the next process (the ledger delivers at least once, and the
-/// platforms have no way to ask whether a message arrived). Sending one at a time while that
-/// costs nothing keeps such doubles to the rare send that was in flight at the crash.
+/// platforms have no way to ask whether a message arrived). Sending few at a time while that
+/// costs nothing keeps such doubles to the rare sends that were in flight at the crash.
 async fn send_all(store: &Store, account: &Account, info: &AccountInfo, sends: Vec<(Delivery, Body)>) {
     let one = |(delivery, body): (Delivery, Body)| async move {
         let outcome = deliver(account, info, &delivery, body).await;
@@ -240,7 +243,7 @@ async fn send_all(store: &Store, account: &Account, info: &AccountInfo, sends: V
     };
     let mut waiting = sends.into_iter();
     let mut running = futures_util::stream::FuturesUnordered::new();
-    running.extend(waiting.next().map(one));
+    running.extend(waiting.by_ref().take(SENDS_AT_ONCE).map(one));
     while !running.is_empty() {
         tokio::select! {
             // One done: the next takes its place.
