@@ -87,7 +87,7 @@ impl Gateway {
     /// inbox; with none here, start one if nobody else serves the chat.
     pub(crate) async fn wake(self: &Arc<Self>, key: &str, entry: Option<Entry>) {
         if let Some(tx) = lock(&self.sessions).get(key)
-            && tx.send(entry).is_ok()
+            && tx.send(entry.map(Box::new)).is_ok()
         {
             return;
         }

@@ -126,7 +126,7 @@ pub(crate) struct Gateway {
     pub accounts: BTreeMap<String, Arc<Account>>,
     /// Live session workers of this process, by session key: handed an entry kept here, or
     /// (`None`) told to look at their inbox.
-    sessions: Mutex<HashMap<String, mpsc::UnboundedSender<Option<talaria_core::store::inbox::Entry>>>>,
+    sessions: Mutex<HashMap<String, mpsc::UnboundedSender<Option<Box<talaria_core::store::inbox::Entry>>>>>,
     /// Replies requests of this process wait for, by inbox entry.
     awaited: Mutex<HashMap<i64, Arc<inbox::Awaited>>>,
     /// When each stranger was last told about pairing.

@@ -140,23 +140,13 @@ pub(crate) async fn run(
     key: String,
     chat: Chat,
     lease: String,
-    mut rx: mpsc::UnboundedReceiver<Option<Entry>>,
+    mut rx: mpsc::UnboundedReceiver<Option<Box<Entry>>>,
 ) {
-    // What it awaits is boxed: the worker's own future stays small while the chat waits.
+    // Everything it awaits is boxed (a store call's future holds PostgreSQL's, a few KiB):
+    // the worker's own future, kept for as long as the chat is loaded, stays small.
     let conversation = match Box::pin(open(&gateway, &account, &key, &chat, true)).await {
         Ok(c) => c,
-        Err(e) => {
-            tracing::error!(account = %account.name, session = %key, "cannot start a conversation: {e}");
-            // Its messages are answered with the reason, so the chat is not left waiting.
-            for entry in gateway.store.inbox_open(&key).await.unwrap_or_default() {
-                let text = format!("I cannot start a conversation: {e}");
-                let _ = finish(&gateway, &account, &chat, &entry, &text, None).await;
-            }
-            lock_and_forget(&gateway, &key);
-            drop(rx);
-            let _ = gateway.store.release_lease(&chat_lease(&key), &lease).await;
-            return;
-        }
+        Err(e) => return Box::pin(cannot_start(&gateway, &account, &key, &chat, &lease, rx, &e)).await,
     };
     let mut worker = Worker {
         gateway,
@@ -195,7 +185,7 @@ pub(crate) async fn run(
         let renew_due: tokio::time::Instant = (worker.renewed + CHAT_LEASE_TTL / 3).into();
         tokio::select! {
             woken = rx.recv() => match woken {
-                Some(Some(entry)) => Box::pin(worker.take(entry)).await,
+                Some(Some(entry)) => Box::pin(worker.take(*entry)).await,
                 Some(None) => Box::pin(worker.look()).await,
                 None => break,
             },
@@ -208,7 +198,7 @@ pub(crate) async fn run(
                 Box::pin(worker.stream()).await;
             }
             () = tokio::time::sleep_until(renew_due) => {
-                if !worker.renew().await {
+                if !Box::pin(worker.renew()).await {
                     // Another process serves the chat now: this one must not answer it too.
                     if busy {
                         worker.conversation.submit(Op::Interrupt);
@@ -244,7 +234,28 @@ pub(crate) async fn run(
     Box::pin(worker.conversation.shutdown()).await;
     drop(rx);
     // Whatever is still open (the stop came first) is answered by the next process to look.
-    let _ = worker.gateway.store.release_lease(&chat_lease(&worker.key), &worker.lease).await;
+    let _ = Box::pin(worker.gateway.store.release_lease(&chat_lease(&worker.key), &worker.lease)).await;
+}
+
+/// The chat's conversation could not start (`e`): answer its open messages with the reason, so
+/// the chat is not left waiting, and let the chat go.
+async fn cannot_start(
+    gateway: &Gateway,
+    account: &Account,
+    key: &str,
+    chat: &Chat,
+    lease: &str,
+    rx: mpsc::UnboundedReceiver<Option<Box<Entry>>>,
+    e: &impl std::fmt::Display,
+) {
+    tracing::error!(account = %account.name, session = %key, "cannot start a conversation: {e}");
+    for entry in gateway.store.inbox_open(key).await.unwrap_or_default() {
+        let text = format!("I cannot start a conversation: {e}");
+        let _ = finish(gateway, account, chat, &entry, &text, None).await;
+    }
+    lock_and_forget(gateway, key);
+    drop(rx);
+    let _ = gateway.store.release_lease(&chat_lease(key), lease).await;
 }
 
 /// Forget the worker of `key` (it is ending).
@@ -370,7 +381,7 @@ impl Worker {
 
     /// Whether the worker may end: nothing is waiting for it. Checked under the sessions' lock,
     /// so a message handed over meanwhile is never lost: it is taken, and the worker goes on.
-    async fn can_end(&mut self, rx: &mut mpsc::UnboundedReceiver<Option<Entry>>) -> bool {
+    async fn can_end(&mut self, rx: &mut mpsc::UnboundedReceiver<Option<Box<Entry>>>) -> bool {
         self.look().await;
         if self.turn.is_some() || (!self.queue.is_empty() && !self.gateway.stop.is_cancelled()) {
             return false;
@@ -387,7 +398,7 @@ impl Worker {
             None => true,
             Some(handed) => {
                 match handed {
-                    Some(entry) => self.take(entry).await,
+                    Some(entry) => self.take(*entry).await,
                     None => self.look().await,
                 }
                 false
