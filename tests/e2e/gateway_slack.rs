@@ -65,6 +65,10 @@ fn a_slack_dm_is_answered_every_envelope_is_acknowledged_and_a_disconnect_reconn
     // Slack asks for a refresh: a new connection is opened (a new apps.connections.open), the
     // old one closed by the bot, and the chat carries on.
     assert_eq!((fake.opens(), fake.connections()), (1, 1));
+    // Slack sends an envelope again on the next connection when it was not acknowledged on its
+    // own; the refresh comes once the bot has acknowledged what it was sent (the echo of its
+    // last reply included: under load that acknowledgement could trail the reply itself).
+    fake.wait_until(WAIT, "every envelope acknowledged before the refresh", |f| f.envelopes().iter().all(|e| e.acked));
     fake.disconnect();
     fake.wait_connected(2, WAIT);
     assert_eq!(fake.opens(), 2);
