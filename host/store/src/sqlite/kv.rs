@@ -17,24 +17,25 @@ const ROW_BYTES: &str = "length(CAST(key AS BLOB)) + length(value)";
 fn put(tx: &Connection, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
     let len = i64::try_from(key.len() + value.len()).unwrap_or(i64::MAX);
     let before: Option<i64> = tx
-        .prepare_cached(&format!("SELECT {ROW_BYTES} FROM plugin_kv WHERE plugin = ?1 AND key = ?2"))?
-        .query_row(params![plugin, key], |r| r.get(0))
+        .one(&format!("SELECT {ROW_BYTES} FROM plugin_kv WHERE plugin = ?1 AND key = ?2"), params![plugin, key], |r| {
+            r.get(0)
+        })
         .optional()?;
     if before.is_none_or(|before| len > before) {
-        let used: i64 = tx
-            .prepare_cached(&format!(
-                "SELECT COALESCE(SUM({ROW_BYTES}), 0) FROM plugin_kv WHERE plugin = ?1 AND key <> ?2"
-            ))?
-            .query_row(params![plugin, key], |r| r.get(0))?;
+        let used: i64 = tx.one(
+            &format!("SELECT COALESCE(SUM({ROW_BYTES}), 0) FROM plugin_kv WHERE plugin = ?1 AND key <> ?2"),
+            params![plugin, key],
+            |r| r.get(0),
+        )?;
         if used.saturating_add(len) > MAX_PLUGIN_BYTES {
             return Err(Error::QuotaExceeded);
         }
     }
-    tx.prepare_cached(
+    tx.run(
         "INSERT INTO plugin_kv (plugin, key, value) VALUES (?1, ?2, ?3)
          ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value, updated_at = unixepoch()",
-    )?
-    .execute(params![plugin, key, value])?;
+        params![plugin, key, value],
+    )?;
     Ok(())
 }
 
@@ -65,8 +66,7 @@ impl Sqlite {
     ) -> Result<bool> {
         self.write(|tx| {
             let current: Option<Vec<u8>> = tx
-                .prepare_cached("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2")?
-                .query_row(params![plugin, key], |r| r.get(0))
+                .one("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2", params![plugin, key], |r| r.get(0))
                 .optional()?;
             if current.as_deref() != expected {
                 return Ok(false);
@@ -85,8 +85,7 @@ impl Sqlite {
     pub(crate) fn kv_increment(&self, plugin: &str, key: &str, delta: i64) -> Result<i64> {
         self.write(|tx| {
             let current: Option<Vec<u8>> = tx
-                .prepare_cached("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2")?
-                .query_row(params![plugin, key], |r| r.get(0))
+                .one("SELECT value FROM plugin_kv WHERE plugin = ?1 AND key = ?2", params![plugin, key], |r| r.get(0))
                 .optional()?;
             let current = match current {
                 None => 0,

@@ -373,8 +373,7 @@ fn retry_busy<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
 
 /// Give the lease back, when it is still `token`'s.
 pub(super) fn release_lease_in(conn: &Connection, session_id: &str, token: &str) -> Result<()> {
-    conn.prepare_cached("DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2")?
-        .execute(rusqlite::params![session_id, token])?;
+    conn.run("DELETE FROM session_leases WHERE session_id = ?1 AND token = ?2", rusqlite::params![session_id, token])?;
     Ok(())
 }
 

@@ -5,7 +5,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, params, params_from_iter};
 use talaria_protocol::Role;
 
-use super::Sqlite;
+use super::{Cached as _, Sqlite};
 use crate::search::query::{self, Query, has_cjk};
 use crate::search::{ELLIPSIS, MATCH_END, MATCH_START, RANK_WINDOW, SearchHit, SearchQuery, escape_like, like_snippet};
 use crate::{Error, Result, count};
@@ -38,9 +38,10 @@ impl Index {
 /// at least `min` messages are pending. Writers are serialized, so every message up to the
 /// newest is committed and none is in flight. Returns how many messages were indexed.
 pub(crate) fn index_pending(tx: &Connection, min: i64) -> Result<usize> {
-    let (mark, top): (i64, i64) = tx
-        .prepare_cached("SELECT indexed, (SELECT coalesce(max(id), 0) FROM messages) FROM search_watermark")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let (mark, top): (i64, i64) =
+        tx.one("SELECT indexed, (SELECT coalesce(max(id), 0) FROM messages) FROM search_watermark", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
     if top <= mark || top - mark < min {
         return Ok(0);
     }
@@ -51,9 +52,9 @@ pub(crate) fn index_pending(tx: &Connection, min: i64) -> Result<usize> {
         "INSERT INTO messages_trigram (rowid, content, tool_name, tool_calls)
          SELECT id, content, tool_name, tool_calls FROM messages WHERE id > ?1 AND id <= ?2 AND active",
     ] {
-        indexed = tx.prepare_cached(sql)?.execute(params![mark, top])?;
+        indexed = tx.run(sql, params![mark, top])?;
     }
-    tx.prepare_cached("UPDATE search_watermark SET indexed = ?1")?.execute([top])?;
+    tx.run("UPDATE search_watermark SET indexed = ?1", [top])?;
     Ok(indexed)
 }
 
@@ -118,10 +119,11 @@ impl Sqlite {
         let (lo, hi) = match q.session_id {
             None => (i64::MIN, i64::MAX),
             Some(session) => {
-                let range: (Option<i64>, Option<i64>) = self
-                    .conn()
-                    .prepare_cached("SELECT min(id), max(id) FROM messages WHERE session_id = ?1 AND active")?
-                    .query_row([session], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                let range: (Option<i64>, Option<i64>) = self.conn().one(
+                    "SELECT min(id), max(id) FROM messages WHERE session_id = ?1 AND active",
+                    [session],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?;
                 match range {
                     (Some(lo), Some(hi)) => (lo, hi),
                     _ => return Ok(Vec::new()),

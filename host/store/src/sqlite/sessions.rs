@@ -69,16 +69,14 @@ fn raw_message(r: &Row<'_>) -> rusqlite::Result<RawMessage> {
 /// Add `usage` of `api_calls` model calls to the session's totals, in `tx`.
 fn add_usage(tx: &Connection, session_id: &str, usage: &Usage, api_calls: u32, now: i64) -> Result<()> {
     let t = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let touched = tx
-        .prepare_cached(
-            "UPDATE sessions SET api_call_count = api_call_count + ?2,
+    let touched = tx.run(
+        "UPDATE sessions SET api_call_count = api_call_count + ?2,
                 input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
                 cache_read_tokens = cache_read_tokens + ?5, cache_write_tokens = cache_write_tokens + ?6,
                 reasoning_tokens = reasoning_tokens + ?7, updated_at = max(updated_at, ?8),
                 estimated_calls = estimated_calls + ?9
          WHERE id = ?1",
-        )?
-        .execute(params![
+        params![
             session_id,
             api_calls,
             t(usage.input_tokens),
@@ -88,7 +86,8 @@ fn add_usage(tx: &Connection, session_id: &str, usage: &Usage, api_calls: u32, n
             t(usage.reasoning_tokens),
             now,
             if usage.estimated { api_calls } else { 0 }
-        ])?;
+        ],
+    )?;
     if touched == 0 {
         return Err(not_found(session_id));
     }
@@ -156,12 +155,11 @@ impl Sqlite {
             // Cached statements: a turn appends several times, and parsing the SQL each time cost
             // more than running it.
             let touched = tx
-                .prepare_cached(
+                .run(
                     "UPDATE sessions SET message_count = message_count + ?2, tool_call_count = tool_call_count + ?3,
                                          updated_at = max(updated_at, ?4)
                      WHERE id = ?1",
-                )?
-                .execute(params![session_id, count(rows.len()), count(calls), now])?;
+                params![session_id, count(rows.len()), count(calls), now])?;
             if touched == 0 {
                 return Err(not_found(session_id));
             }
@@ -254,10 +252,8 @@ impl Sqlite {
 
     pub(crate) fn messages_around(&self, message_id: i64, window: usize) -> Result<Vec<RawMessage>> {
         let conn = self.conn();
-        let session: Option<String> = conn
-            .prepare_cached("SELECT session_id FROM messages WHERE id = ?1")?
-            .query_row([message_id], |r| r.get(0))
-            .optional()?;
+        let session: Option<String> =
+            conn.one("SELECT session_id FROM messages WHERE id = ?1", [message_id], |r| r.get(0)).optional()?;
         let Some(session) = session else { return Err(Error::MessageNotFound { id: message_id }) };
         let mut before = conn.prepare_cached(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages
