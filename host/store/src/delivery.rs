@@ -58,11 +58,11 @@ pub(crate) fn cron_run_of(key: &str) -> Option<i64> {
 pub(crate) const DELIVERY_COLUMNS: &str =
     "id, platform, chat_id, thread_id, body, attempts, key, claimed_by IS NOT NULL";
 
-/// Which deliveries of platform `$1` may be claimed at `$2` (at most `$3`): of each chat, the
-/// oldest pending one, when it is due and nobody holds it.
+/// Which deliveries of platform `$1` may be claimed at `$2`: of each chat, the oldest pending
+/// one, when it is due and nobody holds it; oldest first (each engine adds its `LIMIT $3`).
 pub(crate) const CLAIMABLE: &str = "d.state = 'pending' AND d.platform = $1 AND d.next_at <= $2 AND d.claimed_until <= $2
     AND d.id = (SELECT MIN(e.id) FROM deliveries e WHERE e.state = 'pending' AND e.platform = $1 AND e.chat_id = d.chat_id)
-    ORDER BY d.id LIMIT $3";
+    ORDER BY d.id";
 
 /// Who holds claims of platform `$1` at `$2`.
 pub(crate) const CLAIMERS: &str = "SELECT DISTINCT claimed_by FROM deliveries

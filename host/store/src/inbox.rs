@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+use crate::delivery::NewDelivery;
 use crate::{Engine, Result, Store};
 
 /// The topic of the notice sent when a chat's inbox gets an entry; the payload is its session
@@ -228,13 +229,26 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn inbox_done(&self, id: i64, reply: Option<&str>) -> Result<()> {
+        self.inbox_done_with(id, reply, &[]).await
+    }
+
+    /// Entry `id` is answered by `parts`, queued to its chat (each once per key, as
+    /// [`Store::delivery_enqueue`] keeps it) in the transaction that marks the entry done.
+    ///
+    /// # Errors
+    /// The database cannot be written; then neither is kept.
+    pub async fn inbox_done_queueing(&self, id: i64, parts: &[NewDelivery<'_>]) -> Result<()> {
+        self.inbox_done_with(id, None, parts).await
+    }
+
+    async fn inbox_done_with(&self, id: i64, reply: Option<&str>, queued: &[NewDelivery<'_>]) -> Result<()> {
         match &self.engine {
             Engine::Sqlite(db) => {
-                db.queue().await.inbox_done(id, reply)?;
+                db.queue().await.inbox_done(id, reply, queued)?;
                 self.hint(DONE, &id.to_string()).await;
                 Ok(())
             }
-            Engine::Postgres(pg) => pg.inbox_done(id, reply, &Self::notice_text(DONE, &id.to_string())).await,
+            Engine::Postgres(pg) => pg.inbox_done(id, reply, queued, &Self::notice_text(DONE, &id.to_string())).await,
         }
     }
 

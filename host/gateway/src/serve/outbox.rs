@@ -83,8 +83,7 @@ pub(crate) fn render_parts(markdown: &str, info: &AccountInfo) -> Vec<(String, S
 }
 
 /// Queue `markdown` to a chat, rendered and cut into the messages the platform takes, one
-/// delivery each (`KEY:N`): a part is sent once, even if queued again (a turn replayed), and a
-/// part that failed is retried alone.
+/// delivery each (`KEY:N`, see [`parts`]).
 ///
 /// Whether every part was kept (a part already kept under its key counts as kept).
 pub(crate) async fn queue(
@@ -96,24 +95,8 @@ pub(crate) async fn queue(
     reply: &Reply,
     key: &str,
 ) -> bool {
-    let info = account.info();
     let mut kept = true;
-    let parts = match &info {
-        Some(info) => render_parts(markdown, info),
-        None => vec![(markdown.to_string(), markdown.to_string())],
-    };
-    let count = parts.len();
-    for (i, (text, plain)) in parts.into_iter().enumerate() {
-        let body = Body {
-            text,
-            plain,
-            edit: if i == 0 { reply.edit.clone() } else { None },
-            reply_to: if i == 0 { reply.reply_to.clone() } else { None },
-            buttons: if i + 1 == count { reply.buttons.clone() } else { Vec::new() },
-            markdown: false,
-        };
-        let body = serde_json::to_string(&body).unwrap_or_default();
-        let key = format!("{key}:{i}");
+    for (body, key) in parts(account, markdown, reply, key) {
         let new = NewDelivery { platform: &account.name, chat_id, thread_id, body: &body, key: &key };
         match gateway.store.delivery_enqueue(&new).await {
             Ok(_) => {
@@ -127,6 +110,30 @@ pub(crate) async fn queue(
     }
     account.outbox.notify_one();
     kept
+}
+
+/// `markdown` rendered and cut into the messages `account`'s platform takes: each message's
+/// body for the ledger, and its key (`KEY:N`). Each is a delivery of its own: a part is sent
+/// once, even if queued again (a turn replayed), and a part that failed is retried alone.
+pub(crate) fn parts(account: &Account, markdown: &str, reply: &Reply, key: &str) -> Vec<(String, String)> {
+    let parts = match &account.info() {
+        Some(info) => render_parts(markdown, info),
+        None => vec![(markdown.to_string(), markdown.to_string())],
+    };
+    let count = parts.len();
+    let mut bodies = Vec::with_capacity(count);
+    for (i, (text, plain)) in parts.into_iter().enumerate() {
+        let body = Body {
+            text,
+            plain,
+            edit: if i == 0 { reply.edit.clone() } else { None },
+            reply_to: if i == 0 { reply.reply_to.clone() } else { None },
+            buttons: if i + 1 == count { reply.buttons.clone() } else { Vec::new() },
+            markdown: false,
+        };
+        bodies.push((serde_json::to_string(&body).unwrap_or_default(), format!("{key}:{i}")));
+    }
+    bodies
 }
 
 /// Send what the ledger holds for `account`, until the gateway stops (then once more, so the

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use talaria_core::config::BusyInput;
 use talaria_core::runtime::adapter::{AccountInfo, Outbound};
+use talaria_core::store::delivery::NewDelivery;
 use talaria_core::store::inbox::{Entry, SENDING, State};
 use talaria_core::{Conversation, Platform, Start};
 use talaria_protocol::{Decision, Event, Image, Message, Op, Outcome};
@@ -275,20 +276,29 @@ async fn finish(
     markdown: &str,
     edit: Option<String>,
 ) -> bool {
-    let reply = if entry.respond {
-        Some(markdown)
+    let done = if entry.respond {
+        gateway.store.inbox_done(entry.id, Some(markdown)).await
     } else {
+        // The reply's messages are queued with the entry marked done: one transaction.
         let key = super::reply_key(&account.name, &chat.chat_id, &entry.message_id);
         let reply = Reply { edit, reply_to: None, buttons: Vec::new() };
-        if !outbox::queue(gateway, account, &chat.chat_id, chat.thread_id.as_deref(), markdown, &reply, &key).await {
-            return false;
+        let parts = outbox::parts(account, markdown, &reply, &key);
+        let (chat_id, thread_id) = (&chat.chat_id, chat.thread_id.as_deref());
+        let queued: Vec<_> = parts
+            .iter()
+            .map(|(body, key)| NewDelivery { platform: &account.name, chat_id, thread_id, body, key })
+            .collect();
+        let done = gateway.store.inbox_done_queueing(entry.id, &queued).await;
+        if done.is_ok() {
+            account.pending.fetch_add(queued.len(), Ordering::SeqCst);
+            account.outbox.notify_one();
         }
-        None
+        done
     };
-    match gateway.store.inbox_done(entry.id, reply).await {
+    match done {
         Ok(()) => {
-            if let Some(reply) = reply {
-                gateway.answered(entry.id, reply);
+            if entry.respond {
+                gateway.answered(entry.id, markdown);
             }
             true
         }

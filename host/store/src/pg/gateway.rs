@@ -215,7 +215,7 @@ impl Pg {
                 &format!(
                     // RETURNING sees the new claimer: whether there was one before comes
                     // from the rows as they were.
-                    "WITH c AS (SELECT d.id, d.claimed_by IS NOT NULL AS orphaned FROM deliveries d WHERE {CLAIMABLE})
+                    "WITH c AS (SELECT d.id, d.claimed_by IS NOT NULL AS orphaned FROM deliveries d WHERE {CLAIMABLE} LIMIT $3)
                      UPDATE deliveries SET claimed_until = $4, claimed_by = $5 FROM c WHERE deliveries.id = c.id
                      RETURNING deliveries.id, platform, chat_id, thread_id, body, attempts, key, c.orphaned"
                 ),

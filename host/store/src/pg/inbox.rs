@@ -4,6 +4,7 @@
 use tokio_postgres::Row;
 
 use super::{Cached as _, Pg, sql};
+use crate::delivery::NewDelivery;
 use crate::inbox::{COLUMNS, Entry, NewEntry, Put, State};
 use crate::{Result, now_ms};
 
@@ -129,14 +130,46 @@ impl Pg {
     }
 
     /// Mark entry `id` done and send `notice`, in one statement.
-    pub(crate) async fn inbox_done(&self, id: i64, reply: Option<&str>, notice: &str) -> Result<()> {
+    /// Mark entry `id` done, keep `queued` (unless kept under their keys already) and send
+    /// `notice`: one statement.
+    pub(crate) async fn inbox_done(
+        &self,
+        id: i64,
+        reply: Option<&str>,
+        queued: &[NewDelivery<'_>],
+        notice: &str,
+    ) -> Result<()> {
         let (reply, notice) = (reply.map(str::to_string), notice.to_string());
+        let column =
+            |f: for<'d> fn(&'d NewDelivery<'d>) -> &'d str| queued.iter().map(|d| f(d).to_string()).collect::<Vec<_>>();
+        let (platforms, chats, bodies, keys) =
+            (column(|d| d.platform), column(|d| d.chat_id), column(|d| d.body), column(|d| d.key));
+        let threads: Vec<Option<String>> = queued.iter().map(|d| d.thread_id.map(str::to_string)).collect();
         let client = self.client().await?;
         client
             .exec(
-                "WITH done AS (UPDATE inbox SET state = 'done', reply = $2, done_at = $3 WHERE id = $1)
+                // The parts keep their order: each chat's deliveries are sent oldest id first.
+                "WITH parts AS (
+                     SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
+                         WITH ORDINALITY AS p (platform, chat_id, thread_id, body, key, n)
+                 ), kept AS (
+                     INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
+                     SELECT platform, chat_id, thread_id, body, key, $3, $3 FROM parts ORDER BY n
+                     ON CONFLICT (key) DO NOTHING
+                 ), done AS (UPDATE inbox SET state = 'done', reply = $2, done_at = $3 WHERE id = $1)
                  SELECT pg_notify($4, $5)",
-                &[&id, &reply, &now_ms(), &crate::notice::CHANNEL, &notice],
+                &[
+                    &id,
+                    &reply,
+                    &now_ms(),
+                    &crate::notice::CHANNEL,
+                    &notice,
+                    &platforms,
+                    &chats,
+                    &threads,
+                    &bodies,
+                    &keys,
+                ],
             )
             .await
             .map_err(sql)?;

@@ -319,7 +319,7 @@ impl Sqlite {
     pub(crate) fn cron_runs(&self, id: &str, limit: usize) -> Result<Vec<Run>> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = ?1 ORDER BY started_at DESC, id DESC LIMIT ?2"
+            "SELECT {RUN_COLUMNS} FROM cron_runs WHERE job_id = ?1 ORDER BY started_at DESC, id DESC LIMIT +?2"
         ))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let raws = stmt.query_map(params![id, limit], run)?.collect::<rusqlite::Result<Vec<_>>>()?;

@@ -26,14 +26,25 @@ fn delivery(r: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
     })
 }
 
+/// Keep `d` at `now`, unless a delivery is kept under its key already.
+pub(super) fn enqueue(tx: &rusqlite::Connection, d: &NewDelivery<'_>, now: i64) -> rusqlite::Result<()> {
+    tx.run(
+        "INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (key) DO NOTHING",
+        params![d.platform, d.chat_id, d.thread_id, d.body, d.key, now],
+    )?;
+    Ok(())
+}
+
+/// The deliveries [`CLAIMABLE`] names, `$3` at most.
+pub(super) fn claimable() -> String {
+    format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE {CLAIMABLE} LIMIT +$3")
+}
+
 impl Sqlite {
     pub(crate) fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
         self.write(|tx| {
-            tx.run(
-                "INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (key) DO NOTHING",
-                params![d.platform, d.chat_id, d.thread_id, d.body, d.key, now_ms()],
-            )?;
+            enqueue(tx, d, now_ms())?;
             Ok(tx.one("SELECT id FROM deliveries WHERE key = ?1", params![d.key], |r| r.get(0))?)
         })
     }
@@ -42,7 +53,7 @@ impl Sqlite {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {DELIVERY_COLUMNS} FROM deliveries
-                 WHERE state = 'pending' AND platform = ?1 AND next_at <= ?2 ORDER BY id LIMIT ?3"
+                 WHERE state = 'pending' AND platform = ?1 AND next_at <= ?2 ORDER BY id LIMIT +?3"
         ))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = stmt.query_map(params![platform, at, limit], delivery)?;
@@ -63,8 +74,7 @@ impl Sqlite {
             for gone in claimers.collect::<rusqlite::Result<Vec<_>>>()?.into_iter().filter(|c| is_gone(c)) {
                 tx.run(VOID_CLAIMS, params![platform, gone])?;
             }
-            let mut stmt =
-                tx.prepare_cached(&format!("SELECT {DELIVERY_COLUMNS} FROM deliveries d WHERE {CLAIMABLE}"))?;
+            let mut stmt = tx.prepare_cached(&claimable())?;
             let rows = stmt.query_map(params![platform, now, limit], delivery)?;
             let due = rows.collect::<rusqlite::Result<Vec<_>>>()?;
             let mut claim =

@@ -3,7 +3,9 @@
 
 use rusqlite::{OptionalExtension as _, Row, params};
 
+use super::delivery::enqueue;
 use super::{Cached as _, Sqlite};
+use crate::delivery::NewDelivery;
 use crate::inbox::{COLUMNS, Entry, NewEntry, Put, State};
 use crate::{Result, now_ms};
 
@@ -104,12 +106,13 @@ impl Sqlite {
         })
     }
 
-    pub(crate) fn inbox_done(&self, id: i64, reply: Option<&str>) -> Result<()> {
+    pub(crate) fn inbox_done(&self, id: i64, reply: Option<&str>, queued: &[NewDelivery<'_>]) -> Result<()> {
         self.write(|tx| {
-            tx.run(
-                "UPDATE inbox SET state = 'done', reply = ?2, done_at = ?3 WHERE id = ?1",
-                params![id, reply, now_ms()],
-            )?;
+            let now = now_ms();
+            for d in queued {
+                enqueue(tx, d, now)?;
+            }
+            tx.run("UPDATE inbox SET state = 'done', reply = ?2, done_at = ?3 WHERE id = ?1", params![id, reply, now])?;
             Ok(())
         })
     }

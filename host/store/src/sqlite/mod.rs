@@ -202,6 +202,9 @@ impl Drop for Immediate<'_> {
 /// Statements run through the connection's statement cache, parsed once per connection.
 /// Use these for every statement whose text is fixed; a statement built from values (a list of
 /// `?`s as long as the input) goes through `prepare`, or it would push the fixed ones out.
+///
+/// A bound `LIMIT` or `OFFSET` is written `+?N`: SQLite plans around the value of a bare `?N`
+/// there, so binding it again expires the statement and it is compiled anew on every run.
 pub(crate) trait Cached {
     /// `execute`, cached: the number of rows changed.
     fn run<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
@@ -389,6 +392,27 @@ mod tests {
     fn put(conn: &rusqlite::Connection, key: &str) -> crate::Result<()> {
         conn.run("INSERT INTO plugin_kv (plugin, key, value) VALUES ('p', ?1, x'00')", [key])?;
         Ok(())
+    }
+
+    #[test]
+    fn the_claim_of_deliveries_is_compiled_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Sqlite::open(&dir.path().join("state.db")).expect("open");
+        for chat in ["1", "2", "3"] {
+            let key = format!("{chat}:0");
+            let new =
+                crate::delivery::NewDelivery { platform: "p", chat_id: chat, thread_id: None, body: "b", key: &key };
+            db.delivery_enqueue(&new).expect("queue");
+        }
+        let mut claimed = 0;
+        for (now, limit) in [(1, 1), (2, 1), (3, 5)] {
+            claimed += db.deliveries_claim("p", crate::now_ms() + now, 0, limit, "me").expect("claim").len();
+        }
+        assert_eq!(claimed, 5, "each claim ran (1 + 1 + all three again, their claims lapsed at once)");
+        let conn = db.conn();
+        let stmt = conn.prepare_cached(&super::delivery::claimable()).expect("the statement is cached");
+        // A statement SQLite planned around a bound value is compiled again on each run.
+        assert_eq!(stmt.get_status(rusqlite::StatementStatus::RePrepare), 0);
     }
 
     #[test]

@@ -177,7 +177,7 @@ impl Sqlite {
                          FROM {t} {join}
                          WHERE {t} MATCH ?1 AND {t}.rowid BETWEEN ?6 AND ?7 AND {filters}
                          ORDER BY {t}.rowid DESC LIMIT {RANK_WINDOW}
-                     ), best AS (SELECT id, score FROM recent ORDER BY score, id DESC LIMIT ?5)
+                     ), best AS (SELECT id, score FROM recent ORDER BY score, id DESC LIMIT +?5)
                      SELECT m.id, m.session_id, s.title, m.role,
                             snippet({t}, -1, '{MATCH_START}', '{MATCH_END}', '{ELLIPSIS}', {n}), m.created_at
                      FROM best CROSS JOIN {t} CROSS JOIN messages m CROSS JOIN sessions s
@@ -190,7 +190,7 @@ impl Sqlite {
                 "SELECT m.id, m.session_id, s.title, m.role, m.content, m.created_at
                  FROM messages m JOIN sessions s ON s.id = m.session_id
                  WHERE ?1 IS NULL AND m.id BETWEEN ?6 AND ?7 AND {filters}{like_sql}
-                 ORDER BY m.id DESC LIMIT ?5"
+                 ORDER BY m.id DESC LIMIT +?5"
             ),
         };
         let conn = self.conn();

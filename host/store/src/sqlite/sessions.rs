@@ -225,7 +225,7 @@ impl Sqlite {
     pub(crate) fn session_ids_starting(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT id FROM sessions WHERE substr(id, 1, length(?1)) = ?1 ORDER BY updated_at DESC, id LIMIT ?2",
+            "SELECT id FROM sessions WHERE substr(id, 1, length(?1)) = ?1 ORDER BY updated_at DESC, id LIMIT +?2",
         )?;
         Ok(stmt.query_map(params![prefix, count(limit)], |r| r.get(0))?.collect::<Result<_, _>>()?)
     }
@@ -236,7 +236,7 @@ impl Sqlite {
             "{SESSION_COLUMNS}
              WHERE (?1 OR ?2 IS NOT NULL OR ?3 IS NOT NULL OR s.source <> 'subagent')
                AND (?2 IS NULL OR s.source = ?2) AND (?3 IS NULL OR s.parent_id = ?3)
-             ORDER BY s.updated_at DESC, s.id DESC LIMIT ?4 OFFSET ?5"
+             ORDER BY s.updated_at DESC, s.id DESC LIMIT +?4 OFFSET +?5"
         ))?;
         let rows = stmt.query_map(
             params![q.include_children, q.source, q.parent_id, count(q.limit), count(q.offset)],
@@ -257,14 +257,14 @@ impl Sqlite {
         let Some(session) = session else { return Err(Error::MessageNotFound { id: message_id }) };
         let mut before = conn.prepare_cached(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages
-                 WHERE session_id = ?1 AND active AND id < ?2 ORDER BY id DESC LIMIT ?3"
+                 WHERE session_id = ?1 AND active AND id < ?2 ORDER BY id DESC LIMIT +?3"
         ))?;
         let mut raw: Vec<RawMessage> =
             before.query_map(params![session, message_id, count(window)], raw_message)?.collect::<Result<_, _>>()?;
         raw.reverse();
         let mut after = conn.prepare_cached(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages
-                 WHERE session_id = ?1 AND active AND id >= ?2 ORDER BY id LIMIT ?3"
+                 WHERE session_id = ?1 AND active AND id >= ?2 ORDER BY id LIMIT +?3"
         ))?;
         for m in after.query_map(params![session, message_id, count(window.saturating_add(1))], raw_message)? {
             raw.push(m?);

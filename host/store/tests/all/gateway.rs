@@ -18,6 +18,7 @@ crate::on_both_engines!(
     the_inbox_keeps_a_message_once_and_walks_it_to_done,
     open_chats_come_longest_waiting_first,
     a_chat_s_deliveries_go_one_at_a_time_in_order,
+    an_answer_s_parts_are_queued_as_its_message_is_marked_done,
     notices_tell_of_queued_messages_answers_freed_leases_and_changed_jobs,
 );
 
@@ -123,6 +124,36 @@ async fn a_chat_s_deliveries_go_one_at_a_time_in_order(s: &Store) {
     queue(s, "3", "c:0").await;
     assert_eq!(keys(s.deliveries_claim("telegram", 10, Duration::ZERO).await.expect("claim")), ["c:0"]);
     assert_eq!(keys(s.deliveries_claim("telegram", 10, hold).await.expect("claim")), ["c:0"], "claimed again");
+}
+
+async fn an_answer_s_parts_are_queued_as_its_message_is_marked_done(s: &Store) {
+    let Put::New(id) = s.inbox_put(&entry("dm:5", "5", "1")).await.expect("put") else { panic!("new") };
+    let mut notices = s.notices().await;
+    let part = |body, key| NewDelivery { platform: "telegram", chat_id: "5", thread_id: Some("t"), body, key };
+    // The first part was queued before (a turn replayed): kept once, not twice.
+    s.delivery_enqueue(&part("one", "r:0")).await.expect("queue");
+    let parts = [part("one", "r:0"), part("two", "r:1"), part("three", "r:2")];
+    s.inbox_done_queueing(id, &parts).await.expect("done");
+    assert!(s.inbox_get(id).await.expect("get").expect("kept").is_done());
+    assert_eq!(next_on(&mut notices, DONE).await.payload, id.to_string(), "whoever waits is told");
+    // The parts go out one after the other, in order, to the entry's chat and thread.
+    let hold = Duration::from_secs(60);
+    let mut sent = Vec::new();
+    loop {
+        let due = s.deliveries_claim("telegram", 10, hold).await.expect("claim");
+        let [d] = due.as_slice() else {
+            assert!(due.is_empty(), "a chat's deliveries are claimed one at a time: {due:?}");
+            break;
+        };
+        assert_eq!((d.chat_id.as_str(), d.thread_id.as_deref()), ("5", Some("t")));
+        s.delivery_sent(d.id, "m").await.expect("sent");
+        sent.push((d.key.clone(), d.body.clone()));
+    }
+    let want = [("r:0", "one"), ("r:1", "two"), ("r:2", "three")].map(|(k, b)| (k.to_string(), b.to_string()));
+    assert_eq!(sent, want);
+    // Marked done again (another process finishing it too): nothing is queued twice.
+    s.inbox_done_queueing(id, &parts).await.expect("done again");
+    assert!(s.deliveries_claim("telegram", 10, hold).await.expect("claim").is_empty());
 }
 
 /// The next notice on `topic`, waiting up to five seconds.
