@@ -129,7 +129,6 @@ impl Pg {
         Ok(())
     }
 
-    /// Mark entry `id` done and send `notice`, in one statement.
     /// Mark entry `id` done, keep `queued` (unless kept under their keys already) and send
     /// `notice`: one statement.
     pub(crate) async fn inbox_done(
@@ -140,6 +139,18 @@ impl Pg {
         notice: &str,
     ) -> Result<()> {
         let (reply, notice) = (reply.map(str::to_string), notice.to_string());
+        if queued.is_empty() {
+            let client = self.client().await?;
+            client
+                .exec(
+                    "WITH done AS (UPDATE inbox SET state = 'done', reply = $2, done_at = $3 WHERE id = $1)
+                     SELECT pg_notify($4, $5)",
+                    &[&id, &reply, &now_ms(), &crate::notice::CHANNEL, &notice],
+                )
+                .await
+                .map_err(sql)?;
+            return Ok(());
+        }
         let column =
             |f: for<'d> fn(&'d NewDelivery<'d>) -> &'d str| queued.iter().map(|d| f(d).to_string()).collect::<Vec<_>>();
         let (platforms, chats, bodies, keys) =
