@@ -9,14 +9,19 @@
 
 use std::sync::OnceLock;
 
-/// This machine's name, as leases record it.
+/// This machine's name, as leases record it: read once, so a process names itself the same way
+/// as long as it runs (and a lease taken per turn reads no file).
 pub fn machine() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into())
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| "localhost".into())
+    })
+    .clone()
 }
 
 /// Whether process `pid` of this machine still runs. Where that cannot be told, it is assumed

@@ -156,6 +156,19 @@ impl ProjectTrust {
     }
 }
 
+/// The bundled skills, parsed once per process (every conversation a gateway starts reads them).
+fn bundled() -> &'static [Result<Skill, String>] {
+    static PARSED: std::sync::OnceLock<Vec<Result<Skill, String>>> = std::sync::OnceLock::new();
+    PARSED.get_or_init(|| {
+        BUNDLED
+            .iter()
+            .map(|(category, name, text)| {
+                parse(text, name, category, Source::Bundled, None).map_err(|e| format!("bundled skill {name}: {e}"))
+            })
+            .collect()
+    })
+}
+
 /// The skills for a session in `workspace`: bundled, then installed, then `home/skills`, then
 /// (when the project is trusted and its skills are as pinned) the workspace's `.talaria/skills`.
 pub fn discover(home: &Path, workspace: &Path, project: &ProjectTrust) -> Found {
@@ -164,10 +177,10 @@ pub fn discover(home: &Path, workspace: &Path, project: &ProjectTrust) -> Found 
         found.skills.retain(|s| s.name != skill.name);
         found.skills.push(skill);
     };
-    for (category, name, text) in BUNDLED {
-        match parse(text, name, category, Source::Bundled, None) {
-            Ok(skill) => add(skill, &mut found),
-            Err(e) => found.warnings.push(format!("bundled skill {name}: {e}")),
+    for bundled in bundled() {
+        match bundled {
+            Ok(skill) => add(skill.clone(), &mut found),
+            Err(e) => found.warnings.push(e.clone()),
         }
     }
     for skill in installed::read(home, &mut found.warnings) {
