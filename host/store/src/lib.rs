@@ -293,6 +293,22 @@ impl Store {
         }
     }
 
+    /// Checkpoint SQLite's WAL (copy what it holds into the database file) on a thread of its
+    /// own, with a connection of its own, rather than in the writes: a long-running process that
+    /// writes for many callers at once (a gateway) then never stalls them all for the copy and
+    /// its fsyncs. SQLite's own checkpoint, which a write runs once the WAL holds 1,000 pages,
+    /// stays as the backstop (with this thread keeping up, it finds nothing left to copy).
+    /// Nothing to do on PostgreSQL, or for a store in memory.
+    ///
+    /// # Errors
+    /// The second connection cannot be opened, or the thread cannot start.
+    pub fn checkpoint_in_background(&self) -> Result<()> {
+        match &self.engine {
+            Engine::Sqlite(db) => db.checkpoint_in_background(),
+            Engine::Postgres(_) => Ok(()),
+        }
+    }
+
     /// Keep at most `kib` KiB of database pages in this process's memory (SQLite's page cache;
     /// 32 MiB unless set). A long-running process that reads a little of everything (a gateway
     /// serving many chats) keeps its memory flat with a smaller cache: pages it no longer holds

@@ -164,6 +164,10 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     let config = host.config().gateway.clone();
     let store = host.store().clone();
     store.limit_cache(PAGE_CACHE_KIB);
+    if let Err(e) = store.checkpoint_in_background() {
+        // The writes checkpoint then, as a one-shot chat's do.
+        tracing::warn!("cannot checkpoint the database in the background: {e}");
+    }
     let root = config.workspaces.clone().unwrap_or_else(|| default_workspaces(host.home()));
     std::fs::create_dir_all(&root).map_err(|e| format!("cannot make {}: {e}", root.display()))?;
     let (plugins, _) = host.plugins(host.workspace()).map_err(|e| e.to_string())?;

@@ -15,8 +15,9 @@ mod search;
 mod sessions;
 
 use std::path::Path;
-use std::sync::atomic::AtomicU32;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, TransactionBehavior};
@@ -26,6 +27,10 @@ use crate::{BUSY_RETRY_FOR, EXIT_CHECKPOINT_BYTES, Error, Result, is_damage, sch
 /// How long SQLite itself waits for a lock before handing `SQLITE_BUSY` back to us.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// Commits between two checkpoints of the background checkpointer: about 500 pages of WAL at a
+/// gateway's six or seven small commits per reply.
+const BACKGROUND_CHECKPOINT_EVERY: u32 = 100;
+
 /// The SQLite engine.
 pub(crate) struct Sqlite {
     /// Where an async caller waits its turn for the connection, yielding its thread to the
@@ -34,6 +39,11 @@ pub(crate) struct Sqlite {
     conn: Mutex<Connection>,
     /// Appends since this `Store` was opened, to checkpoint the WAL now and then.
     appends: AtomicU32,
+    /// Commits since this `Store` was opened, for the checkpointer.
+    commits: AtomicU32,
+    /// Wakes the thread that checkpoints the WAL, when one does (see
+    /// [`Sqlite::checkpoint_in_background`]).
+    checkpointer: OnceLock<SyncSender<()>>,
 }
 
 /// The SQLite engine, this caller's turn.
@@ -52,7 +62,13 @@ impl std::ops::Deref for Queued<'_> {
 
 impl Sqlite {
     fn new(conn: Connection) -> Self {
-        Self { turns: tokio::sync::Mutex::new(()), conn: Mutex::new(conn), appends: AtomicU32::new(0) }
+        Self {
+            turns: tokio::sync::Mutex::new(()),
+            conn: Mutex::new(conn),
+            appends: AtomicU32::new(0),
+            commits: AtomicU32::new(0),
+            checkpointer: OnceLock::new(),
+        }
     }
 
     /// Wait for this store's turn, then use the connection: the statements run in place, on the
@@ -139,6 +155,47 @@ impl Sqlite {
         }
     }
 
+    /// [`Store::checkpoint_in_background`](crate::Store::checkpoint_in_background).
+    pub(crate) fn checkpoint_in_background(&self) -> Result<()> {
+        let path = self.conn().path().filter(|p| !p.is_empty()).map(std::path::PathBuf::from);
+        let Some(path) = path else { return Ok(()) };
+        if self.checkpointer.get().is_some() {
+            return Ok(());
+        }
+        let conn = Connection::open(&path).map_err(|source| Error::Open { path: path.clone(), source })?;
+        let (wake, woken) = std::sync::mpsc::sync_channel::<()>(1);
+        std::thread::Builder::new()
+            .name("talaria-checkpoint".into())
+            .spawn(move || {
+                // Until the store is dropped. PASSIVE: it copies what no reader still needs,
+                // never waits for a lock, and leaves writers writing meanwhile.
+                for () in woken {
+                    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                        tracing::debug!("background checkpoint: {e}");
+                    }
+                }
+            })
+            .map_err(|e| Error::Open { path, source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)) })?;
+        let _ = self.checkpointer.set(wake);
+        Ok(())
+    }
+
+    /// Whether a thread of its own checkpoints the WAL.
+    pub(crate) fn checkpoints_in_background(&self) -> bool {
+        self.checkpointer.get().is_some()
+    }
+
+    /// A write committed: every [`BACKGROUND_CHECKPOINT_EVERY`], wake the checkpointer (if one
+    /// runs; a wake-up already pending covers this one).
+    fn committed(&self) {
+        if let Some(wake) = self.checkpointer.get()
+            && self.commits.fetch_add(1, Ordering::Relaxed) % BACKGROUND_CHECKPOINT_EVERY
+                == BACKGROUND_CHECKPOINT_EVERY - 1
+        {
+            let _ = wake.try_send(());
+        }
+    }
+
     /// Keep at most `kib` KiB of pages in SQLite's page cache.
     pub(crate) fn limit_cache(&self, kib: u32) {
         let _ = self.conn().pragma_update(None, "cache_size", -i64::from(kib));
@@ -161,13 +218,15 @@ impl Sqlite {
     /// `BEGIN` and `COMMIT` are cached statements like the rest (rusqlite's `Transaction`
     /// parses both again each time): the gateway writes six or seven times per reply.
     pub(crate) fn write<T>(&self, mut f: impl FnMut(&Connection) -> Result<T>) -> Result<T> {
-        retry_busy(|| {
+        let out = retry_busy(|| {
             let conn = self.conn();
             let tx = Immediate::begin(&conn)?;
             let out = f(&conn)?;
             tx.commit()?;
             Ok(out)
-        })
+        })?;
+        self.committed();
+        Ok(out)
     }
 }
 
@@ -392,6 +451,40 @@ mod tests {
     fn put(conn: &rusqlite::Connection, key: &str) -> crate::Result<()> {
         conn.run("INSERT INTO plugin_kv (plugin, key, value) VALUES ('p', ?1, x'00')", [key])?;
         Ok(())
+    }
+
+    #[test]
+    fn a_background_checkpointer_moves_the_wal_into_the_file_while_writes_go_on() {
+        let file_after_writes = |background: bool| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("state.db");
+            let db = Sqlite::open(&path).expect("open");
+            if background {
+                db.checkpoint_in_background().expect("checkpointer");
+            }
+            for n in 0..super::BACKGROUND_CHECKPOINT_EVERY {
+                db.write(|tx| {
+                    tx.run("INSERT INTO plugin_kv (plugin, key, value) VALUES ('p', ?1, zeroblob(10000))", [n])?;
+                    Ok(())
+                })
+                .expect("write");
+            }
+            // 100 rows of 10 kB: about 600 frames of WAL, short of SQLite's own checkpoint at 1,000;
+            // the last wakes the checkpointer.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let mut len = 0;
+            while std::time::Instant::now() < deadline {
+                len = std::fs::metadata(&path).map_or(0, |m| m.len());
+                if !background || len > 1_000_000 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            len
+        };
+        assert!(file_after_writes(false) < 500_000, "without it, the rows stay in the WAL");
+        let len = file_after_writes(true);
+        assert!(len > 1_000_000, "the checkpointer copied the rows into the file: {len} bytes");
     }
 
     #[test]

@@ -193,7 +193,9 @@ impl Sqlite {
             }
             Ok(ids)
         })?;
-        if self.appends.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1 {
+        if !self.checkpoints_in_background()
+            && self.appends.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1
+        {
             // Best effort: a checkpoint blocked by readers simply does less; the next one catches up.
             let _ = self.conn().query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
         }
