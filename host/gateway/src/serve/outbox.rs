@@ -95,21 +95,25 @@ pub(crate) async fn queue(
     reply: &Reply,
     key: &str,
 ) -> bool {
-    let mut kept = true;
+    let (mut all, mut n) = (true, 0);
     for (body, key) in parts(account, markdown, reply, key) {
         let new = NewDelivery { platform: &account.name, chat_id, thread_id, body: &body, key: &key };
         match gateway.store.delivery_enqueue(&new).await {
-            Ok(_) => {
-                account.pending.fetch_add(1, Ordering::SeqCst);
-            }
+            Ok(_) => n += 1,
             Err(e) => {
                 tracing::error!(account = %account.name, "cannot write a reply to the ledger: {e}");
-                kept = false;
+                all = false;
             }
         }
     }
+    kept(account, n);
+    all
+}
+
+/// `n` deliveries of `account` were kept in the ledger: its sender has them to send.
+pub(crate) fn kept(account: &Account, n: usize) {
+    account.pending.fetch_add(n, Ordering::SeqCst);
     account.outbox.notify_one();
-    kept
 }
 
 /// `markdown` rendered and cut into the messages `account`'s platform takes: each message's

@@ -290,8 +290,7 @@ async fn finish(
             .collect();
         let done = gateway.store.inbox_done_queueing(entry.id, &queued).await;
         if done.is_ok() {
-            account.pending.fetch_add(queued.len(), Ordering::SeqCst);
-            account.outbox.notify_one();
+            outbox::kept(account, queued.len());
         }
         done
     };
