@@ -543,6 +543,11 @@ fn twenty_chats_of_one_account_are_answered_side_by_side_when_the_platform_is_sl
     // Warm up: the first reply makes the first sending instance (and compiles nothing more).
     fake.dm(999, "warm", "echo ready");
     fake.wait_for(999, WAIT, |m| m.text == "ready");
+    // An answer that comes at once needs no typing notice (and costs no platform call for one).
+    let typing = fake.typing(999);
+    fake.dm(999, "warm", "echo steady");
+    fake.wait_for(999, WAIT, |m| m.text == "steady");
+    assert_eq!(fake.typing(999), typing, "an instant answer was preceded by a typing notice");
     fake.delay_sends(SLOW);
     let written = Instant::now();
     for user in 1..=CHATS {

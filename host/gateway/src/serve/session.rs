@@ -33,6 +33,9 @@ use crate::command::Command;
 pub(crate) const CHAT_LEASE_TTL: Duration = Duration::from_secs(30);
 /// Platforms show "typing" for about five seconds: it is sent again this often.
 const TYPING_EVERY: Duration = Duration::from_secs(4);
+/// A turn shows "typing" once it has run this long: an answer that comes sooner needs no
+/// notice, and its platform call (counted in the platform's rate limits) is saved.
+const TYPING_AFTER: Duration = Duration::from_millis(300);
 /// When the gateway stops, a running turn gets this long to finish before it is interrupted.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 /// How often the worker looks at its inbox when nothing told it to.
@@ -618,12 +621,12 @@ impl Worker {
             text: String::new(),
             shown: 0,
             last_edit: now,
-            last_typing: now - TYPING_EVERY,
+            // The first notice is due `TYPING_AFTER` from now.
+            last_typing: now - TYPING_EVERY + TYPING_AFTER,
             approval: None,
             tokens: Vec::new(),
             typing: Arc::default(),
         });
-        self.typing();
     }
 
     /// The turn is over: forget it (and the approvals it asked).
