@@ -125,8 +125,11 @@ impl Writer {
                 self.raw(close);
             }
             Event::Html(t) | Event::InlineHtml(t) => self.text(&t),
-            Event::SoftBreak => self.text(" "),
-            Event::HardBreak => self.raw(if self.format == Format::MatrixHtml { "<br>" } else { "\n" }),
+            // A single line end is kept as one: in a chat, people mean the line break they
+            // wrote (markdown would join the lines with a space).
+            Event::SoftBreak | Event::HardBreak => {
+                self.raw(if self.format == Format::MatrixHtml { "<br>" } else { "\n" });
+            }
             Event::Rule => {
                 self.raw("———");
                 self.block_end();
@@ -507,9 +510,34 @@ mod tests {
         let matrix = render("# Title\n\nhi", Format::MatrixHtml);
         assert_eq!(matrix, "<h1>Title</h1><br><br>hi");
         let code = render("a\nb\n\n```\nx\ny\n```\n\nc", Format::MatrixHtml);
-        assert_eq!(code, "a b<br><br><pre><code>x\ny\n</code></pre><br><br>c", "line ends kept in code");
+        assert_eq!(code, "a<br>b<br><br><pre><code>x\ny\n</code></pre><br><br>c", "line ends kept in code");
         let sly = render("[click](javascript:alert(1)) <script>x</script>", Format::MatrixHtml);
         assert_eq!(sly, "click &lt;script&gt;x&lt;/script&gt;", "no script link, no raw HTML");
+    }
+
+    #[test]
+    fn a_single_line_break_is_kept_on_every_platform() {
+        let md = "first line\nsecond line\n\nnext *paragraph*\nits end";
+        assert_eq!(render(md, Format::TelegramHtml), "first line\nsecond line\n\nnext <i>paragraph</i>\nits end");
+        assert_eq!(render(md, Format::MatrixHtml), "first line<br>second line<br><br>next <i>paragraph</i><br>its end");
+        assert_eq!(render(md, Format::Plain), "first line\nsecond line\n\nnext paragraph\nits end");
+        assert_eq!(render(md, Format::Slack), "first line\nsecond line\n\nnext _paragraph_\nits end");
+        assert_eq!(render(md, Format::Discord), md);
+        let table = format!("{md}\n\n| a |\n|---|\n| 1 |");
+        assert!(
+            render(&table, Format::Discord).starts_with("first line\nsecond line\n\n"),
+            "{}",
+            render(&table, Format::Discord)
+        );
+        // `/help`'s lines stay lines.
+        for line in ["/new: start a new conversation", "/help: this list"] {
+            assert!(
+                render("Commands:\n/new: start a new conversation\n/help: this list", Format::TelegramHtml)
+                    .lines()
+                    .any(|l| l == line),
+                "{line}"
+            );
+        }
     }
 
     #[test]
