@@ -290,6 +290,17 @@ fn a_delivery_the_platform_refuses_marks_the_run() {
     let runs = history(&t, &id);
     assert_eq!(runs[0]["status"], "delivery_failed", "{runs:#?}");
     assert_eq!(job(&t, &id)["last_status"], "delivery_failed");
+    // `gateway status` names the failed delivery and what the platform said.
+    let out = t.run(&["gateway", "status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("failed after")).unwrap_or_default();
+    assert!(line.contains(&format!("to telegram chat {}", talaria_test_support::telegram::BLOCKED_CHAT)), "{text}");
+    assert!(line.contains("403 Forbidden: bot was blocked by the user"), "{text}");
+    let out = t.run(&["gateway", "status", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let troubled = &status["deliveries"]["troubled"][0];
+    assert_eq!(troubled["state"], "failed", "{status}");
+    assert!(troubled["last_error"].as_str().is_some_and(|e| e.contains("403 Forbidden")), "{status}");
 }
 
 /// A job due when the gateway starts: written straight into the store (nothing else makes

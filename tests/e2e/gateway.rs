@@ -247,6 +247,74 @@ fn only_an_admin_answers_an_approval_from_a_group() {
     assert!(!body.contains("denied") && !body.contains("refused"), "{body}");
 }
 
+/// In a group an admin answers with a plain `/approve`, as Telegram's clients send it (no
+/// mention: Telegram suggests commands without the bot's name); a message meanwhile neither
+/// answers nor drops the approval; line breaks arrive as the model wrote them; and the log
+/// says why each ignored message was ignored.
+#[test]
+fn an_admin_answers_a_group_s_approval_with_a_plain_command() {
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": "rm -rf build"})),
+        Step::text("cleaned up\nsecond line"),
+        Step::text("it went slowly because I waited for an admin"),
+    ]));
+    let telegram = "allowed_users = [\"2\"]\nadmins = [\"1\"]\ntoolsets = [\"terminal\"]";
+    let t = setup(&mock, &fake, "", telegram);
+    let gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+    const GROUP: i64 = -1002;
+
+    // Nothing waits: a plain command in a group is not for the bot, and a stranger is not
+    // answered at all. The log says why of each.
+    let unaddressed = fake.group(GROUP, 2, "Bo", "/approve");
+    let stranger = fake.group(GROUP, 7, "Eve", &format!("@{BOT_USERNAME} hello"));
+    wait_log(&gw, &format!("message_id={stranger}"));
+    wait_log(&gw, &format!("message_id={unaddressed}"));
+    let log = gw.log();
+    let line = |id: i64| {
+        log.lines()
+            .find(|l| l.contains(&format!("message_id={id} ")) || l.ends_with(&format!("message_id={id}")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(line(unaddressed).contains("message ignored: not addressed to the bot in a group"), "{log}");
+    assert!(line(stranger).contains("message ignored: a stranger in a group"), "{log}");
+
+    fake.group(GROUP, 2, "Bo", &format!("@{BOT_USERNAME} clean the build directory"));
+    let ask = fake.wait_for(GROUP, WAIT, contains("Approval needed"));
+    assert!(ask.text.contains("/approve"), "{}", ask.text);
+    // Bo asks why it takes so long: he is told, and the approval still waits.
+    fake.group(GROUP, 2, "Bo", &format!("@{BOT_USERNAME} why so slow?"));
+    fake.wait_for(GROUP, WAIT, contains("waiting for an admin"));
+    // Bo's plain /approve is refused, and a mistyped one from the admin is explained.
+    fake.group(GROUP, 2, "Bo", "/approve");
+    fake.wait_for(GROUP, WAIT, contains("Only an admin"));
+    fake.group(GROUP, 1, "Admin", "/approve sesion");
+    fake.wait_for(GROUP, WAIT, contains("/approve session (for the rest of this session)"));
+    assert_eq!(mock.requests().len(), 1, "something answered the approval: {:#?}", fake.chat(GROUP));
+
+    // The admin's plain /approve answers it.
+    fake.group(GROUP, 1, "Admin", "/approve");
+    fake.wait_for(GROUP, WAIT, contains("Admin allowed it"));
+    let done = fake.wait_for(GROUP, WAIT, contains("cleaned up"));
+    assert_eq!(done.text, "cleaned up\nsecond line", "the line break was lost");
+    // Then Bo's question is answered.
+    fake.wait_for(GROUP, WAIT, contains("waited for an admin"));
+    assert_eq!(mock.requests().len(), 3);
+    let body = mock.requests()[1].body.to_string();
+    assert!(!body.contains("denied") && !body.contains("refused"), "{body}");
+}
+
+/// Wait until the gateway's log has a line with `needle`.
+fn wait_log(gw: &Gateway, needle: &str) {
+    let start = Instant::now();
+    while !gw.log().contains(needle) {
+        assert!(start.elapsed() < WAIT, "no log line with {needle}:\n{}", gw.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_reply_the_platform_refuses_for_a_while_is_sent_from_the_ledger() {
     let fake = TelegramFake::start(TOKEN);
@@ -261,6 +329,10 @@ fn a_reply_the_platform_refuses_for_a_while_is_sent_from_the_ledger() {
     assert!(fake.calls("sendMessage") >= 3, "not retried: {} sends", fake.calls("sendMessage"));
     let log = gw.log();
     assert!(log.contains("it will be tried again"), "{log}");
+    // Each retry says why (the platform's status), and the delivery is logged.
+    let retry = log.lines().find(|l| l.contains("it will be tried again")).unwrap_or_default();
+    assert!(retry.contains("sending failed (") && retry.contains("502"), "{retry}");
+    assert!(log.lines().any(|l| l.contains("reply delivered") && l.contains("chat=42")), "{log}");
     let status = t.ok(&["gateway", "status", "--json"]);
     let status: serde_json::Value = serde_json::from_str(&status).expect("json");
     assert_eq!(status["deliveries"]["sent"], 1, "{status}");
@@ -424,6 +496,11 @@ fn a_gateway_killed_mid_turn_loses_no_message_and_sends_nothing_twice() {
         std::thread::sleep(Duration::from_millis(20));
     }
     gw.kill();
+    // The killed process is not named as running (it wrote its status a moment ago).
+    let out = t.run(&["gateway", "status"]);
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{status}");
+    assert!(status.contains("gateway not running (last seen pid"), "{status}");
 
     // Every message the users sent is kept: those answered in the session, the third (whose
     // turn stores it with its answer) in the inbox, until its turn is run again.
@@ -640,6 +717,115 @@ fn a_matrix_user_is_paired_then_answered_with_a_tool_call_streamed_by_edits() {
     let requests = mock.requests();
     assert_eq!(requests.len(), 2);
     assert!(requests[1].body.to_string().contains("water the plants"), "{}", requests[1].body);
+}
+
+/// A Matrix room is a group from the moment a third person is in it or invited, without a
+/// restart: there a stranger gets no pairing code and unaddressed messages are not answered.
+/// An admin answers an approval the ways Matrix clients can: by replying `/approve` to it, by a
+/// ✅ reaction, or by a plain `/approve`; a member who is no admin is refused.
+#[test]
+fn a_matrix_group_is_told_from_a_direct_chat_and_its_admin_answers_approvals_as_clients_can() {
+    use talaria_test_support::synapse::Synapse;
+    let synapse = Synapse::shared();
+    let (bot, ana, bo, cy) = (
+        synapse.user("talaria-ops"),
+        synapse.user("ana-admin"),
+        synapse.user("bo-member"),
+        synapse.user("cy-stranger"),
+    );
+    let mut steps = Vec::new();
+    for n in ["one", "two", "three"] {
+        steps.push(Step::tool_call("terminal", json!({"command": format!("rm -rf build-{n}")})));
+        steps.push(Step::text(&format!("cleaned {n}")));
+    }
+    steps.push(Step::text("just you and me"));
+    let mock = MockLlm::start(Script::new(steps));
+    let t = Talaria::new();
+    let extra = format!(
+        "[gateway]\nworkspaces = \"{}\"\n[gateway.platforms.matrix]\nbase_url = \"{}\"\n\
+         allowed_users = [\"{}\", \"{}\"]\nadmins = [\"{}\"]\ntoolsets = [\"terminal\"]\n",
+        t.workspace.path().join("chats").display(),
+        synapse.base_url,
+        ana.user_id,
+        bo.user_id,
+        ana.user_id
+    );
+    t.use_mock(&mock, "chat_completions", &extra);
+    std::fs::write(t.home.path().join(".env"), format!("MATRIX_ACCESS_TOKEN={}\n", bot.token)).expect(".env");
+    let gw = Gateway::start(&t);
+    let joined = |room: &str| {
+        let start = Instant::now();
+        while !ana.members(room).contains(&bot.user_id) {
+            assert!(start.elapsed() < WAIT, "the bot never joined:\n{}", gw.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let said = |room: &str, what: &dyn Fn(&str) -> bool| -> serde_json::Value {
+        let start = Instant::now();
+        loop {
+            let seen: Vec<serde_json::Value> =
+                ana.messages(room).into_iter().filter(|e| e["sender"] == bot.user_id.as_str()).collect();
+            if let Some(e) = seen.iter().find(|e| e["content"]["body"].as_str().is_some_and(what)) {
+                return e.clone();
+            }
+            assert!(start.elapsed() < WAIT, "the bot never said what was awaited; it said {seen:#?}\n{}", gw.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let ignored = |event: &str, why: &str| {
+        wait_log(&gw, &format!("message_id={event}"));
+        let log = gw.log();
+        let line = log.lines().find(|l| l.contains(&format!("message_id={event}"))).unwrap_or_default();
+        assert!(line.contains(&format!("message ignored: {why}")), "{line}\n{log}");
+    };
+
+    // Ana makes a room with the bot and Cy; the bot joins before Cy does.
+    let room = ana.room_with(&[&bot.user_id, &cy.user_id]);
+    joined(&room);
+    cy.join(&room);
+    ignored(&cy.say(&room, "hello? who are you?"), "a stranger in a group");
+    ignored(&ana.say(&room, "Cy, the bot is here"), "not addressed to the bot in a group");
+    assert!(mock.requests().is_empty(), "{:#?}", mock.requests());
+
+    // Bo joins; Ana asks the bot, which asks for approval.
+    ana.invite(&room, &bo.user_id);
+    bo.join(&room);
+    ana.mention(&room, &bot.user_id, "talaria-ops", "clean build one");
+    let ask = said(&room, &|b| b.contains("Approval needed") && b.contains("build-one"));
+    let body = ask["content"]["body"].as_str().unwrap_or_default().to_string();
+    assert!(body.contains("React ✅ for “Allow once”") && body.contains("❌ for “Deny”"), "{body}");
+    let ask_id = ask["event_id"].as_str().expect("event_id").to_string();
+    // Bo is no admin: his ✅ is refused, and nothing runs.
+    bo.react(&room, &ask_id, "✅");
+    said(&room, &|b| b.contains("bo-member, only an admin"));
+    assert_eq!(mock.requests().len(), 1);
+    // Ana replies /approve to it, as Element writes a reply.
+    ana.reply(&room, &ask_id, &bot.user_id, &body, "/approve");
+    said(&room, &|b| b == "cleaned one");
+
+    // A ✅ reaction.
+    ana.mention(&room, &bot.user_id, "talaria-ops", "clean build two");
+    let ask = said(&room, &|b| b.contains("Approval needed") && b.contains("build-two"));
+    ana.react(&room, ask["event_id"].as_str().expect("event_id"), "✅");
+    said(&room, &|b| b == "cleaned two");
+
+    // A plain /approve, the only question waiting in the room.
+    ana.mention(&room, &bot.user_id, "talaria-ops", "clean build three");
+    said(&room, &|b| b.contains("Approval needed") && b.contains("build-three"));
+    ana.say(&room, "/approve");
+    said(&room, &|b| b == "cleaned three");
+    let answers = ana.messages(&room).iter().filter(|e| e["content"]["body"] == "ana-admin allowed it.").count();
+    assert_eq!(answers, 3, "{:#?}", ana.messages(&room));
+    assert_eq!(mock.requests().len(), 6);
+
+    // A direct chat is answered unaddressed, until someone else is invited to it.
+    let dm = ana.direct_room(&bot.user_id);
+    joined(&dm);
+    ana.say(&dm, "hi");
+    said(&dm, &|b| b == "just you and me");
+    ana.invite(&dm, &cy.user_id);
+    ignored(&ana.say(&dm, "are you still answering?"), "not addressed to the bot in a group");
+    assert_eq!(mock.requests().len(), 7);
 }
 
 #[test]

@@ -76,6 +76,7 @@ async fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
     let store = ctx.store_for_reading().await?;
     let all = Status::read_all(&store).await;
     let counts = store.delivery_counts().await?;
+    let troubled = store.deliveries_troubled(TROUBLED_SHOWN).await?;
     let sessions = store.kv_keys(SESSIONS_SPACE, "").await?.len();
     let now = jiff::Timestamp::now().as_millisecond();
     // Each process writes every two seconds: older than ten, it is gone (killed, or the machine).
@@ -86,7 +87,21 @@ async fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
             "status": all.first(),
             "processes": live,
             "sessions": sessions,
-            "deliveries": { "pending": counts.pending, "sent": counts.sent, "failed": counts.failed },
+            "deliveries": {
+                "pending": counts.pending,
+                "sent": counts.sent,
+                "failed": counts.failed,
+                "troubled": troubled.iter().map(|t| serde_json::json!({
+                    "id": t.id,
+                    "account": t.platform,
+                    "chat": t.chat_id,
+                    "state": if t.state == "failed" { "failed" } else { "retrying" },
+                    "attempts": t.attempts,
+                    "last_error": t.last_error,
+                    "queued_at": timestamp(t.created_at),
+                    "at": timestamp(t.at),
+                })).collect::<Vec<_>>(),
+            },
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(ExitCode::SUCCESS);
@@ -110,6 +125,19 @@ async fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
     }
     println!("sessions: {sessions} chats known");
     println!("deliveries: {} pending, {} sent, {} failed", counts.pending, counts.sent, counts.failed);
+    for t in &troubled {
+        let when = if t.state == "failed" { "given up" } else { "tried again" };
+        println!(
+            "  #{} to {} chat {}: {} after {} attempts ({when} {}): {}",
+            t.id,
+            shown(&t.platform),
+            shown(&t.chat_id),
+            if t.state == "failed" { "failed" } else { "retrying" },
+            t.attempts,
+            timestamp(t.at),
+            shown(&t.last_error)
+        );
+    }
     let unconfined: Vec<&str> = ctx
         .config
         .gateway
@@ -128,6 +156,14 @@ async fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(if live.is_empty() { ExitCode::from(3) } else { ExitCode::SUCCESS })
+}
+
+/// Deliveries in trouble `gateway status` names (the newest).
+const TROUBLED_SHOWN: usize = 20;
+
+/// A time in milliseconds since the epoch, as RFC 3339 in UTC.
+fn timestamp(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_default()
 }
 
 /// A text of the status record (a host name, an adapter's state, which may quote a platform's

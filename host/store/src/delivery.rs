@@ -117,6 +117,29 @@ pub struct Counts {
     pub failed: i64,
 }
 
+/// A delivery that failed, or is waiting to be tried again, for `gateway status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trouble {
+    pub id: i64,
+    pub platform: String,
+    pub chat_id: String,
+    /// `failed` (given up) or `pending` (to be tried again at `next_at`).
+    pub state: String,
+    pub attempts: i64,
+    /// What the platform (or the adapter) said the last time.
+    pub last_error: String,
+    /// When it was queued, in milliseconds since the epoch.
+    pub created_at: i64,
+    /// When it is tried again (pending) or was given up (failed), in milliseconds.
+    pub at: i64,
+}
+
+/// What [`Store::deliveries_troubled`] reads: the newest failed or retried deliveries first.
+pub(crate) const TROUBLED: &str = "SELECT id, platform, chat_id, state, attempts, last_error, created_at,
+        COALESCE(done_at, next_at)
+    FROM deliveries WHERE state = 'failed' OR (state = 'pending' AND last_error IS NOT NULL)
+    ORDER BY id DESC";
+
 impl Store {
     /// Queue `d` (once per key); returns its id.
     ///
@@ -227,6 +250,18 @@ impl Store {
         match &self.engine {
             Engine::Sqlite(db) => db.queue().await.webhook_seen(route, id),
             Engine::Postgres(pg) => pg.webhook_seen(route, id).await,
+        }
+    }
+
+    /// The `limit` newest deliveries that failed for good or wait to be tried again after a
+    /// failure, with the last error each got.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub async fn deliveries_troubled(&self, limit: usize) -> Result<Vec<Trouble>> {
+        match &self.engine {
+            Engine::Sqlite(db) => db.queue().await.deliveries_troubled(limit),
+            Engine::Postgres(pg) => pg.deliveries_troubled(limit).await,
         }
     }
 

@@ -50,5 +50,11 @@ pub(crate) fn me() -> &'static str {
 /// Whether the process `name` (`PID@HOST`) ran on this machine and is gone (its claims are void).
 pub(crate) fn is_gone(name: &str) -> bool {
     let Some((pid, host)) = name.split_once('@') else { return false };
-    host == machine() && pid.parse().is_ok_and(|pid| !alive(pid))
+    pid.parse().is_ok_and(|pid| gone(pid, host))
+}
+
+/// Whether process `pid` of machine `host` is known to have ended: it ran on this machine and
+/// runs no more. A process of another machine is never known gone.
+pub fn gone(pid: u32, host: &str) -> bool {
+    host == machine() && !alive(pid)
 }

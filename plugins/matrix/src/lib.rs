@@ -1,8 +1,13 @@
 //! The Matrix adapter: the client-server API (<https://spec.matrix.org/latest/client-server-api/>).
 //!
-//! `/sync` long polls bring room messages and invites (joined when `auto_join`, the default);
-//! replies go out as `m.room.message` with `org.matrix.custom.html`, and stream by `m.replace`
-//! edits. The access token never enters the plugin: requests carry
+//! `/sync` long polls bring room messages, membership changes, reactions and invites (joined
+//! when `auto_join`, the default); replies go out as `m.room.message` with
+//! `org.matrix.custom.html`, and stream by `m.replace` edits.
+//!
+//! A room is a direct chat while it has two members, counting those invited; every membership
+//! change in it is read again. Matrix has no buttons: a message sent with buttons names a
+//! reaction for each (✅ the first, ❌ the last, a number those between) and carries them in its
+//! content, and a reaction to it is that button's press (only on a message the bot sent). The access token never enters the plugin: requests carry
 //! `Authorization: Bearer {{secret:MATRIX_ACCESS_TOKEN}}`, filled in by the host for the
 //! homeserver only.
 
@@ -11,7 +16,9 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher as _, Hasher as _};
 
 use serde_json::{Value, json};
-use talaria_sdk::adapter::{Account, Adapter, Chat, ChatType, Error, Event, Message, Outbound, TextFormat};
+use talaria_sdk::adapter::{
+    Account, Adapter, Button, ButtonPress, Chat, ChatType, Error, Event, Message, Outbound, TextFormat,
+};
 use talaria_sdk::{config, http, log, secrets};
 
 const TOKEN: &str = "MATRIX_ACCESS_TOKEN";
@@ -19,8 +26,10 @@ const DEFAULT_BASE_URL: &str = "https://matrix-client.matrix.org";
 /// A long message is split by the host below this (Matrix events may be up to 64 KiB).
 const MAX_LENGTH: u32 = 16_000;
 const MAX_POLL_MS: u32 = 25_000;
-/// What a sync brings: room messages only, and few of the older ones.
-const FILTER: &str = r#"{"presence":{"types":[]},"account_data":{"types":[]},"room":{"ephemeral":{"types":[]},"state":{"lazy_load_members":true},"timeline":{"limit":50,"types":["m.room.message"]}}}"#;
+/// What a sync brings: room messages, membership changes and reactions, and few older ones.
+const FILTER: &str = r#"{"presence":{"types":[]},"account_data":{"types":[]},"room":{"ephemeral":{"types":[]},"state":{"lazy_load_members":true},"timeline":{"limit":50,"types":["m.room.message","m.room.member","m.reaction"]}}}"#;
+/// Where a message sent with buttons keeps them (label, data), for its reactions.
+const BUTTONS_FIELD: &str = "org.talaria.buttons";
 
 struct Matrix;
 
@@ -29,7 +38,8 @@ struct State {
     user_id: String,
     /// The sync token to continue from; empty before the first sync.
     since: String,
-    /// Members of rooms seen, by room id (a DM has two).
+    /// Members of rooms seen, joined or invited, by room id (a DM has two); forgotten at each
+    /// membership change.
     members: HashMap<String, usize>,
     /// The bot's latest messages' event ids, newest last: a reply to one addresses the bot.
     sent: std::collections::VecDeque<String>,
@@ -71,17 +81,38 @@ fn txn_id() -> String {
     format!("talaria{:016x}", hasher.finish())
 }
 
-/// How many people are in `room` (asked once, then remembered).
+/// How many people are in `room`, joined or invited (asked once, then remembered until its
+/// membership changes). When the homeserver cannot say, the room counts as a group: strangers
+/// there get no answer.
 fn member_count(room: &str) -> usize {
     if let Some(n) = STATE.with_borrow(|s| s.members.get(room).copied()) {
         return n;
     }
-    let n = api(http::Method::GET, &format!("/rooms/{}/joined_members", http::encode(room)), None)
-        .ok()
-        .and_then(|v| v["joined"].as_object().map(serde_json::Map::len))
-        .unwrap_or(3);
+    let path = format!("/rooms/{}/members?not_membership=leave", http::encode(room));
+    let Some(n) = api(http::Method::GET, &path, None).ok().and_then(|v| {
+        let chunk = v["chunk"].as_array()?;
+        Some(chunk.iter().filter(|e| matches!(e["content"]["membership"].as_str(), Some("join" | "invite"))).count())
+    }) else {
+        return 3;
+    };
     STATE.with_borrow_mut(|s| s.members.insert(room.to_string(), n));
     n
+}
+
+fn chat_type(room: &str) -> ChatType {
+    if member_count(room) <= 2 { ChatType::Dm } else { ChatType::Group }
+}
+
+/// An event of `room`, as the homeserver has it.
+fn room_event(room: &str, event_id: &str) -> Option<Value> {
+    api(http::Method::GET, &format!("/rooms/{}/event/{}", http::encode(room), http::encode(event_id)), None).ok()
+}
+
+/// Whether `event_id` of `room` is a message of the bot's: remembered when this instance sent
+/// it, else asked of the homeserver.
+fn sent_by_bot(room: &str, event_id: &str, user_id: &str) -> bool {
+    STATE.with_borrow(|s| s.sent.iter().any(|e| e == event_id))
+        || room_event(room, event_id).is_some_and(|e| e["sender"].as_str() == Some(user_id))
 }
 
 /// Whether a message's `content` addresses `user_id` (the bot), from the message's structure
@@ -145,6 +176,23 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A reply's text without the quote of the message it answers (the "fallback" older clients
+/// put first: lines starting with `> `, then an empty line).
+fn without_reply_fallback(body: &str) -> &str {
+    if !body.starts_with("> ") {
+        return body;
+    }
+    let mut rest = body;
+    while let Some(line_end) = rest.find('\n') {
+        let line = &rest[..line_end];
+        rest = &rest[line_end + 1..];
+        if !line.starts_with('>') {
+            return if line.is_empty() { rest } else { body };
+        }
+    }
+    body
+}
+
 fn message_event(room: &str, event: &Value, user_id: &str) -> Option<Event> {
     if event["type"] != "m.room.message" || event["sender"].as_str() == Some(user_id) {
         return None;
@@ -154,27 +202,99 @@ fn message_event(room: &str, event: &Value, user_id: &str) -> Option<Event> {
     if content["m.relates_to"]["rel_type"] == "m.replace" {
         return None;
     }
-    let text = content["body"].as_str()?.to_string();
     let relates = &content["m.relates_to"];
     let thread_id =
         (relates["rel_type"] == "m.thread").then(|| relates["event_id"].as_str().map(str::to_string)).flatten();
     let reply_to = relates["m.in_reply_to"]["event_id"].as_str().map(str::to_string);
-    let replied_to_bot = reply_to.as_ref().is_some_and(|id| STATE.with_borrow(|s| s.sent.iter().any(|e| e == id)));
+    let body = content["body"].as_str()?;
+    let text = if reply_to.is_some() { without_reply_fallback(body) } else { body }.to_string();
+    let replied_to_bot = reply_to.as_ref().is_some_and(|id| sent_by_bot(room, id, user_id));
     let mentioned = replied_to_bot || addresses(content, user_id);
     let sender = event["sender"].as_str().unwrap_or_default().to_string();
-    let chat_type = if member_count(room) <= 2 { ChatType::Dm } else { ChatType::Group };
+    let chat_type = chat_type(room);
     Some(Event::Message(Message {
         id: event["event_id"].as_str().unwrap_or_default().to_string(),
         chat_id: room.to_string(),
         chat_type,
         chat_name: String::new(),
         thread_id,
-        sender_name: sender.trim_start_matches('@').split(':').next().unwrap_or_default().to_string(),
+        sender_name: localpart(&sender),
         sender_id: sender,
         text,
         mentions_bot: mentioned,
         reply_to,
         attachments: Vec::new(),
+    }))
+}
+
+fn localpart(user: &str) -> String {
+    user.trim_start_matches('@').split(':').next().unwrap_or_default().to_string()
+}
+
+/// The reaction each of `count` buttons is pressed by: ✅ the first, ❌ the last (of two or
+/// more), keycap digits those between.
+fn reaction_key(index: usize, count: usize) -> String {
+    match index {
+        0 => "✅".to_string(),
+        i if i + 1 == count => "❌".to_string(),
+        i => format!("{}\u{fe0f}\u{20e3}", i + 1),
+    }
+}
+
+/// The button `key` (a reaction) presses, of a message's `buttons`; also 👍/👎 and keycaps.
+fn pressed(key: &str, buttons: &[Button]) -> Option<usize> {
+    let key: String = key.chars().filter(|c| *c != '\u{fe0f}').collect();
+    let count = buttons.len();
+    match key.as_str() {
+        "✅" | "✔" | "👍" if count > 0 => Some(0),
+        "❌" | "✖" | "👎" if count > 1 => Some(count - 1),
+        _ => {
+            let digit = key.strip_suffix('\u{20e3}')?.parse::<usize>().ok()?;
+            (1..=count).contains(&digit).then(|| digit - 1)
+        }
+    }
+}
+
+/// What a message with `buttons` says about them: which reaction presses which.
+fn reactions_hint(buttons: &[Button]) -> String {
+    let each: Vec<String> = buttons
+        .iter()
+        .enumerate()
+        .map(|(i, b)| format!("{} for “{}”", reaction_key(i, buttons.len()), b.label))
+        .collect();
+    format!("React {}.", each.join(", "))
+}
+
+/// A reaction to a message the bot sent with buttons: that button's press.
+fn reaction_event(room: &str, event: &Value, user_id: &str) -> Option<Event> {
+    if event["type"] != "m.reaction" || event["sender"].as_str() == Some(user_id) {
+        return None;
+    }
+    let relates = &event["content"]["m.relates_to"];
+    if relates["rel_type"] != "m.annotation" {
+        return None;
+    }
+    let (target, key) = (relates["event_id"].as_str()?, relates["key"].as_str()?);
+    // The buttons are read from the message as the homeserver has it, and only from the bot's
+    // own: anyone could write a message with such a field.
+    let message = room_event(room, target)?;
+    if message["sender"].as_str() != Some(user_id) {
+        return None;
+    }
+    let buttons: Vec<Button> = message["content"][BUTTONS_FIELD]
+        .as_array()?
+        .iter()
+        .filter_map(|b| Some(Button { label: b["label"].as_str()?.to_string(), data: b["data"].as_str()?.to_string() }))
+        .collect();
+    let button = buttons.get(pressed(key, &buttons)?)?;
+    let sender = event["sender"].as_str().unwrap_or_default();
+    Some(Event::Button(ButtonPress {
+        chat_id: room.to_string(),
+        thread_id: None,
+        sender_id: sender.to_string(),
+        sender_name: localpart(sender),
+        message_id: target.to_string(),
+        data: button.data.clone(),
     }))
 }
 
@@ -192,13 +312,26 @@ fn join_invited(sync: &Value) {
     }
 }
 
-/// The content of a message (or of an edit's new text).
+/// The content of a message (or of an edit's new text); with buttons, the reactions that
+/// press them are named, and the buttons kept in it.
 fn content(message: &Outbound) -> Value {
+    if message.buttons.is_empty() {
+        return json!({
+            "msgtype": "m.text",
+            "body": message.plain,
+            "format": "org.matrix.custom.html",
+            "formatted_body": message.text,
+        });
+    }
+    let hint = reactions_hint(&message.buttons);
+    let escaped = hint.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let buttons: Vec<Value> = message.buttons.iter().map(|b| json!({ "label": b.label, "data": b.data })).collect();
     json!({
         "msgtype": "m.text",
-        "body": message.plain,
+        "body": format!("{}\n\n{hint}", message.plain),
         "format": "org.matrix.custom.html",
-        "formatted_body": message.text,
+        "formatted_body": format!("{}<br><br>{escaped}", message.text),
+        BUTTONS_FIELD: buttons,
     })
 }
 
@@ -233,7 +366,7 @@ impl Adapter for Matrix {
             max_length: MAX_LENGTH,
             can_edit: true,
             edit_interval_ms: 1000,
-            buttons: false,
+            buttons: true,
             polls: true,
         })
     }
@@ -254,11 +387,19 @@ impl Adapter for Matrix {
         let mut events = Vec::new();
         if let Some(rooms) = sync["rooms"]["join"].as_object() {
             for (room, joined) in rooms {
-                if let Some(count) = joined["summary"]["m.joined_member_count"].as_u64() {
-                    STATE.with_borrow_mut(|s| s.members.insert(room.clone(), usize::try_from(count).unwrap_or(3)));
+                let timeline = joined["timeline"]["events"].as_array().map(Vec::as_slice).unwrap_or_default();
+                let state = joined["state"]["events"].as_array().map(Vec::as_slice).unwrap_or_default();
+                // Someone joined, was invited or left: the room's kind is read again.
+                if timeline.iter().chain(state).any(|e| e["type"] == "m.room.member") {
+                    STATE.with_borrow_mut(|s| s.members.remove(room));
                 }
-                for event in joined["timeline"]["events"].as_array().map(Vec::as_slice).unwrap_or_default() {
-                    events.extend(message_event(room, event, &user_id));
+                for event in timeline {
+                    if event["type"] == "m.room.member" {
+                        // Messages after this change are judged by the room as it is now.
+                        STATE.with_borrow_mut(|s| s.members.remove(room));
+                    }
+                    events
+                        .extend(message_event(room, event, &user_id).or_else(|| reaction_event(room, event, &user_id)));
                 }
             }
         }
@@ -306,7 +447,7 @@ impl Adapter for Matrix {
             .ok()
             .and_then(|v| v["name"].as_str().map(str::to_string))
             .unwrap_or_default();
-        let chat_type = if member_count(&chat_id) <= 2 { ChatType::Dm } else { ChatType::Group };
+        let chat_type = chat_type(&chat_id);
         Ok(Chat { id: chat_id, name, chat_type })
     }
 }
@@ -346,6 +487,36 @@ mod tests {
         ] {
             assert!(!addresses(&content, BOT), "{content}");
         }
+    }
+
+    #[test]
+    fn a_reply_s_quote_of_the_message_it_answers_is_not_its_text() {
+        let reply = "> <@talbot:example.org> **Approval needed**: run `ls`\n> more\n\n/approve";
+        assert_eq!(without_reply_fallback(reply), "/approve");
+        assert_eq!(without_reply_fallback("/approve"), "/approve");
+        assert_eq!(without_reply_fallback("> a quote I wrote\nthen my words"), "> a quote I wrote\nthen my words");
+        assert_eq!(without_reply_fallback("> only a quote"), "> only a quote");
+    }
+
+    #[test]
+    fn reactions_press_the_buttons_they_are_named_for() {
+        let buttons: Vec<Button> = ["Allow once", "Allow for this session", "Deny"]
+            .iter()
+            .map(|l| Button { label: (*l).to_string(), data: format!("ap:t:{l}") })
+            .collect();
+        assert_eq!(
+            reactions_hint(&buttons),
+            "React ✅ for “Allow once”, 2\u{fe0f}\u{20e3} for “Allow for this session”, ❌ for “Deny”."
+        );
+        assert_eq!(pressed("✅", &buttons), Some(0));
+        assert_eq!(pressed("✔\u{fe0f}", &buttons), Some(0));
+        assert_eq!(pressed("👍", &buttons), Some(0));
+        assert_eq!(pressed("2\u{fe0f}\u{20e3}", &buttons), Some(1));
+        assert_eq!(pressed("❌", &buttons), Some(2));
+        assert_eq!(pressed("👎", &buttons), Some(2));
+        assert_eq!(pressed("4\u{fe0f}\u{20e3}", &buttons), None);
+        assert_eq!(pressed("🎉", &buttons), None);
+        assert_eq!(pressed("❌", &buttons[..1]), None, "one button: only ✅ presses it");
     }
 
     #[test]

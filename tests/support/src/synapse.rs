@@ -208,6 +208,62 @@ impl Client {
         sent["event_id"].as_str().expect("event_id").to_string()
     }
 
+    /// A room with `others` invited (not a direct chat); its room id.
+    pub fn room_with(&self, others: &[&str]) -> String {
+        let room = self.call("POST", "/createRoom", Some(&json!({ "invite": others, "preset": "private_chat" })));
+        room["room_id"].as_str().expect("room_id").to_string()
+    }
+
+    /// Invite `other` to `room`.
+    pub fn invite(&self, room: &str, other: &str) {
+        self.call("POST", &format!("/rooms/{}/invite", escape(room)), Some(&json!({ "user_id": other })));
+    }
+
+    /// Join `room` (invited to it).
+    pub fn join(&self, room: &str) {
+        self.call("POST", &format!("/rooms/{}/join", escape(room)), Some(&json!({})));
+    }
+
+    /// Send an event of `kind` with `content` to `room`; its event id.
+    pub fn send(&self, room: &str, kind: &str, content: &Value) -> String {
+        static TXN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let txn = TXN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let path = format!("/rooms/{}/send/{kind}/e{}-{txn}", escape(room), std::process::id());
+        let sent = self.call("PUT", &path, Some(content));
+        sent["event_id"].as_str().expect("event_id").to_string()
+    }
+
+    /// Reply to `event` of `room` with `text` as Element does: a rich reply, its body starting
+    /// with the quote of what it answers (`quoted`, from `sender`).
+    pub fn reply(&self, room: &str, event: &str, sender: &str, quoted: &str, text: &str) -> String {
+        let fallback = format!("> <{sender}> {}\n\n{text}", quoted.lines().next().unwrap_or_default());
+        let content = json!({
+            "msgtype": "m.text",
+            "body": fallback,
+            "m.relates_to": { "m.in_reply_to": { "event_id": event } },
+        });
+        self.send(room, "m.room.message", &content)
+    }
+
+    /// React to `event` of `room` with `key` (an emoji).
+    pub fn react(&self, room: &str, event: &str, key: &str) -> String {
+        let content = json!({ "m.relates_to": { "rel_type": "m.annotation", "event_id": event, "key": key } });
+        self.send(room, "m.reaction", &content)
+    }
+
+    /// Send `text` mentioning `user` as Element does when a pill is picked (`NAME: text`, with
+    /// `m.mentions`); its event id.
+    pub fn mention(&self, room: &str, user: &str, name: &str, text: &str) -> String {
+        let content = json!({
+            "msgtype": "m.text",
+            "body": format!("{name}: {text}"),
+            "format": "org.matrix.custom.html",
+            "formatted_body": format!("<a href=\"https://matrix.to/#/{user}\">{name}</a>: {text}"),
+            "m.mentions": { "user_ids": [user] },
+        });
+        self.send(room, "m.room.message", &content)
+    }
+
     /// The members of `room`.
     pub fn members(&self, room: &str) -> Vec<String> {
         let joined = self.call("GET", &format!("/rooms/{}/joined_members", escape(room)), None);

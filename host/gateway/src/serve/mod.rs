@@ -346,9 +346,10 @@ impl Status {
         format!("{}:{}", self.host, self.pid)
     }
 
-    /// Whether the process was running when it last wrote, and wrote lately.
+    /// Whether the process was running when it last wrote, wrote lately, and (on this
+    /// machine) still runs.
     pub fn live(&self, now_ms: i64) -> bool {
-        self.running && now_ms - self.at < STATUS_STALE_MS
+        self.running && now_ms - self.at < STATUS_STALE_MS && !talaria_core::store::process::gone(self.pid, &self.host)
     }
 }
 
@@ -543,29 +544,68 @@ impl Gateway {
             addressed: m.mentions_bot,
             text: m.text.clone(),
         };
+        let written = crate::command::command_text(&m.text, m.mentions_bot);
+        let command = written.and_then(|text| crate::command::parse(text, &info.bot_name));
         // Being paired only ever lets more in: the store is asked only when the rules alone
         // would not answer.
         let mut decision = authorize(&self.config, &inbound, false);
+        let mut paired = false;
         if !matches!(decision, Decision::Answer { .. }) {
-            let paired = self.store.is_paired(&account.name, &m.sender_id).await.map_err(|e| {
+            paired = self.store.is_paired(&account.name, &m.sender_id).await.map_err(|e| {
                 tracing::error!(account = %account.name, "cannot read who is paired: {e}");
                 StoreDown
             })?;
             decision = authorize(&self.config, &inbound, paired);
         }
+        let heard = |outcome: &str, why: &str| {
+            tracing::info!(
+                account = %account.name,
+                chat = %m.chat_id,
+                user = %m.sender_id,
+                message_id = %m.id,
+                "message {outcome}: {why}"
+            );
+        };
         let admin = match decision {
-            Decision::Ignore => return Ok(None),
+            Decision::Ignore => {
+                let allowed = authorize(&self.config, &Inbound { addressed: true, ..inbound.clone() }, paired);
+                let Decision::Answer { admin } = allowed else {
+                    heard("ignored", "a stranger in a group (strangers are answered only in direct messages)");
+                    return Ok(None);
+                };
+                // An answer to the approval this chat waits for needs no mention.
+                let answers = matches!(command, Some(Command::Approve { .. } | Command::Deny | Command::Usage(_)));
+                if !(answers && self.waiting_approval(account, &m.chat_id).await.is_some()) {
+                    heard(
+                        "ignored",
+                        "not addressed to the bot in a group (mention it or reply to it; require_mention)",
+                    );
+                    return Ok(None);
+                }
+                admin
+            }
             Decision::OfferPairing => {
+                heard("not answered", "a stranger in a direct message; pairing offered");
                 self.offer_pairing(account, &m).await;
                 return Ok(None);
             }
             Decision::Answer { admin } => admin,
         };
         let key = session_key(&self.config, &inbound);
-        let command = crate::command::parse(&m.text, &info.bot_name);
+        if command.is_some() {
+            let name = written.unwrap_or_default().split_whitespace().next().unwrap_or_default();
+            heard("taken", &format!("the command {name}"));
+        } else {
+            heard("taken", if admin { "for the agent (from an admin)" } else { "for the agent" });
+        }
         let (kind, body) = match command {
             Some(Command::Help) => {
                 self.reply(account, &m.chat_id, m.thread_id.as_deref(), &help_text(), &format!("help:{}", m.id)).await;
+                return Ok(None);
+            }
+            Some(Command::Usage(usage)) => {
+                let key = format!("usage:{}:{}:{}", account.name, m.chat_id, m.id);
+                self.reply(account, &m.chat_id, m.thread_id.as_deref(), usage, &key).await;
                 return Ok(None);
             }
             Some(Command::Approve { session }) => {
@@ -583,7 +623,7 @@ impl Gateway {
                 self.reply(account, &m.chat_id, m.thread_id.as_deref(), text, &format!("rollback:{}", m.id)).await;
                 return Ok(None);
             }
-            Some(_) => (session::Kind::Command, m.text.clone()),
+            Some(_) => (session::Kind::Command, written.unwrap_or_default().to_string()),
             None => (session::Kind::Message, serde_json::to_string(&prompt_of(&m)).unwrap_or_default()),
         };
         self.enqueue(&inbox::Incoming {
@@ -660,6 +700,14 @@ impl Gateway {
         serde_json::from_slice(&bytes).ok()
     }
 
+    /// The approval `chat_id` was asked last, while it waits: its token, and what it is.
+    async fn waiting_approval(&self, account: &Account, chat_id: &str) -> Option<(String, PendingApproval)> {
+        let latest = self.store.kv_get(APPROVALS_SPACE, &latest_approval(&account.name, chat_id)).await.ok()??;
+        let token = String::from_utf8(latest).ok()?;
+        let pending = self.pending_approval(&token).await?;
+        Some((token, pending))
+    }
+
     /// An admin typed /approve or /deny in a chat: the approval its chat was asked last.
     async fn on_approval_command(
         self: &Arc<Self>,
@@ -680,15 +728,8 @@ impl Gateway {
                 )
                 .await;
         }
-        let latest =
-            self.store.kv_get(APPROVALS_SPACE, &latest_approval(&account.name, &m.chat_id)).await.ok().flatten();
-        let token = latest.and_then(|t| String::from_utf8(t).ok());
-        let pending = match token.as_deref() {
-            Some(t) => self.pending_approval(t).await.map(|p| (t, p)),
-            None => None,
-        };
-        match pending {
-            Some((token, pending)) => self.resolve(account, token, &pending, decision, &m.sender_name).await,
+        match self.waiting_approval(account, &m.chat_id).await {
+            Some((token, pending)) => self.resolve(account, &token, &pending, decision, &m.sender_name).await,
             None => {
                 self.reply(account, &m.chat_id, m.thread_id.as_deref(), "Nothing is waiting for approval here.", &key)
                     .await

@@ -292,23 +292,33 @@ async fn render_queued(store: &Store, account: &Account, info: &AccountInfo, del
 
 /// Write down how sending `delivery` went.
 async fn record(store: &Store, account: &Account, delivery: &Delivery, outcome: Result<String, AdapterError>) {
-    let recorded = match outcome {
-        Ok(id) => store.delivery_sent(delivery.id, &id).await.map(|()| None),
-        Err(AdapterError::Permanent(e)) => {
-            tracing::warn!(account = %account.name, chat = %delivery.chat_id, "the platform refused a message: {e}");
-            give_up(store, delivery, &e).await.map(|()| None)
+    let (name, chat, id) = (&account.name, &delivery.chat_id, delivery.id);
+    let (recorded, error) = match outcome {
+        Ok(sent) => {
+            let recorded = store.delivery_sent(id, &sent).await.map(|()| None);
+            if recorded.is_ok() {
+                tracing::info!(account = %name, chat = %chat, delivery = id, sent = %sent, "reply delivered");
+            }
+            (recorded, String::new())
         }
-        Err(e) => store.delivery_failed(delivery.id, &e.to_string()).await.map(Some),
+        Err(AdapterError::Permanent(e)) => {
+            tracing::warn!(account = %name, chat = %chat, delivery = id, "the platform refused a message for good: {e}");
+            (give_up(store, delivery, &e).await.map(|()| None), e)
+        }
+        Err(e) => {
+            let e = e.to_string();
+            (store.delivery_failed(id, &e).await.map(Some), e)
+        }
     };
     match recorded {
         Ok(Some(Failed::Retry { attempts })) => {
-            tracing::warn!(account = %account.name, chat = %delivery.chat_id, attempts, "sending failed; it will be tried again");
+            tracing::warn!(account = %name, chat = %chat, delivery = id, attempts, "sending failed ({error}); it will be tried again");
         }
         Ok(Some(Failed::GaveUp)) => {
-            tracing::error!(account = %account.name, chat = %delivery.chat_id, "sending failed too often; given up");
+            tracing::error!(account = %name, chat = %chat, delivery = id, "sending failed too often ({error}); given up");
         }
         Ok(None) => {}
-        Err(e) => tracing::error!(account = %account.name, "cannot record a delivery: {e}"),
+        Err(e) => tracing::error!(account = %name, "cannot record a delivery: {e}"),
     }
 }
 

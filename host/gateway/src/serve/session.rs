@@ -430,6 +430,18 @@ impl Worker {
         if self.turn.is_none() {
             return self.queue.push_back(entry);
         }
+        if self.turn.as_ref().is_some_and(|t| t.approval.is_some()) {
+            // A message does not answer (or drop) the approval the turn waits for: it is
+            // answered after.
+            let key = format!("after-approval:{}:{}", self.key, entry.message_id);
+            self.queue.push_back(entry);
+            return self
+                .say(
+                    "I am waiting for an admin to answer the approval above (/approve, /approve session or /deny); I will read this after.",
+                    &key,
+                )
+                .await;
+        }
         match self.gateway.config.busy_input {
             BusyInput::Queue => self.queue.push_back(entry),
             BusyInput::Interrupt => {
@@ -543,7 +555,7 @@ impl Worker {
                 self.say(&text, &key).await;
             }
             // Answered by the gateway, which finds the approval in the store.
-            Command::Approve { .. } | Command::Deny | Command::Help => {}
+            Command::Approve { .. } | Command::Deny | Command::Help | Command::Usage(_) => {}
         }
     }
 
@@ -828,7 +840,7 @@ impl Worker {
             turn.tokens.push(token.clone());
         }
         let text = format!(
-            "**Approval needed**: {} wants to {what}.\n{}\n\nAn admin can answer with the buttons, or /approve, /approve session, /deny (within {}s).",
+            "**Approval needed**: {} wants to {what}.\n{}\n\nAn admin can answer with /approve (this once), /approve session or /deny, within {}s.",
             if a.plugin.is_empty() { "the agent".to_string() } else { format!("plugin {}", a.plugin) },
             a.reason,
             a.timeout_secs

@@ -9,7 +9,7 @@ use tokio_postgres::Row;
 use super::{Cached as _, Pg, sql};
 use crate::delivery::{
     CLAIMABLE, CLAIMERS, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS,
-    RETRY_MAX_MS, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of,
+    RETRY_MAX_MS, TROUBLED, Trouble, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of,
 };
 use crate::pairing::{MAX_PENDING, PAIRING_TTL_MS, Pairing, Request};
 use crate::process::is_gone;
@@ -320,6 +320,26 @@ impl Pg {
             .await
             .map_err(sql)?;
         Ok(added == 0)
+    }
+
+    pub(crate) async fn deliveries_troubled(&self, limit: usize) -> Result<Vec<Trouble>> {
+        let client = self.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let query = format!("{TROUBLED} LIMIT $1");
+        let rows = client.q(&query, &[&limit]).await.map_err(sql)?;
+        Ok(rows
+            .iter()
+            .map(|r| Trouble {
+                id: r.get(0),
+                platform: r.get(1),
+                chat_id: r.get(2),
+                state: r.get(3),
+                attempts: r.get(4),
+                last_error: r.get::<_, Option<String>>(5).unwrap_or_default(),
+                created_at: r.get(6),
+                at: r.get(7),
+            })
+            .collect())
     }
 
     pub(crate) async fn delivery_counts(&self) -> Result<Counts> {

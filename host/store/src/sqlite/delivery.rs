@@ -8,7 +8,7 @@ use super::cron::mark_delivery_failed;
 use super::{Cached as _, Sqlite};
 use crate::delivery::{
     CLAIMABLE, CLAIMERS, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS,
-    RETRY_MAX_MS, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of,
+    RETRY_MAX_MS, TROUBLED, Trouble, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of,
 };
 use crate::process::is_gone;
 use crate::{Result, now_ms};
@@ -167,6 +167,24 @@ impl Sqlite {
             )?;
             Ok(added == 0)
         })
+    }
+
+    pub(crate) fn deliveries_troubled(&self, limit: usize) -> Result<Vec<Trouble>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&format!("{TROUBLED} LIMIT +?1"))?;
+        let rows = stmt.query_map(params![i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+            Ok(Trouble {
+                id: r.get(0)?,
+                platform: r.get(1)?,
+                chat_id: r.get(2)?,
+                state: r.get(3)?,
+                attempts: r.get(4)?,
+                last_error: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+                created_at: r.get(6)?,
+                at: r.get(7)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     pub(crate) fn delivery_counts(&self) -> Result<Counts> {

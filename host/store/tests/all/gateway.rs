@@ -19,6 +19,7 @@ crate::on_both_engines!(
     open_chats_come_longest_waiting_first,
     a_chat_s_deliveries_go_one_at_a_time_in_order,
     an_answer_s_parts_are_queued_as_its_message_is_marked_done,
+    deliveries_in_trouble_are_listed_with_their_last_error,
     notices_tell_of_queued_messages_answers_freed_leases_and_changed_jobs,
 );
 
@@ -154,6 +155,31 @@ async fn an_answer_s_parts_are_queued_as_its_message_is_marked_done(s: &Store) {
     // Marked done again (another process finishing it too): nothing is queued twice.
     s.inbox_done_queueing(id, &parts).await.expect("done again");
     assert!(s.deliveries_claim("telegram", 10, hold).await.expect("claim").is_empty());
+}
+
+async fn deliveries_in_trouble_are_listed_with_their_last_error(s: &Store) {
+    let sent = queue(s, "1", "ok:0").await;
+    s.delivery_sent(sent, "m1").await.expect("sent");
+    queue(s, "2", "waiting:0").await;
+    let retried = queue(s, "3", "retried:0").await;
+    s.delivery_failed(retried, "Telegram sendMessage: 502 Bad Gateway").await.expect("failed");
+    let given_up = queue(s, "4", "blocked:0").await;
+    while let Failed::Retry { .. } =
+        s.delivery_failed(given_up, "Telegram sendMessage: 403 Forbidden").await.expect("failed")
+    {}
+    let troubled = s.deliveries_troubled(10).await.expect("troubled");
+    let seen: Vec<_> = troubled.iter().map(|t| (t.id, t.state.as_str(), t.attempts, t.last_error.as_str())).collect();
+    assert_eq!(
+        seen,
+        [
+            (given_up, "failed", talaria_store::delivery::MAX_ATTEMPTS, "Telegram sendMessage: 403 Forbidden"),
+            (retried, "pending", 1, "Telegram sendMessage: 502 Bad Gateway"),
+        ],
+        "the newest first; the sent and the untried are not in trouble"
+    );
+    assert_eq!(troubled[0].chat_id, "4");
+    assert!(troubled[1].at > troubled[1].created_at, "a retry is due later");
+    assert_eq!(s.deliveries_troubled(1).await.expect("troubled").len(), 1, "at most the limit");
 }
 
 /// The next notice on `topic`, waiting up to five seconds.
