@@ -129,6 +129,7 @@ fn a_stranger_gets_a_pairing_code_and_is_answered_once_the_owner_approves() {
     let offer = fake.wait_for(42, WAIT, contains("pairing code"));
     let code: String = offer.text.split("talaria pairing approve ").nth(1).expect("command").trim().to_string();
     assert_eq!(code.len(), 8, "{}", offer.text);
+    assert!(offer.text.contains("your user id here is <code>42</code>"), "{}", offer.text);
     // Asking again is not answered again (and still reaches no model).
     fake.dm(42, "Ana", "hello??");
     std::thread::sleep(Duration::from_millis(800));

@@ -116,7 +116,12 @@ pub fn check(config: &GatewayToml) -> Vec<Finding> {
         {
             out.push(Finding::Fail(format!("[gateway.platforms.{name}] base_url: {e}")));
         }
-        if p.allow_all {
+        if p.allow_all && !p.routes.is_empty() {
+            // A webhook account: its senders are machines, each route's secret authorizes.
+            out.push(Finding::Ok(format!(
+                "{name}: answers every request its routes authenticate (allow_all; each route's secret is the authorization)"
+            )));
+        } else if p.allow_all {
             out.push(Finding::Warn(format!(
                 "[gateway.platforms.{name}] allow_all answers anyone on {name}: whoever finds the bot uses your model and tools"
             )));
@@ -211,6 +216,15 @@ mod tests {
                 .any(|f| matches!(f, Finding::Warn(w) if w.starts_with("[gateway.platforms.telegram] allow_all")))
         );
         assert!(found.iter().any(|f| matches!(f, Finding::Ok(o) if o.contains("no admins"))));
+        // A webhook account answers what its routes authenticate: no warning for that.
+        let mut hooks = PlatformToml { allow_all: true, ..PlatformToml::default() };
+        let route = serde_json::json!({ "auth": "token", "header": "X-Token", "secret": "CI_TOKEN" });
+        hooks.routes.insert("ci".into(), serde_json::from_value(route).expect("a route"));
+        let found = check(&config(hooks));
+        assert!(!found.iter().any(|f| matches!(f, Finding::Warn(_))), "{found:?}");
+        assert!(
+            found.iter().any(|f| matches!(f, Finding::Ok(o) if o.contains("each route's secret is the authorization")))
+        );
         // The listener off loopback, a base URL that is none, shared memory.
         let mut c = config(PlatformToml { base_url: Some("not a url".into()), ..PlatformToml::default() });
         c.listen = Some("0.0.0.0:9000".into());

@@ -47,6 +47,23 @@ pub fn cron_key(run: i64, part: usize) -> String {
 /// Keys of scheduled jobs' answers start with this.
 pub const CRON_KEY_PREFIX: &str = "cron:";
 
+/// A scheduled job's answer is claimed for sending: its run's history says `sending` (`$1`:
+/// the run).
+pub(crate) const RUN_SENDING: &str =
+    "UPDATE cron_runs SET delivery = 'sending' WHERE id = $1 AND (delivery LIKE 'queued%' OR delivery IS NULL)";
+
+/// A part of a scheduled job's answer was sent (`$1`: the run, `$2`: its keys' `LIKE`
+/// pattern): the run's history says `sent` once no part is left to send.
+pub(crate) const RUN_SENT: &str = "UPDATE cron_runs SET delivery = CASE
+        WHEN EXISTS (SELECT 1 FROM deliveries WHERE key LIKE $2 AND state = 'pending') THEN 'sending'
+        ELSE 'sent' END
+    WHERE id = $1 AND (delivery LIKE 'queued%' OR delivery = 'sending' OR delivery IS NULL)";
+
+/// The `LIKE` pattern of the ledger keys of cron run `run`'s answer.
+pub(crate) fn run_keys(run: i64) -> String {
+    format!("{CRON_KEY_PREFIX}{run}:%")
+}
+
 /// The cron run a ledger key belongs to.
 pub(crate) fn cron_run_of(key: &str) -> Option<i64> {
     key.strip_prefix(CRON_KEY_PREFIX)?.split(':').next()?.parse().ok()

@@ -659,7 +659,8 @@ impl Gateway {
             Pairing::New(code) | Pairing::Pending(code) => {
                 tracing::info!(account = %account.name, user = %m.sender_id, name = %m.sender_name, "pairing requested; approve with `talaria pairing approve {code}`");
                 format!(
-                    "Hi! I only answer people my owner knows. Your pairing code is {code} (valid for an hour). Ask the owner to run:\n\ntalaria pairing approve {code}"
+                    "Hi! I only answer people my owner knows. Your pairing code is {code} (valid for an hour), and your user id here is `{}`. Ask the owner to run:\n\ntalaria pairing approve {code}",
+                    m.sender_id
                 )
             }
             Pairing::Approved => return,

@@ -377,7 +377,7 @@ impl Pg {
         let (job_id, manual): (String, bool) = (row.get(0), row.get(1));
         tx.exec(
             "UPDATE cron_runs SET status = $2, finished_at = $3, output = $4, error = $5,
-                delivery = CASE WHEN delivery = 'sent' AND $6::text LIKE 'queued%' THEN delivery ELSE $6 END,
+                delivery = CASE WHEN delivery IN ('sent', 'sending') AND $6::text LIKE 'queued%' THEN delivery ELSE $6 END,
                 session_id = $7 WHERE id = $1",
             &[
                 &run_id,

@@ -9,7 +9,7 @@ use tokio_postgres::Row;
 use super::{Cached as _, Pg, sql};
 use crate::delivery::{
     CLAIMABLE, CLAIMERS, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS,
-    RETRY_MAX_MS, TROUBLED, Trouble, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of,
+    RETRY_MAX_MS, RUN_SENDING, RUN_SENT, TROUBLED, Trouble, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of, run_keys,
 };
 use crate::pairing::{MAX_PENDING, PAIRING_TTL_MS, Pairing, Request};
 use crate::process::is_gone;
@@ -223,8 +223,11 @@ impl Pg {
             )
             .await
             .map_err(sql)?;
-        tx.commit().await.map_err(sql)?;
         let mut due: Vec<Delivery> = rows.iter().map(delivery).collect();
+        for run in due.iter().filter_map(|d| cron_run_of(&d.key)) {
+            tx.exec(RUN_SENDING, &[&run]).await.map_err(sql)?;
+        }
+        tx.commit().await.map_err(sql)?;
         due.sort_by_key(|d| d.id);
         Ok(due)
     }
@@ -250,12 +253,7 @@ impl Pg {
             .map_err(sql)?
             .map(|r| r.get(0));
         if let Some(run) = key.as_deref().and_then(cron_run_of) {
-            tx.exec(
-                "UPDATE cron_runs SET delivery = 'sent' WHERE id = $1 AND (delivery LIKE 'queued%' OR delivery IS NULL)",
-                &[&run],
-            )
-                .await
-                .map_err(sql)?;
+            tx.exec(RUN_SENT, &[&run, &run_keys(run)]).await.map_err(sql)?;
         }
         tx.commit().await.map_err(sql)
     }

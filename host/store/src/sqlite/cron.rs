@@ -263,7 +263,7 @@ impl Sqlite {
             let Some((job_id, manual)) = job_id else { return Ok(false) };
             tx.run(
                 "UPDATE cron_runs SET status = ?2, finished_at = ?3, output = ?4, error = ?5,
-                    delivery = CASE WHEN delivery = 'sent' AND ?6 LIKE 'queued%' THEN delivery ELSE ?6 END,
+                    delivery = CASE WHEN delivery IN ('sent', 'sending') AND ?6 LIKE 'queued%' THEN delivery ELSE ?6 END,
                     session_id = ?7 WHERE id = ?1",
                 params![
                     run_id,

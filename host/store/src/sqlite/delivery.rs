@@ -8,7 +8,7 @@ use super::cron::mark_delivery_failed;
 use super::{Cached as _, Sqlite};
 use crate::delivery::{
     CLAIMABLE, CLAIMERS, Counts, DELIVERY_COLUMNS, Delivery, Failed, MAX_ATTEMPTS, NewDelivery, RETRY_FIRST_MS,
-    RETRY_MAX_MS, TROUBLED, Trouble, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of,
+    RETRY_MAX_MS, RUN_SENDING, RUN_SENT, TROUBLED, Trouble, VOID_CLAIMS, WEBHOOK_MEMORY_MS, cron_run_of, run_keys,
 };
 use crate::process::is_gone;
 use crate::{Result, now_ms};
@@ -81,6 +81,9 @@ impl Sqlite {
                 tx.prepare_cached("UPDATE deliveries SET claimed_until = ?2, claimed_by = ?3 WHERE id = ?1")?;
             for d in &due {
                 claim.execute(params![d.id, until, me])?;
+                if let Some(run) = cron_run_of(&d.key) {
+                    tx.run(RUN_SENDING, params![run])?;
+                }
             }
             Ok(due)
         })
@@ -104,10 +107,8 @@ impl Sqlite {
                 .optional()?;
             // A scheduled job's answer: its run learns it arrived.
             if let Some(run) = key.as_deref().and_then(cron_run_of) {
-                tx.run(
-                    "UPDATE cron_runs SET delivery = 'sent' WHERE id = ?1 AND (delivery LIKE 'queued%' OR delivery IS NULL)",
-                    params![run],
-                )?;
+                // Numbered as SQLite numbers them: `$2` comes first in the text.
+                tx.run(&RUN_SENT.replace('$', "?"), params![run, run_keys(run)])?;
             }
             Ok(())
         })

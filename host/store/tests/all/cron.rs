@@ -22,6 +22,7 @@ crate::on_both_engines!(
     jobs_are_found_by_id_prefix_or_name,
     an_answer_the_ledger_gives_up_on_marks_its_run_delivery_failed,
     an_answer_sent_before_its_run_records_its_end_stays_sent,
+    a_run_s_history_says_queued_sending_and_sent_as_they_happen,
 );
 
 fn hourly(next: i64) -> Job {
@@ -234,6 +235,49 @@ async fn an_answer_the_ledger_gives_up_on_marks_its_run_delivery_failed(s: &Stor
     assert_eq!(run.delivery.as_deref(), Some("failed: HTTP 403 bot was blocked"));
     let job = s.cron_job(&id).await.expect("job");
     assert_eq!(job.last_status, Some(RunStatus::DeliveryFailed));
+}
+
+async fn run_delivery(s: &Store, job: &str) -> Option<String> {
+    s.cron_runs(job, 1).await.expect("runs").remove(0).delivery
+}
+
+/// A run's answer: `queued` when the run ends, `sending` from its claim until its last part
+/// went (an answer rendered into parts is not sent until each part is), then `sent`.
+async fn a_run_s_history_says_queued_sending_and_sent_as_they_happen(s: &Store) {
+    let id = s.cron_insert(&hourly(HOUR)).await.expect("insert");
+    let c = s.cron_claim_due(HOUR, "tick", TTL, next_hour).await.expect("claim").remove(0);
+    let key = cron_key(c.run_id, 0);
+    let markdown = s
+        .delivery_enqueue(&NewDelivery { platform: "telegram", chat_id: "42", thread_id: None, body: "{}", key: &key })
+        .await
+        .expect("enqueue");
+    let queued = Finish { delivery: Some("queued".into()), ..ok("summary") };
+    s.cron_finish(c.run_id, &c.token, &queued, HOUR + 1).await.expect("finish");
+    assert_eq!(run_delivery(s, &id).await.as_deref(), Some("queued"));
+    let hold = std::time::Duration::from_secs(60);
+    assert_eq!(s.deliveries_claim("telegram", 10, hold).await.expect("claim").len(), 1);
+    assert_eq!(run_delivery(s, &id).await.as_deref(), Some("sending"), "claimed");
+    // Rendered into two parts: the markdown entry is done, the parts are not sent yet.
+    let parts: Vec<String> = (0..2).map(|i| format!("{key}:{i}")).collect();
+    for part in &parts {
+        s.delivery_enqueue(&NewDelivery {
+            platform: "telegram",
+            chat_id: "42",
+            thread_id: None,
+            body: "{}",
+            key: part,
+        })
+        .await
+        .expect("part");
+    }
+    s.delivery_sent(markdown, "rendered into 2 parts").await.expect("rendered");
+    assert_eq!(run_delivery(s, &id).await.as_deref(), Some("sending"), "rendered, not sent");
+    let first = s.deliveries_claim("telegram", 10, hold).await.expect("claim").remove(0);
+    s.delivery_sent(first.id, "m-1").await.expect("sent");
+    assert_eq!(run_delivery(s, &id).await.as_deref(), Some("sending"), "one part of two");
+    let second = s.deliveries_claim("telegram", 10, hold).await.expect("claim").remove(0);
+    s.delivery_sent(second.id, "m-2").await.expect("sent");
+    assert_eq!(run_delivery(s, &id).await.as_deref(), Some("sent"));
 }
 
 /// The gateway's sender may send a run's answer before the run records its end (it was queued
