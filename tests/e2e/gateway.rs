@@ -829,6 +829,38 @@ fn a_matrix_group_is_told_from_a_direct_chat_and_its_admin_answers_approvals_as_
     assert_eq!(mock.requests().len(), 7);
 }
 
+/// `doctor` shows each account's token to its platform: a wrong one fails with what the
+/// platform answered, a right one names the bot; `--offline` contacts nobody.
+#[test]
+fn doctor_asks_the_platform_whose_the_token_is() {
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::auto());
+    let t = setup(&mock, &fake, "", "");
+    let out = t.run(&["doctor"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "ok: gateway: [gateway.platforms.telegram]: Telegram getMe says the token is @{BOT_USERNAME}"
+        )),
+        "{stdout}"
+    );
+    std::fs::write(t.home.path().join(".env"), "TELEGRAM_BOT_TOKEN=123456:a-revoked-token\n").expect(".env");
+    let out = t.run(&["doctor"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "fail: gateway: [gateway.platforms.telegram]: Telegram getMe refused the token: 401 Unauthorized"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("a-revoked-token"), "the token was printed: {stdout}");
+    let calls = fake.calls("getMe");
+    let out = t.run(&["doctor", "--offline"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("getMe"));
+    assert_eq!(fake.calls("getMe"), calls, "--offline asked the platform");
+}
+
 #[test]
 fn two_accounts_of_one_adapter_each_use_their_own_token() {
     let work = TelegramFake::start("111:work-token");
