@@ -737,7 +737,7 @@ fn a_matrix_group_is_told_from_a_direct_chat_and_its_admin_answers_approvals_as_
     let mut steps = Vec::new();
     for n in ["one", "two", "three"] {
         steps.push(Step::tool_call("terminal", json!({"command": format!("rm -rf build-{n}")})));
-        steps.push(Step::text(&format!("cleaned {n}")));
+        steps.push(Step::text(format!("cleaned {n}")));
     }
     steps.push(Step::text("just you and me"));
     let mock = MockLlm::start(Script::new(steps));
