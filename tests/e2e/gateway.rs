@@ -1026,6 +1026,63 @@ fn slack_sign(key: &[u8], timestamp: i64, body: &[u8]) -> String {
     format!("v0={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// A route's `reply_url` gets the reply once the webhook adapter is granted its host, as
+/// docs/gateway.md says; before that, `gateway status` names the refused delivery and why.
+#[test]
+fn a_webhook_reply_goes_to_its_reply_url_once_the_adapter_is_granted_the_host() {
+    let receiver = talaria_test_support::FakeServer::start(|_| (200, vec![], "{}".into()));
+    let mock = MockLlm::start(Script::auto());
+    let t = Talaria::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let extra = format!(
+        "[gateway]\nworkspaces = \"{}\"\nlisten = \"{addr}\"\n\
+         [gateway.platforms.hooks]\nplugin = \"webhook\"\nallow_all = true\n\
+         [gateway.platforms.hooks.routes.ci]\nauth = \"token\"\nheader = \"X-Token\"\nsecret = \"CI_TOKEN\"\n\
+         prompt = \"echo {{text}}\"\nreply_url = \"{}\"\n",
+        t.workspace.path().join("chats").display(),
+        receiver.url("/reply")
+    );
+    t.use_mock(&mock, "chat_completions", &extra);
+    std::fs::write(t.home.path().join(".env"), "CI_TOKEN=ci-s3cret\n").expect(".env");
+    let gw = Gateway::start(&t);
+    wait_listening(&addr, &gw);
+    let hook = |text: &str| {
+        let body = format!("{{\"text\": \"{text}\"}}");
+        post(&addr, "/webhooks/hooks/ci", &[("X-Token", "ci-s3cret")], body.as_bytes())
+    };
+
+    // Not granted: the reply is refused by the host, and status says so.
+    let (status, answer) = hook("first build");
+    assert_eq!(status, 202, "{answer}");
+    let start = Instant::now();
+    let troubled = loop {
+        let status: serde_json::Value = serde_json::from_str(&t.ok(&["gateway", "status", "--json"])).expect("json");
+        let troubled = status["deliveries"]["troubled"].clone();
+        if troubled[0]["state"] == "failed" {
+            break troubled;
+        }
+        assert!(start.elapsed() < WAIT, "{status}\n{}", gw.log());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let error = troubled[0]["last_error"].as_str().unwrap_or_default();
+    assert!(error.contains("127.0.0.1"), "{troubled}");
+    assert!(receiver.received().is_empty());
+
+    // Granted as the docs say: the next reply arrives.
+    let port = receiver.addr.port();
+    t.ok(&["plugins", "grant", "webhook", &format!("net:127.0.0.1:{port}")]);
+    wait_log(&gw, "adapter reloaded and connected");
+    let (status, answer) = hook("second build");
+    assert_eq!(status, 202, "{answer}");
+    let start = Instant::now();
+    while receiver.received().is_empty() {
+        assert!(start.elapsed() < WAIT, "no reply came:\n{}", gw.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let reply: serde_json::Value = serde_json::from_slice(&receiver.received()[0].body).expect("json");
+    assert_eq!(reply["text"], "second build", "{reply}");
+}
+
 #[test]
 fn a_replayed_webhook_is_refused_with_a_new_delivery_id_or_none_even_after_a_restart_and_so_is_a_stale_slack_one() {
     let mock = MockLlm::start(Script::auto());
