@@ -95,7 +95,7 @@ async fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
                     "id": t.id,
                     "account": t.platform,
                     "chat": t.chat_id,
-                    "state": if t.state == "failed" { "failed" } else { "retrying" },
+                    "state": trouble(t),
                     "attempts": t.attempts,
                     "last_error": t.last_error,
                     "queued_at": timestamp(t.created_at),
@@ -132,7 +132,7 @@ async fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
             t.id,
             shown(&t.platform),
             shown(&t.chat_id),
-            if t.state == "failed" { "failed" } else { "retrying" },
+            trouble(t),
             t.attempts,
             timestamp(t.at),
             shown(&t.last_error)
@@ -160,6 +160,11 @@ async fn status(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
 
 /// Deliveries in trouble `gateway status` names (the newest).
 const TROUBLED_SHOWN: usize = 20;
+
+/// What became of a delivery in trouble: `failed` (given up) or `retrying`.
+fn trouble(t: &talaria_store::delivery::Trouble) -> &'static str {
+    if t.state == "failed" { "failed" } else { "retrying" }
+}
 
 /// A time in milliseconds since the epoch, as RFC 3339 in UTC.
 fn timestamp(ms: i64) -> String {

@@ -201,11 +201,7 @@ impl Client {
 
     /// Send `text` to `room`; its event id.
     pub fn say(&self, room: &str, text: &str) -> String {
-        static TXN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let txn = TXN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let path = format!("/rooms/{}/send/m.room.message/t{}-{txn}", escape(room), std::process::id());
-        let sent = self.call("PUT", &path, Some(&json!({ "msgtype": "m.text", "body": text })));
-        sent["event_id"].as_str().expect("event_id").to_string()
+        self.send(room, "m.room.message", &json!({ "msgtype": "m.text", "body": text }))
     }
 
     /// A room with `others` invited (not a direct chat); its room id.
