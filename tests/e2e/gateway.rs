@@ -328,6 +328,8 @@ fn a_reply_the_platform_refuses_for_a_while_is_sent_from_the_ledger() {
     fake.wait_for(42, WAIT, |m| m.text == "eventually delivered");
     assert_eq!(fake.chat(42).len(), 1, "sent twice: {:#?}", fake.chat(42));
     assert!(fake.calls("sendMessage") >= 3, "not retried: {} sends", fake.calls("sendMessage"));
+    // The line is written once the platform's answer is in, just after the fake has the message.
+    wait_log(&gw, "reply delivered");
     let log = gw.log();
     assert!(log.contains("it will be tried again"), "{log}");
     // Each retry says why (the platform's status), and the delivery is logged.
