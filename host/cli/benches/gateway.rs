@@ -212,6 +212,10 @@ fn throughput_and_latency() {
     );
 }
 
+/// How long the idle bench waits for answered chats to settle: they let go of their history
+/// two seconds after their last answer.
+const SETTLE: Duration = Duration::from_millis(2500);
+
 fn idle_sessions() {
     let (fake, _mock, _home, gw) = one_account();
     // The baseline is a gateway that has served chats: what the first chats bring in once
@@ -222,7 +226,8 @@ fn idle_sessions() {
         fake.dm(u, "idle", "echo hi");
     }
     wait_answered(&fake, warm, 1);
-    std::thread::sleep(Duration::from_millis(500));
+    // A chat lets go of its history two seconds after its last answer.
+    std::thread::sleep(SETTLE);
     let before = gw.rss_kib();
     let anon_before = gw.anon_kib();
     for batch in 0..(IDLE_SESSIONS / 100) {
@@ -232,7 +237,7 @@ fn idle_sessions() {
         }
         wait_answered(&fake, users, 1);
     }
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(SETTLE);
     let after = gw.rss_kib();
     println!(
         "{IDLE_SESSIONS} idle chat sessions: gateway resident memory {:.1} MiB -> {:.1} MiB ({:.1} KiB per session; of it anonymous memory {:.1} KiB), after {WARM_UP} chats served",

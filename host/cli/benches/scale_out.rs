@@ -7,7 +7,9 @@
 //! store's own cost. The latency is the sender's: request sent to reply received.
 //!
 //! Run: `cargo bench -p talaria-cli --bench scale_out` (needs Debian's `postgresql`);
-//! `SCALE_OUT_BENCH_ONLY=sqlite1,postgres1` runs those cases alone.
+//! `SCALE_OUT_BENCH_ONLY=sqlite1,postgres1` runs those cases alone; `SCALE_OUT_BENCH_STATEMENTS=1`
+//! with `TALARIA_TEST_PG_CONF="shared_preload_libraries = 'pg_stat_statements'"` prints where
+//! PostgreSQL's time went, by statement.
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
@@ -191,9 +193,44 @@ fn run(mock: &MockLlm, store: Option<&str>, processes: usize, label: &str) -> Me
             "({label}: {per_turn:.1} PostgreSQL transactions per lone turn, less {background:.1}/s committed while idle)"
         );
     }
+    let statements = store.filter(|_| std::env::var_os("SCALE_OUT_BENCH_STATEMENTS").is_some()).map(Statements::reset);
     let (rate, latencies) = load(&addrs, label);
+    if let Some(statements) = statements {
+        statements.print(CHATS * TURNS);
+    }
     drop(gateways);
     Measured { rate, latencies, alone }
+}
+
+/// PostgreSQL's own account of a load, by statement (`SCALE_OUT_BENCH_STATEMENTS=1`, with
+/// `TALARIA_TEST_PG_CONF="shared_preload_libraries = 'pg_stat_statements'"`).
+struct Statements(String);
+
+impl Statements {
+    fn reset(url: &str) -> Self {
+        let db = url.split(":///").nth(1).and_then(|s| s.split('?').next()).unwrap_or_default().to_string();
+        let pg = talaria_test_support::postgres::Postgres::shared();
+        pg.psql(&db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+        pg.psql(&db, "SELECT pg_stat_statements_reset()");
+        Statements(db)
+    }
+
+    /// The statements that took the most of the server's time, per turn of `turns`.
+    fn print(&self, turns: usize) {
+        let sql = format!(
+            "SELECT round((total_exec_time * 1000 / {turns})::numeric, 1), round((calls::float / {turns})::numeric, 2), \
+                 regexp_replace(left(query, 110), '\\s+', ' ', 'g') \
+             FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             ORDER BY total_exec_time DESC LIMIT 15"
+        );
+        println!("  server time per turn (µs), calls per turn, statement:");
+        for line in talaria_test_support::postgres::Postgres::shared().psql(&self.0, &sql).lines() {
+            let cols: Vec<&str> = line.splitn(3, '|').collect();
+            if let [us, calls, query] = cols[..] {
+                println!("  {us:>8} {calls:>6}  {query}");
+            }
+        }
+    }
 }
 
 fn main() {

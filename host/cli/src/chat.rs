@@ -155,7 +155,7 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         mcp_servers: std::collections::BTreeMap::new(),
         configured_mcp: true,
         unconfined_commands: false,
-        rests: false,
+        rest_after: None,
         // What the user typed is committed before the model is asked: a crash keeps it.
         message_kept: false,
         no_model: false,

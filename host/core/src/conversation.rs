@@ -67,13 +67,16 @@ pub struct Info {
     pub usage: Usage,
     pub api_calls: u32,
     /// The last user and assistant messages (to show where a resumed session stands); none
-    /// when the conversation rests between ops ([`Start::rests`]).
+    /// when the conversation rests between ops ([`Start::rest_after`]).
     pub tail: Vec<Message>,
     /// Messages in the session.
     pub messages: usize,
     pub workspace: PathBuf,
     /// The model's context window in tokens (`[model] context_length`).
     pub context_length: u64,
+    /// The session's history was let go of ([`Start::rest_after`]) and is read back from the
+    /// store by the next op; `messages` and `tail` still say what it held.
+    pub resting: bool,
 }
 
 impl Conversation {
@@ -246,7 +249,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         aux: (start.auto_title && host.config.agent.auto_title.unwrap_or(true)).then(|| host.aux.clone()),
         titled: false,
         plugins: plugins.clone(),
-        rests: start.rests,
+        rest_after: start.rest_after,
     };
     actor.update_info();
     tokio::spawn(actor.run());
@@ -407,14 +410,14 @@ struct Actor {
     titled: bool,
     /// The workspace's plugins, reloaded before an op when they changed on disk.
     plugins: Arc<crate::Plugins>,
-    /// The agent rests between ops ([`Start::rests`]).
-    rests: bool,
+    /// The agent rests after this long without an op ([`Start::rest_after`]).
+    rest_after: Option<std::time::Duration>,
 }
 
 impl Actor {
     async fn run(mut self) {
         self.outbox.router.route(self.agent.session_id(), &self.outbox.route);
-        while let Some((id, op)) = self.inbox.next().await {
+        while let Some((id, op)) = self.next_op().await {
             self.outbox.op = id;
             if op.immediate() {
                 immediate(op, &mut self.outbox, None);
@@ -428,12 +431,27 @@ impl Actor {
             if stop {
                 return;
             }
-            if self.rests {
-                self.agent.rest();
-            }
         }
         // The handle was dropped: close the session as a user leaving would.
         Box::pin(self.close("exit")).await;
+    }
+
+    /// The next op. A conversation that rests lets go of its session once none came for
+    /// [`Start::rest_after`]: a chat in full flow keeps its history from turn to turn (each
+    /// turn would read it back from the store otherwise), one that waits holds little.
+    async fn next_op(&mut self) -> Option<(u64, Op)> {
+        if let Some(after) = self.rest_after
+            && !self.agent.is_resting()
+        {
+            match tokio::time::timeout(after, self.inbox.next()).await {
+                Ok(next) => return next,
+                Err(_) => {
+                    self.agent.rest();
+                    lock(&self.info).resting = self.agent.is_resting();
+                }
+            }
+        }
+        self.inbox.next().await
     }
 
     async fn carry_out(&mut self, op: Op) {
@@ -678,7 +696,7 @@ impl Actor {
         let agent = &self.agent;
         let (usage, api_calls) = agent.usage();
         let history = agent.history();
-        let shown = if self.rests { 0 } else { TAIL };
+        let shown = if self.rest_after.is_some() { 0 } else { TAIL };
         let mut tail: Vec<Message> = history
             .iter()
             .rev()
@@ -698,6 +716,7 @@ impl Actor {
         info.tail = tail;
         info.messages = history.len();
         info.context_length = agent.context_length();
+        info.resting = agent.is_resting();
     }
 }
 

@@ -186,11 +186,12 @@ pub struct Start {
     /// job is confined whatever `[sandbox] commands` says, unless its own platform or job set
     /// this (the operator's decision for that very place).
     pub unconfined_commands: bool,
-    /// Let go of the session's history and system prompt between ops (they are read again
-    /// from the store when the next op comes): for a front door holding many sessions that
-    /// mostly wait (the gateway's chats), each then costs little while it waits. Its
+    /// Let go of the session's history and system prompt once no op came for this long (they
+    /// are read again from the store when the next op comes): for a front door holding many
+    /// sessions that mostly wait (the gateway's chats), each then costs little while it waits,
+    /// and one in full flow keeps its history from turn to turn. Its
     /// [`Info::tail`](crate::conversation::Info::tail) stays empty.
-    pub rests: bool,
+    pub rest_after: Option<std::time::Duration>,
     /// Each turn's message is kept elsewhere until its turn is done, and the turn is run again
     /// when a crash cuts it short (the gateway's inbox): it is then committed with the turn's
     /// answer instead of on its own before the model is called
@@ -225,7 +226,7 @@ impl Default for Start {
             mcp_servers: std::collections::BTreeMap::new(),
             configured_mcp: true,
             unconfined_commands: false,
-            rests: false,
+            rest_after: None,
             message_kept: false,
             no_model: false,
         }

@@ -212,6 +212,18 @@ impl Store {
         }
     }
 
+    /// [`Store::inbox_started`], written with the lease that session `session_id`'s turn takes
+    /// next rather than on its own: in the transaction that takes it (on PostgreSQL, in the
+    /// statement that reads the session back once the lease is ours: no round trip or commit
+    /// of its own), so the tally noted is the one the turn starts from, whatever another
+    /// process committed while it waited. Until then the entry stays queued, which is what it
+    /// is: a process that dies before its turn holds the lease stored nothing of it.
+    pub fn inbox_start_with_lease(&self, id: i64, session_id: &str) {
+        if let Ok(mut starts) = self.starts.lock() {
+            starts.insert(session_id.to_string(), id);
+        }
+    }
+
     /// The answer to entry `id` streams into the platform's message `streamed` ([`SENDING`]
     /// while the first is being sent; `None` when it was not sent after all).
     ///

@@ -134,10 +134,18 @@ impl Store {
     ) -> Result<(Leased, Option<ReadBack>)> {
         let now = now_ms();
         let expires = now.saturating_add(millis(ttl));
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.try_lease(session_id, holder, now, expires, read),
-            Engine::Postgres(pg) => pg.try_lease(session_id, holder, now, expires, read).await,
+        // An inbox entry whose turn this lease is for, marked started when it is granted.
+        let entry = self.starts.lock().ok().and_then(|starts| starts.get(session_id).copied());
+        let taken = match &self.engine {
+            Engine::Sqlite(db) => db.queue().await.try_lease(session_id, holder, (now, expires), read, entry),
+            Engine::Postgres(pg) => pg.try_lease(session_id, holder, (now, expires), read, entry).await,
+        };
+        if let (Ok((Leased::Granted(_), _)), Some(entry), Ok(mut starts)) = (&taken, entry, self.starts.lock())
+            && starts.get(session_id) == Some(&entry)
+        {
+            starts.remove(session_id);
         }
+        taken
     }
 
     /// Extend the lease held with `token` by `ttl` from now. False when it is no longer ours (it
@@ -186,8 +194,9 @@ impl Store {
         Ok(current.filter(|c| holds(c, now, &me)))
     }
 
-    /// The count and the highest id of the session's active messages: changes whenever anyone
-    /// appends to the session or undoes a turn of it.
+    /// The count and the highest id of the session's active messages: the id changes whenever
+    /// anyone appends to the session or undoes a turn of it. (PostgreSQL reads the count from
+    /// the session's tally, which every append and undo keeps.)
     ///
     /// # Errors
     /// The database cannot be read.

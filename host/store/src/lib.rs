@@ -209,6 +209,9 @@ pub struct Store {
     engine: Engine,
     /// This process's subscribers to [`notice`]s.
     hub: notice::Hub,
+    /// Inbox entries to mark started with their session's next lease, by session
+    /// ([`Store::inbox_start_with_lease`]).
+    starts: std::sync::Mutex<std::collections::HashMap<String, i64>>,
 }
 
 /// Which database holds the state, chosen when the store opens.
@@ -219,7 +222,7 @@ enum Engine {
 
 impl Store {
     fn on(engine: Engine) -> Self {
-        Self { engine, hub: notice::Hub::default() }
+        Self { engine, hub: notice::Hub::default(), starts: std::sync::Mutex::default() }
     }
 
     /// Open (creating if needed) the database at `path` and bring its schema up to date.

@@ -8,7 +8,8 @@
 //! [`Postgres::database`] makes a fresh database per test.
 //!
 //! The server binaries are found under `/usr/lib/postgresql/VERSION/bin` (the newest), or in
-//! `TALARIA_PG_BIN`. PostgreSQL refuses to run as root: as root, the cluster belongs to the
+//! `TALARIA_PG_BIN`. `TALARIA_TEST_PG_CONF` adds lines to the cluster's `postgresql.conf` (for a
+//! profiling run). PostgreSQL refuses to run as root: as root, the cluster belongs to the
 //! `postgres` user the package creates, and its commands run through `runuser`.
 
 use std::io::Write as _;
@@ -100,8 +101,11 @@ impl Postgres {
         // Every start of the server uses these: the settings are the cluster's.
         let settings = format!(
             "\nunix_socket_directories = '{}'\nlisten_addresses = ''\nfsync = off\nsynchronous_commit = off\n\
-             full_page_writes = off\nmax_connections = 300\n",
-            socket_dir.display()
+             full_page_writes = off\nmax_connections = 300\n{}\n",
+            socket_dir.display(),
+            // More settings for a profiling run, e.g.
+            // `shared_preload_libraries = 'pg_stat_statements'` (the scale-out bench reads it).
+            std::env::var("TALARIA_TEST_PG_CONF").unwrap_or_default()
         );
         std::fs::OpenOptions::new()
             .append(true)

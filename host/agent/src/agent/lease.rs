@@ -104,6 +104,13 @@ fn give_back_later(store: Arc<Store>, session_id: String, token: String, first: 
     });
 }
 
+/// Whether two marks of a session ([`Store::message_mark`]) show the same messages: the newest
+/// active message's id tells, since ids are never used twice (an append makes a newer one, an
+/// undo leaves an older one the newest); the count only says how many came.
+fn same(mark: (i64, i64), known: (i64, i64)) -> bool {
+    mark.1 == known.1
+}
+
 impl Agent {
     /// Take the session's lease, waiting up to the configured time while another process
     /// answers it; then catch up with what that process committed.
@@ -188,7 +195,7 @@ impl Agent {
         };
         let added = if let Some(mark) = woken {
             // Read back just now: the history is the stored one already.
-            if mark == known {
+            if same(mark, known) {
                 return Ok(());
             }
             self.mark = mark;
@@ -200,7 +207,7 @@ impl Agent {
                     Some(mark) => mark,
                     None => store.message_mark(id).await?,
                 };
-                if mark == known {
+                if same(mark, known) {
                     return Ok(None);
                 }
                 let history = super::history_of(store, id).await?;

@@ -444,6 +444,11 @@ impl Agent {
         self.resting = true;
     }
 
+    /// Whether it let go of its session ([`Agent::rest`]) and has not read it back since.
+    pub fn is_resting(&self) -> bool {
+        self.resting
+    }
+
     /// Read again what [`Agent::rest`] let go of (nothing to do unless resting). Another
     /// process's changes meanwhile are loaded too, and told at the next turn's catch-up as
     /// before.

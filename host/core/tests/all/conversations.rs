@@ -212,11 +212,41 @@ async fn ops_are_answered_in_the_stream_and_errors_say_what_to_do() {
     c.shutdown().await;
 }
 
+/// A conversation in full flow keeps its session from op to op; one that waited
+/// [`Start::rest_after`] lets go of it, and its next turn reads it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_rests_only_once_no_op_came_for_a_while() {
+    let env = Env::new().await;
+    let mock = MockLlm::start(Script::new([Reply::text("One.").into(), Reply::text("Two.").into()]));
+    let after = Duration::from_millis(400);
+    let start = Start { rest_after: Some(after), model: model(&mock), ..Start::default() };
+    let mut c = env.host.start(start).await.expect("starts");
+    let (_, end) = turn(&mut c, "first").await;
+    let ended = tokio::time::Instant::now();
+    assert_eq!(end.text, "One.");
+    let info = settled(&c, |info| info.messages == 2).await;
+    assert!(!info.resting, "the session is kept right after its turn");
+    settled(&c, |info| info.resting).await;
+    assert!(ended.elapsed() >= after, "rested after {:?}", ended.elapsed());
+    let (_, end) = turn(&mut c, "second").await;
+    assert_eq!(end.text, "Two.");
+    let info = settled(&c, |info| info.messages == 4).await;
+    assert!(!info.resting, "read back for the turn, and kept after it");
+    let said: Vec<String> = mock.requests()[1].body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .skip(1)
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(said, ["first", "One.", "second"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resting_conversation_reads_its_history_and_prompt_back_for_each_op() {
     let env = Env::new().await;
     let mock = MockLlm::start(Script::new([Reply::text("One.").into(), Reply::text("Two.").into()]));
-    let start = Start { rests: true, model: model(&mock), ..Start::default() };
+    let start = Start { rest_after: Some(Duration::ZERO), model: model(&mock), ..Start::default() };
     let mut c = env.host.start(start).await.expect("starts");
     let (_, end) = turn(&mut c, "first").await;
     assert_eq!(end.text, "One.");

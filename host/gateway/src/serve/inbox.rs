@@ -73,7 +73,7 @@ impl Gateway {
                 Ok(id)
             }
             Ok(Put::Known(entry)) => {
-                tracing::debug!(account = %m.account.name, message = %m.message_id, "message seen before; not answered again");
+                tracing::debug!(account = %m.account.name, message_id = %m.message_id, "message seen before; not answered again");
                 Ok(entry.id)
             }
             Err(e) => {

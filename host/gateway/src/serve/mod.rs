@@ -416,11 +416,11 @@ async fn report(gateway: Arc<Gateway>) {
 const TIDY_EVERY: Duration = Duration::from_secs(30);
 
 /// The state database's page cache in a gateway (a CLI keeps the store's 32 MiB). A gateway
-/// reads each chat's history again for every message ([`Start::rests`]): over thousands of
+/// reads a chat's history again for each message after a pause ([`Start::rest_after`]): over thousands of
 /// chats a larger cache only grows towards the whole file, and what falls out of it is in the
 /// system's file cache still.
 ///
-/// [`Start::rests`]: talaria_core::Start::rests
+/// [`Start::rest_after`]: talaria_core::Start::rest_after
 const PAGE_CACHE_KIB: u32 = 8 * 1024;
 
 /// Every [`TIDY_EVERY`]: forget strangers told about pairing long enough ago to be told again,

@@ -29,6 +29,10 @@ use super::outbox::{self, Reply};
 use super::{Account, Gateway, SESSIONS_SPACE};
 use crate::command::Command;
 
+/// How long a chat keeps its session's history after a message is answered: a conversation
+/// in full flow (each message waiting for the answer before) then reads it from the store once,
+/// not for every message, and a chat that waits holds little.
+const REST_AFTER: Duration = Duration::from_secs(2);
 /// How long a chat's lease lasts unless renewed (its worker renews it every third of it).
 pub(crate) const CHAT_LEASE_TTL: Duration = Duration::from_secs(30);
 /// Platforms show "typing" for about five seconds: it is sent again this often.
@@ -577,7 +581,7 @@ impl Worker {
         let count = usize::try_from(count).unwrap_or(usize::MAX);
         if messages.len() <= count {
             // The message was kept in the inbox, and a turn stores it with its answer.
-            tracing::info!(session = %self.key, message = %entry.message_id, "a dead process stored nothing of this turn; running it again");
+            tracing::info!(session = %self.key, message_id = %entry.message_id, "a dead process stored nothing of this turn; running it again");
             return Recovery::Fresh;
         }
         match messages.last().map(|m| &m.message) {
@@ -603,7 +607,7 @@ impl Worker {
         if entry.state == State::Running {
             match self.recovery(&entry).await {
                 Recovery::Answered(text) => {
-                    tracing::info!(session = %self.key, message = %entry.message_id, "a dead process answered this message; sending its answer");
+                    tracing::info!(session = %self.key, message_id = %entry.message_id, "a dead process answered this message; sending its answer");
                     let text = if text.trim().is_empty() { "(no answer)".to_string() } else { text };
                     if !finish(&self.gateway, &self.account, &self.chat, &entry, &text, entry.streamed.clone()).await {
                         self.taken.remove(&entry.id);
@@ -611,17 +615,16 @@ impl Worker {
                     return;
                 }
                 Recovery::Again => {
-                    tracing::info!(session = %self.key, message = %entry.message_id, "a dead process left this turn half done; running it again");
+                    tracing::info!(session = %self.key, message_id = %entry.message_id, "a dead process left this turn half done; running it again");
                     self.conversation.submit(Op::Undo);
                 }
                 Recovery::Fresh => {}
             }
         }
         let info = self.conversation.info();
-        if entry.state != State::Running
-            && let Err(e) = self.gateway.store.inbox_started(entry.id, &info.session_id).await
-        {
-            tracing::warn!(session = %self.key, "cannot mark a message started: {e}");
+        if entry.state != State::Running {
+            // Marked with the turn's lease: the count it notes is the one the turn starts from.
+            self.gateway.store.inbox_start_with_lease(entry.id, &info.session_id);
         }
         let op = self.conversation.submit(Op::UserTurn { text: prompt.text, images: prompt.images });
         self.account.busy.fetch_add(1, Ordering::SeqCst);
@@ -904,8 +907,8 @@ async fn open(
         // Jobs it schedules answer here.
         origin: Some(origin.clone()),
         unconfined_commands: gateway.config.unconfined(&account.name),
-        // Chats mostly wait: between messages the history is the store's to keep.
-        rests: true,
+        // Chats mostly wait: after a pause between messages the history is the store's to keep.
+        rest_after: Some(REST_AFTER),
         // The inbox holds each message until it is answered.
         message_kept: true,
         ..Start::default()

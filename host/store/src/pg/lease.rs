@@ -33,14 +33,28 @@ async fn current(c: &impl deadpool_postgres::GenericClient, session_id: &str) ->
 
 /// The session's [`crate::Store::message_mark`].
 async fn mark(c: &impl deadpool_postgres::GenericClient, session_id: &str) -> Result<(i64, i64)> {
-    let row = c
-        .q1(
-            "SELECT COUNT(*)::bigint, COALESCE(MAX(id), 0)::bigint FROM messages WHERE session_id = $1 AND active",
-            &[&session_id],
-        )
-        .await
-        .map_err(sql)?;
+    let row = c.q1(&format!("SELECT {MARK}"), &[&session_id]).await.map_err(sql)?;
     Ok((row.get(0), row.get(1)))
+}
+
+/// What [`mark`] selects, for session `$1`: the session's tally of its active messages (kept
+/// with every append and undo; counting them cost a long chat's turn a read of each of its
+/// rows) and the newest active message, the last entry of the session's index.
+const MARK: &str = "COALESCE((SELECT message_count FROM sessions WHERE id = $1), 0),
+     COALESCE((SELECT id FROM messages WHERE session_id = $1 AND active ORDER BY id DESC LIMIT 1), 0)";
+
+/// Inbox entry `$2` is answered by session `$1`'s turn, whose lease is held with token `$3`
+/// (nothing happens when it is not: the take failed); the entry notes the session's tally as
+/// the turn starts from it (see [`crate::Store::inbox_started`]).
+const STARTED: &str = "UPDATE inbox SET state = 'running', session_id = $1,
+         started_count = COALESCE((SELECT message_count FROM sessions WHERE id = $1), 0)
+     WHERE id = $2 AND state <> 'done'
+         AND EXISTS (SELECT 1 FROM session_leases WHERE session_id = $1 AND token = $3)";
+
+/// An inbox entry to mark started once the lease is taken with `token`.
+struct Start<'a> {
+    entry: i64,
+    token: &'a str,
 }
 
 /// Take a lease that is free or expired, in one statement: a row comes back when it is ours.
@@ -63,21 +77,42 @@ const TAKE_OVER: &str = "UPDATE session_leases SET token = $2, pid = $3, host = 
 /// How often a taker looks again when the lease changed hands while it looked.
 const ATTEMPTS: usize = 8;
 
-/// What a taker reads once the lease is ours.
+/// What a taker reads once the lease is ours, and the inbox entry it `start`s (in the read's
+/// statement when it reads the mark, the most common case: one transaction for both).
 async fn read_back(
     c: &impl deadpool_postgres::GenericClient,
     session_id: &str,
     read: Read,
+    start: Option<Start<'_>>,
 ) -> Result<Option<ReadBack>> {
-    Ok(match read {
-        Read::Nothing => None,
-        Read::Mark => Some((mark(c, session_id).await?, None)),
-        Read::History => {
-            let history =
-                super::sessions::history(c, session_id).await?.ok_or_else(|| crate::sessions::not_found(session_id))?;
-            Some((crate::lease::mark_of(&history.1), Some(history)))
+    if let (Read::Mark, Some(start)) = (read, &start) {
+        let row = c
+            .q1(&format!("WITH started AS ({STARTED}) SELECT {MARK}"), &[&session_id, &start.entry, &start.token])
+            .await
+            .map_err(sql)?;
+        return Ok(Some(((row.get(0), row.get(1)), None)));
+    }
+    let started = async {
+        match &start {
+            Some(start) => c.exec(STARTED, &[&session_id, &start.entry, &start.token]).await.map(drop).map_err(sql),
+            None => Ok(()),
         }
-    })
+    };
+    let read = async {
+        Ok(match read {
+            Read::Nothing => None,
+            Read::Mark => Some((mark(c, session_id).await?, None)),
+            Read::History => {
+                let history = super::sessions::history(c, session_id)
+                    .await?
+                    .ok_or_else(|| crate::sessions::not_found(session_id))?;
+                Some((crate::lease::mark_of(&history.1), Some(history)))
+            }
+        })
+    };
+    let (started, read) = tokio::join!(biased; started, read);
+    started?;
+    read
 }
 
 /// The lease taken with `token` and what was read with it; a session whose history was asked
@@ -101,19 +136,20 @@ async fn granted(
 }
 
 impl Pg {
-    /// Take the lease; with `read`, also what it names once it is taken.
+    /// Take the lease; with `read`, also what it names once it is taken, and inbox entry
+    /// `entry` marked started.
     ///
     /// A free lease is one round trip: its statement and the read go out together, each its own
     /// transaction, the read sent after the lease is taken so that it sees everything the holder
     /// before wrote (whose answer and release commit as one statement). The read is thrown away
-    /// when the lease is held.
+    /// when the lease is held, and the entry is marked only when the lease is ours.
     pub(crate) async fn try_lease(
         &self,
         session_id: &str,
         holder: &str,
-        now: i64,
-        expires: i64,
+        (now, expires): (i64, i64),
         read: Read,
+        entry: Option<i64>,
     ) -> Result<(Leased, Option<ReadBack>)> {
         let client = self.client().await?;
         let me = machine();
@@ -122,10 +158,11 @@ impl Pg {
         let pid = i64::from(pid);
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
             [&session_id, &token, &pid, &me, &holder, &now, &expires];
+        let start = || entry.map(|entry| Start { entry, token: &token });
         // Prepared first, so that the take's request goes out on its first poll, before the read's.
         let take = client.prepare_cached(TAKE_FREE).await.map_err(sql)?;
         let (taken, back) =
-            tokio::join!(biased; client.query_opt(&take, &params), read_back(&client, session_id, read));
+            tokio::join!(biased; client.query_opt(&take, &params), read_back(&client, session_id, read, start()));
         if taken.map_err(sql)?.is_some() {
             return granted(&client, session_id, token, back).await;
         }
@@ -140,7 +177,7 @@ impl Pg {
                 None => client.query_opt(&take, &params).await.map_err(sql)?.is_some(),
             };
             if taken {
-                let back = read_back(&client, session_id, read).await;
+                let back = read_back(&client, session_id, read, start()).await;
                 return granted(&client, session_id, token, back).await;
             }
         }

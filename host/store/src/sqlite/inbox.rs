@@ -29,6 +29,18 @@ fn entry(r: &Row<'_>) -> rusqlite::Result<Entry> {
     })
 }
 
+/// Entry `id` is answered by session `session_id`'s turn from now, which starts from the
+/// session's tally ([`crate::Store::inbox_started`]).
+pub(super) fn started(conn: &rusqlite::Connection, id: i64, session_id: &str) -> Result<()> {
+    conn.run(
+        "UPDATE inbox SET state = 'running', session_id = ?2,
+             started_count = COALESCE((SELECT message_count FROM sessions WHERE id = ?2), 0)
+         WHERE id = ?1 AND state <> 'done'",
+        params![id, session_id],
+    )?;
+    Ok(())
+}
+
 impl Sqlite {
     pub(crate) fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
         self.write(|tx| {
@@ -88,15 +100,7 @@ impl Sqlite {
     }
 
     pub(crate) fn inbox_started(&self, id: i64, session_id: &str) -> Result<()> {
-        self.write(|tx| {
-            tx.run(
-                "UPDATE inbox SET state = 'running', session_id = ?2,
-                     started_count = COALESCE((SELECT message_count FROM sessions WHERE id = ?2), 0)
-                 WHERE id = ?1 AND state <> 'done'",
-                params![id, session_id],
-            )?;
-            Ok(())
-        })
+        self.write(|tx| started(tx, id, session_id))
     }
 
     pub(crate) fn inbox_streamed(&self, id: i64, streamed: Option<&str>) -> Result<()> {

@@ -41,9 +41,9 @@ impl Sqlite {
         &self,
         session_id: &str,
         holder: &str,
-        now: i64,
-        expires: i64,
+        (now, expires): (i64, i64),
         read: Read,
+        entry: Option<i64>,
     ) -> Result<(Leased, Option<ReadBack>)> {
         let me = machine();
         let pid = std::process::id();
@@ -59,6 +59,9 @@ impl Sqlite {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![session_id, token, pid, me, holder, now, expires],
             )?;
+            if let Some(entry) = entry {
+                super::inbox::started(tx, entry, session_id)?;
+            }
             let back = match read {
                 Read::Nothing => None,
                 Read::Mark => Some((mark(tx, session_id)?, None)),

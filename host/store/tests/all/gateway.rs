@@ -11,11 +11,13 @@ use talaria_protocol::Message;
 use talaria_store::Store;
 use talaria_store::delivery::{Failed, NewDelivery};
 use talaria_store::inbox::{DONE, Entry, NewEntry, Put, QUEUED, State};
+use talaria_store::lease::Leased;
 use talaria_store::notice::{JOB_CHANGED, LEASE_FREED, Notice, Notices};
 use tokio::task::JoinSet;
 
 crate::on_both_engines!(
     the_inbox_keeps_a_message_once_and_walks_it_to_done,
+    a_message_starts_with_its_turn_s_lease_counting_what_the_holder_before_committed,
     open_chats_come_longest_waiting_first,
     a_chat_s_deliveries_go_one_at_a_time_in_order,
     an_answer_s_parts_are_queued_as_its_message_is_marked_done,
@@ -84,6 +86,47 @@ async fn the_inbox_keeps_a_message_once_and_walks_it_to_done(s: &Store) {
     assert_eq!(s.inbox_prune(0).await.expect("prune nothing older"), 0);
     assert_eq!(s.inbox_prune(i64::MAX).await.expect("prune"), 3);
     assert_eq!(s.inbox_get(id).await.expect("get"), None);
+}
+
+async fn a_message_starts_with_its_turn_s_lease_counting_what_the_holder_before_committed(s: &Store) {
+    const TTL: Duration = Duration::from_secs(60);
+    crate::create(s, "s-1").await;
+    let two: Vec<Message> = (0..2).map(|n| Message::User { content: format!("m{n}"), images: Vec::new() }).collect();
+    s.append_messages("s-1", &two).await.expect("append");
+    let state = async |id| s.inbox_get(id).await.expect("get").expect("kept");
+    let lease = async |holder| match s.try_lease("s-1", holder, TTL).await.expect("lease") {
+        Leased::Granted(token) => token,
+        Leased::Held(by) => panic!("the lease is free, not held by {by}"),
+    };
+    // With the session read back as a turn that goes on reads it, and as one that rested.
+    for (message, history, count) in [("1", false, 4), ("2", true, 6)] {
+        // Another process answers the session (an editor continuing it) when the chat's turn
+        // comes.
+        let editor = lease("talaria acp").await;
+        let Put::New(id) = s.inbox_put(&entry("dm:9", "9", message)).await.expect("put") else { panic!("new") };
+        s.inbox_start_with_lease(id, "s-1");
+        let (held, _) = s.try_lease_marked("s-1", "talaria gateway", TTL, history).await.expect("try");
+        assert!(matches!(held, Leased::Held(_)), "{held:?}");
+        assert_eq!(state(id).await.state, State::Pending, "not started while its turn waits for the lease");
+        // The editor's turn commits two messages and gives the lease back.
+        s.append_messages("s-1", &two).await.expect("append");
+        s.release_lease("s-1", &editor).await.expect("release");
+        let (granted, marked) = s.try_lease_marked("s-1", "talaria gateway", TTL, history).await.expect("take");
+        let Leased::Granted(gateway) = granted else { panic!("the lease is free again: {granted:?}") };
+        assert_eq!(marked.expect("read with the lease").mark.0, count);
+        let started = state(id).await;
+        assert_eq!(
+            (started.state, started.session_id.as_deref(), started.started_count),
+            (State::Running, Some("s-1"), Some(count)),
+            "started with the lease, counting the editor's messages"
+        );
+        s.inbox_done(id, None).await.expect("done");
+        s.release_lease("s-1", &gateway).await.expect("release");
+        // Started once: the session's next lease leaves the answered message be.
+        let next = lease("talaria acp").await;
+        assert!(state(id).await.is_done());
+        s.release_lease("s-1", &next).await.expect("release");
+    }
 }
 
 async fn open_chats_come_longest_waiting_first(s: &Store) {
