@@ -226,7 +226,6 @@ fn idle_sessions() {
         fake.dm(u, "idle", "echo hi");
     }
     wait_answered(&fake, warm, 1);
-    // A chat lets go of its history two seconds after its last answer.
     std::thread::sleep(SETTLE);
     let before = gw.rss_kib();
     let anon_before = gw.anon_kib();

@@ -167,7 +167,7 @@ fn run(mock: &MockLlm, store: Option<&str>, processes: usize, label: &str) -> Me
         }
     }
     let commits = || {
-        let db = store?.split(":///").nth(1)?.split('?').next()?.to_string();
+        let db = database_name(store?)?;
         // Statistics reach the view within a second.
         std::thread::sleep(Duration::from_millis(1500));
         let sql = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()";
@@ -193,7 +193,10 @@ fn run(mock: &MockLlm, store: Option<&str>, processes: usize, label: &str) -> Me
             "({label}: {per_turn:.1} PostgreSQL transactions per lone turn, less {background:.1}/s committed while idle)"
         );
     }
-    let statements = store.filter(|_| std::env::var_os("SCALE_OUT_BENCH_STATEMENTS").is_some()).map(Statements::reset);
+    let statements = store
+        .filter(|_| std::env::var_os("SCALE_OUT_BENCH_STATEMENTS").is_some())
+        .and_then(database_name)
+        .map(Statements::reset);
     let (rate, latencies) = load(&addrs, label);
     if let Some(statements) = statements {
         statements.print(CHATS * TURNS);
@@ -202,13 +205,17 @@ fn run(mock: &MockLlm, store: Option<&str>, processes: usize, label: &str) -> Me
     Measured { rate, latencies, alone }
 }
 
+/// The database a test cluster's URL names (`postgresql:///NAME?host=…`).
+fn database_name(url: &str) -> Option<String> {
+    Some(url.split(":///").nth(1)?.split('?').next()?.to_string())
+}
+
 /// PostgreSQL's own account of a load, by statement (`SCALE_OUT_BENCH_STATEMENTS=1`, with
 /// `TALARIA_TEST_PG_CONF="shared_preload_libraries = 'pg_stat_statements'"`).
 struct Statements(String);
 
 impl Statements {
-    fn reset(url: &str) -> Self {
-        let db = url.split(":///").nth(1).and_then(|s| s.split('?').next()).unwrap_or_default().to_string();
+    fn reset(db: String) -> Self {
         let pg = talaria_test_support::postgres::Postgres::shared();
         pg.psql(&db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
         pg.psql(&db, "SELECT pg_stat_statements_reset()");
