@@ -686,3 +686,50 @@ fn ids_used_again_or_shared_never_lose_or_cross_a_result() {
         assert!(stored_results.iter().all(|(_, c)| !c.contains("no result")), "{api_mode}: {stored_results:?}");
     }
 }
+
+/// Started in the directory that holds its home (`~` with the default `~/.talaria`), talaria says
+/// at once that the file tools cannot work there, and a file tool's error says why, for the
+/// model too; a command still runs.
+#[test]
+fn a_workspace_holding_talarias_home_is_named_before_the_file_tools_fail_there() {
+    let t = Talaria::new();
+    let home = t.ws().join(".talaria");
+    std::fs::create_dir(&home).expect("home");
+    std::fs::write(t.ws().join("small.txt"), "small\n").expect("write");
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("read_file", json!({"path": "small.txt"})),
+        Step::tool_call("terminal", json!({"command": "cat small.txt"})),
+        Step::text("done"),
+    ]));
+    let config = format!(
+        "[model]\nprovider = \"custom\"\nname = \"mock-model\"\nbase_url = \"{}\"\n[agent]\nauto_title = false\n",
+        mock.base_url()
+    );
+    std::fs::write(home.join("config.toml"), config).expect("config");
+    let out = Command::new(env!("CARGO_BIN_EXE_talaria"))
+        .args(["chat", "--yolo", "-q", "read small.txt"])
+        .current_dir(t.ws())
+        .env("TALARIA_HOME", &home)
+        .env_remove("TALARIA_LOG")
+        .output()
+        .expect("run talaria");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (ws, home) = (t.ws().display().to_string(), home.display().to_string());
+    assert!(
+        stderr(&out).starts_with(&format!(
+            "warning: {ws} holds talaria's home ({home}), so plugins are not given it: the file tools cannot read or \
+             write here (commands can). Start talaria in a project directory.\n"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let read = flat(&mock.requests()[1].body);
+    let why = format!(
+        "[host: plugin 'files' was not given {ws}: it holds talaria's home {home}, which no plugin may reach: start \
+         talaria in a project directory (or set TALARIA_HOME outside this one)]"
+    );
+    assert!(read.contains(&why), "the model is told why: {read}");
+    let ran = flat(&mock.requests()[2].body);
+    assert!(ran.contains(r#"{\"exit_code\":0,\"output\":\"small\\n\""#), "the command read the file: {ran}");
+    assert_eq!(stdout(&out).trim(), "done");
+}

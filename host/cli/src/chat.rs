@@ -112,6 +112,21 @@ pub fn chain(ctx: &Ctx, args: &ChatArgs) -> anyhow::Result<Chain> {
     Ok(chain)
 }
 
+/// What to say when the workspace holds talaria's home (talaria started in the home directory
+/// with the default `~/.talaria`): no plugin is given a directory holding the home, so the file
+/// tools find nothing there, while commands (whose sandbox hides the home) still work.
+fn home_in_workspace(ctx: &Ctx) -> Option<String> {
+    let home = ctx.home.canonicalize().unwrap_or_else(|_| ctx.home.clone());
+    home.starts_with(&ctx.workspace).then(|| {
+        format!(
+            "{} holds talaria's home ({}), so plugins are not given it: the file tools cannot read or write \
+             here (commands can). Start talaria in a project directory.",
+            ctx.workspace.display(),
+            home.display()
+        )
+    })
+}
+
 /// Open the host and start the conversation; warnings found on the way are shown.
 ///
 /// # Errors
@@ -121,6 +136,9 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
     // The model first: with none configured, nothing else is worth opening.
     chain_check(ctx, args)?;
     let host = Host::open(HostOptions { home: ctx.home.clone(), workspace: ctx.workspace.clone() }).await?;
+    if let Some(warning) = home_in_workspace(ctx) {
+        ui::warn(&warning);
+    }
     let (plugins, _) = host.plugins(&ctx.workspace)?;
     if std::io::stderr().is_terminal() {
         let pending = plugins.to_compile();

@@ -205,6 +205,9 @@ pub(crate) struct HostState {
     pub limiter: Limiter,
     pub stderr: StderrSink,
     pub denials: Arc<Mutex<Vec<String>>>,
+    /// Why granted directories were not opened: said with every failed call, since the guest
+    /// sees only that the path does not exist.
+    unopened: Vec<String>,
     env: Arc<PluginEnv>,
     workspace: PathBuf,
     /// Who the plugin acts for: where its approval requests go.
@@ -233,6 +236,7 @@ impl HostState {
         let mut data_dir_opened = false;
         let mut roots = Vec::new();
         let mut workspace_root = None;
+        let mut unopened = Vec::new();
         for GrantedDir { path, access, plugin_data } in env.grants.dirs(&workspace, &env.data_dir) {
             let opened = if plugin_data {
                 open_data_dir(&path, &env.data_dir)
@@ -243,6 +247,7 @@ impl HostState {
                 Ok(opened) => opened,
                 Err(why) => {
                     tracing::warn!(plugin = %env.name, "granted directory {} not opened: {why}", path.display());
+                    unopened.push(format!("plugin '{}' was not given {}: {why}", env.name, path.display()));
                     continue;
                 }
             };
@@ -266,7 +271,7 @@ impl HostState {
         if data_dir_opened && let Some(dir) = env.data_dir.to_str() {
             wasi.env("PLUGIN_DATA", dir);
         }
-        let denials = Arc::new(Mutex::new(Vec::new()));
+        let denials = Arc::new(Mutex::new(unopened.clone()));
         let fs_guard = FsGuard {
             plugin: env.name.clone(),
             roots,
@@ -297,6 +302,7 @@ impl HostState {
             limiter: Limiter { memory_cap, used: 0, refused: None },
             stderr,
             denials,
+            unopened,
             env,
             workspace,
             caller,
@@ -314,7 +320,10 @@ impl HostState {
     /// Start a new call: stderr, refusals and the per-call counts start empty.
     pub fn begin_call(&mut self) {
         self.stderr.clear();
-        self.denials.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        let mut denials = self.denials.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        denials.clear();
+        denials.extend(self.unopened.iter().cloned());
+        drop(denials);
         self.hooks.requests = 0;
         self.limiter.refused = None;
         self.llm_calls = 0;
@@ -369,8 +378,18 @@ fn open_granted(
         Err(_) => talaria_beneath::Root::open(dir).map_err(|e| e.to_string())?.into_file(),
     };
     let real = talaria_beneath::real_path(&file).map_err(|e| e.to_string())?;
-    if home.starts_with(&real) || real.starts_with(home) {
-        return Err(format!("it overlaps talaria's home {}; run talaria from a project directory", home.display()));
+    if real == home {
+        return Err("it is talaria's home".to_string());
+    }
+    if real.starts_with(home) {
+        return Err(format!("it is inside talaria's home {}", home.display()));
+    }
+    if home.starts_with(&real) {
+        return Err(format!(
+            "it holds talaria's home {}, which no plugin may reach: start talaria in a project directory (or set \
+             TALARIA_HOME outside this one)",
+            home.display()
+        ));
     }
     Ok((file, real))
 }

@@ -111,7 +111,14 @@ async fn a_granted_subdirectory_that_is_a_symlink_out_is_not_opened() {
     std::os::unix::fs::symlink(env.home.path(), env.ws().join("docs")).expect("symlink");
     let rt = env.runtime();
     let e = failed(call(&rt, "read_path", json!({ "path": env.ws().join("docs/outside.txt") })).await);
-    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
+    assert_eq!(
+        e,
+        format!(
+            "io error NotFound: No such file or directory (os error 44) [host: plugin 'evil' was not given {}: it \
+             resolves outside the workspace (through a link)]",
+            env.ws().join("docs").display()
+        )
+    );
 }
 
 #[tokio::test]
@@ -120,14 +127,31 @@ async fn a_grant_overlapping_talarias_home_is_not_opened() {
     let parent = env.home.path().parent().expect("parent").canonicalize().expect("canon");
     let home = env.home.path().canonicalize().expect("canon");
     std::fs::write(home.join(".env"), "WEATHER_API_KEY=k-123-secret\n").expect("dotenv");
-    for dir in [parent.clone(), home.clone(), home.join("plugins")] {
+    // The plugin's error says why, since all the guest sees is a path that does not exist.
+    let holds = format!(
+        "it holds talaria's home {}, which no plugin may reach: start talaria in a project directory (or set \
+         TALARIA_HOME outside this one)",
+        home.display()
+    );
+    let inside = format!("it is inside talaria's home {}", home.display());
+    for (dir, why) in
+        [(parent.clone(), holds.as_str()), (home.clone(), "it is talaria's home"), (home.join("plugins"), &inside)]
+    {
         let grant = format!("fs:ro:{}", dir.display());
         let manifest = format!("filesystem = [{{ path = \"{}\", access = \"read\" }}]", dir.display());
         let _ = std::fs::remove_file(home.join("grants.toml"));
         env.evil("evil", &manifest, &[&grant]);
         let rt = env.runtime();
         let e = failed(call(&rt, "read_path", json!({ "path": home.join(".env") })).await);
-        assert_eq!(e, "io error NotFound: No such file or directory (os error 44)", "granted {}", dir.display());
+        assert_eq!(
+            e,
+            format!(
+                "io error NotFound: No such file or directory (os error 44) [host: plugin 'evil' was not given {}: {why}]",
+                dir.display()
+            ),
+            "granted {}",
+            dir.display()
+        );
     }
 }
 
@@ -505,7 +529,15 @@ async fn plugin_data_is_writable_by_its_plugin_and_invisible_to_others() {
         home.join("plugin-data/user_snoop@local").display().to_string()
     );
     let e = failed(call_on(&rt, &snoop, "read_path", json!({ "path": note })).await);
-    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
+    assert_eq!(
+        e,
+        format!(
+            "io error NotFound: No such file or directory (os error 44) [host: plugin 'snoop' was not given {}: it is \
+             inside talaria's home {}]",
+            keeper_dir.display(),
+            home.display()
+        )
+    );
 
     // Requested but not granted: no directory, no variable.
     std::fs::remove_file(env.home.path().join("grants.toml")).expect("reset grants");
@@ -529,10 +561,17 @@ async fn a_plugin_data_directory_that_is_a_symlink_is_not_opened() {
     env.evil("keeper", DATA_RW, &["fs:rw:$PLUGIN_DATA"]);
     let rt = env.runtime();
     assert_eq!(ok(call(&rt, "env_var", json!({ "name": "PLUGIN_DATA" })).await), "env: environment variable not found");
-    let e = failed(call(&rt, "read_path", json!({ "path": data.join("user_keeper@local/inside.txt") })).await);
-    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
+    let link = data.join("user_keeper@local");
+    let expected = format!(
+        "io error NotFound: No such file or directory (os error 44) [host: plugin 'keeper' was not given {}: {} is a \
+         symlink]",
+        link.display(),
+        link.display()
+    );
+    let e = failed(call(&rt, "read_path", json!({ "path": link.join("inside.txt") })).await);
+    assert_eq!(e, expected);
     let e = failed(call(&rt, "read_path", json!({ "path": env.ws().join("inside.txt") })).await);
-    assert_eq!(e, "io error NotFound: No such file or directory (os error 44)");
+    assert_eq!(e, expected);
 }
 
 #[tokio::test]
