@@ -1,9 +1,10 @@
 //! One chat session's worker: it holds the chat's lease, so it alone answers the chat, and
 //! takes what the chat's inbox holds in order: messages become turns of its conversation
 //! (or wait, interrupt, steer while one runs, as `[gateway] busy_input` says), commands and
-//! approvals act at once. The reply streams by edits, typing shows while it works, approvals
-//! are asked of the platform's admins. A message whose turn a dead process left half done is
-//! finished here: its answer sent if it was committed, else the turn run again. What the inbox
+//! approvals act at once. The reply streams by edits and typing shows while it works
+//! ([`stream`]), approvals are asked of the platform's admins ([`approval`]). A message whose
+//! turn a dead process left half done is finished here: its answer sent if it was committed,
+//! else the turn run again ([`recovery`]). What the inbox
 //! keeps for a worker ([`Kind`], [`Prompt`], [`Answer`]) and the chat's lease
 //! ([`chat_lease`], [`CHAT_LEASE_TTL`]) are defined here; [`super::inbox`] starts workers.
 //!
@@ -18,16 +19,21 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use talaria_core::config::BusyInput;
-use talaria_core::runtime::adapter::{AccountInfo, Outbound};
 use talaria_core::store::delivery::NewDelivery;
 use talaria_core::store::inbox::{Entry, SENDING, State};
 use talaria_core::{Conversation, Platform, Start};
-use talaria_protocol::{Decision, Event, Image, Message, Op, Outcome};
+use talaria_protocol::{Decision, Event, Image, Op, Outcome};
 use tokio::sync::mpsc;
 
 use super::outbox::{self, Reply};
 use super::{Account, Gateway, SESSIONS_SPACE};
 use crate::command::Command;
+
+mod approval;
+mod recovery;
+mod stream;
+
+use recovery::Recovery;
 
 /// How long a chat keeps its session's history after a message is answered: a conversation
 /// in full flow (each message waiting for the answer before) then reads it from the store once,
@@ -322,16 +328,6 @@ async fn drop_entry(gateway: &Gateway, entry: &Entry) {
     }
 }
 
-/// How to finish a message a dead process left running.
-enum Recovery {
-    /// Its answer was committed: send it.
-    Answered(String),
-    /// Its user message was committed, not the answer: forget the partial turn and run it again.
-    Again,
-    /// Nothing of it was committed: run it.
-    Fresh,
-}
-
 impl Worker {
     /// Take what the inbox holds for the chat and this worker has not taken yet.
     async fn look(&mut self) {
@@ -460,25 +456,6 @@ impl Worker {
         }
     }
 
-    async fn on_approval(&mut self, entry: &Entry) {
-        let Ok(answer) = serde_json::from_str::<Answer>(&entry.body) else { return };
-        let waiting = self.turn.as_ref().and_then(|t| t.approval);
-        if waiting != Some(answer.id) {
-            return;
-        }
-        self.conversation.submit(Op::Approve { id: answer.id, decision: answer.decision });
-        let verdict = match answer.decision {
-            Decision::Deny => "refused it",
-            Decision::Session => "allowed it for this session",
-            Decision::Once | Decision::Always => "allowed it",
-        };
-        self.say(
-            &format!("{} {verdict}.", answer.by),
-            &format!("approved:{}:{}:{}", self.key, self.turn_key(), answer.id),
-        )
-        .await;
-    }
-
     fn turn_key(&self) -> String {
         self.turn.as_ref().map_or_else(String::new, |t| t.entry.message_id.clone())
     }
@@ -563,37 +540,6 @@ impl Worker {
         }
     }
 
-    /// How far a dead process got with `entry`, from what it committed to the session.
-    async fn recovery(&self, entry: &Entry) -> Recovery {
-        let (Some(session_id), Some(count)) = (&entry.session_id, entry.started_count) else {
-            return Recovery::Fresh;
-        };
-        if *session_id != self.conversation.info().session_id {
-            return Recovery::Fresh;
-        }
-        let messages = match self.gateway.store.messages(session_id).await {
-            Ok(messages) => messages,
-            Err(e) => {
-                tracing::warn!(session = %self.key, "cannot read the session to finish a turn: {e}");
-                return Recovery::Fresh;
-            }
-        };
-        let count = usize::try_from(count).unwrap_or(usize::MAX);
-        if messages.len() <= count {
-            // The message was kept in the inbox, and a turn stores it with its answer.
-            tracing::info!(session = %self.key, message_id = %entry.message_id, "a dead process stored nothing of this turn; running it again");
-            return Recovery::Fresh;
-        }
-        match messages.last().map(|m| &m.message) {
-            Some(Message::Assistant { content, tool_calls, .. })
-                if tool_calls.is_empty() && messages.len() > count + 1 =>
-            {
-                Recovery::Answered(content.clone())
-            }
-            _ => Recovery::Again,
-        }
-    }
-
     async fn start_turn(&mut self, mut entry: Entry) {
         let prompt: Prompt = serde_json::from_str(&entry.body).unwrap_or_default();
         if entry.streamed.as_deref() == Some(SENDING) {
@@ -652,27 +598,6 @@ impl Worker {
             super::forget_approval(&self.gateway.store, token).await;
         }
         Some(turn)
-    }
-
-    /// Show that the bot is writing, without waiting for the platform: the turn goes on
-    /// meanwhile. One at a time per chat.
-    fn typing(&mut self) {
-        if !self.account.adapter.is_connected() {
-            return;
-        }
-        let Some(turn) = &mut self.turn else { return };
-        turn.last_typing = Instant::now();
-        if turn.typing.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let (account, flag) = (self.account.clone(), turn.typing.clone());
-        let (chat_id, thread_id) = (self.chat.chat_id.clone(), self.chat.thread_id.clone());
-        tokio::spawn(async move {
-            if let Err(e) = account.adapter.typing(&chat_id, thread_id.as_deref()).await {
-                tracing::debug!(account = %account.name, "typing: {e}");
-            }
-            flag.store(false, Ordering::SeqCst);
-        });
     }
 
     async fn on_event(&mut self, turn_id: Option<u64>, event: Event) {
@@ -742,131 +667,6 @@ impl Worker {
             }
             _ => {}
         }
-    }
-
-    /// When the answer so far should be shown next: text the platform was not given yet waits
-    /// for the platform's edit pace. `None` when nothing waits (or the reply does not stream:
-    /// a webhook answers once, some platforms cannot edit).
-    fn edit_due(&self, info: &AccountInfo) -> Option<Instant> {
-        let turn = self.turn.as_ref()?;
-        if turn.entry.respond || turn.shown >= turn.text.len() || turn.text.trim().is_empty() {
-            return None;
-        }
-        info.can_edit.then(|| turn.last_edit + info.edit_interval)
-    }
-
-    /// When the streamed message should be edited with text that came since: only once a
-    /// message streams (the first one goes out as text comes, [`Worker::stream`]). A timer
-    /// never sends the first: a turn whose text is all there but not committed (the store is
-    /// down) would show it, and the turn run again would send it a second time.
-    fn trailing_edit_due(&self) -> Option<Instant> {
-        self.turn.as_ref()?.streamed.as_ref()?;
-        self.edit_due(&self.account.info()?)
-    }
-
-    /// Show the answer so far, by editing the streamed message, at the platform's pace: text
-    /// that comes sooner waits for the next edit (once a message streams, a timer sends it:
-    /// [`Worker::trailing_edit_due`]), so every edit carries all the text so far and none is
-    /// held back until the end.
-    async fn stream(&mut self) {
-        let Some(info) = self.account.info() else { return };
-        if self.edit_due(&info).is_none_or(|due| due > Instant::now()) {
-            return;
-        }
-        let Some(turn) = &mut self.turn else { return };
-        turn.last_edit = Instant::now();
-        turn.shown = turn.text.len();
-        let Some((text, plain)) = outbox::render_parts(&turn.text, &info).into_iter().next() else { return };
-        let message = Outbound {
-            chat_id: self.chat.chat_id.clone(),
-            thread_id: self.chat.thread_id.clone(),
-            text,
-            plain,
-            reply_to: None,
-            buttons: Vec::new(),
-        };
-        match &turn.streamed {
-            None => {
-                // Noted before the send: a process finishing this turn after this one died
-                // knows a message may be in the chat (and says so) instead of doubling it
-                // silently. Unnoted, nothing is streamed (the answer is sent when done).
-                if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, Some(SENDING)).await {
-                    return tracing::debug!(account = %self.account.name, "cannot note a streamed message: {e}");
-                }
-                match self.account.adapter.send(&message).await {
-                    Ok(id) if id != SENDING => {
-                        // A process finishing this turn after this one died edits it, too.
-                        if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, Some(&id)).await {
-                            tracing::debug!(account = %self.account.name, "cannot note the streamed message: {e}");
-                        }
-                        turn.streamed = Some(id);
-                    }
-                    Ok(_) => tracing::debug!(account = %self.account.name, "the adapter sent a message without an id"),
-                    Err(e) => {
-                        tracing::debug!(account = %self.account.name, "streaming a reply: {e}");
-                        // Refused, so not in the chat (as the ledger takes a refusal).
-                        if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, None).await {
-                            tracing::debug!(account = %self.account.name, "cannot note a streamed message: {e}");
-                        }
-                    }
-                }
-            }
-            Some(id) => {
-                if let Err(e) = self.account.adapter.edit(id, &message).await {
-                    tracing::debug!(account = %self.account.name, "streaming a reply: {e}");
-                }
-            }
-        }
-    }
-
-    async fn ask_approval(&mut self, a: talaria_protocol::ApprovalNeeded) {
-        let Some(message_id) = self.turn.as_ref().map(|t| t.entry.message_id.clone()) else { return };
-        let key = format!("approval:{}:{message_id}:{}", self.key, a.id);
-        let what = match a.kind {
-            talaria_protocol::ApprovalKind::Network => format!("connect to **{}**", a.command),
-            talaria_protocol::ApprovalKind::Command => format!("run `{}`", a.command),
-            talaria_protocol::ApprovalKind::Schedule => format!("schedule {}", a.command),
-            talaria_protocol::ApprovalKind::McpTool => format!("call `{}`", a.command),
-            talaria_protocol::ApprovalKind::Skill => a.command.clone(),
-        };
-        if self.account.admins.is_empty() {
-            self.conversation.submit(Op::Approve { id: a.id, decision: Decision::Deny });
-            let text = format!(
-                "I wanted to {what} ({}), which needs an admin's approval, and no admin is configured for {}; refused.",
-                a.reason, self.account.name
-            );
-            return self.say(&text, &key).await;
-        }
-        let token = self.gateway.approval_token(&self.key, &self.account.name, &self.chat, a.id).await;
-        if let Some(turn) = &mut self.turn {
-            turn.approval = Some(a.id);
-            turn.tokens.push(token.clone());
-        }
-        let text = format!(
-            "**Approval needed**: {} wants to {what}.\n{}\n\nAn admin can answer with /approve (this once), /approve session or /deny, within {}s.",
-            if a.plugin.is_empty() { "the agent".to_string() } else { format!("plugin {}", a.plugin) },
-            a.reason,
-            a.timeout_secs
-        );
-        let buttons = match self.account.info() {
-            Some(info) if info.buttons => vec![
-                ("Allow once".to_string(), format!("ap:{token}:o")),
-                ("Allow for this session".to_string(), format!("ap:{token}:s")),
-                ("Deny".to_string(), format!("ap:{token}:d")),
-            ],
-            _ => Vec::new(),
-        };
-        let reply = Reply { edit: None, reply_to: None, buttons };
-        let _ = outbox::queue(
-            &self.gateway,
-            &self.account,
-            &self.chat.chat_id,
-            self.chat.thread_id.as_deref(),
-            &text,
-            &reply,
-            &key,
-        )
-        .await;
     }
 }
 
