@@ -334,7 +334,8 @@ impl HttpServe {
             .env("TALARIA_HOME", t.home.path())
             .env_remove("TALARIA_MCP_TOKEN")
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            // A service logs to stderr: kept for the tests to read.
+            .stderr(std::fs::File::create(t.home.path().join("serve.stderr")).expect("stderr file"));
         if let Some(token) = token {
             command.env("TALARIA_MCP_TOKEN", token);
         }
@@ -377,6 +378,52 @@ fn over_http_a_bearer_token_is_checked_and_required_beyond_loopback() {
     );
     assert_eq!(older["protocol"], "2025-03-26", "{older}");
     assert_eq!(older["calls"][0]["text"], "     1\tover http");
+}
+
+/// Ten wrong tokens within a minute lock the address out: the right token is then answered 429
+/// with `Retry-After` until the minute is over, and the lockout is logged.
+#[test]
+fn over_http_an_address_that_keeps_guessing_the_token_is_locked_out() {
+    let t = Talaria::new();
+    let server = HttpServe::start(&t, Some("s3cret-token"));
+    let addr = server.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string();
+    let post = |token: &str| -> String {
+        use std::io::{Read as _, Write as _};
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"guesser","version":"1"}}}"#;
+        let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    };
+    assert!(post("s3cret-token").starts_with("HTTP/1.1 200"), "the right token passes");
+    for guess in 0..10 {
+        let answer = post(&format!("guess-{guess}"));
+        assert!(answer.starts_with("HTTP/1.1 401"), "guess {guess}: {answer}");
+        assert!(answer.to_lowercase().contains("www-authenticate: bearer"), "{answer}");
+    }
+    let locked = post("s3cret-token");
+    assert!(locked.starts_with("HTTP/1.1 429"), "{locked}");
+    let retry = locked
+        .lines()
+        .find_map(|l| l.to_lowercase().strip_prefix("retry-after:").map(|v| v.trim().parse::<u64>().expect("seconds")))
+        .expect("Retry-After");
+    assert!((55..=60).contains(&retry), "{locked}");
+    assert!(
+        locked.ends_with(&format!("too many failed authentications from this address: try again in {retry} s")),
+        "{locked}"
+    );
+    let log = std::fs::read_to_string(t.home.path().join("serve.stderr")).expect("the server's log");
+    assert!(
+        log.contains("10 failed authentications from 127.0.0.1 within 60 s: refusing it for 60 s")
+            && log.contains("mcp serve"),
+        "{log}"
+    );
 }
 
 /// The transport's rule (issue 36): a request from a web page of a foreign origin is refused

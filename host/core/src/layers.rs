@@ -49,9 +49,10 @@ pub mod cron {
     pub use talaria_cron::{courier, jobs, target};
 }
 
-/// The HTTP listener every served door shares (limits, slow-client handling).
+/// The HTTP listener every served door shares (limits, slow-client handling, bearer tokens with a
+/// lockout).
 pub mod listen {
-    pub use talaria_listen::{Limits, serve, too_slow};
+    pub use talaria_listen::{Limits, auth, serve, too_slow};
 }
 
 /// Plugin bundles, signatures, sources and installing, for the author's `pack`, `sign` and

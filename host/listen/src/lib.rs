@@ -20,6 +20,9 @@
 //!    `Retry-After` and a one-line body, and closed. At most [`REFUSING`] such answers are
 //!    written at once (others are closed unanswered), so refusing costs few files too.
 //!
+//! A door that takes a bearer token checks it with [`auth::Bearer`], which also locks out an
+//! address that keeps guessing.
+//!
 //! The listener itself never holds more than `max_connections + REFUSING` sockets, each
 //! reading at most 64 KiB of request head; when `accept` fails for want of files it pauses
 //! instead of spinning. What it turned away is logged every 10 s at most, as one warning.
@@ -34,6 +37,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod auth;
 mod body;
 mod table;
 
@@ -159,7 +163,7 @@ pub async fn serve(listener: TcpListener, router: axum::Router, limits: Limits, 
         match table.admit(peer.ip()) {
             Ok((slot, evicted)) => {
                 tally.evicted += usize::from(evicted);
-                tasks.spawn(connection(stream, slot, router.clone(), limits.clone(), stop.clone()));
+                tasks.spawn(connection(stream, peer, slot, router.clone(), limits.clone(), stop.clone()));
             }
             Err(full) => {
                 tally.refused += 1;
@@ -216,14 +220,24 @@ fn out_of_files(e: &std::io::Error) -> bool {
 }
 
 /// Serve one connection until it closes, is pushed out to make room, or the listener stops.
-async fn connection(stream: TcpStream, slot: Slot, router: axum::Router, limits: Arc<Limits>, stop: CancellationToken) {
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    slot: Slot,
+    router: axum::Router,
+    limits: Arc<Limits>,
+    stop: CancellationToken,
+) {
     let _ = stream.set_nodelay(true);
     let evicted = slot.evicted();
     let state = slot.state();
     let (grace, rate) = (limits.body_grace, limits.min_body_rate);
     let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
         let working = table::Working::begin(state.clone());
-        let request = request.map(|body| Paced::new(body, grace, rate));
+        let mut request = request.map(|body| Paced::new(body, grace, rate));
+        // Who is at the other end, for the handlers (a lockout counts by it): the connection's
+        // address, never a header.
+        request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
         let mut router = router.clone();
         async move {
             let response = tower_service::Service::call(&mut router, request).await;

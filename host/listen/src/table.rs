@@ -144,7 +144,7 @@ impl Table {
 
 /// The client an address counts as: an IPv4 address (also when mapped into IPv6), or an IPv6
 /// address's /64 network (what one subscriber is usually given), written with zeros after it.
-fn client(ip: IpAddr) -> IpAddr {
+pub(crate) fn client(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

@@ -342,7 +342,7 @@ pub async fn serve_http(
     }
     let service =
         StreamableHttpService::new(move || Ok(served.clone()), Arc::new(LocalSessionManager::default()), config);
-    let token = Arc::new(token);
+    let token = token.map(|t| talaria_core::listen::auth::Bearer::new(t, "mcp serve"));
     let origins: Arc<Vec<String>> = Arc::new(origins.iter().map(|o| o.trim_end_matches('/').to_lowercase()).collect());
     let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
         move |request: axum::extract::Request, next: axum::middleware::Next| {
@@ -362,7 +362,10 @@ pub async fn serve_http(
                     _ => {
                         // The SDKs take 200 or 204 as a closed session, and log 202 as a failure.
                         let delete = request.method() == http::Method::DELETE;
-                        let mut response = bearer(token.as_deref(), request, next).await;
+                        let mut response = match token {
+                            Some(bearer) => bearer.require(request, next).await,
+                            None => next.run(request).await,
+                        };
                         if delete && response.status() == http::StatusCode::ACCEPTED {
                             *response.status_mut() = http::StatusCode::OK;
                         }
@@ -381,27 +384,6 @@ pub async fn serve_http(
     });
     talaria_core::listen::serve(listener, router, talaria_core::listen::Limits::for_process(), stop).await;
     Ok(())
-}
-
-async fn bearer(
-    token: Option<&str>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse as _;
-    let Some(token) = token else { return next.run(request).await };
-    let given = request
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    if constant_time_eq(given.as_bytes(), token.as_bytes()) {
-        next.run(request).await
-    } else {
-        (http::StatusCode::UNAUTHORIZED, [(http::header::WWW_AUTHENTICATE, "Bearer")], "a bearer token is required")
-            .into_response()
-    }
 }
 
 /// Whether a request from a page at `origin` may use the server: a loopback origin
@@ -423,10 +405,6 @@ fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
         return false;
     }
     host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
