@@ -308,6 +308,31 @@ fn over_http_the_python_client_is_refused_from_a_foreign_origin_and_closes_clean
     assert_quiet(&current, &stderr);
 }
 
+/// Send `request` as it is to `addr` and read the whole answer (the request closes the
+/// connection).
+fn exchange(addr: &str, request: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+}
+
+/// An MCP `initialize` request to `addr` with the header lines `headers` (each ending in CRLF):
+/// the whole answer.
+fn initialize(addr: &str, headers: &str) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}"#;
+    exchange(
+        addr,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
 /// `talaria mcp serve --http` on a free loopback port; killed when dropped.
 struct HttpServe {
     child: Child,
@@ -387,20 +412,7 @@ fn over_http_an_address_that_keeps_guessing_the_token_is_locked_out() {
     let t = Talaria::new();
     let server = HttpServe::start(&t, Some("s3cret-token"));
     let addr = server.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string();
-    let post = |token: &str| -> String {
-        use std::io::{Read as _, Write as _};
-        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"guesser","version":"1"}}}"#;
-        let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-        let request = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).expect("send");
-        let mut answer = String::new();
-        let _ = stream.read_to_string(&mut answer);
-        answer
-    };
+    let post = |token: &str| initialize(&addr, &format!("Authorization: Bearer {token}\r\n"));
     assert!(post("s3cret-token").starts_with("HTTP/1.1 200"), "the right token passes");
     for guess in 0..10 {
         let answer = post(&format!("guess-{guess}"));
@@ -433,23 +445,8 @@ fn over_http_a_foreign_origin_is_refused() {
     let t = Talaria::new();
     let server = HttpServe::start(&t, None);
     let addr = server.url.trim_start_matches("http://").trim_end_matches("/mcp").to_string();
-    let exchange = |request: String| -> String {
-        use std::io::{Read as _, Write as _};
-        let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-        stream.write_all(request.as_bytes()).expect("send");
-        let mut answer = String::new();
-        let _ = stream.read_to_string(&mut answer);
-        answer
-    };
-    let post = |origin: Option<&str>| -> String {
-        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}"#;
-        let origin = origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default();
-        exchange(format!(
-            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\n{origin}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        ))
-    };
+    let post =
+        |origin: Option<&str>| initialize(&addr, &origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default());
     let refused = post(Some("http://evil.example"));
     assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
     assert!(
@@ -469,9 +466,10 @@ fn over_http_a_foreign_origin_is_refused() {
             .expect("a session id");
     }
     // Closing the session is answered as the SDKs expect (200, not 202).
-    let closed = exchange(format!(
-        "DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\nMcp-Session-Id: {session}\r\nConnection: close\r\n\r\n"
-    ));
+    let closed = exchange(
+        &addr,
+        &format!("DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\nMcp-Session-Id: {session}\r\nConnection: close\r\n\r\n"),
+    );
     assert!(closed.starts_with("HTTP/1.1 200"), "{closed}");
 }
 
