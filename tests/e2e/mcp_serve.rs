@@ -432,7 +432,7 @@ fn over_http_an_address_that_keeps_guessing_the_token_is_locked_out() {
     );
     let log = std::fs::read_to_string(t.home.path().join("serve.stderr")).expect("the server's log");
     assert!(
-        log.contains("10 failed authentications from 127.0.0.1 within 60 s: refusing it for 60 s")
+        log.contains("10 failed authentications from 127.0.0.1 within 60 s: refusing it for up to 60 s")
             && log.contains("mcp serve"),
         "{log}"
     );

@@ -98,7 +98,7 @@ impl Bearer {
             tracing::warn!(
                 door = self.door,
                 client = %key,
-                "{} failed authentications from {key} within {} s: refusing it for {} s",
+                "{} failed authentications from {key} within {} s: refusing it for up to {} s",
                 self.after,
                 self.window.as_secs(),
                 self.window.as_secs()
