@@ -135,6 +135,50 @@ impl State {
     }
 }
 
+/// What a turn's commit marks its inbox entry done with ([`Store::inbox_done_with_answer`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answer {
+    /// For whoever waits on the entry ([`Entry::reply`]).
+    pub reply: Option<String>,
+    /// The messages that carry it to the chat, queued as [`Store::inbox_done_queueing`] queues
+    /// them.
+    pub queued: Vec<Queued>,
+}
+
+/// A delivery an [`Answer`] queues: an owned [`NewDelivery`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queued {
+    pub platform: String,
+    pub chat_id: String,
+    pub thread_id: Option<String>,
+    pub body: String,
+    pub key: String,
+}
+
+impl Queued {
+    pub fn new_delivery(&self) -> NewDelivery<'_> {
+        NewDelivery {
+            platform: &self.platform,
+            chat_id: &self.chat_id,
+            thread_id: self.thread_id.as_deref(),
+            body: &self.body,
+            key: &self.key,
+        }
+    }
+}
+
+/// Turns the text of a turn's answer into what its inbox entry is done with, when the commit
+/// comes ([`Store::inbox_done_with_answer`]); `None` declines, leaving the entry open.
+pub type Render = Box<dyn FnOnce(&str) -> Option<Answer> + Send>;
+
+/// Entries to mark done with their session's next answer, and those so marked
+/// ([`Store::inbox_done_with_answer`], [`Store::inbox_answered`]).
+#[derive(Default)]
+pub(crate) struct Answers {
+    waiting: std::collections::HashMap<String, (i64, Render)>,
+    done: std::collections::HashSet<i64>,
+}
+
 /// What [`Store::inbox_put`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Put {
@@ -221,6 +265,43 @@ impl Store {
     pub fn inbox_start_with_lease(&self, id: i64, session_id: &str) {
         if let Ok(mut starts) = self.starts.lock() {
             starts.insert(session_id.to_string(), id);
+        }
+    }
+
+    /// Mark entry `id` done in the transaction that commits session `session_id`'s next answer
+    /// ([`Store::append_answer`]), with what `render` makes of the answer's text: the reply and
+    /// its deliveries are then on disk with the answer or not at all, and the turn costs one
+    /// commit less. `render` runs inside that commit; when it declines, or the session commits no
+    /// answer, the entry is left as it was, for [`Store::inbox_done`]. [`Store::inbox_answered`]
+    /// tells which, and forgets `render`.
+    pub fn inbox_done_with_answer(&self, id: i64, session_id: &str, render: Render) {
+        if let Ok(mut answers) = self.answers.lock() {
+            answers.waiting.insert(session_id.to_string(), (id, render));
+        }
+    }
+
+    /// Whether entry `id` was marked done with session `session_id`'s answer
+    /// ([`Store::inbox_done_with_answer`]). Forgets both the render, if it did not run, and the
+    /// answer, so ask once, when the turn is over.
+    pub fn inbox_answered(&self, id: i64, session_id: &str) -> bool {
+        let Ok(mut answers) = self.answers.lock() else { return false };
+        if answers.waiting.get(session_id).is_some_and(|(waiting, _)| *waiting == id) {
+            answers.waiting.remove(session_id);
+        }
+        answers.done.remove(&id)
+    }
+
+    /// The entry waiting for session `session_id`'s answer and what it is done with, if any
+    /// waits and its render does not decline.
+    pub(crate) fn answer_for(&self, session_id: &str, text: &str) -> Option<(i64, Answer)> {
+        let (id, render) = self.answers.lock().ok()?.waiting.remove(session_id)?;
+        render(text).map(|answer| (id, answer))
+    }
+
+    /// Entry `id` was marked done with its session's answer.
+    pub(crate) fn answered(&self, id: i64) {
+        if let Ok(mut answers) = self.answers.lock() {
+            answers.done.insert(id);
         }
     }
 

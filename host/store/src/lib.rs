@@ -212,6 +212,9 @@ pub struct Store {
     /// Inbox entries to mark started with their session's next lease, by session
     /// ([`Store::inbox_start_with_lease`]).
     starts: std::sync::Mutex<std::collections::HashMap<String, i64>>,
+    /// Inbox entries to mark done with their session's next answer
+    /// ([`Store::inbox_done_with_answer`]).
+    answers: std::sync::Mutex<inbox::Answers>,
 }
 
 /// Which database holds the state, chosen when the store opens.
@@ -222,7 +225,12 @@ enum Engine {
 
 impl Store {
     fn on(engine: Engine) -> Self {
-        Self { engine, hub: notice::Hub::default(), starts: std::sync::Mutex::default() }
+        Self {
+            engine,
+            hub: notice::Hub::default(),
+            starts: std::sync::Mutex::default(),
+            answers: std::sync::Mutex::default(),
+        }
     }
 
     /// Open (creating if needed) the database at `path` and bring its schema up to date.

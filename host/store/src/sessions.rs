@@ -21,6 +21,7 @@
 
 use talaria_protocol::{Message, ToolCall, Usage};
 
+use crate::inbox::Answer;
 use crate::{Engine, Error, Result, Store, now_ms};
 
 /// The sources a session may come from.
@@ -118,6 +119,14 @@ pub(crate) const SESSION_COLUMNS: &str = "
 
 pub(crate) const MESSAGE_COLUMNS: &str =
     "id, session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at";
+
+/// What a commit of messages does besides appending them: give the session's lease back (held
+/// with `release`), and mark the inbox entry its answer answers done.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ending<'a> {
+    pub(crate) release: Option<&'a str>,
+    pub(crate) answer: Option<(i64, &'a Answer)>,
+}
 
 impl Store {
     /// A fresh CLI-style session id: `YYYYMMDD_HHMMSS_<6 hex>`, in local time.
@@ -217,6 +226,41 @@ impl Store {
         usage: Option<(&Usage, u32)>,
         token: Option<&str>,
     ) -> Result<Vec<i64>> {
+        self.append_with(session_id, messages, usage, Ending { release: token, answer: None }).await
+    }
+
+    /// [`Store::append_and_release`] for the messages that end a turn with its answer, `text`
+    /// (as the turn's end shows it): the inbox entry waiting for it
+    /// ([`Store::inbox_done_with_answer`]) is marked done in the same transaction, its
+    /// deliveries queued and whoever waits for it told ([`crate::inbox::DONE`]).
+    ///
+    /// # Errors
+    /// As [`Store::append_messages`]; when it fails, the entry is left as it was.
+    pub async fn append_answer(
+        &self,
+        session_id: &str,
+        messages: &[Message],
+        usage: Option<(&Usage, u32)>,
+        token: Option<&str>,
+        text: &str,
+    ) -> Result<Vec<i64>> {
+        let answer = if messages.is_empty() { None } else { self.answer_for(session_id, text) };
+        let ending = Ending { release: token, answer: answer.as_ref().map(|(id, a)| (*id, a)) };
+        let ids = self.append_with(session_id, messages, usage, ending).await?;
+        if let Some((id, _)) = answer {
+            self.answered(id);
+        }
+        Ok(ids)
+    }
+
+    async fn append_with(
+        &self,
+        session_id: &str,
+        messages: &[Message],
+        usage: Option<(&Usage, u32)>,
+        ending: Ending<'_>,
+    ) -> Result<Vec<i64>> {
+        let token = ending.release;
         if messages.is_empty() {
             if let Some((usage, calls)) = usage {
                 self.add_usage(session_id, usage, calls).await?;
@@ -233,16 +277,17 @@ impl Store {
         let ends_turn = matches!(messages.last(), Some(Message::Assistant { tool_calls, .. }) if tool_calls.is_empty());
         match &self.engine {
             Engine::Sqlite(db) => {
-                let ids = db.queue().await.append(session_id, &rows, calls, usage, ends_turn, token)?;
+                let ids = db.queue().await.append(session_id, &rows, calls, usage, ends_turn, ending)?;
                 if token.is_some() {
                     self.hint(crate::notice::LEASE_FREED, session_id).await;
+                }
+                if let Some((id, _)) = ending.answer {
+                    self.hint(crate::inbox::DONE, &id.to_string()).await;
                 }
                 Ok(ids)
             }
             Engine::Postgres(pg) => {
-                let freed = token.map(|t| (t, Self::notice_text(crate::notice::LEASE_FREED, session_id)));
-                let release = freed.as_ref().map(|(t, notice)| (*t, notice.as_str()));
-                pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), release, now_ms()).await
+                pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), ending, now_ms()).await
             }
         }
     }

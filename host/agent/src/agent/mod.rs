@@ -570,7 +570,7 @@ impl Agent {
         // process whose lease was taken over stores nothing, and the one that took it runs the
         // turn again.
         if self.unsaved.is_some()
-            && let Err(e) = self.commit_last(&[]).await
+            && let Err(e) = self.commit_last(&[], None).await
         {
             self.emitter.warn(format!("the message of a turn that ended before its answer was not stored: {e}"));
         }
@@ -638,11 +638,12 @@ impl Agent {
             }
             if message.tool_calls().is_empty() {
                 let answer = message.content().to_string();
-                if let Err(e) = self.commit_last(std::slice::from_ref(&message)).await {
+                let (outcome, shown) = completed(&turn, &answer);
+                if let Err(e) = self.commit_last(std::slice::from_ref(&message), Some(&shown)).await {
                     return self.finish(Outcome::Failed(e.to_string()), answer, &turn);
                 }
                 self.history.push(message);
-                return self.finish(Outcome::Completed, answer, &turn);
+                return self.turn_end(outcome, shown, &turn);
             }
             // The request for tools that may change something is on disk before any starts:
             // even a kill -9 during them leaves a record that they were started. Tools that
@@ -757,26 +758,34 @@ impl Agent {
     }
 
     /// Commit the turn's answer (or, ending without one, its message if it waits), giving the
-    /// session's lease back in the same transaction (the hooks after it need no lease). When
-    /// that fails, the lease is still held.
-    async fn commit_last(&mut self, messages: &[Message]) -> Result<(), Error> {
-        let Some(held) = self.lease.take() else { return self.commit(messages).await };
+    /// session's lease back in the same transaction (the hooks after it need no lease). `answer`
+    /// is the answer's text as the turn's end shows it: an inbox entry waiting for it is marked
+    /// done in the same transaction ([`Store::append_answer`]). When that fails, the lease is
+    /// still held.
+    async fn commit_last(&mut self, messages: &[Message], answer: Option<&str>) -> Result<(), Error> {
+        let held = self.lease.take();
         let usage = self.unrecorded;
         let unsaved = self.unsaved.take();
         let all = with_unsaved(unsaved.as_ref(), messages);
+        let token = held.as_ref().map(|h| h.token());
         let committed = crate::on_store(&self.shared.store, async |store| {
             let usage = usage.as_ref().map(|(u, n)| (u, *n));
-            store.append_and_release(&self.session_id, &all, usage, Some(held.token())).await
+            match answer {
+                Some(text) => store.append_answer(&self.session_id, &all, usage, token, text).await,
+                None => store.append_and_release(&self.session_id, &all, usage, token).await,
+            }
         })
         .await;
         match committed {
             Ok(ids) => {
-                held.given_back();
+                if let Some(held) = held {
+                    held.given_back();
+                }
                 self.committed(&ids);
                 Ok(())
             }
             Err(e) => {
-                self.lease = Some(held);
+                self.lease = held;
                 self.unsaved = unsaved;
                 Err(e)
             }
@@ -876,13 +885,28 @@ impl Agent {
 
     fn finish(&self, outcome: Outcome, text: String, turn: &Turn) -> TurnEnd {
         let (outcome, text) = match outcome {
-            Outcome::Completed if turn.truncated => (Outcome::Truncated, truncation::unmarked(&text).to_string()),
+            Outcome::Completed => completed(turn, &text),
             other => (other, text),
         };
+        self.turn_end(outcome, text, turn)
+    }
+
+    /// Tell the turn's end, `text` as it is shown.
+    fn turn_end(&self, outcome: Outcome, text: String, turn: &Turn) -> TurnEnd {
         let partial = if matches!(outcome, Outcome::Failed(_)) { turn.partial.clone() } else { String::new() };
         let end = TurnEnd { outcome, text, partial, usage: turn.usage, api_calls: turn.api_calls };
         self.emitter.emit(Event::TurnEnd(end.clone()));
         end
+    }
+}
+
+/// How a turn that answered `answer` ends: cut short by the model's output limit, the answer
+/// shown without the marker the history keeps.
+fn completed(turn: &Turn, answer: &str) -> (Outcome, String) {
+    if turn.truncated {
+        (Outcome::Truncated, truncation::unmarked(answer).to_string())
+    } else {
+        (Outcome::Completed, answer.to_string())
     }
 }
 

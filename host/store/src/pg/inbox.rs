@@ -2,6 +2,7 @@
 //! is the unique key's work (`ON CONFLICT DO NOTHING`); every other write touches one row.
 
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 use super::{Cached as _, Pg, sql};
 use crate::delivery::NewDelivery;
@@ -25,6 +26,66 @@ fn entry(r: &Row) -> Entry {
         streamed: r.get(12),
         reply: r.get(13),
         created_at: r.get(14),
+    }
+}
+
+/// Deliveries to keep in one statement, as columns (`unnest` turns them back into rows).
+pub(super) struct Parts {
+    platforms: Vec<String>,
+    chats: Vec<String>,
+    threads: Vec<Option<String>>,
+    bodies: Vec<String>,
+    keys: Vec<String>,
+}
+
+impl Parts {
+    pub(super) fn of<'a>(queued: impl IntoIterator<Item = NewDelivery<'a>>) -> Self {
+        let mut parts = Self {
+            platforms: Vec::new(),
+            chats: Vec::new(),
+            threads: Vec::new(),
+            bodies: Vec::new(),
+            keys: Vec::new(),
+        };
+        for d in queued {
+            parts.platforms.push(d.platform.to_string());
+            parts.chats.push(d.chat_id.to_string());
+            parts.threads.push(d.thread_id.map(str::to_string));
+            parts.bodies.push(d.body.to_string());
+            parts.keys.push(d.key.to_string());
+        }
+        parts
+    }
+
+    /// The common table expressions that mark entry `$id` done with `$reply` at `$now` and keep
+    /// the deliveries, whose columns are the parameters from `$first` on ([`Parts::params`]).
+    pub(super) fn done_ctes(&self, id: usize, reply: usize, now: usize, first: usize) -> String {
+        let done =
+            format!("done AS (UPDATE inbox SET state = 'done', reply = ${reply}, done_at = ${now} WHERE id = ${id})");
+        if self.keys.is_empty() {
+            return done;
+        }
+        let [platform, chat, thread, body, key] = std::array::from_fn(|i| first + i);
+        // The parts keep their order: each chat's deliveries are sent oldest id first.
+        format!(
+            "parts AS (
+                 SELECT * FROM unnest(${platform}::text[], ${chat}::text[], ${thread}::text[], ${body}::text[], ${key}::text[])
+                     WITH ORDINALITY AS p (platform, chat_id, thread_id, body, key, n)
+             ), kept AS (
+                 INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
+                 SELECT platform, chat_id, thread_id, body, key, ${now}, ${now} FROM parts ORDER BY n
+                 ON CONFLICT (key) DO NOTHING
+             ), {done}"
+        )
+    }
+
+    /// The parameters [`Parts::done_ctes`] reads from `first` on: none when there are no
+    /// deliveries.
+    pub(super) fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        if self.keys.is_empty() {
+            return Vec::new();
+        }
+        vec![&self.platforms, &self.chats, &self.threads, &self.bodies, &self.keys]
     }
 }
 
@@ -138,52 +199,13 @@ impl Pg {
         queued: &[NewDelivery<'_>],
         notice: &str,
     ) -> Result<()> {
-        let (reply, notice) = (reply.map(str::to_string), notice.to_string());
-        if queued.is_empty() {
-            let client = self.client().await?;
-            client
-                .exec(
-                    "WITH done AS (UPDATE inbox SET state = 'done', reply = $2, done_at = $3 WHERE id = $1)
-                     SELECT pg_notify($4, $5)",
-                    &[&id, &reply, &now_ms(), &crate::notice::CHANNEL, &notice],
-                )
-                .await
-                .map_err(sql)?;
-            return Ok(());
-        }
-        let column =
-            |f: for<'d> fn(&'d NewDelivery<'d>) -> &'d str| queued.iter().map(|d| f(d).to_string()).collect::<Vec<_>>();
-        let (platforms, chats, bodies, keys) =
-            (column(|d| d.platform), column(|d| d.chat_id), column(|d| d.body), column(|d| d.key));
-        let threads: Vec<Option<String>> = queued.iter().map(|d| d.thread_id.map(str::to_string)).collect();
+        let (reply, notice, now) = (reply.map(str::to_string), notice.to_string(), now_ms());
+        let parts = Parts::of(queued.iter().copied());
+        let statement = format!("WITH {} SELECT pg_notify($4, $5)", parts.done_ctes(1, 2, 3, 6));
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&id, &reply, &now, &crate::notice::CHANNEL, &notice];
+        params.extend(parts.params());
         let client = self.client().await?;
-        client
-            .exec(
-                // The parts keep their order: each chat's deliveries are sent oldest id first.
-                "WITH parts AS (
-                     SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
-                         WITH ORDINALITY AS p (platform, chat_id, thread_id, body, key, n)
-                 ), kept AS (
-                     INSERT INTO deliveries (platform, chat_id, thread_id, body, key, next_at, created_at)
-                     SELECT platform, chat_id, thread_id, body, key, $3, $3 FROM parts ORDER BY n
-                     ON CONFLICT (key) DO NOTHING
-                 ), done AS (UPDATE inbox SET state = 'done', reply = $2, done_at = $3 WHERE id = $1)
-                 SELECT pg_notify($4, $5)",
-                &[
-                    &id,
-                    &reply,
-                    &now_ms(),
-                    &crate::notice::CHANNEL,
-                    &notice,
-                    &platforms,
-                    &chats,
-                    &threads,
-                    &bodies,
-                    &keys,
-                ],
-            )
-            .await
-            .map_err(sql)?;
+        client.exec(&statement, &params).await.map_err(sql)?;
         Ok(())
     }
 

@@ -9,11 +9,13 @@ use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
+use super::inbox::Parts;
 use super::{Cached as _, Pg, sql};
+use crate::inbox::Queued;
 use crate::sessions::{
-    ListQuery, MESSAGE_COLUMNS, MessageRow, RawMessage, SESSION_COLUMNS, SessionInfo, not_found, preview,
+    Ending, ListQuery, MESSAGE_COLUMNS, MessageRow, RawMessage, SESSION_COLUMNS, SessionInfo, not_found, preview,
 };
-use crate::{Error, NewSession, Result, count};
+use crate::{Error, NewSession, Result, Store, count};
 
 /// The parameters of [`Pg::append`]'s statement before its rows'.
 const FIXED: usize = 14;
@@ -172,18 +174,20 @@ impl Pg {
         rows: Vec<MessageRow>,
         calls: usize,
         usage: Option<(Usage, u32)>,
-        release: Option<(&str, &str)>,
+        ending: Ending<'_>,
         now: i64,
     ) -> Result<Vec<i64>> {
         // One statement, so one round trip and its own transaction: the session's counts and
-        // usage, the lease given back with its notice, and the rows. A session that is not there
-        // fails it on the rows' foreign key, and nothing is written.
+        // usage, the lease given back with its notice, the inbox entry answered with its
+        // deliveries and notice, and the rows. A session that is not there fails it on the rows'
+        // foreign key, and nothing is written.
         let t = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let (usage, api_calls) = usage.unwrap_or_default();
         let calls_made = i64::from(api_calls);
         let estimated = if usage.estimated { calls_made } else { 0 };
         let (added, calls) = (count(rows.len()), count(calls));
-        let (token, notice) = release.unzip();
+        let token = ending.release;
+        let notice = token.map(|_| Store::notice_text(crate::notice::LEASE_FREED, session_id));
         let totals = [
             t(usage.input_tokens),
             t(usage.output_tokens),
@@ -199,8 +203,26 @@ impl Pg {
                      cache_write_tokens = cache_write_tokens + $9, reasoning_tokens = reasoning_tokens + $10,
                      estimated_calls = estimated_calls + $11, updated_at = greatest(updated_at, $2)
                  WHERE id = $1),
-             gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $12),
-             told AS (SELECT pg_notify($13, $14) WHERE $14::text IS NOT NULL)
+             gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $12),",
+        );
+        // The answered entry's parameters follow the rows'.
+        let base = FIXED + rows.len() * 7;
+        let answered = ending.answer.map(|(id, answer)| {
+            let notice = Store::notice_text(crate::inbox::DONE, &id.to_string());
+            (id, answer.reply.as_deref(), notice, Parts::of(answer.queued.iter().map(Queued::new_delivery)))
+        });
+        match &answered {
+            Some((_, _, _, parts)) => statement.push_str(&format!(
+                "{},
+                 told AS (SELECT pg_notify($13, $14) WHERE $14::text IS NOT NULL
+                          UNION ALL SELECT pg_notify($13, ${}))",
+                parts.done_ctes(base + 1, base + 2, 2, base + 4),
+                base + 3
+            )),
+            None => statement.push_str("told AS (SELECT pg_notify($13, $14) WHERE $14::text IS NOT NULL)"),
+        }
+        statement.push_str(
+            "
              INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, reasoning, extra, created_at)
              VALUES ",
         );
@@ -229,6 +251,10 @@ impl Pg {
                 &r.reasoning,
                 &r.extra,
             ]);
+        }
+        if let Some((id, reply, notice, parts)) = &answered {
+            params.extend([id as &(dyn ToSql + Sync), reply, notice]);
+            params.extend(parts.params());
         }
         // The notice is read back, so that it is sent (a CTE nobody reads is never run).
         statement.push_str(" RETURNING id, (SELECT count(*) FROM told)");

@@ -41,6 +41,21 @@ pub(super) fn started(conn: &rusqlite::Connection, id: i64, session_id: &str) ->
     Ok(())
 }
 
+/// Entry `id` is answered (with `reply`), by `queued`, kept in their order unless kept before.
+pub(super) fn done<'a>(
+    tx: &rusqlite::Connection,
+    id: i64,
+    reply: Option<&str>,
+    queued: impl IntoIterator<Item = NewDelivery<'a>>,
+    now: i64,
+) -> Result<()> {
+    for d in queued {
+        enqueue(tx, &d, now)?;
+    }
+    tx.run("UPDATE inbox SET state = 'done', reply = ?2, done_at = ?3 WHERE id = ?1", params![id, reply, now])?;
+    Ok(())
+}
+
 impl Sqlite {
     pub(crate) fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
         self.write(|tx| {
@@ -111,14 +126,7 @@ impl Sqlite {
     }
 
     pub(crate) fn inbox_done(&self, id: i64, reply: Option<&str>, queued: &[NewDelivery<'_>]) -> Result<()> {
-        self.write(|tx| {
-            let now = now_ms();
-            for d in queued {
-                enqueue(tx, d, now)?;
-            }
-            tx.run("UPDATE inbox SET state = 'done', reply = ?2, done_at = ?3 WHERE id = ?1", params![id, reply, now])?;
-            Ok(())
-        })
+        self.write(|tx| done(tx, id, reply, queued.iter().copied(), now_ms()))
     }
 
     pub(crate) fn inbox_prune(&self, before: i64) -> Result<usize> {

@@ -9,8 +9,9 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use talaria_protocol::Usage;
 
 use super::{Cached as _, Sqlite};
+use crate::inbox::Queued;
 use crate::sessions::{
-    ListQuery, MESSAGE_COLUMNS, MessageRow, RawMessage, SESSION_COLUMNS, SessionInfo, not_found, preview,
+    Ending, ListQuery, MESSAGE_COLUMNS, MessageRow, RawMessage, SESSION_COLUMNS, SessionInfo, not_found, preview,
 };
 use crate::{Error, NewSession, Result, count};
 
@@ -140,7 +141,8 @@ impl Sqlite {
     }
 
     /// Append one turn's `rows` (holding `calls` tool calls) and add `usage`, in one
-    /// transaction; `ends_turn` indexes the messages waiting for search with it.
+    /// transaction; `ends_turn` indexes the messages waiting for search with it, and `ending`
+    /// says what else the transaction does.
     pub(crate) fn append(
         &self,
         session_id: &str,
@@ -148,7 +150,7 @@ impl Sqlite {
         calls: usize,
         usage: Option<(&Usage, u32)>,
         ends_turn: bool,
-        release: Option<&str>,
+        ending: Ending<'_>,
     ) -> Result<Vec<i64>> {
         let now = crate::now_ms();
         let ids = self.write(|tx| {
@@ -188,8 +190,12 @@ impl Sqlite {
             if ends_turn {
                 super::search::index_pending(tx, crate::search::INDEX_BATCH)?;
             }
-            if let Some(token) = release {
+            if let Some(token) = ending.release {
                 super::release_lease_in(tx, session_id, token)?;
+            }
+            if let Some((id, answer)) = ending.answer {
+                let queued = answer.queued.iter().map(Queued::new_delivery);
+                super::inbox::done(tx, id, answer.reply.as_deref(), queued, now)?;
             }
             Ok(ids)
         })?;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use talaria_protocol::Message;
 use talaria_store::Store;
 use talaria_store::delivery::{Failed, NewDelivery};
-use talaria_store::inbox::{DONE, Entry, NewEntry, Put, QUEUED, State};
+use talaria_store::inbox::{Answer, DONE, Entry, NewEntry, Put, QUEUED, Queued, State};
 use talaria_store::lease::Leased;
 use talaria_store::notice::{JOB_CHANGED, LEASE_FREED, Notice, Notices};
 use tokio::task::JoinSet;
@@ -21,6 +21,7 @@ crate::on_both_engines!(
     open_chats_come_longest_waiting_first,
     a_chat_s_deliveries_go_one_at_a_time_in_order,
     an_answer_s_parts_are_queued_as_its_message_is_marked_done,
+    a_message_is_marked_done_in_the_commit_of_its_turn_s_answer,
     deliveries_in_trouble_are_listed_with_their_last_error,
     notices_tell_of_queued_messages_answers_freed_leases_and_changed_jobs,
 );
@@ -198,6 +199,91 @@ async fn an_answer_s_parts_are_queued_as_its_message_is_marked_done(s: &Store) {
     // Marked done again (another process finishing it too): nothing is queued twice.
     s.inbox_done_queueing(id, &parts).await.expect("done again");
     assert!(s.deliveries_claim("telegram", 10, hold).await.expect("claim").is_empty());
+}
+
+async fn a_message_is_marked_done_in_the_commit_of_its_turn_s_answer(s: &Store) {
+    const TTL: Duration = Duration::from_secs(60);
+    crate::create(s, "s-a").await;
+    let put = async |new: NewEntry<'_>| match s.inbox_put(&new).await.expect("put") {
+        Put::New(id) => id,
+        Put::Known(e) => panic!("kept before: {e:?}"),
+    };
+    let state = async |id| s.inbox_get(id).await.expect("get").expect("kept");
+    let answer = Message::assistant;
+    let question = Message::user("q");
+    // The answer goes to the chat in two parts, made from the text as the turn's end shows it.
+    let id = put(entry("dm:7", "7", "1")).await;
+    s.inbox_done_with_answer(
+        id,
+        "s-a",
+        Box::new(|text: &str| {
+            let part = |n: usize, body: String| Queued {
+                platform: "telegram".into(),
+                chat_id: "7".into(),
+                thread_id: Some("t".into()),
+                body,
+                key: format!("reply:7:1:{n}"),
+            };
+            Some(Answer { reply: None, queued: vec![part(0, text.to_uppercase()), part(1, format!("({text})"))] })
+        }),
+    );
+    // Commits of the turn before its answer leave the message open.
+    s.append_messages("s-a", std::slice::from_ref(&question)).await.expect("append");
+    assert_eq!(state(id).await.state, State::Pending);
+    let Leased::Granted(token) = s.try_lease("s-a", "talaria gateway", TTL).await.expect("lease") else {
+        panic!("the lease is free")
+    };
+    let mut notices = s.notices().await;
+    s.append_answer("s-a", &[answer("hello *you*")], None, Some(&token), "hello you").await.expect("commit");
+    assert!(state(id).await.is_done(), "done with the answer");
+    assert_eq!(next_on(&mut notices, DONE).await.payload, id.to_string(), "whoever waits is told");
+    assert!(s.lease_holder("s-a").await.expect("holder").is_none(), "the lease was given back in it too");
+    assert!(s.inbox_answered(id, "s-a"), "the worker learns it was");
+    assert!(!s.inbox_answered(id, "s-a"), "once");
+    let hold = Duration::from_secs(60);
+    let mut sent = Vec::new();
+    while let [d] = s.deliveries_claim("telegram", 10, hold).await.expect("claim").as_slice() {
+        assert_eq!((d.chat_id.as_str(), d.thread_id.as_deref()), ("7", Some("t")));
+        s.delivery_sent(d.id, "m").await.expect("sent");
+        sent.push(d.body.clone());
+    }
+    assert_eq!(sent, ["HELLO YOU", "(hello you)"], "its parts, in order");
+
+    // Whoever waits on a webhook's entry gets the reply.
+    let hook = put(NewEntry { respond: true, ..entry("hook:1", "h", "1") }).await;
+    s.inbox_done_with_answer(
+        hook,
+        "s-a",
+        Box::new(|text: &str| Some(Answer { reply: Some(text.into()), queued: Vec::new() })),
+    );
+    s.append_answer("s-a", &[question.clone(), answer("four")], None, None, "four").await.expect("commit");
+    let done = state(hook).await;
+    assert_eq!((done.state, done.reply.as_deref()), (State::Done, Some("four")));
+    assert!(s.inbox_answered(hook, "s-a"));
+
+    // A render that declines (a streamed message on its way), or a commit that fails, leaves
+    // the message open for the worker to mark done.
+    let declined = put(entry("dm:7", "7", "2")).await;
+    s.inbox_done_with_answer(declined, "s-a", Box::new(|_: &str| None));
+    s.append_answer("s-a", &[question.clone(), answer("five")], None, None, "five").await.expect("commit");
+    assert_eq!(state(declined).await.state, State::Pending);
+    assert!(!s.inbox_answered(declined, "s-a"));
+    let failed = put(entry("dm:8", "8", "1")).await;
+    s.inbox_done_with_answer(
+        failed,
+        "ghost",
+        Box::new(|text: &str| Some(Answer { reply: Some(text.into()), queued: Vec::new() })),
+    );
+    assert!(s.append_answer("ghost", &[answer("six")], None, None, "six").await.is_err(), "no such session");
+    assert_eq!(state(failed).await.state, State::Pending);
+    assert!(!s.inbox_answered(failed, "ghost"));
+    // A turn that ended with no answer: asking forgets its render, which never runs after.
+    let unanswered = put(entry("dm:7", "7", "3")).await;
+    s.inbox_done_with_answer(unanswered, "s-a", Box::new(|_: &str| panic!("forgotten")));
+    assert!(!s.inbox_answered(unanswered, "s-a"));
+    s.append_answer("s-a", &[question, answer("seven")], None, None, "seven").await.expect("commit");
+    assert_eq!(state(unanswered).await.state, State::Pending);
+    assert!(s.deliveries_claim("telegram", 10, hold).await.expect("claim").is_empty(), "nothing else was queued");
 }
 
 async fn deliveries_in_trouble_are_listed_with_their_last_error(s: &Store) {

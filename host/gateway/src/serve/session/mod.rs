@@ -19,17 +19,17 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use talaria_core::config::BusyInput;
-use talaria_core::store::delivery::NewDelivery;
-use talaria_core::store::inbox::{Entry, SENDING, State};
+use talaria_core::store::inbox::{Entry, Queued, SENDING, State};
 use talaria_core::{Conversation, Platform, Start};
 use talaria_protocol::{Decision, Event, Image, Op, Outcome};
 use tokio::sync::mpsc;
 
-use super::outbox::{self, Reply};
+use super::outbox;
 use super::{Account, Gateway, SESSIONS_SPACE};
 use crate::command::Command;
 
 mod approval;
+mod commit;
 mod recovery;
 mod stream;
 
@@ -116,8 +116,12 @@ struct Turn {
     entry: Entry,
     /// The answer so far.
     text: String,
-    /// The message the answer streams into, once sent.
-    streamed: Option<String>,
+    /// The session whose answer it is (the store marks the entry done with it).
+    session_id: String,
+    /// The message the answer streams into, shared with the render its commit runs.
+    stream: commit::Shared,
+    /// The commit of its answer marked the entry done ([`commit`]): set when it ends.
+    answered: bool,
     /// How much of `text` the platform was last given.
     shown: usize,
     last_edit: Instant,
@@ -128,6 +132,13 @@ struct Turn {
     tokens: Vec<String>,
     /// A typing indicator is on its way to the platform.
     typing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Turn {
+    /// The message the answer streams into, once sent.
+    fn streamed(&self) -> Option<String> {
+        commit::lock(&self.stream).id.clone()
+    }
 }
 
 /// The worker of one session.
@@ -293,14 +304,8 @@ async fn finish(
         gateway.store.inbox_done(entry.id, Some(markdown)).await
     } else {
         // The reply's messages are queued with the entry marked done: one transaction.
-        let key = super::reply_key(&account.name, &chat.chat_id, &entry.message_id);
-        let reply = Reply { edit, reply_to: None, buttons: Vec::new() };
-        let parts = outbox::parts(account, markdown, &reply, &key);
-        let (chat_id, thread_id) = (&chat.chat_id, chat.thread_id.as_deref());
-        let queued: Vec<_> = parts
-            .iter()
-            .map(|(body, key)| NewDelivery { platform: &account.name, chat_id, thread_id, body, key })
-            .collect();
+        let queued = commit::queued(account, chat, entry, markdown, edit);
+        let queued: Vec<_> = queued.iter().map(Queued::new_delivery).collect();
         let done = gateway.store.inbox_done_queueing(entry.id, &queued).await;
         if done.is_ok() {
             outbox::kept(account, queued.len());
@@ -456,6 +461,16 @@ impl Worker {
         }
     }
 
+    /// The commit of `turn`'s answer, `text`, marked its entry done: hand the reply to whoever
+    /// waits on it, or tell the courier its deliveries are queued.
+    fn delivered(&self, turn: &Turn, text: &str) {
+        if turn.entry.respond {
+            self.gateway.answered(turn.entry.id, &commit::markdown(text));
+        } else {
+            outbox::kept(&self.account, commit::lock(&turn.stream).queued);
+        }
+    }
+
     fn turn_key(&self) -> String {
         self.turn.as_ref().map_or_else(String::new, |t| t.entry.message_id.clone())
     }
@@ -482,13 +497,20 @@ impl Worker {
             Command::New => {
                 if self.turn.is_some() {
                     self.conversation.submit(Op::Interrupt);
+                    let mut text = String::new();
                     while let Some(stamped) = self.conversation.next_event().await {
-                        if let Event::TurnEnd(_) = stamped.event {
+                        if let Event::TurnEnd(end) = stamped.event {
+                            text = end.text;
                             break;
                         }
                     }
                     if let Some(turn) = self.end_turn().await {
-                        drop_entry(&self.gateway, &turn.entry).await;
+                        if turn.answered {
+                            // It was answered before the interrupt reached it.
+                            self.delivered(&turn, &text);
+                        } else {
+                            drop_entry(&self.gateway, &turn.entry).await;
+                        }
                     }
                 }
                 for dropped in std::mem::take(&mut self.queue) {
@@ -572,12 +594,19 @@ impl Worker {
             // Marked with the turn's lease: the count it notes is the one the turn starts from.
             self.gateway.store.inbox_start_with_lease(entry.id, &info.session_id);
         }
+        // Marked done by the commit of the answer, when it can be.
+        let stream: commit::Shared =
+            Arc::new(std::sync::Mutex::new(commit::Stream { id: entry.streamed.clone(), ..commit::Stream::default() }));
+        let render = commit::render(self.account.clone(), self.chat.clone(), &entry, stream.clone());
+        self.gateway.store.inbox_done_with_answer(entry.id, &info.session_id, render);
         let op = self.conversation.submit(Op::UserTurn { text: prompt.text, images: prompt.images });
         self.account.busy.fetch_add(1, Ordering::SeqCst);
         let now = Instant::now();
         self.turn = Some(Turn {
             op,
-            streamed: entry.streamed.clone(),
+            session_id: info.session_id,
+            stream,
+            answered: false,
             entry,
             text: String::new(),
             shown: 0,
@@ -590,9 +619,11 @@ impl Worker {
         });
     }
 
-    /// The turn is over: forget it (and the approvals it asked).
+    /// The turn is over: forget it (and the approvals it asked), and learn whether the commit
+    /// of its answer marked its entry done.
     async fn end_turn(&mut self) -> Option<Turn> {
-        let turn = self.turn.take()?;
+        let mut turn = self.turn.take()?;
+        turn.answered = self.gateway.store.inbox_answered(turn.entry.id, &turn.session_id);
         self.account.busy.fetch_sub(1, Ordering::SeqCst);
         for token in &turn.tokens {
             super::forget_approval(&self.gateway.store, token).await;
@@ -633,9 +664,12 @@ impl Worker {
             Event::TurnEnd(end) => {
                 let stopping = self.gateway.stop.is_cancelled();
                 let Some(turn) = self.end_turn().await else { return };
+                if turn.answered {
+                    return self.delivered(&turn, &end.text);
+                }
                 let markdown = match end.outcome {
                     Outcome::Completed | Outcome::BudgetExhausted | Outcome::Truncated => {
-                        Some(if end.text.trim().is_empty() { "(no answer)".to_string() } else { end.text })
+                        Some(commit::markdown(&end.text))
                     }
                     // Stopped by the gateway's own stop: the next process to serve the chat
                     // answers it (its entry stays open).
@@ -643,20 +677,13 @@ impl Worker {
                         tracing::info!(session = %self.key, "the interrupted turn is left for the next gateway to answer");
                         return;
                     }
-                    Outcome::Interrupted => turn.streamed.as_ref().map(|_| format!("{}\n\n(stopped)", turn.text)),
+                    Outcome::Interrupted => turn.streamed().map(|_| format!("{}\n\n(stopped)", turn.text)),
                     Outcome::Failed(why) => Some(format!("Sorry, I could not answer: {why}")),
                 };
                 match markdown {
                     Some(markdown) => {
-                        if !finish(
-                            &self.gateway,
-                            &self.account,
-                            &self.chat,
-                            &turn.entry,
-                            &markdown,
-                            turn.streamed.clone(),
-                        )
-                        .await
+                        if !finish(&self.gateway, &self.account, &self.chat, &turn.entry, &markdown, turn.streamed())
+                            .await
                         {
                             // Taken again at a later look, once the store answers.
                             self.taken.remove(&turn.entry.id);

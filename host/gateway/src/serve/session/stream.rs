@@ -7,7 +7,7 @@ use std::time::Instant;
 use talaria_core::runtime::adapter::{AccountInfo, Outbound};
 use talaria_core::store::inbox::SENDING;
 
-use super::Worker;
+use super::{Worker, commit};
 use crate::serve::outbox;
 
 impl Worker {
@@ -37,7 +37,11 @@ impl Worker {
     /// a webhook answers once, some platforms cannot edit).
     pub(super) fn edit_due(&self, info: &AccountInfo) -> Option<Instant> {
         let turn = self.turn.as_ref()?;
-        if turn.entry.respond || turn.shown >= turn.text.len() || turn.text.trim().is_empty() {
+        if turn.entry.respond
+            || turn.shown >= turn.text.len()
+            || turn.text.trim().is_empty()
+            || commit::lock(&turn.stream).closed
+        {
             return None;
         }
         info.can_edit.then(|| turn.last_edit + info.edit_interval)
@@ -48,7 +52,7 @@ impl Worker {
     /// never sends the first: a turn whose text is all there but not committed (the store is
     /// down) would show it, and the turn run again would send it a second time.
     pub(super) fn trailing_edit_due(&self) -> Option<Instant> {
-        self.turn.as_ref()?.streamed.as_ref()?;
+        self.turn.as_ref()?.streamed()?;
         self.edit_due(&self.account.info()?)
     }
 
@@ -73,37 +77,60 @@ impl Worker {
             reply_to: None,
             buttons: Vec::new(),
         };
-        match &turn.streamed {
-            None => {
-                // Noted before the send: a process finishing this turn after this one died
-                // knows a message may be in the chat (and says so) instead of doubling it
-                // silently. Unnoted, nothing is streamed (the answer is sent when done).
-                if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, Some(SENDING)).await {
-                    return tracing::debug!(account = %self.account.name, "cannot note a streamed message: {e}");
-                }
-                match self.account.adapter.send(&message).await {
-                    Ok(id) if id != SENDING => {
-                        // A process finishing this turn after this one died edits it, too.
-                        if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, Some(&id)).await {
-                            tracing::debug!(account = %self.account.name, "cannot note the streamed message: {e}");
-                        }
-                        turn.streamed = Some(id);
-                    }
-                    Ok(_) => tracing::debug!(account = %self.account.name, "the adapter sent a message without an id"),
-                    Err(e) => {
-                        tracing::debug!(account = %self.account.name, "streaming a reply: {e}");
-                        // Refused, so not in the chat (as the ledger takes a refusal).
-                        if let Err(e) = self.gateway.store.inbox_streamed(turn.entry.id, None).await {
-                            tracing::debug!(account = %self.account.name, "cannot note a streamed message: {e}");
-                        }
-                    }
-                }
+        // While it is on its way, the commit of the answer leaves the entry to this worker.
+        let (stream, entry) = (turn.stream.clone(), turn.entry.id);
+        let streamed = {
+            let mut stream = commit::lock(&stream);
+            if stream.closed {
+                return;
             }
-            Some(id) => {
-                if let Err(e) = self.account.adapter.edit(id, &message).await {
-                    tracing::debug!(account = %self.account.name, "streaming a reply: {e}");
-                }
-            }
+            stream.sending = true;
+            stream.id.clone()
+        };
+        let sent = self.show(entry, streamed, &message).await;
+        let mut stream = commit::lock(&stream);
+        stream.sending = false;
+        if sent.is_some() {
+            stream.id = sent;
         }
+    }
+
+    /// Send `message`, the answer to entry `entry` so far: as an edit of the message `streamed`,
+    /// or as the first. The id of the first, when it was sent.
+    async fn show(&self, entry: i64, streamed: Option<String>, message: &Outbound) -> Option<String> {
+        let Some(id) = streamed else {
+            // Noted before the send: a process finishing this turn after this one died knows a
+            // message may be in the chat (and says so) instead of doubling it silently.
+            // Unnoted, nothing is streamed (the answer is sent when done).
+            if let Err(e) = self.gateway.store.inbox_streamed(entry, Some(SENDING)).await {
+                tracing::debug!(account = %self.account.name, "cannot note a streamed message: {e}");
+                return None;
+            }
+            return match self.account.adapter.send(message).await {
+                Ok(id) if id != SENDING => {
+                    // A process finishing this turn after this one died edits it, too.
+                    if let Err(e) = self.gateway.store.inbox_streamed(entry, Some(&id)).await {
+                        tracing::debug!(account = %self.account.name, "cannot note the streamed message: {e}");
+                    }
+                    Some(id)
+                }
+                Ok(_) => {
+                    tracing::debug!(account = %self.account.name, "the adapter sent a message without an id");
+                    None
+                }
+                Err(e) => {
+                    tracing::debug!(account = %self.account.name, "streaming a reply: {e}");
+                    // Refused, so not in the chat (as the ledger takes a refusal).
+                    if let Err(e) = self.gateway.store.inbox_streamed(entry, None).await {
+                        tracing::debug!(account = %self.account.name, "cannot note a streamed message: {e}");
+                    }
+                    None
+                }
+            };
+        };
+        if let Err(e) = self.account.adapter.edit(&id, message).await {
+            tracing::debug!(account = %self.account.name, "streaming a reply: {e}");
+        }
+        None
     }
 }
