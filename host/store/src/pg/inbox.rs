@@ -170,13 +170,14 @@ impl Pg {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
+    /// Mark entry `id` started; "not done" is written as `lease::STARTED` explains.
     pub(crate) async fn inbox_started(&self, id: i64, session_id: &str) -> Result<()> {
         let client = self.client().await?;
         client
             .exec(
                 "UPDATE inbox SET state = 'running', session_id = $2,
                      started_count = COALESCE((SELECT message_count FROM sessions WHERE id = $2), 0)
-                 WHERE id = $1 AND state <> 'done'",
+                 WHERE id = $1 AND state IS DISTINCT FROM 'done'",
                 &[&id, &session_id],
             )
             .await

@@ -46,9 +46,15 @@ const MARK: &str = "COALESCE((SELECT message_count FROM sessions WHERE id = $1),
 /// Inbox entry `$2` is answered by session `$1`'s turn, whose lease is held with token `$3`
 /// (nothing happens when it is not: the take failed); the entry notes the session's tally as
 /// the turn starts from it (see [`crate::Store::inbox_started`]).
+///
+/// The entry is found by its id alone: "not done" is written `IS DISTINCT FROM`, which does
+/// not imply the predicate of the partial index `inbox_open` (`state <> 'done'`). With `<>`
+/// the planner picked that index, which it believes holds only the open entries, and read all
+/// of it for one id, the dead entries of every turn since the table was last vacuumed
+/// included: 0.1 ms a turn more for about every thousand turns.
 const STARTED: &str = "UPDATE inbox SET state = 'running', session_id = $1,
          started_count = COALESCE((SELECT message_count FROM sessions WHERE id = $1), 0)
-     WHERE id = $2 AND state <> 'done'
+     WHERE id = $2 AND state IS DISTINCT FROM 'done'
          AND EXISTS (SELECT 1 FROM session_leases WHERE session_id = $1 AND token = $3)";
 
 /// An inbox entry to mark started once the lease is taken with `token`.
@@ -251,5 +257,32 @@ mod tests {
             panic!("another machine's process is not known to be gone")
         };
         assert_eq!((by.host.as_str(), by.holder.as_str()), ("another-machine", "gone"));
+    }
+
+    /// Marking an entry started finds it by its id, not by reading the index of open entries,
+    /// whatever the statistics say of that index (here: no open entry at all).
+    #[tokio::test]
+    async fn an_entry_is_marked_started_by_its_id() {
+        let store = crate::pg::tests::store().await;
+        let crate::Engine::Postgres(pg) = &store.engine else { panic!("a PostgreSQL store") };
+        let client = pg.client().await.expect("client");
+        client
+            .batch_execute(
+                "INSERT INTO inbox (account, chat_id, session_key, message_id, kind, body, state, created_at)
+                     SELECT 'a', 'c' || n % 50, 'k' || n % 50, 'm' || n, 'text', 'hi', 'done', 0
+                     FROM generate_series(1, 5000) AS n;
+                 ANALYZE inbox;",
+            )
+            .await
+            .expect("plant");
+        let plan: String = client
+            .query(&format!("EXPLAIN {}", super::STARTED), &[&"s", &1_i64, &"t"])
+            .await
+            .expect("explain")
+            .iter()
+            .map(|r| r.get::<_, String>(0) + "\n")
+            .collect();
+        assert!(plan.contains("inbox_pkey"), "{plan}");
+        assert!(!plan.contains("inbox_open"), "{plan}");
     }
 }
