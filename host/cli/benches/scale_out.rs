@@ -3,8 +3,10 @@
 //! the same load on SQLite with one process. The load is webhook deliveries answered in the HTTP
 //! response: `CHATS` chats (one route each, so each chat is one session answered in order), each
 //! sending `TURNS` messages one after the other, spread over the processes' listeners as a load
-//! balancer would. The model is the instant mock, so the figures are the gateway's and the
-//! store's own cost. The latency is the sender's: request sent to reply received.
+//! balancer would. The one-process cases on the two engines run at once, their loads taking
+//! turns a round (a fifth) at a time, so that both meet the machine as it is at the moment; their
+//! ratio is also given round by round. The model is the instant mock, so the figures are the
+//! gateway's and the store's own cost. The latency is the sender's: request sent to reply received.
 //!
 //! Run: `cargo bench -p talaria-cli --bench scale_out` (needs Debian's `postgresql`);
 //! `SCALE_OUT_BENCH_ONLY=sqlite1,postgres1` runs those cases alone; `SCALE_OUT_BENCH_STATEMENTS=1`
@@ -20,6 +22,8 @@ use talaria_mock_llm::{MockLlm, Script};
 
 const CHATS: usize = 24;
 const TURNS: usize = 100;
+/// The rounds that one process's loads on each engine are cut into, taking turns.
+const ROUNDS: usize = 5;
 /// Turns of the lone chat.
 const SEQUENTIAL: usize = 40;
 const WAIT: Duration = Duration::from_secs(180);
@@ -99,15 +103,15 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-/// `CHATS` senders, each `TURNS` turns over the listeners `addrs` (round robin): turns per
+/// `CHATS` senders, each `turns` turns over the listeners `addrs` (round robin): turns per
 /// second and the latencies.
-fn load(addrs: &[String], label: &str) -> (f64, Vec<f64>) {
+fn load(addrs: &[String], label: &str, turns: usize) -> (f64, Vec<f64>) {
     let started = Instant::now();
     let mut latencies: Vec<f64> = std::thread::scope(|scope| {
         let senders: Vec<_> = (0..CHATS)
             .map(|chat| {
                 scope.spawn(move || {
-                    (0..TURNS)
+                    (0..turns)
                         .map(|turn| {
                             let addr = &addrs[(chat + turn) % addrs.len()];
                             let at = Instant::now();
@@ -141,68 +145,119 @@ fn sequential(addr: &str, label: &str) -> Vec<f64> {
     latencies
 }
 
-/// What a run measured.
-struct Measured {
-    rate: f64,
-    latencies: Vec<f64>,
-    /// One process alone: one chat's turns one after the other.
-    alone: Option<Vec<f64>>,
+/// Gateway processes on one store, started and warmed.
+struct Fleet {
+    label: String,
+    store: Option<String>,
+    addrs: Vec<String>,
+    _gateways: Vec<Gateway>,
+    _homes: Vec<tempfile::TempDir>,
+    _chats: tempfile::TempDir,
 }
 
-/// `processes` gateways on `store`, warmed, then loaded.
-fn run(mock: &MockLlm, store: Option<&str>, processes: usize, label: &str) -> Measured {
-    let chats = tempfile::tempdir().expect("chats");
-    let addrs: Vec<String> = (0..processes).map(|_| format!("127.0.0.1:{}", free_port())).collect();
-    let homes: Vec<_> = addrs.iter().map(|addr| home(mock, addr, store, chats.path())).collect();
-    let gateways: Vec<Gateway> = homes.iter().map(|h| start(h.path())).collect();
-    let begin = Instant::now();
-    for (i, addr) in addrs.iter().enumerate() {
-        while std::net::TcpStream::connect(addr).is_err() {
-            assert!(begin.elapsed() < WAIT, "a listener never came up");
-            std::thread::sleep(Duration::from_millis(20));
+impl Fleet {
+    /// `processes` gateways on `store`, warmed.
+    fn start(mock: &MockLlm, store: Option<String>, processes: usize, label: String) -> Self {
+        let chats = tempfile::tempdir().expect("chats");
+        let addrs: Vec<String> = (0..processes).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+        let homes: Vec<_> = addrs.iter().map(|addr| home(mock, addr, store.as_deref(), chats.path())).collect();
+        let gateways: Vec<Gateway> = homes.iter().map(|h| start(h.path())).collect();
+        let begin = Instant::now();
+        for (i, addr) in addrs.iter().enumerate() {
+            while std::net::TcpStream::connect(addr).is_err() {
+                assert!(begin.elapsed() < WAIT, "a listener never came up");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // Warm: each process compiles its plugins and opens its first sessions.
+            for chat in 0..CHATS {
+                ask(addr, chat, &format!("warm-{label}-{i}-{chat}"), "echo warm");
+            }
         }
-        // Warm: each process compiles its plugins and opens its first sessions.
-        for chat in 0..CHATS {
-            ask(addr, chat, &format!("warm-{label}-{i}-{chat}"), "echo warm");
-        }
+        Fleet { label, store, addrs, _gateways: gateways, _homes: homes, _chats: chats }
     }
-    let commits = || {
-        let db = database_name(store?)?;
+
+    /// The store's commits so far, when it is PostgreSQL.
+    fn commits(&self) -> Option<u64> {
+        let db = database_name(self.store.as_deref()?)?;
         // Statistics reach the view within a second.
         std::thread::sleep(Duration::from_millis(1500));
         let sql = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()";
         talaria_test_support::postgres::Postgres::shared().psql(&db, sql).trim().parse::<u64>().ok()
-    };
-    let before = commits();
-    let started = Instant::now();
-    let alone = (processes == 1).then(|| sequential(&addrs[0], label));
-    let after = commits();
-    let busy = started.elapsed().as_secs_f64();
-    // What the processes commit while no turn runs (workers renewing their chats' leases,
-    // looking at their inboxes, the ledger's sender), over a window as long, is not the turns'.
-    let idle_before = commits();
-    let idle_started = Instant::now();
-    let idle_after = commits();
-    let idle = idle_started.elapsed().as_secs_f64();
-    if let (Some(before), Some(after), Some(i0), Some(i1), true) =
-        (before, after, idle_before, idle_after, processes == 1)
-    {
-        let background = i1.saturating_sub(i0) as f64 / idle;
-        let per_turn = ((after - before) as f64 - background * busy) / SEQUENTIAL as f64;
+    }
+
+    /// One chat's turns one after the other on the first process, otherwise idle: each turn's
+    /// latency. On PostgreSQL, also prints the transactions a lone turn costs.
+    fn alone(&self) -> Vec<f64> {
+        let label = &self.label;
+        let before = self.commits();
+        let started = Instant::now();
+        let alone = sequential(&self.addrs[0], label);
+        let after = self.commits();
+        let busy = started.elapsed().as_secs_f64();
+        // What the processes commit while no turn runs (workers renewing their chats' leases,
+        // looking at their inboxes, the ledger's sender), over a window as long, is not the turns'.
+        let idle_before = self.commits();
+        let idle_started = Instant::now();
+        let idle_after = self.commits();
+        let idle = idle_started.elapsed().as_secs_f64();
+        if let (Some(before), Some(after), Some(i0), Some(i1)) = (before, after, idle_before, idle_after) {
+            let background = i1.saturating_sub(i0) as f64 / idle;
+            let per_turn = ((after - before) as f64 - background * busy) / SEQUENTIAL as f64;
+            println!(
+                "({label}: {per_turn:.1} PostgreSQL transactions per lone turn, less {background:.1}/s committed while idle)"
+            );
+        }
+        alone
+    }
+
+    /// `CHATS` chats of `turns` turns each, round `round`.
+    fn load(&self, round: usize, turns: usize) -> (f64, Vec<f64>) {
+        load(&self.addrs, &format!("{}r{round}", self.label), turns)
+    }
+
+    /// [`Statements`] of the load to come, when asked for.
+    fn statements(&self) -> Option<Statements> {
+        self.store
+            .as_deref()
+            .filter(|_| std::env::var_os("SCALE_OUT_BENCH_STATEMENTS").is_some())
+            .and_then(database_name)
+            .map(Statements::reset)
+    }
+}
+
+/// What a case measured.
+struct Measured {
+    rate: f64,
+    latencies: Vec<f64>,
+}
+
+impl Measured {
+    /// The rounds' turns over their time, and all their latencies.
+    fn of(rounds: &[(f64, Vec<f64>)]) -> Self {
+        let turns: usize = rounds.iter().map(|(_, l)| l.len()).sum();
+        let seconds: f64 = rounds.iter().map(|(rate, l)| l.len() as f64 / rate).sum();
+        let mut latencies: Vec<f64> = rounds.iter().flat_map(|(_, l)| l.iter().copied()).collect();
+        latencies.sort_by(f64::total_cmp);
+        Measured { rate: turns as f64 / seconds, latencies }
+    }
+
+    fn print(&self, name: &str) {
         println!(
-            "({label}: {per_turn:.1} PostgreSQL transactions per lone turn, less {background:.1}/s committed while idle)"
+            "{name:<34} {:>8.0} {:>8.1}ms {:>8.1}ms",
+            self.rate,
+            percentile(&self.latencies, 0.5),
+            percentile(&self.latencies, 0.99)
         );
     }
-    let statements = store
-        .filter(|_| std::env::var_os("SCALE_OUT_BENCH_STATEMENTS").is_some())
-        .and_then(database_name)
-        .map(Statements::reset);
-    let (rate, latencies) = load(&addrs, label);
-    if let Some(statements) = statements {
-        statements.print(CHATS * TURNS);
-    }
-    drop(gateways);
-    Measured { rate, latencies, alone }
+}
+
+/// The case's name in the table.
+fn case_name(engine: &str, processes: usize) -> String {
+    format!(
+        "{}, {processes} gateway process{}",
+        if engine == "postgres" { "PostgreSQL" } else { "SQLite" },
+        if processes == 1 { "" } else { "es" }
+    )
 }
 
 /// The database a test cluster's URL names (`postgresql:///NAME?host=…`).
@@ -245,46 +300,64 @@ fn main() {
     let pg = talaria_test_support::postgres::Postgres::shared();
     println!("{CHATS} chats at once, {TURNS} turns each (webhook deliveries answered in the response; instant model):");
     println!("{:<34} {:>8} {:>10} {:>10}", "store, processes", "turns/s", "p50", "p99");
-    let mut alone = Vec::new();
-    let mut one_process = Vec::new();
     let only = std::env::var("SCALE_OUT_BENCH_ONLY").unwrap_or_default();
-    let cases: [(&str, usize); 4] = [("sqlite", 1), ("postgres", 1), ("postgres", 2), ("postgres", 3)];
-    for (engine, processes) in cases {
-        let label = format!("{engine}{processes}");
-        if !only.is_empty() && !only.split(',').any(|case| case.trim() == label) {
-            continue;
+    let wanted = |label: &str| only.is_empty() || only.split(',').any(|case| case.trim() == label);
+    let url = |engine: &str| (engine == "postgres").then(|| pg.database());
+    // One process on each engine: both fleets run at once, and their loads take turns, a round
+    // of each at a time, so that both meet the machine as it is at the moment (on a shared
+    // machine, the same load's rate swings by a third from one minute to the next).
+    let fleets: Vec<Fleet> = ["sqlite", "postgres"]
+        .into_iter()
+        .filter(|engine| wanted(&format!("{engine}1")))
+        .map(|engine| Fleet::start(&mock, url(engine), 1, format!("{engine}1")))
+        .collect();
+    let alone: Vec<Vec<f64>> = fleets.iter().map(Fleet::alone).collect();
+    let statements = fleets.iter().find_map(Fleet::statements);
+    let mut rounds: Vec<Vec<(f64, Vec<f64>)>> = vec![Vec::new(); fleets.len()];
+    for round in 0..ROUNDS {
+        for (fleet, done) in fleets.iter().zip(&mut rounds) {
+            done.push(fleet.load(round, TURNS / ROUNDS));
         }
-        let url = (engine == "postgres").then(|| pg.database());
-        let measured = run(&mock, url.as_deref(), processes, &label);
-        let name = format!(
-            "{}, {processes} gateway process{}",
-            if url.is_some() { "PostgreSQL" } else { "SQLite" },
-            if processes == 1 { "" } else { "es" }
-        );
-        println!(
-            "{name:<34} {:>8.0} {:>8.1}ms {:>8.1}ms",
-            measured.rate,
-            percentile(&measured.latencies, 0.5),
-            percentile(&measured.latencies, 0.99)
-        );
-        if processes == 1 {
-            one_process.push(measured.rate);
-        }
-        if let Some(latencies) = measured.alone {
-            alone.push((name, latencies));
+    }
+    if let Some(statements) = statements {
+        statements.print(CHATS * TURNS);
+    }
+    let names: Vec<String> = fleets.iter().map(|f| case_name(f.label.trim_end_matches('1'), 1)).collect();
+    for (name, done) in names.iter().zip(&rounds) {
+        Measured::of(done).print(name);
+    }
+    drop(fleets);
+    for processes in [2, 3] {
+        let label = format!("postgres{processes}");
+        if wanted(&label) {
+            let fleet = Fleet::start(&mock, url("postgres"), processes, label);
+            let statements = fleet.statements();
+            let measured = Measured::of(&[fleet.load(0, TURNS)]);
+            if let Some(statements) = statements {
+                statements.print(CHATS * TURNS);
+            }
+            measured.print(&case_name("postgres", processes));
         }
     }
     println!("one chat alone, {SEQUENTIAL} turns one after the other:");
-    for (name, latencies) in &alone {
+    for (name, latencies) in names.iter().zip(&alone) {
         println!("{name:<34} {:>8} {:>8.1}ms {:>8.1}ms", "", percentile(latencies, 0.5), percentile(latencies, 0.99));
     }
-    if let [sqlite, postgres] = one_process[..] {
-        println!("PostgreSQL with one process: {:.0}% of SQLite's turns/s", 100.0 * postgres / sqlite);
+    if alone.len() < 2 {
+        return;
     }
-    if let [(_, sqlite), (_, postgres)] = &alone[..] {
-        println!(
-            "PostgreSQL adds {:.1} ms to a lone turn's median latency over SQLite",
-            percentile(postgres, 0.5) - percentile(sqlite, 0.5)
-        );
-    }
+    let [sqlite, postgres] = [&rounds[0], &rounds[1]].map(|r| Measured::of(r).rate);
+    let mut ratios: Vec<f64> = rounds[0].iter().zip(&rounds[1]).map(|((s, _), (p, _))| 100.0 * p / s).collect();
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "PostgreSQL with one process: {:.0}% of SQLite's turns/s (round by round: median {:.0}%, {:.0}-{:.0}%)",
+        100.0 * postgres / sqlite,
+        percentile(&ratios, 0.5),
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
+    println!(
+        "PostgreSQL adds {:.1} ms to a lone turn's median latency over SQLite",
+        percentile(&alone[1], 0.5) - percentile(&alone[0], 0.5)
+    );
 }
