@@ -28,6 +28,7 @@ mod repl;
 mod sandbox;
 mod scale_out;
 mod screen;
+mod serve;
 mod sessions;
 mod skills;
 mod terminal;

@@ -52,6 +52,8 @@ pub enum Platform {
     Gateway,
     Cron,
     Subagent,
+    /// `talaria serve`: an OpenAI-compatible or A2A client, another program.
+    Api,
 }
 
 /// What can stop an agent from starting or saving.

@@ -329,6 +329,10 @@ fn platform_hint(platform: Platform) -> &'static str {
             "This is a scheduled job and nobody is watching: do not ask questions; do the task and give the result \
              in your final message."
         }
+        Platform::Api => {
+            "You are answering through an API (OpenAI-compatible or Agent2Agent): another program shows or uses \
+             your replies. Use plain markdown, and say in your reply what you did."
+        }
         Platform::Subagent => {
             "You are a subagent working on a delegated task and nobody will answer questions. Do the task, then end \
              with a concise summary of what you did and found: it is all the parent agent sees."
@@ -602,7 +606,8 @@ mod tests {
     #[test]
     fn platform_hints_differ() {
         let hints =
-            [Platform::Cli, Platform::Acp, Platform::Gateway, Platform::Cron, Platform::Subagent].map(platform_hint);
+            [Platform::Cli, Platform::Acp, Platform::Gateway, Platform::Cron, Platform::Subagent, Platform::Api]
+                .map(platform_hint);
         for (i, a) in hints.iter().enumerate() {
             assert!(hints[i + 1..].iter().all(|b| a != b));
         }

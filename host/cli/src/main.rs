@@ -46,6 +46,7 @@ mod profile;
 mod render;
 mod repl;
 mod screen;
+mod serve;
 mod sessions;
 mod setup;
 mod signals;
@@ -104,6 +105,8 @@ enum Command {
     /// Serve chat platforms (Telegram, Matrix, Discord, Slack, webhooks) through adapter plugins
     #[command(subcommand)]
     Gateway(gateway::GatewayCmd),
+    /// Serve an OpenAI-compatible API over HTTP (`serve token` prints its bearer token)
+    Serve(serve::ServeArgs),
     /// Chat-platform users paired with the gateway: list, approve a code, revoke
     #[command(subcommand)]
     Pairing(pairing::PairingCmd),
@@ -184,7 +187,7 @@ fn main() -> ExitCode {
     let service = matches!(
         cli.command,
         Command::Gateway(gateway::GatewayCmd::Run { .. }) | Command::Mcp(mcp::McpCmd::Serve { http: Some(_), .. })
-    );
+    ) || matches!(&cli.command, Command::Serve(args) if args.serves());
     if service {
         talaria_gateway::serve::limit_heaps();
     }
@@ -227,7 +230,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             | Command::Acp(_)
             | Command::Gateway(gateway::GatewayCmd::Run { .. })
             | Command::Mcp(mcp::McpCmd::Serve { .. })
-    ) {
+    ) || matches!(&cli.command, Command::Serve(args) if args.serves())
+    {
         // They run plugins: the WebAssembly engine is made while config and the store open.
         talaria_runtime::start_engine();
     }
@@ -251,6 +255,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sessions(cmd) => sessions::run(&ctx, cmd).await,
         Command::Pairing(cmd) => pairing::run(&ctx, cmd).await,
         Command::Gateway(cmd) => gateway::run(&ctx, cmd).await,
+        Command::Serve(args) => serve::run(&ctx, args).await,
         Command::Cron(cmd) => cron::run(&ctx, cmd).await,
         Command::Mcp(cmd) => mcp::run(&ctx, cmd).await,
         Command::Setup(args) => setup::run(&ctx, args).await,

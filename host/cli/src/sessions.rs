@@ -87,7 +87,7 @@ pub enum SessionsCmd {
         /// sharegpt: every session (subagents' included)
         #[arg(long, conflicts_with = "session")]
         all: bool,
-        /// sharegpt: only sessions from this source (cli, acp, gateway, cron, subagent)
+        /// sharegpt: only sessions from this source (cli, acp, gateway, cron, subagent, api)
         #[arg(long, conflicts_with = "session")]
         source: Option<String>,
         /// sharegpt: only sessions started on or after this day (YYYY-MM-DD, local time)

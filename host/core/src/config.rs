@@ -150,6 +150,8 @@ pub struct ConfigToml {
     pub skills: SkillsToml,
     #[serde(default)]
     pub store: StoreToml,
+    #[serde(default)]
+    pub serve: ServeToml,
     /// MCP servers whose tools the agent may use: `[mcp_servers.NAME]`.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, talaria_mcp::config::ServerToml>,
@@ -163,6 +165,31 @@ pub struct StoreToml {
     /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE`. Default: `state.db` in the home.
     /// `TALARIA_STORE_URL` wins over it (and keeps the password out of this file).
     pub url: Option<String>,
+}
+
+/// `[serve]`: `talaria serve`, the HTTP front door (docs/serve.md).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeToml {
+    /// Where it listens: `127.0.0.1:8642` unless set (`--listen` wins).
+    pub listen: Option<String>,
+    /// How approvals asked during an API turn are answered, nobody being there to ask: `deny`
+    /// (the default; the client is told what was refused) or `allow` (as `--yolo` would, for a
+    /// client you trust as yourself).
+    #[serde(default)]
+    pub approvals: ServeApprovals,
+    /// Host names a reverse proxy in front forwards (`--allow-host` adds to them).
+    #[serde(default)]
+    pub hosts: Vec<String>,
+}
+
+/// `[serve] approvals`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServeApprovals {
+    #[default]
+    Deny,
+    Allow,
 }
 
 /// `[skills]`: what the agent may do with skills.

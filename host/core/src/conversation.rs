@@ -793,13 +793,13 @@ fn immediate(op: Op, outbox: &mut Outbox, cancel: Option<&CancellationToken>) {
     }
 }
 
-/// How a conversation's commands run: a gateway chat's and a scheduled job's in the sandbox
-/// unless the operator set that platform or job unconfined (never `[sandbox] commands` alone);
-/// the others' as `[sandbox] commands` says.
+/// How a conversation's commands run: a gateway chat's, a scheduled job's and an API client's
+/// (`talaria serve`) in the sandbox unless the operator set that platform or job unconfined
+/// (never `[sandbox] commands` alone); the others' as `[sandbox] commands` says.
 fn commands_confinement(start: &Start) -> Option<talaria_runtime::process::Confinement> {
     use talaria_runtime::process::Confinement;
     match start.platform {
-        Platform::Gateway | Platform::Cron => {
+        Platform::Gateway | Platform::Cron | Platform::Api => {
             Some(if start.unconfined_commands { Confinement::Unconfined } else { Confinement::Confined })
         }
         Platform::Cli | Platform::Acp | Platform::Subagent => None,

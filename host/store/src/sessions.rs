@@ -25,7 +25,7 @@ use crate::inbox::Answer;
 use crate::{Engine, Error, Result, Store, now_ms};
 
 /// The sources a session may come from.
-pub const SOURCES: &[&str] = &["cli", "acp", "gateway", "cron", "subagent"];
+pub const SOURCES: &[&str] = &["cli", "acp", "gateway", "cron", "subagent", "api"];
 /// Longest title, in characters.
 pub const MAX_TITLE_CHARS: usize = 100;
 /// Longest [`SessionInfo::preview`], in characters.

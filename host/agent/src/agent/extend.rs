@@ -94,7 +94,9 @@ pub(super) fn plugin_session(shared: &Shared, chain: &Chain, session_id: &str, p
         session_id: session_id.to_string(),
         platform: match platform {
             Platform::Subagent => "subagent".into(),
-            Platform::Cli | Platform::Acp | Platform::Gateway | Platform::Cron => shared.config.source.clone(),
+            Platform::Cli | Platform::Acp | Platform::Gateway | Platform::Cron | Platform::Api => {
+                shared.config.source.clone()
+            }
         },
         workspace: shared.config.workspace.display().to_string(),
         model: chain.primary_model(),

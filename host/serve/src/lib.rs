@@ -1,0 +1,165 @@
+//! `talaria serve`: one HTTP front door on talaria's conversations. It serves an
+//! OpenAI-compatible API (`/v1/models`, `/v1/chat/completions` and `/v1/responses`, streamed
+//! and not), so any OpenAI client or chat UI can use the agent, its tools and its sessions as
+//! if it were a model. A2A and the web dashboard are to come on the same listener.
+//!
+//! What it enforces, before any route runs:
+//! 1. **A token on every API request**: `Authorization: Bearer TOKEN`, compared in constant
+//!    time, with an address that keeps guessing locked out ([`talaria_core::listen::auth`]). A
+//!    refusal is an OpenAI-shaped error (`401`, or `429` while locked out).
+//! 2. **Only its own names** ([`Names`]): a request whose `Host` is not a name this server
+//!    answers to is refused `421` (a DNS-rebinding page sends its own host name), and one whose
+//!    `Origin` is another site's is refused `403`: no route answers a cross-site request.
+//! 3. **Loopback unless told otherwise**: a bind beyond loopback needs `--allow-remote` (the
+//!    listener speaks plain HTTP; put TLS in front of it).
+//! 4. **Nothing cached**: every answer says `Cache-Control: no-store`, with `nosniff`, no
+//!    referrer and no framing.
+//! 5. Connections are taken through [`talaria_core::listen::serve`], as at every HTTP door of
+//!    talaria's (headers within 10 s, bodies at a minimum rate, connections capped).
+//!
+//! Each API conversation is a talaria session ([`openai`] says how one is named and what
+//! happens to approvals); it runs in the workspace `talaria serve` was started in, its
+//! commands in the OS sandbox.
+
+mod guard;
+pub mod openai;
+pub mod responses;
+mod turn;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Request};
+use axum::middleware::Next;
+use axum::response::{IntoResponse as _, Response};
+use axum::routing::{get, post};
+use http::{StatusCode, header};
+use talaria_core::Host;
+use talaria_core::listen::auth::{Bearer, Refusal};
+use tokio_util::sync::CancellationToken;
+
+pub use guard::Names;
+
+/// How approvals asked during an API turn are answered (nobody is there to ask).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Approvals {
+    /// Refused, and the client is told in the answer what was refused (the default).
+    #[default]
+    Deny,
+    /// Allowed once each, as `--yolo` would (the operator's choice for a trusted client).
+    Allow,
+}
+
+/// What `talaria serve` was asked for.
+pub struct Options {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The API's bearer token.
+    pub token: String,
+    /// Host names (with or without a port) the server answers to beyond its own address and
+    /// loopback's: the name a reverse proxy forwards.
+    pub hosts: Vec<String>,
+    /// Let a bind beyond loopback go ahead.
+    pub allow_remote: bool,
+    pub approvals: Approvals,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "{0} is reachable from other machines and `talaria serve` speaks plain HTTP: bind 127.0.0.1, or pass --allow-remote with TLS in front of it (a reverse proxy)"
+    )]
+    Remote(SocketAddr),
+    #[error("cannot listen on {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+}
+
+/// What every handler shares.
+pub(crate) struct Served {
+    pub host: Arc<Host>,
+    pub approvals: Approvals,
+    /// One API conversation's requests at a time, by its name.
+    pub sessions: turn::Named,
+}
+
+/// Serve `host` as `options` say until `stop` is cancelled; `ready` is told the bound address
+/// once the listener is up.
+///
+/// # Errors
+/// A bind beyond loopback without `allow_remote`, or a bind that fails.
+pub async fn serve(
+    host: Arc<Host>,
+    options: Options,
+    ready: impl FnOnce(SocketAddr),
+    stop: CancellationToken,
+) -> Result<(), Error> {
+    if !options.listen.ip().is_loopback() && !options.allow_remote {
+        return Err(Error::Remote(options.listen));
+    }
+    let listener = tokio::net::TcpListener::bind(options.listen).await.map_err(|e| Error::Bind(options.listen, e))?;
+    let bound = listener.local_addr().map_err(|e| Error::Bind(options.listen, e))?;
+    let names = Arc::new(Names::new(bound, &options.hosts));
+    let served = Arc::new(Served { host, approvals: options.approvals, sessions: turn::Named::default() });
+    let bearer = talaria_core::listen::auth::Bearer::new(options.token, "serve");
+    let router = router(served, bearer).layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| guard::check(names.clone(), request, next),
+    ));
+    ready(bound);
+    talaria_core::listen::serve(listener, router, talaria_core::listen::Limits::for_process(), stop).await;
+    Ok(())
+}
+
+/// The API's routes, each behind `bearer`.
+pub(crate) fn router(served: Arc<Served>, bearer: Arc<Bearer>) -> axum::Router {
+    axum::Router::new()
+        .route("/v1/models", get(openai::models))
+        .route("/v1/chat/completions", post(openai::chat))
+        .route("/v1/responses", post(responses::respond))
+        .fallback(|| async { openai::error(StatusCode::NOT_FOUND, "invalid_request_error", "no such route") })
+        .layer(axum::middleware::from_fn(move |request: Request, next: Next| {
+            authenticated(bearer.clone(), request, next)
+        }))
+        .with_state(served)
+}
+
+/// Let `request` through with the bearer token only, refusing in OpenAI's shape.
+async fn authenticated(bearer: Arc<Bearer>, request: Request, next: Next) -> Response {
+    let peer = request.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
+    let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    match bearer.check(peer, given) {
+        Ok(()) => next.run(request).await,
+        Err(Refusal::Unauthorized) => {
+            let mut refused = openai::error(
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                "a bearer token is required: `Authorization: Bearer TOKEN`, with the token `talaria serve` printed (TALARIA_SERVE_TOKEN)",
+            )
+            .into_response();
+            refused.headers_mut().insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+            refused
+        }
+        Err(Refusal::LockedOut(wait)) => {
+            let secs = wait.as_secs().max(1);
+            let mut refused = openai::error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                &format!("too many failed authentications from this address: try again in {secs} s"),
+            )
+            .into_response();
+            refused.headers_mut().insert(header::RETRY_AFTER, http::HeaderValue::from(secs));
+            refused.headers_mut().insert("x-should-retry", http::HeaderValue::from_static("false"));
+            refused
+        }
+    }
+}
+
+/// A new random token: 32 bytes from the operating system, in hex.
+///
+/// # Errors
+/// The operating system's random source failed: what it said.
+pub fn new_token() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| format!("the operating system's random source failed: {e}"))?;
+    Ok(hex::encode(bytes))
+}

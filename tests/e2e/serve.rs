@@ -1,0 +1,306 @@
+//! `talaria serve` as a real process, driven by the official `openai` Python SDK (PyPI, in a
+//! virtual environment under ~/.cache/talaria-tests), with the mock model behind it. Requests
+//! no SDK sends (a foreign Host, a cross-site Origin) are written by hand.
+
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use talaria_mock_llm::{MockLlm, Reply, Script, Step};
+
+use crate::Talaria;
+
+const WAIT: Duration = Duration::from_secs(30);
+/// The SDK's version the tests use.
+const OPENAI: &str = "3.57.0";
+const TOKEN: &str = "serve-test-token-0123456789abcdef0123456789";
+
+fn python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| crate::mcp::python_with("openai-venv", "openai", OPENAI))
+}
+
+/// A running `talaria serve`; killed when dropped, its stderr printed if the test failed.
+struct Serve {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Serve {
+    fn start(t: &Talaria, extra: &[&str]) -> Self {
+        let port = crate::gateway::free_port();
+        let log = t.home.path().join("serve.stderr");
+        let child = Command::new(env!("CARGO_BIN_EXE_talaria"))
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .current_dir(t.workspace.path())
+            .env("TALARIA_HOME", t.home.path())
+            .env("TALARIA_SERVE_TOKEN", TOKEN)
+            .env_remove("TALARIA_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("talaria serve");
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(start.elapsed() < WAIT, "serve did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, port, log }
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    /// Run the SDK on `calls` with `key`: what it got, call by call.
+    fn sdk(&self, t: &Talaria, key: &str, calls: Value) -> Vec<Value> {
+        let plan = json!({"base_url": self.base_url(), "api_key": key, "calls": calls});
+        static PLANS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = PLANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let file = t.home.path().join(format!("plan-{n}.json"));
+        std::fs::write(&file, plan.to_string()).expect("plan");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/serve/openai_client.py");
+        let out = Command::new(python()).arg(script).arg(&file).output().expect("python");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line = stdout.lines().last().unwrap_or_default();
+        match serde_json::from_str::<Vec<Value>>(line) {
+            Ok(seen) => seen,
+            Err(e) => panic!(
+                "the client printed no result ({e}):\n{stdout}\n{}\nserver:\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            ),
+        }
+    }
+
+    /// A raw request with `headers`: the status line and body of the answer.
+    fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stream.set_read_timeout(Some(WAIT)).expect("timeout");
+        let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).expect("write");
+        stream.write_all(body.as_bytes()).expect("write");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("read");
+        let status = answer.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        (status, answer)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("talaria serve's stderr:\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+        }
+    }
+}
+
+fn user(text: &str) -> Value {
+    json!({"role": "user", "content": text})
+}
+
+#[test]
+fn the_openai_sdk_chats_with_a_tool_call_streamed_and_not_and_tokens_are_checked() {
+    let t = Talaria::new();
+    std::fs::write(t.ws().join("notes.txt"), "hello from the workspace").expect("notes");
+    // The scripted steps, then the auto rule (`echo TEXT` answers TEXT).
+    let mock = MockLlm::start(
+        Script::auto()
+            .then(Reply::default().tool_call("read_file", json!({"path": "notes.txt"})).usage(100, 5))
+            .then(Reply::text("The notes say hello.").usage(120, 6))
+            .then(Reply::default().tool_call("read_file", json!({"path": "notes.txt"})).usage(50, 3))
+            .then(Reply::text("Streamed: the notes say hello.").usage(60, 8)),
+    );
+    t.use_mock(&mock, "chat_completions", "");
+    let serve = Serve::start(&t, &[]);
+    let seen = serve.sdk(
+        &t,
+        TOKEN,
+        json!([
+            {"kind": "models"},
+            {"kind": "chat", "messages": [user("What do my notes say?")]},
+            {"kind": "chat", "messages": [user("And now, streamed?")], "stream": true, "include_usage": true},
+        ]),
+    );
+    assert_eq!(seen[0], json!({"models": ["talaria"]}));
+    assert_eq!(seen[1]["content"], "The notes say hello.", "{seen:?}");
+    assert_eq!(seen[1]["finish_reason"], "stop");
+    // Every model call of the turn counts.
+    assert_eq!(seen[1]["usage"]["prompt_tokens"], 220, "{seen:?}");
+    assert_eq!(seen[1]["usage"]["completion_tokens"], 11);
+    assert_eq!(seen[1]["usage"]["total_tokens"], 231);
+    assert!(seen[1]["id"].as_str().is_some_and(|id| id.starts_with("chatcmpl-")), "{seen:?}");
+    assert_eq!(seen[2]["content"], "Streamed: the notes say hello.", "{seen:?}");
+    assert_eq!(seen[2]["roles"], json!(["assistant"]));
+    assert_eq!(seen[2]["ids"], 1);
+    assert_eq!(seen[2]["finish_reason"], "stop");
+    assert_eq!(seen[2]["usage"]["prompt_tokens"], 110, "{seen:?}");
+    // The tool ran in talaria, on the workspace's file: the model got its text.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    for at in [1, 3] {
+        let body = requests[at].body.to_string();
+        assert!(body.contains("hello from the workspace"), "{body}");
+    }
+
+    // The Responses API, on the same turns: not streamed, then streamed with every event.
+    mock.forget_requests();
+    let seen = serve.sdk(
+        &t,
+        TOKEN,
+        json!([
+            {"kind": "responses", "input": "echo plain"},
+            {"kind": "responses", "input": "echo streamed", "stream": true},
+            {"kind": "responses", "input": "What now?", "instructions": "Be brief."},
+        ]),
+    );
+    assert_eq!(seen[0]["content"], "plain", "{seen:?}");
+    assert_eq!(seen[0]["status"], "completed");
+    assert!(seen[0]["id"].as_str().is_some_and(|id| id.starts_with("resp_")), "{seen:?}");
+    assert_eq!(seen[1]["content"], "streamed", "{seen:?}");
+    assert_eq!(
+        seen[1]["events"],
+        json!([
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed"
+        ])
+    );
+    assert!(seen[1]["deltas"].as_u64().is_some_and(|n| n >= 1), "{seen:?}");
+    // The instructions reach the model as the client's, before the user's message.
+    assert_eq!(seen[2]["content"], "ok", "{seen:?}");
+    let body = mock.requests()[2].body.to_string();
+    assert!(body.contains("The client's instructions:\\nBe brief.\\n\\nNow the user says:\\nWhat now?"), "{body}");
+
+    // Wrong and missing tokens.
+    let refused =
+        serve.sdk(&t, "not-the-token", json!([{"kind": "models"}, {"kind": "chat", "messages": [user("hi")]}]));
+    for r in &refused {
+        assert_eq!((r["error"].as_str(), r["status"].as_u64()), (Some("AuthenticationError"), Some(401)), "{r}");
+    }
+    assert_eq!(mock.requests().len(), 3, "a refused request reached the model");
+    let (status, answer) = serve.raw("GET", "/v1/models", &[("Host", &format!("127.0.0.1:{}", serve.port))], "");
+    assert_eq!(status, 401, "{answer}");
+    assert!(answer.contains("WWW-Authenticate: Bearer") || answer.contains("www-authenticate: Bearer"), "{answer}");
+}
+
+#[test]
+fn a_foreign_host_or_a_cross_site_origin_is_refused_and_nothing_is_cached() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::auto());
+    t.use_mock(&mock, "chat_completions", "");
+    let serve = Serve::start(&t, &[]);
+    let bearer = format!("Bearer {TOKEN}");
+    let own = format!("127.0.0.1:{}", serve.port);
+    let (status, answer) = serve.raw("GET", "/v1/models", &[("Host", &own), ("Authorization", &bearer)], "");
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("cache-control: no-store"), "{answer}");
+    // A DNS-rebinding page reaches the port under its own name.
+    let (status, answer) =
+        serve.raw("GET", "/v1/models", &[("Host", "attacker.example:80"), ("Authorization", &bearer)], "");
+    assert_eq!(status, 421, "{answer}");
+    assert!(answer.contains("does not answer to the host name `attacker.example:80`"), "{answer}");
+    // Another site's page posting to it.
+    let body = json!({"model": "talaria", "messages": [user("echo hi")]}).to_string();
+    let headers = [
+        ("Host", own.as_str()),
+        ("Authorization", bearer.as_str()),
+        ("Origin", "https://evil.example"),
+        ("Content-Type", "application/json"),
+    ];
+    let (status, answer) = serve.raw("POST", "/v1/chat/completions", &headers, &body);
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("Origin `https://evil.example`"), "{answer}");
+    assert!(mock.requests().is_empty(), "a refused request reached the model");
+    // A bind beyond loopback needs the operator's word.
+    let out = t.run(&["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-remote"), "{out:?}");
+}
+
+#[test]
+fn two_named_conversations_at_once_never_cross_and_each_keeps_its_session() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::auto().auto_paced(20));
+    t.use_mock(&mock, "chat_completions", "");
+    let serve = Serve::start(&t, &[]);
+    let rounds = 4;
+    let seen: Vec<Vec<Value>> = std::thread::scope(|scope| {
+        let runs: Vec<_> = ["alpha", "beta"]
+            .into_iter()
+            .map(|name| {
+                let (serve, t) = (&serve, &t);
+                scope.spawn(move || {
+                    let calls: Vec<Value> = (0..rounds)
+                        .map(|i| {
+                            json!({"kind": "chat", "session": name, "stream": i % 2 == 1,
+                                   "messages": [user(&format!("echo {name} {i}"))]})
+                        })
+                        .collect();
+                    serve.sdk(t, TOKEN, Value::Array(calls))
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().expect("client")).collect()
+    });
+    for (name, answers) in ["alpha", "beta"].iter().zip(&seen) {
+        for (i, answer) in answers.iter().enumerate() {
+            assert_eq!(answer["content"], format!("{name} {i}"), "{seen:?}");
+        }
+    }
+    // Each name is one session, holding its own turns only, in order.
+    for name in ["alpha", "beta"] {
+        let shown = t.ok(&["sessions", "show", &format!("api:{name}")]);
+        for i in 0..rounds {
+            assert!(shown.contains(&format!("echo {name} {i}")), "{shown}");
+        }
+        let other = if name == "alpha" { "beta" } else { "alpha" };
+        assert!(!shown.contains(other), "{shown}");
+    }
+    // A named conversation's next request continues its session: the model is sent its history.
+    mock.forget_requests();
+    let next = serve.sdk(&t, TOKEN, json!([{"kind": "chat", "session": "alpha", "messages": [user("echo again")]}]));
+    assert_eq!(next[0]["content"], "again");
+    let body = mock.requests()[0].body.to_string();
+    assert!(body.contains("echo alpha 3"), "{body}");
+    assert!(!body.contains("echo beta"), "{body}");
+}
+
+#[test]
+fn a_dangerous_command_is_refused_and_the_client_is_told() {
+    let t = Talaria::new();
+    std::fs::create_dir(t.ws().join("build")).expect("mkdir");
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": "rm -rf build"})),
+        Reply::text("I could not delete it.").into(),
+    ]));
+    t.use_mock(&mock, "chat_completions", "");
+    let serve = Serve::start(&t, &[]);
+    let seen = serve.sdk(&t, TOKEN, json!([{"kind": "chat", "messages": [user("Delete the build directory.")]}]));
+    let content = seen[0]["content"].as_str().unwrap_or_else(|| panic!("{seen:?}"));
+    assert!(content.starts_with("I could not delete it.\n\n[talaria] Refused during this turn:\n- plugin 'terminal' wanted to run `rm -rf build`"), "{content}");
+    assert!(t.ws().join("build").is_dir(), "the refused command ran");
+    // A request that brings its own tools is refused: talaria runs its own.
+    let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
+    let refused = serve.sdk(&t, TOKEN, json!([{"kind": "chat", "messages": [user("hi")], "tools": tools}]));
+    assert_eq!(refused[0]["error"], "BadRequestError", "{refused:?}");
+    assert!(refused[0]["message"].as_str().is_some_and(|m| m.contains("leave `tools` out")), "{refused:?}");
+    assert_eq!(mock.requests().len(), 2);
+}
