@@ -133,7 +133,7 @@ async fn authenticated(bearer: Arc<Bearer>, request: Request, next: Next) -> Res
             let mut refused = openai::error(
                 StatusCode::UNAUTHORIZED,
                 "invalid_request_error",
-                "a bearer token is required: `Authorization: Bearer TOKEN`, with the token `talaria serve` printed (TALARIA_SERVE_TOKEN)",
+                "a bearer token is required: `Authorization: Bearer TOKEN`, with TALARIA_SERVE_TOKEN or the token `talaria serve token` prints",
             )
             .into_response();
             refused.headers_mut().insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
