@@ -304,3 +304,41 @@ fn a_dangerous_command_is_refused_and_the_client_is_told() {
     assert!(refused[0]["message"].as_str().is_some_and(|m| m.contains("leave `tools` out")), "{refused:?}");
     assert_eq!(mock.requests().len(), 2);
 }
+
+#[test]
+fn a_client_that_goes_away_stops_its_turn() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::auto().then(Step::stall("Working on it")));
+    t.use_mock(&mock, "chat_completions", "");
+    let serve = Serve::start(&t, &[]);
+    let body = json!({"model": "talaria", "stream": true, "messages": [user("Take your time.")]}).to_string();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", serve.port)).expect("connect");
+    stream.set_read_timeout(Some(WAIT)).expect("timeout");
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        serve.port,
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).expect("write");
+    stream.write_all(body.as_bytes()).expect("write");
+    // The answer has begun (its first chunk), and the model is answering, slowly.
+    let mut buf = [0u8; 4096];
+    let n = stream.read(&mut buf).expect("read");
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+    let start = Instant::now();
+    while mock.requests().is_empty() {
+        assert!(start.elapsed() < WAIT, "the model was never asked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    drop(stream);
+    // The model call in flight is given up: the mock sees talaria go away.
+    let start = Instant::now();
+    while mock.disconnects() == 0 {
+        assert!(start.elapsed() < WAIT, "the turn went on after its client left");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // And the server goes on serving.
+    let next = serve.sdk(&t, TOKEN, json!([{"kind": "chat", "messages": [user("echo still here")]}]));
+    assert_eq!(next[0]["content"], "still here", "{next:?}");
+}

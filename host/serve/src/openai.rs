@@ -41,6 +41,9 @@ use crate::turn::{self, Asked, Done, Piece};
 
 /// The one model this server lists.
 pub const MODEL: &str = "talaria";
+/// How long a stream goes without writing: a comment is sent then, which keeps proxies from
+/// closing it and tells the server when the client has gone (the turn is then stopped).
+pub(crate) const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(1);
 /// The header that names a conversation.
 pub const SESSION_HEADER: &str = "x-talaria-session";
 
@@ -434,7 +437,10 @@ fn streamed(chunks: Chunks) -> Response {
             out.extend_from_slice(&c.chunk(json!({"role": "assistant", "content": ""}), None));
             return Some((Ok::<_, Infallible>(Bytes::from(out)), (c, collected)));
         }
-        match c.pieces.recv().await {
+        let Ok(piece) = tokio::time::timeout(KEEP_ALIVE, c.pieces.recv()).await else {
+            return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), (c, collected)));
+        };
+        match piece {
             Some(Piece::Text(text)) => {
                 let sent = collected.push(&text);
                 if !sent.is_empty() {

@@ -24,7 +24,9 @@ use talaria_protocol::Outcome;
 use tokio::sync::mpsc;
 
 use crate::Served;
-use crate::openai::{Begun, ChatMessage, Collected, Content, MODEL, Wanted, begin, collect, error, new_id, now};
+use crate::openai::{
+    Begun, ChatMessage, Collected, Content, KEEP_ALIVE, MODEL, Wanted, begin, collect, error, new_id, now,
+};
 use crate::turn::{Done, Piece};
 
 /// A Responses request (the fields talaria reads; others are ignored).
@@ -235,7 +237,10 @@ fn streamed(events: Events) -> Response {
             e.start(&mut out);
             return Some((Ok::<_, Infallible>(Bytes::from(out)), e));
         }
-        match e.pieces.recv().await {
+        let Ok(piece) = tokio::time::timeout(KEEP_ALIVE, e.pieces.recv()).await else {
+            return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), e));
+        };
+        match piece {
             Some(Piece::Text(text)) => {
                 let sent = e.collected.push(&text);
                 if !sent.is_empty() {

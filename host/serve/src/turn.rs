@@ -96,7 +96,16 @@ pub(crate) async fn run(served: Arc<Served>, asked: Asked, out: mpsc::Sender<Pie
     let mut refused = Vec::new();
     // The client went away: the turn is stopped, and the rest of it only waited for.
     let mut stopped = false;
-    while let Some(stamped) = conversation.next_event().await {
+    loop {
+        let stamped = tokio::select! {
+            stamped = conversation.next_event() => stamped,
+            () = out.closed(), if !stopped => {
+                stopped = true;
+                conversation.submit(Op::Interrupt);
+                continue;
+            }
+        };
+        let Some(stamped) = stamped else { break };
         let piece = match stamped.event {
             Event::ApprovalNeeded(asked) => {
                 let decision = match served.approvals {
