@@ -223,13 +223,11 @@ pub(crate) async fn begin(served: Arc<Served>, headers: &HeaderMap, wanted: Want
         ));
     }
     let name = conversation_name(headers, wanted.named).map_err(|m| bad(&m))?;
-    let kept = match &name {
-        Some(name) => served.host.store().resolve_session(&turn::title(name)).await.is_ok(),
-        None => false,
-    };
-    let text = turn_text(wanted.messages, kept).map_err(|m| bad(&m))?;
+    // Whether the session keeps its own history is known once the turn holds its name.
+    let text = turn_text(wanted.messages, true).map_err(|m| bad(&m))?;
+    let transcript = turn_text(wanted.messages, false).map_err(|m| bad(&m))?;
     let (out, pieces) = mpsc::channel(64);
-    let running = tokio::spawn(turn::run(served, Asked { name, text }, out));
+    let running = tokio::spawn(turn::run(served, Asked { name, text, transcript }, out));
     Ok(Begun { pieces, running })
 }
 

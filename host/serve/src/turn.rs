@@ -20,8 +20,11 @@ pub(crate) fn title(name: &str) -> String {
 pub(crate) struct Asked {
     /// The conversation's name (its session is titled `api:NAME`); none: a session of its own.
     pub name: Option<String>,
-    /// The text of the turn (see [`crate::openai`] for what it holds).
+    /// The text of the turn for a session that keeps its own history: the user's message
+    /// (see [`crate::openai`]).
     pub text: String,
+    /// The text of the turn for a new session: the earlier messages before it, as a transcript.
+    pub transcript: String,
 }
 
 /// What a turn sends the client, in order: text as it comes, then how it ended.
@@ -81,6 +84,7 @@ pub(crate) async fn run(served: Arc<Served>, asked: Asked, out: mpsc::Sender<Pie
         },
         None => None,
     };
+    let resumed = resume.is_some();
     let named = resume.is_none().then_some(asked.name.as_deref()).flatten();
     let start = Start {
         source: "api".into(),
@@ -92,7 +96,8 @@ pub(crate) async fn run(served: Arc<Served>, asked: Asked, out: mpsc::Sender<Pie
         ..Start::default()
     };
     let mut conversation = served.host.start(start).await.map_err(|e| Failed::Start(e.to_string()))?;
-    let turn = conversation.submit(Op::UserTurn { text: asked.text, images: Vec::new() });
+    let text = if resumed { asked.text } else { asked.transcript };
+    let turn = conversation.submit(Op::UserTurn { text, images: Vec::new() });
     let mut refused = Vec::new();
     // The client went away: the turn is stopped, and the rest of it only waited for.
     let mut stopped = false;
