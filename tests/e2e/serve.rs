@@ -1,5 +1,6 @@
-//! `talaria serve` as a real process, driven by the official `openai` Python SDK (PyPI, in a
-//! virtual environment under ~/.cache/talaria-tests), with the mock model behind it. Requests
+//! `talaria serve` as a real process, driven by the official `openai` Python SDK and the A2A
+//! SDK `a2a-sdk` (PyPI, in virtual environments under ~/.cache/talaria-tests), with the mock
+//! model behind it. Requests
 //! no SDK sends (a foreign Host, a cross-site Origin) are written by hand.
 
 use std::io::{Read as _, Write as _};
@@ -16,11 +17,25 @@ use crate::Talaria;
 const WAIT: Duration = Duration::from_secs(30);
 /// The SDK's version the tests use.
 const OPENAI: &str = "3.57.0";
+/// The A2A SDK's version the tests use.
+const A2A: &str = "1.3.0";
 const TOKEN: &str = "serve-test-token-0123456789abcdef0123456789";
 
 fn python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| crate::mcp::python_with("openai-venv", "openai", OPENAI))
+}
+
+/// Debian's chromium, which scripts/test installs.
+fn chromium() -> &'static str {
+    let path = "/usr/bin/chromium";
+    assert!(Path::new(path).exists(), "chromium is missing: run scripts/test (it installs Debian's chromium)");
+    path
+}
+
+fn a2a_python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| crate::mcp::python_with("a2a-venv", "a2a-sdk", A2A))
 }
 
 /// A running `talaria serve`; killed when dropped, its stderr printed if the test failed.
@@ -61,12 +76,63 @@ impl Serve {
     /// Run the SDK on `calls` with `key`: what it got, call by call.
     fn sdk(&self, t: &Talaria, key: &str, calls: Value) -> Vec<Value> {
         let plan = json!({"base_url": self.base_url(), "api_key": key, "calls": calls});
+        self.client(t, python(), "openai_client.py", &plan)
+    }
+
+    /// Run the A2A client on `calls` with `token`: what it got, call by call.
+    fn a2a(&self, t: &Talaria, token: &str, calls: Value) -> Vec<Value> {
+        let plan = json!({"base_url": format!("http://127.0.0.1:{}", self.port), "token": token, "calls": calls});
+        self.client(t, a2a_python(), "a2a_client.py", &plan)
+    }
+
+    /// The dashboard's one-time login link, as the server printed it: its path.
+    fn login_path(&self) -> String {
+        let start = Instant::now();
+        loop {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if let Some(at) = log.find("/login?key=") {
+                let link: String = log[at..].chars().take_while(|c| !c.is_whitespace()).collect();
+                return link;
+            }
+            assert!(start.elapsed() < WAIT, "serve printed no login link:\n{log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Drive Debian's chromium through `steps` (see tests/browser/browser.mjs): what it saw.
+    fn browser(&self, t: &Talaria, steps: Value) -> Vec<Value> {
+        let base = format!("http://127.0.0.1:{}", self.port);
+        let plan = json!({"base": base, "chromium": chromium(), "steps": steps});
+        static PLANS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = PLANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let file = t.home.path().join(format!("browser-{n}.json"));
+        std::fs::write(&file, plan.to_string()).expect("plan");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser");
+        assert!(
+            dir.join("node_modules/playwright-core").is_dir(),
+            "playwright-core is missing: run scripts/test, or `npm ci --prefix tests/browser`"
+        );
+        let out = Command::new("node").arg(dir.join("browser.mjs")).arg(&file).output().expect("node");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line = stdout.lines().last().unwrap_or_default();
+        match serde_json::from_str::<Vec<Value>>(line) {
+            Ok(seen) => seen,
+            Err(e) => panic!(
+                "the browser printed no result ({e}):\n{stdout}\n{}\nserver:\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            ),
+        }
+    }
+
+    /// Run tests/serve/`script` with `python` on `plan`: the list it printed.
+    fn client(&self, t: &Talaria, python: &Path, script: &str, plan: &Value) -> Vec<Value> {
         static PLANS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = PLANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let file = t.home.path().join(format!("plan-{n}.json"));
         std::fs::write(&file, plan.to_string()).expect("plan");
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/serve/openai_client.py");
-        let out = Command::new(python()).arg(script).arg(&file).output().expect("python");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/serve").join(script);
+        let out = Command::new(python).arg(script).arg(&file).output().expect("python");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let line = stdout.lines().last().unwrap_or_default();
         match serde_json::from_str::<Vec<Value>>(line) {
@@ -341,4 +407,261 @@ fn a_client_that_goes_away_stops_its_turn() {
     // And the server goes on serving.
     let next = serve.sdk(&t, TOKEN, json!([{"kind": "chat", "messages": [user("echo still here")]}]));
     assert_eq!(next[0]["content"], "still here", "{next:?}");
+}
+
+#[test]
+fn an_a2a_agent_finds_the_card_and_completes_tasks_streamed_and_not() {
+    let t = Talaria::new();
+    std::fs::write(t.ws().join("notes.txt"), "hello from the workspace").expect("notes");
+    let mock = MockLlm::start(
+        Script::auto()
+            .then(Reply::default().tool_call("read_file", json!({"path": "notes.txt"})).usage(100, 5))
+            .then(Reply::text("The notes say hello.").usage(120, 6)),
+    );
+    t.use_mock(&mock, "chat_completions", "");
+    let serve = Serve::start(&t, &[]);
+    let seen = serve.a2a(
+        &t,
+        TOKEN,
+        json!([
+            {"kind": "card"},
+            {"kind": "send", "text": "What do my notes say?", "context": "team-1"},
+            {"kind": "send", "text": "echo streamed answer", "context": "team-1", "stream": true},
+            {"kind": "get", "task": "last"},
+            {"kind": "list", "context": "team-1"},
+            {"kind": "send", "text": "echo a context of its own"},
+        ]),
+    );
+    let card = &seen[0]["card"];
+    let interface = &card["supportedInterfaces"][0];
+    assert_eq!(interface["url"], format!("http://127.0.0.1:{}/a2a", serve.port), "{card}");
+    assert_eq!(
+        (interface["protocolBinding"].as_str(), interface["protocolVersion"].as_str()),
+        (Some("JSONRPC"), Some("1.0"))
+    );
+    assert_eq!(card["capabilities"]["streaming"], true, "{card}");
+
+    // Not streamed: the ended task, with the tool's work in its answer.
+    let first = &seen[1];
+    assert_eq!(first["state"], "TASK_STATE_COMPLETED", "{seen:?}");
+    assert_eq!(first["text"], "The notes say hello.", "{seen:?}");
+    assert_eq!(first["task"]["contextId"], "team-1");
+    assert_eq!(first["events"], json!(["task:TASK_STATE_COMPLETED"]));
+    let body = mock.requests()[1].body.to_string();
+    assert!(body.contains("hello from the workspace"), "the tool did not run in talaria: {body}");
+
+    // Streamed: the task, its answer as it comes, and its end; the stream closes after it.
+    let second = &seen[2];
+    assert_eq!(second["text"], "streamed answer", "{seen:?}");
+    let events: Vec<&str> = second["events"].as_array().expect("events").iter().filter_map(Value::as_str).collect();
+    assert_eq!(events.first(), Some(&"task:TASK_STATE_WORKING"), "{events:?}");
+    assert!(events.contains(&"artifact"), "{events:?}");
+    assert_eq!(events.last(), Some(&"status:TASK_STATE_COMPLETED"), "{events:?}");
+    assert_ne!(second["task"]["id"], first["task"]["id"]);
+
+    // The streamed task, asked for again, and the context's tasks.
+    let got = &seen[3]["task"];
+    assert_eq!(got["id"], second["task"]["id"], "{seen:?}");
+    assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(got["history"][0]["parts"][0]["text"], "echo streamed answer");
+    assert_eq!(got["history"][1]["role"], "ROLE_AGENT");
+    assert_eq!(got["artifacts"][0]["parts"][0]["text"], "streamed answer");
+    let listed: Vec<&Value> = seen[4]["tasks"].as_array().expect("tasks").iter().map(|t| &t["id"]).collect();
+    assert_eq!(listed, [&second["task"]["id"], &first["task"]["id"]], "{seen:?}");
+
+    // A context is one session: the second task's model call had the first's turn in it.
+    let body = mock.requests()[2].body.to_string();
+    assert!(body.contains("What do my notes say?"), "{body}");
+    let shown = t.ok(&["sessions", "show", "a2a:team-1"]);
+    assert!(shown.contains("What do my notes say?") && shown.contains("echo streamed answer"), "{shown}");
+    // A message without a context starts one of its own.
+    let own = &seen[5]["task"];
+    assert_eq!(seen[5]["text"], "a context of its own", "{seen:?}");
+    let context = own["contextId"].as_str().expect("a context id");
+    assert!(context.starts_with("ctx-"), "{own}");
+    assert!(!mock.requests()[3].body.to_string().contains("What do my notes say?"));
+
+    // A wrong token finds nothing, not even the card.
+    let refused = serve.a2a(&t, "not-the-token", json!([{"kind": "card"}]));
+    assert!(refused[0]["message"].as_str().is_some_and(|m| m.contains("401")), "{refused:?}");
+    assert_eq!(mock.requests().len(), 4, "a refused request reached the model");
+}
+
+#[test]
+fn an_a2a_task_is_canceled_and_bad_calls_get_a2a_errors() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::auto().then(Step::stall("Working on it")));
+    t.use_mock(&mock, "chat_completions", "");
+    let serve = Serve::start(&t, &[]);
+    let begun = serve.a2a(
+        &t,
+        TOKEN,
+        json!([{"kind": "send", "text": "Take your time.", "context": "slow", "immediately": true}]),
+    );
+    assert_eq!(begun[0]["state"], "TASK_STATE_WORKING", "{begun:?}");
+    let id = begun[0]["task"]["id"].as_str().expect("a task id");
+    // The model is answering, slowly.
+    let start = Instant::now();
+    while mock.requests().is_empty() {
+        assert!(start.elapsed() < WAIT, "the model was never asked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let seen = serve.a2a(
+        &t,
+        TOKEN,
+        json!([
+            {"kind": "cancel", "task": id},
+            {"kind": "cancel", "task": id},
+            {"kind": "get", "task": "task-never-was"},
+        ]),
+    );
+    assert_eq!(seen[0]["task"]["status"]["state"], "TASK_STATE_CANCELED", "{seen:?}");
+    assert_eq!(seen[0]["task"]["id"], id);
+    // The model call in flight was given up.
+    let start = Instant::now();
+    while mock.disconnects() == 0 {
+        assert!(start.elapsed() < WAIT, "the canceled task's turn went on");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(seen[1]["error"], "TaskNotCancelableError", "{seen:?}");
+    assert_eq!(seen[2]["error"], "TaskNotFoundError", "{seen:?}");
+
+    // What no SDK sends: another protocol version, an unknown method, a file.
+    let own = format!("127.0.0.1:{}", serve.port);
+    let bearer = format!("Bearer {TOKEN}");
+    let call = |version: &str, body: Value| {
+        let body = body.to_string();
+        let headers = [
+            ("Host", own.as_str()),
+            ("Authorization", bearer.as_str()),
+            ("A2A-Version", version),
+            ("Content-Type", "application/json"),
+        ];
+        let (status, answer) = serve.raw("POST", "/a2a", &headers, &body);
+        assert_eq!(status, 200, "{answer}");
+        let json = answer.split("\r\n\r\n").nth(1).expect("a body");
+        serde_json::from_str::<Value>(json).unwrap_or_else(|e| panic!("{e}: {answer}"))
+    };
+    let message = json!({"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
+    let answer =
+        call("0.3", json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}));
+    assert_eq!(answer["error"]["code"], -32009, "{answer}");
+    assert_eq!(answer["id"], 1);
+    let answer = call("1.0", json!({"jsonrpc": "2.0", "id": "x", "method": "message/send", "params": {}}));
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    let file = json!({"messageId": "m2", "role": "ROLE_USER", "parts": [{"url": "https://example.com/a.pdf"}]});
+    let answer = call("1.0", json!({"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": file}}));
+    assert_eq!(answer["error"]["code"], -32005, "{answer}");
+    assert_eq!(mock.requests().len(), 1, "a refused call reached the model");
+}
+
+#[test]
+fn the_dashboard_in_a_real_browser_logs_in_searches_and_reads_a_session() {
+    let t = Talaria::new();
+    std::fs::write(t.ws().join("notes.txt"), "the zebra crossing is closed\n").expect("notes");
+    let mock =
+        MockLlm::start(
+            Script::auto()
+                .then(Reply::default().tool_call("read_file", json!({"path": "notes.txt"})))
+                .then(Reply::default().tool_call(
+                    "patch",
+                    json!({"path": "notes.txt", "old_string": "is closed", "new_string": "is open"}),
+                ))
+                .then(Reply::text("The zebra crossing is open now.")),
+        );
+    t.use_mock(&mock, "chat_completions", "");
+    let serve = Serve::start(&t, &[]);
+    // Two sessions: one with tool calls and an edit, one whose text is markup that must not run.
+    let markup = r#"echo <script>window.pwned=1</script><img src=x onerror="window.pwned=2">"#;
+    let made = serve.sdk(
+        &t,
+        TOKEN,
+        json!([
+            {"kind": "chat", "session": "zebra-work", "messages": [user("Open the zebra crossing.")]},
+            {"kind": "chat", "messages": [user(markup)]},
+        ]),
+    );
+    assert_eq!(made[0]["content"], "The zebra crossing is open now.", "{made:?}");
+    assert_eq!(std::fs::read_to_string(t.ws().join("notes.txt")).expect("notes"), "the zebra crossing is open\n");
+    let login = serve.login_path();
+    let seen = serve.browser(
+        &t,
+        json!([
+            {"do": "goto", "path": "/sessions"},
+            {"do": "goto", "path": login},
+            {"do": "fill", "selector": "input[name=q]", "value": "zebra"},
+            {"do": "click", "selector": "form.search button"},
+            {"do": "click", "selector": "ol.hits a >> nth=0"},
+            {"do": "eval", "js": "document.querySelector('pre.diff .add') && document.querySelector('pre.diff .add').textContent"},
+            {"do": "goto", "path": "/sessions"},
+            {"do": "click", "selector": "table.sessions a:has-text('window.pwned')"},
+            {"do": "eval", "js": "[typeof window.pwned, document.querySelectorAll('main img, main script').length]"},
+            {"do": "viewport", "width": 360, "height": 740},
+            {"do": "goto", "path": "/sessions"},
+            {"do": "eval", "js": "document.documentElement.scrollWidth"},
+            {"do": "select", "selector": "select[name=theme]", "value": "dark"},
+            {"do": "click", "selector": "form[action='/theme'] button"},
+            {"do": "eval", "js": "document.documentElement.dataset.theme"},
+        ]),
+    );
+    let text = |i: usize| seen[i]["text"].as_str().unwrap_or_else(|| panic!("step {i}: {seen:?}")).to_string();
+    // Without the cookie, a page redirects to the login page, which says why.
+    assert!(seen[0]["url"].as_str().is_some_and(|u| u.contains("/login")), "{seen:?}");
+    assert!(text(0).contains("You are not logged in"), "{seen:?}");
+    // The link logs in, and the list shows the sessions.
+    assert!(seen[1]["url"].as_str().is_some_and(|u| u.ends_with("/sessions")), "{seen:?}");
+    assert!(text(1).contains("api:zebra-work"), "{seen:?}");
+    // Search finds the messages, and a hit opens its session with its tool calls and the diff.
+    assert!(text(3).contains("match") && text(3).contains("zebra"), "{seen:?}");
+    assert!(seen[4]["url"].as_str().is_some_and(|u| u.contains("/sessions/")), "{seen:?}");
+    assert!(text(4).contains("Tool call: read_file") && text(4).contains("Tool call: patch"), "{seen:?}");
+    assert!(text(4).contains("The zebra crossing is open now."), "{seen:?}");
+    assert_eq!(seen[5]["value"], "+the zebra crossing is open", "{seen:?}");
+    // Markup a session holds is shown, not run.
+    assert!(text(7).contains("<script>window.pwned=1</script>"), "{seen:?}");
+    assert_eq!(seen[8]["value"], json!(["undefined", 0]), "{seen:?}");
+    // 360 px wide: nothing wider than the screen.
+    assert!(seen[11]["value"].as_u64().is_some_and(|w| w <= 360), "{seen:?}");
+    assert_eq!(seen[14]["value"], "dark", "{seen:?}");
+
+    // Another site's page posting to the dashboard is refused, and changes nothing; so is a
+    // form without the CSRF token.
+    let seen = serve.browser(
+        &t,
+        json!([
+            {"do": "goto", "path": login},
+            {"do": "fresh"},
+            {"do": "goto", "path": "/login"},
+            {"do": "fill", "selector": "input[name=token]", "value": "not-the-token"},
+            {"do": "click", "selector": "form[action='/login'] button"},
+            {"do": "fill", "selector": "input[name=token]", "value": TOKEN},
+            {"do": "click", "selector": "form[action='/login'] button"},
+            {"do": "cross_site_post", "action": "/logout", "fields": {"csrf": "guessed"}},
+            {"do": "goto", "path": "/sessions"},
+            {"do": "eval", "js": "(async () => (await fetch('/logout', {method: 'POST', body: new URLSearchParams({csrf: 'wrong'})})).status)()"},
+            {"do": "goto", "path": "/sessions"},
+            {"do": "click", "selector": "form[action='/logout'] button"},
+            {"do": "goto", "path": "/sessions"},
+        ]),
+    );
+    let text = |i: usize| seen[i]["text"].as_str().unwrap_or_else(|| panic!("step {i}: {seen:?}")).to_string();
+    // The link works once.
+    assert_eq!(seen[0]["status"], 403, "{seen:?}");
+    assert!(text(0).contains("used already"), "{seen:?}");
+    // The token logs in; a wrong one is refused.
+    assert_eq!(seen[4]["status"], 401, "{seen:?}");
+    assert!(text(4).contains("not this server's token"), "{seen:?}");
+    assert!(seen[6]["url"].as_str().is_some_and(|u| u.ends_with("/sessions")), "{seen:?}");
+    assert_eq!(seen[7]["status"], 403, "{seen:?}");
+    assert!(text(7).contains("another site"), "{seen:?}");
+    assert!(seen[8]["url"].as_str().is_some_and(|u| u.ends_with("/sessions")), "still logged in: {seen:?}");
+    assert_eq!(seen[9]["value"], 403, "{seen:?}");
+    assert!(seen[10]["url"].as_str().is_some_and(|u| u.ends_with("/sessions")), "still logged in: {seen:?}");
+    // Logging out ends it.
+    assert!(seen[11]["url"].as_str().is_some_and(|u| u.contains("/login")), "{seen:?}");
+    assert!(seen[12]["url"].as_str().is_some_and(|u| u.contains("/login")), "{seen:?}");
+    // The failed logins were logged.
+    let log = std::fs::read_to_string(&serve.log).expect("log");
+    assert!(log.contains("a login link that is not (or no longer) valid"), "{log}");
+    assert!(log.contains("a dashboard login with a wrong token"), "{log}");
 }

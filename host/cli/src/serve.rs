@@ -1,5 +1,5 @@
-//! `talaria serve`: the HTTP front door (`talaria-serve`): an OpenAI-compatible API on this
-//! home's agent. Its token is `TALARIA_SERVE_TOKEN`, or the one kept in the home's
+//! `talaria serve`: the HTTP front door (`talaria-serve`): an OpenAI-compatible API, A2A and
+//! a web dashboard on this home's agent. Its token is `TALARIA_SERVE_TOKEN`, or the one kept in the home's
 //! `serve-token` (made on first use, readable by you alone); `talaria serve token` prints it.
 
 use std::io::Write as _;
@@ -91,11 +91,13 @@ pub async fn run(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
         let _ = tokio::signal::ctrl_c().await;
         stopping.cancel();
     });
-    let ready = |bound: SocketAddr| {
+    let ready = |ready: talaria_serve::Ready| {
+        let bound = ready.bound;
         ui::note(&format!(
-            "serving the OpenAI-compatible API at http://{bound}/v1 (model `{}`); its bearer token is {from}",
+            "serving the OpenAI-compatible API at http://{bound}/v1 (model `{}`) and A2A (its card at http://{bound}/.well-known/agent-card.json); their bearer token is {from}",
             talaria_serve::openai::MODEL
         ));
+        ui::note(&format!("the dashboard: open {} to log in (the link works once)", ready.login));
     };
     match talaria_serve::serve(Arc::new(host), options, ready, stop).await {
         Ok(()) => Ok(ExitCode::SUCCESS),

@@ -40,7 +40,8 @@ pub mod runtime {
 /// their runs, leases and notices.
 pub mod store {
     pub use talaria_store::{
-        Error, Leased, ListQuery, Result, Store, cron, delivery, inbox, local_time, notice, pairing, process,
+        Error, Leased, ListQuery, Result, SOURCES, SearchQuery, SessionInfo, Store, cron, delivery, inbox, local_time,
+        notice, pairing, process, search,
     };
 }
 

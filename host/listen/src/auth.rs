@@ -57,6 +57,18 @@ impl Bearer {
         Arc::new(Self { token: token.into(), door, failures: Mutex::default(), after: after.max(1), window })
     }
 
+    /// How long `peer` is still locked out for failing too often, if it is (nothing is
+    /// counted).
+    pub fn locked_out(&self, peer: Option<IpAddr>) -> Option<Duration> {
+        let now = Instant::now();
+        let key = peer.map(crate::table::client)?;
+        let failures = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let recent: Vec<&Instant> =
+            failures.get(&key)?.iter().filter(|t| now.duration_since(**t) < self.window).collect();
+        let first = recent.first()?;
+        (recent.len() >= self.after).then(|| self.window.saturating_sub(now.duration_since(**first)))
+    }
+
     /// Whether a request from `peer` with the `Authorization` header `given` may pass.
     ///
     /// # Errors
@@ -172,6 +184,19 @@ mod tests {
             other => panic!("expected a lockout, got {other:?}"),
         }
         assert_eq!(bearer.check(B, Some("Bearer s3cret")), Ok(()), "another address is not locked out");
+    }
+
+    #[test]
+    fn reading_a_lockout_counts_nothing() {
+        let bearer = Bearer::with_lockout("s3cret", "test", 2, Duration::from_secs(60));
+        assert_eq!(bearer.locked_out(A), None);
+        assert_eq!(bearer.check(A, Some("Bearer guess")), Err(Refusal::Unauthorized));
+        for _ in 0..5 {
+            assert_eq!(bearer.locked_out(A), None, "one failure of two");
+        }
+        assert_eq!(bearer.check(A, Some("Bearer guess")), Err(Refusal::Unauthorized));
+        assert!(bearer.locked_out(A).is_some_and(|wait| wait > Duration::from_secs(58)));
+        assert_eq!(bearer.locked_out(B), None);
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! `talaria serve`: one HTTP front door on talaria's conversations. It serves an
 //! OpenAI-compatible API (`/v1/models`, `/v1/chat/completions` and `/v1/responses`, streamed
 //! and not), so any OpenAI client or chat UI can use the agent, its tools and its sessions as
-//! if it were a model. A2A and the web dashboard are to come on the same listener.
+//! if it were a model, A2A 1.0 ([`a2a`]), so other agents can find it by its card and send
+//! it tasks, and a web dashboard (sessions: list, search, read), logged into with a one-time
+//! link or the token.
 //!
 //! What it enforces, before any route runs:
-//! 1. **A token on every API request**: `Authorization: Bearer TOKEN`, compared in constant
+//! 1. **A token on every API request** (the dashboard's pages need a login instead: see
+//!    `web`): `Authorization: Bearer TOKEN`, compared in constant
 //!    time, with an address that keeps guessing locked out ([`talaria_core::listen::auth`]). A
 //!    refusal is an OpenAI-shaped error (`401`, or `429` while locked out).
 //! 2. **Only its own names** ([`Names`]): a request whose `Host` is not a name this server
@@ -21,10 +24,12 @@
 //! happens to approvals); it runs in the workspace `talaria serve` was started in, its
 //! commands in the OS sandbox.
 
+pub mod a2a;
 mod guard;
 pub mod openai;
 pub mod responses;
 mod turn;
+mod web;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -73,6 +78,8 @@ pub enum Error {
     Remote(SocketAddr),
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, std::io::Error),
+    #[error("{0}")]
+    Random(String),
 }
 
 /// What every handler shares.
@@ -81,17 +88,29 @@ pub(crate) struct Served {
     pub approvals: Approvals,
     /// One API conversation's requests at a time, by its name.
     pub sessions: turn::Named,
+    /// A2A's tasks.
+    pub a2a: a2a::Tasks,
+    /// The dashboard's logins.
+    pub logins: web::Logins,
+}
+
+/// What a server that is up tells whoever started it.
+pub struct Ready {
+    /// Where it listens.
+    pub bound: SocketAddr,
+    /// The dashboard's one-time login link.
+    pub login: String,
 }
 
 /// Serve `host` as `options` say until `stop` is cancelled; `ready` is told the bound address
-/// once the listener is up.
+/// and the dashboard's login link once the listener is up.
 ///
 /// # Errors
 /// A bind beyond loopback without `allow_remote`, or a bind that fails.
 pub async fn serve(
     host: Arc<Host>,
     options: Options,
-    ready: impl FnOnce(SocketAddr),
+    ready: impl FnOnce(Ready),
     stop: CancellationToken,
 ) -> Result<(), Error> {
     if !options.listen.ip().is_loopback() && !options.allow_remote {
@@ -100,27 +119,43 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(options.listen).await.map_err(|e| Error::Bind(options.listen, e))?;
     let bound = listener.local_addr().map_err(|e| Error::Bind(options.listen, e))?;
     let names = Arc::new(Names::new(bound, &options.hosts));
-    let served = Arc::new(Served { host, approvals: options.approvals, sessions: turn::Named::default() });
-    let bearer = talaria_core::listen::auth::Bearer::new(options.token, "serve");
+    let bearer = Bearer::new(options.token, "serve");
+    let logins = web::Logins::new(bearer.clone()).map_err(Error::Random)?;
+    let login = format!("http://{bound}/login?key={}", logins.key().unwrap_or_default());
+    let served = Arc::new(Served {
+        host,
+        approvals: options.approvals,
+        sessions: turn::Named::default(),
+        a2a: a2a::Tasks::default(),
+        logins,
+    });
     let router = router(served, bearer).layer(axum::middleware::from_fn(
         move |request: axum::extract::Request, next: axum::middleware::Next| guard::check(names.clone(), request, next),
     ));
-    ready(bound);
+    ready(Ready { bound, login });
     talaria_core::listen::serve(listener, router, talaria_core::listen::Limits::for_process(), stop).await;
     Ok(())
 }
 
-/// The API's routes, each behind `bearer`.
+/// The routes: the APIs' behind `bearer`, the dashboard's behind its login.
 pub(crate) fn router(served: Arc<Served>, bearer: Arc<Bearer>) -> axum::Router {
-    axum::Router::new()
+    let api = axum::Router::new()
         .route("/v1/models", get(openai::models))
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/responses", post(responses::respond))
-        .fallback(|| async { openai::error(StatusCode::NOT_FOUND, "invalid_request_error", "no such route") })
-        .layer(axum::middleware::from_fn(move |request: Request, next: Next| {
+        .route("/.well-known/agent-card.json", get(a2a::card))
+        .route(a2a::PATH, post(a2a::rpc))
+        .route_layer(axum::middleware::from_fn(move |request: Request, next: Next| {
             authenticated(bearer.clone(), request, next)
         }))
-        .with_state(served)
+        .with_state(served.clone());
+    api.merge(web::router(served)).fallback(|uri: http::Uri| async move {
+        if uri.path().starts_with("/v1/") {
+            openai::error(StatusCode::NOT_FOUND, "invalid_request_error", "no such route").into_response()
+        } else {
+            (StatusCode::NOT_FOUND, "no such page").into_response()
+        }
+    })
 }
 
 /// Let `request` through with the bearer token only, refusing in OpenAI's shape.

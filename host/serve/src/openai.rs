@@ -140,14 +140,20 @@ pub(crate) fn conversation_name(headers: &HeaderMap, field: Option<&str>) -> Res
         Some(v) => Some(v.to_str().map_err(|_| "X-Talaria-Session must be text".to_string())?.to_string()),
         None => field.map(str::to_string),
     };
-    let Some(name) = given.map(|n| n.trim().to_string()).filter(|n| !n.is_empty()) else { return Ok(None) };
+    let Some(name) = given.filter(|n| !n.trim().is_empty()) else { return Ok(None) };
+    valid_name(&name).map(Some).map_err(|()| {
+        "a conversation's name (X-Talaria-Session, `user` or `conversation`) is at most 200 printable characters"
+            .to_string()
+    })
+}
+
+/// `name` trimmed, when it can name a conversation: at most 200 printable characters.
+pub(crate) fn valid_name(name: &str) -> Result<String, ()> {
+    let name = name.trim();
     if name.chars().count() > 200 || name.chars().any(char::is_control) {
-        return Err(
-            "a conversation's name (X-Talaria-Session, `user` or `conversation`) is at most 200 printable characters"
-                .into(),
-        );
+        return Err(());
     }
-    Ok(Some(name))
+    Ok(name.to_string())
 }
 
 /// The turn's text for `messages`: the last (the user's) alone when the session keeps its own
@@ -227,7 +233,9 @@ pub(crate) async fn begin(served: Arc<Served>, headers: &HeaderMap, wanted: Want
     let text = turn_text(wanted.messages, true).map_err(|m| bad(&m))?;
     let transcript = turn_text(wanted.messages, false).map_err(|m| bad(&m))?;
     let (out, pieces) = mpsc::channel(64);
-    let running = tokio::spawn(turn::run(served, Asked { name, text, transcript }, out));
+    let title = name.map(|name| format!("api:{name}"));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(turn::run(served, Asked { title, text, transcript, stop }, out));
     Ok(Begun { pieces, running })
 }
 

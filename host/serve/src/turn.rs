@@ -1,6 +1,6 @@
 //! One API turn: a conversation of the host's started for it (a named session resumed, or a new
 //! one), the user's text submitted, and its events made into [`Piece`]s for the client. The
-//! turn is stopped when the client goes away.
+//! turn is stopped when the client goes away or asks.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -8,23 +8,22 @@ use std::sync::{Arc, Mutex};
 use talaria_core::{Platform, Start};
 use talaria_protocol::{Decision, Event, Op, Outcome, Usage};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::{Approvals, Served};
 
-/// The title of the session an API conversation named `name` is kept in.
-pub(crate) fn title(name: &str) -> String {
-    format!("api:{name}")
-}
-
 /// What the client asked for.
 pub(crate) struct Asked {
-    /// The conversation's name (its session is titled `api:NAME`); none: a session of its own.
-    pub name: Option<String>,
+    /// The title of the conversation's session (`api:NAME`, `a2a:CONTEXT`): made on first use
+    /// and continued after; none: a session of its own.
+    pub title: Option<String>,
     /// The text of the turn for a session that keeps its own history: the user's message
     /// (see [`crate::openai`]).
     pub text: String,
     /// The text of the turn for a new session: the earlier messages before it, as a transcript.
     pub transcript: String,
+    /// Stops the turn when cancelled (as the client going away does).
+    pub stop: CancellationToken,
 }
 
 /// What a turn sends the client, in order: text as it comes, then how it ended.
@@ -70,14 +69,15 @@ impl Named {
     }
 }
 
-/// Run `asked` and send its pieces to `out`; stops the turn when `out` is closed.
+/// Run `asked` and send its pieces to `out`; stops the turn when `out` is closed or
+/// `asked.stop` is cancelled.
 pub(crate) async fn run(served: Arc<Served>, asked: Asked, out: mpsc::Sender<Piece>) -> Result<(), Failed> {
-    let _held = match &asked.name {
-        Some(name) => Some(served.sessions.hold(name).await),
+    let _held = match &asked.title {
+        Some(title) => Some(served.sessions.hold(title).await),
         None => None,
     };
-    let resume = match &asked.name {
-        Some(name) => match served.host.store().resolve_session(&title(name)).await {
+    let resume = match &asked.title {
+        Some(title) => match served.host.store().resolve_session(title).await {
             Ok(info) => Some(info.id),
             Err(talaria_core::store::Error::SessionNotFound { .. }) => None,
             Err(e) => return Err(Failed::Start(e.to_string())),
@@ -85,7 +85,7 @@ pub(crate) async fn run(served: Arc<Served>, asked: Asked, out: mpsc::Sender<Pie
         None => None,
     };
     let resumed = resume.is_some();
-    let named = resume.is_none().then_some(asked.name.as_deref()).flatten();
+    let named = resume.is_none().then_some(asked.title.as_deref()).flatten();
     let start = Start {
         source: "api".into(),
         platform: Platform::Api,
@@ -100,12 +100,21 @@ pub(crate) async fn run(served: Arc<Served>, asked: Asked, out: mpsc::Sender<Pie
     let turn = conversation.submit(Op::UserTurn { text, images: Vec::new() });
     let mut refused = Vec::new();
     // The client went away: the turn is stopped, and the rest of it only waited for.
-    let mut stopped = false;
+    let mut gone = false;
+    // Asked to stop: the turn is interrupted, and still told to the end.
+    let mut interrupted = false;
     loop {
         let stamped = tokio::select! {
             stamped = conversation.next_event() => stamped,
-            () = out.closed(), if !stopped => {
-                stopped = true;
+            () = out.closed(), if !gone => {
+                gone = true;
+                if !std::mem::replace(&mut interrupted, true) {
+                    conversation.submit(Op::Interrupt);
+                }
+                continue;
+            }
+            () = asked.stop.cancelled(), if !interrupted => {
+                interrupted = true;
                 conversation.submit(Op::Interrupt);
                 continue;
             }
@@ -138,7 +147,7 @@ pub(crate) async fn run(served: Arc<Served>, asked: Asked, out: mpsc::Sender<Pie
             Event::MessageEnd if stamped.op == turn => Some(Piece::Break),
             Event::TurnEnd(end) if stamped.op == turn => {
                 let done = Done { outcome: end.outcome, usage: end.usage, refused: std::mem::take(&mut refused) };
-                if !stopped {
+                if !gone {
                     let _ = out.send(Piece::Done(done)).await;
                 }
                 break;
@@ -146,17 +155,19 @@ pub(crate) async fn run(served: Arc<Served>, asked: Asked, out: mpsc::Sender<Pie
             _ => None,
         };
         if let Some(piece) = piece
-            && !stopped
+            && !gone
             && out.send(piece).await.is_err()
         {
-            stopped = true;
-            conversation.submit(Op::Interrupt);
+            gone = true;
+            if !std::mem::replace(&mut interrupted, true) {
+                conversation.submit(Op::Interrupt);
+            }
         }
     }
     // A new session is named once its first turn saved it (a title needs a saved session);
     // the name's next request waits for this.
-    if let Some(name) = named {
-        conversation.run(Op::SetTitle { title: title(name) }, |_| {}).await;
+    if let Some(title) = named {
+        conversation.run(Op::SetTitle { title: title.to_string() }, |_| {}).await;
     }
     conversation.shutdown().await;
     Ok(())
