@@ -8,6 +8,8 @@
 //   {"do": "fill", "selector": S, "value": V}   -> {}
 //   {"do": "select", "selector": S, "value": V} -> {}
 //   {"do": "click", "selector": S}              -> {url, status, text} (after the navigation)
+//   {"do": "tap", "selector": S}                -> {} (a click that leaves the page where it is)
+//   {"do": "wait", "selector": S}               -> {} (until S is on the page, 20 s at most)
 //   {"do": "text", "selector": S}               -> {text}
 //   {"do": "eval", "js": EXPR}                  -> {value}
 //   {"do": "viewport", "width": W, "height": H} -> {}
@@ -53,6 +55,12 @@ async function step(s) {
       await Promise.all([page.waitForNavigation(), page.click(s.selector)]);
       return seen();
     }
+    case "tap":
+      await page.click(s.selector);
+      return {};
+    case "wait":
+      await page.waitForSelector(s.selector, { state: "attached", timeout: 20000 });
+      return {};
     case "text":
       return { text: await page.locator(s.selector).first().innerText() };
     case "eval":

@@ -665,3 +665,63 @@ fn the_dashboard_in_a_real_browser_logs_in_searches_and_reads_a_session() {
     assert!(log.contains("a login link that is not (or no longer) valid"), "{log}");
     assert!(log.contains("a dashboard login with a wrong token"), "{log}");
 }
+
+#[test]
+fn a_dashboard_chat_streams_and_a_dangerous_command_is_approved_from_the_page() {
+    let t = Talaria::new();
+    std::fs::create_dir(t.ws().join("build")).expect("mkdir");
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": "rm -rf build"})),
+        Reply::text("Deleted the build directory.").paced(150).into(),
+    ]));
+    t.use_mock(&mock, "chat_completions", "");
+    let serve = Serve::start(&t, &[]);
+    let login = serve.login_path();
+    // The other chat's id, and whether it could answer this chat's approval.
+    let elsewhere = "(async () => {
+        const csrf = document.getElementById('log').dataset.csrf;
+        const other = await fetch('/chat/new', {method: 'POST', body: new URLSearchParams({csrf})});
+        const id = document.querySelector('article.approval').dataset.approval;
+        const answered = await fetch(other.url + '/approve', {method: 'POST', headers: {Accept: 'application/json'},
+            body: new URLSearchParams({csrf, approval: id, decision: 'once'})});
+        return [other.url.includes('/chat/'), answered.status];
+    })()";
+    let seen = serve.browser(
+        &t,
+        json!([
+            {"do": "goto", "path": login},
+            {"do": "goto", "path": "/chat"},
+            {"do": "click", "selector": "form[action='/chat/new'] button"},
+            {"do": "wait", "selector": "#log[data-live=yes]"},
+            {"do": "fill", "selector": "#text", "value": "Delete the build directory."},
+            {"do": "tap", "selector": "#send button:not(#stop)"},
+            {"do": "wait", "selector": "article.approval button[data-decision=once]"},
+            {"do": "text", "selector": "article.approval"},
+            {"do": "eval", "js": elsewhere},
+            {"do": "eval", "js": "document.querySelectorAll('article.approval .buttons button:not([disabled])').length"},
+            {"do": "tap", "selector": "article.approval button[data-decision=once]"},
+            {"do": "wait", "selector": "#log[data-turns='1']"},
+            {"do": "text", "selector": "#log"},
+            {"do": "eval", "js": "[Number(document.getElementById('log').dataset.deltas), document.getElementById('status').textContent]"},
+        ]),
+    );
+    for (i, step) in seen.iter().enumerate() {
+        assert!(step.get("error").is_none(), "step {i}: {seen:?}");
+    }
+    assert!(seen[2]["url"].as_str().is_some_and(|u| u.contains("/chat/")), "{seen:?}");
+    let asked = seen[7]["text"].as_str().expect("the approval");
+    assert!(asked.contains("Plugin 'terminal' wants to run") && asked.contains("rm -rf build"), "{asked}");
+    // Another chat cannot answer this chat's approval, and it still waits.
+    assert_eq!(seen[8]["value"], json!([true, 404]), "{seen:?}");
+    assert_eq!(seen[9]["value"], 4, "{seen:?}");
+    // Allowed once from the page: the command ran, and the answer streamed in.
+    let shown = seen[12]["text"].as_str().expect("the log");
+    assert!(shown.contains("Allowed (once)."), "{shown}");
+    assert!(shown.contains("Deleted the build directory."), "{shown}");
+    assert!(!t.ws().join("build").exists(), "the approved command did not run");
+    assert!(seen[13]["value"][0].as_u64().is_some_and(|n| n >= 2), "the answer came in one piece: {seen:?}");
+    assert_eq!(seen[13]["value"][1], "Done.", "{seen:?}");
+    // The chat is a session like any other.
+    let listed = t.ok(&["sessions", "list"]);
+    assert!(listed.contains("Delete the build directory."), "{listed}");
+}

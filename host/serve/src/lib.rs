@@ -92,6 +92,8 @@ pub(crate) struct Served {
     pub a2a: a2a::Tasks,
     /// The dashboard's logins.
     pub logins: web::Logins,
+    /// The dashboard's live chats.
+    pub chats: web::chat::Chats,
 }
 
 /// What a server that is up tells whoever started it.
@@ -128,6 +130,7 @@ pub async fn serve(
         sessions: turn::Named::default(),
         a2a: a2a::Tasks::default(),
         logins,
+        chats: web::chat::Chats::default(),
     });
     let router = router(served, bearer).layer(axum::middleware::from_fn(
         move |request: axum::extract::Request, next: axum::middleware::Next| guard::check(names.clone(), request, next),

@@ -16,6 +16,7 @@
 //!   platforms wrote, so every text is escaped ([`maud`] escapes all it is given), and the
 //!   pages' Content-Security-Policy lets no script or style run but the server's own files.
 
+pub(crate) mod chat;
 mod sessions;
 
 use std::collections::HashMap;
@@ -47,6 +48,8 @@ const MAX_BROWSERS: usize = 256;
 
 /// The style sheet, served from the binary.
 const STYLE: &str = include_str!("style.css");
+/// The live chat's script, served from the binary.
+const CHAT_JS: &str = include_str!("chat.js");
 
 /// Who may use the dashboard: the login links not yet used, and the browsers logged in.
 pub(crate) struct Logins {
@@ -136,12 +139,24 @@ pub(crate) fn router(served: Arc<Served>) -> axum::Router {
         .route("/", get(|| async { Redirect::to("/sessions") }))
         .route("/sessions", get(sessions::list))
         .route("/sessions/{id}", get(sessions::show))
+        .route("/chat", get(chat::index))
+        .route("/chat/new", post(chat::new))
+        .route("/chat/{id}", get(chat::show))
+        .route("/chat/{id}/events", get(chat::events))
+        .route("/chat/{id}/send", post(chat::send))
+        .route("/chat/{id}/stop", post(chat::stop))
+        .route("/chat/{id}/approve", post(chat::approve))
+        .route("/chat/{id}/answer", post(chat::answer))
         .route("/logout", post(logout))
         .route("/theme", post(theme))
         .route_layer(axum::middleware::from_fn_with_state(served.clone(), logged_in));
     axum::Router::new()
         .route("/login", get(login_page).post(login_form))
         .route("/static/style.css", get(style))
+        .route(
+            "/static/chat.js",
+            get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], CHAT_JS) }),
+        )
         .merge(pages)
         .with_state(served)
 }
@@ -217,7 +232,7 @@ impl Theme {
 
 /// A whole page: `title`, the navigation (with `current` marked) and `body`.
 pub(crate) fn page(visitor: &Visitor, current: &str, title: &str, body: Markup) -> Response {
-    let nav = [("sessions", "/sessions", "Sessions")];
+    let nav = [("sessions", "/sessions", "Sessions"), ("chat", "/chat", "Chat")];
     let markup = html! {
         (DOCTYPE)
         html lang="en" data-theme=(visitor.theme.name()) {
@@ -311,7 +326,7 @@ async fn login_page(
     Query(query): Query<LoginQuery>,
 ) -> Response {
     if let Some(key) = query.key {
-        if let Err(locked) = locked_out(&served.logins.bearer, peer) {
+        if let Some(locked) = locked_out(&served.logins.bearer, peer) {
             return locked;
         }
         if served.logins.take_key(&key) {
@@ -331,15 +346,13 @@ async fn login_page(
     login(StatusCode::OK, why)
 }
 
-/// Refuse `peer` while it is locked out for failing to log in.
-fn locked_out(bearer: &Bearer, peer: SocketAddr) -> Result<(), Response> {
-    match bearer.locked_out(Some(peer.ip())) {
-        Some(wait) => Err(refusal(
-            StatusCode::TOO_MANY_REQUESTS,
-            &format!("Too many failed logins from this address: try again in {} s.", wait.as_secs().max(1)),
-        )),
-        None => Ok(()),
-    }
+/// The refusal for `peer` while it is locked out for failing to log in.
+fn locked_out(bearer: &Bearer, peer: SocketAddr) -> Option<Response> {
+    let wait = bearer.locked_out(Some(peer.ip()))?;
+    Some(refusal(
+        StatusCode::TOO_MANY_REQUESTS,
+        &format!("Too many failed logins from this address: try again in {} s.", wait.as_secs().max(1)),
+    ))
 }
 
 #[derive(Deserialize)]

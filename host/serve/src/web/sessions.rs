@@ -178,6 +178,11 @@ pub(crate) async fn show(
     let title = info.title.clone().unwrap_or_else(|| info.id.clone());
     let body = html! {
         h1 { (title) }
+        form method="post" action="/chat/new" {
+            input type="hidden" name="csrf" value=(visitor.csrf);
+            input type="hidden" name="resume" value=(info.id);
+            button type="submit" { "Continue in a chat" }
+        }
         dl.facts {
             dt { "Id" } dd { code { (info.id) } }
             dt { "Source" } dd { (info.source) }
@@ -193,7 +198,7 @@ pub(crate) async fn show(
     page(&visitor, "sessions", &title, body)
 }
 
-fn message(id: i64, message: &Message) -> Markup {
+pub(crate) fn message(id: i64, message: &Message) -> Markup {
     let anchor = format!("m{id}");
     match message {
         Message::System { .. } => html! {},
