@@ -725,3 +725,57 @@ fn a_dashboard_chat_streams_and_a_dangerous_command_is_approved_from_the_page() 
     let listed = t.ok(&["sessions", "list"]);
     assert!(listed.contains("Delete the build directory."), "{listed}");
 }
+
+#[test]
+fn a_grant_revoked_from_the_dashboard_refuses_the_next_call() {
+    let t = Talaria::new();
+    std::fs::write(t.ws().join("notes.txt"), "secret notes").expect("notes");
+    let mock = MockLlm::start(
+        Script::auto()
+            .then(Reply::default().tool_call("read_file", json!({"path": "notes.txt"})))
+            .then(Reply::text("First read."))
+            .then(Reply::default().tool_call("read_file", json!({"path": "notes.txt"})))
+            .then(Reply::text("Second read.")),
+    );
+    t.use_mock(&mock, "chat_completions", "");
+    let serve = Serve::start(&t, &[]);
+    // The plugin reads the file while it holds its grant.
+    let first = serve.sdk(&t, TOKEN, json!([{"kind": "chat", "messages": [user("Read my notes.")]}]));
+    assert_eq!(first[0]["content"], "First read.", "{first:?}");
+    assert!(mock.requests()[1].body.to_string().contains("secret notes"));
+    let login = serve.login_path();
+    let revoke = "#plugin-files button[data-capability='fs:rw:$WORKSPACE']";
+    let seen = serve.browser(
+        &t,
+        json!([
+            {"do": "goto", "path": login},
+            {"do": "goto", "path": "/plugins"},
+            {"do": "text", "selector": "#plugin-files"},
+            {"do": "click", "selector": revoke},
+            {"do": "text", "selector": "#plugin-files"},
+        ]),
+    );
+    for (i, step) in seen.iter().enumerate() {
+        assert!(step.get("error").is_none(), "step {i}: {seen:?}");
+    }
+    // The page says what the grant allows, in the CLI's words, and what the revoke did.
+    let before = seen[2]["text"].as_str().expect("the plugin");
+    assert!(before.contains("fs:rw:$WORKSPACE may read and write files under $WORKSPACE"), "{before}");
+    let said = seen[3]["text"].as_str().expect("the page");
+    assert!(said.contains("Revoked fs:rw:$WORKSPACE from 'files' (bundled); it now has: -."), "{said}");
+    let after = seen[4]["text"].as_str().expect("the plugin");
+    assert!(after.contains("asks to read and write files under $WORKSPACE — not granted"), "{after}");
+    // The next call is refused: the model is told, and never sees the file.
+    mock.forget_requests();
+    let next = serve.sdk(&t, TOKEN, json!([{"kind": "chat", "messages": [user("Read my notes again.")]}]));
+    let requests = mock.requests();
+    assert_eq!(next[0]["content"], "Second read.", "{next:?}");
+    let messages = &requests.last().expect("a model call").body["messages"];
+    let result = messages.as_array().and_then(|m| m.last()).expect("the tool's result");
+    // Without the grant the plugin's sandbox holds no workspace: the file is not there for it.
+    assert_eq!(result["role"], "tool", "{result}");
+    let refused = result["content"].as_str().expect("its text");
+    assert!(refused.starts_with("{\"error\":\"cannot read notes.txt: no such file or directory"), "{refused}");
+    let shown = t.ok(&["plugins", "list"]);
+    assert!(!shown.contains("fs:rw:$WORKSPACE"), "the CLI still sees the grant: {shown}");
+}

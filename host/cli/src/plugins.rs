@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use clap::Subcommand;
-use talaria_runtime::{Capability, GrantFile, Plugin, Runtime, Scope};
+use talaria_runtime::{GrantFile, Plugin, Runtime};
 
 use crate::{Ctx, market, ui};
 
@@ -153,9 +153,7 @@ async fn commands(ctx: &Ctx, cmd: PluginsCmd) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn caps_text(caps: &[Capability]) -> String {
-    if caps.is_empty() { "-".to_string() } else { caps.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ") }
-}
+use talaria_core::grants::caps_text;
 
 fn list(ctx: &Ctx, json: bool) -> anyhow::Result<ExitCode> {
     let runtime = ctx.runtime(false)?;
@@ -357,55 +355,23 @@ async fn info(ctx: &Ctx, name: &str) -> anyhow::Result<ExitCode> {
 /// Grant (or revoke) capabilities of the active plugin `name`.
 fn change(ctx: &Ctx, name: &str, requested: &[String], grant: bool) -> anyhow::Result<ExitCode> {
     let runtime = ctx.runtime(false)?;
-    let p = find(&runtime, name)?;
-    let path = ctx.home.join("grants.toml");
-    let mut file = GrantFile::load(&path)?;
-    let mut current = match p.installed() {
-        Some(installed) => installed.granted.clone(),
-        None => file.recorded(&p.scope, name).unwrap_or_else(|| match p.scope {
-            Scope::Bundled => p.manifest.requests.clone(),
-            Scope::User | Scope::Project(_) => Vec::new(),
-        }),
-    };
-    let all = requested.iter().any(|c| c == "all");
-    let caps: Vec<Capability> = if all {
-        if grant { p.manifest.requests.clone() } else { current.clone() }
-    } else {
-        requested.iter().map(|c| c.parse::<Capability>()).collect::<Result<_, _>>()?
-    };
-    for cap in &caps {
-        if grant {
-            if !p.manifest.requests.iter().any(|r| r.covers(cap)) {
-                bail!(
-                    "plugin '{name}' does not request {cap} (it requests: {}); a grant can only allow what the manifest asks for",
-                    caps_text(&p.manifest.requests)
-                );
-            }
-            if !current.contains(cap) {
-                current.push(cap.clone());
-            }
-        } else if current.contains(cap) {
-            current.retain(|c| c != cap);
-        } else {
-            ui::warn(&format!("{cap} was not granted to '{name}'"));
-        }
+    let changed = talaria_core::grants::change(&ctx.home, &runtime, name, requested, grant)?;
+    for cap in &changed.not_granted {
+        ui::warn(&format!("{cap} was not granted to '{name}'"));
     }
-    if p.installed().is_some() {
-        // An installed plugin's grants live in its scope's lockfile.
-        let target = talaria_market::install::Target::new(&ctx.home, p.scope.clone());
-        talaria_market::install::set_grants(&target, name, &current)?;
-        crate::market::project_changed(ctx, &target, name);
-    } else {
-        file.record(&p.scope, name, &current);
-        file.save(&path)?;
+    if let Some(root) = &changed.untrusted_project {
+        ui::note(&format!("{} is not trusted yet; its plugins load after `talaria trust`", root.display()));
+    }
+    if let Some(why) = &changed.repin_failed {
+        ui::warn(why);
     }
     let verb = if grant { "granted" } else { "revoked" };
     println!(
         "{verb} {} {} '{name}' ({}); it now has: {}",
-        caps_text(&caps),
+        caps_text(&changed.changed),
         if grant { "to" } else { "from" },
-        p.scope.label(),
-        caps_text(&current)
+        changed.scope,
+        caps_text(&changed.now)
     );
     Ok(ExitCode::SUCCESS)
 }

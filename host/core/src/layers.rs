@@ -12,7 +12,7 @@
 
 /// The agent loop's tool API: how a front door serves tools of its own (an editor's overlay), and the loop's helpers for showing what a tool did.
 pub mod agent {
-    pub use talaria_agent::{BoxFuture, Scope, ToolContext, ToolHandler, ToolSource, builtin, history, tools};
+    pub use talaria_agent::{BoxFuture, Scope, ToolContext, ToolHandler, ToolSource, builtin, history, skills, tools};
 }
 
 /// Edits and reads of text files, for a front door that applies them itself (an editor's

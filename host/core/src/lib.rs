@@ -55,6 +55,7 @@
 pub mod adapters;
 pub mod config;
 mod conversation;
+pub mod grants;
 mod layers;
 pub mod models;
 mod offered;

@@ -17,6 +17,7 @@
 //!   pages' Content-Security-Policy lets no script or style run but the server's own files.
 
 pub(crate) mod chat;
+mod plugins;
 mod sessions;
 
 use std::collections::HashMap;
@@ -139,6 +140,9 @@ pub(crate) fn router(served: Arc<Served>) -> axum::Router {
         .route("/", get(|| async { Redirect::to("/sessions") }))
         .route("/sessions", get(sessions::list))
         .route("/sessions/{id}", get(sessions::show))
+        .route("/plugins", get(plugins::list))
+        .route("/plugins/{name}/grant", post(plugins::grant))
+        .route("/plugins/{name}/revoke", post(plugins::revoke))
         .route("/chat", get(chat::index))
         .route("/chat/new", post(chat::new))
         .route("/chat/{id}", get(chat::show))
@@ -232,7 +236,7 @@ impl Theme {
 
 /// A whole page: `title`, the navigation (with `current` marked) and `body`.
 pub(crate) fn page(visitor: &Visitor, current: &str, title: &str, body: Markup) -> Response {
-    let nav = [("sessions", "/sessions", "Sessions"), ("chat", "/chat", "Chat")];
+    let nav = [("sessions", "/sessions", "Sessions"), ("chat", "/chat", "Chat"), ("plugins", "/plugins", "Plugins")];
     let markup = html! {
         (DOCTYPE)
         html lang="en" data-theme=(visitor.theme.name()) {
