@@ -779,3 +779,94 @@ fn a_grant_revoked_from_the_dashboard_refuses_the_next_call() {
     let shown = t.ok(&["plugins", "list"]);
     assert!(!shown.contains("fs:rw:$WORKSPACE"), "the CLI still sees the grant: {shown}");
 }
+
+#[test]
+fn the_usage_page_charts_the_mock_s_token_counts_by_day_model_and_source() {
+    let t = Talaria::new();
+    std::fs::write(t.ws().join("notes.txt"), "hello").expect("notes");
+    let mock = MockLlm::start(
+        Script::auto()
+            .then(Reply::default().tool_call("read_file", json!({"path": "notes.txt"})).usage(100, 5))
+            .then(Reply::text("It says hello.").usage(120, 6))
+            .then(Reply::text("Hi from the terminal.").usage(50, 4)),
+    );
+    t.use_model(&mock.base_url(), "chat_completions", "input_price = 2.0\noutput_price = 10.0", "");
+    let serve = Serve::start(&t, &[]);
+    // A turn through the API (two model calls), and one in the terminal.
+    let api = serve.sdk(&t, TOKEN, json!([{"kind": "chat", "messages": [user("What do my notes say?")]}]));
+    assert_eq!(api[0]["content"], "It says hello.", "{api:?}");
+    assert!(t.ok(&["chat", "-q", "Say hi."]).contains("Hi from the terminal."));
+    let login = serve.login_path();
+    let seen = serve.browser(
+        &t,
+        json!([
+            {"do": "goto", "path": login},
+            {"do": "goto", "path": "/usage"},
+            {"do": "text", "selector": "#totals"},
+            {"do": "eval", "js": "[...document.querySelectorAll('#tokens-chart rect')].filter(r => Number(r.getAttribute('height')) > 0).map(r => r.querySelector('title').textContent)"},
+            {"do": "text", "selector": "table.breakdown >> nth=1"},
+            {"do": "eval", "js": "document.querySelectorAll('#latency-chart polyline.p50, #latency-chart polyline.p99').length"},
+            {"do": "viewport", "width": 360, "height": 740},
+            {"do": "eval", "js": "document.documentElement.scrollWidth"},
+        ]),
+    );
+    for (i, step) in seen.iter().enumerate() {
+        assert!(step.get("error").is_none(), "step {i}: {seen:?}");
+    }
+    // Every model call of each turn counts; the configured prices give the cost.
+    let totals = seen[2]["text"].as_str().expect("totals");
+    assert_eq!(totals, "2 turns, 270 tokens in, 15 tokens out, $0.0007.", "{seen:?}");
+    // Today's bars: the day's input and output.
+    let today = jiff::Zoned::now().strftime("%Y-%m-%d").to_string();
+    assert_eq!(seen[3]["value"], json!([format!("{today}: 270 in"), format!("{today}: 15 out")]), "{seen:?}");
+    // Per source: the API's turn and the terminal's.
+    let sources = seen[4]["text"].as_str().expect("per source");
+    assert!(sources.contains("api\t1\t220\t11\t$0.0006"), "{sources}");
+    assert!(sources.contains("cli\t1\t50\t4\t$0.0001"), "{sources}");
+    assert_eq!(seen[5]["value"], 2, "{seen:?}");
+    assert!(seen[7]["value"].as_u64().is_some_and(|w| w <= 360), "{seen:?}");
+}
+
+#[test]
+fn a_cron_job_added_from_the_dashboard_is_previewed_saved_and_run() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::auto().then(Reply::text("The morning answer.")));
+    t.use_mock(&mock, "chat_completions", "");
+    let serve = Serve::start(&t, &[]);
+    let login = serve.login_path();
+    let seen = serve.browser(
+        &t,
+        json!([
+            {"do": "goto", "path": login},
+            {"do": "goto", "path": "/cron"},
+            {"do": "fill", "selector": "#job-name", "value": "Morning notes"},
+            {"do": "fill", "selector": "#job-prompt", "value": "echo the morning answer"},
+            {"do": "fill", "selector": "#job-schedule", "value": "every 2h"},
+            {"do": "click", "selector": "#new-job button:not(#save)"},
+            {"do": "eval", "js": "document.querySelectorAll('#preview ol.runs li').length"},
+            {"do": "click", "selector": "#save"},
+            {"do": "click", "selector": "table.jobs button[data-action=run]"},
+            {"do": "click", "selector": "table.jobs button[data-action=pause]"},
+            {"do": "click", "selector": "table.jobs a"},
+        ]),
+    );
+    for (i, step) in seen.iter().enumerate() {
+        assert!(step.get("error").is_none(), "step {i}: {seen:?}");
+    }
+    let text = |i: usize| seen[i]["text"].as_str().unwrap_or_else(|| panic!("step {i}: {seen:?}")).to_string();
+    // Previewed with its next runs before anything is saved.
+    assert!(text(5).contains("Preview: Morning notes") && text(5).contains("every 2h"), "{seen:?}");
+    assert_eq!(seen[6]["value"], 5, "{seen:?}");
+    assert!(!t.ok(&["cron", "list"]).contains("Morning notes"), "a preview saved the job");
+    // Saved, run now, paused.
+    assert!(text(7).contains("Saved job") && text(7).contains("(Morning notes)"), "{seen:?}");
+    let ran = text(8);
+    assert!(ran.contains("(Morning notes): ok") && ran.contains("The morning answer."), "{ran}");
+    assert!(text(9).contains("Paused"), "{seen:?}");
+    assert!(text(9).contains("paused"), "{seen:?}");
+    // Its history has the run, and the terminal sees the job as the page left it.
+    assert!(text(10).contains("The morning answer."), "{seen:?}");
+    assert!(text(10).to_lowercase().contains("ok (run by hand)"), "{seen:?}");
+    let listed = t.ok(&["cron", "list"]);
+    assert!(listed.contains("Morning notes") && listed.contains("paused"), "{listed}");
+}

@@ -204,12 +204,16 @@ pub async fn run(ctx: &Ctx, cmd: CronCmd) -> anyhow::Result<ExitCode> {
 /// The host scheduled runs use: the gateway's (its directory is the default workspace, so
 /// chats' jobs get the plugins chats get).
 async fn runner(ctx: &Ctx) -> anyhow::Result<Runner> {
-    let workspace = ctx.home.join("gateway");
+    runner_at(&ctx.home).await
+}
+
+/// [`runner`] for the home at `home`.
+pub async fn runner_at(home: &std::path::Path) -> anyhow::Result<Runner> {
+    let home = home.to_path_buf();
+    let workspace = home.join("gateway");
     std::fs::create_dir_all(&workspace)?;
     talaria_runtime::start_engine();
-    let host =
-        Host::open(HostOptions { home: ctx.home.clone(), workspace: talaria_core::canonical_workspace(&workspace)? })
-            .await?;
+    let host = Host::open(HostOptions { home, workspace: talaria_core::canonical_workspace(&workspace)? }).await?;
     let host = Arc::new(host);
     // Answers for chats go through the gateway's delivery ledger, sent from here when no
     // gateway serves their account.
@@ -229,6 +233,23 @@ async fn tick(ctx: &Ctx, now: Timestamp) -> anyhow::Result<ExitCode> {
         print_report(report, false);
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// What a run did, in a line: its status, and its answer's first line or its error.
+pub fn report_line(report: &Report) -> String {
+    let what = match (&report.error, report.output.lines().next()) {
+        (Some(e), _) => e.clone(),
+        (None, Some(line)) => ui::first_line(line, 200),
+        (None, None) => String::new(),
+    };
+    let delivery = report.delivery.as_deref().map(|d| format!(" [{d}]")).unwrap_or_default();
+    format!(
+        "run {} of {} ({}): {}{delivery}: {what}",
+        report.run_id,
+        report.job_id,
+        report.name,
+        report.status.as_str()
+    )
 }
 
 /// One line for a run (and its answer, with `answer`).

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use talaria_core::config::ServeApprovals;
+use tokio::sync::OnceCell;
 
 use crate::{Ctx, ui};
 
@@ -84,7 +85,9 @@ pub async fn run(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let mut hosts = ctx.config.serve.hosts.clone();
     hosts.extend(args.hosts);
-    let options = talaria_serve::Options { listen, token, hosts, allow_remote: args.allow_remote, approvals };
+    let jobs: Arc<dyn talaria_serve::JobRunner> = Arc::new(Jobs { home: ctx.home.clone(), runner: OnceCell::new() });
+    let options =
+        talaria_serve::Options { listen, token, hosts, allow_remote: args.allow_remote, approvals, jobs: Some(jobs) };
     let stop = tokio_util::sync::CancellationToken::new();
     let stopping = stop.clone();
     tokio::spawn(async move {
@@ -105,6 +108,29 @@ pub async fn run(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
             ui::error(&e.to_string());
             Ok(ExitCode::from(2))
         }
+    }
+}
+
+/// The dashboard's "Run now": the scheduler's runner on this home, made when first used.
+struct Jobs {
+    home: PathBuf,
+    runner: OnceCell<talaria_scheduler::Runner>,
+}
+
+impl talaria_serve::JobRunner for Jobs {
+    fn run_now<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + 'a>> {
+        Box::pin(async move {
+            let runner = self
+                .runner
+                .get_or_try_init(|| crate::cron::runner_at(&self.home))
+                .await
+                .map_err(|e| format!("the scheduler cannot start: {e}"))?;
+            let report = runner.run_now(id).await?;
+            Ok(crate::cron::report_line(&report))
+        })
     }
 }
 

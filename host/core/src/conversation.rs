@@ -250,6 +250,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         titled: false,
         plugins: plugins.clone(),
         rest_after: start.rest_after,
+        stats: host.stats.clone(),
     };
     actor.update_info();
     tokio::spawn(actor.run());
@@ -412,6 +413,8 @@ struct Actor {
     plugins: Arc<crate::Plugins>,
     /// The agent rests after this long without an op ([`Start::rest_after`]).
     rest_after: Option<std::time::Duration>,
+    /// Where each turn's figures go.
+    stats: Arc<crate::stats::Recorder>,
 }
 
 impl Actor {
@@ -550,9 +553,21 @@ impl Actor {
         self.outbox.turn = Some(self.outbox.op);
         self.outbox.send(Event::TurnStarted { text: text.clone() });
         let cancel = CancellationToken::new();
+        let started = std::time::Instant::now();
         let Self { agent, inbox, outbox, .. } = self;
         let end = during(inbox, outbox, &cancel, agent.run_turn_with(&text, images, &cancel)).await;
         outbox.turn = None;
+        let model = self.agent.chain().providers.first().map(|p| p.model.clone()).unwrap_or_default();
+        self.stats.record(talaria_store::turns::TurnStat {
+            session_id: self.agent.session_id().to_string(),
+            source: self.shared.config.source.clone(),
+            model,
+            ended_at: jiff::Timestamp::now().as_millisecond(),
+            duration_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+            outcome: end.outcome.name().to_string(),
+            usage: end.usage,
+            api_calls: end.api_calls,
+        });
         end
     }
 
@@ -638,6 +653,8 @@ impl Actor {
             self.outbox.send(Event::Notice { level: NoticeLevel::Warn, text: e.to_string() });
         }
         self.save_trajectory(self.agent.session_id().to_string()).await;
+        // A closing conversation keeps its turns' figures now: the process may end next.
+        self.stats.flush().await;
         self.outbox.pump();
     }
 

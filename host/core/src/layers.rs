@@ -41,13 +41,13 @@ pub mod runtime {
 pub mod store {
     pub use talaria_store::{
         Error, Leased, ListQuery, Result, SOURCES, SearchQuery, SessionInfo, Store, cron, delivery, inbox, local_time,
-        notice, pairing, process, search,
+        notice, pairing, process, search, turns,
     };
 }
 
 /// Scheduled jobs: their targets, the job file, and the courier that delivers their answers.
 pub mod cron {
-    pub use talaria_cron::{courier, jobs, target};
+    pub use talaria_cron::{courier, jobs, schedule, target};
 }
 
 /// The HTTP listener every served door shares (limits, slow-client handling, bearer tokens with a

@@ -60,8 +60,10 @@ mod layers;
 pub mod models;
 mod offered;
 pub mod plugins;
+pub mod prices;
 pub mod rollback;
 mod router;
+mod stats;
 mod title;
 
 use std::collections::HashMap;
@@ -252,6 +254,8 @@ pub struct Host {
     mcp: Arc<talaria_mcp::client::Servers>,
     /// Where files are kept before tool calls change them; none when `[checkpoints]` is off.
     checkpoints: Option<Arc<talaria_agent::checkpoints::Checkpoints>>,
+    /// What each turn took, kept in batches.
+    stats: Arc<stats::Recorder>,
 }
 
 /// The checkpoints of `home`, as `[checkpoints]` says: kept before file-writing tools and before
@@ -327,11 +331,13 @@ impl Host {
         let mcp =
             Arc::new(mcp_servers(&options.home, &options.workspace, &config, &config.mcp_servers, router.clone()));
         let checkpoints = checkpoints(&options.home, &config);
+        let stats = stats::Recorder::new(store.clone());
         Ok(Self {
             home: options.home,
             workspace: options.workspace,
             config,
             store,
+            stats,
             client,
             router,
             aux,

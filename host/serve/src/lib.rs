@@ -67,6 +67,21 @@ pub struct Options {
     /// Let a bind beyond loopback go ahead.
     pub allow_remote: bool,
     pub approvals: Approvals,
+    /// Runs a cron job now, for the dashboard (none: its "Run now" says how to).
+    pub jobs: Option<Arc<dyn JobRunner>>,
+}
+
+/// Runs a scheduled job at once, for the dashboard's "Run now". The binary gives it: running
+/// jobs is the scheduler's work, which `talaria serve` does not depend on.
+pub trait JobRunner: Send + Sync {
+    /// Run the job `id` now; what it did, in a line for people.
+    ///
+    /// # Errors
+    /// No such job, or it could not run: why.
+    fn run_now<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + 'a>>;
 }
 
 /// Why the server could not start.
@@ -94,6 +109,8 @@ pub(crate) struct Served {
     pub logins: web::Logins,
     /// The dashboard's live chats.
     pub chats: web::chat::Chats,
+    /// Runs cron jobs now.
+    pub jobs: Option<Arc<dyn JobRunner>>,
 }
 
 /// What a server that is up tells whoever started it.
@@ -131,6 +148,7 @@ pub async fn serve(
         a2a: a2a::Tasks::default(),
         logins,
         chats: web::chat::Chats::default(),
+        jobs: options.jobs,
     });
     let router = router(served, bearer).layer(axum::middleware::from_fn(
         move |request: axum::extract::Request, next: axum::middleware::Next| guard::check(names.clone(), request, next),

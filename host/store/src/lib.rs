@@ -74,6 +74,7 @@ pub mod search;
 pub mod sessions;
 mod sqlite;
 pub mod trajectory;
+pub mod turns;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -278,6 +278,21 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE deliveries ADD COLUMN claimed_until INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE deliveries ADD COLUMN claimed_by TEXT;
     CREATE INDEX deliveries_chat ON deliveries (platform, chat_id, id) WHERE state = 'pending';",
+    // 11: what each turn took (crate::turns).
+    "CREATE TABLE turns (
+        id                INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id        TEXT NOT NULL,
+        source            TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        ended_at          INTEGER NOT NULL,
+        duration_ms       INTEGER NOT NULL,
+        outcome           TEXT NOT NULL,
+        input_tokens      INTEGER NOT NULL,
+        output_tokens     INTEGER NOT NULL,
+        cache_read_tokens INTEGER NOT NULL,
+        api_calls         INTEGER NOT NULL
+    );
+    CREATE INDEX turns_by_end ON turns (ended_at);",
 ];
 
 fn migrations() -> Migrations<'static> {

@@ -308,16 +308,14 @@ pub(crate) async fn events(State(served): State<Arc<Served>>, Path(id): Path<Str
             .collect::<String>(),
     );
     let live = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        loop {
-            return match tokio::time::timeout(KEEP_ALIVE * 15, receiver.recv()).await {
-                Err(_) => Some((Ok::<_, Infallible>(Bytes::from_static(b": keep-alive\n\n")), receiver)),
-                Ok(Ok(event)) => Some((Ok(Bytes::from(format!("data: {event}\n\n"))), receiver)),
-                // A page too slow to keep up misses events: it is told to reload.
-                Ok(Err(broadcast::error::RecvError::Lagged(_))) => {
-                    Some((Ok(Bytes::from_static(b"data: {\"kind\":\"lagged\"}\n\n")), receiver))
-                }
-                Ok(Err(broadcast::error::RecvError::Closed)) => None,
-            };
+        match tokio::time::timeout(KEEP_ALIVE * 15, receiver.recv()).await {
+            Err(_) => Some((Ok::<_, Infallible>(Bytes::from_static(b": keep-alive\n\n")), receiver)),
+            Ok(Ok(event)) => Some((Ok(Bytes::from(format!("data: {event}\n\n"))), receiver)),
+            // A page too slow to keep up misses events: it is told to reload.
+            Ok(Err(broadcast::error::RecvError::Lagged(_))) => {
+                Some((Ok(Bytes::from_static(b"data: {\"kind\":\"lagged\"}\n\n")), receiver))
+            }
+            Ok(Err(broadcast::error::RecvError::Closed)) => None,
         }
     });
     let body = futures_util::StreamExt::chain(futures_util::stream::iter([Ok::<_, Infallible>(first)]), live);

@@ -17,8 +17,10 @@
 //!   pages' Content-Security-Policy lets no script or style run but the server's own files.
 
 pub(crate) mod chat;
+mod cron;
 mod plugins;
 mod sessions;
+mod usage;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -143,6 +145,12 @@ pub(crate) fn router(served: Arc<Served>) -> axum::Router {
         .route("/plugins", get(plugins::list))
         .route("/plugins/{name}/grant", post(plugins::grant))
         .route("/plugins/{name}/revoke", post(plugins::revoke))
+        .route("/usage", get(usage::show))
+        .route("/cron", get(cron::list))
+        .route("/cron/preview", post(cron::preview))
+        .route("/cron/add", post(cron::add))
+        .route("/cron/{id}", get(cron::history))
+        .route("/cron/{id}/{verb}", post(cron::pause))
         .route("/chat", get(chat::index))
         .route("/chat/new", post(chat::new))
         .route("/chat/{id}", get(chat::show))
@@ -236,7 +244,13 @@ impl Theme {
 
 /// A whole page: `title`, the navigation (with `current` marked) and `body`.
 pub(crate) fn page(visitor: &Visitor, current: &str, title: &str, body: Markup) -> Response {
-    let nav = [("sessions", "/sessions", "Sessions"), ("chat", "/chat", "Chat"), ("plugins", "/plugins", "Plugins")];
+    let nav = [
+        ("sessions", "/sessions", "Sessions"),
+        ("chat", "/chat", "Chat"),
+        ("plugins", "/plugins", "Plugins"),
+        ("cron", "/cron", "Cron"),
+        ("usage", "/usage", "Usage"),
+    ];
     let markup = html! {
         (DOCTYPE)
         html lang="en" data-theme=(visitor.theme.name()) {

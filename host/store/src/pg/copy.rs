@@ -172,6 +172,21 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
             ("lease_until", Int),
         ],
     ),
+    (
+        "turns",
+        &[
+            ("session_id", Text),
+            ("source", Text),
+            ("model", Text),
+            ("ended_at", Int),
+            ("duration_ms", Int),
+            ("outcome", Text),
+            ("input_tokens", Int),
+            ("output_tokens", Int),
+            ("cache_read_tokens", Int),
+            ("api_calls", Int),
+        ],
+    ),
 ];
 
 /// Tables whose ids PostgreSQL generates: their sequences go on after the copied ids.

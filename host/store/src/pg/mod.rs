@@ -19,6 +19,7 @@ mod lease;
 mod schema;
 mod search;
 mod sessions;
+mod turns;
 
 use std::future::Future;
 

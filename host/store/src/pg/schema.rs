@@ -275,6 +275,21 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         );
     END
     $f$;",
+    // 6: what each turn took (crate::turns), as SQLite's version 11.
+    "CREATE TABLE turns (
+        id                BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        session_id        TEXT NOT NULL,
+        source            TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        ended_at          BIGINT NOT NULL,
+        duration_ms       BIGINT NOT NULL,
+        outcome           TEXT NOT NULL,
+        input_tokens      BIGINT NOT NULL,
+        output_tokens     BIGINT NOT NULL,
+        cache_read_tokens BIGINT NOT NULL,
+        api_calls         BIGINT NOT NULL
+    );
+    CREATE INDEX turns_by_end ON turns (ended_at);",
 ];
 
 /// The schema version this code writes.

@@ -13,6 +13,7 @@ mod lease;
 mod pairing;
 mod search;
 mod sessions;
+mod turns;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};

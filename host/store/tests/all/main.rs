@@ -10,6 +10,7 @@ mod indexing;
 mod migrations;
 mod search;
 mod sessions;
+mod turns;
 
 use talaria_protocol::{Message, ToolCall};
 use talaria_store::{NewSession, Store};

@@ -1,0 +1,311 @@
+//! The usage page: tokens and cost per day, per model and per source (terminal, ACP, gateway,
+//! cron, API), and turn latency (p50 and p99) per day, from the store's record of each turn
+//! ([`talaria_core::store::turns`]). Charts are SVG drawn here, each with its figures in a
+//! table beside it (readable without the picture, and without JavaScript).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::extract::{Query, State};
+use axum::response::Response;
+use maud::{Markup, html};
+use serde::Deserialize;
+use talaria_core::prices::Prices;
+use talaria_core::store::turns::TurnStat;
+
+use super::{Visitor, page};
+use crate::Served;
+
+/// The periods offered, in days.
+const PERIODS: [i64; 3] = [7, 30, 90];
+
+#[derive(Deserialize, Default)]
+pub(crate) struct Params {
+    #[serde(default)]
+    days: Option<i64>,
+}
+
+/// Sums over some turns.
+#[derive(Default, Clone)]
+struct Sum {
+    turns: u64,
+    input: u64,
+    output: u64,
+    /// US dollars, over the turns whose model has a price.
+    cost: f64,
+    /// Turns whose model has no known price.
+    unpriced: u64,
+    durations: Vec<i64>,
+}
+
+impl Sum {
+    fn add(&mut self, turn: &TurnStat, price: Option<Prices>) {
+        self.turns += 1;
+        self.input += turn.usage.input_tokens;
+        self.output += turn.usage.output_tokens;
+        match price {
+            Some(p) => self.cost += p.cost(&turn.usage),
+            None => self.unpriced += 1,
+        }
+        self.durations.push(turn.duration_ms);
+    }
+
+    /// The `p`th percentile of the turns' durations (nearest rank), in milliseconds.
+    fn percentile(&self, p: f64) -> i64 {
+        let mut sorted = self.durations.clone();
+        sorted.sort_unstable();
+        if sorted.is_empty() {
+            return 0;
+        }
+        let rank = (p * sorted.len() as f64).ceil() as usize;
+        sorted[rank.clamp(1, sorted.len()) - 1]
+    }
+}
+
+/// `GET /usage`.
+pub(crate) async fn show(
+    State(served): State<Arc<Served>>,
+    Extension(visitor): Extension<Visitor>,
+    Query(params): Query<Params>,
+) -> Response {
+    let days = params.days.filter(|d| PERIODS.contains(d)).unwrap_or(30);
+    let now = jiff::Timestamp::now();
+    let since = now.as_millisecond() - days * 86_400_000;
+    let turns = match served.host.store().turns_since(since).await {
+        Ok(turns) => turns,
+        Err(e) => {
+            return page(
+                &visitor,
+                "usage",
+                "Usage",
+                html! { h1 { "Usage" } p.refused { "The usage cannot be read: " (e) } },
+            );
+        }
+    };
+    let config = served.host.config();
+    let configured = config.model.as_ref();
+    let price = |model: &str| {
+        // The configured prices are the configured model's.
+        let own = configured.filter(|m| m.name.as_deref() == Some(model));
+        Prices::find(
+            model,
+            own.and_then(|m| m.input_price),
+            own.and_then(|m| m.output_price),
+            own.and_then(|m| m.cache_read_price),
+        )
+    };
+    let zone = jiff::tz::TimeZone::system();
+    let mut by_day: BTreeMap<String, Sum> = BTreeMap::new();
+    // Every day of the period, so a quiet one shows as such.
+    for back in (0..days).rev() {
+        let day = now.checked_sub(jiff::SignedDuration::from_hours(24 * back)).unwrap_or(now);
+        by_day.insert(day.to_zoned(zone.clone()).strftime("%Y-%m-%d").to_string(), Sum::default());
+    }
+    let mut by_model: BTreeMap<String, Sum> = BTreeMap::new();
+    let mut by_source: BTreeMap<String, Sum> = BTreeMap::new();
+    let mut total = Sum::default();
+    for turn in &turns {
+        let p = price(&turn.model);
+        let day = jiff::Timestamp::from_millisecond(turn.ended_at)
+            .map(|t| t.to_zoned(zone.clone()).strftime("%Y-%m-%d").to_string())
+            .unwrap_or_default();
+        by_day.entry(day).or_default().add(turn, p);
+        by_model.entry(turn.model.clone()).or_default().add(turn, p);
+        by_source.entry(turn.source.clone()).or_default().add(turn, p);
+        total.add(turn, p);
+    }
+    let body = html! {
+        h1 { "Usage" }
+        nav.pages {
+            @for d in PERIODS {
+                a href=(format!("/usage?days={d}")) aria-current=[(d == days).then_some("page")] { "Last " (d) " days" }
+            }
+        }
+        p #totals {
+            (total.turns) " turns, " (total.input) " tokens in, " (total.output) " tokens out"
+            @if total.turns > 0 { ", " (dollars(total.cost)) }
+            @if total.unpriced > 0 { " (" (total.unpriced) " turns of models with no known price are not counted)" }
+            "."
+        }
+        h2 { "Tokens per day" }
+        (tokens_chart(&by_day))
+        h2 { "Cost per day" }
+        (bars(&by_day, "cost", |s| s.cost, dollars))
+        h2 { "Turn latency per day" }
+        (latency_chart(&by_day))
+        h2 { "Per model" }
+        (breakdown(&by_model))
+        h2 { "Per source" }
+        (breakdown(&by_source))
+    };
+    page(&visitor, "usage", "Usage", body)
+}
+
+fn dollars(v: f64) -> String {
+    if v > 0.0 && v < 0.01 { format!("${v:.4}") } else { format!("${v:.2}") }
+}
+
+/// The chart's size, in its own units (it scales to the page's width).
+const W: f64 = 720.0;
+const H: f64 = 180.0;
+const PAD: f64 = 28.0;
+
+/// Stacked bars of input and output tokens per day, with the figures in a table.
+fn tokens_chart(days: &BTreeMap<String, Sum>) -> Markup {
+    let top = days.values().map(|s| s.input + s.output).max().unwrap_or(0).max(1) as f64;
+    let width = (W - PAD) / days.len().max(1) as f64;
+    html! {
+        figure.chart {
+            svg #tokens-chart viewBox=(format!("0 0 {W} {H}")) role="img" aria-label="Tokens per day: input and output" {
+                (axis(top, |v| format!("{v:.0}")))
+                @for (i, (day, sum)) in days.iter().enumerate() {
+                    @let x = PAD + i as f64 * width;
+                    @let hi = (sum.input as f64 / top) * (H - PAD);
+                    @let ho = (sum.output as f64 / top) * (H - PAD);
+                    rect.input x=(fmt(x + 1.0)) y=(fmt(H - PAD - hi)) width=(fmt((width - 2.0).max(1.0))) height=(fmt(hi)) {
+                        title { (day) ": " (sum.input) " in" }
+                    }
+                    rect.output x=(fmt(x + 1.0)) y=(fmt(H - PAD - hi - ho)) width=(fmt((width - 2.0).max(1.0))) height=(fmt(ho)) {
+                        title { (day) ": " (sum.output) " out" }
+                    }
+                }
+            }
+            figcaption { span.key.input {} "input " span.key.output {} "output" }
+        }
+        (day_table(days, &["Input tokens", "Output tokens"], |s| vec![s.input.to_string(), s.output.to_string()]))
+    }
+}
+
+/// Bars of one figure per day.
+fn bars(days: &BTreeMap<String, Sum>, name: &str, value: impl Fn(&Sum) -> f64, label: fn(f64) -> String) -> Markup {
+    let top = days.values().map(&value).fold(0.0, f64::max);
+    let top = if top > 0.0 { top } else { 1.0 };
+    let width = (W - PAD) / days.len().max(1) as f64;
+    html! {
+        figure.chart {
+            svg id=(format!("{name}-chart")) viewBox=(format!("0 0 {W} {H}")) role="img" aria-label=(format!("{name} per day")) {
+                (axis(top, label))
+                @for (i, (day, sum)) in days.iter().enumerate() {
+                    @let h = (value(sum) / top) * (H - PAD);
+                    rect.input x=(fmt(PAD + i as f64 * width + 1.0)) y=(fmt(H - PAD - h)) width=(fmt((width - 2.0).max(1.0))) height=(fmt(h)) {
+                        title { (day) ": " (label(value(sum))) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// p50 and p99 turn latency per day, as two lines.
+fn latency_chart(days: &BTreeMap<String, Sum>) -> Markup {
+    let top = days.values().map(|s| s.percentile(0.99)).max().unwrap_or(0).max(1) as f64;
+    let width = (W - PAD) / days.len().max(1) as f64;
+    let line = |p: f64| -> String {
+        days.values()
+            .enumerate()
+            .filter(|(_, s)| s.turns > 0)
+            .map(|(i, s)| {
+                let x = PAD + (i as f64 + 0.5) * width;
+                let y = H - PAD - (s.percentile(p) as f64 / top) * (H - PAD);
+                format!("{},{}", fmt(x), fmt(y))
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    html! {
+        figure.chart {
+            svg #latency-chart viewBox=(format!("0 0 {W} {H}")) role="img" aria-label="Turn latency per day: p50 and p99" {
+                (axis(top, |v| format!("{:.1} s", v / 1000.0)))
+                polyline.p99 points=(line(0.99)) {}
+                polyline.p50 points=(line(0.5)) {}
+            }
+            figcaption { span.key.p50 {} "p50 " span.key.p99 {} "p99" }
+        }
+        (day_table(days, &["Turns", "p50", "p99"], |s| {
+            if s.turns == 0 {
+                vec!["0".into(), "-".into(), "-".into()]
+            } else {
+                vec![s.turns.to_string(), format!("{} ms", s.percentile(0.5)), format!("{} ms", s.percentile(0.99))]
+            }
+        }))
+    }
+}
+
+/// The chart's frame: the baseline and the top value.
+fn axis(top: f64, label: impl Fn(f64) -> String) -> Markup {
+    html! {
+        line.axis x1=(fmt(PAD)) y1=(fmt(H - PAD)) x2=(fmt(W)) y2=(fmt(H - PAD)) {}
+        text.axis x="2" y="12" { (label(top)) }
+        text.axis x="2" y=(fmt(H - PAD)) { "0" }
+    }
+}
+
+fn fmt(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+/// The days with figures, newest first (only those with turns).
+fn day_table(days: &BTreeMap<String, Sum>, columns: &[&str], cells: impl Fn(&Sum) -> Vec<String>) -> Markup {
+    html! {
+        details.figures {
+            summary { "Figures" }
+            table.sessions {
+                thead { tr { th { "Day" } @for c in columns { th.num { (c) } } } }
+                tbody {
+                    @for (day, sum) in days.iter().rev().filter(|(_, s)| s.turns > 0) {
+                        tr { td { (day) } @for cell in cells(sum) { td.num { (cell) } } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A table of sums, by model or source, each with a bar for its share of the tokens.
+fn breakdown(sums: &BTreeMap<String, Sum>) -> Markup {
+    let top = sums.values().map(|s| s.input + s.output).max().unwrap_or(0).max(1) as f64;
+    html! {
+        @if sums.is_empty() {
+            p { "No turns in this period." }
+        } @else {
+            table.sessions.breakdown {
+                thead { tr { th { "Name" } th.num { "Turns" } th.num { "Tokens in" } th.num { "Tokens out" } th.num { "Cost" } th { "Share" } } }
+                tbody {
+                    @for (name, s) in sums {
+                        tr {
+                            td { (name) }
+                            td.num { (s.turns) }
+                            td.num { (s.input) }
+                            td.num { (s.output) }
+                            td.num { @if s.unpriced == s.turns { "-" } @else { (dollars(s.cost)) } }
+                            td {
+                                svg.share viewBox="0 0 100 8" role="img" aria-label=(format!("{:.0}% of the most", (s.input + s.output) as f64 / top * 100.0)) {
+                                    rect.input x="0" y="0" height="8" width=(fmt((s.input + s.output) as f64 / top * 100.0)) {}
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let mut s = Sum::default();
+        for ms in 1..=100 {
+            s.durations.push(ms);
+        }
+        assert_eq!(s.percentile(0.5), 50);
+        assert_eq!(s.percentile(0.99), 99);
+        assert_eq!(Sum::default().percentile(0.5), 0);
+        s.durations = vec![7];
+        assert_eq!((s.percentile(0.5), s.percentile(0.99)), (7, 7));
+    }
+}
