@@ -870,3 +870,37 @@ fn a_cron_job_added_from_the_dashboard_is_previewed_saved_and_run() {
     let listed = t.ok(&["cron", "list"]);
     assert!(listed.contains("Morning notes") && listed.contains("paused"), "{listed}");
 }
+
+#[test]
+fn a_pairing_code_is_approved_from_the_dashboard() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::auto());
+    t.use_mock(&mock, "chat_completions", "");
+    let serve = Serve::start(&t, &[]);
+    // What the gateway does when a stranger writes to the bot (the name is theirs to choose).
+    let code = talaria_store::Store::new_pairing_code();
+    let store = talaria_store::Store::open(&t.home.path().join("state.db")).expect("store");
+    talaria_test_support::wait(store.pairing_request("telegram", "4242", "Ana<b>\u{1b}[2J", &code)).expect("request");
+    let login = serve.login_path();
+    let seen = serve.browser(
+        &t,
+        json!([
+            {"do": "goto", "path": login},
+            {"do": "goto", "path": "/gateway"},
+            {"do": "text", "selector": "table.pairings"},
+            {"do": "click", "selector": format!("table.pairings button[data-code='{code}']")},
+            {"do": "text", "selector": "table.paired"},
+        ]),
+    );
+    for (i, step) in seen.iter().enumerate() {
+        assert!(step.get("error").is_none(), "step {i}: {seen:?}");
+    }
+    let waiting = seen[2]["text"].as_str().expect("the waiting");
+    assert!(waiting.contains(&code) && waiting.contains("4242"), "{waiting}");
+    // The stranger's name is shown as text, its escape codes as such.
+    assert!(waiting.contains("Ana<b>\\x1b[2J"), "{waiting}");
+    let done = seen[3]["text"].as_str().expect("the page");
+    assert!(done.contains("Paired Ana<b>\\x1b[2J (telegram user 4242): they are answered from now on."), "{done}");
+    assert!(seen[4]["text"].as_str().is_some_and(|p| p.contains("4242")), "{seen:?}");
+    assert!(talaria_test_support::wait(store.is_paired("telegram", "4242")).expect("read"));
+}

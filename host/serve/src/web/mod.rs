@@ -18,6 +18,7 @@
 
 pub(crate) mod chat;
 mod cron;
+mod gateway;
 mod plugins;
 mod sessions;
 mod usage;
@@ -146,6 +147,9 @@ pub(crate) fn router(served: Arc<Served>) -> axum::Router {
         .route("/plugins/{name}/grant", post(plugins::grant))
         .route("/plugins/{name}/revoke", post(plugins::revoke))
         .route("/usage", get(usage::show))
+        .route("/gateway", get(gateway::show))
+        .route("/gateway/approve", post(gateway::approve))
+        .route("/gateway/revoke", post(gateway::revoke))
         .route("/cron", get(cron::list))
         .route("/cron/preview", post(cron::preview))
         .route("/cron/add", post(cron::add))
