@@ -881,6 +881,9 @@ fn a_pairing_code_is_approved_from_the_dashboard() {
     let code = talaria_store::Store::new_pairing_code();
     let store = talaria_store::Store::open(&t.home.path().join("state.db")).expect("store");
     talaria_test_support::wait(store.pairing_request("telegram", "4242", "Ana<b>\u{1b}[2J", &code)).expect("request");
+    // And a line in the home's log, as a command would have left it.
+    std::fs::create_dir_all(t.home.path().join("logs")).expect("logs");
+    std::fs::write(t.home.path().join("logs/talaria.log"), "WARN a plugin said <i>\u{1b}[31mhi\n").expect("log");
     let login = serve.login_path();
     let seen = serve.browser(
         &t,
@@ -890,6 +893,8 @@ fn a_pairing_code_is_approved_from_the_dashboard() {
             {"do": "text", "selector": "table.pairings"},
             {"do": "click", "selector": format!("table.pairings button[data-code='{code}']")},
             {"do": "text", "selector": "table.paired"},
+            {"do": "goto", "path": "/log"},
+            {"do": "text", "selector": "#log-lines"},
         ]),
     );
     for (i, step) in seen.iter().enumerate() {
@@ -903,4 +908,6 @@ fn a_pairing_code_is_approved_from_the_dashboard() {
     assert!(done.contains("Paired Ana<b>\\x1b[2J (telegram user 4242): they are answered from now on."), "{done}");
     assert!(seen[4]["text"].as_str().is_some_and(|p| p.contains("4242")), "{seen:?}");
     assert!(talaria_test_support::wait(store.is_paired("telegram", "4242")).expect("read"));
+    // The log's tail, its escape codes shown as text.
+    assert_eq!(seen[6]["text"].as_str().map(str::trim_end), Some("WARN a plugin said <i>\\x1b[31mhi"), "{seen:?}");
 }

@@ -19,6 +19,7 @@
 pub(crate) mod chat;
 mod cron;
 mod gateway;
+mod log;
 mod plugins;
 mod sessions;
 mod usage;
@@ -147,6 +148,7 @@ pub(crate) fn router(served: Arc<Served>) -> axum::Router {
         .route("/plugins/{name}/grant", post(plugins::grant))
         .route("/plugins/{name}/revoke", post(plugins::revoke))
         .route("/usage", get(usage::show))
+        .route("/log", get(log::show))
         .route("/gateway", get(gateway::show))
         .route("/gateway/approve", post(gateway::approve))
         .route("/gateway/revoke", post(gateway::revoke))
@@ -253,7 +255,9 @@ pub(crate) fn page(visitor: &Visitor, current: &str, title: &str, body: Markup) 
         ("chat", "/chat", "Chat"),
         ("plugins", "/plugins", "Plugins"),
         ("cron", "/cron", "Cron"),
+        ("gateway", "/gateway", "Gateway"),
         ("usage", "/usage", "Usage"),
+        ("log", "/log", "Log"),
     ];
     let markup = html! {
         (DOCTYPE)
