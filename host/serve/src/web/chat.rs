@@ -67,8 +67,11 @@ impl Chat {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Send `event` to the pages, and keep it with the turn's.
+    /// Send `event` to the pages, and keep it with the turn's. Each says when it was sent
+    /// (`t`, Unix microseconds), so the time to the page can be measured.
     fn publish(&self, event: &Value) {
+        let mut event = event.clone();
+        event["t"] = Value::from(jiff::Timestamp::now().as_microsecond());
         let text = event.to_string();
         let mut state = self.state();
         state.turn.push(text.clone());
