@@ -47,6 +47,11 @@ struct Serve {
 
 impl Serve {
     fn start(t: &Talaria, extra: &[&str]) -> Self {
+        Self::start_with(t, extra, &[])
+    }
+
+    /// [`Serve::start`] with `env` set for it.
+    fn start_with(t: &Talaria, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let port = crate::gateway::free_port();
         let log = t.home.path().join("serve.stderr");
         let child = Command::new(env!("CARGO_BIN_EXE_talaria"))
@@ -55,6 +60,7 @@ impl Serve {
             .current_dir(t.workspace.path())
             .env("TALARIA_HOME", t.home.path())
             .env("TALARIA_SERVE_TOKEN", TOKEN)
+            .envs(env.iter().copied())
             .env_remove("TALARIA_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -910,4 +916,47 @@ fn a_pairing_code_is_approved_from_the_dashboard() {
     assert!(talaria_test_support::wait(store.is_paired("telegram", "4242")).expect("read"));
     // The log's tail, its escape codes shown as text.
     assert_eq!(seen[6]["text"].as_str().map(str::trim_end), Some("WARN a plugin said <i>\\x1b[31mhi"), "{seen:?}");
+}
+
+#[test]
+fn a_token_of_its_own_has_its_own_approvals() {
+    let t = Talaria::new();
+    std::fs::create_dir(t.ws().join("build")).expect("mkdir");
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": "rm -rf build"})),
+        Reply::text("Not deleted.").into(),
+        Step::tool_call("terminal", json!({"command": "rm -rf build"})),
+        Reply::text("Deleted.").into(),
+    ]));
+    let trusted = "trusted-client-token-0123456789abcdef";
+    t.use_mock(
+        &mock,
+        "chat_completions",
+        "[[serve.tokens]]\nname = \"ci\"\nenv = \"TRUSTED_CLIENT_TOKEN\"\napprovals = \"allow\"\n",
+    );
+    // Without its token in the environment, the server says what is missing.
+    let out = t.run(&["serve", "--listen", "127.0.0.1:0"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`ci` reads its token from $TRUSTED_CLIENT_TOKEN, which is not set"), "{err}");
+    let serve = Serve::start_with(&t, &[], &[("TRUSTED_CLIENT_TOKEN", trusted)]);
+    // The server's own token: approvals refused, as [serve] approvals says.
+    let refused = serve.sdk(&t, TOKEN, json!([{"kind": "chat", "messages": [user("Delete build.")]}]));
+    assert!(refused[0]["content"].as_str().is_some_and(|c| c.contains("Refused during this turn")), "{refused:?}");
+    assert!(t.ws().join("build").is_dir());
+    // The trusted client's: allowed.
+    let allowed = serve.sdk(&t, trusted, json!([{"kind": "chat", "messages": [user("Delete build.")]}]));
+    assert_eq!(allowed[0]["content"], "Deleted.", "{allowed:?}");
+    assert!(!t.ws().join("build").exists(), "the allowed command did not run");
+    // An API token does not log into the dashboard.
+    let seen = serve.browser(
+        &t,
+        json!([
+            {"do": "goto", "path": "/login"},
+            {"do": "fill", "selector": "input[name=token]", "value": trusted},
+            {"do": "click", "selector": "form[action='/login'] button"},
+        ]),
+    );
+    assert_eq!(seen[2]["status"], 403, "{seen:?}");
+    assert!(seen[2]["text"].as_str().is_some_and(|t| t.contains("API token of [[serve.tokens]]")), "{seen:?}");
 }

@@ -97,7 +97,14 @@ struct Answer {
 }
 
 /// One request on a kept-alive connection; the answer has a Content-Length.
-fn request(stream: &mut TcpStream, port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+fn request(
+    stream: &mut TcpStream,
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Answer {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n", body.len());
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -140,7 +147,12 @@ fn ms(d: Duration) -> String {
 
 fn summary(name: &str, mut times: Vec<Duration>) {
     times.sort();
-    println!("{name:<58} p50 {:>10}  p99 {:>10}  (n = {})", ms(percentile(&times, 0.5)), ms(percentile(&times, 0.99)), times.len());
+    println!(
+        "{name:<58} p50 {:>10}  p99 {:>10}  (n = {})",
+        ms(percentile(&times, 0.5)),
+        ms(percentile(&times, 0.99)),
+        times.len()
+    );
 }
 
 /// A home with the mock as its model.
@@ -221,7 +233,8 @@ fn main() {
         .find_map(|l| l.to_ascii_lowercase().strip_prefix("location: ").map(|v| v.trim().to_string()))
         .expect("the chat's address");
     let mut events = serve.connect();
-    write!(events, "GET {chat}/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nCookie: {cookie}\r\n\r\n", serve.port).expect("events");
+    write!(events, "GET {chat}/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nCookie: {cookie}\r\n\r\n", serve.port)
+        .expect("events");
     let reader = BufReader::new(events.try_clone().expect("clone"));
     let (sender, received) = std::sync::mpsc::channel::<(i64, i64, String)>();
     std::thread::spawn(move || {
@@ -244,7 +257,11 @@ fn main() {
             serve.port,
             "POST",
             &format!("{chat}/send"),
-            &[("Cookie", &cookie), ("Accept", "application/json"), ("Content-Type", "application/x-www-form-urlencoded")],
+            &[
+                ("Cookie", &cookie),
+                ("Accept", "application/json"),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
             &body,
         );
         assert_eq!(sent.status, 204);
@@ -263,7 +280,8 @@ fn main() {
     let mut trips = Vec::new();
     let store = Store::open_read_only(&home.path().join("state.db")).expect("store");
     for i in 0..API_CALLS + 10 {
-        let body = json!({"model": "talaria", "messages": [{"role": "user", "content": format!("echo api {i}")}]}).to_string();
+        let body =
+            json!({"model": "talaria", "messages": [{"role": "user", "content": format!("echo api {i}")}]}).to_string();
         let answer = request(
             &mut api,
             serve.port,

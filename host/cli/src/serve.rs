@@ -86,8 +86,32 @@ pub async fn run(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut hosts = ctx.config.serve.hosts.clone();
     hosts.extend(args.hosts);
     let jobs: Arc<dyn talaria_serve::JobRunner> = Arc::new(Jobs { home: ctx.home.clone(), runner: OnceCell::new() });
-    let options =
-        talaria_serve::Options { listen, token, hosts, allow_remote: args.allow_remote, approvals, jobs: Some(jobs) };
+    let mut more_tokens = Vec::new();
+    for more in &ctx.config.serve.tokens {
+        let value = std::env::var(&more.env).unwrap_or_default();
+        if value.trim().len() < 16 {
+            anyhow::bail!(
+                "[[serve.tokens]] `{}` reads its token from ${}, which is {}: set it to a long random value (`openssl rand -hex 32` makes one)",
+                more.name,
+                more.env,
+                if value.trim().is_empty() { "not set" } else { "shorter than 16 characters" }
+            );
+        }
+        let approvals = match more.approvals {
+            ServeApprovals::Deny => talaria_serve::Approvals::Deny,
+            ServeApprovals::Allow => talaria_serve::Approvals::Allow,
+        };
+        more_tokens.push(talaria_serve::Token { name: more.name.clone(), token: value.trim().to_string(), approvals });
+    }
+    let options = talaria_serve::Options {
+        listen,
+        token,
+        hosts,
+        allow_remote: args.allow_remote,
+        approvals,
+        more_tokens,
+        jobs: Some(jobs),
+    };
     let stop = tokio_util::sync::CancellationToken::new();
     let stopping = stop.clone();
     tokio::spawn(async move {

@@ -181,6 +181,24 @@ pub struct ServeToml {
     /// Host names a reverse proxy in front forwards (`--allow-host` adds to them).
     #[serde(default)]
     pub hosts: Vec<String>,
+    /// More tokens, each with its own approvals (`[[serve.tokens]]`): a client you trust may
+    /// have approvals allowed while others' are refused.
+    #[serde(default)]
+    pub tokens: Vec<ServeTokenToml>,
+}
+
+/// `[[serve.tokens]]`: one more API token. Its value is read from an environment variable, never
+/// written in config.toml.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeTokenToml {
+    /// What it is called in the log.
+    pub name: String,
+    /// The environment variable that holds it.
+    pub env: String,
+    /// How approvals asked during its turns are answered (default `deny`).
+    #[serde(default)]
+    pub approvals: ServeApprovals,
 }
 
 /// `[serve] approvals`.

@@ -29,7 +29,8 @@ const REMEMBERED: usize = 4096;
 
 /// A listener's token, and who failed to give it.
 pub struct Bearer {
-    token: String,
+    /// The tokens that pass; a check says which one did.
+    tokens: Vec<String>,
     /// What the listener is, for the log (`mcp serve`, `serve`).
     door: &'static str,
     failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
@@ -54,7 +55,13 @@ impl Bearer {
 
     /// [`Bearer::new`] locking an address out after `after` failures within `window`.
     pub fn with_lockout(token: impl Into<String>, door: &'static str, after: usize, window: Duration) -> Arc<Self> {
-        Arc::new(Self { token: token.into(), door, failures: Mutex::default(), after: after.max(1), window })
+        Arc::new(Self { tokens: vec![token.into()], door, failures: Mutex::default(), after: after.max(1), window })
+    }
+
+    /// Requests must carry one of `tokens` ([`Bearer::which`] says which); `door` names the
+    /// listener in the log.
+    pub fn any_of(tokens: Vec<String>, door: &'static str) -> Arc<Self> {
+        Arc::new(Self { tokens, door, failures: Mutex::default(), after: LOCKOUT_AFTER, window: LOCKOUT_WINDOW })
     }
 
     /// How long `peer` is still locked out for failing too often, if it is (nothing is
@@ -74,6 +81,14 @@ impl Bearer {
     /// # Errors
     /// The [`Refusal`] to answer with.
     pub fn check(&self, peer: Option<IpAddr>, given: Option<&str>) -> Result<(), Refusal> {
+        self.which(peer, given).map(|_| ())
+    }
+
+    /// [`Bearer::check`], saying which of the tokens passed (its index in the order given).
+    ///
+    /// # Errors
+    /// The [`Refusal`] to answer with.
+    pub fn which(&self, peer: Option<IpAddr>, given: Option<&str>) -> Result<usize, Refusal> {
         let now = Instant::now();
         let key = peer.map(crate::table::client);
         let mut failures = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -88,11 +103,19 @@ impl Bearer {
             }
         }
         let token = given.and_then(|v| v.strip_prefix("Bearer ")).map(str::trim).unwrap_or_default();
-        if bool::from(token.as_bytes().ct_eq(self.token.as_bytes())) {
+        // Every token is compared, each in constant time, so the time taken says nothing of
+        // which came close.
+        let mut passed = None;
+        for (i, known) in self.tokens.iter().enumerate() {
+            if bool::from(token.as_bytes().ct_eq(known.as_bytes())) && !known.is_empty() {
+                passed = passed.or(Some(i));
+            }
+        }
+        if let Some(i) = passed {
             if let Some(key) = key {
                 failures.remove(&key);
             }
-            return Ok(());
+            return Ok(i);
         }
         let Some(key) = key else { return Err(Refusal::Unauthorized) };
         if failures.len() >= REMEMBERED && !failures.contains_key(&key) {
@@ -184,6 +207,15 @@ mod tests {
             other => panic!("expected a lockout, got {other:?}"),
         }
         assert_eq!(bearer.check(B, Some("Bearer s3cret")), Ok(()), "another address is not locked out");
+    }
+
+    #[test]
+    fn any_of_several_tokens_passes_and_says_which() {
+        let bearer = Bearer::any_of(vec!["first".into(), "second".into(), String::new()], "test");
+        assert_eq!(bearer.which(A, Some("Bearer first")), Ok(0));
+        assert_eq!(bearer.which(A, Some("Bearer second")), Ok(1));
+        assert_eq!(bearer.which(A, Some("Bearer ")), Err(Refusal::Unauthorized), "an empty token never passes");
+        assert_eq!(bearer.which(A, Some("Bearer third")), Err(Refusal::Unauthorized));
     }
 
     #[test]

@@ -26,19 +26,19 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
-use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::response::{IntoResponse as _, Response};
+use axum::{Extension, Json};
 use http::{HeaderMap, header};
 use serde_json::{Value, json};
 use talaria_protocol::Outcome;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::Served;
 use crate::openai::{Collected, KEEP_ALIVE, failed_to_start, new_id, valid_name};
 use crate::turn::{self, Asked, Piece};
+use crate::{Caller, Served};
 
 /// The protocol version spoken.
 pub const VERSION: &str = "1.0";
@@ -254,7 +254,12 @@ fn now() -> String {
 }
 
 /// `POST /a2a`: one JSON-RPC call.
-pub(crate) async fn rpc(State(served): State<Arc<Served>>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn rpc(
+    State(served): State<Arc<Served>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let call: Value = match serde_json::from_slice(&body) {
         Ok(call) => call,
         Err(e) => return answer(&Value::Null, Err(refused(code::PARSE, format!("the body is not JSON: {e}")))),
@@ -285,7 +290,7 @@ pub(crate) async fn rpc(State(served): State<Arc<Served>>, headers: HeaderMap, b
     }
     let tasks = &served.a2a;
     match method {
-        "SendMessage" => match send(&served, &params, false).await {
+        "SendMessage" => match send(&served, caller, &params, false).await {
             Ok(Sent { task, .. }) => {
                 let immediately =
                     params.pointer("/configuration/returnImmediately").and_then(Value::as_bool) == Some(true);
@@ -297,7 +302,7 @@ pub(crate) async fn rpc(State(served): State<Arc<Served>>, headers: HeaderMap, b
             }
             Err(refusal) => answer(&id, Err(refusal)),
         },
-        "SendStreamingMessage" => match send(&served, &params, true).await {
+        "SendStreamingMessage" => match send(&served, caller, &params, true).await {
             Ok(Sent { events: Some(events), .. }) => stream(id, events),
             Ok(Sent { events: None, .. }) => answer(&id, Err(refused(code::INTERNAL, "the task has no stream"))),
             Err(refusal) => answer(&id, Err(refusal)),
@@ -372,7 +377,7 @@ struct Sent {
 }
 
 /// Check the message in `params`, begin its task, and keep it.
-async fn send(served: &Arc<Served>, params: &Value, streamed: bool) -> Result<Sent, Refused> {
+async fn send(served: &Arc<Served>, caller: Caller, params: &Value, streamed: bool) -> Result<Sent, Refused> {
     let Some(message) = params.get("message").filter(|m| m.is_object()) else {
         return Err(refused(code::INVALID_PARAMS, "send a `message`"));
     };
@@ -422,8 +427,13 @@ async fn send(served: &Arc<Served>, params: &Value, streamed: bool) -> Result<Se
     } else {
         (None, None)
     };
-    let turn =
-        Asked { title: Some(format!("a2a:{context}")), text: text.clone(), transcript: text, stop: task.stop.clone() };
+    let turn = Asked {
+        title: Some(format!("a2a:{context}")),
+        text: text.clone(),
+        transcript: text,
+        stop: task.stop.clone(),
+        approvals: caller.approvals,
+    };
     tokio::spawn(drive(served.clone(), task.clone(), turn, events));
     Ok(Sent { task, events: receiver })
 }

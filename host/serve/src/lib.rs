@@ -66,9 +66,26 @@ pub struct Options {
     pub hosts: Vec<String>,
     /// Let a bind beyond loopback go ahead.
     pub allow_remote: bool,
+    /// How approvals are answered in the turns of requests with `token`.
     pub approvals: Approvals,
+    /// More API tokens, each with its own approvals (they do not log into the dashboard).
+    pub more_tokens: Vec<Token>,
     /// Runs a cron job now, for the dashboard (none: its "Run now" says how to).
     pub jobs: Option<Arc<dyn JobRunner>>,
+}
+
+/// One more API token.
+pub struct Token {
+    /// What it is called in the log.
+    pub name: String,
+    pub token: String,
+    pub approvals: Approvals,
+}
+
+/// Who a request comes from, as its token says: how its turns' approvals are answered.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caller {
+    pub approvals: Approvals,
 }
 
 /// Runs a scheduled job at once, for the dashboard's "Run now". The binary gives it: running
@@ -100,7 +117,6 @@ pub enum Error {
 /// What every handler shares.
 pub(crate) struct Served {
     pub host: Arc<Host>,
-    pub approvals: Approvals,
     /// One API conversation's requests at a time, by its name.
     pub sessions: turn::Named,
     /// A2A's tasks.
@@ -138,19 +154,24 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(options.listen).await.map_err(|e| Error::Bind(options.listen, e))?;
     let bound = listener.local_addr().map_err(|e| Error::Bind(options.listen, e))?;
     let names = Arc::new(Names::new(bound, &options.hosts));
-    let bearer = Bearer::new(options.token, "serve");
+    let mut tokens = vec![options.token];
+    let mut approvals = vec![options.approvals];
+    for more in options.more_tokens {
+        tokens.push(more.token);
+        approvals.push(more.approvals);
+    }
+    let bearer = Bearer::any_of(tokens, "serve");
     let logins = web::Logins::new(bearer.clone()).map_err(Error::Random)?;
     let login = format!("http://{bound}/login?key={}", logins.key().unwrap_or_default());
     let served = Arc::new(Served {
         host,
-        approvals: options.approvals,
         sessions: turn::Named::default(),
         a2a: a2a::Tasks::default(),
         logins,
         chats: web::chat::Chats::default(),
         jobs: options.jobs,
     });
-    let router = router(served, bearer).layer(axum::middleware::from_fn(
+    let router = router(served, bearer, Arc::new(approvals)).layer(axum::middleware::from_fn(
         move |request: axum::extract::Request, next: axum::middleware::Next| guard::check(names.clone(), request, next),
     ));
     ready(Ready { bound, login });
@@ -159,7 +180,7 @@ pub async fn serve(
 }
 
 /// The routes: the APIs' behind `bearer`, the dashboard's behind its login.
-pub(crate) fn router(served: Arc<Served>, bearer: Arc<Bearer>) -> axum::Router {
+pub(crate) fn router(served: Arc<Served>, bearer: Arc<Bearer>, approvals: Arc<Vec<Approvals>>) -> axum::Router {
     let api = axum::Router::new()
         .route("/v1/models", get(openai::models))
         .route("/v1/chat/completions", post(openai::chat))
@@ -167,7 +188,7 @@ pub(crate) fn router(served: Arc<Served>, bearer: Arc<Bearer>) -> axum::Router {
         .route("/.well-known/agent-card.json", get(a2a::card))
         .route(a2a::PATH, post(a2a::rpc))
         .route_layer(axum::middleware::from_fn(move |request: Request, next: Next| {
-            authenticated(bearer.clone(), request, next)
+            authenticated(bearer.clone(), approvals.clone(), request, next)
         }))
         .with_state(served.clone());
     api.merge(web::router(served)).fallback(|uri: http::Uri| async move {
@@ -179,12 +200,22 @@ pub(crate) fn router(served: Arc<Served>, bearer: Arc<Bearer>) -> axum::Router {
     })
 }
 
-/// Let `request` through with the bearer token only, refusing in OpenAI's shape.
-async fn authenticated(bearer: Arc<Bearer>, request: Request, next: Next) -> Response {
+/// Let `request` through with a bearer token only (marked with its [`Caller`]), refusing in
+/// OpenAI's shape.
+async fn authenticated(
+    bearer: Arc<Bearer>,
+    approvals: Arc<Vec<Approvals>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let peer = request.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
     let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    match bearer.check(peer, given) {
-        Ok(()) => next.run(request).await,
+    match bearer.which(peer, given) {
+        Ok(i) => {
+            let approvals = approvals.get(i).copied().unwrap_or_default();
+            request.extensions_mut().insert(Caller { approvals });
+            next.run(request).await
+        }
         Err(Refusal::Unauthorized) => {
             let mut refused = openai::error(
                 StatusCode::UNAUTHORIZED,

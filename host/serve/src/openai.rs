@@ -26,18 +26,18 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use http::{HeaderMap, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use talaria_protocol::{Outcome, Usage};
 use tokio::sync::mpsc;
 
-use crate::Served;
 use crate::turn::{self, Asked, Done, Piece};
+use crate::{Caller, Served};
 
 /// The one model this server lists.
 pub const MODEL: &str = "talaria";
@@ -216,8 +216,14 @@ pub(crate) struct Wanted<'a> {
     pub messages: &'a [ChatMessage],
 }
 
-/// Check `wanted` and start its turn; the answer to send instead when it is refused.
-pub(crate) async fn begin(served: Arc<Served>, headers: &HeaderMap, wanted: Wanted<'_>) -> Result<Begun, Response> {
+/// Check `wanted` and start its turn for `caller`; the answer to send instead when it is
+/// refused.
+pub(crate) async fn begin(
+    served: Arc<Served>,
+    caller: Caller,
+    headers: &HeaderMap,
+    wanted: Wanted<'_>,
+) -> Result<Begun, Response> {
     let bad = |message: &str| error(StatusCode::BAD_REQUEST, "invalid_request_error", message).into_response();
     if wanted.model != MODEL {
         let message = format!("the model `{}` does not exist: this server has one, `{MODEL}`", wanted.model);
@@ -235,7 +241,8 @@ pub(crate) async fn begin(served: Arc<Served>, headers: &HeaderMap, wanted: Want
     let (out, pieces) = mpsc::channel(64);
     let title = name.map(|name| format!("api:{name}"));
     let stop = tokio_util::sync::CancellationToken::new();
-    let running = tokio::spawn(turn::run(served, Asked { title, text, transcript, stop }, out));
+    let asked = Asked { title, text, transcript, stop, approvals: caller.approvals };
+    let running = tokio::spawn(turn::run(served, asked, out));
     Ok(Begun { pieces, running })
 }
 
@@ -244,7 +251,12 @@ pub(crate) fn new_id(prefix: &str) -> String {
     format!("{prefix}{}", crate::new_token().unwrap_or_default().get(..24).unwrap_or_default())
 }
 
-pub(crate) async fn chat(State(served): State<Arc<Served>>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn chat(
+    State(served): State<Arc<Served>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let request: ChatRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
@@ -258,7 +270,7 @@ pub(crate) async fn chat(State(served): State<Arc<Served>>, headers: HeaderMap, 
         named: request.user.as_deref(),
         messages: &request.messages,
     };
-    let Begun { pieces, running } = match begin(served, &headers, wanted).await {
+    let Begun { pieces, running } = match begin(served, caller, &headers, wanted).await {
         Ok(begun) => begun,
         Err(refused) => return refused,
     };

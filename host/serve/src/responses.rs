@@ -14,6 +14,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::response::{IntoResponse as _, Response};
@@ -23,11 +24,11 @@ use serde_json::{Value, json};
 use talaria_protocol::Outcome;
 use tokio::sync::mpsc;
 
-use crate::Served;
 use crate::openai::{
     Begun, ChatMessage, Collected, Content, KEEP_ALIVE, MODEL, Wanted, begin, collect, error, new_id, now,
 };
 use crate::turn::{Done, Piece};
+use crate::{Caller, Served};
 
 /// A Responses request (the fields talaria reads; others are ignored).
 #[derive(Deserialize)]
@@ -69,7 +70,12 @@ impl Conversation {
     }
 }
 
-pub(crate) async fn respond(State(served): State<Arc<Served>>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn respond(
+    State(served): State<Arc<Served>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let request: Request = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
@@ -87,7 +93,7 @@ pub(crate) async fn respond(State(served): State<Arc<Served>>, headers: HeaderMa
     }
     let named = request.conversation.as_ref().map(Conversation::id).or(request.user.as_deref());
     let wanted = Wanted { model: &request.model, tools: request.tools.as_deref(), named, messages: &messages };
-    let Begun { pieces, running } = match begin(served, &headers, wanted).await {
+    let Begun { pieces, running } = match begin(served, caller, &headers, wanted).await {
         Ok(begun) => begun,
         Err(refused) => return refused,
     };

@@ -24,6 +24,8 @@ pub(crate) struct Asked {
     pub transcript: String,
     /// Stops the turn when cancelled (as the client going away does).
     pub stop: CancellationToken,
+    /// How its approvals are answered (the caller's token says).
+    pub approvals: Approvals,
 }
 
 /// What a turn sends the client, in order: text as it comes, then how it ended.
@@ -96,6 +98,7 @@ pub(crate) async fn run(served: Arc<Served>, asked: Asked, out: mpsc::Sender<Pie
         ..Start::default()
     };
     let mut conversation = served.host.start(start).await.map_err(|e| Failed::Start(e.to_string()))?;
+    let approvals = asked.approvals;
     let text = if resumed { asked.text } else { asked.transcript };
     let turn = conversation.submit(Op::UserTurn { text, images: Vec::new() });
     let mut refused = Vec::new();
@@ -122,7 +125,7 @@ pub(crate) async fn run(served: Arc<Served>, asked: Asked, out: mpsc::Sender<Pie
         let Some(stamped) = stamped else { break };
         let piece = match stamped.event {
             Event::ApprovalNeeded(asked) => {
-                let decision = match served.approvals {
+                let decision = match approvals {
                     Approvals::Allow => Decision::Once,
                     Approvals::Deny => {
                         refused.push(format!(

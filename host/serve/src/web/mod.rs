@@ -312,27 +312,26 @@ fn html_response(status: StatusCode, markup: Markup) -> Response {
     response
 }
 
-/// A page that says why something was refused, with the way in.
-fn refusal(status: StatusCode, why: &str) -> Response {
+/// A page outside the login (no navigation): `title`, and `body` in a narrow column.
+fn bare(status: StatusCode, title: &str, body: Markup) -> Response {
     let markup = html! {
         (DOCTYPE)
         html lang="en" data-theme="auto" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                title { "Refused · talaria" }
+                title { (title) " · talaria" }
                 link rel="stylesheet" href="/static/style.css";
             }
-            body {
-                main.narrow {
-                    h1 { "Refused" }
-                    p.refused { (why) }
-                    p { a href="/login" { "Log in" } }
-                }
-            }
+            body { main.narrow { (body) } }
         }
     };
     html_response(status, markup)
+}
+
+/// A page that says why something was refused, with the way in.
+fn refusal(status: StatusCode, why: &str) -> Response {
+    bare(status, "Refused", html! { h1 { "Refused" } p.refused { (why) } p { a href="/login" { "Log in" } } })
 }
 
 async fn style() -> Response {
@@ -392,8 +391,15 @@ async fn login_form(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    match served.logins.bearer.check(Some(peer.ip()), Some(&format!("Bearer {}", form.token.trim()))) {
-        Ok(()) => admitted(&served),
+    match served.logins.bearer.which(Some(peer.ip()), Some(&format!("Bearer {}", form.token.trim()))) {
+        Ok(0) => admitted(&served),
+        // Another API token ([[serve.tokens]]): it is a client's, not the operator's.
+        Ok(_) => login(
+            StatusCode::FORBIDDEN,
+            Some(
+                "That is an API token of [[serve.tokens]]: the dashboard takes the server's own (`talaria serve token`).",
+            ),
+        ),
         Err(Refusal::Unauthorized) => {
             tracing::warn!(client = %peer.ip(), "serve: a dashboard login with a wrong token");
             login(StatusCode::UNAUTHORIZED, Some("That is not this server's token (`talaria serve token` prints it)."))
@@ -420,30 +426,17 @@ fn admitted(served: &Served) -> Response {
 }
 
 fn login(status: StatusCode, why: Option<&str>) -> Response {
-    let markup = html! {
-        (DOCTYPE)
-        html lang="en" data-theme="auto" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { "Log in · talaria" }
-                link rel="stylesheet" href="/static/style.css";
-            }
-            body {
-                main.narrow {
-                    h1 { "talaria" }
-                    @if let Some(why) = why { p.refused { (why) } }
-                    form method="post" action="/login" {
-                        label for="token" { "Token" }
-                        input #token type="password" name="token" autocomplete="current-password" required;
-                        button type="submit" { "Log in" }
-                    }
-                    p.hint { "The token is what `talaria serve token` prints; the login link printed when the server started logs you in once without it." }
-                }
-            }
+    let body = html! {
+        h1 { "talaria" }
+        @if let Some(why) = why { p.refused { (why) } }
+        form method="post" action="/login" {
+            label for="token" { "Token" }
+            input #token type="password" name="token" autocomplete="current-password" required;
+            button type="submit" { "Log in" }
         }
+        p.hint { "The token is what `talaria serve token` prints; the login link printed when the server started logs you in once without it." }
     };
-    html_response(status, markup)
+    bare(status, "Log in", body)
 }
 
 /// Log this browser out.
