@@ -887,6 +887,19 @@ fn a_pairing_code_is_approved_from_the_dashboard() {
     let code = talaria_store::Store::new_pairing_code();
     let store = talaria_store::Store::open(&t.home.path().join("state.db")).expect("store");
     talaria_test_support::wait(store.pairing_request("telegram", "4242", "Ana<b>\u{1b}[2J", &code)).expect("request");
+    // A gateway process's last word (this test's own pid, so it counts as running), and a chat.
+    let status = talaria_gateway::serve::Status {
+        running: true,
+        pid: std::process::id(),
+        host: talaria_store::process::machine(),
+        at: jiff::Timestamp::now().as_millisecond(),
+        accounts: [("tg".to_string(), "polling".to_string())].into(),
+        active_sessions: 1,
+        busy: 0,
+    };
+    let word = serde_json::to_vec(&status).expect("status");
+    talaria_test_support::wait(store.kv_set(talaria_gateway::serve::STATUS_SPACE, "here", &word)).expect("status");
+    talaria_test_support::wait(store.kv_set(talaria_gateway::serve::SESSIONS_SPACE, "tg:1234", b"s")).expect("chat");
     // And a line in the home's log, as a command would have left it.
     std::fs::create_dir_all(t.home.path().join("logs")).expect("logs");
     std::fs::write(t.home.path().join("logs/talaria.log"), "WARN a plugin said <i>\u{1b}[31mhi\n").expect("log");
@@ -901,6 +914,7 @@ fn a_pairing_code_is_approved_from_the_dashboard() {
             {"do": "text", "selector": "table.paired"},
             {"do": "goto", "path": "/log"},
             {"do": "text", "selector": "#log-lines"},
+            {"do": "goto", "path": "/gateway"},
         ]),
     );
     for (i, step) in seen.iter().enumerate() {
@@ -914,6 +928,10 @@ fn a_pairing_code_is_approved_from_the_dashboard() {
     assert!(done.contains("Paired Ana<b>\\x1b[2J (telegram user 4242): they are answered from now on."), "{done}");
     assert!(seen[4]["text"].as_str().is_some_and(|p| p.contains("4242")), "{seen:?}");
     assert!(talaria_test_support::wait(store.is_paired("telegram", "4242")).expect("read"));
+    // The process as it last said, and the chat.
+    let page = seen[7]["text"].as_str().expect("the page");
+    assert!(page.contains(&format!("pid {} on", std::process::id())) && page.contains("running"), "{page}");
+    assert!(page.contains("tg: polling") && page.contains("1 chats known"), "{page}");
     // The log's tail, its escape codes shown as text.
     assert_eq!(seen[6]["text"].as_str().map(str::trim_end), Some("WARN a plugin said <i>\\x1b[31mhi"), "{seen:?}");
 }

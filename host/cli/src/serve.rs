@@ -111,6 +111,7 @@ pub async fn run(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
         approvals,
         more_tokens,
         jobs: Some(jobs),
+        gateway: Some(Arc::new(Gateway { store: host.store().clone() })),
     };
     let stop = tokio_util::sync::CancellationToken::new();
     let stopping = stop.clone();
@@ -154,6 +155,38 @@ impl talaria_serve::JobRunner for Jobs {
                 .map_err(|e| format!("the scheduler cannot start: {e}"))?;
             let report = runner.run_now(id).await?;
             Ok(crate::cron::report_line(&report))
+        })
+    }
+}
+
+/// The dashboard's view of the gateway: what its processes last wrote in the store.
+struct Gateway {
+    store: Arc<talaria_core::store::Store>,
+}
+
+impl talaria_serve::GatewayView for Gateway {
+    fn status(
+        &self,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = (Vec<talaria_serve::GatewayProcess>, Vec<String>)> + Send + '_>,
+    > {
+        Box::pin(async move {
+            use talaria_gateway::serve::{SESSIONS_SPACE, Status};
+            let now = jiff::Timestamp::now().as_millisecond();
+            let processes = Status::read_all(&self.store)
+                .await
+                .into_iter()
+                .map(|s| talaria_serve::GatewayProcess {
+                    pid: s.pid,
+                    live: s.live(now),
+                    machine: s.host,
+                    at: s.at,
+                    accounts: s.accounts.into_iter().collect(),
+                    busy: s.busy,
+                })
+                .collect();
+            let chats = self.store.kv_keys(SESSIONS_SPACE, "").await.unwrap_or_default();
+            (processes, chats)
         })
     }
 }

@@ -72,6 +72,33 @@ pub struct Options {
     pub more_tokens: Vec<Token>,
     /// Runs a cron job now, for the dashboard (none: its "Run now" says how to).
     pub jobs: Option<Arc<dyn JobRunner>>,
+    /// What the gateway's processes say, for the dashboard.
+    pub gateway: Option<Arc<dyn GatewayView>>,
+}
+
+/// A gateway process, as it last said.
+#[derive(Debug, Clone)]
+pub struct GatewayProcess {
+    pub pid: u32,
+    /// The machine it runs on.
+    pub machine: String,
+    /// Whether it runs now (it wrote lately, and its process is there).
+    pub live: bool,
+    /// Milliseconds since the epoch when it last said.
+    pub at: i64,
+    /// Each account, and its state in words.
+    pub accounts: Vec<(String, String)>,
+    /// Turns running now.
+    pub busy: usize,
+}
+
+/// What the gateway's processes say about themselves and their chats, for the dashboard. The
+/// binary gives it: the gateway is another front door, which `talaria serve` does not depend on.
+pub trait GatewayView: Send + Sync {
+    /// Every process's last word, newest first, and the chats known (`ACCOUNT:CHAT`).
+    fn status(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = (Vec<GatewayProcess>, Vec<String>)> + Send + '_>>;
 }
 
 /// One more API token.
@@ -127,6 +154,8 @@ pub(crate) struct Served {
     pub chats: web::chat::Chats,
     /// Runs cron jobs now.
     pub jobs: Option<Arc<dyn JobRunner>>,
+    /// What the gateway says.
+    pub gateway: Option<Arc<dyn GatewayView>>,
 }
 
 /// What a server that is up tells whoever started it.
@@ -170,6 +199,7 @@ pub async fn serve(
         logins,
         chats: web::chat::Chats::default(),
         jobs: options.jobs,
+        gateway: options.gateway,
     });
     let router = router(served, bearer, Arc::new(approvals)).layer(axum::middleware::from_fn(
         move |request: axum::extract::Request, next: axum::middleware::Next| guard::check(names.clone(), request, next),

@@ -1,5 +1,6 @@
-//! The gateway page: the configured accounts, pairing requests to approve (and pairings to
-//! revoke), and the delivery ledger (counts, and the deliveries in trouble). Names chat users
+//! The gateway page: its processes (as they last said), the configured accounts, the chats
+//! known, pairing requests to approve (and pairings to revoke), and the delivery ledger
+//! (counts, and the deliveries in trouble). Names chat users
 //! gave themselves are shown as text, cut to a sensible length.
 
 use std::sync::Arc;
@@ -29,17 +30,47 @@ async fn shown(served: &Served, visitor: &Visitor, said: Option<(bool, String)>)
     let counts = store.delivery_counts().await;
     let troubled = store.deliveries_troubled(TROUBLED).await.unwrap_or_default();
     let accounts: Vec<&String> = served.host.config().gateway.platforms.keys().collect();
+    let (processes, chats) = match &served.gateway {
+        Some(view) => view.status().await,
+        None => (Vec::new(), Vec::new()),
+    };
     let body = html! {
         h1 { "Gateway" }
         @if let Some((ok, text)) = &said {
             p class=(if *ok { "done" } else { "refused" }) role="status" { (text) }
         }
-        p.hint { "Whether a gateway runs, and its processes: `talaria gateway status`." }
+        h2 { "Processes" }
+        @if processes.is_empty() {
+            p { "No gateway has run here (`talaria gateway run`)." }
+        } @else {
+            table.sessions.processes {
+                thead { tr { th { "Process" } th { "State" } th { "Accounts" } th.num { "Busy" } th { "Last said" } } }
+                tbody {
+                    @for p in &processes {
+                        tr {
+                            td { "pid " (p.pid) " on " (shown_name(&p.machine)) }
+                            td { (if p.live { "running" } else { "gone" }) }
+                            td { @for (name, state) in &p.accounts { (shown_name(name)) ": " (shown_name(state)) br; } }
+                            td.num { (p.busy) }
+                            td { (when(p.at)) }
+                        }
+                    }
+                }
+            }
+        }
         h2 { "Accounts" }
         @if accounts.is_empty() {
             p { "None configured ([gateway.platforms.NAME] in config.toml; see docs/gateway.md)." }
         } @else {
             ul { @for a in &accounts { li { (a) } } }
+        }
+        h2 { "Chats" }
+        @if chats.is_empty() { p { "No chat has written yet." } }
+        @else {
+            details.figures {
+                summary { (chats.len()) " chats known" }
+                ul { @for chat in &chats { li { (shown_name(chat)) } } }
+            }
         }
         h2 { "Pairing requests" }
         @match &pairings {
