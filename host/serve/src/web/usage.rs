@@ -124,8 +124,12 @@ pub(crate) async fn show(
         }
         p #totals {
             (total.turns) " turns, " (total.input) " tokens in, " (total.output) " tokens out"
-            @if total.turns > 0 { ", " (dollars(total.cost)) }
-            @if total.unpriced > 0 { " (" (total.unpriced) " turns of models with no known price are not counted)" }
+            @if total.turns > total.unpriced { ", " (dollars(total.cost)) }
+            @if total.turns > 0 && total.unpriced == total.turns {
+                "; no price is known for their models (set [model] input_price and output_price)"
+            } @else if total.unpriced > 0 {
+                " (" (total.unpriced) " turns of models with no known price are not counted)"
+            }
             "."
         }
         h2 { "Tokens per day" }
