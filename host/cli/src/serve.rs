@@ -143,10 +143,7 @@ struct Jobs {
 }
 
 impl talaria_serve::JobRunner for Jobs {
-    fn run_now<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + 'a>> {
+    fn run_now<'a>(&'a self, id: &'a str) -> talaria_serve::Later<'a, Result<String, String>> {
         Box::pin(async move {
             let runner = self
                 .runner
@@ -165,11 +162,7 @@ struct Gateway {
 }
 
 impl talaria_serve::GatewayView for Gateway {
-    fn status(
-        &self,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = (Vec<talaria_serve::GatewayProcess>, Vec<String>)> + Send + '_>,
-    > {
+    fn status(&self) -> talaria_serve::Later<'_, (Vec<talaria_serve::GatewayProcess>, Vec<String>)> {
         Box::pin(async move {
             use talaria_gateway::serve::{SESSIONS_SPACE, Status};
             let now = jiff::Timestamp::now().as_millisecond();

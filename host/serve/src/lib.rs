@@ -96,9 +96,7 @@ pub struct GatewayProcess {
 /// binary gives it: the gateway is another front door, which `talaria serve` does not depend on.
 pub trait GatewayView: Send + Sync {
     /// Every process's last word, newest first, and the chats known (`ACCOUNT:CHAT`).
-    fn status(
-        &self,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = (Vec<GatewayProcess>, Vec<String>)> + Send + '_>>;
+    fn status(&self) -> Later<'_, (Vec<GatewayProcess>, Vec<String>)>;
 }
 
 /// One more API token.
@@ -122,11 +120,11 @@ pub trait JobRunner: Send + Sync {
     ///
     /// # Errors
     /// No such job, or it could not run: why.
-    fn run_now<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + 'a>>;
+    fn run_now<'a>(&'a self, id: &'a str) -> Later<'a, Result<String, String>>;
 }
+
+/// What [`JobRunner`] and [`GatewayView`] give back: a future of `T`.
+pub type Later<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
