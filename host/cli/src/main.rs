@@ -105,7 +105,7 @@ enum Command {
     /// Serve chat platforms (Telegram, Matrix, Discord, Slack, webhooks) through adapter plugins
     #[command(subcommand)]
     Gateway(gateway::GatewayCmd),
-    /// Serve an OpenAI-compatible API over HTTP (`serve token` prints its bearer token)
+    /// Serve an OpenAI-compatible API, A2A and a web dashboard over HTTP (`serve token` prints the bearer token)
     Serve(serve::ServeArgs),
     /// Chat-platform users paired with the gateway: list, approve a code, revoke
     #[command(subcommand)]
