@@ -24,9 +24,10 @@
 //!     `deliveries.claimed_until` and `claimed_by`: a gateway process sending a delivery holds
 //!     it till then, so processes sharing the ledger send each delivery once, and a chat's in
 //!     order (a claim of a process of this machine that is gone is void at once).
+//! 11. `turns`: what each turn took, for the usage and latency charts (see [`crate::turns`]).
 //!
 //! ```
-//! assert_eq!(talaria_store::schema::VERSION, 10);
+//! assert_eq!(talaria_store::schema::VERSION, 11);
 //! ```
 
 use std::time::{Duration, Instant};
