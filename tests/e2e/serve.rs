@@ -811,7 +811,7 @@ fn the_usage_page_charts_the_mock_s_token_counts_by_day_model_and_source() {
             {"do": "text", "selector": "#totals"},
             {"do": "eval", "js": "[...document.querySelectorAll('#tokens-chart rect')].filter(r => Number(r.getAttribute('height')) > 0).map(r => r.querySelector('title').textContent)"},
             {"do": "text", "selector": "table.breakdown >> nth=1"},
-            {"do": "eval", "js": "document.querySelectorAll('#latency-chart polyline.p50, #latency-chart polyline.p99').length"},
+            {"do": "eval", "js": "[document.querySelectorAll('#latency-chart polyline').length, document.querySelectorAll('#latency-chart circle').length]"},
             {"do": "viewport", "width": 360, "height": 740},
             {"do": "eval", "js": "document.documentElement.scrollWidth"},
         ]),
@@ -829,7 +829,8 @@ fn the_usage_page_charts_the_mock_s_token_counts_by_day_model_and_source() {
     let sources = seen[4]["text"].as_str().expect("per source");
     assert!(sources.contains("api\t1\t220\t11\t$0.0006"), "{sources}");
     assert!(sources.contains("cli\t1\t50\t4\t$0.0001"), "{sources}");
-    assert_eq!(seen[5]["value"], 2, "{seen:?}");
+    // The latency lines, and a dot each for today's p50 and p99.
+    assert_eq!(seen[5]["value"], json!([2, 2]), "{seen:?}");
     assert!(seen[7]["value"].as_u64().is_some_and(|w| w <= 360), "{seen:?}");
 }
 

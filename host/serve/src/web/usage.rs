@@ -135,7 +135,11 @@ pub(crate) async fn show(
         h2 { "Tokens per day" }
         (tokens_chart(&by_day))
         h2 { "Cost per day" }
-        (bars(&by_day, "cost", |s| s.cost, dollars))
+        @if total.turns > total.unpriced {
+            (bars(&by_day, "cost", |s| s.cost, dollars))
+        } @else {
+            p { "No price is known for these turns' models." }
+        }
         h2 { "Turn latency per day" }
         (latency_chart(&by_day))
         h2 { "Per model" }
@@ -205,24 +209,26 @@ fn bars(days: &BTreeMap<String, Sum>, name: &str, value: impl Fn(&Sum) -> f64, l
 fn latency_chart(days: &BTreeMap<String, Sum>) -> Markup {
     let top = days.values().map(|s| s.percentile(0.99)).max().unwrap_or(0).max(1) as f64;
     let width = (W - PAD) / days.len().max(1) as f64;
-    let line = |p: f64| -> String {
+    // Each day with turns: where its p50 and p99 are drawn.
+    let points = |p: f64| -> Vec<(f64, f64)> {
         days.values()
             .enumerate()
             .filter(|(_, s)| s.turns > 0)
-            .map(|(i, s)| {
-                let x = PAD + (i as f64 + 0.5) * width;
-                let y = H - PAD - (s.percentile(p) as f64 / top) * (H - PAD);
-                format!("{},{}", fmt(x), fmt(y))
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
+            .map(|(i, s)| (PAD + (i as f64 + 0.5) * width, H - PAD - (s.percentile(p) as f64 / top) * (H - PAD)))
+            .collect()
+    };
+    let line = |p: f64| -> String {
+        points(p).iter().map(|(x, y)| format!("{},{}", fmt(*x), fmt(*y))).collect::<Vec<_>>().join(" ")
     };
     html! {
         figure.chart {
             svg #latency-chart viewBox=(format!("0 0 {W} {H}")) role="img" aria-label="Turn latency per day: p50 and p99" {
-                (axis(top, |v| format!("{:.1} s", v / 1000.0)))
+                (axis(top, duration))
                 polyline.p99 points=(line(0.99)) {}
                 polyline.p50 points=(line(0.5)) {}
+                // A dot for each day, so a lone day shows too.
+                @for (x, y) in points(0.99) { circle.p99 cx=(fmt(x)) cy=(fmt(y)) r="3" {} }
+                @for (x, y) in points(0.5) { circle.p50 cx=(fmt(x)) cy=(fmt(y)) r="3" {} }
             }
             figcaption { span.key.p50 {} "p50 " span.key.p99 {} "p99" }
         }
@@ -234,6 +240,11 @@ fn latency_chart(days: &BTreeMap<String, Sum>) -> Markup {
             }
         }))
     }
+}
+
+/// Milliseconds, for people: `850 ms`, `2.4 s`.
+fn duration(ms: f64) -> String {
+    if ms < 1000.0 { format!("{ms:.0} ms") } else { format!("{:.1} s", ms / 1000.0) }
 }
 
 /// The chart's frame: the baseline and the top value.
