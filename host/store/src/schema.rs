@@ -307,6 +307,12 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
     let deadline = Instant::now() + crate::BUSY_RETRY_FOR;
     loop {
         let before = user_version(conn)?;
+        if before > i64::try_from(VERSION).unwrap_or(i64::MAX) {
+            // Written by a newer talaria: this one cannot know what its tables hold.
+            return Err(Error::Corrupt {
+                what: format!("its schema is version {before}, newer than this talaria's {VERSION}: update talaria"),
+            });
+        }
         match migrations().to_latest(conn) {
             Ok(()) => return Ok(()),
             Err(e) => {

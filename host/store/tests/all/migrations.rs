@@ -44,5 +44,13 @@ fn a_file_from_a_newer_version_is_refused() {
     let path = dir.path().join("state.db");
     Store::open(&path).expect("create");
     Connection::open(&path).expect("open raw").pragma_update(None, "user_version", 99).expect("version");
-    assert!(matches!(Store::open(&path), Err(Error::Migrate(_))));
+    let Err(e) = Store::open(&path) else { panic!("a newer file was opened") };
+    assert!(matches!(e, Error::Corrupt { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "state database holds something this version cannot read: its schema is version 99, newer than this talaria's {}: update talaria",
+            talaria_store::schema::VERSION
+        )
+    );
 }
