@@ -7,35 +7,33 @@ use crate::Result;
 use crate::turns::{TurnStat, int};
 
 impl Pg {
+    /// One statement for the whole batch (its columns as arrays, `unnest` making them rows
+    /// again): a busy gateway's second of turns is one round trip.
     pub(crate) async fn record_turns(&self, turns: &[TurnStat]) -> Result<()> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(sql)?;
-        for t in turns {
-            let (input, output, cached) =
-                (int(t.usage.input_tokens), int(t.usage.output_tokens), int(t.usage.cache_read_tokens));
-            let calls = i64::from(t.api_calls);
-            let params: [&(dyn ToSql + Sync); 10] = [
-                &t.session_id,
-                &t.source,
-                &t.model,
-                &t.ended_at,
-                &t.duration_ms,
-                &t.outcome,
-                &input,
-                &output,
-                &cached,
-                &calls,
-            ];
-            tx.exec(
+        let text = |f: fn(&TurnStat) -> &str| turns.iter().map(|t| f(t).to_string()).collect::<Vec<String>>();
+        let (sessions, sources, models, outcomes) =
+            (text(|t| &t.session_id), text(|t| &t.source), text(|t| &t.model), text(|t| &t.outcome));
+        let number = |f: fn(&TurnStat) -> i64| turns.iter().map(f).collect::<Vec<i64>>();
+        let ended = number(|t| t.ended_at);
+        let durations = number(|t| t.duration_ms);
+        let input = number(|t| int(t.usage.input_tokens));
+        let output = number(|t| int(t.usage.output_tokens));
+        let cached = number(|t| int(t.usage.cache_read_tokens));
+        let calls = number(|t| i64::from(t.api_calls));
+        let params: [&(dyn ToSql + Sync); 10] =
+            [&sessions, &sources, &models, &ended, &durations, &outcomes, &input, &output, &cached, &calls];
+        let client = self.client().await?;
+        client
+            .exec(
                 "INSERT INTO turns (session_id, source, model, ended_at, duration_ms, outcome,
                                     input_tokens, output_tokens, cache_read_tokens, api_calls)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[],
+                                      $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[])",
                 &params,
             )
             .await
             .map_err(sql)?;
-        }
-        tx.commit().await.map_err(sql)
+        Ok(())
     }
 
     pub(crate) async fn turns_since(&self, since: i64) -> Result<Vec<TurnStat>> {
