@@ -233,14 +233,18 @@ pub async fn install_cmd(ctx: &Ctx, spec: &str, flags: &InstallFlags) -> anyhow:
 /// After the user changed a project plugin themselves: in a trusted project, pin it again as
 /// it is now (they consented to this change); otherwise say that it loads after `talaria trust`.
 pub fn project_changed(ctx: &Ctx, target: &Target, name: &str) {
-    let Scope::Project(root) = &target.scope else { return };
-    let trusted = talaria_runtime::GrantFile::load(&ctx.home.join("grants.toml")).is_ok_and(|f| f.is_trusted(root));
-    if !trusted {
-        ui::note(&format!("{} is not trusted yet; its plugins load after `talaria trust`", root.display()));
-        return;
+    if let Some(note) = talaria_core::grants::repin(&ctx.home, &target.scope, name) {
+        tell(&note);
     }
-    if let Err(e) = talaria_runtime::trust::repin(&ctx.bundled(), &ctx.home, root, name) {
-        ui::warn(&format!("could not record '{name}' for the trusted project {}: {e}", root.display()));
+}
+
+/// Say what a project plugin's change could not do.
+pub fn tell(note: &talaria_core::grants::ProjectNote) {
+    match note {
+        talaria_core::grants::ProjectNote::Untrusted(root) => {
+            ui::note(&format!("{} is not trusted yet; its plugins load after `talaria trust`", root.display()));
+        }
+        talaria_core::grants::ProjectNote::Failed(why) => ui::warn(why),
     }
 }
 

@@ -359,11 +359,8 @@ fn change(ctx: &Ctx, name: &str, requested: &[String], grant: bool) -> anyhow::R
     for cap in &changed.not_granted {
         ui::warn(&format!("{cap} was not granted to '{name}'"));
     }
-    if let Some(root) = &changed.untrusted_project {
-        ui::note(&format!("{} is not trusted yet; its plugins load after `talaria trust`", root.display()));
-    }
-    if let Some(why) = &changed.repin_failed {
-        ui::warn(why);
+    if let Some(note) = &changed.project {
+        crate::market::tell(note);
     }
     let verb = if grant { "granted" } else { "revoked" };
     println!(

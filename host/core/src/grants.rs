@@ -20,10 +20,32 @@ pub struct Changed {
     pub scope: String,
     /// Asked to revoke, but not granted.
     pub not_granted: Vec<Capability>,
-    /// The project whose plugin changed is not trusted: its plugins load after `talaria trust`.
-    pub untrusted_project: Option<PathBuf>,
+    /// What became of the project's record of the plugin, when it is a project's.
+    pub project: Option<ProjectNote>,
+}
+
+/// What [`repin`] could not do, for people.
+#[derive(Debug, Clone)]
+pub enum ProjectNote {
+    /// The project is not trusted: its plugins load after `talaria trust`.
+    Untrusted(PathBuf),
     /// The trusted project's record of the plugin could not be updated: why.
-    pub repin_failed: Option<String>,
+    Failed(String),
+}
+
+/// After the user changed a project's plugin `name` themselves (installed, updated, its grants
+/// changed): in a trusted project, pin it again as it is now, since they consented to this
+/// change. Nothing for another scope; what could not be done otherwise.
+pub fn repin(home: &Path, scope: &Scope, name: &str) -> Option<ProjectNote> {
+    let Scope::Project(root) = scope else { return None };
+    let trusted = GrantFile::load(&home.join("grants.toml")).is_ok_and(|f| f.is_trusted(root));
+    if !trusted {
+        return Some(ProjectNote::Untrusted(root.clone()));
+    }
+    let repinned = talaria_runtime::trust::repin(&crate::bundled(), home, root, name);
+    repinned.err().map(|e| {
+        ProjectNote::Failed(format!("could not record '{name}' for the trusted project {}: {e}", root.display()))
+    })
 }
 
 /// The capabilities in `caps`, or `-`.
@@ -79,22 +101,12 @@ pub fn change(home: &Path, runtime: &Runtime, name: &str, requested: &[String], 
             not_granted.push(cap.clone());
         }
     }
-    let mut untrusted_project = None;
-    let mut repin_failed = None;
+    let mut project = None;
     if p.installed().is_some() {
         // An installed plugin's grants live in its scope's lockfile.
         let target = talaria_market::install::Target::new(home, p.scope.clone());
         talaria_market::install::set_grants(&target, name, &current).map_err(|e| Error::Usage(e.to_string()))?;
-        if let Scope::Project(root) = &p.scope {
-            if file.is_trusted(root) {
-                if let Err(e) = talaria_runtime::trust::repin(&crate::bundled(), home, root, name) {
-                    repin_failed =
-                        Some(format!("could not record '{name}' for the trusted project {}: {e}", root.display()));
-                }
-            } else {
-                untrusted_project = Some(root.clone());
-            }
-        }
+        project = repin(home, &p.scope, name);
     } else {
         file.record(&p.scope, name, &current);
         file.save(&path).map_err(file_error)?;
@@ -103,12 +115,5 @@ pub fn change(home: &Path, runtime: &Runtime, name: &str, requested: &[String], 
     if let Err(e) = talaria_runtime::mark_plugins_changed(home) {
         tracing::warn!("cannot tell running sessions that plugins changed: {e}");
     }
-    Ok(Changed {
-        changed: caps,
-        now: current,
-        scope: p.scope.label().to_string(),
-        not_granted,
-        untrusted_project,
-        repin_failed,
-    })
+    Ok(Changed { changed: caps, now: current, scope: p.scope.label().to_string(), not_granted, project })
 }
