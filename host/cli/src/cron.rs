@@ -183,7 +183,7 @@ pub async fn run(ctx: &Ctx, cmd: CronCmd) -> anyhow::Result<ExitCode> {
         }
         CronCmd::History { job, limit, json } => history(&ctx.store_for_reading().await?, &job, limit, json).await,
         CronCmd::Run { job } => {
-            let runner = runner(ctx).await?;
+            let runner = runner(&ctx.home).await?;
             let found = ctx.store().await?.cron_find(&job).await?;
             ui::note(&format!("running {} ({})...", found.id, found.name));
             match runner.run_now(&found.id).await {
@@ -203,12 +203,7 @@ pub async fn run(ctx: &Ctx, cmd: CronCmd) -> anyhow::Result<ExitCode> {
 
 /// The host scheduled runs use: the gateway's (its directory is the default workspace, so
 /// chats' jobs get the plugins chats get).
-async fn runner(ctx: &Ctx) -> anyhow::Result<Runner> {
-    runner_at(&ctx.home).await
-}
-
-/// [`runner`] for the home at `home`.
-pub async fn runner_at(home: &std::path::Path) -> anyhow::Result<Runner> {
+pub async fn runner(home: &std::path::Path) -> anyhow::Result<Runner> {
     let home = home.to_path_buf();
     let workspace = home.join("gateway");
     std::fs::create_dir_all(&workspace)?;
@@ -222,7 +217,7 @@ pub async fn runner_at(home: &std::path::Path) -> anyhow::Result<Runner> {
 }
 
 async fn tick(ctx: &Ctx, now: Timestamp) -> anyhow::Result<ExitCode> {
-    let runner = runner(ctx).await?;
+    let runner = runner(&ctx.home).await?;
     let tick = runner.tick(now).await.map_err(anyhow::Error::msg)?;
     let mut failed = !tick.interrupted.is_empty();
     for run in &tick.interrupted {

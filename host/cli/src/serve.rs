@@ -79,10 +79,7 @@ pub async fn run(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
         workspace: talaria_core::canonical_workspace(&ctx.workspace)?,
     })
     .await?;
-    let approvals = match ctx.config.serve.approvals {
-        ServeApprovals::Deny => talaria_serve::Approvals::Deny,
-        ServeApprovals::Allow => talaria_serve::Approvals::Allow,
-    };
+    let approvals = approvals_of(ctx.config.serve.approvals);
     let mut hosts = ctx.config.serve.hosts.clone();
     hosts.extend(args.hosts);
     let jobs: Arc<dyn talaria_serve::JobRunner> = Arc::new(Jobs { home: ctx.home.clone(), runner: OnceCell::new() });
@@ -97,11 +94,8 @@ pub async fn run(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<ExitCode> {
                 if value.trim().is_empty() { "not set" } else { "shorter than 16 characters" }
             );
         }
-        let approvals = match more.approvals {
-            ServeApprovals::Deny => talaria_serve::Approvals::Deny,
-            ServeApprovals::Allow => talaria_serve::Approvals::Allow,
-        };
-        more_tokens.push(talaria_serve::Token { name: more.name.clone(), token: value.trim().to_string(), approvals });
+        more_tokens
+            .push(talaria_serve::Token { token: value.trim().to_string(), approvals: approvals_of(more.approvals) });
     }
     let options = talaria_serve::Options {
         listen,
@@ -147,7 +141,7 @@ impl talaria_serve::JobRunner for Jobs {
         Box::pin(async move {
             let runner = self
                 .runner
-                .get_or_try_init(|| crate::cron::runner_at(&self.home))
+                .get_or_try_init(|| crate::cron::runner(&self.home))
                 .await
                 .map_err(|e| format!("the scheduler cannot start: {e}"))?;
             let report = runner.run_now(id).await?;
@@ -181,6 +175,14 @@ impl talaria_serve::GatewayView for Gateway {
             let chats = self.store.kv_keys(SESSIONS_SPACE, "").await.unwrap_or_default();
             (processes, chats)
         })
+    }
+}
+
+/// `[serve] approvals` (or a token's) as the server takes it.
+fn approvals_of(configured: ServeApprovals) -> talaria_serve::Approvals {
+    match configured {
+        ServeApprovals::Deny => talaria_serve::Approvals::Deny,
+        ServeApprovals::Allow => talaria_serve::Approvals::Allow,
     }
 }
 

@@ -157,12 +157,18 @@ impl Task {
     }
 
     /// The task as the protocol shows it, with at most `history` messages of its history.
-    fn json(&self, history: Option<usize>) -> Value {
-        let status = self.status();
+    /// `status` as the protocol shows it: its state, when, and why it failed.
+    fn shown_status(&self, status: &Status) -> Value {
         let mut shown = json!({"state": status.state.name(), "timestamp": status.at});
         if let Some(why) = &status.failure {
             shown["message"] = self.message("ROLE_AGENT", why);
         }
+        shown
+    }
+
+    fn json(&self, history: Option<usize>) -> Value {
+        let status = self.status();
+        let shown = self.shown_status(&status);
         let mut said = vec![self.asked.clone()];
         if status.state.ended() && !status.text.is_empty() {
             said.push(self.message("ROLE_AGENT", &status.text));
@@ -187,11 +193,7 @@ impl Task {
     }
 
     fn status_update(&self) -> Value {
-        let status = self.status();
-        let mut shown = json!({"state": status.state.name(), "timestamp": status.at});
-        if let Some(why) = &status.failure {
-            shown["message"] = self.message("ROLE_AGENT", why);
-        }
+        let shown = self.shown_status(&self.status());
         json!({"statusUpdate": {"taskId": self.id, "contextId": self.context, "status": shown}})
     }
 

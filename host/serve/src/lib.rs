@@ -101,8 +101,6 @@ pub trait GatewayView: Send + Sync {
 
 /// One more API token.
 pub struct Token {
-    /// What it is called in the log.
-    pub name: String,
     pub token: String,
     pub approvals: Approvals,
 }

@@ -69,8 +69,7 @@ impl Chat {
 
     /// Send `event` to the pages, and keep it with the turn's. Each says when it was sent
     /// (`t`, Unix microseconds), so the time to the page can be measured.
-    fn publish(&self, event: &Value) {
-        let mut event = event.clone();
+    fn publish(&self, mut event: Value) {
         event["t"] = Value::from(jiff::Timestamp::now().as_microsecond());
         let text = event.to_string();
         let mut state = self.state();
@@ -175,10 +174,13 @@ pub(crate) async fn new(State(served): State<Arc<Served>>, Form(form): Form<NewC
     let closed = {
         let mut chats = served.chats.lock();
         let closed = if chats.len() >= MAX_CHATS {
+            // The one idle longest, one waiting for an approval only when all are.
             let idle = chats
                 .iter()
-                .filter(|(_, c)| c.state().approvals.is_empty())
-                .min_by_key(|(_, c)| c.state().last_used)
+                .min_by_key(|(_, c)| {
+                    let state = c.state();
+                    (!state.approvals.is_empty(), state.last_used)
+                })
                 .map(|(id, _)| id.clone());
             idle.and_then(|id| chats.remove(&id))
         } else {
@@ -210,7 +212,7 @@ pub(crate) async fn new(State(served): State<Arc<Served>>, Form(form): Form<NewC
                 _ => {}
             }
             if let Some(event) = shown(&stamped.event) {
-                chat.publish(&event);
+                chat.publish(event);
             }
             if ended {
                 let mut state = chat.state();

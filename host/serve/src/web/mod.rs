@@ -48,6 +48,8 @@ const COOKIE: &str = "talaria_serve";
 const THEME_COOKIE: &str = "talaria_theme";
 /// How long a browser stays logged in.
 const LOGIN_LASTS: Duration = Duration::from_secs(12 * 3600);
+/// How long the chosen theme is kept.
+const THEME_LASTS: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Most browsers logged in at once; the oldest are logged out beyond it.
 const MAX_BROWSERS: usize = 256;
 
@@ -232,9 +234,14 @@ pub(crate) enum Theme {
 
 impl Theme {
     fn from_headers(headers: &HeaderMap) -> Self {
-        match cookie(headers, THEME_COOKIE).as_deref() {
-            Some("plain") => Theme::Plain,
-            Some("dark") => Theme::Dark,
+        Self::parse(cookie(headers, THEME_COOKIE).as_deref().unwrap_or_default())
+    }
+
+    /// The theme `name` names; any other is `auto`.
+    fn parse(name: &str) -> Self {
+        match name {
+            "plain" => Theme::Plain,
+            "dark" => Theme::Dark,
             _ => Theme::Auto,
         }
     }
@@ -373,11 +380,15 @@ async fn login_page(
 
 /// The refusal for `peer` while it is locked out for failing to log in.
 fn locked_out(bearer: &Bearer, peer: SocketAddr) -> Option<Response> {
-    let wait = bearer.locked_out(Some(peer.ip()))?;
-    Some(refusal(
+    bearer.locked_out(Some(peer.ip())).map(too_many)
+}
+
+/// The refusal for an address locked out for another `wait`.
+fn too_many(wait: Duration) -> Response {
+    refusal(
         StatusCode::TOO_MANY_REQUESTS,
         &format!("Too many failed logins from this address: try again in {} s.", wait.as_secs().max(1)),
-    ))
+    )
 }
 
 #[derive(Deserialize)]
@@ -404,10 +415,7 @@ async fn login_form(
             tracing::warn!(client = %peer.ip(), "serve: a dashboard login with a wrong token");
             login(StatusCode::UNAUTHORIZED, Some("That is not this server's token (`talaria serve token` prints it)."))
         }
-        Err(Refusal::LockedOut(wait)) => refusal(
-            StatusCode::TOO_MANY_REQUESTS,
-            &format!("Too many failed logins from this address: try again in {} s.", wait.as_secs().max(1)),
-        ),
+        Err(Refusal::LockedOut(wait)) => too_many(wait),
     }
 }
 
@@ -417,8 +425,13 @@ fn admitted(served: &Served) -> Response {
         Ok(id) => id,
         Err(e) => return refusal(StatusCode::INTERNAL_SERVER_ERROR, &e),
     };
-    let mut response = Redirect::to("/sessions").into_response();
-    let cookie = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}", LOGIN_LASTS.as_secs());
+    setting_cookie("/sessions", COOKIE, &id, LOGIN_LASTS)
+}
+
+/// A redirect to `to` that sets the cookie `name` to `value` for `lasts` (nothing: removes it).
+fn setting_cookie(to: &str, name: &str, value: &str, lasts: Duration) -> Response {
+    let mut response = Redirect::to(to).into_response();
+    let cookie = format!("{name}={value}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}", lasts.as_secs());
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().append(header::SET_COOKIE, value);
     }
@@ -442,12 +455,7 @@ fn login(status: StatusCode, why: Option<&str>) -> Response {
 /// Log this browser out.
 async fn logout(State(served): State<Arc<Served>>, axum::Extension(visitor): axum::Extension<Visitor>) -> Response {
     served.logins.browsers().remove(&visitor.id);
-    let mut response = Redirect::to("/login").into_response();
-    let cookie = format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().append(header::SET_COOKIE, value);
-    }
-    response
+    setting_cookie("/login", COOKIE, "", Duration::ZERO)
 }
 
 #[derive(Deserialize)]
@@ -457,17 +465,8 @@ struct ThemeForm {
 
 /// Keep the chosen theme in a cookie, and go back to the dashboard.
 async fn theme(Form(form): Form<ThemeForm>) -> Response {
-    let theme = match form.theme.as_str() {
-        "plain" => Theme::Plain,
-        "dark" => Theme::Dark,
-        _ => Theme::Auto,
-    };
-    let mut response = Redirect::to("/sessions").into_response();
-    let cookie = format!("{THEME_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=31536000", theme.name());
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().append(header::SET_COOKIE, value);
-    }
-    response
+    let theme = Theme::parse(&form.theme);
+    setting_cookie("/sessions", THEME_COOKIE, theme.name(), THEME_LASTS)
 }
 
 /// A time in milliseconds since the epoch, as the server's clock shows it.
