@@ -68,8 +68,19 @@ impl Talaria {
     /// The REPL on a pseudo-terminal of [`repl::ROWS`] × [`repl::COLS`], with colour unless
     /// `NO_COLOR` is set (`color` false).
     fn spawn_repl_colored(&self, color: bool) -> std::process::Child {
-        let command =
-            format!("stty rows {} cols {} && exec {} chat", repl::ROWS, repl::COLS, env!("CARGO_BIN_EXE_talaria"));
+        self.spawn_repl_args(color, &["chat"])
+    }
+
+    /// `talaria ARGS` on a pseudo-terminal of [`repl::ROWS`] × [`repl::COLS`].
+    fn spawn_repl_args(&self, color: bool, args: &[&str]) -> std::process::Child {
+        let quoted: Vec<String> = args.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
+        let command = format!(
+            "stty rows {} cols {} && exec {} {}",
+            repl::ROWS,
+            repl::COLS,
+            env!("CARGO_BIN_EXE_talaria"),
+            quoted.join(" ")
+        );
         let mut cmd = Command::new("script");
         cmd.args(["-qfec", &command, "/dev/null"])
             .current_dir(self.workspace.path())

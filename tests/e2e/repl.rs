@@ -28,7 +28,15 @@ impl Repl {
 
     /// [`Repl::start`], in colour when `color` (else with `NO_COLOR` set).
     pub(crate) fn start_colored(t: &Talaria, color: bool) -> Self {
-        let mut child = t.spawn_repl_colored(color);
+        Self::attach(t.spawn_repl_colored(color))
+    }
+
+    /// `talaria ARGS` on the pseudo-terminal, without colour.
+    pub(crate) fn start_args(t: &Talaria, args: &[&str]) -> Self {
+        Self::attach(t.spawn_repl_args(false, args))
+    }
+
+    fn attach(mut child: Child) -> Self {
         let mut output = child.stdout.take().expect("stdout");
         let input = child.stdin.take().expect("stdin");
         let seen = Arc::new(Mutex::new(Vec::new()));

@@ -1,7 +1,7 @@
 //! The REPL as a person at a terminal meets it: what typing and pasting send, and what the
 //! screen shows (drawn by a terminal emulator from the raw output).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use talaria_mock_llm::{MockLlm, Reply, Script, Step};
 
 use super::Talaria;
@@ -26,7 +26,7 @@ fn a_three_line_paste_is_sent_as_one_message() {
     let mock = MockLlm::start(Script::new([Reply::text("got all three").into()]));
     t.use_mock(&mock, "chat_completions", "");
     let mut repl = Repl::start(&t);
-    repl.wait_for("Alt-Enter for a new line", 1);
+    repl.wait_for("for a new line", 1);
     // The terminal is asked to mark pastes (xterm's bracketed paste mode), so a real one wraps
     // them as typed below.
     repl.wait_for("\x1b[?2004h", 1);
@@ -224,17 +224,119 @@ fn text_typed_while_an_answer_streams_stays_in_the_input_line() {
         1,
         "typed once, not echoed into the answer"
     );
-    // Ctrl-C stops the reply; what was typed is still there to finish.
+    // Ctrl-C stops the reply; what was typed is still there to finish. The cut reply is marked
+    // where it stops; the report says what was kept and what was not, and the status line
+    // counts the cut request, estimated (it was made, and it is billed).
     repl.type_raw("\x03");
     repl.wait_for("interrupted", 1);
+    let text = repl.wait_for(" · session ", 1);
+    let screen = repl.screen();
+    let end = screen.iter().position(|r| r == "And it goes on").unwrap_or_else(|| panic!("{screen:#?}"));
+    assert_eq!(screen[end + 1], "  [cut: the reply above stops here, and was not kept]", "{screen:#?}");
+    assert!(
+        text.contains("interrupted: kept your message; the unfinished reply was not (/undo drops what was kept)"),
+        "{text}"
+    );
+    assert!(text.contains(" · turn ~") && !text.contains("turn 0 in, 0 out"), "the cut request's tokens: {text}");
     repl.type_raw(" and more");
     repl.send("");
     repl.wait_for("session ", 2);
-    // The interrupted message stays in the conversation, and the screen said so.
-    assert!(repl.text().contains("your message stays in the conversation (/undo drops it)"));
     let sent = user_messages(&mock);
     assert!(sent.last().is_some_and(|m| m.ends_with("half a thought and more")), "{sent:?}");
     repl.close();
+}
+
+/// Issue 41, finding 3: Esc alone stops a streaming reply as Ctrl-C does; Ctrl-C at an
+/// approval after a tool call ran says that call and its result were kept.
+#[test]
+fn esc_stops_a_reply_and_an_interrupt_says_what_it_kept() {
+    let t = Talaria::new();
+    std::fs::create_dir(t.ws().join("build")).expect("mkdir");
+    let mock = MockLlm::start(Script::new([
+        Step::stall("A long answer that never ends"),
+        Step::tool_call("terminal", json!({"command": "echo first-call-ran"})),
+        Step::tool_call("terminal", json!({"command": "rm -rf build"})),
+    ]));
+    t.use_mock(&mock, "chat_completions", "");
+    let mut repl = Repl::start(&t);
+    repl.wait_for("Alt-Enter", 1);
+    repl.send("talk");
+    repl.wait_for("never ends", 1);
+    repl.type_raw("\x1b");
+    repl.wait_for("interrupted: kept your message; the unfinished reply was not", 1);
+    assert!(repl.text().contains("stopping… (Esc)"), "{}", repl.text());
+    repl.wait_for(" · session ", 1);
+    repl.send("clean up");
+    repl.wait_for("Allow?", 1);
+    repl.type_raw("\x03");
+    let text = repl.wait_for("interrupted: kept your message and 2 tool calls with their results", 1);
+    assert!(text.contains("first-call-ran"), "{text}");
+    assert!(t.ws().join("build").is_dir(), "the refused command did not run");
+    repl.close();
+}
+
+/// Issue 41, finding 5: the approval says what `s` and `a` allow before a key is pressed, and a
+/// later command that the session's answer lets through says so on its line.
+#[test]
+fn an_approval_names_its_scope_and_a_remembered_answer_shows_when_it_allows() {
+    let t = Talaria::new();
+    for dir in ["build", "dist"] {
+        std::fs::create_dir(t.ws().join(dir)).expect("mkdir");
+    }
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": "rm -rf build"})),
+        Step::text("removed build"),
+        Step::tool_call("terminal", json!({"command": "rm -rf dist"})),
+        Step::text("removed dist"),
+    ]));
+    t.use_mock(&mock, "chat_completions", "");
+    let mut repl = Repl::start(&t);
+    repl.wait_for("Alt-Enter", 1);
+    repl.send("clean build");
+    repl.wait_for("Allow?", 1);
+    let screen = repl.screen();
+    let asked = rows_from(&screen, "wants to run this command");
+    assert_eq!(
+        asked[3..6],
+        [
+            "  [s] this session: every `rm-recursive` command (recursive delete), without asking",
+            "  [a] always: the same in every session, saved in config.toml as `rm-recursive`",
+            "  Allow? [y] once  [s] this session  [a] always  [n] no   (Enter: no; no answer in 300s: no)",
+        ],
+        "{screen:#?}"
+    );
+    repl.type_raw("s");
+    repl.wait_for("removed build", 1);
+    repl.send("clean dist");
+    let text = repl.wait_for("removed dist", 1);
+    assert_eq!(text.matches("Allow?").count(), 1, "not asked again: {text}");
+    assert!(!t.ws().join("dist").exists());
+    let screen = repl.screen();
+    assert!(
+        screen
+            .iter()
+            .any(|r| r.starts_with("┊ ✓ terminal ") && r.ends_with(" · allowed by this session's rm-recursive")),
+        "{screen:#?}"
+    );
+    repl.close();
+}
+
+/// Issue 41, finding 6: a bare `talaria` opens the chat on a terminal, as `talaria chat` does;
+/// piped, it prints the help and exits 2.
+#[test]
+fn bare_talaria_opens_the_chat_on_a_terminal_and_prints_the_help_elsewhere() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([Step::text("hello from a bare start")]));
+    t.use_mock(&mock, "chat_completions", "");
+    let mut repl = Repl::start_args(&t, &[]);
+    repl.wait_for("Alt-Enter", 1);
+    repl.send("hi");
+    repl.wait_for("hello from a bare start", 1);
+    repl.close();
+    let out = t.run(&[]);
+    assert_eq!(out.status.code(), Some(2), "no command and no terminal");
+    let help = String::from_utf8_lossy(&out.stderr);
+    assert!(help.contains("Usage: talaria [OPTIONS] [COMMAND]"), "{help}");
 }
 
 #[test]
@@ -380,6 +482,25 @@ fn sessions_get_a_short_unique_title_in_the_background() {
     t.use_model(&mock.base_url(), "chat_completions", "", "auto_title = true\n");
     assert_eq!(t.ok(&["chat", "-q", "hello"]).trim(), "quick");
     assert_eq!(mock.requests().len(), 1);
+}
+
+/// Issue 41, finding 2: a session whose model the flags chose, with no `[model]` in config (the
+/// README's own "Try it" line), is titled as one with the model from config is, by that model.
+#[test]
+fn a_session_whose_model_flags_chose_gets_its_title() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([Step::text("Use git rebase -i."), Step::text("Rebasing a Git branch")]));
+    let url = mock.base_url();
+    let mut repl = Repl::start_args(&t, &["chat", "--provider", "custom", "--base-url", &url, "--model", "flagged"]);
+    repl.wait_for("Alt-Enter", 1);
+    repl.send("how do I rebase?");
+    repl.wait_for(" · session ", 1);
+    let shown = repl.close_showing();
+    assert!(shown.contains("talaria chat --resume 'Rebasing a Git branch'\r"), "{shown}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "the answer, then the title");
+    assert!(requests[1].body["messages"].to_string().contains("You name conversations"));
+    assert_eq!(requests[1].body["model"], "flagged", "the title is asked of the model the flags chose");
 }
 
 #[test]

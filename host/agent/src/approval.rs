@@ -162,7 +162,7 @@ impl Gate {
         if self.yolo() || self.allowed.iter().any(|k| k == key) {
             return Decision::Once;
         }
-        let decision = self.ask(ask).await;
+        let decision = self.ask(ask, key).await;
         if decision == Decision::Always
             && let Some(save) = &self.save_always
             && let Err(e) = save(key)
@@ -175,10 +175,22 @@ impl Gate {
     /// Ask a human to approve a call a hook flagged. Unlike [`Gate::ask_approval`], yolo does not
     /// answer for the human (an operator's hook asked for one), and nothing is saved.
     pub async fn ask_human(&self, ask: &Ask<'_>) -> Decision {
-        self.ask(ask).await
+        self.ask(ask, "").await
     }
 
-    async fn ask(&self, ask: &Ask<'_>) -> Decision {
+    /// A remembered answer let the request under `key` through without asking: tell the front
+    /// door, which shows it with the tool call (`call_id`).
+    pub fn remembered(&self, call_id: &str, key: &str, decision: Decision) {
+        lock(&self.emitter).emit(Event::ApprovalRemembered {
+            call_id: call_id.to_string(),
+            key: key.to_string(),
+            decision,
+        });
+    }
+
+    /// Put `ask` to the human; `key` is what a "session" or "always" answer would allow (empty
+    /// when such an answer is not remembered).
+    async fn ask(&self, ask: &Ask<'_>, key: &str) -> Decision {
         if !self.interactive {
             return Decision::Deny;
         }
@@ -193,6 +205,7 @@ impl Gate {
             reason: ask.reason.to_string(),
             timeout_secs: self.timeout.as_secs(),
             call_id: ask.call_id.to_string(),
+            key: key.to_string(),
         }));
         let decision = match tokio::time::timeout(self.timeout, rx).await {
             Ok(Ok(decision)) => decision,

@@ -16,6 +16,13 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+/// The line [`BusyInput`] hands over for Esc pressed alone: stop the reply, as Ctrl-C does.
+/// Typed text never holds an escape character, so no line typed is taken for it.
+pub const STOP_KEY: &str = "\u{1b}";
+
+/// How long an escape byte waits for the rest of a sequence before it is the Esc key itself.
+const ESCAPE_WAIT: Duration = Duration::from_millis(40);
+
 /// Keys that answer an approval by themselves.
 const ANSWER_KEYS: &[char] = &['y', 'o', 's', 'a', 'n', 'd'];
 
@@ -124,6 +131,9 @@ fn cbreak() -> Option<libc::termios> {
         }
         let saved = t;
         t.c_lflag &= !(libc::ICANON | libc::ECHO);
+        // Enter arrives as a carriage return, Ctrl-J as a line feed: told apart, as the line
+        // editor tells them apart.
+        t.c_iflag &= !libc::ICRNL;
         t.c_cc[libc::VMIN] = 1;
         t.c_cc[libc::VTIME] = 0;
         if libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &t) != 0 {
@@ -149,7 +159,12 @@ fn read_keys(stop: &AtomicBool, single: &AtomicBool, typed: &Mutex<String>, tx: 
             let _ = tx.send("/exit".to_string());
             break;
         }
-        for key in keys.feed(&buf[..n]) {
+        let mut pressed = keys.feed(&buf[..n]);
+        if keys.state == KeyState::Escape && !readable(ESCAPE_WAIT) {
+            keys.state = KeyState::Ground;
+            pressed.push(Key::Stop);
+        }
+        for key in pressed {
             let mut line = typed.lock().unwrap_or_else(PoisonError::into_inner);
             match key {
                 Key::Text(t) if single.load(Ordering::Relaxed) && line.is_empty() && is_answer(&t) => {
@@ -171,6 +186,9 @@ fn read_keys(stop: &AtomicBool, single: &AtomicBool, typed: &Mutex<String>, tx: 
                     let _ = tx.send("/exit".to_string());
                 }
                 Key::EndOfInput => {}
+                Key::Stop => {
+                    let _ = tx.send(STOP_KEY.to_string());
+                }
             }
             let shown = line.clone();
             drop(line);
@@ -196,6 +214,8 @@ enum Key {
     KillWord,
     /// Ctrl-D.
     EndOfInput,
+    /// Esc alone.
+    Stop,
 }
 
 /// Turns the bytes a terminal sends into [`Key`]s, across reads.
@@ -261,7 +281,9 @@ impl Keys {
                 KeyState::Ss3 => self.state = KeyState::Ground,
                 KeyState::Ground => match b {
                     0x1b => self.state = KeyState::Escape,
-                    b'\r' | b'\n' => out.push(Key::Enter),
+                    b'\r' => out.push(Key::Enter),
+                    // Ctrl-J: a new line in the message.
+                    b'\n' => out.push(Key::Text("\n".into())),
                     0x7f | 0x08 => out.push(Key::Backspace),
                     0x15 => out.push(Key::KillLine),
                     0x17 => out.push(Key::KillWord),
@@ -315,6 +337,7 @@ mod tests {
         assert_eq!(k.feed(b"\xa9!\x7f"), [Key::Text("é!".into()), Key::Backspace]);
         assert_eq!(k.feed(b"\x1b[A\x1b[200~one\rtwo\x1b[2"), [], "an arrow is ignored; the paste is not over");
         assert_eq!(k.feed(b"01~\r"), [Key::Text("one\ntwo".into()), Key::Enter]);
+        assert_eq!(k.feed(b"a\nb\r"), [Key::Text("a\nb".into()), Key::Enter], "Ctrl-J is a new line, Enter sends");
         assert_eq!(
             k.feed(b"\x1b\r\x15\x17\x04"),
             [Key::Text("\n".into()), Key::KillLine, Key::KillWord, Key::EndOfInput]

@@ -101,9 +101,11 @@ impl Busy {
 /// The footer's hint under a running turn.
 pub(crate) fn busy_hint(policy: BusyPolicy) -> &'static str {
     match policy {
-        BusyPolicy::Interrupt => "type a message: Enter stops this reply and sends it (/queue, /steer) · Ctrl-C stops",
-        BusyPolicy::Queue => "type a message: Enter queues it for after this reply (/steer) · Ctrl-C stops",
-        BusyPolicy::Steer => "type a message: Enter tells the model now (/queue) · Ctrl-C stops",
+        BusyPolicy::Interrupt => {
+            "type a message: Enter stops this reply and sends it (/queue, /steer) · Esc or Ctrl-C stops"
+        }
+        BusyPolicy::Queue => "type a message: Enter queues it for after this reply (/steer) · Esc or Ctrl-C stops",
+        BusyPolicy::Steer => "type a message: Enter tells the model now (/queue) · Esc or Ctrl-C stops",
     }
 }
 
@@ -154,6 +156,10 @@ pub(crate) fn approval_prompt(a: &ApprovalNeeded) -> String {
     if let Some(body) = shown {
         text.push_str(&proposed(body));
     }
+    if let Some((session, always)) = scope(a) {
+        text.push_str(&format!("\n  {} {session}", "[s]".bold()));
+        text.push_str(&format!("\n  {} {always}", "[a]".bold()));
+    }
     text.push_str(&format!(
         "\n  Allow? {} once  {} this session  {} always  {} no   (Enter: no; no answer in {}s: no)",
         "[y]".bold(),
@@ -163,6 +169,23 @@ pub(crate) fn approval_prompt(a: &ApprovalNeeded) -> String {
         a.timeout_secs
     ));
     text
+}
+
+/// What `s` and `a` would allow from then on without asking, in words, when the answer is
+/// remembered under a key: every command of the same kind, or every connection to the host.
+fn scope(a: &ApprovalNeeded) -> Option<(String, String)> {
+    if a.key.is_empty() {
+        return None;
+    }
+    let key = visible(&a.key, MAX_NAME_CHARS);
+    let what = match a.key.strip_prefix("net:") {
+        Some(host) => format!("every connection to {}", visible(host, MAX_NAME_CHARS)),
+        None => format!("every `{key}` command ({})", visible(&a.reason, MAX_NAME_CHARS)),
+    };
+    Some((
+        format!("this session: {what}, without asking"),
+        format!("always: the same in every session, saved in config.toml as `{key}`"),
+    ))
 }
 
 /// A proposed command or job under its question: each line behind a bar, escaped, then its size
@@ -210,6 +233,7 @@ mod tests {
             reason: "recursive delete".into(),
             timeout_secs: 60,
             call_id: String::new(),
+            key: "rm-recursive".into(),
         };
         let text = anstream::adapter::strip_str(&approval_prompt(&a)).to_string();
         assert_eq!(
@@ -219,6 +243,14 @@ mod tests {
                 "  │ rm -rf build # \\x1b[2K\\r\\x1b[33m⚠\\x1b[39m terminal wants to run `ls -la` — lists files.\\x1b[8m",
                 "  (1 line, 81 characters; it holds control characters, shown escaped as \\x.. or \\u{..})",
             ]
+        );
+        assert_eq!(
+            text.lines().skip(3).take(2).collect::<Vec<_>>(),
+            [
+                "  [s] this session: every `rm-recursive` command (recursive delete), without asking",
+                "  [a] always: the same in every session, saved in config.toml as `rm-recursive`",
+            ],
+            "what s and a allow is said before the key is pressed"
         );
     }
 

@@ -95,6 +95,12 @@ impl Lines {
             return Self::Plain;
         }
         let mut keys = default_emacs_keybindings();
+        // Ctrl-J puts a new line in the message, as Alt-Enter does (Enter sends it).
+        keys.add_binding(
+            KeyModifiers::CONTROL,
+            KeyCode::Char('j'),
+            ReedlineEvent::Edit(vec![EditCommand::InsertNewline]),
+        );
         keys.add_binding(
             KeyModifiers::NONE,
             KeyCode::Tab,

@@ -69,7 +69,7 @@ use talaria_runtime::{Embedded, Runtime};
 
 /// An LLM agent platform whose every extension is a sandboxed WebAssembly component.
 #[derive(Parser)]
-#[command(name = "talaria", version, propagate_version = true, arg_required_else_help = true)]
+#[command(name = "talaria", version, propagate_version = true)]
 struct Cli {
     /// Working directory: `$WORKSPACE` for tools, and where project plugins are found
     /// [default: the current directory]
@@ -86,8 +86,23 @@ struct Cli {
     #[arg(short = 'p', long, global = true, value_name = "NAME")]
     profile: Option<String>,
 
+    /// What to do; none opens the chat on a terminal (and prints this help elsewhere)
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+}
+
+/// The command of a bare `talaria`: the chat when a person is at a terminal, as `talaria
+/// chat` would open it; elsewhere (a script, a pipe) the help, and the exit code of a missing
+/// argument.
+fn bare() -> Result<Command, ExitCode> {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        if let Ok(Cli { command: Some(chat), .. }) = Cli::try_parse_from(["talaria", "chat"]) {
+            return Ok(chat);
+        }
+    }
+    let _ = <Cli as clap::CommandFactory>::command().write_help(&mut std::io::stderr());
+    Err(ExitCode::from(2))
 }
 
 #[derive(Subcommand)]
@@ -177,7 +192,13 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == talaria_sandbox::bwrap::HELPER_ARG) {
         talaria_sandbox::helper::main();
     }
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if cli.command.is_none() {
+        match bare() {
+            Ok(command) => cli.command = Some(command),
+            Err(code) => return code,
+        }
+    }
     if let Some(name) = &cli.profile {
         // Before anything works out where home is (the log file is there).
         config::set_profile(name);
@@ -186,8 +207,10 @@ fn main() -> ExitCode {
     // serves many chats at once, on every core.
     let service = matches!(
         cli.command,
-        Command::Gateway(gateway::GatewayCmd::Run { .. }) | Command::Mcp(mcp::McpCmd::Serve { http: Some(_), .. })
-    ) || matches!(&cli.command, Command::Serve(args) if args.serves());
+        Some(
+            Command::Gateway(gateway::GatewayCmd::Run { .. }) | Command::Mcp(mcp::McpCmd::Serve { http: Some(_), .. })
+        )
+    ) || matches!(&cli.command, Some(Command::Serve(args)) if args.serves());
     if service {
         talaria_gateway::serve::limit_heaps();
     }
@@ -224,27 +247,29 @@ fn main() -> ExitCode {
 const EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // `main` chose the chat (or left) when none was given.
+    let Some(command) = cli.command else { return Ok(ExitCode::from(2)) };
     if matches!(
-        cli.command,
+        command,
         Command::Chat(_)
             | Command::Acp(_)
             | Command::Gateway(gateway::GatewayCmd::Run { .. })
             | Command::Mcp(mcp::McpCmd::Serve { .. })
-    ) || matches!(&cli.command, Command::Serve(args) if args.serves())
+    ) || matches!(&command, Command::Serve(args) if args.serves())
     {
         // They run plugins: the WebAssembly engine is made while config and the store open.
         talaria_runtime::start_engine();
     }
-    if let Command::Completions { shell } = cli.command {
+    if let Command::Completions { shell } = command {
         // Needs no home, config or workspace: it works before `talaria setup` and anywhere.
         return Ok(completions(shell));
     }
-    if let Command::Profile(cmd) = cli.command {
+    if let Command::Profile(cmd) = command {
         // Works on the base home, whichever profile is in use (or missing).
         return profile::run(cmd);
     }
     let ctx = Ctx::new(cli.workspace)?;
-    match cli.command {
+    match command {
         Command::Completions { shell } => Ok(completions(shell)),
         Command::Profile(cmd) => profile::run(cmd),
         Command::Checkpoints(cmd) => checkpoints::run(&ctx, cmd).await,
@@ -379,7 +404,7 @@ mod tests {
     fn a_deferred_subcommand_still_parses_its_own_and_the_global_arguments() {
         use clap::Parser as _;
         let edit = |args: &[&str]| match Cli::try_parse_from(args).expect("parse").command {
-            super::Command::Cron(super::cron::CronCmd::Edit { job, schedule, workspace, .. }) => {
+            Some(super::Command::Cron(super::cron::CronCmd::Edit { job, schedule, workspace, .. })) => {
                 (job, schedule, workspace)
             }
             _ => panic!("not cron edit"),
@@ -390,7 +415,7 @@ mod tests {
         assert_eq!(workspace.as_deref(), Some(std::path::Path::new("/w")));
         let cli = Cli::try_parse_from(["talaria", "-C", "/tmp", "chat", "-q", "hi"]).expect("parse");
         assert_eq!(cli.workspace.as_deref(), Some(std::path::Path::new("/tmp")));
-        assert!(matches!(cli.command, super::Command::Chat(_)));
+        assert!(matches!(cli.command, Some(super::Command::Chat(_))));
         let err = Cli::try_parse_from(["talaria", "chat", "--no-such-flag"]).err().expect("refused");
         assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument);
     }

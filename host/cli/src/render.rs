@@ -17,10 +17,26 @@ use std::io::{IsTerminal as _, Write as _};
 use std::time::{Duration, Instant};
 
 use owo_colors::OwoColorize as _;
-use talaria_protocol::{CallOutcome, Event, FileChange, NoticeLevel, Outcome, TurnEnd};
+use talaria_protocol::{CallOutcome, Decision, Event, FileChange, NoticeLevel, Outcome, TurnEnd};
 
 use crate::live::Live;
 use crate::waiting::Waiting;
+
+/// What a turn the user stopped kept: their message, and the `calls` tool calls that had
+/// finished, with their results (the model reads them next turn); a reply that had begun
+/// (`cut`) was not kept.
+fn interrupted_report(calls: usize, cut: bool) -> String {
+    let kept = match calls {
+        0 => "your message".to_string(),
+        n => format!(
+            "your message and {} with {}",
+            crate::ui::count(n, "tool call", "tool calls"),
+            if n == 1 { "its result" } else { "their results" }
+        ),
+    };
+    let lost = if cut { "; the unfinished reply was not" } else { "" };
+    format!("interrupted: kept {kept}{lost} (/undo drops what was kept)")
+}
 
 /// Turns events into terminal output.
 pub struct Renderer {
@@ -51,6 +67,10 @@ pub struct Renderer {
     workspace: Option<std::path::PathBuf>,
     /// Usage of the last model call (how full its context was).
     pub last_call: Option<talaria_protocol::Usage>,
+    /// Tool calls that finished in this turn (kept, with their results, if it is cut short).
+    turn_calls: usize,
+    /// Tool calls a remembered approval let through, with the words saying which.
+    allowed_by: HashMap<String, String>,
 }
 
 impl Renderer {
@@ -73,6 +93,8 @@ impl Renderer {
             waited: HashMap::new(),
             workspace: None,
             last_call: None,
+            turn_calls: 0,
+            allowed_by: HashMap::new(),
         }
     }
 
@@ -152,9 +174,13 @@ impl Renderer {
                 self.progress(&line);
             }
             Event::ToolFinished(t) => {
+                self.turn_calls += 1;
                 let outcome = t.outcome();
                 let took = self.working_ms(&t.call_id, t.duration_ms);
-                let line = finished_line(&t.name, took, &outcome, self.fancy_progress());
+                let mut line = finished_line(&t.name, took, &outcome, self.fancy_progress());
+                if let Some(by) = self.allowed_by.remove(&t.call_id) {
+                    line.push_str(&format!(" {}", format!("· {by}").dimmed()));
+                }
                 self.progress(&line);
                 if !self.fancy_progress() {
                     return;
@@ -179,6 +205,18 @@ impl Renderer {
             // an answer took is the user's, not the tool's.
             Event::ApprovalNeeded(a) => {
                 self.asking.insert(a.id, (Instant::now(), a.call_id.clone()));
+            }
+            Event::ApprovalRemembered { call_id, key, decision } => {
+                let key = talaria_runtime::visible(key, 200);
+                let by = match decision {
+                    Decision::Session => format!("allowed by this session's {key}"),
+                    _ => format!("allowed by an always rule: {key}"),
+                };
+                if call_id.is_empty() {
+                    self.progress(&format!("┊ {by}").dimmed().to_string());
+                } else {
+                    self.allowed_by.insert(call_id.clone(), by);
+                }
             }
             Event::ApprovalResolved { id, .. } => {
                 if let Some((asked, call)) = self.asking.remove(id) {
@@ -205,6 +243,7 @@ impl Renderer {
                 self.end_text();
                 self.turn_end(end);
                 self.streamed = false;
+                self.turn_calls = 0;
             }
         }
     }
@@ -221,25 +260,32 @@ impl Renderer {
     fn turn_end(&mut self, end: &TurnEnd) {
         match &end.outcome {
             Outcome::Completed | Outcome::BudgetExhausted | Outcome::Truncated => {}
-            Outcome::Interrupted => self.progress_warn(
-                "interrupted: nothing of the unfinished reply was kept; your message stays in the conversation (/undo drops it)",
-            ),
+            Outcome::Interrupted => {
+                self.show_cut(&end.partial);
+                self.progress_warn(&interrupted_report(self.turn_calls, !end.partial.trim().is_empty()));
+            }
             Outcome::Failed(e) => {
                 self.progress_error(e);
-                if end.partial.trim().is_empty() {
-                    return;
-                }
-                if self.answer_to_stdout && self.streamed {
-                    self.progress_warn("the reply above was cut off before its end; it was not kept");
-                } else {
-                    let head = "what arrived before the reply was cut off (not kept):";
-                    self.say(&head.yellow().to_string(), true);
-                    for line in end.partial.trim_end().lines() {
-                        self.say(&format!("  | {}", talaria_runtime::visible(line, 10_000)), true);
-                    }
-                    self.say("  [cut]", true);
-                }
+                self.show_cut(&end.partial);
             }
+        }
+    }
+
+    /// Mark `partial`, a reply cut before its end, as not kept: after it when it was streamed
+    /// here, else shown whole, quoted.
+    fn show_cut(&self, partial: &str) {
+        if partial.trim().is_empty() {
+            return;
+        }
+        if self.answer_to_stdout && self.streamed {
+            self.say(&format!("{}", "  [cut: the reply above stops here, and was not kept]".yellow()), false);
+        } else {
+            let head = "what arrived before the reply was cut off (not kept):";
+            self.say(&head.yellow().to_string(), true);
+            for line in partial.trim_end().lines() {
+                self.say(&format!("  | {}", talaria_runtime::visible(line, 10_000)), true);
+            }
+            self.say("  [cut]", true);
         }
     }
 
@@ -515,6 +561,7 @@ mod tests {
             reason: "deletes files".into(),
             timeout_secs: 60,
             call_id: "c1".into(),
+            key: String::new(),
         };
         r.handle(&Event::ApprovalNeeded(asked));
         std::thread::sleep(std::time::Duration::from_millis(60));

@@ -153,7 +153,8 @@ impl Repl {
             putln!(
                 anstream::stdout(),
                 "{}",
-                "/help for commands · Alt-Enter for a new line · Ctrl-C stops a reply · Ctrl-D leaves".dimmed()
+                "/help for commands · Alt-Enter or Ctrl-J for a new line · Esc or Ctrl-C stops a reply · Ctrl-D leaves"
+                    .dimmed()
             );
         } else {
             putln!(std::io::stdout(), "{line}");
@@ -205,6 +206,12 @@ impl Repl {
                     }
                     Step::Event(Stamped { event: Event::Error { text }, .. }) => r.error(text),
                     Step::Event(_) => {}
+                    Step::Line(line) if line == crate::busy::STOP_KEY => {
+                        keys(false);
+                        st.waiting = Waiting::None;
+                        submit.submit(Op::Interrupt);
+                        r.progress("stopping… (Esc)");
+                    }
                     Step::Line(line) => match std::mem::replace(&mut st.waiting, Waiting::None) {
                         Waiting::Approval(id) => {
                             keys(false);
@@ -374,10 +381,17 @@ impl Repl {
             }
             "compress" => {
                 let focus = (!arg.is_empty()).then(|| arg.to_string());
-                if let Event::Compacted { note, before, after, session_id } =
-                    self.request(Op::Compact { focus }).await?
-                {
-                    ui::note(&format!("{note} ({before} → {after} messages); continuing in session {session_id}"));
+                match self.request(Op::Compact { focus }).await {
+                    Ok(Event::Compacted { note, before, after, .. }) if after >= before => {
+                        ui::note(&format!("{note} ({before} messages, left as they were)"));
+                    }
+                    Ok(Event::Compacted { note, before, after, session_id }) => {
+                        ui::note(&format!("{note} ({before} → {after} messages); continuing in session {session_id}"));
+                    }
+                    Ok(_) => {}
+                    // A short conversation is a state, not a failure.
+                    Err(e) if e.to_string().starts_with("there is nothing to compress") => ui::note(&e.to_string()),
+                    Err(e) => return Err(e),
                 }
             }
             "context" => {

@@ -246,7 +246,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         config: host.config.clone(),
         last_prompt: None,
         info: info.clone(),
-        aux: (start.auto_title && host.config.agent.auto_title.unwrap_or(true)).then(|| host.aux.clone()),
+        aux: (start.auto_title && host.config.agent.auto_title.unwrap_or(true)).then(|| host.aux_for(&start.model)),
         titled: false,
         plugins: plugins.clone(),
         rest_after: start.rest_after,

@@ -368,6 +368,16 @@ impl Host {
         &self.store
     }
 
+    /// The auxiliary model of a conversation whose main model is `choice`: the host's own when
+    /// config alone chooses it, else one resolved on first use from the choice (a session
+    /// started with `--model` flags and no `[model]` still gets its title).
+    fn aux_for(&self, choice: &ModelChoice) -> Arc<dyn LlmBackend> {
+        if *choice == ModelChoice::default() {
+            return self.aux.clone();
+        }
+        Arc::new(plugins::LazyAux::chosen(&self.home, self.config.clone(), self.client.clone(), choice.clone()))
+    }
+
     /// The plugins as seen from `workspace` (made on first use, then shared by every
     /// conversation there). The second value is whether they were made just now (so their
     /// problems have not been reported yet).

@@ -158,26 +158,34 @@ pub fn differs(old: &talaria_runtime::Plugin, new: &talaria_runtime::Plugin) -> 
         || old.enabled != new.enabled
 }
 
-/// The auxiliary model for plugins' `llm` calls, resolved from config on the first call (a host
-/// with no model configured still opens; such a call then fails saying so).
+/// The auxiliary model for plugins' `llm` calls and session titles, resolved on the first call
+/// (a host with no model configured still opens; such a call then fails saying so): `[auxiliary]`,
+/// else the main model as config and a front door's choice make it.
 pub(crate) struct LazyAux {
     home: PathBuf,
     config: Arc<ConfigToml>,
     client: Client,
+    /// The front door's choice over `[model]` (`--model`, `--base-url`...), for the main model.
+    choice: ModelChoice,
     aux: OnceLock<Result<AuxLlm, String>>,
 }
 
 impl LazyAux {
     pub fn new(home: &Path, config: Arc<ConfigToml>, client: Client) -> Self {
-        Self { home: home.to_path_buf(), config, client, aux: OnceLock::new() }
+        Self::chosen(home, config, client, ModelChoice::default())
+    }
+
+    /// The auxiliary model of a conversation whose main model is `choice` over config.
+    pub fn chosen(home: &Path, config: Arc<ConfigToml>, client: Client, choice: ModelChoice) -> Self {
+        Self { home: home.to_path_buf(), config, client, choice, aux: OnceLock::new() }
     }
 
     fn resolve(&self) -> Result<&AuxLlm, String> {
         self.aux
             .get_or_init(|| {
                 let mut warnings = Vec::new();
-                let main: Chain = models::chain(&self.home, &self.config, &ModelChoice::default(), &mut warnings)
-                    .map_err(|e| e.to_string())?;
+                let main: Chain =
+                    models::chain(&self.home, &self.config, &self.choice, &mut warnings).map_err(|e| e.to_string())?;
                 let chain = models::auxiliary(&self.home, &self.config, &main, &mut warnings);
                 for w in warnings {
                     tracing::warn!("{w}");

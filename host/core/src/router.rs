@@ -138,4 +138,11 @@ impl Approver for Router {
     fn interactive(&self, session_id: &str) -> bool {
         self.known(session_id).is_some_and(|g| g.interactive())
     }
+
+    fn remembered(&self, request: &ApprovalRequest, answer: Approval) {
+        let decision = if answer == Approval::Session { Decision::Session } else { Decision::Always };
+        if let Some(gate) = self.known(&request.session_id) {
+            gate.remembered(&request.call_id, &request.key, decision);
+        }
+    }
 }

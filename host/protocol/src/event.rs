@@ -58,6 +58,14 @@ pub enum Event {
         id: u64,
         decision: Decision,
     },
+    /// A request was let through without asking, by an earlier answer remembered under `key`:
+    /// `session` (answered so in this session) or `always` (in config, or answered so).
+    ApprovalRemembered {
+        /// The tool call it let through (empty when not a tool's).
+        call_id: String,
+        key: String,
+        decision: Decision,
+    },
     /// The model asked the user a question (the `clarify` tool); answer with the clarify handle.
     ClarifyNeeded(ClarifyNeeded),
     /// Tokens used by one model call.
@@ -272,6 +280,11 @@ pub struct ApprovalNeeded {
     /// engine).
     #[serde(default)]
     pub call_id: String,
+    /// What a "session" or "always" answer allows from then on without asking: a dangerous
+    /// pattern's id (`rm-recursive`: every command it flags) or `net:HOST` (every connection to
+    /// the host). Empty when such answers are not remembered (a call a hook flagged).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
 }
 
 /// What an approval is about, so a front door can word the question.
@@ -316,8 +329,9 @@ pub struct TurnEnd {
     pub outcome: Outcome,
     /// The final answer shown to the user (empty when interrupted or failed).
     pub text: String,
-    /// What arrived of a reply whose stream broke before its end (outcome `failed`): to be
-    /// shown marked as cut, never kept in history. Empty otherwise.
+    /// What arrived of a reply whose stream broke before its end (outcome `failed`), or that
+    /// the user cut short (`interrupted`): to be shown marked as cut, never kept in history.
+    /// Empty otherwise.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub partial: String,
     /// Usage of the whole turn.
@@ -331,7 +345,9 @@ pub struct TurnEnd {
 pub enum Outcome {
     /// The model answered.
     Completed,
-    /// The user stopped it; nothing of the call in flight was kept.
+    /// The user stopped it: nothing of the model call in flight was kept (what it streamed is
+    /// `partial`; its usage, estimated, is in `usage`), the tool calls that ran before were,
+    /// with their results.
     Interrupted,
     /// The iteration budget ran out; `text` is a summary of the work done.
     BudgetExhausted,

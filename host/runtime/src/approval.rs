@@ -94,6 +94,12 @@ pub trait Approver: Send + Sync {
         let _ = session_id;
         false
     }
+
+    /// `request` was let through without asking, by `answer` (session or always) remembered
+    /// under its key: the approver may tell the human so.
+    fn remembered(&self, request: &ApprovalRequest, answer: Approval) {
+        let _ = (request, answer);
+    }
 }
 
 /// No one to ask: everything is refused unless `yolo`.
@@ -154,17 +160,23 @@ impl Approvals {
     /// in the same session), without asking. A request whose key is being asked about in the same
     /// session waits for that answer instead of asking again.
     pub async fn ask(&self, request: &ApprovalRequest) -> Approval {
+        let remembered = |answer: Approval| {
+            self.approver.remembered(request, answer);
+            answer
+        };
         if self.always.contains(&request.key) {
-            return Approval::Always;
+            return remembered(Approval::Always);
         }
         let id = (request.session_id.clone(), request.key.clone());
         let question = {
             let mut state = lock(&self.state);
             if state.always.contains(&request.key) {
-                return Approval::Always;
+                drop(state);
+                return remembered(Approval::Always);
             }
             if state.session.contains(&id) {
-                return Approval::Session;
+                drop(state);
+                return remembered(Approval::Session);
             }
             state.asking.entry(id.clone()).or_default().clone()
         };

@@ -275,6 +275,9 @@ pub struct Agent {
     /// It let go of its history and system prompt ([`Agent::rest`]); [`Agent::wake`] reads
     /// them again.
     resting: bool,
+    /// The text the model call in flight has streamed so far: what the user saw of a reply
+    /// they cut short.
+    streamed: Arc<Mutex<String>>,
 }
 
 /// How far `stored` (a session's active messages, oldest first) goes: their count and the last
@@ -425,6 +428,7 @@ impl Agent {
             unrecorded: None,
             unsaved: None,
             resting: false,
+            streamed: Arc::default(),
         })
     }
 
@@ -615,10 +619,12 @@ impl Agent {
                 () = self.maybe_compress() => {}
             }
             let extra = self.call_context(&ctx).await;
+            let asked = self.context_status().prompt_tokens;
             let call = self.call_model(&mut turn, true, &extra);
             let reply = tokio::select! {
                 biased;
                 () = cancel.cancelled() => {
+                    self.cut_short(&mut turn, asked);
                     return self.finish(Outcome::Interrupted, String::new(), &turn);
                 }
                 reply = call => reply,
@@ -811,8 +817,13 @@ impl Agent {
             stream: self.shared.config.stream,
         };
         let emitter = self.emitter.clone();
+        let streamed = self.streamed.clone();
+        lock(&streamed).clear();
         let on_delta = move |d: Delta| match d {
-            Delta::Text(text) => emitter.emit(Event::TextDelta { text }),
+            Delta::Text(text) => {
+                lock(&streamed).push_str(&text);
+                emitter.emit(Event::TextDelta { text });
+            }
             Delta::Reasoning(text) => emitter.emit(Event::ReasoningDelta { text }),
         };
         let notices = self.emitter.clone();
@@ -883,6 +894,27 @@ impl Agent {
         self.finish(Outcome::BudgetExhausted, text, turn)
     }
 
+    /// The model call in flight was cut short by the user (`asked`: the prompt's tokens, as
+    /// estimated): what it streamed becomes the turn's partial reply (shown marked as cut,
+    /// never kept), and the call counts, its tokens estimated, as the provider still bills it.
+    fn cut_short(&mut self, turn: &mut Turn, asked: u64) {
+        let text = std::mem::take(&mut *lock(&self.streamed));
+        let usage = Usage {
+            input_tokens: asked,
+            output_tokens: u64::try_from(text.len().div_ceil(4)).unwrap_or(u64::MAX),
+            estimated: true,
+            ..Usage::default()
+        };
+        turn.usage.add(&usage);
+        self.usage.add(&usage);
+        turn.api_calls += 1;
+        self.api_calls += 1;
+        let (mut unrecorded, calls) = self.unrecorded.take().unwrap_or_default();
+        unrecorded.add(&usage);
+        self.unrecorded = Some((unrecorded, calls + 1));
+        turn.partial = text;
+    }
+
     fn finish(&self, outcome: Outcome, text: String, turn: &Turn) -> TurnEnd {
         let (outcome, text) = match outcome {
             Outcome::Completed => completed(turn, &text),
@@ -893,7 +925,10 @@ impl Agent {
 
     /// Tell the turn's end, `text` as it is shown.
     fn turn_end(&self, outcome: Outcome, text: String, turn: &Turn) -> TurnEnd {
-        let partial = if matches!(outcome, Outcome::Failed(_)) { turn.partial.clone() } else { String::new() };
+        let partial = match outcome {
+            Outcome::Failed(_) | Outcome::Interrupted => turn.partial.clone(),
+            _ => String::new(),
+        };
         let end = TurnEnd { outcome, text, partial, usage: turn.usage, api_calls: turn.api_calls };
         self.emitter.emit(Event::TurnEnd(end.clone()));
         end
