@@ -25,6 +25,7 @@ mod oneshot;
 
 mod plugin_test;
 mod repl;
+mod resize;
 mod sandbox;
 mod scale_out;
 mod screen;

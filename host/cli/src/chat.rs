@@ -242,7 +242,15 @@ pub async fn drive(
         })
     };
     let id = submitter.submit(op.clone());
+    // A resize redraws the answer still arriving and the footer at the terminal's new size.
+    let mut resized = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()).ok();
     let end = loop {
+        let resize = async {
+            match resized.as_mut() {
+                Some(signal) => signal.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         let line = async {
             match input.as_deref_mut() {
                 Some(rx) => rx.recv().await,
@@ -258,6 +266,7 @@ pub async fn drive(
         };
         tokio::select! {
             () = tick => renderer.tick(),
+            Some(()) = resize => renderer.resized(),
             stamped = session.conversation.next_event() => {
                 let Some(stamped) = stamped else { break None };
                 renderer.handle(&stamped.event);

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use unicode_width::UnicodeWidthStr as _;
 
 use crate::markdown::{self, Look};
+use crate::screen::Drawn;
 
 /// Least time between two redraws of the live region while text arrives (a timer draws what
 /// came in between).
@@ -25,8 +26,8 @@ pub struct Live {
     pending: String,
     /// Rendered lines of `pending` already left in the scrollback (a block taller than the screen).
     frozen: usize,
-    /// Terminal rows the live region takes; the cursor is at the start of the line below it.
-    rows: usize,
+    /// The live region's lines as drawn; the cursor is at the start of the line below them.
+    drawn: Drawn,
     /// A block was left behind: a blank line goes before the next.
     gap: bool,
     last_draw: Option<Instant>,
@@ -40,7 +41,7 @@ pub struct Live {
 impl Live {
     pub fn new(color: bool) -> Self {
         let look = if color { Look::terminal(0) } else { Look::plain(0) };
-        Self { pending: String::new(), frozen: 0, rows: 0, gap: false, last_draw: None, dirty: false, look }
+        Self { pending: String::new(), frozen: 0, drawn: Drawn::NONE, gap: false, last_draw: None, dirty: false, look }
     }
 
     /// Add streamed text and bring the screen up to date.
@@ -74,9 +75,18 @@ impl Live {
         }
     }
 
+    /// The terminal was resized: draw the live region again at its new width, over the rows it
+    /// takes now (what was left behind stays as it was drawn).
+    pub fn redraw(&mut self, out: &mut impl Write, size: (usize, usize)) {
+        if !self.drawn.is_empty() || self.dirty {
+            self.draw(out, size, false);
+            let _ = out.flush();
+        }
+    }
+
     /// The answer is complete: render what is left and leave it behind.
     pub fn finish(&mut self, out: &mut impl Write, size: (usize, usize)) {
-        if !self.pending.trim().is_empty() || self.rows > 0 {
+        if !self.pending.trim().is_empty() || !self.drawn.is_empty() {
             self.draw(out, size, true);
         }
         self.pending.clear();
@@ -87,7 +97,7 @@ impl Live {
     /// Whether anything of the current answer is on the screen or waiting.
     #[cfg(test)]
     pub fn is_idle(&self) -> bool {
-        self.pending.is_empty() && self.rows == 0
+        self.pending.is_empty() && self.drawn.is_empty()
     }
 
     /// Redraw the live region with `pending` rendered; `done`: the block is finished and stays.
@@ -102,8 +112,8 @@ impl Live {
         }
         let lines = &lines[self.frozen.min(lines.len())..];
         let mut buf = String::new();
-        if self.rows > 0 {
-            buf.push_str(&format!("\x1b[{}A\r\x1b[J", self.rows));
+        if !self.drawn.is_empty() {
+            buf.push_str(&format!("\x1b[{}A\r\x1b[J", self.drawn.rows(width)));
         }
         let rows = |l: &String| strip_width(l).div_ceil(width.max(1)).max(1);
         let mut keep = lines.len();
@@ -128,10 +138,10 @@ impl Live {
             buf.push_str(l);
             buf.push_str("\r\n");
         }
-        self.rows = live.iter().map(rows).sum();
+        self.drawn = Drawn::new(live.iter().map(|l| strip_width(l)).collect(), width);
         if done {
-            self.gap |= self.rows > 0;
-            self.rows = 0;
+            self.gap |= !self.drawn.is_empty();
+            self.drawn = Drawn::NONE;
             self.frozen = 0;
         }
         let _ = out.write_all(buf.as_bytes());

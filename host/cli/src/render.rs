@@ -363,7 +363,9 @@ impl Renderer {
         self.streamed = true;
         self.end_reasoning();
         match &mut self.live {
-            Some(live) => draw(live, |live, out, size| live.push(text, out, size)),
+            Some(live) => {
+                draw(live, |live, out, size| live.push(text, out, size));
+            }
             None => {
                 put!(std::io::stdout(), "{text}");
                 let _ = std::io::stdout().flush();
@@ -386,6 +388,15 @@ impl Renderer {
         }
     }
 
+    /// The terminal was resized: the answer still arriving and the footer are drawn again at its
+    /// new size (what is above them stays as it was drawn).
+    pub fn resized(&mut self) {
+        let redrawn = self.live.as_mut().is_some_and(|live| draw(live, Live::redraw));
+        if !redrawn {
+            crate::screen::redraw();
+        }
+    }
+
     /// Finish a streamed message: render what is left and close the open line.
     pub fn end_text(&mut self) {
         self.end_reasoning();
@@ -393,7 +404,9 @@ impl Renderer {
             return;
         }
         match &mut self.live {
-            Some(live) => draw(live, Live::finish),
+            Some(live) => {
+                draw(live, Live::finish);
+            }
             None if self.open_line => {
                 putln!(std::io::stdout());
                 self.open_line = false;
@@ -405,12 +418,14 @@ impl Renderer {
 
 /// Let `step` update the live answer at the terminal's size, and put what it wrote on the screen
 /// (a step with nothing to draw leaves the screen, and the REPL's footer, untouched).
-fn draw(live: &mut Live, step: impl FnOnce(&mut Live, &mut Vec<u8>, (usize, usize))) {
+fn draw(live: &mut Live, step: impl FnOnce(&mut Live, &mut Vec<u8>, (usize, usize))) -> bool {
     let mut out = Vec::new();
     step(live, &mut out, crate::screen::terminal_size());
-    if !out.is_empty() {
-        crate::screen::write(&out, false);
+    if out.is_empty() {
+        return false;
     }
+    crate::screen::write(&out, false);
+    true
 }
 
 /// A notice on stderr; `fancy` (a terminal) marks info notices with the progress bar.

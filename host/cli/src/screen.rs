@@ -30,16 +30,62 @@ struct State {
     up: bool,
     color: bool,
     footer: Footer,
-    /// Terminal rows the footer takes now (0: not drawn).
-    rows: usize,
+    /// The footer's lines as drawn (empty: not drawn).
+    drawn: Drawn,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
     up: false,
     color: false,
     footer: Footer { status: None, pending: Vec::new(), input: String::new(), hint: String::new() },
-    rows: 0,
+    drawn: Drawn::NONE,
 });
+
+/// Lines drawn at the bottom of the screen, to be taken away again: their display widths and
+/// the terminal's width when they were drawn. After the terminal is resized, the rows they take
+/// are worked out from these ([`Drawn::rows`]), so a redraw neither leaves a row of them behind
+/// nor takes away a row above them.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Drawn {
+    widths: Vec<usize>,
+    width: usize,
+}
+
+impl Drawn {
+    pub const NONE: Drawn = Drawn { widths: Vec::new(), width: 0 };
+
+    /// Lines of these display widths, drawn `width` columns wide.
+    pub fn new(widths: Vec<usize>, width: usize) -> Self {
+        Self { widths, width }
+    }
+
+    /// The rows the lines take on the screen now that it is `now` columns wide (a terminal that
+    /// re-wraps lines on a resize, as most do, wraps each at the new width; one that does not,
+    /// xterm or the Linux console, keeps the rows it drew).
+    pub fn rows(&self, now: usize) -> usize {
+        self.rows_if(now, reflows())
+    }
+
+    fn rows_if(&self, now: usize, reflow: bool) -> usize {
+        let at = if reflow { now } else { self.width }.max(1);
+        self.widths.iter().map(|w| w.div_ceil(at).max(1)).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.widths.is_empty()
+    }
+}
+
+/// Whether the terminal re-wraps its lines when its width changes: tmux, VTE (GNOME Terminal),
+/// kitty, iTerm2, Terminal.app, WezTerm, Alacritty, Konsole, Windows Terminal and foot do; xterm
+/// and the Linux console do not.
+fn reflows() -> bool {
+    static REFLOWS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *REFLOWS.get_or_init(|| {
+        let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+        set("TMUX") || !(set("XTERM_VERSION") || std::env::var("TERM").is_ok_and(|t| t == "linux"))
+    })
+}
 
 fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(PoisonError::into_inner)
@@ -119,18 +165,31 @@ fn put(bytes: &[u8]) {
 
 /// Remove the footer from the screen; the cursor ends where it began.
 fn erase(s: &mut State) {
-    if s.rows == 0 {
+    if s.drawn.is_empty() {
         return;
     }
+    let rows = s.drawn.rows(terminal_size().0);
     let mut seq = String::from("\r");
-    if s.rows > 1 {
-        seq.push_str(&format!("\x1b[{}A", s.rows - 1));
+    if rows > 1 {
+        seq.push_str(&format!("\x1b[{}A", rows - 1));
     }
     seq.push_str("\x1b[J");
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(seq.as_bytes());
     let _ = out.flush();
-    s.rows = 0;
+    s.drawn = Drawn::NONE;
+}
+
+/// Draw the footer again, as the terminal's size is now (after a resize).
+pub fn redraw() {
+    let mut s = state();
+    if !s.up {
+        return;
+    }
+    put(b"\x1b[?2026h");
+    erase(&mut s);
+    draw(&mut s);
+    put(b"\x1b[?2026l");
 }
 
 /// The terminal's columns and rows (80×24 when stdout is not one).
@@ -148,12 +207,11 @@ pub fn terminal_size() -> (usize, usize) {
 fn draw(s: &mut State) {
     let (width, _) = terminal_size();
     let lines = lines(&s.footer, s.color);
-    let rows: usize = lines.iter().map(|(plain, _)| plain.width().div_ceil(width.max(1)).max(1)).sum();
     let text: Vec<&str> = lines.iter().map(|(_, shown)| shown.as_str()).collect();
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.join("\r\n").as_bytes());
     let _ = out.flush();
-    s.rows = rows;
+    s.drawn = Drawn::new(lines.iter().map(|(plain, _)| plain.width()).collect(), width);
 }
 
 /// The footer's lines: each as plain text (to measure) and as shown.
@@ -203,5 +261,17 @@ mod tests {
         assert_eq!(lines(&empty, false)[0].1, "› type ahead");
         let evil = Footer { input: "x\u{1b}[2J".into(), ..Footer::default() };
         assert_eq!(lines(&evil, false)[0].1, "› x\\x1b[2J", "typed escapes are shown, not obeyed");
+    }
+
+    #[test]
+    fn drawn_lines_take_the_rows_the_terminal_gives_them_after_a_resize() {
+        // 30, 100 and 0 columns drawn 120 wide: a row each.
+        let drawn = Drawn::new(vec![30, 100, 0], 120);
+        assert_eq!(drawn.rows_if(120, true), 3);
+        assert_eq!(drawn.rows_if(80, true), 4, "narrowed: re-wrapped, the long line takes two");
+        assert_eq!(drawn.rows_if(80, false), 3, "a terminal that cuts lines keeps its rows");
+        // A line soft-wrapped at 80 is joined again at 120 where lines re-wrap.
+        let wrapped = Drawn::new(vec![150], 80);
+        assert_eq!((wrapped.rows_if(80, true), wrapped.rows_if(200, true), wrapped.rows_if(200, false)), (2, 1, 2));
     }
 }
