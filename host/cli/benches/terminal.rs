@@ -5,7 +5,10 @@
 //! - keystroke-to-screen latency while an answer streams: the real release binary in a
 //!   pseudo-terminal (util-linux `script`), a mock model streaming a long answer at 200 words a
 //!   second, a key typed every 50 ms; the time from writing the key to the terminal until the
-//!   footer's input line holding it comes back out (goal: under 16 ms).
+//!   footer's input line holding it comes back out (goal: under 16 ms);
+//! - a resize while a 2,000-line answer is still arriving as one block (the worst case: a resize
+//!   draws again only the block still arriving, and here that is all of it), redrawn at the new
+//!   width (goal: under 50 ms).
 //!
 //! Run: `cargo bench -p talaria-cli --bench terminal`
 #![allow(dead_code, unsafe_code)]
@@ -17,6 +20,9 @@ mod live;
 #[allow(unused_imports)]
 #[path = "../src/markdown.rs"]
 mod markdown;
+#[allow(unused_imports)]
+#[path = "../src/screen.rs"]
+mod screen;
 
 use std::io::{Read as _, Write as _};
 use std::process::{Command, Stdio};
@@ -108,6 +114,31 @@ fn render_figures() {
         ms(total),
         total.as_secs_f64() * 1e6 / pieces.len() as f64,
         ms(worst)
+    );
+}
+
+fn resize_figures() {
+    // One block: a code fence of 2,000 lines, still open.
+    let mut text = String::from("```rust\n");
+    for i in 0..2_000 {
+        text.push_str(&format!("fn step_{i}(x: u64) -> u64 {{ x.wrapping_mul({i}) + 1 }} // a comment long enough to wrap at 80\n"));
+    }
+    markdown::warm_up();
+    let mut times = Vec::new();
+    for round in 0..7 {
+        let mut live = live::Live::new(true);
+        let mut sink = Vec::with_capacity(1 << 20);
+        live.push(&text, &mut sink, (120, 40));
+        let width = if round % 2 == 0 { 80 } else { 160 };
+        let t = Instant::now();
+        live.redraw(&mut sink, (width, 40));
+        times.push(t.elapsed());
+    }
+    times.sort();
+    println!(
+        "resize while a 2,000-line block is still arriving, redrawn at the new width: median {:.1} ms, max {:.1} ms (goal < 50 ms)",
+        ms(times[3]),
+        ms(times[6])
     );
 }
 
@@ -203,5 +234,6 @@ fn ms(d: Duration) -> f64 {
 
 fn main() {
     render_figures();
+    resize_figures();
     latency_figures();
 }
