@@ -121,7 +121,9 @@ fn resize_figures() {
     // One block: a code fence of 2,000 lines, still open.
     let mut text = String::from("```rust\n");
     for i in 0..2_000 {
-        text.push_str(&format!("fn step_{i}(x: u64) -> u64 {{ x.wrapping_mul({i}) + 1 }} // a comment long enough to wrap at 80\n"));
+        text.push_str(&format!(
+            "fn step_{i}(x: u64) -> u64 {{ x.wrapping_mul({i}) + 1 }} // a comment long enough to wrap at 80\n"
+        ));
     }
     markdown::warm_up();
     let mut times = Vec::new();
