@@ -96,10 +96,11 @@ struct Cli {
 /// argument.
 fn bare() -> Result<Command, ExitCode> {
     use std::io::IsTerminal as _;
-    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
-        if let Ok(Cli { command: Some(chat), .. }) = Cli::try_parse_from(["talaria", "chat"]) {
-            return Ok(chat);
-        }
+    if std::io::stdin().is_terminal()
+        && std::io::stdout().is_terminal()
+        && let Ok(Cli { command: Some(chat), .. }) = Cli::try_parse_from(["talaria", "chat"])
+    {
+        return Ok(chat);
     }
     let _ = <Cli as clap::CommandFactory>::command().write_help(&mut std::io::stderr());
     Err(ExitCode::from(2))
