@@ -619,12 +619,11 @@ impl Agent {
                 () = self.maybe_compress() => {}
             }
             let extra = self.call_context(&ctx).await;
-            let asked = self.context_status().prompt_tokens;
             let call = self.call_model(&mut turn, true, &extra);
             let reply = tokio::select! {
                 biased;
                 () = cancel.cancelled() => {
-                    self.cut_short(&mut turn, asked);
+                    self.cut_short(&mut turn);
                     return self.finish(Outcome::Interrupted, String::new(), &turn);
                 }
                 reply = call => reply,
@@ -894,13 +893,15 @@ impl Agent {
         self.finish(Outcome::BudgetExhausted, text, turn)
     }
 
-    /// The model call in flight was cut short by the user (`asked`: the prompt's tokens, as
-    /// estimated): what it streamed becomes the turn's partial reply (shown marked as cut,
-    /// never kept), and the call counts, its tokens estimated, as the provider still bills it.
-    fn cut_short(&mut self, turn: &mut Turn, asked: u64) {
+    /// The model call in flight was cut short by the user: what it streamed becomes the turn's
+    /// partial reply (shown marked as cut, never kept), and the call counts, its tokens
+    /// estimated, as the provider still bills it. The history is still what the call was sent
+    /// (a call adds to it only when it completes), so its prompt is estimated now, not before
+    /// every call.
+    fn cut_short(&mut self, turn: &mut Turn) {
         let text = std::mem::take(&mut *lock(&self.streamed));
         let usage = Usage {
-            input_tokens: asked,
+            input_tokens: self.context_status().prompt_tokens,
             output_tokens: u64::try_from(text.len().div_ceil(4)).unwrap_or(u64::MAX),
             estimated: true,
             ..Usage::default()
