@@ -244,6 +244,7 @@ impl Renderer {
                 self.turn_end(end);
                 self.streamed = false;
                 self.turn_calls = 0;
+                self.allowed_by.clear();
             }
         }
     }
