@@ -87,11 +87,64 @@ impl Drop for BusyInput {
 /// editor saves and restores these attributes around each line it reads.
 pub struct KeysHeld {
     saved: Option<libc::termios>,
+    /// Bytes typed before the keys were taken, while the terminal was still cooked.
+    ahead: Vec<u8>,
 }
 
 impl KeysHeld {
     pub fn take() -> Self {
-        Self { saved: cbreak() }
+        let saved = cbreak();
+        let ahead = if saved.is_some() { pending() } else { Vec::new() };
+        Self { saved, ahead }
+    }
+
+    /// What was typed before the keys were taken (as talaria started): the lines ended with
+    /// Enter, to be sent in order, and what follows the last of them, to be typed on. The
+    /// terminal was still cooked then and had made each Enter a line feed, so a line feed
+    /// there is Enter, not the Ctrl-J that puts a new line in a message.
+    pub fn typed_ahead(&mut self) -> (Vec<String>, String) {
+        let cooked: Vec<u8> =
+            std::mem::take(&mut self.ahead).into_iter().map(|b| if b == b'\n' { b'\r' } else { b }).collect();
+        let (mut lines, mut line) = (Vec::new(), String::new());
+        for key in Keys::default().feed(&cooked) {
+            match key {
+                Key::Enter => lines.push(std::mem::take(&mut line)),
+                Key::EndOfInput | Key::Stop => {}
+                key => edit(&mut line, key),
+            }
+        }
+        (lines, line)
+    }
+}
+
+/// The bytes waiting to be read from the terminal, read without waiting for more.
+fn pending() -> Vec<u8> {
+    let mut ahead = Vec::new();
+    let mut buf = [0u8; 1024];
+    while readable(Duration::ZERO) {
+        // SAFETY: reads into a buffer we own, at most its length.
+        let n = unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), buf.len()) };
+        match usize::try_from(n) {
+            Ok(n) if n > 0 => ahead.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    ahead
+}
+
+/// Apply an editing key to the line being typed.
+fn edit(line: &mut String, key: Key) {
+    match key {
+        Key::Text(t) => line.push_str(&t),
+        Key::Backspace => {
+            line.pop();
+        }
+        Key::KillLine => line.clear(),
+        Key::KillWord => {
+            let kept = line.trim_end().rfind(char::is_whitespace).map_or(0, |i| i + 1);
+            line.truncate(kept);
+        }
+        Key::Enter | Key::EndOfInput | Key::Stop => {}
     }
 }
 
@@ -170,17 +223,8 @@ fn read_keys(stop: &AtomicBool, single: &AtomicBool, typed: &Mutex<String>, tx: 
                 Key::Text(t) if single.load(Ordering::Relaxed) && line.is_empty() && is_answer(&t) => {
                     let _ = tx.send(t);
                 }
-                Key::Text(t) => line.push_str(&t),
                 Key::Enter => {
                     let _ = tx.send(std::mem::take(&mut *line));
-                }
-                Key::Backspace => {
-                    line.pop();
-                }
-                Key::KillLine => line.clear(),
-                Key::KillWord => {
-                    let kept = line.trim_end().rfind(char::is_whitespace).map_or(0, |i| i + 1);
-                    line.truncate(kept);
                 }
                 Key::EndOfInput if line.is_empty() => {
                     let _ = tx.send("/exit".to_string());
@@ -189,6 +233,7 @@ fn read_keys(stop: &AtomicBool, single: &AtomicBool, typed: &Mutex<String>, tx: 
                 Key::Stop => {
                     let _ = tx.send(STOP_KEY.to_string());
                 }
+                key => edit(&mut line, key),
             }
             let shown = line.clone();
             drop(line);
@@ -329,6 +374,13 @@ fn readable(timeout: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_typed_before_the_keys_were_taken_end_at_their_line_feeds() {
+        let mut held = KeysHeld { saved: None, ahead: b"say hi\nsecont\x7fd\nhalf a wor\x17line".to_vec() };
+        assert_eq!(held.typed_ahead(), (vec!["say hi".to_string(), "second".to_string()], "half a line".to_string()));
+        assert_eq!(held.typed_ahead(), (Vec::new(), String::new()), "taken once");
+    }
 
     #[test]
     fn keys_are_read_across_reads_with_pastes_whole() {

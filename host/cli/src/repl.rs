@@ -59,6 +59,11 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
         typed: String::new(),
         keys: lines.interactive().then(KeysHeld::take),
     };
+    if let Some(held) = &mut repl.keys {
+        let (ended, rest) = held.typed_ahead();
+        repl.queue.extend(ended);
+        repl.typed = rest;
+    }
     repl.banner(lines.interactive());
     if let Some(note) = sandbox_note(ctx) {
         ui::warn(&note);
