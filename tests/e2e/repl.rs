@@ -85,6 +85,19 @@ impl Repl {
         }
     }
 
+    /// Wait until what the terminal shows passes `check`; returns the screen then.
+    pub(crate) fn wait_for_screen(&self, what: &str, check: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if check(&screen) {
+                return screen;
+            }
+            assert!(start.elapsed() < self.limit, "the screen never showed {what}:\n{screen:#?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Wait until `needle` was printed `count` times; returns the output then.
     pub(crate) fn wait_for(&self, needle: &str, count: usize) -> String {
         let start = Instant::now();

@@ -117,7 +117,7 @@ fn resizing_while_an_answer_streams_keeps_every_line_once() {
     // While it waits for the first byte, then while the answer streams.
     let start = Instant::now();
     let mut wide = false;
-    while !tmux.history().iter().any(|l| l.contains(" · session ")) {
+    while !tmux.history().iter().any(|l| l.contains("session ") && l.contains(" in, ")) {
         assert!(start.elapsed() < Duration::from_secs(60), "the answer never ended");
         std::thread::sleep(Duration::from_millis(600));
         wide = !wide;

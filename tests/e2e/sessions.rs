@@ -226,6 +226,27 @@ fn setup_checks_the_endpoint_and_the_key_before_writing() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("answers and accepts the key"));
     assert!(std::fs::read_to_string(&config).expect("written").contains("key_env = \"SETUP_GOOD_KEY\""));
     assert_eq!(api.received().last().map(|r| r.path.as_str()), Some("/v1/models"));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("does not list"), "the model is listed");
+
+    // A model the endpoint does not list is written, with a warning naming the listed ones.
+    let out = t.run(&[
+        "setup",
+        "--provider",
+        "custom",
+        "--model",
+        "m2",
+        "--base-url",
+        &api.url("/v1"),
+        "--key-env",
+        "SETUP_GOOD_KEY",
+        "--yes",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("the endpoint does not list the model `m2` among its 1 model") && err.contains("Listed: `m`"),
+        "{err}"
+    );
 }
 
 #[test]

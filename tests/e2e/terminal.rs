@@ -166,18 +166,29 @@ fn the_status_line_shows_the_tokens_the_model_reported_and_their_cost() {
     repl.wait_for("Alt-Enter", 1);
     repl.send("one");
     repl.wait_for("first answer", 1);
-    let text = repl.wait_for("$0.0029 session", 1);
-    assert!(
-        text.contains("custom/mock-model · context 1% of 128k · turn 1234 in, 56 out · session 1234 in, 56 out · $0.0029 turn, $0.0029 session"),
-        "{text}"
+    repl.wait_for("$0.0029 session", 1);
+    // Wider than the 100 columns: the part that does not fit starts a row of its own.
+    let screen = repl.screen();
+    let status = rows_from(&screen, "custom/mock-model · context 1% of 128k");
+    assert_eq!(
+        status[..2],
+        [
+            "custom/mock-model · context 1% of 128k · turn 1234 in, 56 out · session 1234 in, 56 out",
+            "  $0.0029 turn, $0.0029 session"
+        ],
+        "{screen:#?}"
     );
     repl.send("two");
-    let text = repl.wait_for("session 3234 in, 156 out", 1);
-    assert!(
-        text.contains(
-            "context 2% of 128k · turn 2000 in, 100 out · session 3234 in, 156 out · $0.0048 turn, $0.0077 session"
-        ),
-        "{text}"
+    repl.wait_for("$0.0077 session", 1);
+    let screen = repl.screen();
+    let status = rows_from(&screen, "context 2% of 128k");
+    assert_eq!(
+        status[..2],
+        [
+            "custom/mock-model · context 2% of 128k · turn 2000 in, 100 out · session 3234 in, 156 out",
+            "  $0.0048 turn, $0.0077 session"
+        ],
+        "{screen:#?}"
     );
     repl.close();
 }
@@ -275,12 +286,73 @@ fn esc_stops_a_reply_and_an_interrupt_says_what_it_kept() {
     repl.close();
 }
 
+/// Issue 41, finding 4: a running command shows how long it has run and its last lines as they
+/// come; stopped, the line says for how long it really ran, what it printed stays on the screen
+/// and goes to the model in its result; a folded output is shown whole by `/expand`.
+#[test]
+fn a_running_tool_shows_its_time_and_output_and_keeps_both_when_stopped() {
+    let t = Talaria::new();
+    let slow = "for i in $(seq 1 30); do echo tick-$i; sleep 1; done";
+    let mock = MockLlm::start(Script::new([
+        Step::tool_call("terminal", json!({"command": slow})),
+        Step::tool_call("terminal", json!({"command": "seq 1 40"})),
+        Step::text("counted"),
+    ]));
+    t.use_mock(&mock, "chat_completions", "");
+    let mut repl = Repl::start(&t);
+    repl.wait_for("Alt-Enter", 1);
+    repl.send("count slowly");
+    // While it runs: the seconds tick and the last lines come in under the indicator.
+    let tick = |row: &str| row.strip_prefix("┊   tick-").and_then(|n| n.parse::<u32>().ok());
+    repl.wait_for_screen("the running command's time and last lines", |s| {
+        let secs = s.iter().find_map(|r| r.split_once("terminal running… ").and_then(|(_, t)| t.strip_suffix('s')));
+        secs.and_then(|t| t.parse::<u32>().ok()).is_some_and(|t| t >= 2)
+            && s.windows(3).any(|w| matches!((tick(&w[0]), tick(&w[1]), tick(&w[2])), (Some(a), Some(b), Some(c)) if a + 1 == b && b + 1 == c && c >= 3))
+    });
+    repl.type_raw("\x1b");
+    let text = repl.wait_for("interrupted: kept your message and 1 tool call with its result", 1);
+    let screen = repl.screen();
+    let stopped = screen.iter().position(|r| r.starts_with("┊ ✗ terminal")).expect("the call's line");
+    let secs: f64 = screen[stopped]
+        .trim_start_matches("┊ ✗ terminal ")
+        .split_once("s interrupted")
+        .and_then(|(took, _)| took.parse().ok())
+        .unwrap_or_else(|| panic!("a duration in seconds: {}", screen[stopped]));
+    assert!((2.0..30.0).contains(&secs), "the time it really ran: {}", screen[stopped]);
+    assert!(
+        screen[stopped + 1..].iter().filter_map(|r| tick(r)).any(|n| n >= 3),
+        "what it printed stays under its line: {screen:#?}"
+    );
+    assert!(!text.contains("tick-30"), "it was stopped");
+
+    // The model reads what it printed before it was stopped.
+    repl.wait_for(" · session ", 1);
+    repl.send("go on");
+    repl.wait_for("counted", 1);
+    let sent = &mock.requests()[1].body;
+    let result = sent["messages"].as_array().expect("messages").iter().find(|m| m["role"] == "tool").expect("a result");
+    let result: Value = serde_json::from_str(result["content"].as_str().expect("text")).expect("json");
+    assert!(result["error"].as_str().expect("error").starts_with("interrupted"), "{result}");
+    assert!(result["output_so_far"].as_str().expect("output").starts_with("tick-1\ntick-2\ntick-3\n"), "{result}");
+
+    // 40 lines are folded to their last 3, under a number /expand takes.
+    let screen = repl.screen();
+    assert!(screen.iter().any(|r| r == "┊   … 37 more lines · /expand 1"), "{screen:#?}");
+    repl.send("/expand 1");
+    let text = repl.wait_for("output 1, whole:", 1);
+    let whole = &text[text.rfind("output 1, whole:").expect("shown")..];
+    assert!((1..=40).all(|n| whole.contains(&format!("┊   {n}\r\n"))), "every line: {whole}");
+    repl.send("/expand 7");
+    repl.wait_for("there is no folded output 7; the ones kept are 1 to 1", 1);
+    repl.close();
+}
+
 /// Issue 41, finding 5: the approval says what `s` and `a` allow before a key is pressed, and a
 /// later command that the session's answer lets through says so on its line.
 #[test]
 fn an_approval_names_its_scope_and_a_remembered_answer_shows_when_it_allows() {
     let t = Talaria::new();
-    for dir in ["build", "dist"] {
+    for dir in ["build", "dist", "out"] {
         std::fs::create_dir(t.ws().join(dir)).expect("mkdir");
     }
     let mock = MockLlm::start(Script::new([
@@ -288,6 +360,8 @@ fn an_approval_names_its_scope_and_a_remembered_answer_shows_when_it_allows() {
         Step::text("removed build"),
         Step::tool_call("terminal", json!({"command": "rm -rf dist"})),
         Step::text("removed dist"),
+        Step::tool_call("terminal", json!({"command": "rm -rf out"})),
+        Step::text("not removed"),
     ]));
     t.use_mock(&mock, "chat_completions", "");
     let mut repl = Repl::start(&t);
@@ -318,6 +392,20 @@ fn an_approval_names_its_scope_and_a_remembered_answer_shows_when_it_allows() {
             .any(|r| r.starts_with("┊ ✓ terminal ") && r.ends_with(" · allowed by this session's rm-recursive")),
         "{screen:#?}"
     );
+
+    // /permissions lists the answer; removed, the next such command is asked about again.
+    repl.send("/permissions");
+    repl.wait_for("`/permissions remove KEY` asks about it again", 1);
+    assert!(repl.screen().iter().any(|r| r == "rm-recursive  this session"), "{:#?}", repl.screen());
+    repl.send("/permissions remove rm-recursive");
+    repl.wait_for("`rm-recursive` is asked about again in this session", 1);
+    repl.send("clean out");
+    repl.wait_for("Allow?", 2);
+    repl.type_raw("n");
+    repl.wait_for("not removed", 1);
+    assert!(t.ws().join("out").is_dir(), "denied, so not run");
+    repl.send("/permissions remove rm-recursive");
+    repl.wait_for("`rm-recursive` is not allowed without asking (see /permissions)", 1);
     repl.close();
 }
 
@@ -589,4 +677,46 @@ fn ctrl_d_pressed_between_prompts_is_not_lost() {
     repl.ctrl_d();
     let shown = repl.wait_exit();
     assert!(shown.contains("resume this conversation with"), "{shown}");
+}
+
+/// Issue 41, finding 6: `--continue` takes the latest session of the directory it is run in (and
+/// says which), not the latest anywhere; where none was started it says how to reach the others.
+#[test]
+fn continue_takes_the_latest_session_of_this_directory_and_names_it() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Reply::text("noted here").into(),
+        Reply::text("noted elsewhere").into(),
+        Reply::text("carried on").into(),
+    ]));
+    t.use_mock(&mock, "chat_completions", "");
+    assert!(t.chat(&["-q", "remember the project"]).status.success());
+    let elsewhere = tempfile::tempdir().expect("dir");
+    let in_dir = |dir: &std::path::Path, args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_talaria"))
+            .arg("chat")
+            .args(args)
+            .current_dir(dir)
+            .env("TALARIA_HOME", t.home.path())
+            .env_remove("TALARIA_LOG")
+            .output()
+            .expect("run talaria")
+    };
+    assert!(in_dir(elsewhere.path(), &["-q", "something unrelated"]).status.success());
+
+    let out = t.chat(&["--continue", "-q", "and now?"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(user_messages(&mock), ["remember the project", "and now?"], "this directory's session");
+    let here = t.ws().canonicalize().expect("canonical");
+    assert!(
+        err.contains(&format!(", the latest in {}", here.display())) && err.contains("continuing session "),
+        "{err}"
+    );
+
+    let empty = tempfile::tempdir().expect("dir");
+    let out = in_dir(empty.path(), &["--continue", "-q", "hello?"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no session was started in") && err.contains("--resume latest"), "{err}");
 }

@@ -353,12 +353,16 @@ impl Server {
             })?,
         };
         let cwd = r.cwd.as_ref().map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()));
+        let cwd = cwd.as_ref().map(|c| c.to_string_lossy().into_owned());
         let store = self.host.get().await?.store().clone();
         let page = async {
             let q = talaria_core::store::ListQuery {
                 limit: PAGE + 1,
                 offset,
                 source: Some("acp"),
+                // A page holds only this directory's sessions (filtered after paging, pages
+                // would come back short, or empty with more to come).
+                cwd: cwd.as_deref(),
                 ..talaria_core::store::ListQuery::default()
             };
             let rows = store.list_sessions_with(&q).await.map_err(internal)?;
@@ -368,7 +372,6 @@ impl Server {
                 .take(PAGE)
                 // Sessions compression continued elsewhere are reached through their root.
                 .filter(|s| s.parent_id.is_none())
-                .filter(|s| cwd.as_ref().is_none_or(|c| std::path::Path::new(&s.cwd) == c))
                 .map(|s| {
                     SessionInfo::new(s.id.clone(), PathBuf::from(&s.cwd))
                         .title(s.title.as_ref().or(s.preview.as_ref()).map(|t| updates::title(t)))

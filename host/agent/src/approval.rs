@@ -82,7 +82,13 @@ pub struct Gate {
     steers: Mutex<Vec<String>>,
     /// Approval keys answered "once" without asking: what the user allowed a scheduled job.
     allowed: Vec<String>,
+    /// The last output of each running call's command, by call id (see [`Gate::output`]).
+    outputs: Mutex<HashMap<String, String>>,
 }
+
+/// How much of a running command's output a [`Gate`] keeps: what an interrupted call's result
+/// carries.
+pub const OUTPUT_KEPT: usize = 8 * 1024;
 
 impl Gate {
     /// `interactive`: whether a human can answer at all.
@@ -98,6 +104,7 @@ impl Gate {
             save_always: None,
             steers: Mutex::new(Vec::new()),
             allowed: Vec::new(),
+            outputs: Mutex::new(HashMap::new()),
         }
     }
 
@@ -107,6 +114,29 @@ impl Gate {
     pub fn with_allowed(mut self, keys: Vec<String>) -> Self {
         self.allowed = keys;
         self
+    }
+
+    /// Call `call_id`'s command printed `text` while it runs: shown ([`Event::ToolOutput`]) and
+    /// its last [`OUTPUT_KEPT`] bytes kept, for a result if the call is cut short.
+    pub fn output(&self, call_id: &str, text: &str) {
+        {
+            let mut outputs = lock(&self.outputs);
+            let kept = outputs.entry(call_id.to_string()).or_default();
+            kept.push_str(text);
+            if kept.len() > OUTPUT_KEPT {
+                let mut cut = kept.len() - OUTPUT_KEPT;
+                while !kept.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                kept.drain(..cut);
+            }
+        }
+        lock(&self.emitter).emit(Event::ToolOutput { call_id: call_id.to_string(), text: text.to_string() });
+    }
+
+    /// The output kept for call `call_id` (empty when its command printed nothing), forgotten.
+    pub fn take_output(&self, call_id: &str) -> String {
+        lock(&self.outputs).remove(call_id).unwrap_or_default()
     }
 
     /// Keep `text` for the running turn's next tool result.

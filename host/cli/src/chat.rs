@@ -33,10 +33,18 @@ pub struct ChatArgs {
     /// Toolsets to enable, comma-separated (files, web, terminal, coding, memory, all, a plugin's name...)
     #[arg(short, long, value_delimiter = ',', value_name = "LIST")]
     pub toolsets: Option<Vec<String>>,
-    /// Continue a session: its id (or a unique prefix), its title, or `latest`
-    #[arg(short, long, value_name = "ID|TITLE|latest", conflicts_with = "cont")]
+    /// Continue a session: its id (or a unique prefix), its title, or `latest`; with no value
+    /// at a terminal, choose one from a list
+    #[arg(
+        short,
+        long,
+        value_name = "ID|TITLE|latest",
+        conflicts_with = "cont",
+        num_args = 0..=1,
+        default_missing_value = ""
+    )]
     pub resume: Option<String>,
-    /// Continue the most recent session
+    /// Continue the latest session started in this directory (`--resume latest`: the latest of all)
     #[arg(short = 'c', long = "continue")]
     pub cont: bool,
     /// Approve dangerous shell commands, and new hosts under wildcard network grants, without
@@ -146,6 +154,25 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
             ui::note(&format!("compiling {} on first use (cached afterwards)...", pending.join(", ")));
         }
     }
+    // --continue: the latest session of this directory.
+    let continued = match (&args.resume, args.cont) {
+        (None, true) => Some(latest_here(&host, ctx).await?),
+        _ => None,
+    };
+    // --resume with no value: chosen from a list.
+    let chosen = match args.resume.as_deref() {
+        Some("") if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() => {
+            match crate::sessions::pick(host.store(), &ctx.workspace).await? {
+                Some(id) => Some(id),
+                None => anyhow::bail!("no session chosen (`talaria sessions list` shows them all)"),
+            }
+        }
+        Some("") => anyhow::bail!(
+            "--resume needs a session (ID, TITLE or latest) when it cannot offer a list (not a terminal); \
+             `talaria sessions list` shows them"
+        ),
+        _ => None,
+    };
     let start = Start {
         workspace: Some(ctx.workspace.clone()),
         source: "cli".into(),
@@ -158,8 +185,9 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         max_turns: args.max_turns,
         stream: Some(!args.no_stream),
         resume: match (&args.resume, args.cont) {
+            (Some(_), _) if chosen.is_some() => chosen,
             (Some(key), _) => Some(key.clone()),
-            (None, true) => Some("latest".into()),
+            (None, true) => continued.as_ref().map(|s| s.id.clone()),
             (None, false) => None,
         },
         fork: args.fork,
@@ -186,6 +214,10 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
             Event::SessionStarted(s) => {
                 if let talaria_protocol::SessionReason::Forked { from } = &s.reason {
                     ui::note(&format!("continuing session {from} as a new session {}", s.session_id));
+                } else if let Some(c) = &continued {
+                    let title =
+                        c.title.as_deref().map(|t| format!(" \"{}\"", ui::first_line(t, 60))).unwrap_or_default();
+                    ui::note(&format!("continuing session {}{title}, the latest in {}", c.id, ctx.workspace.display()));
                 }
                 break;
             }
@@ -193,6 +225,22 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         }
     }
     Ok(Session { host, conversation, stop })
+}
+
+/// The session last used in this directory (`--continue`).
+///
+/// # Errors
+/// None was started here: with how to continue one started elsewhere.
+async fn latest_here(host: &Host, ctx: &Ctx) -> anyhow::Result<talaria_store::SessionInfo> {
+    let here = ctx.workspace.display().to_string();
+    let q = talaria_store::ListQuery { limit: 1, cwd: Some(&here), ..talaria_store::ListQuery::default() };
+    match host.store().list_sessions_with(&q).await?.into_iter().next() {
+        Some(s) => Ok(s),
+        None => anyhow::bail!(
+            "no session was started in {here} to continue; `talaria sessions list` shows the others, and \
+             `talaria chat --resume latest` continues the latest of all"
+        ),
+    }
 }
 
 /// The model flags and config name a usable model (fallbacks left out are warned about when

@@ -61,6 +61,13 @@ impl Busy {
                 submit.submit(Op::SetYolo { on: yolo.get() });
                 return r.progress(&yolo_state(yolo.get()));
             }
+            Some(("expand", n)) => {
+                let shown = n.trim().parse().map_err(|_| "usage: /expand N".to_string()).and_then(|n| r.expand(n));
+                if let Err(e) = shown {
+                    r.progress(&e);
+                }
+                return;
+            }
             Some(("queue", rest)) if !rest.is_empty() => (BusyPolicy::Queue, rest.to_string()),
             Some(("steer", rest)) if !rest.is_empty() => (BusyPolicy::Steer, rest.to_string()),
             Some((name, _)) if lookup(name).is_some_and(|c| !c.while_busy) || matches!(name, "queue" | "steer") => {

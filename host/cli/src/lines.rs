@@ -4,9 +4,9 @@
 use std::io::{BufRead as _, IsTerminal as _};
 
 use reedline::{
-    ColumnarMenu, Completer, DefaultHinter, EditCommand, Emacs, FileBackedHistory, KeyCode, KeyModifiers, MenuBuilder,
-    Prompt, PromptEditMode, PromptHistorySearch, Reedline, ReedlineEvent, ReedlineMenu, Signal, Span, Suggestion,
-    default_emacs_keybindings,
+    Color, ColumnarMenu, Completer, DefaultHinter, EditCommand, EditMode, Emacs, FileBackedHistory, KeyCode,
+    KeyModifiers, MenuBuilder, Prompt, PromptEditMode, PromptHistorySearch, Reedline, ReedlineEvent, ReedlineMenu,
+    ReedlineRawEvent, Signal, Span, Suggestion, default_emacs_keybindings,
 };
 
 use crate::slash::COMMANDS;
@@ -74,9 +74,60 @@ impl Prompt for ChatPrompt {
     }
 }
 
+/// A paste of more lines than this is shown as a placeholder (`[pasted 50 lines #1]`) and sent
+/// whole.
+const PASTE_SHOWN_LINES: usize = 10;
+
+/// Pastes held back from the line being edited, by their placeholder's number.
+type Held = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// The editing keys, with long pastes put in the line as placeholders ([`PASTE_SHOWN_LINES`]).
+struct Pasting {
+    keys: Emacs,
+    held: Held,
+}
+
+impl EditMode for Pasting {
+    fn parse_event(&mut self, event: ReedlineRawEvent) -> ReedlineEvent {
+        let event: crossterm::event::Event = event.into();
+        if let crossterm::event::Event::Paste(body) = &event {
+            let body = body.replace("\r\n", "\n").replace('\r', "\n");
+            let lines = body.trim_end_matches('\n').lines().count();
+            if lines > PASTE_SHOWN_LINES {
+                let mut held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                held.push(body);
+                return ReedlineEvent::Edit(vec![EditCommand::InsertString(placeholder(lines, held.len()))]);
+            }
+        }
+        match ReedlineRawEvent::try_from(event) {
+            Ok(raw) => self.keys.parse_event(raw),
+            Err(()) => ReedlineEvent::None,
+        }
+    }
+
+    fn edit_mode(&self) -> PromptEditMode {
+        self.keys.edit_mode()
+    }
+}
+
+/// What stands in the line for held paste number `n` of `lines` lines.
+fn placeholder(lines: usize, n: usize) -> String {
+    format!("[pasted {lines} lines #{n}]")
+}
+
+/// `line` with the placeholders of `held` pastes put back as the text pasted.
+fn unfold(line: &str, held: &[String]) -> String {
+    let mut line = line.to_string();
+    for (i, body) in held.iter().enumerate() {
+        let lines = body.trim_end_matches('\n').lines().count();
+        line = line.replacen(&placeholder(lines, i + 1), body.trim_end_matches('\n'), 1);
+    }
+    line
+}
+
 /// Where lines come from: the line editor on a terminal, plain stdin otherwise.
 pub(crate) enum Lines {
-    Editor(Option<Box<Reedline>>),
+    Editor(Option<Box<Reedline>>, Held),
     Plain,
 }
 
@@ -106,14 +157,17 @@ impl Lines {
             KeyCode::Tab,
             ReedlineEvent::UntilFound(vec![ReedlineEvent::Menu("completion_menu".into()), ReedlineEvent::MenuNext]),
         );
+        let held = Held::default();
         let mut editor = Reedline::create()
             .with_completer(Box::new(SlashCompleter { workspace: ctx.workspace.clone() }))
             .with_menu(ReedlineMenu::EngineCompleter(Box::new(ColumnarMenu::default().with_name("completion_menu"))))
-            .with_hinter(Box::new(DefaultHinter::default()))
+            // A suggestion from history is drawn dimmer than what is typed (reedline's own
+            // light grey is brighter than most terminals' text).
+            .with_hinter(Box::new(DefaultHinter::default().with_style(Color::DarkGray.normal())))
             // One match completes at once; several complete as far as they agree.
             .with_quick_completions(true)
             .with_partial_completions(true)
-            .with_edit_mode(Box::new(Emacs::new(keys)))
+            .with_edit_mode(Box::new(Pasting { keys: Emacs::new(keys), held: held.clone() }))
             // A paste arrives whole, newlines and all, as one message to send with Enter.
             .use_bracketed_paste(true)
             .with_ansi_colors(ui::color_wanted());
@@ -121,7 +175,7 @@ impl Lines {
             Ok(h) => editor = editor.with_history(Box::new(h)),
             Err(e) => ui::warn(&format!("line history is off: {e}")),
         }
-        Self::Editor(Some(Box::new(editor)))
+        Self::Editor(Some(Box::new(editor)), held)
     }
 
     /// The next line; an editor starts with `prefill` typed.
@@ -139,7 +193,7 @@ impl Lines {
                     Ok(Ok((_, line))) => Input::Line(line.trim_end_matches(['\n', '\r']).to_string()),
                 }
             }
-            Self::Editor(slot) => {
+            Self::Editor(slot, held) => {
                 let Some(mut editor) = slot.take() else { return Input::Eof };
                 if !prefill.is_empty() {
                     editor.run_edit_commands(&[EditCommand::InsertString(prefill)]);
@@ -151,8 +205,9 @@ impl Lines {
                 .await;
                 let Ok((editor, signal)) = joined else { return Input::Eof };
                 *slot = Some(editor);
+                let pasted = std::mem::take(&mut *held.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
                 match signal {
-                    Ok(Signal::Success(line)) => Input::Line(line),
+                    Ok(Signal::Success(line)) => Input::Line(unfold(&line, &pasted)),
                     Ok(Signal::CtrlC) => Input::Cancelled,
                     Err(e) if e.raw_os_error() == Some(libc::EIO) => Input::HungUp,
                     Ok(Signal::CtrlD) | Err(_) => Input::Eof,
@@ -163,13 +218,27 @@ impl Lines {
     }
 
     pub(crate) fn interactive(&self) -> bool {
-        matches!(self, Self::Editor(_))
+        matches!(self, Self::Editor(..))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_paste_is_a_placeholder_that_is_sent_whole() {
+        let held = Held::default();
+        let mut mode = Pasting { keys: Emacs::new(default_emacs_keybindings()), held: held.clone() };
+        let paste = |body: &str| ReedlineRawEvent::try_from(crossterm::event::Event::Paste(body.into())).expect("raw");
+        let long: String = (1..=50).map(|i| format!("line {i}\r\n")).collect();
+        let ReedlineEvent::Edit(edits) = mode.parse_event(paste(&long)) else { panic!("an edit") };
+        assert!(matches!(&edits[..], [EditCommand::InsertString(s)] if s == "[pasted 50 lines #1]"), "{edits:?}");
+        let ReedlineEvent::Edit(edits) = mode.parse_event(paste("a\nb")) else { panic!("an edit") };
+        assert!(matches!(&edits[..], [EditCommand::InsertString(s)] if s == "a\nb"), "a short paste goes in as it is");
+        let sent = unfold("see [pasted 50 lines #1] please", &held.lock().expect("lock"));
+        assert!(sent.starts_with("see line 1\nline 2\n") && sent.ends_with("line 50 please"), "{sent}");
+    }
 
     #[test]
     fn slash_commands_complete_from_the_registry() {

@@ -40,6 +40,7 @@ mod mcp;
 mod memory;
 mod mentions;
 mod pairing;
+mod picker;
 mod piped;
 mod plugins;
 mod profile;

@@ -71,7 +71,24 @@ pub struct Renderer {
     turn_calls: usize,
     /// Tool calls a remembered approval let through, with the words saying which.
     allowed_by: HashMap<String, String>,
+    /// Tool calls running now: their ids, names, and when they started.
+    running: Vec<(String, String, Instant)>,
+    /// What each running call's command printed so far (its last [`OUTPUT_KEPT`] bytes).
+    outputs: HashMap<String, String>,
+    /// Command outputs shown folded, whole, with the numbers `/expand` takes (the last
+    /// [`FOLDED_KEPT`] of them).
+    folded: std::collections::VecDeque<(usize, String)>,
+    /// Outputs folded so far in this session.
+    folds: usize,
 }
+
+/// Bytes of a running command's output the renderer keeps, for what it shows if the call is
+/// stopped.
+const OUTPUT_KEPT: usize = 8 * 1024;
+/// Lines of a running command's output shown under the indicator.
+const RUNNING_LINES: usize = 3;
+/// Folded outputs kept for `/expand`.
+const FOLDED_KEPT: usize = 50;
 
 impl Renderer {
     pub fn new(answer_to_stdout: bool) -> Self {
@@ -95,6 +112,10 @@ impl Renderer {
             last_call: None,
             turn_calls: 0,
             allowed_by: HashMap::new(),
+            running: Vec::new(),
+            outputs: HashMap::new(),
+            folded: std::collections::VecDeque::new(),
+            folds: 0,
         }
     }
 
@@ -158,6 +179,11 @@ impl Renderer {
                 }
                 return;
             }
+            // A running command's output goes under the indicator, which keeps running.
+            Event::ToolOutput { call_id, text } => {
+                self.tool_output(call_id, text);
+                return;
+            }
             _ => self.stop_waiting(),
         }
         match event {
@@ -172,9 +198,15 @@ impl Renderer {
                     format!("tool: {preview}")
                 };
                 self.progress(&line);
+                self.running.push((t.call_id.clone(), t.name.clone(), Instant::now()));
+                self.show_running();
             }
+            // Running again after an approval was asked.
+            Event::ToolRunning { .. } => self.show_running(),
             Event::ToolFinished(t) => {
                 self.turn_calls += 1;
+                self.running.retain(|(id, _, _)| *id != t.call_id);
+                let printed = self.outputs.remove(&t.call_id).unwrap_or_default();
                 let outcome = t.outcome();
                 let took = self.working_ms(&t.call_id, t.duration_ms);
                 let mut line = finished_line(&t.name, took, &outcome, self.fancy_progress());
@@ -182,20 +214,21 @@ impl Renderer {
                     line.push_str(&format!(" {}", format!("· {by}").dimmed()));
                 }
                 self.progress(&line);
-                if !self.fancy_progress() {
-                    return;
-                }
-                if let CallOutcome::Command { output, .. } = &outcome {
-                    for line in output_preview(output) {
-                        self.progress(&format!("┊   {}", line.dimmed()));
+                if self.fancy_progress() {
+                    match &outcome {
+                        CallOutcome::Command { output, .. } => self.show_output(output),
+                        // Stopped: what its command had printed by then.
+                        CallOutcome::Failed(_) if outcome.interrupted() => self.show_output(&printed),
+                        _ => {}
+                    }
+                    for change in &t.changes {
+                        let shown = self.shown_path(&change.path);
+                        for line in diff_lines(&shown, change, DIFF_LINES) {
+                            self.progress(&line);
+                        }
                     }
                 }
-                for change in &t.changes {
-                    let shown = self.shown_path(&change.path);
-                    for line in diff_lines(&shown, change, DIFF_LINES) {
-                        self.progress(&line);
-                    }
-                }
+                self.show_running();
             }
             Event::Notice { level, text } => {
                 self.end_text();
@@ -224,7 +257,7 @@ impl Renderer {
                 }
             }
             Event::Usage { .. }
-            | Event::ToolRunning { .. }
+            | Event::ToolOutput { .. }
             | Event::ClarifyNeeded(_)
             | Event::RequestSent { .. }
             | Event::SessionStarted(_)
@@ -245,8 +278,86 @@ impl Renderer {
                 self.streamed = false;
                 self.turn_calls = 0;
                 self.allowed_by.clear();
+                self.running.clear();
+                self.outputs.clear();
             }
         }
+    }
+
+    /// The indicator for the tool calls running now, with the last lines the latest printed
+    /// (on a terminal only).
+    fn show_running(&mut self) {
+        self.stop_waiting();
+        let Some(since) = self.running.iter().map(|(_, _, at)| *at).min() else { return };
+        if !self.tty_err {
+            return;
+        }
+        let what = match self.running.as_slice() {
+            [(_, name, _)] => format!("{} running…", talaria_runtime::visible(name, 60)),
+            many => format!("{} tools running…", many.len()),
+        };
+        self.waiting = Some(Waiting::since(what, since, self.color));
+        if let Some(printed) = self.running.iter().rev().find_map(|(id, _, _)| self.outputs.get(id)) {
+            let last = last_lines(printed, RUNNING_LINES);
+            crate::screen::update(|f| f.output = last);
+        }
+    }
+
+    /// Call `call_id`'s command printed `text`: kept, and its last lines shown under the
+    /// indicator while the REPL's footer is up.
+    fn tool_output(&mut self, call_id: &str, text: &str) {
+        let kept = self.outputs.entry(call_id.to_string()).or_default();
+        kept.push_str(text);
+        if kept.len() > OUTPUT_KEPT {
+            let mut cut = kept.len() - OUTPUT_KEPT;
+            while !kept.is_char_boundary(cut) {
+                cut += 1;
+            }
+            kept.drain(..cut);
+        }
+        if self.waiting.is_some() {
+            let last = last_lines(kept, RUNNING_LINES);
+            crate::screen::update(|f| f.output = last);
+        }
+    }
+
+    /// The last lines of a command's output under its progress line; when there are more, the
+    /// whole output is kept for `/expand`, whose number the fold line names.
+    fn show_output(&mut self, output: &str) {
+        let (lines, skipped) = output_preview(output);
+        if skipped > 0 {
+            self.folds += 1;
+            self.folded.push_back((self.folds, output.to_string()));
+            if self.folded.len() > FOLDED_KEPT {
+                self.folded.pop_front();
+            }
+            let more = format!("… {} · /expand {}", crate::ui::count(skipped, "more line", "more lines"), self.folds);
+            self.progress(&format!("┊   {}", more.dimmed()));
+        }
+        for line in lines {
+            self.progress(&format!("┊   {}", line.dimmed()));
+        }
+    }
+
+    /// Print folded output number `n` whole.
+    ///
+    /// # Errors
+    /// When no output of that number is kept, saying which are.
+    pub fn expand(&mut self, n: usize) -> Result<(), String> {
+        let Some((_, output)) = self.folded.iter().find(|(k, _)| *k == n) else {
+            return Err(match (self.folded.front(), self.folded.back()) {
+                (Some((first, _)), Some((last, _))) => {
+                    format!("there is no folded output {n}; the ones kept are {first} to {last}")
+                }
+                _ => format!("there is no folded output {n}: no command's output was folded in this session"),
+            });
+        };
+        let output = output.clone();
+        self.progress(&format!("┊ {}", format!("output {n}, whole:").dimmed()));
+        for line in output.lines() {
+            self.progress(&format!("┊   {}", talaria_runtime::visible(&line.replace('\t', "    "), usize::MAX)));
+        }
+        Ok(())
     }
 
     /// `path` as the user knows it: inside the workspace, relative to it.
@@ -501,6 +612,7 @@ fn finished_line(name: &str, took_ms: u64, outcome: &CallOutcome, fancy: bool) -
         CallOutcome::Command { exit_code: Some(code), .. } => format!("exit {code}"),
         CallOutcome::Command { exit_code: None, timed_out: true, .. } => "killed: timed out".to_string(),
         CallOutcome::Command { exit_code: None, timed_out: false, .. } => "killed".to_string(),
+        CallOutcome::Failed(_) if outcome.interrupted() => "interrupted".to_string(),
         CallOutcome::Failed(text) => talaria_runtime::visible(text.lines().next().unwrap_or_default(), 200),
     };
     match (fancy, outcome.failed()) {
@@ -521,18 +633,22 @@ fn duration(ms: u64) -> String {
 }
 
 /// The last few non-blank lines of a command's output, each cut to fit a line, with the
-/// controls a command could use to repaint the screen escaped (`talaria_runtime::visible`).
-fn output_preview(output: &str) -> Vec<String> {
+/// controls a command could use to repaint the screen escaped (`talaria_runtime::visible`);
+/// and how many lines are not shown.
+fn output_preview(output: &str) -> (Vec<String>, usize) {
     let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
     let skipped = lines.len().saturating_sub(OUTPUT_PREVIEW_LINES);
-    let mut shown: Vec<String> = lines[skipped..]
+    let shown = lines[skipped..]
         .iter()
         .map(|l| talaria_runtime::visible(&l.replace('\t', "    "), OUTPUT_PREVIEW_CHARS))
         .collect();
-    if skipped > 0 {
-        shown.insert(0, format!("… {skipped} more line{}", if skipped == 1 { "" } else { "s" }));
-    }
-    shown
+    (shown, skipped)
+}
+
+/// The last `n` non-blank lines of `text` as printed so far (the last may be unfinished).
+fn last_lines(text: &str, n: usize) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].iter().map(|l| (*l).to_string()).collect()
 }
 
 #[cfg(test)]
@@ -598,10 +714,21 @@ mod tests {
     }
 
     #[test]
+    fn a_folded_output_is_numbered_and_expands_whole() {
+        let mut r = Renderer::new(true);
+        assert!(r.expand(1).unwrap_err().contains("no command's output was folded"));
+        r.show_output("1\n2\n3\n4\n5\n");
+        r.show_output("short\n");
+        assert_eq!(r.folded.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [1], "only a folded output is kept");
+        assert!(r.expand(1).is_ok());
+        assert_eq!(r.expand(2).unwrap_err(), "there is no folded output 2; the ones kept are 1 to 1");
+    }
+
+    #[test]
     fn the_output_preview_keeps_the_last_lines_and_no_escape_sequences() {
         let out = "one\n\ntwo\nthree\n\u{1b}[2Jfour\tfive\n";
-        assert_eq!(output_preview(out), vec!["… 1 more line", "two", "three", "\\x1b[2Jfour    five"]);
-        assert!(output_preview("").is_empty());
-        assert_eq!(output_preview("evil\u{202e}txt.exe"), vec!["evil\\u{202e}txt.exe"], "bidi controls too");
+        assert_eq!(output_preview(out), (vec!["two".into(), "three".into(), "\\x1b[2Jfour    five".into()], 1));
+        assert_eq!(output_preview(""), (Vec::new(), 0));
+        assert_eq!(output_preview("evil\u{202e}txt.exe").0, ["evil\\u{202e}txt.exe"], "bidi controls too");
     }
 }

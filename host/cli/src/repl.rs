@@ -193,7 +193,7 @@ impl Repl {
                 };
                 match step {
                     Step::Event(Stamped { event: Event::ApprovalNeeded(a), .. }) => {
-                        r.progress(&approval_prompt(a));
+                        r.progress(&ui::wrap_block(&approval_prompt(a), crate::screen::terminal_size().0));
                         st.waiting = Waiting::Approval(a.id);
                         keys(true);
                     }
@@ -298,7 +298,8 @@ impl Repl {
                     } else {
                         format!(" (also /{})", c.aliases.join(", /"))
                     };
-                    putln!(anstream::stdout(), "  {:<28} {}{}", head.trim_end().bold(), c.help, aliases.dimmed());
+                    let help = ui::fit(&format!("{}{}", c.help, aliases.dimmed()), 31, 31);
+                    putln!(anstream::stdout(), "  {:<28} {help}", head.trim_end().bold());
                 }
                 putln!(
                     anstream::stdout(),
@@ -313,16 +314,28 @@ impl Repl {
                 }
             }
             "sessions" => self.list_sessions().await?,
-            "resume" if arg.is_empty() => self.list_sessions().await?,
+            "resume" if arg.is_empty() && !interactive => self.list_sessions().await?,
             "resume" => {
-                if let Event::SessionStarted(s) = self.request(Op::Resume { key: arg.to_string() }).await? {
+                let key = if arg.is_empty() {
+                    let store = self.session.host.store().clone();
+                    match crate::sessions::pick(&store, &self.session.conversation.info().workspace).await? {
+                        Some(id) => id,
+                        None => return Ok(true),
+                    }
+                } else {
+                    arg.to_string()
+                };
+                if let Event::SessionStarted(s) = self.request(Op::Resume { key }).await? {
                     ui::note(&format!("resumed {}", s.session_id));
                     show_tail(&self.session.conversation.info().tail, 6);
                 }
             }
             "model" if arg.is_empty() => {
-                if let Some(p) = self.session.conversation.info().provider {
-                    putln!(std::io::stdout(), "{} ({}, {})", p.label(), p.api_mode.as_str(), p.base_url);
+                let Some(p) = self.session.conversation.info().provider else { return Ok(true) };
+                putln!(std::io::stdout(), "{} ({}, {})", p.label(), p.api_mode.as_str(), p.base_url);
+                let Some(model) = pick_model(&p, interactive).await else { return Ok(true) };
+                if let Event::ModelChanged { model } = self.request(Op::SetModel { model }).await? {
+                    ui::note(&format!("now using {model}"));
                 }
             }
             "model" => {
@@ -377,6 +390,15 @@ impl Repl {
                 self.turn(Op::UserTurn { text, images: Vec::new() }, interactive).await;
             }
             "stop" => ui::note("nothing is running"),
+            "permissions" => self.permissions(arg)?,
+            "expand" => {
+                let n = arg.parse::<usize>().map_err(|_| {
+                    anyhow::anyhow!(
+                        "usage: /expand N, N the number a folded output names (`… 12 more lines · /expand 3`)"
+                    )
+                })?;
+                self.renderer.expand(n).map_err(anyhow::Error::msg)?;
+            }
             "usage" => self.usage().await?,
             "title" if arg.is_empty() => anyhow::bail!("usage: /title NAME"),
             "title" => {
@@ -437,7 +459,7 @@ impl Repl {
             session: &info.usage,
             prices: self.prices_of(&provider.model),
         };
-        putln!(anstream::stdout(), "{}", status.line().dimmed());
+        putln!(anstream::stdout(), "{}", ui::fit_joined(&status.parts(), " · ", 2).dimmed());
     }
 
     /// Submit `op` and wait for its answer, rendering what comes before it; an error answer
@@ -479,7 +501,7 @@ impl Repl {
             ),
             None => "nothing sent yet".to_string(),
         };
-        putln!(std::io::stdout(), "{line}");
+        putln!(std::io::stdout(), "{}", ui::fit(&line, 2, 0));
         if let Some(provider) = &info.provider {
             let prices = match self.prices_of(&provider.model) {
                 Some(p) if p.bundled => format!(
@@ -494,7 +516,48 @@ impl Repl {
                     provider.model
                 ),
             };
-            putln!(anstream::stdout(), "{}", prices.dimmed());
+            putln!(anstream::stdout(), "{}", ui::fit(&prices, 2, 0).dimmed());
+        }
+        Ok(())
+    }
+
+    /// `/permissions`: what runs without asking in this session, by key; `/permissions remove
+    /// KEY`: ask again (an always rule is taken out of config.toml as well).
+    fn permissions(&self, arg: &str) -> anyhow::Result<()> {
+        let host = &self.session.host;
+        let info = self.session.conversation.info();
+        let mut words = arg.split_whitespace();
+        match (words.next(), words.next()) {
+            (None, _) => {
+                let allowed = host.allowed(&info.workspace, &info.session_id)?;
+                if allowed.is_empty() {
+                    ui::note("nothing runs without asking: every dangerous command and new host is asked about");
+                    return Ok(());
+                }
+                let rows: Vec<Vec<String>> = allowed
+                    .iter()
+                    .map(|a| {
+                        let scope = match (a.scope, a.configured) {
+                            (talaria_runtime::Approval::Session, _) => "this session",
+                            (_, true) => "always (config.toml)",
+                            _ => "always (saved in config.toml)",
+                        };
+                        vec![a.key.clone(), scope.to_string()]
+                    })
+                    .collect();
+                ui::table(&["KEY", "ALLOWED"], &rows);
+                ui::note("`/permissions remove KEY` asks about it again");
+            }
+            (Some("remove"), Some(key)) => {
+                let forgotten = host.forget(&info.workspace, &info.session_id, key)?;
+                let saved = talaria_core::config::disallow(host.home(), key)?;
+                match (forgotten || saved, saved) {
+                    (false, _) => anyhow::bail!("`{key}` is not allowed without asking (see /permissions)"),
+                    (true, true) => ui::note(&format!("`{key}` is asked about again; taken out of config.toml")),
+                    (true, false) => ui::note(&format!("`{key}` is asked about again in this session")),
+                }
+            }
+            _ => anyhow::bail!("usage: /permissions, or /permissions remove KEY"),
         }
         Ok(())
     }
@@ -514,6 +577,39 @@ impl Repl {
         ui::table(&["ID", "TITLE", "MESSAGES"], &rows);
         Ok(())
     }
+}
+
+/// At a terminal, a model of those `provider`'s endpoint lists, chosen by the user (the one in
+/// use marked first); `None` when they leave the list, or it cannot be had (said why).
+async fn pick_model(provider: &talaria_agent::model::Provider, interactive: bool) -> Option<String> {
+    if !interactive {
+        return None;
+    }
+    let client = talaria_agent::model::Client::try_new().ok()?;
+    let listed = match client.models(provider).await {
+        Ok(Some(listed)) if !listed.is_empty() => listed,
+        Ok(_) => {
+            ui::note("the endpoint lists no models: /model NAME changes it");
+            return None;
+        }
+        Err(e) => {
+            ui::warn(&format!("cannot list the endpoint's models ({e}): /model NAME changes it"));
+            return None;
+        }
+    };
+    let at = listed.iter().position(|m| *m == provider.model).unwrap_or(0);
+    let entries: Vec<crate::picker::Entry> = listed
+        .into_iter()
+        .map(|m| crate::picker::Entry {
+            label: if m == provider.model { format!("{m} (in use)") } else { m.clone() },
+            value: m,
+        })
+        .collect();
+    tokio::task::spawn_blocking(move || crate::picker::pick("Use which model?", &entries, at))
+        .await
+        .ok()
+        .flatten()
+        .filter(|m| *m != provider.model)
 }
 
 /// `line` with the files it mentions (`@path`) attached, saying what was and was not; `images`:

@@ -18,6 +18,8 @@ use unicode_width::UnicodeWidthStr as _;
 pub struct Footer {
     /// The waiting indicator's line.
     pub status: Option<String>,
+    /// The last lines a running command printed, under the indicator.
+    pub output: Vec<String>,
     /// Messages typed during the turn, waiting, each with what will become of it.
     pub pending: Vec<String>,
     /// The line being typed.
@@ -37,7 +39,7 @@ struct State {
 static STATE: Mutex<State> = Mutex::new(State {
     up: false,
     color: false,
-    footer: Footer { status: None, pending: Vec::new(), input: String::new(), hint: String::new() },
+    footer: Footer { status: None, output: Vec::new(), pending: Vec::new(), input: String::new(), hint: String::new() },
     drawn: Drawn::NONE,
 });
 
@@ -130,7 +132,7 @@ pub fn update(change: impl FnOnce(&mut Footer)) {
 }
 
 fn same(a: &Footer, b: &Footer) -> bool {
-    a.status == b.status && a.pending == b.pending && a.input == b.input && a.hint == b.hint
+    a.status == b.status && a.output == b.output && a.pending == b.pending && a.input == b.input && a.hint == b.hint
 }
 
 /// Write `bytes` to stdout (or stderr) above the footer. Without a footer they go straight out.
@@ -206,7 +208,7 @@ pub fn terminal_size() -> (usize, usize) {
 
 fn draw(s: &mut State) {
     let (width, _) = terminal_size();
-    let lines = lines(&s.footer, s.color);
+    let lines = lines(&s.footer, s.color, width);
     let text: Vec<&str> = lines.iter().map(|(_, shown)| shown.as_str()).collect();
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.join("\r\n").as_bytes());
@@ -214,12 +216,18 @@ fn draw(s: &mut State) {
     s.drawn = Drawn::new(lines.iter().map(|(plain, _)| plain.width()).collect(), width);
 }
 
-/// The footer's lines: each as plain text (to measure) and as shown.
-fn lines(f: &Footer, color: bool) -> Vec<(String, String)> {
+/// The footer's lines, for a terminal `width` columns wide: each as plain text (to measure) and
+/// as shown.
+fn lines(f: &Footer, color: bool, width: usize) -> Vec<(String, String)> {
     let style = |plain: String, styled: String| (plain, if color { styled } else { plain_of(&styled) });
     let mut out = Vec::new();
     if let Some(status) = &f.status {
         out.push((plain_of(status), if color { status.clone() } else { plain_of(status) }));
+    }
+    for line in &f.output {
+        // A command's own text, escapes shown, each line cut to one row.
+        let line = talaria_runtime::visible(&line.replace('\t', "    "), width.saturating_sub(5).max(10));
+        out.push(style(format!("┊   {line}"), format!("┊   {}", line.dimmed())));
     }
     for p in &f.pending {
         let p = talaria_runtime::visible(p, 200);
@@ -254,13 +262,22 @@ mod tests {
             pending: vec!["↳ queued: next".into()],
             input: "two\nlines".into(),
             hint: "hint".into(),
+            ..Footer::default()
         };
-        let shown: Vec<String> = lines(&f, false).into_iter().map(|(_, s)| s).collect();
+        let shown: Vec<String> = lines(&f, false, 80).into_iter().map(|(_, s)| s).collect();
         assert_eq!(shown, ["⠋ waiting for m… 3s", "↳ queued: next", "› two", "· lines"]);
         let empty = Footer { hint: "type ahead".into(), ..Footer::default() };
-        assert_eq!(lines(&empty, false)[0].1, "› type ahead");
+        assert_eq!(lines(&empty, false, 80)[0].1, "› type ahead");
         let evil = Footer { input: "x\u{1b}[2J".into(), ..Footer::default() };
-        assert_eq!(lines(&evil, false)[0].1, "› x\\x1b[2J", "typed escapes are shown, not obeyed");
+        assert_eq!(lines(&evil, false, 80)[0].1, "› x\\x1b[2J", "typed escapes are shown, not obeyed");
+        let running = Footer {
+            status: Some("⠋ terminal running… 4s".into()),
+            output: vec!["tick 3\u{1b}[2J".into(), "x".repeat(100)],
+            ..Footer::default()
+        };
+        let shown: Vec<String> = lines(&running, false, 40).into_iter().map(|(_, s)| s).collect();
+        assert_eq!(shown[1], "┊   tick 3\\x1b[2J", "a command's escapes are shown, not obeyed");
+        assert!(shown[2].width() <= 40, "a long output line is cut to the width: {}", shown[2]);
     }
 
     #[test]

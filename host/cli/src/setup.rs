@@ -149,13 +149,16 @@ async fn check(ctx: &Ctx, c: &Choice) -> Result<(), String> {
         .map_err(|e| format!("{e:#}"))?;
     let Some(provider) = chain.providers.first() else { return Err("no provider to check".into()) };
     let client = talaria_agent::model::Client::try_new().map_err(|e| e.to_string())?;
-    match client.check(provider).await {
-        Ok(()) => {
+    match client.models(provider).await {
+        Ok(listed) => {
             ui::note(&format!(
                 "checked: {} answers{}",
                 provider.base_url,
                 if provider.api_key.is_some() { " and accepts the key" } else { "" }
             ));
+            if let Some(warning) = listed.and_then(|models| unlisted(&c.model, &models)) {
+                ui::warn(&warning);
+            }
             Ok(())
         }
         Err(talaria_agent::model::ModelError::Http { status: status @ (401 | 403), url, .. }) => {
@@ -168,6 +171,36 @@ async fn check(ctx: &Ctx, c: &Choice) -> Result<(), String> {
         }
         Err(e) => Err(format!("checking {}: {e}", provider.label())),
     }
+}
+
+/// What to say when the endpoint lists models and `model` is not one of them (a typo, or a
+/// model the account cannot use): the listed names most like it, or a few of them.
+fn unlisted(model: &str, listed: &[String]) -> Option<String> {
+    if listed.is_empty() || listed.iter().any(|m| m == model) {
+        return None;
+    }
+    let wanted = model.to_ascii_lowercase();
+    let stem = wanted.split([':', '-', '/', '.']).next().unwrap_or_default();
+    let mut like: Vec<&str> = listed
+        .iter()
+        .filter(|m| {
+            let m = m.to_ascii_lowercase();
+            m.contains(&wanted) || wanted.contains(&m) || (!stem.is_empty() && m.contains(stem))
+        })
+        .map(String::as_str)
+        .collect();
+    if like.is_empty() {
+        like = listed.iter().map(String::as_str).collect();
+    }
+    let more = like.len().saturating_sub(5);
+    like.truncate(5);
+    let names = like.iter().map(|m| format!("`{}`", talaria_runtime::visible(m, 80))).collect::<Vec<_>>().join(", ");
+    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    Some(format!(
+        "the endpoint does not list the model `{model}` among its {}: a chat will fail if the name is wrong. \
+         Listed: {names}{more}",
+        ui::count(listed.len(), "model", "models")
+    ))
 }
 
 fn known_providers() -> String {
@@ -485,6 +518,19 @@ fn quote_env(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_the_endpoint_does_not_list_is_named_with_the_listed_ones_most_like_it() {
+        let listed: Vec<String> = ["llama3.2:3b", "llama3.1:8b", "qwen2.5"].map(String::from).to_vec();
+        assert_eq!(unlisted("qwen2.5", &listed), None);
+        assert_eq!(unlisted("anything", &[]), None, "an endpoint listing nothing says nothing");
+        let said = unlisted("llama3.3", &listed).expect("warned");
+        assert!(
+            said.contains("`llama3.3` among its 3 models") && said.contains("`llama3.2:3b`, `llama3.1:8b`"),
+            "{said}"
+        );
+        assert!(!said.contains("qwen"), "only the like ones: {said}");
+    }
 
     #[test]
     fn keys_replace_their_line_and_the_file_is_private() {

@@ -33,6 +33,20 @@ pub const COMMANDS: &[Slash] = &[
     },
     Slash { name: "tools", aliases: &[], args: "", help: "list the tools the model can call", while_busy: false },
     Slash {
+        name: "permissions",
+        aliases: &[],
+        args: "[remove KEY]",
+        help: "list what runs without asking (this session's answers and the always rules), or ask about KEY again",
+        while_busy: false,
+    },
+    Slash {
+        name: "expand",
+        aliases: &[],
+        args: "N",
+        help: "show command output N whole (the number a folded output's `… more lines` names)",
+        while_busy: true,
+    },
+    Slash {
         name: "undo",
         aliases: &[],
         args: "",

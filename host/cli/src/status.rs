@@ -21,7 +21,13 @@ pub struct Status<'a> {
 
 impl Status<'_> {
     /// `gpt-4.1 · context 12% of 128k · turn 1200 in, 80 out · session 3.4k in, 250 out · $0.0031 turn, $0.0098 session`
+    #[cfg(test)]
     pub fn line(&self) -> String {
+        self.parts().join(" · ")
+    }
+
+    /// The line's parts, each kept whole on a row.
+    pub fn parts(&self) -> Vec<String> {
         let mut parts = vec![self.model.to_string()];
         let (used, window) = self.context;
         if window > 0 {
@@ -49,7 +55,7 @@ impl Status<'_> {
                 dollars(p.cost(self.session))
             ));
         }
-        parts.join(" · ")
+        parts
     }
 }
 

@@ -1,8 +1,142 @@
 //! Terminal output: styled only when stdout/stderr is a terminal and NO_COLOR is unset
 //! (anstream strips styles otherwise), errors and warnings on stderr.
 
+use std::io::IsTerminal as _;
+
 use owo_colors::OwoColorize as _;
-pub use talaria_author::ui::{error, note, warn};
+use talaria_runtime::shown::visible_lines;
+use unicode_width::UnicodeWidthStr as _;
+
+/// `error: MESSAGE` on stderr, wrapped at word boundaries on a terminal.
+pub fn error(message: &str) {
+    match stderr_width() {
+        Some(width) => {
+            putln!(anstream::stderr(), "{} {}", "error:".red().bold(), wrap(&visible_lines(message), width, 7))
+        }
+        None => talaria_author::ui::error(message),
+    }
+}
+
+/// `warning: MESSAGE` on stderr, wrapped at word boundaries on a terminal.
+pub fn warn(message: &str) {
+    match stderr_width() {
+        Some(width) => {
+            putln!(anstream::stderr(), "{} {}", "warning:".yellow().bold(), wrap(&visible_lines(message), width, 9));
+        }
+        None => talaria_author::ui::warn(message),
+    }
+}
+
+/// `note: MESSAGE` on stderr, wrapped at word boundaries on a terminal.
+pub fn note(message: &str) {
+    match stderr_width() {
+        Some(width) => {
+            putln!(anstream::stderr(), "{} {}", "note:".cyan().bold(), wrap(&visible_lines(message), width, 6))
+        }
+        None => talaria_author::ui::note(message),
+    }
+}
+
+/// The terminal's width when stderr is one.
+fn stderr_width() -> Option<usize> {
+    std::io::stderr().is_terminal().then(|| crate::screen::terminal_size().0)
+}
+
+/// `text` broken at spaces into rows of at most `width` columns, rows after the first
+/// indented by `indent` spaces; `first` columns of the first row are taken already (by a
+/// prefix printed before it). The text's own line breaks are kept, and a word wider than a row
+/// stays whole (the terminal breaks it). Style sequences take no columns.
+pub fn wrap_after(text: &str, width: usize, indent: usize, first: usize) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let pad = " ".repeat(indent);
+    for (n, line) in text.split('\n').enumerate() {
+        let mut used = if n == 0 { first } else { indent };
+        if n > 0 {
+            out.push('\n');
+            out.push_str(&pad);
+        }
+        let mut fresh = true;
+        for word in line.split(' ') {
+            let w = anstream::adapter::strip_str(word).to_string().width();
+            if !fresh && used + 1 + w > width {
+                out.push('\n');
+                out.push_str(&pad);
+                used = indent;
+                fresh = true;
+            }
+            if !fresh {
+                out.push(' ');
+                used += 1;
+            }
+            out.push_str(word);
+            used += w;
+            fresh = false;
+        }
+    }
+    out
+}
+
+/// `text` for stdout: wrapped as [`wrap_after`] says at the terminal's width when stdout is a
+/// terminal, as it is otherwise (a pipe gets whole lines).
+pub fn fit(text: &str, indent: usize, first: usize) -> String {
+    if std::io::stdout().is_terminal() {
+        wrap_after(text, crate::screen::terminal_size().0, indent, first)
+    } else {
+        text.to_string()
+    }
+}
+
+/// `parts` joined by `sep` for stdout, a part that would go past the terminal's width starting
+/// a row of its own, indented by `indent` (a pipe gets them on one line).
+pub fn fit_joined(parts: &[String], sep: &str, indent: usize) -> String {
+    if !std::io::stdout().is_terminal() {
+        return parts.join(sep);
+    }
+    join_within(parts, sep, indent, crate::screen::terminal_size().0)
+}
+
+fn join_within(parts: &[String], sep: &str, indent: usize, width: usize) -> String {
+    let mut out = String::new();
+    let mut used = 0;
+    for (i, part) in parts.iter().enumerate() {
+        let w = part.width();
+        if i > 0 && used + sep.width() + w > width {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            used = indent;
+        } else if i > 0 {
+            out.push_str(sep);
+            used += sep.width();
+        }
+        out.push_str(part);
+        used += w;
+    }
+    out
+}
+
+/// [`wrap_after`] for text printed after a prefix of `indent` columns (`note: `).
+pub fn wrap(text: &str, width: usize, indent: usize) -> String {
+    wrap_after(text, width, indent, indent)
+}
+
+/// Every line of `text` wrapped at `width`, its continuation rows indented two columns past
+/// the line's own indent; lines behind a bar (`│`, a proposed command as written) are left
+/// whole.
+pub fn wrap_block(text: &str, width: usize) -> String {
+    text.split('\n')
+        .map(|line| {
+            let plain = anstream::adapter::strip_str(line).to_string();
+            let lead = plain.len() - plain.trim_start().len();
+            if plain.trim_start().starts_with('│') {
+                line.to_string()
+            } else {
+                let (spaces, rest) = line.split_at(line.len() - line.trim_start().len());
+                format!("{spaces}{}", wrap_after(rest, width, lead + 2, lead))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 /// Whether colour is wanted: `NO_COLOR` unset or empty (no-color.org). Whether a stream is a
 /// terminal is the caller's question.
@@ -81,6 +215,29 @@ pub fn shell_quote(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_wrap_at_spaces_with_their_indent() {
+        assert_eq!(wrap("one two three four", 14, 6), "one two\n      three\n      four");
+        assert_eq!(wrap("a\nb c", 80, 2), "a\n  b c", "the text's own breaks are kept");
+        assert_eq!(wrap("unbreakable-word-here x", 10, 2), "unbreakable-word-here\n  x");
+        let styled = format!("{} once {} no", "[y]".bold(), "[n]".bold());
+        assert_eq!(anstream::adapter::strip_str(&wrap_after(&styled, 12, 2, 0)).to_string(), "[y] once [n]\n  no");
+        let block = "⚠ q:\n  │ a very long command that stays whole\n  Allow? [y] once [s] session";
+        assert_eq!(
+            wrap_block(block, 20),
+            "⚠ q:\n  │ a very long command that stays whole\n  Allow? [y] once\n    [s] session"
+        );
+    }
+
+    #[test]
+    fn parts_that_do_not_fit_start_a_row_of_their_own() {
+        let parts = ["model", "context 1%", "turn 12 in"].map(String::from);
+        assert_eq!(join_within(&parts, " · ", 2, 80), "model · context 1% · turn 12 in");
+        assert_eq!(join_within(&parts, " · ", 2, 20), "model · context 1%\n  turn 12 in");
+    }
+
     #[test]
     fn shell_words() {
         assert_eq!(super::shell_quote("0193-abc"), "0193-abc");

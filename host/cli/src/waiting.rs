@@ -1,6 +1,7 @@
 //! The waiting indicator: from the moment a model request is sent until the first piece of its
 //! answer, one line on stderr says what talaria waits for and for how long
-//! (`⠹ waiting for custom/llama… 12s`), redrawn in place by a thread of its own.
+//! (`⠹ waiting for custom/llama… 12s`), redrawn in place by a thread of its own; and while tool
+//! calls run, which and for how long (`⠹ terminal running… 4s`).
 //!
 //! Shown only when stderr is a terminal; with `NO_COLOR` it has no colour. While the REPL's
 //! footer is up ([`crate::screen`]) the line is the footer's first. A reply within [`GRACE`] never shows it at all. The renderer stops it
@@ -34,13 +35,18 @@ pub struct Waiting {
 impl Waiting {
     /// Start showing `waiting for LABEL…` with the time since now; `color`: in colour.
     pub fn start(label: String, color: bool) -> Self {
+        Self::since(format!("waiting for {label}…"), Instant::now(), color)
+    }
+
+    /// Start showing `WHAT` with the time since `started` (shown once [`GRACE`] has passed
+    /// since then).
+    pub fn since(what: String, started: Instant, color: bool) -> Self {
         let state = Arc::new(Mutex::new(State::default()));
         let shared = state.clone();
-        let started = Instant::now();
         let thread = std::thread::Builder::new()
             .name("waiting".into())
             .spawn(move || {
-                std::thread::park_timeout(GRACE);
+                std::thread::park_timeout(GRACE.saturating_sub(started.elapsed()));
                 let tick = Duration::from_millis(100);
                 let mut frame = 0;
                 loop {
@@ -52,9 +58,9 @@ impl Waiting {
                         let secs = started.elapsed().as_secs();
                         frame = (frame + 1) % SPINNER.len();
                         let line = if color {
-                            format!("{} {}", SPINNER[frame].cyan(), format!("waiting for {label}… {secs}s").dimmed())
+                            format!("{} {}", SPINNER[frame].cyan(), format!("{what} {secs}s").dimmed())
                         } else {
-                            format!("{} waiting for {label}… {secs}s", SPINNER[frame])
+                            format!("{} {what} {secs}s", SPINNER[frame])
                         };
                         if crate::screen::is_up() {
                             crate::screen::update(|f| f.status = Some(line));
@@ -103,7 +109,10 @@ impl Drop for Waiting {
 fn clear(state: &mut State) {
     if state.drawn {
         if crate::screen::is_up() {
-            crate::screen::update(|f| f.status = None);
+            crate::screen::update(|f| {
+                f.status = None;
+                f.output.clear();
+            });
         } else {
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K");

@@ -725,6 +725,24 @@ pub fn allow_always(home: &Path, key: &str) -> Result<(), ConfigError> {
     })
 }
 
+/// Take `key` out of `[approvals] allow` in `home/config.toml`, keeping the file's comments and
+/// layout; whether it was there.
+///
+/// # Errors
+/// The file cannot be read, parsed or written.
+pub fn disallow(home: &Path, key: &str) -> Result<bool, ConfigError> {
+    let mut found = false;
+    edit(home, |doc| {
+        if let Some(list) = doc.get_mut("approvals").and_then(|a| a.get_mut("allow")).and_then(|a| a.as_array_mut()) {
+            let before = list.len();
+            list.retain(|v| v.as_str() != Some(key));
+            found = list.len() != before;
+        }
+        Ok(())
+    })?;
+    Ok(found)
+}
+
 /// Change `home/config.toml` with `f`, preserving comments; written atomically.
 ///
 /// # Errors
@@ -808,5 +826,10 @@ mod tests {
         let fresh = tempfile::tempdir().expect("tempdir");
         allow_always(fresh.path(), "k").expect("new file");
         assert_eq!(ConfigToml::load(fresh.path()).expect("valid").approvals.allow, vec!["k".to_string()]);
+        assert!(disallow(dir.path(), "rm-recursive").expect("taken out"));
+        assert!(!disallow(dir.path(), "rm-recursive").expect("not there"));
+        let text = std::fs::read_to_string(dir.path().join("config.toml")).expect("read");
+        assert!(text.starts_with("# mine\n") && text.contains("# keep"), "{text}");
+        assert!(ConfigToml::load(dir.path()).expect("valid").approvals.allow.is_empty());
     }
 }

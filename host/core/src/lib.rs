@@ -347,6 +347,32 @@ impl Host {
         })
     }
 
+    /// What commands, connections and MCP calls of `session_id` (working in `workspace`) are
+    /// let through without asking, each key once.
+    ///
+    /// # Errors
+    /// The workspace's plugins cannot be found.
+    pub fn allowed(&self, workspace: &Path, session_id: &str) -> Result<Vec<talaria_runtime::Allowed>, Error> {
+        let runtime = self.plugins(workspace)?.0.runtime();
+        let mut all = runtime.approvals().allowed(session_id);
+        all.extend(self.mcp.approvals().allowed(session_id));
+        all.sort();
+        all.dedup_by(|a, b| a.key == b.key && a.scope == b.scope);
+        Ok(all)
+    }
+
+    /// Ask about `key` again in `session_id` (and, when it was allowed always, in every session
+    /// while this host runs); whether it was allowed at all. The config keeps what it says.
+    ///
+    /// # Errors
+    /// The workspace's plugins cannot be found.
+    pub fn forget(&self, workspace: &Path, session_id: &str, key: &str) -> Result<bool, Error> {
+        let runtime = self.plugins(workspace)?.0.runtime();
+        let here = runtime.approvals().forget(session_id, key);
+        let mcp = self.mcp.approvals().forget(session_id, key);
+        Ok(here || mcp)
+    }
+
     /// The configured MCP servers (`[mcp_servers]`), shared by every conversation.
     pub fn mcp(&self) -> &Arc<talaria_mcp::client::Servers> {
         &self.mcp

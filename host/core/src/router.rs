@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use talaria_agent::approval::{Ask, Decision, Gate};
 use talaria_runtime::process::Confinement;
-use talaria_runtime::{Approval, ApprovalRequest, Approver, Terminal, Terminals};
+use talaria_runtime::{Approval, ApprovalRequest, Approver, Caller, Terminal, Terminals};
 use talaria_store::Store;
 
 /// How many parents up a child session is looked for.
@@ -109,6 +109,12 @@ impl Terminals for Router {
             // A child session (delegate_task) runs as its parent's does.
             self.find(session_id, |r| r.confinement.filter(|_| r.gate.strong_count() > 0)).await
         })
+    }
+
+    fn output(&self, caller: &Caller, text: &str) {
+        if let Some(gate) = self.known(&caller.session_id) {
+            gate.output(&caller.call_id, text);
+        }
     }
 }
 

@@ -177,6 +177,11 @@ pub struct Servers {
 }
 
 impl Servers {
+    /// The answers the servers' tool calls are let through by.
+    pub fn approvals(&self) -> &Arc<Approvals> {
+        &self.approvals
+    }
+
     /// The enabled servers of `configs`. Nothing starts until tools are asked for.
     pub fn new(
         home: &Path,

@@ -49,6 +49,13 @@ pub enum Event {
     ToolRunning {
         call_id: String,
     },
+    /// What a running call's command printed since the last such event (standard output and
+    /// error as they arrived, a few times a second at most): for showing while it runs. It is
+    /// the command's own text, untrusted; the call's result carries the output for the model.
+    ToolOutput {
+        call_id: String,
+        text: String,
+    },
     ToolFinished(ToolFinished),
     /// A dangerous command, or a connection to a host a plugin's wildcard grant allows only in
     /// general, waits for a human; answer with the agent's approval handle.
@@ -215,6 +222,11 @@ impl CallOutcome {
             Self::Command { exit_code, .. } => *exit_code != Some(0),
             Self::Failed(_) => true,
         }
+    }
+
+    /// Whether the call was stopped before it finished (Ctrl-C, Esc, a signal).
+    pub fn interrupted(&self) -> bool {
+        matches!(self, Self::Failed(text) if text.starts_with("interrupted"))
     }
 }
 

@@ -73,7 +73,7 @@ pub struct Caller {
 }
 
 /// A human's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Approval {
     /// This request only (and the requests that waited for the same answer).
     Once,
@@ -119,13 +119,23 @@ impl Approver for Unattended {
 /// the questions being asked right now.
 pub struct Approvals {
     approver: Arc<dyn Approver>,
-    /// Keys approved "always" in the config (`net:` keys lower-cased).
-    always: HashSet<String>,
     state: Mutex<State>,
+}
+
+/// A key let through without asking ([`Approvals::allowed`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Allowed {
+    pub key: String,
+    /// [`Approval::Session`] or [`Approval::Always`].
+    pub scope: Approval,
+    /// Allowed by the config (`[approvals] allow`) rather than by an answer since the start.
+    pub configured: bool,
 }
 
 #[derive(Default)]
 struct State {
+    /// Keys approved "always" in the config (`net:` keys lower-cased).
+    configured: HashSet<String>,
     /// Keys approved "always" since the runtime started.
     always: HashSet<String>,
     /// (session, key) approved for that session.
@@ -147,7 +157,33 @@ impl Approvals {
                 }
             })
             .collect();
-        Self { approver, always, state: Mutex::new(State::default()) }
+        Self { approver, state: Mutex::new(State { configured: always, ..State::default() }) }
+    }
+
+    /// What requests of `session_id` get without asking: the keys answered "session" there,
+    /// and those allowed always (by the config, or answered so since the start).
+    pub fn allowed(&self, session_id: &str) -> Vec<Allowed> {
+        let state = lock(&self.state);
+        let always = |key: &String, configured| Allowed { key: key.clone(), scope: Approval::Always, configured };
+        let mut out: Vec<Allowed> = state.configured.iter().map(|k| always(k, true)).collect();
+        out.extend(state.always.iter().filter(|k| !state.configured.contains(*k)).map(|k| always(k, false)));
+        out.extend(state.session.iter().filter(|(s, _)| s == session_id).map(|(_, key)| Allowed {
+            key: key.clone(),
+            scope: Approval::Session,
+            configured: false,
+        }));
+        out.sort();
+        out
+    }
+
+    /// Ask about `key` again: in `session_id`, and (an "always" answer, or the config's) in
+    /// every session of this runtime. Whether it was allowed at all.
+    pub fn forget(&self, session_id: &str, key: &str) -> bool {
+        let mut state = lock(&self.state);
+        let session = state.session.remove(&(session_id.to_string(), key.to_string()));
+        let always = state.always.remove(key);
+        let configured = state.configured.remove(key);
+        session || always || configured
     }
 
     /// Whether anyone can answer requests of `session_id`.
@@ -164,13 +200,10 @@ impl Approvals {
             self.approver.remembered(request, answer);
             answer
         };
-        if self.always.contains(&request.key) {
-            return remembered(Approval::Always);
-        }
         let id = (request.session_id.clone(), request.key.clone());
         let question = {
             let mut state = lock(&self.state);
-            if state.always.contains(&request.key) {
+            if state.configured.contains(&request.key) || state.always.contains(&request.key) {
                 drop(state);
                 return remembered(Approval::Always);
             }
@@ -286,6 +319,25 @@ mod tests {
         assert_eq!(always.ask(&in_session("net:docs.rs", "a")).await, Approval::Always);
         assert_eq!(always.ask(&in_session("net:docs.rs", "b")).await, Approval::Always);
         assert_eq!(slow.asked.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn what_is_allowed_is_listed_and_a_forgotten_key_is_asked_again() {
+        let (slow, approvals) = approvals(Approval::Session, &["rm-recursive"]);
+        approvals.ask(&in_session("net:docs.rs", "a")).await;
+        approvals.ask(&in_session("net:crates.io", "b")).await;
+        let allowed = |s| approvals.allowed(s).into_iter().map(|a| (a.key, a.scope, a.configured)).collect::<Vec<_>>();
+        assert_eq!(
+            allowed("a"),
+            [("net:docs.rs".into(), Approval::Session, false), ("rm-recursive".into(), Approval::Always, true)],
+            "another session's answers are not listed"
+        );
+        assert!(approvals.forget("a", "net:docs.rs") && approvals.forget("a", "rm-recursive"));
+        assert!(!approvals.forget("a", "net:docs.rs"), "forgotten already");
+        assert!(approvals.allowed("a").is_empty());
+        assert_eq!(slow.asked.load(Ordering::SeqCst), 2);
+        approvals.ask(&in_session("rm-recursive", "a")).await;
+        assert_eq!(slow.asked.load(Ordering::SeqCst), 3, "asked again");
     }
 
     #[tokio::test]

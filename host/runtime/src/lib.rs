@@ -84,7 +84,7 @@ use std::time::{Duration, Instant};
 
 use talaria_protocol::{ToolError, ToolSpec};
 
-pub use approval::{Approval, ApprovalKind, ApprovalRequest, Approvals, Approver, Caller, Unattended};
+pub use approval::{Allowed, Approval, ApprovalKind, ApprovalRequest, Approvals, Approver, Caller, Unattended};
 pub use cache::{CacheOutcome, CompileCache};
 pub use config::{
     CHANGED_STAMP, HostLimits, KindTimeouts, PluginSettings, RuntimeConfig, mark_plugins_changed, plugin_data_dir,
@@ -169,9 +169,16 @@ pub struct Runtime {
     spec_limits: listing::SpecLimits,
     args: args::ArgChecker,
     recorder: Option<Arc<record::Recorder>>,
+    /// What its plugins' commands and connections were allowed without asking.
+    approvals: Arc<Approvals>,
 }
 
 impl Runtime {
+    /// The answers its plugins' commands and connections are let through by ([`Approvals`]).
+    pub fn approvals(&self) -> &Arc<Approvals> {
+        &self.approvals
+    }
+
     /// Discover plugins and resolve their grants. Compiles nothing.
     ///
     /// # Errors
@@ -208,7 +215,7 @@ impl Runtime {
                 config.commands,
             )
             .with_terminals(config.terminals),
-            approvals,
+            approvals: approvals.clone(),
             llm: config.llm,
             http_stubs: config.http_stubs,
             scan,
@@ -286,6 +293,7 @@ impl Runtime {
             spec_limits: listing::SpecLimits::from(&config.limits),
             args: args::ArgChecker::default(),
             recorder,
+            approvals,
         })
     }
 

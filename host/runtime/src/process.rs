@@ -36,7 +36,7 @@ mod capture;
 mod confined;
 mod unconfined;
 
-use capture::Capture;
+use capture::{Capture, Tap};
 pub use unconfined::{kill_all, running};
 
 pub use confined::{CommandGate, CommandSandbox, Confinement, DEFAULT_TOOLCHAINS, default_toolchains};
@@ -77,6 +77,12 @@ pub trait Terminals: Send + Sync {
     fn confinement<'a>(&'a self, session_id: &'a str) -> BoxFuture<'a, Option<Confinement>> {
         let _ = session_id;
         Box::pin(async { None })
+    }
+
+    /// What `caller`'s command printed since the last call, as it runs (for its front end to
+    /// show); nothing by default.
+    fn output(&self, caller: &Caller, text: &str) {
+        let _ = (caller, text);
     }
 }
 
@@ -296,20 +302,31 @@ impl ProcessRunner {
                     .get(plugin, grants, &self.approvals, workspace, caller)
                     .await
                     .map_err(|e| CommandError::Denied(e.to_string()))?;
-                self.run_confined(&sandbox, request.command, cwd, timeout).await
+                self.run_confined(&sandbox, request.command, cwd, timeout, self.tap(caller)).await
             }
-            Confinement::Unconfined => self.run_unconfined(&request.command, &cwd, timeout).await,
+            Confinement::Unconfined => {
+                unconfined::run(&request.command, &cwd, timeout, self.env.vars(), self.output_cap, self.tap(caller))
+                    .await
+            }
         }
     }
 
+    /// Where the output of `caller`'s command goes while it runs: to its session's front end,
+    /// when it is a tool call's.
+    fn tap(&self, caller: &Caller) -> Option<Tap> {
+        let terminals = self.terminals.clone()?;
+        (!caller.call_id.is_empty()).then(|| Tap::new(terminals, caller.clone()))
+    }
+
     /// Run `command` in `sandbox`: killed, with everything it started, at the deadline or when
-    /// the call is abandoned.
+    /// the call is abandoned; what it prints goes to `tap` as well, as it arrives.
     async fn run_confined(
         &self,
         sandbox: &talaria_sandbox::Sandbox,
         command: String,
         cwd: PathBuf,
         timeout: Duration,
+        tap: Option<Tap>,
     ) -> Result<CommandOutput, CommandError> {
         let mut child = sandbox
             .spawn(talaria_sandbox::Command {
@@ -322,7 +339,12 @@ impl ProcessRunner {
         let (stdout, stderr) = (Capture::new(self.output_cap), Capture::new(self.output_cap));
         // Its processes all die with it, so the pipes close when it ends.
         let (out_pipe, err_pipe) = (child.stdout.take(), child.stderr.take());
-        let readers = async { tokio::join!(stdout.clone().fill(out_pipe), stderr.clone().fill(err_pipe)) };
+        let readers = capture::ticking(
+            async {
+                tokio::join!(stdout.clone().fill(out_pipe, tap.as_ref()), stderr.clone().fill(err_pipe, tap.as_ref()))
+            },
+            tap.as_ref(),
+        );
         let ran = tokio::time::timeout(timeout, async {
             let (exit, _) = tokio::join!(child.wait(), readers);
             exit
@@ -349,16 +371,6 @@ impl ProcessRunner {
             }
         };
         Ok(CommandOutput { exit_code, stdout: out, stderr: err, truncated: out_cut || err_cut, timed_out })
-    }
-
-    /// Run `command` as the user (`[sandbox] commands = "unconfined"`).
-    async fn run_unconfined(
-        &self,
-        command: &str,
-        cwd: &Path,
-        timeout: Duration,
-    ) -> Result<CommandOutput, CommandError> {
-        unconfined::run(command, cwd, timeout, self.env.vars(), self.output_cap).await
     }
 
     async fn authorize(

@@ -99,11 +99,13 @@ pub struct ListQuery<'a> {
     pub source: Option<&'a str>,
     /// Only sessions spawned by this one.
     pub parent_id: Option<&'a str>,
+    /// Only sessions started in this directory (as [`NewSession::cwd`] recorded it).
+    pub cwd: Option<&'a str>,
 }
 
 impl Default for ListQuery<'_> {
     fn default() -> Self {
-        Self { limit: 50, offset: 0, include_children: false, source: None, parent_id: None }
+        Self { limit: 50, offset: 0, include_children: false, source: None, parent_id: None, cwd: None }
     }
 }
 

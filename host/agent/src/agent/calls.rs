@@ -47,13 +47,16 @@ impl Agent {
         let parallel = tools::parallel_safe(&rows, &self.shared.config.workspace);
         // Each call's result text and the images it returned, once it finished.
         let slots: Mutex<Vec<Option<Finished>>> = Mutex::new(vec![None; calls.len()]);
+        // When each call started, for the time an interrupted one ran.
+        let starts: Mutex<Vec<Option<Instant>>> = Mutex::new(vec![None; calls.len()]);
         let this = self;
         let run_one = |i: usize| {
-            let slots = &slots;
+            let (slots, starts) = (&slots, &starts);
             let call = &calls[i];
             let ctx = &parsed[i];
             async move {
                 let started = Instant::now();
+                lock(starts)[i] = Some(started);
                 this.emitter.emit(Event::ToolStarted(ToolStarted {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
@@ -70,6 +73,8 @@ impl Agent {
                             this.emitter.emit(Event::ToolRunning { call_id: call.id.clone() });
                             let ticket = this.checkpoint(call, &ctx.arguments).await;
                             let result = this.dispatch(ctx, cancel).await;
+                            // The result carries the output; what was shown of it as it ran goes.
+                            this.shared.gate.take_output(&call.id);
                             if let (Some(ticket), Some(store)) = (ticket, this.shared.checkpoints.clone()) {
                                 let _ = tokio::task::spawn_blocking(move || store.after(&ticket)).await;
                             }
@@ -116,9 +121,10 @@ impl Agent {
             () = work => false,
         };
         let slots = slots.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let starts = starts.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut budget = self.shared.config.batch_result_cap;
         let mut out = Vec::with_capacity(calls.len());
-        for (call, slot) in calls.iter().zip(slots) {
+        for ((call, slot), started) in calls.iter().zip(slots).zip(starts) {
             let mut images = Vec::new();
             let text = match slot {
                 Some((text, returned)) => {
@@ -127,16 +133,17 @@ impl Agent {
                     self.cap_result(call, text, &mut budget)
                 }
                 None => {
+                    let text = interrupted_result(&self.shared.gate.take_output(&call.id));
                     self.emitter.emit(Event::ToolFinished(ToolFinished {
                         call_id: call.id.clone(),
                         name: call.name.clone(),
                         ok: false,
                         preview: "interrupted".into(),
-                        result: INTERRUPTED_RESULT.into(),
-                        duration_ms: 0,
+                        result: text.clone(),
+                        duration_ms: started.map_or(0, |s| u64::try_from(s.elapsed().as_millis()).unwrap_or(u64::MAX)),
                         changes: Vec::new(),
                     }));
-                    serde_json::json!({"error": INTERRUPTED_RESULT}).to_string()
+                    text
                 }
             };
             out.push(Message::Tool { tool_call_id: call.id.clone(), name: call.name.clone(), content: text, images });
@@ -293,5 +300,15 @@ impl Agent {
             });
         }
         spilled.text
+    }
+}
+
+/// The result of a call cut short: the error, and what its command had printed by then (the
+/// last [`crate::approval::OUTPUT_KEPT`] bytes of it).
+fn interrupted_result(output: &str) -> String {
+    if output.is_empty() {
+        serde_json::json!({"error": INTERRUPTED_RESULT}).to_string()
+    } else {
+        serde_json::json!({"error": INTERRUPTED_RESULT, "output_so_far": output}).to_string()
     }
 }

@@ -117,13 +117,14 @@ impl Client {
 
 impl Client {
     /// `GET {base_url}/models` with the provider's authentication: whether the endpoint answers
-    /// and accepts the key, without spending a token. A server that lists no models (404, 405)
-    /// still answered.
+    /// and accepts the key, without spending a token; and the ids of the models it lists
+    /// (`None` when it lists none: 404, 405, or an answer not shaped as OpenAI's and Anthropic's
+    /// `{"data": [{"id": …}]}`).
     ///
     /// # Errors
     /// As a model call would fail: no connection, TLS, a timeout, or the HTTP error (401 and
     /// 403 say to check the key).
-    pub async fn check(&self, provider: &Provider) -> Result<(), ModelError> {
+    pub async fn models(&self, provider: &Provider) -> Result<Option<Vec<String>>, ModelError> {
         let http = self.http_for(provider)?;
         let url = provider.url("models");
         let mut request = http.get(&url);
@@ -135,10 +136,17 @@ impl Client {
                 ApiMode::ChatCompletions | ApiMode::Responses => request.bearer_auth(key),
             };
         }
-        match super::transport::send(provider, &url, request).await {
-            Ok(_) | Err(ModelError::Http { status: 404 | 405, .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
+        let sent = match super::transport::send(provider, &url, request).await {
+            Ok(sent) => sent,
+            Err(ModelError::Http { status: 404 | 405, .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        // A list that does not arrive whole within the limits is no list, not a failure.
+        let Ok(body) = sent.response.json::<serde_json::Value>().await else { return Ok(None) };
+        let ids = body["data"]
+            .as_array()
+            .map(|models| models.iter().filter_map(|m| m["id"].as_str()).map(str::to_string).collect::<Vec<_>>());
+        Ok(ids)
     }
 }
 

@@ -7,20 +7,22 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::capture::Capture;
+use super::capture::{Capture, Tap};
 use super::{CommandError, CommandOutput, lock};
 
 /// How long to wait for output after the command itself has ended.
 const PIPE_GRACE: Duration = Duration::from_millis(500);
 
 /// Run `command` as the user, in its own process group, killed at the deadline or when the
-/// call is abandoned; its output capped at `output_cap` bytes per stream.
+/// call is abandoned; its output capped at `output_cap` bytes per stream, and given to `tap` as
+/// it arrives.
 pub(super) async fn run(
     command: &str,
     cwd: &Path,
     timeout: Duration,
     env: &[(String, String)],
     output_cap: usize,
+    tap: Option<Tap>,
 ) -> Result<CommandOutput, CommandError> {
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")
@@ -38,10 +40,15 @@ pub(super) async fn run(
     // If the call is abandoned (its deadline passed), the whole group goes with it.
     let _group = GroupGuard::new(pid);
     let (stdout, stderr) = (Capture::new(output_cap), Capture::new(output_cap));
-    let readers = [
-        tokio::spawn(stdout.clone().fill(child.stdout.take())),
-        tokio::spawn(stderr.clone().fill(child.stderr.take())),
-    ];
+    let (out_pipe, err_pipe) = (child.stdout.take(), child.stderr.take());
+    let (out_capture, err_capture) = (stdout.clone(), stderr.clone());
+    let readers = [tokio::spawn(async move {
+        let tap = tap.as_ref();
+        let both = async {
+            tokio::join!(out_capture.fill(out_pipe, tap), err_capture.fill(err_pipe, tap));
+        };
+        super::capture::ticking(both, tap).await;
+    })];
     let status = tokio::time::timeout(timeout, child.wait()).await;
     let timed_out = status.is_err();
     if timed_out {

@@ -60,8 +60,14 @@ pub(crate) async fn list(
 }
 
 async fn listed(served: &Served, source: Option<&str>, page_no: usize) -> Markup {
-    let query =
-        ListQuery { limit: PAGE + 1, offset: (page_no - 1) * PAGE, include_children: false, source, parent_id: None };
+    let query = ListQuery {
+        limit: PAGE + 1,
+        offset: (page_no - 1) * PAGE,
+        include_children: false,
+        source,
+        parent_id: None,
+        cwd: None,
+    };
     let mut sessions = match served.host.store().list_sessions_with(&query).await {
         Ok(sessions) => sessions,
         Err(e) => return html! { p.refused { "The sessions cannot be read: " (e) } },

@@ -309,8 +309,8 @@ impl Pg {
     }
 
     pub(crate) async fn list_sessions(&self, q: &ListQuery<'_>) -> Result<Vec<SessionInfo>> {
-        let (children, source, parent) =
-            (q.include_children, q.source.map(String::from), q.parent_id.map(String::from));
+        let (children, source, parent, cwd) =
+            (q.include_children, q.source.map(String::from), q.parent_id.map(String::from), q.cwd.map(String::from));
         let (limit, offset) = (count(q.limit), count(q.offset));
         let client = self.client().await?;
         let rows = client
@@ -319,9 +319,10 @@ impl Pg {
                     "{SESSION_COLUMNS}
                      WHERE ($1 OR $2::text IS NOT NULL OR $3::text IS NOT NULL OR s.source <> 'subagent')
                        AND ($2::text IS NULL OR s.source = $2) AND ($3::text IS NULL OR s.parent_id = $3)
+                       AND ($6::text IS NULL OR s.cwd = $6)
                      ORDER BY s.updated_at DESC, s.id DESC LIMIT $4 OFFSET $5"
                 ),
-                &[&children, &source, &parent, &limit, &offset],
+                &[&children, &source, &parent, &limit, &offset, &cwd],
             )
             .await
             .map_err(sql)?;

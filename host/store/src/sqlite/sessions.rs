@@ -244,10 +244,11 @@ impl Sqlite {
             "{SESSION_COLUMNS}
              WHERE (?1 OR ?2 IS NOT NULL OR ?3 IS NOT NULL OR s.source <> 'subagent')
                AND (?2 IS NULL OR s.source = ?2) AND (?3 IS NULL OR s.parent_id = ?3)
+               AND (?6 IS NULL OR s.cwd = ?6)
              ORDER BY s.updated_at DESC, s.id DESC LIMIT +?4 OFFSET +?5"
         ))?;
         let rows = stmt.query_map(
-            params![q.include_children, q.source, q.parent_id, count(q.limit), count(q.offset)],
+            params![q.include_children, q.source, q.parent_id, count(q.limit), count(q.offset), q.cwd],
             session_from_row,
         )?;
         Ok(rows.collect::<Result<_, _>>()?)

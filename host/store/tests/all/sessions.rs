@@ -214,6 +214,16 @@ async fn lists_are_newest_first_and_paged(s: &Store) {
     assert_eq!(page(s, 10, 5).await, Vec::<String>::new());
     let cron = s.list_sessions_with(&ListQuery { source: Some("cron"), ..ListQuery::default() }).await.expect("list");
     assert!(cron.is_empty());
+    s.create_session(&NewSession { cwd: "/tmp/other".into(), ..new_session("elsewhere") }).await.expect("create");
+    turn(s, "elsewhere", "q", "a").await;
+    let here = |cwd| ListQuery { cwd: Some(cwd), limit: 2, ..ListQuery::default() };
+    let ids = |v: Vec<talaria_store::SessionInfo>| v.into_iter().map(|i| i.id).collect::<Vec<_>>();
+    assert_eq!(ids(s.list_sessions_with(&here("/tmp/other")).await.expect("list")), ["elsewhere"]);
+    assert_eq!(
+        ids(s.list_sessions_with(&here("/tmp/project")).await.expect("list")),
+        ["s1", "s4"],
+        "a page of this directory's sessions is full, the newest first"
+    );
 }
 
 async fn titles_are_unique_and_checked(s: &Store) {
