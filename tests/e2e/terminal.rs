@@ -720,3 +720,33 @@ fn continue_takes_the_latest_session_of_this_directory_and_names_it() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("no session was started in") && err.contains("--resume latest"), "{err}");
 }
+
+/// Issue 41, finding 6: `--resume` with no value lists the sessions to choose from (this
+/// directory's first) and resumes the one chosen; `/model` with no value lists the endpoint's
+/// models and switches to the one chosen.
+#[test]
+fn resume_and_model_with_no_value_offer_a_list_to_choose_from() {
+    let t = Talaria::new();
+    let mock = MockLlm::start(Script::new([
+        Reply::text("planned the trip").into(),
+        Reply::text("on the chosen model").into(),
+    ]));
+    t.use_mock(&mock, "chat_completions", "");
+    assert!(t.chat(&["-q", "plan a trip to Lisbon"]).status.success());
+
+    let mut repl = Repl::start_args(&t, &["chat", "--resume"]);
+    let screen = repl.wait_for_screen("the list of sessions", |s| s.iter().any(|r| r == "Resume which session?"));
+    let rows = rows_from(&screen, "Resume which session?");
+    assert!(rows[1].starts_with("› ") && rows[1].contains("plan a trip to Lisbon · 2 messages"), "{rows:#?}");
+    repl.type_raw("\r");
+    repl.wait_for("resumed ", 1);
+
+    repl.send("/model");
+    repl.wait_for_screen("the endpoint's models", |s| s.iter().any(|r| r == "Use which model?"));
+    repl.type_raw("\r");
+    repl.wait_for("now using", 1);
+    repl.send("go on");
+    repl.wait_for("on the chosen model", 1);
+    assert_eq!(mock.requests().last().expect("asked").body["model"], "mock", "the model chosen from the list");
+    repl.close();
+}
