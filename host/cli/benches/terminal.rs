@@ -25,6 +25,9 @@ mod markdown;
 #[allow(unused_imports)]
 #[path = "../src/screen.rs"]
 mod screen;
+#[allow(unused_imports)]
+#[path = "../src/wrap.rs"]
+mod wrap;
 
 use std::io::{Read as _, Write as _};
 use std::process::{Command, Stdio};

@@ -59,6 +59,7 @@ mod store;
 mod tools;
 mod ui;
 mod waiting;
+mod wrap;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -155,12 +155,14 @@ impl Repl {
         let line = format!("talaria · {model} · {} tools · {state}", info.tools.len());
         if interactive {
             putln!(anstream::stdout(), "{}", line.bold());
-            putln!(
-                anstream::stdout(),
-                "{}",
-                "/help for commands · Alt-Enter or Ctrl-J for a new line · Esc or Ctrl-C stops a reply · Ctrl-D leaves"
-                    .dimmed()
-            );
+            let keys = [
+                "/help for commands",
+                "Alt-Enter or Ctrl-J for a new line",
+                "Esc or Ctrl-C stops a reply",
+                "Ctrl-D leaves",
+            ]
+            .map(String::from);
+            putln!(anstream::stdout(), "{}", ui::fit_joined(&keys, " · ", 0).dimmed());
         } else {
             putln!(std::io::stdout(), "{line}");
         }

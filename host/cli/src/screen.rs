@@ -234,8 +234,15 @@ fn lines(f: &Footer, color: bool, width: usize) -> Vec<(String, String)> {
         out.push(style(p.clone(), p.dimmed().to_string()));
     }
     if f.input.is_empty() {
-        let hint = format!("› {}", f.hint);
-        out.push(style(hint.clone(), format!("{} {}", "›".bold(), f.hint.dimmed())));
+        // The hint broken at its words, not wherever the terminal cuts it.
+        for (i, row) in crate::wrap::wrap_after(&f.hint, width.saturating_sub(1), 2, 2).split('\n').enumerate() {
+            if i == 0 {
+                out.push(style(format!("› {row}"), format!("{} {}", "›".bold(), row.dimmed())));
+            } else {
+                let row = row.trim_start();
+                out.push(style(format!("  {row}"), format!("  {}", row.dimmed())));
+            }
+        }
     } else {
         for (i, line) in f.input.split('\n').enumerate() {
             let mark = if i == 0 { "›" } else { "·" };
@@ -268,6 +275,9 @@ mod tests {
         assert_eq!(shown, ["⠋ waiting for m… 3s", "↳ queued: next", "› two", "· lines"]);
         let empty = Footer { hint: "type ahead".into(), ..Footer::default() };
         assert_eq!(lines(&empty, false, 80)[0].1, "› type ahead");
+        let long = Footer { hint: "type a message: Enter stops this reply".into(), ..Footer::default() };
+        let shown: Vec<String> = lines(&long, false, 30).into_iter().map(|(_, s)| s).collect();
+        assert_eq!(shown, ["› type a message: Enter stops", "  this reply"], "the hint breaks at a word");
         let evil = Footer { input: "x\u{1b}[2J".into(), ..Footer::default() };
         assert_eq!(lines(&evil, false, 80)[0].1, "› x\\x1b[2J", "typed escapes are shown, not obeyed");
         let running = Footer {

@@ -3,9 +3,10 @@
 
 use std::io::IsTerminal as _;
 
+use crate::wrap::join_within;
+pub use crate::wrap::wrap_after;
 use owo_colors::OwoColorize as _;
 use talaria_runtime::shown::visible_lines;
-use unicode_width::UnicodeWidthStr as _;
 
 /// `error: MESSAGE` on stderr, wrapped at word boundaries on a terminal.
 pub fn error(message: &str) {
@@ -42,40 +43,6 @@ fn stderr_width() -> Option<usize> {
     std::io::stderr().is_terminal().then(|| crate::screen::terminal_size().0)
 }
 
-/// `text` broken at spaces into rows of at most `width` columns, rows after the first
-/// indented by `indent` spaces; `first` columns of the first row are taken already (by a
-/// prefix printed before it). The text's own line breaks are kept, and a word wider than a row
-/// stays whole (the terminal breaks it). Style sequences take no columns.
-pub fn wrap_after(text: &str, width: usize, indent: usize, first: usize) -> String {
-    let mut out = String::with_capacity(text.len() + 16);
-    let pad = " ".repeat(indent);
-    for (n, line) in text.split('\n').enumerate() {
-        let mut used = if n == 0 { first } else { indent };
-        if n > 0 {
-            out.push('\n');
-            out.push_str(&pad);
-        }
-        let mut fresh = true;
-        for word in line.split(' ') {
-            let w = anstream::adapter::strip_str(word).to_string().width();
-            if !fresh && used + 1 + w > width {
-                out.push('\n');
-                out.push_str(&pad);
-                used = indent;
-                fresh = true;
-            }
-            if !fresh {
-                out.push(' ');
-                used += 1;
-            }
-            out.push_str(word);
-            used += w;
-            fresh = false;
-        }
-    }
-    out
-}
-
 /// `text` for stdout: wrapped as [`wrap_after`] says at the terminal's width when stdout is a
 /// terminal, as it is otherwise (a pipe gets whole lines).
 pub fn fit(text: &str, indent: usize, first: usize) -> String {
@@ -93,25 +60,6 @@ pub fn fit_joined(parts: &[String], sep: &str, indent: usize) -> String {
         return parts.join(sep);
     }
     join_within(parts, sep, indent, crate::screen::terminal_size().0)
-}
-
-fn join_within(parts: &[String], sep: &str, indent: usize, width: usize) -> String {
-    let mut out = String::new();
-    let mut used = 0;
-    for (i, part) in parts.iter().enumerate() {
-        let w = part.width();
-        if i > 0 && used + sep.width() + w > width {
-            out.push('\n');
-            out.push_str(&" ".repeat(indent));
-            used = indent;
-        } else if i > 0 {
-            out.push_str(sep);
-            used += sep.width();
-        }
-        out.push_str(part);
-        used += w;
-    }
-    out
 }
 
 /// [`wrap_after`] for text printed after a prefix of `indent` columns (`note: `).
