@@ -119,18 +119,7 @@ impl Gate {
     /// Call `call_id`'s command printed `text` while it runs: shown ([`Event::ToolOutput`]) and
     /// its last [`OUTPUT_KEPT`] bytes kept, for a result if the call is cut short.
     pub fn output(&self, call_id: &str, text: &str) {
-        {
-            let mut outputs = lock(&self.outputs);
-            let kept = outputs.entry(call_id.to_string()).or_default();
-            kept.push_str(text);
-            if kept.len() > OUTPUT_KEPT {
-                let mut cut = kept.len() - OUTPUT_KEPT;
-                while !kept.is_char_boundary(cut) {
-                    cut += 1;
-                }
-                kept.drain(..cut);
-            }
-        }
+        talaria_protocol::keep_output(lock(&self.outputs).entry(call_id.to_string()).or_default(), text, OUTPUT_KEPT);
         lock(&self.emitter).emit(Event::ToolOutput { call_id: call_id.to_string(), text: text.to_string() });
     }
 

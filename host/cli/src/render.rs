@@ -307,14 +307,7 @@ impl Renderer {
     /// indicator while the REPL's footer is up.
     fn tool_output(&mut self, call_id: &str, text: &str) {
         let kept = self.outputs.entry(call_id.to_string()).or_default();
-        kept.push_str(text);
-        if kept.len() > OUTPUT_KEPT {
-            let mut cut = kept.len() - OUTPUT_KEPT;
-            while !kept.is_char_boundary(cut) {
-                cut += 1;
-            }
-            kept.drain(..cut);
-        }
+        talaria_protocol::keep_output(kept, text, OUTPUT_KEPT);
         if self.waiting.is_some() {
             let last = last_lines(kept, RUNNING_LINES);
             crate::screen::update(|f| f.output = last);
@@ -716,12 +709,12 @@ mod tests {
     #[test]
     fn a_folded_output_is_numbered_and_expands_whole() {
         let mut r = Renderer::new(true);
-        assert!(r.expand(1).unwrap_err().contains("no command's output was folded"));
+        assert!(r.expand(1).expect_err("none folded").contains("no command's output was folded"));
         r.show_output("1\n2\n3\n4\n5\n");
         r.show_output("short\n");
         assert_eq!(r.folded.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [1], "only a folded output is kept");
         assert!(r.expand(1).is_ok());
-        assert_eq!(r.expand(2).unwrap_err(), "there is no folded output 2; the ones kept are 1 to 1");
+        assert_eq!(r.expand(2).expect_err("not kept"), "there is no folded output 2; the ones kept are 1 to 1");
     }
 
     #[test]

@@ -747,6 +747,39 @@ fn hit_json(h: &SearchHit) -> HitJson<'_> {
     }
 }
 
+/// Let the user choose one of the latest sessions at the terminal (`--resume` or `/resume`
+/// with no value): those of `workspace` first, each with when it was last used, its title and
+/// size. `None` when they leave the list, or there is no session.
+///
+/// # Errors
+/// The store cannot be read.
+pub async fn pick(store: &Store, workspace: &std::path::Path) -> anyhow::Result<Option<String>> {
+    let here = workspace.display().to_string();
+    let mut list = store.list_sessions(50, 0).await?;
+    // This directory's sessions first, each group newest first.
+    list.sort_by_key(|s| (s.cwd != here, std::cmp::Reverse(s.updated_at)));
+    let entries: Vec<crate::picker::Entry> = list
+        .iter()
+        .map(|s| {
+            let place =
+                if s.cwd == here { String::new() } else { format!(" · in {}", crate::ui::tilde(Path::new(&s.cwd))) };
+            crate::picker::Entry {
+                label: format!(
+                    "{} · {} · {}{place}",
+                    local_time(s.updated_at),
+                    crate::ui::first_line(&display_title(s), 60),
+                    plural(s.message_count, "message")
+                ),
+                value: s.id.clone(),
+            }
+        })
+        .collect();
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    Ok(tokio::task::spawn_blocking(move || crate::picker::pick("Resume which session?", &entries, 0)).await?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -779,37 +812,4 @@ mod tests {
         assert_eq!(out.len(), 5);
         assert_eq!(out[4], "… (6 more lines)");
     }
-}
-
-/// Let the user choose one of the latest sessions at the terminal (`--resume` or `/resume`
-/// with no value): those of `workspace` first, each with when it was last used, its title and
-/// size. `None` when they leave the list, or there is no session.
-///
-/// # Errors
-/// The store cannot be read.
-pub async fn pick(store: &Store, workspace: &std::path::Path) -> anyhow::Result<Option<String>> {
-    let here = workspace.display().to_string();
-    let mut list = store.list_sessions(50, 0).await?;
-    // This directory's sessions first, each group newest first.
-    list.sort_by_key(|s| (s.cwd != here, std::cmp::Reverse(s.updated_at)));
-    let entries: Vec<crate::picker::Entry> = list
-        .iter()
-        .map(|s| {
-            let place =
-                if s.cwd == here { String::new() } else { format!(" · in {}", crate::ui::tilde(Path::new(&s.cwd))) };
-            crate::picker::Entry {
-                label: format!(
-                    "{} · {} · {}{place}",
-                    local_time(s.updated_at),
-                    crate::ui::first_line(&display_title(s), 60),
-                    plural(s.message_count, "message")
-                ),
-                value: s.id.clone(),
-            }
-        })
-        .collect();
-    if entries.is_empty() {
-        return Ok(None);
-    }
-    Ok(tokio::task::spawn_blocking(move || crate::picker::pick("Resume which session?", &entries, 0)).await?)
 }

@@ -214,6 +214,28 @@ pub enum CallOutcome {
     Failed(String),
 }
 
+/// Add `text` a running command printed to `kept`, keeping only its last `max` bytes (cut at a
+/// character boundary): what a front end or the loop holds of [`Event::ToolOutput`]s.
+///
+/// ```
+/// let mut kept = String::new();
+/// talaria_protocol::keep_output(&mut kept, "line 1\n", 8);
+/// talaria_protocol::keep_output(&mut kept, "é2\n", 8);
+/// assert_eq!(kept, "e 1\né2\n");
+/// talaria_protocol::keep_output(&mut kept, "é", 5);
+/// assert_eq!(kept, "2\né", "never half a character");
+/// ```
+pub fn keep_output(kept: &mut String, text: &str, max: usize) {
+    kept.push_str(text);
+    if kept.len() > max {
+        let mut cut = kept.len() - max;
+        while !kept.is_char_boundary(cut) {
+            cut += 1;
+        }
+        kept.drain(..cut);
+    }
+}
+
 impl CallOutcome {
     /// Whether a person should see this call marked as failed.
     pub fn failed(&self) -> bool {

@@ -34,7 +34,7 @@ mod tool;
 
 pub use event::{
     ApprovalKind, ApprovalNeeded, CallOutcome, ClarifyNeeded, Event, FileChange, NoticeLevel, Outcome, SessionReason,
-    SessionStarted, Stamped, ToolFinished, ToolStarted, TurnEnd,
+    SessionStarted, Stamped, ToolFinished, ToolStarted, TurnEnd, keep_output,
 };
 pub use extension::{
     CompressRequest, Compressed, ContextStatus, HookDecision, HookEvent, HookKind, PluginError, PluginSession,
