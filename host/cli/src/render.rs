@@ -395,14 +395,7 @@ impl Renderer {
     }
 
     fn progress_warn(&self, text: &str) {
-        self.say(&format!("{} {}", "warning:".yellow().bold(), self.fit_err(text, 9)), true);
-    }
-
-    /// `text` for stderr after a prefix of `indent` columns: controls shown escaped, and broken
-    /// at words for the terminal's width when stderr is one.
-    fn fit_err(&self, text: &str, indent: usize) -> String {
-        let text = talaria_runtime::shown::visible_lines(text);
-        if self.tty_err { crate::ui::wrap(&text, crate::screen::terminal_size().0, indent) } else { text }
+        self.say(&format!("{} {}", "warning:".yellow().bold(), crate::ui::fit_err(text, 9)), true);
     }
 
     /// An error line on stderr.
@@ -411,7 +404,7 @@ impl Renderer {
     }
 
     fn progress_error(&self, text: &str) {
-        self.say(&format!("{} {}", "error:".red().bold(), self.fit_err(text, 7)), true);
+        self.say(&format!("{} {}", "error:".red().bold(), crate::ui::fit_err(text, 7)), true);
     }
 
     /// Write a line to stdout (or stderr), styled where that stream is a terminal and colour is

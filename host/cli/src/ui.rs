@@ -10,37 +10,24 @@ use talaria_runtime::shown::visible_lines;
 
 /// `error: MESSAGE` on stderr, wrapped at word boundaries on a terminal.
 pub fn error(message: &str) {
-    match stderr_width() {
-        Some(width) => {
-            putln!(anstream::stderr(), "{} {}", "error:".red().bold(), wrap(&visible_lines(message), width, 7))
-        }
-        None => talaria_author::ui::error(message),
-    }
+    putln!(anstream::stderr(), "{} {}", "error:".red().bold(), fit_err(message, 7));
 }
 
 /// `warning: MESSAGE` on stderr, wrapped at word boundaries on a terminal.
 pub fn warn(message: &str) {
-    match stderr_width() {
-        Some(width) => {
-            putln!(anstream::stderr(), "{} {}", "warning:".yellow().bold(), wrap(&visible_lines(message), width, 9));
-        }
-        None => talaria_author::ui::warn(message),
-    }
+    putln!(anstream::stderr(), "{} {}", "warning:".yellow().bold(), fit_err(message, 9));
 }
 
 /// `note: MESSAGE` on stderr, wrapped at word boundaries on a terminal.
 pub fn note(message: &str) {
-    match stderr_width() {
-        Some(width) => {
-            putln!(anstream::stderr(), "{} {}", "note:".cyan().bold(), wrap(&visible_lines(message), width, 6))
-        }
-        None => talaria_author::ui::note(message),
-    }
+    putln!(anstream::stderr(), "{} {}", "note:".cyan().bold(), fit_err(message, 6));
 }
 
-/// The terminal's width when stderr is one.
-fn stderr_width() -> Option<usize> {
-    std::io::stderr().is_terminal().then(|| crate::screen::terminal_size().0)
+/// `text` for stderr after a prefix of `indent` columns: its controls shown escaped, and broken
+/// at words for the terminal's width when stderr is one.
+pub fn fit_err(text: &str, indent: usize) -> String {
+    let text = visible_lines(text);
+    if std::io::stderr().is_terminal() { wrap(&text, crate::screen::terminal_size().0, indent) } else { text }
 }
 
 /// `text` for stdout: wrapped as [`wrap_after`] says at the terminal's width when stdout is a
