@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use unicode_width::UnicodeWidthStr as _;
 
-use crate::markdown::{self, Look};
+use crate::markdown::{self, Highlights, Look};
 use crate::screen::Drawn;
 
 /// Least time between two redraws of the live region while text arrives (a timer draws what
@@ -36,12 +36,23 @@ pub struct Live {
     /// How to draw: in colour with what the terminal supports, or only the layout (`NO_COLOR`),
     /// read from the environment once; the width is the terminal's at each draw.
     look: Look,
+    /// The code blocks highlighted so far: a redraw highlights only their new lines.
+    highlights: Highlights,
 }
 
 impl Live {
     pub fn new(color: bool) -> Self {
         let look = if color { Look::terminal(0) } else { Look::plain(0) };
-        Self { pending: String::new(), frozen: 0, drawn: Drawn::NONE, gap: false, last_draw: None, dirty: false, look }
+        Self {
+            pending: String::new(),
+            frozen: 0,
+            drawn: Drawn::NONE,
+            gap: false,
+            last_draw: None,
+            dirty: false,
+            look,
+            highlights: Highlights::default(),
+        }
     }
 
     /// Add streamed text and bring the screen up to date.
@@ -105,8 +116,11 @@ impl Live {
         self.last_draw = Some(Instant::now());
         self.dirty = false;
         let look = Look { width, ..self.look };
-        let mut lines =
-            if self.pending.trim().is_empty() { Vec::new() } else { markdown::render(&self.pending, &look) };
+        let mut lines = if self.pending.trim().is_empty() {
+            Vec::new()
+        } else {
+            markdown::render(&self.pending, &look, &mut self.highlights)
+        };
         if self.gap && !lines.is_empty() {
             lines.insert(0, String::new());
         }

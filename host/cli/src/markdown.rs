@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 
 use pulldown_cmark::{Alignment, CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use syntect::easy::HighlightLines;
-use syntect::highlighting::{Theme, ThemeSet};
-use syntect::parsing::SyntaxSet;
+use syntect::highlighting::{HighlightState, Theme, ThemeSet};
+use syntect::parsing::{ParseState, SyntaxSet};
 use unicode_width::{UnicodeWidthChar as _, UnicodeWidthStr as _};
 
 /// How to draw.
@@ -135,9 +135,12 @@ struct Table {
     header_rows: usize,
 }
 
-/// Render `markdown` to lines (without line ends) for a terminal of `look.width` columns.
-pub fn render(markdown: &str, look: &Look) -> Vec<String> {
-    let mut r = Render::new(*look);
+/// Render `markdown` to lines (without line ends) for a terminal of `look.width` columns,
+/// taking the highlighting of code blocks seen before from `highlights` (and adding this text's):
+/// a block that grew, or is drawn again at another width, is highlighted only from its first new
+/// line.
+pub fn render(markdown: &str, look: &Look, highlights: &mut Highlights) -> Vec<String> {
+    let mut r = Render::new(*look, std::mem::take(highlights));
     let options = Options::ENABLE_TABLES
         | Options::ENABLE_STRIKETHROUGH
         | Options::ENABLE_TASKLISTS
@@ -150,6 +153,7 @@ pub fn render(markdown: &str, look: &Look) -> Vec<String> {
     while r.out.last().is_some_and(String::is_empty) {
         r.out.pop();
     }
+    *highlights = r.highlights;
     r.out
 }
 
@@ -168,10 +172,11 @@ struct Render {
     /// A blank line goes before the next block.
     gap: bool,
     hard_break: bool,
+    highlights: Highlights,
 }
 
 impl Render {
-    fn new(look: Look) -> Self {
+    fn new(look: Look, highlights: Highlights) -> Self {
         Self {
             look,
             out: Vec::new(),
@@ -185,6 +190,7 @@ impl Render {
             table: None,
             gap: false,
             hard_break: false,
+            highlights,
         }
     }
 
@@ -503,12 +509,15 @@ impl Render {
         let fence = Style { dim: true, ..Style::default() };
         let piece = |text: String, style: Style| Piece { text, style, link: None };
         self.emit(vec![piece(format!("```{lang}"), fence)]);
-        let code = code.strip_suffix('\n').unwrap_or(&code);
         if self.look.color {
-            for line in highlight(&lang, code) {
-                self.emit(line);
+            let mut highlights = std::mem::take(&mut self.highlights);
+            let (done, partial) = highlights.highlight(&lang, &code);
+            for line in done.iter().chain(&partial) {
+                self.emit(line.clone());
             }
+            self.highlights = highlights;
         } else {
+            let code = code.strip_suffix('\n').unwrap_or(&code);
             for line in code.split('\n') {
                 self.emit(vec![piece(clean(line), Style::default())]);
             }
@@ -748,31 +757,88 @@ pub fn warm_up() {
     let _ = theme();
 }
 
-/// `code` highlighted as `lang` (plain when the language is unknown), one line each.
-fn highlight(lang: &str, code: &str) -> Vec<Vec<Piece>> {
-    let set = syntaxes();
-    let syntax = set
-        .find_syntax_by_token(lang)
-        .or_else(|| (lang.is_empty()).then(|| set.find_syntax_plain_text()))
-        .unwrap_or_else(|| set.find_syntax_plain_text());
-    let mut lines = HighlightLines::new(syntax, theme());
-    let mut out = Vec::new();
-    for line in code.split('\n') {
-        let with_end = format!("{line}\n");
-        let pieces = match lines.highlight_line(&with_end, set) {
-            Ok(regions) => regions
-                .into_iter()
-                .map(|(s, text)| {
-                    let c = s.foreground;
-                    let style = Style { fg: Some(Fg::Rgb(c.r, c.g, c.b)), ..Style::default() };
-                    Piece { text: text.trim_end_matches('\n').to_string(), style, link: None }
-                })
-                .collect(),
-            Err(_) => vec![Piece { text: line.to_string(), style: Style::default(), link: None }],
+/// Code blocks highlighted so far, with the highlighter's state after each one's last complete
+/// line, so highlighting a block again (it grew, or the width changed) starts where it stopped.
+/// A streamed block of n lines is then highlighted once, not once per redraw.
+#[derive(Default)]
+pub struct Highlights {
+    /// The most recently highlighted blocks, the newest last.
+    blocks: Vec<Highlighted>,
+}
+
+/// Blocks [`Highlights`] keeps: a few answers' worth of code blocks still on the way.
+const BLOCKS_KEPT: usize = 4;
+
+struct Highlighted {
+    lang: String,
+    /// The complete lines highlighted, each with its line end.
+    code: String,
+    lines: Vec<Vec<Piece>>,
+    /// The highlighter after `code`.
+    state: (HighlightState, ParseState),
+}
+
+impl Highlights {
+    /// `code` highlighted as `lang` (plain when the language is unknown), one line each: the
+    /// complete lines (kept for next time), then the last one if it has no line end yet. Empty
+    /// code is one empty line.
+    fn highlight(&mut self, lang: &str, code: &str) -> (&[Vec<Piece>], Vec<Vec<Piece>>) {
+        let set = syntaxes();
+        // The longest block seen before that this one continues.
+        let seen = self
+            .blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.lang == lang && code.starts_with(&b.code))
+            .max_by_key(|(_, b)| b.code.len())
+            .map(|(i, _)| i);
+        let mut block = match seen {
+            Some(i) => self.blocks.remove(i),
+            None => {
+                let syntax = set.find_syntax_by_token(lang).unwrap_or_else(|| set.find_syntax_plain_text());
+                let fresh = HighlightLines::new(syntax, theme()).state();
+                Highlighted { lang: lang.to_string(), code: String::new(), lines: Vec::new(), state: fresh }
+            }
         };
-        out.push(pieces);
+        let rest = &code[block.code.len()..];
+        let (complete, partial) = match rest.rfind('\n') {
+            Some(end) => rest.split_at(end + 1),
+            None => ("", rest),
+        };
+        let (h, p) = block.state;
+        let mut lines = HighlightLines::from_state(theme(), h, p);
+        for line in complete.split_inclusive('\n') {
+            block.lines.push(pieces(&mut lines, line, set));
+        }
+        block.code.push_str(complete);
+        block.state = lines.state();
+        let mut last = Vec::new();
+        if !partial.is_empty() || block.lines.is_empty() {
+            let (h, p) = block.state.clone();
+            last.push(pieces(&mut HighlightLines::from_state(theme(), h, p), &format!("{partial}\n"), set));
+        }
+        if self.blocks.len() >= BLOCKS_KEPT {
+            self.blocks.remove(0);
+        }
+        self.blocks.push(block);
+        let kept = self.blocks.last().map_or(&[][..], |b| &b.lines[..]);
+        (kept, last)
     }
-    out
+}
+
+/// One line (with its line end) highlighted, the highlighter moved past it.
+fn pieces(lines: &mut HighlightLines<'_>, line: &str, set: &SyntaxSet) -> Vec<Piece> {
+    match lines.highlight_line(line, set) {
+        Ok(regions) => regions
+            .into_iter()
+            .map(|(s, text)| {
+                let c = s.foreground;
+                let style = Style { fg: Some(Fg::Rgb(c.r, c.g, c.b)), ..Style::default() };
+                Piece { text: text.trim_end_matches('\n').to_string(), style, link: None }
+            })
+            .collect(),
+        Err(_) => vec![Piece { text: line.trim_end_matches('\n').to_string(), style: Style::default(), link: None }],
+    }
 }
 
 #[cfg(test)]
@@ -780,7 +846,7 @@ mod tests {
     use super::*;
 
     fn plain(md: &str, width: usize) -> Vec<String> {
-        render(md, &Look::plain(width))
+        render(md, &Look::plain(width), &mut Highlights::default())
     }
 
     #[test]
@@ -852,12 +918,36 @@ mod tests {
     #[test]
     fn colour_styles_and_highlights_code() {
         let look = Look { width: 80, color: true, hyperlinks: true, truecolor: false };
-        let lines = render("**bold** [site](https://x.test)\n\n```rust\nlet x = 1;\n```\n", &look);
+        let lines =
+            render("**bold** [site](https://x.test)\n\n```rust\nlet x = 1;\n```\n", &look, &mut Highlights::default());
         assert!(lines[0].contains("\x1b[1mbold\x1b[0m"), "{:?}", lines[0]);
         assert!(lines[0].contains("\x1b]8;;https://x.test\x1b\\"), "a hyperlink: {:?}", lines[0]);
         assert!(!lines[0].contains("(https://x.test)"), "the address is in the link, not repeated");
         assert!(lines[3].contains("\x1b[38;5;"), "highlighted: {:?}", lines[3]);
         assert!(strip(&lines[3]).contains("let x = 1;"));
+    }
+
+    #[test]
+    fn a_code_block_highlighted_as_it_grows_matches_it_highlighted_whole() {
+        // A comment and a string over several lines: each line's colours hang on those before.
+        let md = "```rust\n/* a comment\n   over lines */\nlet s = \"a string\nover lines\";\nfn main() { let x = 1; }\n```\n";
+        let look = Look { width: 80, color: true, hyperlinks: false, truecolor: true };
+        let whole = render(md, &look, &mut Highlights::default());
+        let mut highlights = Highlights::default();
+        let mut grown = Vec::new();
+        for end in 1..=md.len() {
+            grown = render(&md[..end], &look, &mut highlights);
+        }
+        assert_eq!(grown, whole);
+        assert_ne!(strip(&whole[2]), whole[2], "highlighted: {:?}", whole[2]);
+        // At another width the block is not highlighted again: what was kept is the same.
+        let narrow = render(md, &Look { width: 40, ..look }, &mut highlights);
+        assert_eq!(narrow, whole, "code lines are not wrapped by the renderer");
+        let rust: Vec<_> = highlights.blocks.iter().filter(|b| b.lang == "rust").collect();
+        assert_eq!(rust.len(), 1, "one block kept for the one block");
+        assert_eq!(rust[0].code, md["```rust\n".len()..md.len() - "```\n".len()]);
+        assert_eq!(rust[0].lines.len(), 5);
+        assert!(highlights.blocks.len() <= BLOCKS_KEPT);
     }
 
     #[test]
