@@ -5,9 +5,10 @@
 //!
 //! A block ends at a blank line outside a code fence once the next line starts at the margin
 //! (an indented line may still belong to a list item above it). A live block taller than the
-//! screen leaves its top lines behind for good, so the region can always be redrawn. Every
-//! draw ends with a line break: the cursor waits at the start of the line below the region
-//! (where the footer of [`crate::screen`] goes).
+//! screen leaves its top lines behind for good, so the region can always be redrawn; after a
+//! resize the rest starts after the words already left behind, wherever the new width breaks
+//! the lines. Every draw ends with a line break: the cursor waits at the start of the line below
+//! the region (where the footer of [`crate::screen`] goes).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -24,8 +25,13 @@ const REDRAW_EVERY: Duration = Duration::from_millis(33);
 pub struct Live {
     /// Text of the block(s) not yet left behind.
     pending: String,
-    /// Rendered lines of `pending` already left in the scrollback (a block taller than the screen).
+    /// Rendered lines of `pending` already left in the scrollback (a block taller than the
+    /// screen), counted at `frozen_width`.
     frozen: usize,
+    frozen_width: usize,
+    /// Words of `pending` already left in the scrollback: where the live lines start again when
+    /// the width changed and the block's lines broke elsewhere.
+    frozen_words: usize,
     /// The live region's lines as drawn; the cursor is at the start of the line below them.
     drawn: Drawn,
     /// A block was left behind: a blank line goes before the next.
@@ -46,6 +52,8 @@ impl Live {
         Self {
             pending: String::new(),
             frozen: 0,
+            frozen_width: 0,
+            frozen_words: 0,
             drawn: Drawn::NONE,
             gap: false,
             last_draw: None,
@@ -124,6 +132,12 @@ impl Live {
         if self.gap && !lines.is_empty() {
             lines.insert(0, String::new());
         }
+        if self.frozen > 0 && width != self.frozen_width {
+            self.frozen = first_unfrozen(&lines, self.frozen_words);
+            // Count from there: a line drawn again is not left behind twice.
+            self.frozen_words = lines[..self.frozen].iter().map(|l| words(l)).sum();
+        }
+        self.frozen_width = width;
         let lines = &lines[self.frozen.min(lines.len())..];
         let mut buf = String::new();
         if !self.drawn.is_empty() {
@@ -145,6 +159,7 @@ impl Live {
                 buf.push_str("\r\n");
             }
             self.frozen += first;
+            self.frozen_words += lines[..first].iter().map(|l| words(l)).sum::<usize>();
             keep = lines.len() - first;
         }
         let live = &lines[lines.len() - keep..];
@@ -157,6 +172,7 @@ impl Live {
             self.gap |= !self.drawn.is_empty();
             self.drawn = Drawn::NONE;
             self.frozen = 0;
+            self.frozen_words = 0;
         }
         let _ = out.write_all(buf.as_bytes());
     }
@@ -199,6 +215,30 @@ fn block_end(text: &str) -> Option<usize> {
         }
     }
     None
+}
+
+/// Where the lines not yet left behind start, the block rendered at a new width: after the
+/// last line whose words were all left behind at the old one. A line that held the last words
+/// left behind and the first not is drawn again whole: part of one line repeated, none lost.
+fn first_unfrozen(lines: &[String], frozen_words: usize) -> usize {
+    let mut seen = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let here = words(line);
+        if here > 0 && seen + here > frozen_words {
+            return i;
+        }
+        seen += here;
+    }
+    lines.len()
+}
+
+/// Words in a rendered line (its escape sequences are not words).
+fn words(line: &str) -> usize {
+    if line.contains('\x1b') {
+        anstream::adapter::strip_str(line).to_string().split_whitespace().count()
+    } else {
+        line.split_whitespace().count()
+    }
 }
 
 /// Columns a rendered line takes on the screen (its escape sequences take none).
@@ -263,7 +303,16 @@ mod tests {
         live.finish(&mut out, (40, 10));
         let mut screen = vt100::Parser::new(10, 40, 100);
         screen.process(&out);
-        // Every row ever shown: the top row of each view back through the scrollback, then the screen.
+        let all = every_row(&mut screen);
+        for i in 0..30 {
+            let want = format!("line {i}");
+            assert_eq!(all.iter().filter(|l| **l == want).count(), 1, "{want} shown once: {all:#?}");
+        }
+        assert_eq!(screen.screen().contents().lines().last().map(str::trim_end), Some("```"));
+    }
+
+    /// Every row ever shown: the top row of each view back through the scrollback, then the screen.
+    fn every_row(screen: &mut vt100::Parser) -> Vec<String> {
         screen.screen_mut().set_scrollback(usize::MAX);
         let back = screen.screen().scrollback();
         let mut all: Vec<String> = Vec::new();
@@ -273,11 +322,58 @@ mod tests {
         }
         screen.screen_mut().set_scrollback(0);
         all.extend(screen.screen().contents().lines().map(|l| l.trim_end().to_string()));
-        for i in 0..30 {
-            let want = format!("line {i}");
-            assert_eq!(all.iter().filter(|l| **l == want).count(), 1, "{want} shown once: {all:#?}");
+        all
+    }
+
+    #[test]
+    fn a_tall_block_resized_while_it_arrives_loses_no_word() {
+        // A list taller than the screen, its items wrapping: at a new width they break elsewhere,
+        // and what was already left behind must not decide how much of the rest is drawn.
+        let items: String =
+            (0..40).map(|i| format!("- w{i:02}a w{i:02}b w{i:02}c w{i:02}d w{i:02}e w{i:02}f w{i:02}g\n")).collect();
+        for (from, to) in [(30, 60), (60, 30)] {
+            let mut live = Live::new(false);
+            let (mut before, mut after) = (Vec::new(), Vec::new());
+            let mut width = from;
+            let mut live_rows = 0;
+            for (n, line) in items.split_inclusive('\n').enumerate() {
+                if n == 20 {
+                    width = to;
+                    live_rows = live.drawn.rows_as_drawn();
+                    live.redraw(&mut after, (width, 12));
+                }
+                let out = if n < 20 { &mut before } else { &mut after };
+                live.push(line, out, (width, 12));
+                // Drawn at once, as the timer would after a pause.
+                live.tick(out, (width, 12));
+            }
+            live.finish(&mut after, (width, 12));
+            // The rows left at the old width: all but the live region the redraw cleared, as a
+            // terminal that keeps its scrollback shows them.
+            let mut old = vt100::Parser::new(12, from as u16, 1000);
+            old.process(&before);
+            let cursor = usize::from(old.screen().cursor_position().0);
+            let mut rows = every_row(&mut old);
+            old.screen_mut().set_scrollback(usize::MAX);
+            let back = old.screen().scrollback();
+            rows.truncate(back + cursor - live_rows);
+            // The rows drawn at the new width, from where the live region was.
+            let mut new = vt100::Parser::new(12, to as u16, 1000);
+            new.process(&after);
+            rows.extend(every_row(&mut new));
+            let all = rows.join(" ");
+            let shown: Vec<&str> = all.split_whitespace().filter(|w| w.starts_with('w')).collect();
+            let mut repeated = 0;
+            for i in 0..40 {
+                for c in 'a'..='g' {
+                    let word = format!("w{i:02}{c}");
+                    let times = shown.iter().filter(|w| **w == word).count();
+                    assert!(times >= 1, "{from}→{to}: {word} lost: {all}");
+                    repeated += times - 1;
+                }
+            }
+            assert!(repeated <= 7, "{from}→{to}: at most one item's line drawn again, {repeated} words were");
         }
-        assert_eq!(screen.screen().contents().lines().last().map(str::trim_end), Some("```"));
     }
 
     #[test]

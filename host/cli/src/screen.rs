@@ -76,6 +76,12 @@ impl Drawn {
     pub fn is_empty(&self) -> bool {
         self.widths.is_empty()
     }
+
+    /// The rows the lines took when they were drawn.
+    #[cfg(test)]
+    pub fn rows_as_drawn(&self) -> usize {
+        self.rows_if(self.width, false)
+    }
 }
 
 /// Whether the terminal re-wraps its lines when its width changes: tmux, VTE (GNOME Terminal),
