@@ -207,7 +207,7 @@ impl AcpSession {
             Command::Turn(text) if text.trim().is_empty() => {
                 return Err(error(ErrorCode::InvalidParams, "the prompt has no text to send"));
             }
-            Command::Turn(text) => Op::UserTurn { text, images: Vec::new() },
+            Command::Turn(text) => Op::UserTurn { text, images: Vec::new(), sender: None },
             Command::Op(op) => op,
             Command::Unknown(text) => {
                 self.send(updates::message(&text));
@@ -245,6 +245,11 @@ impl AcpSession {
                     Ok(PromptResponse::new(StopReason::Cancelled))
                 }
                 Outcome::Failed(why) => Err(error(ErrorCode::InternalError, why)),
+                // The prompt was not kept: ACP's refusal says so to the editor.
+                Outcome::Refused(why) => {
+                    self.send(updates::message(&why));
+                    Ok(PromptResponse::new(StopReason::Refusal))
+                }
             },
             Event::Error { text } => {
                 self.send(updates::message(&text));

@@ -205,6 +205,7 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         // What the user typed is committed before the model is asked: a crash keeps it.
         message_kept: false,
         no_model: false,
+        job: None,
     };
     let mut conversation = host.start(start).await?;
     // Warnings, then the session it is in.
@@ -353,7 +354,7 @@ pub async fn one_shot(
 ) -> anyhow::Result<ExitCode> {
     let mut renderer = Renderer::new(false);
     let stop = session.stop.clone();
-    let op = Op::UserTurn { text: prompt.to_string(), images };
+    let op = Op::UserTurn { text: prompt.to_string(), images, sender: None };
     let mut refused = None;
     let end = drive(&mut session, &mut renderer, op, None, &mut |step, _, _| {
         if let Step::Event(Stamped { event: Event::Error { text }, .. }) = step {
@@ -384,6 +385,7 @@ pub async fn one_shot(
         Outcome::Truncated => exit::TRUNCATED,
         Outcome::Interrupted => exit::INTERRUPTED,
         Outcome::Failed(_) => exit::FAILED,
+        Outcome::Refused(_) => exit::REFUSED,
     };
     if std::io::stderr().is_terminal() {
         let id = session.conversation.info().session_id;

@@ -9,6 +9,8 @@ pub const BUDGET: u8 = 3;
 /// The answer was cut off at the output-token limit (what arrived is printed, and kept in
 /// the session marked as cut).
 pub const TRUNCATED: u8 = 4;
+/// Not run: a spending limit of `[budget]` is reached.
+pub const REFUSED: u8 = 5;
 /// Interrupted (Ctrl-C), as shells expect.
 pub const INTERRUPTED: u8 = 130;
 /// Stopped by SIGHUP (the terminal closed): 128 + 1.

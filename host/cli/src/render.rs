@@ -373,6 +373,7 @@ impl Renderer {
                 self.progress_error(e);
                 self.show_cut(&end.partial);
             }
+            Outcome::Refused(why) => self.progress_error(why),
         }
     }
 

@@ -69,9 +69,11 @@ use talaria_runtime::{CommandPolicy, HostLimits, PluginSettings};
 
 use crate::Error;
 
+mod budget;
 mod gateway;
 mod home;
 
+pub use budget::{BudgetToml, Limits};
 pub use gateway::{GatewayToml, GroupSessions, PlatformToml, RouteAuth, RouteToml};
 pub use home::{
     ACTIVE_PROFILE_FILE, DEFAULT_PROFILE, base_home, check_profile_name, home, profile, profile_home, set_profile,
@@ -90,6 +92,9 @@ pub enum ConfigError {
     /// a value of the wrong type.
     #[error("{} is not valid: {error}", path.display())]
     Invalid { path: PathBuf, error: toml::de::Error },
+    /// A value of the right type that cannot be meant (a negative cost limit).
+    #[error("{} is not valid: {what}", path.display())]
+    Value { path: PathBuf, what: String },
     /// The file to change ([`edit`]) is not TOML.
     #[error("{} is not valid TOML: {error}", path.display())]
     Parse { path: PathBuf, error: toml_edit::TomlError },
@@ -155,6 +160,9 @@ pub struct ConfigToml {
     /// MCP servers whose tools the agent may use: `[mcp_servers.NAME]`.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, talaria_mcp::config::ServerToml>,
+    /// Spending limits.
+    #[serde(default)]
+    pub budget: BudgetToml,
 }
 
 /// `[store]`: where sessions, memory, plugin data, jobs and ledgers live.
@@ -613,7 +621,12 @@ impl ConfigToml {
     pub fn load(home: &Path) -> Result<Self, Error> {
         let path = home.join("config.toml");
         match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str(&text).map_err(|error| ConfigError::Invalid { path, error }.into()),
+            Ok(text) => {
+                let config: Self =
+                    toml::from_str(&text).map_err(|error| ConfigError::Invalid { path: path.clone(), error })?;
+                config.budget.check().map_err(|what| ConfigError::Value { path, what })?;
+                Ok(config)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(error) => Err(ConfigError::Read { path, error }.into()),
         }

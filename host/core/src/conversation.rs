@@ -251,6 +251,8 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         plugins: plugins.clone(),
         rest_after: start.rest_after,
         stats: host.stats.clone(),
+        last_sender: None,
+        job: start.job.clone(),
     };
     actor.update_info();
     tokio::spawn(actor.run());
@@ -415,6 +417,10 @@ struct Actor {
     rest_after: Option<std::time::Duration>,
     /// Where each turn's figures go.
     stats: Arc<crate::stats::Recorder>,
+    /// Who sent the last user message ([`Op::UserTurn::sender`]); a retry is theirs too.
+    last_sender: Option<String>,
+    /// The scheduled job this conversation runs ([`Start::job`]).
+    job: Option<String>,
 }
 
 impl Actor {
@@ -471,7 +477,8 @@ impl Actor {
             self.outbox.send(Event::Notice { level: NoticeLevel::Info, text });
         }
         match op {
-            Op::UserTurn { text, images } => {
+            Op::UserTurn { text, images, sender } => {
+                self.last_sender = sender;
                 let end = self.turn(text.clone(), images).await;
                 if matches!(end.outcome, talaria_protocol::Outcome::Completed) {
                     self.title_soon(text, end.text);
@@ -547,17 +554,31 @@ impl Actor {
         }
     }
 
-    /// Run one turn, taking immediate ops meanwhile and queueing the rest.
+    /// Run one turn, taking immediate ops meanwhile and queueing the rest; refused without a
+    /// model call when a spending limit covering it is reached ([`crate::budget`]).
     async fn turn(&mut self, text: String, images: Vec<talaria_protocol::Image>) -> TurnEnd {
         self.last_prompt = Some((text.clone(), images.clone()));
         self.outbox.turn = Some(self.outbox.op);
         self.outbox.send(Event::TurnStarted { text: text.clone() });
+        if let Some(reached) = self.over_budget().await {
+            let end = TurnEnd {
+                outcome: talaria_protocol::Outcome::Refused(reached.text),
+                text: String::new(),
+                partial: String::new(),
+                usage: talaria_protocol::Usage::default(),
+                api_calls: 0,
+            };
+            self.outbox.send(Event::TurnEnd(end.clone()));
+            self.outbox.turn = None;
+            return end;
+        }
         let cancel = CancellationToken::new();
         let started = std::time::Instant::now();
         let Self { agent, inbox, outbox, .. } = self;
         let end = during(inbox, outbox, &cancel, agent.run_turn_with(&text, images, &cancel)).await;
         outbox.turn = None;
         let model = self.agent.chain().providers.first().map(|p| p.model.clone()).unwrap_or_default();
+        let cost = crate::prices::Prices::of_model(&self.config, &model).map(|p| p.cost(&end.usage));
         self.stats.record(talaria_store::turns::TurnStat {
             session_id: self.agent.session_id().to_string(),
             source: self.shared.config.source.clone(),
@@ -567,8 +588,29 @@ impl Actor {
             outcome: end.outcome.name().to_string(),
             usage: end.usage,
             api_calls: end.api_calls,
+            sender: self.last_sender.clone(),
+            job: self.job.clone(),
+            cost,
         });
         end
+    }
+
+    /// The spending limit that keeps the next turn from starting, told to the owner.
+    async fn over_budget(&self) -> Option<crate::budget::Reached> {
+        let budget = &self.config.budget;
+        if !budget.is_set() {
+            return None;
+        }
+        // The turns that ended count before they are kept in their batch.
+        self.stats.flush().await;
+        let whose = crate::budget::Whose {
+            source: &self.shared.config.source,
+            sender: self.last_sender.as_deref(),
+            job: self.job.as_deref(),
+        };
+        let reached = crate::budget::reached(budget, &self.shared.store, whose, &jiff::Zoned::now()).await?;
+        crate::budget::tell_owner(&self.shared.store, &reached).await;
+        Some(reached)
     }
 
     fn set_model(&mut self, text: &str) {

@@ -15,7 +15,7 @@
 //! // 2. Start a conversation (a new session here; `Start::resume` continues a stored one).
 //! let mut conversation = host.start(Start::default()).await?;
 //! // 3. Submit a user turn; every submission gets an id.
-//! let turn = conversation.submit(Op::UserTurn { text: "What is in README.md?".into(), images: Vec::new() });
+//! let turn = conversation.submit(Op::UserTurn { text: "What is in README.md?".into(), images: Vec::new(), sender: None });
 //! // 4. Render events until that turn ends.
 //! while let Some(stamped) = conversation.next_event().await {
 //!     match &stamped.event {
@@ -53,6 +53,7 @@
 //! and `talaria mcp serve` (the `talaria-mcp-serve` crate). See docs/architecture.md.
 
 pub mod adapters;
+pub mod budget;
 pub mod config;
 mod conversation;
 pub mod grants;
@@ -203,6 +204,8 @@ pub struct Start {
     /// A conversation that never calls the model (`talaria tools`, which runs tools through
     /// [`talaria_protocol::Op::CallTool`]): no model needs to be configured, and none is read.
     pub no_model: bool,
+    /// The scheduled job it runs (by id): its turns count against the job's `[budget]`.
+    pub job: Option<String>,
 }
 
 impl Default for Start {
@@ -232,6 +235,7 @@ impl Default for Start {
             rest_after: None,
             message_kept: false,
             no_model: false,
+            job: None,
         }
     }
 }

@@ -60,6 +60,18 @@ impl Prices {
             .map(|&(_, input, cached, output)| Self { input, cached, output, bundled: true })
     }
 
+    /// The prices of `model` under `config`: `[model]`'s own when it is the configured model,
+    /// else the bundled table's.
+    pub fn of_model(config: &crate::ConfigToml, model: &str) -> Option<Self> {
+        let own = config.model.as_ref().filter(|m| m.name.as_deref() == Some(model));
+        Self::find(
+            model,
+            own.and_then(|m| m.input_price),
+            own.and_then(|m| m.output_price),
+            own.and_then(|m| m.cache_read_price),
+        )
+    }
+
     /// The cost of `usage` in US dollars.
     pub fn cost(&self, usage: &Usage) -> f64 {
         let cached = usage.cache_read_tokens.min(usage.input_tokens);

@@ -391,11 +391,14 @@ pub enum Outcome {
     Truncated,
     /// Every provider failed; the detail says why.
     Failed(String),
+    /// Not run (no model was called and the message was not kept): a spending limit of
+    /// `[budget]` is reached. The detail names it, what was spent and when it resets.
+    Refused(String),
 }
 
 impl Outcome {
-    /// Its serialized kind: `completed`, `interrupted`, `budget_exhausted`, `truncated` or
-    /// `failed`.
+    /// Its serialized kind: `completed`, `interrupted`, `budget_exhausted`, `truncated`,
+    /// `failed` or `refused`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Completed => "completed",
@@ -403,6 +406,7 @@ impl Outcome {
             Self::BudgetExhausted => "budget_exhausted",
             Self::Truncated => "truncated",
             Self::Failed(_) => "failed",
+            Self::Refused(_) => "refused",
         }
     }
 }

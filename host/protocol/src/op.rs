@@ -16,6 +16,11 @@ pub enum Op {
         /// Images sent with it (for a model that takes them).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         images: Vec<crate::Image>,
+        /// Who sent it where several people reach the agent (`PLATFORM:USER_ID` of a chat
+        /// platform), as the front door knows them, never as the text claims: the turn counts
+        /// against their `[budget]`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sender: Option<String>,
     },
     /// Stop the running turn; nothing of the model call in flight is kept.
     Interrupt,

@@ -292,6 +292,7 @@ impl Runner {
             plugins_from: from_chat.then(|| self.host.workspace().to_path_buf()),
             allow: job.allow.clone(),
             unconfined_commands: cron.unconfined_jobs.contains(&job.id),
+            job: Some(job.id.clone()),
             ..Start::default()
         };
         let mut conversation = match self.host.start(start).await {
@@ -304,7 +305,7 @@ impl Runner {
             .or(cron.timeout_secs)
             .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
         let prompt = framed(job, due_at, self.host.config());
-        let turn = conversation.submit(Op::UserTurn { text: prompt, images: Vec::new() });
+        let turn = conversation.submit(Op::UserTurn { text: prompt, images: Vec::new(), sender: None });
         let deadline = tokio::time::Instant::now() + timeout;
         let stop = self.stop.clone();
         let stopping = async move {
@@ -343,7 +344,7 @@ impl Runner {
                     _ if stopped => Err(format!("interrupted: {} stopped", self.holder)),
                     Outcome::Completed | Outcome::BudgetExhausted | Outcome::Truncated => Ok(end.text.clone()),
                     Outcome::Interrupted => Err("interrupted".to_string()),
-                    Outcome::Failed(e) => Err(e.clone()),
+                    Outcome::Failed(e) | Outcome::Refused(e) => Err(e.clone()),
                 };
             }
         };

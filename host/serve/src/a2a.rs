@@ -507,6 +507,7 @@ async fn drive(served: Arc<Served>, task: Arc<Task>, asked: Asked, mut events: O
         Some(Outcome::Completed | Outcome::Truncated | Outcome::BudgetExhausted) => (TaskState::Completed, None),
         Some(Outcome::Interrupted) => (TaskState::Canceled, None),
         Some(Outcome::Failed(detail)) => (TaskState::Failed, Some(format!("the model failed: {detail}"))),
+        Some(Outcome::Refused(why)) => (TaskState::Failed, Some(why)),
         None => {
             let (_, Json(why)) = failed_to_start(running).await;
             let why =

@@ -308,9 +308,16 @@ pub(crate) async fn collect(
         }
     }
     let Some(done) = ended else { return Err(failed_to_start(running).await.into_response()) };
-    if let Outcome::Failed(detail) = &done.outcome {
-        let message = format!("the model failed: {detail}");
-        return Err(error(StatusCode::BAD_GATEWAY, "api_error", &message).into_response());
+    match &done.outcome {
+        Outcome::Failed(detail) => {
+            let message = format!("the model failed: {detail}");
+            return Err(error(StatusCode::BAD_GATEWAY, "api_error", &message).into_response());
+        }
+        // A spending limit: what OpenAI answers when a quota is used up.
+        Outcome::Refused(why) => {
+            return Err(error(StatusCode::TOO_MANY_REQUESTS, "insufficient_quota", why).into_response());
+        }
+        Outcome::Completed | Outcome::Interrupted | Outcome::BudgetExhausted | Outcome::Truncated => {}
     }
     Ok((content.finish(&done.refused), done))
 }
@@ -471,6 +478,8 @@ fn streamed(chunks: Chunks) -> Response {
                 if let Outcome::Failed(detail) = &done.outcome {
                     let message = format!("the model failed: {detail}");
                     out.extend_from_slice(&data(&json!({"error": {"message": message, "type": "api_error", "code": Value::Null, "param": Value::Null}})));
+                } else if let Outcome::Refused(why) = &done.outcome {
+                    out.extend_from_slice(&data(&json!({"error": {"message": why, "type": "insufficient_quota", "code": "insufficient_quota", "param": Value::Null}})));
                 } else {
                     end(&c, &collected, &done, &mut out);
                 }

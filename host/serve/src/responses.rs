@@ -206,9 +206,16 @@ impl Events {
 
     /// The events after the last piece: the text, part, item and response done.
     fn end(&mut self, done: &Done, out: &mut Vec<u8>) {
-        if let Outcome::Failed(detail) = &done.outcome {
+        let error = match &done.outcome {
+            Outcome::Failed(detail) => {
+                Some(json!({"code": "server_error", "message": format!("the model failed: {detail}")}))
+            }
+            Outcome::Refused(why) => Some(json!({"code": "insufficient_quota", "message": why})),
+            Outcome::Completed | Outcome::Interrupted | Outcome::BudgetExhausted | Outcome::Truncated => None,
+        };
+        if let Some(error) = error {
             let mut failed = response(&self.ids, "failed", None, Some(done));
-            failed["error"] = json!({"code": "server_error", "message": format!("the model failed: {detail}")});
+            failed["error"] = error;
             self.event("response.failed", json!({"response": failed}), out);
             return;
         }

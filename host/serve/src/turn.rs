@@ -100,7 +100,7 @@ pub(crate) async fn run(served: Arc<Served>, asked: Asked, out: mpsc::Sender<Pie
     let mut conversation = served.host.start(start).await.map_err(|e| Failed::Start(e.to_string()))?;
     let approvals = asked.approvals;
     let text = if resumed { asked.text } else { asked.transcript };
-    let turn = conversation.submit(Op::UserTurn { text, images: Vec::new() });
+    let turn = conversation.submit(Op::UserTurn { text, images: Vec::new(), sender: None });
     let mut refused = Vec::new();
     // The client went away: the turn is stopped, and the rest of it only waited for.
     let mut gone = false;

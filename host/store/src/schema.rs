@@ -25,9 +25,11 @@
 //!     it till then, so processes sharing the ledger send each delivery once, and a chat's in
 //!     order (a claim of a process of this machine that is gone is void at once).
 //! 11. `turns`: what each turn took, for the usage and latency charts (see [`crate::turns`]).
+//! 12. `turns.sender`, `job` and `cost`: whom a turn was for and what it cost, for the spending
+//!     limits of `[budget]`.
 //!
 //! ```
-//! assert_eq!(talaria_store::schema::VERSION, 11);
+//! assert_eq!(talaria_store::schema::VERSION, 12);
 //! ```
 
 use std::time::{Duration, Instant};
@@ -294,6 +296,10 @@ pub const MIGRATIONS: &[&str] = &[
         api_calls         INTEGER NOT NULL
     );
     CREATE INDEX turns_by_end ON turns (ended_at);",
+    // 12: whom a turn was for and what it cost (crate::turns::Spender).
+    "ALTER TABLE turns ADD COLUMN sender TEXT;
+    ALTER TABLE turns ADD COLUMN job TEXT;
+    ALTER TABLE turns ADD COLUMN cost REAL;",
 ];
 
 fn migrations() -> Migrations<'static> {

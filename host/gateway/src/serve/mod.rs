@@ -624,7 +624,9 @@ impl Gateway {
                 return Ok(None);
             }
             Some(_) => (session::Kind::Command, written.unwrap_or_default().to_string()),
-            None => (session::Kind::Message, serde_json::to_string(&prompt_of(&m)).unwrap_or_default()),
+            None => {
+                (session::Kind::Message, serde_json::to_string(&prompt_of(&m, &inbound.platform)).unwrap_or_default())
+            }
         };
         self.enqueue(&inbox::Incoming {
             account,
@@ -812,8 +814,8 @@ fn latest_approval(account: &str, chat_id: &str) -> String {
 }
 
 /// What the agent is given of a message: its text, images (the others named, as the agent
-/// cannot open them).
-fn prompt_of(m: &InboundMessage) -> session::Prompt {
+/// cannot open them), and who sent it on `platform` (whose `[budget]` it counts against).
+fn prompt_of(m: &InboundMessage, platform: &str) -> session::Prompt {
     use base64::Engine as _;
     let mut text = m.text.clone();
     let mut images = Vec::new();
@@ -829,7 +831,7 @@ fn prompt_of(m: &InboundMessage) -> session::Prompt {
             text.push_str(&format!("\n[the user attached {name} ({}), which you cannot open]", a.mime));
         }
     }
-    session::Prompt { text, images }
+    session::Prompt { text, images, sender: Some(format!("{platform}:{}", m.sender_id)) }
 }
 
 /// The ledger key of the reply to a message.

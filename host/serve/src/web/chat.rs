@@ -122,7 +122,10 @@ fn shown(event: &Event) -> Option<Value> {
         Event::TurnEnd(end) => json!({
             "kind": "turn_end",
             "outcome": end.outcome.name(),
-            "detail": match &end.outcome { talaria_protocol::Outcome::Failed(d) => d.as_str(), _ => "" },
+            "detail": match &end.outcome {
+                talaria_protocol::Outcome::Failed(d) | talaria_protocol::Outcome::Refused(d) => d.as_str(),
+                _ => "",
+            },
         }),
         _ => return None,
     })
@@ -369,7 +372,7 @@ pub(crate) async fn send(
     if said.text.trim().is_empty() {
         return refusal(StatusCode::BAD_REQUEST, "The message is empty.");
     }
-    chat.submitter.submit(Op::UserTurn { text: said.text, images: Vec::new() });
+    chat.submitter.submit(Op::UserTurn { text: said.text, images: Vec::new(), sender: None });
     done(&headers, &id)
 }
 

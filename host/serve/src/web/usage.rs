@@ -84,17 +84,7 @@ pub(crate) async fn show(
         }
     };
     let config = served.host.config();
-    let configured = config.model.as_ref();
-    let price = |model: &str| {
-        // The configured prices are the configured model's.
-        let own = configured.filter(|m| m.name.as_deref() == Some(model));
-        Prices::find(
-            model,
-            own.and_then(|m| m.input_price),
-            own.and_then(|m| m.output_price),
-            own.and_then(|m| m.cache_read_price),
-        )
-    };
+    let price = |model: &str| Prices::of_model(config, model);
     let zone = jiff::tz::TimeZone::system();
     let mut by_day: BTreeMap<String, Sum> = BTreeMap::new();
     // Every day of the period, so a quiet one shows as such.

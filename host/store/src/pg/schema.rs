@@ -290,6 +290,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         api_calls         BIGINT NOT NULL
     );
     CREATE INDEX turns_by_end ON turns (ended_at);",
+    // 7: whom a turn was for and what it cost, as SQLite's version 12.
+    "ALTER TABLE turns ADD COLUMN sender TEXT;
+    ALTER TABLE turns ADD COLUMN job TEXT;
+    ALTER TABLE turns ADD COLUMN cost DOUBLE PRECISION;",
 ];
 
 /// The schema version this code writes.

@@ -4,7 +4,7 @@ use tokio_postgres::types::ToSql;
 
 use super::{Cached as _, Pg, sql};
 use crate::Result;
-use crate::turns::{TurnStat, int};
+use crate::turns::{Spender, Spent, TurnStat, int};
 
 impl Pg {
     /// One statement for the whole batch (its columns as arrays, `unnest` making them rows
@@ -20,15 +20,21 @@ impl Pg {
         let output = number(|t| int(t.usage.output_tokens));
         let cached = number(|t| int(t.usage.cache_read_tokens));
         let calls = number(|t| i64::from(t.api_calls));
-        let params: [&(dyn ToSql + Sync); 10] =
-            [&sessions, &sources, &models, &ended, &durations, &outcomes, &input, &output, &cached, &calls];
+        let senders: Vec<Option<String>> = turns.iter().map(|t| t.sender.clone()).collect();
+        let jobs: Vec<Option<String>> = turns.iter().map(|t| t.job.clone()).collect();
+        let costs: Vec<Option<f64>> = turns.iter().map(|t| t.cost).collect();
+        let params: [&(dyn ToSql + Sync); 13] = [
+            &sessions, &sources, &models, &ended, &durations, &outcomes, &input, &output, &cached, &calls, &senders,
+            &jobs, &costs,
+        ];
         let client = self.client().await?;
         client
             .exec(
                 "INSERT INTO turns (session_id, source, model, ended_at, duration_ms, outcome,
-                                    input_tokens, output_tokens, cache_read_tokens, api_calls)
+                                    input_tokens, output_tokens, cache_read_tokens, api_calls, sender, job, cost)
                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[],
-                                      $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[])",
+                                      $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[],
+                                      $12::text[], $13::float8[])",
                 &params,
             )
             .await
@@ -41,7 +47,7 @@ impl Pg {
         let rows = client
             .q(
                 "SELECT session_id, source, model, ended_at, duration_ms, outcome,
-                        input_tokens, output_tokens, cache_read_tokens, api_calls
+                        input_tokens, output_tokens, cache_read_tokens, api_calls, sender, job, cost
                  FROM turns WHERE ended_at >= $1 ORDER BY ended_at, id",
                 &[&since],
             )
@@ -64,7 +70,23 @@ impl Pg {
                     ..Default::default()
                 },
                 api_calls: u32::try_from(r.get::<_, i64>(9)).unwrap_or(0),
+                sender: r.get(10),
+                job: r.get(11),
+                cost: r.get(12),
             })
             .collect())
+    }
+
+    pub(crate) async fn spent(&self, who: Spender<'_>, since: i64) -> Result<Spent> {
+        let client = self.client().await?;
+        let sum = "SELECT COALESCE(SUM(input_tokens + output_tokens), 0)::bigint, COALESCE(SUM(cost), 0)::float8
+                   FROM turns WHERE ended_at >= $1";
+        let row = match who.column() {
+            None => client.q(sum, &[&since]).await,
+            Some((column, value)) => client.q(&format!("{sum} AND {column} = $2"), &[&since, &value]).await,
+        }
+        .map_err(sql)?;
+        let Some(row) = row.first() else { return Ok(Spent::default()) };
+        Ok(Spent { tokens: u64::try_from(row.get::<_, i64>(0)).unwrap_or(0), cost: row.get(1) })
     }
 }

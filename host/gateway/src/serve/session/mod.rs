@@ -92,6 +92,9 @@ pub(crate) struct Prompt {
     pub text: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<Image>,
+    /// `PLATFORM:USER_ID` of who sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<String>,
 }
 
 /// An admin's answer to an approval, as the inbox keeps it.
@@ -599,7 +602,8 @@ impl Worker {
             Arc::new(std::sync::Mutex::new(commit::Stream { id: entry.streamed.clone(), ..commit::Stream::default() }));
         let render = commit::render(self.account.clone(), self.chat.clone(), &entry, stream.clone());
         self.gateway.store.inbox_done_with_answer(entry.id, &info.session_id, render);
-        let op = self.conversation.submit(Op::UserTurn { text: prompt.text, images: prompt.images });
+        let op =
+            self.conversation.submit(Op::UserTurn { text: prompt.text, images: prompt.images, sender: prompt.sender });
         self.account.busy.fetch_add(1, Ordering::SeqCst);
         let now = Instant::now();
         self.turn = Some(Turn {
@@ -679,6 +683,7 @@ impl Worker {
                     }
                     Outcome::Interrupted => turn.streamed().map(|_| format!("{}\n\n(stopped)", turn.text)),
                     Outcome::Failed(why) => Some(format!("Sorry, I could not answer: {why}")),
+                    Outcome::Refused(why) => Some(why),
                 };
                 match markdown {
                     Some(markdown) => {
