@@ -430,3 +430,57 @@ fn a_jobs_commands_stay_confined_unless_that_job_is_set_unconfined() {
     let ran = last_tool_result(&mock);
     assert!(ran.contains("outside the workspace"), "{ran}");
 }
+
+/// A job's `[budget]` stops its next run, not the one that crosses it: that run ends with its
+/// answer after its tool call; the next is refused before any model call, saying which limit
+/// and when it resets; another job is not held back.
+#[test]
+fn a_jobs_budget_stops_its_next_run_not_the_one_that_crosses_it() {
+    let todo = json!({"todos": [{"id": "1", "content": "sweep", "status": "pending"}]});
+    let mock = MockLlm::start(Script::new([
+        Reply::text("").tool_call("todo", todo).usage(700, 100).into(),
+        Reply::text("all tidy").usage(700, 100).into(),
+        Reply::text("the other job ran").usage(10, 5).into(),
+    ]));
+    let t = home_with(&mock, "[budget.per_job]\ndaily_tokens = 1000\n");
+    let id = add(&t, "every 1h", "tidy up", &[]);
+    assert!(tick(&t, LATER).status.success());
+    let runs = history(&t, &id);
+    assert_eq!((runs[0]["status"].as_str(), runs[0]["output"].as_str()), (Some("ok"), Some("all tidy")));
+    assert_eq!(mock.requests().len(), 2, "the crossing run made both its calls");
+
+    let out = tick(&t, "2099-01-01T01:30:00Z");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let runs = history(&t, &id);
+    assert_eq!(runs[0]["status"], "error", "{runs:#?}");
+    let error = runs[0]["error"].as_str().expect("error");
+    assert!(
+        error.starts_with(&format!(
+            "The daily budget of job {id} is used up (1,600 of 1,000 tokens today). It resets at "
+        )),
+        "{error}"
+    );
+    assert_eq!(mock.requests().len(), 2, "a refused run calls no model");
+
+    let other = add(&t, "every 1h", "something else", &[]);
+    assert!(tick(&t, "2099-01-01T01:30:00Z").status.success());
+    assert_eq!(history(&t, &other)[0]["output"], "the other job ran");
+
+    // `talaria usage`: the two turns that ran (not the refused one), and each job's standing.
+    let usage: Value = serde_json::from_str(&t.ok(&["usage", "--json"])).expect("json");
+    assert_eq!(usage["by_source"]["cron"]["turns"], 2, "{usage:#}");
+    assert_eq!(
+        (usage["total"]["input_tokens"].as_u64(), usage["total"]["output_tokens"].as_u64()),
+        (Some(1410), Some(205))
+    );
+    let standing = |job: &str| {
+        usage["budget"].as_array().expect("budget").iter().find(|b| b["scope"] == format!("job {job}")).cloned()
+    };
+    let spent = standing(&id).expect("the job's standing");
+    assert_eq!((spent["used"].as_str(), spent["reached"].as_bool()), (Some("1,600 tokens"), Some(true)), "{spent:#}");
+    assert_eq!(spent["limit"], "1,000 tokens");
+    let fresh = standing(&other).expect("the other job's standing");
+    assert_eq!((fresh["used"].as_str(), fresh["reached"].as_bool()), (Some("15 tokens"), Some(false)));
+    let text = t.ok(&["usage"]);
+    assert!(text.contains("SOURCE") && text.contains(&format!("job {id}")) && text.contains("(reached)"), "{text}");
+}

@@ -1172,3 +1172,49 @@ fn a_group_message_naming_a_longer_username_is_ignored_and_a_mention_of_the_bot_
     let asked = requests[0].body.to_string();
     assert!(asked.contains(" hi") && !asked.contains("about it"), "{asked}");
 }
+
+/// `[budget.per_user]`: a Telegram user whose turns cross 1,000 tokens a day gets the turn
+/// that crossed answered and the next refused with when it resets, the owner is told once in
+/// the home channel, and another user is answered as before.
+#[test]
+fn a_chat_user_over_their_daily_budget_is_refused_and_others_are_not() {
+    const HOME: i64 = 99;
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::new([
+        Reply::text("one").usage(300, 100).into(),
+        Reply::text("two").usage(300, 100).into(),
+        Reply::text("three").usage(300, 100).into(),
+        Reply::text("for Bo").usage(300, 100).into(),
+    ]));
+    let telegram = format!(
+        "allowed_users = [\"42\", \"43\"]\nhome_channel = \"{HOME}\"\n[budget.per_user]\ndaily_tokens = 1000\n"
+    );
+    let t = setup(&mock, &fake, "", &telegram);
+    let gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+
+    for (text, answer) in [("first", "one"), ("second", "two"), ("third", "three")] {
+        fake.dm(42, "Ana", text);
+        fake.wait_for(42, WAIT, |m| m.text == answer);
+    }
+    fake.dm(42, "Ana", "fourth");
+    let refused = fake.wait_for(42, WAIT, contains("is used up"));
+    assert!(
+        refused.text.starts_with(
+            "The daily budget of user telegram:42 is used up (1,200 of 1,000 tokens today). It resets at "
+        ),
+        "{}",
+        refused.text
+    );
+    assert_eq!(mock.requests().len(), 3, "the refused message reached the model");
+    // The owner hears of it in the home channel, once however often it is hit.
+    let told = fake.wait_for(HOME, WAIT, contains("A spending limit is reached"));
+    assert!(told.text.contains("user telegram:42"), "{}", told.text);
+    fake.dm(42, "Ana", "fifth");
+    fake.wait_for(42, WAIT, |m| m.text.contains("is used up") && m.message_id != refused.message_id);
+
+    fake.dm(43, "Bo", "hello");
+    fake.wait_for(43, WAIT, |m| m.text == "for Bo");
+    assert_eq!(fake.chat(HOME).len(), 1, "told more than once: {:#?}", fake.chat(HOME));
+    assert!(gw.log().contains("a spending limit is reached"), "not in the log:\n{}", gw.log());
+}

@@ -58,6 +58,7 @@ mod status;
 mod store;
 mod tools;
 mod ui;
+mod usage;
 mod waiting;
 mod wrap;
 
@@ -125,6 +126,8 @@ enum Command {
     Gateway(gateway::GatewayCmd),
     /// Serve an OpenAI-compatible API, A2A and a web dashboard over HTTP (`serve token` prints the bearer token)
     Serve(serve::ServeArgs),
+    /// What turns spent by day, model and source, and how much of each [budget] limit is used
+    Usage(usage::UsageArgs),
     /// Chat-platform users paired with the gateway: list, approve a code, revoke
     #[command(subcommand)]
     Pairing(pairing::PairingCmd),
@@ -282,6 +285,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Acp(args) => acp::run(&ctx, args).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd).await,
         Command::Pairing(cmd) => pairing::run(&ctx, cmd).await,
+        Command::Usage(args) => usage::run(&ctx, args).await,
         Command::Gateway(cmd) => gateway::run(&ctx, cmd).await,
         Command::Serve(args) => serve::run(&ctx, args).await,
         Command::Cron(cmd) => cron::run(&ctx, cmd).await,

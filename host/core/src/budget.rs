@@ -18,7 +18,7 @@ use talaria_store::turns::Spender;
 use crate::config::{BudgetToml, Limits};
 
 /// The store's notice topic of a limit reached for the first time in its period; the payload
-/// is the refusal's text.
+/// is the limit and its period (a key) and the refusal's text, a line break between them.
 pub const BUDGET_REACHED: &str = "budget-reached";
 
 /// The key-value space where each limit reached in a period is noted (so it is told once).
@@ -86,6 +86,14 @@ impl Period {
         }
     }
 
+    /// The token and cost limits of this period.
+    fn limits(self, limits: &Limits) -> (Option<u64>, Option<f64>) {
+        match self {
+            Self::Day => (limits.daily_tokens, limits.daily_cost),
+            Self::Month => (limits.monthly_tokens, limits.monthly_cost),
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Self::Day => "daily",
@@ -101,6 +109,84 @@ impl Period {
     }
 }
 
+/// A limit of one scope and period, and how much of it is used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standing {
+    /// `all turns`, `gateway turns`, `user telegram:42`, `job 3f2a`.
+    pub scope: String,
+    /// `daily` or `monthly`.
+    pub period: &'static str,
+    /// `1,000 tokens`, `$5.00`.
+    pub limit: String,
+    /// `1,200 tokens`, `$0.42`.
+    pub used: String,
+    pub over: bool,
+    /// When the period ends, local time.
+    pub resets: String,
+}
+
+/// Every limit of `budget` with what its scope spent in its period up to `now`: over all
+/// turns, each configured source, named user and job, and each user or job that spent this
+/// month when `per_user` or `per_job` is set.
+///
+/// # Errors
+/// The store cannot be read.
+pub async fn standings(budget: &BudgetToml, store: &Store, now: &Zoned) -> Result<Vec<Standing>, talaria_store::Error> {
+    let mut users: Vec<String> = budget.users.keys().cloned().collect();
+    let mut jobs: Vec<String> = budget.jobs.keys().cloned().collect();
+    if (budget.per_user.is_some() || budget.per_job.is_some())
+        && let Some((month, _)) = Period::Month.bounds(now)
+    {
+        for turn in store.turns_since(month.timestamp().as_millisecond()).await? {
+            if budget.per_user.is_some() {
+                users.extend(turn.sender);
+            }
+            if budget.per_job.is_some() {
+                jobs.extend(turn.job);
+            }
+        }
+    }
+    users.sort();
+    users.dedup();
+    jobs.sort();
+    jobs.dedup();
+    let mut scopes = vec![(Spender::All, "all turns".to_string(), budget.all())];
+    scopes.extend(budget.sources.iter().map(|(s, l)| (Spender::Source(s), format!("{s} turns"), *l)));
+    scopes.extend(users.iter().filter_map(|u| budget.user(u).map(|l| (Spender::Sender(u), format!("user {u}"), l))));
+    scopes.extend(jobs.iter().filter_map(|j| budget.job(j).map(|l| (Spender::Job(j), format!("job {j}"), l))));
+    let mut out = Vec::new();
+    for (who, scope, limits) in scopes {
+        for period in [Period::Day, Period::Month] {
+            let (tokens, cost) = period.limits(&limits);
+            if tokens.is_none() && cost.is_none() {
+                continue;
+            }
+            let Some((start, next)) = period.bounds(now) else { continue };
+            let spent = store.spent(who, start.timestamp().as_millisecond()).await?;
+            let resets = next.strftime("%Y-%m-%d %H:%M %Z").to_string();
+            let row = |limit: String, used: String, over: bool| Standing {
+                scope: scope.clone(),
+                period: period.name(),
+                limit,
+                used,
+                over,
+                resets: resets.clone(),
+            };
+            if let Some(l) = tokens {
+                out.push(row(
+                    format!("{} tokens", thousands(l)),
+                    format!("{} tokens", thousands(spent.tokens)),
+                    spent.tokens >= l,
+                ));
+            }
+            if let Some(l) = cost {
+                out.push(row(format!("${l:.2}"), format!("${:.2}", spent.cost), spent.cost >= l));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Whether `who` has used up a limit of `period`.
 async fn over(
     store: &Store,
@@ -110,10 +196,7 @@ async fn over(
     period: Period,
     now: &Zoned,
 ) -> Option<Reached> {
-    let (tokens, cost) = match period {
-        Period::Day => (limits.daily_tokens, limits.daily_cost),
-        Period::Month => (limits.monthly_tokens, limits.monthly_cost),
-    };
+    let (tokens, cost) = period.limits(limits);
     if tokens.is_none() && cost.is_none() {
         return None;
     }
@@ -162,16 +245,19 @@ pub(crate) async fn tell_owner(store: &Store, reached: &Reached) {
         return;
     }
     let first = store.kv_compare_and_set(TOLD_SPACE, &reached.key, None, Some(b"told")).await;
+    if let Err(e) = &first {
+        tracing::warn!(limit = %reached.key, "a spending limit is reached ({}), and cannot be noted as told: {e}", reached.text);
+    }
     if matches!(first, Ok(true)) {
         tracing::warn!(limit = %reached.key, "a spending limit is reached: {}", reached.text);
-        if let Err(e) = store.notify(BUDGET_REACHED, &reached.text).await {
+        if let Err(e) = store.notify(BUDGET_REACHED, &format!("{}\n{}", reached.key, reached.text)).await {
             tracing::warn!("cannot send the notice of a spending limit reached: {e}");
         }
     }
 }
 
 /// `1234567` as `1,234,567`.
-fn thousands(n: u64) -> String {
+pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

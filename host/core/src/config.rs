@@ -845,4 +845,32 @@ mod tests {
         assert!(text.starts_with("# mine\n") && text.contains("# keep"), "{text}");
         assert!(ConfigToml::load(dir.path()).expect("valid").approvals.allow.is_empty());
     }
+
+    #[test]
+    fn budgets_name_their_scopes_and_refuse_a_cost_below_zero() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |text: &str| std::fs::write(dir.path().join("config.toml"), text).expect("write");
+        write(
+            "[budget]\nmonthly_cost = 50.0\n[budget.sources.gateway]\ndaily_cost = 5\n\
+             [budget.per_user]\ndaily_tokens = 1000\n[budget.users.\"telegram:7\"]\ndaily_tokens = 9000\n",
+        );
+        let budget = ConfigToml::load(dir.path()).expect("valid").budget;
+        assert!(budget.is_set());
+        assert_eq!(budget.all().monthly_cost, Some(50.0));
+        assert_eq!(budget.sources["gateway"].daily_cost, Some(5.0));
+        assert_eq!(budget.user("telegram:7").and_then(|l| l.daily_tokens), Some(9000), "named over per_user");
+        assert_eq!(budget.user("telegram:8").and_then(|l| l.daily_tokens), Some(1000));
+        assert_eq!(budget.job("any"), None);
+        assert!(!BudgetToml::default().is_set());
+
+        write("[budget.jobs.nightly]\ndaily_cost = -1.0\n");
+        let err = ConfigToml::load(dir.path()).expect_err("negative");
+        assert!(
+            err.to_string().ends_with("[budget.jobs.nightly] daily_cost = -1: a cost limit is US dollars, 0 or more"),
+            "{err}"
+        );
+        write("[budget]\ndaily_dollars = 3\n");
+        let err = ConfigToml::load(dir.path()).expect_err("unknown key");
+        assert!(err.to_string().contains("unknown field `daily_dollars`"), "{err}");
+    }
 }

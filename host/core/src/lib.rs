@@ -66,6 +66,7 @@ pub mod rollback;
 mod router;
 mod stats;
 mod title;
+pub mod usage;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

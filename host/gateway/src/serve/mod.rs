@@ -223,6 +223,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     }
     gateway.tasks.spawn(inbox::serve(gateway.clone()));
     gateway.tasks.spawn(report(gateway.clone()));
+    gateway.tasks.spawn(budget_reached(gateway.clone()));
     gateway.tasks.spawn(tidy(gateway.clone()));
     gateway.tasks.spawn(reload(gateway.clone(), plugins.clone()));
     if let Some(scheduler) = options.scheduler {
@@ -394,6 +395,39 @@ async fn reload(gateway: Arc<Gateway>, plugins: Arc<talaria_core::Plugins>) {
             }
         }
         last = now;
+    }
+}
+
+/// Tell the owner in each account's home channel when a spending limit of `[budget]` is
+/// reached: once per limit and period, whichever process noticed it (the ledger key is the
+/// limit's).
+async fn budget_reached(gateway: Arc<Gateway>) {
+    use talaria_core::cron::target::Target;
+    let mut notices = gateway.store.notices().await;
+    loop {
+        let notice = tokio::select! {
+            () = gateway.stop.cancelled() => return,
+            notice = notices.recv() => match notice {
+                Some(n) => n,
+                None => return,
+            },
+        };
+        if notice.topic != talaria_core::budget::BUDGET_REACHED {
+            continue;
+        }
+        let Some((limit, text)) = notice.payload.split_once('\n') else { continue };
+        for account in gateway.accounts.values() {
+            let home = gateway.config.platforms.get(&account.name).and_then(|p| p.home_channel.as_deref());
+            let Some(Ok(Target::Chat { chat, thread, .. })) =
+                home.map(|h| format!("{}:{h}", account.name).parse::<Target>())
+            else {
+                continue;
+            };
+            let markdown = format!("**A spending limit is reached.** {text}");
+            gateway
+                .reply(account, &chat, thread.as_deref(), &markdown, &format!("budget:{}:{limit}", account.name))
+                .await;
+        }
     }
 }
 

@@ -11,8 +11,7 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
 use serde::Deserialize;
-use talaria_core::prices::Prices;
-use talaria_core::store::turns::TurnStat;
+use talaria_core::usage::{Report, Sum};
 
 use super::{Visitor, page};
 use crate::Served;
@@ -24,43 +23,6 @@ const PERIODS: [i64; 3] = [7, 30, 90];
 pub(crate) struct Params {
     #[serde(default)]
     days: Option<i64>,
-}
-
-/// Sums over some turns.
-#[derive(Default, Clone)]
-struct Sum {
-    turns: u64,
-    input: u64,
-    output: u64,
-    /// US dollars, over the turns whose model has a price.
-    cost: f64,
-    /// Turns whose model has no known price.
-    unpriced: u64,
-    durations: Vec<i64>,
-}
-
-impl Sum {
-    fn add(&mut self, turn: &TurnStat, price: Option<Prices>) {
-        self.turns += 1;
-        self.input += turn.usage.input_tokens;
-        self.output += turn.usage.output_tokens;
-        match price {
-            Some(p) => self.cost += p.cost(&turn.usage),
-            None => self.unpriced += 1,
-        }
-        self.durations.push(turn.duration_ms);
-    }
-
-    /// The `p`th percentile of the turns' durations (nearest rank), in milliseconds.
-    fn percentile(&self, p: f64) -> i64 {
-        let mut sorted = self.durations.clone();
-        sorted.sort_unstable();
-        if sorted.is_empty() {
-            return 0;
-        }
-        let rank = (p * sorted.len() as f64).ceil() as usize;
-        sorted[rank.clamp(1, sorted.len()) - 1]
-    }
 }
 
 /// `GET /usage`.
@@ -83,28 +45,8 @@ pub(crate) async fn show(
             );
         }
     };
-    let config = served.host.config();
-    let price = |model: &str| Prices::of_model(config, model);
-    let zone = jiff::tz::TimeZone::system();
-    let mut by_day: BTreeMap<String, Sum> = BTreeMap::new();
-    // Every day of the period, so a quiet one shows as such.
-    for back in (0..days).rev() {
-        let day = now.checked_sub(jiff::SignedDuration::from_hours(24 * back)).unwrap_or(now);
-        by_day.insert(day.to_zoned(zone.clone()).strftime("%Y-%m-%d").to_string(), Sum::default());
-    }
-    let mut by_model: BTreeMap<String, Sum> = BTreeMap::new();
-    let mut by_source: BTreeMap<String, Sum> = BTreeMap::new();
-    let mut total = Sum::default();
-    for turn in &turns {
-        let p = price(&turn.model);
-        let day = jiff::Timestamp::from_millisecond(turn.ended_at)
-            .map(|t| t.to_zoned(zone.clone()).strftime("%Y-%m-%d").to_string())
-            .unwrap_or_default();
-        by_day.entry(day).or_default().add(turn, p);
-        by_model.entry(turn.model.clone()).or_default().add(turn, p);
-        by_source.entry(turn.source.clone()).or_default().add(turn, p);
-        total.add(turn, p);
-    }
+    let now = now.to_zoned(jiff::tz::TimeZone::system());
+    let Report { total, by_day, by_model, by_source } = Report::new(&turns, served.host.config(), days, &now);
     let body = html! {
         h1 { "Usage" }
         nav.pages {
