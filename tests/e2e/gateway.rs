@@ -1218,3 +1218,90 @@ fn a_chat_user_over_their_daily_budget_is_refused_and_others_are_not() {
     assert_eq!(fake.chat(HOME).len(), 1, "told more than once: {:#?}", fake.chat(HOME));
     assert!(gw.log().contains("a spending limit is reached"), "not in the log:\n{}", gw.log());
 }
+
+/// `[gateway.limits] messages_per_minute` (20 unless set): a script sending 100 messages a
+/// second from one user gets 20 read and is told once; another user is answered meanwhile as
+/// fast as ever.
+#[test]
+fn a_user_flooding_a_chat_is_slowed_to_the_limit_and_another_is_answered_at_once() {
+    let fake = TelegramFake::start(TOKEN);
+    let mock = MockLlm::start(Script::auto());
+    let t = setup(&mock, &fake, "busy_input = \"queue\"", "allowed_users = [\"42\", \"43\"]");
+    let gw = Gateway::start(&t);
+    fake.wait_polling(WAIT);
+
+    let mut bo_waited = None;
+    for i in 0..200 {
+        fake.dm(42, "Ana", &format!("echo spam {i}"));
+        if i == 100 {
+            let asked = Instant::now();
+            fake.dm(43, "Bo", "echo hello Bo");
+            fake.wait_for(43, WAIT, |m| m.text == "hello Bo");
+            bo_waited = Some(asked.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let told = fake.wait_for(42, WAIT, contains("faster than 20 a minute"));
+    assert!(told.text.contains("Wait ") && told.text.contains(" s and send again"), "{}", told.text);
+    fake.wait_for(42, WAIT, |m| m.text == "spam 19");
+    std::thread::sleep(Duration::from_millis(1_500));
+    let from_ana = mock
+        .requests()
+        .iter()
+        .filter(|r| r.body.to_string().contains("echo spam") && !r.body.to_string().contains("hello Bo"))
+        .count();
+    assert_eq!(from_ana, 20, "one model turn for each message read");
+    let answers = fake.chat(42);
+    assert_eq!(answers.iter().filter(|m| m.text.starts_with("spam ")).count(), 20, "{answers:#?}");
+    assert_eq!(answers.iter().filter(|m| m.text.contains("faster than")).count(), 1, "told once: {answers:#?}");
+    let bo_waited = bo_waited.expect("Bo asked");
+    assert!(bo_waited < Duration::from_secs(3), "Bo waited {bo_waited:?} behind Ana's flood");
+    assert!(gw.log().contains("42 sends more than 20 messages a minute"), "{}", gw.log());
+}
+
+/// `[gateway.limits]` on the webhook listener: a route takes `webhook_per_minute` deliveries a
+/// minute, and an address that fails authentication 10 times in a minute is locked out (right
+/// signature or not) and logged.
+#[test]
+fn a_route_is_held_to_its_rate_and_twenty_forgeries_lock_the_address_out() {
+    let mock = MockLlm::start(Script::auto());
+    let t = Talaria::new();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let extra = format!(
+        "[gateway]\nworkspaces = \"{}\"\nlisten = \"{addr}\"\n[gateway.limits]\nwebhook_per_minute = 2\n\
+         [gateway.platforms.hooks]\nplugin = \"webhook\"\nallow_all = true\n\
+         [gateway.platforms.hooks.routes.ci]\nauth = \"hmac\"\nheader = \"X-Signature-256\"\nsecret = \"CI_HOOK_KEY\"\n\
+         delivery_header = \"X-GitHub-Delivery\"\nprompt = \"echo build {{n}}\"\n",
+        t.workspace.path().join("chats").display()
+    );
+    t.use_mock(&mock, "chat_completions", &extra);
+    std::fs::write(t.home.path().join(".env"), "CI_HOOK_KEY=hook-s3cret\n").expect(".env");
+    let gw = Gateway::start(&t);
+    wait_listening(&addr, &gw);
+    let delivery = |n: u32, key: &[u8]| {
+        let body = format!("{{\"n\": {n}}}");
+        let signature = sign(key, body.as_bytes());
+        let id = format!("d-{n}");
+        post(
+            &addr,
+            "/webhooks/hooks/ci",
+            &[("X-Signature-256", &signature), ("X-GitHub-Delivery", &id)],
+            body.as_bytes(),
+        )
+    };
+    assert_eq!(delivery(1, b"hook-s3cret").0, 200);
+    assert_eq!(delivery(2, b"hook-s3cret").0, 200);
+    let (status, answer) = delivery(3, b"hook-s3cret");
+    assert_eq!((status, answer.contains("at most 2 deliveries a minute")), (429, true), "{answer}");
+
+    let refusals: Vec<u16> = (10..30).map(|n| delivery(n, b"a guess").0).collect();
+    assert_eq!(refusals[..10], [401; 10], "{refusals:?}");
+    assert_eq!(refusals[10..], [429; 10], "{refusals:?}");
+    let (status, answer) = delivery(40, b"hook-s3cret");
+    assert_eq!(status, 429, "locked out, right signature or not: {answer}");
+    assert!(answer.contains("too many failed authentications from this address: try again in"), "{answer}");
+    assert_eq!(mock.requests().len(), 2, "only the two deliveries within the rate reached the model");
+    let log = gw.log();
+    assert_eq!(log.matches("10 failed authentications from 127.0.0.1").count(), 1, "logged once:\n{log}");
+}

@@ -74,7 +74,7 @@ mod gateway;
 mod home;
 
 pub use budget::{BudgetToml, Limits};
-pub use gateway::{GatewayToml, GroupSessions, PlatformToml, RouteAuth, RouteToml};
+pub use gateway::{GatewayToml, GroupSessions, LimitsToml, PlatformToml, RouteAuth, RouteToml};
 pub use home::{
     ACTIVE_PROFILE_FILE, DEFAULT_PROFILE, base_home, check_profile_name, home, profile, profile_home, set_profile,
 };

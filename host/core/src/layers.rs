@@ -53,7 +53,7 @@ pub mod cron {
 /// The HTTP listener every served door shares (limits, slow-client handling, bearer tokens with a
 /// lockout).
 pub mod listen {
-    pub use talaria_listen::{Limits, auth, serve, too_slow};
+    pub use talaria_listen::{Limits, auth, limit, serve, too_slow};
 }
 
 /// Plugin bundles, signatures, sources and installing, for the author's `pack`, `sign` and

@@ -11,10 +11,9 @@
 //! The client address comes from the connection ([`crate::serve`] puts it in each request's
 //! extensions as [`axum::extract::ConnectInfo`]), never from a header a client writes.
 
-use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::ConnectInfo;
 use axum::response::{IntoResponse as _, Response};
@@ -24,18 +23,13 @@ use subtle::ConstantTimeEq as _;
 pub const LOCKOUT_AFTER: usize = 10;
 /// ...when they fall within this long.
 pub const LOCKOUT_WINDOW: Duration = Duration::from_secs(60);
-/// Addresses whose failures are remembered at once; the stalest are forgotten beyond it.
-const REMEMBERED: usize = 4096;
 
 /// A listener's token, and who failed to give it.
 pub struct Bearer {
     /// The tokens that pass; a check says which one did.
     tokens: Vec<String>,
-    /// What the listener is, for the log (`mcp serve`, `serve`).
-    door: &'static str,
-    failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
-    after: usize,
-    window: Duration,
+    /// Who keeps failing to give one.
+    lockout: crate::limit::Lockout,
 }
 
 /// Why a request was not let through.
@@ -55,25 +49,19 @@ impl Bearer {
 
     /// [`Bearer::new`] locking an address out after `after` failures within `window`.
     pub fn with_lockout(token: impl Into<String>, door: &'static str, after: usize, window: Duration) -> Arc<Self> {
-        Arc::new(Self { tokens: vec![token.into()], door, failures: Mutex::default(), after: after.max(1), window })
+        Arc::new(Self { tokens: vec![token.into()], lockout: crate::limit::Lockout::new(door, after, window) })
     }
 
     /// Requests must carry one of `tokens` ([`Bearer::which`] says which); `door` names the
     /// listener in the log.
     pub fn any_of(tokens: Vec<String>, door: &'static str) -> Arc<Self> {
-        Arc::new(Self { tokens, door, failures: Mutex::default(), after: LOCKOUT_AFTER, window: LOCKOUT_WINDOW })
+        Arc::new(Self { tokens, lockout: crate::limit::Lockout::new(door, LOCKOUT_AFTER, LOCKOUT_WINDOW) })
     }
 
     /// How long `peer` is still locked out for failing too often, if it is (nothing is
     /// counted).
     pub fn locked_out(&self, peer: Option<IpAddr>) -> Option<Duration> {
-        let now = Instant::now();
-        let key = peer.map(crate::table::client)?;
-        let failures = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let recent: Vec<&Instant> =
-            failures.get(&key)?.iter().filter(|t| now.duration_since(**t) < self.window).collect();
-        let first = recent.first()?;
-        (recent.len() >= self.after).then(|| self.window.saturating_sub(now.duration_since(**first)))
+        self.lockout.locked_out(peer)
     }
 
     /// Whether a request from `peer` with the `Authorization` header `given` may pass.
@@ -89,18 +77,8 @@ impl Bearer {
     /// # Errors
     /// The [`Refusal`] to answer with.
     pub fn which(&self, peer: Option<IpAddr>, given: Option<&str>) -> Result<usize, Refusal> {
-        let now = Instant::now();
-        let key = peer.map(crate::table::client);
-        let mut failures = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(times) = key.and_then(|k| failures.get_mut(&k)) {
-            while times.front().is_some_and(|t| now.duration_since(*t) >= self.window) {
-                times.pop_front();
-            }
-            if times.len() >= self.after
-                && let Some(first) = times.front()
-            {
-                return Err(Refusal::LockedOut(self.window.saturating_sub(now.duration_since(*first))));
-            }
+        if let Some(wait) = self.lockout.locked_out(peer) {
+            return Err(Refusal::LockedOut(wait));
         }
         let token = given.and_then(|v| v.strip_prefix("Bearer ")).map(str::trim).unwrap_or_default();
         // Every token is compared, each in constant time, so the time taken says nothing of
@@ -112,33 +90,10 @@ impl Bearer {
             }
         }
         if let Some(i) = passed {
-            if let Some(key) = key {
-                failures.remove(&key);
-            }
+            self.lockout.passed(peer);
             return Ok(i);
         }
-        let Some(key) = key else { return Err(Refusal::Unauthorized) };
-        if failures.len() >= REMEMBERED && !failures.contains_key(&key) {
-            let stalest = failures.iter().min_by_key(|(_, times)| times.back().copied()).map(|(ip, _)| *ip);
-            if let Some(stalest) = stalest {
-                failures.remove(&stalest);
-            }
-        }
-        let times = failures.entry(key).or_default();
-        times.push_back(now);
-        if times.len() > self.after {
-            times.pop_front();
-        }
-        if times.len() == self.after {
-            tracing::warn!(
-                door = self.door,
-                client = %key,
-                "{} failed authentications from {key} within {} s: refusing it for up to {} s",
-                self.after,
-                self.window.as_secs(),
-                self.window.as_secs()
-            );
-        }
+        self.lockout.failed(peer);
         Err(Refusal::Unauthorized)
     }
 

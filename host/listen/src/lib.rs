@@ -39,6 +39,7 @@
 
 pub mod auth;
 mod body;
+pub mod limit;
 mod table;
 
 use std::net::SocketAddr;

@@ -48,6 +48,37 @@ pub struct GatewayToml {
     /// How long a chat's session stays loaded without a message (default 10 minutes). Then
     /// it is put away and its memory returned; its next message reads it back from the store.
     pub idle_minutes: Option<std::num::NonZeroU64>,
+    /// How fast strangers and scripts may go.
+    #[serde(default)]
+    pub limits: LimitsToml,
+}
+
+/// `[gateway.limits]`: rates a person never reaches and a script does.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsToml {
+    /// Messages one chat user may send a minute (default 20); the rest of that minute's are
+    /// not read, and the user is told once.
+    pub messages_per_minute: Option<std::num::NonZeroU32>,
+    /// Deliveries one webhook route takes a minute (default 120); more are answered `429`.
+    pub webhook_per_minute: Option<std::num::NonZeroU32>,
+    /// Failed authentications from one address within a minute that lock it out of the
+    /// listener for the rest of that minute (default 10).
+    pub auth_failures: Option<std::num::NonZeroU32>,
+}
+
+impl LimitsToml {
+    pub fn messages_per_minute(&self) -> usize {
+        self.messages_per_minute.map_or(20, |n| usize::try_from(n.get()).unwrap_or(usize::MAX))
+    }
+
+    pub fn webhook_per_minute(&self) -> usize {
+        self.webhook_per_minute.map_or(120, |n| usize::try_from(n.get()).unwrap_or(usize::MAX))
+    }
+
+    pub fn auth_failures(&self) -> usize {
+        self.auth_failures.map_or(10, |n| usize::try_from(n.get()).unwrap_or(usize::MAX))
+    }
 }
 
 /// The toolsets of chat sessions when nothing else is configured: no terminal, no child agents,

@@ -8,7 +8,10 @@
 //! needs `listen_public = true`. Connections are taken through [`talaria_core::listen::serve`]:
 //! headers within 10 s, bodies at a minimum rate (a slower one is answered 408), connections
 //! capped in all and per address (503 with `Retry-After` when every one is working), so a flood
-//! of half-sent requests cannot take the files the accounts' polling needs.
+//! of half-sent requests cannot take the files the accounts' polling needs. An address that
+//! fails a route's authentication `[gateway.limits] auth_failures` times within a minute is
+//! answered `429` for the rest of it (logged once), and a route takes at most
+//! `webhook_per_minute` deliveries a minute (then `429` with `Retry-After`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -16,12 +19,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt as _;
 use serde_json::json;
 use talaria_core::config::{GatewayToml, RouteAuth};
+use talaria_core::listen::limit::{Lockout, Window};
 use talaria_core::runtime::Secrets;
 use talaria_core::runtime::adapter::{PlatformEvent, WebhookRequest};
 
@@ -98,12 +102,19 @@ pub fn address(config: &GatewayToml) -> Result<SocketAddr, String> {
 struct Served {
     gateway: Arc<Gateway>,
     routes: Routes,
+    /// Addresses that keep failing routes' authentication (`[gateway.limits] auth_failures`).
+    lockout: Lockout,
+    /// Deliveries each route took in the last minute (`[gateway.limits] webhook_per_minute`).
+    deliveries: Window<(String, String)>,
 }
 
 /// Serve `routes` on `listener` until the gateway stops.
 pub(crate) async fn serve(gateway: Arc<Gateway>, routes: Routes, listener: tokio::net::TcpListener) {
     let stop = gateway.stop.clone();
-    let state = Arc::new(Served { gateway, routes });
+    let limits = gateway.config.limits;
+    let lockout = Lockout::new("gateway webhooks", limits.auth_failures(), Duration::from_secs(60));
+    let deliveries = Window::new(limits.webhook_per_minute(), Duration::from_secs(60));
+    let state = Arc::new(Served { gateway, routes, lockout, deliveries });
     let app = axum::Router::new()
         .route("/webhooks/{account}/{route}", axum::routing::any(handle))
         .route("/webhooks/{account}/{route}/{*rest}", axum::routing::any(handle_nested))
@@ -114,6 +125,15 @@ pub(crate) async fn serve(gateway: Arc<Gateway>, routes: Routes, listener: tokio
 
 fn refuse(status: StatusCode, error: &str) -> Response {
     (status, axum::Json(json!({ "error": error }))).into_response()
+}
+
+/// `429 Too Many Requests`, to try again after `secs`.
+fn too_many(secs: u64, error: &str) -> Response {
+    let mut answer = refuse(StatusCode::TOO_MANY_REQUESTS, error);
+    if let Ok(value) = axum::http::HeaderValue::from_str(&secs.to_string()) {
+        answer.headers_mut().insert(axum::http::header::RETRY_AFTER, value);
+    }
+    answer
 }
 
 async fn handle_nested(
@@ -133,6 +153,13 @@ async fn handle(
 }
 
 async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &str, request: Request<Body>) -> Response {
+    // From the connection, never from a header the client writes.
+    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    if let Some(wait) = served.lockout.locked_out(peer) {
+        let secs = wait.as_secs().max(1);
+        let text = format!("too many failed authentications from this address: try again in {secs} s");
+        return too_many(secs, &text);
+    }
     let key = (account_name.to_string(), route_name.to_string());
     let (Some(route), Some(account)) = (served.routes.get(&key), served.gateway.accounts.get(account_name)) else {
         return refuse(StatusCode::NOT_FOUND, "no such route");
@@ -191,7 +218,16 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
     if let Err(refusal) = verdict {
         tracing::warn!(account = %account_name, route = %route_name, "webhook refused: {refusal}");
         let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::BAD_REQUEST);
+        if status == StatusCode::UNAUTHORIZED {
+            served.lockout.failed(peer);
+        }
         return refuse(status, &refusal.to_string());
+    }
+    served.lockout.passed(peer);
+    if let Err(wait) = served.deliveries.take(key) {
+        let most = served.gateway.config.limits.webhook_per_minute();
+        tracing::warn!(account = %account_name, route = %route_name, "webhook refused: over the route's {most} deliveries a minute");
+        return too_many(wait.as_secs().max(1), &format!("this route takes at most {most} deliveries a minute"));
     }
     let request = WebhookRequest {
         method: parts.method.to_string(),

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use talaria_core::Host;
 use talaria_core::config::GatewayToml;
 use talaria_core::cron::courier::{BoxFuture, Courier};
+use talaria_core::listen::limit::Window;
 use talaria_core::runtime::adapter::{
     AccountInfo, AccountSpec, Adapter, ButtonPress, ChatType as WireChatType, InboundMessage, PlatformEvent,
 };
@@ -133,9 +134,16 @@ pub(crate) struct Gateway {
     told: Mutex<HashMap<(String, String), Instant>>,
     /// A session was put away since the memory was last tidied ([`tidy`]).
     put_away: std::sync::atomic::AtomicBool,
+    /// Messages each chat user (account, user id) sent in the last minute
+    /// (`[gateway.limits] messages_per_minute`).
+    messages: Window<(String, String)>,
+    /// Users told in the last minute that they went too fast (told once a minute).
+    slowed: Window<(String, String)>,
     pub stop: CancellationToken,
     pub tasks: tokio_util::task::TaskTracker,
 }
+
+const MINUTE: Duration = Duration::from_secs(60);
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -201,6 +209,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
         tracing::info!(%addr, routes = routes.len(), "listening for webhooks");
         Some(listener)
     };
+    let limits = config.limits;
     let gateway = Arc::new(Gateway {
         host,
         config,
@@ -211,6 +220,8 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
         awaited: Mutex::default(),
         told: Mutex::default(),
         put_away: std::sync::atomic::AtomicBool::new(false),
+        messages: Window::new(limits.messages_per_minute(), MINUTE),
+        slowed: Window::new(1, MINUTE),
         stop: CancellationToken::new(),
         tasks: tokio_util::task::TaskTracker::new(),
     });
@@ -538,6 +549,9 @@ impl Gateway {
         *lock(&account.last_event) = Some(Instant::now());
         match event {
             PlatformEvent::Message(m) => {
+                if let Err(wait) = self.messages.take((account.name.clone(), m.sender_id.clone())) {
+                    return self.too_fast(account, &m, wait).await;
+                }
                 let mut wait = Duration::from_millis(250);
                 while self.on_message(account, m.clone(), false).await.is_err() {
                     tracing::warn!(account = %account.name, "the store cannot keep a message; trying again in {wait:?}");
@@ -550,6 +564,35 @@ impl Gateway {
             }
             PlatformEvent::Button(b) => self.on_button(account, b).await,
         }
+    }
+
+    /// `m` came over `[gateway.limits] messages_per_minute` from its sender: it is not read,
+    /// and they are told once a minute (and the log says so then).
+    async fn too_fast(&self, account: &Account, m: &InboundMessage, wait: Duration) {
+        let key = (account.name.clone(), m.sender_id.clone());
+        tracing::debug!(account = %account.name, user = %m.sender_id, message_id = %m.id, "message not read: over the user's messages a minute");
+        if self.slowed.take(key).is_err() {
+            return;
+        }
+        let most = self.config.limits.messages_per_minute();
+        tracing::warn!(
+            account = %account.name,
+            user = %m.sender_id,
+            "{} sends more than {most} messages a minute; the rest of this minute's are not read",
+            m.sender_id
+        );
+        let text = format!(
+            "You are sending messages faster than {most} a minute, so I did not read the last ones. Wait {} s and send again.",
+            wait.as_secs().max(1)
+        );
+        self.reply(
+            account,
+            &m.chat_id,
+            m.thread_id.as_deref(),
+            &text,
+            &format!("slow:{}:{}:{}", account.name, m.chat_id, m.id),
+        )
+        .await;
     }
 
     /// Handle a message: the inbox entry it went to (its chat's worker answers it there, and
