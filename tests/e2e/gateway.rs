@@ -1305,3 +1305,90 @@ fn a_route_is_held_to_its_rate_and_twenty_forgeries_lock_the_address_out() {
     let log = gw.log();
     assert_eq!(log.matches("10 failed authentications from 127.0.0.1").count(), 1, "logged once:\n{log}");
 }
+
+/// A GET on the listener, with `headers`: the status and the body.
+fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(WAIT)).expect("timeout");
+    let mut head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("write");
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+}
+
+/// `/metrics` on the gateway's listener, behind `[gateway] metrics_token`: after two webhook
+/// turns, one with a failing tool call, the official Prometheus Python client's OpenMetrics
+/// parser reads counts that match what happened.
+#[test]
+fn metrics_on_the_listener_count_turns_tool_calls_and_tokens_as_they_happened() {
+    let mock = MockLlm::start(Script::new([
+        Reply::text("").tool_call("read_file", json!({"path": "missing.txt"})).usage(100, 10).into(),
+        Reply::text("not there").usage(120, 20).into(),
+        Reply::text("second").usage(50, 5).into(),
+    ]));
+    let t = Talaria::new();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let extra = format!(
+        "[gateway]\nworkspaces = \"{}\"\nlisten = \"{addr}\"\nmetrics_token = \"METRICS_TOKEN\"\n{HOOKS}",
+        t.workspace.path().join("chats").display()
+    );
+    t.use_mock(&mock, "chat_completions", &extra);
+    std::fs::write(t.home.path().join(".env"), format!("{HOOK_KEYS}METRICS_TOKEN=metrics-s3cret\n")).expect(".env");
+    let gw = Gateway::start(&t);
+    wait_listening(&addr, &gw);
+    for n in 1..=2 {
+        let body = format!("{{\"text\": \"look {n}\"}}");
+        let signature = sign(b"hook-s3cret", body.as_bytes());
+        let id = format!("m-{n}");
+        let headers = [("X-Signature-256", signature.as_str()), ("X-GitHub-Delivery", id.as_str())];
+        let (status, answer) = post(&addr, "/webhooks/hooks/ci", &headers, body.as_bytes());
+        assert_eq!(status, 200, "{answer}\n{}", gw.log());
+    }
+    assert_eq!(get(&addr, "/metrics", &[]).0, 401, "no token");
+    assert_eq!(get(&addr, "/metrics", &[("Authorization", "Bearer guess")]).0, 401, "a wrong token");
+    let (status, text) = get(&addr, "/metrics", &[("Authorization", "Bearer metrics-s3cret")]);
+    assert_eq!(status, 200, "{text}");
+    assert!(!text.contains("look 1"), "prompt text in the metrics:\n{text}");
+
+    let py = crate::mcp::python_with("prometheus-venv", "prometheus_client", "0.26.0");
+    let script = "import json, sys\n\
+        from prometheus_client.openmetrics.parser import text_string_to_metric_families\n\
+        out = {}\n\
+        for family in text_string_to_metric_families(sys.stdin.read()):\n\
+        \x20   for s in family.samples:\n\
+        \x20       key = s.name + ''.join(f'|{k}={v}' for k, v in sorted(s.labels.items()))\n\
+        \x20       out[key] = s.value\n\
+        print(json.dumps(out))\n";
+    let mut child = Command::new(py)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), text.as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("parser");
+    assert!(out.status.success(), "the parser refused it: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    let samples: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&out.stdout).expect("json");
+    let value = |key: &str| samples.get(key).and_then(serde_json::Value::as_f64).unwrap_or(-1.0);
+    let sum = |prefix: &str, with: &str| -> f64 {
+        samples.iter().filter(|(k, _)| k.starts_with(prefix) && k.contains(with)).filter_map(|(_, v)| v.as_f64()).sum()
+    };
+    assert_eq!(value("talaria_turns_total|outcome=completed|source=gateway"), 2.0, "{samples:#?}");
+    assert_eq!(value("talaria_tool_calls_total|outcome=error|tool=read_file"), 1.0, "{samples:#?}");
+    assert_eq!(value("talaria_errors_total|kind=tool_error"), 1.0, "{samples:#?}");
+    assert_eq!(sum("talaria_tokens_total|", "kind=input"), 270.0, "{samples:#?}");
+    assert_eq!(sum("talaria_tokens_total|", "kind=output"), 35.0, "{samples:#?}");
+    assert_eq!(sum("talaria_model_call_seconds_count|", ""), 3.0, "{samples:#?}");
+    assert_eq!(value("talaria_approvals_waiting"), 0.0);
+    assert_eq!(value("talaria_queue_depth"), 0.0, "both answered");
+}

@@ -231,6 +231,10 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         _terminal: start.offered.terminal.clone(),
         gate: gate.clone(),
         agent_events,
+        metrics: host.metrics.clone(),
+        watch: crate::metrics::Watch::default(),
+        source: start.source.clone(),
+        config: host.config.clone(),
     };
     for text in warnings {
         outbox.send(Event::Notice { level: NoticeLevel::Warn, text });
@@ -370,6 +374,11 @@ struct Outbox {
     gate: Arc<Gate>,
     /// What the agent (and the gate) emit.
     agent_events: Receiver<Event>,
+    /// Where every event is counted, as a conversation of `source`.
+    metrics: Arc<crate::metrics::Metrics>,
+    watch: crate::metrics::Watch,
+    source: String,
+    config: Arc<ConfigToml>,
 }
 
 impl Outbox {
@@ -378,6 +387,11 @@ impl Outbox {
             self.session_id.clone_from(&s.session_id);
             self.router.route(&s.session_id, &self.route);
         }
+        let Self { metrics, watch, source, config, .. } = self;
+        let price = |model: &str, usage: &talaria_protocol::Usage| {
+            crate::prices::Prices::of_model(config, model).map(|p| p.cost(usage))
+        };
+        metrics.observe(source, &event, watch, price);
         let stamped = Stamped { op: self.op, session_id: self.session_id.clone(), turn_id: self.turn, event };
         // A front door that went away just stops listening.
         let _ = self.out.send(stamped);

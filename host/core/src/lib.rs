@@ -58,6 +58,7 @@ pub mod config;
 mod conversation;
 pub mod grants;
 mod layers;
+pub mod metrics;
 pub mod models;
 mod offered;
 pub mod plugins;
@@ -261,6 +262,8 @@ pub struct Host {
     checkpoints: Option<Arc<talaria_agent::checkpoints::Checkpoints>>,
     /// What each turn took, kept in batches.
     stats: Arc<stats::Recorder>,
+    /// Every conversation's events, counted for `/metrics`.
+    metrics: Arc<metrics::Metrics>,
 }
 
 /// The checkpoints of `home`, as `[checkpoints]` says: kept before file-writing tools and before
@@ -343,6 +346,7 @@ impl Host {
             config,
             store,
             stats,
+            metrics: Arc::default(),
             client,
             router,
             aux,
@@ -397,6 +401,11 @@ impl Host {
 
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// What every conversation of this host did, counted (for `/metrics`).
+    pub fn metrics(&self) -> &Arc<metrics::Metrics> {
+        &self.metrics
     }
 
     /// The auxiliary model of a conversation whose main model is `choice`: the host's own when

@@ -213,6 +213,7 @@ pub(crate) fn router(served: Arc<Served>, bearer: Arc<Bearer>, approvals: Arc<Ve
         .route("/v1/responses", post(responses::respond))
         .route("/.well-known/agent-card.json", get(a2a::card))
         .route(a2a::PATH, post(a2a::rpc))
+        .route("/metrics", get(metrics))
         .route_layer(axum::middleware::from_fn(move |request: Request, next: Next| {
             authenticated(bearer.clone(), approvals.clone(), request, next)
         }))
@@ -224,6 +225,12 @@ pub(crate) fn router(served: Arc<Served>, bearer: Arc<Bearer>, approvals: Arc<Ve
             (StatusCode::NOT_FOUND, "no such page").into_response()
         }
     })
+}
+
+/// `GET /metrics`: what the host did, for Prometheus (behind the API's token).
+async fn metrics(axum::extract::State(served): axum::extract::State<Arc<Served>>) -> Response {
+    let text = served.host.metrics().scrape(served.host.store()).await;
+    ([(header::CONTENT_TYPE, talaria_core::metrics::CONTENT_TYPE)], text).into_response()
 }
 
 /// Let `request` through with a bearer token only (marked with its [`Caller`]), refusing in

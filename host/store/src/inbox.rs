@@ -242,6 +242,17 @@ impl Store {
         }
     }
 
+    /// How many messages wait to be answered (taken, not done): the gateway's queue depth.
+    ///
+    /// # Errors
+    /// The database cannot be read.
+    pub async fn inbox_waiting(&self) -> Result<i64> {
+        match &self.engine {
+            Engine::Sqlite(db) => db.queue().await.inbox_waiting(),
+            Engine::Postgres(pg) => pg.inbox_waiting().await,
+        }
+    }
+
     /// A turn of session `session_id` answers entry `id` now; the entry notes how many messages
     /// the session held (its [`Store::message_mark`] count, read from the session's own tally
     /// rather than counted: a long chat costs each turn no more than a short one), so a process

@@ -40,6 +40,9 @@ pub struct GatewayToml {
     pub listen: Option<String>,
     #[serde(default)]
     pub listen_public: bool,
+    /// The environment variable (or `.env` entry) holding the bearer token of `/metrics` on the
+    /// listener; unset, the listener serves no metrics.
+    pub metrics_token: Option<String>,
     /// Let chat sessions share the owner's memory (MEMORY.md, USER.md, the memory provider,
     /// past sessions). Off by default: a gateway serves several people, and what one says must
     /// not reach another. Turn it on for a bot only you talk to.

@@ -25,6 +25,7 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt as _;
 use serde_json::json;
 use talaria_core::config::{GatewayToml, RouteAuth};
+use talaria_core::listen::auth::Bearer;
 use talaria_core::listen::limit::{Lockout, Window};
 use talaria_core::runtime::Secrets;
 use talaria_core::runtime::adapter::{PlatformEvent, WebhookRequest};
@@ -108,19 +109,53 @@ struct Served {
     deliveries: Window<(String, String)>,
 }
 
-/// Serve `routes` on `listener` until the gateway stops.
-pub(crate) async fn serve(gateway: Arc<Gateway>, routes: Routes, listener: tokio::net::TcpListener) {
+/// The token of `/metrics` (`[gateway] metrics_token`), when metrics are served.
+///
+/// # Errors
+/// It names a variable with no value.
+pub(crate) fn metrics_token(config: &GatewayToml, secrets: &Secrets) -> Result<Option<String>, String> {
+    let Some(name) = &config.metrics_token else { return Ok(None) };
+    match secrets.value(name) {
+        Some(token) if !token.trim().is_empty() => Ok(Some(token)),
+        _ => Err(format!(
+            "[gateway] metrics_token = \"{name}\": {name} has no value: set it in the environment or in .env (or remove metrics_token)"
+        )),
+    }
+}
+
+/// Serve `routes` (and `/metrics` with `metrics_token`) on `listener` until the gateway stops.
+pub(crate) async fn serve(
+    gateway: Arc<Gateway>,
+    routes: Routes,
+    metrics_token: Option<String>,
+    listener: tokio::net::TcpListener,
+) {
     let stop = gateway.stop.clone();
     let limits = gateway.config.limits;
     let lockout = Lockout::new("gateway webhooks", limits.auth_failures(), Duration::from_secs(60));
     let deliveries = Window::new(limits.webhook_per_minute(), Duration::from_secs(60));
     let state = Arc::new(Served { gateway, routes, lockout, deliveries });
-    let app = axum::Router::new()
+    let mut app = axum::Router::new();
+    if let Some(token) = metrics_token {
+        let bearer = Bearer::with_lockout(token, "gateway metrics", limits.auth_failures(), Duration::from_secs(60));
+        app = app.route(
+            "/metrics",
+            axum::routing::get(metrics)
+                .route_layer(axum::middleware::from_fn(move |request, next| bearer.clone().require(request, next))),
+        );
+    }
+    let app = app
         .route("/webhooks/{account}/{route}", axum::routing::any(handle))
         .route("/webhooks/{account}/{route}/{*rest}", axum::routing::any(handle_nested))
         .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such route") })
         .with_state(state);
     talaria_core::listen::serve(listener, app, talaria_core::listen::Limits::for_process(), stop).await;
+}
+
+/// `GET /metrics`: what the gateway's conversations did, and its queue and ledger now.
+async fn metrics(State(served): State<Arc<Served>>) -> Response {
+    let text = served.gateway.host.metrics().scrape(&served.gateway.store).await;
+    ([(axum::http::header::CONTENT_TYPE, talaria_core::metrics::CONTENT_TYPE)], text).into_response()
 }
 
 fn refuse(status: StatusCode, error: &str) -> Response {

@@ -199,7 +199,8 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     }
     let names: Vec<String> = accounts.keys().cloned().collect();
     let routes = listen::routes(&config, &secrets, &names)?;
-    let listener = if routes.is_empty() {
+    let metrics_token = listen::metrics_token(&config, &secrets)?;
+    let listener = if routes.is_empty() && metrics_token.is_none() {
         None
     } else {
         let addr = listen::address(&config)?;
@@ -230,7 +231,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
         gateway.tasks.spawn(outbox::send_loop(gateway.clone(), account.clone()));
     }
     if let Some(listener) = listener {
-        gateway.tasks.spawn(listen::serve(gateway.clone(), routes, listener));
+        gateway.tasks.spawn(listen::serve(gateway.clone(), routes, metrics_token, listener));
     }
     gateway.tasks.spawn(inbox::serve(gateway.clone()));
     gateway.tasks.spawn(report(gateway.clone()));

@@ -170,6 +170,12 @@ impl Pg {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
+    pub(crate) async fn inbox_waiting(&self) -> Result<i64> {
+        let client = self.client().await?;
+        let rows = client.q("SELECT COUNT(*) FROM inbox WHERE state <> 'done'", &[]).await.map_err(sql)?;
+        Ok(rows.first().map_or(0, |r| r.get(0)))
+    }
+
     /// Mark entry `id` started; "not done" is written as `lease::STARTED` explains.
     pub(crate) async fn inbox_started(&self, id: i64, session_id: &str) -> Result<()> {
         let client = self.client().await?;

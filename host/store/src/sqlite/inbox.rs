@@ -114,6 +114,12 @@ impl Sqlite {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    pub(crate) fn inbox_waiting(&self) -> Result<i64> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached("SELECT COUNT(*) FROM inbox WHERE state <> 'done'")?;
+        Ok(stmt.query_row([], |r| r.get(0))?)
+    }
+
     pub(crate) fn inbox_started(&self, id: i64, session_id: &str) -> Result<()> {
         self.write(|tx| started(tx, id, session_id))
     }
