@@ -1,5 +1,5 @@
 //! What the host did, counted for Prometheus: every conversation's events pass through
-//! [`Metrics::observe`], and a front door that serves `/metrics` (the gateway's listener,
+//! `Metrics::observe`, and a front door that serves `/metrics` (the gateway's listener,
 //! `talaria serve`) writes them with [`Metrics::scrape`] in the OpenMetrics text format, with
 //! the gateway's queue and ledger read from the store at that moment.
 //!
