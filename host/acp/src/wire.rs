@@ -212,4 +212,13 @@ mod tests {
             Incoming::Response { result: Err(_), .. }
         ));
     }
+
+    /// Fuzzed: any line is a request, a notification, a response or the JSON-RPC error for it,
+    /// never a panic.
+    #[test]
+    fn fuzz_json_rpc_lines() {
+        talaria_fuzz::text("json-rpc", |line| {
+            let _ = parse(line);
+        });
+    }
 }

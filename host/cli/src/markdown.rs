@@ -975,4 +975,19 @@ mod tests {
         }
         out
     }
+
+    /// Fuzzed: any text renders at any width, and without colour no control character of it
+    /// reaches the terminal (an escape is shown, never sent).
+    #[test]
+    fn fuzz_the_renderer() {
+        let color = Look { width: 60, color: true, hyperlinks: true, truecolor: false };
+        talaria_fuzz::text("markdown", |md| {
+            for width in [1, 17, 80] {
+                for line in render(md, &Look::plain(width), &mut Highlights::default()) {
+                    assert!(!line.chars().any(char::is_control), "a control character reached the terminal: {line:?}");
+                }
+            }
+            let _ = render(md, &color, &mut Highlights::default());
+        });
+    }
 }

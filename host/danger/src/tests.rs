@@ -652,3 +652,15 @@ fn files_written_then_run_are_checked() {
     }
     safe(&["chmod +x run.sh && ./run.sh", "echo 'cargo test' > check.sh; sh check.sh"]);
 }
+
+/// Fuzzed: any text (the corpus's commands, mutated, and random) gets a verdict, the same one
+/// twice, and never a panic.
+#[test]
+fn fuzz_the_command_check() {
+    let policy = CommandPolicy::default();
+    talaria_fuzz::text("command", |command| {
+        let verdict = check(command, &policy);
+        assert_eq!(verdict, check(command, &policy), "the same verdict twice for {command:?}");
+        let _ = check_confined(command, &policy);
+    });
+}

@@ -363,4 +363,36 @@ mod tests {
         );
         assert!(verify(&r, &h(&[("X-Token", "t0kenX")]), b"{}", NOW, &mut never).is_err());
     }
+
+    /// Fuzzed: whatever headers and body arrive, a route lets through only what its secret
+    /// signed: the input's first line is the signature header's value, the rest the body.
+    #[test]
+    fn fuzz_webhook_requests() {
+        let hmac = route(Secret::Hmac { header: "X-Sig".into(), key: b"k".to_vec() });
+        let stripe = route(Secret::Stripe { header: "Stripe-Signature".into(), key: b"k".to_vec() });
+        let slack = route(Secret::SlackV0 {
+            header: "X-Slack-Signature".into(),
+            timestamp_header: "X-Slack-Request-Timestamp".into(),
+            key: b"k".to_vec(),
+        });
+        talaria_fuzz::bytes("webhook", |input| {
+            let (value, body) = match input.iter().position(|b| *b == b'\n') {
+                Some(i) => (String::from_utf8_lossy(&input[..i]).into_owned(), &input[i + 1..]),
+                None => (String::from_utf8_lossy(input).into_owned(), &[][..]),
+            };
+            let headers = h(&[
+                ("X-Sig", &value),
+                ("Stripe-Signature", &value),
+                ("X-Slack-Signature", &value),
+                ("X-Slack-Request-Timestamp", &NOW.to_string()),
+                ("X-Delivery", "d"),
+            ]);
+            // Let through only with the body's true MAC in the header (however it is spaced).
+            let accepted = super::verify(&hmac, &headers, body, NOW).is_ok();
+            let carries = value.to_ascii_lowercase().contains(&mac(b"k", &[body]));
+            assert!(!accepted || carries, "accepted a wrong signature: {value:?}");
+            assert!(super::verify(&stripe, &headers, body, NOW).is_err() || value.contains("v1="));
+            assert!(super::verify(&slack, &headers, body, NOW).is_err() || value.starts_with("v0="));
+        });
+    }
 }

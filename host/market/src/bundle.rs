@@ -406,4 +406,21 @@ mod tests {
             BundleError::Duplicate("plugin.toml".into())
         );
     }
+
+    /// Fuzzed: any bytes as a bundle unpack or are refused, and nothing is ever written outside
+    /// the directory they were unpacked into.
+    #[test]
+    fn fuzz_bundles() {
+        let limits =
+            Limits { max_bundle_bytes: 1 << 20, max_file_bytes: 1 << 16, max_unpacked_bytes: 1 << 18, max_entries: 64 };
+        talaria_fuzz::bytes("bundle", |bytes| {
+            let outer = tempfile::tempdir().unwrap();
+            let into = outer.path().join("into");
+            std::fs::create_dir(&into).unwrap();
+            let _ = unpack(bytes, &into, &limits);
+            let beside: Vec<_> =
+                std::fs::read_dir(outer.path()).unwrap().filter_map(Result::ok).map(|e| e.file_name()).collect();
+            assert_eq!(beside, [std::ffi::OsString::from("into")], "written outside the directory");
+        });
+    }
 }

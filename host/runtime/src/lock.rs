@@ -233,4 +233,12 @@ mod tests {
         let err = err.to_string();
         assert!(err.contains(&path.display().to_string()) && err.contains("bogus"), "{err}");
     }
+
+    /// Fuzzed: any text as a lockfile is one or an error, never a panic.
+    #[test]
+    fn fuzz_the_lockfile() {
+        talaria_fuzz::text("lockfile", |text| {
+            let _ = Lockfile::parse(text, Path::new("plugins.lock"));
+        });
+    }
 }

@@ -787,4 +787,12 @@ mod tests {
         let e = parse(&GOOD.replace("path = \"$WORKSPACE\"", "path = \"$PLUGIN_DATA/../x\"")).expect_err("dotdot");
         assert!(e.contains("must not contain `..`"), "{e}");
     }
+
+    /// Fuzzed: any text as plugin.toml is a manifest or an error, never a panic.
+    #[test]
+    fn fuzz_plugin_toml() {
+        talaria_fuzz::text("plugin-toml", |text| {
+            let _ = Manifest::parse(text, Path::new("plugin.toml"));
+        });
+    }
 }

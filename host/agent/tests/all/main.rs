@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 mod kept;
 mod wire;
+mod wire_fuzz;
 
 /// A home, a store and an agent talking to `mock` (chat completions, no tools unless the
 /// built-in ones are selected).
