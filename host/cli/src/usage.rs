@@ -3,9 +3,9 @@
 
 use std::process::ExitCode;
 
-use owo_colors::OwoColorize as _;
-use talaria_core::budget::{Standing, thousands};
+use talaria_core::budget::Standing;
 use talaria_core::usage::{Report, Sum};
+use talaria_protocol::thousands;
 
 use crate::{Ctx, ui};
 
@@ -56,7 +56,7 @@ pub async fn run(ctx: &Ctx, args: UsageArgs) -> anyhow::Result<ExitCode> {
         let rows: Vec<Vec<String>> = standings
             .iter()
             .map(|s| {
-                let used = if s.over { format!("{} (reached)", s.used).red().to_string() } else { s.used.clone() };
+                let used = if s.over { format!("{} (reached)", s.used) } else { s.used.clone() };
                 vec![s.scope.clone(), format!("{} {}", s.period, s.limit), used, s.resets.clone()]
             })
             .collect();

@@ -12,6 +12,7 @@
 //! and a [`BUDGET_REACHED`] notice on the store (the gateway sends it to its home channels).
 
 use jiff::{ToSpan as _, Zoned};
+use talaria_protocol::thousands;
 use talaria_store::Store;
 use talaria_store::turns::Spender;
 
@@ -256,19 +257,6 @@ pub(crate) async fn tell_owner(store: &Store, reached: &Reached) {
     }
 }
 
-/// `1234567` as `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// A wait as hours and minutes (`5h 12m`), or days for a long one.
 fn wait_text(wait: jiff::SignedDuration) -> String {
     let minutes = u64::try_from(wait.as_secs()).unwrap_or(0).div_ceil(60);
@@ -295,11 +283,7 @@ mod tests {
     }
 
     #[test]
-    fn figures_read_as_people_write_them() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000), "1,000");
-        assert_eq!(thousands(1_234_567), "1,234,567");
+    fn waits_read_as_people_write_them() {
         assert_eq!(wait_text(jiff::SignedDuration::from_secs(8 * 3600 + 40 * 60 - 5)), "8h 40m");
         assert_eq!(wait_text(jiff::SignedDuration::from_secs(59)), "1m");
         assert_eq!(wait_text(jiff::SignedDuration::from_secs(20 * 86_400)), "20 days");

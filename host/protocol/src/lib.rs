@@ -41,7 +41,7 @@ pub use extension::{
     ToolCallEvent, ToolResultEvent,
 };
 pub use invocation::{Attached, ToolContext, arguments_or_empty};
-pub use message::{Image, Message, Role, ToolCall, Usage};
+pub use message::{Image, Message, Role, ToolCall, Usage, thousands};
 pub use op::{Decision, Op};
 pub use tool::{ToolAnnotations, lexical};
 

@@ -206,6 +206,24 @@ impl Usage {
     }
 }
 
+/// A count as people write it: `1234567` as `1,234,567` (token counts, limits, sizes).
+///
+/// ```
+/// assert_eq!(talaria_protocol::thousands(1_234_567), "1,234,567");
+/// assert_eq!(talaria_protocol::thousands(999), "999");
+/// ```
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -379,15 +379,7 @@ fn used(entries: &[String]) -> usize {
 }
 
 fn fmt_thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    talaria_protocol::thousands(u64::try_from(n).unwrap_or(u64::MAX))
 }
 
 fn read_entries(path: &Path) -> Result<Vec<String>, ToolError> {
