@@ -346,11 +346,21 @@ fn a_reply_the_platform_refuses_for_a_while_is_sent_from_the_ledger() {
 /// POST `body` to `path` on `addr` with `headers` (HTTP/1.1, one request per connection): the
 /// status and the body of the answer.
 pub(crate) fn post(addr: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    request("POST", addr, path, headers, body)
+}
+
+/// A GET on the listener, with `headers`: the status and the body.
+fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    request("GET", addr, path, headers, b"")
+}
+
+/// One request over a fresh connection: the status and the body.
+fn request(method: &str, addr: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
     use std::io::{Read as _, Write as _};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
     stream.set_read_timeout(Some(WAIT)).expect("timeout");
     let mut head =
-        format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -1304,24 +1314,6 @@ fn a_route_is_held_to_its_rate_and_twenty_forgeries_lock_the_address_out() {
     assert_eq!(mock.requests().len(), 2, "only the two deliveries within the rate reached the model");
     let log = gw.log();
     assert_eq!(log.matches("10 failed authentications from 127.0.0.1").count(), 1, "logged once:\n{log}");
-}
-
-/// A GET on the listener, with `headers`: the status and the body.
-fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-    use std::io::{Read as _, Write as _};
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    stream.set_read_timeout(Some(WAIT)).expect("timeout");
-    let mut head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).expect("write");
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    (status, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
 }
 
 /// `/metrics` on the gateway's listener, behind `[gateway] metrics_token`: after two webhook

@@ -42,19 +42,13 @@ pub(crate) struct Reached {
 
 /// The first limit covering `whose` that has no room left at `now`, if any.
 pub(crate) async fn reached(budget: &BudgetToml, store: &Store, whose: Whose<'_>, now: &Zoned) -> Option<Reached> {
-    let scopes = [
-        Some((Spender::All, "all turns".to_string(), budget.all())),
-        budget
-            .sources
-            .get(whose.source)
-            .map(|l| (Spender::Source(whose.source), format!("{} turns", whose.source), *l)),
-        whose.sender.and_then(|u| budget.user(u).map(|l| (Spender::Sender(u), format!("user {u}"), l))),
-        whose.job.and_then(|j| budget.job(j).map(|l| (Spender::Job(j), format!("job {j}"), l))),
+    let spenders = [
+        Some(Spender::All),
+        Some(Spender::Source(whose.source)),
+        whose.sender.map(Spender::Sender),
+        whose.job.map(Spender::Job),
     ];
-    for (who, name, limits) in scopes.into_iter().flatten() {
-        if limits.is_empty() {
-            continue;
-        }
+    for (who, name, limits) in spenders.into_iter().flatten().filter_map(|who| scope(budget, who)) {
         for period in [Period::Day, Period::Month] {
             if let Some(reached) = over(store, who, &name, &limits, period, now).await {
                 return Some(reached);
@@ -62,6 +56,17 @@ pub(crate) async fn reached(budget: &BudgetToml, store: &Store, whose: Whose<'_>
         }
     }
     None
+}
+
+/// `who` as a limit names it, and its limits, when `budget` sets any for it.
+fn scope<'a>(budget: &BudgetToml, who: Spender<'a>) -> Option<(Spender<'a>, String, Limits)> {
+    let (name, limits) = match who {
+        Spender::All => ("all turns".to_string(), Some(budget.all())),
+        Spender::Source(s) => (format!("{s} turns"), budget.sources.get(s).copied()),
+        Spender::Sender(u) => (format!("user {u}"), budget.user(u)),
+        Spender::Job(j) => (format!("job {j}"), budget.job(j)),
+    };
+    limits.filter(|l| !l.is_empty()).map(|l| (who, name, l))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -151,12 +156,12 @@ pub async fn standings(budget: &BudgetToml, store: &Store, now: &Zoned) -> Resul
     users.dedup();
     jobs.sort();
     jobs.dedup();
-    let mut scopes = vec![(Spender::All, "all turns".to_string(), budget.all())];
-    scopes.extend(budget.sources.iter().map(|(s, l)| (Spender::Source(s), format!("{s} turns"), *l)));
-    scopes.extend(users.iter().filter_map(|u| budget.user(u).map(|l| (Spender::Sender(u), format!("user {u}"), l))));
-    scopes.extend(jobs.iter().filter_map(|j| budget.job(j).map(|l| (Spender::Job(j), format!("job {j}"), l))));
+    let spenders = std::iter::once(Spender::All)
+        .chain(budget.sources.keys().map(|s| Spender::Source(s)))
+        .chain(users.iter().map(|u| Spender::Sender(u)))
+        .chain(jobs.iter().map(|j| Spender::Job(j)));
     let mut out = Vec::new();
-    for (who, scope, limits) in scopes {
+    for (who, scope, limits) in spenders.filter_map(|who| scope(budget, who)) {
         for period in [Period::Day, Period::Month] {
             let (tokens, cost) = period.limits(&limits);
             if tokens.is_none() && cost.is_none() {
