@@ -86,7 +86,13 @@ pub struct Metrics {
     approvals_waiting: Gauge,
     queue: Gauge,
     deliveries: Family<StateLabels, Gauge>,
+    /// The tool and model names labelled so far: a name the model makes up (a tool that does
+    /// not exist) must not grow the page without end, so past [`NAMES_KEPT`] the rest are `other`.
+    names: std::sync::Mutex<std::collections::HashSet<String>>,
 }
+
+/// Distinct tool and model names labelled before the others count as `other`.
+const NAMES_KEPT: usize = 256;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -123,6 +129,7 @@ impl Default for Metrics {
             approvals_waiting,
             queue,
             deliveries,
+            names: std::sync::Mutex::default(),
         }
     }
 }
@@ -148,6 +155,9 @@ impl Metrics {
         match event {
             Event::RequestSent { .. } => watch.sent = Some(Instant::now()),
             Event::Usage { usage, model } => {
+                // Priced by its own name, labelled by its bounded one.
+                let cost = price(model, usage);
+                let model = &self.name(model);
                 let labels = ModelLabels { model: model.clone() };
                 if let Some(sent) = watch.sent.take() {
                     self.model_seconds.get_or_create(&labels).observe(sent.elapsed().as_secs_f64());
@@ -157,13 +167,13 @@ impl Metrics {
                 for (kind, n) in [("input", usage.input_tokens), ("output", usage.output_tokens)] {
                     self.tokens.get_or_create(&TokenLabels { model: model.clone(), kind: kind.into() }).inc_by(n);
                 }
-                if let Some(cost) = price(model, usage) {
+                if let Some(cost) = cost {
                     self.cost.get_or_create(&labels).inc_by(cost);
                 }
             }
             Event::ToolFinished(f) => {
                 let outcome = if f.ok { "ok" } else { "error" };
-                self.tool_calls.get_or_create(&ToolLabels { tool: f.name.clone(), outcome: outcome.into() }).inc();
+                self.tool_calls.get_or_create(&ToolLabels { tool: self.name(&f.name), outcome: outcome.into() }).inc();
                 if !f.ok {
                     self.error("tool_error");
                 }
@@ -189,6 +199,16 @@ impl Metrics {
             }
             Event::Error { .. } => self.error("op_error"),
             _ => {}
+        }
+    }
+
+    /// `name` as a label: itself while few names are labelled, else `other`.
+    fn name(&self, name: &str) -> String {
+        let mut names = self.names.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if names.contains(name) || (names.len() < NAMES_KEPT && names.insert(name.to_string())) {
+            name.to_string()
+        } else {
+            "other".to_string()
         }
     }
 
@@ -279,5 +299,27 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
         }
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn made_up_tool_names_cannot_grow_the_page_without_end() {
+        let metrics = Metrics::default();
+        let mut watch = Watch::default();
+        for i in 0..NAMES_KEPT + 50 {
+            let finished = ToolFinished {
+                call_id: "c".into(),
+                name: format!("invented_{i}"),
+                ok: false,
+                preview: String::new(),
+                result: String::new(),
+                duration_ms: 1,
+                changes: Vec::new(),
+            };
+            metrics.observe("cli", &Event::ToolFinished(finished), &mut watch, |_, _| None);
+        }
+        let text = metrics.encode();
+        let tool_lines = text.lines().filter(|l| l.starts_with("talaria_tool_calls_total{")).count();
+        assert_eq!(tool_lines, NAMES_KEPT + 1, "each kept name and `other`");
+        assert!(text.contains("talaria_tool_calls_total{tool=\"other\",outcome=\"error\"} 50"), "{text}");
     }
 }
