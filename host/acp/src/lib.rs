@@ -397,7 +397,11 @@ impl Server {
         r: PromptRequest,
     ) -> Result<agent_client_protocol_schema::v1::PromptResponse, Error> {
         let session = self.session(&r.session_id.0)?;
-        session.prompt(r.prompt).await
+        // A client that traces its requests names the trace in `_meta` (W3C trace context).
+        let trace = talaria_protocol::trace::traceparent(
+            r.meta.as_ref().and_then(|m| m.get("traceparent")).and_then(serde_json::Value::as_str),
+        );
+        session.prompt(r.prompt, trace).await
     }
 
     async fn set_mode(self: Arc<Self>, r: SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {

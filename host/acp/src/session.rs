@@ -197,8 +197,8 @@ impl AcpSession {
         Ok(())
     }
 
-    /// Run a prompt to its end.
-    pub async fn prompt(&self, blocks: Vec<ContentBlock>) -> Result<PromptResponse, Error> {
+    /// Run a prompt to its end; its turn continues the trace `trace` (a W3C `traceparent`).
+    pub async fn prompt(&self, blocks: Vec<ContentBlock>, trace: Option<String>) -> Result<PromptResponse, Error> {
         let (request, notes) = content::request(&blocks);
         for note in notes {
             self.notice(&note);
@@ -207,7 +207,7 @@ impl AcpSession {
             Command::Turn(text) if text.trim().is_empty() => {
                 return Err(error(ErrorCode::InvalidParams, "the prompt has no text to send"));
             }
-            Command::Turn(text) => Op::UserTurn { text, images: Vec::new(), sender: None },
+            Command::Turn(text) => Op::UserTurn { text, images: Vec::new(), sender: None, trace },
             Command::Op(op) => op,
             Command::Unknown(text) => {
                 self.send(updates::message(&text));

@@ -213,6 +213,23 @@ impl Gate {
         if !self.interactive {
             return Decision::Deny;
         }
+        let span = tracing::info_span!(
+            target: talaria_protocol::trace::TARGET,
+            "approval",
+            talaria.approval.kind = ?ask.kind,
+            talaria.plugin = ask.plugin,
+            talaria.approval.decision = tracing::field::Empty,
+            talaria.approval.wait_ms = tracing::field::Empty,
+        );
+        let asked = std::time::Instant::now();
+        let decision = tracing::Instrument::instrument(self.put(ask, key), span.clone()).await;
+        span.record("talaria.approval.decision", decision.name());
+        span.record("talaria.approval.wait_ms", u64::try_from(asked.elapsed().as_millis()).unwrap_or(u64::MAX));
+        decision
+    }
+
+    /// [`Gate::ask`] once it is asked: the event out, and the answer (or none in time) back.
+    async fn put(&self, ask: &Ask<'_>, key: &str) -> Decision {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         lock(&self.approvals).insert(id, tx);

@@ -354,7 +354,7 @@ pub async fn one_shot(
 ) -> anyhow::Result<ExitCode> {
     let mut renderer = Renderer::new(false);
     let stop = session.stop.clone();
-    let op = Op::UserTurn { text: prompt.to_string(), images, sender: None };
+    let op = Op::UserTurn { text: prompt.to_string(), images, sender: None, trace: None };
     let mut refused = None;
     let end = drive(&mut session, &mut renderer, op, None, &mut |step, _, _| {
         if let Step::Event(Stamped { event: Event::Error { text }, .. }) = step {

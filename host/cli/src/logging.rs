@@ -21,8 +21,9 @@ use tracing_subscriber::fmt::MakeWriter;
 const LIMIT: u64 = 5 << 20;
 
 /// Start logging: at `warn` to the log file; with `-v` (info), `-vv` (debug) or a `TALARIA_LOG`
-/// filter, to stderr.
-pub fn init(verbose: u8) {
+/// filter, to stderr. With `[telemetry]` (or the `OTEL_EXPORTER_OTLP_*` variables), traces go
+/// to the collector too: the exporter returned is to be finished at exit.
+pub fn init(verbose: u8) -> Option<talaria_core::telemetry::Tracing> {
     let asked = std::env::var("TALARIA_LOG").ok().filter(|f| !f.trim().is_empty());
     let to_stderr = verbose > 0 || asked.is_some();
     let filter = asked.unwrap_or_else(|| {
@@ -33,18 +34,52 @@ pub fn init(verbose: u8) {
         }
         .to_string()
     });
-    let fmt = tracing_subscriber::fmt().with_env_filter(EnvFilter::new(filter));
-    let file = if to_stderr { None } else { talaria_core::config::home().ok() };
-    let _ = match file {
-        Some(home) => {
-            fmt.with_writer(OneLine(LogFile::new(home.join("logs").join("talaria.log")))).with_ansi(false).try_init()
-        }
-        None => fmt
-            .with_writer(OneLine(io::stderr))
-            .with_ansi(std::env::var_os("NO_COLOR").is_none() && io::IsTerminal::is_terminal(&io::stderr()))
-            .without_time()
-            .try_init(),
+    let home = talaria_core::config::home().ok();
+    let file = if to_stderr { None } else { home.clone() };
+    let (traces, problem) = match home.as_deref().map(talaria_core::telemetry::start) {
+        Some(Ok(Some((layer, tracing)))) => (Some((layer, tracing)), None),
+        Some(Err(e)) => (None, Some(e)),
+        Some(Ok(None)) | None => (None, None),
     };
+    let Some((layer, tracing)) = traces else {
+        // No traces: the subscriber as it always was, filtered as a whole.
+        let fmt = tracing_subscriber::fmt().with_env_filter(EnvFilter::new(filter));
+        let _ = match file {
+            Some(home) => fmt
+                .with_writer(OneLine(LogFile::new(home.join("logs").join("talaria.log"))))
+                .with_ansi(false)
+                .try_init(),
+            None => fmt.with_writer(OneLine(io::stderr)).with_ansi(stderr_colour()).without_time().try_init(),
+        };
+        if let Some(problem) = problem {
+            crate::ui::warn(&format!("traces are off: {problem}"));
+        }
+        return None;
+    };
+    // The log keeps its filter; the traces layer takes the spans meant for export, whatever
+    // the log's level.
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let log = match file {
+        Some(home) => tracing_subscriber::fmt::layer()
+            .with_writer(OneLine(LogFile::new(home.join("logs").join("talaria.log"))))
+            .with_ansi(false)
+            .with_filter(EnvFilter::new(filter))
+            .boxed(),
+        None => tracing_subscriber::fmt::layer()
+            .with_writer(OneLine(io::stderr))
+            .with_ansi(stderr_colour())
+            .without_time()
+            .with_filter(EnvFilter::new(filter))
+            .boxed(),
+    };
+    let _ = tracing_subscriber::registry().with(layer).with(log).try_init();
+    Some(tracing)
+}
+
+fn stderr_colour() -> bool {
+    std::env::var_os("NO_COLOR").is_none() && io::IsTerminal::is_terminal(&io::stderr())
 }
 
 /// The log file, opened on first use.

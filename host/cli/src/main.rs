@@ -220,7 +220,7 @@ fn main() -> ExitCode {
     if service {
         talaria_gateway::serve::limit_heaps();
     }
-    logging::init(if service { cli.verbose.max(1) } else { cli.verbose });
+    let traces = logging::init(if service { cli.verbose.max(1) } else { cli.verbose });
     let runtime = if service {
         // A thread per core: the store is async (PostgreSQL's round trips wait without a thread),
         // and SQLite's statements are short.
@@ -246,6 +246,9 @@ fn main() -> ExitCode {
     // call stuck in a system call (opening a FIFO nobody writes) and stopped at its deadline.
     // Dropping the runtime would wait for it forever; the process ends instead.
     tokio.shutdown_timeout(EXIT_GRACE);
+    if let Some(traces) = traces {
+        traces.finish();
+    }
     code
 }
 

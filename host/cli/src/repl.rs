@@ -112,7 +112,7 @@ pub async fn run(ctx: &Ctx, session: Session, _args: &ChatArgs) -> anyhow::Resul
         }
         let vision = vision(repl.session.conversation.info().provider.as_ref());
         let (text, images) = attach(&line, &ctx.workspace, &vision);
-        repl.turn(Op::UserTurn { text, images, sender: None }, lines.interactive()).await;
+        repl.turn(Op::UserTurn { text, images, sender: None, trace: None }, lines.interactive()).await;
     }
     let reason = if stop.signal().is_some() { "signal" } else { "exit" };
     let info = repl.session.conversation.info();
@@ -280,7 +280,7 @@ impl Repl {
         let Some(cmd) = lookup(name) else {
             if let Some(text) = self.skill_message(name, arg) {
                 ui::note(&format!("loading skill {name}"));
-                self.turn(Op::UserTurn { text, images: Vec::new(), sender: None }, interactive).await;
+                self.turn(Op::UserTurn { text, images: Vec::new(), sender: None, trace: None }, interactive).await;
                 return Ok(true);
             }
             let close: Vec<String> = COMMANDS
@@ -389,7 +389,7 @@ impl Repl {
                 }
                 let text = self.session.host.mcp().prompt(server, name, arguments).await?;
                 ui::note(&format!("sending prompt {name} of {server} ({} chars)", text.chars().count()));
-                self.turn(Op::UserTurn { text, images: Vec::new(), sender: None }, interactive).await;
+                self.turn(Op::UserTurn { text, images: Vec::new(), sender: None, trace: None }, interactive).await;
             }
             "stop" => ui::note("nothing is running"),
             "permissions" => self.permissions(arg)?,

@@ -104,7 +104,21 @@ impl Hooks for PluginHooks {
             let plugins = Self::wanting(&runtime, event.kind());
             let mut replies = Vec::with_capacity(plugins.len());
             for plugin in plugins {
-                let decision = runtime.hook(&plugin, event, session).await;
+                use tracing::Instrument as _;
+                let span = tracing::info_span!(
+                    target: talaria_protocol::trace::TARGET,
+                    "hook",
+                    otel.name = format!("hook {}", event.kind().name()),
+                    talaria.hook.event = event.kind().name(),
+                    talaria.plugin = plugin.name(),
+                    talaria.hook.decision = tracing::field::Empty,
+                    otel.status_code = tracing::field::Empty,
+                );
+                let decision = runtime.hook(&plugin, event, session).instrument(span.clone()).await;
+                match &decision {
+                    Ok(decision) => span.record("talaria.hook.decision", decision.name()),
+                    Err(_) => span.record("otel.status_code", "ERROR"),
+                };
                 // The loop reports failures (it knows what each one meant: a block, a skipped
                 // context); here they are only logged for -vv.
                 if let Err(e) = &decision {

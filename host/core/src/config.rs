@@ -72,12 +72,14 @@ use crate::Error;
 mod budget;
 mod gateway;
 mod home;
+mod telemetry;
 
 pub use budget::{BudgetToml, Limits};
 pub use gateway::{GatewayToml, GroupSessions, LimitsToml, PlatformToml, RouteAuth, RouteToml};
 pub use home::{
     ACTIVE_PROFILE_FILE, DEFAULT_PROFILE, base_home, check_profile_name, home, profile, profile_home, set_profile,
 };
+pub use telemetry::TelemetryToml;
 
 /// Why `config.toml` could not be read or changed. Each message names the file and the problem.
 /// Where it quotes an I/O or TOML error, that error is a field of the variant and not its
@@ -163,6 +165,9 @@ pub struct ConfigToml {
     /// Spending limits.
     #[serde(default)]
     pub budget: BudgetToml,
+    /// Traces over OTLP.
+    #[serde(default)]
+    pub telemetry: TelemetryToml,
 }
 
 /// `[store]`: where sessions, memory, plugin data, jobs and ledgers live.

@@ -257,6 +257,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         stats: host.stats.clone(),
         last_sender: None,
         job: start.job.clone(),
+        trace: None,
     };
     actor.update_info();
     tokio::spawn(actor.run());
@@ -435,6 +436,8 @@ struct Actor {
     last_sender: Option<String>,
     /// The scheduled job this conversation runs ([`Start::job`]).
     job: Option<String>,
+    /// The trace the next turn continues ([`Op::UserTurn::trace`]); a retry starts its own.
+    trace: Option<String>,
 }
 
 impl Actor {
@@ -491,8 +494,9 @@ impl Actor {
             self.outbox.send(Event::Notice { level: NoticeLevel::Info, text });
         }
         match op {
-            Op::UserTurn { text, images, sender } => {
+            Op::UserTurn { text, images, sender, trace } => {
                 self.last_sender = sender;
+                self.trace = trace;
                 let end = self.turn(text.clone(), images).await;
                 if matches!(end.outcome, talaria_protocol::Outcome::Completed) {
                     self.title_soon(text, end.text);
@@ -568,9 +572,48 @@ impl Actor {
         }
     }
 
+    /// Run one turn in its span (the root of its trace, or a child of the request's), which
+    /// ends with its outcome, tokens and calls; text only with `[telemetry] content`.
+    async fn turn(&mut self, text: String, images: Vec<talaria_protocol::Image>) -> TurnEnd {
+        use tracing::Instrument as _;
+        use tracing::field::Empty;
+        let span = tracing::info_span!(
+            target: talaria_protocol::trace::TARGET,
+            "turn",
+            talaria.source = %self.shared.config.source,
+            gen_ai.conversation.id = self.agent.session_id(),
+            talaria.outcome = Empty,
+            talaria.api_calls = Empty,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            talaria.prompt = Empty,
+            talaria.answer = Empty,
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+        );
+        crate::telemetry::set_parent(&span, self.trace.take().as_deref());
+        let content = talaria_protocol::trace::content();
+        if content {
+            span.record("talaria.prompt", text.as_str());
+        }
+        let end = self.turn_in_span(text, images).instrument(span.clone()).await;
+        span.record("talaria.outcome", end.outcome.name());
+        span.record("talaria.api_calls", end.api_calls);
+        span.record("gen_ai.usage.input_tokens", end.usage.input_tokens);
+        span.record("gen_ai.usage.output_tokens", end.usage.output_tokens);
+        if content {
+            span.record("talaria.answer", end.text.as_str());
+        }
+        if let talaria_protocol::Outcome::Failed(e) = &end.outcome {
+            span.record("otel.status_code", "ERROR");
+            span.record("otel.status_description", e.as_str());
+        }
+        end
+    }
+
     /// Run one turn, taking immediate ops meanwhile and queueing the rest; refused without a
     /// model call when a spending limit covering it is reached ([`crate::budget`]).
-    async fn turn(&mut self, text: String, images: Vec<talaria_protocol::Image>) -> TurnEnd {
+    async fn turn_in_span(&mut self, text: String, images: Vec<talaria_protocol::Image>) -> TurnEnd {
         self.last_prompt = Some((text.clone(), images.clone()));
         self.outbox.turn = Some(self.outbox.op);
         self.outbox.send(Event::TurnStarted { text: text.clone() });

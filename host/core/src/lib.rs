@@ -15,7 +15,7 @@
 //! // 2. Start a conversation (a new session here; `Start::resume` continues a stored one).
 //! let mut conversation = host.start(Start::default()).await?;
 //! // 3. Submit a user turn; every submission gets an id.
-//! let turn = conversation.submit(Op::UserTurn { text: "What is in README.md?".into(), images: Vec::new(), sender: None });
+//! let turn = conversation.submit(Op::UserTurn { text: "What is in README.md?".into(), images: Vec::new(), sender: None, trace: None });
 //! // 4. Render events until that turn ends.
 //! while let Some(stamped) = conversation.next_event().await {
 //!     match &stamped.event {
@@ -66,6 +66,7 @@ pub mod prices;
 pub mod rollback;
 mod router;
 mod stats;
+pub mod telemetry;
 mod title;
 pub mod usage;
 

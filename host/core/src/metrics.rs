@@ -15,6 +15,7 @@
 //! | `talaria_approvals_waiting` | | approvals asked and not answered yet |
 //! | `talaria_queue_depth` | | messages taken and not answered yet (gateway) |
 //! | `talaria_deliveries` | `state` | the delivery ledger: `pending`, `failed` (gateway) |
+//! | `talaria_plugin_faults_total` | `plugin`, `kind` | plugin instances stopped: `deadline`, `crashed` (a trap, a memory cap) |
 //!
 //! Labels hold names talaria chose or the operator configured (a source, a model, a tool
 //! name), never text from a chat or a prompt.
@@ -63,6 +64,12 @@ struct StateLabels {
     state: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FaultLabels {
+    plugin: String,
+    kind: String,
+}
+
 /// Seconds a model call may take: 50 ms to about 100 s.
 fn seconds() -> Histogram {
     Histogram::new(exponential_buckets(0.05, 2.0, 12))
@@ -86,6 +93,7 @@ pub struct Metrics {
     approvals_waiting: Gauge,
     queue: Gauge,
     deliveries: Family<StateLabels, Gauge>,
+    faults: Family<FaultLabels, Counter>,
     /// The tool and model names labelled so far: a name the model makes up (a tool that does
     /// not exist) must not grow the page without end, so past [`NAMES_KEPT`] the rest are `other`.
     names: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -117,6 +125,8 @@ impl Default for Metrics {
         registry.register("queue_depth", "Messages taken and not answered yet", queue.clone());
         let deliveries = Family::default();
         registry.register("deliveries", "Deliveries in the ledger, by state", deliveries.clone());
+        let faults = Family::default();
+        registry.register("plugin_faults", "Plugin instances stopped, by plugin and kind", faults.clone());
         Self {
             registry,
             turns,
@@ -129,6 +139,7 @@ impl Default for Metrics {
             approvals_waiting,
             queue,
             deliveries,
+            faults,
             names: std::sync::Mutex::default(),
         }
     }
@@ -238,6 +249,11 @@ impl Metrics {
 
     /// Everything counted so far, in the OpenMetrics text format ([`CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
+        // The runtime counts its plugins' faults; the counters catch up with it.
+        for (plugin, kind, total) in talaria_runtime::plugin_faults() {
+            let counter = self.faults.get_or_create(&FaultLabels { plugin, kind: kind.into() });
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::warn!("cannot write the metrics: {e}");

@@ -157,6 +157,19 @@ pub enum HookDecision {
     ReplaceResult(String),
 }
 
+impl HookDecision {
+    /// Its name in the contract (`require_approval`), for messages and traces.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Proceed => "proceed",
+            Self::Block(_) => "block",
+            Self::RequireApproval(_) => "require_approval",
+            Self::AddContext(_) => "add_context",
+            Self::ReplaceResult(_) => "replace_result",
+        }
+    }
+}
+
 /// Where the conversation stands, for a context engine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextStatus {

@@ -31,6 +31,7 @@ mod invocation;
 mod message;
 mod op;
 mod tool;
+pub mod trace;
 
 pub use event::{
     ApprovalKind, ApprovalNeeded, CallOutcome, ClarifyNeeded, Event, FileChange, NoticeLevel, Outcome, SessionReason,

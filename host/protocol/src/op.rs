@@ -21,6 +21,11 @@ pub enum Op {
         /// against their `[budget]`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sender: Option<String>,
+        /// The W3C `traceparent` of the request that carried it (an ACP `_meta`, an API or
+        /// webhook header, the gateway's span for the message): the turn's trace continues it.
+        /// Only its ids are taken ([`crate::trace`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
     },
     /// Stop the running turn; nothing of the model call in flight is kept.
     Interrupt,
@@ -135,4 +140,16 @@ pub enum Decision {
     /// Allow this kind of command (or this host) from now on (saved to the config's allowlist).
     Always,
     Deny,
+}
+
+impl Decision {
+    /// Its name on the wire (`once`), for messages and traces.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Once => "once",
+            Self::Session => "session",
+            Self::Always => "always",
+            Self::Deny => "deny",
+        }
+    }
 }

@@ -174,12 +174,86 @@ pub(crate) async fn run_fresh<T>(
     limits: CallLimits,
     f: impl AsyncFnOnce(&mut Store<HostState>, &Instance) -> wasmtime::Result<Result<T, GuestError>>,
 ) -> Result<Done<T>, Failure> {
+    use tracing::Instrument as _;
+    let span = plugin_span(env, "fresh");
     let mut store = new_store(engine, env, site, limits);
-    guarded(&mut store, limits, async |store| {
+    let result = guarded(&mut store, limits, async |store| {
         let instance = pre.instantiate_async(&mut *store).await?;
         f(store, &instance).await
     })
-    .await
+    .instrument(span.clone())
+    .await;
+    ended(&span, env, &result);
+    result
+}
+
+/// The span of one call on an instance of the plugin of `env` (`instance`: `fresh` or
+/// `resident`).
+fn plugin_span(env: &PluginEnv, instance: &'static str) -> tracing::Span {
+    use tracing::field::Empty;
+    tracing::info_span!(
+        target: talaria_protocol::trace::TARGET,
+        "plugin",
+        otel.name = format!("plugin {}", env.name),
+        talaria.plugin = %env.name,
+        talaria.plugin.instance = instance,
+        talaria.outcome = Empty,
+        talaria.denials = Empty,
+        talaria.denied = Empty,
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+    )
+}
+
+/// Note how a call ended: on its span, and a fault (a deadline, a crash) in [`faults`].
+fn ended<T>(span: &tracing::Span, env: &PluginEnv, result: &Result<Done<T>, Failure>) {
+    let (outcome, denials) = match result {
+        Ok((_, denials)) => ("ok", denials.as_slice()),
+        Err(Failure::Guest { denials, .. }) => ("error", denials.as_slice()),
+        Err(Failure::Deadline { .. }) => ("deadline", &[][..]),
+        Err(Failure::Crashed(_)) => ("crashed", &[][..]),
+    };
+    if matches!(outcome, "deadline" | "crashed") {
+        fault(&env.name, outcome);
+    }
+    if span.is_disabled() {
+        return;
+    }
+    span.record("talaria.outcome", outcome);
+    span.record("talaria.denials", denials.len());
+    if !denials.is_empty() && talaria_protocol::trace::content() {
+        span.record("talaria.denied", denials.join("; "));
+    }
+    if outcome != "ok" {
+        span.record("otel.status_code", "ERROR");
+        if let Err(Failure::Crashed(what)) = result {
+            span.record("otel.status_description", what.as_str());
+        }
+    }
+}
+
+/// Rows (plugin and kind) kept by name; faults of plugins past them are counted as `other`.
+const FAULT_NAMES: usize = 256;
+
+static FAULTS: std::sync::Mutex<Vec<(String, &'static str, u64)>> = std::sync::Mutex::new(Vec::new());
+
+fn fault(plugin: &str, kind: &'static str) {
+    let mut faults = FAULTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(row) = faults.iter_mut().find(|(p, k, _)| p == plugin && *k == kind) {
+        row.2 += 1;
+        return;
+    }
+    let name = if faults.len() < FAULT_NAMES { plugin } else { "other" };
+    match faults.iter_mut().find(|(p, k, _)| p == name && *k == kind) {
+        Some(row) => row.2 += 1,
+        None => faults.push((name.to_string(), kind, 1)),
+    }
+}
+
+/// The plugin instance faults of this process so far: (plugin, `deadline` or `crashed`, count),
+/// for the metrics page.
+pub fn faults() -> Vec<(String, &'static str, u64)> {
+    FAULTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
 }
 
 /// A resident instance (a memory provider's, a platform adapter's), kept across calls, with
@@ -239,7 +313,12 @@ where
         }
     };
     let guest = resident.guest.clone();
-    let result = guarded(&mut resident.store, limits, async |store| f(store, &guest).await).await;
+    let span = plugin_span(env, "resident");
+    let result = {
+        use tracing::Instrument as _;
+        guarded(&mut resident.store, limits, async |store| f(store, &guest).await).instrument(span.clone()).await
+    };
+    ended(&span, env, &result);
     match &result {
         Ok(_) | Err(Failure::Guest { .. }) => *slot = Some(resident),
         Err(Failure::Deadline { .. } | Failure::Crashed(_)) => {

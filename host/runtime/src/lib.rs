@@ -97,6 +97,7 @@ pub use error::ComponentError;
 pub use fsutil::FileError;
 pub use grant::{Access, Capability, CapabilityError, GrantFile, GrantedDir, Grants, HostPattern, Scope};
 pub use instance::CallLimits;
+pub use instance::faults as plugin_faults;
 pub use llm::{BoxFuture, LlmBackend, LlmCompletion, LlmRequest, MAX_LLM_CALLS, MAX_LLM_TOKENS, RequestError};
 pub use lock::{DirError, LOCK_FILE, LockEntry, Lockfile, reinstall_hint, scope_paths, short_digest};
 pub use manifest::{

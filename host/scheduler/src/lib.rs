@@ -305,7 +305,7 @@ impl Runner {
             .or(cron.timeout_secs)
             .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
         let prompt = framed(job, due_at, self.host.config());
-        let turn = conversation.submit(Op::UserTurn { text: prompt, images: Vec::new(), sender: None });
+        let turn = conversation.submit(Op::UserTurn { text: prompt, images: Vec::new(), sender: None, trace: None });
         let deadline = tokio::time::Instant::now() + timeout;
         let stop = self.stop.clone();
         let stopping = async move {

@@ -435,6 +435,7 @@ async fn send(served: &Arc<Served>, caller: Caller, params: &Value, streamed: bo
         transcript: text,
         stop: task.stop.clone(),
         approvals: caller.approvals,
+        trace: caller.trace,
     };
     tokio::spawn(drive(served.clone(), task.clone(), turn, events));
     Ok(Sent { task, events: receiver })

@@ -105,10 +105,12 @@ pub struct Token {
     pub approvals: Approvals,
 }
 
-/// Who a request comes from, as its token says: how its turns' approvals are answered.
-#[derive(Debug, Clone, Copy)]
+/// Who a request comes from, as its token says: how its turns' approvals are answered; and the
+/// trace it continues (its W3C `traceparent` header, when well formed).
+#[derive(Debug, Clone)]
 pub(crate) struct Caller {
     pub approvals: Approvals,
+    pub trace: Option<String>,
 }
 
 /// Runs a scheduled job at once, for the dashboard's "Run now". The binary gives it: running
@@ -246,7 +248,10 @@ async fn authenticated(
     match bearer.which(peer, given) {
         Ok(i) => {
             let approvals = approvals.get(i).copied().unwrap_or_default();
-            request.extensions_mut().insert(Caller { approvals });
+            let trace = talaria_protocol::trace::traceparent(
+                request.headers().get("traceparent").and_then(|v| v.to_str().ok()),
+            );
+            request.extensions_mut().insert(Caller { approvals, trace });
             next.run(request).await
         }
         Err(Refusal::Unauthorized) => {

@@ -241,7 +241,7 @@ pub(crate) async fn begin(
     let (out, pieces) = mpsc::channel(64);
     let title = name.map(|name| format!("api:{name}"));
     let stop = tokio_util::sync::CancellationToken::new();
-    let asked = Asked { title, text, transcript, stop, approvals: caller.approvals };
+    let asked = Asked { title, text, transcript, stop, approvals: caller.approvals, trace: caller.trace };
     let running = tokio::spawn(turn::run(served, asked, out));
     Ok(Begun { pieces, running })
 }

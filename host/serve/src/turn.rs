@@ -26,6 +26,8 @@ pub(crate) struct Asked {
     pub stop: CancellationToken,
     /// How its approvals are answered (the caller's token says).
     pub approvals: Approvals,
+    /// The trace the turn continues ([`crate::Caller::trace`]).
+    pub trace: Option<String>,
 }
 
 /// What a turn sends the client, in order: text as it comes, then how it ended.
@@ -100,7 +102,7 @@ pub(crate) async fn run(served: Arc<Served>, asked: Asked, out: mpsc::Sender<Pie
     let mut conversation = served.host.start(start).await.map_err(|e| Failed::Start(e.to_string()))?;
     let approvals = asked.approvals;
     let text = if resumed { asked.text } else { asked.transcript };
-    let turn = conversation.submit(Op::UserTurn { text, images: Vec::new(), sender: None });
+    let turn = conversation.submit(Op::UserTurn { text, images: Vec::new(), sender: None, trace: asked.trace });
     let mut refused = Vec::new();
     // The client went away: the turn is stopped, and the rest of it only waited for.
     let mut gone = false;

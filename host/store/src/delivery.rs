@@ -163,10 +163,13 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn delivery_enqueue(&self, d: &NewDelivery<'_>) -> Result<i64> {
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.delivery_enqueue(d),
-            Engine::Postgres(pg) => pg.delivery_enqueue(d).await,
-        }
+        self.traced("delivery_enqueue", async {
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.delivery_enqueue(d),
+                Engine::Postgres(pg) => pg.delivery_enqueue(d).await,
+            }
+        })
+        .await
     }
 
     /// Up to `limit` deliveries of `platform` due now, oldest first.
@@ -201,14 +204,17 @@ impl Store {
         limit: usize,
         hold: std::time::Duration,
     ) -> Result<Vec<Delivery>> {
-        let now = now_ms();
-        let until = now.saturating_add(i64::try_from(hold.as_millis()).unwrap_or(i64::MAX));
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let me = crate::process::me();
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.deliveries_claim(platform, now, until, limit, me),
-            Engine::Postgres(pg) => pg.deliveries_claim(platform, now, until, limit, me).await,
-        }
+        self.traced("deliveries_claim", async {
+            let now = now_ms();
+            let until = now.saturating_add(i64::try_from(hold.as_millis()).unwrap_or(i64::MAX));
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let me = crate::process::me();
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.deliveries_claim(platform, now, until, limit, me),
+                Engine::Postgres(pg) => pg.deliveries_claim(platform, now, until, limit, me).await,
+            }
+        })
+        .await
     }
 
     /// When the next pending delivery of `platform` comes due (milliseconds since the epoch;
@@ -228,10 +234,13 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn delivery_sent(&self, id: i64, sent_id: &str) -> Result<()> {
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.delivery_sent(id, sent_id),
-            Engine::Postgres(pg) => pg.delivery_sent(id, sent_id).await,
-        }
+        self.traced("delivery_sent", async {
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.delivery_sent(id, sent_id),
+                Engine::Postgres(pg) => pg.delivery_sent(id, sent_id).await,
+            }
+        })
+        .await
     }
 
     /// The deliveries queued under keys starting with `prefix`: (key, state, last error), in
@@ -252,10 +261,13 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn delivery_failed(&self, id: i64, error: &str) -> Result<Failed> {
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.delivery_failed(id, error),
-            Engine::Postgres(pg) => pg.delivery_failed(id, error).await,
-        }
+        self.traced("delivery_failed", async {
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.delivery_failed(id, error),
+                Engine::Postgres(pg) => pg.delivery_failed(id, error).await,
+            }
+        })
+        .await
     }
 
     /// Record webhook delivery `id` on `route`; whether it was seen before (within the last

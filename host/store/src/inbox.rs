@@ -197,16 +197,19 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn inbox_put(&self, e: &NewEntry<'_>) -> Result<Put> {
-        match &self.engine {
-            Engine::Sqlite(db) => {
-                let put = db.queue().await.inbox_put(e)?;
-                if matches!(put, Put::New(_)) {
-                    self.hint(QUEUED, e.session_key).await;
+        self.traced("inbox_put", async {
+            match &self.engine {
+                Engine::Sqlite(db) => {
+                    let put = db.queue().await.inbox_put(e)?;
+                    if matches!(put, Put::New(_)) {
+                        self.hint(QUEUED, e.session_key).await;
+                    }
+                    Ok(put)
                 }
-                Ok(put)
+                Engine::Postgres(pg) => pg.inbox_put(e, &Self::notice_text(QUEUED, e.session_key)).await,
             }
-            Engine::Postgres(pg) => pg.inbox_put(e, &Self::notice_text(QUEUED, e.session_key)).await,
-        }
+        })
+        .await
     }
 
     /// Entry `id`, if it is kept.
@@ -261,10 +264,13 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn inbox_started(&self, id: i64, session_id: &str) -> Result<()> {
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.inbox_started(id, session_id),
-            Engine::Postgres(pg) => pg.inbox_started(id, session_id).await,
-        }
+        self.traced("inbox_started", async {
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.inbox_started(id, session_id),
+                Engine::Postgres(pg) => pg.inbox_started(id, session_id).await,
+            }
+        })
+        .await
     }
 
     /// [`Store::inbox_started`], written with the lease that session `session_id`'s turn takes
@@ -322,10 +328,13 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn inbox_streamed(&self, id: i64, streamed: Option<&str>) -> Result<()> {
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.inbox_streamed(id, streamed),
-            Engine::Postgres(pg) => pg.inbox_streamed(id, streamed).await,
-        }
+        self.traced("inbox_streamed", async {
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.inbox_streamed(id, streamed),
+                Engine::Postgres(pg) => pg.inbox_streamed(id, streamed).await,
+            }
+        })
+        .await
     }
 
     /// Entry `id` is answered (with `reply`, for whoever waits on it); tell them ([`DONE`]).
@@ -333,7 +342,7 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn inbox_done(&self, id: i64, reply: Option<&str>) -> Result<()> {
-        self.inbox_done_with(id, reply, &[]).await
+        self.traced("inbox_done", async { self.inbox_done_with(id, reply, &[]).await }).await
     }
 
     /// Entry `id` is answered by `parts`, queued to its chat (each once per key, as
@@ -342,7 +351,7 @@ impl Store {
     /// # Errors
     /// The database cannot be written; then neither is kept.
     pub async fn inbox_done_queueing(&self, id: i64, parts: &[NewDelivery<'_>]) -> Result<()> {
-        self.inbox_done_with(id, None, parts).await
+        self.traced("inbox_done_queueing", async { self.inbox_done_with(id, None, parts).await }).await
     }
 
     async fn inbox_done_with(&self, id: i64, reply: Option<&str>, queued: &[NewDelivery<'_>]) -> Result<()> {

@@ -59,12 +59,15 @@ impl Store {
     /// The key or value is out of bounds, the quota would be exceeded, or the database cannot
     /// be written.
     pub async fn kv_set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<()> {
-        check_key(key)?;
-        check_value(value)?;
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.kv_set(plugin, key, value),
-            Engine::Postgres(pg) => pg.kv_set(plugin, key, value).await,
-        }
+        self.traced("kv_set", async {
+            check_key(key)?;
+            check_value(value)?;
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.kv_set(plugin, key, value),
+                Engine::Postgres(pg) => pg.kv_set(plugin, key, value).await,
+            }
+        })
+        .await
     }
 
     /// Remove `key`; a missing key is not an error.
@@ -72,11 +75,14 @@ impl Store {
     /// # Errors
     /// The key is empty or too long, or the database cannot be written.
     pub async fn kv_delete(&self, plugin: &str, key: &str) -> Result<()> {
-        check_key(key)?;
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.kv_delete(plugin, key),
-            Engine::Postgres(pg) => pg.kv_delete(plugin, key).await,
-        }
+        self.traced("kv_delete", async {
+            check_key(key)?;
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.kv_delete(plugin, key),
+                Engine::Postgres(pg) => pg.kv_delete(plugin, key).await,
+            }
+        })
+        .await
     }
 
     /// Atomically: if the value under `key` is `expected` (`None`: the key is absent), make it
@@ -93,14 +99,17 @@ impl Store {
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<bool> {
-        check_key(key)?;
-        if let Some(new) = new {
-            check_value(new)?;
-        }
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.kv_compare_and_set(plugin, key, expected, new),
-            Engine::Postgres(pg) => pg.kv_compare_and_set(plugin, key, expected, new).await,
-        }
+        self.traced("kv_compare_and_set", async {
+            check_key(key)?;
+            if let Some(new) = new {
+                check_value(new)?;
+            }
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.kv_compare_and_set(plugin, key, expected, new),
+                Engine::Postgres(pg) => pg.kv_compare_and_set(plugin, key, expected, new).await,
+            }
+        })
+        .await
     }
 
     /// Atomically add `delta` to the counter under `key` and return its new value; a missing
@@ -113,11 +122,14 @@ impl Store {
     /// ([`Error::NotACounter`]), the sum leaves the 64-bit range ([`Error::CounterOverflow`]),
     /// the quota would be exceeded, or the database cannot be written.
     pub async fn kv_increment(&self, plugin: &str, key: &str, delta: i64) -> Result<i64> {
-        check_key(key)?;
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.kv_increment(plugin, key, delta),
-            Engine::Postgres(pg) => pg.kv_increment(plugin, key, delta).await,
-        }
+        self.traced("kv_increment", async {
+            check_key(key)?;
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.kv_increment(plugin, key, delta),
+                Engine::Postgres(pg) => pg.kv_increment(plugin, key, delta).await,
+            }
+        })
+        .await
     }
 
     /// Remove everything in `plugin`'s space; returns how many keys there were.

@@ -112,17 +112,20 @@ impl Store {
         ttl: Duration,
         history: bool,
     ) -> Result<(Leased, Option<Marked>)> {
-        let read = if history { Read::History } else { Read::Mark };
-        let (leased, read) = self.take_lease(session_id, holder, ttl, read).await?;
-        let marked = match read {
-            Some((mark, None)) => Some(Marked { mark, history: None }),
-            Some((mark, Some((prompt, raw)))) => {
-                let stored = raw.into_iter().map(RawMessage::into_stored).collect::<Result<_>>()?;
-                Some(Marked { mark, history: Some((prompt, stored)) })
-            }
-            None => None,
-        };
-        Ok((leased, marked))
+        self.traced("try_lease_marked", async {
+            let read = if history { Read::History } else { Read::Mark };
+            let (leased, read) = self.take_lease(session_id, holder, ttl, read).await?;
+            let marked = match read {
+                Some((mark, None)) => Some(Marked { mark, history: None }),
+                Some((mark, Some((prompt, raw)))) => {
+                    let stored = raw.into_iter().map(RawMessage::into_stored).collect::<Result<_>>()?;
+                    Some(Marked { mark, history: Some((prompt, stored)) })
+                }
+                None => None,
+            };
+            Ok((leased, marked))
+        })
+        .await
     }
 
     async fn take_lease(
@@ -154,11 +157,14 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn renew_lease(&self, session_id: &str, token: &str, ttl: Duration) -> Result<bool> {
-        let expires = now_ms().saturating_add(millis(ttl));
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.renew_lease(session_id, token, expires),
-            Engine::Postgres(pg) => pg.renew_lease(session_id, token, expires).await,
-        }
+        self.traced("renew_lease", async {
+            let expires = now_ms().saturating_add(millis(ttl));
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.renew_lease(session_id, token, expires),
+                Engine::Postgres(pg) => pg.renew_lease(session_id, token, expires).await,
+            }
+        })
+        .await
     }
 
     /// Give the lease back (nothing happens when it is no longer ours), and tell whoever waits
@@ -167,17 +173,21 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn release_lease(&self, session_id: &str, token: &str) -> Result<()> {
-        // Whoever waits for it may take it now.
-        match &self.engine {
-            Engine::Sqlite(db) => {
-                db.queue().await.release_lease(session_id, token)?;
-                self.hint(crate::notice::LEASE_FREED, session_id).await;
-                Ok(())
+        self.traced("release_lease", async {
+            // Whoever waits for it may take it now.
+            match &self.engine {
+                Engine::Sqlite(db) => {
+                    db.queue().await.release_lease(session_id, token)?;
+                    self.hint(crate::notice::LEASE_FREED, session_id).await;
+                    Ok(())
+                }
+                Engine::Postgres(pg) => {
+                    pg.release_lease(session_id, token, &Self::notice_text(crate::notice::LEASE_FREED, session_id))
+                        .await
+                }
             }
-            Engine::Postgres(pg) => {
-                pg.release_lease(session_id, token, &Self::notice_text(crate::notice::LEASE_FREED, session_id)).await
-            }
-        }
+        })
+        .await
     }
 
     /// Who holds the lease of `session_id` now, if anyone live does.

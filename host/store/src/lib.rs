@@ -225,6 +225,36 @@ enum Engine {
 }
 
 impl Store {
+    /// Run `work`, one of the store's transactions (`operation`, its method's name), in a span
+    /// of its own for traces ([`talaria_protocol::trace`]).
+    async fn traced<T>(
+        &self,
+        operation: &'static str,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        use tracing::Instrument as _;
+        let system = match &self.engine {
+            Engine::Sqlite(_) => "sqlite",
+            Engine::Postgres(_) => "postgresql",
+        };
+        let span = tracing::info_span!(
+            target: talaria_protocol::trace::TARGET,
+            "store",
+            otel.name = format!("store {operation}"),
+            otel.kind = "client",
+            db.system.name = system,
+            db.operation.name = operation,
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        );
+        let result = work.instrument(span.clone()).await;
+        if let Err(e) = &result {
+            span.record("otel.status_code", "ERROR");
+            span.record("otel.status_description", e.to_string());
+        }
+        result
+    }
+
     fn on(engine: Engine) -> Self {
         Self {
             engine,

@@ -156,17 +156,21 @@ impl Store {
     /// [`Error::SessionExists`], [`Error::UnknownSource`], [`Error::UnknownParent`], or an id
     /// that is empty, longer than 200 bytes or holds whitespace ([`Error::BadSessionId`]).
     pub async fn create_session(&self, s: &NewSession) -> Result<()> {
-        if s.id.is_empty() || s.id.len() > MAX_ID_BYTES || s.id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(Error::BadSessionId { id: s.id.clone() });
-        }
-        if !SOURCES.contains(&s.source.as_str()) {
-            return Err(Error::UnknownSource { name: s.source.clone() });
-        }
-        let now = now_ms();
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.create_session(s, now),
-            Engine::Postgres(pg) => pg.create_session(s, now).await,
-        }
+        self.traced("create_session", async {
+            if s.id.is_empty() || s.id.len() > MAX_ID_BYTES || s.id.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return Err(Error::BadSessionId { id: s.id.clone() });
+            }
+            if !SOURCES.contains(&s.source.as_str()) {
+                return Err(Error::UnknownSource { name: s.source.clone() });
+            }
+            let now = now_ms();
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.create_session(s, now),
+                Engine::Postgres(pg) => pg.create_session(s, now).await,
+            }
+        })
+        .await
     }
 
     /// Start session `new_id` as a copy of `from`'s active messages (same source, model, prompt
@@ -262,36 +266,40 @@ impl Store {
         usage: Option<(&Usage, u32)>,
         ending: Ending<'_>,
     ) -> Result<Vec<i64>> {
-        let token = ending.release;
-        if messages.is_empty() {
-            if let Some((usage, calls)) = usage {
-                self.add_usage(session_id, usage, calls).await?;
-            }
-            if let Some(token) = token {
-                self.release_lease(session_id, token).await?;
-            }
-            return Ok(Vec::new());
-        }
-        let rows = messages.iter().map(MessageRow::new).collect::<Result<Vec<_>>>()?;
-        let calls: usize = messages.iter().map(|m| m.tool_calls().len()).sum();
-        // An answer ends a turn: the messages waiting to be indexed for search are indexed with
-        // it once there are enough of them, rather than each commit writing index segments.
-        let ends_turn = matches!(messages.last(), Some(Message::Assistant { tool_calls, .. }) if tool_calls.is_empty());
-        match &self.engine {
-            Engine::Sqlite(db) => {
-                let ids = db.queue().await.append(session_id, &rows, calls, usage, ends_turn, ending)?;
-                if token.is_some() {
-                    self.hint(crate::notice::LEASE_FREED, session_id).await;
+        self.traced("append_with", async {
+            let token = ending.release;
+            if messages.is_empty() {
+                if let Some((usage, calls)) = usage {
+                    self.add_usage(session_id, usage, calls).await?;
                 }
-                if let Some((id, _)) = ending.answer {
-                    self.hint(crate::inbox::DONE, &id.to_string()).await;
+                if let Some(token) = token {
+                    self.release_lease(session_id, token).await?;
                 }
-                Ok(ids)
+                return Ok(Vec::new());
             }
-            Engine::Postgres(pg) => {
-                pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), ending, now_ms()).await
+            let rows = messages.iter().map(MessageRow::new).collect::<Result<Vec<_>>>()?;
+            let calls: usize = messages.iter().map(|m| m.tool_calls().len()).sum();
+            // An answer ends a turn: the messages waiting to be indexed for search are indexed with
+            // it once there are enough of them, rather than each commit writing index segments.
+            let ends_turn =
+                matches!(messages.last(), Some(Message::Assistant { tool_calls, .. }) if tool_calls.is_empty());
+            match &self.engine {
+                Engine::Sqlite(db) => {
+                    let ids = db.queue().await.append(session_id, &rows, calls, usage, ends_turn, ending)?;
+                    if token.is_some() {
+                        self.hint(crate::notice::LEASE_FREED, session_id).await;
+                    }
+                    if let Some((id, _)) = ending.answer {
+                        self.hint(crate::inbox::DONE, &id.to_string()).await;
+                    }
+                    Ok(ids)
+                }
+                Engine::Postgres(pg) => {
+                    pg.append(session_id, rows, calls, usage.map(|(u, c)| (*u, c)), ending, now_ms()).await
+                }
             }
-        }
+        })
+        .await
     }
 
     /// Add one or more model calls' token usage to the session's totals. Estimated usage
@@ -300,11 +308,14 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub async fn add_usage(&self, session_id: &str, usage: &Usage, api_calls: u32) -> Result<()> {
-        let now = now_ms();
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.add_usage(session_id, usage, api_calls, now),
-            Engine::Postgres(pg) => pg.add_usage(session_id, usage, api_calls, now).await,
-        }
+        self.traced("add_usage", async {
+            let now = now_ms();
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.add_usage(session_id, usage, api_calls, now),
+                Engine::Postgres(pg) => pg.add_usage(session_id, usage, api_calls, now).await,
+            }
+        })
+        .await
     }
 
     /// The session with exactly this id, if any.
@@ -332,14 +343,17 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub async fn history(&self, id: &str) -> Result<(String, Vec<StoredMessage>)> {
-        let (prompt, raw) = match &self.engine {
-            Engine::Sqlite(db) => {
-                let db = db.queue().await;
-                (db.system_prompt(id)?, db.messages(id)?)
-            }
-            Engine::Postgres(pg) => pg.history(id).await?.ok_or_else(|| not_found(id))?,
-        };
-        Ok((prompt, raw.into_iter().map(RawMessage::into_stored).collect::<Result<_>>()?))
+        self.traced("history", async {
+            let (prompt, raw) = match &self.engine {
+                Engine::Sqlite(db) => {
+                    let db = db.queue().await;
+                    (db.system_prompt(id)?, db.messages(id)?)
+                }
+                Engine::Postgres(pg) => pg.history(id).await?.ok_or_else(|| not_found(id))?,
+            };
+            Ok((prompt, raw.into_iter().map(RawMessage::into_stored).collect::<Result<_>>()?))
+        })
+        .await
     }
 
     /// The session the user means by `key`, tried in this order: `latest` (the most recently
@@ -483,11 +497,14 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub async fn end_session(&self, id: &str, reason: &str) -> Result<()> {
-        let now = now_ms();
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.end_session(id, reason, now),
-            Engine::Postgres(pg) => pg.end_session(id, reason, now).await,
-        }
+        self.traced("end_session", async {
+            let now = now_ms();
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.end_session(id, reason, now),
+                Engine::Postgres(pg) => pg.end_session(id, reason, now).await,
+            }
+        })
+        .await
     }
 
     /// Undo the last turn: mark the session's last active user message and everything after it
@@ -497,11 +514,14 @@ impl Store {
     /// # Errors
     /// [`Error::SessionNotFound`].
     pub async fn undo_last_turn(&self, session_id: &str) -> Result<usize> {
-        let now = now_ms();
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.undo_last_turn(session_id, now),
-            Engine::Postgres(pg) => pg.undo_last_turn(session_id, now).await,
-        }
+        self.traced("undo_last_turn", async {
+            let now = now_ms();
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.undo_last_turn(session_id, now),
+                Engine::Postgres(pg) => pg.undo_last_turn(session_id, now).await,
+            }
+        })
+        .await
     }
 }
 

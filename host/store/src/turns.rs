@@ -90,13 +90,16 @@ impl Store {
     /// # Errors
     /// The database cannot be written.
     pub async fn record_turns(&self, turns: &[TurnStat]) -> Result<()> {
-        if turns.is_empty() {
-            return Ok(());
-        }
-        match &self.engine {
-            Engine::Sqlite(db) => db.queue().await.record_turns(turns),
-            Engine::Postgres(pg) => pg.record_turns(turns).await,
-        }
+        self.traced("record_turns", async {
+            if turns.is_empty() {
+                return Ok(());
+            }
+            match &self.engine {
+                Engine::Sqlite(db) => db.queue().await.record_turns(turns),
+                Engine::Postgres(pg) => pg.record_turns(turns).await,
+            }
+        })
+        .await
     }
 
     /// The turns that ended at or after `since` (Unix milliseconds), oldest first.

@@ -7,6 +7,7 @@
 
 use std::sync::Mutex;
 use std::time::Instant;
+use tracing::Instrument as _;
 
 use futures_util::StreamExt as _;
 use serde_json::Value;
@@ -54,6 +55,7 @@ impl Agent {
             let (slots, starts) = (&slots, &starts);
             let call = &calls[i];
             let ctx = &parsed[i];
+            let span = this.tool_span(call);
             async move {
                 let started = Instant::now();
                 lock(starts)[i] = Some(started);
@@ -67,8 +69,9 @@ impl Agent {
                     (Ok(ctx), Some(a)) => tools::Snapshot::before(a, &ctx.arguments, &this.shared.config.workspace),
                     _ => tools::Snapshot::default(),
                 };
+                let mut allowed = true;
                 let result = match ctx {
-                    Ok(ctx) => match this.tool_allowed(call, &ctx.arguments).await {
+                    Ok(ctx) => match this.tool_allowed(call, &ctx.arguments).await.inspect_err(|_| allowed = false) {
                         Ok(()) => {
                             this.emitter.emit(Event::ToolRunning { call_id: call.id.clone() });
                             let ticket = this.checkpoint(call, &ctx.arguments).await;
@@ -90,6 +93,21 @@ impl Agent {
                 };
                 let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
                 let text = this.tool_finished(call, text, ok, millis).await;
+                let span = tracing::Span::current();
+                let outcome = match (ctx.is_ok(), allowed, ok) {
+                    (false, _, _) => "bad_arguments",
+                    (true, false, _) => "refused",
+                    (true, true, true) => "ok",
+                    (true, true, false) => "error",
+                };
+                span.record("talaria.outcome", outcome);
+                if !ok {
+                    span.record("otel.status_code", "ERROR");
+                }
+                if talaria_protocol::trace::content() {
+                    span.record("gen_ai.tool.call.arguments", call.arguments.as_str());
+                    span.record("gen_ai.tool.call.result", text.as_str());
+                }
                 this.emitter.emit(Event::ToolFinished(ToolFinished {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
@@ -105,6 +123,7 @@ impl Agent {
                 };
                 lock(slots)[i] = Some((text, images));
             }
+            .instrument(span)
         };
         let work = async {
             if parallel {
@@ -149,6 +168,25 @@ impl Agent {
             out.push(Message::Tool { tool_call_id: call.id.clone(), name: call.name.clone(), content: text, images });
         }
         (out, interrupted)
+    }
+
+    /// The span of one tool call, named as OpenTelemetry's GenAI conventions name it.
+    fn tool_span(&self, call: &ToolCall) -> tracing::Span {
+        use tracing::field::Empty;
+        let plugin = self.tools.iter().find(|t| t.name == call.name).map_or("", |t| t.plugin.as_str());
+        tracing::info_span!(
+            target: talaria_protocol::trace::TARGET,
+            "execute_tool",
+            otel.name = format!("execute_tool {}", call.name),
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %call.name,
+            gen_ai.tool.call.id = %call.id,
+            talaria.plugin = plugin,
+            talaria.outcome = Empty,
+            gen_ai.tool.call.arguments = Empty,
+            gen_ai.tool.call.result = Empty,
+            otel.status_code = Empty,
+        )
     }
 
     /// Run one tool as the model would call it, without the model (`talaria tools call`):

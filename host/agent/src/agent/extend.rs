@@ -103,16 +103,6 @@ pub(super) fn plugin_session(shared: &Shared, chain: &Chain, session_id: &str, p
     }
 }
 
-fn decision_name(d: &HookDecision) -> &'static str {
-    match d {
-        HookDecision::Proceed => "proceed",
-        HookDecision::Block(_) => "block",
-        HookDecision::RequireApproval(_) => "require_approval",
-        HookDecision::AddContext(_) => "add_context",
-        HookDecision::ReplaceResult(_) => "replace_result",
-    }
-}
-
 /// How a request shares the context window: the fixed part every call sends (system prompt and
 /// tool schemas), and the conversation, the only part compression can shrink.
 ///
@@ -251,7 +241,7 @@ impl Agent {
     fn hook_misanswer(&self, plugin: &str, kind: HookKind, decision: &HookDecision) {
         self.emitter.warn(format!(
             "hook '{plugin}' answered {} to {}, where it does not count; ignored",
-            decision_name(decision),
+            decision.name(),
             kind.name()
         ));
     }

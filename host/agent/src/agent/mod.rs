@@ -30,6 +30,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use talaria_protocol::{Event, Message, NoticeLevel, Outcome, ToolSpec, TurnEnd, Usage};
 use talaria_store::{NewSession, SessionInfo, Store};
@@ -827,19 +828,32 @@ impl Agent {
         };
         let notices = self.emitter.clone();
         let on_notice = move |text: String| notices.emit(Event::Notice { level: NoticeLevel::Warn, text });
-        let model = self.chain.providers.get(self.chain_state.active_index()).map(Provider::label).unwrap_or_default();
+        let active = self.chain.providers.get(self.chain_state.active_index());
+        let model = active.map(Provider::label).unwrap_or_default();
+        let span = model_span(active);
         self.emitter.emit(Event::RequestSent { model });
-        let result =
-            self.chain.complete(&self.shared.client, &mut self.chain_state, &request, &on_delta, &on_notice).await;
+        let result = self
+            .chain
+            .complete(&self.shared.client, &mut self.chain_state, &request, &on_delta, &on_notice)
+            .instrument(span.clone())
+            .await;
         turn.api_calls += 1;
         self.api_calls += 1;
         let mut reply = match result {
             Ok(reply) => reply,
             Err(e) => {
+                span.record("otel.status_code", "ERROR");
+                span.record("otel.status_description", e.to_string());
                 turn.partial = e.partial().to_string();
                 return Err(e.to_string());
             }
         };
+        span.record("gen_ai.response.model", reply.model.as_str());
+        span.record("gen_ai.usage.input_tokens", reply.usage.input_tokens);
+        span.record("gen_ai.usage.output_tokens", reply.usage.output_tokens);
+        if let Some(reason) = &reply.finish_reason {
+            span.record("gen_ai.response.finish_reasons", reason.as_str());
+        }
         self.emitter.emit(Event::MessageEnd);
         let reported = reply.usage.input_tokens;
         if reported > 0 && !reply.usage.estimated {
@@ -938,6 +952,28 @@ impl Agent {
 
 /// How a turn that answered `answer` ends: cut short by the model's output limit, the answer
 /// shown without the marker the history keeps.
+/// The span of one model call (retries and fallback inside), named as OpenTelemetry's GenAI
+/// conventions name a chat request.
+fn model_span(provider: Option<&Provider>) -> tracing::Span {
+    use tracing::field::Empty;
+    let (name, model) = provider.map_or(("", ""), |p| (p.name.as_str(), p.model.as_str()));
+    tracing::info_span!(
+        target: talaria_protocol::trace::TARGET,
+        "chat",
+        otel.name = format!("chat {model}"),
+        otel.kind = "client",
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = name,
+        gen_ai.request.model = model,
+        gen_ai.response.model = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        gen_ai.response.finish_reasons = Empty,
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+    )
+}
+
 fn completed(turn: &Turn, answer: &str) -> (Outcome, String) {
     if turn.truncated {
         (Outcome::Truncated, truncation::unmarked(answer).to_string())

@@ -87,7 +87,7 @@ pub(crate) async fn until(c: &mut Conversation, mut pred: impl FnMut(&Stamped) -
 
 /// Run a user turn to its end: (its events, how it ended).
 async fn turn(c: &mut Conversation, text: &str) -> (Vec<Stamped>, TurnEnd) {
-    let id = c.submit(Op::UserTurn { text: text.into(), images: Vec::new(), sender: None });
+    let id = c.submit(Op::UserTurn { text: text.into(), images: Vec::new(), sender: None, trace: None });
     let events = until(c, |s| s.op == id && matches!(s.event, Event::TurnEnd(_))).await;
     let Some(Stamped { event: Event::TurnEnd(end), .. }) = events.last().cloned() else { unreachable!() };
     (events, end)
@@ -158,7 +158,7 @@ async fn an_interrupted_turn_keeps_nothing_of_the_call_in_flight() {
     let env = Env::new().await;
     let mock = MockLlm::start(Script::new([Step::stall("half an ans"), Reply::text("Second.").into()]));
     let mut c = env.start(&mock, false).await;
-    let id = c.submit(Op::UserTurn { text: "first".into(), images: Vec::new(), sender: None });
+    let id = c.submit(Op::UserTurn { text: "first".into(), images: Vec::new(), sender: None, trace: None });
     until(&mut c, |s| matches!(s.event, Event::TextDelta { .. })).await;
     c.submit(Op::Interrupt);
     let events = until(&mut c, |s| s.op == id && matches!(s.event, Event::TurnEnd(_))).await;
@@ -351,8 +351,8 @@ async fn two_conversations_get_their_own_approvals_and_questions() {
     ]));
     let mut a = env.start(&ma, true).await;
     let mut b = env.start(&mb, true).await;
-    let ta = a.submit(Op::UserTurn { text: "clean a".into(), images: Vec::new(), sender: None });
-    let tb = b.submit(Op::UserTurn { text: "clean b".into(), images: Vec::new(), sender: None });
+    let ta = a.submit(Op::UserTurn { text: "clean a".into(), images: Vec::new(), sender: None, trace: None });
+    let tb = b.submit(Op::UserTurn { text: "clean b".into(), images: Vec::new(), sender: None, trace: None });
     let (qa, qb) = tokio::join!(approval_of(&mut a), approval_of(&mut b));
     assert_eq!(qa.command, "rm -rf a-build");
     assert_eq!(qb.command, "rm -rf b-build");
@@ -381,8 +381,8 @@ async fn two_conversations_get_their_own_approvals_and_questions() {
     assert!(!env.workspace().join("a-build").exists());
 
     // Questions: each answer goes to the conversation that asked.
-    let ta = a.submit(Op::UserTurn { text: "ask a".into(), images: Vec::new(), sender: None });
-    let tb = b.submit(Op::UserTurn { text: "ask b".into(), images: Vec::new(), sender: None });
+    let ta = a.submit(Op::UserTurn { text: "ask a".into(), images: Vec::new(), sender: None, trace: None });
+    let tb = b.submit(Op::UserTurn { text: "ask b".into(), images: Vec::new(), sender: None, trace: None });
     let (qa, qb) = tokio::join!(question_of(&mut a), question_of(&mut b));
     assert_eq!((qa.question.as_str(), qb.question.as_str()), ("Which colour, A?", "Which colour, B?"));
     b.submit(Op::Answer { id: qb.id, text: "blue".into() });
@@ -436,7 +436,7 @@ async fn compression_moves_the_conversation_into_a_child_session_and_its_approva
 
     // The next turn runs in the child, and its approval still reaches this conversation.
     std::fs::create_dir_all(env.workspace().join("build")).expect("dir");
-    let id = c.submit(Op::UserTurn { text: "clean the build".into(), images: Vec::new(), sender: None });
+    let id = c.submit(Op::UserTurn { text: "clean the build".into(), images: Vec::new(), sender: None, trace: None });
     let asked = approval_of(&mut c).await;
     assert_eq!(asked.command, "rm -rf build");
     c.submit(Op::Approve { id: asked.id, decision: Decision::Once });
@@ -461,8 +461,8 @@ async fn interrupting_one_conversation_leaves_the_other_running() {
     let mock_b = MockLlm::start(Script::new([Step::text("B finished").delayed(300)]));
     let mut a = env.start(&mock_a, false).await;
     let mut b = env.start(&mock_b, false).await;
-    let ta = a.submit(Op::UserTurn { text: "long task".into(), images: Vec::new(), sender: None });
-    let tb = b.submit(Op::UserTurn { text: "short task".into(), images: Vec::new(), sender: None });
+    let ta = a.submit(Op::UserTurn { text: "long task".into(), images: Vec::new(), sender: None, trace: None });
+    let tb = b.submit(Op::UserTurn { text: "short task".into(), images: Vec::new(), sender: None, trace: None });
     until(&mut a, |s| matches!(&s.event, Event::TextDelta { text } if text.contains("thinking"))).await;
     a.submit(Op::Interrupt);
     let ea = until(&mut a, |s| s.op == ta && matches!(s.event, Event::TurnEnd(_))).await;

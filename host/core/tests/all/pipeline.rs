@@ -114,7 +114,7 @@ fn script(kind: &Kind) -> Script {
 
 /// The tool call a turn made, as it finished.
 async fn finished(c: &mut Conversation, text: &str) -> ToolFinished {
-    let id = c.submit(Op::UserTurn { text: text.into(), images: Vec::new(), sender: None });
+    let id = c.submit(Op::UserTurn { text: text.into(), images: Vec::new(), sender: None, trace: None });
     let events = until(c, |s| s.op == id && matches!(s.event, Event::TurnEnd(_))).await;
     events
         .into_iter()
@@ -141,7 +141,7 @@ async fn stages(kind: Kind) {
     assert!(blocked.result.contains("blocked by hook 'probe'"), "{}", blocked.result);
 
     // 2. A hook asks for a human: the call waits for the answer, then runs.
-    let id = c.submit(Op::UserTurn { text: "ask".into(), images: Vec::new(), sender: None });
+    let id = c.submit(Op::UserTurn { text: "ask".into(), images: Vec::new(), sender: None, trace: None });
     let asked = approval_of(&mut c).await;
     assert!(asked.reason.contains("a human should look") || asked.command.contains(kind.tool), "{asked:?}");
     c.submit(Op::Approve { id: asked.id, decision: Decision::Once });

@@ -254,7 +254,7 @@ async fn dispatch_all(gateway: &Arc<Gateway>, account: &Arc<Account>, events: Ve
     }
     futures_util::future::join_all(chats.into_iter().map(|events| async move {
         for event in events {
-            gateway.dispatch(account, event).await;
+            gateway.dispatch(account, event, None).await;
         }
     }))
     .await;

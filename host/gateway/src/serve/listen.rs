@@ -264,6 +264,8 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
         tracing::warn!(account = %account_name, route = %route_name, "webhook refused: over the route's {most} deliveries a minute");
         return too_many(wait.as_secs().max(1), &format!("this route takes at most {most} deliveries a minute"));
     }
+    // A signed request may carry its caller's trace; only the ids of a well-formed one are taken.
+    let trace = talaria_protocol::trace::traceparent(parts.headers.get("traceparent").and_then(|v| v.to_str().ok()));
     let request = WebhookRequest {
         method: parts.method.to_string(),
         path: format!("/{route_name}{}", if rest == "/" { "" } else { rest }),
@@ -281,7 +283,7 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
     let gateway = &served.gateway;
     if let Some(response) = outcome.response {
         for event in outcome.events {
-            gateway.dispatch(account, event).await;
+            gateway.dispatch(account, event, trace.as_deref()).await;
         }
         let mut answer = Response::builder().status(response.status);
         for (name, value) in &response.headers {
@@ -296,11 +298,11 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
     let Some(PlatformEvent::Message(first)) = events.next() else {
         return refuse(StatusCode::BAD_GATEWAY, "the adapter made nothing of the request");
     };
-    let Ok(taken) = gateway.on_message(account, first, true).await else {
+    let Ok(taken) = gateway.on_message(account, first, true, trace.as_deref()).await else {
         return refuse(StatusCode::SERVICE_UNAVAILABLE, "the gateway cannot keep the message now; send it again later");
     };
     for event in events {
-        gateway.dispatch(account, event).await;
+        gateway.dispatch(account, event, trace.as_deref()).await;
     }
     let Some(entry) = taken else {
         return refuse(StatusCode::FORBIDDEN, "this route's messages are not answered: allow its sender in [gateway]");

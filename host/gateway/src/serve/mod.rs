@@ -546,7 +546,8 @@ impl Gateway {
     /// Handle one event from `account`'s adapter. A message is kept before this returns: while
     /// the store cannot be written it is tried again (the adapter polls nothing meanwhile, so the
     /// platform is not told the message arrived), until it is kept or the gateway stops.
-    pub(crate) async fn dispatch(self: &Arc<Self>, account: &Arc<Account>, event: PlatformEvent) {
+    /// `trace`: the W3C `traceparent` the request that carried the event named (a webhook's).
+    pub(crate) async fn dispatch(self: &Arc<Self>, account: &Arc<Account>, event: PlatformEvent, trace: Option<&str>) {
         *lock(&account.last_event) = Some(Instant::now());
         match event {
             PlatformEvent::Message(m) => {
@@ -554,7 +555,7 @@ impl Gateway {
                     return self.too_fast(account, &m, wait).await;
                 }
                 let mut wait = Duration::from_millis(250);
-                while self.on_message(account, m.clone(), false).await.is_err() {
+                while self.on_message(account, m.clone(), false, trace).await.is_err() {
                     tracing::warn!(account = %account.name, "the store cannot keep a message; trying again in {wait:?}");
                     tokio::select! {
                         () = self.stop.cancelled() => return,
@@ -602,7 +603,31 @@ impl Gateway {
     ///
     /// # Errors
     /// The store cannot be read or written: nothing was done with the message.
+    ///
+    /// In a span of its own (`receive`), which continues `trace` (a webhook's `traceparent`):
+    /// the turn that answers the message, and the deliveries of its answer, are its children.
     pub(crate) async fn on_message(
+        self: &Arc<Self>,
+        account: &Arc<Account>,
+        m: InboundMessage,
+        respond: bool,
+        trace: Option<&str>,
+    ) -> Result<Option<i64>, StoreDown> {
+        use tracing::Instrument as _;
+        let span = tracing::info_span!(
+            target: talaria_protocol::trace::TARGET,
+            "receive",
+            otel.name = format!("receive {}", account.name),
+            otel.kind = "consumer",
+            messaging.system = %account.name,
+            messaging.operation.type = "receive",
+            messaging.message.id = %m.id,
+        );
+        talaria_core::telemetry::set_parent(&span, trace);
+        self.on_message_in_span(account, m, respond).instrument(span).await
+    }
+
+    async fn on_message_in_span(
         self: &Arc<Self>,
         account: &Arc<Account>,
         m: InboundMessage,
@@ -909,7 +934,9 @@ fn prompt_of(m: &InboundMessage, platform: &str) -> session::Prompt {
             text.push_str(&format!("\n[the user attached {name} ({}), which you cannot open]", a.mime));
         }
     }
-    session::Prompt { text, images, sender: Some(format!("{platform}:{}", m.sender_id)) }
+    // The turn continues the message's trace (the span `receive`, when traces are on).
+    let trace = talaria_core::telemetry::traceparent(&tracing::Span::current());
+    session::Prompt { text, images, sender: Some(format!("{platform}:{}", m.sender_id)), trace }
 }
 
 /// The ledger key of the reply to a message.

@@ -40,6 +40,8 @@ pub struct Reply {
     pub reply_to: Option<String>,
     /// Buttons under the last part: (label, data).
     pub buttons: Vec<(String, String)>,
+    /// The W3C `traceparent` the deliveries continue (the message's span).
+    pub trace: Option<String>,
 }
 
 /// What one delivery holds: one message, rendered for its platform.
@@ -57,6 +59,9 @@ struct Body {
     /// not known (a scheduled job's answer). The sender renders it and queues its parts.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     markdown: bool,
+    /// The trace its sending continues ([`Reply::trace`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    trace: Option<String>,
 }
 
 /// The `format` module's name for a platform's markup.
@@ -134,6 +139,7 @@ pub(crate) fn parts(account: &Account, markdown: &str, reply: &Reply, key: &str)
             reply_to: if i == 0 { reply.reply_to.clone() } else { None },
             buttons: if i + 1 == count { reply.buttons.clone() } else { Vec::new() },
             markdown: false,
+            trace: reply.trace.clone(),
         };
         bodies.push((serde_json::to_string(&body).unwrap_or_default(), format!("{key}:{i}")));
     }
@@ -247,10 +253,32 @@ pub(crate) async fn send_due_in(store: &Store, account: &Account) {
 /// platforms have no way to ask whether a message arrived). Sending few at a time while that
 /// costs nothing keeps such doubles to the rare sends that were in flight at the crash.
 async fn send_all(store: &Store, account: &Account, info: &AccountInfo, sends: Vec<(Delivery, Body)>) {
-    let one = |(delivery, body): (Delivery, Body)| async move {
-        let outcome = deliver(account, info, &delivery, body).await;
-        let _ = account.pending.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)));
-        record(store, account, &delivery, outcome).await;
+    let one = |(delivery, body): (Delivery, Body)| {
+        use tracing::Instrument as _;
+        let span = tracing::info_span!(
+            target: talaria_protocol::trace::TARGET,
+            "send",
+            otel.name = format!("send {}", account.name),
+            otel.kind = "producer",
+            messaging.system = %account.name,
+            messaging.operation.type = "send",
+            talaria.delivery.id = delivery.id,
+            talaria.delivery.edit = body.edit.is_some(),
+            talaria.outcome = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        talaria_core::telemetry::set_parent(&span, body.trace.as_deref());
+        async move {
+            let outcome = deliver(account, info, &delivery, body).await;
+            let span = tracing::Span::current();
+            span.record("talaria.outcome", if outcome.is_ok() { "sent" } else { "failed" });
+            if outcome.is_err() {
+                span.record("otel.status_code", "ERROR");
+            }
+            let _ = account.pending.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)));
+            record(store, account, &delivery, outcome).await;
+        }
+        .instrument(span)
     };
     let mut waiting = sends.into_iter();
     let mut running = futures_util::stream::FuturesUnordered::new();

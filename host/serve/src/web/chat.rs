@@ -112,7 +112,7 @@ fn shown(event: &Event) -> Option<Value> {
             "reason": asked.reason,
         }),
         Event::ApprovalResolved { id, decision } => {
-            json!({"kind": "approval_done", "id": id, "decision": decision_name(*decision)})
+            json!({"kind": "approval_done", "id": id, "decision": decision.name()})
         }
         Event::ClarifyNeeded(question) => {
             json!({"kind": "question", "id": question.id, "question": question.question, "choices": question.choices})
@@ -129,15 +129,6 @@ fn shown(event: &Event) -> Option<Value> {
         }),
         _ => return None,
     })
-}
-
-fn decision_name(decision: Decision) -> &'static str {
-    match decision {
-        Decision::Once => "once",
-        Decision::Session => "session",
-        Decision::Always => "always",
-        Decision::Deny => "deny",
-    }
 }
 
 #[derive(Deserialize, Default)]
@@ -372,7 +363,7 @@ pub(crate) async fn send(
     if said.text.trim().is_empty() {
         return refusal(StatusCode::BAD_REQUEST, "The message is empty.");
     }
-    chat.submitter.submit(Op::UserTurn { text: said.text, images: Vec::new(), sender: None });
+    chat.submitter.submit(Op::UserTurn { text: said.text, images: Vec::new(), sender: None, trace: None });
     done(&headers, &id)
 }
 

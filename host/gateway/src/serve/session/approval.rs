@@ -64,7 +64,7 @@ impl Worker {
             ],
             _ => Vec::new(),
         };
-        let reply = Reply { edit: None, reply_to: None, buttons };
+        let reply = Reply { edit: None, reply_to: None, buttons, trace: None };
         let _ = outbox::queue(
             &self.gateway,
             &self.account,

@@ -49,9 +49,10 @@ pub(super) fn queued(
     entry: &Entry,
     markdown: &str,
     edit: Option<String>,
+    trace: Option<String>,
 ) -> Vec<Queued> {
     let key = crate::serve::reply_key(&account.name, &chat.chat_id, &entry.message_id);
-    let reply = Reply { edit, reply_to: None, buttons: Vec::new() };
+    let reply = Reply { edit, reply_to: None, buttons: Vec::new(), trace };
     outbox::parts(account, markdown, &reply, &key)
         .into_iter()
         .map(|(body, key)| Queued {
@@ -66,7 +67,14 @@ pub(super) fn queued(
 
 /// How the commit of the answer to `entry` makes its text into what the entry is done with: the
 /// reply, for whoever waits on it, or the deliveries to the chat.
-pub(super) fn render(account: Arc<Account>, chat: Chat, entry: &Entry, stream: Shared) -> Render {
+/// `trace`: the message's span, which the deliveries continue.
+pub(super) fn render(
+    account: Arc<Account>,
+    chat: Chat,
+    entry: &Entry,
+    stream: Shared,
+    trace: Option<String>,
+) -> Render {
     let entry = entry.clone();
     Box::new(move |text: &str| {
         let markdown = markdown(text);
@@ -77,7 +85,7 @@ pub(super) fn render(account: Arc<Account>, chat: Chat, entry: &Entry, stream: S
         if stream.sending {
             return None;
         }
-        let queued = queued(&account, &chat, &entry, &markdown, stream.id.clone());
+        let queued = queued(&account, &chat, &entry, &markdown, stream.id.clone(), trace.clone());
         stream.closed = true;
         stream.queued = queued.len();
         Some(inbox::Answer { reply: None, queued })

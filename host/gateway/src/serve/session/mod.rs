@@ -95,6 +95,9 @@ pub(crate) struct Prompt {
     /// `PLATFORM:USER_ID` of who sent it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender: Option<String>,
+    /// The W3C `traceparent` of the message's span: its turn and deliveries continue it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// An admin's answer to an approval, as the inbox keeps it.
@@ -307,7 +310,8 @@ async fn finish(
         gateway.store.inbox_done(entry.id, Some(markdown)).await
     } else {
         // The reply's messages are queued with the entry marked done: one transaction.
-        let queued = commit::queued(account, chat, entry, markdown, edit);
+        let trace = serde_json::from_str::<Prompt>(&entry.body).ok().and_then(|p| p.trace);
+        let queued = commit::queued(account, chat, entry, markdown, edit, trace);
         let queued: Vec<_> = queued.iter().map(Queued::new_delivery).collect();
         let done = gateway.store.inbox_done_queueing(entry.id, &queued).await;
         if done.is_ok() {
@@ -600,10 +604,15 @@ impl Worker {
         // Marked done by the commit of the answer, when it can be.
         let stream: commit::Shared =
             Arc::new(std::sync::Mutex::new(commit::Stream { id: entry.streamed.clone(), ..commit::Stream::default() }));
-        let render = commit::render(self.account.clone(), self.chat.clone(), &entry, stream.clone());
+        let render =
+            commit::render(self.account.clone(), self.chat.clone(), &entry, stream.clone(), prompt.trace.clone());
         self.gateway.store.inbox_done_with_answer(entry.id, &info.session_id, render);
-        let op =
-            self.conversation.submit(Op::UserTurn { text: prompt.text, images: prompt.images, sender: prompt.sender });
+        let op = self.conversation.submit(Op::UserTurn {
+            text: prompt.text,
+            images: prompt.images,
+            sender: prompt.sender,
+            trace: prompt.trace,
+        });
         self.account.busy.fetch_add(1, Ordering::SeqCst);
         let now = Instant::now();
         self.turn = Some(Turn {
