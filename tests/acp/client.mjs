@@ -12,6 +12,7 @@
 //    "steps": [
 //      {"do": "new", "as": "a", "cwd": "/abs"},
 //      {"do": "prompt", "session": "a", "text": "...", "cancelOn": "agent_message_chunk"},
+//      {"do": "prompt", "session": "a", "text": "...", "meta": {"traceparent": "00-..."}},
 //      {"do": "load", "id": "SESSION", "as": "b", "cwd": "/abs"},
 //      {"do": "resume", "id": "SESSION", "as": "b", "cwd": "/abs"},
 //      {"do": "list"}, {"do": "mode", "session": "a", "mode": "yolo"}, {"do": "close", "session": "a"},
@@ -126,7 +127,8 @@ async function step(s) {
     case "prompt": {
       if (s.cancelOn) cancelOn.set(session(), s.cancelOn);
       const prompt = s.prompt ?? [{ type: "text", text: s.text }];
-      const r = await context.request(acp.methods.agent.session.prompt, { sessionId: session(), prompt });
+      const asked = { sessionId: session(), prompt, ...(s.meta ? { _meta: s.meta } : {}) };
+      const r = await context.request(acp.methods.agent.session.prompt, asked);
       return { ...r, session: s.session };
     }
     case "list":

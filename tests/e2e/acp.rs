@@ -33,7 +33,7 @@ fn client_dir() -> &'static Path {
 
 impl Talaria {
     /// Run `plan` through the SDK client against `talaria acp`; what the client saw.
-    fn acp(&self, plan: &Value) -> Value {
+    pub(crate) fn acp(&self, plan: &Value) -> Value {
         let file = self.home.path().join("acp-plan.json");
         std::fs::write(&file, plan.to_string()).expect("plan");
         let mut child = Command::new("node")

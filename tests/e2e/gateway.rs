@@ -375,7 +375,7 @@ fn request(method: &str, addr: &str, path: &str, headers: &[(&str, &str)], body:
     (status, body)
 }
 
-fn sign(key: &[u8], body: &[u8]) -> String {
+pub(crate) fn sign(key: &[u8], body: &[u8]) -> String {
     use hmac::{KeyInit as _, Mac as _};
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("key");
     mac.update(body);
@@ -901,7 +901,7 @@ fn two_accounts_of_one_adapter_each_use_their_own_token() {
 }
 
 /// Wait until something listens on `addr`.
-fn wait_listening(addr: &str, gw: &Gateway) {
+pub(crate) fn wait_listening(addr: &str, gw: &Gateway) {
     let start = Instant::now();
     while std::net::TcpStream::connect(addr).is_err() {
         assert!(start.elapsed() < WAIT, "the listener never came up:\n{}", gw.log());

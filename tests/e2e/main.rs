@@ -32,6 +32,7 @@ mod screen;
 mod serve;
 mod sessions;
 mod skills;
+mod telemetry;
 mod terminal;
 mod wire;
 

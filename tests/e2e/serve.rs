@@ -19,7 +19,7 @@ const WAIT: Duration = Duration::from_secs(30);
 const OPENAI: &str = "3.57.0";
 /// The A2A SDK's version the tests use.
 const A2A: &str = "1.3.0";
-const TOKEN: &str = "serve-test-token-0123456789abcdef0123456789";
+pub(crate) const TOKEN: &str = "serve-test-token-0123456789abcdef0123456789";
 
 fn python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
@@ -39,9 +39,9 @@ fn a2a_python() -> &'static Path {
 }
 
 /// A running `talaria serve`; killed when dropped, its stderr printed if the test failed.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     log: PathBuf,
 }
 
@@ -51,7 +51,7 @@ impl Serve {
     }
 
     /// [`Serve::start`] with `env` set for it.
-    fn start_with(t: &Talaria, extra: &[&str], env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start_with(t: &Talaria, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let port = crate::gateway::free_port();
         let log = t.home.path().join("serve.stderr");
         let child = Command::new(env!("CARGO_BIN_EXE_talaria"))
@@ -152,7 +152,7 @@ impl Serve {
     }
 
     /// A raw request with `headers`: the status line and body of the answer.
-    fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    pub(crate) fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
         let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
         stream.set_read_timeout(Some(WAIT)).expect("timeout");
         let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());

@@ -224,7 +224,7 @@ impl Gate {
         let asked = std::time::Instant::now();
         let decision = tracing::Instrument::instrument(self.put(ask, key), span.clone()).await;
         span.record("talaria.approval.decision", decision.name());
-        span.record("talaria.approval.wait_ms", u64::try_from(asked.elapsed().as_millis()).unwrap_or(u64::MAX));
+        span.record("talaria.approval.wait_ms", i64::try_from(asked.elapsed().as_millis()).unwrap_or(i64::MAX));
         decision
     }
 

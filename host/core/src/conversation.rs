@@ -598,9 +598,9 @@ impl Actor {
         }
         let end = self.turn_in_span(text, images).instrument(span.clone()).await;
         span.record("talaria.outcome", end.outcome.name());
-        span.record("talaria.api_calls", end.api_calls);
-        span.record("gen_ai.usage.input_tokens", end.usage.input_tokens);
-        span.record("gen_ai.usage.output_tokens", end.usage.output_tokens);
+        span.record("talaria.api_calls", i64::from(end.api_calls));
+        span.record("gen_ai.usage.input_tokens", talaria_protocol::trace::int(end.usage.input_tokens));
+        span.record("gen_ai.usage.output_tokens", talaria_protocol::trace::int(end.usage.output_tokens));
         if content {
             span.record("talaria.answer", end.text.as_str());
         }

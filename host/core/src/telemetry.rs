@@ -123,12 +123,8 @@ pub fn start(home: &Path) -> Result<Option<(Layer, Tracing)>, String> {
         return Ok(None);
     };
     talaria_protocol::trace::allow_content(settings.content);
-    if settings.endpoint.as_deref().is_some_and(|e| e.starts_with("https://"))
-        || std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").is_ok_and(|e| e.starts_with("https://"))
-        || std::env::var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_ok_and(|e| e.starts_with("https://"))
-    {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
+    // The exporter's HTTP client takes the process's TLS provider (even for http://).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)

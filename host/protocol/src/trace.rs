@@ -25,6 +25,19 @@ pub fn allow_content(allowed: bool) {
     CONTENT.store(allowed, Ordering::Relaxed);
 }
 
+/// Whether the work running now is part of an exported trace (a turn's, a message's): the
+/// spans of work done on its behalf (a store transaction, a plugin call) are made only then, so
+/// what runs on its own (an adapter's poll, a ledger's claim each tick) does not start a trace
+/// of one span each time.
+pub fn in_trace() -> bool {
+    tracing::Span::current().metadata().is_some_and(|m| m.target() == TARGET)
+}
+
+/// `n` as a span takes a number: OpenTelemetry's are signed (a `u64` would go as text).
+pub fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// Whether `value` is a well-formed W3C `traceparent` (version `00`: `00-TRACE-SPAN-FLAGS` in
 /// lowercase hex, neither id all zeros). A front door passes on only what passes this.
 pub fn is_traceparent(value: &str) -> bool {

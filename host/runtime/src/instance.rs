@@ -189,8 +189,12 @@ pub(crate) async fn run_fresh<T>(
 
 /// The span of one call on an instance of the plugin of `env` (`instance`: `fresh` or
 /// `resident`).
+/// Only within a trace ([`talaria_protocol::trace::in_trace`]): an adapter's polls start none.
 fn plugin_span(env: &PluginEnv, instance: &'static str) -> tracing::Span {
     use tracing::field::Empty;
+    if !talaria_protocol::trace::in_trace() {
+        return tracing::Span::none();
+    }
     tracing::info_span!(
         target: talaria_protocol::trace::TARGET,
         "plugin",
@@ -220,7 +224,7 @@ fn ended<T>(span: &tracing::Span, env: &PluginEnv, result: &Result<Done<T>, Fail
         return;
     }
     span.record("talaria.outcome", outcome);
-    span.record("talaria.denials", denials.len());
+    span.record("talaria.denials", i64::try_from(denials.len()).unwrap_or(i64::MAX));
     if !denials.is_empty() && talaria_protocol::trace::content() {
         span.record("talaria.denied", denials.join("; "));
     }

@@ -233,6 +233,9 @@ impl Store {
         work: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
         use tracing::Instrument as _;
+        if !talaria_protocol::trace::in_trace() {
+            return work.await;
+        }
         let system = match &self.engine {
             Engine::Sqlite(_) => "sqlite",
             Engine::Postgres(_) => "postgresql",

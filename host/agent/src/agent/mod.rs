@@ -849,8 +849,8 @@ impl Agent {
             }
         };
         span.record("gen_ai.response.model", reply.model.as_str());
-        span.record("gen_ai.usage.input_tokens", reply.usage.input_tokens);
-        span.record("gen_ai.usage.output_tokens", reply.usage.output_tokens);
+        span.record("gen_ai.usage.input_tokens", talaria_protocol::trace::int(reply.usage.input_tokens));
+        span.record("gen_ai.usage.output_tokens", talaria_protocol::trace::int(reply.usage.output_tokens));
         if let Some(reason) = &reply.finish_reason {
             span.record("gen_ai.response.finish_reasons", reason.as_str());
         }
