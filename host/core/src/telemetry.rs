@@ -103,7 +103,7 @@ pub struct Tracing {
 }
 
 impl Tracing {
-    /// Send what is still waiting (at most [`FLUSH`]), and stop.
+    /// Send what is still waiting (waiting at most 3 s), and stop.
     pub fn finish(self) {
         if let Err(e) = self.provider.shutdown_with_timeout(FLUSH) {
             tracing::warn!("the last traces were not all sent: {e}");
