@@ -118,6 +118,7 @@ pub async fn run(ctx: &Ctx, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     check_gateway(ctx, runtime.as_ref(), &secrets, args.offline, &mut r).await;
     check_cron(ctx, &mut r).await;
     check_mcp(ctx, &secrets, &mut r);
+    check_telemetry(ctx, &secrets, &mut r);
     let [ok, warned, failed] = r.counts;
     let summary = format!(
         "{}: {ok} ok, {}, {failed} failed",
@@ -218,6 +219,26 @@ async fn check_gateway(ctx: &Ctx, runtime: Option<&Runtime>, secrets: &Secrets, 
 
 /// The MCP servers (only when there are some): each reachable as configured, its program found,
 /// its `${NAME}` secrets set. Nothing is started (`talaria mcp test NAME` does that).
+/// `[telemetry]` and the `OTEL_*` variables: where traces go, or why they cannot.
+fn check_telemetry(ctx: &Ctx, secrets: &Secrets, r: &mut Report) {
+    let env = |name: &str| std::env::var(name).ok();
+    match talaria_core::telemetry::Settings::resolve(&ctx.config.telemetry, env, |n| secrets.value(n)) {
+        Ok(None) => r.ok("traces", "off ([telemetry] endpoint or OTEL_EXPORTER_OTLP_ENDPOINT turns them on)"),
+        Ok(Some(settings)) => {
+            let to = settings
+                .endpoint
+                .or_else(|| env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+                .or_else(|| {
+                    env("OTEL_EXPORTER_OTLP_ENDPOINT").map(|e| format!("{}/v1/traces", e.trim_end_matches('/')))
+                })
+                .unwrap_or_default();
+            let text = if settings.content { "with prompts and tool text" } else { "without prompts or tool text" };
+            r.ok("traces", &format!("sent to {to} ({text})"));
+        }
+        Err(e) => r.fail("traces", &e),
+    }
+}
+
 fn check_mcp(ctx: &Ctx, secrets: &Secrets, r: &mut Report) {
     for (name, server) in &ctx.config.mcp_servers {
         if !server.enabled() {

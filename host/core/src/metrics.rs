@@ -249,10 +249,14 @@ impl Metrics {
 
     /// Everything counted so far, in the OpenMetrics text format ([`CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
-        // The runtime counts its plugins' faults; the counters catch up with it.
-        for (plugin, kind, total) in talaria_runtime::plugin_faults() {
-            let counter = self.faults.get_or_create(&FaultLabels { plugin, kind: kind.into() });
-            counter.inc_by(total.saturating_sub(counter.get()));
+        // The runtime counts its plugins' faults; the counters catch up with it (one scrape
+        // at a time, or two would both add the same faults).
+        {
+            let _one = self.names.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for (plugin, kind, total) in talaria_runtime::plugin_faults() {
+                let counter = self.faults.get_or_create(&FaultLabels { plugin, kind: kind.into() });
+                counter.inc_by(total.saturating_sub(counter.get()));
+            }
         }
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {

@@ -395,6 +395,24 @@ async fn a_panic_is_an_error_and_the_next_call_works() {
     assert_eq!(ok(call(&rt, "echo", json!({ "text": "fine" })).await), "fine");
 }
 
+/// The faults counted for `plugin` of `kind` (the metrics page shows them).
+fn faults_of(plugin: &str, kind: &str) -> u64 {
+    talaria_runtime::plugin_faults().into_iter().find(|(p, k, _)| p == plugin && *k == kind).map_or(0, |(_, _, n)| n)
+}
+
+#[tokio::test]
+async fn a_plugin_s_crashes_are_counted_as_its_faults_and_its_errors_are_not() {
+    let env = Env::new();
+    env.evil("counted", "", &[]);
+    let rt = env.runtime();
+    crashed(call(&rt, "panic", json!({ "text": "boom" })).await);
+    crashed(call(&rt, "alloc", json!({ "bytes": 1u64 << 30 })).await);
+    ok(call(&rt, "echo", json!({ "text": "fine" })).await);
+    let _ = call(&rt, "fail", json!({})).await;
+    assert_eq!(faults_of("counted", "crashed"), 2);
+    assert_eq!(faults_of("counted", "deadline"), 0);
+}
+
 #[tokio::test]
 async fn output_over_the_cap_is_refused() {
     let env = Env::new();
