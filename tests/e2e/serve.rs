@@ -796,7 +796,8 @@ fn the_usage_page_charts_the_mock_s_token_counts_by_day_model_and_source() {
             .then(Reply::text("It says hello.").usage(120, 6))
             .then(Reply::text("Hi from the terminal.").usage(50, 4)),
     );
-    t.use_model(&mock.base_url(), "chat_completions", "input_price = 2.0\noutput_price = 10.0", "");
+    let budget = "[budget]\nmonthly_tokens = 1000000\n[budget.sources.api]\ndaily_tokens = 200\n";
+    t.use_model(&mock.base_url(), "chat_completions", "input_price = 2.0\noutput_price = 10.0", budget);
     let serve = Serve::start(&t, &[]);
     // A turn through the API (two model calls), and one in the terminal.
     let api = serve.sdk(&t, TOKEN, json!([{"kind": "chat", "messages": [user("What do my notes say?")]}]));
@@ -812,6 +813,7 @@ fn the_usage_page_charts_the_mock_s_token_counts_by_day_model_and_source() {
             {"do": "eval", "js": "[...document.querySelectorAll('#tokens-chart rect')].filter(r => Number(r.getAttribute('height')) > 0).map(r => r.querySelector('title').textContent)"},
             {"do": "text", "selector": "table.breakdown >> nth=1"},
             {"do": "eval", "js": "[document.querySelectorAll('#latency-chart polyline').length, document.querySelectorAll('#latency-chart circle').length]"},
+            {"do": "text", "selector": "#limits"},
             {"do": "viewport", "width": 360, "height": 740},
             {"do": "eval", "js": "document.documentElement.scrollWidth"},
         ]),
@@ -831,7 +833,11 @@ fn the_usage_page_charts_the_mock_s_token_counts_by_day_model_and_source() {
     assert!(sources.contains("cli\t1\t50\t4\t$0.0001"), "{sources}");
     // The latency lines, and a dot each for today's p50 and p99.
     assert_eq!(seen[5]["value"], json!([2, 2]), "{seen:?}");
-    assert!(seen[7]["value"].as_u64().is_some_and(|w| w <= 360), "{seen:?}");
+    assert!(seen[8]["value"].as_u64().is_some_and(|w| w <= 360), "{seen:?}");
+    // The limits: the API's daily one is reached (its turn ran to its end past it).
+    let limits = seen[6]["text"].as_str().expect("limits");
+    assert!(limits.contains("all turns\tmonthly\t285 tokens\t1,000,000 tokens"), "{limits}");
+    assert!(limits.contains("api turns\tdaily\t231 tokens (reached)\t200 tokens"), "{limits}");
 }
 
 #[test]

@@ -46,6 +46,12 @@ pub(crate) async fn show(
         }
     };
     let now = now.to_zoned(jiff::tz::TimeZone::system());
+    let budget = &served.host.config().budget;
+    let standings = if budget.is_set() {
+        Some(talaria_core::budget::standings(budget, served.host.store(), &now).await)
+    } else {
+        None
+    };
     let Report { total, by_day, by_model, by_source } = Report::new(&turns, served.host.config(), days, &now);
     let body = html! {
         h1 { "Usage" }
@@ -63,6 +69,10 @@ pub(crate) async fn show(
                 " (" (total.unpriced) " turns of models with no known price are not counted)"
             }
             "."
+        }
+        @if let Some(standings) = &standings {
+            h2 { "Spending limits" }
+            (limits(standings))
         }
         h2 { "Tokens per day" }
         (tokens_chart(&by_day))
@@ -210,6 +220,29 @@ fn day_table(days: &BTreeMap<String, Sum>, columns: &[&str], cells: impl Fn(&Sum
 }
 
 /// A table of sums, by model or source, each with a bar for its share of the tokens.
+/// `[budget]`'s limits, what each scope spent in its period, and when that resets.
+fn limits(standings: &Result<Vec<talaria_core::budget::Standing>, talaria_core::store::Error>) -> Markup {
+    html! {
+        @match standings {
+            Err(e) => p.refused { "The spending cannot be read: " (e) },
+            Ok(rows) => table.sessions #limits {
+                thead { tr { th { "Scope" } th { "Period" } th.num { "Used" } th.num { "Limit" } th { "Resets" } } }
+                tbody {
+                    @for row in rows {
+                        tr.over[row.over] {
+                            td { (row.scope) }
+                            td { (row.period) }
+                            td.num { (row.used) @if row.over { " (reached)" } }
+                            td.num { (row.limit) }
+                            td { (row.resets) }
+                        }
+                    }
+                }
+            },
+        }
+    }
+}
+
 fn breakdown(sums: &BTreeMap<String, Sum>) -> Markup {
     let top = sums.values().map(|s| s.input + s.output).max().unwrap_or(0).max(1) as f64;
     html! {
