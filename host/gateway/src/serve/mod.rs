@@ -19,6 +19,7 @@
 mod account;
 mod courier;
 mod inbox;
+mod limits;
 mod listen;
 mod outbox;
 mod session;
@@ -235,7 +236,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
     }
     gateway.tasks.spawn(inbox::serve(gateway.clone()));
     gateway.tasks.spawn(report(gateway.clone()));
-    gateway.tasks.spawn(budget_reached(gateway.clone()));
+    gateway.tasks.spawn(limits::budget_reached(gateway.clone()));
     gateway.tasks.spawn(tidy(gateway.clone()));
     gateway.tasks.spawn(reload(gateway.clone(), plugins.clone()));
     if let Some(scheduler) = options.scheduler {
@@ -410,39 +411,6 @@ async fn reload(gateway: Arc<Gateway>, plugins: Arc<talaria_core::Plugins>) {
     }
 }
 
-/// Tell the owner in each account's home channel when a spending limit of `[budget]` is
-/// reached: once per limit and period, whichever process noticed it (the ledger key is the
-/// limit's).
-async fn budget_reached(gateway: Arc<Gateway>) {
-    use talaria_core::cron::target::Target;
-    let mut notices = gateway.store.notices().await;
-    loop {
-        let notice = tokio::select! {
-            () = gateway.stop.cancelled() => return,
-            notice = notices.recv() => match notice {
-                Some(n) => n,
-                None => return,
-            },
-        };
-        if notice.topic != talaria_core::budget::BUDGET_REACHED {
-            continue;
-        }
-        let Some((limit, text)) = notice.payload.split_once('\n') else { continue };
-        for account in gateway.accounts.values() {
-            let home = gateway.config.platforms.get(&account.name).and_then(|p| p.home_channel.as_deref());
-            let Some(Ok(Target::Chat { chat, thread, .. })) =
-                home.map(|h| format!("{}:{h}", account.name).parse::<Target>())
-            else {
-                continue;
-            };
-            let markdown = format!("**A spending limit is reached.** {text}");
-            gateway
-                .reply(account, &chat, thread.as_deref(), &markdown, &format!("budget:{}:{limit}", account.name))
-                .await;
-        }
-    }
-}
-
 async fn report(gateway: Arc<Gateway>) {
     // Forget processes gone for a day.
     let day_ago = jiff::Timestamp::now().as_millisecond() - 24 * 60 * 60 * 1000;
@@ -566,35 +534,6 @@ impl Gateway {
             }
             PlatformEvent::Button(b) => self.on_button(account, b).await,
         }
-    }
-
-    /// `m` came over `[gateway.limits] messages_per_minute` from its sender: it is not read,
-    /// and they are told once a minute (and the log says so then).
-    async fn too_fast(&self, account: &Account, m: &InboundMessage, wait: Duration) {
-        let key = (account.name.clone(), m.sender_id.clone());
-        tracing::debug!(account = %account.name, user = %m.sender_id, message_id = %m.id, "message not read: over the user's messages a minute");
-        if self.slowed.take(key).is_err() {
-            return;
-        }
-        let most = self.config.limits.messages_per_minute();
-        tracing::warn!(
-            account = %account.name,
-            user = %m.sender_id,
-            "{} sends more than {most} messages a minute; the rest of this minute's are not read",
-            m.sender_id
-        );
-        let text = format!(
-            "You are sending messages faster than {most} a minute, so I did not read the last ones. Wait {} s and send again.",
-            wait.as_secs().max(1)
-        );
-        self.reply(
-            account,
-            &m.chat_id,
-            m.thread_id.as_deref(),
-            &text,
-            &format!("slow:{}:{}:{}", account.name, m.chat_id, m.id),
-        )
-        .await;
     }
 
     /// Handle a message: the inbox entry it went to (its chat's worker answers it there, and
