@@ -199,6 +199,19 @@ fn a_turn_with_a_tool_call_is_one_trace_of_spans_with_their_attributes_and_no_pr
     }
 }
 
+/// One chat completion from `serve`'s API, with `traceparent`: the status and the answer.
+fn ask(serve: &crate::serve::Serve, text: &str, traceparent: &str) -> (u16, String) {
+    let body = json!({"model": "talaria", "messages": [{"role": "user", "content": text}]});
+    let headers = [
+        ("Host", format!("127.0.0.1:{}", serve.port)),
+        ("Authorization", format!("Bearer {}", crate::serve::TOKEN)),
+        ("Content-Type", "application/json".to_string()),
+        ("traceparent", traceparent.to_string()),
+    ];
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    serve.raw("POST", "/v1/chat/completions", &headers, &body.to_string())
+}
+
 #[test]
 fn an_api_request_s_traceparent_is_continued_and_content_is_exported_when_asked() {
     const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -216,20 +229,7 @@ fn an_api_request_s_traceparent_is_continued_and_content_is_exported_when_asked(
     let endpoint = receiver.endpoint();
     let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "200")];
     let serve = crate::serve::Serve::start_with(&t, &[], &env);
-    let body = json!({"model": "talaria", "messages": [{"role": "user", "content": "what does notes.txt say?"}]});
-    let traceparent = format!("00-{TRACE}-{PARENT}-01");
-    let host = format!("127.0.0.1:{}", serve.port);
-    let (status, answer) = serve.raw(
-        "POST",
-        "/v1/chat/completions",
-        &[
-            ("Host", &host),
-            ("Authorization", &format!("Bearer {}", crate::serve::TOKEN)),
-            ("Content-Type", "application/json"),
-            ("traceparent", &traceparent),
-        ],
-        &body.to_string(),
-    );
+    let (status, answer) = ask(&serve, "what does notes.txt say?", &format!("00-{TRACE}-{PARENT}-01"));
     assert_eq!(status, 200, "{answer}");
 
     let (spans, _) = receiver.trace_of("turn");
@@ -248,17 +248,7 @@ fn an_api_request_s_traceparent_is_continued_and_content_is_exported_when_asked(
     assert!(tool["attributes"]["gen_ai.tool.call.result"].as_str().is_some_and(|r| r.contains("the note")), "{tool:#}");
 
     // A malformed traceparent is not taken: the next turn starts a trace of its own.
-    let (status, answer) = serve.raw(
-        "POST",
-        "/v1/chat/completions",
-        &[
-            ("Host", &host),
-            ("Authorization", &format!("Bearer {}", crate::serve::TOKEN)),
-            ("Content-Type", "application/json"),
-            ("traceparent", "00-ZZZ-not-a-trace-01"),
-        ],
-        &json!({"model": "talaria", "messages": [{"role": "user", "content": "again"}]}).to_string(),
-    );
+    let (status, answer) = ask(&serve, "again", "00-ZZZ-not-a-trace-01");
     assert_eq!(status, 200, "{answer}");
     let start = Instant::now();
     let second = loop {
