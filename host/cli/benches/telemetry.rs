@@ -147,7 +147,7 @@ fn main() {
     let home = tempfile::tempdir().expect("home");
     std::fs::write(home.path().join("config.toml"), format!("[telemetry]\nendpoint = \"{endpoint}\"\n"))
         .expect("config");
-    let (layer, tracing) = talaria_core::telemetry::start(home.path()).expect("telemetry").expect("on");
+    let (layer, tracing) = talaria_core::telemetry::start(home.path(), true).expect("telemetry").expect("on");
     let on = {
         use tracing_subscriber::layer::SubscriberExt as _;
         tracing::Dispatch::new(tracing_subscriber::registry().with(layer))

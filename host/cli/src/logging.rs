@@ -23,7 +23,8 @@ const LIMIT: u64 = 5 << 20;
 /// Start logging: at `warn` to the log file; with `-v` (info), `-vv` (debug) or a `TALARIA_LOG`
 /// filter, to stderr. With `[telemetry]` (or the `OTEL_EXPORTER_OTLP_*` variables), traces go
 /// to the collector too: the exporter returned is to be finished at exit.
-pub fn init(verbose: u8) -> Option<talaria_core::telemetry::Tracing> {
+/// A `service` tries failed exports again ([`talaria_core::telemetry::start`]).
+pub fn init(verbose: u8, service: bool) -> Option<talaria_core::telemetry::Tracing> {
     let asked = std::env::var("TALARIA_LOG").ok().filter(|f| !f.trim().is_empty());
     let to_stderr = verbose > 0 || asked.is_some();
     let filter = asked.unwrap_or_else(|| {
@@ -36,7 +37,7 @@ pub fn init(verbose: u8) -> Option<talaria_core::telemetry::Tracing> {
     });
     let home = talaria_core::config::home().ok();
     let file = if to_stderr { None } else { home.clone() };
-    let (traces, problem) = match home.as_deref().map(talaria_core::telemetry::start) {
+    let (traces, problem) = match home.as_deref().map(|home| talaria_core::telemetry::start(home, service)) {
         Some(Ok(Some((layer, tracing)))) => (Some((layer, tracing)), None),
         Some(Err(e)) => (None, Some(e)),
         Some(Ok(None)) | None => (None, None),

@@ -220,7 +220,7 @@ fn main() -> ExitCode {
     if service {
         talaria_gateway::serve::limit_heaps();
     }
-    let traces = logging::init(if service { cli.verbose.max(1) } else { cli.verbose });
+    let traces = logging::init(if service { cli.verbose.max(1) } else { cli.verbose }, service);
     let runtime = if service {
         // A thread per core: the store is async (PostgreSQL's round trips wait without a thread),
         // and SQLite's statements are short.

@@ -113,10 +113,13 @@ impl Tracing {
 
 /// Start exporting as `home`'s `[telemetry]` and the environment ask: the layer for the
 /// process's subscriber and the exporter to finish at exit; `None` when traces are off.
+/// A `service` (the gateway, `serve`) tries a failed export again, with OTLP's recommended
+/// back-off; a command that soon exits tries once, so a collector that is down does not hold
+/// its exit.
 ///
 /// # Errors
 /// What [`Settings::resolve`] finds wrong, or an exporter that cannot be built.
-pub fn start(home: &Path) -> Result<Option<(Layer, Tracing)>, String> {
+pub fn start(home: &Path, service: bool) -> Result<Option<(Layer, Tracing)>, String> {
     let toml = crate::config::ConfigToml::load(home).map(|c| c.telemetry).unwrap_or_default();
     let secrets = talaria_runtime::Secrets::load(&home.join(".env"));
     let Some(settings) = Settings::resolve(&toml, |n| std::env::var(n).ok(), |n| secrets.value(n))? else {
@@ -128,7 +131,12 @@ pub fn start(home: &Path) -> Result<Option<(Layer, Tracing)>, String> {
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-        .with_headers(settings.headers.clone());
+        .with_headers(settings.headers.clone())
+        .with_retry_policy(if service {
+            opentelemetry_otlp::RetryPolicy::default()
+        } else {
+            opentelemetry_otlp::RetryPolicy::disabled()
+        });
     if std::env::var_os("OTEL_EXPORTER_OTLP_TIMEOUT").is_none()
         && std::env::var_os("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT").is_none()
     {
