@@ -113,8 +113,9 @@ fn a_turn_with_a_tool_call_is_one_trace_of_spans_with_their_attributes_and_no_pr
         Step::Reply(Reply::text("Let me read it.").tool_call("read_file", json!({"path": "notes.txt"}))),
         Reply::text("It says hello.").into(),
     ]));
+    // The bundled audit hook observes each tool call.
     let telemetry = format!(
-        "\n[telemetry]\nendpoint = \"{}\"\nheaders = {{ \"x-api-key\" = \"${{OTLP_KEY}}\" }}\nservice_name = \"e2e-talaria\"\n",
+        "\n[plugins.audit]\nenabled = true\n\n[telemetry]\nendpoint = \"{}\"\nheaders = {{ \"x-api-key\" = \"${{OTLP_KEY}}\" }}\nservice_name = \"e2e-talaria\"\n",
         receiver.endpoint()
     );
     t.use_mock(&mock, "chat_completions", &telemetry);
@@ -172,6 +173,13 @@ fn a_turn_with_a_tool_call_is_one_trace_of_spans_with_their_attributes_and_no_pr
     assert_eq!(plugin["attributes"]["talaria.outcome"], "ok");
     assert_eq!(plugin["attributes"]["talaria.denials"], 0);
 
+    // The hook that observed the call, inside it.
+    let hook = one(&spans, "hook post_tool_call");
+    assert_eq!(hook["parent_span_id"], tool["span_id"]);
+    assert_eq!(hook["attributes"]["talaria.plugin"], "audit");
+    assert_eq!(hook["attributes"]["talaria.hook.decision"], "proceed");
+    assert!(spans.iter().any(|s| s["name"] == "plugin audit" && s["parent_span_id"] == hook["span_id"]), "{spans:#?}");
+
     // The memory provider and the context engine, resident, are asked by the turn itself.
     let residents: Vec<&Value> =
         spans.iter().filter(|s| s["attributes"]["talaria.plugin.instance"] == "resident").collect();
@@ -222,8 +230,10 @@ fn an_api_request_s_traceparent_is_continued_and_content_is_exported_when_asked(
     let mock = MockLlm::start(Script::new([
         Step::Reply(Reply::text("").tool_call("read_file", json!({"path": "notes.txt"}))),
         Reply::text("It says: the note.").into(),
-        Reply::text("Again.").into(),
+        Step::tool_call("terminal", json!({"command": "rm -rf build"})),
+        Reply::text("I could not delete it.").into(),
     ]));
+    std::fs::create_dir(t.ws().join("build")).expect("mkdir");
     t.use_mock(&mock, "chat_completions", "\n[telemetry]\ncontent = true\n");
     // The standard variables, as every OpenTelemetry SDK reads them; exported every 200 ms.
     let endpoint = receiver.endpoint();
@@ -248,7 +258,7 @@ fn an_api_request_s_traceparent_is_continued_and_content_is_exported_when_asked(
     assert!(tool["attributes"]["gen_ai.tool.call.result"].as_str().is_some_and(|r| r.contains("the note")), "{tool:#}");
 
     // A malformed traceparent is not taken: the next turn starts a trace of its own.
-    let (status, answer) = ask(&serve, "again", "00-ZZZ-not-a-trace-01");
+    let (status, answer) = ask(&serve, "delete the build directory", "00-ZZZ-not-a-trace-01");
     assert_eq!(status, 200, "{answer}");
     let start = Instant::now();
     let second = loop {
@@ -262,6 +272,19 @@ fn an_api_request_s_traceparent_is_continued_and_content_is_exported_when_asked(
     };
     assert_ne!(second["trace_id"], TRACE);
     assert_eq!(second["parent_span_id"], "");
+    // The API answers approvals with `deny` unless its token allows them: asked and answered,
+    // inside the tool call.
+    // (A turn ends after its spans: they came with it or before.)
+    let all = receiver.spans.lock().expect("spans").clone();
+    let spans: Vec<Value> = all.into_iter().filter(|s| s["trace_id"] == second["trace_id"]).collect();
+    let approval = one(&spans, "approval");
+    let tool = one(&spans, "execute_tool terminal");
+    assert!(under(&spans, approval, tool), "{spans:#?}");
+    assert_eq!(approval["attributes"]["talaria.approval.decision"], "deny");
+    assert_eq!(approval["attributes"]["talaria.plugin"], "terminal");
+    assert!(approval["attributes"]["talaria.approval.wait_ms"].as_i64().is_some(), "{approval:#}");
+    assert_eq!(tool["attributes"]["talaria.outcome"], "error");
+    assert!(t.ws().join("build").is_dir(), "the refused command ran");
 }
 
 #[test]
