@@ -606,7 +606,10 @@ impl Actor {
         }
         if let talaria_protocol::Outcome::Failed(e) = &end.outcome {
             span.record("otel.status_code", "ERROR");
-            span.record("otel.status_description", e.as_str());
+            // Why can quote a provider's or a tool's words: text, sent only when allowed.
+            if content {
+                span.record("otel.status_description", e.as_str());
+            }
         }
         end
     }

@@ -230,7 +230,10 @@ fn ended<T>(span: &tracing::Span, env: &PluginEnv, result: &Result<Done<T>, Fail
     }
     if outcome != "ok" {
         span.record("otel.status_code", "ERROR");
-        if let Err(Failure::Crashed(what)) = result {
+        // What a crash says can quote what the plugin printed: text, sent only when allowed.
+        if let Err(Failure::Crashed(what)) = result
+            && talaria_protocol::trace::content()
+        {
             span.record("otel.status_description", what.as_str());
         }
     }

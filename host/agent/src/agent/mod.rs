@@ -843,7 +843,10 @@ impl Agent {
             Ok(reply) => reply,
             Err(e) => {
                 span.record("otel.status_code", "ERROR");
-                span.record("otel.status_description", e.to_string());
+                // A provider's error can quote the request: text, sent only when allowed.
+                if talaria_protocol::trace::content() {
+                    span.record("otel.status_description", e.to_string());
+                }
                 turn.partial = e.partial().to_string();
                 return Err(e.to_string());
             }
