@@ -137,11 +137,21 @@ pub fn start(home: &Path, service: bool) -> Result<Option<(Layer, Tracing)>, Str
         } else {
             opentelemetry_otlp::RetryPolicy::disabled()
         });
-    if std::env::var_os("OTEL_EXPORTER_OTLP_TIMEOUT").is_none()
-        && std::env::var_os("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT").is_none()
-    {
-        exporter = exporter.with_timeout(EXPORT_TIMEOUT);
-    }
+    let timeout = ["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok()?.trim().parse().ok())
+        .map_or(EXPORT_TIMEOUT, Duration::from_millis);
+    let secure = settings
+        .endpoint
+        .iter()
+        .cloned()
+        .chain(
+            ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"]
+                .iter()
+                .filter_map(|n| std::env::var(n).ok()),
+        )
+        .any(|e| e.trim().starts_with("https://"));
+    exporter = exporter.with_http_client(client(secure, timeout)?);
     if let Some(endpoint) = &settings.endpoint {
         exporter = exporter.with_endpoint(endpoint.clone());
     }
@@ -162,6 +172,21 @@ pub fn start(home: &Path, service: bool) -> Result<Option<(Layer, Tracing)>, Str
         .with_context_activation(false)
         .with_filter(tracing_subscriber::filter::filter_fn(|meta| meta.target() == talaria_protocol::trace::TARGET));
     Ok(Some((Box::new(layer), Tracing { provider })))
+}
+
+/// The exporter's HTTP client, with its `timeout`. Loading the system's root certificates
+/// costs milliseconds at every start, and a collector reached over plain HTTP (a local agent, a
+/// sidecar) needs none: they are loaded only for an https:// one (`secure`). Built on a thread
+/// of its own, as a blocking client must be outside any async runtime.
+fn client(secure: bool, timeout: Duration) -> Result<reqwest::blocking::Client, String> {
+    let built = std::thread::spawn(move || {
+        let builder = reqwest::blocking::Client::builder().timeout(timeout);
+        let builder = if secure { builder } else { builder.tls_certs_only([]) };
+        builder.build()
+    })
+    .join()
+    .map_err(|_| "cannot start sending traces: making the HTTP client panicked".to_string())?;
+    built.map_err(|e| format!("cannot start sending traces: {e}"))
 }
 
 /// Make `span` (not yet entered) continue the trace of `traceparent`, a W3C header value the
