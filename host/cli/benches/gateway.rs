@@ -111,9 +111,11 @@ fn cpu_ms(pid: &str) -> f64 {
 /// put away after [`IDLE_MINUTES`].
 fn home(mock: &MockLlm, fakes: &[(&str, &TelegramFake)]) -> tempfile::TempDir {
     let home = tempfile::tempdir().expect("home");
+    // The load is a script, which `[gateway.limits]` would slow to a human's pace: lifted.
     let mut config = format!(
         "[model]\nprovider = \"custom\"\nname = \"mock\"\nbase_url = \"{}\"\n[agent]\nauto_title = false\n\
-         [gateway]\nallow_all = true\nidle_minutes = {IDLE_MINUTES}\nworkspaces = \"{}\"\n",
+         [gateway]\nallow_all = true\nidle_minutes = {IDLE_MINUTES}\nworkspaces = \"{}\"\n\
+         [gateway.limits]\nmessages_per_minute = 1000000\n",
         mock.base_url(),
         home.path().join("chats").display()
     );

@@ -45,10 +45,12 @@ fn free_port() -> u16 {
 /// PostgreSQL URL, or none for the home's own SQLite file).
 fn home(mock: &MockLlm, addr: &str, store: Option<&str>, chats: &Path) -> tempfile::TempDir {
     let home = tempfile::tempdir().expect("home");
+    // The load is a script, which `[gateway.limits]` would slow to a human's pace: lifted.
     let mut config = format!(
         "[model]\nprovider = \"custom\"\nname = \"mock\"\nbase_url = \"{}\"\n[agent]\nauto_title = false\n\
          [memory]\nprovider = \"none\"\n\
          [gateway]\nallow_all = true\nlisten = \"{addr}\"\nworkspaces = \"{}\"\n\
+         [gateway.limits]\nwebhook_per_minute = 1000000\nmessages_per_minute = 1000000\n\
          [gateway.platforms.hooks]\nplugin = \"webhook\"\n",
         mock.base_url(),
         chats.display()
