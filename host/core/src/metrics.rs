@@ -23,8 +23,10 @@
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -70,6 +72,23 @@ struct FaultLabels {
     kind: String,
 }
 
+/// Plugin instance faults, as the runtime counts them where each instance call ends
+/// ([`talaria_runtime::plugin_faults`]): read at each scrape.
+#[derive(Debug)]
+struct Faults(fn() -> Vec<(String, &'static str, u64)>);
+
+impl Collector for Faults {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let help = "Plugin instances stopped, by plugin and kind";
+        let mut family = encoder.encode_descriptor("plugin_faults", help, None, MetricType::Counter)?;
+        for (plugin, kind, n) in (self.0)() {
+            let labels = FaultLabels { plugin, kind: kind.into() };
+            ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
 /// Seconds a model call may take: 50 ms to about 100 s.
 fn seconds() -> Histogram {
     Histogram::new(exponential_buckets(0.05, 2.0, 12))
@@ -93,7 +112,6 @@ pub struct Metrics {
     approvals_waiting: Gauge,
     queue: Gauge,
     deliveries: Family<StateLabels, Gauge>,
-    faults: Family<FaultLabels, Counter>,
     /// The tool and model names labelled so far: a name the model makes up (a tool that does
     /// not exist) must not grow the page without end, so past [`NAMES_KEPT`] the rest are `other`.
     names: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -125,8 +143,7 @@ impl Default for Metrics {
         registry.register("queue_depth", "Messages taken and not answered yet", queue.clone());
         let deliveries = Family::default();
         registry.register("deliveries", "Deliveries in the ledger, by state", deliveries.clone());
-        let faults = Family::default();
-        registry.register("plugin_faults", "Plugin instances stopped, by plugin and kind", faults.clone());
+        registry.register_collector(Box::new(Faults(talaria_runtime::plugin_faults)));
         Self {
             registry,
             turns,
@@ -139,7 +156,6 @@ impl Default for Metrics {
             approvals_waiting,
             queue,
             deliveries,
-            faults,
             names: std::sync::Mutex::default(),
         }
     }
@@ -249,15 +265,6 @@ impl Metrics {
 
     /// Everything counted so far, in the OpenMetrics text format ([`CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
-        // The runtime counts its plugins' faults; the counters catch up with it (one scrape
-        // at a time, or two would both add the same faults).
-        {
-            let _one = self.names.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            for (plugin, kind, total) in talaria_runtime::plugin_faults() {
-                let counter = self.faults.get_or_create(&FaultLabels { plugin, kind: kind.into() });
-                counter.inc_by(total.saturating_sub(counter.get()));
-            }
-        }
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::warn!("cannot write the metrics: {e}");
@@ -274,6 +281,19 @@ mod tests {
     use talaria_protocol::{Outcome, ToolFinished, TurnEnd, Usage};
 
     use super::*;
+
+    #[test]
+    fn plugin_faults_are_counters_labelled_by_plugin_and_kind() {
+        let mut registry = Registry::with_prefix("talaria");
+        registry.register_collector(Box::new(Faults(|| {
+            vec![("evil".into(), "crashed", 2), ("slow".into(), "deadline", 1)]
+        })));
+        let mut page = String::new();
+        prometheus_client::encoding::text::encode(&mut page, &registry).expect("encoded");
+        assert!(page.contains("# TYPE talaria_plugin_faults counter\n"), "{page}");
+        assert!(page.contains("talaria_plugin_faults_total{plugin=\"evil\",kind=\"crashed\"} 2\n"), "{page}");
+        assert!(page.contains("talaria_plugin_faults_total{plugin=\"slow\",kind=\"deadline\"} 1\n"), "{page}");
+    }
 
     #[test]
     fn a_turn_with_a_tool_call_is_counted_as_it_happened() {
