@@ -24,22 +24,22 @@ mod calls;
 mod extend;
 mod lease;
 pub(crate) mod registry;
+mod request;
 mod truncation;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tracing::Instrument as _;
 
-use talaria_protocol::{Event, Message, NoticeLevel, Outcome, ToolSpec, TurnEnd, Usage};
+use talaria_protocol::{Event, Message, Outcome, ToolSpec, TurnEnd, Usage};
 use talaria_store::{NewSession, SessionInfo, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::Gate;
 use crate::builtin::{self, memory::Memory, todo::Todos};
 use crate::extensions::{ContextEngine, Hooks, MemoryProvider, NoHooks};
-use crate::model::{Chain, ChainState, Client, Delta, ModelRequest, Provider};
+use crate::model::{Chain, ChainState, Client};
 use crate::prompt::{self, Platform, PromptInputs};
 use crate::tools;
 use crate::toolsets::{Selection, Toolset, Toolsets};
@@ -48,7 +48,6 @@ pub use registry::{Registry, Scope, ToolHandler, ToolOverlay, ToolSource, ToolSo
 
 use extend::TurnContext;
 pub use extend::{CompressError, Compression, ContextBudget, ContextReportError, estimate_tokens};
-use truncation::truncation_notice;
 
 /// How the loop behaves; the CLI fills it from flags and config.
 #[derive(Debug, Clone)]
@@ -798,90 +797,6 @@ impl Agent {
         }
     }
 
-    /// One model call (retries and fallback inside). Streams deltas as events. `extra` (recall,
-    /// hook context) is added to the user's message for this call only.
-    async fn call_model(&mut self, turn: &mut Turn, with_tools: bool, extra: &str) -> Result<Message, String> {
-        let mut messages = crate::history::for_wire(crate::history::repair(&self.history));
-        if !extra.is_empty()
-            && let Some(Message::User { content, .. }) =
-                messages.iter_mut().rev().find(|m| matches!(m, Message::User { .. }))
-        {
-            content.push_str("\n\n");
-            content.push_str(extra);
-        }
-        let estimate = self.estimate_tokens();
-        let request = ModelRequest {
-            system: &self.system_prompt,
-            messages: &messages,
-            tools: if with_tools { &self.tools } else { &[] },
-            stream: self.shared.config.stream,
-        };
-        let emitter = self.emitter.clone();
-        let streamed = self.streamed.clone();
-        lock(&streamed).clear();
-        let on_delta = move |d: Delta| match d {
-            Delta::Text(text) => {
-                lock(&streamed).push_str(&text);
-                emitter.emit(Event::TextDelta { text });
-            }
-            Delta::Reasoning(text) => emitter.emit(Event::ReasoningDelta { text }),
-        };
-        let notices = self.emitter.clone();
-        let on_notice = move |text: String| notices.emit(Event::Notice { level: NoticeLevel::Warn, text });
-        let active = self.chain.providers.get(self.chain_state.active_index());
-        let model = active.map(Provider::label).unwrap_or_default();
-        let span = model_span(active);
-        self.emitter.emit(Event::RequestSent { model });
-        let result = self
-            .chain
-            .complete(&self.shared.client, &mut self.chain_state, &request, &on_delta, &on_notice)
-            .instrument(span.clone())
-            .await;
-        turn.api_calls += 1;
-        self.api_calls += 1;
-        let mut reply = match result {
-            Ok(reply) => reply,
-            Err(e) => {
-                span.record("otel.status_code", "ERROR");
-                // A provider's error can quote the request: text, sent only when allowed.
-                if talaria_protocol::trace::content() {
-                    span.record("otel.status_description", e.to_string());
-                }
-                turn.partial = e.partial().to_string();
-                return Err(e.to_string());
-            }
-        };
-        span.record("gen_ai.response.model", reply.model.as_str());
-        span.record("gen_ai.usage.input_tokens", talaria_protocol::trace::int(reply.usage.input_tokens));
-        span.record("gen_ai.usage.output_tokens", talaria_protocol::trace::int(reply.usage.output_tokens));
-        if let Some(reason) = &reply.finish_reason {
-            span.record("gen_ai.response.finish_reasons", reason.as_str());
-        }
-        self.emitter.emit(Event::MessageEnd);
-        let reported = reply.usage.input_tokens;
-        if reported > 0 && !reply.usage.estimated {
-            self.last_prompt = Some((reported, estimate));
-        }
-        turn.truncated = reply.truncated();
-        if turn.truncated {
-            self.emitter.warn(truncation_notice(
-                reply.finish_reason.as_deref(),
-                &self.chain,
-                &self.chain_state,
-                self.shared.config.stream,
-            ));
-            truncation::mark(&mut reply.message);
-        }
-        turn.usage.add(&reply.usage);
-        self.usage.add(&reply.usage);
-        self.emitter.emit(Event::Usage { usage: reply.usage, model: reply.model.clone() });
-        // Stored with the answer (see `commit`).
-        let (mut usage, calls) = self.unrecorded.take().unwrap_or_default();
-        usage.add(&reply.usage);
-        self.unrecorded = Some((usage, calls + 1));
-        Ok(reply.message)
-    }
-
     /// The budget is spent: one last call without tools asks for a summary of the work.
     async fn budget_summary(&mut self, turn: &mut Turn, cancel: &CancellationToken) -> TurnEnd {
         let spent = turn.api_calls;
@@ -955,28 +870,6 @@ impl Agent {
 
 /// How a turn that answered `answer` ends: cut short by the model's output limit, the answer
 /// shown without the marker the history keeps.
-/// The span of one model call (retries and fallback inside), named as OpenTelemetry's GenAI
-/// conventions name a chat request.
-fn model_span(provider: Option<&Provider>) -> tracing::Span {
-    use tracing::field::Empty;
-    let (name, model) = provider.map_or(("", ""), |p| (p.name.as_str(), p.model.as_str()));
-    tracing::info_span!(
-        target: talaria_protocol::trace::TARGET,
-        "chat",
-        otel.name = format!("chat {model}"),
-        otel.kind = "client",
-        gen_ai.operation.name = "chat",
-        gen_ai.provider.name = name,
-        gen_ai.request.model = model,
-        gen_ai.response.model = Empty,
-        gen_ai.usage.input_tokens = Empty,
-        gen_ai.usage.output_tokens = Empty,
-        gen_ai.response.finish_reasons = Empty,
-        otel.status_code = Empty,
-        otel.status_description = Empty,
-    )
-}
-
 fn completed(turn: &Turn, answer: &str) -> (Outcome, String) {
     if turn.truncated {
         (Outcome::Truncated, truncation::unmarked(answer).to_string())
