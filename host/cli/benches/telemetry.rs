@@ -110,6 +110,15 @@ fn per_span(dispatch: &tracing::Dispatch, pause: Duration) -> f64 {
     })
 }
 
+/// The log's layer as the binary has it (its own filter, at `warn`), writing nowhere.
+fn log<S>() -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    use tracing_subscriber::Layer as _;
+    tracing_subscriber::fmt::layer().with_writer(std::io::sink).with_filter(tracing_subscriber::EnvFilter::new("warn"))
+}
+
 fn median(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
     let p = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
@@ -141,8 +150,11 @@ fn main() {
     let endpoint = format!("http://127.0.0.1:{port}");
 
     // In this process.
-    let off =
-        tracing::Dispatch::new(tracing_subscriber::fmt().with_env_filter("warn").with_writer(std::io::sink).finish());
+    // As the binary sets it up: the log's layer with its own filter (at `warn`), and no traces.
+    let off = {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        tracing::Dispatch::new(tracing_subscriber::registry().with(log()))
+    };
     let off_ns = per_span(&off, Duration::ZERO);
     let home = tempfile::tempdir().expect("home");
     std::fs::write(home.path().join("config.toml"), format!("[telemetry]\nendpoint = \"{endpoint}\"\n"))
@@ -150,7 +162,7 @@ fn main() {
     let (layer, tracing) = talaria_core::telemetry::start(home.path(), true).expect("telemetry").expect("on");
     let on = {
         use tracing_subscriber::layer::SubscriberExt as _;
-        tracing::Dispatch::new(tracing_subscriber::registry().with(layer))
+        tracing::Dispatch::new(tracing_subscriber::registry().with(layer).with(log()))
     };
     // A pause after each round lets the exporter send it (it sends 512 at a time, or every 5 s).
     let on_ns = per_span(&on, Duration::from_millis(300));

@@ -38,27 +38,13 @@ pub fn init(verbose: u8, service: bool) -> Option<talaria_core::telemetry::Traci
     let home = talaria_core::config::home().ok();
     let file = if to_stderr { None } else { home.clone() };
     let (traces, problem) = match home.as_deref().map(|home| talaria_core::telemetry::start(home, service)) {
-        Some(Ok(Some((layer, tracing)))) => (Some((layer, tracing)), None),
+        Some(Ok(traces)) => (traces, None),
         Some(Err(e)) => (None, Some(e)),
-        Some(Ok(None)) | None => (None, None),
+        None => (None, None),
     };
-    let Some((layer, tracing)) = traces else {
-        // No traces: the subscriber as it always was, filtered as a whole.
-        let fmt = tracing_subscriber::fmt().with_env_filter(EnvFilter::new(filter));
-        let _ = match file {
-            Some(home) => fmt
-                .with_writer(OneLine(LogFile::new(home.join("logs").join("talaria.log"))))
-                .with_ansi(false)
-                .try_init(),
-            None => fmt.with_writer(OneLine(io::stderr)).with_ansi(stderr_colour()).without_time().try_init(),
-        };
-        if let Some(problem) = problem {
-            crate::ui::warn(&format!("traces are off: {problem}"));
-        }
-        return None;
-    };
-    // The log keeps its filter; the traces layer takes the spans meant for export, whatever
-    // the log's level.
+    let (layer, tracing) = traces.unzip();
+    // The log keeps its filter; the traces layer, when there is one, takes the spans meant for
+    // export, whatever the log's level. With neither wanting a span, it costs a cached check.
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
@@ -76,7 +62,10 @@ pub fn init(verbose: u8, service: bool) -> Option<talaria_core::telemetry::Traci
             .boxed(),
     };
     let _ = tracing_subscriber::registry().with(layer).with(log).try_init();
-    Some(tracing)
+    if let Some(problem) = problem {
+        crate::ui::warn(&format!("traces are off: {problem}"));
+    }
+    tracing
 }
 
 fn stderr_colour() -> bool {
