@@ -11,7 +11,8 @@
 //! Run: `cargo bench -p talaria-cli --bench scale_out` (needs Debian's `postgresql`);
 //! `SCALE_OUT_BENCH_ONLY=sqlite1,postgres1` runs those cases alone; `SCALE_OUT_BENCH_STATEMENTS=1`
 //! with `TALARIA_TEST_PG_CONF="shared_preload_libraries = 'pg_stat_statements'"` prints where
-//! PostgreSQL's time went, by statement.
+//! PostgreSQL's time went, by statement; `SCALE_OUT_BENCH_SQL` is run on the database once its
+//! gateway is up, to try what a change of the schema would save.
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
@@ -152,7 +153,7 @@ struct Fleet {
     label: String,
     store: Option<String>,
     addrs: Vec<String>,
-    _gateways: Vec<Gateway>,
+    gateways: Vec<Gateway>,
     _homes: Vec<tempfile::TempDir>,
     _chats: tempfile::TempDir,
 }
@@ -170,12 +171,18 @@ impl Fleet {
                 assert!(begin.elapsed() < WAIT, "a listener never came up");
                 std::thread::sleep(Duration::from_millis(20));
             }
-            // Warm: each process compiles its plugins and opens its first sessions.
-            for chat in 0..CHATS {
-                ask(addr, chat, &format!("warm-{label}-{i}-{chat}"), "echo warm");
-            }
+            // Warm: each process compiles its plugins, opens its first sessions and, with the
+            // chats all asking at once as the load will, opens the store connections the load
+            // needs (on PostgreSQL, starting a server process each: the first round paid for
+            // that, about a third of a millisecond a turn more than the rounds after it).
+            std::thread::scope(|scope| {
+                for chat in 0..CHATS {
+                    let id = format!("warm-{label}-{i}-{chat}");
+                    scope.spawn(move || ask(addr, chat, &id, "echo warm"));
+                }
+            });
         }
-        Fleet { label, store, addrs, _gateways: gateways, _homes: homes, _chats: chats }
+        Fleet { label, store, addrs, gateways, _homes: homes, _chats: chats }
     }
 
     /// The store's commits so far, when it is PostgreSQL.
@@ -217,6 +224,13 @@ impl Fleet {
         load(&self.addrs, &format!("{}r{round}", self.label), turns)
     }
 
+    /// The CPU seconds its gateways and, on PostgreSQL, the cluster's processes have used.
+    fn cpu(&self) -> Cpu {
+        let gateways = self.gateways.iter().map(|g| cpu_seconds(g.0.id())).sum();
+        let server = self.store.is_some().then(postgres_cpu_seconds).unwrap_or(0.0);
+        Cpu { gateways, server }
+    }
+
     /// [`Statements`] of the load to come, when asked for.
     fn statements(&self) -> Option<Statements> {
         self.store
@@ -225,6 +239,48 @@ impl Fleet {
             .and_then(database_name)
             .map(Statements::reset)
     }
+}
+
+/// CPU seconds used, by whom.
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    gateways: f64,
+    server: f64,
+}
+
+impl std::ops::Sub for Cpu {
+    type Output = Cpu;
+    fn sub(self, before: Cpu) -> Cpu {
+        Cpu { gateways: self.gateways - before.gateways, server: self.server - before.server }
+    }
+}
+
+impl std::ops::AddAssign for Cpu {
+    fn add_assign(&mut self, more: Cpu) {
+        self.gateways += more.gateways;
+        self.server += more.server;
+    }
+}
+
+/// A process's CPU seconds (all its threads, user and system), and its children's that ended.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // The fields after the command's closing parenthesis; utime is the 14th field of the line.
+    let Some((_, rest)) = stat.rsplit_once(')') else { return 0.0 };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Linux reports these in USER_HZ, which is 100 on every architecture it runs on.
+    fields.get(11..15).map_or(0.0, |ticks| ticks.iter().filter_map(|t| t.parse::<f64>().ok()).sum::<f64>() / 100.0)
+}
+
+/// Every `postgres` process's CPU seconds: the test cluster's backends, its background workers,
+/// and (through the postmaster's children's share) the backends that have ended.
+fn postgres_cpu_seconds() -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0.0 };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "postgres"))
+        .map(cpu_seconds)
+        .sum()
 }
 
 /// What a case measured.
@@ -313,12 +369,25 @@ fn main() {
         .filter(|engine| wanted(&format!("{engine}1")))
         .map(|engine| Fleet::start(&mock, url(engine), 1, format!("{engine}1")))
         .collect();
+    // What a change of the schema would save, tried on the database before the load.
+    if let Ok(change) = std::env::var("SCALE_OUT_BENCH_SQL") {
+        for db in fleets.iter().filter_map(|f| database_name(f.store.as_deref()?)) {
+            pg.psql(&db, &change);
+        }
+    }
     let alone: Vec<Vec<f64>> = fleets.iter().map(Fleet::alone).collect();
     let statements = fleets.iter().find_map(Fleet::statements);
     let mut rounds: Vec<Vec<(f64, Vec<f64>)>> = vec![Vec::new(); fleets.len()];
+    let mut cpu = vec![Cpu::default(); fleets.len()];
+    let mut first = vec![Cpu::default(); fleets.len()];
     for round in 0..ROUNDS {
-        for (fleet, done) in fleets.iter().zip(&mut rounds) {
+        for (((fleet, done), cpu), first) in fleets.iter().zip(&mut rounds).zip(&mut cpu).zip(&mut first) {
+            let before = fleet.cpu();
             done.push(fleet.load(round, TURNS / ROUNDS));
+            *cpu += fleet.cpu() - before;
+            if round == 0 {
+                *first = *cpu;
+            }
         }
     }
     if let Some(statements) = statements {
@@ -327,6 +396,17 @@ fn main() {
     let names: Vec<String> = fleets.iter().map(|f| case_name(f.label.trim_end_matches('1'), 1)).collect();
     for (name, done) in names.iter().zip(&rounds) {
         Measured::of(done).print(name);
+    }
+    for ((name, cpu), first) in names.iter().zip(&cpu).zip(&first) {
+        let per_turn = |seconds: f64, turns: usize| seconds * 1000.0 / turns as f64;
+        let rest = *cpu - *first;
+        println!(
+            "  {name}: CPU per turn {:.2} ms in the gateway, {:.2} ms in PostgreSQL's processes (first round {:.2} and {:.2} ms)",
+            per_turn(rest.gateways, CHATS * (TURNS - TURNS / ROUNDS)),
+            per_turn(rest.server, CHATS * (TURNS - TURNS / ROUNDS)),
+            per_turn(first.gateways, CHATS * TURNS / ROUNDS),
+            per_turn(first.server, CHATS * TURNS / ROUNDS),
+        );
     }
     drop(fleets);
     for processes in [2, 3] {

@@ -13,7 +13,7 @@
 //! let store = talaria_store::Store::open(&dir.path().join("state.db"))?;
 //! let new = NewEntry {
 //!     account: "telegram", chat_id: "42", thread_id: None, session_key: "dm:42",
-//!     message_id: "7", kind: "message", body: "{}", respond: false,
+//!     message_id: "7", kind: "message", body: "{}", respond: false, served_here: false,
 //! };
 //! let Put::New(id) = store.inbox_put(&new).await? else { panic!() };
 //! assert!(matches!(store.inbox_put(&new).await?, Put::Known(e) if e.id == id), "kept once");
@@ -50,6 +50,9 @@ pub struct NewEntry<'a> {
     pub body: &'a str,
     /// The reply goes to whoever waits on the entry (a webhook request), not to the chat.
     pub respond: bool,
+    /// This process's worker of the chat (holding the chat's lease) takes it: other processes
+    /// are not told of it ([`QUEUED`]), since none of them may serve the chat meanwhile.
+    pub served_here: bool,
 }
 
 impl NewEntry<'_> {
@@ -201,15 +204,32 @@ impl Store {
             match &self.engine {
                 Engine::Sqlite(db) => {
                     let put = db.queue().await.inbox_put(e)?;
-                    if matches!(put, Put::New(_)) {
+                    if matches!(put, Put::New(_)) && !e.served_here {
                         self.hint(QUEUED, e.session_key).await;
                     }
                     Ok(put)
                 }
-                Engine::Postgres(pg) => pg.inbox_put(e, &Self::notice_text(QUEUED, e.session_key)).await,
+                Engine::Postgres(pg) => {
+                    let notice = (!e.served_here).then(|| Self::notice_text(QUEUED, e.session_key));
+                    pg.inbox_put(e, notice.as_deref()).await
+                }
             }
         })
         .await
+    }
+
+    /// A request of this process waits on entry `id`, which another process kept: its answer
+    /// tells every process ([`DONE`]), not only the one that kept it. Call it before reading
+    /// the entry, so that an answer committed in between is read.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub async fn inbox_await(&self, id: i64) -> Result<()> {
+        match &self.engine {
+            // Every answer tells this process's subscribers.
+            Engine::Sqlite(_) => Ok(()),
+            Engine::Postgres(pg) => pg.inbox_await(id).await,
+        }
     }
 
     /// Entry `id`, if it is kept.

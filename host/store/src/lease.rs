@@ -151,6 +151,23 @@ impl Store {
         taken
     }
 
+    /// Ask to be told ([`crate::notice::LEASE_FREED`]) when a turn's commit gives back lease
+    /// `session_id`, which [`Store::try_lease`] found held: a turn's commit tells only those
+    /// who asked (ask again after each look that finds it held: a new holder starts with none).
+    /// Whether it is still held; when it is not, look again at once.
+    ///
+    /// On SQLite every commit tells this process's own subscribers, and those of other
+    /// processes look now and then: this asks nothing of anyone.
+    ///
+    /// # Errors
+    /// The database cannot be written.
+    pub async fn want_lease(&self, session_id: &str) -> Result<bool> {
+        match &self.engine {
+            Engine::Sqlite(_) => Ok(true),
+            Engine::Postgres(pg) => pg.want_lease(session_id).await,
+        }
+    }
+
     /// Extend the lease held with `token` by `ttl` from now. False when it is no longer ours (it
     /// expired and another process took it).
     ///
@@ -293,6 +310,7 @@ mod tests {
             panic!("held, without a mark")
         };
         assert_eq!(by.holder, "a");
+        assert!(store.want_lease("s").await.expect("want"), "still held, so worth waiting for");
 
         let mut notices = store.notices().await;
         let answer = Message::assistant("three");
@@ -309,6 +327,9 @@ mod tests {
             false
         });
         assert!(told.await.expect("told in time"), "whoever waits is told");
+        if store.notices_cross_process() {
+            assert!(!store.want_lease("s").await.expect("want"), "given back: nothing to wait for");
+        }
 
         // A session that rested gets its history back with the lease.
         let (Leased::Granted(token), Some(Marked { mark, history: Some((prompt, stored)) })) =
@@ -320,6 +341,32 @@ mod tests {
         assert_eq!(stored.iter().map(|m| m.message.clone()).collect::<Vec<_>>(), [user("one"), user("two"), answer]);
         assert_eq!(mark, (3, stored[2].id));
         store.release_lease("s", &token).await.expect("release");
+        // The notices so far (the release just now) come before this marker.
+        store.notify("marker", "0").await.expect("marker");
+        loop {
+            let n = tokio::time::timeout(Duration::from_secs(10), notices.recv()).await.expect("in time");
+            if n.is_none_or(|n| n.payload == "0") {
+                break;
+            }
+        }
+        // Nobody waits: on PostgreSQL, where a notice costs every listening process, the
+        // commit tells nobody (the marker, sent after it, comes first).
+        let Leased::Granted(token) = store.try_lease("s", "a", ttl).await.expect("lease") else { panic!("free") };
+        store.append_and_release("s", &[user("four")], None, Some(&token)).await.expect("commit");
+        store.notify("marker", "1").await.expect("marker");
+        let first = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match notices.recv().await {
+                    Some(n) if n.topic == crate::notice::LEASE_FREED || n.payload == "1" => return n.topic,
+                    Some(_) => {}
+                    None => return String::new(),
+                }
+            }
+        });
+        let first = first.await.expect("a notice in time");
+        if store.notices_cross_process() {
+            assert_eq!(first, "marker", "a lease nobody waits for is given back without a notice");
+        }
         let none = store.try_lease_marked("none", "a", ttl, true).await;
         assert!(matches!(none, Err(crate::Error::SessionNotFound { .. })), "{none:?}");
         assert_eq!(store.lease_holder("none").await.expect("read"), None, "not taken for a session that is not there");

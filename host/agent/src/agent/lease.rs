@@ -158,6 +158,15 @@ impl Agent {
                         freed = Some(store.notices().await);
                         continue;
                     };
+                    // A turn's commit tells only those who asked (after each look: a new holder
+                    // starts with nobody asking). Given back meanwhile: look again at once.
+                    match store.want_lease(&self.session_id).await {
+                        Ok(true) => {}
+                        Ok(false) => continue,
+                        Err(e) => {
+                            tracing::debug!(session_id = self.session_id, "cannot ask to be told of the lease: {e}")
+                        }
+                    }
                     let until = tokio::time::Instant::now() + POLL + Duration::from_millis(fastrand::u64(0..100));
                     loop {
                         tokio::select! {

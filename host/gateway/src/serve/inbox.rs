@@ -61,6 +61,7 @@ impl Gateway {
             kind: m.kind.as_str(),
             body: m.body,
             respond: m.respond,
+            served_here: lock(&self.sessions).contains_key(m.session_key),
         };
         match self.store.inbox_put(&new).await {
             Ok(Put::New(id)) => {
@@ -229,8 +230,12 @@ pub(crate) async fn reply_to(gateway: &Gateway, id: i64, timeout: Duration) -> O
     let every = if gateway.store.notices_cross_process() { Duration::from_secs(2) } else { Duration::from_millis(250) };
     let wanted = id.to_string();
     // Kept just now by this process: nobody answered it before the wait began (a message kept
-    // before, handed in again, may be answered already: read first).
+    // before, handed in again, may be answered already: read first). Its answer tells only the
+    // process that kept it, unless asked to tell every one.
     let mut read = awaited.is_none();
+    if read && let Err(e) = gateway.store.inbox_await(id).await {
+        tracing::warn!("cannot ask to be told of an answer: {e}; looking now and then");
+    }
     loop {
         if read {
             match gateway.store.inbox_get(id).await {

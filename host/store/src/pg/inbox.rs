@@ -60,8 +60,10 @@ impl Parts {
     /// The common table expressions that mark entry `$id` done with `$reply` at `$now` and keep
     /// the deliveries, whose columns are the parameters from `$first` on ([`Parts::params`]).
     pub(super) fn done_ctes(&self, id: usize, reply: usize, now: usize, first: usize) -> String {
-        let done =
-            format!("done AS (UPDATE inbox SET state = 'done', reply = ${reply}, done_at = ${now} WHERE id = ${id})");
+        let done = format!(
+            "done AS (UPDATE inbox SET state = 'done', reply = ${reply}, done_at = ${now} WHERE id = ${id} \
+             RETURNING respond, waiter)"
+        );
         if self.keys.is_empty() {
             return done;
         }
@@ -89,9 +91,17 @@ impl Parts {
     }
 }
 
+/// Whether a row of `done` ([`Parts::done_ctes`]) may be waited on by a process other than
+/// `$me` (the one answering it): a webhook's entry that this process did not keep, or that a
+/// request of another process waits on too ([`crate::Store::inbox_await`]).
+pub(super) fn awaited_elsewhere(me: usize) -> String {
+    format!("respond AND waiter IS DISTINCT FROM ${me}")
+}
+
 impl Pg {
-    /// Keep `e` and, when it is new, send `notice` in the same statement.
-    pub(crate) async fn inbox_put(&self, e: &NewEntry<'_>, notice: &str) -> Result<Put> {
+    /// Keep `e` and, when it is new, send `notice` (if any) in the same statement. A webhook's
+    /// entry names this process as the one waiting on it.
+    pub(crate) async fn inbox_put(&self, e: &NewEntry<'_>, notice: Option<&str>) -> Result<Put> {
         let (account, chat_id, thread_id, session_key, message_id, kind, body) = (
             e.account.to_string(),
             e.chat_id.to_string(),
@@ -101,16 +111,18 @@ impl Pg {
             e.kind.to_string(),
             e.body.to_string(),
         );
-        let (respond, notice) = (e.respond, notice.to_string());
+        let (respond, notice) = (e.respond, notice.map(str::to_string));
+        let waiter = respond.then(crate::process::me);
         let client = self.client().await?;
         let inserted = client
             .qopt(
                 "WITH kept AS (
-                     INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                     INSERT INTO inbox (account, chat_id, thread_id, session_key, message_id, kind, body, respond, created_at,
+                                        waiter)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $12)
                      ON CONFLICT (account, chat_id, message_id) DO NOTHING RETURNING id
                  )
-                 SELECT kept.id, pg_notify($10, $11)::text FROM kept",
+                 SELECT kept.id, CASE WHEN $11::text IS NOT NULL THEN pg_notify($10, $11)::text END FROM kept",
                 &[
                     &account,
                     &chat_id,
@@ -123,6 +135,7 @@ impl Pg {
                     &now_ms(),
                     &crate::notice::CHANNEL,
                     &notice,
+                    &waiter,
                 ],
             )
             .await
@@ -138,6 +151,15 @@ impl Pg {
             .await
             .map_err(sql)?;
         Ok(Put::Known(Box::new(entry(&known))))
+    }
+
+    pub(crate) async fn inbox_await(&self, id: i64) -> Result<()> {
+        let client = self.client().await?;
+        client
+            .exec("UPDATE inbox SET waiter = NULL WHERE id = $1 AND waiter IS NOT NULL", &[&id])
+            .await
+            .map_err(sql)?;
+        Ok(())
     }
 
     pub(crate) async fn inbox_get(&self, id: i64) -> Result<Option<Entry>> {
@@ -208,8 +230,13 @@ impl Pg {
     ) -> Result<()> {
         let (reply, notice, now) = (reply.map(str::to_string), notice.to_string(), now_ms());
         let parts = Parts::of(queued.iter().copied());
-        let statement = format!("WITH {} SELECT pg_notify($4, $5)", parts.done_ctes(1, 2, 3, 6));
-        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&id, &reply, &now, &crate::notice::CHANNEL, &notice];
+        let statement = format!(
+            "WITH {} SELECT pg_notify($4, $5) FROM done WHERE {}",
+            parts.done_ctes(1, 2, 3, 7),
+            awaited_elsewhere(6)
+        );
+        let me = crate::process::me();
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&id, &reply, &now, &crate::notice::CHANNEL, &notice, &me];
         params.extend(parts.params());
         let client = self.client().await?;
         client.exec(&statement, &params).await.map_err(sql)?;

@@ -70,14 +70,14 @@ const TAKE_FREE: &str = "INSERT INTO session_leases (session_id, token, pid, hos
      VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (session_id) DO UPDATE SET token = excluded.token, pid = excluded.pid,
          host = excluded.host, holder = excluded.holder, acquired_at = excluded.acquired_at,
-         expires_at = excluded.expires_at
+         expires_at = excluded.expires_at, wanted = false
      WHERE session_leases.expires_at <= excluded.acquired_at
      RETURNING 1";
 
 /// Take over the lease from a holder that no longer holds it (a process of this machine that is
 /// gone), unless it changed hands since its token `$8` was read.
 const TAKE_OVER: &str = "UPDATE session_leases SET token = $2, pid = $3, host = $4, holder = $5, acquired_at = $6,
-         expires_at = $7
+         expires_at = $7, wanted = false
      WHERE session_id = $1 AND token = $8";
 
 /// How often a taker looks again when the lease changed hands while it looked.
@@ -199,6 +199,17 @@ impl Pg {
                 "UPDATE session_leases SET expires_at = $3 WHERE session_id = $1 AND token = $2",
                 &[&session_id, &token, &expires],
             )
+            .await
+            .map_err(sql)?;
+        Ok(n == 1)
+    }
+
+    /// Ask to be told when the lease is given back with a turn's commit: whether it is still
+    /// held (when not, there is nothing to wait for).
+    pub(crate) async fn want_lease(&self, session_id: &str) -> Result<bool> {
+        let client = self.client().await?;
+        let n = client
+            .exec("UPDATE session_leases SET wanted = true WHERE session_id = $1", &[&session_id])
             .await
             .map_err(sql)?;
         Ok(n == 1)

@@ -203,7 +203,7 @@ impl Pg {
                      cache_write_tokens = cache_write_tokens + $9, reasoning_tokens = reasoning_tokens + $10,
                      estimated_calls = estimated_calls + $11, updated_at = greatest(updated_at, $2)
                  WHERE id = $1),
-             gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $12),",
+             gone AS (DELETE FROM session_leases WHERE session_id = $1 AND token = $12 RETURNING wanted),",
         );
         // The answered entry's parameters follow the rows'.
         let base = FIXED + rows.len() * 7;
@@ -211,15 +211,18 @@ impl Pg {
             let notice = Store::notice_text(crate::inbox::DONE, &id.to_string());
             (id, answer.reply.as_deref(), notice, Parts::of(answer.queued.iter().map(Queued::new_delivery)))
         });
+        // Told only when someone waits: a process for the lease, another process for the answer
+        // (see the schema's eighth migration).
         match &answered {
             Some((_, _, _, parts)) => statement.push_str(&format!(
                 "{},
-                 told AS (SELECT pg_notify($13, $14) WHERE $14::text IS NOT NULL
-                          UNION ALL SELECT pg_notify($13, ${}))",
-                parts.done_ctes(base + 1, base + 2, 2, base + 4),
-                base + 3
+                 told AS (SELECT pg_notify($13, $14) FROM gone WHERE wanted
+                          UNION ALL SELECT pg_notify($13, ${}) FROM done WHERE {})",
+                parts.done_ctes(base + 1, base + 2, 2, base + 5),
+                base + 3,
+                super::inbox::awaited_elsewhere(base + 4)
             )),
-            None => statement.push_str("told AS (SELECT pg_notify($13, $14) WHERE $14::text IS NOT NULL)"),
+            None => statement.push_str("told AS (SELECT pg_notify($13, $14) FROM gone WHERE wanted)"),
         }
         statement.push_str(
             "
@@ -252,8 +255,9 @@ impl Pg {
                 &r.extra,
             ]);
         }
+        let me = crate::process::me();
         if let Some((id, reply, notice, parts)) = &answered {
-            params.extend([id as &(dyn ToSql + Sync), reply, notice]);
+            params.extend([id as &(dyn ToSql + Sync), reply, notice, &me]);
             params.extend(parts.params());
         }
         // The notice is read back, so that it is sent (a CTE nobody reads is never run).

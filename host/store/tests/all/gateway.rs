@@ -36,6 +36,7 @@ fn entry<'a>(key: &'a str, chat: &'a str, id: &'a str) -> NewEntry<'a> {
         kind: "message",
         body: "{\"text\":\"hi\"}",
         respond: false,
+        served_here: false,
     }
 }
 
@@ -180,7 +181,7 @@ async fn an_answer_s_parts_are_queued_as_its_message_is_marked_done(s: &Store) {
     let parts = [part("one", "r:0"), part("two", "r:1"), part("three", "r:2")];
     s.inbox_done_queueing(id, &parts).await.expect("done");
     assert!(s.inbox_get(id).await.expect("get").expect("kept").is_done());
-    assert_eq!(next_on(&mut notices, DONE).await.payload, id.to_string(), "whoever waits is told");
+    assert_eq!(told_done(s, &mut notices, id).await, !s.notices_cross_process(), "a chat's answer is awaited by none");
     // The parts go out one after the other, in order, to the entry's chat and thread.
     let hold = Duration::from_secs(60);
     let mut sent = Vec::new();
@@ -236,7 +237,7 @@ async fn a_message_is_marked_done_in_the_commit_of_its_turn_s_answer(s: &Store) 
     let mut notices = s.notices().await;
     s.append_answer("s-a", &[answer("hello *you*")], None, Some(&token), "hello you").await.expect("commit");
     assert!(state(id).await.is_done(), "done with the answer");
-    assert_eq!(next_on(&mut notices, DONE).await.payload, id.to_string(), "whoever waits is told");
+    assert_eq!(told_done(s, &mut notices, id).await, !s.notices_cross_process(), "a chat's answer is awaited by none");
     assert!(s.lease_holder("s-a").await.expect("holder").is_none(), "the lease was given back in it too");
     assert!(s.inbox_answered(id, "s-a"), "the worker learns it was");
     assert!(!s.inbox_answered(id, "s-a"), "once");
@@ -324,12 +325,56 @@ pub(crate) async fn next_on(notices: &mut Notices, topic: &str) -> Notice {
     }
 }
 
+/// Whether entry `id`'s answer was told ([`DONE`]) before a marker sent now. On SQLite every
+/// answer tells this process's subscribers; on PostgreSQL only one that a request of another
+/// process may wait on tells anyone.
+async fn told_done(s: &Store, notices: &mut Notices, id: i64) -> bool {
+    s.notify("marker", &id.to_string()).await.expect("marker");
+    let first = first_of(notices, &[DONE, "marker"]).await;
+    assert_eq!(first.payload, id.to_string());
+    first.topic == DONE
+}
+
+/// The first of `topics` to come.
+async fn first_of(notices: &mut Notices, topics: &[&str]) -> Notice {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout_at(deadline, notices.recv()).await {
+            Ok(Some(n)) if topics.contains(&n.topic.as_str()) => return n,
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => panic!("none of {topics:?}"),
+        }
+    }
+}
+
 async fn notices_tell_of_queued_messages_answers_freed_leases_and_changed_jobs(s: &Store) {
     let mut notices = s.notices().await;
     let Put::New(id) = s.inbox_put(&entry("dm:9", "9", "1")).await.expect("put") else { panic!("new") };
     assert_eq!(next_on(&mut notices, QUEUED).await.payload, "dm:9");
+    // Kept for the chat's worker of this process, which holds the chat: nobody else is told.
+    let served = NewEntry { served_here: true, ..entry("dm:9", "9", "2") };
+    assert!(matches!(s.inbox_put(&served).await.expect("put"), Put::New(_)));
+    s.notify("marker", "1").await.expect("marker");
+    assert_eq!(first_of(&mut notices, &[QUEUED, "marker"]).await.topic, "marker");
     s.inbox_done(id, None).await.expect("done");
-    assert_eq!(next_on(&mut notices, DONE).await.payload, id.to_string());
+    if s.notices_cross_process() {
+        // On PostgreSQL, an answer tells other processes only when one may wait on it: a
+        // webhook's entry that a request of another process waits on.
+        s.notify("marker", "2").await.expect("marker");
+        assert_eq!(first_of(&mut notices, &[DONE, "marker"]).await.topic, "marker", "a chat's answer tells nobody");
+        let hook = NewEntry { respond: true, ..entry("hook:9", "h9", "1") };
+        let Put::New(hook) = s.inbox_put(&hook).await.expect("put") else { panic!("new") };
+        s.inbox_done(hook, Some("answered here")).await.expect("done");
+        s.notify("marker", "3").await.expect("marker");
+        assert_eq!(first_of(&mut notices, &[DONE, "marker"]).await.topic, "marker", "kept and answered here");
+        let other = NewEntry { respond: true, ..entry("hook:9", "h9", "2") };
+        let Put::New(other) = s.inbox_put(&other).await.expect("put") else { panic!("new") };
+        s.inbox_await(other).await.expect("await");
+        s.inbox_done(other, Some("answered")).await.expect("done");
+        assert_eq!(next_on(&mut notices, DONE).await.payload, other.to_string());
+    } else {
+        assert_eq!(next_on(&mut notices, DONE).await.payload, id.to_string());
+    }
     let talaria_store::Leased::Granted(token) =
         s.try_lease("gateway:x", "test", Duration::from_secs(30)).await.expect("lease")
     else {
