@@ -15,7 +15,7 @@ use std::time::Duration;
 use talaria_core::store::Leased;
 use talaria_core::store::inbox::Entry;
 use talaria_core::store::inbox::{DONE, NewEntry, Put, QUEUED};
-use talaria_core::store::notice::{LEASE_FREED, RESYNC};
+use talaria_core::store::notice::{LEASE_FREED, Notices, RESYNC};
 use tokio::sync::{Notify, mpsc};
 
 use super::session::{self, CHAT_LEASE_TTL, Kind, chat_lease};
@@ -220,11 +220,10 @@ impl Drop for Unwait<'_> {
 }
 
 /// The reply to entry `id` once it is answered (by whichever process), or `None` after
-/// `timeout`.
-pub(crate) async fn reply_to(gateway: &Gateway, id: i64, timeout: Duration) -> Option<String> {
+/// `timeout`; `notices` were subscribed to before the entry was kept.
+pub(crate) async fn reply_to(gateway: &Gateway, id: i64, timeout: Duration, mut notices: Notices) -> Option<String> {
     let awaited = lock(&gateway.awaited).get(&id).cloned();
     let _unwait = Unwait(gateway, id);
-    let mut notices = gateway.store.notices().await;
     let deadline = tokio::time::Instant::now() + timeout;
     // Without notices from other processes, look now and then.
     let every = if gateway.store.notices_cross_process() { Duration::from_secs(2) } else { Duration::from_millis(250) };

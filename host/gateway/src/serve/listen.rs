@@ -298,6 +298,9 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
     let Some(PlatformEvent::Message(first)) = events.next() else {
         return refuse(StatusCode::BAD_GATEWAY, "the adapter made nothing of the request");
     };
+    // Listening before the message is kept: another process may answer it before this one
+    // would otherwise have begun to listen, and its notice is the only one sent.
+    let notices = gateway.store.notices().await;
     let Ok(taken) = gateway.on_message(account, first, true, trace.as_deref()).await else {
         return refuse(StatusCode::SERVICE_UNAVAILABLE, "the gateway cannot keep the message now; send it again later");
     };
@@ -307,7 +310,7 @@ async fn answer(served: &Served, account_name: &str, route_name: &str, rest: &st
     let Some(entry) = taken else {
         return refuse(StatusCode::FORBIDDEN, "this route's messages are not answered: allow its sender in [gateway]");
     };
-    match super::inbox::reply_to(gateway, entry, REPLY_TIMEOUT).await {
+    match super::inbox::reply_to(gateway, entry, REPLY_TIMEOUT, notices).await {
         Some(reply) => axum::Json(json!({ "reply": reply })).into_response(),
         None => refuse(StatusCode::GATEWAY_TIMEOUT, "no reply in time; it will not be sent here"),
     }
