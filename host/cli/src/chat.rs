@@ -202,6 +202,7 @@ pub async fn start(ctx: &Ctx, args: &ChatArgs, interactive: bool) -> anyhow::Res
         configured_mcp: true,
         unconfined_commands: false,
         rest_after: None,
+        kept: None,
         // What the user typed is committed before the model is asked: a crash keeps it.
         message_kept: false,
         no_model: false,

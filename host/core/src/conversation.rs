@@ -254,6 +254,7 @@ pub(crate) async fn start(host: &Host, start: Start) -> Result<Conversation, Err
         titled: false,
         plugins: plugins.clone(),
         rest_after: start.rest_after,
+        kept: start.kept.clone().map(crate::kept::Share::new),
         stats: host.stats.clone(),
         last_sender: None,
         job: start.job.clone(),
@@ -430,6 +431,8 @@ struct Actor {
     plugins: Arc<crate::Plugins>,
     /// The agent rests after this long without an op ([`Start::rest_after`]).
     rest_after: Option<std::time::Duration>,
+    /// Its part of what the front door's resting conversations keep ([`Start::kept`]).
+    kept: Option<crate::kept::Share>,
     /// Where each turn's figures go.
     stats: Arc<crate::stats::Recorder>,
     /// Who sent the last user message ([`Op::UserTurn::sender`]); a retry is theirs too.
@@ -450,6 +453,10 @@ impl Actor {
                 continue;
             }
             let stop = matches!(op, Op::Shutdown { .. });
+            if stop && let Some(share) = &mut self.kept {
+                // Given back before the shutdown is answered.
+                share.release();
+            }
             // Boxed: the run's own future stays small while the session waits for its next op.
             Box::pin(self.carry_out(op)).await;
             self.outbox.pump();
@@ -469,13 +476,18 @@ impl Actor {
         if let Some(after) = self.rest_after
             && !self.agent.is_resting()
         {
-            match tokio::time::timeout(after, self.inbox.next()).await {
-                Ok(next) => return next,
-                Err(_) => {
-                    self.agent.rest();
-                    lock(&self.info).resting = self.agent.is_resting();
-                }
+            // Kept only while the front door's conversations keep less than its limit.
+            let bytes = self.agent.held_bytes();
+            if self.kept.as_mut().is_none_or(|share| share.hold(bytes))
+                && let Ok(next) = tokio::time::timeout(after, self.inbox.next()).await
+            {
+                return next;
             }
+            self.agent.rest();
+            if let Some(share) = &mut self.kept {
+                share.release();
+            }
+            lock(&self.info).resting = self.agent.is_resting();
         }
         self.inbox.next().await
     }

@@ -57,6 +57,7 @@ pub mod budget;
 pub mod config;
 mod conversation;
 pub mod grants;
+pub mod kept;
 mod layers;
 pub mod metrics;
 pub mod models;
@@ -199,6 +200,9 @@ pub struct Start {
     /// and one in full flow keeps its history from turn to turn. Its
     /// [`Info::tail`](crate::conversation::Info::tail) stays empty.
     pub rest_after: Option<std::time::Duration>,
+    /// What the conversations of this front door that rest may keep between turns, together
+    /// (see [`kept`]): past it, one rests as soon as its turn is done.
+    pub kept: Option<std::sync::Arc<kept::Kept>>,
     /// Each turn's message is kept elsewhere until its turn is done, and the turn is run again
     /// when a crash cuts it short (the gateway's inbox): it is then committed with the turn's
     /// answer instead of on its own before the model is called
@@ -236,6 +240,7 @@ impl Default for Start {
             configured_mcp: true,
             unconfined_commands: false,
             rest_after: None,
+            kept: None,
             message_kept: false,
             no_model: false,
             job: None,

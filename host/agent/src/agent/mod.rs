@@ -448,6 +448,12 @@ impl Agent {
         self.resting = true;
     }
 
+    /// About how many bytes the history it holds takes (its texts, calls and images, and each
+    /// message's own size): what [`Agent::rest`] would give back.
+    pub fn held_bytes(&self) -> usize {
+        self.history.iter().map(bytes_of).sum::<usize>() + self.system_prompt.len()
+    }
+
     /// Whether it let go of its session ([`Agent::rest`]) and has not read it back since.
     pub fn is_resting(&self) -> bool {
         self.resting
@@ -888,4 +894,25 @@ fn with_unsaved<'a>(unsaved: Option<&Message>, messages: &'a [Message]) -> std::
         Some(message) => std::iter::once(message).chain(messages).cloned().collect::<Vec<_>>().into(),
         None => messages.into(),
     }
+}
+
+/// About how many bytes `m` holds (see [`Agent::held_bytes`]); provider data kept verbatim
+/// counts as a small fixed size rather than being measured.
+fn bytes_of(m: &Message) -> usize {
+    let images =
+        |images: &[talaria_protocol::Image]| images.iter().map(|i| i.data.len() + i.media_type.len()).sum::<usize>();
+    let texts: usize = match m {
+        Message::System { content } => content.len(),
+        Message::User { content, images: i } => content.len() + images(i),
+        Message::Assistant { content, tool_calls, reasoning, extra } => {
+            content.len()
+                + tool_calls.iter().map(|c| c.id.len() + c.name.len() + c.arguments.len()).sum::<usize>()
+                + reasoning.as_ref().map_or(0, String::len)
+                + extra.as_ref().map_or(0, |_| 256)
+        }
+        Message::Tool { tool_call_id, name, content, images: i } => {
+            tool_call_id.len() + name.len() + content.len() + images(i)
+        }
+    };
+    std::mem::size_of::<Message>() + texts
 }

@@ -242,6 +242,46 @@ async fn a_conversation_rests_only_once_no_op_came_for_a_while() {
     assert_eq!(said, ["first", "One.", "second"]);
 }
 
+/// Conversations in full flow keep their histories only while they keep less than their
+/// front door's limit together ([`Start::kept`]); past it, one rests as soon as its turn is
+/// done, and what one held is given back when it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_limit_of_what_flowing_conversations_keep_together_one_rests_at_once() {
+    let env = Env::new().await;
+    let mock = MockLlm::start(Script::new([Reply::text("One.").into(), Reply::text("Two.").into()]));
+    // Longer than the test: a conversation that rests here rests because of the limit.
+    let after = Duration::from_secs(120);
+    // Room for one conversation's history (its system prompt and two messages), not two.
+    let first = {
+        let start = Start { rest_after: Some(after), model: model(&mock), ..Start::default() };
+        let mut c = env.host.start(start).await.expect("starts");
+        turn(&mut c, "measure").await;
+        settled(&c, |info| info.messages == 2).await;
+        c.shutdown().await;
+        mock.requests()[0].body["messages"][0]["content"].as_str().expect("system prompt").len()
+    };
+    let kept = talaria_core::kept::Kept::new(first * 3 / 2);
+    let mock = MockLlm::start(Script::new([Reply::text("One.").into(), Reply::text("Two.").into()]));
+    let start = || Start { rest_after: Some(after), kept: Some(kept.clone()), model: model(&mock), ..Start::default() };
+    let (mut a, mut b) = (env.host.start(start()).await.expect("a"), env.host.start(start()).await.expect("b"));
+    turn(&mut a, "first").await;
+    let info = settled(&a, |info| info.messages == 2).await;
+    assert!(!info.resting, "within the limit: kept right after its turn");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while kept.held() == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let held = kept.held();
+    assert!(held > first, "its history is counted: {held} bytes");
+    turn(&mut b, "second").await;
+    settled(&b, |info| info.messages == 2 && info.resting).await;
+    assert_eq!(kept.held(), held, "the second rested at once and holds nothing");
+    assert!(!a.info().resting, "the first keeps its history");
+    a.shutdown().await;
+    assert_eq!(kept.held(), 0, "what a conversation held is given back when it ends");
+    b.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resting_conversation_reads_its_history_and_prompt_back_for_each_op() {
     let env = Env::new().await;

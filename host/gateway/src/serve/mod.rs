@@ -133,6 +133,9 @@ pub(crate) struct Gateway {
     awaited: Mutex<HashMap<i64, Arc<inbox::Awaited>>>,
     /// When each stranger was last told about pairing.
     told: Mutex<HashMap<(String, String), Instant>>,
+    /// What chats in full flow keep of their histories between messages, together
+    /// (`[gateway] history_mib`).
+    kept: Arc<talaria_core::kept::Kept>,
     /// A session was put away since the memory was last tidied ([`tidy`]).
     put_away: std::sync::atomic::AtomicBool,
     /// Messages each chat user (account, user id) sent in the last minute
@@ -212,6 +215,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
         Some(listener)
     };
     let limits = config.limits;
+    let kept = talaria_core::kept::Kept::new(config.history_bytes());
     let gateway = Arc::new(Gateway {
         host,
         config,
@@ -221,6 +225,7 @@ pub async fn run(host: Arc<Host>, options: Options, shutdown: impl Future<Output
         sessions: Mutex::default(),
         awaited: Mutex::default(),
         told: Mutex::default(),
+        kept,
         put_away: std::sync::atomic::AtomicBool::new(false),
         messages: Window::new(limits.messages_per_minute(), MINUTE),
         slowed: Window::new(1, MINUTE),

@@ -750,6 +750,7 @@ async fn open(
         unconfined_commands: gateway.config.unconfined(&account.name),
         // Chats mostly wait: after a pause between messages the history is the store's to keep.
         rest_after: Some(REST_AFTER),
+        kept: Some(gateway.kept.clone()),
         // The inbox holds each message until it is answered.
         message_kept: true,
         ..Start::default()
