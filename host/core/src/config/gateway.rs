@@ -52,7 +52,7 @@ pub struct GatewayToml {
     /// it is put away and its memory returned; its next message reads it back from the store.
     pub idle_minutes: Option<std::num::NonZeroU64>,
     /// What chats in full flow (a message within two seconds of the last answer) keep of their
-    /// histories between messages, together, in MiB (default 8). Past it, a chat reads its
+    /// histories between messages, together, in MiB (default 4). Past it, a chat reads its
     /// history back from the store with each message: the gateway's memory stays bounded
     /// however many chats talk at once.
     pub history_mib: Option<u64>,
@@ -110,7 +110,7 @@ impl GatewayToml {
 
     /// What chats in full flow keep of their histories, together, in bytes (`history_mib`).
     pub fn history_bytes(&self) -> usize {
-        usize::try_from(self.history_mib.unwrap_or(8).saturating_mul(1024 * 1024)).unwrap_or(usize::MAX)
+        usize::try_from(self.history_mib.unwrap_or(4).saturating_mul(1024 * 1024)).unwrap_or(usize::MAX)
     }
 
     /// How long a chat's session stays loaded without a message.
