@@ -431,8 +431,10 @@ async fn report(gateway: Arc<Gateway>) {
     }
 }
 
-/// How often the gateway forgets what it no longer needs.
-const TIDY_EVERY: Duration = Duration::from_secs(30);
+/// How often the gateway forgets what it no longer needs and hands freed memory back (every 30 s,
+/// the soak's resident memory rose by 14% between two trims: chats past `[gateway] history_mib`
+/// read their histories back with each message, and the allocator keeps what they churn).
+const TIDY_EVERY: Duration = Duration::from_secs(10);
 
 /// The state database's page cache in a gateway (a CLI keeps the store's 32 MiB). A gateway
 /// reads a chat's history again for each message after a pause ([`Start::rest_after`]): over thousands of
