@@ -314,15 +314,7 @@ async fn deliveries_in_trouble_are_listed_with_their_last_error(s: &Store) {
 
 /// The next notice on `topic`, waiting up to five seconds.
 pub(crate) async fn next_on(notices: &mut Notices, topic: &str) -> Notice {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        match tokio::time::timeout_at(deadline, notices.recv()).await {
-            Ok(Some(n)) if n.topic == topic => return n,
-            Ok(Some(_)) => {}
-            // The store is gone: no notice can come any more.
-            Ok(None) | Err(_) => panic!("no `{topic}` notice"),
-        }
-    }
+    first_of(notices, &[topic]).await
 }
 
 /// Whether entry `id`'s answer was told ([`DONE`]) before a marker sent now. On SQLite every
