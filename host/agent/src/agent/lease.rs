@@ -219,7 +219,7 @@ impl Agent {
                 if same(mark, known) {
                     return Ok(None);
                 }
-                let history = super::history_of(store, id).await?;
+                let history = super::resting::history_of(store, id).await?;
                 Ok(Some((mark, history)))
             })
             .await?;
